@@ -1,0 +1,125 @@
+#include "isa/base/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "isa/base/error.h"
+
+namespace tessel {
+
+int64_t NpyArray::element_count() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string NpyArray::shape_string() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+namespace {
+
+std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
+  const std::string quoted = "'" + key + "'";
+  size_t at = header.find(quoted);
+  if (at == std::string::npos) throw UserError(path + ": .npy header has no '" + key + "' entry");
+  at = header.find(':', at + quoted.size());
+  if (at == std::string::npos) throw UserError(path + ": .npy header entry '" + key + "' has no value");
+  return header.substr(at + 1);
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot open .npy file");
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (in.gcount() != 8 || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    throw UserError(path + ": not a .npy file (bad magic string)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  uint32_t header_len = 0;
+  if (major == 1) {
+    unsigned char b[2] = {};
+    in.read(reinterpret_cast<char*>(b), 2);
+    header_len = b[0] | (b[1] << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4] = {};
+    in.read(reinterpret_cast<char*>(b), 4);
+    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+  } else {
+    throw UserError(path + ": unsupported .npy format version " + std::to_string(major));
+  }
+  if (!in || header_len > (1u << 20)) throw UserError(path + ": truncated or oversized .npy header");
+  std::string header(header_len, '\0');
+  in.read(header.data(), header_len);
+  if (static_cast<uint32_t>(in.gcount()) != header_len) throw UserError(path + ": truncated .npy header");
+
+  NpyArray array;
+  std::smatch m;
+  const std::string descr_part = dict_value(header, "descr", path);
+  static const std::regex descr_re("^\\s*'([^']*)'");
+  if (!std::regex_search(descr_part, m, descr_re)) throw UserError(path + ": .npy 'descr' is not a string");
+  auto dtype = dtype_from_npy_descr(m[1].str());
+  if (!dtype)
+    throw UserError(path + ": .npy dtype '" + m[1].str() +
+                    "' is not supported (expected one of <f2 <f4 |i1 |u1 <i4)");
+  array.dtype = *dtype;
+  const std::string order = dict_value(header, "fortran_order", path);
+  if (order.find("True") < order.find(','))
+    throw UserError(path + ": Fortran-order .npy arrays are not supported; save with C order");
+  const std::string shape_part = dict_value(header, "shape", path);
+  const size_t open = shape_part.find('('), close = shape_part.find(')');
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    throw UserError(path + ": .npy 'shape' is not a tuple");
+  std::stringstream dims(shape_part.substr(open + 1, close - open - 1));
+  std::string dim;
+  while (std::getline(dims, dim, ',')) {
+    if (dim.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      const long long v = std::stoll(dim);
+      if (v < 0) throw UserError(path + ": negative dimension in .npy shape");
+      array.shape.push_back(v);
+    } catch (const std::logic_error&) {
+      throw UserError(path + ": bad dimension '" + dim + "' in .npy shape");
+    }
+  }
+  const int64_t bytes = array.element_count() * dtype_bytes(array.dtype);
+  if (bytes > (int64_t{1} << 36)) throw UserError(path + ": .npy array is too large");
+  array.data.resize(static_cast<size_t>(bytes));
+  in.read(reinterpret_cast<char*>(array.data.data()), bytes);
+  if (in.gcount() != bytes)
+    throw UserError(path + ": truncated .npy data: expected " + std::to_string(bytes) + " bytes for shape " +
+                    array.shape_string());
+  return array;
+}
+
+void write_npy(const std::string& path, const NpyArray& array) {
+  TESSEL_CHECK(!dtype_npy_descr(array.dtype).empty(), "dtype has no NumPy equivalent");
+  TESSEL_CHECK(static_cast<int64_t>(array.data.size()) == array.element_count() * dtype_bytes(array.dtype),
+               "NpyArray data size does not match its shape");
+  std::string shape = "(";
+  for (int64_t d : array.shape) shape += std::to_string(d) + ",";
+  if (array.shape.size() > 1) shape.pop_back();
+  shape += ")";
+  std::string header = "{'descr': '" + std::string(dtype_npy_descr(array.dtype)) +
+                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw UserError(path + ": cannot write .npy file");
+  out.write("\x93NUMPY\x01\x00", 8);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  out.write(len_bytes, 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(array.data.data()), static_cast<std::streamsize>(array.data.size()));
+  if (!out) throw UserError(path + ": write failed");
+}
+
+}  // namespace tessel

@@ -1,0 +1,577 @@
+#include "isa/hierarchy.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "isa/base/error.h"
+
+namespace tessel::isa {
+
+namespace {
+
+constexpr std::array<std::string_view, kRoleCount> kRoleNames = {
+#define TESSEL_X(e, name, doc) name,
+    TESSEL_ROLES(TESSEL_X)
+#undef TESSEL_X
+};
+
+constexpr std::array<std::string_view, 6> kNpuPipes = {"S", "V", "M", "MTE1", "MTE2", "MTE3"};
+
+}  // namespace
+
+std::string_view role_name(Role r) { return kRoleNames[static_cast<size_t>(r)]; }
+
+std::optional<Role> parse_role(std::string_view name) {
+  for (size_t i = 0; i < kRoleNames.size(); ++i)
+    if (kRoleNames[i] == name) return static_cast<Role>(i);
+  return std::nullopt;
+}
+
+std::string_view target_kind_name(TargetKind k) { return k == TargetKind::Npu ? "npu" : "gpu"; }
+
+std::string_view unit_kind_name(UnitKind k) {
+  switch (k) {
+    case UnitKind::Matrix: return "matrix";
+    case UnitKind::Vector: return "vector";
+    case UnitKind::Scalar: return "scalar";
+    case UnitKind::Copy: return "copy";
+  }
+  return "?";
+}
+
+const Level* Hierarchy::find_level(std::string_view n) const {
+  for (const Level& l : levels)
+    if (l.name == n) return &l;
+  return nullptr;
+}
+
+const Unit* Hierarchy::find_unit(std::string_view n) const {
+  for (const Unit& u : units)
+    if (u.name == n) return &u;
+  return nullptr;
+}
+
+const Level* Hierarchy::level_with_role(Role role) const {
+  for (const Level& l : levels)
+    if (l.role == role) return &l;
+  return nullptr;
+}
+
+const Level& Hierarchy::level(Role role) const {
+  const Level* l = level_with_role(role);
+  TESSEL_CHECK(l != nullptr, "description '" + name + "' has no level with role " + std::string(role_name(role)) +
+                                 " (validate_hierarchy should have rejected it)");
+  return *l;
+}
+
+const TransferPath* Hierarchy::find_path(std::string_view from, std::string_view to) const {
+  for (const TransferPath& p : paths)
+    if (p.from == from && p.to == to) return &p;
+  return nullptr;
+}
+
+std::vector<const Unit*> Hierarchy::units_of_kind(UnitKind k) const {
+  std::vector<const Unit*> out;
+  for (const Unit& u : units)
+    if (u.kind == k) out.push_back(&u);
+  return out;
+}
+
+uint64_t Hierarchy::peak_macs_per_cycle(DType a, DType acc) const {
+  uint64_t best = 0;
+  for (const Unit* u : units_of_kind(UnitKind::Matrix))
+    for (const MatrixShape& s : u->shapes)
+      if (s.a == a && s.acc == acc) best = std::max<uint64_t>(best, s.macs() * u->count / s.cycles);
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing: every map is read through a Fields reader that remembers which keys were consumed, so
+// an unknown key (a typo) is an error naming its line instead of being ignored.
+namespace {
+
+class Fields {
+ public:
+  // `known` lists every key this map may hold; anything else is reported before any other problem
+  // (a misspelt key otherwise shows up as a confusing "required key is missing").
+  Fields(const YAML::Node& node, std::string where, const std::string& file, std::set<std::string> known)
+      : node_(node), where_(std::move(where)), file_(file), known_(std::move(known)) {
+    if (!node.IsMap()) fail(node, where_.empty() ? "document" : where_, "expected a mapping of keys to values");
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      if (!known_.count(key)) {
+        std::string list;
+        for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
+        fail(it->first, key_path(key), "unknown key (known keys here: " + list + ")");
+      }
+    }
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& reason) const {
+    throw UserError(location(at) + ": " + key + ": " + reason);
+  }
+
+  std::string location(const YAML::Node& at) const {
+    const YAML::Mark m = at.Mark();
+    if (m.is_null()) return file_;
+    return file_ + ":" + std::to_string(m.line + 1);
+  }
+
+  SourceMark mark() const {
+    const YAML::Mark m = node_.Mark();
+    return m.is_null() ? SourceMark{} : SourceMark{m.line + 1, m.column + 1};
+  }
+
+  std::string key_path(const std::string& key) const { return where_.empty() ? key : where_ + "." + key; }
+
+  bool has(const std::string& key) { return static_cast<bool>(node_[key]); }
+
+  YAML::Node get(const std::string& key, bool required) {
+    TESSEL_CHECK(known_.count(key), "hierarchy parser reads key '" + key + "' missing from its known-key list");
+    YAML::Node v = node_[key];
+    if (!v && required) fail(node_, key_path(key), "required key is missing");
+    return v;
+  }
+
+  template <typename T>
+  T scalar(const std::string& key, bool required, T fallback = T{}) {
+    YAML::Node v = get(key, required);
+    if (!v) return fallback;
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a single value");
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, key_path(key), "cannot read '" + v.Scalar() + "' as " + type_word<T>());
+    }
+  }
+
+  // Sizes: non-negative integers. Reading "-4" as unsigned would wrap, so read signed first.
+  uint64_t count(const std::string& key, bool required, uint64_t fallback = 0) {
+    YAML::Node v = get(key, required);
+    if (!v) return fallback;
+    const long long x = scalar_of<long long>(v, key);
+    if (x < 0) fail(v, key_path(key), "must not be negative (got " + std::to_string(x) + ")");
+    return static_cast<uint64_t>(x);
+  }
+
+  double number(const std::string& key, bool required, double fallback = 0) {
+    YAML::Node v = get(key, required);
+    if (!v) return fallback;
+    return scalar_of<double>(v, key);
+  }
+
+  std::vector<std::string> names(const std::string& key) {
+    YAML::Node v = get(key, false);
+    std::vector<std::string> out;
+    if (!v) return out;
+    if (!v.IsSequence()) fail(v, key_path(key), "expected a list such as [L0A, L0B]");
+    for (const YAML::Node& item : v) {
+      if (!item.IsScalar()) fail(item, key_path(key), "expected a list of names");
+      out.push_back(item.Scalar());
+    }
+    return out;
+  }
+
+  DType dtype(const std::string& key, bool required, DType fallback) {
+    YAML::Node v = get(key, required);
+    if (!v) return fallback;
+    return dtype_of(v, key);
+  }
+
+  DType dtype_of(const YAML::Node& v, const std::string& key) const {
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a dtype");
+    auto t = parse_dtype(v.Scalar());
+    if (!t) fail(v, key_path(key), "unknown dtype '" + v.Scalar() + "' (expected f16, bf16, f32, i8, u8 or i32)");
+    return *t;
+  }
+
+  const std::string& file() const { return file_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  template <typename T>
+  T scalar_of(const YAML::Node& v, const std::string& key) const {
+    if (!v.IsScalar()) fail(v, key_path(key), "expected a single value");
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, key_path(key), "cannot read '" + v.Scalar() + "' as a number");
+    }
+  }
+
+  template <typename T>
+  static std::string type_word() {
+    if constexpr (std::is_same_v<T, std::string>) return "text";
+    else if constexpr (std::is_same_v<T, bool>) return "true/false";
+    else return "a number";
+  }
+
+  YAML::Node node_;
+  std::string where_;
+  std::string file_;
+  std::set<std::string> known_;
+};
+
+std::string indexed(const std::string& list, size_t i) { return list + "[" + std::to_string(i) + "]"; }
+
+YAML::Node sequence(Fields& f, const std::string& key, bool required) {
+  YAML::Node v = f.get(key, required);
+  if (v && !v.IsSequence()) f.fail(v, f.key_path(key), "expected a list");
+  return v;
+}
+
+// Messages about cross-references name the element by its own name and source line.
+[[noreturn]] void reject(const std::string& file, const SourceMark& mark, const std::string& what,
+                         const std::string& reason) {
+  std::string where = file;
+  if (mark.line > 0) where += ":" + std::to_string(mark.line);
+  throw UserError(where + ": " + what + ": " + reason);
+}
+
+Level parse_level(const YAML::Node& node, const std::string& where, const std::string& file) {
+  Fields f(node, where, file,
+           {"name", "role", "capacity_bytes", "alignment_bytes", "granularity_bytes", "layout", "banks",
+            "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles", "write_latency_cycles"});
+  Level l;
+  l.mark = f.mark();
+  l.name = f.scalar<std::string>("name", true);
+  const std::string role = f.scalar<std::string>("role", true);
+  auto r = parse_role(role);
+  if (!r)
+    f.fail(node["role"], f.key_path("role"),
+           "unknown role '" + role + "' (expected global, stage, operand_a, operand_b, accumulator or vector)");
+  l.role = *r;
+  l.capacity_bytes = f.count("capacity_bytes", true);
+  l.alignment_bytes = static_cast<uint32_t>(f.count("alignment_bytes", false, 1));
+  l.granularity_bytes = static_cast<uint32_t>(f.count("granularity_bytes", false, 1));
+  l.layout = f.scalar<std::string>("layout", false, "nd");
+  l.banks = static_cast<uint32_t>(f.count("banks", false));
+  l.bank_width_bytes = static_cast<uint32_t>(f.count("bank_width_bytes", false));
+  l.shared_bandwidth_bytes_per_cycle = f.number("shared_bandwidth_bytes_per_cycle", false);
+  l.read_latency_cycles = static_cast<uint32_t>(f.count("read_latency_cycles", false));
+  l.write_latency_cycles = static_cast<uint32_t>(f.count("write_latency_cycles", false));
+  return l;
+}
+
+MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const std::string& file) {
+  Fields f(node, where, file, {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch"});
+  MatrixShape s;
+  s.mark = f.mark();
+  auto dim = [&](const char* key) {
+    YAML::Node v = f.get(key, true);
+    const double x = f.number(key, true);
+    if (!(x > 0) || x != std::floor(x))
+      f.fail(v, f.key_path(key), "matrix shape dimension must be a positive integer (got " + v.Scalar() + ")");
+    return static_cast<int>(x);
+  };
+  s.m = dim("m");
+  s.n = dim("n");
+  s.k = dim("k");
+  s.a = f.dtype("a", true, DType::F16);
+  s.b = f.dtype("b", true, DType::F16);
+  s.acc = f.dtype("acc", true, DType::F32);
+  s.cycles = static_cast<uint32_t>(f.count("cycles", false, 1));
+  s.min_arch = f.scalar<std::string>("min_arch", false);
+  return s;
+}
+
+Unit parse_unit(const YAML::Node& node, const std::string& where, const std::string& file) {
+  Fields f(node, where, file,
+           {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat", "max_repeat",
+            "mask_bits", "startup_cycles", "count"});
+  Unit u;
+  u.mark = f.mark();
+  u.name = f.scalar<std::string>("name", true);
+  const std::string kind = f.scalar<std::string>("kind", true);
+  if (kind == "matrix") u.kind = UnitKind::Matrix;
+  else if (kind == "vector") u.kind = UnitKind::Vector;
+  else if (kind == "scalar") u.kind = UnitKind::Scalar;
+  else if (kind == "copy") u.kind = UnitKind::Copy;
+  else f.fail(node["kind"], f.key_path("kind"), "unknown unit kind '" + kind + "' (expected matrix, vector, scalar or copy)");
+  u.pipe = f.scalar<std::string>("pipe", false);
+  u.reads = f.names("reads");
+  u.writes = f.names("writes");
+  if (YAML::Node shapes = sequence(f, "shapes", false))
+    for (size_t i = 0; i < shapes.size(); ++i)
+      u.shapes.push_back(parse_shape(shapes[i], f.key_path(indexed("shapes", i)), file));
+  if (YAML::Node dts = sequence(f, "dtypes", false))
+    for (size_t i = 0; i < dts.size(); ++i) u.dtypes.push_back(f.dtype_of(dts[i], indexed("dtypes", i)));
+  u.bytes_per_repeat = static_cast<uint32_t>(f.count("bytes_per_repeat", false));
+  u.max_repeat = static_cast<uint32_t>(f.count("max_repeat", false));
+  u.mask_bits = static_cast<uint32_t>(f.count("mask_bits", false));
+  u.startup_cycles = static_cast<uint32_t>(f.count("startup_cycles", false));
+  u.count = static_cast<uint32_t>(f.count("count", false, 1));
+  return u;
+}
+
+TransferPath parse_path(const YAML::Node& node, const std::string& where, const std::string& file) {
+  Fields f(node, where, file, {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"});
+  TransferPath p;
+  p.mark = f.mark();
+  p.from = f.scalar<std::string>("from", true);
+  p.to = f.scalar<std::string>("to", true);
+  p.engine = f.scalar<std::string>("engine", true);
+  p.bandwidth_bytes_per_cycle = f.number("bandwidth_bytes_per_cycle", true);
+  p.latency_cycles = static_cast<uint32_t>(f.count("latency_cycles", true));
+  p.transforms = f.names("transforms");
+  return p;
+}
+
+NpuSync parse_sync(const YAML::Node& node, const std::string& file) {
+  Fields f(node, "sync", file,
+           {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"});
+  NpuSync s;
+  s.event_ids_per_pipe_pair = static_cast<uint32_t>(f.count("event_ids_per_pipe_pair", true));
+  s.queue_depth = static_cast<uint32_t>(f.count("queue_depth", true));
+  s.set_flag_cycles = static_cast<uint32_t>(f.count("set_flag_cycles", false, 1));
+  s.barrier_cycles = static_cast<uint32_t>(f.count("barrier_cycles", false, 1));
+  s.scalar_cycles = static_cast<uint32_t>(f.count("scalar_cycles", false, 1));
+  if (s.event_ids_per_pipe_pair == 0) f.fail(node["event_ids_per_pipe_pair"], "sync.event_ids_per_pipe_pair", "must be at least 1");
+  if (s.queue_depth == 0) f.fail(node["queue_depth"], "sync.queue_depth", "must be at least 1");
+  return s;
+}
+
+GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
+  Fields f(node, "gpu", file,
+           {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
+            "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin", "shared_bytes_per_sm",
+            "l2_cache_bytes"});
+  GpuProperties g;
+  g.arch = f.scalar<std::string>("arch", true);
+  const std::string cc = f.scalar<std::string>("compute_capability", true);
+  const size_t dot = cc.find('.');
+  try {
+    if (dot == std::string::npos) throw std::invalid_argument(cc);
+    g.compute_capability_major = std::stoi(cc.substr(0, dot));
+    g.compute_capability_minor = std::stoi(cc.substr(dot + 1));
+  } catch (const std::logic_error&) {
+    f.fail(node["compute_capability"], "gpu.compute_capability", "expected MAJOR.MINOR such as 9.0 (got '" + cc + "')");
+  }
+  const std::string expected_arch = "sm_" + std::to_string(g.compute_capability_major) + std::to_string(g.compute_capability_minor);
+  if (g.arch != expected_arch)
+    f.fail(node["arch"], "gpu.arch", "'" + g.arch + "' does not match compute_capability " + cc + " (expected " + expected_arch + ")");
+  g.warp_size = static_cast<uint32_t>(f.count("warp_size", true));
+  g.max_threads_per_block = static_cast<uint32_t>(f.count("max_threads_per_block", true));
+  g.registers_per_sm = static_cast<uint32_t>(f.count("registers_per_sm", true));
+  g.registers_per_block = static_cast<uint32_t>(f.count("registers_per_block", true));
+  g.shared_bytes_per_block = f.count("shared_bytes_per_block", true);
+  g.shared_bytes_per_block_optin = f.count("shared_bytes_per_block_optin", true);
+  g.shared_bytes_per_sm = f.count("shared_bytes_per_sm", true);
+  g.l2_cache_bytes = f.count("l2_cache_bytes", true);
+  for (const char* key : {"warp_size", "max_threads_per_block", "registers_per_sm", "shared_bytes_per_sm"})
+    if (f.count(key, true) == 0) f.fail(node[key], std::string("gpu.") + key, "must be positive");
+  return g;
+}
+
+}  // namespace
+
+Hierarchy parse_hierarchy(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(file + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": invalid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw UserError(file + ": empty hierarchy description");
+  Fields f(root, "", file,
+           {"name", "description", "kind", "clock_mhz", "cores", "levels", "units", "paths", "sync", "gpu"});
+  Hierarchy h;
+  h.source_file = file;
+  h.name = f.scalar<std::string>("name", true);
+  h.description = f.scalar<std::string>("description", false);
+  const std::string kind = f.scalar<std::string>("kind", true);
+  if (kind == "npu") h.kind = TargetKind::Npu;
+  else if (kind == "gpu") h.kind = TargetKind::Gpu;
+  else f.fail(root["kind"], "kind", "unknown target kind '" + kind + "' (expected npu or gpu)");
+  h.clock_mhz = f.number("clock_mhz", true);
+  if (!(h.clock_mhz > 0)) f.fail(root["clock_mhz"], "clock_mhz", "must be positive");
+  h.cores = static_cast<uint32_t>(f.count("cores", true));
+  if (h.cores == 0) f.fail(root["cores"], "cores", "must be at least 1");
+
+  YAML::Node levels = sequence(f, "levels", true);
+  for (size_t i = 0; i < levels.size(); ++i) h.levels.push_back(parse_level(levels[i], indexed("levels", i), file));
+  YAML::Node units = sequence(f, "units", true);
+  for (size_t i = 0; i < units.size(); ++i) h.units.push_back(parse_unit(units[i], indexed("units", i), file));
+  YAML::Node paths = sequence(f, "paths", true);
+  for (size_t i = 0; i < paths.size(); ++i) h.paths.push_back(parse_path(paths[i], indexed("paths", i), file));
+  if (YAML::Node s = f.get("sync", false)) h.sync = parse_sync(s, file);
+  if (YAML::Node g = f.get("gpu", false)) h.gpu = parse_gpu(g, file);
+  validate_hierarchy(h);
+  return h;
+}
+
+Hierarchy load_hierarchy(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UserError(path + ": cannot open hierarchy description (no such file or not readable)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_hierarchy(buffer.str(), path);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation: structure beyond what a single key can say.
+namespace {
+
+bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+void validate_levels(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  if (h.levels.empty()) reject(file, {}, "levels", "a description needs at least one level");
+  std::map<std::string, const Level*> by_name;
+  std::map<Role, const Level*> by_role;
+  for (const Level& l : h.levels) {
+    const std::string what = "level '" + l.name + "'";
+    if (l.name.empty()) reject(file, l.mark, "levels", "a level has an empty name");
+    if (!by_name.emplace(l.name, &l).second) reject(file, l.mark, what, "defined twice");
+    if (l.capacity_bytes == 0) reject(file, l.mark, what + " capacity_bytes", "capacity must be positive (got 0)");
+    if (!is_power_of_two(l.alignment_bytes))
+      reject(file, l.mark, what + " alignment_bytes", "must be a power of two (got " + std::to_string(l.alignment_bytes) + ")");
+    if (l.granularity_bytes == 0) reject(file, l.mark, what + " granularity_bytes", "must be positive");
+    if (l.shared_bandwidth_bytes_per_cycle < 0) reject(file, l.mark, what + " shared_bandwidth_bytes_per_cycle", "must not be negative");
+    auto [it, fresh] = by_role.emplace(l.role, &l);
+    if (!fresh)
+      reject(file, l.mark, what, "role " + std::string(role_name(l.role)) + " is already carried by level '" +
+                                     it->second->name + "'; each role names exactly one level");
+  }
+  for (int r = 0; r < kRoleCount; ++r)
+    if (!by_role.count(static_cast<Role>(r)))
+      reject(file, {}, "levels", "missing role '" + std::string(role_name(static_cast<Role>(r))) +
+                                     "': the scheduling core needs a level for each of global, stage, operand_a, "
+                                     "operand_b, accumulator, vector");
+}
+
+void check_level_names(const Hierarchy& h, const Unit& u, const std::vector<std::string>& names, const char* key) {
+  for (const std::string& n : names)
+    if (!h.find_level(n))
+      reject(h.source_file, u.mark, "unit '" + u.name + "' " + key, "names undefined level '" + n + "'");
+}
+
+void validate_units(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  std::set<std::string> names;
+  for (const Unit& u : h.units) {
+    const std::string what = "unit '" + u.name + "'";
+    if (!names.insert(u.name).second) reject(file, u.mark, what, "defined twice");
+    check_level_names(h, u, u.reads, "reads");
+    check_level_names(h, u, u.writes, "writes");
+    if (u.count == 0) reject(file, u.mark, what + " count", "must be at least 1");
+    if (u.kind == UnitKind::Matrix) {
+      if (u.shapes.empty()) reject(file, u.mark, what, "a matrix unit needs at least one entry in shapes");
+      for (const MatrixShape& s : u.shapes)
+        if (s.cycles == 0) reject(file, s.mark, what + " shape cycles", "must be at least 1");
+    } else if (!u.shapes.empty()) {
+      reject(file, u.mark, what, "only matrix units have shapes");
+    }
+    if (u.kind == UnitKind::Vector && (u.bytes_per_repeat == 0 || u.max_repeat == 0))
+      reject(file, u.mark, what, "a vector unit needs positive bytes_per_repeat and max_repeat");
+    if (h.kind == TargetKind::Npu &&
+        std::find(kNpuPipes.begin(), kNpuPipes.end(), u.pipe) == kNpuPipes.end())
+      reject(file, u.mark, what + " pipe", "NPU units need a pipe among S, V, M, MTE1, MTE2, MTE3 (got '" + u.pipe + "')");
+  }
+  if (h.units_of_kind(UnitKind::Matrix).empty()) reject(file, {}, "units", "a description needs a matrix unit");
+  if (h.kind == TargetKind::Npu)
+    for (std::string_view pipe : kNpuPipes)
+      if (std::none_of(h.units.begin(), h.units.end(), [&](const Unit& u) { return u.pipe == pipe; }))
+        reject(file, {}, "units", "no unit runs on NPU pipe " + std::string(pipe));
+}
+
+void validate_paths(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  for (const TransferPath& p : h.paths) {
+    const std::string what = "path " + p.from + " -> " + p.to;
+    if (!h.find_level(p.from)) reject(file, p.mark, what, "'from' names undefined level '" + p.from + "'");
+    if (!h.find_level(p.to)) reject(file, p.mark, what, "'to' names undefined level '" + p.to + "'");
+    if (p.from == p.to) reject(file, p.mark, what, "a path must join two different levels");
+    const Unit* engine = h.find_unit(p.engine);
+    if (!engine) reject(file, p.mark, what + " engine", "names undefined unit '" + p.engine + "'");
+    if (!(p.bandwidth_bytes_per_cycle > 0)) reject(file, p.mark, what + " bandwidth_bytes_per_cycle", "must be positive");
+    auto lists = [](const std::vector<std::string>& v, const std::string& n) {
+      return v.empty() || std::find(v.begin(), v.end(), n) != v.end();
+    };
+    if (!lists(engine->reads, p.from))
+      reject(file, p.mark, what, "engine '" + engine->name + "' cannot read level '" + p.from + "' (not in its reads)");
+    if (!lists(engine->writes, p.to))
+      reject(file, p.mark, what, "engine '" + engine->name + "' cannot write level '" + p.to + "' (not in its writes)");
+  }
+}
+
+// Data flows along paths and through units (a unit that reads a filled level fills what it writes).
+std::set<std::string> filled_from_global(const Hierarchy& h) {
+  std::set<std::string> filled = {h.level(Role::Global).name};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const TransferPath& p : h.paths)
+      if (filled.count(p.from) && filled.insert(p.to).second) grew = true;
+    for (const Unit& u : h.units) {
+      if (u.kind == UnitKind::Copy) continue;
+      const bool fed = std::any_of(u.reads.begin(), u.reads.end(), [&](const std::string& r) { return filled.count(r) > 0; });
+      if (fed)
+        for (const std::string& w : u.writes)
+          if (filled.insert(w).second) grew = true;
+    }
+  }
+  return filled;
+}
+
+std::set<std::string> drains_to_global(const Hierarchy& h) {
+  std::set<std::string> drains = {h.level(Role::Global).name};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const TransferPath& p : h.paths)
+      if (drains.count(p.to) && drains.insert(p.from).second) grew = true;
+    for (const Unit& u : h.units) {
+      if (u.kind == UnitKind::Copy) continue;
+      const bool drained = std::any_of(u.writes.begin(), u.writes.end(), [&](const std::string& w) { return drains.count(w) > 0; });
+      if (drained)
+        for (const std::string& r : u.reads)
+          if (drains.insert(r).second) grew = true;
+    }
+  }
+  return drains;
+}
+
+void validate_reachability(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  const std::set<std::string> filled = filled_from_global(h);
+  for (const Level& l : h.levels)
+    if (!filled.count(l.name))
+      reject(file, l.mark, "level '" + l.name + "'",
+             "no transfer path reaches it from the global level '" + h.level(Role::Global).name + "'");
+  for (const Unit& u : h.units)
+    for (const std::string& r : u.reads)
+      if (!filled.count(r))
+        reject(file, u.mark, "unit '" + u.name + "'", "reads level '" + r + "' that it cannot reach: nothing brings data there");
+  const std::set<std::string> drains = drains_to_global(h);
+  for (Role r : {Role::Accumulator, Role::Vector}) {
+    const Level& l = h.level(r);
+    if (!drains.count(l.name))
+      reject(file, l.mark, "level '" + l.name + "'", "results in this " + std::string(role_name(r)) +
+                                                        " level cannot reach the global level: add a transfer path out of it");
+  }
+}
+
+}  // namespace
+
+void validate_hierarchy(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  validate_levels(h);
+  validate_units(h);
+  validate_paths(h);
+  validate_reachability(h);
+  if (h.kind == TargetKind::Npu && !h.sync)
+    reject(file, {}, "sync", "an NPU description needs a sync section (event_ids_per_pipe_pair, queue_depth)");
+  if (h.kind == TargetKind::Gpu && !h.gpu)
+    reject(file, {}, "gpu", "a GPU description needs a gpu section (arch, compute_capability, ...)");
+  if (h.kind == TargetKind::Npu && h.gpu) reject(file, {}, "gpu", "an NPU description cannot have a gpu section");
+  if (h.kind == TargetKind::Gpu && h.sync) reject(file, {}, "sync", "a GPU description cannot have an NPU sync section");
+}
+
+}  // namespace tessel::isa

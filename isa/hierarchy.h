@@ -1,0 +1,150 @@
+// Memory hierarchy descriptions: what a target machine is, as data (isa/targets/*.yaml).
+//
+// One schema serves both the DaVinci-like NPU and NVIDIA GPUs. The scheduling core asks for
+// levels by Role, never by name; the simulator and the cost model read sizes, bandwidths and
+// latencies from here and nowhere else. The YAML schema is documented in isa/README.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "isa/base/dtype.h"
+
+namespace tessel::isa {
+
+// X(enumerator, yaml name, what the scheduling core uses it for)
+#define TESSEL_ROLES(X)                                                     \
+  X(Global, "global", "off-chip memory holding a kernel's inputs/outputs")  \
+  X(Stage, "stage", "tile staging shared by a core's units")                \
+  X(OperandA, "operand_a", "left operand of the matrix unit")               \
+  X(OperandB, "operand_b", "right operand of the matrix unit")              \
+  X(Accumulator, "accumulator", "partial sums of the matrix unit")          \
+  X(Vector, "vector", "element-wise work")
+
+enum class Role : uint8_t {
+#define TESSEL_X(e, name, doc) e,
+  TESSEL_ROLES(TESSEL_X)
+#undef TESSEL_X
+};
+inline constexpr int kRoleCount = 6;
+std::string_view role_name(Role r);
+std::optional<Role> parse_role(std::string_view name);
+
+enum class TargetKind : uint8_t { Npu, Gpu };
+std::string_view target_kind_name(TargetKind k);
+
+struct SourceMark {  // where a value came from, for messages
+  int line = 0;      // 1-based; 0 when unknown
+  int column = 0;
+};
+
+struct Level {
+  std::string name;  // "L0A", "shared"
+  Role role = Role::Global;
+  uint64_t capacity_bytes = 0;
+  uint32_t alignment_bytes = 1;    // start addresses of buffers are multiples of this
+  uint32_t granularity_bytes = 1;  // smallest access unit
+  std::string layout;              // "nd", "fractal_nz", "fractal_zz", "fragment", "banked"
+  uint32_t banks = 0;              // shared-memory banks (0: not banked)
+  uint32_t bank_width_bytes = 0;
+  // Only the global level: bandwidth shared by every core, and access latencies.
+  double shared_bandwidth_bytes_per_cycle = 0;
+  uint32_t read_latency_cycles = 0;
+  uint32_t write_latency_cycles = 0;
+  SourceMark mark;
+};
+
+enum class UnitKind : uint8_t { Matrix, Vector, Scalar, Copy };
+std::string_view unit_kind_name(UnitKind k);
+
+// One shape a matrix unit executes: C[m,n] (acc) += A[m,k] (a) * B[k,n] (b).
+struct MatrixShape {
+  int m = 0, n = 0, k = 0;
+  DType a = DType::F16, b = DType::F16, acc = DType::F32;
+  uint32_t cycles = 1;              // cycles one shape occupies the unit (throughput)
+  std::string min_arch;             // GPU: lowest architecture that has it ("sm_75"); empty: all
+  SourceMark mark;
+  uint64_t macs() const { return uint64_t(m) * n * k; }
+};
+
+struct Unit {
+  std::string name;  // "cube", "mte2", "tensor_core"
+  UnitKind kind = UnitKind::Copy;
+  std::string pipe;                 // NPU pipe that issues it (S, V, M, MTE1, MTE2, MTE3); GPU: empty
+  std::vector<std::string> reads;   // level names
+  std::vector<std::string> writes;  // level names
+  std::vector<MatrixShape> shapes;  // Matrix units
+  std::vector<DType> dtypes;        // Vector/Scalar units: element types supported
+  uint32_t bytes_per_repeat = 0;    // Vector: bytes processed per repeat (one cycle each)
+  uint32_t max_repeat = 0;          // Vector: largest repeat count of one instruction
+  uint32_t mask_bits = 0;           // Vector: width of the lane mask
+  uint32_t startup_cycles = 0;      // latency before the first result
+  uint32_t count = 1;               // how many of this unit a core has (GPU: tensor cores per SM)
+  SourceMark mark;
+};
+
+struct TransferPath {
+  std::string from, to;  // level names
+  std::string engine;    // unit name (kind Copy, or the unit that moves the data)
+  double bandwidth_bytes_per_cycle = 0;  // per core
+  uint32_t latency_cycles = 0;
+  std::vector<std::string> transforms;  // "nd2nz", "transpose", "img2col", "cast_f32_f16", "relu"
+  SourceMark mark;
+};
+
+struct NpuSync {
+  uint32_t event_ids_per_pipe_pair = 0;
+  uint32_t queue_depth = 0;          // instructions each pipe's queue holds
+  uint32_t set_flag_cycles = 0;      // issue cost of set_flag/wait_flag on the scalar pipe
+  uint32_t barrier_cycles = 0;
+  uint32_t scalar_cycles = 0;        // one scalar instruction
+};
+
+struct GpuProperties {
+  std::string arch;                  // "sm_90"
+  int compute_capability_major = 0, compute_capability_minor = 0;
+  uint32_t warp_size = 0;
+  uint32_t max_threads_per_block = 0;
+  uint32_t registers_per_sm = 0;
+  uint32_t registers_per_block = 0;
+  uint64_t shared_bytes_per_block = 0;        // without opt-in
+  uint64_t shared_bytes_per_block_optin = 0;
+  uint64_t shared_bytes_per_sm = 0;
+  uint64_t l2_cache_bytes = 0;
+};
+
+struct Hierarchy {
+  std::string name;
+  std::string description;
+  std::string source_file;  // where it was loaded from
+  TargetKind kind = TargetKind::Npu;
+  double clock_mhz = 0;
+  uint32_t cores = 0;  // NPU AI cores / GPU SMs
+  std::vector<Level> levels;
+  std::vector<Unit> units;
+  std::vector<TransferPath> paths;
+  std::optional<NpuSync> sync;      // NPU only
+  std::optional<GpuProperties> gpu; // GPU only
+
+  const Level* find_level(std::string_view name) const;
+  const Unit* find_unit(std::string_view name) const;
+  // The level carrying a role; nullptr where the description has none.
+  const Level* level_with_role(Role role) const;
+  const Level& level(Role role) const;  // throws InternalError if missing (validation guarantees it)
+  const TransferPath* find_path(std::string_view from, std::string_view to) const;
+  std::vector<const Unit*> units_of_kind(UnitKind kind) const;
+  // Peak multiply-accumulates per cycle per core for the given operand/accumulator types (0: none).
+  uint64_t peak_macs_per_cycle(DType a, DType acc) const;
+};
+
+// Parse and validate. Throws UserError naming the file, the key, the line and the reason.
+Hierarchy load_hierarchy(const std::string& path);
+Hierarchy parse_hierarchy(const std::string& yaml_text, const std::string& source_name);
+
+// The structural checks load_hierarchy runs (public so tests can build descriptions in code).
+void validate_hierarchy(const Hierarchy& h);
+
+}  // namespace tessel::isa

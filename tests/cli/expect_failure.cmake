@@ -1,0 +1,11 @@
+# Runs CMD with ARGS ('|'-separated), and passes when it exits with EXPECT_CODE and its stderr
+# contains EXPECT literally.
+string(REPLACE "|" ";" arg_list "${ARGS}")
+execute_process(COMMAND ${CMD} ${arg_list} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT "${code}" STREQUAL "${EXPECT_CODE}")
+  message(FATAL_ERROR "expected exit status ${EXPECT_CODE}, got '${code}'\nstdout: ${out}\nstderr: ${err}")
+endif()
+string(FIND "${err}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "stderr does not contain '${EXPECT}'\nstderr: ${err}")
+endif()

@@ -1,0 +1,191 @@
+// Hierarchy descriptions: every shipped target validates; each kind of malformed description is
+// rejected with its own message (file, key, line, reason); the two-file comparison names the
+// differences a user expects between the NPU and Hopper.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "isa/base/error.h"
+#include "isa/hierarchy.h"
+#include "isa/hierarchy_report.h"
+
+using namespace tessel;
+using namespace tessel::isa;
+
+namespace {
+
+std::string target_path(const std::string& name) { return std::string(TESSEL_SOURCE_DIR) + "/isa/targets/" + name; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Parses `text` and returns the UserError message ("" when it parsed).
+std::string rejection(const std::string& text) {
+  try {
+    parse_hierarchy(text, "t.yaml");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, "mutation anchor not found: " << from);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("every shipped description validates") {
+  for (const char* name : {"davinci-910.yaml", "davinci-310.yaml", "sm75.yaml", "sm80.yaml", "sm90.yaml"}) {
+    CAPTURE(name);
+    const Hierarchy h = load_hierarchy(target_path(name));
+    for (int r = 0; r < kRoleCount; ++r) CHECK(h.level_with_role(static_cast<Role>(r)) != nullptr);
+    CHECK(h.cores > 0);
+    CHECK(h.peak_macs_per_cycle(DType::F16, DType::F32) > 0);
+  }
+}
+
+TEST_CASE("davinci-910 carries the published Ascend 910 figures") {
+  const Hierarchy h = load_hierarchy(target_path("davinci-910.yaml"));
+  CHECK(h.kind == TargetKind::Npu);
+  CHECK(h.cores == 32);
+  CHECK(h.level(Role::OperandA).capacity_bytes == 64 * 1024);
+  CHECK(h.level(Role::OperandB).capacity_bytes == 64 * 1024);
+  CHECK(h.level(Role::Accumulator).capacity_bytes == 256 * 1024);
+  CHECK(h.level(Role::Stage).capacity_bytes == 1024 * 1024);
+  CHECK(h.level(Role::Vector).capacity_bytes == 256 * 1024);
+  CHECK(h.peak_macs_per_cycle(DType::F16, DType::F32) == 4096);  // one 16x16x16 fractal per cycle
+  CHECK(h.peak_macs_per_cycle(DType::I8, DType::I32) == 8192);   // 16x16x32
+  REQUIRE(h.sync);
+  CHECK(h.sync->event_ids_per_pipe_pair == 4);
+  const Unit* v = h.find_unit("vector");
+  REQUIRE(v);
+  CHECK(v->bytes_per_repeat == 256);
+  CHECK(v->max_repeat == 255);
+  CHECK(v->mask_bits == 128);
+  const TransferPath* l1_l0a = h.find_path("L1", "L0A");
+  REQUIRE(l1_l0a);
+  CHECK(l1_l0a->engine == "mte1");
+  CHECK(l1_l0a->bandwidth_bytes_per_cycle == 256);
+}
+
+TEST_CASE("sm90 carries the Hopper device properties") {
+  const Hierarchy h = load_hierarchy(target_path("sm90.yaml"));
+  REQUIRE(h.gpu);
+  CHECK(h.gpu->arch == "sm_90");
+  CHECK(h.gpu->compute_capability_major == 9);
+  CHECK(h.gpu->shared_bytes_per_sm == 228 * 1024);
+  CHECK(h.gpu->shared_bytes_per_block_optin == 227 * 1024);
+  CHECK(h.level(Role::Stage).capacity_bytes == h.gpu->shared_bytes_per_sm);
+  CHECK(h.cores == 132);
+}
+
+// Each malformed description names the file, the key or element, the line where known, and the reason.
+TEST_CASE("malformed descriptions are rejected with a specific message") {
+  const std::string good = read_text(target_path("davinci-910.yaml"));
+  REQUIRE(rejection(good).empty());
+  struct Case {
+    std::string rule;
+    std::string text;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"unknown key is an error, not ignored", replaced(good, "    layout: fractal_zz", "    layuot: fractal_zz"),
+       "t.yaml:41: levels[2].layuot: unknown key"},
+      {"zero capacity", replaced(good, "capacity_bytes: 65536", "capacity_bytes: 0"),
+       "t.yaml:36: level 'L0A' capacity_bytes: capacity must be positive (got 0)"},
+      {"negative capacity", replaced(good, "capacity_bytes: 1048576", "capacity_bytes: -5"),
+       "t.yaml:32: levels[1].capacity_bytes: must not be negative (got -5)"},
+      {"missing role", replaced(good, "role: operand_b", "role: operand_a"),
+       "level 'L0B': role operand_a is already carried by level 'L0A'"},
+      {"unknown role", replaced(good, "role: vector", "role: vectr"),
+       "t.yaml:55: levels[5].role: unknown role 'vectr'"},
+      {"path to an undefined level", replaced(good, "{from: GM, to: UB, engine: mte2", "{from: GM, to: UBB, engine: mte2"),
+       "path GM -> UBB: 'to' names undefined level 'UBB'"},
+      {"path with an undefined engine", replaced(good, "{from: GM, to: UB, engine: mte2", "{from: GM, to: UB, engine: mte9"),
+       "path GM -> UB engine: names undefined unit 'mte9'"},
+      {"a level no path reaches", replaced(good, "  - {from: L1, to: L0B, engine: mte1", "  - {from: L0A, to: L0B, engine: mte1"),
+       "path L0A -> L0B: engine 'mte1' cannot read level 'L0A'"},
+      {"a unit reading a level it cannot reach",
+       replaced(replaced(replaced(good, "  - {from: GM, to: L0B,", "  #"), "  - {from: L1, to: L0B,", "  #"),
+                "writes: [L1, L0A, L0B, UB]", "writes: [L1, L0A, UB]"),
+       "level 'L0B': no transfer path reaches it from the global level 'GM'"},
+      {"unit reads undefined level", replaced(good, "reads: [L0A, L0B, L0C]", "reads: [L0A, L0X, L0C]"),
+       "unit 'cube' reads: names undefined level 'L0X'"},
+      {"matrix shape not positive", replaced(good, "{m: 16, n: 16, k: 16, a: f16", "{m: 0, n: 16, k: 16, a: f16"),
+       "units[1].shapes[0].m: matrix shape dimension must be a positive integer (got 0)"},
+      {"matrix shape negative", replaced(good, "{m: 16, n: 16, k: 32, a: i8", "{m: 16, n: -16, k: 32, a: i8"),
+       "units[1].shapes[1].n: matrix shape dimension must be a positive integer (got -16)"},
+      {"unknown dtype", replaced(good, "a: i8, b: i8, acc: i32", "a: i7, b: i8, acc: i32"),
+       "units[1].shapes[1].a: unknown dtype 'i7'"},
+      {"missing required key", replaced(good, "clock_mhz: 1000 ", "# clock_mhz: 1000 "), "clock_mhz: required key is missing"},
+      {"zero cores", replaced(good, "cores: 32 ", "cores: 0 "), "t.yaml:17: cores: must be at least 1"},
+      {"NPU pipe missing", replaced(good, "pipe: MTE3", "pipe: MTE2"), "units: no unit runs on NPU pipe MTE3"},
+      {"event ids zero", replaced(good, "event_ids_per_pipe_pair: 4 ", "event_ids_per_pipe_pair: 0 "),
+       "sync.event_ids_per_pipe_pair: must be at least 1"},
+      {"NPU without sync section", good.substr(0, good.find("sync:")), "an NPU description needs a sync section"},
+      {"invalid YAML", replaced(good, "cores: 32 ", "cores: [32 "), "t.yaml:18:1: invalid YAML"},
+      {"accumulator cannot drain",
+       replaced(replaced(good, "  - {from: L0C, to: UB, engine: vector", "  #"), "reads: [UB, L0C]", "reads: [UB]"),
+       "level 'L0C': results in this accumulator level cannot reach the global level"},
+      {"alignment not a power of two", replaced(good, "alignment_bytes: 1024 ", "alignment_bytes: 1000 "),
+       "level 'L0C' alignment_bytes: must be a power of two (got 1000)"},
+      {"text where a number belongs", replaced(good, "bandwidth_bytes_per_cycle: 87, latency_cycles: 150",
+                                               "bandwidth_bytes_per_cycle: fast, latency_cycles: 150"),
+       "bandwidth_bytes_per_cycle: cannot read 'fast' as a number"},
+  };
+  static_assert(std::size(cases) >= 12);
+  for (const Case& c : cases) {
+    CAPTURE(c.rule);
+    const std::string message = rejection(c.text);
+    CHECK_MESSAGE(message.find(c.expected) != std::string::npos, "got: " << message);
+  }
+}
+
+TEST_CASE("a GPU description's arch must match its compute capability") {
+  const std::string good = read_text(target_path("sm90.yaml"));
+  const std::string message = rejection(replaced(good, "arch: sm_90", "arch: sm_80"));
+  CHECK(message.find("gpu.arch: 'sm_80' does not match compute_capability 9.0 (expected sm_90)") != std::string::npos);
+}
+
+TEST_CASE("a missing file names the path") {
+  CHECK_THROWS_WITH_AS(load_hierarchy("/no/such/file.yaml"),
+                       doctest::Contains("/no/such/file.yaml: cannot open hierarchy description"), UserError);
+}
+
+TEST_CASE("comparing davinci-910 with sm90 lists what each offers that the other lacks") {
+  const Hierarchy npu = load_hierarchy(target_path("davinci-910.yaml"));
+  const Hierarchy gpu = load_hierarchy(target_path("sm90.yaml"));
+  const HierarchyComparison c = compare_hierarchies(npu, gpu);
+  // The NPU: explicit flags between pipes, a scalar unit, fractal transforms, int8 at k=32.
+  CHECK(c.only_in_first.count("explicit sync flags between pipes"));
+  CHECK(c.only_in_first.count("unit kind scalar"));
+  CHECK(c.only_in_first.count("transform nd2nz"));
+  CHECK(c.only_in_first.count("matrix 16x16x32 i8*i8->i32"));
+  CHECK(c.only_in_first.count("transform relu"));
+  // Hopper: bf16, int8 at k=16, banked shared memory, warps.
+  CHECK(c.only_in_second.count("matrix dtype bf16"));
+  CHECK(c.only_in_second.count("matrix 16x16x16 i8*i8->i32"));
+  CHECK(c.only_in_second.count("banked stage level"));
+  CHECK(c.only_in_second.count("warp-level SIMT execution"));
+  // Both: img2col addressing, the 16x16x16 f16 shape — so neither list holds them.
+  CHECK_FALSE(c.only_in_first.count("transform img2col"));
+  CHECK_FALSE(c.only_in_first.count("matrix 16x16x16 f16*f16->f32"));
+  CHECK_FALSE(c.only_in_second.count("matrix 16x16x16 f16*f16->f32"));
+  CHECK(c.table.find("operand_a    L0A (64 KiB, fractal_zz)") != std::string::npos);
+}
+
+TEST_CASE("comparing sm75 with sm80: bf16 and cp.async arrive with Ampere") {
+  const HierarchyComparison c =
+      compare_hierarchies(load_hierarchy(target_path("sm75.yaml")), load_hierarchy(target_path("sm80.yaml")));
+  CHECK(c.only_in_first.empty());
+  CHECK(c.only_in_second.count("matrix dtype bf16"));
+}
