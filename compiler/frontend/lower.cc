@@ -1,0 +1,607 @@
+#include "compiler/frontend/lower.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace tessel::frontend {
+
+namespace {
+
+using ir::AffineExpr;
+using ir::SourceLoc;
+
+const std::set<std::string> kUnaryFunctions = {"abs", "exp", "log", "sqrt", "rsqrt", "tanh"};
+const std::set<std::string> kFloatOnlyFunctions = {"exp", "log", "sqrt", "rsqrt", "tanh"};
+const std::set<std::string> kKeywords = {"def", "where", "in"};
+
+bool is_builtin(const std::string& n) {
+  return kUnaryFunctions.count(n) || n == "select" || n == "min" || n == "max";
+}
+
+ir::Op unary_op(const std::string& n) {
+  if (n == "abs") return ir::Op::Abs;
+  if (n == "exp") return ir::Op::Exp;
+  if (n == "log") return ir::Op::Log;
+  if (n == "sqrt") return ir::Op::Sqrt;
+  if (n == "rsqrt") return ir::Op::Rsqrt;
+  return ir::Op::Tanh;
+}
+
+std::optional<ir::Op> binary_op(const std::string& s) {
+  static const std::pair<const char*, ir::Op> table[] = {
+      {"+", ir::Op::Add}, {"-", ir::Op::Sub}, {"*", ir::Op::Mul}, {"/", ir::Op::Div}, {"%", ir::Op::Mod},
+      {"<", ir::Op::Lt},  {"<=", ir::Op::Le}, {">", ir::Op::Gt},  {">=", ir::Op::Ge}, {"==", ir::Op::Eq},
+      {"!=", ir::Op::Ne}, {"&&", ir::Op::And}, {"||", ir::Op::Or}};
+  for (const auto& [sp, op] : table)
+    if (s == sp) return op;
+  return std::nullopt;
+}
+
+bool is_comparison(ir::Op op) {
+  return op == ir::Op::Lt || op == ir::Op::Le || op == ir::Op::Gt || op == ir::Op::Ge || op == ir::Op::Eq ||
+         op == ir::Op::Ne;
+}
+
+std::string dt(DType t) { return std::string(dtype_name(t)); }
+
+// How an expression's type is known: a fixed dtype, a literal-like value that takes the type of
+// its context (integer or real), or a condition (comparison / logical operator).
+enum class Kind { Strong, WeakInt, WeakReal, Bool };
+
+struct Typed {
+  ir::ExprPtr e;
+  Kind kind = Kind::Strong;
+  SourceLoc loc;  // where to point when this operand's type is wrong
+};
+
+struct Candidate {
+  AffineExpr hi;  // lo is 0
+  SourceLoc loc;
+  std::string from;  // "A(m, k)" dimension description for messages
+};
+
+struct IndexInfo {
+  std::string name;
+  SourceLoc first;
+  bool on_lhs = false;
+  bool in_access = false;
+  std::vector<Candidate> candidates;
+  const ast::Range* where = nullptr;
+};
+
+class Lowering {
+ public:
+  Lowering(const Source& src, const ast::Def& def) : src_(src), def_(def) {}
+
+  ir::Function run() {
+    f_.name = def_.name;
+    f_.loc = def_.loc;
+    check_name_free(def_.name, def_.loc, "operator");
+    for (const ast::TensorDecl& t : def_.inputs) declare(t, ir::TensorKind::Input);
+    for (const ast::TensorDecl& t : def_.outputs) declare(t, ir::TensorKind::Output);
+    for (const ast::Statement& s : def_.statements)
+      if (!f_.find_tensor(s.tensor)) written_later_.insert(s.tensor);
+    for (const ast::Statement& s : def_.statements) statement(s);
+    for (const ast::TensorDecl& t : def_.outputs)
+      if (!written_.count(t.name))
+        src_.error(t.loc, "output '" + t.name + "' is never written; add a statement '" + t.name + "(...) = ...'");
+    if (def_.statements.empty()) src_.error(def_.loc, "operator '" + def_.name + "' has no statements");
+    // Inputs, outputs, then locals in order of first write.
+    std::stable_partition(f_.tensors.begin(), f_.tensors.end(),
+                          [](const ir::Tensor& t) { return t.kind != ir::TensorKind::Local; });
+    return std::move(f_);
+  }
+
+ private:
+  const Source& src_;
+  const ast::Def& def_;
+  ir::Function f_;
+  std::set<std::string> params_;
+  std::set<std::string> written_;
+  std::set<std::string> written_later_;  // locals first written by some statement
+
+  // Per statement.
+  std::vector<IndexInfo> indices_;
+  const ast::Statement* stmt_ = nullptr;
+
+  [[noreturn]] void error(const SourceLoc& at, const std::string& m) const { src_.error(at, m); }
+
+  void check_name_free(const std::string& n, const SourceLoc& at, const char* what) {
+    if (parse_dtype(n)) error(at, "'" + n + "' is a dtype and cannot name a " + what);
+    if (is_builtin(n)) error(at, "'" + n + "' is a built-in function and cannot name a " + what);
+    if (kKeywords.count(n)) error(at, "'" + n + "' is a keyword and cannot name a " + what);
+  }
+
+  // --- affine expressions ----------------------------------------------------------------------
+
+  enum class AffineMode { Params, DeclareParams, Index };
+
+  static int64_t checked_mul(int64_t a, int64_t b, const Source& src, const SourceLoc& at) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) src.error(at, "integer overflow in an index or size expression");
+    return r;
+  }
+
+  AffineExpr scaled(const AffineExpr& e, int64_t k, const SourceLoc& at) const {
+    AffineExpr r;
+    if (k == 0) return r;
+    for (const auto& [n, c] : e.index_coeffs) r.index_coeffs[n] = checked_mul(c, k, src_, at);
+    for (const auto& [n, c] : e.param_coeffs) r.param_coeffs[n] = checked_mul(c, k, src_, at);
+    r.constant = checked_mul(e.constant, k, src_, at);
+    return r;
+  }
+
+  AffineExpr affine(const ast::Expr& e, AffineMode mode, const std::string& context) {
+    const std::string why = "non-affine " + context + ": ";
+    const std::string rule = "; " + context + "s must be sums of " +
+                             (mode == AffineMode::Index ? std::string("indices and size parameters")
+                                                        : std::string("size parameters")) +
+                             " times integer constants";
+    switch (e.kind) {
+      case ast::ExprKind::Int: return AffineExpr::constant_of(e.int_value);
+      case ast::ExprKind::Real: error(e.loc, "a " + context + " must be an integer, not the real number");
+      case ast::ExprKind::Name: return affine_name(e, mode, context);
+      case ast::ExprKind::Call:
+        error(e.loc, why + "'" + e.name + "(...)' cannot appear in a " + context + rule);
+      case ast::ExprKind::Unary:
+        if (e.op == "-") return scaled(affine(*e.args[0], mode, context), -1, e.loc);
+        error(e.loc, why + "'" + e.op + "' cannot appear in a " + context + rule);
+      case ast::ExprKind::Binary: break;
+    }
+    if (e.op == "+" || e.op == "-") {
+      const AffineExpr a = affine(*e.args[0], mode, context);
+      const AffineExpr b = affine(*e.args[1], mode, context);
+      AffineExpr r = e.op == "+" ? a + b : a - b;
+      if (__builtin_add_overflow(a.constant, e.op == "+" ? b.constant : -b.constant, &r.constant))
+        error(e.loc, "integer overflow in an index or size expression");
+      return r;
+    }
+    if (e.op == "*") {
+      const AffineExpr a = affine(*e.args[0], mode, context);
+      const AffineExpr b = affine(*e.args[1], mode, context);
+      if (a.is_constant()) return scaled(b, a.constant, e.loc);
+      if (b.is_constant()) return scaled(a, b.constant, e.loc);
+      error(e.loc, why + "'" + a.to_string() + "' times '" + b.to_string() + "' is a product of two variables" + rule);
+    }
+    error(e.loc, why + "'" + e.op + "' cannot appear in a " + context + rule);
+  }
+
+  AffineExpr affine_name(const ast::Expr& e, AffineMode mode, const std::string& context) {
+    const std::string& n = e.name;
+    if (f_.find_tensor(n) || written_later_.count(n))
+      error(e.loc, "tensor '" + n + "' cannot be used in a " + context + " (only indices and size parameters)");
+    if (is_builtin(n) || parse_dtype(n))
+      error(e.loc, "'" + n + "' is a " + std::string(is_builtin(n) ? "function" : "dtype") + " and cannot be used in a " +
+                       context);
+    if (mode == AffineMode::DeclareParams) {
+      check_name_free(n, e.loc, "size parameter");
+      if (!params_.count(n)) {
+        params_.insert(n);
+        f_.params.push_back(n);
+      }
+      return AffineExpr::param(n);
+    }
+    if (params_.count(n)) return AffineExpr::param(n);
+    if (mode == AffineMode::Params)
+      error(e.loc, "'" + n + "' is not a size parameter; a " + context +
+                       " may use only the size parameters of the signature (" + param_list() + ") and constants");
+    IndexInfo& info = use_index(n, e.loc);
+    info.in_access = true;
+    return AffineExpr::index(n);
+  }
+
+  std::string param_list() const {
+    std::string s;
+    for (const std::string& p : f_.params) s += (s.empty() ? "" : ", ") + p;
+    return s.empty() ? "none" : s;
+  }
+
+  // --- declarations ----------------------------------------------------------------------------
+
+  void declare(const ast::TensorDecl& d, ir::TensorKind kind) {
+    ir::Tensor t;
+    const std::optional<DType> dtype = parse_dtype(d.dtype);
+    if (!dtype) error(d.dtype_loc, "unknown dtype '" + d.dtype + "'; expected one of f16, bf16, f32, i8, u8, i32");
+    t.dtype = *dtype;
+    t.name = d.name;
+    t.kind = kind;
+    t.loc = d.loc;
+    check_name_free(d.name, d.loc, "tensor");
+    if (const ir::Tensor* other = f_.find_tensor(d.name))
+      error(d.loc, "tensor '" + d.name + "' is declared twice (first at " + line_col(other->loc) + ")");
+    if (params_.count(d.name)) error(d.loc, "'" + d.name + "' is already a size parameter and cannot name a tensor");
+    for (const ast::ExprPtr& dim : d.dims) t.shape.push_back(affine(*dim, AffineMode::DeclareParams, "tensor dimension"));
+    f_.tensors.push_back(std::move(t));
+    for (const ir::Tensor& other : f_.tensors)
+      if (params_.count(other.name))
+        error(other.loc, "'" + other.name + "' names both a tensor and a size parameter");
+  }
+
+  // --- statements ------------------------------------------------------------------------------
+
+  IndexInfo& use_index(const std::string& n, const SourceLoc& at) {
+    for (IndexInfo& i : indices_)
+      if (i.name == n) return i;
+    if (kKeywords.count(n)) error(at, "'" + n + "' is a keyword and cannot be used as an index");
+    indices_.push_back({n, at, false, false, {}, nullptr});
+    return indices_.back();
+  }
+
+  IndexInfo* find_index(const std::string& n) {
+    for (IndexInfo& i : indices_)
+      if (i.name == n) return &i;
+    return nullptr;
+  }
+
+  static std::string access_text(const std::string& tensor, const std::vector<AffineExpr>& idx) {
+    std::string s = tensor + "(";
+    for (size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + idx[i].to_string();
+    return s + ")";
+  }
+
+  void statement(const ast::Statement& s) {
+    indices_.clear();
+    stmt_ = &s;
+    ir::Statement st;
+    st.name = "S" + std::to_string(f_.statements.size());
+    st.output = s.tensor;
+    st.loc = s.loc;
+
+    const ir::Tensor* target = f_.find_tensor(s.tensor);
+    if (!target) {
+      check_name_free(s.tensor, s.loc, "tensor");
+      if (params_.count(s.tensor)) error(s.loc, "'" + s.tensor + "' is a size parameter and cannot be written");
+    } else if (target->kind == ir::TensorKind::Input) {
+      error(s.loc, "cannot write input tensor '" + s.tensor + "'; write an output or a new local tensor");
+    } else if (target->shape.size() != s.lhs.size()) {
+      error(s.loc, "'" + s.tensor + "' has " + std::to_string(target->shape.size()) + " dimension(s) but " +
+                       std::to_string(s.lhs.size()) + " index(es) are given");
+    }
+
+    // Left-hand indices: distinct plain names.
+    for (size_t i = 0; i < s.lhs.size(); ++i) {
+      const ast::LhsIndex& l = s.lhs[i];
+      if (params_.count(l.name))
+        error(l.loc, "'" + l.name + "' is a size parameter and cannot be an index; rename the index");
+      if (f_.find_tensor(l.name) || written_later_.count(l.name))
+        error(l.loc, "'" + l.name + "' is a tensor and cannot be an index");
+      if (is_builtin(l.name) || parse_dtype(l.name) || kKeywords.count(l.name))
+        error(l.loc, "'" + l.name + "' is a reserved name and cannot be an index");
+      if (find_index(l.name)) error(l.loc, "index '" + l.name + "' appears twice on the left-hand side");
+      IndexInfo& info = use_index(l.name, l.loc);
+      info.on_lhs = true;
+      if (target) info.candidates.push_back({target->shape[i], l.loc, "dimension " + std::to_string(i) + " of " + s.tensor});
+    }
+
+    // Reduction kind.
+    if (s.op == "=") {
+      st.reduction = ir::Reduction::None;
+    } else {
+      st.reduction = s.op[0] == '+' ? ir::Reduction::Sum : s.op[1] == 'a' ? ir::Reduction::Max : ir::Reduction::Min;
+      st.init = s.op.back() == '!';
+      if (!st.init && !written_.count(s.tensor))
+        error(s.op_loc, "'" + s.op + "' accumulates into the existing value of '" + s.tensor +
+                            "', but no earlier statement writes it; use '" + s.op + "!' to start from the identity");
+    }
+
+    // Right-hand side.
+    Typed rhs = expr(*s.rhs);
+
+    // where clauses.
+    for (const ast::Range& r : s.where) {
+      IndexInfo* info = find_index(r.index);
+      if (!info)
+        error(r.loc, "'where' gives a range for '" + r.index + "', which this statement does not use as an index");
+      if (info->where) error(r.loc, "index '" + r.index + "' is ranged twice (first at " + line_col(info->where->loc) + ")");
+      info->where = &r;
+    }
+
+    // Ranges.
+    std::vector<ir::IndexVar> outs, reds;
+    for (IndexInfo& info : indices_) {
+      if (!info.on_lhs && !info.in_access && !info.where)
+        error(info.first, "unknown name '" + info.name + "': not a tensor, a size parameter (" + param_list() +
+                              ") or an index of this statement");
+      ir::IndexVar v;
+      v.name = info.name;
+      v.is_reduction = !info.on_lhs;
+      if (info.where) {
+        v.lo = affine(*info.where->lo, AffineMode::Params, "range bound");
+        v.hi = affine(*info.where->hi, AffineMode::Params, "range bound");
+      } else if (info.candidates.empty()) {
+        error(info.first, "cannot infer the range of index '" + info.name +
+                              "': it never indexes a tensor dimension on its own; add 'where " + info.name +
+                              " in lo:hi'");
+      } else {
+        const Candidate& c0 = info.candidates[0];
+        for (const Candidate& c : info.candidates)
+          if (!(c.hi == c0.hi))
+            error(c.loc, "conflicting ranges for index '" + info.name + "': 0:" + c.hi.to_string() + " from " + c.from +
+                             " here, but 0:" + c0.hi.to_string() + " from " + c0.from + " at " + line_col(c0.loc) +
+                             "; add 'where " + info.name + " in lo:hi' to choose one");
+        v.lo = AffineExpr::constant_of(0);
+        v.hi = c0.hi;
+      }
+      if (v.is_reduction && st.reduction == ir::Reduction::None)
+        error(info.first, "index '" + info.name + "' appears only on the right-hand side of '=': use '+=!' (or 'max=!', "
+                              "'min=!') to reduce over it, or add it to the left-hand side");
+      (v.is_reduction ? reds : outs).push_back(v);
+    }
+    // Output indices in left-hand order.
+    for (const ast::LhsIndex& l : s.lhs)
+      for (const ir::IndexVar& v : outs)
+        if (v.name == l.name) st.domain.push_back(v);
+    for (const ir::IndexVar& v : reds) st.domain.push_back(v);
+    for (const ast::LhsIndex& l : s.lhs) st.out_indices.push_back(AffineExpr::index(l.name));
+
+    // Types.
+    DType out_type;
+    if (target) {
+      out_type = target->dtype;
+    } else {
+      if (rhs.kind == Kind::Bool) error(rhs.loc, "a condition cannot be stored; use select(c, 1, 0)");
+      out_type = rhs.kind == Kind::WeakInt ? DType::I32 : rhs.kind == Kind::WeakReal ? DType::F32 : rhs.e->type;
+      ir::Tensor t;
+      t.name = s.tensor;
+      t.dtype = out_type;
+      t.kind = ir::TensorKind::Local;
+      t.loc = s.loc;
+      for (const ir::IndexVar& v : outs) (void)v;
+      for (const ast::LhsIndex& l : s.lhs) t.shape.push_back(st.find_index(l.name)->hi);
+      f_.tensors.push_back(std::move(t));
+      written_later_.erase(s.tensor);
+    }
+    st.rhs = coerce(rhs, out_type, "'" + s.tensor + "' (" + dt(out_type) + ")");
+    st.acc_type = out_type;
+    written_.insert(s.tensor);
+    f_.statements.push_back(std::move(st));
+  }
+
+  // --- expressions -----------------------------------------------------------------------------
+
+  static std::shared_ptr<ir::Expr> node(ir::ExprKind k, DType t, const SourceLoc& loc) {
+    auto e = std::make_shared<ir::Expr>();
+    e->kind = k;
+    e->type = t;
+    e->loc = loc;
+    return e;
+  }
+
+  static Typed apply(ir::Op op, DType t, Kind kind, std::vector<ir::ExprPtr> args, const SourceLoc& loc) {
+    auto e = node(ir::ExprKind::Apply, t, loc);
+    e->op = op;
+    e->args = std::move(args);
+    return {e, kind, loc};
+  }
+
+  // Gives a weak (literal-like) expression the dtype `t`.
+  ir::ExprPtr materialize(const ir::ExprPtr& e, DType t, const SourceLoc& at) const {
+    auto copy = std::make_shared<ir::Expr>(*e);
+    switch (e->kind) {
+      case ir::ExprKind::Constant:
+        if (!dtype_is_float(t) && e->value != static_cast<double>(static_cast<int64_t>(e->value)))
+          error(e->loc, "the real number " + ir::to_string(*e) + " cannot be used as " + dt(t) + " without a cast");
+        [[fallthrough]];
+      case ir::ExprKind::SizeParam:
+      case ir::ExprKind::IndexValue:
+        copy->type = t;
+        return copy;
+      case ir::ExprKind::Access: return e;  // strong: never reached
+      case ir::ExprKind::Apply: break;
+    }
+    if (e->op == ir::Op::Select) {
+      copy->args[1] = materialize(e->args[1], t, at);
+      copy->args[2] = materialize(e->args[2], t, at);
+    } else {
+      for (auto& a : copy->args) a = materialize(a, t, at);
+    }
+    copy->type = t;
+    return copy;
+  }
+
+  [[noreturn]] void condition_as_number(const Typed& x) const {
+    error(x.loc, "a condition (comparison, '&&', '||', '!') cannot be used as a number; use select(c, 1, 0)");
+  }
+
+  // The right-hand side (or an argument) converted to `t` under the promotion rules.
+  ir::ExprPtr coerce(const Typed& x, DType t, const std::string& what) const {
+    switch (x.kind) {
+      case Kind::Bool: condition_as_number(x);
+      case Kind::WeakInt: return materialize(x.e, t, x.loc);
+      case Kind::WeakReal:
+        if (!dtype_is_float(t))
+          error(x.loc, "a real-valued expression cannot be stored in " + what + " without a cast such as " + dt(t) + "(...)");
+        return materialize(x.e, t, x.loc);
+      case Kind::Strong: break;
+    }
+    if (x.e->type != t)
+      error(x.loc, "type mismatch: the value is " + dt(x.e->type) + " but " + what + " expects " + dt(t) +
+                       "; convert it explicitly with " + dt(t) + "(...)");
+    return x.e;
+  }
+
+  static DType default_type(Kind k) { return k == Kind::WeakReal ? DType::F32 : DType::I32; }
+
+  // Brings two operands to one type: the common dtype, or weak if both are weak.
+  std::pair<ir::ExprPtr, ir::ExprPtr> unify(const Typed& a, const Typed& b, const std::string& op, DType& type,
+                                            Kind& kind) const {
+    if (a.kind == Kind::Bool) condition_as_number(a);
+    if (b.kind == Kind::Bool) condition_as_number(b);
+    if (a.kind == Kind::Strong && b.kind == Kind::Strong) {
+      if (a.e->type != b.e->type)
+        error(b.loc, "type mismatch: " + dt(a.e->type) + " " + op + " " + dt(b.e->type) +
+                         "; tessel never converts implicitly between dtypes: cast one operand, e.g. " +
+                         dt(b.e->type) + "(...) or " + dt(a.e->type) + "(...)");
+      type = a.e->type;
+      kind = Kind::Strong;
+      return {a.e, b.e};
+    }
+    if (a.kind == Kind::Strong || b.kind == Kind::Strong) {
+      const Typed& strong = a.kind == Kind::Strong ? a : b;
+      type = strong.e->type;
+      kind = Kind::Strong;
+      const std::string what = "an operand of '" + op + "' next to a " + dt(type) + " value";
+      return {coerce(a, type, what), coerce(b, type, what)};
+    }
+    kind = (a.kind == Kind::WeakReal || b.kind == Kind::WeakReal) ? Kind::WeakReal : Kind::WeakInt;
+    type = default_type(kind);
+    return {a.e, b.e};
+  }
+
+  Typed expr(const ast::Expr& e) {
+    switch (e.kind) {
+      case ast::ExprKind::Int:
+      case ast::ExprKind::Real: {
+        auto c = node(ir::ExprKind::Constant, e.kind == ast::ExprKind::Int ? DType::I32 : DType::F32, e.loc);
+        c->value = e.kind == ast::ExprKind::Int ? static_cast<double>(e.int_value) : e.real_value;
+        return {c, e.kind == ast::ExprKind::Int ? Kind::WeakInt : Kind::WeakReal, e.loc};
+      }
+      case ast::ExprKind::Name: return name_value(e);
+      case ast::ExprKind::Call: return call(e);
+      case ast::ExprKind::Unary: {
+        Typed x = expr(*e.args[0]);
+        if (e.op == "!") {
+          if (x.kind != Kind::Bool) error(x.loc, "'!' needs a condition (a comparison), not a number");
+          return apply(ir::Op::Not, DType::I32, Kind::Bool, {x.e}, e.loc);
+        }
+        if (x.kind == Kind::Bool) condition_as_number(x);
+        if (x.kind == Kind::Strong && x.e->type == DType::U8)
+          error(e.loc, "cannot negate an unsigned u8 value; cast it first, e.g. -i32(x)");
+        return apply(ir::Op::Neg, x.e->type, x.kind, {x.e}, e.loc);
+      }
+      case ast::ExprKind::Binary: break;
+    }
+    const ir::Op op = *binary_op(e.op);
+    Typed a = expr(*e.args[0]);
+    Typed b = expr(*e.args[1]);
+    if (op == ir::Op::And || op == ir::Op::Or) {
+      if (a.kind != Kind::Bool) error(a.loc, "'" + e.op + "' needs conditions on both sides (comparisons), not numbers");
+      if (b.kind != Kind::Bool) error(b.loc, "'" + e.op + "' needs conditions on both sides (comparisons), not numbers");
+      return apply(op, DType::I32, Kind::Bool, {a.e, b.e}, e.loc);
+    }
+    DType type;
+    Kind kind;
+    auto [x, y] = unify(a, b, e.op, type, kind);
+    if (is_comparison(op)) {
+      if (kind != Kind::Strong) {  // compare weak operands in their default type
+        type = default_type(kind);
+        x = materialize(x, type, a.loc);
+        y = materialize(y, type, b.loc);
+      }
+      auto r = apply(op, DType::I32, Kind::Bool, {x, y}, e.loc);
+      return r;
+    }
+    Typed r = apply(op, type, kind, {x, y}, e.loc);
+    r.loc = a.loc;
+    return r;
+  }
+
+  Typed name_value(const ast::Expr& e) {
+    const std::string& n = e.name;
+    if (params_.count(n)) {
+      auto p = node(ir::ExprKind::SizeParam, DType::I32, e.loc);
+      p->name = n;
+      return {p, Kind::WeakInt, e.loc};
+    }
+    if (f_.find_tensor(n) || written_later_.count(n))
+      error(e.loc, "tensor '" + n + "' needs indices, as in " + n + "(...)");
+    if (is_builtin(n)) error(e.loc, "'" + n + "' is a function; call it as " + n + "(...)");
+    if (parse_dtype(n)) error(e.loc, "'" + n + "' is a dtype; cast a value with " + n + "(x)");
+    use_index(n, e.loc);
+    auto v = node(ir::ExprKind::IndexValue, DType::I32, e.loc);
+    v->affine = AffineExpr::index(n);
+    return {v, Kind::WeakInt, e.loc};
+  }
+
+  void arity(const ast::Expr& e, size_t n) const {
+    if (e.args.size() != n)
+      error(e.name_loc, "'" + e.name + "' takes " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") + ", but " +
+                            std::to_string(e.args.size()) + " " + (e.args.size() == 1 ? "is" : "are") + " given");
+  }
+
+  Typed call(const ast::Expr& e) {
+    const std::string& n = e.name;
+    if (const std::optional<DType> t = parse_dtype(n)) {
+      arity(e, 1);
+      Typed x = expr(*e.args[0]);
+      if (x.kind == Kind::WeakInt || x.kind == Kind::WeakReal) {
+        if (x.kind == Kind::WeakReal && !dtype_is_float(*t)) x.e = materialize(x.e, DType::F32, x.loc);
+        else return {materialize(x.e, *t, x.loc), Kind::Strong, e.loc};
+      }
+      return apply(ir::Op::Cast, *t, Kind::Strong, {x.e}, e.loc);
+    }
+    if (n == "select") {
+      arity(e, 3);
+      Typed c = expr(*e.args[0]);
+      if (c.kind != Kind::Bool) error(c.loc, "the first argument of select must be a condition (a comparison)");
+      Typed a = expr(*e.args[1]);
+      Typed b = expr(*e.args[2]);
+      DType type;
+      Kind kind;
+      auto [x, y] = unify(a, b, "select", type, kind);
+      return apply(ir::Op::Select, type, kind, {c.e, x, y}, e.loc);
+    }
+    if (n == "min" || n == "max") {
+      arity(e, 2);
+      Typed a = expr(*e.args[0]);
+      Typed b = expr(*e.args[1]);
+      DType type;
+      Kind kind;
+      auto [x, y] = unify(a, b, n, type, kind);
+      return apply(n == "min" ? ir::Op::Min : ir::Op::Max, type, kind, {x, y}, e.loc);
+    }
+    if (kUnaryFunctions.count(n)) {
+      arity(e, 1);
+      Typed x = expr(*e.args[0]);
+      if (x.kind == Kind::Bool) condition_as_number(x);
+      if (kFloatOnlyFunctions.count(n)) {
+        if (x.kind == Kind::Strong && !dtype_is_float(x.e->type))
+          error(x.loc, "'" + n + "' needs a floating-point argument, not " + dt(x.e->type) + "; cast it, e.g. " + n +
+                           "(f32(...))");
+        if (x.kind != Kind::Strong) {
+          x.e = materialize(x.e, DType::F32, x.loc);
+          x.kind = Kind::Strong;
+        }
+      } else if (x.kind == Kind::Strong && x.e->type == DType::U8) {
+        error(x.loc, "abs of an unsigned u8 value is the value itself; drop abs()");
+      }
+      return apply(unary_op(n), x.e->type, x.kind, {x.e}, e.loc);
+    }
+    const ir::Tensor* t = f_.find_tensor(n);
+    if (!t) {
+      if (written_later_.count(n))
+        error(e.name_loc, "reads '" + n + "' before any statement writes it; move the statement that writes '" + n +
+                              "' before this one");
+      std::string known;
+      for (const ir::Tensor& x : f_.tensors) known += (known.empty() ? "" : ", ") + x.name;
+      error(e.name_loc, "unknown tensor or function '" + n + "'; tensors: " + (known.empty() ? "none" : known) +
+                            "; functions: select, min, max, abs, exp, log, sqrt, rsqrt, tanh and the casts f16, "
+                            "bf16, f32, i8, u8, i32");
+    }
+    if (t->kind != ir::TensorKind::Input && !written_.count(n))
+      error(e.name_loc, "reads '" + n + "' before any statement writes it" +
+                            std::string(t->kind == ir::TensorKind::Output ? " (outputs start undefined)" : ""));
+    if (e.args.size() != t->shape.size())
+      error(e.name_loc, "'" + n + "' has " + std::to_string(t->shape.size()) + " dimension(s) but " +
+                            std::to_string(e.args.size()) + " index(es) are given");
+    auto a = node(ir::ExprKind::Access, t->dtype, e.loc);
+    a->name = n;
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      AffineExpr idx = affine(*e.args[i], AffineMode::Index, "index");
+      if (idx.index_coeffs.size() == 1 && idx.param_coeffs.empty() && idx.constant == 0 &&
+          idx.index_coeffs.begin()->second == 1) {
+        IndexInfo* info = find_index(idx.index_coeffs.begin()->first);
+        info->candidates.push_back({t->shape[i], e.args[i]->loc, "dimension " + std::to_string(i) + " of " + n});
+      }
+      a->indices.push_back(std::move(idx));
+    }
+    return {a, Kind::Strong, e.loc};
+  }
+};
+
+}  // namespace
+
+ir::Function lower_def(const Source& src, const ast::Def& def) { return Lowering(src, def).run(); }
+
+}  // namespace tessel::frontend

@@ -1,0 +1,745 @@
+#include "compiler/interp/interpreter.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <thread>
+
+#include "compiler/interp/scalar.h"
+#include "isa/base/error.h"
+
+namespace tessel::interp {
+
+namespace {
+
+using ir::Op;
+
+int g_threads = 0;  // 0: hardware concurrency (at most 8)
+
+constexpr int64_t kMaxElements = int64_t{1} << 33;
+
+std::string loc_text(const ir::SourceLoc& l) {
+  return l.file + ":" + std::to_string(l.line) + ":" + std::to_string(l.col);
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// A tensor during evaluation.
+struct Buffer {
+  const ir::Tensor* tensor = nullptr;
+  NpyArray array;
+  std::vector<int64_t> strides;  // in elements
+};
+
+// ---- expression closures ----------------------------------------------------------------------
+
+struct Node {
+  virtual ~Node() = default;
+  virtual double f(const int64_t*) const { TESSEL_CHECK(false, "interpreter: float value of an integer node"); }
+  virtual int64_t i(const int64_t*) const { TESSEL_CHECK(false, "interpreter: integer value of a float node"); }
+};
+using NodePtr = std::unique_ptr<Node>;
+
+// Element offset of an affine access: base + sum(stride * idx[slot]); when the domain does not
+// prove every access in bounds, each dimension is checked.
+struct Address {
+  struct Term {
+    int slot;
+    int64_t coeff;
+  };
+  int64_t base = 0;
+  std::vector<Term> terms;
+  bool checked = false;
+  struct Dim {
+    int64_t constant;
+    std::vector<Term> terms;
+    int64_t extent;
+    int64_t stride;
+  };
+  std::vector<Dim> dims;
+  // For messages.
+  std::string what;  // "S0 reads X(h - 1, w)"
+  std::string tensor_name;
+  std::vector<int64_t> shape;
+
+  int64_t offset(const int64_t* idx) const {
+    if (!checked) {
+      int64_t off = base;
+      for (const Term& t : terms) off += t.coeff * idx[t.slot];
+      return off;
+    }
+    int64_t off = 0;
+    for (const Dim& d : dims) {
+      int64_t v = d.constant;
+      for (const Term& t : d.terms) v += t.coeff * idx[t.slot];
+      if (v < 0 || v >= d.extent) out_of_bounds(idx);
+      off += v * d.stride;
+    }
+    return off;
+  }
+
+  [[noreturn]] void out_of_bounds(const int64_t*) const {
+    std::vector<int64_t> pos;
+    throw UserError(what + " outside the shape " + shape_text(shape) + " of '" + tensor_name +
+                    "'; restrict the index ranges (a 'where' clause) or guard the access with select(...)");
+  }
+};
+
+template <DType T>
+struct AccessF : Node {
+  const uint8_t* data;
+  Address addr;
+  double f(const int64_t* idx) const override { return load_float(T, data + addr.offset(idx) * (T == DType::F32 ? 4 : 2)); }
+};
+template <DType T>
+struct AccessI : Node {
+  const uint8_t* data;
+  Address addr;
+  int64_t i(const int64_t* idx) const override { return load_int(T, data + addr.offset(idx) * (T == DType::I32 ? 4 : 1)); }
+};
+
+struct ConstF : Node {
+  double v;
+  double f(const int64_t*) const override { return v; }
+};
+struct ConstI : Node {
+  int64_t v;
+  int64_t i(const int64_t*) const override { return v; }
+};
+
+struct IndexValueNode : Node {
+  int64_t base;
+  std::vector<Address::Term> terms;
+  DType type;
+  int64_t raw(const int64_t* idx) const {
+    int64_t v = base;
+    for (const auto& t : terms) v += t.coeff * idx[t.slot];
+    return v;
+  }
+  double f(const int64_t* idx) const override { return round_float(type, static_cast<double>(raw(idx))); }
+  int64_t i(const int64_t* idx) const override { return wrap_int(type, raw(idx)); }
+};
+
+template <DType T>
+inline double fin(float r) {
+  if constexpr (T == DType::F16) return round_to_f16(r);
+  else if constexpr (T == DType::BF16) return round_to_bf16(r);
+  else return r;
+}
+
+inline double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+inline double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+
+template <Op OP, DType T>
+struct BinF : Node {
+  NodePtr a, b;
+  double f(const int64_t* idx) const override {
+    const float x = static_cast<float>(a->f(idx)), y = static_cast<float>(b->f(idx));
+    if constexpr (OP == Op::Add) return fin<T>(x + y);
+    else if constexpr (OP == Op::Sub) return fin<T>(x - y);
+    else if constexpr (OP == Op::Mul) return fin<T>(x * y);
+    else if constexpr (OP == Op::Div) return fin<T>(x / y);
+    else if constexpr (OP == Op::Mod) return fin<T>(std::fmod(x, y));
+    else if constexpr (OP == Op::Min) return nan_min(x, y);
+    else return nan_max(x, y);
+  }
+};
+
+template <Op OP, DType T>
+struct BinI : Node {
+  NodePtr a, b;
+  int64_t i(const int64_t* idx) const override {
+    const int64_t x = a->i(idx), y = b->i(idx);
+    if constexpr (OP == Op::Add) return wrap_int(T, x + y);
+    else if constexpr (OP == Op::Sub) return wrap_int(T, x - y);
+    else if constexpr (OP == Op::Mul) return wrap_int(T, x * y);
+    else if constexpr (OP == Op::Div) return y == 0 ? 0 : wrap_int(T, x / y);
+    else if constexpr (OP == Op::Mod) return y == 0 ? 0 : wrap_int(T, x % y);
+    else if constexpr (OP == Op::Min) return std::min(x, y);
+    else return std::max(x, y);
+  }
+};
+
+template <Op OP, bool FLOAT>
+struct Compare : Node {
+  NodePtr a, b;
+  int64_t i(const int64_t* idx) const override {
+    if constexpr (FLOAT) return cmp(a->f(idx), b->f(idx));
+    else return cmp(a->i(idx), b->i(idx));
+  }
+  template <class V>
+  static int64_t cmp(V x, V y) {
+    if constexpr (OP == Op::Lt) return x < y;
+    else if constexpr (OP == Op::Le) return x <= y;
+    else if constexpr (OP == Op::Gt) return x > y;
+    else if constexpr (OP == Op::Ge) return x >= y;
+    else if constexpr (OP == Op::Eq) return x == y;
+    else return x != y;
+  }
+};
+
+struct Logic : Node {
+  Op op;
+  NodePtr a, b;
+  int64_t i(const int64_t* idx) const override {
+    if (op == Op::Not) return !a->i(idx);
+    if (op == Op::And) return a->i(idx) && b->i(idx);
+    return a->i(idx) || b->i(idx);
+  }
+};
+
+struct Select : Node {
+  NodePtr c, a, b;
+  double f(const int64_t* idx) const override { return c->i(idx) ? a->f(idx) : b->f(idx); }
+  int64_t i(const int64_t* idx) const override { return c->i(idx) ? a->i(idx) : b->i(idx); }
+};
+
+template <Op OP, DType T>
+struct UnF : Node {
+  NodePtr a;
+  double f(const int64_t* idx) const override {
+    const float x = static_cast<float>(a->f(idx));
+    if constexpr (OP == Op::Neg) return -x;
+    else if constexpr (OP == Op::Abs) return std::fabs(x);
+    else if constexpr (OP == Op::Exp) return fin<T>(std::exp(x));
+    else if constexpr (OP == Op::Log) return fin<T>(std::log(x));
+    else if constexpr (OP == Op::Sqrt) return fin<T>(std::sqrt(x));
+    else if constexpr (OP == Op::Rsqrt) return fin<T>(1.0f / std::sqrt(x));
+    else return fin<T>(std::tanh(x));
+  }
+};
+
+struct UnI : Node {
+  Op op;
+  DType type;
+  NodePtr a;
+  int64_t i(const int64_t* idx) const override {
+    const int64_t x = a->i(idx);
+    if (op == Op::Neg) return wrap_int(type, -x);
+    return wrap_int(type, x < 0 ? -x : x);
+  }
+};
+
+struct Cast : Node {
+  DType from, to;
+  NodePtr a;
+  double f(const int64_t* idx) const override {
+    return dtype_is_float(from) ? round_float(to, a->f(idx)) : round_float(to, static_cast<double>(a->i(idx)));
+  }
+  int64_t i(const int64_t* idx) const override {
+    return dtype_is_float(from) ? float_to_int(to, a->f(idx)) : wrap_int(to, a->i(idx));
+  }
+};
+
+template <template <Op, DType> class N, Op OP>
+NodePtr by_type(DType t) {
+  switch (t) {
+    case DType::F16: return std::make_unique<N<OP, DType::F16>>();
+    case DType::BF16: return std::make_unique<N<OP, DType::BF16>>();
+    case DType::F32: return std::make_unique<N<OP, DType::F32>>();
+    case DType::I8: return std::make_unique<N<OP, DType::I8>>();
+    case DType::U8: return std::make_unique<N<OP, DType::U8>>();
+    case DType::I32: return std::make_unique<N<OP, DType::I32>>();
+  }
+  return nullptr;
+}
+
+template <template <Op, DType> class N>
+NodePtr by_op_type(Op op, DType t) {
+  switch (op) {
+    case Op::Add: return by_type<N, Op::Add>(t);
+    case Op::Sub: return by_type<N, Op::Sub>(t);
+    case Op::Mul: return by_type<N, Op::Mul>(t);
+    case Op::Div: return by_type<N, Op::Div>(t);
+    case Op::Mod: return by_type<N, Op::Mod>(t);
+    case Op::Min: return by_type<N, Op::Min>(t);
+    case Op::Max: return by_type<N, Op::Max>(t);
+    default: TESSEL_CHECK(false, "interpreter: not a binary arithmetic op");
+  }
+  return nullptr;
+}
+
+template <template <Op, DType> class N>
+NodePtr unary_by_op_type(Op op, DType t) {
+  switch (op) {
+    case Op::Neg: return by_type<N, Op::Neg>(t);
+    case Op::Abs: return by_type<N, Op::Abs>(t);
+    case Op::Exp: return by_type<N, Op::Exp>(t);
+    case Op::Log: return by_type<N, Op::Log>(t);
+    case Op::Sqrt: return by_type<N, Op::Sqrt>(t);
+    case Op::Rsqrt: return by_type<N, Op::Rsqrt>(t);
+    case Op::Tanh: return by_type<N, Op::Tanh>(t);
+    default: TESSEL_CHECK(false, "interpreter: not a unary float op");
+  }
+  return nullptr;
+}
+
+template <bool FLOAT>
+NodePtr compare_node(Op op) {
+  switch (op) {
+    case Op::Lt: return std::make_unique<Compare<Op::Lt, FLOAT>>();
+    case Op::Le: return std::make_unique<Compare<Op::Le, FLOAT>>();
+    case Op::Gt: return std::make_unique<Compare<Op::Gt, FLOAT>>();
+    case Op::Ge: return std::make_unique<Compare<Op::Ge, FLOAT>>();
+    case Op::Eq: return std::make_unique<Compare<Op::Eq, FLOAT>>();
+    default: return std::make_unique<Compare<Op::Ne, FLOAT>>();
+  }
+}
+
+template <class N>
+void set_args(Node* n, NodePtr a, NodePtr b) {
+  auto* x = static_cast<N*>(n);
+  x->a = std::move(a);
+  x->b = std::move(b);
+}
+
+// ---- compilation of a statement ------------------------------------------------------------
+
+struct Compiler {
+  const ir::Statement& st;
+  const Sizes& sizes;
+  std::map<std::string, Buffer>& buffers;
+  std::vector<int64_t> lo, hi;  // per domain slot, concrete
+
+  int slot(const std::string& index) const {
+    for (size_t i = 0; i < st.domain.size(); ++i)
+      if (st.domain[i].name == index) return static_cast<int>(i);
+    TESSEL_CHECK(false, "index '" + index + "' of " + st.name + " is not in its domain (front end)");
+    return -1;
+  }
+
+  std::vector<Address::Term> terms(const ir::AffineExpr& e, int64_t scale) const {
+    std::vector<Address::Term> out;
+    for (const auto& [n, c] : e.index_coeffs) out.push_back({slot(n), c * scale});
+    return out;
+  }
+
+  int64_t param_part(const ir::AffineExpr& e) const {
+    int64_t v = e.constant;
+    for (const auto& [n, c] : e.param_coeffs) v += c * sizes.at(n);
+    return v;
+  }
+
+  Address address(const Buffer& b, const std::vector<ir::AffineExpr>& idx, const std::string& verb) const {
+    Address a;
+    a.tensor_name = b.tensor->name;
+    a.shape = b.array.shape;
+    std::string text;
+    for (size_t d = 0; d < idx.size(); ++d) text += (d ? ", " : "") + idx[d].to_string();
+    a.what = loc_text(st.loc) + ": " + st.name + " " + verb + " " + b.tensor->name + "(" + text + ")";
+    bool empty = false;
+    for (size_t s = 0; s < lo.size(); ++s) empty |= hi[s] <= lo[s];
+    for (size_t d = 0; d < idx.size(); ++d) {
+      Address::Dim dim{param_part(idx[d]), terms(idx[d], 1), b.array.shape[d], b.strides[d]};
+      // Range of this dimension's value over the box domain.
+      int64_t mn = dim.constant, mx = dim.constant;
+      for (const auto& t : dim.terms) {
+        const int64_t l = t.coeff * lo[t.slot], h = t.coeff * (hi[t.slot] - 1);
+        mn += std::min(l, h);
+        mx += std::max(l, h);
+      }
+      if (!empty && (mn < 0 || mx >= dim.extent)) a.checked = true;
+      a.base += dim.constant * dim.stride;
+      for (const auto& t : dim.terms) a.terms.push_back({t.slot, t.coeff * dim.stride});
+      a.dims.push_back(std::move(dim));
+    }
+    // Merge terms of one slot.
+    std::vector<Address::Term> merged;
+    for (const auto& t : a.terms) {
+      auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.slot == t.slot; });
+      if (it == merged.end()) merged.push_back(t);
+      else it->coeff += t.coeff;
+    }
+    std::erase_if(merged, [](const auto& t) { return t.coeff == 0; });
+    a.terms = std::move(merged);
+    return a;
+  }
+
+  NodePtr compile(const ir::Expr& e) {
+    switch (e.kind) {
+      case ir::ExprKind::Constant:
+      case ir::ExprKind::SizeParam: {
+        const double v = e.kind == ir::ExprKind::Constant ? e.value : static_cast<double>(sizes.at(e.name));
+        if (dtype_is_float(e.type)) {
+          auto n = std::make_unique<ConstF>();
+          n->v = round_float(e.type, v);
+          return n;
+        }
+        auto n = std::make_unique<ConstI>();
+        n->v = wrap_int(e.type, static_cast<int64_t>(v));
+        return n;
+      }
+      case ir::ExprKind::IndexValue: {
+        auto n = std::make_unique<IndexValueNode>();
+        n->base = param_part(e.affine);
+        n->terms = terms(e.affine, 1);
+        n->type = e.type;
+        return n;
+      }
+      case ir::ExprKind::Access: return access(e);
+      case ir::ExprKind::Apply: break;
+    }
+    std::vector<NodePtr> args;
+    for (const ir::ExprPtr& a : e.args) args.push_back(compile(*a));
+    switch (e.op) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Mod:
+      case Op::Min:
+      case Op::Max: {
+        if (dtype_is_float(e.type)) {
+          NodePtr n = by_op_type<BinF>(e.op, e.type);
+          // All BinF instantiations share the layout of BinF<Add, F32>.
+          set_args<BinF<Op::Add, DType::F32>>(n.get(), std::move(args[0]), std::move(args[1]));
+          return n;
+        }
+        NodePtr n = by_op_type<BinI>(e.op, e.type);
+        set_args<BinI<Op::Add, DType::I32>>(n.get(), std::move(args[0]), std::move(args[1]));
+        return n;
+      }
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne: {
+        const bool fl = dtype_is_float(e.args[0]->type);
+        NodePtr n = fl ? compare_node<true>(e.op) : compare_node<false>(e.op);
+        if (fl) set_args<Compare<Op::Lt, true>>(n.get(), std::move(args[0]), std::move(args[1]));
+        else set_args<Compare<Op::Lt, false>>(n.get(), std::move(args[0]), std::move(args[1]));
+        return n;
+      }
+      case Op::And:
+      case Op::Or:
+      case Op::Not: {
+        auto n = std::make_unique<Logic>();
+        n->op = e.op;
+        n->a = std::move(args[0]);
+        if (args.size() > 1) n->b = std::move(args[1]);
+        return n;
+      }
+      case Op::Select: {
+        auto n = std::make_unique<Select>();
+        n->c = std::move(args[0]);
+        n->a = std::move(args[1]);
+        n->b = std::move(args[2]);
+        return n;
+      }
+      case Op::Cast: {
+        auto n = std::make_unique<Cast>();
+        n->from = e.args[0]->type;
+        n->to = e.type;
+        n->a = std::move(args[0]);
+        return n;
+      }
+      default: break;
+    }
+    // Unary arithmetic.
+    if (dtype_is_float(e.type)) {
+      NodePtr n = unary_by_op_type<UnF>(e.op, e.type);
+      static_cast<UnF<Op::Neg, DType::F32>*>(n.get())->a = std::move(args[0]);
+      return n;
+    }
+    TESSEL_CHECK(e.op == Op::Neg || e.op == Op::Abs, "interpreter: float-only function on integers (front end)");
+    auto n = std::make_unique<UnI>();
+    n->op = e.op;
+    n->type = e.type;
+    n->a = std::move(args[0]);
+    return n;
+  }
+
+  NodePtr access(const ir::Expr& e) {
+    const Buffer& b = buffers.at(e.name);
+    Address addr = address(b, e.indices, "reads");
+    const uint8_t* data = b.array.data.data();
+    switch (b.tensor->dtype) {
+#define TESSEL_ACCESS(T, N)                        \
+  case DType::T: {                                 \
+    auto n = std::make_unique<N<DType::T>>();      \
+    n->data = data;                                \
+    n->addr = std::move(addr);                     \
+    return n;                                      \
+  }
+      TESSEL_ACCESS(F16, AccessF)
+      TESSEL_ACCESS(BF16, AccessF)
+      TESSEL_ACCESS(F32, AccessF)
+      TESSEL_ACCESS(I8, AccessI)
+      TESSEL_ACCESS(U8, AccessI)
+      TESSEL_ACCESS(I32, AccessI)
+#undef TESSEL_ACCESS
+    }
+    return nullptr;
+  }
+};
+
+bool reads_tensor(const ir::Expr& e, const std::string& name) {
+  if (e.kind == ir::ExprKind::Access && e.name == name) return true;
+  for (const ir::ExprPtr& a : e.args)
+    if (reads_tensor(*a, name)) return true;
+  return false;
+}
+
+// ---- execution -----------------------------------------------------------------------------
+
+struct Runner {
+  const ir::Statement& st;
+  const Node& rhs;
+  Address store;
+  uint8_t* out;
+  DType type;
+  int bytes;
+  size_t nout;
+  std::vector<int64_t> lo, hi;
+
+  void run(int64_t first, int64_t last) const {
+    std::vector<int64_t> idx(lo.size() + 1, 0);
+    if (nout == 0) {
+      if (first == 0) point(idx.data());
+      return;
+    }
+    for (int64_t v = first; v < last; ++v) {
+      idx[0] = v;
+      outer(idx.data(), 1);
+    }
+  }
+
+  void outer(int64_t* idx, size_t level) const {
+    if (level == nout) return point(idx);
+    for (int64_t v = lo[level]; v < hi[level]; ++v) {
+      idx[level] = v;
+      outer(idx, level + 1);
+    }
+  }
+
+  void point(int64_t* idx) const {
+    uint8_t* p = out + store.offset(idx) * bytes;
+    const bool fl = dtype_is_float(type);
+    if (st.reduction == ir::Reduction::None) {
+      if (fl) store_float(type, p, rhs.f(idx));
+      else store_int(type, p, rhs.i(idx));
+      return;
+    }
+    if (fl) {
+      double acc = st.init ? (st.reduction == ir::Reduction::Sum ? 0.0
+                              : st.reduction == ir::Reduction::Max ? -INFINITY
+                                                                   : INFINITY)
+                           : load_float(type, p);
+      switch (st.reduction) {
+        case ir::Reduction::Sum:
+          switch (type) {
+            case DType::F16: reduce(idx, nout, acc, [](double a, double v) { return fin<DType::F16>(float(a) + float(v)); }); break;
+            case DType::BF16: reduce(idx, nout, acc, [](double a, double v) { return fin<DType::BF16>(float(a) + float(v)); }); break;
+            default: reduce(idx, nout, acc, [](double a, double v) { return double(float(a) + float(v)); }); break;
+          }
+          break;
+        case ir::Reduction::Max: reduce(idx, nout, acc, nan_max); break;
+        default: reduce(idx, nout, acc, nan_min); break;
+      }
+      store_float(type, p, acc);
+    } else {
+      int64_t acc = st.init ? (st.reduction == ir::Reduction::Sum ? 0
+                               : st.reduction == ir::Reduction::Max ? int_min(type)
+                                                                    : int_max(type))
+                            : load_int(type, p);
+      const DType t = type;
+      switch (st.reduction) {
+        case ir::Reduction::Sum: reduce(idx, nout, acc, [t](int64_t a, int64_t v) { return wrap_int(t, a + v); }); break;
+        case ir::Reduction::Max: reduce(idx, nout, acc, [](int64_t a, int64_t v) { return std::max(a, v); }); break;
+        default: reduce(idx, nout, acc, [](int64_t a, int64_t v) { return std::min(a, v); }); break;
+      }
+      store_int(type, p, acc);
+    }
+  }
+
+  template <class V, class Step>
+  void reduce(int64_t* idx, size_t level, V& acc, Step step) const {
+    if (level == lo.size()) {
+      if constexpr (std::is_same_v<V, double>) acc = step(acc, rhs.f(idx));
+      else acc = step(acc, rhs.i(idx));
+      return;
+    }
+    if (level + 1 == lo.size()) {  // innermost loop without recursion
+      int64_t& v = idx[level];
+      for (v = lo[level]; v < hi[level]; ++v) {
+        if constexpr (std::is_same_v<V, double>) acc = step(acc, rhs.f(idx));
+        else acc = step(acc, rhs.i(idx));
+      }
+      return;
+    }
+    for (int64_t v = lo[level]; v < hi[level]; ++v) {
+      idx[level] = v;
+      reduce(idx, level + 1, acc, step);
+    }
+  }
+};
+
+int thread_count() {
+  if (g_threads > 0) return g_threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(hw, 1u, 8u));
+}
+
+void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::string, Buffer>& buffers) {
+  Compiler c{st, sizes, buffers, {}, {}};
+  int64_t points = 1;
+  for (const ir::IndexVar& v : st.domain) {
+    c.lo.push_back(c.param_part(v.lo));
+    c.hi.push_back(c.param_part(v.hi));
+    points *= std::max<int64_t>(0, c.hi.back() - c.lo.back());
+  }
+  for (size_t s = 0; s < c.lo.size(); ++s)
+    if (c.hi[s] <= c.lo[s]) return;  // empty domain
+  NodePtr rhs = c.compile(*st.rhs);
+  Buffer& out = buffers.at(st.output);
+  size_t nout = 0;
+  while (nout < st.domain.size() && !st.domain[nout].is_reduction) ++nout;
+  Runner r{st, *rhs, c.address(out, st.out_indices, "writes"), out.array.data.data(), out.tensor->dtype,
+           dtype_bytes(out.tensor->dtype), nout, c.lo, c.hi};
+  const int threads = thread_count();
+  const bool parallel = nout > 0 && threads > 1 && points >= 4096 && !reads_tensor(*st.rhs, st.output) &&
+                        c.hi[0] - c.lo[0] >= 2;
+  if (!parallel) {
+    r.run(nout ? c.lo[0] : 0, nout ? c.hi[0] : 1);
+    return;
+  }
+  const int64_t extent = c.hi[0] - c.lo[0];
+  const int n = static_cast<int>(std::min<int64_t>(threads, extent));
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t) {
+    const int64_t first = c.lo[0] + extent * t / n, last = c.lo[0] + extent * (t + 1) / n;
+    pool.emplace_back([&, t, first, last] {
+      try {
+        r.run(first, last);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void set_thread_count(int threads) { g_threads = threads; }
+
+std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes) {
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (const ir::AffineExpr& d : t.shape) {
+    int64_t v = d.constant;
+    for (const auto& [n, c] : d.param_coeffs) {
+      auto it = sizes.find(n);
+      if (it == sizes.end())
+        throw UserError("size parameter '" + n + "' (in the shape of '" + t.name + "', " + loc_text(t.loc) +
+                        ") has no value; pass it with --shape " + n + "=...");
+      v += c * it->second;
+    }
+    if (v < 0)
+      throw UserError("tensor '" + t.name + "' gets the negative dimension " + d.to_string() + " = " +
+                      std::to_string(v) + " from the given sizes");
+    if (v > 0 && count > kMaxElements / v)
+      throw UserError("tensor '" + t.name + "' is too large for the reference interpreter (more than 2^33 elements)");
+    count *= v;
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed) {
+  Tensors out;
+  for (const ir::Tensor* t : f.inputs()) {
+    NpyArray a;
+    a.dtype = t->dtype;
+    a.shape = tensor_shape(*t, sizes);
+    const int64_t n = a.element_count();
+    const int bytes = dtype_bytes(t->dtype);
+    a.data.assign(static_cast<size_t>(n * bytes), 0);
+    uint64_t state = seed * 0x2545f4914f6cdd1dull;
+    for (char ch : t->name) state = (state ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t r = splitmix(state);
+      uint8_t* p = a.data.data() + i * bytes;
+      switch (t->dtype) {
+        case DType::I8:
+        case DType::I32: store_int(t->dtype, p, static_cast<int64_t>(r % 17) - 8); break;
+        case DType::U8: store_int(t->dtype, p, static_cast<int64_t>(r % 9)); break;
+        default: store_float(t->dtype, p, (static_cast<double>(r % 257) - 128.0) / 64.0); break;
+      }
+    }
+    out[t->name] = std::move(a);
+  }
+  return out;
+}
+
+Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs) {
+  for (const std::string& p : f.params)
+    if (!sizes.count(p)) {
+      std::string all;
+      for (const std::string& q : f.params) all += (all.empty() ? "" : ",") + q + "=...";
+      throw UserError("size parameter '" + p + "' of '" + f.name + "' has no value; pass --shape " + all);
+    }
+  for (const auto& [name, a] : inputs) {
+    const ir::Tensor* t = f.find_tensor(name);
+    if (!t || t->kind != ir::TensorKind::Input) {
+      std::string names;
+      for (const ir::Tensor* i : f.inputs()) names += (names.empty() ? "" : ", ") + i->name;
+      throw UserError("'" + name + "' is not an input of '" + f.name + "'; its inputs are " + names);
+    }
+  }
+  std::map<std::string, Buffer> buffers;
+  for (const ir::Tensor& t : f.tensors) {
+    Buffer b;
+    b.tensor = &t;
+    const std::vector<int64_t> shape = tensor_shape(t, sizes);
+    if (t.kind == ir::TensorKind::Input) {
+      auto it = inputs.find(t.name);
+      if (it == inputs.end())
+        throw UserError("missing input '" + t.name + "' (" + std::string(dtype_name(t.dtype)) + shape_text(shape) +
+                        ") of '" + f.name + "'");
+      if (it->second.dtype != t.dtype)
+        throw UserError("input '" + t.name + "' has dtype " + std::string(dtype_name(it->second.dtype)) + " but '" +
+                        f.name + "' declares " + std::string(dtype_name(t.dtype)));
+      if (it->second.shape != shape)
+        throw UserError("input '" + t.name + "' has shape " + shape_text(it->second.shape) + " but '" + f.name +
+                        "' expects " + shape_text(shape) + " for the given sizes");
+      b.array = it->second;
+    } else {
+      b.array.dtype = t.dtype;
+      b.array.shape = shape;
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      b.array.data.assign(static_cast<size_t>(n * dtype_bytes(t.dtype)), 0);
+    }
+    b.strides = strides_of(b.array.shape);
+    buffers.emplace(t.name, std::move(b));
+  }
+  for (const ir::Statement& st : f.statements) run_statement(st, sizes, buffers);
+  Tensors out;
+  for (const ir::Tensor* t : f.outputs()) out[t->name] = std::move(buffers.at(t->name).array);
+  return out;
+}
+
+}  // namespace tessel::interp
