@@ -84,10 +84,14 @@ DeviceInfo query_device(int ordinal) {
   return info;
 }
 
-std::vector<PropertyComparison> compare_with_device(const isa::Hierarchy& h, const DeviceInfo& d) {
+void require_gpu_description(const isa::Hierarchy& h) {
   if (h.kind != isa::TargetKind::Gpu || !h.gpu)
     throw UserError(h.source_file + ": '" + h.name + "' is an " + std::string(isa::target_kind_name(h.kind)) +
                     " description; --device compares GPU descriptions (kind: gpu, with a gpu: section)");
+}
+
+std::vector<PropertyComparison> compare_with_device(const isa::Hierarchy& h, const DeviceInfo& d) {
+  require_gpu_description(h);
   const isa::GpuProperties& w = *h.gpu;
   const isa::GpuProperties& m = d.properties;
   std::vector<PropertyComparison> rows;
@@ -119,6 +123,12 @@ std::vector<PropertyComparison> compare_with_device(const isa::Hierarchy& h, con
   if (const isa::Level* global = h.level_with_role(isa::Role::Global))
     add("global memory (information)", bytes_text(global->capacity_bytes), bytes_text(d.global_memory_bytes), false);
   return rows;
+}
+
+int count_mismatches(const std::vector<PropertyComparison>& rows) {
+  int n = 0;
+  for (const auto& r : rows) n += r.must_match && !r.matches;
+  return n;
 }
 
 std::string format_device_comparison(const isa::Hierarchy& h, const DeviceInfo& d,

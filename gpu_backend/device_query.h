@@ -37,9 +37,15 @@ struct PropertyComparison {
   bool matches = true;
 };
 
+// Throws UserError naming the file when `h` is not a GPU description (kind: gpu, with a gpu: section).
+void require_gpu_description(const isa::Hierarchy& h);
+
 // Every GPU property of the description against the device. Throws UserError when the description
 // is not a GPU description.
 std::vector<PropertyComparison> compare_with_device(const isa::Hierarchy& h, const DeviceInfo& device);
+
+// Rows that must match and do not.
+int count_mismatches(const std::vector<PropertyComparison>& rows);
 
 // A side-by-side table followed by one line per mismatch ("mismatch: L2 cache bytes: ...").
 std::string format_device_comparison(const isa::Hierarchy& h, const DeviceInfo& device,

@@ -4,9 +4,38 @@
 #include "compiler/cli/commands.h"
 #include "isa/hierarchy.h"
 #include "isa/hierarchy_report.h"
+#ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/device_query.h"
+#endif
 
 namespace tessel::cli {
 namespace {
+
+// --device: each description against GPU 0. Exit status 0 when every checked property agrees, 1 on a
+// mismatch, 2 when there is no GPU or tessel was built without the GPU backend.
+int compare_with_device(const std::vector<isa::Hierarchy>& hs) {
+#ifdef TESSEL_HAVE_CUDA
+  for (const isa::Hierarchy& h : hs) gpu::require_gpu_description(h);
+  std::string why;
+  if (gpu::device_count(&why) == 0) {
+    std::cerr << "tessel check-hierarchy --device: no GPU to compare with: " << why << "\n";
+    return 2;
+  }
+  const gpu::DeviceInfo device = gpu::query_device(0);
+  int mismatches = 0;
+  for (const isa::Hierarchy& h : hs) {
+    const auto rows = gpu::compare_with_device(h, device);
+    std::cout << "\n" << gpu::format_device_comparison(h, device, rows);
+    mismatches += gpu::count_mismatches(rows);
+  }
+  return mismatches ? 1 : 0;
+#else
+  (void)hs;
+  std::cerr << "tessel check-hierarchy --device: the GPU backend was not built (the CUDA toolkit was not found at "
+               "configure time)\n";
+  return 2;
+#endif
+}
 
 void add_check_hierarchy_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
@@ -31,10 +60,7 @@ void add_check_hierarchy_command(CLI::App& app, CommandContext& ctx) {
     if (hs.size() == 2) {
       std::cout << "\n" << isa::format_comparison(hs[0], hs[1], isa::compare_hierarchies(hs[0], hs[1]));
     }
-    if (opts->device) {
-      std::cerr << "tessel check-hierarchy --device: not implemented yet (GPU backend issue)\n";
-      ctx.exit_code = 2;
-    }
+    if (opts->device) ctx.exit_code = compare_with_device(hs);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -66,6 +67,13 @@ extern "C" __global__ void reverse_in_shared(const float* in, float* out, int n)
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buf[n - 1 - i];
 }
 )";
+
+// The repository root: $TESSEL_SOURCE_DIR when set (a build carried to another machine), else the
+// one the tests were configured from.
+inline std::string source_dir() {
+  const char* env = std::getenv("TESSEL_SOURCE_DIR");
+  return env && *env ? env : TESSEL_SOURCE_DIR;
+}
 
 // A fresh, empty NVRTC cache for this process (so cache tests do not see earlier runs).
 inline std::string use_fresh_cache_dir() {

@@ -16,7 +16,7 @@ using namespace tessel::gpu;
 TEST_CASE("nvrtc: WMMA source compiles to a CUBIN for each GPU description's architecture") {
   test::use_fresh_cache_dir();
   for (const char* target : {"sm75", "sm80", "sm90"}) {
-    const isa::Hierarchy h = isa::load_hierarchy(std::string(TESSEL_SOURCE_DIR) + "/isa/targets/" + target + ".yaml");
+    const isa::Hierarchy h = isa::load_hierarchy(test::source_dir() + "/isa/targets/" + target + ".yaml");
     REQUIRE(h.gpu);
     CAPTURE(h.gpu->arch);
     const CompiledCubin c = compile_to_cubin(test::kWmmaGemmSource, {.arch = h.gpu->arch});
