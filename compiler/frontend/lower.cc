@@ -526,8 +526,10 @@ class Lowering {
       arity(e, 1);
       Typed x = expr(*e.args[0]);
       if (x.kind == Kind::WeakInt || x.kind == Kind::WeakReal) {
-        if (x.kind == Kind::WeakReal && !dtype_is_float(*t)) x.e = materialize(x.e, DType::F32, x.loc);
-        else return {materialize(x.e, *t, x.loc), Kind::Strong, e.loc};
+        // Integer literals and size parameters are computed in i32, real literals in f32, then cast.
+        const DType from = default_type(x.kind);
+        x.e = materialize(x.e, from, x.loc);
+        if (from == *t) return {x.e, Kind::Strong, e.loc};
       }
       return apply(ir::Op::Cast, *t, Kind::Strong, {x.e}, e.loc);
     }
