@@ -19,17 +19,20 @@ int attribute(CUdevice dev, CUdevice_attribute attr, const char* what) {
 }
 
 std::string bytes_text(uint64_t b) {
+  // The exact count, then the largest binary unit it reaches ("62914560 (60 MiB)", "150109880320 (139.8 GiB)").
   std::ostringstream o;
   o << b;
-  if (b >= 1024 && b % 1024 == 0) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  int u = -1;
+  double v = double(b);
+  while (u < 3 && v >= 1024) v /= 1024, ++u;
+  if (u >= 0) {
     o << " (";
-    if (b >= (1ull << 20) && b % (1ull << 20) == 0)
-      o << (b >> 20) << " MiB";
+    if (v == std::floor(v))
+      o << uint64_t(v);
     else
-      o << (b >> 10) << " KiB";
-    o << ")";
-  } else if (b >= 1000000) {
-    o << " (" << std::fixed << std::setprecision(1) << double(b) / double(1 << 20) << " MiB)";
+      o << std::fixed << std::setprecision(1) << v;
+    o << " " << units[u] << ")";
   }
   return o.str();
 }
@@ -156,7 +159,8 @@ std::string format_device_comparison(const isa::Hierarchy& h, const DeviceInfo& 
   if (mismatches == 0)
     o << h.source_file << " agrees with " << d.name << " on every checked property\n";
   else
-    o << mismatches << " propert" << (mismatches == 1 ? "y" : "ies") << " of " << h.source_file << " differ from "
+    o << mismatches << (mismatches == 1 ? " property of " : " properties of ") << h.source_file
+      << (mismatches == 1 ? " differs from " : " differ from ")
       << d.name << "\n";
   return o.str();
 }

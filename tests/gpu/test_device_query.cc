@@ -33,7 +33,7 @@ TEST_CASE("device check: a device equal to the description has no mismatch; each
   CHECK(format_device_comparison(h, d, rows).find("agrees with fake on every checked property") != std::string::npos);
 
   d.sm_count = 114;
-  d.properties.l2_cache_bytes = 62914560;
+  d.properties.l2_cache_bytes = h.gpu->l2_cache_bytes / 2;
   d.clock_mhz = 1980;  // information only
   rows = compare_with_device(h, d);
   const std::string text = format_device_comparison(h, d, rows);
