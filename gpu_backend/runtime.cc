@@ -89,6 +89,14 @@ void DeviceBuffer::fill_bytes(uint8_t value) {
   if (bytes_) TESSEL_CU(cuMemsetD8(ptr_, value, bytes_));
 }
 
+DeviceBuffer upload_npy(const NpyArray& array) { return DeviceBuffer::from_host(array.data); }
+
+void download_npy(const DeviceBuffer& buffer, NpyArray& array) {
+  TESSEL_CHECK(array.data.size() == size_t(array.element_count()) * size_t(dtype_bytes(array.dtype)),
+               "download_npy: the array's data must be sized for its shape " + array.shape_string());
+  buffer.download(array.data.data(), array.data.size());
+}
+
 // ---- Module and Kernel ------------------------------------------------------------------------
 
 Module::Module(const std::vector<uint8_t>& cubin) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpu_backend/device_query.h"
+#include "isa/base/npy.h"
 
 namespace tessel::gpu {
 
@@ -96,6 +97,11 @@ class DeviceBuffer {
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
 };
+
+// NpyArray element bytes (C order) to a new device buffer, and back into an array whose dtype and
+// shape are already set (the buffer must hold at least array.data.size() bytes).
+DeviceBuffer upload_npy(const NpyArray& array);
+void download_npy(const DeviceBuffer& buffer, NpyArray& array);
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;

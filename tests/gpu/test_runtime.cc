@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "gpu_backend/error.h"
 #include "gpu_backend/nvrtc_compile.h"
@@ -122,4 +123,20 @@ TEST_CASE("timing: bad options are user errors") {
   CHECK_THROWS_AS(time_on_stream([](CUstream) {}, s, {.calls_per_sample = 0}), UserError);
   CHECK(median({3.0, 1.0, 2.0}) == 2.0);
   CHECK(median({4.0, 1.0, 2.0, 3.0}) == 2.5);
+}
+
+TEST_CASE("runtime: NpyArray bytes go to the device and come back unchanged") {
+  if (!test::have_gpu()) return;
+  Context::get();
+  NpyArray a{.dtype = DType::F16, .shape = {3, 5}, .data = {}};
+  const auto values = test::random_f16(15, 7);
+  a.data.resize(30);
+  std::memcpy(a.data.data(), values.data(), 30);
+  DeviceBuffer d = upload_npy(a);
+  CHECK(d.size() == 30);
+  NpyArray back{.dtype = DType::F16, .shape = {3, 5}, .data = std::vector<uint8_t>(30, 0)};
+  download_npy(d, back);
+  CHECK(back.data == a.data);
+  NpyArray wrong{.dtype = DType::F32, .shape = {3, 5}, .data = std::vector<uint8_t>(30, 0)};
+  CHECK_THROWS_AS(download_npy(d, wrong), InternalError);
 }
