@@ -132,21 +132,26 @@ class Lowering {
     return r;
   }
 
+  static std::string article(const std::string& noun) {
+    return (noun[0] == 'i' ? "an " : "a ") + noun;
+  }
+  static std::string plural(const std::string& noun) { return noun == "index" ? "indices" : noun + "s"; }
+
   AffineExpr affine(const ast::Expr& e, AffineMode mode, const std::string& context) {
     const std::string why = "non-affine " + context + ": ";
-    const std::string rule = "; " + context + "s must be sums of " +
+    const std::string rule = "; " + plural(context) + " must be sums of " +
                              (mode == AffineMode::Index ? std::string("indices and size parameters")
                                                         : std::string("size parameters")) +
                              " times integer constants";
     switch (e.kind) {
       case ast::ExprKind::Int: return AffineExpr::constant_of(e.int_value);
-      case ast::ExprKind::Real: error(e.loc, "a " + context + " must be an integer, not the real number");
+      case ast::ExprKind::Real: error(e.loc, article(context) + " must be an integer, not a real number");
       case ast::ExprKind::Name: return affine_name(e, mode, context);
       case ast::ExprKind::Call:
-        error(e.loc, why + "'" + e.name + "(...)' cannot appear in a " + context + rule);
+        error(e.loc, why + "'" + e.name + "(...)' cannot appear in " + article(context) + rule);
       case ast::ExprKind::Unary:
         if (e.op == "-") return scaled(affine(*e.args[0], mode, context), -1, e.loc);
-        error(e.loc, why + "'" + e.op + "' cannot appear in a " + context + rule);
+        error(e.loc, why + "'" + e.op + "' cannot appear in " + article(context) + rule);
       case ast::ExprKind::Binary: break;
     }
     if (e.op == "+" || e.op == "-") {
@@ -164,16 +169,16 @@ class Lowering {
       if (b.is_constant()) return scaled(a, b.constant, e.loc);
       error(e.loc, why + "'" + a.to_string() + "' times '" + b.to_string() + "' is a product of two variables" + rule);
     }
-    error(e.loc, why + "'" + e.op + "' cannot appear in a " + context + rule);
+    error(e.loc, why + "'" + e.op + "' cannot appear in " + article(context) + rule);
   }
 
   AffineExpr affine_name(const ast::Expr& e, AffineMode mode, const std::string& context) {
     const std::string& n = e.name;
     if (f_.find_tensor(n) || written_later_.count(n))
-      error(e.loc, "tensor '" + n + "' cannot be used in a " + context + " (only indices and size parameters)");
+      error(e.loc, "tensor '" + n + "' cannot be used in " + article(context) + " (only indices and size parameters)");
     if (is_builtin(n) || parse_dtype(n))
-      error(e.loc, "'" + n + "' is a " + std::string(is_builtin(n) ? "function" : "dtype") + " and cannot be used in a " +
-                       context);
+      error(e.loc, "'" + n + "' is a " + std::string(is_builtin(n) ? "function" : "dtype") + " and cannot be used in " +
+                       article(context));
     if (mode == AffineMode::DeclareParams) {
       check_name_free(n, e.loc, "size parameter");
       if (!params_.count(n)) {
@@ -184,7 +189,7 @@ class Lowering {
     }
     if (params_.count(n)) return AffineExpr::param(n);
     if (mode == AffineMode::Params)
-      error(e.loc, "'" + n + "' is not a size parameter; a " + context +
+      error(e.loc, "'" + n + "' is not a size parameter; " + article(context) +
                        " may use only the size parameters of the signature (" + param_list() + ") and constants");
     IndexInfo& info = use_index(n, e.loc);
     info.in_access = true;
@@ -309,6 +314,10 @@ class Lowering {
       if (info.where) {
         v.lo = affine(*info.where->lo, AffineMode::Params, "range bound");
         v.hi = affine(*info.where->hi, AffineMode::Params, "range bound");
+      } else if (info.candidates.empty() && info.on_lhs && !info.in_access) {
+        error(info.first, "index '" + info.name + "' on the left-hand side is bound nowhere: it indexes no tensor on "
+                          "the right and '" + s.tensor + "' is a new local whose shape comes from its indices; use it "
+                          "on the right or add 'where " + info.name + " in lo:hi'");
       } else if (info.candidates.empty()) {
         error(info.first, "cannot infer the range of index '" + info.name +
                               "': it never indexes a tensor dimension on its own; add 'where " + info.name +
@@ -352,7 +361,7 @@ class Lowering {
       f_.tensors.push_back(std::move(t));
       written_later_.erase(s.tensor);
     }
-    st.rhs = coerce(rhs, out_type, "'" + s.tensor + "' (" + dt(out_type) + ")");
+    st.rhs = coerce(rhs, out_type, "stored in " + dt(out_type) + " tensor '" + s.tensor + "'");
     st.acc_type = out_type;
     written_.insert(s.tensor);
     f_.statements.push_back(std::move(st));
@@ -411,13 +420,13 @@ class Lowering {
       case Kind::WeakInt: return materialize(x.e, t, x.loc);
       case Kind::WeakReal:
         if (!dtype_is_float(t))
-          error(x.loc, "a real-valued expression cannot be stored in " + what + " without a cast such as " + dt(t) + "(...)");
+          error(x.loc, "a real-valued expression cannot be " + what + " without a cast such as " + dt(t) + "(...)");
         return materialize(x.e, t, x.loc);
       case Kind::Strong: break;
     }
     if (x.e->type != t)
-      error(x.loc, "type mismatch: the value is " + dt(x.e->type) + " but " + what + " expects " + dt(t) +
-                       "; convert it explicitly with " + dt(t) + "(...)");
+      error(x.loc, "type mismatch: a " + dt(x.e->type) + " value cannot be " + what + "; convert it explicitly with " +
+                       dt(t) + "(...)");
     return x.e;
   }
 
@@ -441,7 +450,8 @@ class Lowering {
       const Typed& strong = a.kind == Kind::Strong ? a : b;
       type = strong.e->type;
       kind = Kind::Strong;
-      const std::string what = "an operand of '" + op + "' next to a " + dt(type) + " value";
+      const std::string what = "combined with " + std::string(type == DType::I8 || type == DType::I32 ? "an " : "a ") +
+                               dt(type) + " operand of '" + op + "'";
       return {coerce(a, type, what), coerce(b, type, what)};
     }
     kind = (a.kind == Kind::WeakReal || b.kind == Kind::WeakReal) ? Kind::WeakReal : Kind::WeakInt;
