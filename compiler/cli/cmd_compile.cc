@@ -1,0 +1,93 @@
+// tessel compile OP.tsl --target c|HIERARCHY.yaml --shape M=..,N=.. [--def NAME] [--tile SPEC]
+//                [--print-schedule] [--print-kernel] [--dump-after PASS] [--fusion max|conservative|none]
+//                [--max-operations N] [--hierarchy FILE] -o OUT
+// Runs the polyhedral pipeline (compiler/pipeline.h). Target c writes C source; a hierarchy
+// description writes the kernel IR text (the NPU and CUDA emitters consume the kernel IR).
+#include <fstream>
+#include <iostream>
+
+#include "compiler/cli/commands.h"
+#include "compiler/emit_c/emit_c.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+
+namespace tessel::cli {
+
+// Options shared by compile, run and bench (declared in cmd_compile.cc, used by cmd_run.cc).
+struct PipelineFlags {
+  std::string file, def, target = "c", shape, tile, hierarchy, fusion = "max";
+  std::vector<std::string> dump_after;
+  unsigned long max_operations = 2000000;
+  bool no_fuse = false;
+};
+
+void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
+  cmd->add_option("file", f.file, "operator definition (.tsl)")->required();
+  cmd->add_option("--def", f.def, "which def of the file (default: the only one)");
+  cmd->add_option("--target", f.target, "c, or a hierarchy description (isa/targets/*.yaml)");
+  cmd->add_option("--shape", f.shape, "size parameters, e.g. M=1024,N=1024,K=1024")->required();
+  cmd->add_option("--tile", f.tile, "tile spec, e.g. m=128/64,n=128/32,k=64/16 (default: from the hierarchy)");
+  cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
+  cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
+  cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
+  cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, all)");
+}
+
+CompileOptions to_compile_options(const PipelineFlags& f) {
+  CompileOptions o;
+  o.target = f.target;
+  o.hierarchy = f.hierarchy;
+  o.sizes = parse_shape(f.shape);
+  if (!f.tile.empty()) o.tile = f.tile;
+  if (f.fusion == "max") o.scheduler.fusion = poly::FusionStrategy::Max;
+  else if (f.fusion == "conservative") o.scheduler.fusion = poly::FusionStrategy::Conservative;
+  else if (f.fusion == "none") {
+    o.scheduler.fusion = poly::FusionStrategy::None;
+    o.fuse = false;
+  } else throw UserError("--fusion: '" + f.fusion + "' is not one of max, conservative, none");
+  o.scheduler.max_operations = f.max_operations;
+  o.dump_after.insert(f.dump_after.begin(), f.dump_after.end());
+  return o;
+}
+
+namespace {
+
+void add_compile_command(CLI::App& app, CommandContext& ctx) {
+  struct Options {
+    PipelineFlags flags;
+    std::string out;
+    bool print_schedule = false, print_kernel = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("compile", "Compile an operator (.tsl) for a target description");
+  add_pipeline_flags(cmd, opts->flags);
+  cmd->add_option("-o,--output", opts->out, "output file (C source for --target c, kernel IR text otherwise)");
+  cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
+  cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
+  cmd->callback([opts, &ctx] {
+    frontend::Module m = frontend::load_module(opts->flags.file);
+    const ir::Function& f = frontend::select_function(m, opts->flags.def);
+    auto c = compile(f, to_compile_options(opts->flags));
+    if (opts->print_schedule) {
+      std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
+                << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"
+                << c->tiled.to_string();
+    }
+    if (opts->print_kernel) std::cout << kernel::to_string(c->kernel);
+    if (!opts->out.empty()) {
+      std::ofstream o(opts->out);
+      if (!o) throw UserError("-o " + opts->out + ": cannot write the file");
+      o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel) : kernel::to_string(c->kernel));
+    }
+    std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in "
+              << c->total_ms << " ms\n";
+    ctx.exit_code = 0;
+  });
+}
+
+}  // namespace
+
+TESSEL_REGISTER_COMMAND("compile", add_compile_command);
+
+}  // namespace tessel::cli

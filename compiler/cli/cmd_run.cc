@@ -1,0 +1,122 @@
+// tessel run OP.tsl --target c --shape M=..,N=.. [--tile SPEC] [--def NAME] [--seed S] [--report r.json]
+// compile -> execute on the target's backend -> compare with the reference interpreter -> report.
+// Backends are a table keyed by target kind; the NPU (issue 6) and GPU (issue 7) add theirs.
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/cli/commands.h"
+#include "compiler/emit_c/run_c.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+
+namespace tessel::cli {
+
+struct PipelineFlags {
+  std::string file, def, target = "c", shape, tile, hierarchy, fusion = "max";
+  std::vector<std::string> dump_after;
+  unsigned long max_operations = 2000000;
+  bool no_fuse = false;
+};
+void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
+CompileOptions to_compile_options(const PipelineFlags& f);
+
+namespace {
+
+using Tensors = std::map<std::string, NpyArray>;
+
+struct BackendResult {
+  Tensors outputs;
+  nlohmann::json report;  // backend-specific fields
+};
+
+// One backend per target kind: runs a compiled kernel on the inputs.
+struct Backend {
+  const char* name;
+  std::function<bool(const std::string& target, const Compilation&)> accepts;
+  std::function<BackendResult(const Compilation&, const Tensors&)> execute;
+};
+
+BackendResult run_on_c(const Compilation& c, const Tensors& inputs) {
+  auto runs = emit_c::run_c_batch({&c.kernel}, {inputs});
+  BackendResult r;
+  r.outputs = std::move(runs[0].outputs);
+  r.report["c_compile_ms"] = runs[0].c_compile_ms;
+  return r;
+}
+
+const std::vector<Backend>& backends() {
+  static const std::vector<Backend> table = {
+      {"c", [](const std::string& t, const Compilation&) { return t == "c"; }, run_on_c},
+  };
+  return table;
+}
+
+void add_run_command(CLI::App& app, CommandContext& ctx) {
+  struct Options {
+    PipelineFlags flags;
+    std::string report;
+    uint64_t seed = 1;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("run", "Compile, execute and verify an operator against the reference interpreter");
+  add_pipeline_flags(cmd, opts->flags);
+  cmd->add_option("--seed", opts->seed, "seed of the random inputs");
+  cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
+  cmd->callback([opts, &ctx] {
+    frontend::Module m = frontend::load_module(opts->flags.file);
+    const ir::Function& f = frontend::select_function(m, opts->flags.def);
+    CompileOptions co = to_compile_options(opts->flags);
+    auto c = compile(f, co);
+    const Backend* backend = nullptr;
+    for (const auto& b : backends())
+      if (b.accepts(opts->flags.target, *c)) backend = &b;
+    if (!backend) {
+      std::cerr << "tessel run: no backend for target " << opts->flags.target
+                << " yet (the NPU and GPU backends add theirs); compiled kernel IR:\n"
+                << kernel::to_string(c->kernel);
+      ctx.exit_code = 2;
+      return;
+    }
+    Tensors inputs = interp::random_inputs(f, co.sizes, opts->seed);
+    BackendResult r = backend->execute(*c, inputs);
+    Tensors expected = interp::evaluate(f, co.sizes, inputs);
+    emit_c::Verification v = emit_c::verify(expected, r.outputs);
+    std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile "
+              << c->tile_spec.to_string() << ": " << (v.verified ? "verified" : "MISMATCH")
+              << ", max_abs_err " << v.max_abs_err << ", compile " << c->total_ms << " ms\n";
+    if (!v.verified) std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
+    for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
+    if (!opts->report.empty()) {
+      nlohmann::json j = r.report;
+      j["operator"] = f.name;
+      j["target"] = opts->flags.target;
+      j["backend"] = backend->name;
+      j["tile"] = c->tile_spec.to_string();
+      j["verified"] = v.verified;
+      j["max_abs_err"] = v.max_abs_err;
+      j["mismatches"] = v.mismatches;
+      j["first_mismatch"] = v.first_mismatch;
+      j["compile_ms"] = c->total_ms;
+      j["warnings"] = c->warnings;
+      std::map<std::string, double> pass_ms;
+      for (const auto& [p, ms] : c->pass_ms) pass_ms[p] += ms;
+      j["pass_ms"] = pass_ms;
+      std::ofstream o(opts->report);
+      if (!o) throw UserError("--report " + opts->report + ": cannot write the file");
+      o << j.dump(2) << "\n";
+    }
+    ctx.exit_code = v.verified ? 0 : 1;
+  });
+}
+
+}  // namespace
+
+TESSEL_REGISTER_COMMAND("run", add_run_command);
+
+}  // namespace tessel::cli

@@ -1,0 +1,344 @@
+#include "compiler/emit_c/emit_c.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "isa/base/error.h"
+
+namespace tessel::emit_c {
+
+namespace {
+
+using kernel::Expr;
+using kernel::ExprKind;
+
+std::string ctype(DType t) {
+  switch (t) {
+    case DType::F16: return "tessel_f16";
+    case DType::F32: return "float";
+    case DType::I8: return "int8_t";
+    case DType::U8: return "uint8_t";
+    case DType::I32: return "int32_t";
+    case DType::BF16: break;
+  }
+  throw UserError("--target c: dtype " + std::string(dtype_name(t)) + " is not supported by the C emitter");
+}
+
+std::string cexpr(const Expr& e) {
+  auto a = [&](int i) { return cexpr(e.args[i]); };
+  switch (e.kind) {
+    case ExprKind::Int: return e.value < 0 ? "(" + std::to_string(e.value) + "L)" : std::to_string(e.value) + "L";
+    case ExprKind::Var: return e.name;
+    case ExprKind::Add: return "(" + a(0) + " + " + a(1) + ")";
+    case ExprKind::Sub: return "(" + a(0) + " - " + a(1) + ")";
+    case ExprKind::Mul: return "(" + a(0) + " * " + a(1) + ")";
+    case ExprKind::Neg: return "(-" + a(0) + ")";
+    case ExprKind::FloorDiv: return "tessel_floordiv(" + a(0) + ", " + a(1) + ")";
+    case ExprKind::Mod: return "tessel_mod(" + a(0) + ", " + a(1) + ")";
+    case ExprKind::Min: return "tessel_min(" + a(0) + ", " + a(1) + ")";
+    case ExprKind::Max: return "tessel_max(" + a(0) + ", " + a(1) + ")";
+    case ExprKind::Lt: return "(" + a(0) + " < " + a(1) + ")";
+    case ExprKind::Le: return "(" + a(0) + " <= " + a(1) + ")";
+    case ExprKind::Eq: return "(" + a(0) + " == " + a(1) + ")";
+    case ExprKind::Ge: return "(" + a(0) + " >= " + a(1) + ")";
+    case ExprKind::Gt: return "(" + a(0) + " > " + a(1) + ")";
+    case ExprKind::And: return "(" + a(0) + " && " + a(1) + ")";
+    case ExprKind::Or: return "(" + a(0) + " || " + a(1) + ")";
+    case ExprKind::Select: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+  }
+  return "0";
+}
+
+std::string affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes) {
+  int64_t c = e.constant;
+  for (const auto& [p, k] : e.param_coeffs) c += k * sizes.at(p);
+  std::string s = "(" + std::to_string(c) + "L";
+  for (const auto& [i, k] : e.index_coeffs) s += " + " + std::to_string(k) + "L*i_" + i;
+  return s + ")";
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s == "inf") return "INFINITY";
+  if (s == "-inf") return "(-INFINITY)";
+  return s;
+}
+
+struct Emitter {
+  const kernel::Kernel& k;
+  std::ostringstream os;
+  int tmp = 0;
+
+  const kernel::GlobalTensor& tensor(const std::string& n) {
+    const auto* t = k.find_tensor(n);
+    TESSEL_CHECK(t, "emit_c: tensor " + n + " is neither global nor bound to a buffer (promote must bind it)");
+    return *t;
+  }
+
+  // linear element index of global coordinates `g` (C expressions) in the buffer or tensor
+  std::string linear(int buffer, const std::string& tname, const std::vector<std::string>& g) {
+    std::string s = "0L";
+    if (buffer >= 0) {
+      const auto& b = k.buffers.at(buffer);
+      for (size_t d = 0; d < g.size(); ++d)
+        s = "(" + s + " * " + std::to_string(b.extents[d]) + "L + (" + g[d] + " - " + cexpr(b.offset[d]) + "))";
+    } else {
+      const auto& t = tensor(tname);
+      for (size_t d = 0; d < g.size(); ++d) s = "(" + s + " * " + std::to_string(t.shape[d]) + "L + " + g[d] + ")";
+    }
+    return s;
+  }
+  std::string storage(int buffer, const std::string& tname) {
+    return buffer >= 0 ? k.buffers.at(buffer).name : "t_" + tname;
+  }
+
+  std::string access(const std::string& tname, const std::vector<ir::AffineExpr>& idx,
+                     const std::map<std::string, int>& binding) {
+    auto it = binding.find(tname);
+    int b = it == binding.end() ? -1 : it->second;
+    std::vector<std::string> g;
+    for (const auto& e : idx) g.push_back(affine(e, k.sizes));
+    return storage(b, tname) + "[" + linear(b, tname, g) + "]";
+  }
+
+  std::string value(const ir::Expr& e, const std::map<std::string, int>& binding) {
+    const std::string T = ctype(e.type);
+    auto arg = [&](int i) { return value(*e.args[i], binding); };
+    auto f = [&](int i) { return "((float)" + arg(i) + ")"; };
+    switch (e.kind) {
+      case ir::ExprKind::Constant: return "((" + T + ")" + number(e.value) + ")";
+      case ir::ExprKind::SizeParam: return "((" + T + ")" + std::to_string(k.sizes.at(e.name)) + ")";
+      case ir::ExprKind::IndexValue: return "((" + T + ")" + affine(e.affine, k.sizes) + ")";
+      case ir::ExprKind::Access: return access(e.name, e.indices, binding);
+      case ir::ExprKind::Apply: break;
+    }
+    const bool fl = dtype_is_float(e.type);
+    auto bin = [&](const char* op) {
+      if (fl) return "((" + T + ")(" + f(0) + " " + op + " " + f(1) + "))";
+      return "((" + T + ")(" + arg(0) + " " + op + " " + arg(1) + "))";
+    };
+    auto math = [&](const char* fn) { return "((" + T + ")" + fn + "(" + f(0) + "))"; };
+    switch (e.op) {
+      case ir::Op::Add: return bin("+");
+      case ir::Op::Sub: return bin("-");
+      case ir::Op::Mul: return bin("*");
+      case ir::Op::Div: return bin("/");
+      case ir::Op::Mod:
+        if (fl) return "((" + T + ")fmodf(" + f(0) + ", " + f(1) + "))";
+        return bin("%");
+      case ir::Op::Neg: return "((" + T + ")(-" + arg(0) + "))";
+      case ir::Op::Lt: return "(" + arg(0) + " < " + arg(1) + ")";
+      case ir::Op::Le: return "(" + arg(0) + " <= " + arg(1) + ")";
+      case ir::Op::Gt: return "(" + arg(0) + " > " + arg(1) + ")";
+      case ir::Op::Ge: return "(" + arg(0) + " >= " + arg(1) + ")";
+      case ir::Op::Eq: return "(" + arg(0) + " == " + arg(1) + ")";
+      case ir::Op::Ne: return "(" + arg(0) + " != " + arg(1) + ")";
+      case ir::Op::And: return "(" + arg(0) + " && " + arg(1) + ")";
+      case ir::Op::Or: return "(" + arg(0) + " || " + arg(1) + ")";
+      case ir::Op::Not: return "(!" + arg(0) + ")";
+      case ir::Op::Select: return "((" + T + ")(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + "))";
+      case ir::Op::Min:
+        return "((" + T + ")(" + arg(0) + " < " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
+      case ir::Op::Max:
+        return "((" + T + ")(" + arg(0) + " > " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
+      case ir::Op::Abs:
+        if (fl) return math("fabsf");
+        return "((" + T + ")(" + arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0) + "))";
+      case ir::Op::Exp: return math("expf");
+      case ir::Op::Log: return math("logf");
+      case ir::Op::Sqrt: return math("sqrtf");
+      case ir::Op::Rsqrt: return "((" + T + ")(1.0f / sqrtf(" + f(0) + ")))";
+      case ir::Op::Tanh: return math("tanhf");
+      case ir::Op::Cast:
+        if (dtype_is_float(e.args[0]->type) && !fl) return "((" + T + ")" + f(0) + ")";
+        return "((" + T + ")" + arg(0) + ")";
+    }
+    return "0";
+  }
+
+  std::string identity(ir::Reduction r, DType t) {
+    const std::string T = ctype(t);
+    if (r == ir::Reduction::Sum) return "((" + T + ")0)";
+    bool mx = r == ir::Reduction::Max;
+    if (dtype_is_float(t)) return "((" + T + ")(" + std::string(mx ? "-INFINITY" : "INFINITY") + "))";
+    switch (t) {
+      case DType::I8: return mx ? "INT8_MIN" : "INT8_MAX";
+      case DType::U8: return mx ? "0" : "UINT8_MAX";
+      default: return mx ? "INT32_MIN" : "INT32_MAX";
+    }
+  }
+
+  void compute(const kernel::Node& n, const std::string& pad) {
+    const ir::Statement& s = k.function->statements.at(n.statement);
+    os << pad << "{\n";
+    std::vector<const ir::IndexVar*> vars;
+    if (n.init) {
+      for (const auto& v : s.domain)
+        if (!v.is_reduction) vars.push_back(&v);
+    } else {
+      for (const auto& v : s.domain) vars.push_back(&v);
+    }
+    TESSEL_CHECK(vars.size() == n.indices.size(), "emit_c: compute node of " + s.name + " has the wrong arity");
+    for (size_t i = 0; i < vars.size(); ++i)
+      os << pad << "  const long i_" << vars[i]->name << " = " << cexpr(n.indices[i]) << ";\n";
+    std::string lhs = access(s.output, s.out_indices, n.binding);
+    const std::string T = ctype(s.acc_type);
+    if (n.init) {
+      os << pad << "  " << lhs << " = " << identity(s.reduction, s.acc_type) << ";\n";
+    } else {
+      std::string rhs = value(*s.rhs, n.binding);
+      const bool fl = dtype_is_float(s.acc_type);
+      std::string cur = fl ? "((float)" + lhs + ")" : lhs;
+      std::string r = fl ? "((float)" + rhs + ")" : rhs;
+      switch (s.reduction) {
+        case ir::Reduction::None: os << pad << "  " << lhs << " = (" << T << ")" << rhs << ";\n"; break;
+        case ir::Reduction::Sum: os << pad << "  " << lhs << " = (" << T << ")(" << cur << " + " << r << ");\n"; break;
+        case ir::Reduction::Max:
+          os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ > " << lhs << ") " << lhs << " = v_; }\n";
+          break;
+        case ir::Reduction::Min:
+          os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ < " << lhs << ") " << lhs << " = v_; }\n";
+          break;
+      }
+    }
+    os << pad << "}\n";
+  }
+
+  void copy(const kernel::Node& n, const std::string& pad) {
+    const bool out = n.dst < 0;
+    const kernel::Buffer& box = k.buffers.at(out ? n.src : n.dst);
+    const auto& t = tensor(n.tensor);
+    const size_t r = box.extents.size();
+    os << pad << "{ /* copy " << (out ? "out " : "in ") << box.name << " */\n";
+    std::vector<std::string> g;
+    std::string in_tensor = "1", in_src = "1";
+    for (size_t d = 0; d < r; ++d) {
+      std::string i = "x" + std::to_string(d);
+      os << pad << "  for (long " << i << " = 0; " << i << " < " << box.extents[d] << "L; ++" << i << ") {\n";
+      os << pad << "  const long y" << d << " = " << cexpr(box.offset[d]) << " + " << i << ";\n";
+      g.push_back("y" + std::to_string(d));
+      in_tensor += " && y" + std::to_string(d) + " >= 0 && y" + std::to_string(d) + " < " + std::to_string(t.shape[d]) + "L";
+    }
+    if (!out && n.src >= 0) {
+      const kernel::Buffer& sb = k.buffers.at(n.src);
+      for (size_t d = 0; d < r; ++d) {
+        std::string rel = "(y" + std::to_string(d) + " - " + cexpr(sb.offset[d]) + ")";
+        in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + "L";
+      }
+    }
+    std::string dst_lin = linear(box.id, n.tensor, g);
+    if (out) {
+      os << pad << "    if (" << in_tensor << ") t_" << n.tensor << "[" << linear(-1, n.tensor, g) << "] = " << box.name
+         << "[" << dst_lin << "];\n";
+    } else {
+      std::string src = storage(n.src, n.tensor) + "[" + linear(n.src, n.tensor, g) + "]";
+      os << pad << "    " << box.name << "[" << dst_lin << "] = (" << in_tensor << " && " << in_src << ") ? " << src
+         << " : (" << ctype(box.dtype) << ")0;\n";
+    }
+    for (size_t d = 0; d < r; ++d) os << pad << "  }\n";
+    os << pad << "}\n";
+  }
+
+  void matmul(const kernel::MatmulOp& m, const std::string& pad) {
+    const auto& A = k.buffers.at(m.a);
+    const auto& B = k.buffers.at(m.b);
+    const auto& C = k.buffers.at(m.c);
+    const std::string acc = ctype(m.acc_type);
+    auto idx2 = [&](const kernel::Buffer& b, const std::string& r, const std::string& c) {
+      return "((" + r + " - " + cexpr(b.offset[0]) + ") * " + std::to_string(b.extents[1]) + "L + (" + c + " - " +
+             cexpr(b.offset[1]) + "))";
+    };
+    std::string gm = "(" + cexpr(m.m0) + " + fi)", gn = "(" + cexpr(m.n0) + " + fj)", gk = "(" + cexpr(m.k0) + " + fk)";
+    std::string a = m.a_layout == kernel::Layout::RowMajor ? idx2(A, gm, gk) : idx2(A, gk, gm);
+    std::string b = m.b_layout == kernel::Layout::RowMajor ? idx2(B, gk, gn) : idx2(B, gn, gk);
+    std::string c = idx2(C, gm, gn);
+    os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k << " */\n"
+       << pad << "  const long em = " << cexpr(m.em) << ", en = " << cexpr(m.en) << ", ek = " << cexpr(m.ek) << ";\n"
+       << pad << "  for (long fi = 0; fi < em; ++fi)\n"
+       << pad << "    for (long fj = 0; fj < en; ++fj) {\n"
+       << pad << "      " << acc << " s_ = " << C.name << "[" << c << "];\n"
+       << pad << "      for (long fk = 0; fk < ek; ++fk)\n"
+       << pad << "        s_ = (" << acc << ")(s_ + (" << acc << ")" << A.name << "[" << a << "] * (" << acc << ")"
+       << B.name << "[" << b << "]);\n"
+       << pad << "      " << C.name << "[" << c << "] = s_;\n"
+       << pad << "    }\n"
+       << pad << "}\n";
+  }
+
+  void node(const kernel::Node& n, int depth) {
+    std::string pad(2 * depth, ' ');
+    switch (n.kind) {
+      case kernel::NodeKind::Block:
+        for (const auto& c : n.children) node(*c, depth);
+        return;
+      case kernel::NodeKind::Loop:
+        os << pad << "for (long " << n.var << " = " << cexpr(n.lo) << "; " << n.var << " < " << cexpr(n.hi) << "; "
+           << n.var << " += " << n.step << ") { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
+        for (const auto& c : n.children) node(*c, depth + 1);
+        os << pad << "}\n";
+        return;
+      case kernel::NodeKind::If:
+        os << pad << "if (" << cexpr(n.cond) << ") {\n";
+        for (const auto& c : n.children) node(*c, depth + 1);
+        if (!n.else_children.empty()) {
+          os << pad << "} else {\n";
+          for (const auto& c : n.else_children) node(*c, depth + 1);
+        }
+        os << pad << "}\n";
+        return;
+      case kernel::NodeKind::Let: os << pad << n.var << " = " << cexpr(n.value) << ";\n"; return;
+      case kernel::NodeKind::Copy: copy(n, pad); return;
+      case kernel::NodeKind::Compute: compute(n, pad); return;
+      case kernel::NodeKind::Matmul: matmul(n.matmul, pad); return;
+    }
+  }
+};
+
+}  // namespace
+
+std::string prelude() {
+  return R"(#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+typedef _Float16 tessel_f16;
+static inline long tessel_floordiv(long a, long b) { long q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) --q; return q; }
+static inline long tessel_mod(long a, long b) { return a - b * tessel_floordiv(a, b); }
+static inline long tessel_min(long a, long b) { return a < b ? a : b; }
+static inline long tessel_max(long a, long b) { return a > b ? a : b; }
+)";
+}
+
+std::string emit_function(const kernel::Kernel& k, const std::string& symbol) {
+  Emitter e{k, {}, 0};
+  auto& os = e.os;
+  os << "/* kernel " << k.name << " for " << k.target << " */\n";
+  os << "void " << symbol << "(void** args) {\n";
+  int arg = 0;
+  for (const auto& t : k.tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    if (t.temporary)
+      os << "  " << ctype(t.dtype) << "* t_" << t.name << " = (" << ctype(t.dtype) << "*)calloc(" << n << ", sizeof("
+         << ctype(t.dtype) << "));\n";
+    else
+      os << "  " << ctype(t.dtype) << "* t_" << t.name << " = (" << ctype(t.dtype) << "*)args[" << arg++ << "];\n";
+  }
+  for (const auto& b : k.buffers)
+    os << "  static " << ctype(b.dtype) << " " << b.name << "[" << b.elements() << "]; /* " << b.level << " ("
+       << isa::role_name(b.role) << ") */\n";
+  std::set<std::string> lets(k.let_vars.begin(), k.let_vars.end());
+  for (const auto& l : lets) os << "  long " << l << " = 0;\n";
+  e.node(*k.body, 1);
+  for (const auto& l : lets) os << "  (void)" << l << ";\n";
+  for (const auto& t : k.tensors)
+    if (t.temporary) os << "  free(t_" << t.name << ");\n";
+  os << "}\n";
+  return os.str();
+}
+
+std::string emit_c(const kernel::Kernel& k, const std::string& symbol) { return prelude() + emit_function(k, symbol); }
+
+}  // namespace tessel::emit_c

@@ -1,0 +1,55 @@
+#include "compiler/emit_c/run_c.h"
+
+#include "compiler/emit_c/emit_c.h"
+#include "compiler/emit_c/host_cc.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_c {
+
+std::vector<CRun> run_c_batch(const std::vector<const kernel::Kernel*>& kernels, const std::vector<Tensors>& inputs) {
+  TESSEL_CHECK(kernels.size() == inputs.size(), "run_c_batch: one input set per kernel");
+  std::string src = prelude();
+  for (size_t i = 0; i < kernels.size(); ++i) src += emit_function(*kernels[i], "tessel_kernel_" + std::to_string(i));
+  SharedObject so(src);
+  std::vector<CRun> runs;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    CRun r;
+    r.outputs = run_kernel(so.symbol("tessel_kernel_" + std::to_string(i)), *kernels[i], inputs[i]);
+    r.c_compile_ms = so.compile_ms();
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+void tolerance_for(DType t, double& abs_tol, double& rel_tol) {
+  switch (t) {
+    case DType::F16:
+    case DType::BF16: abs_tol = 2e-3; rel_tol = 2e-3; return;
+    case DType::F32: abs_tol = 1e-5; rel_tol = 1e-5; return;
+    default: abs_tol = 0; rel_tol = 0; return;
+  }
+}
+
+Verification verify(const Tensors& expected, const Tensors& actual) {
+  Verification v;
+  for (const auto& [name, e] : expected) {
+    auto it = actual.find(name);
+    if (it == actual.end()) {
+      v.verified = false;
+      if (v.first_mismatch.empty()) v.first_mismatch = "output " + name + " missing";
+      continue;
+    }
+    double a = 0, r = 0;
+    tolerance_for(e.dtype, a, r);
+    interp::Comparison c = interp::compare(e, it->second, a, r, name);
+    v.max_abs_err = std::max(v.max_abs_err, c.max_abs_err);
+    v.mismatches += c.mismatches;
+    if (!c.ok) {
+      v.verified = false;
+      if (v.first_mismatch.empty()) v.first_mismatch = c.first_mismatch;
+    }
+  }
+  return v;
+}
+
+}  // namespace tessel::emit_c

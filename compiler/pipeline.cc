@@ -1,0 +1,192 @@
+#include "compiler/pipeline.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "isa/base/error.h"
+
+namespace tessel {
+
+const std::vector<std::string>& pass_names() {
+  static const std::vector<std::string> names = {"scop", "dependences", "schedule", "fusion",
+                                                 "intrinsics", "tile", "promote", "kernel"};
+  return names;
+}
+
+std::map<std::string, int64_t> parse_shape(const std::string& text) {
+  std::map<std::string, int64_t> sizes;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string e = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? text.size() : comma + 1;
+    size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 >= e.size())
+      throw UserError("--shape: '" + e + "': expected NAME=VALUE, e.g. M=1024,N=1024,K=1024");
+    std::string v = e.substr(eq + 1);
+    for (char c : v)
+      if (!std::isdigit((unsigned char)c)) throw UserError("--shape: '" + e + "': size must be a positive integer");
+    int64_t x = std::stoll(v);
+    if (x < 1) throw UserError("--shape: '" + e + "': sizes must be at least 1");
+    sizes[e.substr(0, eq)] = x;
+  }
+  return sizes;
+}
+
+namespace {
+
+std::string find_default_description() {
+  const std::string rel = "isa/targets/davinci-910.yaml";
+  if (const char* src = std::getenv("TESSEL_SOURCE_DIR")) {
+    auto p = std::filesystem::path(src) / rel;
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  std::vector<std::filesystem::path> roots = {std::filesystem::current_path()};
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path());
+#ifdef TESSEL_SOURCE_DIR
+  roots.push_back(TESSEL_SOURCE_DIR);
+#endif
+  for (auto root : roots)
+    for (int up = 0; up < 6 && !root.empty(); ++up, root = root.parent_path()) {
+      if (std::filesystem::exists(root / rel)) return (root / rel).string();
+      if (root == root.parent_path()) break;
+    }
+  throw UserError("--target c: cannot find " + rel +
+                  " (run from the source tree, set TESSEL_SOURCE_DIR, or pass --hierarchy FILE)");
+}
+
+class PassTimer {
+ public:
+  PassTimer(Compilation& c, const CompileOptions& o) : c_(c), o_(o) {}
+  template <class F>
+  void run(const std::string& name, F&& f, const std::function<std::string()>& dump) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    c_.pass_ms.emplace_back(name, ms);
+    c_.total_ms += ms;
+    if (o_.time_passes) std::cerr << "tessel: pass " << name << ": " << ms << " ms\n";
+    if (o_.dump_after.count(name) || o_.dump_after.count("all"))
+      std::cerr << "=== after " << name << " ===\n" << dump() << "\n";
+  }
+
+ private:
+  Compilation& c_;
+  const CompileOptions& o_;
+};
+
+}  // namespace
+
+isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy) {
+  if (target == "c") return isa::load_hierarchy(hierarchy.empty() ? find_default_description() : hierarchy);
+  return isa::load_hierarchy(target);
+}
+
+std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
+  CompileOptions options = options_in;
+  if (const char* t = std::getenv("TESSEL_TIME_PASSES"); t && std::string(t) == "1") options.time_passes = true;
+  for (const auto& d : options.dump_after)
+    if (d != "all" && std::find(pass_names().begin(), pass_names().end(), d) == pass_names().end()) {
+      std::string known;
+      for (const auto& n : pass_names()) known += (known.empty() ? "" : ", ") + n;
+      throw UserError("--dump-after: unknown pass '" + d + "' (passes: " + known + ", all)");
+    }
+  for (const auto& p : f.params)
+    if (!options.sizes.count(p))
+      throw UserError("--shape: no size for " + p + " (" + f.name + " needs " + [&] {
+        std::string s;
+        for (const auto& q : f.params) s += (s.empty() ? "" : ",") + q + "=...";
+        return s;
+      }() + ")");
+  for (const auto& [n, v] : options.sizes)
+    if (std::find(f.params.begin(), f.params.end(), n) == f.params.end())
+      throw UserError("--shape: " + f.name + " has no size parameter " + n);
+
+  auto c = std::make_unique<Compilation>();
+  c->function = &f;
+  c->hierarchy = load_target_hierarchy(options.target, options.hierarchy);
+  isl::ctx ctx = c->isl.ctx();
+  PassTimer timer(*c, options);
+
+  timer.run("scop", [&] { c->scop = poly::build_scop(ctx, f); }, [&] {
+    return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +
+           "\nwrites: " + poly::str(c->scop.tagged_writes);
+  });
+  timer.run("dependences", [&] { c->deps = poly::compute_dependences(c->scop); }, [&] {
+    return "flow: " + poly::str(c->deps.flow) + "\nanti: " + poly::str(c->deps.anti) + "\noutput: " + poly::str(c->deps.output);
+  });
+  timer.run("schedule", [&] {
+    c->schedule = poly::compute_schedule(c->scop, c->deps, options.scheduler);
+    if (c->schedule.fell_back) {
+      c->warnings.push_back(c->schedule.warning);
+      std::cerr << "tessel: warning: " << c->schedule.warning << "\n";
+    }
+  }, [&] { return poly::str(c->schedule.schedule); });
+  timer.run("fusion", [&] { c->groups = poly::plan_fusion(c->scop, options.fuse); },
+            [&] { return poly::to_string(c->groups, c->scop); });
+  auto match_all = [&] {
+    c->matches.clear();
+    for (const auto& g : c->groups)
+      c->matches.push_back(g.anchor < 0 ? poly::MatmulMatch{false, "no reduction"}
+                                        : poly::match_matmul(f.statements[c->scop.statements[g.anchor].statement], f,
+                                                             c->hierarchy));
+  };
+  timer.run("intrinsics", match_all, [&] {
+    std::string s;
+    for (size_t i = 0; i < c->matches.size(); ++i) {
+      const auto& m = c->matches[i];
+      s += "group " + std::to_string(i) + ": " +
+           (m.matched ? "matmul fragment " + std::to_string(m.unit_m) + "x" + std::to_string(m.unit_n) + "x" +
+                            std::to_string(m.unit_k) + " A=" + m.a + " (" + kernel::layout_name(m.a_layout) + ") B=" +
+                            m.b + " (" + kernel::layout_name(m.b_layout) + ") C=" + m.c
+                      : "no match: " + m.why_not) + "\n";
+    }
+    return s;
+  });
+
+  const bool user_tile = options.tile.has_value();
+  if (user_tile) {
+    c->tile_spec = tile::parse_tile_spec(*options.tile);
+    tile::check_tile_spec(c->tile_spec, f);
+  } else {
+    c->tile_spec = tile::default_tile_spec(f, options.sizes, c->hierarchy);
+  }
+  // tile + promote; without a user spec, shrink the default until it fits
+  for (int attempt = 0;; ++attempt) {
+    timer.run("tile", [&] {
+      if (!poly::tile_program(c->scop, c->deps, c->groups, c->matches, c->tile_spec, options.sizes, c->tiled)) {
+        c->warnings.push_back("fused tiles would violate a dependence; statements are tiled separately");
+        c->groups = poly::plan_fusion(c->scop, false);
+        match_all();
+        bool ok = poly::tile_program(c->scop, c->deps, c->groups, c->matches, c->tile_spec, options.sizes, c->tiled);
+        TESSEL_CHECK(ok, "tile: the unfused tiled schedule violates a dependence (tile pass)");
+      }
+    }, [&] { return "tile spec: " + c->tile_spec.to_string() + "\n" + c->tiled.to_string(); });
+    try {
+      timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->tiled, c->hierarchy); },
+                [&] { return c->promotion.to_string(); });
+      break;
+    } catch (const UserError&) {
+      if (user_tile || attempt > 12) throw;
+      bool shrunk = false;
+      for (auto& a : c->tile_spec.axes)
+        if (a.outer > 1) {
+          a.outer = (a.outer + 1) / 2;
+          a.inner = std::min(a.inner, a.outer);
+          shrunk = true;
+        }
+      if (!shrunk) throw;
+    }
+  }
+  timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->tiled, c->promotion, c->hierarchy); },
+            [&] { return kernel::to_string(c->kernel); });
+  return c;
+}
+
+}  // namespace tessel

@@ -1,0 +1,73 @@
+// The polyhedral pipeline, top to bottom (one function, compile()):
+//   scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
+// `dump_after` names passes whose result is printed to stderr ("all" for every pass);
+// TESSEL_TIME_PASSES=1 (or CompileOptions::time_passes) prints each pass's time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/tensor_ir.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "compiler/poly/build_kernel.h"
+#include "compiler/poly/dependences.h"
+#include "compiler/poly/fusion.h"
+#include "compiler/poly/intrinsics.h"
+#include "compiler/poly/isl_util.h"
+#include "compiler/poly/promotion.h"
+#include "compiler/poly/schedule.h"
+#include "compiler/poly/scop.h"
+#include "compiler/poly/tiling.h"
+#include "compiler/tile/tile_spec.h"
+#include "isa/hierarchy.h"
+
+namespace tessel {
+
+struct CompileOptions {
+  std::string target = "c";       // "c" or a hierarchy description path
+  std::string hierarchy;          // for target c: the description whose levels the buffers use
+  std::map<std::string, int64_t> sizes;
+  std::optional<std::string> tile;  // tile spec text; default from the hierarchy
+  poly::SchedulerOptions scheduler;
+  bool fuse = true;
+  std::set<std::string> dump_after;
+  bool time_passes = false;
+};
+
+// Every intermediate result; `isl` is declared first so it is destroyed last.
+struct Compilation {
+  poly::IslContext isl;
+  isa::Hierarchy hierarchy;
+  const ir::Function* function = nullptr;
+  poly::Scop scop;
+  poly::Dependences deps;
+  poly::ScheduleResult schedule;
+  std::vector<poly::Group> groups;
+  std::vector<poly::MatmulMatch> matches;  // per group (anchor)
+  tile::TileSpec tile_spec;
+  poly::TiledProgram tiled;
+  poly::Promotion promotion;
+  kernel::Kernel kernel;
+  std::vector<std::string> warnings;
+  std::vector<std::pair<std::string, double>> pass_ms;
+  double total_ms = 0;
+};
+
+// The pass names in order.
+const std::vector<std::string>& pass_names();
+
+// Runs the pipeline; `f` must outlive the result. UserError for bad sizes, tile specs, capacity.
+std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options);
+
+// The description for a target: "c" -> the default description (davinci-910.yaml, found next to
+// the source tree or the binary) unless `hierarchy` is given; otherwise the path itself.
+isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy);
+
+// "M=67,N=45" -> sizes; UserError on bad syntax.
+std::map<std::string, int64_t> parse_shape(const std::string& text);
+
+}  // namespace tessel

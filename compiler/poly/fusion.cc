@@ -1,0 +1,72 @@
+#include "compiler/poly/fusion.h"
+
+#include <sstream>
+
+namespace tessel::poly {
+
+namespace {
+
+const ir::IndexVar* find_var(const ir::Statement& s, const std::string& name) { return s.find_index(name); }
+
+bool has_axes(const ir::Statement& s, const ir::Statement& seed, const std::vector<std::string>& axes) {
+  for (const auto& a : axes) {
+    const ir::IndexVar* v = find_var(s, a);
+    const ir::IndexVar* w = find_var(seed, a);
+    if (!v || !w || v->is_reduction || !(v->lo == w->lo) || !(v->hi == w->hi)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Group> plan_fusion(const Scop& scop, bool fuse) {
+  const ir::Function& f = *scop.function;
+  std::vector<Group> groups;
+  int seed_stmt = -1;
+  for (size_t i = 0; i < scop.statements.size(); ++i) {
+    const ScopStatement& st = scop.statements[i];
+    const ir::Statement& s = f.statements[st.statement];
+    bool joins = false;
+    if (!groups.empty()) {
+      Group& g = groups.back();
+      const bool same_statement = scop.statements[g.members.back()].statement == st.statement;
+      joins = same_statement || (fuse && has_axes(s, f.statements[seed_stmt], g.tile_axes));
+    }
+    if (!joins) {
+      Group g;
+      g.id = int(groups.size());
+      for (const auto& v : s.domain)
+        if (!v.is_reduction) g.tile_axes.push_back(v.name);
+      groups.push_back(g);
+      seed_stmt = st.statement;
+    }
+    Group& g = groups.back();
+    g.members.push_back(int(i));
+    if (g.anchor < 0 && !st.init && s.reduction != ir::Reduction::None) {
+      g.anchor = int(i);
+      for (const auto& v : s.domain)
+        if (v.is_reduction) g.reduction_axes.push_back(v.name);
+    }
+  }
+  return groups;
+}
+
+std::string to_string(const std::vector<Group>& groups, const Scop& scop) {
+  std::ostringstream os;
+  for (const auto& g : groups) {
+    os << "group " << g.id << ": tile axes (";
+    for (size_t i = 0; i < g.tile_axes.size(); ++i) os << (i ? ", " : "") << g.tile_axes[i];
+    os << ")";
+    if (g.anchor >= 0) {
+      os << " anchor " << scop.statements[g.anchor].name << " reduction axes (";
+      for (size_t i = 0; i < g.reduction_axes.size(); ++i) os << (i ? ", " : "") << g.reduction_axes[i];
+      os << ")";
+    }
+    os << " members";
+    for (int m : g.members) os << " " << scop.statements[m].name;
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace tessel::poly

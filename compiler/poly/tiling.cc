@@ -1,0 +1,268 @@
+#include "compiler/poly/tiling.h"
+
+#include <sstream>
+
+#include "compiler/poly/isl_util.h"
+#include "isa/base/error.h"
+
+namespace tessel::poly {
+
+std::string origin_var(int group, const std::string& axis, bool inner) {
+  return "g" + std::to_string(group) + "_" + axis + (inner ? "_i" : "_o");
+}
+
+std::string TiledGroup::marker(TileLevel level) const {
+  const char* n = level == TileLevel::P ? "EnterP_g" : level == TileLevel::R ? "EnterR_g" : "EnterI_g";
+  return n + std::to_string(group.id);
+}
+
+std::vector<std::string> TiledGroup::origins(TileLevel level) const {
+  std::vector<std::string> v;
+  for (const auto& a : group.tile_axes) v.push_back(origin_var(group.id, a, false));
+  if (level == TileLevel::P) return v;
+  for (const auto& a : group.reduction_axes) v.push_back(origin_var(group.id, a, false));
+  if (level == TileLevel::R) return v;
+  for (const auto& a : group.tile_axes) v.push_back(origin_var(group.id, a, true));
+  for (const auto& a : group.reduction_axes) v.push_back(origin_var(group.id, a, true));
+  return v;
+}
+
+kernel::LoopKind TiledProgram::dim_kind(int dim) const {
+  int p0 = 1, r0 = p0 + pmax + 1, i0 = r0 + qmax + 1, ir0 = i0 + pmax;
+  if (dim >= p0 && dim < p0 + pmax) return kernel::LoopKind::ParallelCores;
+  if (dim >= i0 && dim < ir0) return kernel::LoopKind::ParallelWithinCore;
+  return kernel::LoopKind::Sequential;
+}
+
+std::string TiledProgram::to_string() const {
+  std::ostringstream os;
+  os << "tiled schedule (" << 1 + pmax + 1 + qmax + 1 + pmax + qmax + 1 + width << " dimensions):\n";
+  statement_schedule.foreach_map([&](isl::map m) { os << "  " << str(m) << "\n"; });
+  return os.str();
+}
+
+namespace {
+
+isl::map parse_map(isl::ctx ctx, const std::string& text) {
+  try {
+    return isl::map(ctx, text);
+  } catch (const isl::exception& e) {
+    TESSEL_CHECK(false, "tile: isl cannot parse the generated map " + text);
+  }
+  return {};
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+struct Layout {
+  int pmax, qmax, width;
+  int total() const { return 1 + pmax + 1 + qmax + 1 + pmax + qmax + 1 + width; }
+};
+
+// One row of time dimensions, filled per position, zero elsewhere.
+struct Row {
+  std::vector<std::string> d;
+  Layout L;
+  explicit Row(const Layout& l, int g) : d(l.total(), "0"), L(l) { d[0] = std::to_string(g); }
+  void outer_p(int i, const std::string& e) { d[1 + i] = e; }
+  void phase(int p) { d[1 + L.pmax] = std::to_string(p); }
+  void outer_r(int i, const std::string& e) { d[2 + L.pmax + i] = e; }
+  void slot1(int s) { d[2 + L.pmax + L.qmax] = std::to_string(s); }
+  void inner_p(int i, const std::string& e) { d[3 + L.pmax + L.qmax + i] = e; }
+  void inner_r(int i, const std::string& e) { d[3 + 2 * L.pmax + L.qmax + i] = e; }
+  void slot2(int s) { d[3 + 2 * L.pmax + 2 * L.qmax] = std::to_string(s); }
+  void point(int i, const std::string& e) { d[4 + 2 * L.pmax + 2 * L.qmax + i] = e; }
+  std::string text() const { return "[" + join(d) + "]"; }
+};
+
+std::string outer_expr(const TiledGroup& tg, const std::string& x) {
+  int64_t T = tg.outer.at(x);
+  return std::to_string(T) + "*floor((" + x + ")/" + std::to_string(T) + ")";
+}
+std::string inner_expr(const TiledGroup& tg, const std::string& x) {
+  int64_t Ti = tg.inner.at(x);
+  std::string o = outer_expr(tg, x);
+  if (tg.outer.at(x) % Ti == 0) return std::to_string(Ti) + "*floor((" + x + ")/" + std::to_string(Ti) + ")";
+  return o + " + " + std::to_string(Ti) + "*floor((" + x + " - " + o + ")/" + std::to_string(Ti) + ")";
+}
+
+}  // namespace
+
+bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<Group>& groups,
+                  const std::vector<MatmulMatch>& matches, const tile::TileSpec& spec, const Sizes& sizes,
+                  TiledProgram& out) {
+  const ir::Function& f = *scop.function;
+  isl::ctx ctx = scop.context.ctx();
+  const std::string P = param_prefix(f);
+  out.sizes = sizes;
+  std::string fix = P + "{ : ";
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    auto it = sizes.find(f.params[i]);
+    TESSEL_CHECK(it != sizes.end(), "tile: size " + f.params[i] + " unbound (the pipeline checks --shape)");
+    fix += (i ? " and " : "") + f.params[i] + " = " + std::to_string(it->second);
+  }
+  fix += f.params.empty() ? "true }" : " }";
+  out.fixed_context = isl::set(ctx, fix).intersect(scop.context);
+  out.fixed_domain = scop.domain.intersect_params(out.fixed_context);
+
+  Layout L{0, 0, 0};
+  for (const auto& g : groups) {
+    L.pmax = std::max<int>(L.pmax, g.tile_axes.size());
+    L.qmax = std::max<int>(L.qmax, g.reduction_axes.size());
+  }
+  for (const auto& st : scop.statements) L.width = std::max<int>(L.width, st.indices.size());
+  out.pmax = L.pmax;
+  out.qmax = L.qmax;
+  out.width = L.width;
+  out.groups.clear();
+  out.origin_maps.clear();
+  out.statement_schedule = isl::union_map::empty(ctx);
+  out.codegen_schedule = isl::union_map::empty(ctx);
+
+  auto add_map = [&](isl::union_map& um, const std::string& text) {
+    isl::map m = parse_map(ctx, P + text);
+    um = um.unite(isl::union_map(m.intersect_params(out.fixed_context)));
+  };
+
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    TiledGroup tg;
+    tg.group = groups[gi];
+    tg.match = matches[gi];
+    const Group& g = tg.group;
+    // axis ranges and tile sizes (axes without an entry: one tile)
+    for (int mi : g.members) {
+      const ir::Statement& s = f.statements[scop.statements[mi].statement];
+      for (const auto& v : s.domain) {
+        if (tg.lo.count(v.name)) continue;
+        tg.lo[v.name] = v.lo.evaluate({}, sizes);
+        tg.hi[v.name] = v.hi.evaluate({}, sizes);
+      }
+    }
+    for (const auto& [axis, hi] : tg.hi) {
+      const tile::AxisTile* t = spec.find(axis);
+      int64_t whole = std::max<int64_t>(1, hi);
+      tg.outer[axis] = t ? t->outer : whole;
+      tg.inner[axis] = t ? t->inner : tg.outer[axis];
+    }
+    int phase = 1;
+    for (int mi : g.members) {
+      const ScopStatement& st = scop.statements[mi];
+      out.statement_group[st.name] = g.id;
+      Row row(L, g.id);
+      for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, outer_expr(tg, g.tile_axes[i]));
+      row.phase(phase);
+      std::string dom = st.name + "[" + join(st.indices) + "]";
+      if (mi == g.anchor) {
+        tg.anchor_phase = phase;
+        row.slot1(1);
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, outer_expr(tg, g.reduction_axes[i]));
+        for (size_t i = 0; i < g.tile_axes.size(); ++i) row.inner_p(i, inner_expr(tg, g.tile_axes[i]));
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.inner_r(i, inner_expr(tg, g.reduction_axes[i]));
+        row.slot2(1);
+      }
+      Row points = row;
+      for (size_t i = 0; i < st.indices.size(); ++i) points.point(i, st.indices[i]);
+      add_map(out.statement_schedule, "{ " + dom + " -> " + points.text() + " }");
+      out.statement_schedule = out.statement_schedule.intersect_domain(out.fixed_domain);
+      if (mi == g.anchor && tg.match.matched) {
+        // the fragment replaces the points
+        std::vector<std::string> args = tg.origins(TileLevel::I);
+        const size_t np = g.tile_axes.size(), nr = g.reduction_axes.size();
+        Row fr(L, g.id);
+        fr.phase(phase);
+        fr.slot1(1);
+        fr.slot2(1);
+        for (size_t i = 0; i < np; ++i) fr.outer_p(i, args[i]);
+        for (size_t i = 0; i < nr; ++i) fr.outer_r(i, args[np + i]);
+        for (size_t i = 0; i < np; ++i) fr.inner_p(i, args[np + nr + i]);
+        for (size_t i = 0; i < nr; ++i) fr.inner_r(i, args[2 * np + nr + i]);
+        add_map(out.codegen_schedule, "{ Frag_g" + std::to_string(g.id) + "[" + join(args) + "] -> " + fr.text() + " }");
+      } else {
+        add_map(out.codegen_schedule, "{ " + dom + " -> " + points.text() + " }");
+        out.codegen_schedule = out.codegen_schedule.intersect_domain(
+            out.fixed_domain.unite(isl::union_set(out.codegen_schedule.domain()).subtract(
+                isl::union_set(out.fixed_domain.universe()))));
+      }
+      // statement -> marker instances
+      auto origin_map = [&](TileLevel level) {
+        std::vector<std::string> e;
+        for (const auto& a : g.tile_axes) e.push_back(outer_expr(tg, a));
+        if (level != TileLevel::P)
+          for (const auto& a : g.reduction_axes) e.push_back(outer_expr(tg, a));
+        if (level == TileLevel::I) {
+          for (const auto& a : g.tile_axes) e.push_back(inner_expr(tg, a));
+          for (const auto& a : g.reduction_axes) e.push_back(inner_expr(tg, a));
+        }
+        isl::map m = parse_map(ctx, P + "{ " + dom + " -> " + tg.marker(level) + "[" + join(e) + "] }");
+        m = m.intersect_domain(st.domain).intersect_params(out.fixed_context);
+        auto& um = out.origin_maps[tg.marker(level)];
+        um = um.is_null() ? isl::union_map(m) : um.unite(isl::union_map(m));
+      };
+      origin_map(TileLevel::P);
+      if (mi == g.anchor) {
+        origin_map(TileLevel::R);
+        origin_map(TileLevel::I);
+      }
+      ++phase;
+    }
+    tg.exit_phase = phase;
+    // markers: their domains are the images of the statements that run in the tile
+    auto marker_schedule = [&](TileLevel level, int phase_value, bool exit) {
+      std::vector<std::string> o = tg.origins(level);
+      Row row(L, g.id);
+      for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, o[i]);
+      row.phase(phase_value);
+      if (level != TileLevel::P) {
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, o[g.tile_axes.size() + i]);
+        row.slot1(level == TileLevel::R ? 0 : 1);
+      }
+      if (level == TileLevel::I) {
+        size_t b = g.tile_axes.size() + g.reduction_axes.size();
+        for (size_t i = 0; i < g.tile_axes.size(); ++i) row.inner_p(i, o[b + i]);
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.inner_r(i, o[b + g.tile_axes.size() + i]);
+        row.slot2(0);
+      }
+      std::string name = tg.marker(level);
+      if (exit) name = "ExitP_g" + std::to_string(g.id);
+      isl::union_set dom = out.fixed_domain.apply(out.origin_maps.at(tg.marker(level)));
+      if (name != tg.marker(level))
+        dom = dom.apply(isl::union_map(parse_map(ctx, P + "{ " + tg.marker(level) + "[" + join(o) + "] -> " + name + "[" + join(o) + "] }")));
+      isl::map m = parse_map(ctx, P + "{ " + name + "[" + join(o) + "] -> " + row.text() + " }");
+      out.codegen_schedule = out.codegen_schedule.unite(isl::union_map(m).intersect_domain(dom));
+    };
+    marker_schedule(TileLevel::P, 0, false);
+    marker_schedule(TileLevel::P, tg.exit_phase, true);
+    if (g.anchor >= 0) {
+      marker_schedule(TileLevel::R, tg.anchor_phase, false);
+      if (tg.match.matched) marker_schedule(TileLevel::I, tg.anchor_phase, false);
+    }
+    out.groups.push_back(tg);
+  }
+  out.statement_schedule = out.statement_schedule.intersect_domain(out.fixed_domain);
+  // fragments: their domain is the operand tiles of the anchor
+  for (const auto& tg : out.groups) {
+    if (!tg.match.matched) continue;
+    std::string frag = "Frag_g" + std::to_string(tg.group.id);
+    isl::union_set tiles = out.fixed_domain.apply(out.origin_maps.at(tg.marker(TileLevel::I)));
+    isl::union_map m = isl::union_map::empty(ctx);
+    out.codegen_schedule.foreach_map([&](isl::map mm) {
+      if (mm.domain_tuple_id().name() == frag) {
+        std::string o = join(tg.origins(TileLevel::I));
+        isl::union_set t = tiles.apply(isl::union_map(
+            parse_map(ctx, P + "{ " + tg.marker(TileLevel::I) + "[" + o + "] -> " + frag + "[" + o + "] }")));
+        m = m.unite(isl::union_map(mm).intersect_domain(t));
+      } else {
+        m = m.unite(isl::union_map(mm));
+      }
+    });
+    out.codegen_schedule = m;
+  }
+  isl::union_map all = deps.all().intersect_domain(out.fixed_domain).intersect_range(out.fixed_domain);
+  return respects(out.statement_schedule, all);
+}
+
+}  // namespace tessel::poly
