@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   doctest-dev                                 # tests
   python3 python3-numpy python3-matplotlib    # scripts and plots
+  clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
 )
 
 missing=()
