@@ -1,0 +1,89 @@
+// tessel sim PROGRAM.npu --target T.yaml [--input NAME=a.npy ...] [--output NAME=c.npy ...]
+//            [--report r.json] [--trace t.json] [--csv instr.csv] [--timing-only]
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "compiler/cli/commands.h"
+#include "isa/base/error.h"
+#include "isa/base/npy.h"
+#include "isa/hierarchy.h"
+#include "isa/npu_program.h"
+#include "npu_sim/report.h"
+#include "npu_sim/simulator.h"
+
+namespace tessel::cli {
+namespace {
+
+std::pair<std::string, std::string> split_binding(const std::string& flag, const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UserError(fmt::format("{} {}: expected NAME=FILE.npy", flag, text));
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+void add_sim_command(CLI::App& app, CommandContext& ctx) {
+  struct Options {
+    std::string program;
+    std::string target = std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml";
+    std::vector<std::string> inputs, outputs;
+    std::string report, trace, csv;
+    bool timing_only = false;
+    bool no_races = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("sim", "Run an NPU program (.npu) on the SystemC simulator");
+  cmd->add_option("program", opts->program, "NPU assembly program (.npu)")->required();
+  cmd->add_option("--target", opts->target, "NPU hierarchy description (default: isa/targets/davinci-910.yaml)");
+  cmd->add_option("--input", opts->inputs, "NAME=FILE.npy: bind an input tensor")->take_all();
+  cmd->add_option("--output", opts->outputs, "NAME=FILE.npy: write a tensor after the run")->take_all();
+  cmd->add_option("--report", opts->report, "write the JSON report here");
+  cmd->add_option("--trace", opts->trace, "write a Chrome trace (Perfetto) here");
+  cmd->add_option("--csv", opts->csv, "write one CSV row per executed instruction here");
+  cmd->add_flag("--timing-only", opts->timing_only, "skip the arithmetic (no --output)");
+  cmd->add_flag("--no-race-check", opts->no_races, "skip the happens-before race detector");
+  cmd->callback([opts, &ctx] {
+    const npu::Program program = npu::load_program(opts->program);
+    const isa::Hierarchy target = isa::load_hierarchy(opts->target);
+    std::map<std::string, NpyArray> inputs;
+    for (const std::string& b : opts->inputs) {
+      auto [name, file] = split_binding("--input", b);
+      if (inputs.count(name)) throw UserError("--input " + name + " is given twice");
+      inputs[name] = read_npy(file);
+    }
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (const std::string& b : opts->outputs) {
+      outputs.push_back(split_binding("--output", b));
+      const npu::TensorBinding* t = program.find_tensor(outputs.back().first);
+      if (!t) throw UserError(fmt::format("--output {}: {} declares no tensor '{}'", b, program.source_name, outputs.back().first));
+      if (opts->timing_only) throw UserError("--output " + b + ": a --timing-only run computes no data");
+    }
+    npu_sim::SimOptions options;
+    options.timing_only = opts->timing_only;
+    options.detect_races = !opts->no_races;
+    const npu_sim::SimResult result = npu_sim::simulate(program, target, inputs, options);
+    const npu_sim::SimRecord& r = result.record;
+    for (const auto& [name, file] : outputs) write_npy(file, result.tensor(program, name));
+    if (!opts->report.empty()) npu_sim::write_text_file(opts->report, npu_sim::report_json(r).dump(2) + "\n");
+    if (!opts->trace.empty()) npu_sim::write_text_file(opts->trace, npu_sim::chrome_trace_json(r).dump() + "\n");
+    if (!opts->csv.empty()) npu_sim::write_text_file(opts->csv, npu_sim::instruction_csv(r));
+    std::cout << fmt::format("{}: {} cycles on {} core(s) of {} ({} instructions, {:.3f} s wall)\n", program.source_name,
+                             r.total_cycles, r.cores, r.machine.target_name, r.instructions.size(), r.wall_seconds);
+    for (const npu_sim::Race& race : r.races)
+      std::cerr << fmt::format("race on {}[{}, {}): {} pc {} '{}' ({}) and {} pc {} '{}' ({}), {} time(s)\n",
+                               npu::buffer_name(race.buffer), race.second.begin, race.second.end,
+                               npu::pipe_name(race.first.pipe), race.first.pc, race.first.text,
+                               race.first.write ? "write" : "read", npu::pipe_name(race.second.pipe), race.second.pc,
+                               race.second.text, race.second.write ? "write" : "read", race.occurrences);
+    if (r.deadlock) {
+      std::cerr << "tessel: error: " << *r.deadlock << "\n";
+      ctx.exit_code = 1;
+    }
+  });
+}
+
+}  // namespace
+
+TESSEL_REGISTER_COMMAND("sim", add_sim_command);
+
+}  // namespace tessel::cli

@@ -1,0 +1,116 @@
+#include "npu_sim/race_detector.h"
+
+#include <algorithm>
+
+namespace tessel::npu_sim {
+namespace {
+
+constexpr size_t kHistoryPruneThreshold = 2048;
+
+// The first overlapping byte range of two sorted interval lists, or an empty range.
+Interval first_overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const uint64_t lo = std::max(a[i].begin, b[j].begin), hi = std::min(a[i].end, b[j].end);
+    if (lo < hi) return {lo, hi};
+    if (a[i].end <= b[j].end) ++i;
+    else ++j;
+  }
+  return {0, 0};
+}
+
+bool covers(const std::vector<Interval>& outer, uint64_t lo, uint64_t hi) {
+  for (const Interval& r : outer)
+    if (r.begin <= lo && hi <= r.end) return true;
+  return false;
+}
+
+}  // namespace
+
+RaceDetector::RaceDetector(int cores, SimRecord& record)
+    : cores_(cores),
+      record_(record),
+      clocks_(cores * npu::kPipeCount, Clock(cores * npu::kPipeCount, 0)),
+      histories_(1 + cores * npu::kBufferCount) {}
+
+std::vector<RaceDetector::Entry>& RaceDetector::history(int core, npu::Buffer b) {
+  if (b == npu::Buffer::GM) return histories_[0];
+  return histories_[1 + core * npu::kBufferCount + static_cast<int>(b)];
+}
+
+void RaceDetector::report(const Entry& earlier, int pipe_index, int pc, bool write, npu::Buffer buffer,
+                          int buffer_core, uint64_t begin, uint64_t end) {
+  const auto key = std::make_tuple(earlier.pc, pc, static_cast<int>(buffer), buffer_core);
+  if (auto it = race_index_.find(key); it != race_index_.end()) {
+    ++record_.races[it->second].occurrences;
+    return;
+  }
+  auto access = [&](int pipe_idx, int at_pc, bool is_write) {
+    RaceAccess a;
+    a.core = pipe_idx / npu::kPipeCount;
+    a.pipe = static_cast<npu::Pipe>(pipe_idx % npu::kPipeCount);
+    a.pc = at_pc;
+    a.text = record_.instruction_text[at_pc];
+    a.write = is_write;
+    a.begin = begin;
+    a.end = end;
+    return a;
+  };
+  Race r;
+  r.buffer = buffer;
+  r.buffer_core = buffer_core;
+  r.first = access(earlier.pipe_index, earlier.pc, earlier.write);
+  r.second = access(pipe_index, pc, write);
+  race_index_[key] = record_.races.size();
+  record_.races.push_back(std::move(r));
+}
+
+void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, const std::vector<Access>& accesses) {
+  const int me = index(core, pipe);
+  Clock& mine = clocks_[me];
+  const uint32_t epoch = ++mine[me];
+  for (const Access& a : accesses) {
+    if (a.ranges.empty()) continue;
+    std::vector<Entry>& h = history(core, a.buffer);
+    const int buffer_core = a.buffer == npu::Buffer::GM ? -1 : core;
+    for (const Entry& e : h) {
+      if (e.pipe_index == me || !(e.write || a.write) || e.hi <= a.lo || a.hi <= e.lo) continue;
+      if (mine[e.pipe_index] >= e.epoch) continue;  // ordered: no race
+      const Interval o = first_overlap(e.ranges, a.ranges);
+      if (o.begin < o.end) report(e, me, pc, a.write, a.buffer, buffer_core, o.begin, o.end);
+    }
+    // An earlier access of this pipe that the new one covers can only race with what also races
+    // with the new one: drop it to keep histories short.
+    std::erase_if(h, [&](const Entry& e) {
+      return e.pipe_index == me && (a.write || !e.write) && covers(a.ranges, e.lo, e.hi);
+    });
+    h.push_back({me, epoch, pc, a.write, a.ranges, a.lo, a.hi});
+    if (h.size() > kHistoryPruneThreshold) prune_ordered(h);
+  }
+}
+
+// Drops entries that every pipe has already seen: no later access can race with them.
+void RaceDetector::prune_ordered(std::vector<Entry>& h) {
+  std::erase_if(h, [&](const Entry& e) {
+    for (const Clock& c : clocks_)
+      if (c[e.pipe_index] < e.epoch) return false;
+    return true;
+  });
+}
+
+void RaceDetector::join(int core, npu::Pipe pipe, const Clock& other) {
+  Clock& c = clocks_[index(core, pipe)];
+  for (size_t i = 0; i < c.size(); ++i) c[i] = std::max(c[i], other[i]);
+}
+
+void RaceDetector::barrier_all(int core) {
+  Clock joined(clocks_.size(), 0);
+  for (int p = 0; p < npu::kPipeCount; ++p) {
+    const Clock& c = clocks_[index(core, static_cast<npu::Pipe>(p))];
+    for (size_t i = 0; i < c.size(); ++i) joined[i] = std::max(joined[i], c[i]);
+  }
+  for (int p = 0; p < npu::kPipeCount; ++p) clocks_[index(core, static_cast<npu::Pipe>(p))] = joined;
+  for (int b = 0; b < npu::kBufferCount; ++b) prune_ordered(history(core, static_cast<npu::Buffer>(b)));
+}
+
+}  // namespace tessel::npu_sim

@@ -1,0 +1,55 @@
+// Happens-before race detection over the accesses of one run (DESIGN.md "Safety").
+//
+// Every pipe of every core has a vector clock. A pipe's own component counts its accesses (same-pipe
+// program order); set_flag publishes a snapshot that the matching wait_flag joins; pipe_barrier ALL
+// joins every pipe of the core. Two accesses to overlapping bytes, at least one a write, from
+// different pipes race when the later one's clock has not seen the earlier one's epoch. Each racing
+// instruction pair is reported once (with its number of dynamic occurrences).
+#pragma once
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "npu_sim/record.h"
+#include "npu_sim/semantics.h"
+
+namespace tessel::npu_sim {
+
+class RaceDetector {
+ public:
+  using Clock = std::vector<uint32_t>;
+
+  RaceDetector(int cores, SimRecord& record);
+
+  // Checks the accesses of the instruction at `pc` that pipe (core, pipe) starts now, reports
+  // races into the record and remembers the accesses.
+  void on_accesses(int core, npu::Pipe pipe, int pc, const std::vector<Access>& accesses);
+  const Clock& clock(int core, npu::Pipe pipe) const { return clocks_[index(core, pipe)]; }
+  void join(int core, npu::Pipe pipe, const Clock& other);
+  // pipe_barrier ALL on `core`: every pipe of the core has seen everything the core did.
+  void barrier_all(int core);
+
+ private:
+  struct Entry {
+    int pipe_index;
+    uint32_t epoch;
+    int pc;
+    bool write;
+    std::vector<Interval> ranges;
+    uint64_t lo, hi;
+  };
+  int index(int core, npu::Pipe pipe) const { return core * npu::kPipeCount + static_cast<int>(pipe); }
+  std::vector<Entry>& history(int core, npu::Buffer b);
+  void report(const Entry& earlier, int pipe_index, int pc, bool write, npu::Buffer buffer, int buffer_core,
+              uint64_t begin, uint64_t end);
+  void prune_ordered(std::vector<Entry>& h);
+
+  int cores_;
+  SimRecord& record_;
+  std::vector<Clock> clocks_;
+  std::vector<std::vector<Entry>> histories_;  // GM: one shared; others per core
+  std::map<std::tuple<int, int, int, int>, size_t> race_index_;  // (pc1, pc2, buffer, core) -> record.races
+};
+
+}  // namespace tessel::npu_sim

@@ -1,0 +1,635 @@
+#include "npu_sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include <systemc>
+
+#include "isa/base/error.h"
+#include "npu_sim/race_detector.h"
+#include "npu_sim/semantics.h"
+
+namespace tessel::npu_sim {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Pipe;
+
+struct AbortRun {};  // unwinds a pipe thread when the run is aborted
+
+enum class PipeActivity : uint8_t { Idle, Running, WaitFlag, WaitBarrier, QueueFull, Done };
+
+struct PipeState {
+  std::deque<IssuedInstruction> queue;
+  sc_core::sc_event pushed;   // the scalar pipe queued an instruction
+  sc_core::sc_event changed;  // a slot freed, or the pipe became idle
+  bool executing = false;
+  uint64_t last_completion = 0;
+  PipeActivity activity = PipeActivity::Idle;
+  int activity_pc = -1;
+  Pipe waiting_on = Pipe::S;  // QueueFull: the full queue; WaitFlag: the flag's source
+  int waiting_id = 0;
+};
+
+struct PendingSet {
+  uint64_t available_time;
+  RaceDetector::Clock clock;
+  size_t flag_event;
+};
+
+struct FlagSlot {
+  std::deque<PendingSet> pending;
+  sc_core::sc_event signalled;
+};
+
+struct CoreState {
+  int id = 0;
+  std::array<PipeState, npu::kPipeCount> pipes;
+  std::vector<FlagSlot> flags;  // [src][dst][event id]
+  std::array<int64_t, npu::kRegisterCount> regs{};
+  uint64_t mask_hi = ~0ull, mask_lo = ~0ull;
+  std::array<int64_t, 12> fmatrix{};
+  std::array<std::vector<uint8_t>, npu::kBufferCount> buffers;  // GM unused (shared)
+  MemoryView view;
+  bool scalar_done = false;
+};
+
+class Simulation {
+ public:
+  Simulation(const npu::Program& program, const Machine& machine, const SimOptions& options, SimRecord& record,
+             std::vector<uint8_t>& gm, uint64_t gm_extent)
+      : program_(program),
+        machine_(machine),
+        options_(options),
+        record_(record),
+        gm_(gm),
+        partner_(npu::match_loops(program)),
+        races_(program.cores, record) {
+    static int run_counter = 0;
+    run_id_ = run_counter++;
+    cores_.resize(program.cores);
+    const size_t flag_slots = size_t(npu::kPipeCount) * npu::kPipeCount * std::max<uint32_t>(1, machine.event_ids_per_pipe_pair);
+    for (int c = 0; c < program.cores; ++c) {
+      auto core = std::make_unique<CoreState>();
+      core->id = c;
+      core->flags = std::vector<FlagSlot>(flag_slots);
+      core->regs[npu::kRegCoreId] = c;
+      core->regs[npu::kRegCoreCount] = program.cores;
+      for (int b = 0; b < npu::kBufferCount; ++b) {
+        const Buffer buffer = static_cast<Buffer>(b);
+        if (buffer == Buffer::GM) {
+          core->view.size[b] = gm_extent;
+          core->view.base[b] = options.timing_only ? nullptr : gm.data();
+        } else {
+          core->view.size[b] = machine.buffer(buffer).capacity_bytes;
+          if (!options.timing_only) {
+            core->buffers[b].assign(machine.buffer(buffer).capacity_bytes, 0);
+            core->view.base[b] = core->buffers[b].data();
+          }
+        }
+      }
+      cores_[c] = std::move(core);
+    }
+    record_.peak_bytes.assign(program.cores, {});
+  }
+
+  void run() {
+    base_time_ = sc_core::sc_time_stamp();
+    for (auto& core : cores_) {
+      CoreState* c = core.get();
+      spawn(fmt::format("tessel_r{}_c{}_S", run_id_, c->id), [this, c] { scalar_thread(*c); });
+      for (int p = 1; p < npu::kPipeCount; ++p)
+        spawn(fmt::format("tessel_r{}_c{}_{}", run_id_, c->id, npu::pipe_name(static_cast<Pipe>(p))),
+              [this, c, p] { pipe_thread(*c, static_cast<Pipe>(p)); });
+    }
+    sc_core::sc_start();  // returns when no thread can make progress
+    record_.total_cycles = std::max(record_.total_cycles, now());
+    if (!error_ && !all_done()) record_.deadlock = describe_deadlock();
+    if (!all_done()) {  // wake every blocked thread so it unwinds before the state goes away
+      abort_run();
+      sc_core::sc_start();
+    }
+    for (const auto& h : handles_)
+      TESSEL_CHECK(h.terminated(), "a simulator thread outlived its run");
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  template <typename F>
+  void spawn(const std::string& name, F body) {
+    handles_.push_back(sc_core::sc_spawn([this, body] {
+      try {
+        body();
+      } catch (const AbortRun&) {
+      } catch (...) {
+        if (!error_) error_ = std::current_exception();
+        abort_run();
+      }
+    }, name.c_str()));
+  }
+
+  uint64_t now() const { return (sc_core::sc_time_stamp() - base_time_).value() / cycle_.value(); }
+
+  void check_abort() const {
+    if (aborted_) throw AbortRun{};
+  }
+  void wait_cycles(uint64_t n) {
+    if (n == 0) return;
+    sc_core::wait(sc_core::sc_time::from_value(n * cycle_.value()));
+    check_abort();
+  }
+  void wait_until(uint64_t t) {
+    const uint64_t n = now();
+    if (t > n) wait_cycles(t - n);
+  }
+  void wait_event(sc_core::sc_event& e) {
+    sc_core::wait(e);
+    check_abort();
+  }
+
+  void abort_run() {
+    aborted_ = true;
+    for (auto& c : cores_) {
+      for (PipeState& p : c->pipes) {
+        p.pushed.notify();
+        p.changed.notify();
+      }
+      for (FlagSlot& f : c->flags) f.signalled.notify();
+    }
+  }
+
+  bool all_done() const {
+    for (const auto& c : cores_) {
+      if (!c->scalar_done) return false;
+      for (int p = 1; p < npu::kPipeCount; ++p)
+        if (c->pipes[p].activity != PipeActivity::Done) return false;
+    }
+    return true;
+  }
+
+  std::string where(int pc) const {
+    const npu::Instruction& instr = program_.code[pc];
+    const std::string at = instr.location.line > 0
+                               ? fmt::format("{}:{}:{}", program_.source_name, instr.location.line, instr.location.column)
+                               : fmt::format("{}: instruction {}", program_.source_name, pc);
+    return fmt::format("{}: '{}'", at, record_.instruction_text[pc]);
+  }
+
+  [[noreturn]] void user_fault(const CoreState& c, int pc, const std::string& reason) const {
+    throw UserError(fmt::format("{} on core {}: {}", where(pc), c.id, reason));
+  }
+
+  std::string describe_deadlock() const {
+    std::string s = fmt::format("deadlock at cycle {}: no pipe can make progress.", now());
+    for (const auto& c : cores_) {
+      for (int p = 0; p < npu::kPipeCount; ++p) {
+        const PipeState& ps = c->pipes[p];
+        std::string state;
+        switch (ps.activity) {
+          case PipeActivity::Idle: state = "idle"; break;
+          case PipeActivity::Running: state = "running"; break;
+          case PipeActivity::Done: state = "done"; break;
+          case PipeActivity::WaitFlag:
+            state = fmt::format("blocked in {} (flag {}->{} id {} is never set)", where(ps.activity_pc),
+                                npu::pipe_name(ps.waiting_on), npu::pipe_name(static_cast<Pipe>(p)), ps.waiting_id);
+            break;
+          case PipeActivity::WaitBarrier: state = fmt::format("blocked in {}", where(ps.activity_pc)); break;
+          case PipeActivity::QueueFull:
+            state = fmt::format("blocked dispatching {} (queue of {} full)", where(ps.activity_pc),
+                                npu::pipe_name(ps.waiting_on));
+            break;
+        }
+        if (p != 0 && !ps.queue.empty()) state += fmt::format("; {} queued instruction(s)", ps.queue.size());
+        s += fmt::format("\n  core {} pipe {}: {}", c->id, npu::pipe_name(static_cast<Pipe>(p)), state);
+      }
+    }
+    return s;
+  }
+
+  // ------------------------------------------------------------------ scalar pipe
+
+  int64_t value_of(const CoreState& c, const npu::Operand& o) const {
+    switch (o.kind) {
+      case npu::OperandKind::Register: return c.regs[o.reg];
+      case npu::OperandKind::Immediate: return o.imm;
+      case npu::OperandKind::Address: return (o.reg == npu::kNoRegister ? 0 : c.regs[o.reg]) + o.imm;
+      default: return 0;
+    }
+  }
+
+  IssuedInstruction issue(const CoreState& c, int pc) const {
+    const npu::Instruction& instr = program_.code[pc];
+    IssuedInstruction in;
+    in.pc = pc;
+    in.core = c.id;
+    in.instr = &instr;
+    for (size_t i = 0; i < instr.operands.size(); ++i) {
+      const npu::Operand& o = instr.operands[i];
+      in.value[i] = value_of(c, o);
+      if (npu::opcode_info(instr.opcode).slots[i] == npu::OperandSlot::Scalar)
+        in.scalar = o.kind == npu::OperandKind::FloatImmediate ? o.fimm : static_cast<double>(in.value[i]);
+    }
+    in.mask_hi = c.mask_hi;
+    in.mask_lo = c.mask_lo;
+    in.fmatrix = c.fmatrix;
+    return in;
+  }
+
+  void record_instruction(const CoreState& c, Pipe pipe, int pc, uint64_t start, uint64_t end, uint64_t completion,
+                          const InstructionCost* cost = nullptr) {
+    InstructionEvent e;
+    e.core = c.id;
+    e.pipe = pipe;
+    e.pc = pc;
+    e.start = start;
+    e.end = end;
+    e.completion = completion;
+    if (cost) {
+      e.bytes = cost->bytes;
+      e.path_from = cost->path_from;
+      e.path_to = cost->path_to;
+    }
+    record_.instructions.push_back(e);
+  }
+
+  void record_stall(const CoreState& c, Pipe pipe, int pc, StallKind kind, uint64_t start, uint64_t end) {
+    if (end > start) record_.stalls.push_back({c.id, pipe, pc, kind, start, end});
+  }
+
+  int64_t scalar_op(const CoreState& c, int pc, Opcode op, int64_t x, int64_t y) const {
+    switch (op) {
+      case Opcode::Add: return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+      case Opcode::Sub: return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+      case Opcode::Mul: return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+      case Opcode::Div:
+        if (y == 0) user_fault(c, pc, "division by zero");
+        return x / y;
+      case Opcode::Shl:
+        if (y < 0 || y > 63) user_fault(c, pc, fmt::format("shift amount {} is outside 0..63", y));
+        return static_cast<int64_t>(static_cast<uint64_t>(x) << y);
+      case Opcode::Seq: return x == y ? 1 : 0;
+      case Opcode::Slt: return x < y ? 1 : 0;
+      default: TESSEL_CHECK(false, "scalar_op on a non-arithmetic opcode"); return 0;
+    }
+  }
+
+  void scalar_thread(CoreState& c) {
+    struct Frame {
+      int loop_pc;
+      uint8_t reg;
+      int64_t end, step;
+    };
+    std::vector<Frame> frames;
+    PipeState& s = c.pipes[0];
+    s.activity = PipeActivity::Running;
+    uint64_t local = now();  // the scalar pipe runs ahead of SystemC time until it must interact
+    auto charge = [&](int pc, uint64_t cycles) {
+      record_instruction(c, Pipe::S, pc, local, local + cycles, local + cycles);
+      local += cycles;
+    };
+    const auto& code = program_.code;
+    int pc = 0;
+    while (pc < static_cast<int>(code.size())) {
+      const npu::Instruction& instr = code[pc];
+      const auto& ops = instr.operands;
+      switch (instr.opcode) {
+        case Opcode::Mov:
+          c.regs[ops[0].reg] = value_of(c, ops[1]);
+          charge(pc++, machine_.scalar_cycles);
+          continue;
+        case Opcode::Add:
+        case Opcode::Sub:
+        case Opcode::Mul:
+        case Opcode::Div:
+        case Opcode::Shl:
+        case Opcode::Seq:
+        case Opcode::Slt:
+          c.regs[ops[0].reg] = scalar_op(c, pc, instr.opcode, value_of(c, ops[1]), value_of(c, ops[2]));
+          charge(pc++, machine_.scalar_cycles);
+          continue;
+        case Opcode::Loop: {
+          const int64_t begin = value_of(c, ops[1]), end = value_of(c, ops[2]), step = value_of(c, ops[3]);
+          if (step <= 0) user_fault(c, pc, fmt::format("loop step {} must be positive", step));
+          charge(pc, machine_.scalar_cycles);
+          if (begin < end) {
+            c.regs[ops[0].reg] = begin;
+            frames.push_back({pc, ops[0].reg, end, step});
+            ++pc;
+          } else {
+            pc = partner_[pc] + 1;
+          }
+          continue;
+        }
+        case Opcode::EndLoop: {
+          Frame& f = frames.back();
+          charge(pc, machine_.scalar_cycles);
+          c.regs[f.reg] += f.step;
+          if (c.regs[f.reg] < f.end) {
+            pc = f.loop_pc + 1;
+          } else {
+            frames.pop_back();
+            ++pc;
+          }
+          continue;
+        }
+        case Opcode::SetVectorMask:
+          c.mask_hi = static_cast<uint64_t>(value_of(c, ops[0]));
+          c.mask_lo = static_cast<uint64_t>(value_of(c, ops[1]));
+          charge(pc++, machine_.scalar_cycles);
+          continue;
+        case Opcode::SetFmatrix:
+          for (size_t i = 0; i < c.fmatrix.size(); ++i) c.fmatrix[i] = value_of(c, ops[i]);
+          charge(pc++, machine_.scalar_cycles);
+          continue;
+        default: break;
+      }
+      if (instr.opcode == Opcode::PipeBarrier && ops[0].pipe == Pipe::All) {
+        wait_until(local);
+        const uint64_t start = now();
+        s.activity = PipeActivity::WaitBarrier;
+        s.activity_pc = pc;
+        for (int p = 1; p < npu::kPipeCount; ++p) {
+          PipeState& ps = c.pipes[p];
+          while (!ps.queue.empty() || ps.executing) wait_event(ps.changed);
+        }
+        uint64_t drained = now();
+        for (int p = 1; p < npu::kPipeCount; ++p) drained = std::max(drained, c.pipes[p].last_completion);
+        wait_until(drained);
+        s.activity = PipeActivity::Running;
+        record_stall(c, Pipe::S, pc, StallKind::Barrier, start, now());
+        if (options_.detect_races) races_.barrier_all(c.id);
+        local = now();
+        charge(pc++, machine_.barrier_cycles);
+        continue;
+      }
+      // Every other instruction goes to the queue of the pipe that executes it.
+      IssuedInstruction in = issue(c, pc);
+      charge(pc, machine_.scalar_cycles);
+      wait_until(local);
+      PipeState& target = c.pipes[static_cast<size_t>(npu::executing_pipe(instr))];
+      if (target.queue.size() >= machine_.queue_depth) {
+        const uint64_t start = now();
+        s.activity = PipeActivity::QueueFull;
+        s.activity_pc = pc;
+        s.waiting_on = npu::executing_pipe(instr);
+        while (target.queue.size() >= machine_.queue_depth) wait_event(target.changed);
+        s.activity = PipeActivity::Running;
+        record_stall(c, Pipe::S, pc, StallKind::QueueFull, start, now());
+        local = now();
+      }
+      target.queue.push_back(std::move(in));
+      target.pushed.notify();
+      ++pc;
+    }
+    wait_until(local);
+    record_.total_cycles = std::max(record_.total_cycles, now());
+    c.scalar_done = true;
+    s.activity = PipeActivity::Done;
+    for (PipeState& p : c.pipes) p.pushed.notify();
+  }
+
+  // ------------------------------------------------------------------ pipes
+
+  void pipe_thread(CoreState& c, Pipe pipe) {
+    PipeState& ps = c.pipes[static_cast<size_t>(pipe)];
+    for (;;) {
+      while (ps.queue.empty()) {
+        if (c.scalar_done) {
+          ps.activity = PipeActivity::Done;
+          return;
+        }
+        ps.activity = PipeActivity::Idle;
+        ps.changed.notify();
+        wait_event(ps.pushed);
+      }
+      IssuedInstruction in = std::move(ps.queue.front());
+      ps.queue.pop_front();
+      ps.executing = true;
+      ps.activity = PipeActivity::Running;
+      ps.changed.notify();
+      execute(c, pipe, ps, in);
+      ps.executing = false;
+      ps.changed.notify();
+    }
+  }
+
+  FlagSlot& flag_slot(CoreState& c, const IssuedInstruction& in) {
+    const int64_t id = in.value[2];
+    if (id < 0 || id >= static_cast<int64_t>(machine_.event_ids_per_pipe_pair))
+      user_fault(c, in.pc, fmt::format("event id {} is out of range: the target has {} event ids per pipe pair (0..{})", id,
+                                       machine_.event_ids_per_pipe_pair, int64_t(machine_.event_ids_per_pipe_pair) - 1));
+    const size_t src = static_cast<size_t>(in.instr->operands[0].pipe), dst = static_cast<size_t>(in.instr->operands[1].pipe);
+    return c.flags[(src * npu::kPipeCount + dst) * machine_.event_ids_per_pipe_pair + id];
+  }
+
+  void execute(CoreState& c, Pipe pipe, PipeState& ps, const IssuedInstruction& in) {
+    const Opcode op = in.instr->opcode;
+    if (op == Opcode::SetFlag) {
+      FlagSlot& slot = flag_slot(c, in);
+      const uint64_t t = now();
+      FlagEvent fe;
+      fe.core = c.id;
+      fe.src = in.instr->operands[0].pipe;
+      fe.dst = in.instr->operands[1].pipe;
+      fe.event_id = static_cast<int>(in.value[2]);
+      fe.set_pc = in.pc;
+      fe.set_time = t;
+      fe.available_time = std::max(t, ps.last_completion);
+      slot.pending.push_back({fe.available_time,
+                              options_.detect_races ? races_.clock(c.id, pipe) : RaceDetector::Clock{},
+                              record_.flags.size()});
+      record_.flags.push_back(fe);
+      slot.signalled.notify();
+      wait_cycles(machine_.set_flag_cycles);
+      record_instruction(c, pipe, in.pc, t, now(), now());
+      return;
+    }
+    if (op == Opcode::WaitFlag) {
+      FlagSlot& slot = flag_slot(c, in);
+      const uint64_t start = now();
+      ps.activity = PipeActivity::WaitFlag;
+      ps.activity_pc = in.pc;
+      ps.waiting_on = in.instr->operands[0].pipe;
+      ps.waiting_id = static_cast<int>(in.value[2]);
+      for (;;) {
+        if (slot.pending.empty()) {
+          wait_event(slot.signalled);
+          continue;
+        }
+        if (slot.pending.front().available_time > now()) {
+          wait_until(slot.pending.front().available_time);
+          continue;
+        }
+        break;
+      }
+      PendingSet set = std::move(slot.pending.front());
+      slot.pending.pop_front();
+      ps.activity = PipeActivity::Running;
+      if (options_.detect_races) races_.join(c.id, pipe, set.clock);
+      record_.flags[set.flag_event].wait_time = now();
+      record_.flags[set.flag_event].wait_pc = in.pc;
+      record_stall(c, pipe, in.pc, StallKind::Flag, start, now());
+      const uint64_t t = now();
+      wait_cycles(machine_.set_flag_cycles);
+      record_instruction(c, pipe, in.pc, t, now(), now());
+      return;
+    }
+    if (op == Opcode::PipeBarrier) {
+      const uint64_t start = now();
+      ps.activity = PipeActivity::WaitBarrier;
+      ps.activity_pc = in.pc;
+      wait_until(ps.last_completion);
+      ps.activity = PipeActivity::Running;
+      record_stall(c, pipe, in.pc, StallKind::Barrier, start, now());
+      const uint64_t t = now();
+      wait_cycles(machine_.barrier_cycles);
+      record_instruction(c, pipe, in.pc, t, now(), now());
+      return;
+    }
+    InstructionCost cost;
+    try {
+      describe_instruction(machine_, in, c.view, accesses_, cost);
+    } catch (const InstructionFault& f) {
+      user_fault(c, in.pc, f.reason);
+    }
+    const uint64_t start = now();
+    uint64_t occupancy = cost.occupancy_cycles;
+    if (cost.uses_gm) {  // the shared GM bandwidth is one next-free-time resource for every core
+      const uint64_t gm_start = std::max(start, gm_next_free_);
+      gm_next_free_ = gm_start + static_cast<uint64_t>(std::ceil(double(cost.bytes) / machine_.gm_shared_bandwidth_bytes_per_cycle));
+      occupancy = std::max(occupancy, gm_next_free_ - start);
+    }
+    auto& peak = record_.peak_bytes[c.id];
+    for (const Access& a : accesses_) peak[static_cast<size_t>(a.buffer)] = std::max(peak[static_cast<size_t>(a.buffer)], a.hi);
+    if (options_.detect_races) races_.on_accesses(c.id, pipe, in.pc, accesses_);
+    if (!options_.timing_only) {
+      try {
+        execute_instruction(machine_, in, c.view);
+      } catch (const InstructionFault& f) {
+        user_fault(c, in.pc, f.reason);
+      }
+    }
+    wait_cycles(occupancy);
+    const uint64_t end = now();
+    ps.last_completion = std::max(ps.last_completion, end + cost.latency_cycles);
+    record_instruction(c, pipe, in.pc, start, end, end + cost.latency_cycles, &cost);
+    record_.total_cycles = std::max(record_.total_cycles, end + cost.latency_cycles);
+  }
+
+  const npu::Program& program_;
+  const Machine& machine_;
+  SimOptions options_;
+  SimRecord& record_;
+  std::vector<uint8_t>& gm_;
+  std::vector<int> partner_;
+  RaceDetector races_;
+  std::vector<std::unique_ptr<CoreState>> cores_;
+  std::vector<sc_core::sc_process_handle> handles_;
+  std::vector<Access> accesses_;  // scratch: the footprint of the instruction being executed
+  sc_core::sc_time base_time_;
+  const sc_core::sc_time cycle_{1, sc_core::SC_NS};
+  uint64_t gm_next_free_ = 0;
+  bool aborted_ = false;
+  std::exception_ptr error_;
+  int run_id_ = 0;
+};
+
+void quiet_systemc() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  // Simulation runs end by starvation on purpose; SystemC's warnings about that are noise here.
+  sc_core::sc_report_handler::set_actions(sc_core::SC_WARNING, sc_core::SC_DO_NOTHING);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+}
+
+void bind_inputs(const npu::Program& program, const Machine& machine, const std::map<std::string, NpyArray>& inputs,
+                 bool timing_only, std::vector<uint8_t>& gm) {
+  for (const auto& [name, array] : inputs) {
+    const npu::TensorBinding* t = program.find_tensor(name);
+    if (!t) {
+      std::string known;
+      for (const auto& d : program.tensors) known += (known.empty() ? "" : ", ") + d.name;
+      throw UserError(fmt::format("--input {}: {} declares no tensor '{}' (declared: {})", name, program.source_name,
+                                  name, known.empty() ? "none" : known));
+    }
+    if (!t->is_input())
+      throw UserError(fmt::format("--input {}: tensor '{}' is declared '{}', not an input", name, name,
+                                  npu::tensor_role_name(t->role)));
+    if (array.dtype != t->dtype || array.shape != t->shape) {
+      NpyArray expected;
+      expected.shape = t->shape;
+      throw UserError(fmt::format("--input {}: the .npy holds {} {}, the program declares {} {}", name,
+                                  dtype_name(array.dtype), array.shape_string(), dtype_name(t->dtype),
+                                  expected.shape_string()));
+    }
+    if (!timing_only) std::memcpy(gm.data() + t->gm_offset, array.data.data(), array.data.size());
+  }
+  if (timing_only) return;
+  for (const npu::TensorBinding& t : program.tensors)
+    if (t.role == npu::TensorRole::In && !inputs.count(t.name))
+      throw UserError(fmt::format("{}: input tensor '{}' is not bound (give --input {}=FILE.npy)", program.source_name,
+                                  t.name, t.name));
+  (void)machine;
+}
+
+}  // namespace
+
+NpyArray SimResult::tensor(const npu::Program& program, const std::string& name) const {
+  const npu::TensorBinding* t = program.find_tensor(name);
+  if (!t) throw UserError(fmt::format("{} declares no tensor '{}'", program.source_name, name));
+  if (record.timing_only) throw UserError(fmt::format("tensor '{}': a timing-only run computes no data", name));
+  NpyArray a;
+  a.dtype = t->dtype;
+  a.shape = t->shape;
+  a.data.assign(gm.begin() + t->gm_offset, gm.begin() + t->gm_offset + t->byte_size());
+  return a;
+}
+
+SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
+                   const std::map<std::string, NpyArray>& inputs, const SimOptions& options) {
+  npu::validate_program(program);
+  quiet_systemc();
+  const Machine machine = machine_from_hierarchy(target);
+  if (program.cores > machine.cores)
+    throw UserError(fmt::format("{}: .cores {} exceeds the {} cores of {}", program.source_name, program.cores,
+                                machine.cores, machine.target_name));
+  uint64_t gm_extent = 0;
+  for (const npu::TensorBinding& t : program.tensors)
+    gm_extent = std::max<uint64_t>(gm_extent, static_cast<uint64_t>(t.gm_offset + t.byte_size()));
+  if (gm_extent > machine.buffer(Buffer::GM).capacity_bytes)
+    throw UserError(fmt::format("{}: the tensors need {} bytes of GM, the target has {}", program.source_name, gm_extent,
+                                machine.buffer(Buffer::GM).capacity_bytes));
+  SimResult result;
+  if (!options.timing_only) result.gm.assign(gm_extent, 0);
+  bind_inputs(program, machine, inputs, options.timing_only, result.gm);
+
+  SimRecord& record = result.record;
+  record.program_name = program.source_name;
+  record.machine = machine;
+  record.cores = program.cores;
+  record.timing_only = options.timing_only;
+  for (const npu::Instruction& instr : program.code) {
+    record.instruction_text.push_back(npu::format_instruction(instr));
+    record.instruction_line.push_back(instr.location.line);
+  }
+  const auto wall_start = std::chrono::steady_clock::now();
+  {
+    Simulation sim(program, record.machine, options, record, result.gm, gm_extent);
+    sim.run();
+  }
+  record.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+}  // namespace tessel::npu_sim

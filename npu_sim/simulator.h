@@ -1,0 +1,41 @@
+// The cycle-approximate SystemC model of the NPU (DESIGN.md "The NPU model", isa/README.md).
+//
+// Per core one SC_THREAD per pipe: S runs the program (loops, registers) and dispatches every other
+// instruction into the bounded in-order queue of its pipe; each pipe thread waits once per
+// instruction for its occupancy. Flags, barriers, the shared GM bandwidth and the happens-before
+// race detector live here; what happened is written into a SimRecord.
+//
+// Runs may follow each other in one process: each run spawns its own threads and SystemC's time
+// simply goes on (cycles are counted from the run's start).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "isa/base/npy.h"
+#include "isa/hierarchy.h"
+#include "isa/npu_program.h"
+#include "npu_sim/record.h"
+
+namespace tessel::npu_sim {
+
+struct SimOptions {
+  bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
+  bool detect_races = true;
+};
+
+struct SimResult {
+  SimRecord record;
+  std::vector<uint8_t> gm;  // final GM bytes (empty in timing-only runs)
+  // The final contents of a declared tensor. Throws UserError for an unknown name or a timing-only run.
+  NpyArray tensor(const npu::Program& program, const std::string& name) const;
+};
+
+// Runs `program` on the machine `target` describes. `inputs` binds tensors by name; every tensor
+// with role `in` must be bound (except in timing-only runs), with its declared dtype and shape.
+// Throws UserError for bad bindings and for an instruction the machine cannot execute (naming it).
+// A deadlock or races do not throw: they are in the record.
+SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
+                   const std::map<std::string, NpyArray>& inputs, const SimOptions& options = {});
+
+}  // namespace tessel::npu_sim
