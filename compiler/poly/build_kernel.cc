@@ -1,6 +1,9 @@
 #include "compiler/poly/build_kernel.h"
 
 #include "compiler/poly/isl_util.h"
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
 #include "isa/base/error.h"
 
 namespace tessel::poly {
@@ -183,7 +186,9 @@ kernel::Kernel build_kernel(const Scop& scop, const TiledProgram& tiled, const P
   k.tensors = promotion.tensors;
   k.buffers = promotion.buffers;
   k.target = h.name;
+  auto t0 = std::chrono::steady_clock::now();
   AstNode ast = build_ast(tiled.codegen_schedule, tiled.fixed_context);
+  if (std::getenv("TESSEL_DEBUG_TILE")) std::cerr << "ast: " << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() << " ms\n";
   Builder b{scop, tiled, promotion, k};
   k.body = b.make(NodeKind::Block);
   b.convert(ast, k.body->children);

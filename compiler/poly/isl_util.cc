@@ -8,6 +8,8 @@
 #include <isl/schedule.h>
 #include <isl/val.h>
 #include <isl/version.h>
+#include <isl/ast_build.h>
+#include <cstdlib>
 
 #include "isa/base/error.h"
 
@@ -267,6 +269,15 @@ Expr aff_numerator(isl_aff* aff, const std::vector<std::string>& in_names,
 }  // namespace
 
 AstNode build_ast(const isl::union_map& schedule, const isl::set& context) {
+  isl_ctx* ctx = context.ctx().get();
+  if (std::getenv("TESSEL_AST_EXP")) {
+    int e = std::atoi(std::getenv("TESSEL_AST_EXP"));
+    if (e & 1) isl_options_set_ast_build_exploit_nested_bounds(ctx, 0);
+    if (e & 2) isl_options_set_ast_build_group_coscheduled(ctx, 1);
+    if (e & 4) isl_options_set_ast_build_scale_strides(ctx, 0);
+    if (e & 8) isl_options_set_ast_build_allow_else(ctx, 0);
+    if (e & 16) isl_options_set_ast_build_separation_bounds(ctx, ISL_AST_BUILD_SEPARATION_BOUNDS_IMPLICIT);
+  }
   isl_ast_build* build = isl_ast_build_from_context(context.copy());
   isl_ast_node* root = isl_ast_build_node_from_schedule_map(build, schedule.copy());
   isl_ast_build_free(build);

@@ -1,8 +1,12 @@
 #include "compiler/poly/tiling.h"
 
 #include <sstream>
+#include <chrono>
+#include <iostream>
+#include <cstdlib>
 
 #include "compiler/poly/isl_util.h"
+#include "compiler/poly/dependences.h"
 #include "isa/base/error.h"
 
 namespace tessel::poly {
@@ -27,7 +31,8 @@ std::vector<std::string> TiledGroup::origins(TileLevel level) const {
   return v;
 }
 
-kernel::LoopKind TiledProgram::dim_kind(int dim) const {
+kernel::LoopKind TiledProgram::dim_kind(int time_dim) const {
+  const int dim = kept_dims.at(time_dim);
   int p0 = 1, r0 = p0 + pmax + 1, i0 = r0 + qmax + 1, ir0 = i0 + pmax;
   if (dim >= p0 && dim < p0 + pmax) return kernel::LoopKind::ParallelCores;
   if (dim >= i0 && dim < ir0) return kernel::LoopKind::ParallelWithinCore;
@@ -60,6 +65,7 @@ std::string join(const std::vector<std::string>& v) {
 
 struct Layout {
   int pmax, qmax, width;
+  std::vector<bool>* used = nullptr;  // dimensions some row sets to other than 0
   int total() const { return 1 + pmax + 1 + qmax + 1 + pmax + qmax + 1 + width; }
 };
 
@@ -76,18 +82,54 @@ struct Row {
   void inner_r(int i, const std::string& e) { d[3 + 2 * L.pmax + L.qmax + i] = e; }
   void slot2(int s) { d[3 + 2 * L.pmax + 2 * L.qmax] = std::to_string(s); }
   void point(int i, const std::string& e) { d[4 + 2 * L.pmax + 2 * L.qmax + i] = e; }
-  std::string text() const { return "[" + join(d) + "]"; }
+  std::string text() const {
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] != "0") (*L.used)[i] = true;
+    return "[" + join(d) + "]";
+  }
 };
 
 std::string outer_expr(const TiledGroup& tg, const std::string& x) {
   int64_t T = tg.outer.at(x);
+  if (tg.lo.at(x) >= 0 && T >= tg.hi.at(x)) return "0";  // one tile
   return std::to_string(T) + "*floor((" + x + ")/" + std::to_string(T) + ")";
 }
 std::string inner_expr(const TiledGroup& tg, const std::string& x) {
   int64_t Ti = tg.inner.at(x);
   std::string o = outer_expr(tg, x);
+  if (Ti >= tg.outer.at(x)) return o;
   if (tg.outer.at(x) % Ti == 0) return std::to_string(Ti) + "*floor((" + x + ")/" + std::to_string(Ti) + ")";
   return o + " + " + std::to_string(Ti) + "*floor((" + x + " - " + o + ")/" + std::to_string(Ti) + ")";
+}
+
+// The tile origins of a level as a box (the domains are boxes in the tile axes; every member of a
+// group has the same range for each tile axis).
+std::string tile_box(const TiledGroup& tg, TileLevel level) {
+  std::vector<std::string> c;
+  auto outer = [&](const std::string& x) {
+    std::string o = origin_var(tg.group.id, x, false);
+    int64_t T = tg.outer.at(x), lo = tg.lo.at(x), hi = tg.hi.at(x);
+    int64_t first = T * (lo >= 0 ? lo / T : -((-lo + T - 1) / T));
+    c.push_back(std::to_string(first) + " <= " + o + " < " + std::to_string(hi) + " and " + o + " >= " +
+                std::to_string(lo - T + 1) + " and (" + o + ") mod " + std::to_string(T) + " = 0");
+  };
+  auto inner = [&](const std::string& x) {
+    std::string o = origin_var(tg.group.id, x, false), i = origin_var(tg.group.id, x, true);
+    int64_t To = tg.outer.at(x), Ti = tg.inner.at(x), lo = tg.lo.at(x), hi = tg.hi.at(x);
+    c.push_back(o + " <= " + i + " < " + o + " + " + std::to_string(To) + " and " + i + " < " + std::to_string(hi) +
+                " and " + i + " >= " + std::to_string(lo - Ti + 1) + " and (" + i + " - " + o + ") mod " +
+                std::to_string(Ti) + " = 0");
+  };
+  for (const auto& a : tg.group.tile_axes) outer(a);
+  if (level != TileLevel::P)
+    for (const auto& a : tg.group.reduction_axes) outer(a);
+  if (level == TileLevel::I) {
+    for (const auto& a : tg.group.tile_axes) inner(a);
+    for (const auto& a : tg.group.reduction_axes) inner(a);
+  }
+  std::string s;
+  for (const auto& x : c) s += (s.empty() ? "" : " and ") + x;
+  return s.empty() ? "true" : s;
 }
 
 }  // namespace
@@ -115,6 +157,9 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
     L.qmax = std::max<int>(L.qmax, g.reduction_axes.size());
   }
   for (const auto& st : scop.statements) L.width = std::max<int>(L.width, st.indices.size());
+  std::vector<bool> used(L.total(), false);
+  used[0] = true;
+  L.used = &used;
   out.pmax = L.pmax;
   out.qmax = L.qmax;
   out.width = L.width;
@@ -228,11 +273,9 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
       }
       std::string name = tg.marker(level);
       if (exit) name = "ExitP_g" + std::to_string(g.id);
-      isl::union_set dom = out.fixed_domain.apply(out.origin_maps.at(tg.marker(level)));
-      if (name != tg.marker(level))
-        dom = dom.apply(isl::union_map(parse_map(ctx, P + "{ " + tg.marker(level) + "[" + join(o) + "] -> " + name + "[" + join(o) + "] }")));
-      isl::map m = parse_map(ctx, P + "{ " + name + "[" + join(o) + "] -> " + row.text() + " }");
-      out.codegen_schedule = out.codegen_schedule.unite(isl::union_map(m).intersect_domain(dom));
+      isl::map m = parse_map(ctx, P + "{ " + name + "[" + join(o) + "] -> " + row.text() + " : " +
+                                      tile_box(tg, level) + " }");
+      out.codegen_schedule = out.codegen_schedule.unite(isl::union_map(m.intersect_params(out.fixed_context)));
     };
     marker_schedule(TileLevel::P, 0, false);
     marker_schedule(TileLevel::P, tg.exit_phase, true);
@@ -247,7 +290,8 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
   for (const auto& tg : out.groups) {
     if (!tg.match.matched) continue;
     std::string frag = "Frag_g" + std::to_string(tg.group.id);
-    isl::union_set tiles = out.fixed_domain.apply(out.origin_maps.at(tg.marker(TileLevel::I)));
+    isl::union_set tiles(parse_map(ctx, P + "{ " + tg.marker(TileLevel::I) + "[" + join(tg.origins(TileLevel::I)) + "] -> [] : " +
+                                   tile_box(tg, TileLevel::I) + " }").intersect_params(out.fixed_context).domain());
     isl::union_map m = isl::union_map::empty(ctx);
     out.codegen_schedule.foreach_map([&](isl::map mm) {
       if (mm.domain_tuple_id().name() == frag) {
@@ -261,8 +305,38 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
     });
     out.codegen_schedule = m;
   }
-  isl::union_map all = deps.all().intersect_domain(out.fixed_domain).intersect_range(out.fixed_domain);
-  return respects(out.statement_schedule, all);
+  // drop time dimensions that are 0 for every statement (fewer dimensions: faster AST generation)
+  out.kept_dims.clear();
+  std::vector<std::string> all_dims, kept;
+  for (int i = 0; i < L.total(); ++i) {
+    all_dims.push_back("t" + std::to_string(i));
+    if (used[i]) {
+      out.kept_dims.push_back(i);
+      kept.push_back("t" + std::to_string(i));
+    }
+  }
+  isl::union_map project(parse_map(ctx, "{ [" + join(all_dims) + "] -> [" + join(kept) + "] }"));
+  out.codegen_schedule = out.codegen_schedule.apply_range(project);
+  out.statement_schedule = out.statement_schedule.apply_range(project);
+
+  // Dependences between groups always point forward (groups follow program order, dimension 0),
+  // so only dependences inside a group need checking.
+  auto t0 = std::chrono::steady_clock::now();
+  std::map<std::string, isl::map> sched_of;
+  out.statement_schedule.foreach_map([&](isl::map m) { sched_of[m.domain_tuple_id().name()] = m; });
+  bool ok = true;
+  deps.all().foreach_map([&](isl::map d) {
+    if (!ok) return;
+    std::string src = d.domain_tuple_id().name(), dst = d.range_tuple_id().name();
+    if (out.statement_group.at(src) != out.statement_group.at(dst)) return;
+    // A reduction's dependences on itself only order its (associative, commutative) updates:
+    // tiling the reduction axes may reorder them, as in Tensor Comprehensions and AKG.
+    if (src == dst && f.statements[scop.find(src).statement].reduction != ir::Reduction::None) return;
+    isl::map in_time = d.intersect_params(out.fixed_context).apply_domain(sched_of.at(src)).apply_range(sched_of.at(dst));
+    if (!in_time.is_subset(lex_lt_map(in_time.domain().space()))) ok = false;
+  });
+  if (std::getenv("TESSEL_DEBUG_TILE")) std::cerr << "respects: " << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() << " ms\n";
+  return ok;
 }
 
 }  // namespace tessel::poly

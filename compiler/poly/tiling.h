@@ -51,6 +51,7 @@ struct TiledProgram {
   isl::union_set fixed_domain;          // the scop's statements at these sizes
   std::vector<TiledGroup> groups;
   int pmax = 0, qmax = 0, width = 0;    // dimension layout
+  std::vector<int> kept_dims;           // layout dimension of each time dimension kept (others are 0)
   isl::union_map statement_schedule;    // scop statements -> time
   isl::union_map codegen_schedule;      // statements, markers and fragments -> time
   std::map<std::string, isl::union_map> origin_maps;  // marker name -> (statement -> marker instance)
