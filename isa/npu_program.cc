@@ -200,6 +200,10 @@ class LineParser {
     return pos_ >= text_.size();
   }
   size_t pos() const { return pos_; }
+  size_t here() {  // the column of the next token
+    skip_space();
+    return pos_;
+  }
   char peek() {
     skip_space();
     return pos_ < text_.size() ? text_[pos_] : '\0';
@@ -313,20 +317,20 @@ std::string_view strip_comment(std::string_view line) {
 }
 
 void parse_directive(LineParser& lp, Program& program, int line_number) {
-  const size_t start = lp.pos();
+  const size_t start = lp.here();
   const std::string_view directive = lp.word();
   if (directive == ".cores") {
     int64_t n = 0;
     double f = 0;
     bool is_float = false;
-    if (!lp.number(n, f, is_float) || is_float || n < 1) lp.fail(lp.pos(), ".cores needs a positive integer");
+    if (!lp.number(n, f, is_float) || is_float || n < 1) lp.fail(lp.here(), ".cores needs a positive integer");
     program.cores = static_cast<int>(n);
   } else if (directive == ".tensor") {
     TensorBinding t;
     t.location = {line_number, static_cast<int>(start) + 1};
     t.name = std::string(lp.word());
-    if (t.name.empty()) lp.fail(lp.pos(), ".tensor needs a name");
-    const size_t type_at = lp.pos();
+    if (t.name.empty()) lp.fail(lp.here(), ".tensor needs a name");
+    const size_t type_at = lp.here();
     const std::string type(lp.word());
     const auto dtype = parse_dtype(type);
     if (!dtype || *dtype == DType::BF16 || *dtype == DType::U8)
@@ -337,23 +341,23 @@ void parse_directive(LineParser& lp, Program& program, int line_number) {
       int64_t d = 0;
       double f = 0;
       bool is_float = false;
-      const size_t at = lp.pos();
+      const size_t at = lp.here();
       if (!lp.number(d, f, is_float) || is_float || d <= 0) lp.fail(at, "a tensor dimension must be a positive integer");
       t.shape.push_back(d);
     } while (lp.accept(','));
     lp.expect(']', "closing the tensor shape");
-    const size_t at_at = lp.pos();
+    const size_t at_at = lp.here();
     if (lp.word() != "at") lp.fail(at_at, "expected 'at GM+OFFSET'");
-    const size_t gm_at = lp.pos();
+    const size_t gm_at = lp.here();
     if (lp.word() != "GM") lp.fail(gm_at, "tensors live in GM: expected 'at GM+OFFSET'");
     int64_t offset = 0;
     if (lp.accept('+')) {
       double f = 0;
       bool is_float = false;
-      if (!lp.number(offset, f, is_float) || is_float || offset < 0) lp.fail(lp.pos(), "expected a byte offset");
+      if (!lp.number(offset, f, is_float) || is_float || offset < 0) lp.fail(lp.here(), "expected a byte offset");
     }
     t.gm_offset = offset;
-    const size_t role_at = lp.pos();
+    const size_t role_at = lp.here();
     const std::string_view role = lp.word();
     const auto it = std::find(kTensorRoleNames.begin(), kTensorRoleNames.end(), role);
     if (it == kTensorRoleNames.end())
@@ -363,7 +367,7 @@ void parse_directive(LineParser& lp, Program& program, int line_number) {
   } else {
     lp.fail(start, "unknown directive '" + std::string(directive) + "' (expected .cores or .tensor)");
   }
-  if (!lp.at_end()) lp.fail(lp.pos(), "unexpected text after the directive");
+  if (!lp.at_end()) lp.fail(lp.here(), "unexpected text after the directive");
 }
 
 void put_u8(std::vector<uint8_t>& out, uint8_t v) { out.push_back(v); }
