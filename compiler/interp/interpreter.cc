@@ -38,10 +38,28 @@ struct Buffer {
 
 // ---- expression closures ----------------------------------------------------------------------
 
+// Values are produced one at a time (f, i) or, for the innermost loop of a statement, in batches:
+// fbatch/ibatch write the values for idx[slot] = lo, lo + 1, ..., lo + n - 1 (n <= kBatch), which
+// amortises the virtual calls over a whole batch. The default batch evaluates element by element;
+// select keeps that default so that an operand it does not choose is never read.
+constexpr int kBatch = 128;
+
 struct Node {
   virtual ~Node() = default;
   virtual double f(const int64_t*) const { TESSEL_CHECK(false, "interpreter: float value of an integer node"); }
   virtual int64_t i(const int64_t*) const { TESSEL_CHECK(false, "interpreter: integer value of a float node"); }
+  virtual void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const {
+    for (int k = 0; k < n; ++k) {
+      idx[slot] = lo + k;
+      out[k] = f(idx);
+    }
+  }
+  virtual void ibatch(int64_t* idx, int slot, int64_t lo, int n, int64_t* out) const {
+    for (int k = 0; k < n; ++k) {
+      idx[slot] = lo + k;
+      out[k] = i(idx);
+    }
+  }
 };
 using NodePtr = std::unique_ptr<Node>;
 
@@ -83,6 +101,13 @@ struct Address {
     return off;
   }
 
+  // Coefficient of `slot` in the flattened offset (unchecked addresses only).
+  int64_t step(int slot) const {
+    for (const Term& t : terms)
+      if (t.slot == slot) return t.coeff;
+    return 0;
+  }
+
   [[noreturn]] void out_of_bounds(const int64_t*) const {
     std::vector<int64_t> pos;
     throw UserError(what + " outside the shape " + shape_text(shape) + " of '" + tensor_name +
@@ -90,26 +115,63 @@ struct Address {
   }
 };
 
+// Every f16 bit pattern widened to f32 (256 KiB): batch loads of f16 tensors are table lookups.
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f16_bits_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
 template <DType T>
 struct AccessF : Node {
+  static constexpr int kBytes = T == DType::F32 ? 4 : 2;
   const uint8_t* data;
   Address addr;
-  double f(const int64_t* idx) const override { return load_float(T, data + addr.offset(idx) * (T == DType::F32 ? 4 : 2)); }
+  double f(const int64_t* idx) const override { return load_float(T, data + addr.offset(idx) * kBytes); }
+  void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
+    if (addr.checked) return Node::fbatch(idx, slot, lo, n, out);
+    idx[slot] = lo;
+    const uint8_t* p = data + addr.offset(idx) * kBytes;
+    const int64_t step = addr.step(slot) * kBytes;
+    if constexpr (T == DType::F16) {
+      const float* table = f16_table();
+      for (int k = 0; k < n; ++k, p += step) {
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        out[k] = table[h];
+      }
+    } else {
+      for (int k = 0; k < n; ++k, p += step) out[k] = load_float(T, p);
+    }
+  }
 };
 template <DType T>
 struct AccessI : Node {
+  static constexpr int kBytes = T == DType::I32 ? 4 : 1;
   const uint8_t* data;
   Address addr;
-  int64_t i(const int64_t* idx) const override { return load_int(T, data + addr.offset(idx) * (T == DType::I32 ? 4 : 1)); }
+  int64_t i(const int64_t* idx) const override { return load_int(T, data + addr.offset(idx) * kBytes); }
+  void ibatch(int64_t* idx, int slot, int64_t lo, int n, int64_t* out) const override {
+    if (addr.checked) return Node::ibatch(idx, slot, lo, n, out);
+    idx[slot] = lo;
+    const uint8_t* p = data + addr.offset(idx) * kBytes;
+    const int64_t step = addr.step(slot) * kBytes;
+    for (int k = 0; k < n; ++k, p += step) out[k] = load_int(T, p);
+  }
 };
 
 struct ConstF : Node {
   double v;
   double f(const int64_t*) const override { return v; }
+  void fbatch(int64_t*, int, int64_t, int n, double* out) const override { std::fill(out, out + n, v); }
 };
 struct ConstI : Node {
   int64_t v;
   int64_t i(const int64_t*) const override { return v; }
+  void ibatch(int64_t*, int, int64_t, int n, int64_t* out) const override { std::fill(out, out + n, v); }
 };
 
 struct IndexValueNode : Node {
@@ -139,7 +201,15 @@ template <Op OP, DType T>
 struct BinF : Node {
   NodePtr a, b;
   double f(const int64_t* idx) const override {
-    const float x = static_cast<float>(a->f(idx)), y = static_cast<float>(b->f(idx));
+    return apply(static_cast<float>(a->f(idx)), static_cast<float>(b->f(idx)));
+  }
+  void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
+    double y[kBatch];
+    a->fbatch(idx, slot, lo, n, out);
+    b->fbatch(idx, slot, lo, n, y);
+    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<float>(out[k]), static_cast<float>(y[k]));
+  }
+  static double apply(float x, float y) {
     if constexpr (OP == Op::Add) return fin<T>(x + y);
     else if constexpr (OP == Op::Sub) return fin<T>(x - y);
     else if constexpr (OP == Op::Mul) return fin<T>(x * y);
@@ -153,8 +223,14 @@ struct BinF : Node {
 template <Op OP, DType T>
 struct BinI : Node {
   NodePtr a, b;
-  int64_t i(const int64_t* idx) const override {
-    const int64_t x = a->i(idx), y = b->i(idx);
+  int64_t i(const int64_t* idx) const override { return apply(a->i(idx), b->i(idx)); }
+  void ibatch(int64_t* idx, int slot, int64_t lo, int n, int64_t* out) const override {
+    int64_t y[kBatch];
+    a->ibatch(idx, slot, lo, n, out);
+    b->ibatch(idx, slot, lo, n, y);
+    for (int k = 0; k < n; ++k) out[k] = apply(out[k], y[k]);
+  }
+  static int64_t apply(int64_t x, int64_t y) {
     if constexpr (OP == Op::Add) return wrap_int(T, x + y);
     else if constexpr (OP == Op::Sub) return wrap_int(T, x - y);
     else if constexpr (OP == Op::Mul) return wrap_int(T, x * y);
@@ -202,8 +278,12 @@ struct Select : Node {
 template <Op OP, DType T>
 struct UnF : Node {
   NodePtr a;
-  double f(const int64_t* idx) const override {
-    const float x = static_cast<float>(a->f(idx));
+  double f(const int64_t* idx) const override { return apply(static_cast<float>(a->f(idx))); }
+  void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
+    a->fbatch(idx, slot, lo, n, out);
+    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<float>(out[k]));
+  }
+  static double apply(float x) {
     if constexpr (OP == Op::Neg) return -x;
     else if constexpr (OP == Op::Abs) return std::fabs(x);
     else if constexpr (OP == Op::Exp) return fin<T>(std::exp(x));
@@ -233,6 +313,27 @@ struct Cast : Node {
   }
   int64_t i(const int64_t* idx) const override {
     return dtype_is_float(from) ? float_to_int(to, a->f(idx)) : wrap_int(to, a->i(idx));
+  }
+  void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
+    if (dtype_is_float(from)) {
+      a->fbatch(idx, slot, lo, n, out);
+      if (to == DType::F32 && from != DType::F32) return;  // widening to f32 is exact
+      for (int k = 0; k < n; ++k) out[k] = round_float(to, out[k]);
+    } else {
+      int64_t x[kBatch];
+      a->ibatch(idx, slot, lo, n, x);
+      for (int k = 0; k < n; ++k) out[k] = round_float(to, static_cast<double>(x[k]));
+    }
+  }
+  void ibatch(int64_t* idx, int slot, int64_t lo, int n, int64_t* out) const override {
+    if (dtype_is_float(from)) {
+      double x[kBatch];
+      a->fbatch(idx, slot, lo, n, x);
+      for (int k = 0; k < n; ++k) out[k] = float_to_int(to, x[k]);
+    } else {
+      a->ibatch(idx, slot, lo, n, out);
+      for (int k = 0; k < n; ++k) out[k] = wrap_int(to, out[k]);
+    }
   }
 };
 
@@ -497,6 +598,27 @@ struct Runner {
   int bytes;
   size_t nout;
   std::vector<int64_t> lo, hi;
+  bool batch_stores;  // element-wise statement that does not read its own output
+  bool batch_lanes;   // reduction that does not read its own output
+
+  // The innermost output loop of an element-wise statement, a batch of values at a time.
+  void store_batches(int64_t* idx, size_t level) const {
+    const int slot = static_cast<int>(level);
+    const bool fl = dtype_is_float(type);
+    double fbuf[kBatch];
+    int64_t ibuf[kBatch];
+    for (int64_t v = lo[level]; v < hi[level]; v += kBatch) {
+      const int n = static_cast<int>(std::min<int64_t>(kBatch, hi[level] - v));
+      if (fl) rhs.fbatch(idx, slot, v, n, fbuf);
+      else rhs.ibatch(idx, slot, v, n, ibuf);
+      for (int k = 0; k < n; ++k) {
+        idx[slot] = v + k;
+        uint8_t* p = out + store.offset(idx) * bytes;
+        if (fl) store_float(type, p, fbuf[k]);
+        else store_int(type, p, ibuf[k]);
+      }
+    }
+  }
 
   void run(int64_t first, int64_t last) const {
     std::vector<int64_t> idx(lo.size() + 1, 0);
@@ -512,49 +634,97 @@ struct Runner {
 
   void outer(int64_t* idx, size_t level) const {
     if (level == nout) return point(idx);
+    if (level + 1 == nout && batch_stores) return store_batches(idx, level);
+    if (level + 1 == nout && batch_lanes && hi[level] - lo[level] >= 8) return reduce_lanes(idx, level);
     for (int64_t v = lo[level]; v < hi[level]; ++v) {
       idx[level] = v;
       outer(idx, level + 1);
     }
   }
 
+  // Calls fn(identity, step) with the accumulator type and step function of this statement.
+  template <class Fn>
+  void with_step(Fn&& fn) const {
+    const DType t = type;
+    if (dtype_is_float(type)) {
+      switch (st.reduction) {
+        case ir::Reduction::Max: return fn(-std::numeric_limits<double>::infinity(), nan_max);
+        case ir::Reduction::Min: return fn(std::numeric_limits<double>::infinity(), nan_min);
+        default: break;
+      }
+      switch (type) {
+        case DType::F16: return fn(0.0, [](double a, double v) { return fin<DType::F16>(float(a) + float(v)); });
+        case DType::BF16: return fn(0.0, [](double a, double v) { return fin<DType::BF16>(float(a) + float(v)); });
+        default: return fn(0.0, [](double a, double v) { return double(float(a) + float(v)); });
+      }
+    }
+    switch (st.reduction) {
+      case ir::Reduction::Max: return fn(int_min(t), [](int64_t a, int64_t v) { return std::max(a, v); });
+      case ir::Reduction::Min: return fn(int_max(t), [](int64_t a, int64_t v) { return std::min(a, v); });
+      default: return fn(int64_t{0}, [t](int64_t a, int64_t v) { return wrap_int(t, a + v); });
+    }
+  }
+
+  template <class V>
+  V load(const uint8_t* p) const {
+    if constexpr (std::is_same_v<V, double>) return load_float(type, p);
+    else return load_int(type, p);
+  }
+  template <class V>
+  void save(uint8_t* p, V v) const {
+    if constexpr (std::is_same_v<V, double>) store_float(type, p, v);
+    else store_int(type, p, v);
+  }
+
   void point(int64_t* idx) const {
     uint8_t* p = out + store.offset(idx) * bytes;
-    const bool fl = dtype_is_float(type);
     if (st.reduction == ir::Reduction::None) {
-      if (fl) store_float(type, p, rhs.f(idx));
+      if (dtype_is_float(type)) store_float(type, p, rhs.f(idx));
       else store_int(type, p, rhs.i(idx));
       return;
     }
-    if (fl) {
-      double acc = st.init ? (st.reduction == ir::Reduction::Sum ? 0.0
-                              : st.reduction == ir::Reduction::Max ? -INFINITY
-                                                                   : INFINITY)
-                           : load_float(type, p);
-      switch (st.reduction) {
-        case ir::Reduction::Sum:
-          switch (type) {
-            case DType::F16: reduce(idx, nout, acc, [](double a, double v) { return fin<DType::F16>(float(a) + float(v)); }); break;
-            case DType::BF16: reduce(idx, nout, acc, [](double a, double v) { return fin<DType::BF16>(float(a) + float(v)); }); break;
-            default: reduce(idx, nout, acc, [](double a, double v) { return double(float(a) + float(v)); }); break;
-          }
-          break;
-        case ir::Reduction::Max: reduce(idx, nout, acc, nan_max); break;
-        default: reduce(idx, nout, acc, nan_min); break;
+    with_step([&](auto identity, auto step) {
+      using V = decltype(identity);
+      V acc = st.init ? identity : load<V>(p);
+      reduce(idx, nout, acc, step);
+      save<V>(p, acc);
+    });
+  }
+
+  // A reduction whose innermost output index has lanes = a batch of output points reduced side by
+  // side: each lane still sums over the reduction indices in domain order, so results are those
+  // of point(), but a batch reads neighbouring elements (for matmul, a row of B) at once.
+  void reduce_lanes(int64_t* idx, size_t level) const {
+    const int slot = static_cast<int>(level);
+    with_step([&](auto identity, auto step) {
+      using V = decltype(identity);
+      V acc[kBatch];
+      uint8_t* where[kBatch];
+      for (int64_t v = lo[level]; v < hi[level]; v += kBatch) {
+        const int n = static_cast<int>(std::min<int64_t>(kBatch, hi[level] - v));
+        for (int k = 0; k < n; ++k) {
+          idx[slot] = v + k;
+          where[k] = out + store.offset(idx) * bytes;
+          acc[k] = st.init ? identity : load<V>(where[k]);
+        }
+        lanes(idx, slot, v, n, nout, acc, step);
+        for (int k = 0; k < n; ++k) save<V>(where[k], acc[k]);
       }
-      store_float(type, p, acc);
-    } else {
-      int64_t acc = st.init ? (st.reduction == ir::Reduction::Sum ? 0
-                               : st.reduction == ir::Reduction::Max ? int_min(type)
-                                                                    : int_max(type))
-                            : load_int(type, p);
-      const DType t = type;
-      switch (st.reduction) {
-        case ir::Reduction::Sum: reduce(idx, nout, acc, [t](int64_t a, int64_t v) { return wrap_int(t, a + v); }); break;
-        case ir::Reduction::Max: reduce(idx, nout, acc, [](int64_t a, int64_t v) { return std::max(a, v); }); break;
-        default: reduce(idx, nout, acc, [](int64_t a, int64_t v) { return std::min(a, v); }); break;
-      }
-      store_int(type, p, acc);
+    });
+  }
+
+  template <class V, class Step>
+  void lanes(int64_t* idx, int slot, int64_t first, int n, size_t level, V* acc, Step step) const {
+    if (level == lo.size()) {
+      V buf[kBatch];
+      if constexpr (std::is_same_v<V, double>) rhs.fbatch(idx, slot, first, n, buf);
+      else rhs.ibatch(idx, slot, first, n, buf);
+      for (int k = 0; k < n; ++k) acc[k] = step(acc[k], buf[k]);
+      return;
+    }
+    for (int64_t v = lo[level]; v < hi[level]; ++v) {
+      idx[level] = v;
+      lanes(idx, slot, first, n, level + 1, acc, step);
     }
   }
 
@@ -565,11 +735,14 @@ struct Runner {
       else acc = step(acc, rhs.i(idx));
       return;
     }
-    if (level + 1 == lo.size()) {  // innermost loop without recursion
-      int64_t& v = idx[level];
-      for (v = lo[level]; v < hi[level]; ++v) {
-        if constexpr (std::is_same_v<V, double>) acc = step(acc, rhs.f(idx));
-        else acc = step(acc, rhs.i(idx));
+    if (level + 1 == lo.size()) {  // innermost loop: batches of values, summed in order
+      V buf[kBatch];
+      const int slot = static_cast<int>(level);
+      for (int64_t v = lo[level]; v < hi[level]; v += kBatch) {
+        const int n = static_cast<int>(std::min<int64_t>(kBatch, hi[level] - v));
+        if constexpr (std::is_same_v<V, double>) rhs.fbatch(idx, slot, v, n, buf);
+        else rhs.ibatch(idx, slot, v, n, buf);
+        for (int k = 0; k < n; ++k) acc = step(acc, buf[k]);
       }
       return;
     }
@@ -600,10 +773,13 @@ void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::st
   Buffer& out = buffers.at(st.output);
   size_t nout = 0;
   while (nout < st.domain.size() && !st.domain[nout].is_reduction) ++nout;
-  Runner r{st, *rhs, c.address(out, st.out_indices, "writes"), out.array.data.data(), out.tensor->dtype,
-           dtype_bytes(out.tensor->dtype), nout, c.lo, c.hi};
+  const bool reads_own_output = reads_tensor(*st.rhs, st.output);
+  Runner r{st,   *rhs, c.address(out, st.out_indices, "writes"), out.array.data.data(), out.tensor->dtype,
+           dtype_bytes(out.tensor->dtype), nout, c.lo, c.hi,
+           st.reduction == ir::Reduction::None && !reads_own_output,
+           st.reduction != ir::Reduction::None && !reads_own_output};
   const int threads = thread_count();
-  const bool parallel = nout > 0 && threads > 1 && points >= 4096 && !reads_tensor(*st.rhs, st.output) &&
+  const bool parallel = nout > 0 && threads > 1 && points >= 4096 && !reads_own_output &&
                         c.hi[0] - c.lo[0] >= 2;
   if (!parallel) {
     r.run(nout ? c.lo[0] : 0, nout ? c.hi[0] : 1);
