@@ -109,7 +109,7 @@ struct Emitter {
     auto arg = [&](int i) { return value(*e.args[i], binding); };
     auto f = [&](int i) { return "((float)" + arg(i) + ")"; };
     switch (e.kind) {
-      case ir::ExprKind::Constant: return "((" + T + ")" + number(e.value) + ")";
+      case ir::ExprKind::Constant: return "((" + T + ")(float)" + number(e.value) + ")";
       case ir::ExprKind::SizeParam: return "((" + T + ")" + std::to_string(k.sizes.at(e.name)) + ")";
       case ir::ExprKind::IndexValue: return "((" + T + ")" + affine(e.affine, k.sizes) + ")";
       case ir::ExprKind::Access: return access(e.name, e.indices, binding);
@@ -125,10 +125,12 @@ struct Emitter {
       case ir::Op::Add: return bin("+");
       case ir::Op::Sub: return bin("-");
       case ir::Op::Mul: return bin("*");
-      case ir::Op::Div: return bin("/");
+      case ir::Op::Div:
+        if (fl) return bin("/");
+        return "((" + T + ")tessel_idiv((long)" + arg(0) + ", (long)" + arg(1) + "))";
       case ir::Op::Mod:
         if (fl) return "((" + T + ")fmodf(" + f(0) + ", " + f(1) + "))";
-        return bin("%");
+        return "((" + T + ")tessel_irem((long)" + arg(0) + ", (long)" + arg(1) + "))";
       case ir::Op::Neg: return "((" + T + ")(-" + arg(0) + "))";
       case ir::Op::Lt: return "(" + arg(0) + " < " + arg(1) + ")";
       case ir::Op::Le: return "(" + arg(0) + " <= " + arg(1) + ")";
@@ -141,8 +143,10 @@ struct Emitter {
       case ir::Op::Not: return "(!" + arg(0) + ")";
       case ir::Op::Select: return "((" + T + ")(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + "))";
       case ir::Op::Min:
+        if (fl) return "((" + T + ")tessel_fmin(" + f(0) + ", " + f(1) + "))";
         return "((" + T + ")(" + arg(0) + " < " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
       case ir::Op::Max:
+        if (fl) return "((" + T + ")tessel_fmax(" + f(0) + ", " + f(1) + "))";
         return "((" + T + ")(" + arg(0) + " > " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
       case ir::Op::Abs:
         if (fl) return math("fabsf");
@@ -153,7 +157,10 @@ struct Emitter {
       case ir::Op::Rsqrt: return "((" + T + ")(1.0f / sqrtf(" + f(0) + ")))";
       case ir::Op::Tanh: return math("tanhf");
       case ir::Op::Cast:
-        if (dtype_is_float(e.args[0]->type) && !fl) return "((" + T + ")" + f(0) + ")";
+        if (dtype_is_float(e.args[0]->type) && !fl) {
+          const char* range = e.type == DType::I8 ? "-128L, 127L" : e.type == DType::U8 ? "0L, 255L" : "-2147483648L, 2147483647L";
+          return "((" + T + ")tessel_f2i(" + f(0) + ", " + range + "))";
+        }
         return "((" + T + ")" + arg(0) + ")";
     }
     return "0";
@@ -197,10 +204,16 @@ struct Emitter {
         case ir::Reduction::None: os << pad << "  " << lhs << " = (" << T << ")" << rhs << ";\n"; break;
         case ir::Reduction::Sum: os << pad << "  " << lhs << " = (" << T << ")(" << cur << " + " << r << ");\n"; break;
         case ir::Reduction::Max:
-          os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ > " << lhs << ") " << lhs << " = v_; }\n";
+          if (fl)
+            os << pad << "  " << lhs << " = (" << T << ")tessel_fmax(" << cur << ", " << r << ");\n";
+          else
+            os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ > " << lhs << ") " << lhs << " = v_; }\n";
           break;
         case ir::Reduction::Min:
-          os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ < " << lhs << ") " << lhs << " = v_; }\n";
+          if (fl)
+            os << pad << "  " << lhs << " = (" << T << ")tessel_fmin(" << cur << ", " << r << ");\n";
+          else
+            os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ < " << lhs << ") " << lhs << " = v_; }\n";
           break;
       }
     }
@@ -308,6 +321,13 @@ static inline long tessel_floordiv(long a, long b) { long q = a / b; if ((a % b 
 static inline long tessel_mod(long a, long b) { return a - b * tessel_floordiv(a, b); }
 static inline long tessel_min(long a, long b) { return a < b ? a : b; }
 static inline long tessel_max(long a, long b) { return a > b ? a : b; }
+/* the interpreter's semantics (compiler/README.md): NaN-propagating min/max, saturating
+   float->int casts with NaN -> 0, integer division and remainder by zero give 0 */
+static inline float tessel_fmax(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? b : a); }
+static inline float tessel_fmin(float a, float b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }
+static inline long tessel_f2i(float v, long lo, long hi) { if (v != v) return 0; if (v <= (float)lo) return lo; if (v >= (float)hi) return hi; return (long)v; }
+static inline long tessel_idiv(long a, long b) { return b == 0 ? 0 : a / b; }
+static inline long tessel_irem(long a, long b) { return b == 0 ? 0 : a % b; }
 )";
 }
 
