@@ -5,7 +5,7 @@
 namespace tessel::npu_sim {
 namespace {
 
-constexpr size_t kHistoryPruneThreshold = 2048;
+constexpr size_t kMinPruneThreshold = 64;
 
 // The first overlapping byte range of two sorted interval lists, or an empty range.
 Interval first_overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
@@ -31,7 +31,8 @@ RaceDetector::RaceDetector(int cores, SimRecord& record)
     : cores_(cores),
       record_(record),
       clocks_(cores * npu::kPipeCount, Clock(cores * npu::kPipeCount, 0)),
-      histories_(1 + cores * npu::kBufferCount) {}
+      histories_(1 + cores * npu::kBufferCount),
+      prune_limits_(histories_.size(), kMinPruneThreshold) {}
 
 std::vector<RaceDetector::Entry>& RaceDetector::history(int core, npu::Buffer b) {
   if (b == npu::Buffer::GM) return histories_[0];
@@ -85,15 +86,20 @@ void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, const std::vect
       return e.pipe_index == me && (a.write || !e.write) && covers(a.ranges, e.lo, e.hi);
     });
     h.push_back({me, epoch, pc, a.write, a.ranges, a.lo, a.hi});
-    if (h.size() > kHistoryPruneThreshold) prune_ordered(h);
+    size_t& limit = prune_limits_[&h - histories_.data()];
+    if (h.size() > limit) {
+      prune_ordered(h);
+      limit = std::max(kMinPruneThreshold, 2 * h.size());  // amortised: prune again only after it doubles
+    }
   }
 }
 
-// Drops entries that every pipe has already seen: no later access can race with them.
+// Drops entries that every pipe that accesses memory (all but S) has already seen: no later access
+// can race with them.
 void RaceDetector::prune_ordered(std::vector<Entry>& h) {
   std::erase_if(h, [&](const Entry& e) {
-    for (const Clock& c : clocks_)
-      if (c[e.pipe_index] < e.epoch) return false;
+    for (size_t i = 0; i < clocks_.size(); ++i)
+      if (i % npu::kPipeCount != static_cast<size_t>(npu::Pipe::S) && clocks_[i][e.pipe_index] < e.epoch) return false;
     return true;
   });
 }

@@ -49,6 +49,7 @@ class RaceDetector {
   SimRecord& record_;
   std::vector<Clock> clocks_;
   std::vector<std::vector<Entry>> histories_;  // GM: one shared; others per core
+  std::vector<size_t> prune_limits_;           // per history: size that triggers the next prune
   std::map<std::tuple<int, int, int, int>, size_t> race_index_;  // (pc1, pc2, buffer, core) -> record.races
 };
 
