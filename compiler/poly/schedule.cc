@@ -13,14 +13,15 @@ ScheduleResult compute_schedule(const Scop& scop, const Dependences& deps, const
                                      .set_proximity(all)
                                      .set_coincidence(deps.flow);
   set_operation_quota(ctx, options.max_operations);
+  struct ClearQuota {  // also when compute_schedule throws something else
+    isl::ctx ctx;
+    ~ClearQuota() { set_operation_quota(ctx, 0); }
+  } clear{ctx};
   try {
     r.schedule = sc.compute_schedule();
-  } catch (const isl::exception&) {
-    if (!quota_was_hit(ctx)) {
-      set_operation_quota(ctx, 0);
-      throw;
-    }
+  } catch (const isl::exception_quota&) {
     reset_last_error(ctx);
+    set_operation_quota(ctx, 0);
     r.fell_back = true;
     r.warning = "isl scheduler hit its operation quota (" + std::to_string(options.max_operations) +
                 " operations); falling back to the statement order";

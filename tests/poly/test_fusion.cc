@@ -1,0 +1,109 @@
+// Post-tiling fusion, checked on the kernel IR (not on text): element-wise consumers of the main
+// reduction run inside its tile; softmax rows stay in one tile; fusion that is not wanted or not
+// possible does not fire.
+#include <doctest/doctest.h>
+
+#include "tests/poly/poly_test_util.h"
+
+using namespace tessel;
+
+namespace {
+
+// The loop nest (outermost first) enclosing the first node satisfying `pred`.
+std::vector<const kernel::Node*> enclosing_loops(const kernel::NodePtr& root,
+                                                 const std::function<bool(const kernel::Node&)>& pred) {
+  std::vector<const kernel::Node*> path, found;
+  std::function<bool(const kernel::NodePtr&)> rec = [&](const kernel::NodePtr& n) {
+    if (pred(*n)) {
+      found = path;
+      return true;
+    }
+    if (n->kind == kernel::NodeKind::Loop) path.push_back(n.get());
+    for (const auto& c : n->children)
+      if (rec(c)) return true;
+    for (const auto& c : n->else_children)
+      if (rec(c)) return true;
+    if (n->kind == kernel::NodeKind::Loop) path.pop_back();
+    return false;
+  };
+  rec(root);
+  return found;
+}
+
+std::vector<const kernel::Node*> core_loops(const std::vector<const kernel::Node*>& loops) {
+  std::vector<const kernel::Node*> out;
+  for (auto* l : loops)
+    if (l->loop_kind == kernel::LoopKind::ParallelCores) out.push_back(l);
+  return out;
+}
+
+bool is_compute_of(const kernel::Node& n, int statement, bool init = false) {
+  return n.kind == kernel::NodeKind::Compute && n.statement == statement && n.init == init;
+}
+
+}  // namespace
+
+TEST_CASE("matmul_bias_relu: bias and relu are computed inside the matmul's tile") {
+  frontend::Module m = frontend::parse_module(test::kMatmulBiasRelu, "mbr.tsl");
+  auto c = test::compile_text(m, {{"M", 256}, {"N", 192}, {"K", 64}}, "m=64/32,n=64/32,k=32/16");
+  const kernel::Kernel& k = c->kernel;
+  auto mm = enclosing_loops(k.body, [](const kernel::Node& n) { return n.kind == kernel::NodeKind::Matmul; });
+  auto epi = enclosing_loops(k.body, [](const kernel::Node& n) { return is_compute_of(n, 1); });
+  auto mm_tiles = core_loops(mm), epi_tiles = core_loops(epi);
+  REQUIRE(mm_tiles.size() == 2);
+  CHECK(epi_tiles == mm_tiles);  // the very same tile loops (m, n)
+  // the intermediate C never reaches global memory: it lives in the accumulator
+  CHECK(k.find_tensor("C") == nullptr);
+  bool epilogue_reads_accumulator = false;
+  kernel::for_each_node(k.body, [&](const kernel::Node& n, int) {
+    if (is_compute_of(n, 1)) epilogue_reads_accumulator = k.buffers.at(n.binding.at("C")).role == isa::Role::Accumulator;
+  });
+  CHECK(epilogue_reads_accumulator);
+  CHECK(c->groups.size() == 1);
+}
+
+TEST_CASE("matmul_bias_relu with fusion none: the epilogue runs in its own loop nest") {
+  frontend::Module m = frontend::parse_module(test::kMatmulBiasRelu, "mbr.tsl");
+  CompileOptions o;
+  o.fuse = false;
+  o.scheduler.fusion = poly::FusionStrategy::None;
+  auto c = test::compile_text(m, {{"M", 256}, {"N", 192}, {"K", 64}}, "m=64/32,n=64/32,k=32/16", o);
+  auto mm = core_loops(enclosing_loops(c->kernel.body, [](const kernel::Node& n) { return n.kind == kernel::NodeKind::Matmul; }));
+  auto epi = core_loops(enclosing_loops(c->kernel.body, [](const kernel::Node& n) { return is_compute_of(n, 1); }));
+  REQUIRE(!mm.empty());
+  REQUIRE(!epi.empty());
+  CHECK(mm[0] != epi[0]);
+  CHECK(c->kernel.find_tensor("C") != nullptr);  // a global temporary between the nests
+  CHECK(c->kernel.find_tensor("C")->temporary);
+}
+
+TEST_CASE("softmax: every statement of a row runs in the same row tile") {
+  frontend::Module m = frontend::parse_module(
+      "def softmax(f32[M, N] X) -> (f32[M, N] Y) {\n"
+      "  mx(i) max=! X(i, j)\n"
+      "  e(i, j) = exp(X(i, j) - mx(i))\n"
+      "  s(i) +=! e(i, j)\n"
+      "  Y(i, j) = e(i, j) / s(i)\n"
+      "}\n",
+      "softmax.tsl");
+  auto c = test::compile_text(m, {{"M", 37}, {"N", 50}}, "i=8/8");
+  REQUIRE(c->groups.size() == 1);
+  const kernel::Kernel& k = c->kernel;
+  std::vector<std::vector<const kernel::Node*>> tiles;
+  for (int s = 0; s < 4; ++s)
+    tiles.push_back(core_loops(enclosing_loops(k.body, [&](const kernel::Node& n) { return is_compute_of(n, s); })));
+  REQUIRE(tiles[0].size() == 1);
+  for (int s = 1; s < 4; ++s) CHECK(tiles[s] == tiles[0]);
+  // the row's intermediates stay on chip
+  CHECK(k.find_tensor("e") == nullptr);
+  CHECK(k.find_tensor("mx") == nullptr);
+}
+
+TEST_CASE("conv2d: the padding producer is not fused into the convolution tile (different axes)") {
+  frontend::Module m = frontend::load_module("workloads/conv2d.tsl");
+  CompileOptions o;
+  o.sizes = {{"N", 1}, {"C", 4}, {"H", 6}, {"W", 6}, {"K", 8}, {"R", 3}, {"S", 3}};
+  auto c = compile(frontend::select_function(m, "conv2d"), o);
+  CHECK(c->groups.size() == 2);
+  CHECK(c->kernel.find_tensor("Xp") != nullptr);
+}

@@ -1,0 +1,73 @@
+// Tile specs: parsing, rejection with clear messages, the default derived from the hierarchy.
+#include <doctest/doctest.h>
+
+#include "compiler/tile/tile_spec.h"
+#include "isa/base/error.h"
+#include "tests/poly/poly_test_util.h"
+
+using namespace tessel;
+
+namespace {
+std::string error_of(const std::string& text) {
+  try {
+    tile::parse_tile_spec(text);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("tile spec: outer/inner per axis, outer only means inner = outer, text round-trips") {
+  tile::TileSpec s = tile::parse_tile_spec("m=128/64,n=128/32,k=64");
+  REQUIRE(s.axes.size() == 3);
+  CHECK(s.find("m")->outer == 128);
+  CHECK(s.find("m")->inner == 64);
+  CHECK(s.find("n")->inner == 32);
+  CHECK(s.find("k")->outer == 64);
+  CHECK(s.find("k")->inner == 64);
+  CHECK(s.to_string() == "m=128/64,n=128/32,k=64/64");
+  CHECK(s.find("x") == nullptr);
+}
+
+TEST_CASE("tile spec: zero sizes, inner larger than outer, syntax errors and repeated axes are rejected") {
+  CHECK(error_of("m=0/0").find("at least 1") != std::string::npos);
+  CHECK(error_of("m=64/0").find("at least 1") != std::string::npos);
+  std::string e = error_of("m=32/64");
+  CHECK(e.find("inner") != std::string::npos);
+  CHECK(e.find("larger than the outer") != std::string::npos);
+  CHECK(error_of("m128").find("axis=outer/inner") != std::string::npos);
+  CHECK(error_of("m=12x").find("positive integer") != std::string::npos);
+  CHECK(error_of("m=8,,n=8").find("empty entry") != std::string::npos);
+  CHECK(error_of("m=8,m=4").find("given twice") != std::string::npos);
+  CHECK(error_of("m=128/64,n=64/32") == "");
+}
+
+TEST_CASE("tile spec: unknown axes are rejected naming the operator's index names") {
+  frontend::Module m = frontend::parse_module(test::kMatmul, "mm.tsl");
+  tile::TileSpec s = tile::parse_tile_spec("m=32/16,x=8");
+  try {
+    tile::check_tile_spec(s, m.functions[0]);
+    FAIL("unknown axis accepted");
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    CHECK(msg.find("unknown axis 'x'") != std::string::npos);
+    CHECK(msg.find("k, m, n") != std::string::npos);
+  }
+  CHECK_NOTHROW(tile::check_tile_spec(tile::parse_tile_spec("m=32/16,k=8"), m.functions[0]));
+}
+
+TEST_CASE("default tile spec: from the matrix unit shape, clamped to the problem, shrunk until it fits") {
+  frontend::Module m = frontend::parse_module(test::kMatmul, "mm.tsl");
+  isa::Hierarchy h = load_target_hierarchy("c", "");
+  tile::TileSpec s = tile::default_tile_spec(m.functions[0], {{"M", 1024}, {"N", 1024}, {"K", 1024}}, h);
+  REQUIRE(s.find("k"));
+  CHECK(s.find("k")->inner == 16);  // the cube's k
+  CHECK(s.find("m")->outer % 16 == 0);
+  tile::TileSpec small = tile::default_tile_spec(m.functions[0], {{"M", 7}, {"N", 5}, {"K", 3}}, h);
+  CHECK(small.find("m")->outer == 7);
+  CHECK(small.find("k")->outer == 3);
+  // the pipeline compiles with the default for a large problem (capacity respected)
+  auto c = test::compile_text(m, {{"M", 4096}, {"N", 4096}, {"K", 4096}}, std::nullopt);
+  CHECK(c->kernel.buffers.size() == 5);
+}
