@@ -1,0 +1,134 @@
+// Vector-unit and integer-cube semantics, element by element against plain C++: transcendental
+// f32 and f16 (rounded once), casts, reductions, masks, vsel, vdup, block strides; i8 x i8 -> i32.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "sim_test_util.h"
+
+using namespace tessel;
+using namespace tessel::npu_sim;
+using namespace tessel::npu_sim::testing;
+
+namespace {
+
+NpyArray random_f32(std::vector<int64_t> shape, uint32_t seed) {
+  NpyArray a;
+  a.dtype = DType::F32;
+  a.shape = std::move(shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  a.data.resize(a.element_count() * 4);
+  for (int64_t i = 0; i < a.element_count(); ++i) {
+    const float v = dist(rng);
+    std::memcpy(a.data.data() + 4 * i, &v, 4);
+  }
+  return a;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("vector instructions: each lane equals the C++ computation, masks and strides respected") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [64] at GM+0 in
+.tensor Y f32 [64] at GM+256 in
+.tensor O f32 [8, 64] at GM+512 out
+dma_in UB[0], GM[0], 1, 512, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vexp f32, UB[1024], UB[0], 1, 1, 1, 8, 8                    # row 0: exp(X)
+vconv f16, f32, UB[1280], UB[0], 1, 1, 1, 8, 8              # row 1: X as f16 (first 128 bytes)
+vcadd f32, UB[1536], UB[0], 1, 1, 8                         # row 2 [0]: sum X
+vcmax f32, UB[1568], UB[0], 1, 1, 8                         # row 2 [8]: max X
+set_vector_mask 0, 0x5555555555555555                       # even lanes only
+vsel f32, UB[1792], UB[0], UB[256], 1, 1, 1, 1, 8, 8, 8     # row 3: even lanes X, odd lanes Y
+vmuls f32, UB[2048], UB[0], 2.5, 1, 1, 1, 8, 8              # row 4: even lanes 2.5 X, odd lanes untouched (0)
+set_vector_mask -1, -1
+vdup f32, UB[2304], 3.25, 1, 1, 8                           # row 5: 3.25
+vadd f32, UB[2560], UB[0], UB[256], 1, 1, 2, 1, 8, 16, 8    # row 6: src0 every other block of X|Y
+vexp f16, UB[2816], UB[1280], 1, 1, 1, 8, 8                 # row 7: exp in f16 over row 1 (+ zeros)
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[512], UB[1024], 1, 2048, 0, 0
+pipe_barrier ALL
+)",
+                                               "vector.npu");
+  const NpyArray x = random_f32({64}, 21), y = random_f32({64}, 22);
+  const SimResult r = simulate(p, davinci(), {{"X", x}, {"Y", y}});
+  CHECK(r.record.races.empty());
+  const NpyArray o = r.tensor(p, "O");
+  auto out = [&](int row, int lane) { return f32_at(o, row * 64 + lane); };
+  auto out_f16 = [&](int row, int lane) {  // row holds f16 lanes
+    uint16_t h;
+    std::memcpy(&h, o.data.data() + row * 256 + lane * 2, 2);
+    return h;
+  };
+  float sum = 0.0f, mx = -INFINITY;
+  int bad = 0;
+  for (int l = 0; l < 64; ++l) {
+    const float xv = f32_at(x, l), yv = f32_at(y, l);
+    sum += xv;
+    mx = std::max(mx, xv);
+    bad += bits(out(0, l)) != bits(std::exp(xv));
+    bad += out_f16(1, l) != f32_to_f16_bits(xv);
+    bad += bits(out(3, l)) != bits(l % 2 == 0 ? xv : yv);
+    bad += bits(out(4, l)) != bits(l % 2 == 0 ? xv * 2.5f : 0.0f);
+    bad += out(5, l) != 3.25f;
+    const int b = l / 8, e = l % 8;
+    const int src0 = b * 16 + e;  // block stride 2 over X then Y
+    const float s0 = src0 < 64 ? f32_at(x, src0) : f32_at(y, src0 - 64);
+    bad += bits(out(6, l)) != bits(s0 + yv);
+    bad += out_f16(7, l) != f32_to_f16_bits(std::exp(f16_bits_to_f32(f32_to_f16_bits(xv))));
+  }
+  for (int l = 64; l < 128; ++l) bad += out_f16(7, l) != f32_to_f16_bits(1.0f);  // exp(0)
+  CHECK(bad == 0);
+  CHECK(bits(out(2, 0)) == bits(sum));
+  CHECK(bits(out(2, 8)) == bits(mx));
+}
+
+TEST_CASE("mmad i8 x i8 -> i32: one 16x32x16 fractal, B given as ZN (n rows of 32 k)") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor A i8 [16, 32] at GM+0 in
+.tensor BT i8 [16, 32] at GM+512 in
+.tensor C i32 [16, 16] at GM+1024 out
+dma_in L0A[0], GM[0], 1, 512, 0, 0
+dma_in L0B[0], GM[512], 1, 512, 0, 0
+set_flag MTE2, M, 0
+wait_flag MTE2, M, 0
+mmad i8, L0C[0], L0A[0], L0B[0], 16, 32, 16, 1
+set_flag M, V, 0
+wait_flag M, V, 0
+mov_l0c i32, UB[0], L0C[0], 1, 0
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[1024], UB[0], 1, 1024, 0, 0
+pipe_barrier ALL
+)",
+                                               "i8.npu");
+  NpyArray a, bt;
+  a.dtype = bt.dtype = DType::I8;
+  a.shape = bt.shape = {16, 32};
+  std::mt19937 rng(5);
+  for (NpyArray* t : {&a, &bt}) {
+    t->data.resize(512);
+    for (auto& v : t->data) v = static_cast<uint8_t>(rng());
+  }
+  const SimResult r = simulate(p, davinci(), {{"A", a}, {"BT", bt}});
+  const NpyArray c = r.tensor(p, "C");
+  int bad = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      int32_t acc = 0;
+      for (int q = 0; q < 32; ++q) acc += int32_t(int8_t(a.data[i * 32 + q])) * int32_t(int8_t(bt.data[j * 32 + q]));
+      int32_t got;
+      std::memcpy(&got, c.data.data() + 4 * (i * 16 + j), 4);
+      bad += got != acc;
+    }
+  CHECK(bad == 0);
+}
