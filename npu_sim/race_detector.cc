@@ -66,11 +66,11 @@ void RaceDetector::report(const Entry& earlier, int pipe_index, int pc, bool wri
   record_.races.push_back(std::move(r));
 }
 
-void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, const std::vector<Access>& accesses) {
+void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, std::vector<Access>& accesses) {
   const int me = index(core, pipe);
   Clock& mine = clocks_[me];
   const uint32_t epoch = ++mine[me];
-  for (const Access& a : accesses) {
+  for (Access& a : accesses) {
     if (a.ranges.empty()) continue;
     std::vector<Entry>& h = history(core, a.buffer);
     const int buffer_core = a.buffer == npu::Buffer::GM ? -1 : core;
@@ -85,7 +85,7 @@ void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, const std::vect
     std::erase_if(h, [&](const Entry& e) {
       return e.pipe_index == me && (a.write || !e.write) && covers(a.ranges, e.lo, e.hi);
     });
-    h.push_back({me, epoch, pc, a.write, a.ranges, a.lo, a.hi});
+    h.push_back({me, epoch, pc, a.write, std::move(a.ranges), a.lo, a.hi});  // the footprint is spent
     size_t& limit = prune_limits_[&h - histories_.data()];
     if (h.size() > limit) {
       prune_ordered(h);

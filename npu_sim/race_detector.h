@@ -23,8 +23,8 @@ class RaceDetector {
   RaceDetector(int cores, SimRecord& record);
 
   // Checks the accesses of the instruction at `pc` that pipe (core, pipe) starts now, reports
-  // races into the record and remembers the accesses.
-  void on_accesses(int core, npu::Pipe pipe, int pc, const std::vector<Access>& accesses);
+  // races into the record and remembers the accesses (taking their ranges: `accesses` is spent).
+  void on_accesses(int core, npu::Pipe pipe, int pc, std::vector<Access>& accesses);
   const Clock& clock(int core, npu::Pipe pipe) const { return clocks_[index(core, pipe)]; }
   void join(int core, npu::Pipe pipe, const Clock& other);
   // pipe_barrier ALL on `core`: every pipe of the core has seen everything the core did.

@@ -81,13 +81,18 @@ class FootprintBuilder {
   void end() {
     Access& a = accesses_.back();
     if (a.ranges.empty()) return;
-    std::sort(a.ranges.begin(), a.ranges.end(), [](const Interval& x, const Interval& y) { return x.begin < y.begin; });
-    std::vector<Interval> merged;
-    for (const Interval& r : a.ranges) {
-      if (!merged.empty() && r.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, r.end);
-      else merged.push_back(r);
+    const auto by_begin = [](const Interval& x, const Interval& y) { return x.begin < y.begin; };
+    bool disjoint_sorted = true;  // the common case (bursts, rows, blocks in order): nothing to merge
+    for (size_t i = 1; i < a.ranges.size() && disjoint_sorted; ++i) disjoint_sorted = a.ranges[i - 1].end < a.ranges[i].begin;
+    if (!disjoint_sorted) {
+      std::sort(a.ranges.begin(), a.ranges.end(), by_begin);
+      std::vector<Interval> merged;
+      for (const Interval& r : a.ranges) {
+        if (!merged.empty() && r.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, r.end);
+        else merged.push_back(r);
+      }
+      a.ranges = std::move(merged);
     }
-    a.ranges = std::move(merged);
     a.lo = a.ranges.front().begin;
     a.hi = a.ranges.back().end;
     const uint64_t limit = mem_.size[static_cast<size_t>(a.buffer)];
