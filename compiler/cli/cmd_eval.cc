@@ -44,6 +44,12 @@ interp::Sizes parse_shape(const std::string& text, const ir::Function& f) {
     }
     sizes[name] = v;
   }
+  for (const std::string& p : f.params)
+    if (!sizes.count(p)) {
+      std::string all;
+      for (const std::string& q : f.params) all += (all.empty() ? "" : ",") + q + "=...";
+      throw UserError("size parameter '" + p + "' of '" + f.name + "' has no value; pass --shape " + all);
+    }
   return sizes;
 }
 
