@@ -549,7 +549,10 @@ Program load_program(const std::string& path) {
   if (!in) throw UserError(path + ": cannot open the program");
   std::stringstream s;
   s << in.rdbuf();
-  return assemble_program(s.str(), path);
+  const std::string bytes = s.str();
+  if (bytes.size() >= 4 && bytes.compare(0, 4, "TNPU") == 0)  // the binary form (encode_program)
+    return decode_program(std::vector<uint8_t>(bytes.begin(), bytes.end()), path);
+  return assemble_program(bytes, path);
 }
 
 std::string format_operand(const Operand& o) {

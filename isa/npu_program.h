@@ -107,7 +107,7 @@ void validate_program(const Program& program);
 
 // Text form. assemble_program throws UserError "source:line:col: reason" for malformed input.
 Program assemble_program(const std::string& text, const std::string& source_name);
-Program load_program(const std::string& path);  // reads a .npu file and assembles it
+Program load_program(const std::string& path);  // a .npu text file, or the binary form (magic TNPU)
 std::string print_program(const Program& program);
 std::string format_instruction(const Instruction& instr);
 std::string format_operand(const Operand& operand);

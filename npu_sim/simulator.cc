@@ -295,6 +295,8 @@ class Simulation {
     auto charge = [&](int pc, uint64_t cycles) {
       record_instruction(c, Pipe::S, pc, local, local + cycles, local + cycles);
       local += cycles;
+      if (options_.max_cycles && local > options_.max_cycles)
+        user_fault(c, pc, fmt::format("the run passed --max-cycles {}", options_.max_cycles));
     };
     const auto& code = program_.code;
     int pc = 0;

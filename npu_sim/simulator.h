@@ -5,7 +5,7 @@
 // instruction for its occupancy. Flags, barriers, the shared GM bandwidth and the happens-before
 // race detector live here; what happened is written into a SimRecord.
 //
-// Runs may follow each other in one process: each run spawns its own threads and SystemC's time
+// Runs may follow each other in one process (not concurrently: SystemC has one kernel per process): each run spawns its own threads and SystemC's time
 // simply goes on (cycles are counted from the run's start).
 #pragma once
 
@@ -22,6 +22,7 @@ namespace tessel::npu_sim {
 struct SimOptions {
   bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
   bool detect_races = true;
+  uint64_t max_cycles = 0;  // > 0: a run whose scalar pipe passes this cycle stops with a UserError
 };
 
 struct SimResult {

@@ -1,5 +1,6 @@
 // tessel sim PROGRAM.npu --target T.yaml [--input NAME=a.npy ...] [--output NAME=c.npy ...]
-//            [--report r.json] [--trace t.json] [--csv instr.csv] [--timing-only]
+//            [--report r.json] [--trace t.json] [--csv instr.csv] [--timing-only] [--no-race-check]
+//            [--max-cycles N] | --emit-binary P.npubin | --disassemble   (PROGRAM may be binary)
 #include <fmt/format.h>
 
 #include <iostream>
@@ -30,6 +31,9 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     std::string report, trace, csv;
     bool timing_only = false;
     bool no_races = false;
+    uint64_t max_cycles = 0;
+    std::string emit_binary;
+    bool disassemble = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("sim", "Run an NPU program (.npu) on the SystemC simulator");
@@ -42,8 +46,19 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--csv", opts->csv, "write one CSV row per executed instruction here");
   cmd->add_flag("--timing-only", opts->timing_only, "skip the arithmetic (no --output)");
   cmd->add_flag("--no-race-check", opts->no_races, "skip the happens-before race detector");
+  cmd->add_option("--max-cycles", opts->max_cycles, "stop with an error once the scalar pipe passes this cycle");
+  cmd->add_option("--emit-binary", opts->emit_binary, "write the program's binary form here and exit");
+  cmd->add_flag("--disassemble", opts->disassemble, "print the program as .npu text (the input may be binary) and exit");
   cmd->callback([opts, &ctx] {
     const npu::Program program = npu::load_program(opts->program);
+    if (!opts->emit_binary.empty() || opts->disassemble) {
+      if (opts->disassemble) std::cout << npu::print_program(program);
+      if (!opts->emit_binary.empty()) {
+        const std::vector<uint8_t> bytes = npu::encode_program(program);
+        npu_sim::write_text_file(opts->emit_binary, std::string(bytes.begin(), bytes.end()));
+      }
+      return;
+    }
     const isa::Hierarchy target = isa::load_hierarchy(opts->target);
     std::map<std::string, NpyArray> inputs;
     for (const std::string& b : opts->inputs) {
@@ -61,6 +76,7 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     npu_sim::SimOptions options;
     options.timing_only = opts->timing_only;
     options.detect_races = !opts->no_races;
+    options.max_cycles = opts->max_cycles;
     const npu_sim::SimResult result = npu_sim::simulate(program, target, inputs, options);
     const npu_sim::SimRecord& r = result.record;
     for (const auto& [name, file] : outputs) write_npy(file, result.tensor(program, name));

@@ -158,3 +158,17 @@ TEST_CASE("tessel bench: unknown suites are rejected with the list of known ones
   CHECK(result["runs"].size() == 3);
   CHECK(result["runs"][0]["cube_macs"] == 256 * 256 * 256);
 }
+
+TEST_CASE("tessel sim --emit-binary / --disassemble: the binary form runs and prints back the same text") {
+  const fs::path d = scratch_dir();
+  const Run emit = run_tessel("sim " + example_path("conv_img2col.npu") + " --emit-binary " + (d / "conv.npubin").string());
+  REQUIRE(emit.status == 0);
+  const Run text = run_tessel("sim " + example_path("conv_img2col.npu") + " --disassemble");
+  const Run from_binary = run_tessel("sim " + (d / "conv.npubin").string() + " --disassemble");
+  CHECK(from_binary.status == 0);
+  CHECK(from_binary.output == text.output);
+  CHECK(text.output.find("load3d f16, L0A[0], L1[0], 16, 0, 64, 0, 9") != std::string::npos);
+  const Run run = run_tessel("sim " + (d / "conv.npubin").string() + " --timing-only");
+  CHECK(run.status == 0);
+  CHECK(run.output.find("761 cycles") != std::string::npos);
+}

@@ -130,3 +130,39 @@ TEST_CASE("pipe_barrier ALL orders everything before it: no race across it") {
   o.timing_only = true;
   CHECK(simulate(npu::assemble_program(text, "b.npu"), davinci(), {}, o).record.races.empty());
 }
+
+TEST_CASE("a run past max_cycles stops with an error instead of running on") {
+  SimOptions o;
+  o.timing_only = true;
+  o.max_cycles = 1000;
+  try {
+    simulate(npu::assemble_program("loop r1, 0, 1000000000000, 1\nendloop\npipe_barrier ALL\n", "long.npu"), davinci(), {}, o);
+    FAIL("no error");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("passed --max-cycles 1000") != std::string::npos);
+  }
+}
+
+TEST_CASE("GM bandwidth is shared across cores: a second core's copy waits for the first") {
+  isa::Hierarchy narrow = davinci();
+  for (isa::Level& l : narrow.levels)
+    if (l.role == isa::Role::Global) l.shared_bandwidth_bytes_per_cycle = 87;  // one core's worth
+  const npu::Program p = npu::assemble_program(
+      ".cores 2\n.tensor G f16 [8192] at GM+0 in\nmul r1, core_id, 8192\ndma_in L1[0], GM[r1], 1, 8192, 0, 0\n"
+      "pipe_barrier ALL\n",
+      "shared.npu");
+  SimOptions o;
+  o.timing_only = true;
+  const SimResult r = simulate(p, narrow, {}, o);
+  std::vector<uint64_t> occupancy;
+  for (const InstructionEvent& e : r.record.instructions)
+    if (e.pipe == npu::Pipe::MTE2) occupancy.push_back(e.end - e.start);
+  REQUIRE(occupancy.size() == 2);
+  std::sort(occupancy.begin(), occupancy.end());
+  CHECK(occupancy[0] == 95);       // ceil(8192 / 87)
+  CHECK(occupancy[1] == 95 + 95);  // waits for the shared GM, then its own 95
+  // With the real shared bandwidth (32 x 87) both cores copy at full speed.
+  const SimResult wide = simulate(p, davinci(), {}, o);
+  for (const InstructionEvent& e : wide.record.instructions)
+    if (e.pipe == npu::Pipe::MTE2) CHECK(e.end - e.start == 95);
+}
