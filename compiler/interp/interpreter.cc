@@ -626,10 +626,10 @@ struct Runner {
       if (first == 0) point(idx.data());
       return;
     }
-    for (int64_t v = first; v < last; ++v) {
-      idx[0] = v;
-      outer(idx.data(), 1);
-    }
+    Runner part = *this;  // this thread's share of the outermost output index
+    part.lo[0] = first;
+    part.hi[0] = last;
+    part.outer(idx.data(), 0);
   }
 
   void outer(int64_t* idx, size_t level) const {
