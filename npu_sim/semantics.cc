@@ -17,6 +17,8 @@ using npu::Opcode;
 
 [[noreturn]] void fault(const std::string& reason) { throw InstructionFault{reason}; }
 
+using I128 = __int128;
+
 enum class VectorForm { Binary, WithScalar, Unary, Other };
 
 // The operand format in isa/npu_isa.def decides the form of a vector instruction.
@@ -68,6 +70,23 @@ class FootprintBuilder {
     start_ = static_cast<uint64_t>(start);
     operand_ = operand;
   }
+  // Rejects an operand whose accesses would end past its buffer, before any loop over them runs
+  // (so absurd counts fail fast instead of building huge footprints). 128-bit: no overflow.
+  void limit(int operand, __int128 extent_bytes) {
+    const Buffer b = buffer_operand(in_, operand);
+    const __int128 end = static_cast<__int128>(in_.value[operand]) + extent_bytes;
+    if (end > static_cast<__int128>(mem_.size[static_cast<size_t>(b)]))
+      out_of_range(operand, b, static_cast<uint64_t>(std::max<int64_t>(0, in_.value[operand])), end);
+  }
+  [[noreturn]] void out_of_range(int operand, Buffer b, uint64_t lo, __int128 hi) const {
+    const std::string end = hi > static_cast<__int128>(UINT64_MAX) ? std::string("2^64+") : std::to_string(static_cast<uint64_t>(hi));
+    const uint64_t size = mem_.size[static_cast<size_t>(b)];
+    if (b == Buffer::GM)
+      fault(fmt::format("operand {} reaches GM[{}, {}) beyond the GM the program's tensors declare ({} bytes)", operand + 1,
+                        lo, end, size));
+    fault(fmt::format("operand {} reaches {}[{}, {}) beyond {} capacity_bytes {}", operand + 1, npu::buffer_name(b), lo,
+                      end, m_.buffer(b).level_name, size));
+  }
   void add(uint64_t offset, uint64_t bytes) {
     if (bytes == 0) return;
     Access& a = accesses_.back();
@@ -96,13 +115,7 @@ class FootprintBuilder {
     a.lo = a.ranges.front().begin;
     a.hi = a.ranges.back().end;
     const uint64_t limit = mem_.size[static_cast<size_t>(a.buffer)];
-    if (a.hi > limit) {
-      if (a.buffer == Buffer::GM)
-        fault(fmt::format("operand {} reaches GM[{}, {}) beyond the GM the program's tensors declare ({} bytes)",
-                          operand_ + 1, a.lo, a.hi, limit));
-      fault(fmt::format("operand {} reaches {}[{}, {}) beyond {} capacity_bytes {}", operand_ + 1,
-                        npu::buffer_name(a.buffer), a.lo, a.hi, m_.buffer(a.buffer).level_name, limit));
-    }
+    if (a.hi > limit) out_of_range(operand_, a.buffer, a.lo, a.hi);
   }
   // A strided vector operand: `repeat` repeats of `blocks` blocks.
   void vector_operand(int operand, bool write, int64_t repeat, int64_t blocks, int64_t blk_stride, int64_t rep_stride) {
@@ -183,6 +196,8 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
     case Opcode::DmaOut: {
       const int64_t n = positive(in, 2, "nburst"), len = positive(in, 3, "burst_bytes");
       const int64_t sg = non_negative(in, 4, "src_gap_bytes"), dg = non_negative(in, 5, "dst_gap_bytes");
+      fp.limit(1, I128(n - 1) * (len + sg) + len);
+      fp.limit(0, I128(n - 1) * (len + dg) + len);
       fp.begin(1, false);
       for (int64_t i = 0; i < n; ++i) fp.add(uint64_t(i * (len + sg)), uint64_t(len));
       fp.end();
@@ -200,6 +215,8 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
         fault(fmt::format("rows {} must be a multiple of {} and cols {} x {} bytes a multiple of {} (fractal)", rows,
                           m.fractal_rows(), cols, eb, m.fractal_row_bytes));
       if (stride < cols) fault(fmt::format("src_row_stride_elements {} is smaller than cols {}", stride, cols));
+      fp.limit(2, (I128(rows - 1) * stride + cols) * eb);
+      fp.limit(1, I128(rows) * cols * eb);
       fp.begin(2, false);
       for (int64_t r = 0; r < rows; ++r) fp.add(uint64_t(r * stride * eb), uint64_t(cols * eb));
       fp.end();
@@ -215,6 +232,8 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
       if (in.value[7] != 0 && type_operand(in, 0) != DType::F16)
         fault("transpose is defined for square f16 fractals only");
       const uint64_t fb = m.fractal_bytes();
+      fp.limit(2, (I128(outer - 1) * so + I128(inner - 1) * si + 1) * fb);
+      fp.limit(1, I128(outer) * inner * fb);
       fp.begin(2, false);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) fp.add(uint64_t(o * so + i * si) * fb, fb);
@@ -240,6 +259,8 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
       if (in.value[6] + kc > (channels / c0) * kh * kw)
         fault(fmt::format("kpos_begin + kpos_count = {} exceeds C1 x KH x KW = {}", in.value[6] + kc,
                           (channels / c0) * kh * kw));
+      fp.limit(2, I128(channels) * H * W * 2);
+      fp.limit(1, I128(pc / m.fractal_rows()) * kc * m.fractal_bytes());
       fp.begin(2, false);
       fp.add(0, uint64_t(channels * H * W * 2));
       fp.end();
@@ -252,6 +273,9 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
     }
     case Opcode::Mmad: {
       const MmadShape s = mmad_shape(m, in);
+      fp.limit(2, I128(s.mf) * s.kf * s.a_frac_bytes);
+      fp.limit(3, I128(s.kf) * s.nf * s.b_frac_bytes);
+      fp.limit(1, I128(s.mf) * s.nf * s.c_frac_bytes);
       fp.begin(2, false);
       fp.add(0, uint64_t(s.mf * s.kf) * s.a_frac_bytes);
       fp.end();
@@ -273,6 +297,8 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
     case Opcode::MovL0c: {
       const int64_t n = positive(in, 3, "fractals");
       const uint64_t elems = uint64_t(m.cube_f16.m0) * m.cube_f16.n0;
+      fp.limit(2, I128(n) * elems * 4);
+      fp.limit(1, I128(n) * elems * dtype_bytes(type_operand(in, 0)));
       fp.begin(2, false);
       fp.add(0, uint64_t(n) * elems * 4);
       fp.end();

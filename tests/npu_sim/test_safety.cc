@@ -166,3 +166,12 @@ TEST_CASE("GM bandwidth is shared across cores: a second core's copy waits for t
   for (const InstructionEvent& e : wide.record.instructions)
     if (e.pipe == npu::Pipe::MTE2) CHECK(e.end - e.start == 95);
 }
+
+TEST_CASE("absurd counts fail fast with the buffer named, never loop or overflow") {
+  CHECK(error_of(".tensor G f16 [16] at GM+0 in\ndma_in L1[0], GM[0], 1000000000000, 32, 0, 0\npipe_barrier ALL\n")
+            .find("operand 2 reaches GM[0, 32000000000000) beyond the GM the program's tensors declare (32 bytes)") != std::string::npos);
+  CHECK(error_of("mmad f16, L0C[0], L0A[0], L0B[0], 1600000000000000000, 16, 16, 1\npipe_barrier ALL\n")
+            .find("beyond L0A capacity_bytes 65536") != std::string::npos);
+  CHECK(error_of("load2d f16, L0A[0], L1[0], 4000000000, 4000000000, 1, 1, 0\npipe_barrier ALL\n")
+            .find("beyond L1 capacity_bytes 1048576") != std::string::npos);
+}
