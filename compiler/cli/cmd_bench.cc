@@ -14,6 +14,9 @@
 #include "npu_sim/simulator.h"
 
 namespace tessel::cli {
+
+nlohmann::json run_compile_bench(const std::string& hierarchy_path);  // bench_compile.cc
+
 namespace {
 
 struct BenchOptions {
@@ -89,6 +92,9 @@ nlohmann::json bench_sim(const BenchOptions& o) {
           {"runs", runs}};
 }
 
+// `tessel bench compile`: the polyhedral pipeline's compile time per workload (bench_compile.cc).
+nlohmann::json bench_compile(const BenchOptions& o) { return run_compile_bench(o.target); }
+
 struct Suite {
   const char* name;
   const char* description;
@@ -96,6 +102,7 @@ struct Suite {
 };
 
 constexpr Suite kSuites[] = {
+    {"compile", "polyhedral compile time (schedule+tile+promote+kernel IR) of every workload (--target: levels)", bench_compile},
     {"sim", "NPU simulator speed: generated GEMM, functional and timing-only (--size, --cores, --target)", bench_sim},
 };
 

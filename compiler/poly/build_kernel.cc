@@ -1,9 +1,6 @@
 #include "compiler/poly/build_kernel.h"
 
 #include "compiler/poly/isl_util.h"
-#include <chrono>
-#include <cstdlib>
-#include <iostream>
 #include "isa/base/error.h"
 
 namespace tessel::poly {
@@ -20,6 +17,7 @@ struct Builder {
   const TiledProgram& tiled;
   const Promotion& pr;
   kernel::Kernel& k;
+  int group = 0;  // whose AST is being converted
 
   NodePtr make(NodeKind kind) {
     auto n = std::make_shared<Node>();
@@ -166,7 +164,7 @@ struct Builder {
                      "kernel: loop condition is not 'iterator <(=) bound'");
         n->hi = c.kind == kernel::ExprKind::Le ? c.args[1] + Expr::integer(1) : c.args[1];
         TESSEL_CHECK(a.iterator.size() > 1 && a.iterator[0] == 'c', "kernel: unexpected iterator name " + a.iterator);
-        n->loop_kind = tiled.dim_kind(std::stoi(a.iterator.substr(1)));
+        n->loop_kind = tiled.dim_kind(group, std::stoi(a.iterator.substr(1)));
         for (const auto& ch : a.children) convert(ch, n->children);
         out.push_back(n);
         return;
@@ -186,12 +184,12 @@ kernel::Kernel build_kernel(const Scop& scop, const TiledProgram& tiled, const P
   k.tensors = promotion.tensors;
   k.buffers = promotion.buffers;
   k.target = h.name;
-  auto t0 = std::chrono::steady_clock::now();
-  AstNode ast = build_ast(tiled.codegen_schedule, tiled.fixed_context);
-  if (std::getenv("TESSEL_DEBUG_TILE")) std::cerr << "ast: " << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() << " ms\n";
-  Builder b{scop, tiled, promotion, k};
+  Builder b{scop, tiled, promotion, k, 0};
   k.body = b.make(NodeKind::Block);
-  b.convert(ast, k.body->children);
+  for (size_t g = 0; g < tiled.group_schedules.size(); ++g) {
+    b.group = int(g);
+    b.convert(build_ast(tiled.group_schedules[g], tiled.fixed_context), k.body->children);
+  }
   return k;
 }
 

@@ -1,9 +1,8 @@
 #include "compiler/poly/tiling.h"
 
+#include <algorithm>
 #include <sstream>
-#include <chrono>
-#include <iostream>
-#include <cstdlib>
+
 
 #include "compiler/poly/isl_util.h"
 #include "compiler/poly/dependences.h"
@@ -31,8 +30,8 @@ std::vector<std::string> TiledGroup::origins(TileLevel level) const {
   return v;
 }
 
-kernel::LoopKind TiledProgram::dim_kind(int time_dim) const {
-  const int dim = kept_dims.at(time_dim);
+kernel::LoopKind TiledProgram::dim_kind(int group, int time_dim) const {
+  const int dim = group_kept_dims.at(group).at(time_dim);
   int p0 = 1, r0 = p0 + pmax + 1, i0 = r0 + qmax + 1, ir0 = i0 + pmax;
   if (dim >= p0 && dim < p0 + pmax) return kernel::LoopKind::ParallelCores;
   if (dim >= i0 && dim < ir0) return kernel::LoopKind::ParallelWithinCore;
@@ -92,8 +91,12 @@ struct Row {
 std::string outer_expr(const TiledGroup& tg, const std::string& x) {
   int64_t T = tg.outer.at(x);
   if (tg.lo.at(x) >= 0 && T >= tg.hi.at(x)) return "0";  // one tile
+  if (T == 1) return x;
   return std::to_string(T) + "*floor((" + x + ")/" + std::to_string(T) + ")";
 }
+// The operand-level tile dimension repeats the stage-level one (one inner tile per outer tile).
+bool inner_redundant(const TiledGroup& tg, const std::string& x) { return tg.inner.at(x) >= tg.outer.at(x); }
+
 std::string inner_expr(const TiledGroup& tg, const std::string& x) {
   int64_t Ti = tg.inner.at(x);
   std::string o = outer_expr(tg, x);
@@ -157,9 +160,7 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
     L.qmax = std::max<int>(L.qmax, g.reduction_axes.size());
   }
   for (const auto& st : scop.statements) L.width = std::max<int>(L.width, st.indices.size());
-  std::vector<bool> used(L.total(), false);
-  used[0] = true;
-  L.used = &used;
+  std::vector<std::vector<bool>> used_by_group(groups.size(), std::vector<bool>(L.total(), false));
   out.pmax = L.pmax;
   out.qmax = L.qmax;
   out.width = L.width;
@@ -174,6 +175,7 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
   };
 
   for (size_t gi = 0; gi < groups.size(); ++gi) {
+    L.used = &used_by_group[gi];
     TiledGroup tg;
     tg.group = groups[gi];
     tg.match = matches[gi];
@@ -205,12 +207,20 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
         tg.anchor_phase = phase;
         row.slot1(1);
         for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, outer_expr(tg, g.reduction_axes[i]));
-        for (size_t i = 0; i < g.tile_axes.size(); ++i) row.inner_p(i, inner_expr(tg, g.tile_axes[i]));
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.inner_r(i, inner_expr(tg, g.reduction_axes[i]));
+        for (size_t i = 0; i < g.tile_axes.size(); ++i)
+          row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : inner_expr(tg, g.tile_axes[i]));
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i)
+          row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : inner_expr(tg, g.reduction_axes[i]));
         row.slot2(1);
       }
       Row points = row;
-      for (size_t i = 0; i < st.indices.size(); ++i) points.point(i, st.indices[i]);
+      for (size_t i = 0; i < st.indices.size(); ++i) {
+        const std::string& x = st.indices[i];
+        const bool tiled_here = std::count(g.tile_axes.begin(), g.tile_axes.end(), x) ||
+                                (mi == g.anchor && std::count(g.reduction_axes.begin(), g.reduction_axes.end(), x));
+        // a point tile (size 1) already fixes the index in its outer tile dimension
+        points.point(i, tiled_here && tg.outer.at(x) == 1 ? "0" : x);
+      }
       add_map(out.statement_schedule, "{ " + dom + " -> " + points.text() + " }");
       out.statement_schedule = out.statement_schedule.intersect_domain(out.fixed_domain);
       if (mi == g.anchor && tg.match.matched) {
@@ -223,8 +233,9 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
         fr.slot2(1);
         for (size_t i = 0; i < np; ++i) fr.outer_p(i, args[i]);
         for (size_t i = 0; i < nr; ++i) fr.outer_r(i, args[np + i]);
-        for (size_t i = 0; i < np; ++i) fr.inner_p(i, args[np + nr + i]);
-        for (size_t i = 0; i < nr; ++i) fr.inner_r(i, args[2 * np + nr + i]);
+        for (size_t i = 0; i < np; ++i) fr.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : args[np + nr + i]);
+        for (size_t i = 0; i < nr; ++i)
+          fr.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : args[2 * np + nr + i]);
         add_map(out.codegen_schedule, "{ Frag_g" + std::to_string(g.id) + "[" + join(args) + "] -> " + fr.text() + " }");
       } else {
         add_map(out.codegen_schedule, "{ " + dom + " -> " + points.text() + " }");
@@ -267,8 +278,10 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
       }
       if (level == TileLevel::I) {
         size_t b = g.tile_axes.size() + g.reduction_axes.size();
-        for (size_t i = 0; i < g.tile_axes.size(); ++i) row.inner_p(i, o[b + i]);
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.inner_r(i, o[b + g.tile_axes.size() + i]);
+        for (size_t i = 0; i < g.tile_axes.size(); ++i)
+          row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : o[b + i]);
+        for (size_t i = 0; i < g.reduction_axes.size(); ++i)
+          row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : o[b + g.tile_axes.size() + i]);
         row.slot2(0);
       }
       std::string name = tg.marker(level);
@@ -305,23 +318,45 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
     });
     out.codegen_schedule = m;
   }
-  // drop time dimensions that are 0 for every statement (fewer dimensions: faster AST generation)
-  out.kept_dims.clear();
-  std::vector<std::string> all_dims, kept;
-  for (int i = 0; i < L.total(); ++i) {
-    all_dims.push_back("t" + std::to_string(i));
-    if (used[i]) {
-      out.kept_dims.push_back(i);
-      kept.push_back("t" + std::to_string(i));
-    }
+  // Each group gets its own AST (dimension 0 separates them anyway), over only the time
+  // dimensions some of its rows use: fewer statements and dimensions make AST generation faster.
+  std::vector<bool> used_any(L.total(), false);
+  std::vector<std::string> all_dims;
+  for (int i = 0; i < L.total(); ++i) all_dims.push_back("t" + std::to_string(i));
+  auto projection = [&](const std::vector<bool>& used, std::vector<int>& kept_dims) {
+    std::vector<std::string> kept;
+    kept_dims.clear();
+    for (int i = 0; i < L.total(); ++i)
+      if (used[i]) {
+        kept_dims.push_back(i);
+        kept.push_back("t" + std::to_string(i));
+      }
+    return isl::union_map(parse_map(ctx, "{ [" + join(all_dims) + "] -> [" + join(kept) + "] }"));
+  };
+  out.group_schedules.assign(groups.size(), isl::union_map::empty(ctx));
+  out.group_kept_dims.assign(groups.size(), {});
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    for (int i = 0; i < L.total(); ++i) used_any[i] = used_any[i] || used_by_group[gi][i];
+    used_by_group[gi][0] = false;  // the group number is constant inside its own AST
+    isl::union_map project = projection(used_by_group[gi], out.group_kept_dims[gi]);
+    isl::union_map mine = isl::union_map::empty(ctx);
+    const std::string suffix = "_g" + std::to_string(gi);
+    out.codegen_schedule.foreach_map([&](isl::map m) {
+      std::string n = m.domain_tuple_id().name();
+      auto it = out.statement_group.find(n);
+      bool in_group = it != out.statement_group.end()
+                          ? it->second == int(gi)
+                          : n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+      if (in_group) mine = mine.unite(isl::union_map(m));
+    });
+    out.group_schedules[gi] = mine.apply_range(project);
   }
-  isl::union_map project(parse_map(ctx, "{ [" + join(all_dims) + "] -> [" + join(kept) + "] }"));
-  out.codegen_schedule = out.codegen_schedule.apply_range(project);
-  out.statement_schedule = out.statement_schedule.apply_range(project);
+  used_any[0] = true;
+  std::vector<int> kept_any;
+  out.statement_schedule = out.statement_schedule.apply_range(projection(used_any, kept_any));
 
   // Dependences between groups always point forward (groups follow program order, dimension 0),
   // so only dependences inside a group need checking.
-  auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, isl::map> sched_of;
   out.statement_schedule.foreach_map([&](isl::map m) { sched_of[m.domain_tuple_id().name()] = m; });
   bool ok = true;
@@ -332,10 +367,11 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
     // A reduction's dependences on itself only order its (associative, commutative) updates:
     // tiling the reduction axes may reorder them, as in Tensor Comprehensions and AKG.
     if (src == dst && f.statements[scop.find(src).statement].reduction != ir::Reduction::None) return;
+    // A reduction's init covers the same tile points in an earlier phase of the same stage tile.
+    if (src == dst + "_init") return;
     isl::map in_time = d.intersect_params(out.fixed_context).apply_domain(sched_of.at(src)).apply_range(sched_of.at(dst));
     if (!in_time.is_subset(lex_lt_map(in_time.domain().space()))) ok = false;
   });
-  if (std::getenv("TESSEL_DEBUG_TILE")) std::cerr << "respects: " << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() << " ms\n";
   return ok;
 }
 

@@ -51,13 +51,15 @@ struct TiledProgram {
   isl::union_set fixed_domain;          // the scop's statements at these sizes
   std::vector<TiledGroup> groups;
   int pmax = 0, qmax = 0, width = 0;    // dimension layout
-  std::vector<int> kept_dims;           // layout dimension of each time dimension kept (others are 0)
+  std::vector<isl::union_map> group_schedules;   // per group: its part of codegen_schedule, over
+  std::vector<std::vector<int>> group_kept_dims; // the layout dimensions it uses (others are 0)
   isl::union_map statement_schedule;    // scop statements -> time
   isl::union_map codegen_schedule;      // statements, markers and fragments -> time
   std::map<std::string, isl::union_map> origin_maps;  // marker name -> (statement -> marker instance)
   std::map<std::string, int> statement_group;          // scop statement name -> group id
 
-  kernel::LoopKind dim_kind(int dim) const;
+  // Kind of the loop over time dimension `time_dim` of group `group`'s schedule.
+  kernel::LoopKind dim_kind(int group, int time_dim) const;
   std::string to_string() const;
 };
 

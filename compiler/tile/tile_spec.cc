@@ -99,25 +99,39 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       break;
     }
   TileSpec spec;
+  auto extent = [&](const ir::IndexVar& v) { return std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes)); };
+  auto add = [&](const ir::IndexVar& v, int64_t outer, int64_t inner) {
+    if (spec.find(v.name)) return;
+    outer = std::min(outer, extent(v));
+    spec.axes.push_back({v.name, outer, std::min(inner, outer)});
+  };
+  // Reductions first: they anchor the fused groups. The innermost two parallel axes and the
+  // innermost reduction axis of a contraction play m, n, k; outer axes get point tiles (1) so a
+  // tile stays a GEMM-shaped block. Other reductions keep their innermost reduction axis whole
+  // (softmax / layer-norm rows in one tile).
   for (const auto& s : f.statements) {
     if (s.reduction == ir::Reduction::None) continue;
-    bool contraction = s.rhs && s.rhs->kind == ir::ExprKind::Apply && s.rhs->op == ir::Op::Mul;
-    for (const auto& v : s.domain) {
-      if (spec.find(v.name)) continue;
-      int64_t extent = (v.hi - v.lo).evaluate({}, sizes);
-      if (extent < 1) extent = 1;
-      int64_t outer, inner;
-      if (v.is_reduction) {
-        if (!contraction) continue;  // rows stay in one tile (softmax, layer-norm)
-        outer = 4 * uk;
-        inner = uk;
-      } else {
-        outer = 8 * std::max(um, un);
-        inner = contraction ? 4 * std::max(um, un) : outer;
-      }
-      outer = std::min(outer, extent);
-      inner = std::min(inner, outer);
-      spec.axes.push_back({v.name, outer, inner});
+    const bool contraction = s.rhs && s.rhs->kind == ir::ExprKind::Apply && s.rhs->op == ir::Op::Mul;
+    std::vector<const ir::IndexVar*> par, red;
+    for (const auto& v : s.domain) (v.is_reduction ? red : par).push_back(&v);
+    for (size_t i = 0; i < par.size(); ++i) {
+      const bool inner_two = i + 2 >= par.size();
+      if (!inner_two) add(*par[i], 1, 1);
+      else if (contraction) add(*par[i], 8 * std::max(um, un), 4 * std::max(um, un));
+      else add(*par[i], 8 * std::max(um, un), 8 * std::max(um, un));
+    }
+    for (size_t i = 0; i < red.size(); ++i) {
+      const bool innermost = i + 1 == red.size();
+      if (!innermost) add(*red[i], 1, 1);
+      else if (contraction) add(*red[i], 4 * uk, uk);
+    }
+  }
+  // Element-wise statements: the innermost two axes in blocks, outer axes point by point.
+  for (const auto& s : f.statements) {
+    if (s.reduction != ir::Reduction::None) continue;
+    for (size_t i = 0; i < s.domain.size(); ++i) {
+      const bool inner_two = i + 2 >= s.domain.size();
+      add(s.domain[i], inner_two ? 8 * std::max(um, un) : 1, inner_two ? 8 * std::max(um, un) : 1);
     }
   }
   return spec;
