@@ -1,0 +1,53 @@
+// Sync insertion and pruning: a separate pass over an emitted NPU program (DESIGN.md "Data flow":
+// npu emitter -> NPU program -> sync insertion + pruning -> simulator).
+//
+// Takes an npu::Program without synchronisation (any set_flag / wait_flag / pipe_barrier it holds
+// is stripped first; the final `pipe_barrier ALL` is kept) and gives the same program with the
+// set_flag / wait_flag pairs (and, as the last resort, pipe_barrier ALL) that order every pair of
+// instructions on different pipes that may touch the same bytes with one of them writing
+// (compiler/npu_sync/footprint.h), loop-carried dependences included.
+//
+//   naive:  one sync pair per dependence (per pair of conflicting instructions and direction),
+//           placed at the innermost loop body holding both ends; loop-carried dependences are
+//           pre-set before their loop and drained after it.
+//   pruned: the naive pairs, then (1) pairs of the same pipe pair whose ends are adjacent on their
+//           pipes are merged into one, (2) every pair whose ordering is already implied by other
+//           pairs, same-pipe order or barriers is dropped (reachability in the happens-before graph,
+//           a Boost.Graph adjacency list over the program with every loop unrolled twice).
+// Both then allocate event ids per pipe pair within `sync.event_ids_per_pipe_pair` of the
+// description by liveness (interval colouring; pairs may share an id when their sets and waits are
+// in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "isa/hierarchy.h"
+#include "isa/npu_program.h"
+
+namespace tessel::npu_sync {
+
+enum class SyncMode { Naive, Pruned };
+SyncMode parse_sync_mode(const std::string& text);  // "naive" | "pruned"; UserError otherwise
+const char* sync_mode_name(SyncMode m);
+
+struct SyncOptions {
+  SyncMode mode = SyncMode::Pruned;
+  int omit_pair = -1;  // >= 0: leave out that pair (mutation tests: the race detector must fire)
+};
+
+struct SyncResult {
+  npu::Program program;
+  int dependences = 0;       // conflicting instruction pairs (each direction counted)
+  int pairs = 0;             // sync pairs kept (set/wait with its pre-set and drain, or a barrier)
+  int barriers = 0;          // pairs that found no event id and became pipe_barrier ALL
+  int sync_instructions = 0; // set_flag + wait_flag + pipe_barrier inserted (static count)
+};
+
+// The program without set_flag / wait_flag / pipe_barrier (but its final pipe_barrier ALL).
+npu::Program strip_syncs(const npu::Program& program);
+
+// Inserts (and for Pruned, prunes) the syncs. The result passes npu::validate_program.
+SyncResult insert_syncs(const npu::Program& program, const isa::Hierarchy& target, const SyncOptions& options = {});
+
+}  // namespace tessel::npu_sync
