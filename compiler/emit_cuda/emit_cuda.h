@@ -1,0 +1,69 @@
+// CUDA emitter (`--target` a GPU description): kernel IR -> CUDA C text for NVRTC.
+//
+// Two code shapes, chosen per kernel:
+//   - TensorCore contraction (contraction.h + emit_tensor_core.cc): the seed's AutoCodeGen. The
+//     anchor statement of the kernel is identified as a matrix multiply (matrix_a / matrix_b and
+//     their majorness from the accesses, batch dims, im2col views through inlined padding
+//     producers, fused element-wise epilogues); the block tile is the `stage` level, warps take
+//     operand-level tiles, thread indices are unified per warp and fragment loops are scaled by
+//     16, so the kernel is WMMA load_matrix_sync / mma_sync / store_matrix_sync. Global loads are
+//     128-bit, shared memory is multi-buffered (cp.async on sm_80+) with padded rows, the K range
+//     of a block tile may be split across warps (reduced in shared memory before the epilogue).
+//   - SIMT (emit_simt.cc): a direct walk of the kernel IR. ParallelCores loops -> grid, buffers ->
+//     shared memory (global scratch when they do not fit), copies cooperative over the block,
+//     data-parallel compute loops spread over threads, reductions sequential per thread.
+// `explain` says which shape was chosen and, for SIMT, why TensorCores were not used.
+// The emitter produces text only; compiling and launching live in compiler/cli/run_gpu.* (tessel_gpu).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel/kernel_ir.h"
+
+namespace tessel::emit_cuda {
+
+// Tile configuration of a TensorCore kernel (elements). Warps = (bm/wm) * (bn/wn) * k_split.
+struct TcConfig {
+  int bm = 128, bn = 128, bk = 32;  // block tile (stage level)
+  int wm = 64, wn = 64;             // warp tile (operand level): (wm/16) x (wn/16) fragments
+  int k_split = 1;                  // warps sharing one output tile, each a slice of bk
+  int stages = 3;                   // shared-memory buffers (2 = double buffering)
+  int warps() const { return (bm / wm) * (bn / wn) * k_split; }
+  std::string to_string() const;    // "128x128x32/64x64/ks1/st3"
+};
+
+struct CudaOptions {
+  std::string arch = "sm_90";            // sm_75, sm_80, sm_86, sm_89, sm_90
+  std::optional<TcConfig> config;        // TensorCore tiles; default: chosen from the kernel IR and shape
+  bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
+  bool allow_tensor_cores = true;        // false: always SIMT
+};
+
+// One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry
+// (in that order, temporaries included) followed by a scratch pointer.
+struct Launch {
+  std::string kernel;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block = 256;
+  uint32_t dynamic_shared_bytes = 0;
+};
+
+struct CudaProgram {
+  std::string source;
+  std::vector<Launch> launches;
+  bool tensor_cores = false;
+  std::optional<TcConfig> config;        // set for TensorCore programs
+  uint64_t scratch_bytes = 0;            // global scratch the launches share (zeroed once)
+  std::vector<std::string> explain;      // `--explain` lines
+  double flops = 0;                      // 2*M*N*K of the contraction (0 when none)
+};
+
+CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options = {});
+
+// Smallest opt-in dynamic shared memory per block of an arch (bytes), as the emitter budgets it.
+uint32_t shared_budget_bytes(const std::string& arch);
+
+}  // namespace tessel::emit_cuda

@@ -1,0 +1,452 @@
+#include "compiler/emit_cuda/emit_tensor_core.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/emit_simt.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+int sm_of(const std::string& arch) {
+  try {
+    return std::stoi(arch.substr(arch.find('_') + 1));
+  } catch (...) {
+    return 0;
+  }
+}
+
+int elem_bytes(DType t) { return t == DType::I8 || t == DType::U8 ? 1 : 2; }
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+// How one operand is staged in shared memory.
+struct OperandPlan {
+  const ContractionOperand* op = nullptr;
+  const std::vector<ContractionDim>* outer = nullptr;  // M dims for A, N dims for B
+  const std::vector<ContractionDim>* kdims = nullptr;
+  int tile_outer = 0, bk = 0;
+  int vec = 1;           // elements per load (1: scalar, synchronous)
+  bool k_inner = true;   // shared tile [outer][bk + pad]; else [bk][outer + pad]
+  int pad = 0;
+  int64_t outer_size = 0;
+  std::set<std::string> guard_vars;  // anchor indices the guard depends on
+  int ld() const { return (k_inner ? bk : tile_outer) + pad; }
+  int stage_elems() const { return (k_inner ? tile_outer : bk) * ld(); }
+};
+
+void guard_anchor_vars(const ContractionOperand& op, std::set<std::string>& out) {
+  if (!op.guard) return;
+  std::vector<const ir::Expr*> stack = {op.guard};
+  while (!stack.empty()) {
+    const ir::Expr* e = stack.back();
+    stack.pop_back();
+    if (e->kind == ir::ExprKind::IndexValue) {
+      ir::AffineExpr a = substitute(e->affine, op.producer_binding);
+      for (const auto& [v, c] : a.index_coeffs) out.insert(v);
+    }
+    for (const auto& a : e->args) stack.push_back(a.get());
+  }
+}
+
+bool vectorisable(const ContractionOperand& op, const std::vector<ContractionDim>& dims, int vec, const std::set<std::string>& guard) {
+  if (dims.empty()) return false;
+  const ContractionDim& last = dims.back();
+  auto it = op.coeff.find(last.var);
+  if (it == op.coeff.end() || it->second != 1 || last.extent % vec != 0) return false;
+  if (guard.count(last.var)) return false;
+  for (const auto& [v, c] : op.coeff)
+    if (v != last.var && c % vec != 0) return false;
+  return op.base % vec == 0;
+}
+
+OperandPlan plan_operand(const ContractionOperand& op, const std::vector<ContractionDim>& outer, const std::vector<ContractionDim>& kd,
+                         int tile_outer, int bk, int64_t outer_size) {
+  OperandPlan p;
+  p.op = &op;
+  p.outer = &outer;
+  p.kdims = &kd;
+  p.tile_outer = tile_outer;
+  p.bk = bk;
+  p.outer_size = outer_size;
+  guard_anchor_vars(op, p.guard_vars);
+  const int vec = 16 / elem_bytes(op.dtype);
+  p.pad = vec;
+  if (vectorisable(op, kd, vec, p.guard_vars) && bk % vec == 0) {
+    p.vec = vec;
+    p.k_inner = true;
+  } else if (vectorisable(op, outer, vec, p.guard_vars) && tile_outer % vec == 0) {
+    p.vec = vec;
+    p.k_inner = false;
+  }
+  return p;
+}
+
+struct TcEmitter {
+  const kernel::Kernel& k;
+  const Contraction& c;
+  const TcConfig& cfg;
+  std::ostringstream& os;
+  bool async = false;
+  int threads = 0;
+
+  // C expression of an affine expression over anchor indices, with `var` mapping each index.
+  std::string affine(const ir::AffineExpr& a, const std::function<std::string(const std::string&)>& var) {
+    int64_t cst = a.constant;
+    for (const auto& [p, q] : a.param_coeffs) cst += q * k.sizes.at(p);
+    std::string s = "(" + S(cst);
+    for (const auto& [v, q] : a.index_coeffs) s += " + " + S(q) + " * (" + var(v) + ")";
+    return s + ")";
+  }
+
+  // decomposes `lin` over dims (outer -> inner) into `prefix<var>` locals
+  void decompose(const std::string& pad, const std::string& lin, const std::vector<ContractionDim>& dims, const std::string& prefix,
+                 const std::string& suffix = "") {
+    if (dims.empty()) return;
+    os << pad << "{ int r_ = " << lin << ";\n";
+    for (int d = int(dims.size()) - 1; d > 0; --d)
+      os << pad << "  " << prefix << dims[d].var << suffix << " = r_ % " << dims[d].extent << "; r_ /= " << dims[d].extent << ";\n";
+    os << pad << "  " << prefix << dims[0].var << suffix << " = r_; }\n";
+  }
+
+  void loader(const std::string& name, const OperandPlan& p, const std::string& smem_name) {
+    const std::string pad = "  ";
+    const int chunks = p.tile_outer * p.bk / p.vec;
+    const int per_thread = (chunks + threads - 1) / threads;
+    const std::string st = storage_type(p.op->dtype);
+    const std::string origin = name == "a" ? "m0_" : "n0_";
+    os << pad << "/* " << name << " = " << p.op->tensor << (p.op->producer ? " through " + p.op->producer->name + "'s padding (im2col view)" : "")
+       << ": " << (p.vec > 1 ? S(p.vec * elem_bytes(p.op->dtype) * 8) + "-bit loads along " + std::string(p.k_inner ? "K" : "the tile's outer dim") : "scalar loads")
+       << ", shared tile [" << (p.k_inner ? p.tile_outer : p.bk) << "][" << p.ld() << "] */\n";
+    // per-chunk outer coordinates, fixed for the whole K loop
+    os << pad << "int " << name << "_o[" << per_thread << "]; bool " << name << "_ok[" << per_thread << "]; long long " << name << "_off["
+       << per_thread << "];\n";
+    for (const auto& d : *p.outer) os << pad << "int " << name << "_v_" << d.var << "[" << per_thread << "];\n";
+    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << per_thread << "; ++i) {\n";
+    os << pad << "  const int c_ = threadIdx.x + i * " << threads << ";\n";
+    if (p.k_inner)
+      os << pad << "  const int o_ = c_ / " << p.bk / p.vec << ";\n";
+    else
+      os << pad << "  const int o_ = (c_ % " << p.tile_outer / p.vec << ") * " << p.vec << ";\n";
+    os << pad << "  " << name << "_o[i] = o_;\n";
+    os << pad << "  " << name << "_ok[i] = c_ < " << chunks << " && " << origin << " + o_ < " << p.outer_size << ";\n";
+    os << pad << "  const int g_ = " << name << "_ok[i] ? " << origin << " + o_ : 0;\n";
+    for (const auto& d : *p.outer) os << pad << "  int ov_" << d.var << ";\n";
+    decompose(pad + "  ", "g_", *p.outer, "ov_");
+    std::string off = "0LL";
+    for (const auto& d : *p.outer) {
+      os << pad << "  " << name << "_v_" << d.var << "[i] = ov_" << d.var << ";\n";
+      auto it = p.op->coeff.find(d.var);
+      if (it != p.op->coeff.end()) off += " + " + S(it->second) + "LL * ov_" + d.var;
+    }
+    for (const auto& d : c.batch) {
+      auto it = p.op->coeff.find(d.var);
+      if (it != p.op->coeff.end()) off += " + " + S(it->second) + "LL * bv_" + d.var;
+    }
+    os << pad << "  " << name << "_off[i] = " << S(p.op->base) << "LL + " << off << ";\n";
+    os << pad << "}\n";
+    // the stage loader
+    os << pad << "auto load_" << name << " = [&](int stage_, int kt_) {\n";
+    os << pad << "  " << st << "* dst_ = " << smem_name << " + stage_ * " << p.stage_elems() << ";\n";
+    os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << per_thread << "; ++i) {\n";
+    os << pad << "    const int c_ = threadIdx.x + i * " << threads << ";\n";
+    os << pad << "    if (c_ >= " << chunks << ") break;\n";
+    if (p.k_inner)
+      os << pad << "    const int kl_ = (c_ % " << p.bk / p.vec << ") * " << p.vec << ";\n";
+    else
+      os << pad << "    const int kl_ = c_ / " << p.tile_outer / p.vec << ";\n";
+    os << pad << "    const int kk_ = kt_ * " << p.bk << " + kl_;\n";
+    for (const auto& d : *p.kdims) os << pad << "    int kv_" << d.var << ";\n";
+    decompose(pad + "    ", "kk_ < " + S(c.size_k()) + " ? kk_ : 0", *p.kdims, "kv_");
+    std::string addr = name + "_off[i]";
+    for (const auto& d : *p.kdims) {
+      auto it = p.op->coeff.find(d.var);
+      if (it != p.op->coeff.end()) addr += " + " + S(it->second) + "LL * kv_" + d.var;
+    }
+    std::string guard = name + "_ok[i] && kk_ < " + S(c.size_k());
+    if (p.op->guard) {
+      ValueContext ctx;
+      ctx.sizes = &k.sizes;
+      ctx.affine = [&](const ir::AffineExpr& a) {
+        return affine(substitute(a, p.op->producer_binding), [&](const std::string& v) {
+          for (const auto& d : *p.kdims)
+            if (d.var == v) return "kv_" + v;
+          for (const auto& d : c.batch)
+            if (d.var == v) return "bv_" + v;
+          return name + "_v_" + v + "[i]";
+        });
+      };
+      ctx.access = [](const ir::Expr& e) -> std::string { throw UserError("CUDA emitter: a padding guard reads tensor " + e.name); };
+      guard += " && " + value_expr(*p.op->guard, ctx);
+    }
+    const std::string dst = p.k_inner ? name + "_o[i] * " + S(p.ld()) + " + kl_" : "kl_ * " + S(p.ld()) + " + " + name + "_o[i]";
+    os << pad << "    const bool ok_ = " << guard << ";\n";
+    os << pad << "    const " << st << "* src_ = t_" << p.op->tensor << " + (ok_ ? " << addr << " : 0LL);\n";
+    if (p.vec > 1) {
+      if (async)
+        os << pad << "    tessel_cp_async16(dst_ + " << dst << ", src_, ok_);\n";
+      else
+        os << pad << "    *(uint4*)(dst_ + " << dst << ") = ok_ ? *(const uint4*)src_ : make_uint4(0u, 0u, 0u, 0u);\n";
+    } else {
+      os << pad << "    dst_[" << dst << "] = ok_ ? *src_ : " << store_value(p.op->dtype, "0.0f") << ";\n";
+    }
+    os << pad << "  }\n" << pad << "};\n";
+  }
+};
+
+}  // namespace
+
+std::string TcConfig::to_string() const {
+  return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages);
+}
+
+std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::string& arch) {
+  if (g.bm % 16 || g.bn % 16 || g.wm % 16 || g.wn % 16 || g.bk % 16) return "tile sizes must be multiples of 16";
+  if (g.bm % g.wm || g.bn % g.wn) return "the warp tile must divide the block tile";
+  if (g.k_split < 1 || g.bk % (16 * g.k_split)) return "bk must be a multiple of 16 * k_split";
+  if (g.stages < 2) return "at least 2 shared-memory stages";
+  if (g.warps() > 16) return "more than 16 warps per block";
+  if ((g.wm / 16) * (g.wn / 16) > 16) return "more than 16 accumulator fragments per warp";
+  const int eb = elem_bytes(c.in_type), vec = 16 / eb;
+  const int64_t a = std::max<int64_t>(int64_t(g.bm) * (g.bk + vec), int64_t(g.bk) * (g.bm + vec));
+  const int64_t b = std::max<int64_t>(int64_t(g.bn) * (g.bk + vec), int64_t(g.bk) * (g.bn + vec));
+  const int64_t pipe = g.stages * (a + b) * eb;
+  const int64_t epi = int64_t(g.k_split) * g.bm * (g.bn + 4) * 4;
+  if (std::max(pipe, epi) + 256 > shared_budget_bytes(arch)) return "shared memory over the " + arch + " budget";
+  (void)c;
+  return "";
+}
+
+std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch) {
+  const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k(), B = c.size_batch();
+  std::vector<TcConfig> out;
+  auto add = [&](TcConfig g) {
+    if (config_obstacle(c, g, arch).empty()) out.push_back(g);
+  };
+  const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
+  if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+    add({128, 256, 32, 64, 64, 1, 4});
+    add({256, 128, 32, 64, 64, 1, 4});
+    add({128, 128, 32, 64, 64, 1, 4});
+    add({128, 128, 32, 32, 64, 1, 4});
+    add({128, 256, 32, 64, 64, 1, 3});
+    add({128, 128, 64, 64, 64, 1, 3});
+  }
+  // skinny and small problems: few output tiles, so the K range of a tile is split over warps
+  auto round16 = [](int64_t v) { return int((v + 15) / 16 * 16); };
+  for (int bn : {64, 32, 16, 128}) {
+    if (bn > round16(N) && bn != std::min(128, round16(N))) continue;
+    for (int bm : {16, 32, 64}) {
+      for (int bk : {128, 64, 256}) {
+        const int bkk = int(std::min<int64_t>(bk, round16(K)));
+        TcConfig g;
+        g.bm = bm;
+        g.bn = std::min(bn, round16(N));
+        g.bk = bkk;
+        g.wm = std::min(bm, 32);
+        g.wn = std::min(g.bn, 64);
+        const int wtiles = (g.bm / g.wm) * (g.bn / g.wn);
+        g.k_split = std::max(1, std::min(8 / wtiles, g.bk / 16));
+        const int64_t kt = (K + g.bk - 1) / g.bk;
+        g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
+        add(g);
+      }
+    }
+  }
+  // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
+  std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
+    auto score = [&](const TcConfig& g) {
+      const int64_t blocks = B * ((M + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn);
+      if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
+      const double occupancy = std::min<double>(blocks, 132) / 132.0;
+      return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3);
+    };
+    return score(x) < score(y);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const TcConfig& x, const TcConfig& y) { return x.to_string() == y.to_string(); }),
+            out.end());
+  return out;
+}
+
+Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
+                        std::ostringstream& os, std::vector<std::string>& explain) {
+  const std::string obstacle = config_obstacle(c, cfg, arch);
+  if (!obstacle.empty()) throw UserError("CUDA emitter: tile configuration " + cfg.to_string() + ": " + obstacle);
+  TcEmitter e{k, c, cfg, os};
+  e.async = sm_of(arch) >= 80;
+  e.threads = cfg.warps() * 32;
+  const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();
+  const OperandPlan pa = plan_operand(c.a, c.m, c.k, cfg.bm, cfg.bk, M);
+  const OperandPlan pb = plan_operand(c.b, c.n, c.k, cfg.bn, cfg.bk, N);
+  const bool i8 = c.in_type == DType::I8;
+  const std::string ft = i8 ? "signed char" : "__half";
+  const std::string acct = i8 ? "int" : "float";
+  // matrix_a is [m][k] row-major when its tile is K-inner; matrix_b is [k][n] row-major when N-inner
+  const std::string la = pa.k_inner ? "wmma::row_major" : "wmma::col_major";
+  const std::string lb = pb.k_inner ? "wmma::col_major" : "wmma::row_major";
+  const int warps_m = cfg.bm / cfg.wm, warps_n = cfg.bn / cfg.wn, fm = cfg.wm / 16, fn = cfg.wn / 16;
+  const int ldc = cfg.bn + 4;
+  const int eb = elem_bytes(c.in_type);
+  const int64_t a_stage = pa.stage_elems(), b_stage = pb.stage_elems();
+  const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
+  const int64_t epi_bytes = int64_t(cfg.k_split) * cfg.bm * ldc * 4;
+  const int64_t smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128;
+  const int64_t tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
+  const std::string name = "tessel_wmma_" + k.name;
+  const ir::Statement& anchor = k.function->statements.at(c.anchor);
+
+  auto dims_text = [](const std::vector<ContractionDim>& ds) {
+    std::string s;
+    for (const auto& d : ds) s += (s.empty() ? "" : ",") + d.var + "=" + S(d.extent);
+    return s.empty() ? std::string("-") : s;
+  };
+  explain.push_back("TensorCores: " + anchor.name + " is a matrix multiply: M(" + dims_text(c.m) + ")=" + S(M) + " N(" +
+                    dims_text(c.n) + ")=" + S(N) + " K(" + dims_text(c.k) + ")=" + S(K) + " batch(" + dims_text(c.batch) + ")");
+  explain.push_back("  matrix_a = " + c.a.tensor + " (" + la.substr(6) + "), matrix_b = " + c.b.tensor + " (" + lb.substr(6) +
+                    "), wmma m16n16k16 " + (i8 ? "s8 -> s32" : "f16 -> f32") + (c.swapped ? "; operands swapped so stores run along N" : ""));
+  if (c.a.producer || c.b.producer)
+    explain.push_back("  implicit GEMM: " + std::string(c.a.producer ? c.a.producer->output : c.b.producer->output) +
+                      " is not materialised; its padding guard and im2col addressing are in the shared-memory load");
+  explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
+                    " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(fm * fn) + " fragments" +
+                    (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
+                    "; grid " + S(tiles_m * tiles_n) + " x " + S(c.size_batch()));
+  explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (e.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
+                    "), rows padded by 16 B against bank conflicts, " + S(smem) + " B; A " +
+                    (pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (pb.vec > 1 ? "128-bit" : "scalar") + " loads");
+  if (!c.epilogue.empty()) {
+    std::string s;
+    for (int i : c.epilogue) s += (s.empty() ? "" : ", ") + k.function->statements.at(i).name;
+    explain.push_back("  fused epilogue on the accumulators before the global store: " + s);
+  }
+
+  os << "\n/* TensorCore kernel for " << anchor.name << " (" << cfg.to_string() << ") */\n";
+  os << "extern \"C\" __global__ void __launch_bounds__(" << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+  os << "  using namespace nvcuda;\n";
+  os << "  extern __shared__ __align__(128) unsigned char smem_[];\n";
+  os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
+  os << "  " << ft << "* Bs_ = (" << ft << "*)(smem_ + " << cfg.stages * a_stage * eb << ");\n";
+  os << "  (void)scratch;\n";
+  // grouped rasterisation: 8 block rows share B tiles in L2
+  os << "  const int pid_ = blockIdx.x, group_ = 8 * " << tiles_n << ", first_m_ = (pid_ / group_) * 8;\n";
+  os << "  const int gsize_ = min(" << tiles_m << " - first_m_, 8);\n";
+  os << "  const int tile_m_ = first_m_ + (pid_ % group_) % gsize_, tile_n_ = (pid_ % group_) / gsize_;\n";
+  os << "  const int m0_ = tile_m_ * " << cfg.bm << ", n0_ = tile_n_ * " << cfg.bn << ";\n";
+  for (const auto& d : c.batch) os << "  int bv_" << d.var << ";\n";
+  e.decompose("  ", "blockIdx.z", c.batch, "bv_");
+  // unified thread index: every lane of a warp works on the same fragments
+  os << "  const int warp_ = threadIdx.x / 32;\n";
+  os << "  const int ks_ = warp_ / " << warps_m * warps_n << ", wi_ = warp_ % " << warps_m * warps_n << ";\n";
+  os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
+  e.loader("a", pa, "As_");
+  e.loader("b", pb, "Bs_");
+  os << "  wmma::fragment<wmma::accumulator, 16, 16, 16, " << acct << "> acc_[" << fm << "][" << fn << "];\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn
+     << "; ++j) wmma::fill_fragment(acc_[i][j], 0);\n";
+  const int64_t kt_total = (K + cfg.bk - 1) / cfg.bk;
+  os << "  const int kt_total_ = " << kt_total << ";\n";
+  os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { load_a(s, s); load_b(s, s); }\n    tessel_cp_commit();\n  }\n";
+  os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
+  os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n    __syncthreads();\n";
+  os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", nt); load_b(nt % "
+     << cfg.stages << ", nt); } tessel_cp_commit(); }\n";
+  os << "    const " << ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << a_stage << ";\n";
+  os << "    const " << ft << "* bs_ = Bs_ + (kt % " << cfg.stages << ") * " << b_stage << ";\n";
+  const int kslice = cfg.bk / cfg.k_split;
+  os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += 16) {\n";
+  os << "      const int kk = ks_ * " << kslice << " + kq;\n";
+  os << "      wmma::fragment<wmma::matrix_a, 16, 16, 16, " << ft << ", " << la << "> af_[" << fm << "];\n";
+  os << "      wmma::fragment<wmma::matrix_b, 16, 16, 16, " << ft << ", " << lb << "> bf_[" << fn << "];\n";
+  const std::string a_ptr = pa.k_inner ? "as_ + (wm_ + i * 16) * " + S(pa.ld()) + " + kk" : "as_ + kk * " + S(pa.ld()) + " + wm_ + i * 16";
+  const std::string b_ptr = pb.k_inner ? "bs_ + (wn_ + j * 16) * " + S(pb.ld()) + " + kk" : "bs_ + kk * " + S(pb.ld()) + " + wn_ + j * 16";
+  os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i) wmma::load_matrix_sync(af_[i], " << a_ptr << ", " << pa.ld() << ");\n";
+  os << "      #pragma unroll\n      for (int j = 0; j < " << fn << "; ++j) wmma::load_matrix_sync(bf_[j], " << b_ptr << ", " << pb.ld() << ");\n";
+  os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn
+     << "; ++j) wmma::mma_sync(acc_[i][j], af_[i], bf_[j], acc_[i][j]);\n";
+  os << "    }\n  }\n";
+  // epilogue: accumulators -> shared (one tile per K slice) -> element-wise statements -> global
+  os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
+  os << "  " << acct << "* cs_ = (" << acct << "*)smem_ + ks_ * " << cfg.bm * ldc << ";\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn
+     << "; ++j) wmma::store_matrix_sync(cs_ + (wm_ + i * 16) * " << ldc << " + wn_ + j * 16, acc_[i][j], " << ldc
+     << ", wmma::mem_row_major);\n";
+  os << "  __syncthreads();\n";
+  // the stores
+  const ir::Function& f = *k.function;
+  std::vector<std::string> out_vars;
+  for (const auto& ix : anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
+  auto tensor_address = [&](const std::string& tname, const std::vector<ir::AffineExpr>& idx,
+                            const std::function<std::string(const std::string&)>& var) {
+    const auto* t = k.find_tensor(tname);
+    TESSEL_CHECK(t, "emit_cuda: epilogue tensor " + tname + " is not global");
+    std::string s = "0LL";
+    for (size_t d = 0; d < idx.size(); ++d) s = "(" + s + " * " + S(t->shape[d]) + "LL + " + e.affine(idx[d], var) + ")";
+    return s;
+  };
+  struct Store {
+    std::string tensor;
+    DType dtype;
+    std::string value;  // local holding the value (storage type)
+  };
+  os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
+  os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+  os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << M << ") continue;\n";
+  for (const auto& d : c.m) os << "    int ov_" << d.var << ";\n";
+  e.decompose("    ", "m_", c.m, "ov_");
+  os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
+  os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << N << ") break;\n";
+  for (const auto& d : c.n) os << "      int ov_" << d.var << ";\n";
+  e.decompose("      ", "n_", c.n, "ov_");
+  os << "      " << acct << " v_ = 0;\n";
+  os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
+     << " + row_ * " << ldc << " + col_ + q_];\n";
+  std::map<std::string, std::string> locals;  // tensor -> local (storage type)
+  std::vector<Store> stores;
+  const DType ct = anchor.acc_type;
+  os << "      const " << storage_type(ct) << " ev_" << anchor.output << " = " << store_value(ct, "v_") << ";\n";
+  locals[anchor.output] = "ev_" + anchor.output;
+  if (f.find_tensor(anchor.output)->kind == ir::TensorKind::Output) stores.push_back({anchor.output, ct, locals[anchor.output]});
+  auto anchor_var = [&](const std::string& v) -> std::string {
+    for (const auto& d : c.batch)
+      if (d.var == v) return "bv_" + v;
+    return "ov_" + v;
+  };
+  for (int si : c.epilogue) {
+    const ir::Statement& s = f.statements.at(si);
+    std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
+    for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
+    auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
+    ValueContext ctx;
+    ctx.sizes = &k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& a) { return e.affine(a, var); };
+    ctx.access = [&](const ir::Expr& a) -> std::string {
+      auto it = locals.find(a.name);
+      if (it != locals.end()) return it->second;
+      return "t_" + a.name + "[" + tensor_address(a.name, a.indices, var) + "]";
+    };
+    const DType T = s.acc_type;
+    os << "      const " << storage_type(T) << " ev_" << s.output << " = "
+       << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
+    locals[s.output] = "ev_" + s.output;
+    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) stores.push_back({s.output, T, locals[s.output]});
+  }
+  std::vector<ir::AffineExpr> out_idx;
+  for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
+  for (const auto& st : stores)
+    os << "      t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
+  os << "    }\n  }\n}\n";
+
+  Launch l;
+  l.kernel = name;
+  l.grid[0] = unsigned(tiles_m * tiles_n);
+  l.grid[2] = unsigned(c.size_batch());
+  l.block = unsigned(e.threads);
+  l.dynamic_shared_bytes = uint32_t(smem);
+  return l;
+}
+
+}  // namespace tessel::emit_cuda

@@ -1,0 +1,208 @@
+// The CUDA emitter, CI side (no GPU): matrix identification, the TensorCore / SIMT choice and its
+// diagnostic, and NVRTC compiles of every small-suite workload for sm_75 and sm_90 with HMMA in
+// the cubins of matmul and convolution (sass_scan.h: no cuobjdump needed).
+#include <doctest/doctest.h>
+
+#include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/emit_cuda/emit_tensor_core.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/frontend/suite.h"
+#include "compiler/pipeline.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/nvrtc_compile.h"
+#include "gpu_backend/sass_scan.h"
+#endif
+
+using namespace tessel;
+
+namespace {
+
+std::string target(const std::string& arch) { return std::string(TESSEL_SOURCE_DIR) + "/isa/targets/" + arch + ".yaml"; }
+
+struct Compiled {
+  frontend::Module module;
+  std::unique_ptr<Compilation> c;
+};
+
+Compiled compile_for(const std::string& file, const std::string& def, const std::map<std::string, int64_t>& sizes,
+                     const std::string& arch = "sm90") {
+  Compiled r;
+  r.module = frontend::load_module(std::string(TESSEL_SOURCE_DIR) + "/workloads/" + file);
+  CompileOptions o;
+  o.target = target(arch);
+  o.sizes = sizes;
+  r.c = compile(frontend::select_function(r.module, def), o);
+  return r;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& l : v) s += l + "\n";
+  return s;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("matmul is identified: A row-major matrix_a, B row-major matrix_b, M/N/K from the accesses") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 64}, {"N", 32}, {"K", 48}});
+  std::string why;
+  auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+  REQUIRE_MESSAGE(c, why);
+  CHECK(c->a.tensor == "A");
+  CHECK(c->b.tensor == "B");
+  CHECK(c->size_m() == 64);
+  CHECK(c->size_n() == 32);
+  CHECK(c->size_k() == 48);
+  CHECK(c->a.coeff.at("k") == 1);
+  CHECK(c->b.coeff.at("n") == 1);
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  CHECK(p.tensor_cores);
+  CHECK(contains(p.source, "wmma::mma_sync"));
+  CHECK(contains(p.source, "wmma::matrix_a, 16, 16, 16, __half, wmma::row_major"));
+  CHECK(contains(p.source, "wmma::matrix_b, 16, 16, 16, __half, wmma::row_major"));
+  CHECK(contains(p.source, "cp.async"));  // sm_90
+}
+
+TEST_CASE("a transposed operand becomes a col_major fragment") {
+  frontend::Module m = frontend::parse_module(
+      "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
+  CompileOptions o;
+  o.target = target("sm90");
+  o.sizes = {{"M", 64}, {"N", 64}, {"K", 64}};
+  auto c = compile(m.functions[0], o);
+  auto p = emit_cuda::emit_cuda(c->kernel);
+  REQUIRE(p.tensor_cores);
+  CHECK(contains(p.source, "wmma::matrix_a, 16, 16, 16, __half, wmma::col_major"));
+  CHECK(contains(p.source, "wmma::matrix_b, 16, 16, 16, __half, wmma::col_major"));
+}
+
+TEST_CASE("sizes that are not multiples of 16 give SIMT code and say why (--explain)") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 7}, {"N", 5}, {"K", 9}});
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  CHECK_FALSE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "not multiples of the 16x16x16 fragment"));
+  CHECK_FALSE(contains(p.source, "mma_sync"));
+}
+
+TEST_CASE("no reduction, no TensorCores: relu and softmax are SIMT with a reason") {
+  auto r = compile_for("relu.tsl", "relu", {{"N", 2}, {"C", 3}, {"H", 4}, {"W", 5}});
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  CHECK_FALSE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "no reduction statement of the form"));
+  auto s = compile_for("bert.tsl", "softmax", {{"M", 6}, {"N", 11}});
+  auto ps = emit_cuda::emit_cuda(s.c->kernel);
+  CHECK_FALSE(ps.tensor_cores);
+}
+
+TEST_CASE("i8 GEMM uses s8 -> s32 fragments; unsupported dtypes are explained") {
+  auto r = compile_for("gemm_fused.tsl", "matmul_i8", {{"M", 32}, {"N", 32}, {"K", 32}});
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  REQUIRE(p.tensor_cores);
+  CHECK(contains(p.source, "signed char, wmma::row_major"));
+  CHECK(contains(p.source, "wmma::accumulator, 16, 16, 16, int"));
+}
+
+TEST_CASE("convolution is an implicit GEMM: the padded input is inlined as an im2col view") {
+  auto r = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}});
+  std::string why;
+  auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+  REQUIRE_MESSAGE(c, why);
+  CHECK(c->a.tensor == "X");
+  CHECK(c->a.producer != nullptr);
+  CHECK(c->b.tensor == "Wt");
+  CHECK(c->m.size() == 3);  // n, p, q
+  CHECK(c->k.size() == 3);  // r, s, c
+  CHECK(c->k.back().var == "c");
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  REQUIRE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "implicit GEMM"));
+  auto b = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 1}, {"H", 4}, {"W", 3}, {"CB", 2}, {"KB", 1}, {"R", 3}, {"S", 3}});
+  auto pb = emit_cuda::emit_cuda(b.c->kernel);
+  CHECK(pb.tensor_cores);
+}
+
+TEST_CASE("element-wise statements after the GEMM are fused into the epilogue") {
+  auto r = compile_for("bert.tsl", "matmul_bias_gelu", {{"M", 32}, {"N", 32}, {"K", 32}});
+  auto p = emit_cuda::emit_cuda(r.c->kernel);
+  REQUIRE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "fused epilogue"));
+  CHECK(contains(p.source, "tanhf"));
+  auto b = compile_for("resnet50.tsl", "conv_bn_relu", {{"N", 2}, {"H", 4}, {"W", 4}, {"C", 16}, {"K", 16}, {"R", 3}, {"S", 3}});
+  CHECK(emit_cuda::emit_cuda(b.c->kernel).tensor_cores);
+}
+
+TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
+  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  REQUIRE(c);
+  auto cands = emit_cuda::tc_candidates(*c, "sm_90");
+  REQUIRE(!cands.empty());
+  for (const auto& g : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(*c, g, "sm_90").empty(), g.to_string());
+  CHECK(cands.front().k_split > 1);
+  emit_cuda::TcConfig bad{.bm = 24};
+  CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
+}
+
+#ifdef TESSEL_HAVE_CUDA
+TEST_CASE("every small-suite workload compiles through NVRTC for sm_75 and sm_90") {
+  frontend::Suite suite = frontend::load_suite(std::string(TESSEL_SOURCE_DIR) + "/workloads/small.yaml");
+  REQUIRE(suite.entries.size() >= 10);
+  for (const char* arch : {"sm_75", "sm_90"}) {
+    for (const auto& e : suite.entries) {
+      CAPTURE(e.name);
+      CAPTURE(arch);
+      frontend::Module m = frontend::load_module(e.file);
+      CompileOptions o;
+      o.target = target(std::string(arch) == "sm_75" ? "sm75" : "sm90");
+      o.sizes = e.shape;
+      auto c = compile(frontend::select_function(m, e.def), o);
+      emit_cuda::CudaOptions co;
+      co.arch = arch;
+      auto p = emit_cuda::emit_cuda(c->kernel, co);
+      std::string log;
+      try {
+        gpu::compile_to_cubin(p.source, {.arch = arch});
+      } catch (const std::exception& ex) {
+        log = ex.what();
+      }
+      CHECK_MESSAGE(log.empty(), log);
+    }
+  }
+}
+
+TEST_CASE("the cubins of matmul, the seed-layout convolutions and the fused GEMMs contain HMMA / IMMA") {
+  struct W {
+    const char* file;
+    const char* def;
+    std::map<std::string, int64_t> sizes;
+  };
+  const W ws[] = {{"matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}},
+                  {"matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}}},
+                  {"conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}}},
+                  {"conv_seed.tsl", "conv2d_blocked", {{"NB", 1}, {"H", 4}, {"W", 3}, {"CB", 2}, {"KB", 1}, {"R", 3}, {"S", 3}}},
+                  {"gemm_fused.tsl", "matmul_bias_relu", {{"M", 64}, {"N", 64}, {"K", 64}}},
+                  {"gemm_fused.tsl", "matmul_i8", {{"M", 64}, {"N", 64}, {"K", 64}}}};
+  for (const char* arch : {"sm_75", "sm_90"}) {
+    for (const auto& w : ws) {
+      CAPTURE(w.def);
+      CAPTURE(arch);
+      auto r = compile_for(w.file, w.def, w.sizes, std::string(arch) == "sm_75" ? "sm75" : "sm90");
+      emit_cuda::CudaOptions co;
+      co.arch = arch;
+      auto p = emit_cuda::emit_cuda(r.c->kernel, co);
+      REQUIRE(p.tensor_cores);
+      auto cubin = gpu::compile_to_cubin(p.source, {.arch = arch});
+      const auto scan = gpu::scan_cubin(cubin.cubin);
+      CHECK(scan.tensor_op_count() > 0);
+      if (std::string(w.def) == "matmul_i8")
+        CHECK(scan.tensor_ops.count("IMMA"));
+      else
+        CHECK(scan.tensor_ops.count("HMMA"));
+    }
+  }
+}
+#endif
