@@ -260,23 +260,24 @@ struct Emitter {
     const auto& B = k.buffers.at(m.b);
     const auto& C = k.buffers.at(m.c);
     const std::string acc = ctype(m.acc_type);
-    auto idx2 = [&](const kernel::Buffer& b, const std::string& r, const std::string& c) {
-      return "((" + r + " - " + cexpr(b.offset[0]) + ") * " + std::to_string(b.extents[1]) + "L + (" + c + " - " +
-             cexpr(b.offset[1]) + "))";
+    auto at = [&](const kernel::Buffer& b, const std::vector<Expr>& coords) {
+      std::vector<std::string> g;
+      for (const auto& c : coords) g.push_back(cexpr(c));
+      return b.name + "[" + linear(b.id, b.tensor, g) + "]";
     };
-    std::string gm = "(" + cexpr(m.m0) + " + fi)", gn = "(" + cexpr(m.n0) + " + fj)", gk = "(" + cexpr(m.k0) + " + fk)";
-    std::string a = m.a_layout == kernel::Layout::RowMajor ? idx2(A, gm, gk) : idx2(A, gk, gm);
-    std::string b = m.b_layout == kernel::Layout::RowMajor ? idx2(B, gk, gn) : idx2(B, gn, gk);
-    std::string c = idx2(C, gm, gn);
-    os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k << " */\n"
+    os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k
+       << (m.img2col ? ", img2col view" : "") << " */\n"
        << pad << "  const long em = " << cexpr(m.em) << ", en = " << cexpr(m.en) << ", ek = " << cexpr(m.ek) << ";\n"
        << pad << "  for (long fi = 0; fi < em; ++fi)\n"
        << pad << "    for (long fj = 0; fj < en; ++fj) {\n"
-       << pad << "      " << acc << " s_ = " << C.name << "[" << c << "];\n"
-       << pad << "      for (long fk = 0; fk < ek; ++fk)\n"
-       << pad << "        s_ = (" << acc << ")(s_ + (" << acc << ")" << A.name << "[" << a << "] * (" << acc << ")"
-       << B.name << "[" << b << "]);\n"
-       << pad << "      " << C.name << "[" << c << "] = s_;\n"
+       << pad << "      const long frag_m = " << cexpr(m.m0) << " + fi, frag_n = " << cexpr(m.n0) << " + fj;\n"
+       << pad << "      " << acc << " s_ = " << at(C, m.c_coords) << ";\n"
+       << pad << "      for (long fk = 0; fk < ek; ++fk) {\n"
+       << pad << "        const long frag_k = " << cexpr(m.k0) << " + fk;\n"
+       << pad << "        s_ = (" << acc << ")(s_ + (" << acc << ")" << at(A, m.a_coords) << " * (" << acc << ")"
+       << at(B, m.b_coords) << ");\n"
+       << pad << "      }\n"
+       << pad << "      " << at(C, m.c_coords) << " = s_;\n"
        << pad << "    }\n"
        << pad << "}\n";
   }

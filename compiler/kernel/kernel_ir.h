@@ -153,6 +153,12 @@ struct MatmulOp {
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // operand-level tile sizes
   int unit_m = 16, unit_n = 16, unit_k = 16;   // the matrix unit's fragment shape
   DType in_type = DType::F16, acc_type = DType::F32;
+  // Global tensor coordinates of A[m, k], B[k, n], C[m, n] as Exprs over the variables "frag_m",
+  // "frag_n", "frag_k" (global indices of the three axes) and Let-bound tile origins: for plain
+  // GEMMs (frag_m, frag_k) etc.; for convolutions the img2col view, e.g. A = X(g_n_o, g_p_o +
+  // g_r_o, frag_m + g_s_o, frag_k). Index buffers with them (element = coordinate - offset).
+  std::vector<Expr> a_coords, b_coords, c_coords;
+  bool img2col = false;  // an input coordinate combines m or k with another axis
 };
 
 struct Node;

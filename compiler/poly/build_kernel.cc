@@ -128,6 +128,24 @@ struct Builder {
     axis(mm.m, op.m0, op.em, op.tile_m);
     axis(mm.n, op.n0, op.en, op.tile_n);
     axis(mm.k, op.k0, op.ek, op.tile_k);
+    auto coords = [&](const std::vector<ir::AffineExpr>& access) {
+      std::vector<Expr> out;
+      for (const auto& a : access) {
+        Expr e = Expr::integer(a.constant);
+        for (const auto& [p, c] : a.param_coeffs) e = e + Expr::integer(c * tiled.sizes.at(p));
+        for (const auto& [x, c] : a.index_coeffs) {
+          Expr v = x == mm.m ? Expr::var("frag_m") : x == mm.n ? Expr::var("frag_n") : x == mm.k ? Expr::var("frag_k")
+                                                                                        : Expr::var(origin_var(g, x, false));
+          e = e + (c == 1 ? v : Expr::make(kernel::ExprKind::Mul, {Expr::integer(c), v}));
+        }
+        out.push_back(e);
+      }
+      return out;
+    };
+    op.a_coords = coords(mm.a_access);
+    op.b_coords = coords(mm.b_access);
+    op.c_coords = coords(mm.c_access);
+    op.img2col = mm.img2col;
     op.unit_m = mm.unit_m;
     op.unit_n = mm.unit_n;
     op.unit_k = mm.unit_k;

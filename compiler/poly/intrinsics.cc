@@ -1,5 +1,7 @@
 #include "compiler/poly/intrinsics.h"
 
+#include <array>
+
 namespace tessel::poly {
 
 namespace {
@@ -22,6 +24,33 @@ MatmulMatch fail(const std::string& why) {
   return m;
 }
 
+// Dimension of `a` indexed by `axis` (coefficient 1); -1 if none, -2 if several or another coefficient.
+int dim_of(const ir::Expr* a, const std::string& axis) {
+  int found = -1;
+  for (size_t d = 0; d < a->indices.size(); ++d) {
+    auto it = a->indices[d].index_coeffs.find(axis);
+    if (it == a->indices[d].index_coeffs.end()) continue;
+    if (it->second != 1 || found != -1) return -2;
+    found = int(d);
+  }
+  return found;
+}
+
+// Is `a` a 2-D view (row, col) of its tensor that does not mention `absent`? Sets the layout and
+// r.img2col when a view dimension also depends on another axis (e.g. q + s).
+bool views(MatmulMatch& r, const ir::Expr* a, const std::string& row, const std::string& col,
+           const std::string& absent, kernel::Layout& layout) {
+  int dr = dim_of(a, row), dc = dim_of(a, col);
+  if (dr < 0 || dc < 0 || dr == dc || dim_of(a, absent) != -1) return false;
+  for (int d : {dr, dc}) {
+    for (const auto& [name, c] : a->indices[d].index_coeffs)
+      if ((name == r.m || name == r.n || name == r.k) && name != (d == dr ? row : col)) return false;
+    if (a->indices[d].index_coeffs.size() > 1) r.img2col = true;
+  }
+  layout = dr < dc ? kernel::Layout::RowMajor : kernel::Layout::ColMajor;
+  return true;
+}
+
 }  // namespace
 
 MatmulMatch match_matmul(const ir::Statement& s, const ir::Function& f, const isa::Hierarchy& h) {
@@ -34,36 +63,48 @@ MatmulMatch match_matmul(const ir::Statement& s, const ir::Function& f, const is
   std::vector<std::string> red;
   for (const auto& v : s.domain)
     if (v.is_reduction) red.push_back(v.name);
-  if (red.size() != 1) return fail("needs exactly one reduction axis (img2col views are not built yet)");
-  if (s.out_indices.size() != 2) return fail("output is not two-dimensional");
+  if (red.empty()) return fail("no reduction axis");
+  if (s.out_indices.size() < 2) return fail("output has fewer than two dimensions");
+  // Candidate (m, n, k): the last two output axes and the last reduction axis first, then any
+  // other pair of output axes and reduction axis (NCHW convolutions: m = output channel).
+  std::vector<std::string> out_axes;
+  for (const auto& e : s.out_indices)
+    if (!pure_index(e).empty()) out_axes.push_back(pure_index(e));
+  if (out_axes.size() < 2) return fail("output has fewer than two pure index dimensions");
+  std::vector<std::array<std::string, 3>> candidates = {
+      {out_axes[out_axes.size() - 2], out_axes.back(), red.back()}};
+  for (int j = int(out_axes.size()) - 1; j >= 0; --j)
+    for (int i = int(out_axes.size()) - 1; i >= 0; --i)
+      for (int q = int(red.size()) - 1; q >= 0; --q)
+        if (i != j) candidates.push_back({out_axes[i], out_axes[j], red[q]});
   MatmulMatch r;
-  r.m = pure_index(s.out_indices[0]);
-  r.n = pure_index(s.out_indices[1]);
-  r.k = red[0];
-  if (r.m.empty() || r.n.empty() || r.m == r.n) return fail("output indices are not two distinct axes");
-  auto idx = [](const ir::Expr* a) {
-    std::vector<std::string> v;
-    for (const auto& e : a->indices) v.push_back(pure_index(e));
-    return v;
-  };
-  std::vector<std::string> xi = idx(x), yi = idx(y);
-  if (xi.size() != 2 || yi.size() != 2) return fail("inputs are not two-dimensional");
-  auto is = [](const std::vector<std::string>& v, const std::string& a, const std::string& b) {
-    return v[0] == a && v[1] == b;
-  };
-  auto has = [&](const std::vector<std::string>& v, const std::string& a, const std::string& b) {
-    return is(v, a, b) || is(v, b, a);
-  };
-  if (has(yi, r.m, r.k) && has(xi, r.k, r.n)) {
-    std::swap(x, y);
-    std::swap(xi, yi);
+  const ir::Expr* const x0 = x;
+  const ir::Expr* const y0 = y;
+  bool found = false;
+  for (const auto& cand : candidates) {
+    r = MatmulMatch{};
+    r.m = cand[0];
+    r.n = cand[1];
+    r.k = cand[2];
+    x = x0;
+    y = y0;
+    if (!views(r, x, r.m, r.k, r.n, r.a_layout)) std::swap(x, y);
+    if (views(r, x, r.m, r.k, r.n, r.a_layout) && views(r, y, r.k, r.n, r.m, r.b_layout)) {
+      found = true;
+      break;
+    }
   }
-  if (!has(xi, r.m, r.k) || !has(yi, r.k, r.n)) return fail("inputs are not indexed by (m, k) and (k, n)");
+  if (!found)
+    return fail("inputs are not (m, k) and (k, n) views for any choice of axes (tried m = " + candidates[0][0] +
+                ", n = " + candidates[0][1] + ", k = " + candidates[0][2] + " first)");
   r.a = x->name;
   r.b = y->name;
   r.c = s.output;
-  r.a_layout = is(xi, r.m, r.k) ? kernel::Layout::RowMajor : kernel::Layout::ColMajor;
-  r.b_layout = is(yi, r.k, r.n) ? kernel::Layout::RowMajor : kernel::Layout::ColMajor;
+  r.a_access = x->indices;
+  r.b_access = y->indices;
+  r.c_access = s.out_indices;
+  for (const auto& v : s.domain)
+    if (v.name != r.m && v.name != r.n && v.name != r.k) r.other_axes.push_back(v.name);
   const ir::Tensor* ta = f.find_tensor(r.a);
   const ir::Tensor* tb = f.find_tensor(r.b);
   if (!ta || !tb || ta->dtype != tb->dtype) return fail("inputs have different dtypes");

@@ -195,6 +195,14 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
       tg.outer[axis] = t ? t->outer : whole;
       tg.inner[axis] = t ? t->inner : tg.outer[axis];
     }
+    // a fragment reads a 2-D view only when every other axis is fixed inside a tile
+    if (tg.match.matched)
+      for (const auto& x : tg.match.other_axes)
+        if (tg.outer.count(x) && tg.outer.at(x) != 1 && tg.hi.at(x) - tg.lo.at(x) > 1) {
+          tg.match.matched = false;
+          tg.match.why_not = "axis " + x + " besides m, n, k is not tiled by 1 (tile it x=1 for a matmul view)";
+          break;
+        }
     int phase = 1;
     for (int mi : g.members) {
       const ScopStatement& st = scop.statements[mi];
