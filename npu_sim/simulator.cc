@@ -373,8 +373,17 @@ class Simulation {
         charge(pc++, machine_.barrier_cycles);
         continue;
       }
-      // Every other instruction goes to the queue of the pipe that executes it.
+      // Every other instruction goes to the queue of the pipe that executes it; the scalar pipe's
+      // own sync instructions (set_flag S, X / wait_flag X, S / pipe_barrier S) run right here.
       IssuedInstruction in = issue(c, pc);
+      if (npu::executing_pipe(instr) == Pipe::S) {
+        wait_until(local);
+        execute(c, Pipe::S, s, in);
+        s.activity = PipeActivity::Running;
+        local = now();
+        ++pc;
+        continue;
+      }
       charge(pc, machine_.scalar_cycles);
       wait_until(local);
       PipeState& target = c.pipes[static_cast<size_t>(npu::executing_pipe(instr))];

@@ -175,3 +175,18 @@ TEST_CASE("absurd counts fail fast with the buffer named, never loop or overflow
   CHECK(error_of("load2d f16, L0A[0], L1[0], 4000000000, 4000000000, 1, 1, 0\npipe_barrier ALL\n")
             .find("beyond L1 capacity_bytes 1048576") != std::string::npos);
 }
+
+TEST_CASE("the scalar pipe can take part in flags: set_flag S, V and wait_flag V, S run on S") {
+  const std::string text =
+      ".tensor G f16 [128] at GM+0 in\nset_flag S, MTE2, 0\nwait_flag S, MTE2, 0\ndma_in UB[0], GM[0], 1, 256, 0, 0\n"
+      "set_flag MTE2, S, 1\nwait_flag MTE2, S, 1\nmov r1, 7\npipe_barrier ALL\n";
+  SimOptions o;
+  o.timing_only = true;
+  const SimResult r = simulate(npu::assemble_program(text, "s.npu"), davinci(), {}, o);
+  CHECK_FALSE(r.record.deadlock);
+  // S waited for the copy's completion (1 + 1 + ceil(256 / 87) + 300) before `mov`.
+  uint64_t mov_start = 0;
+  for (const InstructionEvent& e : r.record.instructions)
+    if (e.pc == 5) mov_start = e.start;
+  CHECK(mov_start >= 300);
+}
