@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "npu_sim/gemm_program.h"
 #include "npu_sim/report.h"
@@ -139,6 +141,21 @@ TEST_CASE("a generated double-buffered 256x256x256 GEMM on 2 cores: exact result
   for (const PipeStats& s : stats[0]) busy += s.busy_cycles;
   MESSAGE("256^3 on 2 cores: " << r.record.total_cycles << " cycles, core 0 pipes busy " << busy);
   CHECK(r.record.total_cycles < busy);
+  // The trace has one process per core and never overlaps two slices on one pipe's track.
+  const nlohmann::json trace = chrome_trace_json(r.record);
+  std::map<std::pair<int, int>, std::vector<std::pair<uint64_t, uint64_t>>> tracks;
+  std::set<int> processes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["pid"].get<int>());
+    if (e["ph"] == "X") tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({e["ts"], e["dur"]});
+  }
+  CHECK(processes == std::set<int>{0, 1});
+  int overlaps = 0;
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end());
+    for (size_t i = 1; i < slices.size(); ++i) overlaps += slices[i - 1].first + slices[i - 1].second > slices[i].first;
+  }
+  CHECK(overlaps == 0);
   // And the printed program assembles back to itself.
   CHECK(npu::assemble_program(npu::print_program(p), "printed") == p);
 }
