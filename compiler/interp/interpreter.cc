@@ -197,9 +197,16 @@ inline double fin(float r) {
 inline double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 inline double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 
-template <Op OP, DType T>
-struct BinF : Node {
+// Operands of the operator nodes (templates below derive from these, so a factory can fill them in).
+struct Binary : Node {
   NodePtr a, b;
+};
+struct Unary : Node {
+  NodePtr a;
+};
+
+template <Op OP, DType T>
+struct BinF : Binary {
   double f(const int64_t* idx) const override {
     return apply(static_cast<float>(a->f(idx)), static_cast<float>(b->f(idx)));
   }
@@ -221,8 +228,7 @@ struct BinF : Node {
 };
 
 template <Op OP, DType T>
-struct BinI : Node {
-  NodePtr a, b;
+struct BinI : Binary {
   int64_t i(const int64_t* idx) const override { return apply(a->i(idx), b->i(idx)); }
   void ibatch(int64_t* idx, int slot, int64_t lo, int n, int64_t* out) const override {
     int64_t y[kBatch];
@@ -242,8 +248,7 @@ struct BinI : Node {
 };
 
 template <Op OP, bool FLOAT>
-struct Compare : Node {
-  NodePtr a, b;
+struct Compare : Binary {
   int64_t i(const int64_t* idx) const override {
     if constexpr (FLOAT) return cmp(a->f(idx), b->f(idx));
     else return cmp(a->i(idx), b->i(idx));
@@ -276,8 +281,7 @@ struct Select : Node {
 };
 
 template <Op OP, DType T>
-struct UnF : Node {
-  NodePtr a;
+struct UnF : Unary {
   double f(const int64_t* idx) const override { return apply(static_cast<float>(a->f(idx))); }
   void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
     a->fbatch(idx, slot, lo, n, out);
@@ -392,9 +396,8 @@ NodePtr compare_node(Op op) {
   }
 }
 
-template <class N>
 void set_args(Node* n, NodePtr a, NodePtr b) {
-  auto* x = static_cast<N*>(n);
+  auto* x = static_cast<Binary*>(n);
   x->a = std::move(a);
   x->b = std::move(b);
 }
@@ -497,12 +500,11 @@ struct Compiler {
       case Op::Max: {
         if (dtype_is_float(e.type)) {
           NodePtr n = by_op_type<BinF>(e.op, e.type);
-          // All BinF instantiations share the layout of BinF<Add, F32>.
-          set_args<BinF<Op::Add, DType::F32>>(n.get(), std::move(args[0]), std::move(args[1]));
+          set_args(n.get(), std::move(args[0]), std::move(args[1]));
           return n;
         }
         NodePtr n = by_op_type<BinI>(e.op, e.type);
-        set_args<BinI<Op::Add, DType::I32>>(n.get(), std::move(args[0]), std::move(args[1]));
+        set_args(n.get(), std::move(args[0]), std::move(args[1]));
         return n;
       }
       case Op::Lt:
@@ -513,8 +515,7 @@ struct Compiler {
       case Op::Ne: {
         const bool fl = dtype_is_float(e.args[0]->type);
         NodePtr n = fl ? compare_node<true>(e.op) : compare_node<false>(e.op);
-        if (fl) set_args<Compare<Op::Lt, true>>(n.get(), std::move(args[0]), std::move(args[1]));
-        else set_args<Compare<Op::Lt, false>>(n.get(), std::move(args[0]), std::move(args[1]));
+        set_args(n.get(), std::move(args[0]), std::move(args[1]));
         return n;
       }
       case Op::And:
@@ -545,7 +546,7 @@ struct Compiler {
     // Unary arithmetic.
     if (dtype_is_float(e.type)) {
       NodePtr n = unary_by_op_type<UnF>(e.op, e.type);
-      static_cast<UnF<Op::Neg, DType::F32>*>(n.get())->a = std::move(args[0]);
+      static_cast<Unary*>(n.get())->a = std::move(args[0]);
       return n;
     }
     TESSEL_CHECK(e.op == Op::Neg || e.op == Op::Abs, "interpreter: float-only function on integers (front end)");
