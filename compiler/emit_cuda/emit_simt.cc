@@ -143,30 +143,30 @@ struct SimtEmitter {
     const auto& A = k.buffers.at(m.a);
     const auto& B = k.buffers.at(m.b);
     const auto& C = k.buffers.at(m.c);
-    auto idx2 = [&](const kernel::Buffer& b, const std::string& r, const std::string& c) {
-      return "((" + r + " - " + int_expr(b.offset[0]) + ") * " + std::to_string(b.extents[1]) + "LL + (" + c + " - " +
-             int_expr(b.offset[1]) + "))";
+    // element coordinates of A[m,k], B[k,n], C[m,n] over frag_m / frag_n / frag_k (img2col views too)
+    auto at = [&](const kernel::Buffer& b, const std::vector<Expr>& coords) {
+      std::vector<std::string> g;
+      for (const auto& c : coords) g.push_back(int_expr(c));
+      return buffer_ptr.at(b.id) + "[" + linear(b.id, b.tensor, g) + "]";
     };
-    const std::string gm = "(" + int_expr(m.m0) + " + fi)", gn = "(" + int_expr(m.n0) + " + fj)", gk = "(" + int_expr(m.k0) + " + fk)";
-    const std::string a = m.a_layout == kernel::Layout::RowMajor ? idx2(A, gm, gk) : idx2(A, gk, gm);
-    const std::string b = m.b_layout == kernel::Layout::RowMajor ? idx2(B, gk, gn) : idx2(B, gn, gk);
-    const std::string c = idx2(C, gm, gn);
     const bool fl = dtype_is_float(m.acc_type);
     const std::string acc = value_type(m.acc_type);
-    os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k << " (SIMT) */\n"
+    os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k << (m.img2col ? ", img2col view" : "")
+       << " (SIMT) */\n"
        << pad << "  const long long em = " << int_expr(m.em) << ", en = " << int_expr(m.en) << ", ek = " << int_expr(m.ek) << ";\n"
        << pad << "  for (long long e_ = threadIdx.x; e_ < em * en; e_ += blockDim.x) {\n"
-       << pad << "    const long long fi = e_ / en, fj = e_ % en;\n"
-       << pad << "    " << acc << " s_ = " << load_value(m.acc_type, buffer_ptr.at(C.id) + "[" + c + "]") << ";\n"
+       << pad << "    const long long frag_m = " << int_expr(m.m0) << " + e_ / en, frag_n = " << int_expr(m.n0) << " + e_ % en;\n"
+       << pad << "    " << acc << " s_ = " << load_value(m.acc_type, at(C, m.c_coords)) << ";\n"
        << pad << "    for (long long fk = 0; fk < ek; ++fk) {\n"
-       << pad << "      const " << acc << " a_ = (" << acc << ")" << load_value(A.dtype, buffer_ptr.at(A.id) + "[" + a + "]")
-       << ", b_ = (" << acc << ")" << load_value(B.dtype, buffer_ptr.at(B.id) + "[" + b + "]") << ";\n";
+       << pad << "      const long long frag_k = " << int_expr(m.k0) << " + fk;\n"
+       << pad << "      const " << acc << " a_ = (" << acc << ")" << load_value(A.dtype, at(A, m.a_coords)) << ", b_ = (" << acc << ")"
+       << load_value(B.dtype, at(B, m.b_coords)) << ";\n";
     if (fl)
       os << pad << "      s_ = s_ + a_ * b_;\n";
     else
       os << pad << "      s_ = (" << acc << ")((long long)s_ + (long long)a_ * (long long)b_);\n";
     os << pad << "    }\n"
-       << pad << "    " << buffer_ptr.at(C.id) << "[" << c << "] = " << store_value(C.dtype, "s_") << ";\n"
+       << pad << "    " << at(C, m.c_coords) << " = " << store_value(C.dtype, "s_") << ";\n"
        << pad << "  }\n"
        << pad << "}\n"
        << pad << "__syncthreads();\n";

@@ -1,0 +1,256 @@
+#include "compiler/cli/run_gpu.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+
+#include "compiler/emit_cuda/contraction.h"
+#include "isa/base/error.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include "compiler/cli/run_gpu_internal.h"
+#endif
+
+namespace tessel::cli {
+
+bool is_gpu_target(const Compilation& c) { return c.hierarchy.kind == isa::TargetKind::Gpu; }
+
+emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given) {
+  emit_cuda::CudaOptions o;
+  if (c.hierarchy.gpu) o.arch = c.hierarchy.gpu->arch;
+  o.tiles_from_kernel = tile_given;
+  return o;
+}
+
+std::string compile_gpu_source(const Compilation& c, bool tile_given, std::string* explain_out) {
+  emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, gpu_options(c, tile_given));
+  if (explain_out) {
+    explain_out->clear();
+    for (const auto& l : p.explain) *explain_out += l + "\n";
+    for (const auto& l : p.launches)
+      *explain_out += fmt::format("launch {}: grid {}x{}x{}, {} threads, {} B dynamic shared\n", l.kernel, l.grid[0], l.grid[1],
+                                  l.grid[2], l.block, l.dynamic_shared_bytes);
+  }
+  return p.source;
+}
+
+#ifndef TESSEL_HAVE_CUDA
+GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool) {
+  throw UserError("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
+}
+nlohmann::json bench_gpu(const std::string&) {
+  throw UserError("tessel bench gpu: this tessel was built without the CUDA toolkit");
+}
+#else
+
+namespace gpurun {
+
+std::string device_arch() { return gpu::Context::get().device().properties.arch; }
+
+LoadedProgram load_program(const kernel::Kernel& k, emit_cuda::CudaOptions o) {
+  LoadedProgram lp;
+  const std::string dev = device_arch();
+  if (o.arch != dev) {
+    lp.notes.push_back("description arch " + o.arch + " differs from the device's " + dev + "; compiled for " + dev);
+    o.arch = dev;
+  }
+  lp.program = emit_cuda::emit_cuda(k, o);
+  gpu::CompiledCubin cubin = gpu::compile_to_cubin(lp.program.source, {.arch = dev, .options = {"-fmad=false"}});
+  lp.compile_from_cache = cubin.from_cache;
+  lp.tensor_core_ops = gpu::cubin_tensor_core_op_count(cubin.cubin);
+  lp.module = std::make_unique<gpu::Module>(cubin.cubin);
+  for (const auto& l : lp.program.launches) lp.kernels.push_back(lp.module->function(l.kernel));
+  for (auto& kn : lp.kernels) lp.attributes.push_back(kn.attributes());
+  return lp;
+}
+
+DeviceTensors allocate(const kernel::Kernel& k, const std::map<std::string, NpyArray>& inputs, uint64_t scratch_bytes) {
+  DeviceTensors d;
+  for (const auto& t : k.tensors) {
+    int64_t n = 1;
+    for (int64_t s : t.shape) n *= s;
+    const size_t bytes = size_t(std::max<int64_t>(n, 1)) * dtype_bytes(t.dtype);
+    auto it = inputs.find(t.name);
+    if (t.kind == ir::TensorKind::Input) {
+      if (it == inputs.end()) throw UserError("tessel run: no input " + t.name);
+      d.buffers.push_back(gpu::upload_npy(it->second));
+    } else {
+      gpu::DeviceBuffer b(bytes);
+      b.fill_bytes(t.temporary ? 0 : 0xff);  // outputs poisoned: every element must be written
+      d.buffers.push_back(std::move(b));
+    }
+    d.index[t.name] = d.buffers.size() - 1;
+  }
+  d.scratch = gpu::DeviceBuffer(std::max<uint64_t>(scratch_bytes, 256));
+  d.scratch.fill_bytes(0);
+  for (const auto& b : d.buffers) d.ptrs.push_back(b.ptr());
+  d.ptrs.push_back(d.scratch.ptr());
+  return d;
+}
+
+void launch_all(LoadedProgram& lp, DeviceTensors& d, CUstream s) {
+  std::vector<void*> params;
+  for (auto& p : d.ptrs) params.push_back(&p);
+  params.push_back(nullptr);
+  for (size_t i = 0; i < lp.kernels.size(); ++i) {
+    const auto& l = lp.program.launches[i];
+    lp.kernels[i].launch_raw({.grid = {l.grid[0], l.grid[1], l.grid[2]}, .block = {l.block, 1, 1},
+                              .dynamic_shared_bytes = l.dynamic_shared_bytes},
+                             s, params.data());
+  }
+}
+
+std::map<std::string, NpyArray> download_outputs(const kernel::Kernel& k, const DeviceTensors& d) {
+  std::map<std::string, NpyArray> out;
+  for (const auto& t : k.tensors) {
+    if (t.kind != ir::TensorKind::Output || t.temporary) continue;
+    NpyArray a;
+    a.dtype = t.dtype;
+    a.shape = t.shape;
+    a.data.resize(size_t(a.element_count()) * dtype_bytes(t.dtype));
+    gpu::download_npy(d.buffers[d.index.at(t.name)], a);
+    out[t.name] = std::move(a);
+  }
+  return out;
+}
+
+std::optional<Baseline> find_baseline(const kernel::Kernel& k) {
+  auto c = emit_cuda::identify_contraction(k, nullptr);
+  if (!c || c->in_type != DType::F16 || c->acc_type != DType::F32 || !c->batch.empty()) return std::nullopt;
+  Baseline b;
+  if (!c->a.producer && !c->b.producer && c->m.size() == 1 && c->n.size() == 1 && c->k.size() == 1 && !c->swapped) {
+    const int64_t M = c->size_m(), N = c->size_n(), K = c->size_k();
+    const auto& ca = c->a.coeff;
+    const auto& cb = c->b.coeff;
+    if (ca.size() == 2 && ca.at(c->m[0].var) == K && ca.at(c->k[0].var) == 1 && cb.size() == 2 && cb.at(c->k[0].var) == N &&
+        cb.at(c->n[0].var) == 1 && c->a.base == 0 && c->b.base == 0) {
+      b.kind = Baseline::Gemm;
+      b.gemm = {M, N, K};
+      b.a = c->a.tensor;
+      b.b = c->b.tensor;
+      return b;
+    }
+  }
+  // NHWC convolution: X[N,H,W,C] through a padding producer, filter [R,S,C,K], output [N,P,Q,K]
+  if (c->a.producer && !c->b.producer && c->m.size() == 3 && c->n.size() == 1 && c->k.size() == 3) {
+    const auto* x = k.find_tensor(c->a.tensor);
+    const auto* w = k.find_tensor(c->b.tensor);
+    if (!x || !w || x->shape.size() != 4 || w->shape.size() != 4) return std::nullopt;
+    const ir::Tensor* xp = k.function->find_tensor(c->a.producer->output);
+    const auto* xpt = k.find_tensor(xp->name);
+    int64_t padded_h = xpt ? xpt->shape[1] : x->shape[1] + 2;
+    gpu::ConvShape s{.n = int(x->shape[0]), .h = int(x->shape[1]), .w = int(x->shape[2]), .c = int(x->shape[3]),
+                     .k = int(w->shape[3]), .r = int(w->shape[0]), .s = int(w->shape[1])};
+    s.pad_h = s.pad_w = int((padded_h - x->shape[1]) / 2);
+    if (w->shape[2] != s.c || s.out_h() != c->m[1].extent || s.out_w() != c->m[2].extent || c->n[0].extent != s.k) return std::nullopt;
+    b.kind = Baseline::Conv;
+    b.conv = s;
+    b.a = c->a.tensor;
+    b.b = c->b.tensor;
+    return b;
+  }
+  return std::nullopt;
+}
+
+BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::map<std::string, NpyArray>& inputs, gpu::Stream& stream,
+                         const gpu::TimingOptions& o) {
+  BaselineRun r;
+  if (b.kind == Baseline::Gemm) {
+    gpu::CublasHandle h;
+    gpu::DeviceBuffer c(size_t(b.gemm.m * b.gemm.n) * 4);
+    const CUdeviceptr A = d.buffers[d.index.at(b.a)].ptr(), B = d.buffers[d.index.at(b.b)].ptr();
+    gpu::TimedCall call = [&](CUstream s) { gpu::cublas_gemm_f16(h, s, b.gemm, A, B, c.ptr()); };
+    call(stream);
+    stream.synchronize();
+    r.output.dtype = DType::F32;
+    r.output.shape = {b.gemm.m, b.gemm.n};
+    r.output.data.resize(size_t(b.gemm.m * b.gemm.n) * 4);
+    gpu::download_npy(c, r.output);
+    r.library = "cuBLAS";
+    r.stream = gpu::time_on_stream(call, stream, o);
+    r.graph = gpu::time_in_graph(call, stream, o);
+    return r;
+  }
+  gpu::CudnnConv conv(b.conv);
+  const auto& wt = inputs.at(b.b);
+  gpu::DeviceBuffer w = gpu::DeviceBuffer::from_host(gpu::filter_rsck_to_krsc(wt.data, b.conv, 2));
+  const size_t ny = size_t(b.conv.n) * b.conv.out_h() * b.conv.out_w() * b.conv.k;
+  gpu::DeviceBuffer y(ny * 2);
+  const CUdeviceptr X = d.buffers[d.index.at(b.a)].ptr();
+  gpu::TimedCall call = [&](CUstream s) { conv.run(s, X, w.ptr(), y.ptr()); };
+  call(stream);
+  stream.synchronize();
+  r.output.dtype = DType::F16;
+  r.output.shape = {b.conv.n, b.conv.out_h(), b.conv.out_w(), b.conv.k};
+  r.output.data.resize(ny * 2);
+  gpu::download_npy(y, r.output);
+  r.library = "cuDNN " + conv.algorithm_name();
+  r.stream = gpu::time_on_stream(call, stream, o);
+  r.graph = gpu::time_in_graph(call, stream, o);
+  return r;
+}
+
+}  // namespace gpurun
+
+GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given, bool timing) {
+  using namespace gpurun;
+  gpu::Context& ctx = gpu::Context::get();
+  LoadedProgram lp = load_program(c.kernel, gpu_options(c, tile_given));
+  DeviceTensors d = allocate(c.kernel, inputs, lp.program.scratch_bytes);
+  gpu::Stream stream;
+  launch_all(lp, d, stream);
+  stream.synchronize();
+  GpuRunResult r;
+  r.outputs = download_outputs(c.kernel, d);
+  r.report["tensor_cores"] = lp.program.tensor_cores;
+  r.report["explain"] = lp.program.explain;
+  if (!timing) return r;
+  gpu::TimingOptions o;
+  gpu::TimedCall ours = [&](CUstream s) { launch_all(lp, d, s); };
+  const gpu::Timing ts = gpu::time_on_stream(ours, stream, o), tg = gpu::time_in_graph(ours, stream, o);
+  auto& j = r.report;
+  j["device"] = ctx.device().name;
+  j["arch"] = ctx.device().properties.arch;
+  j["tensor_cores"] = lp.program.tensor_cores;
+  j["tensor_core_ops_in_cubin"] = lp.tensor_core_ops;
+  if (lp.program.config) j["tiles"] = lp.program.config->to_string();
+  j["explain"] = lp.program.explain;
+  j["notes"] = lp.notes;
+  j["stream_us"] = ts.median_us;
+  j["graph_us"] = tg.median_us;
+  j["flops"] = lp.program.flops;
+  std::string s = fmt::format("GPU {} ({}): {} ({} launch(es){}), {:.2f} us/call on a stream, {:.2f} us/call in a CUDA graph",
+                              ctx.device().name, ctx.device().properties.arch,
+                              lp.program.tensor_cores ? "TensorCores, " + lp.program.config->to_string() : "SIMT",
+                              lp.program.launches.size(),
+                              lp.tensor_core_ops ? fmt::format(", {} tensor-core instructions", lp.tensor_core_ops) : "",
+                              ts.median_us, tg.median_us);
+  if (lp.program.flops > 0) {
+    j["tflops_graph"] = lp.program.flops / tg.median_us * 1e-6;
+    s += fmt::format(", {:.1f} TFLOP/s", lp.program.flops / tg.median_us * 1e-6);
+  }
+  s += "\n";
+  for (const auto& n : lp.notes) s += "  note: " + n + "\n";
+  for (size_t i = 0; i < lp.attributes.size(); ++i)
+    if (lp.attributes[i].local_bytes_per_thread > 0)
+      s += fmt::format("  note: {} spills {} B per thread to local memory\n", lp.program.launches[i].kernel,
+                       lp.attributes[i].local_bytes_per_thread);
+  if (auto b = find_baseline(c.kernel)) {
+    BaselineRun br = run_baseline(*b, d, inputs, stream, o);
+    j["baseline"] = br.library;
+    j["baseline_stream_us"] = br.stream.median_us;
+    j["baseline_graph_us"] = br.graph.median_us;
+    j["speedup_stream"] = br.stream.median_us / ts.median_us;
+    j["speedup_graph"] = br.graph.median_us / tg.median_us;
+    s += fmt::format("  {}: {:.2f} us stream, {:.2f} us graph; ours is {:.2f}x (stream) / {:.2f}x (graph) its speed\n", br.library,
+                     br.stream.median_us, br.graph.median_us, br.stream.median_us / ts.median_us,
+                     br.graph.median_us / tg.median_us);
+  }
+  r.summary = s;
+  return r;
+}
+
+#endif
+
+}  // namespace tessel::cli

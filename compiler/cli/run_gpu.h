@@ -1,0 +1,42 @@
+// The GPU half of `tessel compile`, `tessel run` and `tessel bench gpu` (issue 7): the CUDA
+// emitter's text for a compiled kernel, and its execution through tessel_gpu (NVRTC, driver API,
+// timing harnesses, cuBLAS / cuDNN side by side). Built without CUDA, the run functions throw a
+// UserError saying so; the emitter itself never needs CUDA.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/pipeline.h"
+#include "isa/base/npy.h"
+
+namespace tessel::cli {
+
+bool is_gpu_target(const Compilation& c);
+
+// Emitter options for a compilation: the description's arch, tiles from the kernel IR when the
+// user gave --tile.
+emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given);
+
+// `tessel compile --target <gpu>.yaml -o k.cu`: the CUDA text; `explain` lines go to `explain_out`.
+std::string compile_gpu_source(const Compilation& c, bool tile_given, std::string* explain_out);
+
+struct GpuRunResult {
+  std::map<std::string, NpyArray> outputs;
+  nlohmann::json report;  // device, kernel time in both harnesses, TFLOP/s, baseline and ratio
+  std::string summary;    // lines printed by `tessel run`
+};
+
+// Compiles, launches, downloads the outputs, times ours and the library baseline (when the kernel
+// is a plain GEMM or an NHWC convolution).
+GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given,
+                        bool timing = true);
+
+// `tessel bench gpu`: seed GEMM table, 1024^3, 4096^3 and the seed convolution, ours (best of the
+// emitter's tile candidates, measured) vs cuBLAS / cuDNN in both harnesses.
+nlohmann::json bench_gpu(const std::string& source_dir);
+
+}  // namespace tessel::cli

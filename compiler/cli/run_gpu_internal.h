@@ -1,0 +1,59 @@
+// Pieces of run_gpu.cc shared with bench_gpu.cc (CUDA builds only).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "gpu_backend/cublas_gemm.h"
+#include "gpu_backend/cudnn_conv.h"
+#include "gpu_backend/nvrtc_compile.h"
+#include "gpu_backend/runtime.h"
+#include "gpu_backend/sass_scan.h"
+#include "gpu_backend/timing.h"
+
+namespace tessel::cli::gpurun {
+
+struct LoadedProgram {
+  emit_cuda::CudaProgram program;
+  std::unique_ptr<gpu::Module> module;
+  std::vector<gpu::Kernel> kernels;
+  std::vector<gpu::KernelAttributes> attributes;
+  uint64_t tensor_core_ops = 0;
+  bool compile_from_cache = false;
+  std::vector<std::string> notes;
+};
+
+struct DeviceTensors {
+  std::vector<gpu::DeviceBuffer> buffers;  // Kernel::tensors order
+  std::map<std::string, size_t> index;
+  gpu::DeviceBuffer scratch;
+  std::vector<CUdeviceptr> ptrs;           // kernel parameters
+};
+
+struct Baseline {
+  enum Kind { Gemm, Conv } kind = Gemm;
+  gpu::GemmShape gemm;
+  gpu::ConvShape conv;
+  std::string a, b;  // input tensors
+};
+
+struct BaselineRun {
+  std::string library;
+  NpyArray output;  // cuBLAS: f32 [M, N]; cuDNN: f16 NHWC
+  gpu::Timing stream, graph;
+};
+
+std::string device_arch();
+LoadedProgram load_program(const kernel::Kernel& k, emit_cuda::CudaOptions o);
+DeviceTensors allocate(const kernel::Kernel& k, const std::map<std::string, NpyArray>& inputs, uint64_t scratch_bytes);
+void launch_all(LoadedProgram& lp, DeviceTensors& d, CUstream s);
+std::map<std::string, NpyArray> download_outputs(const kernel::Kernel& k, const DeviceTensors& d);
+std::optional<Baseline> find_baseline(const kernel::Kernel& k);
+BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::map<std::string, NpyArray>& inputs, gpu::Stream& stream,
+                         const gpu::TimingOptions& o);
+
+}  // namespace tessel::cli::gpurun

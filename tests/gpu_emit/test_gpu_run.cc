@@ -1,0 +1,124 @@
+// Generated CUDA on the GPU, compared element by element with the reference interpreter. Every
+// case skips with a message where no GPU is present (CI). Run from the repository root.
+#include <doctest/doctest.h>
+
+#include "compiler/cli/run_gpu.h"
+#include "compiler/cli/run_gpu_internal.h"
+#include "compiler/emit_c/run_c.h"
+#include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_cuda/emit_tensor_core.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/frontend/suite.h"
+#include "compiler/interp/interpreter.h"
+#include "gpu_backend/device_query.h"
+
+using namespace tessel;
+
+namespace {
+
+bool have_gpu() {
+  std::string why;
+  if (gpu::device_count(&why) > 0) return true;
+  MESSAGE("skipped: no GPU (" << why << ")");
+  return false;
+}
+
+struct Compiled {
+  frontend::Module module;
+  std::unique_ptr<Compilation> c;
+  const ir::Function* f = nullptr;
+};
+
+Compiled compile_for(const std::string& file, const std::string& def, const std::map<std::string, int64_t>& sizes) {
+  Compiled r;
+  r.module = frontend::load_module(file);
+  r.f = &frontend::select_function(r.module, def);
+  CompileOptions o;
+  o.target = "isa/targets/sm90.yaml";
+  o.sizes = sizes;
+  r.c = compile(*r.f, o);
+  return r;
+}
+
+std::map<std::string, NpyArray> run(const kernel::Kernel& k, const std::map<std::string, NpyArray>& in, emit_cuda::CudaOptions o,
+                                     bool* tensor_cores = nullptr) {
+  o.arch = cli::gpurun::device_arch();
+  auto lp = cli::gpurun::load_program(k, o);
+  auto d = cli::gpurun::allocate(k, in, lp.program.scratch_bytes);
+  gpu::Stream s;
+  cli::gpurun::launch_all(lp, d, s);
+  s.synchronize();
+  if (tensor_cores) *tensor_cores = lp.program.tensor_cores;
+  return cli::gpurun::download_outputs(k, d);
+}
+
+void check_verifies(const Compiled& r, const std::map<std::string, int64_t>& sizes, const emit_cuda::CudaOptions& o, bool expect_tc,
+                    const std::string& label) {
+  auto inputs = interp::random_inputs(*r.f, sizes, 7);
+  bool tc = false;
+  auto outs = run(r.c->kernel, inputs, o, &tc);
+  auto v = emit_c::verify(interp::evaluate(*r.f, sizes, inputs), outs);
+  CHECK_MESSAGE(v.verified, label << ": " << v.first_mismatch << " (" << v.mismatches << " mismatches)");
+  CHECK_MESSAGE(tc == expect_tc, label << ": tensor cores " << tc);
+}
+
+}  // namespace
+
+TEST_CASE("every small-suite workload verifies on the GPU (tessel run's path)") {
+  if (!have_gpu()) return;
+  frontend::Suite suite = frontend::load_suite("workloads/small.yaml");
+  for (const auto& e : suite.entries) {
+    CAPTURE(e.name);
+    Compiled r = compile_for(e.file, e.def, e.shape);
+    auto inputs = interp::random_inputs(*r.f, e.shape, 1);
+    auto g = cli::run_on_gpu(*r.c, inputs, false, false);
+    auto v = emit_c::verify(interp::evaluate(*r.f, e.shape, inputs), g.outputs);
+    CHECK_MESSAGE(v.verified, e.name << ": " << v.first_mismatch << " (" << v.mismatches << " mismatches)");
+  }
+}
+
+TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, transposes, batch, i8, epilogues, convolutions") {
+  if (!have_gpu()) return;
+  struct W {
+    const char* file;
+    const char* def;
+    std::map<std::string, int64_t> sizes;
+    bool all_candidates;
+  };
+  const W ws[] = {
+      {"workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}, true},
+      {"workloads/matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}}, true},
+      {"workloads/matmul.tsl", "matmul", {{"M", 200}, {"N", 72}, {"K", 96}}, true},
+      {"workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 512}, {"K", 256}}, true},
+      {"workloads/batch_matmul.tsl", "batch_matmul", {{"B", 3}, {"M", 64}, {"N", 48}, {"K", 32}}, false},
+      {"workloads/gemm_fused.tsl", "matmul_i8", {{"M", 64}, {"N", 64}, {"K", 64}}, false},
+      {"workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 64}, {"N", 48}, {"K", 80}}, false},
+      {"workloads/bert.tsl", "matmul_bias_gelu", {{"M", 64}, {"N", 48}, {"K", 32}}, false},
+      {"workloads/conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}}, true},
+      {"workloads/conv_seed.tsl", "conv2d_blocked", {{"NB", 1}, {"H", 4}, {"W", 3}, {"CB", 2}, {"KB", 2}, {"R", 3}, {"S", 3}}, true},
+      {"workloads/resnet50.tsl", "conv_bn_relu", {{"N", 2}, {"H", 4}, {"W", 4}, {"C", 16}, {"K", 32}, {"R", 3}, {"S", 3}}, false},
+      {"workloads/conv2d.tsl", "conv2d", {{"N", 2}, {"C", 16}, {"H", 6}, {"W", 6}, {"K", 16}, {"R", 3}, {"S", 3}}, false},
+  };
+  for (const auto& w : ws) {
+    CAPTURE(w.def);
+    Compiled r = compile_for(w.file, w.def, w.sizes);
+    std::string why;
+    auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+    REQUIRE_MESSAGE(c, why);
+    check_verifies(r, w.sizes, {}, true, std::string(w.def) + " default tiles");
+    if (!w.all_candidates) continue;
+    for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90")) {
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      check_verifies(r, w.sizes, o, true, std::string(w.def) + " " + cfg.to_string());
+    }
+  }
+}
+
+TEST_CASE("the SIMT fallback verifies where TensorCores are refused") {
+  if (!have_gpu()) return;
+  Compiled r = compile_for("workloads/matmul.tsl", "matmul", {{"M", 67}, {"N", 45}, {"K", 33}});
+  emit_cuda::CudaOptions o;
+  o.allow_tensor_cores = false;
+  check_verifies(r, {{"M", 67}, {"N", 45}, {"K", 33}}, o, false, "matmul 67x45x33 SIMT");
+}
