@@ -6,6 +6,7 @@ namespace tessel::npu_sim {
 namespace {
 
 constexpr size_t kMinPruneThreshold = 64;
+constexpr size_t kCoverSearch = 16;
 
 // The first overlapping byte range of two sorted interval lists, or an empty range.
 Interval first_overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
@@ -31,10 +32,9 @@ RaceDetector::RaceDetector(int cores, SimRecord& record)
     : cores_(cores),
       record_(record),
       clocks_(cores * npu::kPipeCount, Clock(cores * npu::kPipeCount, 0)),
-      histories_(1 + cores * npu::kBufferCount),
-      prune_limits_(histories_.size(), kMinPruneThreshold) {}
+      histories_(1 + cores * npu::kBufferCount) {}
 
-std::vector<RaceDetector::Entry>& RaceDetector::history(int core, npu::Buffer b) {
+RaceDetector::History& RaceDetector::history(int core, npu::Buffer b) {
   if (b == npu::Buffer::GM) return histories_[0];
   return histories_[1 + core * npu::kBufferCount + static_cast<int>(b)];
 }
@@ -72,36 +72,46 @@ void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, std::vector<Acc
   const uint32_t epoch = ++mine[me];
   for (Access& a : accesses) {
     if (a.ranges.empty()) continue;
-    std::vector<Entry>& h = history(core, a.buffer);
+    History& h = history(core, a.buffer);
     const int buffer_core = a.buffer == npu::Buffer::GM ? -1 : core;
-    for (const Entry& e : h) {
-      if (e.pipe_index == me || !(e.write || a.write) || e.hi <= a.lo || a.hi <= e.lo) continue;
-      if (mine[e.pipe_index] >= e.epoch) continue;  // ordered: no race
-      const Interval o = first_overlap(e.ranges, a.ranges);
-      if (o.begin < o.end) report(e, me, pc, a.write, a.buffer, buffer_core, o.begin, o.end);
-    }
-    // An earlier access of this pipe that the new one covers can only race with what also races
-    // with the new one: drop it to keep histories short.
-    std::erase_if(h, [&](const Entry& e) {
-      return e.pipe_index == me && (a.write || !e.write) && covers(a.ranges, e.lo, e.hi);
-    });
-    h.push_back({me, epoch, pc, a.write, std::move(a.ranges), a.lo, a.hi});  // the footprint is spent
-    size_t& limit = prune_limits_[&h - histories_.data()];
-    if (h.size() > limit) {
+    auto check = [&](const std::vector<Entry>& earlier) {
+      for (const Entry& e : earlier) {
+        if (e.pipe_index == me || e.hi <= a.lo || a.hi <= e.lo) continue;
+        if (mine[e.pipe_index] >= e.epoch) continue;  // ordered: no race
+        const Interval o = first_overlap(e.ranges, a.ranges);
+        if (o.begin < o.end) report(e, me, pc, a.write, a.buffer, buffer_core, o.begin, o.end);
+      }
+    };
+    check(h.writes);  // reads race only with writes; writes with both
+    if (a.write) check(h.reads);
+    // A recent access of this pipe that the new one covers can only race with what also races with
+    // the new one: drop it to keep histories short (only the tail is searched: bounded cost).
+    auto drop_covered = [&](std::vector<Entry>& list) {
+      const size_t from = list.size() > kCoverSearch ? list.size() - kCoverSearch : 0;
+      list.erase(std::remove_if(list.begin() + from, list.end(),
+                                [&](const Entry& e) { return e.pipe_index == me && covers(a.ranges, e.lo, e.hi); }),
+                 list.end());
+    };
+    drop_covered(h.reads);
+    if (a.write) drop_covered(h.writes);
+    (a.write ? h.writes : h.reads).push_back({me, epoch, pc, a.write, std::move(a.ranges), a.lo, a.hi});  // spent
+    if (h.reads.size() + h.writes.size() > h.prune_limit) {
       prune_ordered(h);
-      limit = std::max(kMinPruneThreshold, 2 * h.size());  // amortised: prune again only after it doubles
+      h.prune_limit = std::max(kMinPruneThreshold, 2 * (h.reads.size() + h.writes.size()));  // amortised
     }
   }
 }
 
 // Drops entries that every pipe that accesses memory (all but S) has already seen: no later access
 // can race with them.
-void RaceDetector::prune_ordered(std::vector<Entry>& h) {
-  std::erase_if(h, [&](const Entry& e) {
+void RaceDetector::prune_ordered(History& h) {
+  auto seen_by_all = [&](const Entry& e) {
     for (size_t i = 0; i < clocks_.size(); ++i)
       if (i % npu::kPipeCount != static_cast<size_t>(npu::Pipe::S) && clocks_[i][e.pipe_index] < e.epoch) return false;
     return true;
-  });
+  };
+  std::erase_if(h.reads, seen_by_all);
+  std::erase_if(h.writes, seen_by_all);
 }
 
 void RaceDetector::join(int core, npu::Pipe pipe, const Clock& other) {

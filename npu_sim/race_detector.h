@@ -39,17 +39,20 @@ class RaceDetector {
     std::vector<Interval> ranges;
     uint64_t lo, hi;
   };
+  struct History {
+    std::vector<Entry> reads, writes;  // kept apart: a read only needs checking against writes
+    size_t prune_limit = 64;           // total size that triggers the next prune_ordered
+  };
   int index(int core, npu::Pipe pipe) const { return core * npu::kPipeCount + static_cast<int>(pipe); }
-  std::vector<Entry>& history(int core, npu::Buffer b);
+  History& history(int core, npu::Buffer b);
   void report(const Entry& earlier, int pipe_index, int pc, bool write, npu::Buffer buffer, int buffer_core,
               uint64_t begin, uint64_t end);
-  void prune_ordered(std::vector<Entry>& h);
+  void prune_ordered(History& h);
 
   int cores_;
   SimRecord& record_;
   std::vector<Clock> clocks_;
-  std::vector<std::vector<Entry>> histories_;  // GM: one shared; others per core
-  std::vector<size_t> prune_limits_;           // per history: size that triggers the next prune
+  std::vector<History> histories_;  // GM: one shared; others per core
   std::map<std::tuple<int, int, int, int>, size_t> race_index_;  // (pc1, pc2, buffer, core) -> record.races
 };
 
