@@ -16,6 +16,7 @@
 namespace tessel::cli {
 
 nlohmann::json run_compile_bench(const std::string& hierarchy_path);  // bench_compile.cc
+nlohmann::json run_npu_bench(const std::string& hierarchy_path);      // bench_npu.cc
 
 namespace {
 
@@ -95,6 +96,8 @@ nlohmann::json bench_sim(const BenchOptions& o) {
 // `tessel bench compile`: the polyhedral pipeline's compile time per workload (bench_compile.cc).
 nlohmann::json bench_compile(const BenchOptions& o) { return run_compile_bench(o.target); }
 
+nlohmann::json bench_npu(const BenchOptions& o) { return run_npu_bench(o.target); }
+
 struct Suite {
   const char* name;
   const char* description;
@@ -103,6 +106,7 @@ struct Suite {
 
 constexpr Suite kSuites[] = {
     {"compile", "polyhedral compile time (schedule+tile+promote+kernel IR) of every workload (--target: levels)", bench_compile},
+    {"npu", "NPU backend: seed GEMMs, 1024^3/4096^3, seed conv, AKG ops: cycles, cube %, syncs naive->pruned (--target)", bench_npu},
     {"sim", "NPU simulator speed: generated GEMM, functional and timing-only (--size, --cores, --target)", bench_sim},
 };
 

@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_npu.h"
 #include "compiler/emit_c/emit_c.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
@@ -14,13 +16,6 @@
 
 namespace tessel::cli {
 
-// Options shared by compile, run and bench (declared in cmd_compile.cc, used by cmd_run.cc).
-struct PipelineFlags {
-  std::string file, def, target = "c", shape, tile, hierarchy, fusion = "max";
-  std::vector<std::string> dump_after;
-  unsigned long max_operations = 2000000;
-  bool no_fuse = false;
-};
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("file", f.file, "operator definition (.tsl)")->required();
@@ -65,6 +60,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("-o,--output", opts->out, "output file (C source for --target c, kernel IR text otherwise)");
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
+  add_npu_flags(cmd);
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
@@ -78,7 +74,12 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     if (!opts->out.empty()) {
       std::ofstream o(opts->out);
       if (!o) throw UserError("-o " + opts->out + ": cannot write the file");
-      o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel) : kernel::to_string(c->kernel));
+      std::string npu_line;  // NPU targets: the .npu program with syncs (compiler/cli/run_npu.h)
+      const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;
+      o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
+            : npu                     ? compile_npu_text(c->kernel, c->hierarchy, npu_line)
+                                      : kernel::to_string(c->kernel));
+      if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
     }
     std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in "
               << c->total_ms << " ms\n";

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_npu.h"
 #include "compiler/emit_c/run_c.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
@@ -17,14 +19,6 @@
 
 namespace tessel::cli {
 
-struct PipelineFlags {
-  std::string file, def, target = "c", shape, tile, hierarchy, fusion = "max";
-  std::vector<std::string> dump_after;
-  unsigned long max_operations = 2000000;
-  bool no_fuse = false;
-};
-void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
-CompileOptions to_compile_options(const PipelineFlags& f);
 
 namespace {
 
@@ -53,6 +47,12 @@ BackendResult run_on_c(const Compilation& c, const Tensors& inputs) {
 const std::vector<Backend>& backends() {
   static const std::vector<Backend> table = {
       {"c", [](const std::string& t, const Compilation&) { return t == "c"; }, run_on_c},
+      {"npu", [](const std::string& t, const Compilation& c) { return t != "c" && c.hierarchy.kind == isa::TargetKind::Npu; },
+       [](const Compilation& c, const Tensors& in) {  // compiler/cli/run_npu.h
+         BackendResult r;
+         std::tie(r.outputs, r.report) = run_npu_backend(c.kernel, c.hierarchy, in);
+         return r;
+       }},
   };
   return table;
 }
@@ -68,6 +68,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   add_pipeline_flags(cmd, opts->flags);
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
+  add_npu_flags(cmd);
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);

@@ -1,0 +1,113 @@
+#include "compiler/cli/run_npu.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "npu_sim/report.h"
+
+namespace tessel::cli {
+
+NpuOptions& npu_options() {
+  static NpuOptions o;
+  return o;
+}
+
+NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  NpuCompiled c;
+  c.kernel = emit_npu::emit_npu(k, target);
+  c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});
+  c.pruned = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1});
+  return c;
+}
+
+NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const std::map<std::string, NpyArray>& inputs,
+                     const NpuOptions& options) {
+  const npu_sync::SyncResult& s = c.chosen(options.sync);
+  const npu::Program& p = s.program;
+  std::map<std::string, NpyArray> bound;
+  if (!options.timing_only)
+    for (const auto& t : p.tensors)
+      if (t.role == npu::TensorRole::In) bound[t.name] = inputs.at(t.name);
+  npu_sim::SimResult sim = npu_sim::simulate(p, target, bound, {options.timing_only, options.detect_races, 0});
+  NpuRunResult r;
+  if (!options.timing_only)
+    for (const auto& t : p.tensors)
+      if (t.role == npu::TensorRole::Out) r.outputs[t.name] = sim.tensor(p, t.name);
+  const auto& rec = sim.record;
+  const auto stats = npu_sim::pipe_stats(rec);
+  nlohmann::json util;
+  std::array<double, npu::kPipeCount> mean{};
+  for (const auto& core : stats)
+    for (int q = 0; q < npu::kPipeCount; ++q) mean[q] += core[q].utilization / double(stats.size());
+  for (int q = 0; q < npu::kPipeCount; ++q) util[std::string(npu::pipe_name(static_cast<npu::Pipe>(q)))] = mean[q];
+  r.cube_utilization = mean[static_cast<int>(npu::Pipe::M)];
+  const double cycles = double(std::max<uint64_t>(1, rec.total_cycles));
+  r.macs_per_cycle = double(c.kernel.macs) / cycles;
+  r.peak_macs_per_cycle = double(target.peak_macs_per_cycle(DType::F16, DType::F32)) * p.cores;
+  r.report = {{"total_cycles", rec.total_cycles},
+              {"utilization", util},
+              {"cores", p.cores},
+              {"sync", npu_sync::sync_mode_name(options.sync)},
+              {"syncs_naive", c.naive.sync_instructions},
+              {"syncs_pruned", c.pruned.sync_instructions},
+              {"sync_pairs_naive", c.naive.pairs},
+              {"sync_pairs_pruned", c.pruned.pairs},
+              {"barriers", s.barriers},
+              {"dependences", s.dependences},
+              {"races", rec.races.size()},
+              {"deadlock", rec.deadlock ? *rec.deadlock : ""},
+              {"macs", c.kernel.macs},
+              {"macs_per_cycle", r.macs_per_cycle},
+              {"peak_macs_per_cycle", r.peak_macs_per_cycle},
+              {"mapping", c.kernel.notes},
+              {"timing_only", options.timing_only}};
+  std::ostringstream o;
+  o << fmt::format("NPU {} ({}), {} core(s): {} cycles ({:.1f} us at {} MHz)\n", target.name, p.source_name, p.cores,
+                   rec.total_cycles, cycles / target.clock_mhz, target.clock_mhz);
+  o << fmt::format("  utilization  cube {:.1f}%  vector {:.1f}%  MTE1 {:.1f}%  MTE2 {:.1f}%  MTE3 {:.1f}%  scalar {:.1f}%\n",
+                   100 * mean[int(npu::Pipe::M)], 100 * mean[int(npu::Pipe::V)], 100 * mean[int(npu::Pipe::MTE1)],
+                   100 * mean[int(npu::Pipe::MTE2)], 100 * mean[int(npu::Pipe::MTE3)], 100 * mean[int(npu::Pipe::S)]);
+  o << fmt::format("  MACs/cycle   {:.0f} of peak {:.0f} ({:.1f}%)\n", r.macs_per_cycle, r.peak_macs_per_cycle,
+                   r.peak_macs_per_cycle > 0 ? 100 * r.macs_per_cycle / r.peak_macs_per_cycle : 0.0);
+  o << fmt::format("  syncs        {} ({}): naive {} -> pruned {} instructions ({} -> {} pairs, {} barrier fall-backs)\n",
+                   s.sync_instructions, npu_sync::sync_mode_name(options.sync), c.naive.sync_instructions,
+                   c.pruned.sync_instructions, c.naive.pairs, c.pruned.pairs, s.barriers);
+  for (const auto& n : c.kernel.notes) o << "  mapping      " << n << "\n";
+  if (!rec.races.empty()) o << "  RACES        " << rec.races.size() << " (first: " << rec.races[0].first.text << " / " << rec.races[0].second.text << ")\n";
+  if (rec.deadlock) o << "  DEADLOCK     " << *rec.deadlock << "\n";
+  r.summary = o.str();
+  if (!options.trace.empty()) npu_sim::write_text_file(options.trace, npu_sim::chrome_trace_json(rec).dump());
+  r.record = std::move(sim.record);
+  return r;
+}
+
+void add_npu_flags(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--sync", [](const std::string& v) { npu_options().sync = npu_sync::parse_sync_mode(v); },
+         "NPU targets: sync insertion, naive or pruned (default pruned)");
+  cmd->add_option("--trace", npu_options().trace, "NPU targets: write a Chrome trace (Perfetto) of the simulation");
+}
+
+std::pair<std::map<std::string, NpyArray>, nlohmann::json> run_npu_backend(const kernel::Kernel& k, const isa::Hierarchy& target,
+                                                                          const std::map<std::string, NpyArray>& inputs) {
+  const NpuCompiled c = compile_npu(k, target);
+  NpuRunResult r = run_npu(c, target, inputs, npu_options());
+  std::cout << r.summary;
+  return {std::move(r.outputs), std::move(r.report)};
+}
+
+std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, std::string& report_line) {
+  const NpuCompiled c = compile_npu(k, target);
+  const auto& s = c.chosen(npu_options().sync);
+  report_line = fmt::format("syncs ({}): {} instructions ({} pairs, {} barrier fall-backs); naive {} -> pruned {}",
+                            npu_sync::sync_mode_name(npu_options().sync), s.sync_instructions, s.pairs, s.barriers,
+                            c.naive.sync_instructions, c.pruned.sync_instructions);
+  std::string text;
+  for (const auto& n : c.kernel.notes) text += "# " + n + "\n";
+  text += "# " + report_line + "\n";
+  return text + npu::print_program(s.program);
+}
+
+}  // namespace tessel::cli

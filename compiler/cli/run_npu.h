@@ -1,0 +1,60 @@
+// The NPU backend as the CLI runs it: kernel IR -> NPU program (compiler/emit_npu) -> syncs
+// (compiler/npu_sync, naive or pruned) -> the simulator (npu_sim) -> outputs, cycles, utilization.
+// Lives in the CLI because tessel_compiler must not depend on the simulator (DESIGN.md "Layout").
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "compiler/emit_npu/emit_npu.h"
+#include "compiler/npu_sync/sync_insertion.h"
+#include "isa/base/npy.h"
+#include "isa/hierarchy.h"
+#include "npu_sim/simulator.h"
+
+namespace tessel::cli {
+
+// Options of the NPU backend, set from `--sync` / `--trace` of tessel compile / run / bench.
+struct NpuOptions {
+  npu_sync::SyncMode sync = npu_sync::SyncMode::Pruned;
+  std::string trace;          // Chrome trace path ("": none)
+  bool timing_only = false;   // skip the arithmetic (bench of large shapes)
+  bool detect_races = true;
+};
+NpuOptions& npu_options();  // the process-wide options the CLI flags fill
+
+struct NpuCompiled {
+  emit_npu::NpuKernel kernel;
+  npu_sync::SyncResult naive, pruned;  // both counted; `chosen` is the one run
+  const npu_sync::SyncResult& chosen(npu_sync::SyncMode m) const { return m == npu_sync::SyncMode::Naive ? naive : pruned; }
+};
+NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target);
+
+struct NpuRunResult {
+  std::map<std::string, NpyArray> outputs;  // empty in timing-only runs
+  npu_sim::SimRecord record;
+  nlohmann::json report;    // total_cycles, utilization per pipe, syncs_naive, syncs_pruned, races, ...
+  std::string summary;      // one screen
+  double cube_utilization = 0;
+  double macs_per_cycle = 0, peak_macs_per_cycle = 0;
+};
+NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const std::map<std::string, NpyArray>& inputs,
+                     const NpuOptions& options);
+
+// CLI glue: `--sync naive|pruned` and `--trace FILE` on a command (fill npu_options()).
+void add_npu_flags(CLI::App* cmd);
+
+// `tessel run` on an NPU description: compile the kernel, simulate, print the summary; returns the
+// outputs and the report fields. `tessel compile -o OUT.npu`: the program text and a one-line count.
+std::pair<std::map<std::string, NpyArray>, nlohmann::json> run_npu_backend(const kernel::Kernel& k, const isa::Hierarchy& target,
+                                                                          const std::map<std::string, NpyArray>& inputs);
+std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, std::string& report_line);
+
+// `tessel bench npu`: the seed GEMM table, 1024^3 and 4096^3, the seed convolution, the AKG ops.
+nlohmann::json run_npu_bench(const std::string& hierarchy_path);
+
+}  // namespace tessel::cli

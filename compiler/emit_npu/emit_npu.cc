@@ -1,0 +1,356 @@
+#include "compiler/emit_npu/emit_npu.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+using npu::Pipe;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The largest multiple of `unit` that is <= limit and divides n (n a multiple of unit).
+int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
+  for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
+    if (n % t == 0) return t;
+  return unit;
+}
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand reg(uint8_t r) { return Operand::reg_(r); }
+Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
+Operand type(DType t) { return Operand::type(t); }
+
+// Registers of the generated code.
+enum Reg : uint8_t {
+  kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst
+};
+
+// What the machine offers, read once from the description by role.
+struct Machine {
+  int64_t m0 = 16, n0 = 16, k0 = 16;     // cube fractal (f16)
+  int64_t fractal_bytes = 512;            // one L0A / L0B fractal
+  int64_t acc_fractal_bytes = 1024;       // one L0C fractal
+  int64_t cap_l1 = 0, cap_l0a = 0, cap_l0b = 0, cap_l0c = 0, cap_ub = 0;
+  int64_t gm_align = 32, ub_align = 32, l0c_align = 1024, l0_align = 512;
+  int64_t vector_bytes_per_repeat = 256, vector_max_repeat = 255;
+  int cores = 1;
+};
+
+Machine machine(const isa::Hierarchy& h) {
+  Machine m;
+  bool cube = false;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const isa::MatrixShape& s : u->shapes)
+      if (s.a == DType::F16 && s.acc == DType::F32) {
+        m.m0 = s.m, m.n0 = s.n, m.k0 = s.k;
+        cube = true;
+      }
+  if (!cube) throw UserError(h.source_file + ": the NPU backend needs a matrix unit with an f16 x f16 -> f32 shape");
+  m.fractal_bytes = m.m0 * m.k0 * 2;
+  m.acc_fractal_bytes = m.m0 * m.n0 * 4;
+  m.cap_l1 = h.level(isa::Role::Stage).capacity_bytes;
+  m.cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
+  m.cap_l0b = h.level(isa::Role::OperandB).capacity_bytes;
+  m.cap_l0c = h.level(isa::Role::Accumulator).capacity_bytes;
+  m.cap_ub = h.level(isa::Role::Vector).capacity_bytes;
+  m.gm_align = h.level(isa::Role::Global).alignment_bytes;
+  m.ub_align = h.level(isa::Role::Vector).alignment_bytes;
+  m.l0c_align = h.level(isa::Role::Accumulator).alignment_bytes;
+  m.l0_align = std::max(h.level(isa::Role::OperandA).alignment_bytes, h.level(isa::Role::OperandB).alignment_bytes);
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) {
+    m.vector_bytes_per_repeat = u->bytes_per_repeat;
+    m.vector_max_repeat = u->max_repeat;
+  }
+  m.cores = static_cast<int>(h.cores);
+  return m;
+}
+
+const kernel::Node* find_matmul(const kernel::Kernel& k) {
+  const kernel::Node* found = nullptr;
+  int count = 0;
+  kernel::for_each_node(k.body, [&](const kernel::Node& n, int) {
+    if (n.kind == kernel::NodeKind::Matmul) {
+      if (!found) found = &n;
+      ++count;
+    }
+  });
+  if (count > 1) {
+    for (const kernel::Node* n = found; n;) {  // several nodes of one statement are fine
+      bool same = true;
+      kernel::for_each_node(k.body, [&](const kernel::Node& m, int) {
+        if (m.kind == kernel::NodeKind::Matmul && m.matmul.statement != n->matmul.statement) same = false;
+      });
+      if (!same) throw UserError("kernel " + k.name + ": the NPU backend maps one matmul statement per kernel");
+      break;
+    }
+  }
+  return found;
+}
+
+// A GEMM C[M,N] (+)= A[M,K] * B[K,N] on row-major GM tensors whose sizes are multiples of the tile.
+struct GemmShape {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t tm = 0, tn = 0, tk = 0;     // stage (L1 / L0C) tile
+  int64_t tm0 = 0, tn0 = 0, tk0 = 0;  // operand (L0A / L0B) tile
+  int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
+  DType out = DType::F32;
+  int cores = 1;
+  bool double_l1 = true, double_l0 = true, double_ub = true;
+};
+
+class Builder {
+ public:
+  Builder(npu::Program& p, const Machine& m) : p_(p), m_(m) {}
+  void op(Opcode o, std::vector<Operand> operands) { p_.add(o, std::move(operands)); }
+
+  // Copies `rows` rows of `row_bytes` from GM[src] (row stride src_stride) to GM[dst] (row stride
+  // dst_stride >= row_bytes, the rest of each row zero) through UB, `chunk_rows` rows at a time.
+  void padded_copy(int64_t src, int64_t dst, int64_t rows, int64_t row_bytes, int64_t src_stride, int64_t dst_stride) {
+    int64_t chunk_rows = std::max<int64_t>(1, (m_.cap_ub / 2) / dst_stride);
+    chunk_rows = std::min(chunk_rows, rows);
+    const int64_t region = round_up(chunk_rows * dst_stride, m_.vector_bytes_per_repeat);
+    if (dst_stride > row_bytes) zero_ub(0, region);
+    const int64_t full = rows / chunk_rows, rest = rows % chunk_rows;
+    auto copy = [&](uint8_t base, int64_t src_off, int64_t dst_off, int64_t n) {
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_off, base), imm(n), imm(row_bytes),
+                         imm(src_stride - row_bytes), imm(dst_stride - row_bytes)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_off, base == npu::kNoRegister ? npu::kNoRegister : kCopyDst), at(Buffer::UB, 0),
+                          imm(1), imm(n * dst_stride), imm(0), imm(0)});
+    };
+    if (full > 1) {
+      op(Opcode::Loop, {reg(kCopy), imm(0), imm(full), imm(1)});
+      op(Opcode::Mul, {reg(kCopySrc), reg(kCopy), imm(chunk_rows * src_stride)});
+      op(Opcode::Mul, {reg(kCopyDst), reg(kCopy), imm(chunk_rows * dst_stride)});
+      copy(kCopySrc, src, dst, chunk_rows);
+      op(Opcode::EndLoop, {});
+    } else if (full == 1) {
+      copy(npu::kNoRegister, src, dst, chunk_rows);
+    }
+    if (rest) copy(npu::kNoRegister, src + full * chunk_rows * src_stride, dst + full * chunk_rows * dst_stride, rest);
+  }
+
+  void zero_ub(int64_t offset, int64_t bytes) {
+    const int64_t repeats = bytes / m_.vector_bytes_per_repeat;
+    for (int64_t done = 0; done < repeats;) {
+      const int64_t n = std::min(repeats - done, m_.vector_max_repeat);
+      op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, offset + done * m_.vector_bytes_per_repeat), Operand::float_(0),
+                        imm(n), imm(1), imm(8)});
+      done += n;
+    }
+  }
+
+  void gemm(const GemmShape& g) {
+    const int64_t tiles_m = g.M / g.tm, tiles_n = g.N / g.tn, tiles = tiles_m * tiles_n, chunks = g.K / g.tk;
+    const int64_t eo = dtype_bytes(g.out);
+    // On-chip layout: halves of each double-buffered tile.
+    const int64_t l1_a = g.tm * g.tk * 2, l1_b = g.tk * g.tn * 2;
+    const int64_t l1_half = round_up(l1_a + l1_b, 32);
+    const int64_t l0a_half = round_up(g.tm0 * g.tk0 * 2, m_.l0_align), l0b_half = round_up(g.tk0 * g.tn0 * 2, m_.l0_align);
+    const int64_t sub_c = g.tm0 * g.tn0 * 4, ub_half = round_up(g.tm0 * g.tn0 * eo, m_.ub_align);
+    l0a_step_ = l0b_step_ = ub_step_ = 0;
+
+    op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles), reg(npu::kRegCoreCount)});
+    op(Opcode::Div, {reg(kTileM), reg(kTile), imm(tiles_n)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n)});
+    op(Opcode::Sub, {reg(kTileN), reg(kTile), reg(kTmp)});
+    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.K * 2)});
+    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * 2)});
+    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo)});
+    op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+
+    auto chunk = [&](int half, uint8_t a_base, int64_t a_off, uint8_t b_base, int64_t b_off, Operand first) {
+      const int64_t l1 = g.double_l1 ? half * l1_half : 0;
+      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), at(Buffer::GM, g.a_off + a_off, a_base), imm(g.tm),
+                           imm(g.tk), imm(g.K)});
+      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a), at(Buffer::GM, g.b_off + b_off, b_base),
+                           imm(g.tk), imm(g.tn), imm(g.N)});
+      for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk)
+        for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
+          const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
+          const int64_t l0a = g.double_l0 ? (l0a_step_++ % 2) * l0a_half : 0;
+          op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, l1 + a_frac * m_.fractal_bytes),
+                              imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm / m_.m0), imm(0)});
+          for (int64_t j = 0; j < g.tn / g.tn0; ++j) {
+            const int64_t b_frac = j * (g.tn0 / m_.n0) * (g.tk / m_.k0) + kk * (g.tk0 / m_.k0);
+            const int64_t l0b = g.double_l0 ? (l0b_step_++ % 2) * l0b_half : 0;
+            op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, l1 + l1_a + b_frac * m_.fractal_bytes),
+                                imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk / m_.k0), imm(1)});
+            const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
+            op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g.tm0),
+                              imm(g.tk0), imm(g.tn0), kk == 0 ? first : imm(0)});
+          }
+        }
+    };
+    const int64_t pairs = g.double_l1 ? chunks / 2 : 0;
+    const int64_t step_a = g.tk * 2, step_b = g.tk * g.N * 2;
+    if (pairs > 0) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(pairs), imm(1)});
+      op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+      op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(2 * step_a)});
+      op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+      op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(2 * step_b)});
+      op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+      chunk(0, kGmAChunk, 0, kGmBChunk, 0, reg(kInit));
+      chunk(1, kGmAChunk, step_a, kGmBChunk, step_b, imm(0));
+      op(Opcode::EndLoop, {});
+    }
+    if (!g.double_l1 && chunks > 1) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks), imm(1)});
+      op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+      op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(step_a)});
+      op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+      op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(step_b)});
+      op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+      chunk(0, kGmAChunk, 0, kGmBChunk, 0, reg(kInit));
+      op(Opcode::EndLoop, {});
+    } else if (chunks % 2 == 1 || (!g.double_l1 && chunks == 1)) {
+      const int64_t c = chunks - 1;
+      chunk(0, kGmA, c * step_a, kGmB, c * step_b, imm(chunks == 1 ? 1 : 0));
+    }
+    // Epilogue: every operand-level block of the accumulator through UB (ping-pong) to GM.
+    for (int64_t j = 0; j < g.tn / g.tn0; ++j)
+      for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
+        const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
+        const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
+        op(Opcode::MovL0c, {type(g.out), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
+        for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
+          const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
+          op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, ub + jj * g.tm0 * m_.n0 * eo), imm(g.tm0),
+                              imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
+        }
+      }
+    op(Opcode::EndLoop, {});
+  }
+
+ private:
+  npu::Program& p_;
+  const Machine& m_;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+};
+
+int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
+
+// Chooses the tiles: the kernel's boxes rounded up to the cube's fractal, shrunk to divide the
+// (padded) sizes and to fit the levels, then whether each level can hold two halves.
+void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m,
+                  std::vector<std::string>& notes) {
+  const kernel::Buffer& a0 = k.buffers.at(mm.a);
+  const kernel::Buffer& b0 = k.buffers.at(mm.b);
+  const kernel::Buffer& c = k.buffers.at(mm.c);
+  int64_t tk = 0;
+  for (const auto& b : k.buffers)
+    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() == 2) tk = b.extents[1];
+  if (tk == 0) tk = a0.extents.back();
+  g.tm = dividing_tile(g.M, round_up(c.extents[0], m.m0), m.m0);
+  g.tn = dividing_tile(g.N, round_up(c.extents[1], m.n0), m.n0);
+  g.tk = dividing_tile(g.K, round_up(tk, m.k0), m.k0);
+  g.tm0 = dividing_tile(g.tm, round_up(a0.extents[0], m.m0), m.m0);
+  g.tk0 = dividing_tile(g.tk, round_up(a0.extents[1], m.k0), m.k0);
+  g.tn0 = dividing_tile(g.tn, round_up(b0.extents[1], m.n0), m.n0);
+  const int64_t eo = dtype_bytes(g.out);
+  // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
+  while (g.tm * g.tn * 4 > m.cap_l0c && g.tm > m.m0) g.tm = dividing_tile(g.M, g.tm / 2, m.m0);
+  while (g.tn * g.tm * 4 > m.cap_l0c && g.tn > m.n0) g.tn = dividing_tile(g.N, g.tn / 2, m.n0);
+  while ((g.tm * g.tk + g.tk * g.tn) * 2 > m.cap_l1 && g.tk > m.k0) g.tk = dividing_tile(g.K, g.tk / 2, m.k0);
+  g.tm0 = dividing_tile(g.tm, g.tm0, m.m0);
+  g.tn0 = dividing_tile(g.tn, g.tn0, m.n0);
+  g.tk0 = dividing_tile(g.tk, g.tk0, m.k0);
+  while (g.tm0 * g.tk0 * 2 > m.cap_l0a && g.tk0 > m.k0) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, m.k0);
+  while (g.tk0 * g.tn0 * 2 > m.cap_l0b && g.tn0 > m.n0) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, m.n0);
+  while (g.tm0 * g.tn0 * eo > m.cap_ub && g.tm0 > m.m0) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, m.m0);
+  if (g.tm * g.tn * 4 > m.cap_l0c || (g.tm * g.tk + g.tk * g.tn) * 2 > m.cap_l1 || g.tm0 * g.tk0 * 2 > m.cap_l0a ||
+      g.tk0 * g.tn0 * 2 > m.cap_l0b)
+    throw UserError(fmt::format("kernel {}: no tile of {}x{}x{} fits the NPU's buffers", k.name, g.M, g.N, g.K));
+  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32) <= m.cap_l1;
+  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * 2, m.l0_align) <= m.cap_l0a && 2 * align_to(g.tk0 * g.tn0 * 2, m.l0_align) <= m.cap_l0b;
+  g.double_ub = 2 * align_to(g.tm0 * g.tn0 * eo, m.ub_align) <= m.cap_ub;
+  notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
+                              g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
+                              g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
+}
+
+NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m) {
+  const kernel::GlobalTensor* A = k.find_tensor(mm.a_tensor);
+  const kernel::GlobalTensor* B = k.find_tensor(mm.b_tensor);
+  const kernel::GlobalTensor* C = k.find_tensor(mm.c_tensor);
+  auto unsupported = [&](const std::string& why) {
+    return UserError("kernel " + k.name + ": the NPU backend does not map this matmul yet: " + why);
+  };
+  if (!A || !B || A->temporary || B->temporary) throw unsupported("A and B must be global inputs");
+  if (!C || C->kind != ir::TensorKind::Output) throw unsupported("the accumulator must be the output (no epilogue yet)");
+  if (A->shape.size() != 2 || B->shape.size() != 2 || C->shape.size() != 2) throw unsupported("batched matmul");
+  if (mm.a_layout != kernel::Layout::RowMajor || mm.b_layout != kernel::Layout::RowMajor)
+    throw unsupported("transposed operands");
+  if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
+    throw unsupported("operands other than f16");
+  if (C->dtype != DType::F32 && C->dtype != DType::F16) throw unsupported("an output other than f32 / f16");
+  for (const auto& t : k.tensors)
+    if (t.name != A->name && t.name != B->name && t.name != C->name) throw unsupported("extra tensor " + t.name);
+
+  NpuKernel out;
+  npu::Program& p = out.program;
+  p.source_name = k.name + ".npu";
+  const int64_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
+  out.macs = uint64_t(M) * N * K;
+  GemmShape g;
+  g.out = C->dtype;
+  const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0;
+  g.M = round_up(M, m.m0), g.N = round_up(N, m.n0), g.K = round_up(K, m.k0);
+  choose_tiles(g, k, mm, m, out.notes);
+  const int64_t eo = dtype_bytes(g.out);
+  int64_t gm = 0;
+  auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
+    npu::TensorBinding b{name, t, shape, gm, role, {}};
+    gm = align_to(gm + b.byte_size(), m.gm_align);
+    p.tensors.push_back(b);
+    return b.gm_offset;
+  };
+  const int64_t a_user = place(A->name, DType::F16, A->shape, npu::TensorRole::In);
+  const int64_t b_user = place(B->name, DType::F16, B->shape, npu::TensorRole::In);
+  const int64_t c_user = place(C->name, g.out, C->shape, npu::TensorRole::Out);
+  Builder build(p, m);
+  if (aligned) {
+    g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
+    const int64_t tiles = (g.M / g.tm) * (g.N / g.tn);
+    g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));
+    p.cores = g.cores;
+    build.gemm(g);
+  } else {
+    // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
+    g.a_off = place(A->name + "_padded", DType::F16, {g.M, g.K}, npu::TensorRole::Scratch);
+    g.b_off = place(B->name + "_padded", DType::F16, {g.K, g.N}, npu::TensorRole::Scratch);
+    g.c_off = place(C->name + "_padded", g.out, {g.M, g.N}, npu::TensorRole::Scratch);
+    p.cores = g.cores = 1;
+    build.padded_copy(a_user, g.a_off, M, K * 2, K * 2, g.K * 2);
+    build.padded_copy(b_user, g.b_off, K, N * 2, N * 2, g.N * 2);
+    build.gemm(g);
+    build.padded_copy(g.c_off, c_user, M, N * eo, g.N * eo, N * eo);
+    out.notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
+  }
+  p.add(Opcode::PipeBarrier, {Operand::pipe_(Pipe::All)});
+  out.notes.push_back(fmt::format("{} output tiles over {} core(s)", (g.M / g.tm) * (g.N / g.tn), p.cores));
+  npu::validate_program(p);
+  return out;
+}
+
+}  // namespace
+
+NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
+  const Machine m = machine(target);
+  const kernel::Node* mm = find_matmul(k);
+  if (mm) return emit_gemm(k, mm->matmul, m);
+  throw UserError("kernel " + k.name + ": the NPU backend maps matched matmul kernels only so far (no matmul fragment was matched)");
+}
+
+}  // namespace tessel::emit_npu
