@@ -158,7 +158,10 @@ class Builder {
     const int64_t sub_c = g.tm0 * g.tn0 * 4, ub_half = round_up(g.tm0 * g.tn0 * eo, m_.ub_align);
     l0a_step_ = l0b_step_ = ub_step_ = 0;
 
-    op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles), reg(npu::kRegCoreCount)});
+    // One tile per core needs no tile loop (and no sync carried from one tile to the next).
+    const bool tile_loop = tiles > g.cores;
+    if (tile_loop) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles), reg(npu::kRegCoreCount)});
+    else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
     op(Opcode::Div, {reg(kTileM), reg(kTile), imm(tiles_n)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n)});
     op(Opcode::Sub, {reg(kTileN), reg(kTile), reg(kTmp)});
@@ -229,7 +232,7 @@ class Builder {
                               imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
         }
       }
-    op(Opcode::EndLoop, {});
+    if (tile_loop) op(Opcode::EndLoop, {});
   }
 
  private:

@@ -137,6 +137,7 @@ class Analyser {
     for (int round = 0;; ++round) {
       regs_ = entry;
       regs_[var] = iter;
+      forget(var);
       walk(body, end, false);
       bool changed = false;
       for (int r = 0; r < npu::kRegisterCount; ++r) {
@@ -151,6 +152,7 @@ class Analyser {
     }
     regs_ = entry;
     regs_[var] = iter;
+    forget(var);
     walk(body, end, record);
     for (int r = 0; r < npu::kRegisterCount; ++r) regs_[r] = join(entry[r], regs_[r]);
     regs_[var] = Range::any();
@@ -160,11 +162,28 @@ class Analyser {
     const npu::Instruction& in = p_.code[pc];
     const auto& o = in.operands;
     switch (in.opcode) {
-      case Opcode::Mov: regs_[o[0].reg] = value(o[1]); return;
+      case Opcode::Mov: regs_[o[0].reg] = value(o[1]); forget(o[0].reg); return;
       case Opcode::Add: case Opcode::Sub: case Opcode::Mul: case Opcode::Div:
-      case Opcode::Shl: case Opcode::Seq: case Opcode::Slt:
-        regs_[o[0].reg] = arith(in.opcode, value(o[1]), value(o[2]));
+      case Opcode::Shl: case Opcode::Seq: case Opcode::Slt: {
+        Range r = arith(in.opcode, value(o[1]), value(o[2]));
+        const uint8_t d = o[0].reg;
+        const bool reg1 = o[1].kind == OperandKind::Register, imm2 = o[2].kind == OperandKind::Immediate;
+        // x - (x / d) * d, the remainder: [0, d - 1] for x >= 0 (intervals alone lose the relation).
+        std::optional<Pattern> made;
+        if (in.opcode == Opcode::Div && reg1 && imm2 && o[2].imm > 0) made = Pattern{Pattern::Quotient, o[1].reg, o[2].imm};
+        if (in.opcode == Opcode::Mul && reg1 && imm2 && pattern_[o[1].reg] &&
+            pattern_[o[1].reg]->kind == Pattern::Quotient && pattern_[o[1].reg]->divisor == o[2].imm)
+          made = Pattern{Pattern::Rounded, pattern_[o[1].reg]->of, o[2].imm};
+        if (in.opcode == Opcode::Sub && reg1 && o[2].kind == OperandKind::Register && pattern_[o[2].reg] &&
+            pattern_[o[2].reg]->kind == Pattern::Rounded && pattern_[o[2].reg]->of == o[1].reg) {
+          const Range x = value(o[1]);
+          if (x.known && x.lo >= 0) r = {true, 0, pattern_[o[2].reg]->divisor - 1};
+        }
+        regs_[d] = r;
+        forget(d);
+        pattern_[d] = made;
         return;
+      }
       case Opcode::SetFmatrix:
         for (int i = 0; i < 12; ++i) fmatrix_[i] = max_of(o[i]);
         return;
@@ -297,7 +316,20 @@ class Analyser {
     }
   }
 
+  // How a register was computed from another one, while both keep their values.
+  struct Pattern {
+    enum Kind { Quotient, Rounded } kind;  // of / divisor, (of / divisor) * divisor
+    uint8_t of;
+    int64_t divisor;
+  };
+  void forget(uint8_t written) {
+    pattern_[written].reset();
+    for (auto& p : pattern_)
+      if (p && p->of == written) p.reset();
+  }
+
   const npu::Program& p_;
+  std::array<std::optional<Pattern>, npu::kRegisterCount> pattern_{};
   Geometry g_;
   std::vector<int> partner_;
   std::array<Range, npu::kRegisterCount> regs_;
