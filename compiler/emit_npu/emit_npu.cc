@@ -171,12 +171,18 @@ class Builder {
     op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo)});
     op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
 
-    auto chunk = [&](int half, uint8_t a_base, int64_t a_off, uint8_t b_base, int64_t b_off, Operand first) {
+    // A K chunk is loaded (MTE2) into one L1 half and computed (MTE1 + M) from it. The loads are
+    // issued one chunk ahead in program order, so the scalar pipe dispatches the next chunk's copy
+    // before the current chunk's compute fills the queues (software pipelining).
+    auto load = [&](int half, uint8_t a_base, uint8_t b_base, int64_t chunk_offset) {
       const int64_t l1 = g.double_l1 ? half * l1_half : 0;
-      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), at(Buffer::GM, g.a_off + a_off, a_base), imm(g.tm),
-                           imm(g.tk), imm(g.K)});
-      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a), at(Buffer::GM, g.b_off + b_off, b_base),
-                           imm(g.tk), imm(g.tn), imm(g.N)});
+      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), at(Buffer::GM, g.a_off + chunk_offset * g.tk * 2, a_base),
+                           imm(g.tm), imm(g.tk), imm(g.K)});
+      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a),
+                           at(Buffer::GM, g.b_off + chunk_offset * g.tk * g.N * 2, b_base), imm(g.tk), imm(g.tn), imm(g.N)});
+    };
+    auto compute = [&](int half, Operand first) {
+      const int64_t l1 = g.double_l1 ? half * l1_half : 0;
       for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk)
         for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
           const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
@@ -194,31 +200,46 @@ class Builder {
           }
         }
     };
-    const int64_t pairs = g.double_l1 ? chunks / 2 : 0;
-    const int64_t step_a = g.tk * 2, step_b = g.tk * g.N * 2;
-    if (pairs > 0) {
-      op(Opcode::Loop, {reg(kChunk), imm(0), imm(pairs), imm(1)});
-      op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
-      op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(2 * step_a)});
-      op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-      op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(2 * step_b)});
-      op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-      chunk(0, kGmAChunk, 0, kGmBChunk, 0, reg(kInit));
-      chunk(1, kGmAChunk, step_a, kGmBChunk, step_b, imm(0));
-      op(Opcode::EndLoop, {});
-    }
-    if (!g.double_l1 && chunks > 1) {
-      op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks), imm(1)});
-      op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
-      op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(step_a)});
-      op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-      op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(step_b)});
-      op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-      chunk(0, kGmAChunk, 0, kGmBChunk, 0, reg(kInit));
-      op(Opcode::EndLoop, {});
-    } else if (chunks % 2 == 1 || (!g.double_l1 && chunks == 1)) {
-      const int64_t c = chunks - 1;
-      chunk(0, kGmA, c * step_a, kGmB, c * step_b, imm(chunks == 1 ? 1 : 0));
+    if (!g.double_l1) {
+      if (chunks > 1) {
+        op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks), imm(1)});
+        op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(g.tk * 2)});
+        op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(g.tk * g.N * 2)});
+        op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+        load(0, kGmAChunk, kGmBChunk, 0);
+        compute(0, reg(kInit));
+        op(Opcode::EndLoop, {});
+      } else {
+        load(0, kGmA, kGmB, 0);
+        compute(0, imm(1));
+      }
+    } else {
+      // chunks = 2P + 1: load 0; P x [load 2p+1, compute 2p, load 2p+2, compute 2p+1]; compute 2P.
+      // chunks = 2P:     load 0; (P-1) x [the same]; load 2P-1, compute 2P-2, compute 2P-1.
+      load(0, kGmA, kGmB, 0);
+      const int64_t iterations = chunks % 2 ? chunks / 2 : chunks / 2 - 1;
+      if (iterations > 0) {
+        op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
+        op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(2 * g.tk * 2)});
+        op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(2 * g.tk * g.N * 2)});
+        op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+        load(1, kGmAChunk, kGmBChunk, 1);
+        compute(0, reg(kInit));
+        load(0, kGmAChunk, kGmBChunk, 2);
+        compute(1, imm(0));
+        op(Opcode::EndLoop, {});
+      }
+      if (chunks % 2) {
+        compute(0, imm(chunks == 1 ? 1 : 0));
+      } else {
+        load(1, kGmA, kGmB, chunks - 1);
+        compute(0, imm(chunks == 2 ? 1 : 0));
+        compute(1, imm(0));
+      }
     }
     // Epilogue: every operand-level block of the accumulator through UB (ping-pong) to GM.
     for (int64_t j = 0; j < g.tn / g.tn0; ++j)
