@@ -54,7 +54,8 @@ struct Compilation {
   kernel::Kernel kernel;
   std::vector<std::string> warnings;
   std::vector<std::pair<std::string, double>> pass_ms;
-  double total_ms = 0;
+  double total_ms = 0;      // wall time of all passes
+  double total_cpu_ms = 0;  // thread CPU time of all passes (what `tessel bench compile` budgets)
 };
 
 // The pass names in order.

@@ -1,7 +1,8 @@
 // `tessel bench compile`: compile time of the polyhedral pipeline (scop, dependences, schedule,
 // fusion, intrinsics, tile, promote, kernel IR; no emitter, no host compiler) for every entry of
 // the workload suites (workloads/small.yaml, gemm.yaml, conv.yaml) with the default tile spec.
-// Median of three compilations; a table on stdout and the rows as JSON.
+// Median of three compilations, in thread CPU time (the machine is shared: wall time is reported
+// too but depends on the load); a table on stdout and the rows as JSON.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,8 +22,8 @@ nlohmann::json run_compile_bench(const std::string& hierarchy_path) {
   nlohmann::json rows = nlohmann::json::array();
   std::cout << fmt::format("tessel bench compile: polyhedral pipeline time per workload, default tile spec, buffers for {}\n",
                            hierarchy_path);
-  std::cout << fmt::format("{:<28} {:<18} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>9}  {}\n", "workload", "def", "scop+dep",
-                           "sched", "tile", "promote", "kernel", "groups", "total ms", "budget 500 ms");
+  std::cout << fmt::format("{:<28} {:<18} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>8} {:>8}  {}\n", "workload", "def",
+                           "scop+dep", "sched", "tile", "promote", "kernel", "groups", "wall ms", "cpu ms", "budget 500 ms cpu");
   int over = 0;
   double worst = 0;
   for (const char* suite_file : suites) {
@@ -33,24 +34,26 @@ nlohmann::json run_compile_bench(const std::string& hierarchy_path) {
       CompileOptions o;
       o.hierarchy = hierarchy_path;
       o.sizes = e.shape;
-      std::vector<double> totals;
+      std::vector<double> totals, walls;
       std::map<std::string, double> pass_ms;
       std::unique_ptr<Compilation> last;
       for (int rep = 0; rep < 3; ++rep) {
         last = compile(f, o);
-        totals.push_back(last->total_ms);
+        totals.push_back(last->total_cpu_ms);
+        walls.push_back(last->total_ms);
       }
       for (const auto& [p, ms] : last->pass_ms) pass_ms[p] += ms;
       std::sort(totals.begin(), totals.end());
+      std::sort(walls.begin(), walls.end());
       const double total = totals[1];
       worst = std::max(worst, total);
       over += total > kBudgetMs;
       bool matched = false;
       for (const auto& mm : last->matches) matched |= mm.matched;
-      std::cout << fmt::format("{:<28} {:<18} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7} {:>9.1f}  {}\n", e.name,
-                               f.name, pass_ms["scop"] + pass_ms["dependences"], pass_ms["schedule"], pass_ms["tile"],
-                               pass_ms["promote"], pass_ms["kernel"], last->groups.size(), total,
-                               total <= kBudgetMs ? "ok" : "OVER");
+      std::cout << fmt::format("{:<28} {:<18} {:>8.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>6} {:>8.1f} {:>8.1f}  {}\n",
+                               e.name, f.name, pass_ms["scop"] + pass_ms["dependences"], pass_ms["schedule"],
+                               pass_ms["tile"], pass_ms["promote"], pass_ms["kernel"], last->groups.size(), walls[1],
+                               total, total <= kBudgetMs ? "ok" : "OVER");
       rows.push_back({{"suite", suite.name},
                       {"workload", e.name},
                       {"def", f.name},
@@ -60,12 +63,13 @@ nlohmann::json run_compile_bench(const std::string& hierarchy_path) {
                       {"matmul_matched", matched},
                       {"buffers", last->kernel.buffers.size()},
                       {"pass_ms", pass_ms},
-                      {"total_ms_median_of_3", total},
+                      {"cpu_ms_median_of_3", total},
+                      {"wall_ms_median_of_3", walls[1]},
                       {"within_budget", total <= kBudgetMs}});
     }
   }
-  std::cout << fmt::format("{} workloads, slowest {:.1f} ms, {} over the {:.0f} ms budget\n", rows.size(), worst, over,
-                           kBudgetMs);
+  std::cout << fmt::format("{} workloads, slowest {:.1f} ms CPU, {} over the {:.0f} ms budget\n", rows.size(), worst,
+                           over, kBudgetMs);
   return {{"suite", "compile"}, {"hierarchy", hierarchy_path}, {"budget_ms", kBudgetMs}, {"rows", rows}};
 }
 

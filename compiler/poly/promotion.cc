@@ -34,7 +34,7 @@ std::string range_name(const isl::map& m) { return m.range_tuple_id().name(); }
 
 }  // namespace
 
-Promotion promote(const Scop& scop, const TiledProgram& tiled, const isa::Hierarchy& h) {
+Promotion promote(const Scop& scop, const Dependences& deps, const TiledProgram& tiled, const isa::Hierarchy& h) {
   const ir::Function& f = *scop.function;
   Promotion pr;
   std::map<std::string, int> stmt_index;
@@ -56,14 +56,19 @@ Promotion promote(const Scop& scop, const TiledProgram& tiled, const isa::Hierar
   for (const auto& t : f.tensors) {
     if (t.kind != ir::TensorKind::Local || groups_of[t.name].size() != 1) continue;
     int g = *groups_of[t.name].begin();
-    // every flow dependence on t must stay inside one stage tile of g
+    // every flow dependence on t must stay inside one stage tile of g (statement-level flow
+    // between t's writers and readers over-approximates the flow through t: conservative)
     isl::union_map origin = tiled.origin_maps.at(tiled.groups[g].marker(TileLevel::P));
-    isl::union_map w = isl::union_map::empty(scop.context.ctx()), r = w;
+    std::set<std::string> writers, readers;
     for (const auto& a : accesses)
-      if (range_name(a.map) == t.name) (a.write ? w : r) = (a.write ? w : r).unite(isl::union_map(a.map));
-    isl::union_access_info info(r);
-    isl::union_flow flow = info.set_must_source(w).set_schedule_map(tiled.statement_schedule).compute_flow();
-    isl::union_map tiles = flow.may_dependence().apply_domain(origin).apply_range(origin);
+      if (range_name(a.map) == t.name) (a.write ? writers : readers).insert(scop.statements[a.statement].name);
+    isl::union_map flow = isl::union_map::empty(scop.context.ctx());
+    deps.flow.foreach_map([&](isl::map d) {
+      if (writers.count(d.domain_tuple_id().name()) && readers.count(d.range_tuple_id().name()) &&
+          d.domain_tuple_id().name() != d.range_tuple_id().name())
+        flow = flow.unite(isl::union_map(d));
+    });
+    isl::union_map tiles = flow.apply_domain(origin).apply_range(origin);
     isl::union_map same = isl::union_map(isl::union_set(tiles.domain()).identity());
     if (tiles.is_subset(same)) on_chip.insert(t.name);
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/poly/dependences.h"
 #include "compiler/poly/scop.h"
 #include "compiler/poly/tiling.h"
 #include "isa/hierarchy.h"
@@ -39,6 +40,6 @@ struct Promotion {
   std::string to_string() const;
 };
 
-Promotion promote(const Scop& scop, const TiledProgram& tiled, const isa::Hierarchy& h);
+Promotion promote(const Scop& scop, const Dependences& deps, const TiledProgram& tiled, const isa::Hierarchy& h);
 
 }  // namespace tessel::poly

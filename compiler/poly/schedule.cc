@@ -6,12 +6,24 @@ ScheduleResult compute_schedule(const Scop& scop, const Dependences& deps, const
   isl::ctx ctx = scop.context.ctx();
   apply_scheduler_options(ctx, options);
   ScheduleResult r;
-  isl::union_map all = deps.all();
+  // A reduction's dependences on itself only order its associative updates: like Tensor
+  // Comprehensions, the scheduler may reorder them (validity keeps every other dependence).
+  auto without_reduction_self = [&](const isl::union_map& d) {
+    isl::union_map kept = isl::union_map::empty(d.ctx());
+    d.foreach_map([&](isl::map m) {
+      const std::string src = m.domain_tuple_id().name();
+      const bool self = src == m.range_tuple_id().name();
+      if (!(self && scop.function->statements[scop.find(src).statement].reduction != ir::Reduction::None))
+        kept = kept.unite(isl::union_map(m));
+    });
+    return kept;
+  };
+  isl::union_map validity = without_reduction_self(deps.all());
   isl::schedule_constraints sc = isl::schedule_constraints::on_domain(scop.domain)
                                      .set_context(scop.context)
-                                     .set_validity(all)
-                                     .set_proximity(all)
-                                     .set_coincidence(deps.flow);
+                                     .set_validity(validity)
+                                     .set_proximity(validity)
+                                     .set_coincidence(without_reduction_self(deps.flow));
   set_operation_quota(ctx, options.max_operations);
   struct ClearQuota {  // also when compute_schedule throws something else
     isl::ctx ctx;

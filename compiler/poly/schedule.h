@@ -1,6 +1,7 @@
 // Schedule (pass "schedule"): an isl schedule for the scop from its dependences with explicit
 // scheduler options (isl schedule_constraints::compute_schedule). Validity and proximity are all
-// dependences, coincidence the flow dependences. When the operation quota is hit, the schedule
+// dependences except a reduction's dependences on itself (its updates may be reordered, as in
+// Tensor Comprehensions), coincidence the flow dependences likewise. When the operation quota is hit, the schedule
 // falls back to the statement order (program order) and a warning is recorded.
 // Runs after compute_dependences.
 #pragma once
