@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <iostream>
 
@@ -98,8 +99,12 @@ double geomean(const std::vector<double>& v) {
 
 }  // namespace
 
-nlohmann::json bench_gpu(const std::string& source_dir) {
+nlohmann::json bench_gpu(const std::string& source_dir_in) {
   using namespace gpurun;
+  // "" : the source tree this tessel was built from, else the working directory (a GPU machine)
+  const std::string source_dir = !source_dir_in.empty()                                        ? source_dir_in
+                                 : std::filesystem::exists(TESSEL_SOURCE_DIR "/workloads/gemm.yaml") ? TESSEL_SOURCE_DIR
+                                                                                                      : ".";
   const std::string target = source_dir + "/isa/targets/sm90.yaml";
   std::vector<Entry> entries;
   for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml"}) {

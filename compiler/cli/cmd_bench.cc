@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/run_gpu.h"
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
 #include "npu_sim/gemm_program.h"
@@ -108,6 +109,8 @@ constexpr Suite kSuites[] = {
     {"compile", "polyhedral compile time (schedule+tile+promote+kernel IR) of every workload (--target: levels)", bench_compile},
     {"npu", "NPU backend: seed GEMMs, 1024^3/4096^3, seed conv, AKG ops: cycles, cube %, syncs naive->pruned (--target)", bench_npu},
     {"sim", "NPU simulator speed: generated GEMM, functional and timing-only (--size, --cores, --target)", bench_sim},
+    {"gpu", "CUDA emitter vs cuBLAS/cuDNN: seed GEMM table, 1024^3/4096^3, seed conv; both harnesses (compiler/cli/bench_gpu.cc)",
+     [](const BenchOptions&) { return bench_gpu(""); }},
 };
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {

@@ -8,6 +8,7 @@
 
 #include "compiler/cli/commands.h"
 #include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
 #include "compiler/emit_c/emit_c.h"
 #include "compiler/frontend/frontend.h"
@@ -61,7 +62,9 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
   add_npu_flags(cmd);
-  cmd->callback([opts, &ctx] {
+  auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
+  cmd->add_flag("--explain", *explain, "GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
+  cmd->callback([opts, explain, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
     auto c = compile(f, to_compile_options(opts->flags));
@@ -78,8 +81,14 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;
       o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
             : npu                     ? compile_npu_text(c->kernel, c->hierarchy, npu_line)
+            : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), nullptr)
                                       : kernel::to_string(c->kernel));
       if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
+    }
+    if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
+      std::string lines;
+      compile_gpu_source(*c, !opts->flags.tile.empty(), &lines);
+      std::cerr << lines;
     }
     std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in "
               << c->total_ms << " ms\n";

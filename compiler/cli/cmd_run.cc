@@ -10,6 +10,7 @@
 
 #include "compiler/cli/commands.h"
 #include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
 #include "compiler/emit_c/run_c.h"
 #include "compiler/frontend/frontend.h"
@@ -52,6 +53,12 @@ const std::vector<Backend>& backends() {
          BackendResult r;
          std::tie(r.outputs, r.report) = run_npu_backend(c.kernel, c.hierarchy, in);
          return r;
+       }},
+      {"gpu", [](const std::string& t, const Compilation& c) { return t != "c" && is_gpu_target(c); },
+       [](const Compilation& c, const Tensors& in) {  // compiler/cli/run_gpu.h: prints time, TFLOP/s, library ratio
+         GpuRunResult g = run_on_gpu(c, in, false);
+         std::cout << g.summary;
+         return BackendResult{std::move(g.outputs), std::move(g.report)};
        }},
   };
   return table;

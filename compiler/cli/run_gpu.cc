@@ -195,6 +195,10 @@ BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::m
 
 GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given, bool timing) {
   using namespace gpurun;
+  std::string why;
+  if (gpu::device_count(&why) == 0)
+    throw UserError("tessel run: no GPU here (" + why + "); `tessel compile --target " + c.hierarchy.source_file +
+                    " -o k.cu` writes the CUDA source");
   gpu::Context& ctx = gpu::Context::get();
   LoadedProgram lp = load_program(c.kernel, gpu_options(c, tile_given));
   DeviceTensors d = allocate(c.kernel, inputs, lp.program.scratch_bytes);

@@ -10,6 +10,7 @@
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "gpu_backend/cublas_gemm.h"
 #include "gpu_backend/cudnn_conv.h"
+#include "gpu_backend/device_query.h"
 #include "gpu_backend/nvrtc_compile.h"
 #include "gpu_backend/runtime.h"
 #include "gpu_backend/sass_scan.h"

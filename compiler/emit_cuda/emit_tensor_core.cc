@@ -197,6 +197,10 @@ struct TcEmitter {
   }
 };
 
+bool direct_store(const Contraction& c, const TcConfig& g) {
+  return c.plain_output && g.k_split == 1 && c.size_m() % 16 == 0 && c.size_n() % 16 == 0;
+}
+
 }  // namespace
 
 std::string TcConfig::to_string() const {
@@ -214,7 +218,7 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   const int64_t a = std::max<int64_t>(int64_t(g.bm) * (g.bk + vec), int64_t(g.bk) * (g.bm + vec));
   const int64_t b = std::max<int64_t>(int64_t(g.bn) * (g.bk + vec), int64_t(g.bk) * (g.bn + vec));
   const int64_t pipe = g.stages * (a + b) * eb;
-  const int64_t epi = int64_t(g.k_split) * g.bm * (g.bn + 4) * 4;
+  const int64_t epi = direct_store(c, g) ? 0 : int64_t(g.k_split) * g.bm * (g.bn + 4) * 4;
   if (std::max(pipe, epi) + 256 > shared_budget_bytes(arch)) return "shared memory over the " + arch + " budget";
   (void)c;
   return "";
@@ -234,13 +238,15 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
     add({128, 128, 32, 32, 64, 1, 4});
     add({128, 256, 32, 64, 64, 1, 3});
     add({128, 128, 64, 64, 64, 1, 3});
+    add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
   }
   // skinny and small problems: few output tiles, so the K range of a tile is split over warps
   auto round16 = [](int64_t v) { return int((v + 15) / 16 * 16); };
   for (int bn : {64, 32, 16, 128}) {
     if (bn > round16(N) && bn != std::min(128, round16(N))) continue;
     for (int bm : {16, 32, 64}) {
-      for (int bk : {128, 64, 256}) {
+      for (int bk : {128, 64, 256, 512}) {
+        if (bk == 512 && K > 512) continue;
         const int bkk = int(std::min<int64_t>(bk, round16(K)));
         TcConfig g;
         g.bm = bm;
@@ -251,7 +257,9 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
         const int wtiles = (g.bm / g.wm) * (g.bn / g.wn);
         g.k_split = std::max(1, std::min(8 / wtiles, g.bk / 16));
         const int64_t kt = (K + g.bk - 1) / g.bk;
-        g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
+        // latency-bound: every K tile in flight from the prologue when they fit
+        g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, kt + 1)));
+        if (!config_obstacle(c, g, arch).empty()) g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
         add(g);
       }
     }
@@ -293,7 +301,8 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   const int eb = elem_bytes(c.in_type);
   const int64_t a_stage = pa.stage_elems(), b_stage = pb.stage_elems();
   const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
-  const int64_t epi_bytes = int64_t(cfg.k_split) * cfg.bm * ldc * 4;
+  const bool direct = direct_store(c, cfg);
+  const int64_t epi_bytes = direct ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;
   const int64_t smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128;
   const int64_t tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
   const std::string name = "tessel_wmma_" + k.name;
@@ -368,6 +377,15 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn
      << "; ++j) wmma::mma_sync(acc_[i][j], af_[i], bf_[j], acc_[i][j]);\n";
   os << "    }\n  }\n";
+  if (direct) {
+    // no epilogue, dense [batch.., M, N] output: fragments go straight to global memory
+    explain.push_back("  accumulators stored straight to global memory (store_matrix_sync, no epilogue)");
+    os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn << "; ++j) {\n";
+    os << "      const int row_ = m0_ + wm_ + i * 16, col_ = n0_ + wn_ + j * 16;\n";
+    os << "      if (row_ < " << M << " && col_ < " << N << ") wmma::store_matrix_sync(out_ + (long long)row_ * " << N
+       << " + col_, acc_[i][j], " << N << ", wmma::mem_row_major);\n    }\n}\n";
+  } else {
   // epilogue: accumulators -> shared (one tile per K slice) -> element-wise statements -> global
   os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
   os << "  " << acct << "* cs_ = (" << acct << "*)smem_ + ks_ * " << cfg.bm * ldc << ";\n";
@@ -440,6 +458,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "      t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
   os << "    }\n  }\n}\n";
 
+  }
   Launch l;
   l.kernel = name;
   l.grid[0] = unsigned(tiles_m * tiles_n);
