@@ -1,5 +1,7 @@
 #include "compiler/emit_npu/emit_npu.h"
 
+#include "compiler/emit_npu/pointwise.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -374,7 +376,7 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const Machine m = machine(target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m);
-  throw UserError("kernel " + k.name + ": the NPU backend maps matched matmul kernels only so far (no matmul fragment was matched)");
+  return emit_pointwise(k, target);
 }
 
 }  // namespace tessel::emit_npu

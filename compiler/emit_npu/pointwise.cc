@@ -1,0 +1,306 @@
+#include "compiler/emit_npu/pointwise.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand reg(uint8_t r) { return Operand::reg_(r); }
+Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
+Operand type(DType t) { return Operand::type(t); }
+
+enum Reg : uint8_t { kChunk = 1, kOff2, kOff4, kCore0 };
+
+// A value during expression compilation: a UB region (one per expression node) or a constant.
+struct Value {
+  bool scalar = false;
+  double constant = 0;
+  int64_t region = 0;  // UB byte offset
+  DType type = DType::F32;
+};
+
+class Pointwise {
+ public:
+  Pointwise(const kernel::Kernel& k, const isa::Hierarchy& h) : k_(k), h_(h) {}
+
+  NpuKernel emit() {
+    const ir::Function* f = k_.function;
+    if (!f) throw not_pointwise("no tensor IR attached");
+    check_shapes(*f);
+    for (const auto& s : f->statements) check_statement(s);
+    // Regions: every tensor and every expression node gets CH elements of 4 bytes.
+    int regions = 0;
+    for (const auto& s : f->statements) regions += 1 + count_nodes(*s.rhs);
+    regions += static_cast<int>(f->tensors.size());
+    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
+    for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Vector)) {
+      bytes_per_repeat_ = u->bytes_per_repeat;
+      max_repeat_ = u->max_repeat;
+    }
+    const int64_t lanes16 = bytes_per_repeat_ / 2;  // the most lanes a repeat has (f16)
+    chunk_ = std::min<int64_t>(max_repeat_ * (bytes_per_repeat_ / 4) / lanes16 * lanes16,
+                               ub / (regions * 4) / lanes16 * lanes16);
+    chunk_ = std::min<int64_t>(chunk_, 8192);
+    if (chunk_ < lanes16) throw not_pointwise("too many intermediate values for the vector buffer");
+
+    NpuKernel out;
+    npu::Program& p = out.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    int64_t gm = 0;
+    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
+    for (const auto& t : k_.tensors) {
+      if (t.temporary) throw not_pointwise("global temporary " + t.name);
+      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+      gm = (gm + b.byte_size() + align - 1) / align * align;
+      p.tensors.push_back(b);
+    }
+    const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
+    p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, h_.cores));
+    if (full > 0) {
+      op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
+      op(Opcode::Mul, {reg(kOff2), reg(kChunk), imm(chunk_ * 2)});
+      op(Opcode::Mul, {reg(kOff4), reg(kChunk), imm(chunk_ * 4)});
+      emit_chunk(chunk_, true, 0);
+      op(Opcode::EndLoop, {});
+    }
+    if (tail > 0) {  // core 0 only: a loop of one iteration there, none elsewhere
+      op(Opcode::Loop, {reg(kCore0), reg(npu::kRegCoreId), imm(1), reg(npu::kRegCoreCount)});
+      emit_chunk(tail, false, full * chunk_);
+      op(Opcode::EndLoop, {});
+    }
+    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out.notes.push_back(fmt::format("element-wise over {} elements in UB chunks of {} on {} core(s)", elements_, chunk_, p.cores));
+    npu::validate_program(p);
+    return out;
+  }
+
+ private:
+  UserError not_pointwise(const std::string& why) const {
+    return UserError("kernel " + k_.name + ": the NPU backend maps matmul and element-wise kernels only so far; not element-wise: " + why);
+  }
+
+  void check_shapes(const ir::Function&) {
+    elements_ = -1;
+    for (const auto& t : k_.tensors) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      if (elements_ >= 0 && n != elements_) throw not_pointwise("tensors of different sizes");
+      elements_ = n;
+      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+    }
+  }
+
+  void check_statement(const ir::Statement& s) {
+    if (s.reduction != ir::Reduction::None) throw not_pointwise("statement " + s.name + " is a reduction");
+    for (const auto& d : s.domain)
+      if (d.is_reduction) throw not_pointwise("statement " + s.name + " has a reduction index");
+    check_expr(*s.rhs, s);
+  }
+
+  void check_expr(const ir::Expr& e, const ir::Statement& s) {
+    switch (e.kind) {
+      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return;
+      case ir::ExprKind::IndexValue: throw not_pointwise("statement " + s.name + " uses an index as a value");
+      case ir::ExprKind::Access:
+        if (e.indices != s.out_indices) throw not_pointwise("statement " + s.name + " reads " + e.name + " at other indices");
+        return;
+      case ir::ExprKind::Apply:
+        if (e.type != DType::F16 && e.type != DType::F32) throw not_pointwise(fmt::format("{} arithmetic", dtype_name(e.type)));
+        for (const auto& a : e.args) check_expr(*a, s);
+        switch (e.op) {
+          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Min: case ir::Op::Max:
+          case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
+          case ir::Op::Tanh: case ir::Op::Cast:
+            return;
+          default: throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
+        }
+    }
+  }
+
+  int count_nodes(const ir::Expr& e) const {
+    int n = 1;
+    for (const auto& a : e.args) n += count_nodes(*a);
+    return n;
+  }
+
+  void op(Opcode o, std::vector<Operand> operands) { p_->add(o, std::move(operands)); }
+
+  int64_t fresh_region() {
+    const int64_t r = next_region_;
+    next_region_ += chunk_ * 4;
+    return r;
+  }
+
+  int64_t repeats(int64_t n, DType t) const {
+    return (n * dtype_bytes(t) + bytes_per_repeat_ - 1) / bytes_per_repeat_;
+  }
+
+  Value vector_of(const Value& v, int64_t n) {
+    if (!v.scalar) return v;
+    Value r{false, 0, fresh_region(), v.type};
+    op(Opcode::Vdup, {type(v.type), at(Buffer::UB, r.region), Operand::float_(v.constant), imm(repeats(n, v.type)), imm(1), imm(8)});
+    return r;
+  }
+
+  void binary(Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n) {
+    op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(8), imm(8), imm(8)});
+  }
+  void with_scalar(Opcode o, const Value& dst, const Value& a, double s, int64_t n) {
+    op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), Operand::float_(s),
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(8), imm(8)});
+  }
+  void unary(Opcode o, const Value& dst, const Value& a, int64_t n) {
+    op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), imm(repeats(n, dst.type)), imm(1), imm(1),
+           imm(8), imm(8)});
+  }
+
+  Value compile(const ir::Expr& e, int64_t n) {
+    switch (e.kind) {
+      case ir::ExprKind::Constant: return {true, e.value, 0, e.type};
+      case ir::ExprKind::SizeParam: return {true, double(k_.sizes.at(e.name)), 0, e.type};
+      case ir::ExprKind::Access: {
+        auto it = tensors_.find(e.name);
+        TESSEL_CHECK(it != tensors_.end(), "pointwise: tensor read before it is loaded or computed");
+        return it->second;
+      }
+      case ir::ExprKind::IndexValue: break;
+      case ir::ExprKind::Apply: return apply(e, n);
+    }
+    TESSEL_CHECK(false, "pointwise: unchecked expression kind");
+    return {};
+  }
+
+  Value apply(const ir::Expr& e, int64_t n) {
+    std::vector<Value> a;
+    for (const auto& arg : e.args) a.push_back(compile(*arg, n));
+    const DType t = e.type;
+    if (e.op == ir::Op::Cast) {
+      if (a[0].scalar) return {true, a[0].constant, 0, t};
+      if (a[0].type == t) return a[0];
+      Value r{false, 0, fresh_region(), t};
+      const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
+      const int64_t rep_dst = lanes * dtype_bytes(t) / 32, rep_src = lanes * dtype_bytes(a[0].type) / 32;
+      op(Opcode::Vconv, {type(t), type(a[0].type), at(Buffer::UB, r.region), at(Buffer::UB, a[0].region),
+                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
+      return r;
+    }
+    for (const auto& v : a)
+      if (!v.scalar && v.type != t) throw not_pointwise("mixed-type arithmetic without a cast");
+    const bool all_scalar = std::all_of(a.begin(), a.end(), [](const Value& v) { return v.scalar; });
+    if (all_scalar) {  // constants: fold in double (the interpreter rounds once per operation too)
+      double x = a[0].constant, y = a.size() > 1 ? a[1].constant : 0, r = 0;
+      switch (e.op) {
+        case ir::Op::Add: r = x + y; break;
+        case ir::Op::Sub: r = x - y; break;
+        case ir::Op::Mul: r = x * y; break;
+        case ir::Op::Div: r = x / y; break;
+        case ir::Op::Min: r = std::min(x, y); break;
+        case ir::Op::Max: r = std::max(x, y); break;
+        case ir::Op::Neg: r = -x; break;
+        case ir::Op::Abs: r = std::fabs(x); break;
+        case ir::Op::Exp: r = std::exp(x); break;
+        case ir::Op::Log: r = std::log(x); break;
+        case ir::Op::Sqrt: r = std::sqrt(x); break;
+        case ir::Op::Rsqrt: r = 1 / std::sqrt(x); break;
+        case ir::Op::Tanh: r = std::tanh(x); break;
+        default: throw not_pointwise("constant operator");
+      }
+      return {true, t == DType::F32 ? double(float(r)) : r, 0, t};
+    }
+    Value r{false, 0, fresh_region(), t};
+    if (a.size() == 1) {
+      switch (e.op) {
+        case ir::Op::Neg: with_scalar(Opcode::Vmuls, r, a[0], -1.0, n); return r;
+        case ir::Op::Abs: unary(Opcode::Vabs, r, a[0], n); return r;
+        case ir::Op::Exp: unary(Opcode::Vexp, r, a[0], n); return r;
+        case ir::Op::Log: unary(Opcode::Vln, r, a[0], n); return r;
+        case ir::Op::Sqrt: unary(Opcode::Vsqrt, r, a[0], n); return r;
+        case ir::Op::Rsqrt: unary(Opcode::Vrsqrt, r, a[0], n); return r;
+        case ir::Op::Tanh: unary(Opcode::Vtanh, r, a[0], n); return r;
+        default: break;
+      }
+      throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
+    }
+    const Value &x = a[0], &y = a[1];
+    // Vector with a scalar where an exact instruction exists.
+    if (x.scalar != y.scalar) {
+      const Value& v = x.scalar ? y : x;
+      const double s = x.scalar ? x.constant : y.constant;
+      switch (e.op) {
+        case ir::Op::Add: with_scalar(Opcode::Vadds, r, v, s, n); return r;
+        case ir::Op::Mul: with_scalar(Opcode::Vmuls, r, v, s, n); return r;
+        case ir::Op::Max: with_scalar(Opcode::Vmaxs, r, v, s, n); return r;
+        case ir::Op::Sub:
+          if (y.scalar) { with_scalar(Opcode::Vadds, r, x, -s, n); return r; }
+          break;
+        default: break;
+      }
+    }
+    const Value vx = vector_of(x, n), vy = vector_of(y, n);
+    switch (e.op) {
+      case ir::Op::Add: binary(Opcode::Vadd, r, vx, vy, n); return r;
+      case ir::Op::Sub: binary(Opcode::Vsub, r, vx, vy, n); return r;
+      case ir::Op::Mul: binary(Opcode::Vmul, r, vx, vy, n); return r;
+      case ir::Op::Div: binary(Opcode::Vdiv, r, vx, vy, n); return r;
+      case ir::Op::Min: binary(Opcode::Vmin, r, vx, vy, n); return r;
+      case ir::Op::Max: binary(Opcode::Vmax, r, vx, vy, n); return r;
+      default: break;
+    }
+    throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
+  }
+
+  // One chunk of n elements: load the inputs, evaluate the statements, store the outputs. GM
+  // addresses are `static_offset` elements in, plus the chunk registers when `registers`.
+  void emit_chunk(int64_t n, bool registers, int64_t static_offset) {
+    next_region_ = 0;
+    tensors_.clear();
+    auto gm = [&](const npu::TensorBinding& t) {
+      const int eb = dtype_bytes(t.dtype);
+      return at(Buffer::GM, t.gm_offset + static_offset * eb, registers ? (eb == 2 ? kOff2 : kOff4) : npu::kNoRegister);
+    };
+    for (const auto& t : p_->tensors)
+      if (t.role == npu::TensorRole::In) {
+        Value v{false, 0, fresh_region(), t.dtype};
+        op(Opcode::DmaIn, {at(Buffer::UB, v.region), gm(t), imm(1), imm(n * dtype_bytes(t.dtype)), imm(0), imm(0)});
+        tensors_[t.name] = v;
+      }
+    for (const auto& s : k_.function->statements) {
+      Value v = compile(*s.rhs, n);
+      const ir::Tensor* out = k_.function->find_tensor(s.output);
+      TESSEL_CHECK(out, "pointwise: statement writes an unknown tensor");
+      if (v.scalar || v.type != out->dtype) throw not_pointwise("statement " + s.name + " result type differs from " + s.output);
+      tensors_[s.output] = v;
+    }
+    for (const auto& t : p_->tensors)
+      if (t.role == npu::TensorRole::Out)
+        op(Opcode::DmaOut, {gm(t), at(Buffer::UB, tensors_.at(t.name).region), imm(1), imm(n * dtype_bytes(t.dtype)), imm(0), imm(0)});
+  }
+
+  const kernel::Kernel& k_;
+  const isa::Hierarchy& h_;
+  npu::Program* p_ = nullptr;
+  int64_t elements_ = 0, chunk_ = 0, next_region_ = 0;
+  int64_t bytes_per_repeat_ = 256, max_repeat_ = 255;
+  std::map<std::string, Value> tensors_;
+};
+
+}  // namespace
+
+NpuKernel emit_pointwise(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
+  return Pointwise(kernel, target).emit();
+}
+
+}  // namespace tessel::emit_npu
