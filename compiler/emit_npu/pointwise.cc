@@ -69,11 +69,13 @@ class Pointwise {
     const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
     p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, h_.cores));
     if (full > 0) {
-      op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
+      const bool loop = full > p.cores;  // one chunk per core needs no loop (nor syncs carried by it)
+      if (loop) op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
+      else op(Opcode::Mov, {reg(kChunk), reg(npu::kRegCoreId)});
       op(Opcode::Mul, {reg(kOff2), reg(kChunk), imm(chunk_ * 2)});
       op(Opcode::Mul, {reg(kOff4), reg(kChunk), imm(chunk_ * 4)});
       emit_chunk(chunk_, true, 0);
-      op(Opcode::EndLoop, {});
+      if (loop) op(Opcode::EndLoop, {});
     }
     if (tail > 0) {  // core 0 only: a loop of one iteration there, none elsewhere
       op(Opcode::Loop, {reg(kCore0), reg(npu::kRegCoreId), imm(1), reg(npu::kRegCoreCount)});
