@@ -1,6 +1,7 @@
 #include "npu_sim/race_detector.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace tessel::npu_sim {
 namespace {
@@ -20,10 +21,11 @@ Interval first_overlap(const std::vector<Interval>& a, const std::vector<Interva
   return {0, 0};
 }
 
+// Whether one interval of the sorted, disjoint `outer` contains [lo, hi).
 bool covers(const std::vector<Interval>& outer, uint64_t lo, uint64_t hi) {
-  for (const Interval& r : outer)
-    if (r.begin <= lo && hi <= r.end) return true;
-  return false;
+  if (outer.empty() || lo < outer.front().begin || hi > outer.back().end) return false;
+  auto it = std::upper_bound(outer.begin(), outer.end(), lo, [](uint64_t v, const Interval& r) { return v < r.begin; });
+  return it != outer.begin() && hi <= std::prev(it)->end;
 }
 
 }  // namespace
