@@ -13,7 +13,7 @@
 namespace tessel {
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"scop", "dependences", "schedule", "fusion",
+  static const std::vector<std::string> names = {"fold_padding", "scop", "dependences", "schedule", "fusion",
                                                  "intrinsics", "tile", "promote", "kernel"};
   return names;
 }
@@ -124,7 +124,12 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 
-  timer.run("scop", [&] { c->scop = poly::build_scop(ctx, f); }, [&] {
+  timer.run("fold_padding", [&] {
+    c->folded = poly::fold_padding(ctx, f);
+    if (c->folded) c->function = &*c->folded;
+  }, [&] { return c->folded ? ir::to_string(*c->folded) : std::string("(no padding statement folded)"); });
+  const ir::Function& fn = *c->function;
+  timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {
     return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +
            "\nwrites: " + poly::str(c->scop.tagged_writes);
   });
@@ -144,7 +149,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     c->matches.clear();
     for (const auto& g : c->groups)
       c->matches.push_back(g.anchor < 0 ? poly::MatmulMatch{false, "no reduction"}
-                                        : poly::match_matmul(f.statements[c->scop.statements[g.anchor].statement], f,
+                                        : poly::match_matmul(fn.statements[c->scop.statements[g.anchor].statement], fn,
                                                              c->hierarchy));
   };
   timer.run("intrinsics", match_all, [&] {
@@ -165,7 +170,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     c->tile_spec = tile::parse_tile_spec(*options.tile);
     tile::check_tile_spec(c->tile_spec, f);
   } else {
-    c->tile_spec = tile::default_tile_spec(f, options.sizes, c->hierarchy);
+    c->tile_spec = tile::default_tile_spec(fn, options.sizes, c->hierarchy);
   }
   // tile + promote; without a user spec, shrink the default until it fits
   for (int attempt = 0;; ++attempt) {

@@ -1,5 +1,5 @@
 // The polyhedral pipeline, top to bottom (one function, compile()):
-//   scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
+//   fold_padding -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
 // `dump_after` names passes whose result is printed to stderr ("all" for every pass);
 // TESSEL_TIME_PASSES=1 (or CompileOptions::time_passes) prints each pass's time.
 #pragma once
@@ -15,6 +15,7 @@
 #include "compiler/kernel/kernel_ir.h"
 #include "compiler/poly/build_kernel.h"
 #include "compiler/poly/dependences.h"
+#include "compiler/poly/fold_padding.h"
 #include "compiler/poly/fusion.h"
 #include "compiler/poly/intrinsics.h"
 #include "compiler/poly/isl_util.h"
@@ -42,7 +43,8 @@ struct CompileOptions {
 struct Compilation {
   poly::IslContext isl;
   isa::Hierarchy hierarchy;
-  const ir::Function* function = nullptr;
+  const ir::Function* function = nullptr;   // what the passes compile: the input or `folded`
+  std::optional<ir::Function> folded;       // the input with padding statements folded
   poly::Scop scop;
   poly::Dependences deps;
   poly::ScheduleResult schedule;
