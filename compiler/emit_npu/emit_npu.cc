@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <numeric>
 
 #include "isa/base/error.h"
@@ -33,7 +35,8 @@ Operand type(DType t) { return Operand::type(t); }
 
 // Registers of the generated code.
 enum Reg : uint8_t {
-  kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst
+  kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst,
+  kColumn2, kColumn4
 };
 
 // What the machine offers, read once from the description by role.
@@ -107,6 +110,8 @@ struct GemmShape {
   DType out = DType::F32;
   int cores = 1;
   bool double_l1 = true, double_l0 = true, double_ub = true;
+  GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
+  std::map<std::string, std::pair<int64_t, int>> broadcast;  // [N] tensor -> GM offset, element bytes
 };
 
 class Builder {
@@ -157,7 +162,9 @@ class Builder {
     const int64_t l1_a = g.tm * g.tk * 2, l1_b = g.tk * g.tn * 2;
     const int64_t l1_half = round_up(l1_a + l1_b, 32);
     const int64_t l0a_half = round_up(g.tm0 * g.tk0 * 2, m_.l0_align), l0b_half = round_up(g.tk0 * g.tn0 * 2, m_.l0_align);
-    const int64_t sub_c = g.tm0 * g.tn0 * 4, ub_half = round_up(g.tm0 * g.tn0 * eo, m_.ub_align);
+    const int64_t sub_c = g.tm0 * g.tn0 * 4;
+    const int64_t ub_half = round_up(g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), m_.ub_align);
+    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half, m_.ub_align);
     l0a_step_ = l0b_step_ = ub_step_ = 0;
 
     // One tile per core needs no tile loop (and no sync carried from one tile to the next).
@@ -172,6 +179,10 @@ class Builder {
     op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo)});
     op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    if (g.epilogue) {  // byte offsets of the tile's first column in [N] tensors of 2 and 4 bytes
+      op(Opcode::Mul, {reg(kColumn2), reg(kTileN), imm(g.tn * 2)});
+      op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * 4)});
+    }
 
     // A K chunk is loaded (MTE2) into one L1 half and computed (MTE1 + M) from it. The loads are
     // issued one chunk ahead in program order, so the scalar pipe dispatches the next chunk's copy
@@ -248,10 +259,20 @@ class Builder {
       for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
         const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
         const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
-        op(Opcode::MovL0c, {type(g.out), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
+        const DType moved = g.epilogue ? DType::F32 : g.out;
+        const int64_t em = dtype_bytes(moved);
+        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
         for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
           const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
-          op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, ub + jj * g.tm0 * m_.n0 * eo), imm(g.tm0),
+          int64_t src = ub + jj * g.tm0 * m_.n0 * em;
+          if (g.epilogue) {
+            std::map<std::string, Operand> columns;
+            for (const auto& [name, where] : g.broadcast)
+              columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.n0) * where.second,
+                                 where.second == 2 ? kColumn2 : kColumn4);
+            src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, columns);
+          }
+          op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0),
                               imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
         }
       }
@@ -261,7 +282,7 @@ class Builder {
  private:
   npu::Program& p_;
   const Machine& m_;
-  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, epilogue_base_ = 0;
 };
 
 int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
@@ -299,13 +320,16 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
     throw UserError(fmt::format("kernel {}: no tile of {}x{}x{} fits the NPU's buffers", k.name, g.M, g.N, g.K));
   g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32) <= m.cap_l1;
   g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * 2, m.l0_align) <= m.cap_l0a && 2 * align_to(g.tk0 * g.tn0 * 2, m.l0_align) <= m.cap_l0b;
-  g.double_ub = 2 * align_to(g.tm0 * g.tn0 * eo, m.ub_align) <= m.cap_ub;
+  const int64_t moved = g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), extra = g.epilogue ? g.epilogue->ub_bytes(g.tm0) : 0;
+  if (align_to(moved, m.ub_align) + extra > m.cap_ub)
+    throw UserError(fmt::format("kernel {}: the epilogue of a {}x{} operand tile does not fit the vector buffer", k.name, g.tm0, g.tn0));
+  g.double_ub = 2 * align_to(moved, m.ub_align) + extra <= m.cap_ub;
   notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
                               g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
                               g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
 }
 
-NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m) {
+NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
   const kernel::GlobalTensor* A = k.find_tensor(mm.a_tensor);
   const kernel::GlobalTensor* B = k.find_tensor(mm.b_tensor);
   const kernel::GlobalTensor* C = k.find_tensor(mm.c_tensor);
@@ -313,15 +337,20 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     return UserError("kernel " + k.name + ": the NPU backend does not map this matmul yet: " + why);
   };
   if (!A || !B || A->temporary || B->temporary) throw unsupported("A and B must be global inputs");
-  if (!C || C->kind != ir::TensorKind::Output) throw unsupported("the accumulator must be the output (no epilogue yet)");
+  std::unique_ptr<GemmEpilogue> epilogue;
+  if (!C) epilogue = std::make_unique<GemmEpilogue>(k, target, mm.statement, mm.c_tensor);
+  else if (C->kind != ir::TensorKind::Output) throw unsupported("the accumulator is a global temporary");
+  if (epilogue) C = k.find_tensor(epilogue->output());
   if (A->shape.size() != 2 || B->shape.size() != 2 || C->shape.size() != 2) throw unsupported("batched matmul");
   if (mm.a_layout != kernel::Layout::RowMajor || mm.b_layout != kernel::Layout::RowMajor)
     throw unsupported("transposed operands");
   if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
     throw unsupported("operands other than f16");
   if (C->dtype != DType::F32 && C->dtype != DType::F16) throw unsupported("an output other than f32 / f16");
-  for (const auto& t : k.tensors)
-    if (t.name != A->name && t.name != B->name && t.name != C->name) throw unsupported("extra tensor " + t.name);
+  for (const auto& t : k.tensors) {
+    const bool broadcast = epilogue && std::count(epilogue->broadcasts().begin(), epilogue->broadcasts().end(), t.name);
+    if (t.name != A->name && t.name != B->name && t.name != C->name && !broadcast) throw unsupported("extra tensor " + t.name);
+  }
 
   NpuKernel out;
   npu::Program& p = out.program;
@@ -330,6 +359,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   out.macs = uint64_t(M) * N * K;
   GemmShape g;
   g.out = C->dtype;
+  g.epilogue = epilogue.get();
   const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0;
   g.M = round_up(M, m.m0), g.N = round_up(N, m.n0), g.K = round_up(K, m.k0);
   choose_tiles(g, k, mm, m, out.notes);
@@ -344,6 +374,16 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   const int64_t a_user = place(A->name, DType::F16, A->shape, npu::TensorRole::In);
   const int64_t b_user = place(B->name, DType::F16, B->shape, npu::TensorRole::In);
   const int64_t c_user = place(C->name, g.out, C->shape, npu::TensorRole::Out);
+  if (epilogue) {
+    for (const std::string& name : epilogue->broadcasts()) {
+      const kernel::GlobalTensor* t = k.find_tensor(name);
+      g.broadcast[name] = {place(name, t->dtype, t->shape, npu::TensorRole::In), dtype_bytes(t->dtype)};
+    }
+    // Column blocks past N read up to 16 elements beyond a broadcast tensor's end: keep them in GM.
+    place("guard", DType::F32, {16}, npu::TensorRole::Scratch);
+    out.notes.push_back("fused epilogue on UB per 16-column block: " + std::to_string(epilogue->broadcasts().size()) +
+                        " broadcast tensor(s), output " + C->name);
+  }
   Builder build(p, m);
   if (aligned) {
     g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
@@ -375,7 +415,7 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
   const Machine m = machine(target);
   const kernel::Node* mm = find_matmul(k);
-  if (mm) return emit_gemm(k, mm->matmul, m);
+  if (mm) return emit_gemm(k, mm->matmul, m, target);
   return emit_pointwise(k, target);
 }
 

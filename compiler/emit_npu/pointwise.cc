@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "isa/base/error.h"
@@ -22,154 +23,59 @@ Operand type(DType t) { return Operand::type(t); }
 
 enum Reg : uint8_t { kChunk = 1, kOff2, kOff4, kCore0 };
 
-// A value during expression compilation: a UB region (one per expression node) or a constant.
-struct Value {
-  bool scalar = false;
-  double constant = 0;
-  int64_t region = 0;  // UB byte offset
-  DType type = DType::F32;
-};
 
-class Pointwise {
- public:
-  Pointwise(const kernel::Kernel& k, const isa::Hierarchy& h) : k_(k), h_(h) {}
+}  // namespace
 
-  NpuKernel emit() {
-    const ir::Function* f = k_.function;
-    if (!f) throw not_pointwise("no tensor IR attached");
-    check_shapes(*f);
-    for (const auto& s : f->statements) check_statement(s);
-    // Regions: every tensor and every expression node gets CH elements of 4 bytes.
-    int regions = 0;
-    for (const auto& s : f->statements) regions += 1 + count_nodes(*s.rhs);
-    regions += static_cast<int>(f->tensors.size());
-    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
-    for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Vector)) {
-      bytes_per_repeat_ = u->bytes_per_repeat;
-      max_repeat_ = u->max_repeat;
-    }
-    const int64_t lanes16 = bytes_per_repeat_ / 2;  // the most lanes a repeat has (f16)
-    chunk_ = std::min<int64_t>(max_repeat_ * (bytes_per_repeat_ / 4) / lanes16 * lanes16,
-                               ub / (regions * 4) / lanes16 * lanes16);
-    chunk_ = std::min<int64_t>(chunk_, 8192);
-    if (chunk_ < lanes16) throw not_pointwise("too many intermediate values for the vector buffer");
-
-    NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    int64_t gm = 0;
-    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
-    for (const auto& t : k_.tensors) {
-      if (t.temporary) throw not_pointwise("global temporary " + t.name);
-      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-      gm = (gm + b.byte_size() + align - 1) / align * align;
-      p.tensors.push_back(b);
-    }
-    const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
-    p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, h_.cores));
-    if (full > 0) {
-      const bool loop = full > p.cores;  // one chunk per core needs no loop (nor syncs carried by it)
-      if (loop) op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
-      else op(Opcode::Mov, {reg(kChunk), reg(npu::kRegCoreId)});
-      op(Opcode::Mul, {reg(kOff2), reg(kChunk), imm(chunk_ * 2)});
-      op(Opcode::Mul, {reg(kOff4), reg(kChunk), imm(chunk_ * 4)});
-      emit_chunk(chunk_, true, 0);
-      if (loop) op(Opcode::EndLoop, {});
-    }
-    if (tail > 0) {  // core 0 only: a loop of one iteration there, none elsewhere
-      op(Opcode::Loop, {reg(kCore0), reg(npu::kRegCoreId), imm(1), reg(npu::kRegCoreCount)});
-      emit_chunk(tail, false, full * chunk_);
-      op(Opcode::EndLoop, {});
-    }
-    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-    out.notes.push_back(fmt::format("element-wise over {} elements in UB chunks of {} on {} core(s)", elements_, chunk_, p.cores));
-    npu::validate_program(p);
-    return out;
+VectorCode::VectorCode(const kernel::Kernel& k, const isa::Hierarchy& h) : k_(k), h_(h) {
+  for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Vector)) {
+    bytes_per_repeat_ = u->bytes_per_repeat;
+    max_repeat_ = u->max_repeat;
   }
+}
 
- private:
-  UserError not_pointwise(const std::string& why) const {
+UserError VectorCode::not_pointwise(const std::string& why) const {
     return UserError("kernel " + k_.name + ": the NPU backend maps matmul and element-wise kernels only so far; not element-wise: " + why);
   }
 
-  void check_shapes(const ir::Function&) {
-    elements_ = -1;
-    for (const auto& t : k_.tensors) {
-      int64_t n = 1;
-      for (int64_t d : t.shape) n *= d;
-      if (elements_ >= 0 && n != elements_) throw not_pointwise("tensors of different sizes");
-      elements_ = n;
-      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
-    }
-  }
-
-  void check_statement(const ir::Statement& s) {
-    if (s.reduction != ir::Reduction::None) throw not_pointwise("statement " + s.name + " is a reduction");
-    for (const auto& d : s.domain)
-      if (d.is_reduction) throw not_pointwise("statement " + s.name + " has a reduction index");
-    check_expr(*s.rhs, s);
-  }
-
-  void check_expr(const ir::Expr& e, const ir::Statement& s) {
-    switch (e.kind) {
-      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return;
-      case ir::ExprKind::IndexValue: throw not_pointwise("statement " + s.name + " uses an index as a value");
-      case ir::ExprKind::Access:
-        if (e.indices != s.out_indices) throw not_pointwise("statement " + s.name + " reads " + e.name + " at other indices");
-        return;
-      case ir::ExprKind::Apply:
-        if (e.type != DType::F16 && e.type != DType::F32) throw not_pointwise(fmt::format("{} arithmetic", dtype_name(e.type)));
-        for (const auto& a : e.args) check_expr(*a, s);
-        switch (e.op) {
-          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Min: case ir::Op::Max:
-          case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
-          case ir::Op::Tanh: case ir::Op::Cast:
-            return;
-          default: throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
-        }
-    }
-  }
-
-  int count_nodes(const ir::Expr& e) const {
+int VectorCode::count_nodes(const ir::Expr& e) const {
     int n = 1;
     for (const auto& a : e.args) n += count_nodes(*a);
     return n;
   }
 
-  void op(Opcode o, std::vector<Operand> operands) { p_->add(o, std::move(operands)); }
+void VectorCode::op(Opcode o, std::vector<Operand> operands) { p_->add(o, std::move(operands)); }
 
-  int64_t fresh_region() {
-    const int64_t r = next_region_;
+int64_t VectorCode::fresh_region() {
+    const int64_t r = region_base_ + next_region_;
     next_region_ += chunk_ * 4;
     return r;
   }
 
-  int64_t repeats(int64_t n, DType t) const {
+int64_t VectorCode::repeats(int64_t n, DType t) const {
     return (n * dtype_bytes(t) + bytes_per_repeat_ - 1) / bytes_per_repeat_;
   }
 
-  Value vector_of(const Value& v, int64_t n) {
+VectorCode::Value VectorCode::vector_of(const Value& v, int64_t n) {
     if (!v.scalar) return v;
     Value r{false, 0, fresh_region(), v.type};
     op(Opcode::Vdup, {type(v.type), at(Buffer::UB, r.region), Operand::float_(v.constant), imm(repeats(n, v.type)), imm(1), imm(8)});
     return r;
   }
 
-  void binary(Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n) {
+void VectorCode::binary(Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
            imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(8), imm(8), imm(8)});
   }
-  void with_scalar(Opcode o, const Value& dst, const Value& a, double s, int64_t n) {
+void VectorCode::with_scalar(Opcode o, const Value& dst, const Value& a, double s, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), Operand::float_(s),
            imm(repeats(n, dst.type)), imm(1), imm(1), imm(8), imm(8)});
   }
-  void unary(Opcode o, const Value& dst, const Value& a, int64_t n) {
+void VectorCode::unary(Opcode o, const Value& dst, const Value& a, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), imm(repeats(n, dst.type)), imm(1), imm(1),
            imm(8), imm(8)});
   }
 
-  Value compile(const ir::Expr& e, int64_t n) {
+VectorCode::Value VectorCode::compile(const ir::Expr& e, int64_t n) {
     switch (e.kind) {
       case ir::ExprKind::Constant: return {true, e.value, 0, e.type};
       case ir::ExprKind::SizeParam: return {true, double(k_.sizes.at(e.name)), 0, e.type};
@@ -185,7 +91,7 @@ class Pointwise {
     return {};
   }
 
-  Value apply(const ir::Expr& e, int64_t n) {
+VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
     std::vector<Value> a;
     for (const auto& arg : e.args) a.push_back(compile(*arg, n));
     const DType t = e.type;
@@ -264,6 +170,102 @@ class Pointwise {
     throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
   }
 
+
+namespace {
+
+class Pointwise : public VectorCode {
+ public:
+  Pointwise(const kernel::Kernel& k, const isa::Hierarchy& h) : VectorCode(k, h) {}
+
+  NpuKernel emit() {
+    const ir::Function* f = k_.function;
+    if (!f) throw not_pointwise("no tensor IR attached");
+    check_shapes(*f);
+    for (const auto& s : f->statements) check_statement(s);
+    // Regions: every tensor and every expression node gets CH elements of 4 bytes.
+    int regions = 0;
+    for (const auto& s : f->statements) regions += 1 + count_nodes(*s.rhs);
+    regions += static_cast<int>(f->tensors.size());
+    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
+    const int64_t lanes16 = bytes_per_repeat_ / 2;  // the most lanes a repeat has (f16)
+    chunk_ = std::min<int64_t>(max_repeat_ * (bytes_per_repeat_ / 4) / lanes16 * lanes16,
+                               ub / (regions * 4) / lanes16 * lanes16);
+    chunk_ = std::min<int64_t>(chunk_, 8192);
+    if (chunk_ < lanes16) throw not_pointwise("too many intermediate values for the vector buffer");
+
+    NpuKernel out;
+    npu::Program& p = out.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    int64_t gm = 0;
+    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
+    for (const auto& t : k_.tensors) {
+      if (t.temporary) throw not_pointwise("global temporary " + t.name);
+      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+      gm = (gm + b.byte_size() + align - 1) / align * align;
+      p.tensors.push_back(b);
+    }
+    const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
+    p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, h_.cores));
+    if (full > 0) {
+      const bool loop = full > p.cores;  // one chunk per core needs no loop (nor syncs carried by it)
+      if (loop) op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
+      else op(Opcode::Mov, {reg(kChunk), reg(npu::kRegCoreId)});
+      op(Opcode::Mul, {reg(kOff2), reg(kChunk), imm(chunk_ * 2)});
+      op(Opcode::Mul, {reg(kOff4), reg(kChunk), imm(chunk_ * 4)});
+      emit_chunk(chunk_, true, 0);
+      if (loop) op(Opcode::EndLoop, {});
+    }
+    if (tail > 0) {  // core 0 only: a loop of one iteration there, none elsewhere
+      op(Opcode::Loop, {reg(kCore0), reg(npu::kRegCoreId), imm(1), reg(npu::kRegCoreCount)});
+      emit_chunk(tail, false, full * chunk_);
+      op(Opcode::EndLoop, {});
+    }
+    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out.notes.push_back(fmt::format("element-wise over {} elements in UB chunks of {} on {} core(s)", elements_, chunk_, p.cores));
+    npu::validate_program(p);
+    return out;
+  }
+
+ private:
+  void check_shapes(const ir::Function&) {
+    elements_ = -1;
+    for (const auto& t : k_.tensors) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      if (elements_ >= 0 && n != elements_) throw not_pointwise("tensors of different sizes");
+      elements_ = n;
+      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+    }
+  }
+
+  void check_statement(const ir::Statement& s) {
+    if (s.reduction != ir::Reduction::None) throw not_pointwise("statement " + s.name + " is a reduction");
+    for (const auto& d : s.domain)
+      if (d.is_reduction) throw not_pointwise("statement " + s.name + " has a reduction index");
+    check_expr(*s.rhs, s);
+  }
+
+  void check_expr(const ir::Expr& e, const ir::Statement& s) {
+    switch (e.kind) {
+      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return;
+      case ir::ExprKind::IndexValue: throw not_pointwise("statement " + s.name + " uses an index as a value");
+      case ir::ExprKind::Access:
+        if (e.indices != s.out_indices) throw not_pointwise("statement " + s.name + " reads " + e.name + " at other indices");
+        return;
+      case ir::ExprKind::Apply:
+        if (e.type != DType::F16 && e.type != DType::F32) throw not_pointwise(fmt::format("{} arithmetic", dtype_name(e.type)));
+        for (const auto& a : e.args) check_expr(*a, s);
+        switch (e.op) {
+          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Min: case ir::Op::Max:
+          case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
+          case ir::Op::Tanh: case ir::Op::Cast:
+            return;
+          default: throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
+        }
+    }
+  }
+
   // One chunk of n elements: load the inputs, evaluate the statements, store the outputs. GM
   // addresses are `static_offset` elements in, plus the chunk registers when `registers`.
   void emit_chunk(int64_t n, bool registers, int64_t static_offset) {
@@ -291,15 +293,87 @@ class Pointwise {
         op(Opcode::DmaOut, {gm(t), at(Buffer::UB, tensors_.at(t.name).region), imm(1), imm(n * dtype_bytes(t.dtype)), imm(0), imm(0)});
   }
 
-  const kernel::Kernel& k_;
-  const isa::Hierarchy& h_;
-  npu::Program* p_ = nullptr;
-  int64_t elements_ = 0, chunk_ = 0, next_region_ = 0;
-  int64_t bytes_per_repeat_ = 256, max_repeat_ = 255;
-  std::map<std::string, Value> tensors_;
+  int64_t elements_ = 0;
 };
 
 }  // namespace
+
+GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
+                           const std::string& accumulator)
+    : VectorCode(k, h), accumulator_(accumulator) {
+  const ir::Function* f = k.function;
+  if (!f) throw not_pointwise("no tensor IR attached");
+  std::vector<std::string> known = {accumulator};
+  for (int i = 0; i < static_cast<int>(f->statements.size()); ++i) {
+    if (i == matmul_statement) continue;
+    const ir::Statement& s = f->statements[i];
+    if (s.reduction != ir::Reduction::None || s.out_indices.size() != 2)
+      throw not_pointwise("epilogue statement " + s.name + " is not element-wise over [M, N]");
+    std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::IndexValue) throw not_pointwise("epilogue statement " + s.name + " uses an index as a value");
+      if (e.kind == ir::ExprKind::Access) {
+        if (e.indices == s.out_indices) {
+          if (std::find(known.begin(), known.end(), e.name) == known.end())
+            throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile");
+        } else if (e.indices.size() == 1 && e.indices[0] == s.out_indices[1]) {
+          const kernel::GlobalTensor* t = k.find_tensor(e.name);
+          if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16))
+            throw not_pointwise("epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input");
+          if (std::find(broadcasts_.begin(), broadcasts_.end(), e.name) == broadcasts_.end()) broadcasts_.push_back(e.name);
+        } else {
+          throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " at other indices");
+        }
+      }
+      if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32)
+        throw not_pointwise(fmt::format("{} arithmetic in the epilogue", dtype_name(e.type)));
+      for (const auto& a : e.args) check(*a);
+    };
+    check(*s.rhs);
+    known.push_back(s.output);
+    statements_.push_back(&s);
+    regions_ += 1 + count_nodes(*s.rhs);
+    const kernel::GlobalTensor* out = k.find_tensor(s.output);
+    if (out && out->kind == ir::TensorKind::Output) {
+      if (!output_.empty()) throw not_pointwise("the epilogue writes two outputs");
+      output_ = out->name;
+      output_type_ = out->dtype;
+    }
+  }
+  if (output_.empty()) throw not_pointwise("the epilogue writes no output");
+  regions_ += 2 * static_cast<int>(broadcasts_.size()) + 1;
+}
+
+int64_t GemmEpilogue::ub_bytes(int64_t rows) const { return int64_t(regions_) * rows * 16 * 4 + bytes_per_repeat_; }
+
+int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
+                                 const std::map<std::string, npu::Operand>& broadcast_gm) {
+  p_ = &p;
+  chunk_ = rows * 16;
+  region_base_ = region_base;
+  next_region_ = 0;
+  tensors_.clear();
+  tensors_[accumulator_] = {false, 0, c_region, DType::F32};
+  for (const std::string& name : broadcasts_) {
+    // 16 values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat) by
+    // small DMAs, then copied with a source repeat stride of 0.
+    const kernel::GlobalTensor* t = k_.find_tensor(name);
+    const int eb = dtype_bytes(t->dtype);
+    const int64_t pattern = fresh_region(), expanded = fresh_region();
+    for (int64_t r = 0; r < bytes_per_repeat_ / (16 * eb); ++r)
+      op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * 16 * eb), broadcast_gm.at(name), imm(1), imm(16 * eb), imm(0), imm(0)});
+    op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
+                       imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(8), imm(0)});
+    tensors_[name] = {false, 0, expanded, t->dtype};
+  }
+  for (const ir::Statement* s : statements_) {
+    Value v = compile(*s->rhs, chunk_);
+    if (v.scalar) v = vector_of(v, chunk_);
+    tensors_[s->output] = v;
+  }
+  const Value& out = tensors_.at(output_);
+  if (out.type != output_type_) throw not_pointwise("the epilogue's result type differs from " + output_);
+  return out.region;
+}
 
 NpuKernel emit_pointwise(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
   return Pointwise(kernel, target).emit();

@@ -7,8 +7,74 @@
 #pragma once
 
 #include "compiler/emit_npu/emit_npu.h"
+#include "isa/base/error.h"
+
+#include <map>
+#include <string>
+#include <vector>
 
 namespace tessel::emit_npu {
+
+// Vector code for tensor-IR expressions evaluated element by element on UB regions of n elements:
+// each expression node gets its own region (from `region_base_`, `region_bytes_` apart); constants
+// fold or become scalar operands. Shared by the element-wise mapping and the GEMM epilogue.
+class VectorCode {
+ public:
+  struct Value {
+    bool scalar = false;
+    double constant = 0;
+    int64_t region = 0;  // UB byte offset
+    DType type = DType::F32;
+  };
+  VectorCode(const kernel::Kernel& k, const isa::Hierarchy& h);
+
+ protected:
+  UserError not_pointwise(const std::string& why) const;
+  int count_nodes(const ir::Expr& e) const;
+  void op(npu::Opcode o, std::vector<npu::Operand> operands);
+  int64_t fresh_region();
+  int64_t repeats(int64_t n, DType t) const;
+  Value vector_of(const Value& v, int64_t n);
+  void binary(npu::Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n);
+  void with_scalar(npu::Opcode o, const Value& dst, const Value& a, double s, int64_t n);
+  void unary(npu::Opcode o, const Value& dst, const Value& a, int64_t n);
+  Value compile(const ir::Expr& e, int64_t n);
+  Value apply(const ir::Expr& e, int64_t n);
+
+  const kernel::Kernel& k_;
+  const isa::Hierarchy& h_;
+  npu::Program* p_ = nullptr;
+  int64_t chunk_ = 0, next_region_ = 0, region_base_ = 0;
+  int64_t bytes_per_repeat_ = 256, max_repeat_ = 255;
+  std::map<std::string, Value> tensors_;
+};
+
+// The fused epilogue of a GEMM (DESIGN.md: epilogues on UB between L0C and GM): the statements after
+// the matmul statement, element-wise over the accumulator's [M, N] indices, reading the accumulator,
+// earlier epilogue results and [N] tensors at the column index (broadcast along rows, e.g. a bias).
+// Evaluated per 16-column block of an accumulator tile in UB (NZ: rows x 16, row-major).
+class GemmEpilogue : public VectorCode {
+ public:
+  // Throws UserError (naming the kernel) when the statements do not have that form.
+  GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement, const std::string& accumulator);
+  const std::string& output() const { return output_; }
+  DType output_type() const { return output_type_; }
+  const std::vector<std::string>& broadcasts() const { return broadcasts_; }
+  // UB bytes the evaluation of one block of `rows` rows needs.
+  int64_t ub_bytes(int64_t rows) const;
+  // Emits the evaluation of one block into `p`: the accumulator block at `c_region` (f32), the
+  // broadcast tensors' 16 values at GM addresses `broadcast_gm[name]`, UB from `region_base` on.
+  // Returns the UB region of the output block (output_type, rows x 16, row-major).
+  int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
+                     const std::map<std::string, npu::Operand>& broadcast_gm);
+
+ private:
+  std::vector<const ir::Statement*> statements_;
+  std::vector<std::string> broadcasts_;
+  std::string accumulator_, output_;
+  DType output_type_ = DType::F32;
+  int regions_ = 0;
+};
 
 NpuKernel emit_pointwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
