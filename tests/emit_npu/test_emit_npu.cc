@@ -117,9 +117,27 @@ static void check_mutants(const std::string& shape, const std::string& tile) {
   }
 }
 
+TEST_CASE("GEMM with a fused epilogue on UB (bias broadcast, relu, GELU, cast) verifies, tails included") {
+  check_verifies("gemm_fused.tsl", "matmul_bias_relu", "M=7,N=5,K=9");
+  check_verifies("gemm_fused.tsl", "matmul_bias_relu", "M=64,N=48,K=80");
+  check_verifies("bert.tsl", "matmul_bias_gelu", "M=7,N=5,K=9");
+  check_verifies("bert.tsl", "matmul_bias_gelu", "M=128,N=96,K=64", "m=64/32,n=32/32,k=32/16");
+}
+
 TEST_CASE("pruned GEMM keeps only needed syncs: removing any kept pair lets the race detector fire") {
   check_mutants("M=64,N=32,K=128", "m=32/32,n=32/16,k=32/16");  // one tile per core
   check_mutants("M=128,N=128,K=32", "m=16/16,n=16/16,k=16/16");  // two tiles per core: syncs carried across tiles
+}
+
+TEST_CASE("pruned GEMM with a fused epilogue keeps only needed syncs (mutation)") {
+  auto c = compile_case("gemm_fused.tsl", "matmul_bias_relu", "M=64,N=48,K=80");
+  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
+  REQUIRE(pruned.sim.record.races.empty());
+  for (int k = 0; k < pruned.sync.pairs; ++k) {
+    CAPTURE(k);
+    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
+    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
+  }
 }
 
 TEST_CASE("pruned keeps at most half of the naive syncs on a tiled GEMM") {
