@@ -36,7 +36,7 @@ Operand type(DType t) { return Operand::type(t); }
 // Registers of the generated code.
 enum Reg : uint8_t {
   kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst,
-  kColumn2, kColumn4
+  kColumn2, kColumn4, kBatch, kRest
 };
 
 // What the machine offers, read once from the description by role.
@@ -104,6 +104,7 @@ const kernel::Node* find_matmul(const kernel::Kernel& k) {
 // A GEMM C[M,N] (+)= A[M,K] * B[K,N] on row-major GM tensors whose sizes are multiples of the tile.
 struct GemmShape {
   int64_t M = 0, N = 0, K = 0;
+  int64_t batch = 1;                  // independent GEMMs, one after the other in GM
   int64_t tm = 0, tn = 0, tk = 0;     // stage (L1 / L0C) tile
   int64_t tm0 = 0, tn0 = 0, tk0 = 0;  // operand (L0A / L0B) tile
   int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
@@ -156,7 +157,7 @@ class Builder {
   }
 
   void gemm(const GemmShape& g) {
-    const int64_t tiles_m = g.M / g.tm, tiles_n = g.N / g.tn, tiles = tiles_m * tiles_n, chunks = g.K / g.tk;
+    const int64_t tiles_m = g.M / g.tm, tiles_n = g.N / g.tn, tiles = g.batch * tiles_m * tiles_n, chunks = g.K / g.tk;
     const int64_t eo = dtype_bytes(g.out);
     // On-chip layout: halves of each double-buffered tile.
     const int64_t l1_a = g.tm * g.tk * 2, l1_b = g.tk * g.tn * 2;
@@ -171,14 +172,29 @@ class Builder {
     const bool tile_loop = tiles > g.cores;
     if (tile_loop) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles), reg(npu::kRegCoreCount)});
     else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
-    op(Opcode::Div, {reg(kTileM), reg(kTile), imm(tiles_n)});
+    uint8_t within = kTile;  // tile index inside one GEMM of the batch
+    if (g.batch > 1) {
+      op(Opcode::Div, {reg(kBatch), reg(kTile), imm(tiles_m * tiles_n)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(tiles_m * tiles_n)});
+      op(Opcode::Sub, {reg(kRest), reg(kTile), reg(kTmp)});
+      within = kRest;
+    }
+    op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n)});
-    op(Opcode::Sub, {reg(kTileN), reg(kTile), reg(kTmp)});
+    op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
     op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.K * 2)});
     op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * 2)});
     op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo)});
     op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    if (g.batch > 1) {
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.K * 2)});
+      op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.K * g.N * 2)});
+      op(Opcode::Add, {reg(kGmB), reg(kGmB), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.N * eo)});
+      op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    }
     if (g.epilogue) {  // byte offsets of the tile's first column in [N] tensors of 2 and 4 bytes
       op(Opcode::Mul, {reg(kColumn2), reg(kTileN), imm(g.tn * 2)});
       op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * 4)});
@@ -296,14 +312,15 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   const kernel::Buffer& c = k.buffers.at(mm.c);
   int64_t tk = 0;
   for (const auto& b : k.buffers)
-    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() == 2) tk = b.extents[1];
+    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = b.extents.back();
   if (tk == 0) tk = a0.extents.back();
-  g.tm = dividing_tile(g.M, round_up(c.extents[0], m.m0), m.m0);
-  g.tn = dividing_tile(g.N, round_up(c.extents[1], m.n0), m.n0);
+  auto last2 = [](const kernel::Buffer& b, int i) { return b.extents[b.extents.size() - 2 + i]; };
+  g.tm = dividing_tile(g.M, round_up(last2(c, 0), m.m0), m.m0);
+  g.tn = dividing_tile(g.N, round_up(last2(c, 1), m.n0), m.n0);
   g.tk = dividing_tile(g.K, round_up(tk, m.k0), m.k0);
-  g.tm0 = dividing_tile(g.tm, round_up(a0.extents[0], m.m0), m.m0);
-  g.tk0 = dividing_tile(g.tk, round_up(a0.extents[1], m.k0), m.k0);
-  g.tn0 = dividing_tile(g.tn, round_up(b0.extents[1], m.n0), m.n0);
+  g.tm0 = dividing_tile(g.tm, round_up(last2(a0, 0), m.m0), m.m0);
+  g.tk0 = dividing_tile(g.tk, round_up(last2(a0, 1), m.k0), m.k0);
+  g.tn0 = dividing_tile(g.tn, round_up(last2(b0, 1), m.n0), m.n0);
   const int64_t eo = dtype_bytes(g.out);
   // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
   while (g.tm * g.tn * 4 > m.cap_l0c && g.tm > m.m0) g.tm = dividing_tile(g.M, g.tm / 2, m.m0);
@@ -341,7 +358,10 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   if (!C) epilogue = std::make_unique<GemmEpilogue>(k, target, mm.statement, mm.c_tensor);
   else if (C->kind != ir::TensorKind::Output) throw unsupported("the accumulator is a global temporary");
   if (epilogue) C = k.find_tensor(epilogue->output());
-  if (A->shape.size() != 2 || B->shape.size() != 2 || C->shape.size() != 2) throw unsupported("batched matmul");
+  const size_t rank = A->shape.size();
+  if (rank < 2 || rank > 3 || B->shape.size() != rank || C->shape.size() != rank) throw unsupported("operand ranks");
+  if (rank == 3 && (B->shape[0] != A->shape[0] || C->shape[0] != A->shape[0] || epilogue))
+    throw unsupported("batched matmul whose batch is not the leading dimension of all three tensors");
   if (mm.a_layout != kernel::Layout::RowMajor || mm.b_layout != kernel::Layout::RowMajor)
     throw unsupported("transposed operands");
   if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
@@ -355,9 +375,10 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   NpuKernel out;
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
-  const int64_t M = A->shape[0], K = A->shape[1], N = B->shape[1];
-  out.macs = uint64_t(M) * N * K;
+  const int64_t M = A->shape[rank - 2], K = A->shape[rank - 1], N = B->shape[rank - 1];
   GemmShape g;
+  g.batch = rank == 3 ? A->shape[0] : 1;
+  out.macs = uint64_t(g.batch) * M * N * K;
   g.out = C->dtype;
   g.epilogue = epilogue.get();
   const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0;
@@ -387,24 +408,30 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   Builder build(p, m);
   if (aligned) {
     g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
-    const int64_t tiles = (g.M / g.tm) * (g.N / g.tn);
+    const int64_t tiles = g.batch * (g.M / g.tm) * (g.N / g.tn);
     g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));
     p.cores = g.cores;
     build.gemm(g);
   } else {
     // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
-    g.a_off = place(A->name + "_padded", DType::F16, {g.M, g.K}, npu::TensorRole::Scratch);
-    g.b_off = place(B->name + "_padded", DType::F16, {g.K, g.N}, npu::TensorRole::Scratch);
-    g.c_off = place(C->name + "_padded", g.out, {g.M, g.N}, npu::TensorRole::Scratch);
+    if (g.batch > 1)  // per-batch offsets of unpadded tensors are not aligned for the copies
+      throw unsupported("batched matmul with sizes that are not multiples of the cube fractal");
+    const int64_t nb = g.batch;
+    g.a_off = place(A->name + "_padded", DType::F16, {nb, g.M, g.K}, npu::TensorRole::Scratch);
+    g.b_off = place(B->name + "_padded", DType::F16, {nb, g.K, g.N}, npu::TensorRole::Scratch);
+    g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
     p.cores = g.cores = 1;
-    build.padded_copy(a_user, g.a_off, M, K * 2, K * 2, g.K * 2);
-    build.padded_copy(b_user, g.b_off, K, N * 2, N * 2, g.N * 2);
+    for (int64_t b = 0; b < nb; ++b) {
+      build.padded_copy(a_user + b * M * K * 2, g.a_off + b * g.M * g.K * 2, M, K * 2, K * 2, g.K * 2);
+      build.padded_copy(b_user + b * K * N * 2, g.b_off + b * g.K * g.N * 2, K, N * 2, N * 2, g.N * 2);
+    }
     build.gemm(g);
-    build.padded_copy(g.c_off, c_user, M, N * eo, g.N * eo, N * eo);
+    for (int64_t b = 0; b < nb; ++b)
+      build.padded_copy(g.c_off + b * g.M * g.N * eo, c_user + b * M * N * eo, M, N * eo, g.N * eo, N * eo);
     out.notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
   }
   p.add(Opcode::PipeBarrier, {Operand::pipe_(Pipe::All)});
-  out.notes.push_back(fmt::format("{} output tiles over {} core(s)", (g.M / g.tm) * (g.N / g.tn), p.cores));
+  out.notes.push_back(fmt::format("{} output tiles over {} core(s)", g.batch * (g.M / g.tm) * (g.N / g.tn), p.cores));
   npu::validate_program(p);
   return out;
 }

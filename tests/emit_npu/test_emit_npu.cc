@@ -98,6 +98,11 @@ TEST_CASE("GEMM over several cores, double-buffered K chunks (odd and even chunk
   check_verifies("matmul.tsl", "matmul", "M=64,N=64,K=256", "m=32/32,n=32/16,k=64/16");
 }
 
+TEST_CASE("batched GEMM: the batch is one more dimension of the output tiles spread over the cores") {
+  check_verifies("batch_matmul.tsl", "batch_matmul", "B=4,M=64,N=32,K=48");
+  check_verifies("batch_matmul.tsl", "batch_matmul", "B=3,M=32,N=32,K=64", "b=1/1,m=16/16,n=16/16,k=32/16");
+}
+
 TEST_CASE("GEMM tails (sizes not multiples of 16) verify") {
   check_verifies("matmul.tsl", "matmul", "M=7,N=5,K=9");
   check_verifies("matmul.tsl", "matmul", "M=37,N=20,K=50");
