@@ -174,6 +174,8 @@ struct Node {
   Expr lo, hi;
   int64_t step = 1;
   LoopKind loop_kind = LoopKind::Sequential;
+  std::string axis;       // tile loops: the index name they tile ("m"); empty for point loops
+  bool inner_tile = false;  // tile loops: operand-level (true) or stage-level (false)
 
   Expr cond;  // If
   // Let: var = value

@@ -183,6 +183,7 @@ struct Builder {
         n->hi = c.kind == kernel::ExprKind::Le ? c.args[1] + Expr::integer(1) : c.args[1];
         TESSEL_CHECK(a.iterator.size() > 1 && a.iterator[0] == 'c', "kernel: unexpected iterator name " + a.iterator);
         n->loop_kind = tiled.dim_kind(group, std::stoi(a.iterator.substr(1)));
+        n->axis = tiled.dim_axis(group, std::stoi(a.iterator.substr(1)), &n->inner_tile);
         for (const auto& ch : a.children) convert(ch, n->children);
         out.push_back(n);
         return;

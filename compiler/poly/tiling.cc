@@ -38,6 +38,20 @@ kernel::LoopKind TiledProgram::dim_kind(int group, int time_dim) const {
   return kernel::LoopKind::Sequential;
 }
 
+std::string TiledProgram::dim_axis(int group, int time_dim, bool* inner) const {
+  const int dim = group_kept_dims.at(group).at(time_dim);
+  const Group& g = groups.at(group).group;
+  const int p0 = 1, r0 = p0 + pmax + 1, i0 = r0 + qmax + 1, ir0 = i0 + pmax;
+  *inner = dim >= i0;
+  auto pick = [](const std::vector<std::string>& v, int i) { return i < int(v.size()) ? v[i] : std::string(); };
+  if (dim >= p0 && dim < p0 + pmax) return pick(g.tile_axes, dim - p0);
+  if (dim >= r0 && dim < r0 + qmax) return pick(g.reduction_axes, dim - r0);
+  if (dim >= i0 && dim < ir0) return pick(g.tile_axes, dim - i0);
+  if (dim >= ir0 && dim < ir0 + qmax) return pick(g.reduction_axes, dim - ir0);
+  *inner = false;
+  return "";
+}
+
 std::string TiledProgram::to_string() const {
   std::ostringstream os;
   os << "tiled schedule (" << 1 + pmax + 1 + qmax + 1 + pmax + qmax + 1 + width << " dimensions):\n";

@@ -60,6 +60,8 @@ struct TiledProgram {
 
   // Kind of the loop over time dimension `time_dim` of group `group`'s schedule.
   kernel::LoopKind dim_kind(int group, int time_dim) const;
+  // The axis a tile dimension of group `group` tiles ("" for other dimensions) and its level.
+  std::string dim_axis(int group, int time_dim, bool* inner) const;
   std::string to_string() const;
 };
 
