@@ -133,16 +133,20 @@ std::optional<Baseline> find_baseline(const kernel::Kernel& k) {
     }
   }
   // NHWC convolution: X[N,H,W,C] through a padding producer, filter [R,S,C,K], output [N,P,Q,K]
-  if (c->a.producer && !c->b.producer && c->m.size() == 3 && c->n.size() == 1 && c->k.size() == 3) {
+  if (!c->b.producer && c->m.size() == 3 && c->n.size() == 1 && c->k.size() == 3) {
     const auto* x = k.find_tensor(c->a.tensor);
     const auto* w = k.find_tensor(c->b.tensor);
-    if (!x || !w || x->shape.size() != 4 || w->shape.size() != 4) return std::nullopt;
-    const ir::Tensor* xp = k.function->find_tensor(c->a.producer->output);
-    const auto* xpt = k.find_tensor(xp->name);
-    int64_t padded_h = xpt ? xpt->shape[1] : x->shape[1] + 2;
+    if (!x || !w || x->shape.size() != 4 || w->shape.size() != 4 || c->a.indices.size() != 4) return std::nullopt;
     gpu::ConvShape s{.n = int(x->shape[0]), .h = int(x->shape[1]), .w = int(x->shape[2]), .c = int(x->shape[3]),
                      .k = int(w->shape[3]), .r = int(w->shape[0]), .s = int(w->shape[1])};
-    s.pad_h = s.pad_w = int((padded_h - x->shape[1]) / 2);
+    // X(n, p + r - pad, q + s - pad, c): the padding is the negated constant of the window index
+    auto shift = [&](const ir::AffineExpr& e) {
+      int64_t v = e.constant;
+      for (const auto& [p, q] : e.param_coeffs) v += q * k.sizes.at(p);
+      return int(-v);
+    };
+    s.pad_h = shift(c->a.indices[1]);
+    s.pad_w = shift(c->a.indices[2]);
     if (w->shape[2] != s.c || s.out_h() != c->m[1].extent || s.out_w() != c->m[2].extent || c->n[0].extent != s.k) return std::nullopt;
     b.kind = Baseline::Conv;
     b.conv = s;

@@ -47,6 +47,8 @@ std::vector<int64_t> shape_of(const kernel::Kernel& k, const std::string& name) 
 // Linear element address of `indices` (affine over anchor vars) in a row-major tensor.
 void linearise(const std::vector<int64_t>& shape, const std::vector<ir::AffineExpr>& indices, const Sizes& sizes,
                ContractionOperand& op) {
+  op.indices = indices;
+  op.shape = shape;
   int64_t stride = 1;
   for (int d = int(shape.size()) - 1; d >= 0; --d) {
     const auto& e = indices[d];

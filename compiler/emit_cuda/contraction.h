@@ -36,6 +36,10 @@ struct ContractionOperand {
   const ir::Statement* producer = nullptr;  // inlined padding producer, or null
   const ir::Expr* guard = nullptr;          // its select condition (over producer indices), or null
   std::map<std::string, ir::AffineExpr> producer_binding;  // producer index -> affine in anchor indices
+  // per-dimension indices of `tensor` (affine in anchor indices and parameters) and its shape: an
+  // element outside the shape reads as 0 (the kernel IR's zero-filled copies; folded padding)
+  std::vector<ir::AffineExpr> indices;
+  std::vector<int64_t> shape;
 };
 
 struct Contraction {

@@ -328,11 +328,36 @@ std::string kernel_parameters(const kernel::Kernel& k) {
 
 void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstream& os, std::vector<Launch>& launches,
                uint64_t& scratch_bytes) {
-  std::vector<kernel::NodePtr> groups;
+  // One kernel per top-level ParallelCores loop nest; a run of other top-level nodes (sequential
+  // code, copies, lets) is one single-block kernel, so its buffers live in one shared memory.
+  std::vector<kernel::NodePtr> top;
   if (k.body->kind == NodeKind::Block)
-    groups = k.body->children;
+    top = k.body->children;
   else
-    groups.push_back(k.body);
+    top.push_back(k.body);
+  auto is_grid_loop = [](const Node& n) {
+    int64_t v;
+    return n.kind == NodeKind::Loop && n.loop_kind == kernel::LoopKind::ParallelCores && constant_expr(n.lo, &v) &&
+           constant_expr(n.hi, &v);
+  };
+  std::vector<kernel::NodePtr> groups;
+  std::vector<std::vector<const Node*>> lets_before;  // top-level lets each kernel must replay
+  std::vector<const Node*> lets_seen;
+  for (const auto& n : top) {
+    if (is_grid_loop(*n)) {
+      groups.push_back(n);
+      lets_before.push_back(lets_seen);
+    } else {
+      if (groups.empty() || is_grid_loop(*groups.back())) {
+        auto b = std::make_shared<Node>();
+        b->kind = NodeKind::Block;
+        groups.push_back(b);
+        lets_before.push_back(lets_seen);
+      }
+      groups.back()->children.push_back(n);
+    }
+    if (n->kind == NodeKind::Let) lets_seen.push_back(n.get());
+  }
   const uint32_t budget = shared_budget_bytes(arch);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Node& root = *groups[gi];
@@ -385,6 +410,7 @@ void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstr
     os << decl.str();
     std::set<std::string> lets(k.let_vars.begin(), k.let_vars.end());
     for (const auto& l : lets) os << "  long long " << l << " = 0; (void)" << l << ";\n";
+    for (const Node* l : lets_before[gi]) os << "  " << l->var << " = " << int_expr(l->value) << ";\n";
     os << "  for (long long bid_ = blockIdx.x; bid_ < " << blocks << "LL; bid_ += gridDim.x) {\n";
     os << "    long long br_ = bid_;\n";
     for (int i = int(pcs.size()) - 1; i >= 0; --i)

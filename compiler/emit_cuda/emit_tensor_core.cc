@@ -33,10 +33,31 @@ struct OperandPlan {
   bool k_inner = true;   // shared tile [outer][bk + pad]; else [bk][outer + pad]
   int pad = 0;
   int64_t outer_size = 0;
-  std::set<std::string> guard_vars;  // anchor indices the guard depends on
+  std::set<std::string> guard_vars;  // anchor indices the guards depend on
+  std::vector<int> bounded;          // tensor dims needing a bounds check
   int ld() const { return (k_inner ? bk : tile_outer) + pad; }
   int stage_elems() const { return (k_inner ? tile_outer : bk) * ld(); }
 };
+
+// Dimensions of the operand whose index may leave the tensor (folded padding, im2col windows).
+std::vector<int> bounded_dims(const ContractionOperand& op, const Contraction& c, const std::map<std::string, int64_t>& sizes) {
+  std::map<std::string, int64_t> extent;
+  for (const auto* ds : {&c.m, &c.n, &c.k, &c.batch})
+    for (const auto& d : *ds) extent[d.var] = d.extent;
+  std::vector<int> out;
+  for (size_t d = 0; d < op.indices.size(); ++d) {
+    const auto& e = op.indices[d];
+    int64_t lo = e.constant, hi = e.constant;  // range over the anchor's domain
+    for (const auto& [p, q] : e.param_coeffs) lo += q * sizes.at(p), hi += q * sizes.at(p);
+    for (const auto& [v, q] : e.index_coeffs) {
+      const int64_t ext = extent.count(v) ? extent.at(v) : 1;
+      if (q > 0) hi += q * (ext - 1);
+      else lo += q * (ext - 1);
+    }
+    if (lo < 0 || hi >= op.shape[d]) out.push_back(int(d));
+  }
+  return out;
+}
 
 void guard_anchor_vars(const ContractionOperand& op, std::set<std::string>& out) {
   if (!op.guard) return;
@@ -63,8 +84,9 @@ bool vectorisable(const ContractionOperand& op, const std::vector<ContractionDim
   return op.base % vec == 0;
 }
 
-OperandPlan plan_operand(const ContractionOperand& op, const std::vector<ContractionDim>& outer, const std::vector<ContractionDim>& kd,
-                         int tile_outer, int bk, int64_t outer_size) {
+OperandPlan plan_operand(const ContractionOperand& op, const Contraction& c, const std::map<std::string, int64_t>& sizes,
+                         const std::vector<ContractionDim>& outer, const std::vector<ContractionDim>& kd, int tile_outer, int bk,
+                         int64_t outer_size) {
   OperandPlan p;
   p.op = &op;
   p.outer = &outer;
@@ -73,6 +95,9 @@ OperandPlan plan_operand(const ContractionOperand& op, const std::vector<Contrac
   p.bk = bk;
   p.outer_size = outer_size;
   guard_anchor_vars(op, p.guard_vars);
+  p.bounded = bounded_dims(op, c, sizes);
+  for (int d : p.bounded)
+    for (const auto& [v, q] : op.indices[d].index_coeffs) p.guard_vars.insert(v);
   const int vec = 16 / elem_bytes(op.dtype);
   p.pad = vec;
   if (vectorisable(op, kd, vec, p.guard_vars) && bk % vec == 0) {
@@ -167,6 +192,17 @@ struct TcEmitter {
       if (it != p.op->coeff.end()) addr += " + " + S(it->second) + "LL * kv_" + d.var;
     }
     std::string guard = name + "_ok[i] && kk_ < " + S(c.size_k());
+    auto cvar = [&](const std::string& v) -> std::string {
+      for (const auto& d : *p.kdims)
+        if (d.var == v) return "kv_" + v;
+      for (const auto& d : c.batch)
+        if (d.var == v) return "bv_" + v;
+      return name + "_v_" + v + "[i]";
+    };
+    for (int d : p.bounded) {
+      const std::string ix = affine(p.op->indices[d], cvar);
+      guard += " && " + ix + " >= 0 && " + ix + " < " + S(p.op->shape[d]);
+    }
     if (p.op->guard) {
       ValueContext ctx;
       ctx.sizes = &k.sizes;
@@ -233,6 +269,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
     add({128, 256, 32, 64, 64, 1, 4});
+    add({128, 256, 64, 64, 64, 1, 3});
     add({256, 128, 32, 64, 64, 1, 4});
     add({128, 128, 32, 64, 64, 1, 4});
     add({128, 128, 32, 32, 64, 1, 4});
@@ -261,6 +298,10 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
         g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, kt + 1)));
         if (!config_obstacle(c, g, arch).empty()) g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
         add(g);
+        if (g.k_split >= 4 && bkk <= 128) {  // fewer warps: less to reduce, shorter launch
+          g.k_split /= 2;
+          add(g);
+        }
       }
     }
   }
@@ -288,8 +329,8 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   e.async = sm_of(arch) >= 80;
   e.threads = cfg.warps() * 32;
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();
-  const OperandPlan pa = plan_operand(c.a, c.m, c.k, cfg.bm, cfg.bk, M);
-  const OperandPlan pb = plan_operand(c.b, c.n, c.k, cfg.bn, cfg.bk, N);
+  const OperandPlan pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M);
+  const OperandPlan pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N);
   const bool i8 = c.in_type == DType::I8;
   const std::string ft = i8 ? "signed char" : "__half";
   const std::string acct = i8 ? "int" : "float";
@@ -317,6 +358,9 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
                     dims_text(c.n) + ")=" + S(N) + " K(" + dims_text(c.k) + ")=" + S(K) + " batch(" + dims_text(c.batch) + ")");
   explain.push_back("  matrix_a = " + c.a.tensor + " (" + la.substr(6) + "), matrix_b = " + c.b.tensor + " (" + lb.substr(6) +
                     "), wmma m16n16k16 " + (i8 ? "s8 -> s32" : "f16 -> f32") + (c.swapped ? "; operands swapped so stores run along N" : ""));
+  if (!pa.bounded.empty() || !pb.bounded.empty())
+    explain.push_back("  implicit GEMM: " + std::string(!pa.bounded.empty() ? c.a.tensor : c.b.tensor) +
+                      " is read through an im2col view; out-of-bounds elements (padding) are zero-filled by the shared-memory load");
   if (c.a.producer || c.b.producer)
     explain.push_back("  implicit GEMM: " + std::string(c.a.producer ? c.a.producer->output : c.b.producer->output) +
                       " is not materialised; its padding guard and im2col addressing are in the shared-memory load");

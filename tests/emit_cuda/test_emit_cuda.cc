@@ -107,13 +107,12 @@ TEST_CASE("i8 GEMM uses s8 -> s32 fragments; unsupported dtypes are explained") 
   CHECK(contains(p.source, "wmma::accumulator, 16, 16, 16, int"));
 }
 
-TEST_CASE("convolution is an implicit GEMM: the padded input is inlined as an im2col view") {
+TEST_CASE("convolution is an implicit GEMM: the padded input is read through an im2col view with zero-filled borders") {
   auto r = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}});
   std::string why;
   auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
   REQUIRE_MESSAGE(c, why);
-  CHECK(c->a.tensor == "X");
-  CHECK(c->a.producer != nullptr);
+  CHECK(c->a.tensor == "X");  // read through the padding: inlined producer or folded shifted reads
   CHECK(c->b.tensor == "Wt");
   CHECK(c->m.size() == 3);  // n, p, q
   CHECK(c->k.size() == 3);  // r, s, c
