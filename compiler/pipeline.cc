@@ -91,6 +91,12 @@ class PassTimer {
   const CompileOptions& o_;
 };
 
+poly::MatmulMatch no_reduction_match() {
+  poly::MatmulMatch m;
+  m.why_not = "no reduction";
+  return m;
+}
+
 }  // namespace
 
 isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy) {
@@ -148,7 +154,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   auto match_all = [&] {
     c->matches.clear();
     for (const auto& g : c->groups)
-      c->matches.push_back(g.anchor < 0 ? poly::MatmulMatch{false, "no reduction"}
+      c->matches.push_back(g.anchor < 0 ? no_reduction_match()
                                         : poly::match_matmul(fn.statements[c->scop.statements[g.anchor].statement], fn,
                                                              c->hierarchy));
   };
