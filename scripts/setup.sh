@@ -11,6 +11,7 @@ packages=(
   libboost-graph-dev                          # sync dependence graphs
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   doctest-dev                                 # tests
+  libxgboost-dev                              # tuner's learned cost model (optional at build time)
   python3 python3-numpy python3-matplotlib    # scripts and plots
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
 )

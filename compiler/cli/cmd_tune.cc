@@ -1,0 +1,166 @@
+// tessel tune OP.tsl --target HIERARCHY.yaml --shape M=..,N=.. [--space SPEC] [--strategy S]
+//            [--trials N] [--seed S] [--log tune.jsonl] [--db best.json] [--jobs J] [--model M]
+//            [--dump-space FILE.csv] [--predict TILE ...]
+// The auto-tuner (compiler/tune/, issue 8): builds the search space (tile configurations that fit
+// the description's levels), then measures what the strategy proposes on the simulator (NPU
+// descriptions, timing-only, `--jobs` processes in parallel) or the GPU, logging every measurement
+// and storing the best tile spec in the database `tessel compile` / `tessel run` read.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "compiler/cli/commands.h"
+#include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_gpu.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/tune/tuner.h"
+#include "isa/base/error.h"
+#include "npu_sim/simulator.h"
+
+namespace tessel::cli {
+
+namespace {
+
+struct TuneFlags {
+  PipelineFlags pipeline;
+  std::string space, strategy = "model", model = "analytic", log, db, dump_space;
+  std::vector<std::string> predict;
+  int trials = 64, jobs = 0, batch = 0;
+  uint64_t seed = 1;
+  bool no_progress = false;
+};
+
+void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::string& path) {
+  std::ofstream file;
+  std::ostream* os = &std::cout;
+  if (path != "-") {
+    file.open(path);
+    if (!file) throw UserError("--dump-space " + path + ": cannot write the file");
+    os = &file;
+  }
+  const auto& p = fit.problem();
+  *os << "tile";
+  std::vector<std::string> axes;
+  if (!space.configs.empty())
+    for (const auto& a : space.configs[0].axes) axes.push_back(a.axis);
+  for (const auto& a : axes) *os << "," << a << "_outer," << a << "_inner";
+  std::vector<std::string> levels;
+  for (const auto& l : p.hierarchy.levels)
+    if (l.role != isa::Role::Global) levels.push_back(l.name);
+  for (const auto& l : levels) *os << ",bytes_" << l;
+  *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used\n";
+  for (const auto& c : space.configs) {
+    const auto info = fit.check(c);
+    const auto b = tune::analytic_breakdown(p, *info);
+    *os << "\"" << c.to_string() << "\"";
+    for (const auto& a : c.axes) *os << "," << a.outer << "," << a.inner;
+    for (const auto& l : levels) *os << "," << (info->level_bytes.count(l) ? info->level_bytes.at(l) : 0);
+    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{}\n", b.total, b.compute_cycles, b.latency_cycles,
+                       b.shared_global_cycles, b.tiles, b.cores_used);
+  }
+}
+
+void add_tune_command(CLI::App& app, CommandContext& ctx) {
+  auto o = std::make_shared<TuneFlags>();
+  CLI::App* cmd = app.add_subcommand("tune", "Search tile sizes for an operator on a target (simulator or GPU)");
+  add_pipeline_flags(cmd, o->pipeline);
+  cmd->add_option("--space", o->space,
+                  "search space per axis: OUTER[/INNER], each a list A|B|C or a range MIN-MAX[:pow2][:xN] "
+                  "(e.g. m=64-512:pow2/32|64,k=32-256:pow2/16|32; default: around the default tile spec)");
+  cmd->add_option("--strategy", o->strategy, "exhaustive, random, genetic or model (default model)");
+  cmd->add_option("--model", o->model, "cost model of the model-guided strategy: analytic or learned (XGBoost)");
+  cmd->add_option("--trials", o->trials, "configurations to measure in all, counting those the log holds (default 64)");
+  cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
+  cmd->add_option("--log", o->log, "JSON-lines log of every measurement; a later run resumes from it");
+  cmd->add_option("--db", o->db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json)");
+  cmd->add_option("--jobs", o->jobs, "simulator measurements in parallel (default: the number of CPU cores)");
+  cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)");
+  cmd->add_option("--dump-space", o->dump_space,
+                  "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
+  cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
+  cmd->add_flag("--no-progress", o->no_progress, "no live progress line");
+  cmd->callback([o, &ctx] {
+    if (o->pipeline.target == "c")
+      throw UserError("tessel tune: --target must be a hierarchy description (isa/targets/*.yaml): the tuner measures on "
+                      "the NPU simulator or the GPU");
+    frontend::Module m = frontend::load_module(o->pipeline.file);
+    const ir::Function& f = frontend::select_function(m, o->pipeline.def);
+    CompileOptions co = to_compile_options(o->pipeline);
+    co.tile.reset();
+    tune::FitChecker fit(f, co);
+    const tune::Problem& p = fit.problem();
+    if (!o->predict.empty()) {
+      for (const auto& t : o->predict) {
+        std::string why;
+        const auto info = fit.check(tile::parse_tile_spec(t), &why);
+        if (!info) {
+          std::cout << t << ": does not fit: " << why << "\n";
+          continue;
+        }
+        const auto b = tune::analytic_breakdown(p, *info);
+        std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
+                                 t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
+        for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
+        std::cout << fmt::format("; {} tiles on {} cores)\n", b.tiles, b.cores_used);
+      }
+      ctx.exit_code = 0;
+      return;
+    }
+    const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
+                                                  : tune::parse_space_spec(o->space);
+    const tune::Space space = tune::build_space(spec, fit);
+    std::cerr << fmt::format("tune: space {}: {} configurations fit ({} enumerated, {} dominated sizes removed, {} do not "
+                             "fit; {} promotion checks)\n",
+                             spec.to_string(), space.configs.size(), space.stats.enumerated, space.stats.dominated,
+                             space.stats.not_fitting, space.stats.fit_checks);
+    if (!o->dump_space.empty()) {
+      dump_space(space, fit, o->dump_space);
+      ctx.exit_code = 0;
+      return;
+    }
+    std::unique_ptr<tune::Measurer> measurer;
+    std::map<std::string, NpyArray> gpu_inputs;
+    if (p.hierarchy.kind == isa::TargetKind::Npu) {
+      const int jobs = o->jobs > 0 ? o->jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+      measurer = tune::make_npu_sim_measurer(
+          f, co,
+          [](const npu::Program& prog, const isa::Hierarchy& h) {
+            return npu_sim::simulate(prog, h, {}, {true, false, 0}).record.total_cycles;
+          },
+          jobs);
+    } else {
+      gpu_inputs = interp::random_inputs(f, co.sizes, 1);
+      measurer = tune::make_gpu_measurer(f, co, [&gpu_inputs](const Compilation& c) {
+        const GpuRunResult g = run_on_gpu(c, gpu_inputs, true, true);
+        return g.report.value("stream_us", 0.0) * 1e-6;
+      });
+    }
+    tune::TuneOptions to;
+    to.problem = {f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
+    to.strategy = o->strategy;
+    to.model = o->model;
+    to.trials = o->trials;
+    to.seed = o->seed;
+    to.log = o->log;
+    to.db = o->db.empty() ? tune::default_db_path() : o->db;
+    to.progress = !o->no_progress;
+    if (o->batch > 0) to.batch = o->batch;
+    const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
+    std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n",
+                             f.name, p.hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(),
+                             r.measured, r.resumed);
+    if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
+    ctx.exit_code = r.best_tile.empty() ? 1 : 0;
+  });
+}
+
+}  // namespace
+
+TESSEL_REGISTER_COMMAND("tune", add_tune_command);
+
+}  // namespace tessel::cli

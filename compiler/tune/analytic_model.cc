@@ -1,0 +1,181 @@
+// The analytic cost model: cycles per core of one configuration from the hierarchy description.
+//
+// Per fused group: stage tiles P (parallel axes), reduction tiles R per stage tile and operand
+// tiles I per reduction tile follow from the tile sizes; stage tiles spread over the cores
+// (ceil(P / cores) per core). Work per core:
+//   - compute: matrix-unit fragments of the matched intrinsic (operand tiles padded to the unit's
+//     shape) times the shape's cycles, over the unit count; unmatched groups: vector repeats;
+//   - transfers: every buffer promotion placed is filled (copy-in) or drained (copy-out) once per
+//     tile of its level (R: per reduction tile, I: per operand tile, P: per stage tile); bytes over
+//     the bandwidth of the description's path, accumulated per engine (the unit moving the data);
+//   - latencies: a double-buffered buffer exposes its path latency once per stage tile (the
+//     pipeline fill), a single-buffered one on every fill; the matrix unit's start-up per fragment
+//     batch.
+// Engines run concurrently when the group's input buffers are double-buffered (the description's
+// pipes overlap), otherwise their times add. All cores' global traffic also has to pass the global
+// level's shared bandwidth. The result is the larger of the per-core and the shared-bandwidth time.
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/tune/cost_model.h"
+#include "isa/base/error.h"
+
+namespace tessel::tune {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / std::max<int64_t>(1, b); }
+
+struct Route {
+  double bandwidth = 0;
+  double latency = 0;
+  std::string engine;
+};
+
+// The path from -> to, or through one intermediate level (e.g. accumulator -> vector -> global).
+std::vector<Route> route(const isa::Hierarchy& h, const std::string& from, const std::string& to) {
+  if (const auto* p = h.find_path(from, to)) return {{p->bandwidth_bytes_per_cycle, double(p->latency_cycles), p->engine}};
+  for (const auto& p1 : h.paths)
+    if (p1.from == from)
+      if (const auto* p2 = h.find_path(p1.to, to))
+        return {{p1.bandwidth_bytes_per_cycle, double(p1.latency_cycles), p1.engine},
+                {p2->bandwidth_bytes_per_cycle, double(p2->latency_cycles), p2->engine}};
+  return {};
+}
+
+uint32_t matrix_unit_count(const isa::Hierarchy& h) {
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix)) return std::max<uint32_t>(1, u->count);
+  return 1;
+}
+
+uint32_t matrix_startup(const isa::Hierarchy& h) {
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix)) return u->startup_cycles;
+  return 0;
+}
+
+}  // namespace
+
+AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const std::string global = h.level(isa::Role::Global).name;
+  const isa::Level& g = h.level(isa::Role::Global);
+  const int64_t cores = std::max<uint32_t>(1, h.cores);
+  AnalyticBreakdown out;
+  for (size_t gi = 0; gi < config.groups.size(); ++gi) {
+    const GroupTiling& t = config.groups[gi];
+    int64_t P = 1, R = 1, I = 1;
+    std::map<std::string, int64_t> outer, inner;
+    for (const auto& [axis, e] : t.extent) {
+      const int64_t o = std::min(e, t.outer.count(axis) ? t.outer.at(axis) : e);
+      const int64_t i = std::min(o, t.inner.count(axis) ? t.inner.at(axis) : o);
+      outer[axis] = o;
+      inner[axis] = i;
+      const bool red = t.reduction.count(axis) && t.reduction.at(axis);
+      (red ? R : P) *= ceil_div(e, o);
+      I *= ceil_div(o, i);
+    }
+    const int64_t used = std::min(cores, P);
+    const int64_t Pc = ceil_div(P, cores);
+    out.tiles += P;
+    out.cores_used = std::max(out.cores_used, used);
+    double compute = 0;
+    if (t.matched) {
+      const int64_t frags = ceil_div(inner[t.m], t.unit_m) * ceil_div(inner[t.n], t.unit_n) * ceil_div(inner[t.k], t.unit_k);
+      compute = double(Pc) * R * I * frags * t.unit_cycles / matrix_unit_count(h) + double(Pc) * R * I * matrix_startup(h);
+    } else {
+      double elems = 1;
+      for (const auto& [axis, o] : outer) elems *= o;
+      uint32_t bpr = 0, startup = 0;
+      for (const auto* u : h.units_of_kind(isa::UnitKind::Vector)) bpr = u->bytes_per_repeat, startup = u->startup_cycles;
+      if (bpr) compute = double(Pc) * R * (elems * 4 / bpr + startup);
+    }
+    std::map<std::string, double> engine;
+    double latency = 0, global_bytes = 0;
+    bool overlap = true;
+    auto move = [&](const std::string& from, const std::string& to, double count, double bytes, bool db) {
+      const auto r = route(h, from, to);
+      for (const auto& step : r) {
+        if (step.bandwidth > 0) engine[step.engine] += count * bytes / step.bandwidth;
+        latency += (db ? double(Pc) : count) * step.latency;
+      }
+      if (from == global || to == global) global_bytes += count * bytes;
+    };
+    for (const auto& b : config.buffers) {
+      if (b.group != int(gi)) continue;
+      double count = Pc;
+      if (b.tile_level == poly::TileLevel::R) count = double(Pc) * R;
+      if (b.tile_level == poly::TileLevel::I) count = double(Pc) * R * I;
+      if (b.copy_in) {
+        std::string src = global;
+        if (b.tile_level == poly::TileLevel::I) src = h.level(isa::Role::Stage).name;
+        move(src, b.level, count, double(b.bytes), b.double_buffered);
+        if (!b.double_buffered && b.role != isa::Role::Accumulator) overlap = false;
+      }
+      if (b.copy_out) move(b.level, global, count, double(b.bytes), false);
+      if (b.role == isa::Role::Accumulator && !b.copy_out) {
+        // partial sums leave through the vector level
+        const auto* v = h.level_with_role(isa::Role::Vector);
+        if (v) {
+          move(b.level, v->name, count, double(b.bytes), false);
+          move(v->name, global, count, double(b.bytes), false);
+        }
+      }
+    }
+    double busiest = compute, sum = compute;
+    for (const auto& [e, c] : engine) {
+      out.engine_cycles[e] += c;
+      busiest = std::max(busiest, c);
+      sum += c;
+    }
+    const double core_time = (overlap ? busiest : sum) + latency;
+    const double shared = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes * used / g.shared_bandwidth_bytes_per_cycle : 0;
+    out.compute_cycles += compute;
+    out.latency_cycles += latency;
+    out.shared_global_cycles += shared;
+    out.total += std::max(core_time, shared);
+  }
+  return out;
+}
+
+std::vector<double> config_features(const Problem& problem, const ConfigInfo& config) {
+  std::vector<double> f;
+  for (const auto& a : problem.default_spec.axes) {
+    const auto* t = config.spec.find(a.axis);
+    f.push_back(std::log2(double(t ? t->outer : a.outer)));
+    f.push_back(std::log2(double(t ? t->inner : a.inner)));
+  }
+  for (const auto& l : problem.hierarchy.levels) {
+    if (l.role == isa::Role::Global) continue;
+    auto it = config.level_bytes.find(l.name);
+    f.push_back(it == config.level_bytes.end() ? 0.0 : double(it->second) / double(l.capacity_bytes));
+  }
+  const AnalyticBreakdown b = analytic_breakdown(problem, config);
+  f.push_back(std::log2(1 + b.total));
+  f.push_back(std::log2(1 + b.compute_cycles));
+  f.push_back(std::log2(1 + b.latency_cycles));
+  f.push_back(std::log2(1 + b.shared_global_cycles));
+  f.push_back(std::log2(1.0 + double(b.tiles)));
+  f.push_back(double(b.cores_used) / std::max<uint32_t>(1, problem.hierarchy.cores));
+  for (const auto* u : {"mte1", "mte2", "mte3", "vector"}) {
+    // engines by name where the description has them; GPUs name theirs differently
+    auto it = b.engine_cycles.find(u);
+    f.push_back(std::log2(1 + (it == b.engine_cycles.end() ? 0.0 : it->second)));
+  }
+  return f;
+}
+
+namespace {
+
+class AnalyticModel : public CostModel {
+ public:
+  std::string name() const override { return "analytic"; }
+  double predict(const Problem& problem, const ConfigInfo& config) const override {
+    return analytic_breakdown(problem, config).total;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_analytic_model() { return std::make_unique<AnalyticModel>(); }
+
+}  // namespace tessel::tune

@@ -1,0 +1,52 @@
+// Cost models (issue 8): rank tile configurations of one problem without measuring them. One
+// implementation per file, chosen by name (STYLE.md 9):
+//   analytic  (analytic_model.cc): from the hierarchy description alone;
+//   learned   (learned_model.cc): XGBoost rank:pairwise on configuration features, fitted on
+//             measurements (unavailable when tessel was built without libxgboost).
+// Lower predictions mean faster configurations; only the order matters to the strategies.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/tune/fit_check.h"
+
+namespace tessel::tune {
+
+struct Measured {
+  const ConfigInfo* config = nullptr;
+  double cost = 0;  // cycles (simulator) or seconds (GPU)
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string name() const = 0;
+  // Re-fits on every measurement so far (a model that learns nothing ignores it).
+  virtual void fit(const Problem& problem, const std::vector<Measured>& measured) { (void)problem, (void)measured; }
+  // False until fit() had enough data (strategies then fall back to the analytic order).
+  virtual bool ready() const { return true; }
+  virtual double predict(const Problem& problem, const ConfigInfo& config) const = 0;
+};
+
+// "analytic" or "learned"; UserError naming the known models otherwise (or why learned is unavailable).
+std::unique_ptr<CostModel> make_cost_model(const std::string& name);
+std::vector<std::string> cost_model_names();
+
+// The analytic model's breakdown (cycles per core), for --predict and the tests.
+struct AnalyticBreakdown {
+  double compute_cycles = 0;               // matrix-unit (or vector) cycles per core
+  std::map<std::string, double> engine_cycles;  // per copy engine: bytes over bandwidth + issue
+  double latency_cycles = 0;               // exposed latencies
+  double shared_global_cycles = 0;         // all cores' global traffic over the shared bandwidth
+  double total = 0;
+  int64_t tiles = 0, cores_used = 0;
+};
+AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config);
+
+// Per-configuration features (learned model, --dump-space): log2 tile sizes, tile counts,
+// per-level occupancy, and the analytic breakdown.
+std::vector<double> config_features(const Problem& problem, const ConfigInfo& config);
+
+}  // namespace tessel::tune

@@ -1,0 +1,75 @@
+// Which tile specs fit a target, by promotion's own capacity check (compiler/poly/promotion.h),
+// and their footprints: the features cost models read. The passes before tiling (scop,
+// dependences, schedule, fusion, intrinsics) run once, through tessel::compile; each check then
+// runs only `tile` and `promote` on that compilation's results, as the pipeline does.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/pipeline.h"
+
+namespace tessel::tune {
+
+// One on-chip buffer of a configuration, as promotion placed it.
+struct Footprint {
+  isa::Role role = isa::Role::Vector;
+  std::string level;            // level name
+  std::string tensor;
+  int64_t bytes = 0;
+  bool double_buffered = false;
+  poly::TileLevel tile_level = poly::TileLevel::P;  // P: per stage tile, R: per reduction tile, I: operand tile
+  bool copy_in = false, copy_out = false;
+  int group = 0;
+};
+
+// The tiling of one fused group as the tile pass resolved it (clamped sizes per axis).
+struct GroupTiling {
+  std::map<std::string, int64_t> outer, inner, extent;
+  std::map<std::string, bool> reduction;  // per axis of the group
+  bool matched = false;                   // matrix-unit intrinsic
+  std::string m, n, k;                    // axes of the match
+  int unit_m = 0, unit_n = 0, unit_k = 0;
+  uint32_t unit_cycles = 1;
+  DType in_type = DType::F16, acc_type = DType::F32;
+  bool img2col = false;
+};
+
+struct ConfigInfo {
+  tile::TileSpec spec;
+  std::vector<Footprint> buffers;
+  std::vector<GroupTiling> groups;
+  std::map<std::string, uint64_t> level_bytes;  // with double buffering counted twice
+};
+
+struct Problem {
+  const ir::Function* function = nullptr;
+  std::map<std::string, int64_t> sizes;
+  std::map<std::string, int64_t> extents;  // per index name
+  std::map<std::string, int64_t> units;    // matrix-unit dimension per tiled axis (m/n/k of the match)
+  isa::Hierarchy hierarchy;
+  tile::TileSpec default_spec;
+};
+
+class FitChecker {
+ public:
+  // Compiles `f` once at `options` (tile spec default) to get the passes before tiling.
+  FitChecker(const ir::Function& f, const CompileOptions& options);
+  ~FitChecker();
+  // The footprints when the spec fits every level, nullopt when promotion rejects it (`why`: its message).
+  std::optional<ConfigInfo> check(const tile::TileSpec& spec, std::string* why = nullptr);
+  const Problem& problem() const { return problem_; }
+  size_t checks() const { return checks_; }
+
+ private:
+  std::unique_ptr<Compilation> base_;
+  Problem problem_;
+  size_t checks_ = 0;
+  std::map<std::string, std::optional<ConfigInfo>> cache_;
+  std::map<std::string, std::string> why_;
+};
+
+}  // namespace tessel::tune

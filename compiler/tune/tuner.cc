@@ -1,0 +1,101 @@
+#include "compiler/tune/tuner.h"
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "isa/base/error.h"
+
+namespace tessel::tune {
+
+namespace {
+
+std::string eta_text(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const int t = int(s + 0.5);
+  return fmt::format("{}:{:02d}", t / 60, t % 60);
+}
+
+}  // namespace
+
+TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, const TuneOptions& options) {
+  if (space.configs.empty()) throw UserError("tune: the search space is empty (no configuration fits the target)");
+  if (options.trials < 1) throw UserError("--trials: must be at least 1");
+  std::unique_ptr<CostModel> model = make_cost_model(options.model);
+  std::unique_ptr<SearchStrategy> strategy = make_strategy(options.strategy);
+  auto analytic = make_cost_model("analytic");
+  SearchState state(space, fit, model.get(), options.seed);
+  TuneResult r;
+  r.unit = measurer.unit();
+  double best = std::numeric_limits<double>::infinity();
+  auto note = [&](int i, double cost, bool resumed) {
+    state.record(i, cost);
+    if (cost < best) {
+      best = cost;
+      r.best_tile = space.configs[size_t(i)].to_string();
+    }
+    r.trials.push_back({int(r.trials.size()) + 1, space.configs[size_t(i)].to_string(), cost, best, resumed});
+  };
+  if (!options.log.empty())
+    for (const auto& e : read_log(options.log, options.problem)) {
+      const int i = space.index_of(e.tile);
+      if (i < 0 || state.is_measured(i)) continue;
+      note(i, e.ok ? e.cost : std::numeric_limits<double>::infinity(), true);
+      ++r.resumed;
+    }
+  const int total = std::min<int>(options.trials, int(space.configs.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto progress = [&](bool final) {
+    if (!options.progress) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int done = int(r.trials.size());
+    const double eta = r.measured ? el / r.measured * (total - done) : -1;
+    std::cerr << fmt::format("\rtune {}: trial {}/{}  best {} {}  ({})  ETA {}   ", options.strategy, done, total,
+                             std::isfinite(best) ? fmt::format("{:.6g}", best) : std::string("-"), r.unit,
+                             r.best_tile.empty() ? "-" : r.best_tile, eta_text(eta))
+              << (final ? "\n" : "") << std::flush;
+  };
+  progress(false);
+  while (int(r.trials.size()) < total) {
+    const int want = std::min(options.batch, total - int(r.trials.size()));
+    std::vector<int> batch = strategy->next_batch(state, want);
+    std::vector<int> fresh;
+    for (int i : batch)
+      if (!state.is_measured(i) && std::find(fresh.begin(), fresh.end(), i) == fresh.end()) fresh.push_back(i);
+    if (fresh.empty()) break;
+    std::vector<tile::TileSpec> specs;
+    for (int i : fresh) specs.push_back(space.configs[size_t(i)]);
+    const auto results = measurer.measure(specs);
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      const Measurement& m = results[k];
+      const double cost = m.ok ? m.cost : std::numeric_limits<double>::infinity();
+      note(fresh[k], cost, false);
+      ++r.measured;
+      if (!options.log.empty()) {
+        LogEntry e;
+        e.tile = m.key;
+        e.ok = m.ok;
+        e.cost = m.cost;
+        e.unit = measurer.unit();
+        e.strategy = options.strategy;
+        e.error = m.error;
+        e.trial = int(r.trials.size());
+        e.predicted = analytic->predict(fit.problem(), state.info(fresh[k]));
+        e.wall_s = m.wall_s;
+        append_log(options.log, options.problem, e);
+      }
+      if (!m.ok && options.progress) std::cerr << "\ntune: " << m.key << ": " << m.error << "\n";
+    }
+    progress(false);
+  }
+  progress(true);
+  r.best_cost = best;
+  if (!options.db.empty() && std::isfinite(best))
+    db_update(options.db, options.problem, {r.best_tile, best, r.unit, options.strategy, int(r.trials.size())});
+  return r;
+}
+
+}  // namespace tessel::tune

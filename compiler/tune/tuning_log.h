@@ -1,0 +1,39 @@
+// The tuning log: one JSON object per line per measurement, appended as measurements arrive (a
+// run killed half-way keeps what it measured). A later run of the same problem (operator, target,
+// shape) reads it back and does not measure those configurations again. Scripts plot it.
+//   {"op":"matmul","target":"davinci-910","shape":"K=1024,M=1024,N=1024","tile":"m=128/64,...",
+//    "ok":true,"cost":15407,"unit":"cycles","strategy":"model","trial":12,"predicted":1.2e4,"wall_s":1.3}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessel::tune {
+
+struct ProblemKey {
+  std::string op, target, shape;  // shape: NAME=VALUE sorted by name
+  bool operator<(const ProblemKey& o) const { return std::tie(op, target, shape) < std::tie(o.op, o.target, o.shape); }
+  bool operator==(const ProblemKey& o) const = default;
+  std::string to_string() const { return op + "|" + target + "|" + shape; }
+};
+std::string shape_text(const std::map<std::string, int64_t>& sizes);
+
+struct LogEntry {
+  std::string tile;
+  bool ok = false;
+  double cost = 0;
+  std::string unit, strategy, error;
+  int trial = 0;
+  double predicted = 0, wall_s = 0;
+};
+
+// Entries of `path` for `problem`, in file order (no file: none). Malformed lines are a UserError
+// naming the file and line.
+std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem);
+// Appends one line (UserError when the file cannot be written).
+void append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e);
+
+}  // namespace tessel::tune
