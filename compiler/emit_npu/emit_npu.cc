@@ -203,15 +203,62 @@ class Builder {
     // A K chunk is loaded (MTE2) into one L1 half and computed (MTE1 + M) from it. The loads are
     // issued one chunk ahead in program order, so the scalar pipe dispatches the next chunk's copy
     // before the current chunk's compute fills the queues (software pipelining).
-    auto load = [&](int half, uint8_t a_base, uint8_t b_base, int64_t chunk_offset) {
+    auto load = [&](int half, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, bool split = false) {
       const int64_t l1 = g.double_l1 ? half * l1_half : 0;
+      if (split && g.tk > g.tk0) {
+        // The first chunk in operand-tile pieces of K (A: column blocks are contiguous in NZ; B: one
+        // copy per column block), so the cube starts after the first piece instead of the chunk.
+        // Order: A's first piece, then B column block by column block, then A's other pieces.
+        const int64_t pieces = g.tk / g.tk0;
+        auto a_piece = [&](int64_t piece) {
+          op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + piece * g.tm * g.tk0 * 2),
+                               at(Buffer::GM, g.a_off + (chunk_offset * g.tk + piece * g.tk0) * 2, a_base), imm(g.tm),
+                               imm(g.tk0), imm(g.K)});
+        };
+        a_piece(0);
+        for (int64_t cb = 0; cb < g.tn / m_.n0; ++cb)
+          for (int64_t piece = 0; piece < pieces; ++piece) {
+            const int64_t k0 = chunk_offset * g.tk + piece * g.tk0;
+            op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a + (cb * g.tk + piece * g.tk0) * m_.n0 * 2),
+                                 at(Buffer::GM, g.b_off + (k0 * g.N + cb * m_.n0) * 2, b_base), imm(g.tk0), imm(m_.n0), imm(g.N)});
+          }
+        for (int64_t piece = 1; piece < pieces; ++piece) a_piece(piece);
+        return;
+      }
       op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), at(Buffer::GM, g.a_off + chunk_offset * g.tk * 2, a_base),
                            imm(g.tm), imm(g.tk), imm(g.K)});
       op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a),
                            at(Buffer::GM, g.b_off + chunk_offset * g.tk * g.N * 2, b_base), imm(g.tk), imm(g.tn), imm(g.N)});
     };
-    auto compute = [&](int half, Operand first) {
+    // block_major (the last chunk): each accumulator block completes in turn, so its move to UB
+    // and GM overlaps the cube's work on the next block.
+    // block_major_halves: the last chunks (one per listed L1 half), block by block.
+    auto compute_blocks = [&](const std::vector<int>& halves, Operand first) {
+      for (int64_t j = 0; j < g.tn / g.tn0; ++j)
+        for (int64_t i = 0; i < g.tm / g.tm0; ++i)
+          for (size_t h = 0; h < halves.size(); ++h) {
+            const int64_t l1 = g.double_l1 ? halves[h] * l1_half : 0;
+            for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk) {
+              const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
+              const int64_t l0a = g.double_l0 ? (l0a_step_++ % 2) * l0a_half : 0;
+              op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, l1 + a_frac * m_.fractal_bytes),
+                                  imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm / m_.m0), imm(0)});
+              const int64_t b_frac = j * (g.tn0 / m_.n0) * (g.tk / m_.k0) + kk * (g.tk0 / m_.k0);
+              const int64_t l0b = g.double_l0 ? (l0b_step_++ % 2) * l0b_half : 0;
+              op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, l1 + l1_a + b_frac * m_.fractal_bytes),
+                                  imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk / m_.k0), imm(1)});
+              const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
+              op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g.tm0),
+                                imm(g.tk0), imm(g.tn0), kk == 0 && h == 0 ? first : imm(0)});
+            }
+          }
+    };
+    auto compute = [&](int half, Operand first, bool block_major = false) {
       const int64_t l1 = g.double_l1 ? half * l1_half : 0;
+      if (block_major) {
+        compute_blocks({half}, first);
+        return;
+      }
       for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk)
         for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
           const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
@@ -247,7 +294,7 @@ class Builder {
     } else {
       // chunks = 2P + 1: load 0; P x [load 2p+1, compute 2p, load 2p+2, compute 2p+1]; compute 2P.
       // chunks = 2P:     load 0; (P-1) x [the same]; load 2P-1, compute 2P-2, compute 2P-1.
-      load(0, kGmA, kGmB, 0);
+      load(0, kGmA, kGmB, 0, true);
       const int64_t iterations = chunks % 2 ? chunks / 2 : chunks / 2 - 1;
       if (iterations > 0) {
         op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
@@ -263,11 +310,11 @@ class Builder {
         op(Opcode::EndLoop, {});
       }
       if (chunks % 2) {
-        compute(0, imm(chunks == 1 ? 1 : 0));
+        compute(0, imm(chunks == 1 ? 1 : 0), true);
       } else {
         load(1, kGmA, kGmB, chunks - 1);
         compute(0, imm(chunks == 2 ? 1 : 0));
-        compute(1, imm(0));
+        compute(1, imm(0), true);
       }
     }
     // Epilogue: every operand-level block of the accumulator through UB (ping-pong) to GM.
