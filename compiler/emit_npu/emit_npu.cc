@@ -292,28 +292,31 @@ class Builder {
         compute(0, imm(1));
       }
     } else {
-      // chunks = 2P + 1: load 0; P x [load 2p+1, compute 2p, load 2p+2, compute 2p+1]; compute 2P.
-      // chunks = 2P:     load 0; (P-1) x [the same]; load 2P-1, compute 2P-2, compute 2P-1.
+      // Software pipeline over the chunks c (L1 half c % 2): load c + 1, compute c. Chunk 0 is peeled
+      // (its loads are waited for right before its own MTE1 loads, not before a loop), then pairs of
+      // chunks in a loop, then the last one or two chunks; the last is computed block by block.
       load(0, kGmA, kGmB, 0, true);
-      const int64_t iterations = chunks % 2 ? chunks / 2 : chunks / 2 - 1;
+      if (chunks > 1) load(1, kGmA, kGmB, 1);
+      compute(0, imm(1), chunks == 1);
+      const int64_t iterations = chunks >= 2 ? (chunks - 2) / 2 : 0;  // computes c, c+1 and loads c+1, c+2
       if (iterations > 0) {
         op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
-        op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
         op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(2 * g.tk * 2)});
         op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
         op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(2 * g.tk * g.N * 2)});
         op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        load(1, kGmAChunk, kGmBChunk, 1);
-        compute(0, reg(kInit));
-        load(0, kGmAChunk, kGmBChunk, 2);
-        compute(1, imm(0));
+        load(0, kGmAChunk, kGmBChunk, 2);  // chunk c + 1 = 2 + 2r
+        compute(1, imm(0));                // chunk c = 1 + 2r
+        load(1, kGmAChunk, kGmBChunk, 3);  // chunk c + 2
+        compute(0, imm(0));                // chunk c + 1
         op(Opcode::EndLoop, {});
       }
-      if (chunks % 2) {
-        compute(0, imm(chunks == 1 ? 1 : 0), true);
-      } else {
-        load(1, kGmA, kGmB, chunks - 1);
-        compute(0, imm(chunks == 2 ? 1 : 0));
+      const int64_t c = 1 + 2 * iterations;  // next chunk to compute (odd: L1 half 1)
+      if (c + 1 == chunks - 1) {
+        load(0, kGmA, kGmB, c + 1);
+        compute(1, imm(0));
+        compute(0, imm(0), true);
+      } else if (c == chunks - 1) {
         compute(1, imm(0), true);
       }
     }
