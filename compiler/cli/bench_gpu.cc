@@ -41,7 +41,7 @@ struct Entry {
   std::vector<emit_cuda::TcConfig> candidates;
 };
 
-constexpr size_t kMaxCandidates = 8;
+constexpr size_t kMaxCandidates = 10;
 
 // blocked [NB,H,W,CB,16,16] <-> NHWC [NB*16,H,W,CB*16] (16 images x 16 channels innermost)
 template <int Bytes>

@@ -268,11 +268,15 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   };
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+    add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
     add({128, 256, 32, 64, 64, 1, 4});
-    add({128, 256, 64, 64, 64, 1, 3});
+    add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
+    add({128, 256, 32, 32, 64, 1, 4});  // 16 warps of 32x64
+    add({128, 128, 64, 32, 64, 1, 3});
+    add({128, 256, 64, 64, 64, 1, 4});  // 208 KiB: sm_90's opt-in shared memory
+    add({128, 256, 64, 32, 64, 1, 3});
     add({256, 128, 32, 64, 64, 1, 4});
     add({128, 128, 32, 64, 64, 1, 4});
-    add({128, 128, 32, 32, 64, 1, 4});
     add({128, 256, 32, 64, 64, 1, 3});
     add({128, 128, 64, 64, 64, 1, 3});
     add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
