@@ -295,7 +295,7 @@ class Builder {
       // Software pipeline over the chunks c (L1 half c % 2): load c + 1, compute c. Chunk 0 is peeled
       // (its loads are waited for right before its own MTE1 loads, not before a loop), then pairs of
       // chunks in a loop, then the last one or two chunks; the last is computed block by block.
-      load(0, kGmA, kGmB, 0, true);
+      load(0, kGmA, kGmB, 0, /*split=*/!tile_loop);  // split pieces need more event ids: only where no tile loop carries them
       if (chunks > 1) load(1, kGmA, kGmB, 1);
       compute(0, imm(1), chunks == 1);
       const int64_t iterations = chunks >= 2 ? (chunks - 2) / 2 : 0;  // computes c, c+1 and loads c+1, c+2

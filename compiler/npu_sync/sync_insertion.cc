@@ -31,6 +31,7 @@ struct Pair {
   bool carried = false;
   int id = 0;
   bool barrier = false;
+  bool dropped = false;  // merged into another pair when event ids ran out
 };
 
 struct Dependence {
@@ -94,11 +95,26 @@ class SyncPass {
       pairs = drop_implied(pairs);
     }
     allocate_ids(pairs);
+    if (std::any_of(pairs.begin(), pairs.end(), [](const Pair& p) { return p.barrier && !p.dropped; })) {
+      // Too few ids: carried pairs of one loop and pipe pair become one (each holds an id for the
+      // whole loop), then allocate again; keep whichever needs fewer barriers.
+      std::vector<Pair> merged = merge_carried(pairs);
+      allocate_ids(merged);
+      auto barriers = [](const std::vector<Pair>& v) {
+        return std::count_if(v.begin(), v.end(), [](const Pair& p) { return p.barrier && !p.dropped; });
+      };
+      if (barriers(merged) < barriers(pairs)) pairs = std::move(merged);
+    }
     SyncResult r;
     r.dependences = static_cast<int>(deps_.size());
-    r.pairs = static_cast<int>(pairs.size());
-    for (const auto& pr : pairs) r.barriers += pr.barrier;
-    r.program = materialize(pairs, options.omit_pair).program;
+    for (const auto& pr : pairs) {
+      r.pairs += !pr.dropped;
+      r.barriers += pr.barrier && !pr.dropped;
+    }
+    int omit = -1;  // the omit_pair-th kept pair
+    for (int i = 0, kept = 0; i < static_cast<int>(pairs.size()) && options.omit_pair >= 0; ++i)
+      if (!pairs[i].dropped && kept++ == options.omit_pair) omit = i;
+    r.program = materialize(pairs, omit).program;
     for (size_t i = 0; i + 1 < r.program.code.size(); ++i) r.sync_instructions += is_sync(r.program.code[i].opcode);
     npu::validate_program(r.program);
     return r;
@@ -202,7 +218,7 @@ class SyncPass {
     std::vector<std::vector<int>> before(n), after(n);  // pair indices; negative codes below
     // Encoding in the lists: 4 * pair + kind (0 set, 1 wait, 2 pre-set, 3 drain).
     for (int i = 0; i < static_cast<int>(pairs.size()); ++i) {
-      if (i == omit) continue;
+      if (i == omit || pairs[i].dropped) continue;
       const Pair& pr = pairs[i];
       if (pr.barrier) {
         before[pr.wait_before].push_back(4 * i + 1);
@@ -366,6 +382,25 @@ class SyncPass {
     return kept;
   }
 
+  std::vector<Pair> merge_carried(const std::vector<Pair>& in) const {
+    std::vector<Pair> out;
+    for (Pair p : in) {
+      if (p.dropped) continue;
+      p.barrier = false;
+      p.id = 0;
+      bool merged = false;
+      for (Pair& q : out)
+        if (p.carried && q.carried && q.body == p.body && q.src == p.src && q.dst == p.dst) {
+          if (s_.position[p.set_after] > s_.position[q.set_after]) q.set_after = p.set_after;
+          if (s_.position[p.wait_before] < s_.position[q.wait_before]) q.wait_before = p.wait_before;
+          merged = true;
+          break;
+        }
+      if (!merged) out.push_back(p);
+    }
+    return out;
+  }
+
   // Event ids per pipe pair by liveness: a pair is live from its first to its last instruction. Two
   // live pairs may share an id only when both are forward pairs of one body in first-in first-out
   // order. A pair that finds no id becomes a pipe_barrier ALL before its wait.
@@ -389,6 +424,21 @@ class SyncPass {
           if (!fifo) ok = false;
         }
         if (ok) chosen = id;
+      }
+      if (chosen < 0 && pr.carried) {
+        // Out of ids: a carried pair of the same loop and pipes takes this one over (set after the
+        // later source, wait before the earlier sink: later but still correct), else a barrier.
+        for (int id = 0; id < ids_per_pair_ && chosen < 0; ++id)
+          for (int j : ids[id]) {
+            Pair& q = pairs[j];
+            if (!q.carried || q.body != pr.body) continue;
+            if (s_.position[pr.set_after] > s_.position[q.set_after]) q.set_after = pr.set_after;
+            if (s_.position[pr.wait_before] < s_.position[q.wait_before]) q.wait_before = pr.wait_before;
+            pr.dropped = true;
+            chosen = id;
+            break;
+          }
+        if (pr.dropped) continue;
       }
       if (chosen < 0) {
         pr.barrier = true;
