@@ -1,0 +1,178 @@
+// The tuning loop (compiler/tune/tuner.h): resuming from the log, reproducible strategies, the
+// best-config database, and `tessel tune` end to end on the simulator.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "compiler/tune/best_db.h"
+#include "compiler/tune/tuner.h"
+#include "isa/base/error.h"
+#include "tune_test_util.h"
+
+using namespace tessel;
+using namespace tessel::tune;
+using testing::FakeMeasurer;
+using testing::SmallGemm;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("tessel_tune_test_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+struct Fixture {
+  SmallGemm g{128};
+  FitChecker fit{g.f, g.options};
+  Space space = build_space(parse_space_spec("m=16-128:pow2/16|32,n=16-128:pow2/16|32,k=16-128:pow2/16"), fit);
+  TuneOptions options(const std::string& strategy, int trials, uint64_t seed = 7) {
+    TuneOptions o;
+    o.problem = {"matmul", "tune-test-npu", "K=128,M=128,N=128"};
+    o.strategy = strategy;
+    o.trials = trials;
+    o.seed = seed;
+    o.progress = false;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tuner: a resumed run does not measure logged configurations again") {
+  Fixture fx;
+  REQUIRE(fx.space.configs.size() > 30);
+  for (const std::string strategy : {"random", "genetic", "model", "exhaustive"}) {
+    CAPTURE(strategy);
+    const std::string log = temp_path(strategy + ".jsonl");
+    FakeMeasurer first;
+    auto o = fx.options(strategy, 12);
+    o.log = log;
+    const TuneResult a = run_tuning(fx.space, fx.fit, first, o);
+    CHECK(a.measured == 12);
+    CHECK(first.keys.size() == 12);
+    FakeMeasurer second;
+    o.trials = 24;
+    const TuneResult b = run_tuning(fx.space, fx.fit, second, o);
+    CHECK(b.resumed == 12);
+    CHECK(b.measured == 12);
+    for (const auto& k : second.keys) {
+      CAPTURE(k);
+      CHECK(std::find(first.keys.begin(), first.keys.end(), k) == first.keys.end());  // not measured again
+    }
+    CHECK(read_log(log, o.problem).size() == 24);
+    CHECK(read_log(log, {"other", "tune-test-npu", "K=128,M=128,N=128"}).empty());  // other problems untouched
+    // nothing left to do: no measurement at all
+    FakeMeasurer third;
+    const TuneResult c = run_tuning(fx.space, fx.fit, third, o);
+    CHECK(third.keys.empty());
+    CHECK(c.best_cost == doctest::Approx(b.best_cost));
+    std::filesystem::remove(log);
+  }
+}
+
+TEST_CASE("tuner: with a fixed seed every strategy is reproducible") {
+  Fixture fx;
+  for (const std::string strategy : {"exhaustive", "random", "genetic", "model"}) {
+    CAPTURE(strategy);
+    FakeMeasurer a, b, c;
+    run_tuning(fx.space, fx.fit, a, fx.options(strategy, 20, 11));
+    run_tuning(fx.space, fx.fit, b, fx.options(strategy, 20, 11));
+    CHECK(a.keys == b.keys);
+    CHECK(std::set<std::string>(a.keys.begin(), a.keys.end()).size() == a.keys.size());  // no repeats
+    if (strategy != "exhaustive") {
+      run_tuning(fx.space, fx.fit, c, fx.options(strategy, 20, 12));
+      CHECK(c.keys != a.keys);  // the seed matters
+    }
+  }
+}
+
+TEST_CASE("tuner: exhaustive finds the optimum; the best so far never gets worse") {
+  Fixture fx;
+  FakeMeasurer m;
+  const TuneResult r = run_tuning(fx.space, fx.fit, m, fx.options("exhaustive", 100000));
+  CHECK(r.measured == int(fx.space.configs.size()));
+  double best = 1e300;
+  for (const auto& c : fx.space.configs) best = std::min(best, FakeMeasurer::cost(c));
+  CHECK(r.best_cost == doctest::Approx(best));
+  for (size_t i = 1; i < r.trials.size(); ++i) CHECK(r.trials[i].best_so_far <= r.trials[i - 1].best_so_far);
+}
+
+TEST_CASE("tuner: strategies and options by name; user errors") {
+  for (const auto& n : strategy_names()) CHECK(make_strategy(n)->name() == n);
+  CHECK_THROWS_WITH_AS(make_strategy("annealing"), doctest::Contains("unknown strategy 'annealing'"), UserError);
+  Fixture fx;
+  FakeMeasurer m;
+  CHECK_THROWS_WITH_AS(run_tuning(fx.space, fx.fit, m, fx.options("random", 0)), doctest::Contains("--trials"), UserError);
+}
+
+TEST_CASE("best-config database: keeps the cheapest entry per problem; the compile hook reads it") {
+  const std::string db = temp_path("best.json");
+  const ProblemKey k{"matmul", "tune-test-npu", "K=128,M=128,N=128"};
+  CHECK(!db_lookup(db, k));
+  CHECK(db_update(db, k, {"m=32/32,n=32/32,k=32/16", 500, "cycles", "random", 10}));
+  CHECK(!db_update(db, k, {"m=64/32,n=32/32,k=32/16", 600, "cycles", "random", 10}));  // worse: kept
+  CHECK(db_update(db, k, {"m=64/64,n=32/32,k=32/16", 400, "cycles", "model", 20}));
+  CHECK(db_lookup(db, k)->tile == "m=64/64,n=32/32,k=32/16");
+  CHECK(!db_lookup(db, {"matmul", "tune-test-npu", "K=64,M=64,N=64"}));
+  // the hook of tessel compile / run
+  const std::string tsl = temp_path("matmul.tsl");
+  std::ofstream(tsl) << testing::kMatmul;
+  setenv("TESSEL_TUNE_DB", db.c_str(), 1);
+  CHECK(tuned_tile_for(tsl, "", testing::small_target(), {{"M", 128}, {"N", 128}, {"K", 128}}) == "m=64/64,n=32/32,k=32/16");
+  CHECK(!tuned_tile_for(tsl, "", "c", {{"M", 128}, {"N", 128}, {"K", 128}}));
+  setenv("TESSEL_TUNE_DB", "off", 1);
+  CHECK(!tuned_tile_for(tsl, "", testing::small_target(), {{"M", 128}, {"N", 128}, {"K", 128}}));
+  unsetenv("TESSEL_TUNE_DB");
+  std::ofstream(db) << "[1, 2]";
+  CHECK_THROWS_WITH_AS(db_lookup(db, k), doctest::Contains("not a tessel best-config database"), UserError);
+  std::filesystem::remove(db);
+  std::filesystem::remove(tsl);
+}
+
+TEST_CASE("tuning log: a partial last line (a killed run) is ignored, a bad line elsewhere is an error") {
+  const std::string log = temp_path("partial.jsonl");
+  const ProblemKey k{"matmul", "t", "M=1"};
+  append_log(log, k, {"m=16/16", true, 10, "cycles", "random", "", 1, 0, 0});
+  { std::ofstream(log, std::ios::app) << "{\"op\":\"matmul\",\"tar"; }
+  CHECK(read_log(log, k).size() == 1);
+  { std::ofstream(log, std::ios::app) << "\n" << "{\"op\":\"matmul\",\"target\":\"t\",\"shape\":\"M=1\",\"tile\":\"m=32/32\",\"ok\":true,\"cost\":5}\n"; }
+  CHECK_THROWS_WITH_AS(read_log(log, k), doctest::Contains(":2: not a JSON object"), UserError);
+  std::filesystem::remove(log);
+}
+
+TEST_CASE("tessel tune: simulator measurements in worker processes, resumed from the log") {
+  const std::string log = temp_path("cli.jsonl"), db = temp_path("cli_best.json");
+  const std::string base = std::string(TESSEL_CLI) + " tune " + TESSEL_SOURCE_DIR + "/workloads/matmul.tsl --target " +
+                           testing::small_target() + " --shape M=64,N=64,K=64 --space m=16-64:pow2/16,n=16-64:pow2/16,k=32/16" +
+                           " --strategy random --seed 3 --jobs 2 --no-progress --log " + log + " --db " + db;
+  auto run = [&](int trials) {
+    std::string out;
+    FILE* p = popen((base + " --trials " + std::to_string(trials) + " 2>&1").c_str(), "r");
+    REQUIRE(p);
+    char buf[512];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    CHECK(pclose(p) == 0);
+    return out;
+  };
+  const std::string a = run(3);
+  CHECK_MESSAGE(a.find("(3 measured, 0 from the log)") != std::string::npos, a);
+  const std::string b = run(5);
+  CHECK_MESSAGE(b.find("(2 measured, 3 from the log)") != std::string::npos, b);
+  const auto entries = read_log(log, {"matmul", "tune-test-npu", "K=64,M=64,N=64"});
+  REQUIRE(entries.size() == 5);
+  std::set<std::string> tiles;
+  for (const auto& e : entries) {
+    CHECK_MESSAGE(e.ok, e.error);
+    CHECK(e.cost > 0);
+    CHECK(e.unit == "cycles");
+    tiles.insert(e.tile);
+  }
+  CHECK(tiles.size() == 5);
+  CHECK(db_lookup(db, {"matmul", "tune-test-npu", "K=64,M=64,N=64"}).has_value());
+  std::filesystem::remove(log);
+  std::filesystem::remove(db);
+}
