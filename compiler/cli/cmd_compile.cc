@@ -13,6 +13,7 @@
 #include "compiler/emit_c/emit_c.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
+#include "compiler/tune/best_db.h"
 #include "isa/base/error.h"
 
 namespace tessel::cli {
@@ -36,6 +37,7 @@ CompileOptions to_compile_options(const PipelineFlags& f) {
   o.hierarchy = f.hierarchy;
   o.sizes = parse_shape(f.shape);
   if (!f.tile.empty()) o.tile = f.tile;
+  else o.tile = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes);  // `tessel tune`'s best, if any
   if (f.fusion == "max") o.scheduler.fusion = poly::FusionStrategy::Max;
   else if (f.fusion == "conservative") o.scheduler.fusion = poly::FusionStrategy::Conservative;
   else if (f.fusion == "none") {

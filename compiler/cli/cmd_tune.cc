@@ -28,10 +28,11 @@ namespace {
 
 struct TuneFlags {
   PipelineFlags pipeline;
-  std::string space, strategy = "model", model = "analytic", log, db, dump_space;
+  std::string space, strategy = "model", model = "analytic", log, db, dump_space, replay;
   std::vector<std::string> predict;
   int trials = 64, jobs = 0, batch = 0;
   uint64_t seed = 1;
+  double timeout_s = 120;
   bool no_progress = false;
 };
 
@@ -77,12 +78,16 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--trials", o->trials, "configurations to measure in all, counting those the log holds (default 64)");
   cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
   cmd->add_option("--log", o->log, "JSON-lines log of every measurement; a later run resumes from it");
-  cmd->add_option("--db", o->db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json)");
+  cmd->add_option("--db", o->db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json; off: none)");
   cmd->add_option("--jobs", o->jobs, "simulator measurements in parallel (default: the number of CPU cores)");
+  cmd->add_option("--measure-timeout", o->timeout_s,
+                  "simulator: seconds one measurement (compile + simulation) may take before it counts as failed (default 120)");
   cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)");
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
   cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
+  cmd->add_option("--replay", o->replay,
+                  "answer measurements from an earlier log of the same problem instead of measuring (strategy studies)");
   cmd->add_flag("--no-progress", o->no_progress, "no live progress line");
   cmd->callback([o, &ctx] {
     if (o->pipeline.target == "c")
@@ -90,7 +95,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                       "the NPU simulator or the GPU");
     frontend::Module m = frontend::load_module(o->pipeline.file);
     const ir::Function& f = frontend::select_function(m, o->pipeline.def);
-    CompileOptions co = to_compile_options(o->pipeline);
+    PipelineFlags pf = o->pipeline;
+    pf.target = "c";  // no tuned tile from the database: the tuner chooses tiles itself
+    CompileOptions co = to_compile_options(pf);
+    co.target = o->pipeline.target;
     co.tile.reset();
     tune::FitChecker fit(f, co);
     const tune::Problem& p = fit.problem();
@@ -123,16 +131,19 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 0;
       return;
     }
+    const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
     std::unique_ptr<tune::Measurer> measurer;
     std::map<std::string, NpyArray> gpu_inputs;
-    if (p.hierarchy.kind == isa::TargetKind::Npu) {
+    if (!o->replay.empty()) {
+      measurer = tune::make_replay_measurer(o->replay, problem);
+    } else if (p.hierarchy.kind == isa::TargetKind::Npu) {
       const int jobs = o->jobs > 0 ? o->jobs : int(std::max(1u, std::thread::hardware_concurrency()));
       measurer = tune::make_npu_sim_measurer(
           f, co,
           [](const npu::Program& prog, const isa::Hierarchy& h) {
             return npu_sim::simulate(prog, h, {}, {true, false, 0}).record.total_cycles;
           },
-          jobs);
+          jobs, o->timeout_s);
     } else {
       gpu_inputs = interp::random_inputs(f, co.sizes, 1);
       measurer = tune::make_gpu_measurer(f, co, [&gpu_inputs](const Compilation& c) {
@@ -141,13 +152,13 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       });
     }
     tune::TuneOptions to;
-    to.problem = {f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
+    to.problem = problem;
     to.strategy = o->strategy;
     to.model = o->model;
     to.trials = o->trials;
     to.seed = o->seed;
     to.log = o->log;
-    to.db = o->db.empty() ? tune::default_db_path() : o->db;
+    to.db = o->db == "off" ? "" : o->db.empty() ? tune::default_db_path() : o->db;
     to.progress = !o->no_progress;
     if (o->batch > 0) to.batch = o->batch;
     const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);

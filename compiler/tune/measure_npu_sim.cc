@@ -3,6 +3,7 @@
 // pipe. Children start from the parent's state (the parsed function) and exit with _exit, so no
 // SystemC kernel outlives a measurement and runs never share one.
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,8 +22,8 @@ namespace {
 
 class NpuSimMeasurer : public Measurer {
  public:
-  NpuSimMeasurer(const ir::Function& f, const CompileOptions& base, SimulateFn simulate, int jobs)
-      : f_(f), base_(base), simulate_(std::move(simulate)), jobs_(std::max(1, jobs)) {}
+  NpuSimMeasurer(const ir::Function& f, const CompileOptions& base, SimulateFn simulate, int jobs, double timeout_s)
+      : f_(f), base_(base), simulate_(std::move(simulate)), jobs_(std::max(1, jobs)), timeout_s_(timeout_s) {}
   std::string name() const override { return "npu-sim"; }
   std::string unit() const override { return "cycles"; }
 
@@ -34,6 +35,7 @@ class NpuSimMeasurer : public Measurer {
       size_t index;
       std::string data;
       std::chrono::steady_clock::time_point t0;
+      bool killed = false;
     };
     std::vector<Child> running;
     size_t next = 0;
@@ -57,12 +59,18 @@ class NpuSimMeasurer : public Measurer {
           _exit(0);
         }
         close(fds[1]);
-        running.push_back({pid, fds[0], next, "", t0});
+        running.push_back({pid, fds[0], next, "", t0, false});
         ++next;
       }
       std::vector<pollfd> pfds;
       for (const auto& c : running) pfds.push_back({c.fd, POLLIN, 0});
-      poll(pfds.data(), pfds.size(), -1);
+      poll(pfds.data(), pfds.size(), 500);
+      for (auto& c : running)
+        if (timeout_s_ > 0 && !c.killed &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - c.t0).count() > timeout_s_) {
+          kill(c.pid, SIGKILL);  // its pipe closes: collected below as a failed measurement
+          c.killed = true;
+        }
       for (size_t i = 0; i < running.size();) {
         Child& c = running[i];
         char buf[4096];
@@ -84,6 +92,7 @@ class NpuSimMeasurer : public Measurer {
         m.unit = unit();
         m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.t0).count();
         parse(c.data, status, m);
+        if (c.killed) m.error = "timed out after " + std::to_string(int(timeout_s_)) + " s (compile + simulation)";
         running.erase(running.begin() + long(i));
         pfds.erase(pfds.begin() + long(i));
       }
@@ -127,13 +136,14 @@ class NpuSimMeasurer : public Measurer {
   CompileOptions base_;
   SimulateFn simulate_;
   int jobs_;
+  double timeout_s_;
 };
 
 }  // namespace
 
 std::unique_ptr<Measurer> make_npu_sim_measurer(const ir::Function& f, const CompileOptions& base, SimulateFn simulate,
-                                                int jobs) {
-  return std::make_unique<NpuSimMeasurer>(f, base, std::move(simulate), jobs);
+                                                int jobs, double timeout_s) {
+  return std::make_unique<NpuSimMeasurer>(f, base, std::move(simulate), jobs, timeout_s);
 }
 
 }  // namespace tessel::tune

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Spearman rank correlation between the analytic cost model and measurements over a sweep:
+simulator cycles on NPU descriptions, measured kernel time on GPU ones. Prints rho and plots
+predicted against measured (PNG). Measures with `tessel tune --strategy exhaustive` (resumed from
+OUT.jsonl) unless --log gives an existing sweep; predictions come from `tessel tune --dump-space`.
+
+  scripts/cost_model_check.py --target isa/targets/davinci-910.yaml          # 1024^3 GEMM sweep
+  scripts/cost_model_check.py --target isa/targets/sm90.yaml                  # on the GPU machine
+  scripts/cost_model_check.py --log out/sweep/gemm1024.jsonl --space '...'   # an existing sweep"""
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tune_common as tc  # noqa: E402
+
+DEFAULT_SPACE = {
+    "npu": "m=128-512:pow2/64|128,n=128-512:pow2/64|128,k=32-256:pow2/16|32",
+    "gpu": "m=32-256:pow2/16|32|64,n=32-256:pow2/16|32|64,k=16-64:pow2/16",
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("op", nargs="?", default=os.path.join(tc.ROOT, "workloads", "matmul.tsl"))
+    ap.add_argument("--def", dest="defn")
+    ap.add_argument("--target", default=os.path.join(tc.ROOT, "isa", "targets", "davinci-910.yaml"))
+    ap.add_argument("--shape", default="M=1024,N=1024,K=1024")
+    ap.add_argument("--space", help="tessel tune --space (default: a GEMM space for the target kind)")
+    ap.add_argument("--log", help="an existing sweep log (skip measuring)")
+    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--out", help="prefix of OUT.jsonl / OUT.png (default out/cost_model_check/<target>)")
+    ap.add_argument("--tessel")
+    args = ap.parse_args()
+    tessel = tc.find_tessel(args.tessel)
+    target_name = os.path.splitext(os.path.basename(args.target))[0]
+    kind = "gpu" if target_name.startswith("sm") else "npu"
+    if not args.space and os.path.basename(args.op) == "matmul.tsl":
+        args.space = DEFAULT_SPACE[kind]
+    out = args.out or os.path.join("out", "cost_model_check", target_name)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    log = args.log
+    if not log:
+        log = out + ".jsonl"
+        cmd = tc.tune_cmd(tessel, args) + ["--strategy", "exhaustive", "--trials", "1000000", "--log", log, "--db", "off"]
+        if args.jobs:
+            cmd += ["--jobs", str(args.jobs)]
+        tc.run(cmd)
+    space = tc.read_space_csv(tc.run(tc.tune_cmd(tessel, args) + ["--dump-space", "-"], quiet=True))
+    predicted = {r["tile"]: float(r["predicted"]) for r in space}
+    pairs = [(predicted[r["tile"]], r["cost"], r["tile"]) for r in tc.read_log(log) if r.get("ok") and r["tile"] in predicted]
+    if len(pairs) < 3:
+        sys.exit("fewer than 3 measured configurations of the space in %s" % log)
+    unit = next(r["unit"] for r in tc.read_log(log) if r.get("ok"))
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    rho = tc.spearman(xs, ys)
+    best_measured = min(pairs, key=lambda p: p[1])
+    best_predicted = min(pairs, key=lambda p: p[0])
+    print("Spearman rho (analytic model vs measured %s) = %.3f over %d configurations" % (unit, rho, len(pairs)))
+    print("measured best %s: %g %s; model's pick %s measures %g %s (%.1f%% slower)" % (
+        best_measured[2], best_measured[1], unit, best_predicted[2], best_predicted[1], unit,
+        100 * (best_predicted[1] / best_measured[1] - 1)))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    ax.scatter(xs, ys, s=10, alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("analytic model (predicted cycles)")
+    ax.set_ylabel("measured (%s)" % unit)
+    ax.set_title("%s %s on %s: Spearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name, rho,
+                                                              len(pairs)), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=90)
+    print("wrote %s.png" % out)
+    with open(out + ".rho.txt", "w") as f:
+        f.write("%.4f %d\n" % (rho, len(pairs)))
+
+
+if __name__ == "__main__":
+    main()
