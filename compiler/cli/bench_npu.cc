@@ -4,6 +4,7 @@
 // Large problems run in the simulator's timing-only mode. A table on stdout and the rows as JSON.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -17,12 +18,17 @@
 namespace tessel::cli {
 namespace {
 
-// Stage / operand tiles for GEMM-shaped entries: the largest square-ish stage tile whose double
-// buffers fit (the backend shrinks it further to divide the sizes and fit the levels).
-std::optional<std::string> bench_tile(const std::map<std::string, int64_t>& shape) {
-  if (shape.count("M") && shape.count("N") && shape.count("K") && shape.size() == 3)
-    return std::string("m=256/128,n=256/64,k=128/64");
-  return std::nullopt;
+// Stage / operand tiles for GEMM-shaped entries: stage tiles up to 256 x 256 x 128 (the largest
+// whose double buffers fit; GM bandwidth per core wants them large), halved in M until the output
+// tiles cover the cores (small-N problems of the seed table); the backend shrinks them further to
+// divide the sizes and fit the levels.
+std::optional<std::string> bench_tile(const std::map<std::string, int64_t>& shape, int64_t cores) {
+  if (!(shape.count("M") && shape.count("N") && shape.count("K") && shape.size() == 3)) return std::nullopt;
+  const int64_t M = shape.at("M"), N = shape.at("N");
+  const int64_t tn = std::min<int64_t>(256, (N + 15) / 16 * 16);
+  int64_t tm = 256;
+  while (tm > 32 && (M / tm) * ((N + tn - 1) / tn) < cores) tm /= 2;
+  return fmt::format("m={}/{},n={}/{},k=128/64", tm, std::min<int64_t>(tm, 128), tn, std::min<int64_t>(tn, 64));
 }
 
 }  // namespace
@@ -45,7 +51,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
         CompileOptions o;
         o.target = hierarchy_path;
         o.sizes = e.shape;
-        o.tile = bench_tile(e.shape);
+        o.tile = bench_tile(e.shape, target.cores);
         auto c = compile(f, o);
         const NpuCompiled npu = compile_npu(c->kernel, c->hierarchy);
         NpuOptions run;
