@@ -1,5 +1,6 @@
 #include "compiler/emit_npu/emit_npu.h"
 
+#include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/pointwise.h"
 
 #include <fmt/format.h>
@@ -491,6 +492,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
 NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
   const Machine m = machine(target);
+  if (is_nhwc_convolution(k)) return emit_conv(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m, target);
   return emit_pointwise(k, target);

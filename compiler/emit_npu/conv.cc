@@ -1,0 +1,210 @@
+#include "compiler/emit_npu/conv.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand reg(uint8_t r) { return Operand::reg_(r); }
+Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
+Operand f16() { return Operand::type(DType::F16); }
+
+enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr };
+
+const ir::Expr* strip_cast(const ir::Expr* e) {
+  return e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast ? e->args[0].get() : e;
+}
+
+// a - b == c, with zero coefficients ignored.
+bool difference_is(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& c) {
+  ir::AffineExpr d = a - b;
+  std::erase_if(d.index_coeffs, [](const auto& kv) { return kv.second == 0; });
+  std::erase_if(d.param_coeffs, [](const auto& kv) { return kv.second == 0; });
+  return d == c;
+}
+
+struct Conv {
+  std::string x, w, y;
+  int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, K = 0, OH = 0, OW = 0, pt = 0, pl = 0;
+};
+
+// The constant c when a - b - d == c (only a constant left, zero coefficients ignored).
+std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& d) {
+  ir::AffineExpr e = a - b - d;
+  std::erase_if(e.index_coeffs, [](const auto& kv) { return kv.second == 0; });
+  std::erase_if(e.param_coeffs, [](const auto& kv) { return kv.second == 0; });
+  if (!e.is_constant()) return std::nullopt;
+  return e.constant;
+}
+
+// Y(n, p, q, k) +=! X(n, p + r - pt, q + s - pl, c) * Wt(r, s, c, k), with X read as zero outside the
+// image (the polyhedral core inlines the padding statement), or the same through a padding
+// statement Xp = select(in the image, X(n, h - pt, w - pl, c), 0).
+std::optional<Conv> match(const kernel::Kernel& k) {
+  const ir::Function* f = k.function;
+  if (!f || f->statements.empty() || f->statements.size() > 2) return std::nullopt;
+  const ir::Statement& s = f->statements.back();
+  if (s.reduction != ir::Reduction::Sum || !s.init || s.out_indices.size() != 4) return std::nullopt;
+  const ir::Expr& rhs = *s.rhs;
+  if (rhs.kind != ir::ExprKind::Apply || rhs.op != ir::Op::Mul) return std::nullopt;
+  const ir::Expr* a = strip_cast(rhs.args[0].get());
+  const ir::Expr* b = strip_cast(rhs.args[1].get());
+  if (a->kind != ir::ExprKind::Access || b->kind != ir::ExprKind::Access) return std::nullopt;
+  if (a->indices.size() != 4 || b->indices.size() != 4) return std::nullopt;
+  const auto& o = s.out_indices;
+  const auto dh = constant_difference(a->indices[1], o[1], b->indices[0]);
+  const auto dw = constant_difference(a->indices[2], o[2], b->indices[1]);
+  if (!(a->indices[0] == o[0] && a->indices[3] == b->indices[2] && b->indices[3] == o[3] && dh && dw)) return std::nullopt;
+  Conv c;
+  c.w = b->name, c.y = s.output;
+  if (f->statements.size() == 2) {
+    const ir::Statement& pad = f->statements[0];
+    const ir::Expr& sel = *pad.rhs;
+    if (a->name != pad.output || sel.kind != ir::ExprKind::Apply || sel.op != ir::Op::Select) return std::nullopt;
+    const ir::Expr* xa = strip_cast(sel.args[1].get());
+    if (xa->kind != ir::ExprKind::Access || xa->indices.size() != 4) return std::nullopt;
+    c.x = xa->name;
+    c.pt = -xa->indices[1].constant - *dh, c.pl = -xa->indices[2].constant - *dw;
+  } else {
+    c.x = a->name;
+    c.pt = -*dh, c.pl = -*dw;
+  }
+  const kernel::GlobalTensor* X = k.find_tensor(c.x);
+  const kernel::GlobalTensor* Wt = k.find_tensor(c.w);
+  const kernel::GlobalTensor* Y = k.find_tensor(c.y);
+  if (!X || !Wt || !Y || X->shape.size() != 4 || Wt->shape.size() != 4 || Y->shape.size() != 4) return std::nullopt;
+  if (X->dtype != DType::F16 || Wt->dtype != DType::F16 || Y->dtype != DType::F32) return std::nullopt;
+  c.N = X->shape[0], c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3];
+  c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3];
+  c.OH = Y->shape[1], c.OW = Y->shape[2];
+  return c;
+}
+
+}  // namespace
+
+bool is_nhwc_convolution(const kernel::Kernel& k) { return match(k).has_value(); }
+
+NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  const Conv cv = *match(k);
+  auto unsupported = [&](const std::string& why) {
+    return UserError("kernel " + k.name + ": the NPU backend does not map this convolution yet: " + why);
+  };
+  int64_t m0 = 16, k0 = 16;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const isa::MatrixShape& s : u->shapes)
+      if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k;
+  if (cv.C % k0 || cv.K % k0) throw unsupported(fmt::format("channels {} -> {} must be multiples of {}", cv.C, cv.K, k0));
+  const int64_t P = cv.OH * cv.OW, Pp = (P + m0 - 1) / m0 * m0, RS = cv.R * cv.S, kdim = RS * k0, C1 = cv.C / k0;
+  const int64_t pb = cv.OH + cv.R - 1 - cv.H - cv.pt, pr = cv.OW + cv.S - 1 - cv.W - cv.pl;
+  const int64_t cap_l1 = h.level(isa::Role::Stage).capacity_bytes, cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
+  const int64_t cap_l0b = h.level(isa::Role::OperandB).capacity_bytes, cap_l0c = h.level(isa::Role::Accumulator).capacity_bytes;
+  const int64_t cap_ub = h.level(isa::Role::Vector).capacity_bytes, l0_align = h.level(isa::Role::OperandA).alignment_bytes;
+  int64_t tn = 16;
+  for (int64_t t = 128; t >= 16; t -= 16)
+    if (cv.K % t == 0 && 2 * kdim * t * 2 <= cap_l0b && Pp * t * 4 <= cap_l0c) { tn = t; break; }
+  int64_t tm0 = std::min<int64_t>(Pp, cap_l0a / (2 * kdim * 2) / m0 * m0);
+  if (tm0 < m0) throw unsupported("one pixel block of all kernel positions does not fit L0A twice");
+  const int64_t fm_bytes = cv.C * cv.H * cv.W * 2, b_half = (kdim * tn * 2 + 31) / 32 * 32;
+  if (fm_bytes + 2 * b_half > cap_l1) throw unsupported("the feature map of one image and two weight slices exceed L1");
+  if (Pp * tn * 4 > cap_l0c) throw unsupported("the accumulator of one image exceeds L0C");
+  if (2 * tm0 * tn * 4 > cap_ub) throw unsupported("two accumulator blocks exceed UB");
+  const int64_t l0a_half = (tm0 * kdim * 2 + l0_align - 1) / l0_align * l0_align;
+  const int64_t l0b_half = (kdim * tn * 2 + l0_align - 1) / l0_align * l0_align;
+
+  NpuKernel out;
+  npu::Program& p = out.program;
+  p.source_name = k.name + ".npu";
+  out.macs = uint64_t(cv.N) * P * cv.K * cv.C * RS;
+  int64_t gm = 0;
+  for (const auto& t : k.tensors) {
+    npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+    gm = (gm + b.byte_size() + 31) / 32 * 32;
+    p.tensors.push_back(b);
+  }
+  auto offset = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
+  const int64_t x_off = offset(cv.x), w_off = offset(cv.w), y_off = offset(cv.y);
+  auto op = [&](Opcode o, std::vector<Operand> v) { p.add(o, std::move(v)); };
+
+  const int64_t k_tiles = cv.K / tn, jobs = cv.N * k_tiles;
+  p.cores = static_cast<int>(std::min<int64_t>(h.cores, jobs));
+  op(Opcode::SetFmatrix, {imm(cv.H), imm(cv.W), imm(cv.pt), imm(pb), imm(cv.pl), imm(pr), imm(1), imm(1), imm(cv.R),
+                          imm(cv.S), imm(1), imm(1)});
+  const bool job_loop = jobs > p.cores;
+  if (job_loop) op(Opcode::Loop, {reg(kJob), reg(npu::kRegCoreId), imm(jobs), reg(npu::kRegCoreCount)});
+  else op(Opcode::Mov, {reg(kJob), reg(npu::kRegCoreId)});
+  op(Opcode::Div, {reg(kImage), reg(kJob), imm(k_tiles)});
+  op(Opcode::Mul, {reg(kTmp), reg(kImage), imm(k_tiles)});
+  op(Opcode::Sub, {reg(kKTile), reg(kJob), reg(kTmp)});
+  op(Opcode::Mul, {reg(kXBase), reg(kImage), imm(cv.H * cv.W * cv.C * 2)});
+  op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 2)});
+  op(Opcode::Mul, {reg(kYBase), reg(kImage), imm(P * cv.K * 4)});
+  op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * 4)});
+  op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
+  // The image's feature map as C1HWC0: one strided copy per 16 channels.
+  for (int64_t c1 = 0; c1 < C1; ++c1)
+    op(Opcode::DmaIn, {at(Buffer::L1, c1 * cv.H * cv.W * 32), at(Buffer::GM, x_off + c1 * 32, kXBase), imm(cv.H * cv.W),
+                       imm(32), imm(cv.C * 2 - 32), imm(0)});
+  std::vector<std::pair<int64_t, int64_t>> blocks;  // pixel blocks (begin, size)
+  for (int64_t p0 = 0; p0 < Pp; p0 += tm0) blocks.push_back({p0, std::min(tm0, Pp - p0)});
+  int64_t l0a_step = 0;
+  // One 16-channel slice c1 (all kernel positions) from L1 half `half`; the slice index is
+  // 2 * kSlice + half_index (registers kWSlice / kKpos are set by the caller).
+  auto slice = [&](int half, int64_t slice_in_pair, Operand init) {
+    const int64_t b1 = fm_bytes + half * b_half;
+    op(Opcode::Add, {reg(kWAddr), reg(kWSlice), reg(kWCol)});
+    for (int64_t q = 0; q < RS; ++q)
+      op(Opcode::DmaInNz, {f16(), at(Buffer::L1, b1 + q * k0 * tn * 2),
+                           at(Buffer::GM, w_off + (q * cv.C + slice_in_pair * k0) * cv.K * 2, kWAddr), imm(k0), imm(tn), imm(cv.K)});
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, half * l0b_half), at(Buffer::L1, b1), imm(RS), imm(tn / 16), imm(tn / 16), imm(1),
+                        imm(1)});
+    op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(slice_in_pair * RS)});
+    for (const auto& [p0, size] : blocks) {
+      const int64_t la = (l0a_step++ % 2) * l0a_half;
+      op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, 0), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(RS)});
+      op(Opcode::Mmad, {f16(), at(Buffer::L0C, p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, half * l0b_half), imm(size),
+                        imm(kdim), imm(tn), init});
+    }
+  };
+  const int64_t pairs = C1 / 2;
+  if (pairs > 0) {
+    op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
+    op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
+    op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * k0 * cv.K * 2)});
+    op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS)});
+    slice(0, 0, reg(kInit));
+    slice(1, 1, imm(0));
+    op(Opcode::EndLoop, {});
+  }
+  if (C1 % 2) {
+    op(Opcode::Mov, {reg(kWSlice), imm((C1 - 1) * k0 * cv.K * 2)});
+    op(Opcode::Mov, {reg(kKpos), imm((C1 - 1) * RS)});
+    slice(0, 0, imm(C1 == 1 ? 1 : 0));
+  }
+  int64_t ub_step = 0;
+  for (const auto& [p0, size] : blocks) {
+    const int64_t ub = (ub_step++ % 2) * tm0 * tn * 4, valid = std::min(size, P - p0);
+    op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, p0 * tn * 4), imm(size * tn / 256), imm(0)});
+    if (valid <= 0) continue;
+    for (int64_t jj = 0; jj < tn / 16; ++jj)
+      op(Opcode::DmaOut, {at(Buffer::GM, y_off + (p0 * cv.K + jj * 16) * 4, kYBase), at(Buffer::UB, ub + jj * size * 64),
+                          imm(valid), imm(64), imm(0), imm((cv.K - 16) * 4)});
+  }
+  if (job_loop) op(Opcode::EndLoop, {});
+  p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+  out.notes.push_back(fmt::format("img2col convolution: {} jobs (image x {} output channels) over {} core(s), "
+                                  "pixel blocks of {} (of {}), {} channel slices of {} kernel positions",
+                                  jobs, tn, p.cores, tm0, Pp, C1, RS));
+  npu::validate_program(p);
+  return out;
+}
+
+}  // namespace tessel::emit_npu
