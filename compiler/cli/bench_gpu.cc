@@ -41,7 +41,7 @@ struct Entry {
   std::vector<emit_cuda::TcConfig> candidates;
 };
 
-constexpr size_t kMaxCandidates = 10;
+constexpr size_t kMaxCandidates = 24;
 
 // blocked [NB,H,W,CB,16,16] <-> NHWC [NB*16,H,W,CB*16] (16 images x 16 channels innermost)
 template <int Bytes>
@@ -126,7 +126,7 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
       o.sizes = en.e.shape;
       en.c = compile(frontend::select_function(en.module, en.e.def), o);
       en.contraction = emit_cuda::identify_contraction(en.c->kernel, nullptr);
-      if (en.contraction) en.candidates = emit_cuda::tc_candidates(*en.contraction, "sm_90");
+      if (en.contraction) en.candidates = emit_cuda::tc_candidates(*en.contraction, "sm_90", int(en.c->hierarchy.cores));
       if (en.candidates.size() > kMaxCandidates) en.candidates.resize(kMaxCandidates);
     }));
   for (auto& j : jobs) j.get();
@@ -192,10 +192,15 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
       o.config = cfg;
       try {
         LoadedProgram lp = load_program(en.c->kernel, o);
+        if (lp.program.scratch_bytes > d.scratch.size()) {  // split-K partial tiles and counters (zeroed)
+          d.scratch = gpu::DeviceBuffer(lp.program.scratch_bytes);
+          d.scratch.fill_bytes(0);
+          d.ptrs.back() = d.scratch.ptr();
+        }
         gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
         const double us = gpu::time_in_graph(call, stream, quick).median_us;
-        cands.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes[0].registers_per_thread},
-                         {"spill_bytes", lp.attributes[0].local_bytes_per_thread}});
+        cands.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes.back().registers_per_thread},
+                         {"spill_bytes", lp.attributes.back().local_bytes_per_thread}});
         if (us < best_us) best_us = us, best = std::move(lp);
       } catch (const std::exception& ex) {
         cands.push_back({{"tiles", cfg.to_string()}, {"error", ex.what()}});
@@ -220,7 +225,7 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
     row["flops"] = lp.program.flops;
     row["tflops_graph"] = lp.program.flops / tg.median_us * 1e-6;
     row["tensor_core_ops"] = lp.tensor_core_ops;
-    row["registers"] = lp.attributes[0].registers_per_thread;
+    row["registers"] = lp.attributes.back().registers_per_thread;
     // baseline and check
     std::optional<BaselineRun> br;
     std::string check = "-";

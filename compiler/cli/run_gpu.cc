@@ -19,6 +19,7 @@ bool is_gpu_target(const Compilation& c) { return c.hierarchy.kind == isa::Targe
 emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given) {
   emit_cuda::CudaOptions o;
   if (c.hierarchy.gpu) o.arch = c.hierarchy.gpu->arch;
+  o.sm_count = int(c.hierarchy.cores);
   o.tiles_from_kernel = tile_given;
   return o;
 }

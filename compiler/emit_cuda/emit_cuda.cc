@@ -26,6 +26,19 @@ std::string async_copy_helpers(const std::string& arch) {
 }
 static __device__ __forceinline__ void tessel_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> static __device__ __forceinline__ void tessel_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+static __device__ __forceinline__ void tessel_ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(s));
+}
+static __device__ __forceinline__ void tessel_ldsm_x4_trans(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(s));
+}
+static __device__ __forceinline__ void tessel_mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 )";
   return R"(static __device__ __forceinline__ void tessel_cp_commit() {}
 template <int N> static __device__ __forceinline__ void tessel_cp_wait() {}
@@ -97,12 +110,14 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
       }
     }
     if (!cfg) {
-      auto cands = tc_candidates(*c, options.arch);
+      auto cands = tc_candidates(*c, options.arch, options.sm_count);
       if (!cands.empty()) cfg = cands.front();
     }
     if (cfg) {
       os << "#include <mma.h>\n" << async_copy_helpers(options.arch);
-      p.launches.push_back(emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain));
+      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches);
+      p.launches.push_back(main);
+      p.scratch_bytes = tc_scratch_bytes(*c, *cfg);
       p.tensor_cores = true;
       p.config = cfg;
       p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());

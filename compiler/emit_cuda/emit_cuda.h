@@ -31,8 +31,17 @@ struct TcConfig {
   int wm = 64, wn = 64;             // warp tile (operand level): (wm/16) x (wn/16) fragments
   int k_split = 1;                  // warps sharing one output tile, each a slice of bk
   int stages = 3;                   // shared-memory buffers (2 = double buffering)
+  // split-K across blocks: gridDim.y blocks share one output tile, each a contiguous range of K
+  // tiles; partial tiles go to global scratch and the last block to arrive (a per-tile counter)
+  // sums them in split order (deterministic) and runs the epilogue
+  int k_blocks = 1;
+  // sm_80+, f16: ldmatrix + mma.sync.m16n8k16 (inline PTX) instead of WMMA fragments
+  bool mma = false;
+  // split-K reduction by f32/s32 atomicAdd into the output, zeroed by a small kernel launched
+  // first (plain outputs only), instead of the last-block reduction
+  bool atomic_out = false;
   int warps() const { return (bm / wm) * (bn / wn) * k_split; }
-  std::string to_string() const;    // "128x128x32/64x64/ks1/st3"
+  std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma")
 };
 
 struct CudaOptions {
@@ -40,6 +49,7 @@ struct CudaOptions {
   std::optional<TcConfig> config;        // TensorCore tiles; default: chosen from the kernel IR and shape
   bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
   bool allow_tensor_cores = true;        // false: always SIMT
+  int sm_count = 0;                      // SMs of the target (hierarchy `cores`); 0: no split-K across blocks
 };
 
 // One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry

@@ -234,13 +234,29 @@ struct TcEmitter {
 };
 
 bool direct_store(const Contraction& c, const TcConfig& g) {
-  return c.plain_output && g.k_split == 1 && c.size_m() % 16 == 0 && c.size_n() % 16 == 0;
+  return c.plain_output && g.k_split == 1 && g.k_blocks == 1 && c.size_m() % 16 == 0 && c.size_n() % 16 == 0;
 }
+
+int64_t k_tiles(const Contraction& c, const TcConfig& g) { return (c.size_k() + g.bk - 1) / g.bk; }
+// K tiles per split-K block (the last block may get fewer, never none: config_obstacle)
+int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g) { return (k_tiles(c, g) + g.k_blocks - 1) / g.k_blocks; }
+int64_t output_tiles(const Contraction& c, const TcConfig& g) {
+  return c.size_batch() * ((c.size_m() + g.bm - 1) / g.bm) * ((c.size_n() + g.bn - 1) / g.bn);
+}
+constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after the counters
 
 }  // namespace
 
 std::string TcConfig::to_string() const {
-  return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages);
+  return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "");
+}
+
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
+  if (g.k_blocks <= 1 || g.atomic_out) return 0;
+  const int64_t tiles = output_tiles(c, g);
+  const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
 }
 
 std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::string& arch) {
@@ -248,6 +264,12 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.bm % g.wm || g.bn % g.wn) return "the warp tile must divide the block tile";
   if (g.k_split < 1 || g.bk % (16 * g.k_split)) return "bk must be a multiple of 16 * k_split";
   if (g.stages < 2) return "at least 2 shared-memory stages";
+  if (g.k_blocks < 1) return "k_blocks must be at least 1";
+  if (g.mma && (sm_of(arch) < 80 || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
+    return "mma.sync tiles need sm_80+, f16 operands and no K split";
+  if (g.atomic_out && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
+  if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
+    return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > 16) return "more than 16 warps per block";
   if ((g.wm / 16) * (g.wn / 16) > 16) return "more than 16 accumulator fragments per warp";
   const int eb = elem_bytes(c.in_type), vec = 16 / eb;
@@ -260,7 +282,7 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   return "";
 }
 
-std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch) {
+std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count) {
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k(), B = c.size_batch();
   std::vector<TcConfig> out;
   auto add = [&](TcConfig g) {
@@ -268,6 +290,17 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   };
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+    if (sm_of(arch) >= 80 && c.in_type == DType::F16) {  // ldmatrix + mma.sync first
+      for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
+                                                        {128, 256, 64, 64, 64, 1, 3},
+                                                        {256, 128, 32, 64, 64, 1, 4},
+                                                        {128, 128, 32, 64, 64, 1, 4},
+                                                        {128, 128, 32, 32, 64, 1, 4},
+                                                        {128, 256, 64, 64, 64, 1, 4}}) {
+        g.mma = true;
+        add(g);
+      }
+    }
     add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
     add({128, 256, 32, 64, 64, 1, 4});
     add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
@@ -309,12 +342,55 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       }
     }
   }
+  // split-K across blocks: a problem with fewer output tiles than SMs is latency-bound; K is split
+  // so that about one (or two) blocks per SM each stream a slice of K, at least 2 K tiles of 64 per
+  // slice where K allows (fewer, longer slices amortise the partial-tile round trip through L2)
+  const int sms = sm_count > 0 ? sm_count : 0;
+  if (sms > 0) {
+    std::vector<TcConfig> split;
+    for (const TcConfig& g0 : out) {
+      if (g0.bm >= 128) continue;
+      const int64_t tiles = output_tiles(c, g0);
+      if (tiles * 2 > sms) continue;  // at least half the SMs idle without a split
+      for (int bk : {64, 32, 128}) {
+        TcConfig g = g0;
+        g.bk = int(std::min<int64_t>(bk, round16(K)));
+        g.k_split = std::max(1, std::min(g0.k_split, g.bk / 16));
+        for (int waves : {1, 2}) {
+          int64_t kb = std::min<int64_t>((int64_t(sms) * waves + tiles - 1) / tiles, k_tiles(c, g));
+          kb = std::min<int64_t>(kb, 16);
+          while (kb > 1 && (kb - 1) * ((k_tiles(c, g) + kb - 1) / kb) >= k_tiles(c, g)) --kb;
+          if (kb < 2) continue;
+          g.k_blocks = int(kb);
+          g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, k_tiles_per_block(c, g) + 1)));
+          if (!config_obstacle(c, g, arch).empty()) g.stages = 2;
+          if (config_obstacle(c, g, arch).empty()) split.push_back(g);
+          g.atomic_out = true;
+          if (config_obstacle(c, g, arch).empty()) split.push_back(g);
+          g.atomic_out = false;
+        }
+      }
+    }
+    out.insert(out.end(), split.begin(), split.end());
+  }
+  {  // distinct configurations only (several base candidates map to one split-K variant)
+    std::set<std::string> seen;
+    std::vector<TcConfig> uniq;
+    for (const auto& g : out)
+      if (seen.insert(g.to_string()).second) uniq.push_back(g);
+    out = std::move(uniq);
+  }
   // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
+  const double sm_f = sms > 0 ? double(sms) : 128.0;
   std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
     auto score = [&](const TcConfig& g) {
-      const int64_t blocks = B * ((M + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn);
+      const int64_t blocks = output_tiles(c, g) * g.k_blocks;
       if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
-      const double occupancy = std::min<double>(blocks, 132) / 132.0;
+      const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
+      // split-K blocks: a slice of K per block is the point; among them prefer 16-row tiles
+      // (more output tiles, fewer splits) and 64-deep K tiles
+      if (g.k_blocks > 1)
+        return 0.5 + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
       return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3);
     };
     return score(x) < score(y);
@@ -326,7 +402,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
 }
 
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
-                        std::ostringstream& os, std::vector<std::string>& explain) {
+                        std::ostringstream& os, std::vector<std::string>& explain, int sm_count_hint, std::vector<Launch>* before) {
   const std::string obstacle = config_obstacle(c, cfg, arch);
   if (!obstacle.empty()) throw UserError("CUDA emitter: tile configuration " + cfg.to_string() + ": " + obstacle);
   TcEmitter e{k, c, cfg, os};
@@ -371,7 +447,14 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
                     " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(fm * fn) + " fragments" +
                     (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
-                    "; grid " + S(tiles_m * tiles_n) + " x " + S(c.size_batch()));
+                    "; grid " + S(tiles_m * tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(c.size_batch()));
+  if (cfg.k_blocks > 1)
+    explain.push_back("  split-K across blocks: " + S(tiles_m * tiles_n * c.size_batch()) + " output tiles for " +
+                      (sm_count_hint > 0 ? S(sm_count_hint) + " SMs" : std::string("the SMs")) + ", so K (" + S(k_tiles(c, cfg)) +
+                      " tiles of " + S(cfg.bk) + ") is split over " + S(cfg.k_blocks) + " blocks of " + S(k_tiles_per_block(c, cfg)) +
+                      " K tiles (" + S(tiles_m * tiles_n * c.size_batch() * cfg.k_blocks) +
+                      " blocks); partial tiles in global scratch, the last block of a tile (atomic counter) sums them in split order and "
+                      "runs the epilogue");
   explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (e.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
                     "), rows padded by 16 B against bank conflicts, " + S(smem) + " B; A " +
                     (pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (pb.vec > 1 ? "128-bit" : "scalar") + " loads");
@@ -401,21 +484,61 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
   e.loader("a", pa, "As_");
   e.loader("b", pb, "Bs_");
+  const bool mma = cfg.mma;
+  const int fn8 = cfg.wn / 8;  // m16n8 accumulator tiles along N (mma path)
+  if (mma) {
+    os << "  const int lane_ = threadIdx.x % 32;\n";
+    os << "  float acc_[" << fm << "][" << fn8 << "][4];\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8
+       << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+    // ldmatrix lane addresses (x4: lanes 8q..8q+7 address the rows of matrix q)
+    if (pa.k_inner)  // [m][k]: a0..a3 = (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
+      os << "  const int a_lrow_ = lane_ & 15, a_lcol_ = (lane_ >> 4) * 8;  /* A ldmatrix: row m, col k */\n";
+    else  // [k][m], transposed
+      os << "  const int a_lrow_ = (lane_ & 7) + ((lane_ >> 4) << 3), a_lcol_ = ((lane_ >> 3) & 1) * 8;  /* A ldmatrix.trans: row k, col m */\n";
+    if (pb.k_inner)  // [n][k]: (n0-7,k0-7)=b0 n8#0, (n0-7,k8-15)=b1 #0, (n8-15,k0-7)=b0 #1, (n8-15,k8-15)=b1 #1
+      os << "  const int b_lrow_ = (lane_ & 7) + ((lane_ >> 4) << 3), b_lcol_ = ((lane_ >> 3) & 1) * 8;  /* B ldmatrix: row n, col k */\n";
+    else  // [k][n], transposed: (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15)
+      os << "  const int b_lrow_ = lane_ & 15, b_lcol_ = (lane_ >> 4) * 8;  /* B ldmatrix.trans: row k, col n */\n";
+    explain.push_back("  mma.sync path (sm_80+): ldmatrix" + std::string(pa.k_inner ? "" : ".trans") + " A, ldmatrix" +
+                      (pb.k_inner ? "" : ".trans") + " B from the padded (conflict-free) shared rows, mma.sync.m16n8k16 f16 -> f32, " +
+                      S(fm * fn8) + " m16n8 accumulator tiles per warp");
+  } else {
   os << "  wmma::fragment<wmma::accumulator, 16, 16, 16, " << acct << "> acc_[" << fm << "][" << fn << "];\n";
   os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn
      << "; ++j) wmma::fill_fragment(acc_[i][j], 0);\n";
+  }
   const int64_t kt_total = (K + cfg.bk - 1) / cfg.bk;
-  os << "  const int kt_total_ = " << kt_total << ";\n";
-  os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { load_a(s, s); load_b(s, s); }\n    tessel_cp_commit();\n  }\n";
+  if (cfg.k_blocks > 1) {
+    const int64_t per = k_tiles_per_block(c, cfg);
+    os << "  const int kt0_ = blockIdx.y * " << per << ";  /* split-K: this block's first K tile */\n";
+    os << "  const int kt_total_ = min(" << per << ", " << kt_total << " - kt0_);\n";
+  } else {
+    os << "  const int kt0_ = 0, kt_total_ = " << kt_total << ";\n";
+  }
+  os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
   os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n    __syncthreads();\n";
-  os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", nt); load_b(nt % "
-     << cfg.stages << ", nt); } tessel_cp_commit(); }\n";
+  os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", kt0_ + nt); load_b(nt % "
+     << cfg.stages << ", kt0_ + nt); } tessel_cp_commit(); }\n";
   os << "    const " << ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << a_stage << ";\n";
   os << "    const " << ft << "* bs_ = Bs_ + (kt % " << cfg.stages << ") * " << b_stage << ";\n";
   const int kslice = cfg.bk / cfg.k_split;
   os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += 16) {\n";
   os << "      const int kk = ks_ * " << kslice << " + kq;\n";
+  if (mma) {
+    const std::string a_addr = pa.k_inner ? "as_ + (wm_ + i * 16 + a_lrow_) * " + S(pa.ld()) + " + kk + a_lcol_"
+                                          : "as_ + (kk + a_lrow_) * " + S(pa.ld()) + " + wm_ + i * 16 + a_lcol_";
+    const std::string b_addr = pb.k_inner ? "bs_ + (wn_ + j * 16 + b_lrow_) * " + S(pb.ld()) + " + kk + b_lcol_"
+                                          : "bs_ + (kk + b_lrow_) * " + S(pb.ld()) + " + wn_ + j * 16 + b_lcol_";
+    os << "      unsigned af_[" << fm << "][4], bf_[" << fn8 << "][2];\n";
+    os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i) tessel_ldsm_x4" << (pa.k_inner ? "" : "_trans")
+       << "(af_[i][0], af_[i][1], af_[i][2], af_[i][3], " << a_addr << ");\n";
+    os << "      #pragma unroll\n      for (int j = 0; j < " << fn << "; ++j) tessel_ldsm_x4" << (pb.k_inner ? "" : "_trans")
+       << "(bf_[2 * j][0], bf_[2 * j][1], bf_[2 * j + 1][0], bf_[2 * j + 1][1], " << b_addr << ");\n";
+    os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn8
+       << "; ++j) tessel_mma16816(acc_[i][j], af_[i], bf_[j][0], bf_[j][1]);\n";
+  } else {
   os << "      wmma::fragment<wmma::matrix_a, 16, 16, 16, " << ft << ", " << la << "> af_[" << fm << "];\n";
   os << "      wmma::fragment<wmma::matrix_b, 16, 16, 16, " << ft << ", " << lb << "> bf_[" << fn << "];\n";
   const std::string a_ptr = pa.k_inner ? "as_ + (wm_ + i * 16) * " + S(pa.ld()) + " + kk" : "as_ + kk * " + S(pa.ld()) + " + wm_ + i * 16";
@@ -424,8 +547,19 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "      #pragma unroll\n      for (int j = 0; j < " << fn << "; ++j) wmma::load_matrix_sync(bf_[j], " << b_ptr << ", " << pb.ld() << ");\n";
   os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn
      << "; ++j) wmma::mma_sync(acc_[i][j], af_[i], bf_[j], acc_[i][j]);\n";
+  }
   os << "    }\n  }\n";
-  if (direct) {
+  if (direct && mma) {
+    explain.push_back("  accumulators stored straight to global memory (64-bit stores, no epilogue)");
+    os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
+    os << "      const int row_ = m0_ + wm_ + i * 16 + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+    os << "      if (col_ < " << N << ") {\n";
+    os << "        if (row_ < " << M << ") *(float2*)(out_ + (long long)row_ * " << N << " + col_) = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
+    os << "        if (row_ + 8 < " << M << ") *(float2*)(out_ + (long long)(row_ + 8) * " << N
+       << " + col_) = make_float2(acc_[i][j][2], acc_[i][j][3]);\n";
+    os << "      }\n    }\n}\n";
+  } else if (direct) {
     // no epilogue, dense [batch.., M, N] output: fragments go straight to global memory
     explain.push_back("  accumulators stored straight to global memory (store_matrix_sync, no epilogue)");
     os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
@@ -437,10 +571,79 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   // epilogue: accumulators -> shared (one tile per K slice) -> element-wise statements -> global
   os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
   os << "  " << acct << "* cs_ = (" << acct << "*)smem_ + ks_ * " << cfg.bm * ldc << ";\n";
+  if (mma) {
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
+    os << "      float* p_ = cs_ + (wm_ + i * 16 + lane_ / 4) * " << ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+    os << "      *(float2*)p_ = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
+    os << "      *(float2*)(p_ + 8 * " << ldc << ") = make_float2(acc_[i][j][2], acc_[i][j][3]);\n    }\n";
+  } else {
   os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn
      << "; ++j) wmma::store_matrix_sync(cs_ + (wm_ + i * 16) * " << ldc << " + wn_ + j * 16, acc_[i][j], " << ldc
      << ", wmma::mem_row_major);\n";
+  }
   os << "  __syncthreads();\n";
+  const std::string part_type = i8 ? "int" : "float";
+  if (cfg.k_blocks > 1) {
+    // split-K across blocks: this block's partial tile (its warps' K slices summed) -> scratch;
+    // the last block of the tile to arrive sums the partials in split order below
+    const int64_t tiles = output_tiles(c, cfg);
+    const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+    const std::string v4 = i8 ? "int4" : "float4";
+    if (cfg.atomic_out) {
+      os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
+      os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
+      os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+      os << "    if (m0_ + row_ >= " << M << ") continue;\n";
+      os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
+      os << "      if (n0_ + col_ + q_ >= " << N << ") break;\n";
+      os << "      " << acct << " v_ = 0;\n";
+      os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
+         << " + row_ * " << ldc << " + col_ + q_];\n";
+      os << "      atomicAdd(out_ + (long long)(m0_ + row_) * " << N << " + n0_ + col_ + q_, v_);\n";
+      os << "    }\n  }\n}\n";
+      const std::string zname = name + "_zero";
+      os << "\nextern \"C\" __global__ void __launch_bounds__(256) " << zname << "(" << kernel_parameters(k) << ") {\n";
+      os << "  (void)scratch;\n";
+      const int64_t total = M * N * c.size_batch();
+      os << "  for (long long i_ = blockIdx.x * 256LL + threadIdx.x; i_ < " << total << "LL; i_ += gridDim.x * 256LL) t_" << anchor.output
+         << "[i_] = 0;\n}\n";
+      explain.push_back("  split-K reduction: atomicAdd into the output, zeroed by " + zname + " launched first");
+      Launch z;
+      z.kernel = zname;
+      z.grid[0] = unsigned(std::min<int64_t>((total + 255) / 256, 1024));
+      z.block = 256;
+      if (before) before->push_back(z);
+      Launch l;
+      l.kernel = name;
+      l.grid[0] = unsigned(tiles_m * tiles_n);
+      l.grid[1] = unsigned(cfg.k_blocks);
+      l.grid[2] = unsigned(c.size_batch());
+      l.block = unsigned(e.threads);
+      l.dynamic_shared_bytes = uint32_t(smem);
+      return l;
+    }
+    os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
+    os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
+    os << "  " << part_type << "* part_ = (" << part_type << "*)(scratch + " << counters << ") + (long long)tile_ * "
+       << int64_t(cfg.k_blocks) * cfg.bm * cfg.bn << "LL;\n";
+    os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
+    os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+    os << "    " << v4 << " w_;\n";
+    for (const char* q : {"x", "y", "z", "w"}) {
+      const int qi = q[0] == 'w' ? 3 : q[0] - 'x';
+      os << "    w_." << q << " = 0;\n";
+      os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) w_." << q << " += ((" << acct << "*)smem_)[s_ * "
+         << cfg.bm * ldc << " + row_ * " << ldc << " + col_ + " << qi << "];\n";
+    }
+    os << "    __stcg((" << v4 << "*)(part_ + blockIdx.y * " << cfg.bm * cfg.bn << " + row_ * " << cfg.bn << " + col_), w_);\n";
+    os << "  }\n";
+    os << "  __threadfence();\n  __syncthreads();\n";
+    os << "  __shared__ int last_;\n";
+    os << "  if (threadIdx.x == 0) {\n";
+    os << "    last_ = atomicAdd(cnt_ + tile_, 1u) == " << cfg.k_blocks - 1 << "u;\n";
+    os << "    if (last_) atomicExch(cnt_ + tile_, 0u);  /* ready for the next launch */\n";
+    os << "  }\n  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
+  }
   // the stores
   const ir::Function& f = *k.function;
   std::vector<std::string> out_vars;
@@ -468,8 +671,12 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   for (const auto& d : c.n) os << "      int ov_" << d.var << ";\n";
   e.decompose("      ", "n_", c.n, "ov_");
   os << "      " << acct << " v_ = 0;\n";
-  os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
-     << " + row_ * " << ldc << " + col_ + q_];\n";
+  if (cfg.k_blocks > 1)
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
+       << " + row_ * " << cfg.bn << " + col_ + q_);\n";
+  else
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
+       << " + row_ * " << ldc << " + col_ + q_];\n";
   std::map<std::string, std::string> locals;  // tensor -> local (storage type)
   std::vector<Store> stores;
   const DType ct = anchor.acc_type;
@@ -510,6 +717,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   Launch l;
   l.kernel = name;
   l.grid[0] = unsigned(tiles_m * tiles_n);
+  l.grid[1] = unsigned(cfg.k_blocks);
   l.grid[2] = unsigned(c.size_batch());
   l.block = unsigned(e.threads);
   l.dynamic_shared_bytes = uint32_t(smem);

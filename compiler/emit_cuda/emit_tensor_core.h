@@ -15,11 +15,18 @@ namespace tessel::emit_cuda {
 // Why `cfg` cannot be used for `c` on `arch` ("" when it can).
 std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch);
 
-// Configurations worth measuring for `c`, best guess first (the default of emit_cuda).
-std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch);
+// Configurations worth measuring for `c`, best guess first (the default of emit_cuda). `sm_count`
+// (the description's `cores`) sizes split-K across blocks for problems with fewer output tiles
+// than SMs; 0 leaves K unsplit across blocks.
+std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count = 0);
+
+// Global scratch bytes a configuration needs (split-K counters and partial tiles; 0 without).
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
 
 // Appends the kernel to `os`; `explain` receives the mapping decisions.
+// `sm_count` only feeds the explanation of a split-K configuration.
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
-                        std::ostringstream& os, std::vector<std::string>& explain);
+                        std::ostringstream& os, std::vector<std::string>& explain, int sm_count = 0,
+                        std::vector<Launch>* before = nullptr);  // launches that must run first (output zeroing)
 
 }  // namespace tessel::emit_cuda

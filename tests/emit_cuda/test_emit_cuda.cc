@@ -147,7 +147,57 @@ TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
   CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
 }
 
+TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the decision is in --explain") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
+  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  REQUIRE(c);
+  const int sms = int(r.c->hierarchy.cores);
+  REQUIRE(sms > 0);
+  auto cands = emit_cuda::tc_candidates(*c, "sm_90", sms);
+  REQUIRE(!cands.empty());
+  const auto& g = cands.front();
+  CHECK(g.k_blocks > 1);
+  const int64_t blocks = (512 / g.bm) * (16 / g.bn) * g.k_blocks;
+  CHECK(blocks >= sms / 2);
+  CHECK(emit_cuda::tc_scratch_bytes(*c, g) > 0);
+  for (const auto& x : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(*c, x, "sm_90").empty(), x.to_string());
+  // no SM count: no split across blocks
+  for (const auto& x : emit_cuda::tc_candidates(*c, "sm_90")) CHECK(x.k_blocks == 1);
+  emit_cuda::CudaOptions o;
+  o.sm_count = sms;
+  auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+  REQUIRE(p.config);
+  CHECK(p.config->k_blocks > 1);
+  CHECK(p.scratch_bytes > 0);
+  CHECK(contains(joined(p.explain), "split-K across blocks"));
+  REQUIRE(p.launches.size() == 1);
+  CHECK(p.launches[0].grid[1] == unsigned(p.config->k_blocks));
+  // a large GEMM has enough tiles: no split
+  auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
+  auto cb = emit_cuda::identify_contraction(big.c->kernel, nullptr);
+  REQUIRE(cb);
+  CHECK(emit_cuda::tc_candidates(*cb, "sm_90", sms).front().k_blocks == 1);
+  emit_cuda::TcConfig bad = g;
+  bad.k_blocks = 1000;
+  CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
+}
+
 #ifdef TESSEL_HAVE_CUDA
+TEST_CASE("split-K kernels compile through NVRTC for sm_75 and sm_90 and contain HMMA") {
+  for (const char* arch : {"sm_75", "sm_90"}) {
+    CAPTURE(arch);
+    auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}, std::string(arch) == "sm_75" ? "sm75" : "sm90");
+    emit_cuda::CudaOptions o;
+    o.arch = arch;
+    o.sm_count = int(r.c->hierarchy.cores);
+    auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.config);
+    REQUIRE(p.config->k_blocks > 1);
+    auto cubin = gpu::compile_to_cubin(p.source, {.arch = arch});
+    CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
+  }
+}
+
 TEST_CASE("every small-suite workload compiles through NVRTC for sm_75 and sm_90") {
   frontend::Suite suite = frontend::load_suite("workloads/small.yaml");
   REQUIRE(suite.entries.size() >= 10);

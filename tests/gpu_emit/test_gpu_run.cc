@@ -107,12 +107,55 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
     REQUIRE_MESSAGE(c, why);
     check_verifies(r, w.sizes, {}, true, std::string(w.def) + " default tiles");
     if (!w.all_candidates) continue;
-    for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90")) {
+    for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {
       emit_cuda::CudaOptions o;
       o.config = cfg;
       check_verifies(r, w.sizes, o, true, std::string(w.def) + " " + cfg.to_string());
     }
   }
+}
+
+TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct and epilogue stores, convolutions") {
+  if (!have_gpu()) return;
+  if (cli::gpurun::device_arch() < std::string("sm_80")) {
+    MESSAGE("skipped: mma.sync path needs sm_80+");
+    return;
+  }
+  std::vector<emit_cuda::TcConfig> cfgs;
+  for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 32, 64, 64, 1, 4},
+                                                                          {256, 128, 32, 64, 64, 1, 4},
+                                                                          {128, 128, 64, 32, 64, 1, 3},
+                                                                          {64, 64, 32, 32, 32, 1, 2},
+                                                                          {32, 64, 16, 16, 32, 1, 3}}) {
+    g.mma = true;
+    cfgs.push_back(g);
+  }
+  auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
+    for (const auto& cfg : cfgs) {
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
+    }
+  };
+  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 512}, {"K", 256}}), {{"M", 512}, {"N", 512}, {"K", 256}},
+            "matmul 512x512x256");
+  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 200}, {"N", 72}, {"K", 96}}), {{"M", 200}, {"N", 72}, {"K", 96}},
+            "matmul 200x72x96");
+  {
+    Compiled r;
+    r.module = frontend::parse_module(
+        "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
+    r.f = &r.module.functions[0];
+    CompileOptions o;
+    o.target = "isa/targets/sm90.yaml";
+    o.sizes = {{"M", 256}, {"N", 128}, {"K", 96}};
+    r.c = compile(*r.f, o);
+    check_all(r, o.sizes, "transposed A and B");
+  }
+  const std::map<std::string, int64_t> conv = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}};
+  check_all(compile_for("workloads/conv_seed.tsl", "conv2d_nhwc", conv), conv, "conv2d_nhwc");
+  check_all(compile_for("workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 64}, {"N", 48}, {"K", 80}}),
+            {{"M", 64}, {"N", 48}, {"K", 80}}, "matmul_bias_relu");
 }
 
 TEST_CASE("the SIMT fallback verifies where TensorCores are refused") {
