@@ -18,7 +18,7 @@ Operand reg(uint8_t r) { return Operand::reg_(r); }
 Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
 Operand f16() { return Operand::type(DType::F16); }
 
-enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr };
+enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr, kPair };
 
 const ir::Expr* strip_cast(const ir::Expr* e) {
   return e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast ? e->args[0].get() : e;
@@ -136,11 +136,24 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
 
   const int64_t k_tiles = cv.K / tn, jobs = cv.N * k_tiles;
   p.cores = static_cast<int>(std::min<int64_t>(h.cores, jobs));
+  // Two jobs per iteration (feature map and accumulator ping-pong) where each core has an even
+  // number of jobs and both halves fit L1 and L0C: the next job's loads overlap this job's drain.
+  const bool paired = jobs % (2 * p.cores) == 0 && 2 * fm_bytes + 2 * b_half <= cap_l1 && 2 * Pp * tn * 4 <= cap_l0c;
+  const int64_t fm_halves = paired ? 2 : 1;
   op(Opcode::SetFmatrix, {imm(cv.H), imm(cv.W), imm(cv.pt), imm(pb), imm(cv.pl), imm(pr), imm(1), imm(1), imm(cv.R),
                           imm(cv.S), imm(1), imm(1)});
-  const bool job_loop = jobs > p.cores;
-  if (job_loop) op(Opcode::Loop, {reg(kJob), reg(npu::kRegCoreId), imm(jobs), reg(npu::kRegCoreCount)});
-  else op(Opcode::Mov, {reg(kJob), reg(npu::kRegCoreId)});
+  const int64_t units = paired ? jobs / 2 : jobs;
+  const bool job_loop = units > p.cores;
+  if (job_loop) op(Opcode::Loop, {reg(kPair), reg(npu::kRegCoreId), imm(units), reg(npu::kRegCoreCount)});
+  else op(Opcode::Mov, {reg(kPair), reg(npu::kRegCoreId)});
+  for (int64_t half = 0; half < fm_halves; ++half) {
+  const int64_t fm_base = half * fm_bytes, c_base = paired ? half * Pp * tn * 4 : 0;
+  if (paired) {
+    op(Opcode::Mul, {reg(kJob), reg(kPair), imm(2)});
+    if (half) op(Opcode::Add, {reg(kJob), reg(kJob), imm(1)});
+  } else {
+    op(Opcode::Mov, {reg(kJob), reg(kPair)});
+  }
   op(Opcode::Div, {reg(kImage), reg(kJob), imm(k_tiles)});
   op(Opcode::Mul, {reg(kTmp), reg(kImage), imm(k_tiles)});
   op(Opcode::Sub, {reg(kKTile), reg(kJob), reg(kTmp)});
@@ -151,7 +164,7 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
   // The image's feature map as C1HWC0: one strided copy per 16 channels.
   for (int64_t c1 = 0; c1 < C1; ++c1)
-    op(Opcode::DmaIn, {at(Buffer::L1, c1 * cv.H * cv.W * 32), at(Buffer::GM, x_off + c1 * 32, kXBase), imm(cv.H * cv.W),
+    op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv.H * cv.W * 32), at(Buffer::GM, x_off + c1 * 32, kXBase), imm(cv.H * cv.W),
                        imm(32), imm(cv.C * 2 - 32), imm(0)});
   std::vector<std::pair<int64_t, int64_t>> blocks;  // pixel blocks (begin, size)
   for (int64_t p0 = 0; p0 < Pp; p0 += tm0) blocks.push_back({p0, std::min(tm0, Pp - p0)});
@@ -159,7 +172,7 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   // One 16-channel slice c1 (all kernel positions) from L1 half `half`; the slice index is
   // 2 * kSlice + half_index (registers kWSlice / kKpos are set by the caller).
   auto slice = [&](int half, int64_t slice_in_pair, Operand init) {
-    const int64_t b1 = fm_bytes + half * b_half;
+    const int64_t b1 = fm_halves * fm_bytes + half * b_half;
     op(Opcode::Add, {reg(kWAddr), reg(kWSlice), reg(kWCol)});
     for (int64_t q = 0; q < RS; ++q)
       op(Opcode::DmaInNz, {f16(), at(Buffer::L1, b1 + q * k0 * tn * 2),
@@ -169,8 +182,8 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(slice_in_pair * RS)});
     for (const auto& [p0, size] : blocks) {
       const int64_t la = (l0a_step++ % 2) * l0a_half;
-      op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, 0), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(RS)});
-      op(Opcode::Mmad, {f16(), at(Buffer::L0C, p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, half * l0b_half), imm(size),
+      op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(RS)});
+      op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, half * l0b_half), imm(size),
                         imm(kdim), imm(tn), init});
     }
   };
@@ -192,17 +205,18 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   int64_t ub_step = 0;
   for (const auto& [p0, size] : blocks) {
     const int64_t ub = (ub_step++ % 2) * tm0 * tn * 4, valid = std::min(size, P - p0);
-    op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, p0 * tn * 4), imm(size * tn / 256), imm(0)});
+    op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * 4), imm(size * tn / 256), imm(0)});
     if (valid <= 0) continue;
     for (int64_t jj = 0; jj < tn / 16; ++jj)
       op(Opcode::DmaOut, {at(Buffer::GM, y_off + (p0 * cv.K + jj * 16) * 4, kYBase), at(Buffer::UB, ub + jj * size * 64),
                           imm(valid), imm(64), imm(0), imm((cv.K - 16) * 4)});
   }
+  }  // halves
   if (job_loop) op(Opcode::EndLoop, {});
   p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-  out.notes.push_back(fmt::format("img2col convolution: {} jobs (image x {} output channels) over {} core(s), "
+  out.notes.push_back(fmt::format("img2col convolution: {} jobs (image x {} output channels) over {} core(s){}, "
                                   "pixel blocks of {} (of {}), {} channel slices of {} kernel positions",
-                                  jobs, tn, p.cores, tm0, Pp, C1, RS));
+                                  jobs, tn, p.cores, paired ? " two at a time (ping-pong)" : "", tm0, Pp, C1, RS));
   npu::validate_program(p);
   return out;
 }

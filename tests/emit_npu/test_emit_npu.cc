@@ -108,6 +108,7 @@ TEST_CASE("batched GEMM: the batch is one more dimension of the output tiles spr
 TEST_CASE("NHWC convolution through img2col (load3d) verifies, padding and partial pixel blocks included") {
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=2,H=5,W=6,C=16,K=16,R=3,S=3");
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=3,H=7,W=7,C=48,K=32,R=3,S=3");
+  check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=128,H=4,W=4,C=32,K=16,R=3,S=3");  // two jobs at a time, job loop
 }
 
 TEST_CASE("GEMM tails (sizes not multiples of 16) verify") {
