@@ -39,6 +39,7 @@ UserError VectorCode::not_pointwise(const std::string& why) const {
 
 int VectorCode::count_nodes(const ir::Expr& e) const {
     int n = 1;
+    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I32) n += kTruncRegions;
     for (const auto& a : e.args) n += count_nodes(*a);
     return n;
   }
@@ -96,8 +97,9 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
     for (const auto& arg : e.args) a.push_back(compile(*arg, n));
     const DType t = e.type;
     if (e.op == ir::Op::Cast) {
-      if (a[0].scalar) return {true, a[0].constant, 0, t};
+      if (a[0].scalar) return {true, t == DType::I32 ? std::trunc(a[0].constant) : a[0].constant, 0, t};
       if (a[0].type == t) return a[0];
+      if (t == DType::I32) return truncate_to_i32(a[0], n);
       Value r{false, 0, fresh_region(), t};
       const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
       const int64_t rep_dst = lanes * dtype_bytes(t) / 32, rep_src = lanes * dtype_bytes(a[0].type) / 32;
@@ -170,6 +172,48 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
     throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
   }
 
+void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
+  const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(dst.type), dtype_bytes(src.type));
+  const int64_t rep_dst = lanes * dtype_bytes(dst.type) / 32, rep_src = lanes * dtype_bytes(src.type) / 32;
+  op(Opcode::Vconv, {type(dst.type), type(src.type), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
+                     imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
+}
+
+// f32 -> i32 truncating toward zero (the language's cast) from vconv, which rounds to nearest even:
+// r = f32(i32(x)) is x rounded (exact: an integer below 2^31); it overshot x in magnitude iff
+// (r - x) * x > 0, and then r - sign(x) is the truncation. With no compare instruction the
+// indicator and the sign come from clamps: c = min(max((r - x) * x * 2^30, 0), 1) is exactly 0 or 1
+// (a positive (r - x) * x is at least 2^-25 when |x| >= 1/2, and r = 0 below), likewise
+// sg = min(max(x * 2^30, -1), 1) is ±1 wherever c is 1; min(y, 1) is -max(-y, -1). Every step is
+// exact in f32, so the result is exact, saturation (vconv clamps) and NaN -> 0 included.
+VectorCode::Value VectorCode::truncate_to_i32(const Value& x, int64_t n) {
+  Value xf = x;
+  if (x.type != DType::F32) {
+    xf = {false, 0, fresh_region(), DType::F32};
+    convert(xf, x, n);
+  }
+  auto f32 = [&] { return Value{false, 0, fresh_region(), DType::F32}; };
+  const Value ri = {false, 0, fresh_region(), DType::I32};
+  convert(ri, xf, n);
+  const Value r = f32();
+  convert(r, ri, n);
+  const Value d = f32(), e = f32(), c = f32(), s = f32(), corr = f32(), t = f32();
+  binary(Opcode::Vsub, d, r, xf, n);
+  binary(Opcode::Vmul, e, d, xf, n);
+  with_scalar(Opcode::Vmuls, e, e, 1073741824.0, n);
+  with_scalar(Opcode::Vmaxs, e, e, 0.0, n);
+  with_scalar(Opcode::Vmuls, e, e, -1.0, n);
+  with_scalar(Opcode::Vmaxs, c, e, -1.0, n);  // -c
+  with_scalar(Opcode::Vmuls, s, xf, 1073741824.0, n);
+  with_scalar(Opcode::Vmaxs, s, s, -1.0, n);
+  with_scalar(Opcode::Vmuls, s, s, -1.0, n);
+  with_scalar(Opcode::Vmaxs, s, s, -1.0, n);  // -sg
+  binary(Opcode::Vmul, corr, c, s, n);        // c * sg
+  binary(Opcode::Vsub, t, r, corr, n);
+  const Value out{false, 0, fresh_region(), DType::I32};
+  convert(out, t, n);
+  return out;
+}
 
 namespace {
 
@@ -235,7 +279,9 @@ class Pointwise : public VectorCode {
       for (int64_t d : t.shape) n *= d;
       if (elements_ >= 0 && n != elements_) throw not_pointwise("tensors of different sizes");
       elements_ = n;
-      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+      const bool i32_out = t.dtype == DType::I32 && t.kind == ir::TensorKind::Output;
+      if (t.dtype != DType::F16 && t.dtype != DType::F32 && !i32_out)
+        throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
     }
   }
 
@@ -254,6 +300,11 @@ class Pointwise : public VectorCode {
         if (e.indices != s.out_indices) throw not_pointwise("statement " + s.name + " reads " + e.name + " at other indices");
         return;
       case ir::ExprKind::Apply:
+        if (e.op == ir::Op::Cast && e.type == DType::I32 && e.args.size() == 1 &&
+            (e.args[0]->type == DType::F32 || e.args[0]->type == DType::F16) && e.args[0]->kind != ir::ExprKind::Constant) {
+          check_expr(*e.args[0], s);
+          return;
+        }
         if (e.type != DType::F16 && e.type != DType::F32) throw not_pointwise(fmt::format("{} arithmetic", dtype_name(e.type)));
         for (const auto& a : e.args) check_expr(*a, s);
         switch (e.op) {
