@@ -54,6 +54,10 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   for (const auto& l : p.hierarchy.levels)
     if (l.role != isa::Role::Global) levels.push_back(l.name);
   for (const auto& l : levels) *os << ",bytes_" << l;
+  std::vector<std::string> engines;
+  for (const auto& path : p.hierarchy.paths)
+    if (std::find(engines.begin(), engines.end(), path.engine) == engines.end()) engines.push_back(path.engine);
+  for (const auto& e : engines) *os << ",engine_" << e;
   *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used\n";
   for (const auto& c : space.configs) {
     const auto info = fit.check(c);
@@ -61,6 +65,7 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
     *os << "\"" << c.to_string() << "\"";
     for (const auto& a : c.axes) *os << "," << a.outer << "," << a.inner;
     for (const auto& l : levels) *os << "," << (info->level_bytes.count(l) ? info->level_bytes.at(l) : 0);
+    for (const auto& e : engines) *os << fmt::format(",{:.1f}", b.engine_cycles.count(e) ? b.engine_cycles.at(e) : 0.0);
     *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{}\n", b.total, b.compute_cycles, b.latency_cycles,
                        b.shared_global_cycles, b.tiles, b.cores_used);
   }

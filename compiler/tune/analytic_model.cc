@@ -1,19 +1,20 @@
 // The analytic cost model: cycles per core of one configuration from the hierarchy description.
 //
-// Per fused group: stage tiles P (parallel axes), reduction tiles R per stage tile and operand
-// tiles I per reduction tile follow from the tile sizes; stage tiles spread over the cores
-// (ceil(P / cores) per core). Work per core:
-//   - compute: matrix-unit fragments of the matched intrinsic (operand tiles padded to the unit's
-//     shape) times the shape's cycles, over the unit count; unmatched groups: vector repeats;
-//   - transfers: every buffer promotion placed is filled (copy-in) or drained (copy-out) once per
-//     tile of its level (R: per reduction tile, I: per operand tile, P: per stage tile); bytes over
-//     the bandwidth of the description's path, accumulated per engine (the unit moving the data);
-//   - latencies: a double-buffered buffer exposes its path latency once per stage tile (the
-//     pipeline fill), a single-buffered one on every fill; the matrix unit's start-up per fragment
-//     batch.
-// Engines run concurrently when the group's input buffers are double-buffered (the description's
-// pipes overlap), otherwise their times add. All cores' global traffic also has to pass the global
-// level's shared bandwidth. The result is the larger of the per-core and the shared-bandwidth time.
+// Per fused group: stage tiles P (parallel axes), reduction chunks R per stage tile and operand
+// tiles I per chunk follow from the tile sizes; stage tiles spread over the cores (ceil(P / cores)
+// per core), one after the other. One stage tile costs
+//   fill + R x (chunk + handoff) + drain (the drain once per core when double-buffered: the next
+//   stage tile's fill overlaps it); handoff: the operand paths' latencies, exposed once per chunk
+//   - chunk: per engine (the unit that moves the data on each path of the description), the bytes
+//     of the chunk's buffers (stage buffers once, operand buffers I times) over the path bandwidth,
+//     and the matrix unit's fragments (operand tiles padded to the unit's shape, times the shape's
+//     cycles, over the unit count, plus its start-up); engines overlap (the busiest one counts)
+//     when the inputs are double-buffered, otherwise they add up;
+//   - fill: the first chunk's loads with their path latencies (and stage-tile inputs);
+//   - drain: the output's way back to the global level (accumulator -> vector -> global) with
+//     latencies.
+// All stage tiles' global traffic also passes the global level's shared bandwidth; the result is
+// the larger of the per-core time and that.
 #include <algorithm>
 #include <cmath>
 
@@ -89,48 +90,61 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       for (const auto* u : h.units_of_kind(isa::UnitKind::Vector)) bpr = u->bytes_per_repeat, startup = u->startup_cycles;
       if (bpr) compute = double(Pc) * R * (elems * 4 / bpr + startup);
     }
-    std::map<std::string, double> engine;
-    double latency = 0, global_bytes = 0;
+    // per reduction chunk (steady state), per stage tile (fill and drain)
+    std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
+    double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0;
     bool overlap = true;
-    auto move = [&](const std::string& from, const std::string& to, double count, double bytes, bool db) {
-      const auto r = route(h, from, to);
-      for (const auto& step : r) {
-        if (step.bandwidth > 0) engine[step.engine] += count * bytes / step.bandwidth;
-        latency += (db ? double(Pc) : count) * step.latency;
-      }
-      if (from == global || to == global) global_bytes += count * bytes;
+    auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
+      double t = 0;
+      for (const auto& step : route(h, from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
+      return t;
     };
+    auto lat = [&](const std::string& from, const std::string& to) {
+      double l = 0;
+      for (const auto& step : route(h, from, to)) l += step.latency;
+      return l;
+    };
+    auto per_chunk = [&](const std::string& from, const std::string& to, double count, double bytes) {
+      for (const auto& step : route(h, from, to))
+        if (step.bandwidth > 0) chunk[step.engine] += count * bytes / step.bandwidth;
+    };
+    const std::string stage = h.level(isa::Role::Stage).name;
     for (const auto& b : config.buffers) {
       if (b.group != int(gi)) continue;
-      double count = Pc;
-      if (b.tile_level == poly::TileLevel::R) count = double(Pc) * R;
-      if (b.tile_level == poly::TileLevel::I) count = double(Pc) * R * I;
+      const double bytes = double(b.bytes);
       if (b.copy_in) {
-        std::string src = global;
-        if (b.tile_level == poly::TileLevel::I) src = h.level(isa::Role::Stage).name;
-        move(src, b.level, count, double(b.bytes), b.double_buffered);
-        if (!b.double_buffered && b.role != isa::Role::Accumulator) overlap = false;
-      }
-      if (b.copy_out) move(b.level, global, count, double(b.bytes), false);
-      if (b.role == isa::Role::Accumulator && !b.copy_out) {
-        // partial sums leave through the vector level
-        const auto* v = h.level_with_role(isa::Role::Vector);
-        if (v) {
-          move(b.level, v->name, count, double(b.bytes), false);
-          move(v->name, global, count, double(b.bytes), false);
+        const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
+        if (b.tile_level == poly::TileLevel::P) {
+          fill += transfer(src, b.level, bytes);  // once per stage tile, before its first chunk
+        } else {
+          per_chunk(src, b.level, b.tile_level == poly::TileLevel::I ? double(I) : 1.0, bytes);
+          if (b.tile_level == poly::TileLevel::I) handoff += lat(src, b.level);
+          fill += transfer(src, b.level, b.tile_level == poly::TileLevel::I ? bytes : bytes);  // the first chunk's load
+          latency += lat(src, b.level);
         }
+        if (!b.double_buffered && b.role != isa::Role::Accumulator) overlap = false;
+        if (src == global) global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
+      }
+      if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
+        drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
+        latency += lat(b.level, global);
+        global_bytes += bytes;
       }
     }
-    double busiest = compute, sum = compute;
-    for (const auto& [e, c] : engine) {
-      out.engine_cycles[e] += c;
+    const double chunk_compute = R > 0 ? compute / double(Pc * R) : 0;
+    double busiest = chunk_compute, sum = chunk_compute;
+    for (const auto& [e, c] : chunk) {
+      out.engine_cycles[e] += c * double(Pc * R);
       busiest = std::max(busiest, c);
       sum += c;
     }
-    const double core_time = (overlap ? busiest : sum) + latency;
-    const double shared = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes * used / g.shared_bandwidth_bytes_per_cycle : 0;
+    // every chunk hands its operands over once (the operand paths' latency); double-buffered, a
+    // core's next stage tile fills while the previous one drains, so the drain shows once per core
+    const double steady = double(Pc) * double(R) * ((overlap ? busiest : sum) + handoff);
+    const double core_time = double(Pc) * fill + steady + (overlap ? 1.0 : double(Pc)) * drain;
+    const double shared = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes * double(P) / g.shared_bandwidth_bytes_per_cycle : 0;
     out.compute_cycles += compute;
-    out.latency_cycles += latency;
+    out.latency_cycles += double(Pc) * latency;
     out.shared_global_cycles += shared;
     out.total += std::max(core_time, shared);
   }
