@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# The README's main job: set-up, build, then the headline demo.
+# The README's main job: set-up, build, then the headline demo — compile GEMMs for the DaVinci-like
+# NPU, simulate them on the SystemC model, print cycles and per-unit utilization, and verify every
+# output element against the reference interpreter. Reports and a Perfetto trace land in out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 tessel=build/compiler/cli/tessel
+mkdir -p out
 $tessel --version
-$tessel check-hierarchy isa/targets/davinci-910.yaml
 echo
-$tessel check-hierarchy isa/targets/sm90.yaml
+echo "== 1024x1024x1024 f16 GEMM (f32 accumulate) on davinci-910, tuned tile =="
+$tessel run workloads/matmul.tsl --target isa/targets/davinci-910.yaml --shape M=1024,N=1024,K=1024 \
+  --tile m=256/128,n=256/64,k=128/64 --report out/gemm1024_report.json --trace out/gemm1024_trace.json
 echo
-$tessel check-hierarchy isa/targets/davinci-910.yaml isa/targets/sm90.yaml
+echo "== seed GEMM 512x128x512 on davinci-910, naive vs pruned sync =="
+for sync in naive pruned; do
+  $tessel run workloads/matmul.tsl --target isa/targets/davinci-910.yaml --shape M=512,N=128,K=512 \
+    --sync $sync --report out/gemm512_${sync}_report.json
+done
+echo
+echo "reports: out/*_report.json; trace (open in https://ui.perfetto.dev): out/gemm1024_trace.json"
