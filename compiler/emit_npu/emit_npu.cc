@@ -110,6 +110,7 @@ struct GemmShape {
   int64_t tm0 = 0, tn0 = 0, tk0 = 0;  // operand (L0A / L0B) tile
   int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
   DType out = DType::F32;
+  bool int_out = false;  // i8 operands (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
   bool double_l1 = true, double_l0 = true, double_ub = true;
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
@@ -145,6 +146,28 @@ class Builder {
       copy(npu::kNoRegister, src, dst, chunk_rows);
     }
     if (rest) copy(npu::kNoRegister, src + full * chunk_rows * src_stride, dst + full * chunk_rows * dst_stride, rest);
+  }
+
+  // i8 [rows, cols] (row-major, GM offset 32-byte aligned) -> f16 [rows, dst_cols] zero-padded
+  // (dst_cols a multiple of 16), through UB: rows in chunks of a multiple of 32 (so that every
+  // chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
+  void widen_i8(int64_t src, int64_t dst, int64_t rows, int64_t cols, int64_t dst_cols) {
+    const int64_t lanes = m_.vector_bytes_per_repeat / 2;
+    int64_t chunk_rows = std::max<int64_t>(32, (m_.cap_ub / 4) / dst_cols / 32 * 32);
+    chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m_.vector_max_repeat * lanes / dst_cols / 32 * 32));
+    chunk_rows = std::min(chunk_rows, rows);
+    const int64_t narrow = round_up(chunk_rows * dst_cols, m_.vector_bytes_per_repeat);
+    if (narrow + round_up(chunk_rows * dst_cols * 2, 32) > m_.cap_ub || chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
+      throw UserError("an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer");
+    for (int64_t done = 0; done < rows; done += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, rows - done);
+      if (dst_cols > cols) zero_ub(0, narrow);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src + done * cols), imm(n), imm(cols), imm(0), imm(dst_cols - cols)});
+      const int64_t elems = n * dst_cols;
+      op(Opcode::Vconv, {type(DType::F16), type(DType::I8), at(Buffer::UB, narrow), at(Buffer::UB, 0),
+                         imm((elems + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(4)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst + done * dst_cols * 2), at(Buffer::UB, narrow), imm(1), imm(elems * 2), imm(0), imm(0)});
+    }
   }
 
   void zero_ub(int64_t offset, int64_t bytes) {
@@ -326,9 +349,18 @@ class Builder {
       for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
         const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
         const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
-        const DType moved = g.epilogue ? DType::F32 : g.out;
+        const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
         const int64_t em = dtype_bytes(moved);
         op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
+        if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
+          const int64_t lanes = m_.vector_bytes_per_repeat / 4;
+          for (int64_t done = 0; done < g.tm0 * g.tn0;) {
+            const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
+            op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * 4), at(Buffer::UB, ub + done * 4),
+                               imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(8)});
+            done += n;
+          }
+        }
         for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
           const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
           int64_t src = ub + jj * g.tm0 * m_.n0 * em;
@@ -415,9 +447,17 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     throw unsupported("batched matmul whose batch is not the leading dimension of all three tensors");
   if (mm.a_layout != kernel::Layout::RowMajor || mm.b_layout != kernel::Layout::RowMajor)
     throw unsupported("transposed operands");
-  if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
-    throw unsupported("operands other than f16");
-  if (C->dtype != DType::F32 && C->dtype != DType::F16) throw unsupported("an output other than f32 / f16");
+  // i8 x i8 -> i32: computed on the f16 cube (every i8 is an f16, every product |p| <= 2^14 is exact,
+  // every partial sum is an integer of magnitude <= K * 2^14 <= 2^24 for K <= 1024, so exact in f32).
+  const bool i8 = A->dtype == DType::I8 && B->dtype == DType::I8;
+  if (i8) {
+    if (C->dtype != DType::I32 || epilogue || A->shape.size() != 2) throw unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
+    if (A->shape[1] > 1024) throw unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
+  } else {
+    if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
+      throw unsupported("operands other than f16");
+    if (C->dtype != DType::F32 && C->dtype != DType::F16) throw unsupported("an output other than f32 / f16");
+  }
   for (const auto& t : k.tensors) {
     const bool broadcast = epilogue && std::count(epilogue->broadcasts().begin(), epilogue->broadcasts().end(), t.name);
     if (t.name != A->name && t.name != B->name && t.name != C->name && !broadcast) throw unsupported("extra tensor " + t.name);
@@ -431,8 +471,9 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   g.batch = rank == 3 ? A->shape[0] : 1;
   out.macs = uint64_t(g.batch) * M * N * K;
   g.out = C->dtype;
+  g.int_out = i8;
   g.epilogue = epilogue.get();
-  const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0;
+  const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0 && !i8;
   g.M = round_up(M, m.m0), g.N = round_up(N, m.n0), g.K = round_up(K, m.k0);
   choose_tiles(g, k, mm, m, out.notes);
   const int64_t eo = dtype_bytes(g.out);
@@ -443,8 +484,8 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     p.tensors.push_back(b);
     return b.gm_offset;
   };
-  const int64_t a_user = place(A->name, DType::F16, A->shape, npu::TensorRole::In);
-  const int64_t b_user = place(B->name, DType::F16, B->shape, npu::TensorRole::In);
+  const int64_t a_user = place(A->name, A->dtype, A->shape, npu::TensorRole::In);
+  const int64_t b_user = place(B->name, B->dtype, B->shape, npu::TensorRole::In);
   const int64_t c_user = place(C->name, g.out, C->shape, npu::TensorRole::Out);
   if (epilogue) {
     for (const std::string& name : epilogue->broadcasts()) {
@@ -472,7 +513,11 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     g.b_off = place(B->name + "_padded", DType::F16, {nb, g.K, g.N}, npu::TensorRole::Scratch);
     g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
     p.cores = g.cores = 1;
-    for (int64_t b = 0; b < nb; ++b) {
+    if (i8) {
+      build.widen_i8(a_user, g.a_off, M, K, g.K);
+      build.widen_i8(b_user, g.b_off, K, N, g.N);
+    }
+    for (int64_t b = 0; b < nb && !i8; ++b) {
       build.padded_copy(a_user + b * M * K * 2, g.a_off + b * g.M * g.K * 2, M, K * 2, K * 2, g.K * 2);
       build.padded_copy(b_user + b * K * N * 2, g.b_off + b * g.K * g.N * 2, K, N * 2, N * 2, g.N * 2);
     }

@@ -111,6 +111,13 @@ TEST_CASE("NHWC convolution through img2col (load3d) verifies, padding and parti
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=128,H=4,W=4,C=32,K=16,R=3,S=3");  // two jobs at a time, job loop
 }
 
+TEST_CASE("i8 x i8 -> i32 GEMM verifies exactly (f16 cube, exact for K <= 1024), tails included") {
+  check_verifies("gemm_fused.tsl", "matmul_i8", "M=7,N=5,K=9");
+  check_verifies("gemm_fused.tsl", "matmul_i8", "M=64,N=48,K=96");
+  check_verifies("gemm_fused.tsl", "matmul_i8", "M=40,N=33,K=1000");
+  CHECK_THROWS_WITH_AS(compile_case("gemm_fused.tsl", "matmul_i8", "M=16,N=16,K=1040"), doctest::Contains("K > 1024"), UserError);
+}
+
 TEST_CASE("GEMM tails (sizes not multiples of 16) verify") {
   check_verifies("matmul.tsl", "matmul", "M=7,N=5,K=9");
   check_verifies("matmul.tsl", "matmul", "M=37,N=20,K=50");
@@ -203,7 +210,7 @@ TEST_CASE("a kernel the emitter cannot map is a UserError naming the kernel and 
 TEST_CASE("every small-suite workload verifies on the simulator, or is a known unmapped one") {
   const std::set<std::string> unmapped = {"conv2d",      "conv2d_stride2",  "transpose",
                                           "one_hot",     "bn_reduce",       "bn_update",       "conv2d_nhwc" /* C = 3: channels not multiples of 16 */,
-                                          "conv2d_blocked", "matmul_i8",     "conv_bn_relu",    "softmax",
+                                          "conv2d_blocked", "conv_bn_relu",    "softmax",
                                           "layer_norm",  "depthwise_relu6", "batch_matmul"};
   const frontend::Suite suite = frontend::load_suite(kRoot + "/workloads/small.yaml");
   int mapped = 0;
