@@ -66,8 +66,9 @@ def main():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5.2, 4.4))
     ax.scatter(xs, ys, s=10, alpha=0.7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    if max(xs) > 10 * min(xs) or max(ys) > 10 * min(ys):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_xlabel("analytic model (predicted cycles)")
     ax.set_ylabel("measured (%s)" % unit)
     ax.set_title("%s %s on %s: Spearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name, rho,
