@@ -1,5 +1,6 @@
 #include "compiler/emit_npu/emit_npu.h"
 
+#include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/pointwise.h"
 
@@ -540,7 +541,15 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (is_nhwc_convolution(k)) return emit_conv(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m, target);
-  return emit_pointwise(k, target);
+  try {
+    return emit_pointwise(k, target);
+  } catch (const UserError& pointwise) {
+    try {
+      return emit_channels(k, target);
+    } catch (const UserError& channels) {
+      throw UserError(std::string(pointwise.what()) + "; " + channels.what());
+    }
+  }
 }
 
 }  // namespace tessel::emit_npu

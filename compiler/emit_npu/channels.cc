@@ -1,0 +1,324 @@
+// NPU mapping of channel-last kernels with per-channel statements and column reductions
+// (batch-norm reduce / update, NHWC): see channels.h.
+#include "compiler/emit_npu/channels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <functional>
+
+#include "compiler/emit_npu/pointwise.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand reg(uint8_t r) { return Operand::reg_(r); }
+Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
+Operand type(DType t) { return Operand::type(t); }
+
+enum Reg : uint8_t { kChunk = 1, kRow, kRowOff, kGm2, kGm4 };
+
+enum class Kind { Channel, Full, Reduce };
+
+class Channels : public VectorCode {
+ public:
+  Channels(const kernel::Kernel& k, const isa::Hierarchy& h) : VectorCode(k, h) {}
+
+  NpuKernel emit() {
+    const ir::Function* f = k_.function;
+    if (!f) throw unsupported("no tensor IR attached");
+    classify(*f);
+    const int64_t W = bytes_per_repeat_ / 4;  // one f32 repeat per row
+    if (C_ > W) throw unsupported(fmt::format("{} channels (at most {}: one vector repeat per row)", C_, W));
+
+    // UB: channel area (rows of W, 4 bytes each), then the full area (chunk rows of W, 4 bytes).
+    int channel_regions = 0, full_regions = 0;
+    for (const auto& t : f->tensors) (is_channel(sizes_of(t)) ? channel_regions : full_regions) += 1;
+    for (size_t i = 0; i < f->statements.size(); ++i) {
+      const int nodes = 1 + count_nodes(*f->statements[i].rhs);
+      if (kinds_[i] == Kind::Channel) channel_regions += nodes;
+      else full_regions += nodes;
+    }
+    std::map<std::string, Value> expanded;  // channel values read by row statements
+    for (size_t i = 0; i < f->statements.size(); ++i)
+      if (kinds_[i] != Kind::Channel) collect_channel_reads(*f->statements[i].rhs, expanded);
+    full_regions += static_cast<int>(expanded.size());
+    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
+    channel_bytes_ = int64_t(channel_regions) * W * 4;
+    const int64_t rows = std::min<int64_t>((ub - channel_bytes_) / (int64_t(full_regions) * W * 4), max_repeat_);
+    if (rows >= R_) {
+      rows_ = R_;  // one chunk
+    } else {
+      rows_ = rows / 32 * 32;  // a multiple of 32: every chunk's GM offset stays aligned
+      if (rows_ < 32) throw unsupported("too many intermediate values for the vector buffer");
+    }
+
+    NpuKernel out;
+    npu::Program& p = out.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    p.cores = 1;  // the column reductions accumulate over every row: one core
+    int64_t gm = 0;
+    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
+    for (const auto& t : k_.tensors) {
+      if (t.temporary) continue;
+      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+      gm = (gm + b.byte_size() + align - 1) / align * align;
+      p.tensors.push_back(b);
+    }
+
+    // Phase 1: channel inputs, channel statements that need no reduction, accumulators.
+    chunk_ = W;
+    region_base_ = 0;
+    next_region_ = 0;
+    for (const auto& t : p.tensors)
+      if (t.role == npu::TensorRole::In && is_channel(t.shape)) {
+        Value v{false, 0, fresh_region(), t.dtype};
+        op(Opcode::DmaIn, {at(Buffer::UB, v.region), at(Buffer::GM, t.gm_offset), imm(1), imm(C_ * dtype_bytes(t.dtype)), imm(0), imm(0)});
+        channel_[t.name] = v;
+      }
+    for (size_t i = 0; i < f->statements.size(); ++i) {
+      const ir::Statement& s = f->statements[i];
+      if (kinds_[i] == Kind::Reduce) {
+        Value acc{false, 0, fresh_region(), DType::F32};
+        op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, acc.region),
+                          Operand::float_(s.reduction == ir::Reduction::Sum ? 0.0 : s.reduction == ir::Reduction::Max ? -INFINITY : INFINITY),
+                          imm(1), imm(1), imm(8)});
+        channel_[s.output] = acc;
+      } else if (kinds_[i] == Kind::Channel && !after_reduce_[i]) {
+        channel_statement(s);
+      }
+    }
+    const int64_t channel_phase1_end = next_region_;
+
+    // Expanded copies (rows_ rows) of every channel value a full or reduce statement reads.
+    region_base_ = channel_bytes_;
+    chunk_ = rows_ * W;
+    next_region_ = 0;
+    for (auto& [name, v] : expanded) {
+      auto it = channel_.find(name);
+      if (it == channel_.end() || it->second.type != DType::F32)
+        throw unsupported("a row statement reads " + name + ", which is not an f32 channel value computed before the rows");
+      v = {false, 0, fresh_region(), DType::F32};
+      op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, v.region), at(Buffer::UB, it->second.region), Operand::float_(0),
+                         imm(rows_), imm(1), imm(1), imm(8), imm(0)});
+    }
+    const int64_t rows_base = next_region_;
+
+    // Phase 2: the rows in chunks of rows_.
+    const int64_t full = R_ / rows_, tail = R_ % rows_;
+    auto chunk = [&](int64_t n, bool registers, int64_t first_row) {
+      next_region_ = rows_base;
+      tensors_ = expanded;
+      auto gm_at = [&](const npu::TensorBinding& t) {
+        const int eb = dtype_bytes(t.dtype);
+        return at(Buffer::GM, t.gm_offset + first_row * C_ * eb, registers ? (eb == 2 ? uint8_t(kGm2) : uint8_t(kGm4)) : npu::kNoRegister);
+      };
+      for (const auto& t : p.tensors)
+        if (t.role == npu::TensorRole::In && !is_channel(t.shape)) {
+          const int eb = dtype_bytes(t.dtype);
+          Value v{false, 0, fresh_region(), t.dtype};
+          op(Opcode::DmaIn, {at(Buffer::UB, v.region), gm_at(t), imm(n), imm(C_ * eb), imm(0), imm((W - C_) * eb)});
+          tensors_[t.name] = v;
+        }
+      for (size_t i = 0; i < f->statements.size(); ++i) {
+        const ir::Statement& s = f->statements[i];
+        if (kinds_[i] == Kind::Channel) continue;
+        Value v = compile(*s.rhs, n * W);
+        if (v.scalar) v = vector_of(v, n * W);
+        if (kinds_[i] == Kind::Full) {
+          const ir::Tensor* t = f->find_tensor(s.output);
+          if (v.type != t->dtype) throw unsupported("statement " + s.name + " result type differs from " + s.output);
+          tensors_[s.output] = v;
+          continue;
+        }
+        if (v.type != DType::F32) throw unsupported("reduction " + s.name + " does not accumulate in f32");
+        // Rows in ascending order, one vector instruction each: the interpreter's order.
+        const Value& acc = channel_.at(s.output);
+        const Opcode o = s.reduction == ir::Reduction::Sum ? Opcode::Vadd : s.reduction == ir::Reduction::Max ? Opcode::Vmax : Opcode::Vmin;
+        op(Opcode::Loop, {reg(kRow), imm(0), imm(n), imm(1)});
+        op(Opcode::Mul, {reg(kRowOff), reg(kRow), imm(W * 4)});
+        op(o, {type(DType::F32), at(Buffer::UB, acc.region), at(Buffer::UB, acc.region), at(Buffer::UB, v.region, kRowOff),
+               imm(1), imm(1), imm(1), imm(1), imm(8), imm(8), imm(8)});
+        op(Opcode::EndLoop, {});
+      }
+      for (const auto& t : p.tensors)
+        if (t.role == npu::TensorRole::Out && !is_channel(t.shape)) {
+          const int eb = dtype_bytes(t.dtype);
+          op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, tensors_.at(t.name).region), imm(n), imm(C_ * eb), imm((W - C_) * eb), imm(0)});
+        }
+    };
+    if (full > 1) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(full), imm(1)});
+      op(Opcode::Mul, {reg(kGm2), reg(kChunk), imm(rows_ * C_ * 2)});
+      op(Opcode::Mul, {reg(kGm4), reg(kChunk), imm(rows_ * C_ * 4)});
+      chunk(rows_, true, 0);
+      op(Opcode::EndLoop, {});
+    } else if (full == 1) {
+      chunk(rows_, false, 0);
+    }
+    if (tail > 0) chunk(tail, false, full * rows_);
+
+    // Phase 3: channel statements after the reductions, channel outputs.
+    chunk_ = W;
+    region_base_ = 0;
+    next_region_ = channel_phase1_end;
+    for (size_t i = 0; i < f->statements.size(); ++i)
+      if (kinds_[i] == Kind::Channel && after_reduce_[i]) channel_statement(f->statements[i]);
+    for (const auto& t : p.tensors)
+      if (t.role == npu::TensorRole::Out && is_channel(t.shape)) {
+        const Value& v = channel_.at(t.name);
+        op(Opcode::DmaOut, {at(Buffer::GM, t.gm_offset), at(Buffer::UB, v.region), imm(1), imm(C_ * dtype_bytes(t.dtype)), imm(0), imm(0)});
+      }
+    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out.notes.push_back(fmt::format("channel-last: {} rows x {} channels, UB chunks of {} rows (one f32 repeat per row), one core; "
+                                    "column reductions accumulate row by row in ascending order",
+                                    R_, C_, rows_));
+    npu::validate_program(p);
+    return out;
+  }
+
+ private:
+  UserError unsupported(const std::string& why) const {
+    return UserError("kernel " + k_.name + ": not a channel-last row kernel: " + why);
+  }
+
+  bool is_channel(const std::vector<int64_t>& shape) const { return shape.size() == 1 && shape[0] == C_ && rank_ > 1; }
+
+  void classify(const ir::Function& f) {
+    // The full shape: the largest rank; every tensor is full or [C] with C its last dimension.
+    for (const auto& t : f.tensors)
+      if (t.shape.size() > full_shape_.size()) full_shape_ = sizes_of(t);
+    rank_ = full_shape_.size();
+    if (rank_ < 2) throw unsupported("no tensor of rank >= 2");
+    C_ = full_shape_.back();
+    R_ = 1;
+    for (size_t i = 0; i + 1 < rank_; ++i) R_ *= full_shape_[i];
+    for (const auto& t : f.tensors) {
+      const auto shape = sizes_of(t);
+      if (shape != full_shape_ && !(shape.size() == 1 && shape[0] == C_)) throw unsupported("tensor " + t.name + " is neither full nor per channel");
+      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw unsupported(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+    }
+    bool any_reduce = false, any_channel_read = false;
+    std::set<std::string> reduced;
+    for (const auto& s : f.statements) {
+      const ir::Tensor* out = f.find_tensor(s.output);
+      const bool channel_out = sizes_of(*out).size() == 1 && rank_ > 1;
+      Kind kind;
+      if (s.reduction != ir::Reduction::None) {
+        if (!channel_out || !s.init) throw unsupported("reduction " + s.name + " is not a per-channel reduction from its identity");
+        kind = Kind::Reduce;
+        any_reduce = true;
+      } else {
+        kind = channel_out ? Kind::Channel : Kind::Full;
+        for (const auto& d : s.domain)
+          if (d.is_reduction) throw unsupported("statement " + s.name + " has a reduction index");
+      }
+      bool reads_reduced = false;
+      std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
+        if (e.kind == ir::ExprKind::IndexValue) throw unsupported("statement " + s.name + " uses an index as a value");
+        if (e.kind == ir::ExprKind::Access) {
+          const ir::Tensor* t = f.find_tensor(e.name);
+          const bool channel_in = sizes_of(*t).size() == 1;
+          if (reduced.count(e.name)) reads_reduced = true;
+          if (kind == Kind::Channel) {
+            if (!channel_in || e.indices != s.out_indices) throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
+          } else if (kind == Kind::Full) {
+            if (channel_in ? !(e.indices.size() == 1 && e.indices[0] == s.out_indices.back()) : e.indices != s.out_indices)
+              throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
+          } else {
+            if (channel_in) {
+              if (!(e.indices.size() == 1 && e.indices[0] == s.out_indices[0])) throw unsupported("reduction " + s.name + " reads " + e.name + " at other indices");
+            } else {
+              if (e.indices.size() != rank_ || !(e.indices.back() == s.out_indices[0])) throw unsupported("reduction " + s.name + " reads " + e.name + " at other indices");
+              if (!reduce_indices_.count(s.name)) reduce_indices_[s.name] = e.indices;
+              else if (reduce_indices_[s.name] != e.indices) throw unsupported("reduction " + s.name + " reads full tensors at different indices");
+            }
+            if (channel_in) any_channel_read = true;
+          }
+        }
+        if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32 && reads_tensor(e))
+          throw unsupported(fmt::format("{} arithmetic", dtype_name(e.type)));
+        for (const auto& a : e.args) check(*a);
+      };
+      check(*s.rhs);
+      if (kind == Kind::Reduce) {
+        // The leading indices must be the reduction indices, each over its whole dimension.
+        const auto& idx = reduce_indices_[s.name];
+        std::set<std::string> seen;
+        for (size_t i = 0; i + 1 < idx.size(); ++i) {
+          bool ok = false;
+          for (const auto& d : s.domain)
+            if (d.is_reduction && idx[i] == ir::AffineExpr::index(d.name)) ok = seen.insert(d.name).second;
+          if (!ok) throw unsupported("reduction " + s.name + " indices");
+        }
+      }
+      if (kind == Kind::Full && reads_reduced) throw unsupported("statement " + s.name + " reads a reduction over the same rows (two passes)");
+      if (kind == Kind::Reduce && reads_reduced) throw unsupported("reduction " + s.name + " reads another reduction");
+      if (kind == Kind::Reduce) reduced.insert(s.output);
+      const bool after = kind == Kind::Channel && reads_reduced;
+      if (after) reduced.insert(s.output);
+      kinds_.push_back(kind);
+      after_reduce_.push_back(after);
+    }
+    (void)any_reduce;
+    (void)any_channel_read;
+    bool row_kind = false;
+    for (Kind k : kinds_) row_kind |= k != Kind::Full;
+    if (!row_kind) throw unsupported("no per-channel statement");
+  }
+
+  // Integer arithmetic on sizes and constants folds; on tensor values it is not mapped.
+  static bool reads_tensor(const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::Access) return true;
+    for (const auto& a : e.args)
+      if (reads_tensor(*a)) return true;
+    return false;
+  }
+
+  std::vector<int64_t> sizes_of(const ir::Tensor& t) const {
+    for (const auto& g : k_.tensors)
+      if (g.name == t.name) return g.shape;
+    std::vector<int64_t> s;
+    for (const auto& d : t.shape) s.push_back(d.evaluate({}, k_.sizes));
+    return s;
+  }
+
+  void channel_statement(const ir::Statement& s) {
+    tensors_ = channel_;
+    Value v = compile(*s.rhs, C_);
+    if (v.scalar) v = vector_of(v, C_);
+    const ir::Tensor* t = k_.function->find_tensor(s.output);
+    if (v.type != t->dtype) throw unsupported("statement " + s.name + " result type differs from " + s.output);
+    channel_[s.output] = v;
+  }
+
+  void collect_channel_reads(const ir::Expr& e, std::map<std::string, Value>& out) {
+    if (e.kind == ir::ExprKind::Access && e.indices.size() == 1 && rank_ > 1) out[e.name] = {};
+    for (const auto& a : e.args) collect_channel_reads(*a, out);
+  }
+
+  std::vector<int64_t> full_shape_;
+  size_t rank_ = 0;
+  int64_t C_ = 0, R_ = 0, rows_ = 0, channel_bytes_ = 0;
+  std::vector<Kind> kinds_;
+  std::vector<bool> after_reduce_;
+  std::map<std::string, std::vector<ir::AffineExpr>> reduce_indices_;
+  std::map<std::string, Value> channel_;
+};
+
+}  // namespace
+
+NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
+  return Channels(kernel, target).emit();
+}
+
+}  // namespace tessel::emit_npu

@@ -1,0 +1,18 @@
+// NPU mapping of channel-last row kernels (batch-norm reduce / update in NHWC): every tensor is
+// either "full" [d0, ..., C] or per channel [C]; statements are per-channel element-wise ([C]),
+// full element-wise reading [C] values at the channel index (broadcast down the rows), or
+// per-channel reductions (Sum / Max / Min from the identity) over all leading indices.
+// Layout in UB: rows of one f32 vector repeat (C <= 64 channels, padded), chunks of rows a
+// multiple of 32 (GM offsets stay aligned); [C] values read by row statements are expanded once by
+// a copy with source repeat stride 0; reductions accumulate row by row in ascending order (the
+// interpreter's order), one vector instruction per row. One core (the reductions span all rows).
+// Throws UserError saying why a kernel does not have that form.
+#pragma once
+
+#include "compiler/emit_npu/emit_npu.h"
+
+namespace tessel::emit_npu {
+
+NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+
+}  // namespace tessel::emit_npu
