@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--replay", help="exhaustive tuning log of the same problem: look measurements up")
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--out", default="out/tune/tuning_curve", help="prefix of OUT.png, OUT.json and the logs")
+    ap.add_argument("--reuse", action="store_true", help="keep the logs of an earlier run of this script (only plot)")
     ap.add_argument("--tessel")
     args = ap.parse_args()
     tessel = tc.find_tessel(args.tessel)
@@ -58,6 +59,9 @@ def main():
         curves = []
         for seed in range(1, args.seeds + 1):
             log = "%s.%s.seed%d.jsonl" % (args.out, s, seed)
+            if args.reuse and os.path.exists(log):
+                curves.append(curve(tc.read_log(log), args.trials))
+                continue
             if os.path.exists(log):
                 os.remove(log)
             cmd = tc.tune_cmd(tessel, args) + ["--strategy", s, "--trials", str(args.trials), "--seed", str(seed),
@@ -109,7 +113,9 @@ def main():
     if optimum:
         ax.axhline(optimum, color="k", lw=0.8, ls="--", label="exhaustive optimum")
         ax.axhline(1.05 * optimum, color="k", lw=0.6, ls=":", label="+5 %")
-    ax.set_yscale("log")
+    finite = [v for cs in results.values() for c in cs for v in c if v < math.inf]
+    if finite and max(finite) > 10 * min(finite):
+        ax.set_yscale("log")
     ax.set_xlabel("trials")
     ax.set_ylabel("best so far (%s)" % unit)
     ax.set_title("%s %s on %s" % (os.path.basename(args.op), args.shape, os.path.basename(args.target)), fontsize=9)
