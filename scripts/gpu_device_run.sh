@@ -1,7 +1,10 @@
 #!/bin/bash
 # On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): the
-# CUDA emitter's GPU-side tests, `tessel bench gpu` (JSON), compute-sanitizer memcheck on the GEMM
-# and convolution kernels, and `tessel run` on seed shapes. Logs and JSON under $OUT.
+# CUDA emitter's GPU-side tests, `tessel bench gpu` (JSON), `tessel run` (interpreter check + time +
+# library ratio + --explain) on every seed GEMM shape and a small convolution, optionally
+# compute-sanitizer memcheck (MEMCHECK=1) and the SASS mix of the 4096^3 kernel. Logs and JSON
+# under $OUT (at most 8 files: device.txt bench.log bench.json test_gpu_emit.log runs.log
+# test_emit_cuda.log memcheck.log sass_mix.txt).
 D=${1:-build-cuda/dev}
 OUT=${OUT:-/tmp/tessel-gpu-out}
 mkdir -p $OUT
@@ -14,15 +17,23 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 ldd $D/bin/test_gpu_emit | grep "not found" >> $OUT/device.txt
 cat $OUT/device.txt
 step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s); timeout $limit "$@" > $OUT/$name.log 2>&1; local rc=$?; echo "$name: rc=$rc ($(( $(date +%s) - t0 )) s)"; tail -4 $OUT/$name.log; }
-step bench 240 $D/bin/bench_gpu_emit $OUT/bench.json
-step test_gpu_emit 150 $D/bin/test_gpu_emit
-step memcheck 120 compute-sanitizer --tool memcheck --print-limit 20 $D/bin/test_gpu_emit -tc='TensorCore*,the SIMT*'
-step run_skinny 60 $D/bin/tessel run workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=512,N=16,K=512
-step run_conv 90 $D/bin/tessel run workloads/conv_seed.tsl --def conv2d_nhwc --target isa/targets/sm90.yaml --shape N=8,H=14,W=14,C=64,K=128,R=3,S=3
-step test_emit_cuda 120 $D/bin/test_emit_cuda
-# SASS of the 4096^3 kernel: instruction mix (LDSM = ldmatrix from wmma::load_matrix_sync, HMMA)
-$D/bin/tessel compile workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 -o $OUT/mm4096.cu 2>/dev/null
-nvcc -cubin -arch=sm_90 -I/usr/local/cuda/include -o $OUT/mm4096.cubin $OUT/mm4096.cu > $OUT/nvcc.log 2>&1 &&
-  cuobjdump -sass $OUT/mm4096.cubin | grep -oE "^ +/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_]*(\.[A-Z0-9_.]+)?" | awk '{print $2}' | sort | uniq -c | sort -rn | head -25 > $OUT/sass_mix.txt
-head -25 $OUT/sass_mix.txt
-grep -A30 "tessel bench gpu on" $OUT/bench.log
+step bench ${BENCH_S:-300} $D/bin/tessel bench gpu --json $OUT/bench.json
+step test_gpu_emit ${TEST_S:-220} $D/bin/test_gpu_emit
+{
+  for s in M=512,N=16,K=512 M=512,N=32,K=512 M=512,N=64,K=512 M=512,N=128,K=512 M=256,N=256,K=256 M=1024,N=32,K=512 M=2048,N=32,K=512; do
+    echo "== matmul $s"
+    timeout 60 $D/bin/tessel run workloads/matmul.tsl --target isa/targets/sm90.yaml --shape $s 2>&1 | grep -vE "^\s*$" | tail -14
+  done
+  echo "== conv"
+  timeout 90 $D/bin/tessel run workloads/conv_seed.tsl --def conv2d_nhwc --target isa/targets/sm90.yaml --shape N=8,H=14,W=14,C=64,K=128,R=3,S=3 2>&1 | tail -6
+} > $OUT/runs.log 2>&1
+echo "runs:"; grep -E "^==|verif|match|us/call|cuBLAS|cuDNN" $OUT/runs.log | head -40
+if [ "${MEMCHECK:-0}" = 1 ]; then
+  step memcheck 120 compute-sanitizer --tool memcheck --print-limit 20 $D/bin/test_gpu_emit -tc='TensorCore*,ldmatrix*,the SIMT*'
+fi
+step test_emit_cuda 60 $D/bin/test_emit_cuda
+# SASS of the 4096^3 kernel: instruction mix (LDSM, HMMA)
+$D/bin/tessel compile workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 -o /tmp/mm4096.cu 2>/dev/null
+nvcc -cubin -arch=sm_90 -I/usr/local/cuda/include -o /tmp/mm4096.cubin /tmp/mm4096.cu > /tmp/nvcc.log 2>&1 &&
+  cuobjdump -sass /tmp/mm4096.cubin | grep -oE "^ +/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_]*(\.[A-Z0-9_.]+)?" | awk '{print $2}' | sort | uniq -c | sort -rn | head -25 > $OUT/sass_mix.txt
+grep -A40 "tessel bench gpu on" $OUT/bench.log

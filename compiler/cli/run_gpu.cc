@@ -241,6 +241,8 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
   }
   s += "\n";
   for (const auto& n : lp.notes) s += "  note: " + n + "\n";
+  for (const auto& l : lp.program.explain)  // the split-K and mma.sync decisions (full list: tessel compile --explain)
+    if (l.find("split-K") != std::string::npos || l.find("mma.sync path") != std::string::npos) s += l + "\n";
   for (size_t i = 0; i < lp.attributes.size(); ++i)
     if (lp.attributes[i].local_bytes_per_thread > 0)
       s += fmt::format("  note: {} spills {} B per thread to local memory\n", lp.program.launches[i].kernel,

@@ -40,6 +40,9 @@ struct TcConfig {
   // split-K reduction by f32/s32 atomicAdd into the output, zeroed by a small kernel launched
   // first (plain outputs only), instead of the last-block reduction
   bool atomic_out = false;
+  // sm_90: the k_blocks blocks of a tile form a thread-block cluster and reduce their partial
+  // tiles through distributed shared memory (no global round trip, deterministic)
+  bool cluster = false;
   int warps() const { return (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma")
 };

@@ -249,11 +249,11 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "");
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
-  if (g.k_blocks <= 1 || g.atomic_out) return 0;
+  if (g.k_blocks <= 1 || g.atomic_out || g.cluster) return 0;
   const int64_t tiles = output_tiles(c, g);
   const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
   return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
@@ -268,6 +268,8 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.mma && (sm_of(arch) < 80 || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
     return "mma.sync tiles need sm_80+, f16 operands and no K split";
   if (g.atomic_out && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
+  if (g.cluster && (sm_of(arch) < 90 || g.k_blocks < 2 || g.k_blocks > 8 || g.atomic_out))
+    return "cluster split-K needs sm_90+ and 2..8 blocks per tile";
   if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
     return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > 16) return "more than 16 warps per block";
@@ -358,7 +360,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
         g.k_split = std::max(1, std::min(g0.k_split, g.bk / 16));
         for (int waves : {1, 2}) {
           int64_t kb = std::min<int64_t>((int64_t(sms) * waves + tiles - 1) / tiles, k_tiles(c, g));
-          kb = std::min<int64_t>(kb, 16);
+          kb = std::min<int64_t>(kb, 8);
           while (kb > 1 && (kb - 1) * ((k_tiles(c, g) + kb - 1) / kb) >= k_tiles(c, g)) --kb;
           if (kb < 2) continue;
           g.k_blocks = int(kb);
@@ -368,6 +370,9 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
           g.atomic_out = true;
           if (config_obstacle(c, g, arch).empty()) split.push_back(g);
           g.atomic_out = false;
+          g.cluster = true;
+          if (config_obstacle(c, g, arch).empty()) split.push_back(g);
+          g.cluster = false;
         }
       }
     }
@@ -388,9 +393,10 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
       const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
       // split-K blocks: a slice of K per block is the point; among them prefer 16-row tiles
-      // (more output tiles, fewer splits) and 64-deep K tiles
+      // (more output tiles, fewer splits) and 64-deep K tiles. The global-memory reductions
+      // (last block, atomics) measured slower than no split on an H200 (README): last
       if (g.k_blocks > 1)
-        return 0.5 + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+        return (g.cluster ? 0.5 : 5.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
       return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3);
     };
     return score(x) < score(y);
@@ -453,8 +459,13 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
                       (sm_count_hint > 0 ? S(sm_count_hint) + " SMs" : std::string("the SMs")) + ", so K (" + S(k_tiles(c, cfg)) +
                       " tiles of " + S(cfg.bk) + ") is split over " + S(cfg.k_blocks) + " blocks of " + S(k_tiles_per_block(c, cfg)) +
                       " K tiles (" + S(tiles_m * tiles_n * c.size_batch() * cfg.k_blocks) +
-                      " blocks); partial tiles in global scratch, the last block of a tile (atomic counter) sums them in split order and "
-                      "runs the epilogue");
+                      " blocks); " +
+                      (cfg.cluster ? std::string("the blocks of a tile are one thread-block cluster (sm_90): partial tiles stay in shared memory, "
+                                                 "each block sums a 1/" + S(cfg.k_blocks) + " slice of the tile over the cluster's shared memory "
+                                                 "(distributed shared memory, rank order) and runs its part of the epilogue")
+                       : cfg.atomic_out ? std::string("partial tiles are atomically added into the zeroed output")
+                                        : std::string("partial tiles in global scratch, the last block of a tile (atomic counter) sums them in "
+                                                      "split order and runs the epilogue")));
   explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (e.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
                     "), rows padded by 16 B against bank conflicts, " + S(smem) + " B; A " +
                     (pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (pb.vec > 1 ? "128-bit" : "scalar") + " loads");
@@ -465,7 +476,20 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   }
 
   os << "\n/* TensorCore kernel for " << anchor.name << " (" << cfg.to_string() << ") */\n";
-  os << "extern \"C\" __global__ void __launch_bounds__(" << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+  if (cfg.cluster) {
+    os << "static __device__ __forceinline__ unsigned tessel_cluster_addr(const void* p, unsigned rank) {\n"
+          "  unsigned r;\n"
+          "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(r) : \"r\"((unsigned)__cvta_generic_to_shared(p)), \"r\"(rank));\n"
+          "  return r;\n}\n"
+          "static __device__ __forceinline__ float tessel_cluster_ld(const float* p, unsigned rank) {\n"
+          "  float v;\n  asm volatile(\"ld.shared::cluster.f32 %0, [%1];\\n\" : \"=f\"(v) : \"r\"(tessel_cluster_addr(p, rank)) : \"memory\");\n  return v;\n}\n"
+          "static __device__ __forceinline__ int tessel_cluster_ld(const int* p, unsigned rank) {\n"
+          "  int v;\n  asm volatile(\"ld.shared::cluster.s32 %0, [%1];\\n\" : \"=r\"(v) : \"r\"(tessel_cluster_addr(p, rank)) : \"memory\");\n  return v;\n}\n"
+          "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
+          "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
+  }
+  os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
+     << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
   os << "  using namespace nvcuda;\n";
   os << "  extern __shared__ __align__(128) unsigned char smem_[];\n";
   os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
@@ -524,21 +548,34 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "    const " << ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << a_stage << ";\n";
   os << "    const " << ft << "* bs_ = Bs_ + (kt % " << cfg.stages << ") * " << b_stage << ";\n";
   const int kslice = cfg.bk / cfg.k_split;
+  if (mma) {
+    // fragments double-buffered in registers: the ldmatrix of step kq+16 is issued before the
+    // mma.sync of step kq (the asm statements keep their order, so the order is the schedule)
+    auto frag_loads = [&](const std::string& buf, const std::string& kk) {
+      const std::string a_addr = pa.k_inner ? "as_ + (wm_ + i * 16 + a_lrow_) * " + S(pa.ld()) + " + " + kk + " + a_lcol_"
+                                            : "as_ + (" + kk + " + a_lrow_) * " + S(pa.ld()) + " + wm_ + i * 16 + a_lcol_";
+      const std::string b_addr = pb.k_inner ? "bs_ + (wn_ + j * 16 + b_lrow_) * " + S(pb.ld()) + " + " + kk + " + b_lcol_"
+                                            : "bs_ + (" + kk + " + b_lrow_) * " + S(pb.ld()) + " + wn_ + j * 16 + b_lcol_";
+      os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i) tessel_ldsm_x4" << (pa.k_inner ? "" : "_trans") << "(af_["
+         << buf << "][i][0], af_[" << buf << "][i][1], af_[" << buf << "][i][2], af_[" << buf << "][i][3], " << a_addr << ");\n";
+      os << "      #pragma unroll\n      for (int j = 0; j < " << fn << "; ++j) tessel_ldsm_x4" << (pb.k_inner ? "" : "_trans") << "(bf_["
+         << buf << "][2 * j][0], bf_[" << buf << "][2 * j][1], bf_[" << buf << "][2 * j + 1][0], bf_[" << buf << "][2 * j + 1][1], " << b_addr
+         << ");\n";
+    };
+    os << "    unsigned af_[2][" << fm << "][4], bf_[2][" << fn8 << "][2];\n";
+    os << "    {\n";
+    frag_loads("0", "0");
+    os << "    }\n";
+    os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += 16) {\n";
+    os << "      const int cur_ = (kq / 16) & 1;\n";
+    os << "      if (kq + 16 < " << kslice << ") {\n        const int kn_ = kq + 16;\n";
+    frag_loads("cur_ ^ 1", "kn_");
+    os << "      }\n";
+    os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn8
+       << "; ++j) tessel_mma16816(acc_[i][j], af_[cur_][i], bf_[cur_][j][0], bf_[cur_][j][1]);\n";
+  } else {
   os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += 16) {\n";
   os << "      const int kk = ks_ * " << kslice << " + kq;\n";
-  if (mma) {
-    const std::string a_addr = pa.k_inner ? "as_ + (wm_ + i * 16 + a_lrow_) * " + S(pa.ld()) + " + kk + a_lcol_"
-                                          : "as_ + (kk + a_lrow_) * " + S(pa.ld()) + " + wm_ + i * 16 + a_lcol_";
-    const std::string b_addr = pb.k_inner ? "bs_ + (wn_ + j * 16 + b_lrow_) * " + S(pb.ld()) + " + kk + b_lcol_"
-                                          : "bs_ + (kk + b_lrow_) * " + S(pb.ld()) + " + wn_ + j * 16 + b_lcol_";
-    os << "      unsigned af_[" << fm << "][4], bf_[" << fn8 << "][2];\n";
-    os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i) tessel_ldsm_x4" << (pa.k_inner ? "" : "_trans")
-       << "(af_[i][0], af_[i][1], af_[i][2], af_[i][3], " << a_addr << ");\n";
-    os << "      #pragma unroll\n      for (int j = 0; j < " << fn << "; ++j) tessel_ldsm_x4" << (pb.k_inner ? "" : "_trans")
-       << "(bf_[2 * j][0], bf_[2 * j][1], bf_[2 * j + 1][0], bf_[2 * j + 1][1], " << b_addr << ");\n";
-    os << "      #pragma unroll\n      for (int i = 0; i < " << fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << fn8
-       << "; ++j) tessel_mma16816(acc_[i][j], af_[i], bf_[j][0], bf_[j][1]);\n";
-  } else {
   os << "      wmma::fragment<wmma::matrix_a, 16, 16, 16, " << ft << ", " << la << "> af_[" << fm << "];\n";
   os << "      wmma::fragment<wmma::matrix_b, 16, 16, 16, " << ft << ", " << lb << "> bf_[" << fn << "];\n";
   const std::string a_ptr = pa.k_inner ? "as_ + (wm_ + i * 16) * " + S(pa.ld()) + " + kk" : "as_ + kk * " + S(pa.ld()) + " + wm_ + i * 16";
@@ -589,7 +626,17 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     const int64_t tiles = output_tiles(c, cfg);
     const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
     const std::string v4 = i8 ? "int4" : "float4";
-    if (cfg.atomic_out) {
+    if (cfg.cluster && cfg.k_split > 1) {  // this block's K slices summed into slice 0
+      os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn << "; e_ += " << e.threads << ") {\n";
+      os << "    const int o_ = (e_ / " << cfg.bn << ") * " << ldc << " + e_ % " << cfg.bn << ";\n";
+      os << "    " << acct << " v_ = 0;\n";
+      os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
+         << " + o_];\n";
+      os << "    ((" << acct << "*)smem_)[o_] = v_;\n  }\n";
+    }
+    if (cfg.cluster) os << "  tessel_cluster_sync();  /* every block's partial tile is in its shared memory */\n";
+    if (cfg.cluster) {
+    } else if (cfg.atomic_out) {
       os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
       os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
       os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
@@ -621,7 +668,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
       l.block = unsigned(e.threads);
       l.dynamic_shared_bytes = uint32_t(smem);
       return l;
-    }
+    } else {
     os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
     os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
     os << "  " << part_type << "* part_ = (" << part_type << "*)(scratch + " << counters << ") + (long long)tile_ * "
@@ -643,6 +690,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "    last_ = atomicAdd(cnt_ + tile_, 1u) == " << cfg.k_blocks - 1 << "u;\n";
     os << "    if (last_) atomicExch(cnt_ + tile_, 0u);  /* ready for the next launch */\n";
     os << "  }\n  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
+    }
   }
   // the stores
   const ir::Function& f = *k.function;
@@ -661,7 +709,11 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     DType dtype;
     std::string value;  // local holding the value (storage type)
   };
-  os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
+  if (cfg.cluster)  // each block of the cluster: a 1/k_blocks slice of the tile
+    os << "  for (int e_ = threadIdx.x * " << cfg.k_blocks << " + blockIdx.y; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads * cfg.k_blocks
+       << ") {\n";
+  else
+    os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << e.threads << ") {\n";
   os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
   os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << M << ") continue;\n";
   for (const auto& d : c.m) os << "    int ov_" << d.var << ";\n";
@@ -671,7 +723,10 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   for (const auto& d : c.n) os << "      int ov_" << d.var << ";\n";
   e.decompose("      ", "n_", c.n, "ov_");
   os << "      " << acct << " v_ = 0;\n";
-  if (cfg.k_blocks > 1)
+  if (cfg.cluster)
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += tessel_cluster_ld((const " << acct
+       << "*)smem_ + row_ * " << ldc << " + col_ + q_, s_);\n";
+  else if (cfg.k_blocks > 1)
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
        << " + row_ * " << cfg.bn << " + col_ + q_);\n";
   else
@@ -711,7 +766,9 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
   for (const auto& st : stores)
     os << "      t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
-  os << "    }\n  }\n}\n";
+  os << "    }\n  }\n";
+  if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
+  os << "}\n";
 
   }
   Launch l;

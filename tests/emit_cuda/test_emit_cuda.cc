@@ -3,6 +3,8 @@
 // the cubins of matmul and convolution (sass_scan.h: no cuobjdump needed).
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
@@ -159,7 +161,12 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   CHECK(g.k_blocks > 1);
   const int64_t blocks = (512 / g.bm) * (16 / g.bn) * g.k_blocks;
   CHECK(blocks >= sms / 2);
-  CHECK(emit_cuda::tc_scratch_bytes(*c, g) > 0);
+  CHECK(g.cluster);  // sm_90: the split blocks reduce through distributed shared memory
+  CHECK(emit_cuda::tc_scratch_bytes(*c, g) == 0);
+  emit_cuda::TcConfig last = g;
+  last.cluster = false;
+  CHECK(emit_cuda::tc_scratch_bytes(*c, last) > 0);
+  CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_75").empty());
   for (const auto& x : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(*c, x, "sm_90").empty(), x.to_string());
   // no SM count: no split across blocks
   for (const auto& x : emit_cuda::tc_candidates(*c, "sm_90")) CHECK(x.k_blocks == 1);
@@ -168,8 +175,8 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   auto p = emit_cuda::emit_cuda(r.c->kernel, o);
   REQUIRE(p.config);
   CHECK(p.config->k_blocks > 1);
-  CHECK(p.scratch_bytes > 0);
   CHECK(contains(joined(p.explain), "split-K across blocks"));
+  CHECK(contains(p.source, "__cluster_dims__"));
   REQUIRE(p.launches.size() == 1);
   CHECK(p.launches[0].grid[1] == unsigned(p.config->k_blocks));
   // a large GEMM has enough tiles: no split
@@ -183,19 +190,42 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
 }
 
 #ifdef TESSEL_HAVE_CUDA
-TEST_CASE("split-K kernels compile through NVRTC for sm_75 and sm_90 and contain HMMA") {
+TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles compile through NVRTC and contain HMMA") {
   for (const char* arch : {"sm_75", "sm_90"}) {
     CAPTURE(arch);
     auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}, std::string(arch) == "sm_75" ? "sm75" : "sm90");
-    emit_cuda::CudaOptions o;
-    o.arch = arch;
-    o.sm_count = int(r.c->hierarchy.cores);
-    auto p = emit_cuda::emit_cuda(r.c->kernel, o);
-    REQUIRE(p.config);
-    REQUIRE(p.config->k_blocks > 1);
-    auto cubin = gpu::compile_to_cubin(p.source, {.arch = arch});
-    CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
+    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    REQUIRE(c);
+    int kinds = 0;
+    std::set<std::string> seen;
+    for (const auto& g : emit_cuda::tc_candidates(*c, arch, int(r.c->hierarchy.cores))) {
+      if (g.k_blocks == 1) continue;
+      const std::string kind = g.cluster ? "cluster" : g.atomic_out ? "atomic" : "last";
+      if (!seen.insert(kind).second) continue;
+      CHECK_MESSAGE(!(std::string(arch) == "sm_75" && g.cluster), "clusters need sm_90");
+      emit_cuda::CudaOptions o;
+      o.arch = arch;
+      o.config = g;
+      auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+      auto cubin = gpu::compile_to_cubin(p.source, {.arch = arch});
+      CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
+      ++kinds;
+    }
+    CHECK(kinds == (std::string(arch) == "sm_90" ? 3 : 2));
   }
+  auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
+  emit_cuda::TcConfig g{128, 256, 32, 64, 64, 1, 4};
+  g.mma = true;
+  auto cb = emit_cuda::identify_contraction(big.c->kernel, nullptr);
+  REQUIRE(cb);
+  CHECK_FALSE(emit_cuda::config_obstacle(*cb, g, "sm_75").empty());
+  emit_cuda::CudaOptions o;
+  o.config = g;
+  auto p = emit_cuda::emit_cuda(big.c->kernel, o);
+  CHECK(p.source.find("mma.sync.aligned.m16n8k16") != std::string::npos);
+  CHECK(p.source.find("ldmatrix") != std::string::npos);
+  auto cubin = gpu::compile_to_cubin(p.source, {.arch = "sm_90"});
+  CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
 }
 
 TEST_CASE("every small-suite workload compiles through NVRTC for sm_75 and sm_90") {

@@ -93,6 +93,7 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
       {"workloads/batch_matmul.tsl", "batch_matmul", {{"B", 3}, {"M", 64}, {"N", 48}, {"K", 32}}, false},
       {"workloads/gemm_fused.tsl", "matmul_i8", {{"M", 64}, {"N", 64}, {"K", 64}}, false},
       {"workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 64}, {"N", 48}, {"K", 80}}, false},
+      {"workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 512}, {"N", 16}, {"K", 512}}, true},  // split-K + epilogue
       {"workloads/bert.tsl", "matmul_bias_gelu", {{"M", 64}, {"N", 48}, {"K", 32}}, false},
       {"workloads/conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}}, true},
       {"workloads/conv_seed.tsl", "conv2d_blocked", {{"NB", 1}, {"H", 4}, {"W", 3}, {"CB", 2}, {"KB", 2}, {"R", 3}, {"S", 3}}, true},
