@@ -331,6 +331,18 @@ void describe_instruction(const Machine& m, const IssuedInstruction& in, const M
       vector_cost(m, repeat, cost);
       return;
     }
+    case Opcode::Vbrcb: {  // reads `repeat` contiguous elements, writes one repeat per element
+      const int eb = dtype_bytes(type_operand(in, 0));
+      const int64_t repeat = in.value[3];
+      check_repeat(m, repeat);
+      fp.limit(2, I128(repeat) * eb);
+      fp.begin(2, false);
+      fp.add(0, uint64_t(repeat * eb));
+      fp.end();
+      fp.vector_operand(1, true, repeat, blocks_per_repeat(m, eb, lanes(m, eb)), in.value[4], in.value[5]);
+      vector_cost(m, repeat, cost);
+      return;
+    }
     case Opcode::Vdup: {
       const int eb = dtype_bytes(type_operand(in, 0));
       const int64_t repeat = in.value[3];
@@ -549,6 +561,18 @@ void execute_reduce(const Machine& m, const IssuedInstruction& in, const MemoryV
   }
 }
 
+void execute_vbrcb(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+  const DType t = type_operand(in, 0);
+  const int eb = dtype_bytes(t);
+  const int64_t n = lanes(m, eb);
+  const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
+  const uint8_t* src = mem.base[static_cast<size_t>(buffer_operand(in, 2))] + in.value[2];
+  std::vector<uint8_t> values(src, src + in.value[3] * eb);  // read before any write (dst may overlap)
+  for (int64_t r = 0; r < in.value[3]; ++r)
+    for (int64_t l = 0; l < n; ++l)
+      if (lane_enabled(m, in, l)) std::memcpy(dst.at(r, l), values.data() + r * eb, eb);
+}
+
 void execute_vdup(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType t = type_operand(in, 0);
   const int64_t n = lanes(m, dtype_bytes(t));
@@ -760,6 +784,7 @@ void execute_instruction(const Machine& m, const IssuedInstruction& in, const Me
     case Opcode::Vcadd:
     case Opcode::Vcmax: execute_reduce(m, in, mem); return;
     case Opcode::Vdup: execute_vdup(m, in, mem); return;
+    case Opcode::Vbrcb: execute_vbrcb(m, in, mem); return;
     default: execute_elementwise(m, in, mem); return;
   }
 }

@@ -92,6 +92,47 @@ pipe_barrier ALL
   CHECK(bits(out(2, 8)) == bits(mx));
 }
 
+TEST_CASE("vbrcb: every lane of repeat r is src[r]; masked lanes untouched; f32 and f16; timing like a vector repeat") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [64] at GM+0 in
+.tensor O f32 [6, 64] at GM+256 out
+dma_in UB[0], GM[0], 1, 256, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vdup f32, UB[1024], 0, 6, 1, 8
+vbrcb f32, UB[1024], UB[0], 3, 1, 8                         # rows 0-2: X[0], X[1], X[2] in every lane
+vconv f16, f32, UB[512], UB[0], 1, 1, 1, 4, 8               # X as f16
+vbrcb f16, UB[1792], UB[512], 1, 1, 8                       # row 3: f16 X[0] in 128 lanes
+set_vector_mask 0, 0xff                                     # lanes 0-7 only
+vbrcb f32, UB[2304], UB[32], 1, 1, 8                        # row 5: X[8] in lanes 0-7, 0 elsewhere
+set_vector_mask -1, -1
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[256], UB[1024], 1, 1536, 0, 0
+pipe_barrier ALL
+)",
+                                               "vbrcb.npu");
+  const NpyArray x = random_f32({64}, 31);
+  const SimResult r = simulate(p, davinci(), {{"X", x}});
+  CHECK(r.record.races.empty());
+  const NpyArray o = r.tensor(p, "O");
+  auto out = [&](int row, int lane) { return f32_at(o, row * 64 + lane); };
+  int bad = 0;
+  for (int l = 0; l < 64; ++l) {
+    for (int row = 0; row < 3; ++row) bad += bits(out(row, l)) != bits(f32_at(x, row));
+    bad += bits(out(5, l)) != bits(l < 8 ? f32_at(x, 8) : 0.0f);
+  }
+  for (int l = 0; l < 128; ++l) {
+    uint16_t h;
+    std::memcpy(&h, o.data.data() + 3 * 256 + l * 2, 2);
+    bad += h != f32_to_f16_bits(f32_at(x, 0));
+  }
+  CHECK(bad == 0);
+  // Assembly round trip.
+  const npu::Program q = npu::assemble_program(npu::print_program(p), "vbrcb2.npu");
+  CHECK(npu::print_program(q) == npu::print_program(p));
+}
+
 TEST_CASE("mmad i8 x i8 -> i32: one 16x32x16 fractal, B given as ZN (n rows of 32 k)") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor A i8 [16, 32] at GM+0 in
