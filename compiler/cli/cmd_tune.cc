@@ -167,6 +167,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     to.progress = !o->no_progress;
     if (o->batch > 0) to.batch = o->batch;
     const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
+    if (r.best_tile.empty())
+      throw UserError("tessel tune: no configuration could be measured (" + std::to_string(r.failed) +
+                      " failed; first: " + r.first_error + ")");
+    if (r.failed) std::cerr << "tune: " << r.failed << " measurement(s) failed (first: " << r.first_error << ")\n";
     std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n",
                              f.name, p.hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(),
                              r.measured, r.resumed);

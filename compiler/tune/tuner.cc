@@ -87,7 +87,10 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
         e.wall_s = m.wall_s;
         append_log(options.log, options.problem, e);
       }
-      if (!m.ok && options.progress) std::cerr << "\ntune: " << m.key << ": " << m.error << "\n";
+      if (!m.ok) {
+        if (r.failed++ == 0) r.first_error = m.key + ": " + m.error;
+        if (options.progress) std::cerr << "\ntune: " << m.key << ": " << m.error << "\n";
+      }
     }
     progress(false);
   }

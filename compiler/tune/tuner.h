@@ -40,6 +40,8 @@ struct TuneResult {
   std::string unit;
   int measured = 0;  // measured by this run
   int resumed = 0;   // taken from the log
+  int failed = 0;    // measurements of this run that failed
+  std::string first_error;
   std::vector<Trial> trials;
 };
 
