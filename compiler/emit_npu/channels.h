@@ -15,4 +15,12 @@ namespace tessel::emit_npu {
 
 NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
+// Last-axis row kernels (softmax, layer-norm over [..., N], rows = the leading indices): tensors
+// full [..., N], per row [...] or per column [N]; statements full element-wise (reading per-row
+// values at the leading indices, per-column ones at the last), per-row element-wise, or per-row
+// Sum / Max reductions over the last index. Rows of one f32 repeat (N <= 64), chunks of rows;
+// reductions by vcadd / vcmax with the lanes past N masked off (lanes summed in ascending order,
+// the interpreter's), per-row values broadcast across the row's lanes by vbrcb. One core.
+NpuKernel emit_rows(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+
 }  // namespace tessel::emit_npu

@@ -547,7 +547,11 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
     try {
       return emit_channels(k, target);
     } catch (const UserError& channels) {
-      throw UserError(std::string(pointwise.what()) + "; " + channels.what());
+      try {
+        return emit_rows(k, target);
+      } catch (const UserError& rows) {
+        throw UserError(std::string(pointwise.what()) + "; " + channels.what() + "; " + rows.what());
+      }
     }
   }
 }

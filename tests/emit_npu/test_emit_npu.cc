@@ -128,6 +128,19 @@ TEST_CASE("batch-norm reduce and update (NHWC, channel-last rows): verify within
   CHECK_THROWS_WITH_AS(compile_case("batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=80"), doctest::Contains("80 channels"), UserError);
 }
 
+TEST_CASE("softmax and layer-norm over the last axis (vcadd / vcmax per row, vbrcb broadcast) verify within the bound") {
+  check_within_bound("bert.tsl", "softmax", "M=6,N=11");
+  check_within_bound("bert.tsl", "softmax", "M=300,N=64");  // several chunks of rows and a tail
+  check_within_bound("bert.tsl", "layer_norm", "M=6,N=11");
+  check_within_bound("bert.tsl", "layer_norm", "M=200,N=48");
+  CHECK_THROWS_WITH_AS(compile_case("bert.tsl", "softmax", "M=6,N=100"), doctest::Contains("rows of 100 elements"), UserError);
+}
+
+TEST_CASE("pruned softmax and layer-norm keep only needed syncs: removing any kept pair lets the race detector fire") {
+  check_mutants_of("bert.tsl", "layer_norm", "M=200,N=48");
+  check_mutants_of("bert.tsl", "softmax", "M=300,N=64");
+}
+
 TEST_CASE("pruned batch-norm programs keep only needed syncs (mutation)") {
   check_mutants_of("batch_norm.tsl", "bn_reduce", "N=4,H=9,W=10,C=64");
   check_mutants_of("batch_norm.tsl", "bn_update", "N=4,H=9,W=10,C=48");
@@ -253,8 +266,8 @@ TEST_CASE("a kernel the emitter cannot map is a UserError naming the kernel and 
 TEST_CASE("every small-suite workload verifies on the simulator, or is a known unmapped one") {
   const std::set<std::string> unmapped = {"conv2d",      "conv2d_stride2",  "transpose",
                                           "one_hot",     "conv2d_nhwc" /* C = 3: channels not multiples of 16 */,
-                                          "conv2d_blocked", "conv_bn_relu",    "softmax",
-                                          "layer_norm",  "depthwise_relu6", "batch_matmul"};
+                                          "conv2d_blocked", "conv_bn_relu",
+                                          "depthwise_relu6", "batch_matmul"};
   const frontend::Suite suite = frontend::load_suite(kRoot + "/workloads/small.yaml");
   int mapped = 0;
   for (const auto& e : suite.entries) {

@@ -1,0 +1,299 @@
+// NPU mapping of last-axis row kernels (softmax, layer-norm): see channels.h.
+#include "compiler/emit_npu/channels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "compiler/emit_npu/pointwise.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand reg(uint8_t r) { return Operand::reg_(r); }
+Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
+Operand type(DType t) { return Operand::type(t); }
+
+enum Reg : uint8_t { kChunk = 1, kGm2, kGm4, kRow4 };
+
+enum class Shape { Full, Row, Column };
+enum class Kind { Full, Row, Reduce };
+
+class Rows : public VectorCode {
+ public:
+  Rows(const kernel::Kernel& k, const isa::Hierarchy& h) : VectorCode(k, h) {}
+
+  NpuKernel emit() {
+    const ir::Function* f = k_.function;
+    if (!f) throw unsupported("no tensor IR attached");
+    classify(*f);
+    const int64_t W = bytes_per_repeat_ / 4;  // one f32 repeat per row
+    if (N_ > W) throw unsupported(fmt::format("rows of {} elements (at most {}: one vector repeat per row)", N_, W));
+
+    // UB: every value (full, per row, expanded) gets a region of rows_ x W x 4 bytes.
+    int regions = static_cast<int>(f->tensors.size());
+    for (const auto& [name, shape] : shapes_) regions += shape != Shape::Full;  // column rows / expansions
+    for (const auto& s : f->statements) regions += 1 + count_nodes(*s.rhs);
+    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
+    const int64_t rows = std::min<int64_t>(ub / (int64_t(regions) * W * 4), max_repeat_);
+    if (rows >= R_) {
+      rows_ = R_;
+    } else {
+      // Chunks of a multiple of g rows: every chunk's GM offset stays aligned (g = 32 always works).
+      const int64_t ga = h_.level(isa::Role::Global).alignment_bytes;
+      int64_t g = 1;
+      auto aligned = [&](int64_t r) {
+        for (const auto& t : k_.tensors) {
+          if (t.temporary) continue;
+          const int64_t per_row = (shape_of(t.name) == Shape::Full ? N_ : shape_of(t.name) == Shape::Row ? 1 : 0) * dtype_bytes(t.dtype);
+          if (r * per_row % ga) return false;
+        }
+        return true;
+      };
+      while (!aligned(g)) ++g;
+      rows_ = rows / g * g;
+      if (rows_ < 1) throw unsupported("too many intermediate values for the vector buffer");
+    }
+    chunk_ = rows_ * W;
+    region_base_ = 0;
+    next_region_ = 0;
+
+    NpuKernel out;
+    npu::Program& p = out.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    p.cores = 1;
+    int64_t gm = 0;
+    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
+    for (const auto& t : k_.tensors) {
+      if (t.temporary) continue;
+      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+      gm = (gm + b.byte_size() + align - 1) / align * align;
+      p.tensors.push_back(b);
+      if (shape_of(t.name) == Shape::Row && (t.kind == ir::TensorKind::Input || t.dtype != DType::F32))
+        throw unsupported("per-row tensor " + t.name + " in GM (only f32 per-row outputs)");
+    }
+    // Per-column [N] inputs: loaded once, expanded down rows_ rows (copy with source repeat stride 0).
+    std::map<std::string, Value> columns;
+    for (const auto& t : p.tensors)
+      if (t.role == npu::TensorRole::In && shape_of(t.name) == Shape::Column) {
+        if (t.dtype != DType::F32) throw unsupported("per-column tensor " + t.name + " is not f32");
+        const int64_t row = fresh_region();
+        op(Opcode::DmaIn, {at(Buffer::UB, row), at(Buffer::GM, t.gm_offset), imm(1), imm(N_ * 4), imm(0), imm(0)});
+        Value v{false, 0, fresh_region(), DType::F32};
+        op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, v.region), at(Buffer::UB, row), Operand::float_(0), imm(rows_), imm(1),
+                           imm(1), imm(8), imm(0)});
+        columns[t.name] = v;
+      }
+    const int64_t chunk_base = next_region_;
+
+    const int64_t full = R_ / rows_, tail = R_ % rows_;
+    auto chunk = [&](int64_t n, bool registers, int64_t first_row) {
+      next_region_ = chunk_base;
+      std::map<std::string, Value> fulls = columns, row_values, expanded;
+      auto gm_at = [&](const npu::TensorBinding& t) {
+        const int eb = dtype_bytes(t.dtype);
+        const bool row = shape_of(t.name) == Shape::Row;
+        const uint8_t base = row ? uint8_t(kRow4) : eb == 2 ? uint8_t(kGm2) : uint8_t(kGm4);
+        return at(Buffer::GM, t.gm_offset + first_row * (row ? 1 : N_) * eb, registers ? base : npu::kNoRegister);
+      };
+      for (const auto& t : p.tensors)
+        if (t.role == npu::TensorRole::In && shape_of(t.name) == Shape::Full) {
+          const int eb = dtype_bytes(t.dtype);
+          Value v{false, 0, fresh_region(), t.dtype};
+          op(Opcode::DmaIn, {at(Buffer::UB, v.region), gm_at(t), imm(n), imm(N_ * eb), imm(0), imm((W - N_) * eb)});
+          fulls[t.name] = v;
+        }
+      for (size_t i = 0; i < f->statements.size(); ++i) {
+        const ir::Statement& s = f->statements[i];
+        const ir::Tensor* t = f->find_tensor(s.output);
+        if (kinds_[i] == Kind::Row) {
+          tensors_ = row_values;
+          Value v = compile(*s.rhs, n);
+          if (v.scalar) v = vector_of(v, n);
+          if (v.type != t->dtype) throw unsupported("statement " + s.name + " result type differs from " + s.output);
+          row_values[s.output] = v;
+          continue;
+        }
+        // Full and reduce statements see full values, expanded per-row values (vbrcb), columns.
+        tensors_ = fulls;
+        std::function<void(const ir::Expr&)> expand = [&](const ir::Expr& e) {
+          if (e.kind == ir::ExprKind::Access && shape_of(e.name) == Shape::Row) {
+            if (!expanded.count(e.name)) {
+              const Value& rv = row_values.at(e.name);
+              if (rv.type != DType::F32) throw unsupported("per-row value " + e.name + " is not f32");
+              Value x{false, 0, fresh_region(), DType::F32};
+              op(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, x.region), at(Buffer::UB, rv.region), imm(n), imm(1), imm(8)});
+              expanded[e.name] = x;
+            }
+            tensors_[e.name] = expanded.at(e.name);
+          }
+          for (const auto& a : e.args) expand(*a);
+        };
+        expand(*s.rhs);
+        Value v = compile(*s.rhs, n * W);
+        if (v.scalar) v = vector_of(v, n * W);
+        if (kinds_[i] == Kind::Full) {
+          if (v.type != t->dtype) throw unsupported("statement " + s.name + " result type differs from " + s.output);
+          fulls[s.output] = v;
+          continue;
+        }
+        if (v.type != DType::F32) throw unsupported("reduction " + s.name + " does not accumulate in f32");
+        // One repeat per row, lanes past N masked off; lanes in ascending order (the interpreter's).
+        Value acc{false, 0, fresh_region(), DType::F32};
+        const uint64_t lo = N_ >= 64 ? ~uint64_t(0) : (uint64_t(1) << N_) - 1;
+        op(Opcode::SetVectorMask, {imm(0), imm(static_cast<int64_t>(lo))});
+        op(s.reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax,
+           {type(DType::F32), at(Buffer::UB, acc.region), at(Buffer::UB, v.region), imm(n), imm(1), imm(8)});
+        op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+        row_values[s.output] = acc;
+      }
+      for (const auto& t : p.tensors) {
+        if (t.role != npu::TensorRole::Out) continue;
+        const int eb = dtype_bytes(t.dtype);
+        if (shape_of(t.name) == Shape::Row)
+          op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, row_values.at(t.name).region), imm(1), imm(n * eb), imm(0), imm(0)});
+        else
+          op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, fulls.at(t.name).region), imm(n), imm(N_ * eb), imm((W - N_) * eb), imm(0)});
+      }
+    };
+    if (full > 1) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(full), imm(1)});
+      op(Opcode::Mul, {reg(kGm2), reg(kChunk), imm(rows_ * N_ * 2)});
+      op(Opcode::Mul, {reg(kGm4), reg(kChunk), imm(rows_ * N_ * 4)});
+      op(Opcode::Mul, {reg(kRow4), reg(kChunk), imm(rows_ * 4)});
+      chunk(rows_, true, 0);
+      op(Opcode::EndLoop, {});
+    } else if (full == 1) {
+      chunk(rows_, false, 0);
+    }
+    if (tail > 0) chunk(tail, false, full * rows_);
+    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out.notes.push_back(fmt::format("last-axis rows: {} rows x {} elements, UB chunks of {} rows (one f32 repeat per row), "
+                                    "row reductions by vcadd / vcmax (lanes past N masked), per-row values broadcast by vbrcb",
+                                    R_, N_, rows_));
+    npu::validate_program(p);
+    return out;
+  }
+
+ private:
+  UserError unsupported(const std::string& why) const {
+    return UserError("kernel " + k_.name + ": not a last-axis row kernel: " + why);
+  }
+
+  std::vector<int64_t> sizes_of(const ir::Tensor& t) const {
+    for (const auto& g : k_.tensors)
+      if (g.name == t.name) return g.shape;
+    std::vector<int64_t> s;
+    for (const auto& d : t.shape) s.push_back(d.evaluate({}, k_.sizes));
+    return s;
+  }
+
+  Shape shape_of(const std::string& name) const { return shapes_.at(name); }
+
+  static bool reads_tensor(const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::Access) return true;
+    for (const auto& a : e.args)
+      if (reads_tensor(*a)) return true;
+    return false;
+  }
+
+  void classify(const ir::Function& f) {
+    std::vector<int64_t> full_shape;
+    std::vector<ir::AffineExpr> full_exprs;
+    for (const auto& t : f.tensors)
+      if (t.shape.size() > full_shape.size()) full_shape = sizes_of(t), full_exprs = t.shape;
+    if (full_shape.size() < 2) throw unsupported("no tensor of rank >= 2");
+    N_ = full_shape.back();
+    const std::vector<int64_t> lead(full_shape.begin(), full_shape.end() - 1);
+    R_ = 1;
+    for (int64_t d : lead) R_ *= d;
+    for (const auto& t : f.tensors) {
+      const std::vector<ir::AffineExpr> lead_exprs(full_exprs.begin(), full_exprs.end() - 1);
+      if (t.shape == full_exprs) shapes_[t.name] = Shape::Full;
+      else if (t.shape == lead_exprs) shapes_[t.name] = Shape::Row;
+      else if (t.shape.size() == 1 && t.shape[0] == full_exprs.back()) shapes_[t.name] = Shape::Column;
+      else throw unsupported("tensor " + t.name + " is neither full, per row nor per column");
+      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw unsupported(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+    }
+    bool any_row = false;
+    for (const auto& s : f.statements) {
+      const Shape out = shape_of(s.output);
+      Kind kind;
+      if (s.reduction != ir::Reduction::None) {
+        if (out != Shape::Row || !s.init || s.reduction == ir::Reduction::Min)
+          throw unsupported("reduction " + s.name + " is not a per-row sum / max from its identity");
+        kind = Kind::Reduce;
+      } else if (out == Shape::Full) {
+        kind = Kind::Full;
+      } else if (out == Shape::Row) {
+        kind = Kind::Row;
+      } else {
+        throw unsupported("statement " + s.name + " writes a per-column tensor");
+      }
+      any_row |= kind != Kind::Full;
+      // Full accesses: all at one index list whose last entry is the row axis index.
+      std::vector<ir::AffineExpr> full_idx = kind == Kind::Reduce ? std::vector<ir::AffineExpr>{} : s.out_indices;
+      std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
+        if (e.kind == ir::ExprKind::IndexValue) throw unsupported("statement " + s.name + " uses an index as a value");
+        if (e.kind == ir::ExprKind::Access) {
+          const Shape sh = shape_of(e.name);
+          if (kind == Kind::Row) {
+            if (sh != Shape::Row || e.indices != s.out_indices) throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
+          } else if (sh == Shape::Full) {
+            if (full_idx.empty()) full_idx = e.indices;
+            if (e.indices != full_idx) throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
+          } else if (sh == Shape::Row) {
+            row_reads_.push_back({&s, &e});
+          } else {
+            col_reads_.push_back({&s, &e});
+          }
+        }
+        if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32 && reads_tensor(e))
+          throw unsupported(fmt::format("{} arithmetic", dtype_name(e.type)));
+        for (const auto& a : e.args) check(*a);
+      };
+      check(*s.rhs);
+      if (kind != Kind::Row) {
+        if (full_idx.size() != full_shape.size()) throw unsupported("statement " + s.name + " reads no full tensor");
+        const std::vector<ir::AffineExpr> lead_idx(full_idx.begin(), full_idx.end() - 1);
+        if (kind == Kind::Reduce) {
+          if (s.out_indices != lead_idx) throw unsupported("reduction " + s.name + " is not over the last axis");
+          const ir::IndexVar* last = nullptr;
+          for (const auto& d : s.domain)
+            if (d.is_reduction && full_idx.back() == ir::AffineExpr::index(d.name)) last = &d;
+          if (!last) throw unsupported("reduction " + s.name + " is not over the last axis");
+          for (const auto& d : s.domain)
+            if (d.is_reduction && &d != last) throw unsupported("reduction " + s.name + " has several reduction indices");
+        }
+        for (const auto& [st, e] : row_reads_)
+          if (st == &s && e->indices != lead_idx) throw unsupported("statement " + s.name + " reads " + e->name + " at other indices");
+        for (const auto& [st, e] : col_reads_)
+          if (st == &s && !(e->indices.size() == 1 && e->indices[0] == full_idx.back()))
+            throw unsupported("statement " + s.name + " reads " + e->name + " at other indices");
+      }
+      kinds_.push_back(kind);
+    }
+    if (!any_row) throw unsupported("no per-row statement");
+  }
+
+  int64_t N_ = 0, R_ = 0, rows_ = 0;
+  std::map<std::string, Shape> shapes_;
+  std::vector<Kind> kinds_;
+  std::vector<std::pair<const ir::Statement*, const ir::Expr*>> row_reads_, col_reads_;
+};
+
+}  // namespace
+
+NpuKernel emit_rows(const kernel::Kernel& kernel, const isa::Hierarchy& target) { return Rows(kernel, target).emit(); }
+
+}  // namespace tessel::emit_npu
