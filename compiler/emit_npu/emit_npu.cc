@@ -3,6 +3,7 @@
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/transpose.h"
 
 #include <fmt/format.h>
 
@@ -541,6 +542,9 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (is_nhwc_convolution(k)) return emit_conv(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m, target);
+  if (k.function && k.function->statements.size() == 1 && k.function->statements[0].rhs->kind == ir::ExprKind::Access &&
+      k.function->statements[0].out_indices != k.function->statements[0].rhs->indices)
+    return emit_transpose(k, target);
   try {
     return emit_pointwise(k, target);
   } catch (const UserError& pointwise) {

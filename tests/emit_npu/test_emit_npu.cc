@@ -141,6 +141,12 @@ TEST_CASE("pruned softmax and layer-norm keep only needed syncs: removing any ke
   check_mutants_of("bert.tsl", "softmax", "M=300,N=64");
 }
 
+TEST_CASE("NHWC -> NCHW transpose (masked vbrcb per pixel row) is bit-exact, race-free; mutation") {
+  check_verifies("transpose.tsl", "transpose", "N=2,H=3,W=4,C=5");
+  check_verifies("transpose.tsl", "transpose", "N=2,H=10,W=15,C=20");  // pixels past one 128-lane window
+  check_mutants_of("transpose.tsl", "transpose", "N=2,H=10,W=15,C=20");
+}
+
 TEST_CASE("pruned batch-norm programs keep only needed syncs (mutation)") {
   check_mutants_of("batch_norm.tsl", "bn_reduce", "N=4,H=9,W=10,C=64");
   check_mutants_of("batch_norm.tsl", "bn_update", "N=4,H=9,W=10,C=48");
@@ -257,14 +263,14 @@ TEST_CASE("pruned element-wise program keeps only needed syncs (mutation)") {
 
 TEST_CASE("a kernel the emitter cannot map is a UserError naming the kernel and the reason, never a wrong program") {
   CHECK_THROWS_WITH_AS(compile_case("one_hot.tsl", "one_hot", "N=9,D=6"), doctest::Contains("kernel one_hot"), UserError);
-  CHECK_THROWS_WITH_AS(compile_case("transpose.tsl", "transpose", "N=2,H=3,W=4,C=5"), doctest::Contains("not element-wise"), UserError);
+  CHECK_THROWS_WITH_AS(compile_case("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3"), doctest::Contains("kernel conv2d"), UserError);
 }
 
 // The small suite (workloads/small.yaml): every workload the backend maps verifies and is race-free
 // with naive and pruned syncs; the others must fail with a UserError, and this list says which
 // (shrink it as mappings land: conv via img2col, row/column reductions, transposes, integer cube).
 TEST_CASE("every small-suite workload verifies on the simulator, or is a known unmapped one") {
-  const std::set<std::string> unmapped = {"conv2d",      "conv2d_stride2",  "transpose",
+  const std::set<std::string> unmapped = {"conv2d",      "conv2d_stride2",
                                           "one_hot",     "conv2d_nhwc" /* C = 3: channels not multiples of 16 */,
                                           "conv2d_blocked", "conv_bn_relu",
                                           "depthwise_relu6", "batch_matmul"};

@@ -1,0 +1,94 @@
+// NPU mapping of NHWC -> NCHW style transposes (see transpose.h).
+#include "compiler/emit_npu/transpose.h"
+
+#include <fmt/format.h>
+
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand imm(int64_t v) { return Operand::imm_(v); }
+Operand at(Buffer b, int64_t offset) { return Operand::addr(b, offset); }
+Operand type(DType t) { return Operand::type(t); }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  auto unsupported = [&](const std::string& why) { return UserError("kernel " + k.name + ": not a last-axis transpose: " + why); };
+  const ir::Function* f = k.function;
+  if (!f || f->statements.size() != 1) throw unsupported("not one statement");
+  const ir::Statement& s = f->statements[0];
+  const ir::Expr& e = *s.rhs;
+  if (s.reduction != ir::Reduction::None || e.kind != ir::ExprKind::Access) throw unsupported("not a copy");
+  const kernel::GlobalTensor* X = k.find_tensor(e.name);
+  const kernel::GlobalTensor* Y = k.find_tensor(s.output);
+  if (!X || !Y || X->kind != ir::TensorKind::Input || Y->kind != ir::TensorKind::Output || X->dtype != Y->dtype)
+    throw unsupported("not a copy between an input and an output of one type");
+  const size_t rank = s.out_indices.size();
+  // X(n, h, w, c) -> Y(n, c, h, w): the first index stays, the last input index moves to position 1.
+  if (rank < 3 || e.indices.size() != rank || e.indices[0] != s.out_indices[0] || e.indices.back() != s.out_indices[1])
+    throw unsupported("not [B, P..., C] -> [B, C, P...]");
+  for (size_t i = 1; i + 1 < rank; ++i)
+    if (e.indices[i] != s.out_indices[i + 1]) throw unsupported("not [B, P..., C] -> [B, C, P...]");
+  const int eb = dtype_bytes(X->dtype);
+  const int64_t B = X->shape[0], C = X->shape.back();
+  int64_t P = 1;
+  for (size_t i = 1; i + 1 < rank; ++i) P *= X->shape[i];
+  int64_t bytes_per_repeat = 256, max_repeat = 255;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) bytes_per_repeat = u->bytes_per_repeat, max_repeat = u->max_repeat;
+  const int64_t lanes = bytes_per_repeat / eb, block = 32 / eb;
+  if (C > max_repeat) throw unsupported(fmt::format("{} channels (one vbrcb repeat each, at most {})", C, max_repeat));
+  // UB: X as B*P rows of Cp elements (each row aligned), Y as B*C rows of Pp elements.
+  const int64_t Cp = round_up(C, block), Pp = round_up(P, lanes);
+  const int64_t x_bytes = round_up(B * P * Cp * eb, 256), y_bytes = B * C * Pp * eb;
+  const int64_t ub = h.level(isa::Role::Vector).capacity_bytes;
+  if (x_bytes + y_bytes > ub) throw unsupported("the tensor does not fit the vector buffer in one piece");
+  if (B * P > 8192) throw unsupported("more than 8192 pixel rows (one instruction pair per row)");
+
+  NpuKernel out;
+  npu::Program& p = out.program;
+  p.source_name = k.name + ".npu";
+  p.cores = 1;
+  const int64_t align = h.level(isa::Role::Global).alignment_bytes;
+  npu::TensorBinding bx{X->name, X->dtype, X->shape, 0, npu::TensorRole::In, {}};
+  npu::TensorBinding by{Y->name, Y->dtype, Y->shape, round_up(bx.byte_size(), align), npu::TensorRole::Out, {}};
+  p.tensors = {bx, by};
+  const int64_t x_ub = 0, y_ub = x_bytes;
+  p.add(Opcode::DmaIn, {at(Buffer::UB, x_ub), at(Buffer::GM, bx.gm_offset), imm(B * P), imm(C * eb), imm(0), imm((Cp - C) * eb)});
+  // The sync pass has no footprint for vbrcb: exact in-place copies (x * 1) of both regions make
+  // its reads and writes visible to it through ordinary vector instructions on the same pipe.
+  auto touch = [&](int64_t region, int64_t bytes) {
+    for (int64_t done = 0; done < bytes;) {
+      const int64_t r = std::min((bytes - done + bytes_per_repeat - 1) / bytes_per_repeat, max_repeat);
+      p.add(Opcode::Vmuls, {type(X->dtype), at(Buffer::UB, region + done), at(Buffer::UB, region + done), Operand::float_(1), imm(r),
+                            imm(1), imm(1), imm(8), imm(8)});
+      done += r * bytes_per_repeat;
+    }
+  };
+  touch(x_ub, x_bytes);
+  // Pixel row q = (b, p): vbrcb broadcasts its C values, repeat c to Y row (b, c); the lane mask
+  // keeps lane p only (p within its window of `lanes`), so each vbrcb writes one column of Y.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t px = 0; px < P; ++px) {
+      const int64_t lane = px % lanes;
+      const uint64_t bit = uint64_t(1) << (lane % 64);
+      p.add(Opcode::SetVectorMask, {imm(lane >= 64 ? int64_t(bit) : 0), imm(lane < 64 ? int64_t(bit) : 0)});
+      p.add(Opcode::Vbrcb, {type(X->dtype), at(Buffer::UB, y_ub + (b * C * Pp + px / lanes * lanes) * eb),
+                            at(Buffer::UB, x_ub + (b * P + px) * Cp * eb), imm(C), imm(1), imm(Pp * eb / 32)});
+    }
+  p.add(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  touch(y_ub, y_bytes);
+  p.add(Opcode::DmaOut, {at(Buffer::GM, by.gm_offset), at(Buffer::UB, y_ub), imm(B * C), imm(P * eb), imm((Pp - P) * eb), imm(0)});
+  p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+  out.notes.push_back(fmt::format("transpose [{}, {}, {}] -> [{}, {}, {}] in UB: one masked vbrcb per pixel row, one core", B, P, C, B, C, P));
+  npu::validate_program(p);
+  return out;
+}
+
+}  // namespace tessel::emit_npu

@@ -1,0 +1,13 @@
+// NPU mapping of last-axis transposes Y(b, c, p...) = X(b, p..., c) (NHWC -> NCHW): the whole
+// tensor in UB (X rows padded to 32 bytes), per pixel row one vbrcb that broadcasts its C values
+// to the C rows of Y with the lane mask set to that pixel's lane, so each writes one column of Y.
+// Bit-exact; one core; tensors that do not fit UB in one piece are a UserError.
+#pragma once
+
+#include "compiler/emit_npu/emit_npu.h"
+
+namespace tessel::emit_npu {
+
+NpuKernel emit_transpose(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+
+}  // namespace tessel::emit_npu
