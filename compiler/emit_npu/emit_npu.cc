@@ -545,6 +545,9 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (k.function && k.function->statements.size() == 1 && k.function->statements[0].rhs->kind == ir::ExprKind::Access &&
       k.function->statements[0].out_indices != k.function->statements[0].rhs->indices)
     return emit_transpose(k, target);
+  if (k.function && k.function->statements.size() == 1 && k.function->statements[0].rhs->kind == ir::ExprKind::Apply &&
+      k.function->statements[0].rhs->op == ir::Op::Select)
+    return emit_one_hot(k, target);
   try {
     return emit_pointwise(k, target);
   } catch (const UserError& pointwise) {

@@ -10,4 +10,7 @@ namespace tessel::emit_npu {
 
 NpuKernel emit_transpose(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
+// One-hot Y(n, d) = select(d == idx(n), a, b) for i32 idx[N] -> f32 Y[N, D], D <= 64 (transpose.cc).
+NpuKernel emit_one_hot(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+
 }  // namespace tessel::emit_npu
