@@ -172,6 +172,24 @@ class Builder {
     }
   }
 
+  // Batched tails: per-batch offsets of the unpadded tensors are not aligned, so the whole batch
+  // goes through UB in one aligned DMA on the unpadded side and one aligned DMA per batch on the
+  // padded side. In: [batch*rows, cols] -> [batch, rows_p, cols_p] (rows past `rows` left as the
+  // scratch tensor's zeros); out: the reverse, clipped. Both fit UB (checked by the caller).
+  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride) {
+    if (dst_stride > row_bytes) zero_ub(0, round_up(batch * rows * dst_stride, m_.vector_bytes_per_repeat));
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src), imm(batch * rows), imm(row_bytes), imm(0), imm(dst_stride - row_bytes)});
+    for (int64_t b = 0; b < batch; ++b)
+      op(Opcode::DmaOut, {at(Buffer::GM, dst + b * rows_p * dst_stride), at(Buffer::UB, b * rows * dst_stride), imm(1),
+                          imm(rows * dst_stride), imm(0), imm(0)});
+  }
+  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride) {
+    for (int64_t b = 0; b < batch; ++b)
+      op(Opcode::DmaIn, {at(Buffer::UB, b * rows * src_stride), at(Buffer::GM, src + b * rows_p * src_stride), imm(1),
+                         imm(rows * src_stride), imm(0), imm(0)});
+    op(Opcode::DmaOut, {at(Buffer::GM, dst), at(Buffer::UB, 0), imm(batch * rows), imm(row_bytes), imm(src_stride - row_bytes), imm(0)});
+  }
+
   void zero_ub(int64_t offset, int64_t bytes) {
     const int64_t repeats = bytes / m_.vector_bytes_per_repeat;
     for (int64_t done = 0; done < repeats;) {
@@ -508,9 +526,9 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     build.gemm(g);
   } else {
     // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
-    if (g.batch > 1)  // per-batch offsets of unpadded tensors are not aligned for the copies
-      throw unsupported("batched matmul with sizes that are not multiples of the cube fractal");
     const int64_t nb = g.batch;
+    if (nb > 1 && std::max({nb * M * g.K * 2, nb * K * g.N * 2, nb * M * g.N * eo}) > m.cap_ub)
+      throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
     g.a_off = place(A->name + "_padded", DType::F16, {nb, g.M, g.K}, npu::TensorRole::Scratch);
     g.b_off = place(B->name + "_padded", DType::F16, {nb, g.K, g.N}, npu::TensorRole::Scratch);
     g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
@@ -519,12 +537,17 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
       build.widen_i8(a_user, g.a_off, M, K, g.K);
       build.widen_i8(b_user, g.b_off, K, N, g.N);
     }
-    for (int64_t b = 0; b < nb && !i8; ++b) {
+    if (nb > 1) {
+      build.batched_pad_in(a_user, g.a_off, nb, M, g.M, K * 2, g.K * 2);
+      build.batched_pad_in(b_user, g.b_off, nb, K, g.K, N * 2, g.N * 2);
+    }
+    for (int64_t b = 0; b < nb && !i8 && nb == 1; ++b) {
       build.padded_copy(a_user + b * M * K * 2, g.a_off + b * g.M * g.K * 2, M, K * 2, K * 2, g.K * 2);
       build.padded_copy(b_user + b * K * N * 2, g.b_off + b * g.K * g.N * 2, K, N * 2, N * 2, g.N * 2);
     }
     build.gemm(g);
-    for (int64_t b = 0; b < nb; ++b)
+    if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo);
+    for (int64_t b = 0; b < nb && nb == 1; ++b)
       build.padded_copy(g.c_off + b * g.M * g.N * eo, c_user + b * M * N * eo, M, N * eo, g.N * eo, N * eo);
     out.notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
   }

@@ -171,6 +171,8 @@ TEST_CASE("GEMM over several cores, double-buffered K chunks (odd and even chunk
 TEST_CASE("batched GEMM: the batch is one more dimension of the output tiles spread over the cores") {
   check_verifies("batch_matmul.tsl", "batch_matmul", "B=4,M=64,N=32,K=48");
   check_verifies("batch_matmul.tsl", "batch_matmul", "B=3,M=32,N=32,K=64", "b=1/1,m=16/16,n=16/16,k=32/16");
+  check_verifies("batch_matmul.tsl", "batch_matmul", "B=3,M=4,N=5,K=6");  // tails: the batch padded through UB
+  check_verifies("batch_matmul.tsl", "batch_matmul", "B=5,M=20,N=33,K=17");
 }
 
 TEST_CASE("NHWC convolution through img2col (load3d) verifies, padding and partial pixel blocks included") {
@@ -279,7 +281,7 @@ TEST_CASE("every small-suite workload verifies on the simulator, or is a known u
   const std::set<std::string> unmapped = {"conv2d",      "conv2d_stride2",
                                           "conv2d_nhwc" /* C = 3: channels not multiples of 16 */,
                                           "conv2d_blocked", "conv_bn_relu",
-                                          "depthwise_relu6", "batch_matmul"};
+                                          "depthwise_relu6"};
   const frontend::Suite suite = frontend::load_suite(kRoot + "/workloads/small.yaml");
   int mapped = 0;
   for (const auto& e : suite.entries) {
