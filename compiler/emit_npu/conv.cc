@@ -94,7 +94,7 @@ std::optional<Conv> match(const kernel::Kernel& k) {
 bool is_nhwc_convolution(const kernel::Kernel& k) { return match(k).has_value(); }
 
 NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  const Conv cv = *match(k);
+  const Conv orig = *match(k);
   auto unsupported = [&](const std::string& why) {
     return UserError("kernel " + k.name + ": the NPU backend does not map this convolution yet: " + why);
   };
@@ -102,7 +102,10 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
     for (const isa::MatrixShape& s : u->shapes)
       if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k;
-  if (cv.C % k0 || cv.K % k0) throw unsupported(fmt::format("channels {} -> {} must be multiples of {}", cv.C, cv.K, k0));
+  // Channel counts that are not multiples of 16: zero-padded scratch copies (through UB, one core).
+  Conv cv = orig;
+  cv.C = (orig.C + k0 - 1) / k0 * k0, cv.K = (orig.K + k0 - 1) / k0 * k0;
+  const bool padded = cv.C != orig.C || cv.K != orig.K;
   const int64_t P = cv.OH * cv.OW, Pp = (P + m0 - 1) / m0 * m0, RS = cv.R * cv.S, kdim = RS * k0, C1 = cv.C / k0;
   const int64_t pb = cv.OH + cv.R - 1 - cv.H - cv.pt, pr = cv.OW + cv.S - 1 - cv.W - cv.pl;
   const int64_t cap_l1 = h.level(isa::Role::Stage).capacity_bytes, cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
@@ -123,7 +126,7 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   NpuKernel out;
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
-  out.macs = uint64_t(cv.N) * P * cv.K * cv.C * RS;
+  out.macs = uint64_t(cv.N) * P * orig.K * orig.C * RS;
   int64_t gm = 0;
   for (const auto& t : k.tensors) {
     npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
@@ -131,11 +134,46 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     p.tensors.push_back(b);
   }
   auto offset = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
-  const int64_t x_off = offset(cv.x), w_off = offset(cv.w), y_off = offset(cv.y);
+  int64_t x_off = offset(cv.x), w_off = offset(cv.w), y_off = offset(cv.y);
   auto op = [&](Opcode o, std::vector<Operand> v) { p.add(o, std::move(v)); };
+  const int64_t user_x = x_off, user_w = w_off, user_y = y_off;
+  auto zero_ub = [&](int64_t bytes) {
+    const int64_t reps = (bytes + 255) / 256;
+    for (int64_t done = 0; done < reps; done += 255)
+      op(Opcode::Vdup, {f16(), at(Buffer::UB, done * 256), Operand::float_(0), imm(std::min<int64_t>(255, reps - done)), imm(1), imm(8)});
+  };
+  if (padded) {
+    auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape) {
+      npu::TensorBinding b{name, t, std::move(shape), gm, npu::TensorRole::Scratch, {}};
+      gm = (gm + b.byte_size() + 31) / 32 * 32;
+      p.tensors.push_back(b);
+      return b.gm_offset;
+    };
+    x_off = place(cv.x + "_padded", DType::F16, {cv.N, cv.H, cv.W, cv.C});
+    w_off = place(cv.w + "_padded", DType::F16, {cv.R, cv.S, cv.C, cv.K});
+    y_off = place(cv.y + "_padded", DType::F32, {cv.N, cv.OH, cv.OW, cv.K});
+    // X: rows of C -> rows of Cp, chunks of a multiple of 16 rows (aligned sources).
+    const int64_t rows = cv.N * cv.H * cv.W;
+    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.C * 2));
+    if (cr < rows) cr = cr / 16 * 16;
+    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+      const int64_t n = std::min(cr, rows - r0);
+      if (cv.C > orig.C) zero_ub(n * cv.C * 2);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_x + r0 * orig.C * 2), imm(n), imm(orig.C * 2), imm(0),
+                         imm((cv.C - orig.C) * 2)});
+      op(Opcode::DmaOut, {at(Buffer::GM, x_off + r0 * cv.C * 2), at(Buffer::UB, 0), imm(1), imm(n * cv.C * 2), imm(0), imm(0)});
+    }
+    // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
+    if (RS * orig.C * cv.K * 2 > cap_ub / 2) throw unsupported("the weights do not fit the vector buffer for channel padding");
+    if (cv.K > orig.K) zero_ub(RS * orig.C * cv.K * 2);
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS * orig.C), imm(orig.K * 2), imm(0), imm((cv.K - orig.K) * 2)});
+    for (int64_t q = 0; q < RS; ++q)
+      op(Opcode::DmaOut, {at(Buffer::GM, w_off + q * cv.C * cv.K * 2), at(Buffer::UB, q * orig.C * cv.K * 2), imm(1),
+                          imm(orig.C * cv.K * 2), imm(0), imm(0)});
+  }
 
   const int64_t k_tiles = cv.K / tn, jobs = cv.N * k_tiles;
-  p.cores = static_cast<int>(std::min<int64_t>(h.cores, jobs));
+  p.cores = padded ? 1 : static_cast<int>(std::min<int64_t>(h.cores, jobs));
   // Two jobs per iteration (feature map and accumulator ping-pong) where each core has an even
   // number of jobs and both halves fit L1 and L0C: the next job's loads overlap this job's drain.
   const bool paired = jobs % (2 * p.cores) == 0 && 2 * fm_bytes + 2 * b_half <= cap_l1 && 2 * Pp * tn * 4 <= cap_l0c;
@@ -213,6 +251,18 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   }
   }  // halves
   if (job_loop) op(Opcode::EndLoop, {});
+  if (padded) {  // Y: rows of Kp -> rows of K, chunks of a multiple of 8 rows (aligned destinations)
+    const int64_t rows = cv.N * P;
+    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.K * 4));
+    if (cr < rows) cr = cr / 8 * 8;
+    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+      const int64_t n = std::min(cr, rows - r0);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, y_off + r0 * cv.K * 4), imm(1), imm(n * cv.K * 4), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y + r0 * orig.K * 4), at(Buffer::UB, 0), imm(n), imm(orig.K * 4), imm((cv.K - orig.K) * 4),
+                          imm(0)});
+    }
+    out.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig.C, orig.K, cv.C, cv.K));
+  }
   p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
   out.notes.push_back(fmt::format("img2col convolution: {} jobs (image x {} output channels) over {} core(s){}, "
                                   "pixel blocks of {} (of {}), {} channel slices of {} kernel positions",
