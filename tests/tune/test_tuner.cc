@@ -40,10 +40,16 @@ struct Fixture {
   }
 };
 
+// one space for the tests below (building it runs promotion on every candidate)
+Fixture& shared_fixture() {
+  static Fixture fx;
+  return fx;
+}
+
 }  // namespace
 
 TEST_CASE("tuner: a resumed run does not measure logged configurations again") {
-  Fixture fx;
+  Fixture& fx = shared_fixture();
   REQUIRE(fx.space.configs.size() > 30);
   for (const std::string strategy : {"random", "genetic", "model", "exhaustive"}) {
     CAPTURE(strategy);
@@ -75,7 +81,7 @@ TEST_CASE("tuner: a resumed run does not measure logged configurations again") {
 }
 
 TEST_CASE("tuner: with a fixed seed every strategy is reproducible") {
-  Fixture fx;
+  Fixture& fx = shared_fixture();
   for (const std::string strategy : {"exhaustive", "random", "genetic", "model"}) {
     CAPTURE(strategy);
     FakeMeasurer a, b, c;
@@ -91,7 +97,7 @@ TEST_CASE("tuner: with a fixed seed every strategy is reproducible") {
 }
 
 TEST_CASE("tuner: exhaustive finds the optimum; the best so far never gets worse") {
-  Fixture fx;
+  Fixture& fx = shared_fixture();
   FakeMeasurer m;
   const TuneResult r = run_tuning(fx.space, fx.fit, m, fx.options("exhaustive", 100000));
   CHECK(r.measured == int(fx.space.configs.size()));
@@ -104,7 +110,7 @@ TEST_CASE("tuner: exhaustive finds the optimum; the best so far never gets worse
 TEST_CASE("tuner: strategies and options by name; user errors") {
   for (const auto& n : strategy_names()) CHECK(make_strategy(n)->name() == n);
   CHECK_THROWS_WITH_AS(make_strategy("annealing"), doctest::Contains("unknown strategy 'annealing'"), UserError);
-  Fixture fx;
+  Fixture& fx = shared_fixture();
   FakeMeasurer m;
   CHECK_THROWS_WITH_AS(run_tuning(fx.space, fx.fit, m, fx.options("random", 0)), doctest::Contains("--trials"), UserError);
 }
