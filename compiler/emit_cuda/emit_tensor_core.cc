@@ -178,20 +178,27 @@ struct TcEmitter {
     os << pad << "  " << st << "* dst_ = " << smem_name << " + stage_ * " << p.stage_elems() << ";\n";
     os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << per_thread << "; ++i) {\n";
     os << pad << "    const int c_ = threadIdx.x + i * " << threads << ";\n";
-    os << pad << "    if (c_ >= " << chunks << ") break;\n";
+    // guards that always hold are left out (no predicate selects or divergent exits per copy)
+    const bool chunks_exact = chunks % threads == 0;
+    const bool k_exact = c.size_k() % p.bk == 0;
+    const bool outer_exact = chunks_exact && p.outer_size % p.tile_outer == 0;
+    if (!chunks_exact) os << pad << "    if (c_ >= " << chunks << ") break;\n";
+    else os << pad << "    (void)c_;\n";
     if (p.k_inner)
       os << pad << "    const int kl_ = (c_ % " << p.bk / p.vec << ") * " << p.vec << ";\n";
     else
       os << pad << "    const int kl_ = c_ / " << p.tile_outer / p.vec << ";\n";
     os << pad << "    const int kk_ = kt_ * " << p.bk << " + kl_;\n";
     for (const auto& d : *p.kdims) os << pad << "    int kv_" << d.var << ";\n";
-    decompose(pad + "    ", "kk_ < " + S(c.size_k()) + " ? kk_ : 0", *p.kdims, "kv_");
+    decompose(pad + "    ", k_exact ? std::string("kk_") : "kk_ < " + S(c.size_k()) + " ? kk_ : 0", *p.kdims, "kv_");
     std::string addr = name + "_off[i]";
     for (const auto& d : *p.kdims) {
       auto it = p.op->coeff.find(d.var);
       if (it != p.op->coeff.end()) addr += " + " + S(it->second) + "LL * kv_" + d.var;
     }
-    std::string guard = name + "_ok[i] && kk_ < " + S(c.size_k());
+    std::string guard = "true";
+    if (!outer_exact) guard += " && " + name + "_ok[i]";
+    if (!k_exact) guard += " && kk_ < " + S(c.size_k());
     auto cvar = [&](const std::string& v) -> std::string {
       for (const auto& d : *p.kdims)
         if (d.var == v) return "kv_" + v;
@@ -292,7 +299,8 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   };
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
-    if (sm_of(arch) >= 80 && c.in_type == DType::F16) {  // ldmatrix + mma.sync first
+    add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
+    if (sm_of(arch) >= 80 && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
                                                         {128, 256, 64, 64, 64, 1, 3},
                                                         {256, 128, 32, 64, 64, 1, 4},
@@ -303,7 +311,6 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
         add(g);
       }
     }
-    add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
     add({128, 256, 32, 64, 64, 1, 4});
     add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
     add({128, 256, 32, 32, 64, 1, 4});  // 16 warps of 32x64
@@ -392,11 +399,12 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       const int64_t blocks = output_tiles(c, g) * g.k_blocks;
       if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
       const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
-      // split-K blocks: a slice of K per block is the point; among them prefer 16-row tiles
-      // (more output tiles, fewer splits) and 64-deep K tiles. The global-memory reductions
-      // (last block, atomics) measured slower than no split on an H200 (README): last
+      // split-K blocks: measured slower than K split over the warps of one block on an H200 in
+      // the CUDA-graph harness (README: one more dependent round trip per call than the ~1 us it
+      // saves), so they follow the unsplit tiles: cluster reduction first, global ones last;
+      // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
       if (g.k_blocks > 1)
-        return (g.cluster ? 0.5 : 5.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+        return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
       return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3);
     };
     return score(x) < score(y);
@@ -454,6 +462,10 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
                     " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(fm * fn) + " fragments" +
                     (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
                     "; grid " + S(tiles_m * tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(c.size_batch()));
+  if (cfg.k_blocks == 1 && sm_count_hint > 0 && tiles_m * tiles_n * c.size_batch() * 2 <= sm_count_hint && cfg.bm < 128)
+    explain.push_back("  split-K across blocks: not used: " + S(tiles_m * tiles_n * c.size_batch()) + " output tiles for " + S(sm_count_hint) +
+                      " SMs, but split-K candidates (cluster / last-block / atomic reduction) measured slower than K split over the warps "
+                      "of one block on an H200 (emit_cuda/README.md); they are ranked after the unsplit tiles");
   if (cfg.k_blocks > 1)
     explain.push_back("  split-K across blocks: " + S(tiles_m * tiles_n * c.size_batch()) + " output tiles for " +
                       (sm_count_hint > 0 ? S(sm_count_hint) + " SMs" : std::string("the SMs")) + ", so K (" + S(k_tiles(c, cfg)) +

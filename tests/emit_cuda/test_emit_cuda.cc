@@ -3,6 +3,7 @@
 // the cubins of matmul and convolution (sass_scan.h: no cuobjdump needed).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "compiler/emit_cuda/contraction.h"
@@ -157,8 +158,9 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   REQUIRE(sms > 0);
   auto cands = emit_cuda::tc_candidates(*c, "sm_90", sms);
   REQUIRE(!cands.empty());
-  const auto& g = cands.front();
-  CHECK(g.k_blocks > 1);
+  auto it = std::find_if(cands.begin(), cands.end(), [](const emit_cuda::TcConfig& x) { return x.k_blocks > 1; });
+  REQUIRE(it != cands.end());
+  const auto g = *it;
   const int64_t blocks = (512 / g.bm) * (16 / g.bn) * g.k_blocks;
   CHECK(blocks >= sms / 2);
   CHECK(g.cluster);  // sm_90: the split blocks reduce through distributed shared memory
@@ -172,6 +174,12 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   for (const auto& x : emit_cuda::tc_candidates(*c, "sm_90")) CHECK(x.k_blocks == 1);
   emit_cuda::CudaOptions o;
   o.sm_count = sms;
+  // the default (front) keeps K split over warps only (measured faster); --explain says why
+  auto def = emit_cuda::emit_cuda(r.c->kernel, o);
+  REQUIRE(def.config);
+  CHECK(def.config->k_blocks == 1);
+  CHECK(contains(joined(def.explain), "split-K across blocks: not used"));
+  o.config = g;
   auto p = emit_cuda::emit_cuda(r.c->kernel, o);
   REQUIRE(p.config);
   CHECK(p.config->k_blocks > 1);
