@@ -1,8 +1,12 @@
 #include "compiler/emit_npu/conv.h"
 
+#include "compiler/emit_npu/pointwise.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 
 #include "isa/base/error.h"
 
@@ -18,7 +22,7 @@ Operand reg(uint8_t r) { return Operand::reg_(r); }
 Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
 Operand f16() { return Operand::type(DType::F16); }
 
-enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr, kPair };
+enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr, kPair, kCol2, kCol4 };
 
 const ir::Expr* strip_cast(const ir::Expr* e) {
   return e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast ? e->args[0].get() : e;
@@ -35,6 +39,10 @@ bool difference_is(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::A
 struct Conv {
   std::string x, w, y;
   int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, K = 0, OH = 0, OW = 0, pt = 0, pl = 0;
+  int statement = 0;       // the convolution statement
+  std::string acc;         // its accumulator (== y without an epilogue)
+  DType out = DType::F32;  // y's type
+  bool epilogue = false;   // statements after the convolution, element-wise on its output
 };
 
 // The constant c when a - b - d == c (only a constant left, zero coefficients ignored).
@@ -51,8 +59,11 @@ std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::Af
 // statement Xp = select(in the image, X(n, h - pt, w - pl, c), 0).
 std::optional<Conv> match(const kernel::Kernel& k) {
   const ir::Function* f = k.function;
-  if (!f || f->statements.empty() || f->statements.size() > 2) return std::nullopt;
-  const ir::Statement& s = f->statements.back();
+  if (!f || f->statements.empty()) return std::nullopt;
+  int ci = 0;
+  while (ci < static_cast<int>(f->statements.size()) && f->statements[ci].reduction == ir::Reduction::None) ++ci;
+  if (ci >= static_cast<int>(f->statements.size()) || ci > 1) return std::nullopt;
+  const ir::Statement& s = f->statements[ci];
   if (s.reduction != ir::Reduction::Sum || !s.init || s.out_indices.size() != 4) return std::nullopt;
   const ir::Expr& rhs = *s.rhs;
   if (rhs.kind != ir::ExprKind::Apply || rhs.op != ir::Op::Mul) return std::nullopt;
@@ -65,8 +76,13 @@ std::optional<Conv> match(const kernel::Kernel& k) {
   const auto dw = constant_difference(a->indices[2], o[2], b->indices[1]);
   if (!(a->indices[0] == o[0] && a->indices[3] == b->indices[2] && b->indices[3] == o[3] && dh && dw)) return std::nullopt;
   Conv c;
-  c.w = b->name, c.y = s.output;
-  if (f->statements.size() == 2) {
+  c.w = b->name, c.y = c.acc = s.output;
+  c.statement = ci;
+  if (ci + 1 < static_cast<int>(f->statements.size())) {  // an epilogue: y is the last statement's output
+    c.epilogue = true;
+    c.y = f->statements.back().output;
+  }
+  if (ci == 1) {
     const ir::Statement& pad = f->statements[0];
     const ir::Expr& sel = *pad.rhs;
     if (a->name != pad.output || sel.kind != ir::ExprKind::Apply || sel.op != ir::Op::Select) return std::nullopt;
@@ -82,7 +98,8 @@ std::optional<Conv> match(const kernel::Kernel& k) {
   const kernel::GlobalTensor* Wt = k.find_tensor(c.w);
   const kernel::GlobalTensor* Y = k.find_tensor(c.y);
   if (!X || !Wt || !Y || X->shape.size() != 4 || Wt->shape.size() != 4 || Y->shape.size() != 4) return std::nullopt;
-  if (X->dtype != DType::F16 || Wt->dtype != DType::F16 || Y->dtype != DType::F32) return std::nullopt;
+  if (X->dtype != DType::F16 || Wt->dtype != DType::F16 || (!c.epilogue && Y->dtype != DType::F32)) return std::nullopt;
+  c.out = Y->dtype;
   c.N = X->shape[0], c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3];
   c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3];
   c.OH = Y->shape[1], c.OW = Y->shape[2];
@@ -120,6 +137,12 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   if (fm_bytes + 2 * b_half > cap_l1) throw unsupported("the feature map of one image and two weight slices exceed L1");
   if (Pp * tn * 4 > cap_l0c) throw unsupported("the accumulator of one image exceeds L0C");
   if (2 * tm0 * tn * 4 > cap_ub) throw unsupported("two accumulator blocks exceed UB");
+  // A fused epilogue (e.g. batch-norm + relu): GemmEpilogue per 16-channel block of the accumulator.
+  std::unique_ptr<GemmEpilogue> epi;
+  if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
+  const int64_t eo = dtype_bytes(cv.out), epi_base = 2 * tm0 * tn * 4;
+  if (epi && (epi->output() != cv.y || epi->output_type() != cv.out)) throw unsupported("the epilogue's output is not the last statement's");
+  if (epi && epi_base + epi->ub_bytes(tm0) > cap_ub) throw unsupported("the epilogue of a pixel block does not fit UB");
   const int64_t l0a_half = (tm0 * kdim * 2 + l0_align - 1) / l0_align * l0_align;
   const int64_t l0b_half = (kdim * tn * 2 + l0_align - 1) / l0_align * l0_align;
 
@@ -134,6 +157,11 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     p.tensors.push_back(b);
   }
   auto offset = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
+  if (epi) {  // column blocks past K read up to 16 elements beyond a broadcast tensor's end: keep them in GM
+    npu::TensorBinding g{"guard", DType::F32, {16}, gm, npu::TensorRole::Scratch, {}};
+    gm = (gm + g.byte_size() + 31) / 32 * 32;
+    p.tensors.push_back(g);
+  }
   int64_t x_off = offset(cv.x), w_off = offset(cv.w), y_off = offset(cv.y);
   auto op = [&](Opcode o, std::vector<Operand> v) { p.add(o, std::move(v)); };
   const int64_t user_x = x_off, user_w = w_off, user_y = y_off;
@@ -151,7 +179,7 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     };
     x_off = place(cv.x + "_padded", DType::F16, {cv.N, cv.H, cv.W, cv.C});
     w_off = place(cv.w + "_padded", DType::F16, {cv.R, cv.S, cv.C, cv.K});
-    y_off = place(cv.y + "_padded", DType::F32, {cv.N, cv.OH, cv.OW, cv.K});
+    y_off = place(cv.y + "_padded", cv.out, {cv.N, cv.OH, cv.OW, cv.K});
     // X: rows of C -> rows of Cp, chunks of a multiple of 16 rows (aligned sources).
     const int64_t rows = cv.N * cv.H * cv.W;
     int64_t cr = std::min(rows, (cap_ub / 2) / (cv.C * 2));
@@ -197,8 +225,12 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   op(Opcode::Sub, {reg(kKTile), reg(kJob), reg(kTmp)});
   op(Opcode::Mul, {reg(kXBase), reg(kImage), imm(cv.H * cv.W * cv.C * 2)});
   op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 2)});
-  op(Opcode::Mul, {reg(kYBase), reg(kImage), imm(P * cv.K * 4)});
-  op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * 4)});
+  op(Opcode::Mul, {reg(kYBase), reg(kImage), imm(P * cv.K * eo)});
+  if (epi) {
+    op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(tn * 2)});
+    op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(tn * 4)});
+  }
+  op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * eo)});
   op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
   // The image's feature map as C1HWC0: one strided copy per 16 channels.
   for (int64_t c1 = 0; c1 < C1; ++c1)
@@ -246,20 +278,31 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * 4), imm(size * tn / 256), imm(0)});
     if (valid <= 0) continue;
     for (int64_t jj = 0; jj < tn / 16; ++jj)
-      op(Opcode::DmaOut, {at(Buffer::GM, y_off + (p0 * cv.K + jj * 16) * 4, kYBase), at(Buffer::UB, ub + jj * size * 64),
-                          imm(valid), imm(64), imm(0), imm((cv.K - 16) * 4)});
+    {
+      int64_t src = ub + jj * size * 64;
+      if (epi) {
+        std::map<std::string, Operand> columns;
+        for (const std::string& name : epi->broadcasts()) {
+          const int eb = dtype_bytes(k.find_tensor(name)->dtype);
+          columns[name] = at(Buffer::GM, offset(name) + jj * 16 * eb, eb == 2 ? kCol2 : kCol4);
+        }
+        src = epi->emit_block(p, src, size, epi_base, columns);
+      }
+      op(Opcode::DmaOut, {at(Buffer::GM, y_off + (p0 * cv.K + jj * 16) * eo, kYBase), at(Buffer::UB, src),
+                          imm(valid), imm(16 * eo), imm(0), imm((cv.K - 16) * eo)});
+    }
   }
   }  // halves
   if (job_loop) op(Opcode::EndLoop, {});
   if (padded) {  // Y: rows of Kp -> rows of K, chunks of a multiple of 8 rows (aligned destinations)
     const int64_t rows = cv.N * P;
-    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.K * 4));
+    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.K * eo));
     if (cr < rows) cr = cr / 8 * 8;
     for (int64_t r0 = 0; r0 < rows; r0 += cr) {
       const int64_t n = std::min(cr, rows - r0);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, y_off + r0 * cv.K * 4), imm(1), imm(n * cv.K * 4), imm(0), imm(0)});
-      op(Opcode::DmaOut, {at(Buffer::GM, user_y + r0 * orig.K * 4), at(Buffer::UB, 0), imm(n), imm(orig.K * 4), imm((cv.K - orig.K) * 4),
-                          imm(0)});
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, y_off + r0 * cv.K * eo), imm(1), imm(n * cv.K * eo), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y + r0 * orig.K * eo), at(Buffer::UB, 0), imm(n), imm(orig.K * eo),
+                          imm((cv.K - orig.K) * eo), imm(0)});
     }
     out.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig.C, orig.K, cv.C, cv.K));
   }

@@ -350,15 +350,15 @@ class Pointwise : public VectorCode {
 }  // namespace
 
 GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
-                           const std::string& accumulator)
+                           const std::string& accumulator, bool skip_before)
     : VectorCode(k, h), accumulator_(accumulator) {
   const ir::Function* f = k.function;
   if (!f) throw not_pointwise("no tensor IR attached");
   std::vector<std::string> known = {accumulator};
   for (int i = 0; i < static_cast<int>(f->statements.size()); ++i) {
-    if (i == matmul_statement) continue;
+    if (i == matmul_statement || (skip_before && i < matmul_statement)) continue;
     const ir::Statement& s = f->statements[i];
-    if (s.reduction != ir::Reduction::None || s.out_indices.size() != 2)
+    if (s.reduction != ir::Reduction::None || s.out_indices.size() < 2)
       throw not_pointwise("epilogue statement " + s.name + " is not element-wise over [M, N]");
     std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
       if (e.kind == ir::ExprKind::IndexValue) throw not_pointwise("epilogue statement " + s.name + " uses an index as a value");
@@ -366,7 +366,7 @@ GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int
         if (e.indices == s.out_indices) {
           if (std::find(known.begin(), known.end(), e.name) == known.end())
             throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile");
-        } else if (e.indices.size() == 1 && e.indices[0] == s.out_indices[1]) {
+        } else if (e.indices.size() == 1 && e.indices[0] == s.out_indices.back()) {
           const kernel::GlobalTensor* t = k.find_tensor(e.name);
           if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16))
             throw not_pointwise("epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input");

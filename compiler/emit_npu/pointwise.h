@@ -59,7 +59,9 @@ class VectorCode {
 class GemmEpilogue : public VectorCode {
  public:
   // Throws UserError (naming the kernel) when the statements do not have that form.
-  GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement, const std::string& accumulator);
+  // skip_before: statements before the matmul one are not part of it (a convolution's padding).
+  GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement, const std::string& accumulator,
+               bool skip_before = false);
   const std::string& output() const { return output_; }
   DType output_type() const { return output_type_; }
   const std::vector<std::string>& broadcasts() const { return broadcasts_; }
