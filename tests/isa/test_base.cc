@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <unistd.h>
 
 #include "isa/base/dtype.h"
 #include "isa/base/error.h"
@@ -46,7 +48,7 @@ TEST_CASE("dtype table") {
 }
 
 TEST_CASE(".npy round trip keeps dtype, shape and bytes") {
-  const std::string path = (std::filesystem::temp_directory_path() / "tessel_test_roundtrip.npy").string();
+  const std::string path = (std::filesystem::temp_directory_path() / ("tessel_test_roundtrip_" + std::to_string(::getpid()) + ".npy")).string();
   NpyArray a;
   a.dtype = DType::F16;
   a.shape = {3, 5};
@@ -66,7 +68,7 @@ TEST_CASE(".npy round trip keeps dtype, shape and bytes") {
 }
 
 TEST_CASE("malformed .npy files are user errors naming the file") {
-  const std::string path = (std::filesystem::temp_directory_path() / "tessel_test_bad.npy").string();
+  const std::string path = (std::filesystem::temp_directory_path() / ("tessel_test_bad_" + std::to_string(::getpid()) + ".npy")).string();
   {
     std::ofstream out(path, std::ios::binary);
     out << "not numpy at all";

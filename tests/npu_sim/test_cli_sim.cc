@@ -1,6 +1,7 @@
 // `tessel sim` and `tessel bench` end to end: .npy in, .npy/report/trace/CSV out, exit status 1
 // with a located message for every kind of bad input.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -23,7 +24,8 @@ struct Run {
 };
 
 fs::path scratch_dir() {
-  const fs::path d = fs::path(TESSEL_BINARY_DIR) / "test_cli_sim";
+  // One directory per process: ctest runs each case as its own process, several at a time.
+  const fs::path d = fs::path(TESSEL_BINARY_DIR) / ("test_cli_sim_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
