@@ -283,6 +283,12 @@ class Analyser {
         touch(pc, o[1], true, repeat * eb);
         return;
       }
+      case Opcode::Vbrcb: {  // reads `repeat` contiguous elements, writes one repeat per element
+        const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
+        touch(pc, o[2], false, repeat * eb);
+        touch(pc, o[1], true, vector_span(repeat, blocks_per_repeat(eb, g_.bytes_per_repeat / eb), o[4], o[5]));
+        return;
+      }
       case Opcode::Vdup: {
         const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
         touch(pc, o[1], true, vector_span(repeat, blocks_per_repeat(eb, g_.bytes_per_repeat / eb), o[4], o[5]));
