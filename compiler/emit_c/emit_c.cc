@@ -25,30 +25,9 @@ std::string ctype(DType t) {
   throw UserError("--target c: dtype " + std::string(dtype_name(t)) + " is not supported by the C emitter");
 }
 
-std::string cexpr(const Expr& e) {
-  auto a = [&](int i) { return cexpr(e.args[i]); };
-  switch (e.kind) {
-    case ExprKind::Int: return e.value < 0 ? "(" + std::to_string(e.value) + "L)" : std::to_string(e.value) + "L";
-    case ExprKind::Var: return e.name;
-    case ExprKind::Add: return "(" + a(0) + " + " + a(1) + ")";
-    case ExprKind::Sub: return "(" + a(0) + " - " + a(1) + ")";
-    case ExprKind::Mul: return "(" + a(0) + " * " + a(1) + ")";
-    case ExprKind::Neg: return "(-" + a(0) + ")";
-    case ExprKind::FloorDiv: return "tessel_floordiv(" + a(0) + ", " + a(1) + ")";
-    case ExprKind::Mod: return "tessel_mod(" + a(0) + ", " + a(1) + ")";
-    case ExprKind::Min: return "tessel_min(" + a(0) + ", " + a(1) + ")";
-    case ExprKind::Max: return "tessel_max(" + a(0) + ", " + a(1) + ")";
-    case ExprKind::Lt: return "(" + a(0) + " < " + a(1) + ")";
-    case ExprKind::Le: return "(" + a(0) + " <= " + a(1) + ")";
-    case ExprKind::Eq: return "(" + a(0) + " == " + a(1) + ")";
-    case ExprKind::Ge: return "(" + a(0) + " >= " + a(1) + ")";
-    case ExprKind::Gt: return "(" + a(0) + " > " + a(1) + ")";
-    case ExprKind::And: return "(" + a(0) + " && " + a(1) + ")";
-    case ExprKind::Or: return "(" + a(0) + " || " + a(1) + ")";
-    case ExprKind::Select: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
-  }
-  return "0";
-}
+std::string c_long_literal(int64_t v) { return v < 0 ? "(" + std::to_string(v) + "L)" : std::to_string(v) + "L"; }
+
+std::string cexpr(const Expr& e) { return to_c(e, {c_long_literal, "tessel_min", "tessel_max"}); }
 
 std::string affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes) {
   int64_t c = e.constant;

@@ -29,29 +29,8 @@ std::string store_value(DType t, const std::string& value) {
 }
 
 std::string int_expr(const kernel::Expr& e) {
-  auto a = [&](int i) { return int_expr(e.args[i]); };
-  using K = kernel::ExprKind;
-  switch (e.kind) {
-    case K::Int: return "(" + std::to_string(e.value) + "LL)";
-    case K::Var: return e.name;
-    case K::Add: return "(" + a(0) + " + " + a(1) + ")";
-    case K::Sub: return "(" + a(0) + " - " + a(1) + ")";
-    case K::Mul: return "(" + a(0) + " * " + a(1) + ")";
-    case K::Neg: return "(-" + a(0) + ")";
-    case K::FloorDiv: return "tessel_floordiv(" + a(0) + ", " + a(1) + ")";
-    case K::Mod: return "tessel_mod(" + a(0) + ", " + a(1) + ")";
-    case K::Min: return "tessel_imin(" + a(0) + ", " + a(1) + ")";
-    case K::Max: return "tessel_imax(" + a(0) + ", " + a(1) + ")";
-    case K::Lt: return "(" + a(0) + " < " + a(1) + ")";
-    case K::Le: return "(" + a(0) + " <= " + a(1) + ")";
-    case K::Eq: return "(" + a(0) + " == " + a(1) + ")";
-    case K::Ge: return "(" + a(0) + " >= " + a(1) + ")";
-    case K::Gt: return "(" + a(0) + " > " + a(1) + ")";
-    case K::And: return "(" + a(0) + " && " + a(1) + ")";
-    case K::Or: return "(" + a(0) + " || " + a(1) + ")";
-    case K::Select: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
-  }
-  return "0";
+  static constexpr auto literal = [](int64_t v) { return "(" + std::to_string(v) + "LL)"; };
+  return kernel::to_c(e, {+literal, "tessel_imin", "tessel_imax"});
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // NPU mapping of channel-last kernels with per-channel statements and column reductions
 // (batch-norm reduce / update, NHWC): see channels.h.
 #include "compiler/emit_npu/channels.h"
+#include "compiler/emit_npu/operands.h"
 
 #include <fmt/format.h>
 
@@ -19,10 +20,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-Operand imm(int64_t v) { return Operand::imm_(v); }
-Operand reg(uint8_t r) { return Operand::reg_(r); }
-Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
-Operand type(DType t) { return Operand::type(t); }
 
 enum Reg : uint8_t { kChunk = 1, kRow, kRowOff, kGm2, kGm4 };
 

@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/conv.h"
+#include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
 
@@ -17,9 +18,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-Operand imm(int64_t v) { return Operand::imm_(v); }
-Operand reg(uint8_t r) { return Operand::reg_(r); }
-Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
 Operand f16() { return Operand::type(DType::F16); }
 
 enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr, kPair, kCol2, kCol4 };
@@ -459,9 +457,7 @@ class DepthwiseCode : public VectorCode {
   }
 
  private:
-  Operand imm(int64_t v) { return Operand::imm_(v); }
-  Operand type(DType t) { return Operand::type(t); }
-  Operand at(Buffer b, int64_t o) { return Operand::addr(b, o); }
+      Operand at(Buffer b, int64_t o) { return Operand::addr(b, o); }
   const Depthwise& d_;
 };
 

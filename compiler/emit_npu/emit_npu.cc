@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
@@ -31,10 +32,6 @@ int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
   return unit;
 }
 
-Operand imm(int64_t v) { return Operand::imm_(v); }
-Operand reg(uint8_t r) { return Operand::reg_(r); }
-Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
-Operand type(DType t) { return Operand::type(t); }
 
 // Registers of the generated code.
 enum Reg : uint8_t {

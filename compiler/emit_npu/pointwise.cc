@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/operands.h"
 
 #include <fmt/format.h>
 
@@ -16,10 +17,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-Operand imm(int64_t v) { return Operand::imm_(v); }
-Operand reg(uint8_t r) { return Operand::reg_(r); }
-Operand at(Buffer b, int64_t offset, uint8_t base = npu::kNoRegister) { return Operand::addr(b, offset, base); }
-Operand type(DType t) { return Operand::type(t); }
 
 enum Reg : uint8_t { kChunk = 1, kOff2, kOff4, kCore0 };
 

@@ -1,5 +1,6 @@
 // NPU mapping of NHWC -> NCHW style transposes (see transpose.h).
 #include "compiler/emit_npu/transpose.h"
+#include "compiler/emit_npu/operands.h"
 
 #include <fmt/format.h>
 
@@ -12,9 +13,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-Operand imm(int64_t v) { return Operand::imm_(v); }
-Operand at(Buffer b, int64_t offset) { return Operand::addr(b, offset); }
-Operand type(DType t) { return Operand::type(t); }
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace

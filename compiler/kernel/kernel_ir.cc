@@ -236,4 +236,31 @@ std::string to_string(const Kernel& k) {
   return os.str();
 }
 
+std::string to_c(const Expr& e, const CIntSpelling& spelling) {
+  auto a = [&](int i) { return to_c(e.args[i], spelling); };
+  auto infix = [&](const char* op) { return "(" + a(0) + " " + op + " " + a(1) + ")"; };
+  auto call = [&](const char* fn) { return std::string(fn) + "(" + a(0) + ", " + a(1) + ")"; };
+  switch (e.kind) {
+    case ExprKind::Int: return spelling.literal(e.value);
+    case ExprKind::Var: return e.name;
+    case ExprKind::Add: return infix("+");
+    case ExprKind::Sub: return infix("-");
+    case ExprKind::Mul: return infix("*");
+    case ExprKind::Neg: return "(-" + a(0) + ")";
+    case ExprKind::FloorDiv: return call("tessel_floordiv");
+    case ExprKind::Mod: return call("tessel_mod");
+    case ExprKind::Min: return call(spelling.min_fn);
+    case ExprKind::Max: return call(spelling.max_fn);
+    case ExprKind::Lt: return infix("<");
+    case ExprKind::Le: return infix("<=");
+    case ExprKind::Eq: return infix("==");
+    case ExprKind::Ge: return infix(">=");
+    case ExprKind::Gt: return infix(">");
+    case ExprKind::And: return infix("&&");
+    case ExprKind::Or: return infix("||");
+    case ExprKind::Select: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+  }
+  return "0";
+}
+
 }  // namespace tessel::kernel

@@ -85,6 +85,16 @@ Expr operator+(const Expr& a, const Expr& b);
 Expr operator-(const Expr& a, const Expr& b);
 Expr min_expr(const Expr& a, const Expr& b);
 
+// C-family text of an integer expression, shared by the C and CUDA emitters. Floor division and
+// modulo call `tessel_floordiv` / `tessel_mod`, which the emitted prelude defines; the spelling
+// says how constants are written and what the min/max helpers are called.
+struct CIntSpelling {
+  std::string (*literal)(int64_t value);
+  const char* min_fn;
+  const char* max_fn;
+};
+std::string to_c(const Expr& e, const CIntSpelling& spelling);
+
 // X(enumerator, spelling)
 #define TESSEL_LOOP_KINDS(X)                        \
   X(ParallelCores, "parallel_cores")                \
