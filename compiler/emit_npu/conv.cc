@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include "isa/base/error.h"
 
@@ -20,28 +21,15 @@ using npu::Operand;
 
 Operand f16() { return Operand::type(DType::F16); }
 
-enum Reg : uint8_t { kJob = 1, kImage, kKTile, kTmp, kXBase, kWCol, kYBase, kSlice, kWSlice, kInit, kKpos, kWAddr, kPair, kCol2, kCol4 };
+enum Reg : uint8_t {
+  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner
+};
 
 const ir::Expr* strip_cast(const ir::Expr* e) {
   return e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast ? e->args[0].get() : e;
 }
 
-// a - b == c, with zero coefficients ignored.
-bool difference_is(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& c) {
-  ir::AffineExpr d = a - b;
-  std::erase_if(d.index_coeffs, [](const auto& kv) { return kv.second == 0; });
-  std::erase_if(d.param_coeffs, [](const auto& kv) { return kv.second == 0; });
-  return d == c;
-}
-
-struct Conv {
-  std::string x, w, y;
-  int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, K = 0, OH = 0, OW = 0, pt = 0, pl = 0;
-  int statement = 0;       // the convolution statement
-  std::string acc;         // its accumulator (== y without an epilogue)
-  DType out = DType::F32;  // y's type
-  bool epilogue = false;   // statements after the convolution, element-wise on its output
-};
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // The constant c when a - b - d == c (only a constant left, zero coefficients ignored).
 std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& d) {
@@ -52,29 +40,92 @@ std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::Af
   return e.constant;
 }
 
-// Y(n, p, q, k) +=! X(n, p + r - pt, q + s - pl, c) * Wt(r, s, c, k), with X read as zero outside the
-// image (the polyhedral core inlines the padding statement), or the same through a padding
-// statement Xp = select(in the image, X(n, h - pt, w - pl, c), 0).
+// The index variable when e is exactly one (coefficient 1, nothing else).
+std::optional<std::string> var_of(const ir::AffineExpr& e) {
+  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0) return std::nullopt;
+  const auto& [name, coeff] = *e.index_coeffs.begin();
+  if (coeff != 1) return std::nullopt;
+  return name;
+}
+
+// Tensor layouts of a convolution; positions of the dimensions in X, Wt and Y.
+enum class Layout { Nhwc, Nchw, Blocked };
+
+struct Conv {
+  Layout layout = Layout::Nhwc;
+  std::string x, w, y;
+  int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, K = 0, OH = 0, OW = 0, pt = 0, pl = 0;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;  // strides and dilations
+  int statement = 0;       // the convolution statement
+  std::string acc;         // its accumulator (== y without an epilogue)
+  DType out = DType::F32;  // y's type
+  bool epilogue = false;   // statements after the convolution, element-wise on its output
+};
+
+// Spatial index h = sh * p + dh * r + constant (p an output index, r a reduction index).
+struct Spatial {
+  int64_t stride = 0, dilation = 0, constant = 0;
+};
+std::optional<Spatial> spatial(const ir::AffineExpr& e, const std::string& p, const std::string& r) {
+  if (!e.param_coeffs.empty() || e.index_coeffs.size() != 2 || !e.index_coeffs.count(p) || !e.index_coeffs.count(r))
+    return std::nullopt;
+  Spatial s{e.index_coeffs.at(p), e.index_coeffs.at(r), e.constant};
+  if (s.stride <= 0 || s.dilation <= 0) return std::nullopt;
+  return s;
+}
+
+// Y(n, p, q, k) +=! X(n, sh p + dh r - pt, sw q + dw s - pl, c) * Wt(r, s, c, k) in NHWC, the same
+// in NCHW (X[n, c, h, w], Wt[k, c, r, s], Y[n, k, p, q]) and in the blocked layout (X[nb, h, w, cb,
+// ni, ci], Wt[r, s, cb, kb, ci, ki], Y[nb, p, q, kb, ni, ki] with 16-blocks), with X read as zero
+// outside the image (the polyhedral core inlines the padding statement) or through a padding
+// statement Xp = select(in the image, X(.., h - pt, w - pl, ..), 0).
 std::optional<Conv> match(const kernel::Kernel& k) {
   const ir::Function* f = k.function;
   if (!f || f->statements.empty()) return std::nullopt;
   int ci = 0;
   while (ci < static_cast<int>(f->statements.size()) && f->statements[ci].reduction == ir::Reduction::None) ++ci;
   if (ci >= static_cast<int>(f->statements.size()) || ci > 1) return std::nullopt;
-  const ir::Statement& s = f->statements[ci];
-  if (s.reduction != ir::Reduction::Sum || !s.init || s.out_indices.size() != 4) return std::nullopt;
-  const ir::Expr& rhs = *s.rhs;
+  const ir::Statement& st = f->statements[ci];
+  if (st.reduction != ir::Reduction::Sum || !st.init) return std::nullopt;
+  const ir::Expr& rhs = *st.rhs;
   if (rhs.kind != ir::ExprKind::Apply || rhs.op != ir::Op::Mul) return std::nullopt;
   const ir::Expr* a = strip_cast(rhs.args[0].get());
   const ir::Expr* b = strip_cast(rhs.args[1].get());
   if (a->kind != ir::ExprKind::Access || b->kind != ir::ExprKind::Access) return std::nullopt;
-  if (a->indices.size() != 4 || b->indices.size() != 4) return std::nullopt;
-  const auto& o = s.out_indices;
-  const auto dh = constant_difference(a->indices[1], o[1], b->indices[0]);
-  const auto dw = constant_difference(a->indices[2], o[2], b->indices[1]);
-  if (!(a->indices[0] == o[0] && a->indices[3] == b->indices[2] && b->indices[3] == o[3] && dh && dw)) return std::nullopt;
+  std::vector<std::string> o, wv;
+  for (const auto& e : st.out_indices) {
+    auto v = var_of(e);
+    if (!v) return std::nullopt;
+    o.push_back(*v);
+  }
+  for (const auto& e : b->indices) {
+    auto v = var_of(e);
+    if (!v) return std::nullopt;
+    wv.push_back(*v);
+  }
+  auto xv = [&](size_t i) { return var_of(a->indices[i]); };
   Conv c;
-  c.w = b->name, c.y = c.acc = s.output;
+  int hpos = 0;  // X's h position (w follows)
+  std::string p, q, r, s;
+  if (o.size() == 4 && wv.size() == 4 && a->indices.size() == 4) {
+    if (xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && wv[3] == o[3]) {  // NHWC
+      c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
+    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // NCHW
+      c.layout = Layout::Nchw, hpos = 2, p = o[2], q = o[3], r = wv[2], s = wv[3];
+    } else {
+      return std::nullopt;
+    }
+  } else if (o.size() == 6 && wv.size() == 6 && a->indices.size() == 6) {  // blocked
+    if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
+      return std::nullopt;
+    c.layout = Layout::Blocked, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
+  } else {
+    return std::nullopt;
+  }
+  const auto hs = spatial(a->indices[hpos], p, r), ws = spatial(a->indices[hpos + 1], q, s);
+  if (!hs || !ws) return std::nullopt;
+  c.sh = hs->stride, c.dh = hs->dilation, c.sw = ws->stride, c.dw = ws->dilation;
+  c.w = b->name, c.y = c.acc = st.output;
   c.statement = ci;
   if (ci + 1 < static_cast<int>(f->statements.size())) {  // an epilogue: y is the last statement's output
     c.epilogue = true;
@@ -85,23 +136,129 @@ std::optional<Conv> match(const kernel::Kernel& k) {
     const ir::Expr& sel = *pad.rhs;
     if (a->name != pad.output || sel.kind != ir::ExprKind::Apply || sel.op != ir::Op::Select) return std::nullopt;
     const ir::Expr* xa = strip_cast(sel.args[1].get());
-    if (xa->kind != ir::ExprKind::Access || xa->indices.size() != 4) return std::nullopt;
+    if (xa->kind != ir::ExprKind::Access || xa->indices.size() != a->indices.size()) return std::nullopt;
     c.x = xa->name;
-    c.pt = -xa->indices[1].constant - *dh, c.pl = -xa->indices[2].constant - *dw;
+    c.pt = -xa->indices[hpos].constant - hs->constant, c.pl = -xa->indices[hpos + 1].constant - ws->constant;
   } else {
     c.x = a->name;
-    c.pt = -*dh, c.pl = -*dw;
+    c.pt = -hs->constant, c.pl = -ws->constant;
   }
   const kernel::GlobalTensor* X = k.find_tensor(c.x);
   const kernel::GlobalTensor* Wt = k.find_tensor(c.w);
   const kernel::GlobalTensor* Y = k.find_tensor(c.y);
-  if (!X || !Wt || !Y || X->shape.size() != 4 || Wt->shape.size() != 4 || Y->shape.size() != 4) return std::nullopt;
+  const size_t rank = o.size();
+  if (!X || !Wt || !Y || X->shape.size() != rank || Wt->shape.size() != rank || Y->shape.size() != rank) return std::nullopt;
   if (X->dtype != DType::F16 || Wt->dtype != DType::F16 || (!c.epilogue && Y->dtype != DType::F32)) return std::nullopt;
+  if (c.epilogue && c.layout != Layout::Nhwc) return std::nullopt;
   c.out = Y->dtype;
-  c.N = X->shape[0], c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3];
-  c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3];
-  c.OH = Y->shape[1], c.OW = Y->shape[2];
+  switch (c.layout) {
+    case Layout::Nhwc:
+      c.N = X->shape[0], c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3];
+      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3], c.OH = Y->shape[1], c.OW = Y->shape[2];
+      break;
+    case Layout::Nchw:
+      c.N = X->shape[0], c.C = X->shape[1], c.H = X->shape[2], c.W = X->shape[3];
+      c.K = Wt->shape[0], c.R = Wt->shape[2], c.S = Wt->shape[3], c.OH = Y->shape[2], c.OW = Y->shape[3];
+      break;
+    case Layout::Blocked:
+      if (X->shape[4] != 16 || X->shape[5] != 16 || Wt->shape[4] != 16 || Wt->shape[5] != 16 || Y->shape[4] != 16 || Y->shape[5] != 16)
+        return std::nullopt;
+      c.N = X->shape[0] * 16, c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3] * 16;
+      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3] * 16, c.OH = Y->shape[1], c.OW = Y->shape[2];
+      break;
+  }
   return c;
+}
+
+// Byte addressing of one image of an activation tensor in GM: image n starts at
+// base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
+// 16-channel block j at + j * block_bytes.
+struct ActivationLayout {
+  int64_t base = 0, group = 1, group_bytes = 0, inner_bytes = 0, pixel_bytes = 0, block_bytes = 0;
+};
+
+// Weights in GM: `fractal` (blocked: the 16 x 16 fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) * 512)
+// or rows (row (q, c) of K elements at element (q * row_q + c * row_c), columns k contiguous).
+struct WeightLayout {
+  int64_t base = 0;
+  bool fractal = false;
+  int64_t row_q = 0, row_c = 0;  // elements
+  int64_t KB = 0;                // fractal: output-channel blocks
+};
+
+class ConvCode {
+ public:
+  ConvCode(const kernel::Kernel& k, const isa::Hierarchy& h, npu::Program& p) : k_(k), h_(h), p_(p) {}
+  void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
+
+  // Scratch tensors in GM.
+  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, int64_t& gm) {
+    npu::TensorBinding b{name, t, std::move(shape), gm, npu::TensorRole::Scratch, {}};
+    gm = round_up(gm + b.byte_size(), 32);
+    p_.tensors.push_back(b);
+    return b.gm_offset;
+  }
+  void zero_ub(int64_t at_bytes, int64_t bytes, DType t = DType::F16) {
+    const int64_t reps = (bytes + 255) / 256;
+    for (int64_t done = 0; done < reps; done += 255)
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, at_bytes + done * 256), Operand::float_(0), imm(std::min<int64_t>(255, reps - done)), imm(1), imm(8)});
+  }
+  void mask_lane(int64_t lane) {
+    const uint64_t bit = uint64_t(1) << (lane % 64);
+    op(Opcode::SetVectorMask, {imm(lane >= 64 ? int64_t(bit) : 0), imm(lane < 64 ? int64_t(bit) : 0)});
+  }
+  void full_mask() { op(Opcode::SetVectorMask, {imm(-1), imm(-1)}); }
+
+  // Rows (planes) of `plane` elements -> columns: src [rows][plane] (NCHW planes, f16 or f32) in GM,
+  // dst [group][plane][cols] with column `row % rows_per_group` of row; used for NCHW -> NHWC (X,
+  // rows = channels, cols = padded channels) and for the weights [K][C R S] -> [C R S][Kp] (one
+  // group). Chunks of groups keep every GM start aligned; the columns past the rows stay 0.
+  // src rows hold `src_row` elements in GM (the first `plane` taken), dst rows `cols` in UB of which
+  // `cols_valid` go to GM; `plane_out` >= plane dst rows per group (the rest 0).
+  void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
+                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t);
+
+  const kernel::Kernel& k_;
+  const isa::Hierarchy& h_;
+  npu::Program& p_;
+};
+
+void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
+                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t) {
+  const int64_t eb = dtype_bytes(t), lanes = 256 / eb, per_block = 32 / eb;
+  const int64_t plane_a = round_up(plane, per_block), cap = h_.level(isa::Role::Vector).capacity_bytes;
+  // Chunks of `step` groups keep the GM starts of source and destination aligned.
+  int64_t step = 1;
+  while ((step * rows * src_row * eb) % 32 || (step * plane_out * cols_valid * eb) % 32) ++step;
+  const int64_t raw_bytes = rows * plane_a * eb, out_bytes = plane_out * cols * eb;
+  int64_t chunk = (cap - 512) / (raw_bytes + out_bytes) / step * step;
+  if (chunk < std::min(groups, step))
+    throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
+                                "elements does not fit the vector buffer", k_.name, rows, plane));
+  chunk = std::min(chunk, groups);
+  const int64_t rep_chunk = 240 / per_block * per_block;  // repeats per vbrcb, aligned source starts
+  const DType dup = t == DType::F32 ? DType::F32 : DType::F16;
+  for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
+    const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, 32);
+    full_mask();
+    zero_ub(out, g * out_bytes, dup);
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb), imm(g * rows), imm(plane * eb),
+                       imm((src_row - plane) * eb), imm((plane_a - plane) * eb)});
+    for (int64_t r = 0; r < rows; ++r) {
+      mask_lane(r % lanes);
+      for (int64_t gi = 0; gi < g; ++gi)
+        for (int64_t e0 = 0; e0 < plane; e0 += rep_chunk)
+          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + (gi * plane_out + e0) * cols * eb + (r / lanes) * 256),
+                             at(Buffer::UB, ((gi * rows + r) * plane_a + e0) * eb), imm(std::min(rep_chunk, plane - e0)), imm(1),
+                             imm(cols * eb / 32)});
+    }
+    if (cols_valid == cols)
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb), at(Buffer::UB, out), imm(1), imm(g * out_bytes), imm(0), imm(0)});
+    else
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb), at(Buffer::UB, out), imm(g * plane_out),
+                          imm(cols_valid * eb), imm((cols - cols_valid) * eb), imm(0)});
+  }
+  full_mask();
 }
 
 }  // namespace
@@ -117,32 +274,85 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
     for (const isa::MatrixShape& s : u->shapes)
       if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k;
-  // Channel counts that are not multiples of 16: zero-padded scratch copies (through UB, one core).
   Conv cv = orig;
-  cv.C = (orig.C + k0 - 1) / k0 * k0, cv.K = (orig.K + k0 - 1) / k0 * k0;
+  cv.C = round_up(orig.C, k0), cv.K = round_up(orig.K, k0);
   const bool padded = cv.C != orig.C || cv.K != orig.K;
-  const int64_t P = cv.OH * cv.OW, Pp = (P + m0 - 1) / m0 * m0, RS = cv.R * cv.S, kdim = RS * k0, C1 = cv.C / k0;
-  const int64_t pb = cv.OH + cv.R - 1 - cv.H - cv.pt, pr = cv.OW + cv.S - 1 - cv.W - cv.pl;
+  // NCHW and channel counts that are not multiples of 16: scratch copies in NHWC with the channels
+  // padded (through UB), one core (cores cannot synchronise with each other).
+  const bool scratch = padded || cv.layout == Layout::Nchw;
+  if (padded && cv.layout == Layout::Blocked) throw unsupported("blocked layout with channel counts not multiples of 16");
+  const int64_t P = cv.OH * cv.OW, Pp = round_up(P, m0), RS = cv.R * cv.S, C1 = cv.C / k0;
+  const int64_t pb = (cv.OH - 1) * cv.sh + cv.dh * (cv.R - 1) + 1 - cv.H - cv.pt;
+  const int64_t pr = (cv.OW - 1) * cv.sw + cv.dw * (cv.S - 1) + 1 - cv.W - cv.pl;
   const int64_t cap_l1 = h.level(isa::Role::Stage).capacity_bytes, cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
   const int64_t cap_l0b = h.level(isa::Role::OperandB).capacity_bytes, cap_l0c = h.level(isa::Role::Accumulator).capacity_bytes;
   const int64_t cap_ub = h.level(isa::Role::Vector).capacity_bytes, l0_align = h.level(isa::Role::OperandA).alignment_bytes;
-  int64_t tn = 16;
-  for (int64_t t = 128; t >= 16; t -= 16)
-    if (cv.K % t == 0 && 2 * kdim * t * 2 <= cap_l0b && Pp * t * 4 <= cap_l0c) { tn = t; break; }
-  int64_t tm0 = std::min<int64_t>(Pp, cap_l0a / (2 * kdim * 2) / m0 * m0);
-  if (tm0 < m0) throw unsupported("one pixel block of all kernel positions does not fit L0A twice");
-  const int64_t fm_bytes = cv.C * cv.H * cv.W * 2, b_half = (kdim * tn * 2 + 31) / 32 * 32;
-  if (fm_bytes + 2 * b_half > cap_l1) throw unsupported("the feature map of one image and two weight slices exceed L1");
-  if (Pp * tn * 4 > cap_l0c) throw unsupported("the accumulator of one image exceeds L0C");
+  const int64_t fm_bytes = round_up(cv.C * cv.H * cv.W * 2, 32);
+  const int cores_avail = scratch ? 1 : h.cores;
+
+  // Output-channel tile tn: the weights of one tile stay in L1 (loaded once per tile and core) next
+  // to two feature maps; the cost estimate (per core: cube cycles vs MTE1's img2col + weight
+  // loads) picks among the tiles that fit, preferring more cores, then larger tiles.
+  auto bw = [&](isa::Role to) {
+    const isa::TransferPath* path = h.find_path(h.level(isa::Role::Stage).name, h.level(to).name);
+    return path ? std::max<int64_t>(1, path->bandwidth_bytes_per_cycle) : 1;
+  };
+  const int64_t bw_a = bw(isa::Role::OperandA), bw_b = bw(isa::Role::OperandB);
+  struct Plan {
+    int64_t tn = 0, k_tiles = 0, group = 1, cores = 1, fm_halves = 1, c_halves = 1;
+    double cost = 0;
+  };
+  std::optional<Plan> plan;
+  for (int64_t t = std::min<int64_t>(cv.K, 128); t >= 16; t -= 16) {
+    if (cv.K % t) continue;
+    Plan c;
+    c.tn = t, c.k_tiles = cv.K / t;
+    const int64_t w_bytes = cv.C * RS * t * 2;
+    if (w_bytes + fm_bytes > cap_l1 || Pp * t * 4 > cap_l0c || 2 * k0 * t * 2 > cap_l0b) continue;
+    if (c.k_tiles <= cores_avail) {
+      const int64_t per = cores_avail / c.k_tiles;
+      for (int64_t g = std::min(per, cv.N); g >= 1; --g)
+        if (cv.N % g == 0) { c.group = g; break; }
+      c.cores = c.k_tiles * c.group;
+    } else {
+      c.cores = cores_avail;
+    }
+    const int64_t jobs_per_core = c.k_tiles <= cores_avail ? cv.N / c.group : (c.k_tiles + c.cores - 1) / c.cores * cv.N;
+    const double cube = double(Pp / m0) * (t / 16) * C1 * RS, mte1 = double(Pp) * cv.C * RS * 2 / bw_a + double(cv.C) * RS * t * 2 / bw_b;
+    c.cost = double(jobs_per_core) * std::max(cube, mte1);
+    c.fm_halves = w_bytes + 2 * fm_bytes <= cap_l1 ? 2 : 1;
+    c.c_halves = 2 * Pp * t * 4 <= cap_l0c ? 2 : 1;
+    if (!plan || c.cost < plan->cost * 0.999) plan = c;
+  }
+  if (!plan) throw unsupported("the weights of 16 output channels and the feature map of one image exceed L1, or its accumulator L0C");
+  const int64_t tn = plan->tn, k_tiles = plan->k_tiles, NB16 = tn / 16;
+  // Kernel positions per step: as many as two L0B halves hold, in balanced groups.
+  int64_t kc = std::min<int64_t>(RS, (cap_l0b / 2) / (k0 * tn * 2));
+  const int64_t groups = (RS + kc - 1) / kc;
+  kc = (RS + groups - 1) / groups;
+  std::vector<std::pair<int64_t, int64_t>> kgroups;  // (first kernel position, count)
+  for (int64_t q0 = 0; q0 < RS; q0 += kc) kgroups.push_back({q0, std::min(kc, RS - q0)});
+  const int64_t l0a_half = cap_l0a / 2 / l0_align * l0_align, l0b_half = cap_l0b / 2 / l0_align * l0_align;
+  int64_t tm0 = std::min<int64_t>(Pp, l0a_half / (kc * k0 * 2) / m0 * m0);
+  if (tm0 < m0) throw unsupported("one pixel block of one kernel-position group does not fit L0A twice");
+  std::vector<std::pair<int64_t, int64_t>> blocks;  // pixel blocks (begin, size), balanced in fractals
+  {
+    const int64_t fr = Pp / m0, nblk = (Pp + tm0 - 1) / tm0;
+    int64_t b0 = 0;
+    for (int64_t i = 0; i < nblk; ++i) {
+      const int64_t n = fr / nblk + (i < fr % nblk ? 1 : 0);
+      blocks.push_back({b0 * m0, n * m0});
+      b0 += n;
+    }
+    tm0 = 0;
+    for (const auto& b : blocks) tm0 = std::max(tm0, b.second);
+  }
   if (2 * tm0 * tn * 4 > cap_ub) throw unsupported("two accumulator blocks exceed UB");
-  // A fused epilogue (e.g. batch-norm + relu): GemmEpilogue per 16-channel block of the accumulator.
   std::unique_ptr<GemmEpilogue> epi;
   if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
   const int64_t eo = dtype_bytes(cv.out), epi_base = 2 * tm0 * tn * 4;
   if (epi && (epi->output() != cv.y || epi->output_type() != cv.out)) throw unsupported("the epilogue's output is not the last statement's");
   if (epi && epi_base + epi->ub_bytes(tm0) > cap_ub) throw unsupported("the epilogue of a pixel block does not fit UB");
-  const int64_t l0a_half = (tm0 * kdim * 2 + l0_align - 1) / l0_align * l0_align;
-  const int64_t l0b_half = (kdim * tn * 2 + l0_align - 1) / l0_align * l0_align;
 
   NpuKernel out;
   npu::Program& p = out.program;
@@ -151,163 +361,209 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   int64_t gm = 0;
   for (const auto& t : k.tensors) {
     npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-    gm = (gm + b.byte_size() + 31) / 32 * 32;
+    gm = round_up(gm + b.byte_size(), 32);
     p.tensors.push_back(b);
   }
   auto offset = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
   if (epi) {  // column blocks past K read up to 16 elements beyond a broadcast tensor's end: keep them in GM
     npu::TensorBinding g{"guard", DType::F32, {16}, gm, npu::TensorRole::Scratch, {}};
-    gm = (gm + g.byte_size() + 31) / 32 * 32;
+    gm = round_up(gm + g.byte_size(), 32);
     p.tensors.push_back(g);
   }
-  int64_t x_off = offset(cv.x), w_off = offset(cv.w), y_off = offset(cv.y);
+  ConvCode code(k, h, p);
   auto op = [&](Opcode o, std::vector<Operand> v) { p.add(o, std::move(v)); };
-  const int64_t user_x = x_off, user_w = w_off, user_y = y_off;
-  auto zero_ub = [&](int64_t bytes) {
-    const int64_t reps = (bytes + 255) / 256;
-    for (int64_t done = 0; done < reps; done += 255)
-      op(Opcode::Vdup, {f16(), at(Buffer::UB, done * 256), Operand::float_(0), imm(std::min<int64_t>(255, reps - done)), imm(1), imm(8)});
-  };
-  if (padded) {
-    auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape) {
-      npu::TensorBinding b{name, t, std::move(shape), gm, npu::TensorRole::Scratch, {}};
-      gm = (gm + b.byte_size() + 31) / 32 * 32;
-      p.tensors.push_back(b);
-      return b.gm_offset;
-    };
-    x_off = place(cv.x + "_padded", DType::F16, {cv.N, cv.H, cv.W, cv.C});
-    w_off = place(cv.w + "_padded", DType::F16, {cv.R, cv.S, cv.C, cv.K});
-    y_off = place(cv.y + "_padded", cv.out, {cv.N, cv.OH, cv.OW, cv.K});
+  const int64_t user_x = offset(cv.x), user_w = offset(cv.w), user_y = offset(cv.y);
+  ActivationLayout X, Y;
+  WeightLayout Wl;
+  X.base = user_x, Y.base = user_y, Wl.base = user_w;
+  switch (cv.layout) {
+    case Layout::Nhwc:
+    case Layout::Nchw:  // (NCHW: through the NHWC scratch copies below)
+      X.group_bytes = cv.H * cv.W * cv.C * 2, X.pixel_bytes = cv.C * 2, X.block_bytes = 32;
+      Y.group_bytes = P * cv.K * eo, Y.pixel_bytes = cv.K * eo, Y.block_bytes = 16 * eo;
+      Wl.row_q = cv.C * cv.K, Wl.row_c = cv.K;
+      break;
+    case Layout::Blocked:
+      X.group = 16, X.group_bytes = cv.H * cv.W * cv.C * 32, X.inner_bytes = 32, X.pixel_bytes = cv.C * 32, X.block_bytes = 512;
+      Y.group = 16, Y.group_bytes = P * cv.K * 16 * eo, Y.inner_bytes = 16 * eo, Y.pixel_bytes = cv.K * 16 * eo,
+      Y.block_bytes = 256 * eo;
+      Wl.fractal = true, Wl.KB = cv.K / 16;
+      break;
+  }
+  if (cv.layout == Layout::Nchw) {
+    X.base = code.place(cv.x + "_nhwc", DType::F16, {cv.N, cv.H, cv.W, cv.C}, gm);
+    Wl.base = code.place(cv.w + "_ckk", DType::F16, {cv.C, RS, cv.K}, gm);  // rows (c, q) of K
+    Wl.row_q = cv.K, Wl.row_c = RS * cv.K;
+    Y.base = code.place(cv.y + "_nhwc", cv.out, {cv.N, cv.OH, cv.OW, cv.K}, gm);
+    code.rows_to_columns(user_x, X.base, orig.N, orig.C, cv.H * cv.W, cv.H * cv.W, cv.H * cv.W, cv.C, cv.C, DType::F16);
+    code.rows_to_columns(user_w, Wl.base, 1, orig.K, orig.C * RS, orig.C * RS, cv.C * RS, cv.K, cv.K, DType::F16);
+    out.notes.push_back(fmt::format("NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies (channels padded "
+                                    "to {} and {}) on the vector unit (vbrcb per channel), the result back to NCHW; one core",
+                                    cv.C, cv.K));
+  } else if (padded) {
+    X.base = code.place(cv.x + "_padded", DType::F16, {cv.N, cv.H, cv.W, cv.C}, gm);
+    Wl.base = code.place(cv.w + "_padded", DType::F16, {cv.R, cv.S, cv.C, cv.K}, gm);
+    Y.base = code.place(cv.y + "_padded", cv.out, {cv.N, cv.OH, cv.OW, cv.K}, gm);
     // X: rows of C -> rows of Cp, chunks of a multiple of 16 rows (aligned sources).
     const int64_t rows = cv.N * cv.H * cv.W;
     int64_t cr = std::min(rows, (cap_ub / 2) / (cv.C * 2));
     if (cr < rows) cr = cr / 16 * 16;
     for (int64_t r0 = 0; r0 < rows; r0 += cr) {
       const int64_t n = std::min(cr, rows - r0);
-      if (cv.C > orig.C) zero_ub(n * cv.C * 2);
+      if (cv.C > orig.C) code.zero_ub(0, n * cv.C * 2);
       op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_x + r0 * orig.C * 2), imm(n), imm(orig.C * 2), imm(0),
                          imm((cv.C - orig.C) * 2)});
-      op(Opcode::DmaOut, {at(Buffer::GM, x_off + r0 * cv.C * 2), at(Buffer::UB, 0), imm(1), imm(n * cv.C * 2), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, X.base + r0 * cv.C * 2), at(Buffer::UB, 0), imm(1), imm(n * cv.C * 2), imm(0), imm(0)});
     }
     // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
     if (RS * orig.C * cv.K * 2 > cap_ub / 2) throw unsupported("the weights do not fit the vector buffer for channel padding");
-    if (cv.K > orig.K) zero_ub(RS * orig.C * cv.K * 2);
+    if (cv.K > orig.K) code.zero_ub(0, RS * orig.C * cv.K * 2);
     op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS * orig.C), imm(orig.K * 2), imm(0), imm((cv.K - orig.K) * 2)});
     for (int64_t q = 0; q < RS; ++q)
-      op(Opcode::DmaOut, {at(Buffer::GM, w_off + q * cv.C * cv.K * 2), at(Buffer::UB, q * orig.C * cv.K * 2), imm(1),
+      op(Opcode::DmaOut, {at(Buffer::GM, Wl.base + q * cv.C * cv.K * 2), at(Buffer::UB, q * orig.C * cv.K * 2), imm(1),
                           imm(orig.C * cv.K * 2), imm(0), imm(0)});
   }
 
-  const int64_t k_tiles = cv.K / tn, jobs = cv.N * k_tiles;
-  p.cores = padded ? 1 : static_cast<int>(std::min<int64_t>(h.cores, jobs));
-  // Two jobs per iteration (feature map and accumulator ping-pong) where each core has an even
-  // number of jobs and both halves fit L1 and L0C: the next job's loads overlap this job's drain.
-  const bool paired = jobs % (2 * p.cores) == 0 && 2 * fm_bytes + 2 * b_half <= cap_l1 && 2 * Pp * tn * 4 <= cap_l0c;
-  const int64_t fm_halves = paired ? 2 : 1;
-  op(Opcode::SetFmatrix, {imm(cv.H), imm(cv.W), imm(cv.pt), imm(pb), imm(cv.pl), imm(pr), imm(1), imm(1), imm(cv.R),
-                          imm(cv.S), imm(1), imm(1)});
-  const int64_t units = paired ? jobs / 2 : jobs;
-  const bool job_loop = units > p.cores;
-  if (job_loop) op(Opcode::Loop, {reg(kPair), reg(npu::kRegCoreId), imm(units), reg(npu::kRegCoreCount)});
-  else op(Opcode::Mov, {reg(kPair), reg(npu::kRegCoreId)});
-  for (int64_t half = 0; half < fm_halves; ++half) {
-  const int64_t fm_base = half * fm_bytes, c_base = paired ? half * Pp * tn * 4 : 0;
-  if (paired) {
-    op(Opcode::Mul, {reg(kJob), reg(kPair), imm(2)});
-    if (half) op(Opcode::Add, {reg(kJob), reg(kJob), imm(1)});
+  p.cores = static_cast<int>(plan->cores);
+  const int64_t fm_halves = plan->fm_halves, c_halves = plan->c_halves;
+  const int64_t per_core_images = k_tiles <= cores_avail ? cv.N / plan->group : cv.N;
+  const int64_t halves = (fm_halves == 2 && per_core_images % 2 == 0) ? 2 : 1;  // images per loop iteration
+  const int64_t w_l1 = halves * fm_bytes;  // the k-tile's weights after the feature maps: [c1][q][kb] fractals
+  op(Opcode::SetFmatrix, {imm(cv.H), imm(cv.W), imm(cv.pt), imm(pb), imm(cv.pl), imm(pr), imm(cv.sh), imm(cv.sw), imm(cv.R),
+                          imm(cv.S), imm(cv.dh), imm(cv.dw)});
+  const bool kt_loop = k_tiles > cores_avail;
+  if (kt_loop) {
+    op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(k_tiles), reg(npu::kRegCoreCount)});
+    op(Opcode::Mov, {reg(kImage0), imm(0)});
   } else {
-    op(Opcode::Mov, {reg(kJob), reg(kPair)});
+    op(Opcode::Div, {reg(kImage0), reg(npu::kRegCoreId), imm(k_tiles)});
+    op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(k_tiles)});
+    op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
   }
-  op(Opcode::Div, {reg(kImage), reg(kJob), imm(k_tiles)});
-  op(Opcode::Mul, {reg(kTmp), reg(kImage), imm(k_tiles)});
-  op(Opcode::Sub, {reg(kKTile), reg(kJob), reg(kTmp)});
-  op(Opcode::Mul, {reg(kXBase), reg(kImage), imm(cv.H * cv.W * cv.C * 2)});
-  op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 2)});
-  op(Opcode::Mul, {reg(kYBase), reg(kImage), imm(P * cv.K * eo)});
+  // The k-tile's weights into L1, 16 input channels x all kernel positions at a time.
+  if (Wl.fractal) {
+    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 32)});
+    for (int64_t c1 = 0; c1 < C1; ++c1)
+      op(Opcode::DmaIn, {at(Buffer::L1, w_l1 + c1 * RS * tn * 32), at(Buffer::GM, Wl.base + c1 * Wl.KB * 512, kWCol), imm(RS),
+                         imm(tn * 32), imm((C1 * Wl.KB * 16 - tn) * 32), imm(0)});
+  } else {
+    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 2)});
+    for (int64_t c1 = 0; c1 < C1; ++c1)
+      for (int64_t q = 0; q < RS; ++q)
+        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1 + (c1 * RS + q) * tn * 32),
+                             at(Buffer::GM, Wl.base + (q * Wl.row_q + c1 * 16 * Wl.row_c) * 2, kWCol), imm(k0), imm(tn), imm(Wl.row_c)});
+  }
   if (epi) {
     op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(tn * 2)});
     op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(tn * 4)});
   }
-  op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * eo)});
-  op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
-  // The image's feature map as C1HWC0: one strided copy per 16 channels.
-  for (int64_t c1 = 0; c1 < C1; ++c1)
-    op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv.H * cv.W * 32), at(Buffer::GM, x_off + c1 * 32, kXBase), imm(cv.H * cv.W),
-                       imm(32), imm(cv.C * 2 - 32), imm(0)});
-  std::vector<std::pair<int64_t, int64_t>> blocks;  // pixel blocks (begin, size)
-  for (int64_t p0 = 0; p0 < Pp; p0 += tm0) blocks.push_back({p0, std::min(tm0, Pp - p0)});
-  int64_t l0a_step = 0;
-  // One 16-channel slice c1 (all kernel positions) from L1 half `half`; the slice index is
-  // 2 * kSlice + half_index (registers kWSlice / kKpos are set by the caller).
-  auto slice = [&](int half, int64_t slice_in_pair, Operand init) {
-    const int64_t b1 = fm_halves * fm_bytes + half * b_half;
-    op(Opcode::Add, {reg(kWAddr), reg(kWSlice), reg(kWCol)});
-    for (int64_t q = 0; q < RS; ++q)
-      op(Opcode::DmaInNz, {f16(), at(Buffer::L1, b1 + q * k0 * tn * 2),
-                           at(Buffer::GM, w_off + (q * cv.C + slice_in_pair * k0) * cv.K * 2, kWAddr), imm(k0), imm(tn), imm(cv.K)});
-    op(Opcode::Load2d, {f16(), at(Buffer::L0B, half * l0b_half), at(Buffer::L1, b1), imm(RS), imm(tn / 16), imm(tn / 16), imm(1),
-                        imm(1)});
-    op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(slice_in_pair * RS)});
-    for (const auto& [p0, size] : blocks) {
-      const int64_t la = (l0a_step++ % 2) * l0a_half;
-      op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(RS)});
-      op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, half * l0b_half), imm(size),
-                        imm(kdim), imm(tn), init});
+  const int64_t step_images = kt_loop ? 1 : plan->group;
+  const int64_t iterations = per_core_images / halves;
+  if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
+  else op(Opcode::Mov, {reg(kPair), imm(0)});
+  int64_t l0a_step = 0, l0b_step = 0, ub_step = 0;
+  auto image_base = [&](const ActivationLayout& l, Reg dst) {  // dst = base offset of image kImage (without l.base)
+    if (l.group == 1) {
+      op(Opcode::Mul, {reg(dst), reg(kImage), imm(l.group_bytes)});
+      return;
     }
+    op(Opcode::Div, {reg(kGroup), reg(kImage), imm(l.group)});
+    op(Opcode::Mul, {reg(kInner), reg(kGroup), imm(l.group)});
+    op(Opcode::Sub, {reg(kInner), reg(kImage), reg(kInner)});
+    op(Opcode::Mul, {reg(dst), reg(kGroup), imm(l.group_bytes)});
+    op(Opcode::Mul, {reg(kInner), reg(kInner), imm(l.inner_bytes)});
+    op(Opcode::Add, {reg(dst), reg(dst), reg(kInner)});
   };
-  const int64_t pairs = C1 / 2;
-  if (pairs > 0) {
-    op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
-    op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
-    op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * k0 * cv.K * 2)});
-    op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS)});
-    slice(0, 0, reg(kInit));
-    slice(1, 1, imm(0));
-    op(Opcode::EndLoop, {});
-  }
-  if (C1 % 2) {
-    op(Opcode::Mov, {reg(kWSlice), imm((C1 - 1) * k0 * cv.K * 2)});
-    op(Opcode::Mov, {reg(kKpos), imm((C1 - 1) * RS)});
-    slice(0, 0, imm(C1 == 1 ? 1 : 0));
-  }
-  int64_t ub_step = 0;
-  for (const auto& [p0, size] : blocks) {
-    const int64_t ub = (ub_step++ % 2) * tm0 * tn * 4, valid = std::min(size, P - p0);
-    op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * 4), imm(size * tn / 256), imm(0)});
-    if (valid <= 0) continue;
-    for (int64_t jj = 0; jj < tn / 16; ++jj)
-    {
-      int64_t src = ub + jj * size * 64;
-      if (epi) {
-        std::map<std::string, Operand> columns;
-        for (const std::string& name : epi->broadcasts()) {
-          const int eb = dtype_bytes(k.find_tensor(name)->dtype);
-          columns[name] = at(Buffer::GM, offset(name) + jj * 16 * eb, eb == 2 ? kCol2 : kCol4);
+  for (int64_t half = 0; half < halves; ++half) {
+    const int64_t fm_base = half * fm_bytes, c_base = (c_halves == 2 ? half % 2 : 0) * Pp * tn * 4;
+    // image = image0 + (pair * halves + half) * step_images
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves * step_images)});
+    op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
+    if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
+    image_base(X, kXBase);
+    image_base(Y, kYBase);
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(NB16 * Y.block_bytes)});
+    op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
+    // The image's feature map as C1HWC0: one strided copy per 16 channels.
+    for (int64_t c1 = 0; c1 < C1; ++c1)
+      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv.H * cv.W * 32), at(Buffer::GM, X.base + c1 * X.block_bytes, kXBase),
+                         imm(cv.H * cv.W), imm(32), imm(X.pixel_bytes - 32), imm(0)});
+    // One 16-channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position
+    // group the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
+    auto slice = [&](int64_t sub, Operand init_first) {
+      op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS)});
+      for (size_t gi = 0; gi < kgroups.size(); ++gi) {
+        const auto [q0, qn] = kgroups[gi];
+        const int64_t lb = (l0b_step++ % 2) * l0b_half;
+        op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1 + (sub * RS + q0) * tn * 32, kWSlice), imm(qn), imm(NB16),
+                            imm(NB16), imm(1), imm(1)});
+        if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
+        for (const auto& [p0, size] : blocks) {
+          const int64_t la = (l0a_step++ % 2) * l0a_half;
+          op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+          op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
+                            imm(qn * k0), imm(tn), gi == 0 ? init_first : imm(0)});
         }
-        src = epi->emit_block(p, src, size, epi_base, columns);
       }
-      op(Opcode::DmaOut, {at(Buffer::GM, y_off + (p0 * cv.K + jj * 16) * eo, kYBase), at(Buffer::UB, src),
-                          imm(valid), imm(16 * eo), imm(0), imm((cv.K - 16) * eo)});
+    };
+    const int64_t pairs = C1 / 2;
+    if (pairs > 0) {
+      op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
+      op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
+      op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS * tn * 32)});
+      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS)});
+      slice(0, reg(kInit));
+      slice(1, imm(0));
+      op(Opcode::EndLoop, {});
+    }
+    if (C1 % 2) {
+      op(Opcode::Mov, {reg(kWSlice), imm((C1 - 1) * RS * tn * 32)});
+      op(Opcode::Mov, {reg(kKpos), imm((C1 - 1) * RS)});
+      slice(0, imm(C1 == 1 ? 1 : 0));
+    }
+    for (const auto& [p0, size] : blocks) {
+      const int64_t ub = (ub_step++ % 2) * tm0 * tn * 4, valid = std::min(size, P - p0);
+      op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * 4), imm(size * tn / 256), imm(0)});
+      if (valid <= 0) continue;
+      for (int64_t jj = 0; jj < NB16; ++jj) {
+        int64_t src = ub + jj * size * 64;
+        if (epi) {
+          std::map<std::string, Operand> columns;
+          for (const std::string& name : epi->broadcasts()) {
+            const int eb = dtype_bytes(k.find_tensor(name)->dtype);
+            columns[name] = at(Buffer::GM, offset(name) + jj * 16 * eb, eb == 2 ? kCol2 : kCol4);
+          }
+          src = epi->emit_block(p, src, size, epi_base, columns);
+        }
+        op(Opcode::DmaOut, {at(Buffer::GM, Y.base + p0 * Y.pixel_bytes + jj * Y.block_bytes, kYBase), at(Buffer::UB, src), imm(valid),
+                            imm(16 * eo), imm(0), imm(Y.pixel_bytes - 16 * eo)});
+      }
     }
   }
-  }  // halves
-  if (job_loop) op(Opcode::EndLoop, {});
-  if (padded) {  // Y: rows of Kp -> rows of K, chunks of a multiple of 8 rows (aligned destinations)
+  if (iterations > 1) op(Opcode::EndLoop, {});
+  if (kt_loop) op(Opcode::EndLoop, {});
+  if (cv.layout == Layout::Nchw) {
+    // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
+    code.rows_to_columns(Y.base, user_y, cv.N, P, orig.K, cv.K, orig.K, P, round_up(P, 32 / eo), cv.out);
+  } else if (padded) {  // Y: rows of Kp -> rows of K, chunks of a multiple of 8 rows (aligned destinations)
     const int64_t rows = cv.N * P;
     int64_t cr = std::min(rows, (cap_ub / 2) / (cv.K * eo));
     if (cr < rows) cr = cr / 8 * 8;
     for (int64_t r0 = 0; r0 < rows; r0 += cr) {
       const int64_t n = std::min(cr, rows - r0);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, y_off + r0 * cv.K * eo), imm(1), imm(n * cv.K * eo), imm(0), imm(0)});
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, Y.base + r0 * cv.K * eo), imm(1), imm(n * cv.K * eo), imm(0), imm(0)});
       op(Opcode::DmaOut, {at(Buffer::GM, user_y + r0 * orig.K * eo), at(Buffer::UB, 0), imm(n), imm(orig.K * eo),
                           imm((cv.K - orig.K) * eo), imm(0)});
     }
     out.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig.C, orig.K, cv.C, cv.K));
   }
   p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-  out.notes.push_back(fmt::format("img2col convolution: {} jobs (image x {} output channels) over {} core(s){}, "
-                                  "pixel blocks of {} (of {}), {} channel slices of {} kernel positions",
-                                  jobs, tn, p.cores, paired ? " two at a time (ping-pong)" : "", tm0, Pp, C1, RS));
+  out.notes.push_back(fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
+                                  "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
+                                  "kernel-position group(s) of {}{}",
+                                  tn, per_core_images, kt_loop ? (k_tiles + cores_avail - 1) / cores_avail : 1, p.cores,
+                                  halves == 2 ? " two images at a time (ping-pong)" : "", tm0, Pp, C1, kgroups.size(), kc,
+                                  cv.sh > 1 || cv.sw > 1 ? fmt::format(", stride {}x{}", cv.sh, cv.sw) : ""));
   npu::validate_program(p);
   return out;
 }

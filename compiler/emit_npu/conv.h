@@ -1,17 +1,20 @@
-// NPU mapping of an NHWC convolution (Y[n,p,q,k] += Xp[n,p+r,q+s,c] * Wt[r,s,c,k] with Xp the
-// zero-padded X, stride 1) as an implicit GEMM through img2col: the image's feature map goes to L1
-// as C1HWC0 (MTE2, one strided copy per 16 channels), the geometry is set once (set_fmatrix),
-// load3d (MTE1) writes the im2col rows of a pixel block for one 16-channel slice (all kernel
-// positions) into L0A, the weights of that slice go GM -> L1 (one dma_in_nz per kernel position)
-// -> L0B, mmad accumulates over the slices in L0C, and mov_l0c / dma_out write the valid pixels.
-// Jobs (image, block of output channels) are spread over the cores. Part of compiler/emit_npu.
+// NPU mapping of a convolution (Y[n,p,q,k] += Xp[n, sh p + dh r, sw q + dw s, c] * Wt[r,s,c,k] with Xp the
+// zero-padded X) as an implicit GEMM through img2col, in NHWC, NCHW and the blocked seed layout
+// [N/16, H, W, C/16, 16, 16]: per core one tile of output channels whose weights stay in L1 (loaded
+// once, [c1][kernel position][16-column block] fractals), per image the feature map to L1 as C1HWC0
+// (MTE2, one strided copy per 16 channels; two images ping-pong), the geometry set once
+// (set_fmatrix, strides and dilations included), per 16-channel slice and group of kernel
+// positions the weights L1 -> L0B (load2d) and per pixel block load3d (img2col) -> L0A, mmad
+// accumulating in L0C (two images ping-pong), mov_l0c / dma_out of the valid pixels. NCHW and
+// channel counts not multiples of 16 go through NHWC scratch copies (one core). Part of
+// compiler/emit_npu.
 #pragma once
 
 #include "compiler/emit_npu/emit_npu.h"
 
 namespace tessel::emit_npu {
 
-// True when the kernel's function is that convolution (then emit_conv maps it).
+// True when the kernel's function is that convolution in one of those layouts (then emit_conv maps it).
 bool is_nhwc_convolution(const kernel::Kernel& kernel);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 

@@ -1,0 +1,153 @@
+// NPU convolutions (compiler/emit_npu/conv.cc) in every layout the small suite uses: NHWC, NCHW (via
+// NHWC scratch copies transposed on the vector unit), the blocked seed layout (C1HWC0-like, mapped
+// directly), strides; tails (pixel counts and channel counts not multiples of 16). Each program
+// is compared element by element with the reference interpreter, race-free naive and pruned.
+#include <doctest/doctest.h>
+
+#include "compiler/emit_c/run_c.h"
+#include "compiler/emit_npu/emit_npu.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/npu_sync/sync_insertion.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+#include "npu_sim/simulator.h"
+
+using namespace tessel;
+
+namespace {
+
+const std::string kRoot = TESSEL_SOURCE_DIR;
+const std::string kTarget = kRoot + "/isa/targets/davinci-910.yaml";
+
+struct Case {
+  frontend::Module module;
+  std::unique_ptr<Compilation> compilation;
+  emit_npu::NpuKernel kernel;
+  interp::Tensors inputs, expected;
+};
+
+std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape, bool evaluate = true) {
+  auto c = std::make_unique<Case>();
+  c->module = frontend::load_module(kRoot + "/workloads/" + file);
+  const ir::Function& f = frontend::select_function(c->module, def);
+  CompileOptions o;
+  o.target = kTarget;
+  o.sizes = parse_shape(shape);
+  c->compilation = compile(f, o);
+  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
+  if (evaluate) {
+    c->inputs = interp::random_inputs(f, o.sizes, 5);
+    c->expected = interp::evaluate(f, o.sizes, c->inputs);
+  }
+  return c;
+}
+
+struct Run {
+  npu_sync::SyncResult sync;
+  npu_sim::SimResult sim;
+  emit_c::Verification verification;
+};
+
+Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
+  Run r;
+  const auto& hierarchy = c.compilation->hierarchy;
+  r.sync = npu_sync::insert_syncs(c.kernel.program, hierarchy, {mode, omit});
+  std::map<std::string, NpyArray> bound;
+  for (const auto& t : r.sync.program.tensors)
+    if (t.role == npu::TensorRole::In) bound[t.name] = c.inputs.at(t.name);
+  r.sim = npu_sim::simulate(r.sync.program, hierarchy, bound);
+  interp::Tensors outputs;
+  for (const auto& t : r.sync.program.tensors)
+    if (t.role == npu::TensorRole::Out) outputs[t.name] = r.sim.tensor(r.sync.program, t.name);
+  r.verification = emit_c::verify(c.expected, outputs);
+  return r;
+}
+
+void check_verifies(const std::string& file, const std::string& def, const std::string& shape) {
+  CAPTURE(def);
+  CAPTURE(shape);
+  auto c = compile_case(file, def, shape);
+  const Run naive = run(*c, npu_sync::SyncMode::Naive);
+  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
+  MESSAGE(def << " " << shape << " (" << c->kernel.program.cores << " cores): syncs " << naive.sync.sync_instructions << " -> "
+              << pruned.sync.sync_instructions << ", cycles " << naive.sim.record.total_cycles << " -> " << pruned.sim.record.total_cycles);
+  for (const Run* r : {&naive, &pruned}) {
+    CHECK(r->verification.verified);
+    CHECK(r->verification.max_abs_err == 0);
+    CHECK(r->sim.record.races.empty());
+    CHECK_FALSE(r->sim.record.deadlock);
+  }
+  CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
+  CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+}
+
+// Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).
+void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape) {
+  CAPTURE(def);
+  auto c = compile_case(file, def, shape);
+  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
+  REQUIRE(pruned.sim.record.races.empty());
+  REQUIRE(pruned.sync.pairs > 0);
+  for (int k = 0; k < pruned.sync.pairs; ++k) {
+    CAPTURE(k);
+    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
+    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
+  }
+}
+
+bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
+  for (const auto& n : k.notes)
+    if (n.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("NCHW convolution (AKG conv2d): NHWC scratch copies transposed on the vector unit, exact, tails") {
+  check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3");    // the small-suite entry
+  check_verifies("conv2d.tsl", "conv2d", "N=3,C=20,H=9,W=11,K=24,R=3,S=3");  // 99 pixels, 20 -> 24 channels
+  check_verifies("conv2d.tsl", "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3");   // channel counts multiples of 16
+  auto c = compile_case("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3", false);
+  CHECK(c->kernel.program.cores == 1);
+  CHECK(notes_contain(c->kernel, "NCHW: X and the weights transposed"));
+}
+
+TEST_CASE("strided convolution: set_fmatrix strides, load3d reads every second pixel") {
+  check_verifies("conv2d.tsl", "conv2d_stride2", "N=2,C=3,P=3,Q=4,K=4,R=3,S=2");    // the small-suite entry
+  check_verifies("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3");  // 35 pixels
+  auto c = compile_case("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3", false);
+  const npu::Instruction* fm = nullptr;
+  for (const auto& in : c->kernel.program.code)
+    if (in.opcode == npu::Opcode::SetFmatrix) fm = &in;
+  REQUIRE(fm);
+  // H = 2 P + R - 2 = 15, W = 2 Q + S - 2 = 11, no padding, stride 2 x 2, 3 x 3, dilation 1.
+  std::vector<int64_t> geometry;
+  for (const auto& o : fm->operands) geometry.push_back(o.imm);
+  CHECK(geometry == std::vector<int64_t>{15, 11, 0, 0, 0, 0, 2, 2, 3, 3, 1, 1});
+}
+
+TEST_CASE("blocked seed layout [N/16, H, W, C/16, 16, 16] maps directly (one strided copy per image and 16 channels)") {
+  check_verifies("conv_seed.tsl", "conv2d_blocked", "NB=1,H=4,W=3,CB=2,KB=1,R=3,S=3");  // the small-suite entry
+  check_verifies("conv_seed.tsl", "conv2d_blocked", "NB=2,H=9,W=7,CB=2,KB=3,R=3,S=3");  // 63 pixels, 32 images, 3 blocks of K
+}
+
+TEST_CASE("NHWC convolution with pixel tails over several cores; weights of an output-channel tile stay in L1") {
+  check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=4,H=13,W=11,C=32,K=48,R=3,S=3");  // 143 pixels
+  check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=6,H=5,W=5,C=16,K=64,R=3,S=3");
+  // The seed convolution: tiles of 128 output channels (the largest whose weights and two feature
+  // maps fit L1: 9 x 256 x 128 x 2 + 2 x 14 x 14 x 256 x 2 = 790528 bytes of 1 MiB), 4 tiles x 8
+  // image groups = 32 cores, 32 images per core two at a time, 9 kernel positions in groups of 5 + 4
+  // (5 x 16 x 128 x 2 = 20480 bytes per L0B half).
+  auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=256,H=14,W=14,C=256,K=512,R=3,S=3", false);
+  CHECK(c->kernel.program.cores == 32);
+  CHECK(notes_contain(c->kernel, "tiles of 128 whose weights stay in L1, 32 image(s) x 1 tile(s) per core over 32 core(s) two "
+                                 "images at a time (ping-pong), pixel blocks of 112 (of 208), 16 channel slices x 2 "
+                                 "kernel-position group(s) of 5"));
+}
+
+TEST_CASE("pruned NCHW, strided and blocked convolutions keep only needed syncs (mutation)") {
+  check_mutants_of("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3");
+  check_mutants_of("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3");
+  check_mutants_of("conv_seed.tsl", "conv2d_blocked", "NB=2,H=9,W=7,CB=2,KB=3,R=3,S=3");
+}
