@@ -196,19 +196,8 @@ TEST_CASE("depthwise convolution + relu6 on the vector unit verifies, race-free;
 TEST_CASE("convolution with a fused batch-norm + relu epilogue (per-channel broadcasts on UB) verifies; mutation") {
   check_within_bound("resnet50.tsl", "conv_bn_relu", "N=2,H=5,W=4,C=3,K=4,R=3,S=3");
   check_within_bound("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=32,K=48,R=3,S=3");
-  // Mutation: the pruned program keeps 2 pairs (of 26) whose removal the race detector does not flag
-  // (conservative pruning around the epilogue's per-block broadcast DMAs; sync pass, not the
-  // emitter: the program is race-free either way). Every other kept pair is needed.
-  auto c = compile_case("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=64,K=48,R=3,S=3");
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  REQUIRE(pruned.sim.record.races.empty());
-  int unexposed = 0;
-  for (int k = 0; k < pruned.sync.pairs; ++k) {
-    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
-    unexposed += mutant.sim.record.races.empty() && !mutant.sim.record.deadlock;
-  }
-  MESSAGE("conv_bn_relu: " << unexposed << " of " << pruned.sync.pairs << " kept pairs not exposed by removal");
-  CHECK(unexposed <= 2);
+  // Mutation: every kept pair of the pruned program is needed (11 pairs).
+  check_mutants_of("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=64,K=48,R=3,S=3");
 }
 
 TEST_CASE("i8 x i8 -> i32 GEMM verifies exactly (f16 cube, exact for K <= 1024), tails included") {
