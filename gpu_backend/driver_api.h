@@ -33,6 +33,7 @@ namespace tessel::gpu {
   X(cuFuncSetAttribute)            \
   X(cuFuncGetAttribute)            \
   X(cuLaunchKernel)                \
+  X(cuLaunchKernelEx)              \
   X(cuMemAlloc)                    \
   X(cuMemFree)                     \
   X(cuMemcpyHtoD)                  \

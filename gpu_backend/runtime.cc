@@ -123,8 +123,23 @@ void Kernel::launch_raw(const LaunchConfig& c, CUstream stream, void** params) {
     TESSEL_CU(cuFuncSetAttribute(f_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(c.dynamic_shared_bytes)));
     dynamic_shared_limit_ = c.dynamic_shared_bytes;
   }
-  const CUresult r = driver().cuLaunchKernel(f_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
-                                             c.dynamic_shared_bytes, stream, params, nullptr);
+  CUresult r;
+  if (c.programmatic) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig lc{};
+    lc.gridDimX = c.grid.x, lc.gridDimY = c.grid.y, lc.gridDimZ = c.grid.z;
+    lc.blockDimX = c.block.x, lc.blockDimY = c.block.y, lc.blockDimZ = c.block.z;
+    lc.sharedMemBytes = c.dynamic_shared_bytes;
+    lc.hStream = stream;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    r = driver().cuLaunchKernelEx(&lc, f_, params, nullptr);
+  } else {
+    r = driver().cuLaunchKernel(f_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, c.dynamic_shared_bytes, stream,
+                                params, nullptr);
+  }
   if (r != CUDA_SUCCESS) {
     try {
       check_cu(r, "cuLaunchKernel");

@@ -111,6 +111,10 @@ struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
   uint32_t dynamic_shared_bytes = 0;  // above the default 48 KiB the kernel's limit is raised first
+  // programmatic dependent launch (sm_90+): cuLaunchKernelEx with
+  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so the kernel may start before the
+  // previous kernel of the stream has finished (it must griddepcontrol.wait before touching memory)
+  bool programmatic = false;
 };
 
 struct KernelAttributes {

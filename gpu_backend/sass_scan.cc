@@ -18,6 +18,7 @@ struct TensorOpcode {
 constexpr TensorOpcode kTensorOpcodes[] = {
     {0x23c, "HMMA", 75, 90},  // HMMA.1688 / HMMA.16816 (f16, bf16 inputs)
     {0x237, "IMMA", 75, 90},  // IMMA.8816 / IMMA.16832 (s8, u8 inputs)
+    {0x9f0, "HGMMA", 90, 90},  // HGMMA.64xNx16 (wgmma.mma_async, sm_90a): one per wgmma in the PTX
 };
 
 constexpr int kMinSm = 75, kMaxSm = 90;

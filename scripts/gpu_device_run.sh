@@ -17,8 +17,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 ldd $D/bin/test_gpu_emit | grep "not found" >> $OUT/device.txt
 cat $OUT/device.txt
 step() { local name=$1 limit=$2; shift 2; local t0=$(date +%s); timeout $limit "$@" > $OUT/$name.log 2>&1; local rc=$?; echo "$name: rc=$rc ($(( $(date +%s) - t0 )) s)"; tail -4 $OUT/$name.log; }
+# QUICK=1: only the TensorCore GPU tests named by TESTS (doctest -tc patterns) and the bench entries
+# named by TESSEL_BENCH_FILTER (comma-separated substrings; all when unset), then the SASS check
+if [ -n "${TESTS:-}" ]; then step test_gpu_emit ${TEST_S:-220} $D/bin/test_gpu_emit -tc="$TESTS"; fi
 step bench ${BENCH_S:-300} $D/bin/tessel bench gpu --json $OUT/bench.json
-step test_gpu_emit ${TEST_S:-220} $D/bin/test_gpu_emit
+if [ -z "${TESTS:-}" ] && [ "${QUICK:-0}" != 1 ]; then step test_gpu_emit ${TEST_S:-220} $D/bin/test_gpu_emit; fi
+if [ "${QUICK:-0}" != 1 ]; then
 {
   for s in M=512,N=16,K=512 M=512,N=32,K=512 M=512,N=64,K=512 M=512,N=128,K=512 M=256,N=256,K=256 M=1024,N=32,K=512 M=2048,N=32,K=512; do
     echo "== matmul $s"
@@ -28,12 +32,15 @@ step test_gpu_emit ${TEST_S:-220} $D/bin/test_gpu_emit
   timeout 90 $D/bin/tessel run workloads/conv_seed.tsl --def conv2d_nhwc --target isa/targets/sm90.yaml --shape N=8,H=14,W=14,C=64,K=128,R=3,S=3 2>&1 | tail -6
 } > $OUT/runs.log 2>&1
 echo "runs:"; grep -E "^==|verif|match|us/call|cuBLAS|cuDNN" $OUT/runs.log | head -40
+fi
 if [ "${MEMCHECK:-0}" = 1 ]; then
   step memcheck 120 compute-sanitizer --tool memcheck --print-limit 20 $D/bin/test_gpu_emit -tc='TensorCore*,ldmatrix*,the SIMT*'
 fi
-step test_emit_cuda 60 $D/bin/test_emit_cuda
-# SASS of the 4096^3 kernel: instruction mix (LDSM, HMMA)
+[ "${QUICK:-0}" != 1 ] && step test_emit_cuda 60 $D/bin/test_emit_cuda
+# SASS of the 4096^3 kernel (sm_90a when it is a wgmma kernel): instruction mix (LDSM, HMMA, HGMMA)
 $D/bin/tessel compile workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 -o /tmp/mm4096.cu 2>/dev/null
-nvcc -cubin -arch=sm_90 -I/usr/local/cuda/include -o /tmp/mm4096.cubin /tmp/mm4096.cu > /tmp/nvcc.log 2>&1 &&
+nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -I/usr/local/cuda/include -o /tmp/mm4096.cubin /tmp/mm4096.cu > /tmp/nvcc.log 2>&1 &&
   cuobjdump -sass /tmp/mm4096.cubin | grep -oE "^ +/\*[0-9a-f]{4}\*/ +[A-Z][A-Z0-9_]*(\.[A-Z0-9_.]+)?" | awk '{print $2}' | sort | uniq -c | sort -rn | head -25 > $OUT/sass_mix.txt
+cuobjdump -sass /tmp/mm4096.cubin 2>/dev/null | grep -A1 -m2 HGMMA >> $OUT/sass_mix.txt
+cat $OUT/sass_mix.txt | head -30
 grep -A40 "tessel bench gpu on" $OUT/bench.log

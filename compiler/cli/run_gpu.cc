@@ -57,7 +57,8 @@ LoadedProgram load_program(const kernel::Kernel& k, emit_cuda::CudaOptions o) {
     o.arch = dev;
   }
   lp.program = emit_cuda::emit_cuda(k, o);
-  gpu::CompiledCubin cubin = gpu::compile_to_cubin(lp.program.source, {.arch = dev, .options = {"-fmad=false"}});
+  // wgmma kernels need the architecture-specific target (sm_90a); everything else the device's
+  gpu::CompiledCubin cubin = gpu::compile_to_cubin(lp.program.source, {.arch = lp.program.arch, .options = {"-fmad=false"}});
   lp.compile_from_cache = cubin.from_cache;
   lp.tensor_core_ops = gpu::cubin_tensor_core_op_count(cubin.cubin);
   lp.module = std::make_unique<gpu::Module>(cubin.cubin);
@@ -97,7 +98,8 @@ void launch_all(LoadedProgram& lp, DeviceTensors& d, CUstream s) {
   for (size_t i = 0; i < lp.kernels.size(); ++i) {
     const auto& l = lp.program.launches[i];
     lp.kernels[i].launch_raw({.grid = {l.grid[0], l.grid[1], l.grid[2]}, .block = {l.block, 1, 1},
-                              .dynamic_shared_bytes = l.dynamic_shared_bytes},
+                              .dynamic_shared_bytes = l.dynamic_shared_bytes,
+                              .programmatic = l.pdl},
                              s, params.data());
   }
 }

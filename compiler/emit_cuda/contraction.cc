@@ -238,13 +238,15 @@ std::optional<Contraction> identify_contraction(const kernel::Kernel& k, std::st
     elementwise.insert(e.output);
     c.epilogue.push_back(int(i));
   }
-  if (c.epilogue.empty() && c.m.size() == 1 && c.n.size() == 1 && f.find_tensor(s.output)->kind == ir::TensorKind::Output) {
+  // several M dims (the (n, p, q) of an NHWC convolution) in output order flatten to one row index
+  if (c.epilogue.empty() && c.n.size() == 1 && f.find_tensor(s.output)->kind == ir::TensorKind::Output) {
     std::vector<std::string> expect;
     for (const auto& d : c.batch) expect.push_back(d.var);
-    expect.push_back(c.m[0].var);
+    for (const auto& d : c.m) expect.push_back(d.var);
     expect.push_back(c.n[0].var);
     c.plain_output = expect == out_vars;
   }
+  c.sizes = k.sizes;
   if (why) why->clear();
   return c;
 }

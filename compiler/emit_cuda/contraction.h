@@ -50,9 +50,10 @@ struct Contraction {
   DType in_type = DType::F16, acc_type = DType::F32;
   std::vector<int> epilogue;               // statement indices, in order
   std::vector<int> inlined;                // producers folded into the loads
-  // the anchor's output is a dense [batch..., m, n] Output with no epilogue: fragments can be
+  // the anchor's output is a dense [batch..., m..., n] Output with no epilogue: fragments can be
   // stored straight to global memory
   bool plain_output = false;
+  std::map<std::string, int64_t> sizes;  // the kernel's parameter values
   int64_t size_m() const, size_n() const, size_k() const, size_batch() const;
 };
 

@@ -115,7 +115,10 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     }
     if (cfg) {
       os << "#include <mma.h>\n" << async_copy_helpers(options.arch);
-      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches);
+      const bool pdl = options.pdl && sm_number(options.arch) >= 90 && cfg->k_blocks == 1;
+      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches, pdl);
+      main.pdl = pdl;
+      p.arch = cfg->wgmma ? "sm_90a" : options.arch;
       p.launches.push_back(main);
       p.scratch_bytes = tc_scratch_bytes(*c, *cfg);
       p.tensor_cores = true;
@@ -126,6 +129,7 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     }
     why = "no tile configuration fits the shared memory of " + options.arch;
   }
+  p.arch = options.arch;
   p.explain.push_back("SIMT: TensorCores not used: " + why);
   emit_simt(k, options.arch, os, p.launches, p.scratch_bytes);
   if (c) p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());

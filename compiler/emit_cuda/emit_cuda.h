@@ -43,8 +43,13 @@ struct TcConfig {
   // sm_90: the k_blocks blocks of a tile form a thread-block cluster and reduce their partial
   // tiles through distributed shared memory (no global round trip, deterministic)
   bool cluster = false;
-  int warps() const { return (bm / wm) * (bn / wn) * k_split; }
-  std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma")
+  // sm_90a, f16: warpgroup MMA (wgmma.mma_async) on operands in 128-byte-swizzled shared memory
+  // (filled by cp.async), one warpgroup (4 warps) per wm x bn slice (wm a multiple of 64), bk = 64
+  bool wgmma = false;
+  // wgmma: copies run stages - 1 K tiles ahead (a second barrier per K tile) instead of stages - 2
+  bool wg_deep = false;
+  int warps() const { return wgmma ? 4 * (bm / wm) : (bm / wm) * (bn / wn) * k_split; }
+  std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
 };
 
 struct CudaOptions {
@@ -53,6 +58,12 @@ struct CudaOptions {
   bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
   bool allow_tensor_cores = true;        // false: always SIMT
   int sm_count = 0;                      // SMs of the target (hierarchy `cores`); 0: no split-K across blocks
+  // sm_90+: programmatic dependent launch. The kernel lets the next kernel of the stream start
+  // (griddepcontrol.launch_dependents) and waits for the previous one to finish and flush
+  // (griddepcontrol.wait) before its first global memory access, so only the launch and the
+  // index set-up overlap the previous kernel. Launch::pdl tells the runtime to launch it with the
+  // programmatic-stream-serialisation attribute. Single-kernel TensorCore programs only.
+  bool pdl = false;
 };
 
 // One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry
@@ -62,10 +73,12 @@ struct Launch {
   unsigned grid[3] = {1, 1, 1};
   unsigned block = 256;
   uint32_t dynamic_shared_bytes = 0;
+  bool pdl = false;  // launch with programmatic stream serialisation (CudaOptions::pdl)
 };
 
 struct CudaProgram {
   std::string source;
+  std::string arch;                      // what NVRTC must compile the source for (sm_90a for wgmma)
   std::vector<Launch> launches;
   bool tensor_cores = false;
   std::optional<TcConfig> config;        // set for TensorCore programs

@@ -32,6 +32,10 @@ struct OperandPlan {
   int vec = 1;           // elements per load (1: scalar, synchronous)
   bool k_inner = true;   // shared tile [outer][bk + pad]; else [bk][outer + pad]
   int pad = 0;
+  // wgmma: 128-byte-swizzled canonical layout, no padding. K-inner: rows of 64 elements (128 B),
+  // 16-byte chunk c of row r at chunk c ^ (r % 8). Outer-inner: 64-wide atoms of bk rows (K) of
+  // 128 B, atom after atom, chunk c of K row r at c ^ (r % 8). Stages 1024-byte aligned.
+  bool swz = false;
   int64_t outer_size = 0;
   std::set<std::string> guard_vars;  // anchor indices the guards depend on
   std::vector<int> bounded;          // tensor dims needing a bounds check
@@ -86,7 +90,7 @@ bool vectorisable(const ContractionOperand& op, const std::vector<ContractionDim
 
 OperandPlan plan_operand(const ContractionOperand& op, const Contraction& c, const std::map<std::string, int64_t>& sizes,
                          const std::vector<ContractionDim>& outer, const std::vector<ContractionDim>& kd, int tile_outer, int bk,
-                         int64_t outer_size) {
+                         int64_t outer_size, bool swizzle = false) {
   OperandPlan p;
   p.op = &op;
   p.outer = &outer;
@@ -99,7 +103,8 @@ OperandPlan plan_operand(const ContractionOperand& op, const Contraction& c, con
   for (int d : p.bounded)
     for (const auto& [v, q] : op.indices[d].index_coeffs) p.guard_vars.insert(v);
   const int vec = 16 / elem_bytes(op.dtype);
-  p.pad = vec;
+  p.pad = swizzle ? 0 : vec;
+  p.swz = swizzle;
   if (vectorisable(op, kd, vec, p.guard_vars) && bk % vec == 0) {
     p.vec = vec;
     p.k_inner = true;
@@ -185,7 +190,8 @@ struct TcEmitter {
     if (!chunks_exact) os << pad << "    if (c_ >= " << chunks << ") break;\n";
     else os << pad << "    (void)c_;\n";
     if (p.k_inner)
-      os << pad << "    const int kl_ = (c_ % " << p.bk / p.vec << ") * " << p.vec << ";\n";
+      os << pad << "    const int kl_ = (" << (threads % (p.bk / p.vec) == 0 ? "threadIdx.x" : "c_") << " % " << p.bk / p.vec << ") * " << p.vec
+         << ";\n";  // the same for every i when the block is a multiple of the chunks per row
     else
       os << pad << "    const int kl_ = c_ / " << p.tile_outer / p.vec << ";\n";
     os << pad << "    const int kk_ = kt_ * " << p.bk << " + kl_;\n";
@@ -225,7 +231,11 @@ struct TcEmitter {
       ctx.access = [](const ir::Expr& e) -> std::string { throw UserError("CUDA emitter: a padding guard reads tensor " + e.name); };
       guard += " && " + value_expr(*p.op->guard, ctx);
     }
-    const std::string dst = p.k_inner ? name + "_o[i] * " + S(p.ld()) + " + kl_" : "kl_ * " + S(p.ld()) + " + " + name + "_o[i]";
+    std::string dst = p.k_inner ? name + "_o[i] * " + S(p.ld()) + " + kl_" : "kl_ * " + S(p.ld()) + " + " + name + "_o[i]";
+    if (p.swz && p.k_inner)
+      dst = name + "_o[i] * 64 + ((((kl_ >> 3) ^ " + name + "_o[i]) & 7) << 3)";
+    else if (p.swz)
+      dst = "(" + name + "_o[i] >> 6) * " + S(64 * p.bk) + " + kl_ * 64 + (((((" + name + "_o[i] >> 3) ^ kl_) & 7)) << 3)";
     os << pad << "    const bool ok_ = " << guard << ";\n";
     os << pad << "    const " << st << "* src_ = t_" << p.op->tensor << " + (ok_ ? " << addr << " : 0LL);\n";
     if (p.vec > 1) {
@@ -256,7 +266,7 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "");
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
@@ -280,6 +290,21 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
     return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > 16) return "more than 16 warps per block";
+  if (g.wgmma) {
+    if (sm_of(arch) < 90 || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
+    if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
+    if (g.bk != 64 || g.wm % 64 || g.wn != g.bn || g.bn > 256 || g.wm / 64 > 2) return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
+    if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
+    if (g.warps() > 12) return "wgmma tiles take at most 3 warpgroups";
+    const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), true);
+    const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), true);
+    if (a.vec != 8 || b.vec != 8) return "wgmma tiles need 16-byte loads of both operands";
+    if ((!a.k_inner && g.wm % 64) || (!b.k_inner && g.bn % 64)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
+    const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * 2 + 1024;
+    const int64_t epi = direct_store(c, g) ? 0 : int64_t(g.bm) * (g.bn + 4) * 4 + 1024;
+    if (std::max(pipe, epi) + 256 > shared_budget_bytes(arch)) return "shared memory over the " + arch + " budget";
+    return "";
+  }
   if ((g.wm / 16) * (g.wn / 16) > 16) return "more than 16 accumulator fragments per warp";
   const int eb = elem_bytes(c.in_type), vec = 16 / eb;
   const int64_t a = std::max<int64_t>(int64_t(g.bm) * (g.bk + vec), int64_t(g.bk) * (g.bm + vec));
@@ -299,6 +324,20 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   };
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+    if (sm_of(arch) >= 90 && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
+      // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest; /wgd keeps one
+      // more copy in flight for a second barrier per K tile
+      for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                        {256, 128, 64, 128, 128, 1, 4},
+                                                        {192, 256, 64, 64, 256, 1, 4},
+                                                        {128, 128, 64, 64, 128, 1, 6},
+                                                        {128, 128, 64, 64, 128, 1, 3}}) {
+        g.wgmma = true;
+        add(g);
+        g.wg_deep = true;
+        add(g);
+      }
+    }
     add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
     if (sm_of(arch) >= 80 && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
@@ -416,15 +455,17 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
 }
 
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
-                        std::ostringstream& os, std::vector<std::string>& explain, int sm_count_hint, std::vector<Launch>* before) {
+                        std::ostringstream& os, std::vector<std::string>& explain, int sm_count_hint, std::vector<Launch>* before,
+                        bool pdl) {
   const std::string obstacle = config_obstacle(c, cfg, arch);
   if (!obstacle.empty()) throw UserError("CUDA emitter: tile configuration " + cfg.to_string() + ": " + obstacle);
   TcEmitter e{k, c, cfg, os};
   e.async = sm_of(arch) >= 80;
   e.threads = cfg.warps() * 32;
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();
-  const OperandPlan pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M);
-  const OperandPlan pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N);
+  const bool wg = cfg.wgmma;
+  const OperandPlan pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M, wg);
+  const OperandPlan pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N, wg);
   const bool i8 = c.in_type == DType::I8;
   const std::string ft = i8 ? "signed char" : "__half";
   const std::string acct = i8 ? "int" : "float";
@@ -438,7 +479,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
   const bool direct = direct_store(c, cfg);
   const int64_t epi_bytes = direct ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;
-  const int64_t smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128;
+  const int64_t smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128 + (wg ? 1024 : 0);  // wgmma: 1024-byte alignment
   const int64_t tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
   const std::string name = "tessel_wmma_" + k.name;
   const ir::Statement& anchor = k.function->statements.at(c.anchor);
@@ -500,10 +541,34 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
           "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
           "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
   }
+  if (wg) {
+    const std::string ta = pa.k_inner ? "0" : "1", tb = pb.k_inner ? "0" : "1";
+    const int nreg = cfg.bn / 2;
+    os << "static __device__ __forceinline__ unsigned long long tessel_wg_desc(const void* p, unsigned lbo) {\n"
+          "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 128-byte swizzle, SBO 1024 B */\n"
+          "  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);\n}\n"
+          "static __device__ __forceinline__ void tessel_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
+          "static __device__ __forceinline__ void tessel_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n"
+          "template <int N> static __device__ __forceinline__ void tessel_wg_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\"); }\n"
+          "static __device__ __forceinline__ void tessel_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n";
+    os << "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#error \"wgmma tiles must be compiled for sm_90a\"\n#endif\n";
+    os << "static __device__ __forceinline__ void tessel_wgmma_n" << cfg.bn << "_" << ta << tb
+       << "(float* d, unsigned long long da, unsigned long long db) {\n  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << cfg.bn
+       << "k16.f32.f16.f16 {";
+    for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "%" << r;
+    os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1, " << ta << ", " << tb << ";\\n\"\n    : ";
+    for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "\"+f\"(d[" << r << "])";
+    os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
+  }
   os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
      << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
   os << "  using namespace nvcuda;\n";
-  os << "  extern __shared__ __align__(128) unsigned char smem_[];\n";
+  if (wg) {  // the swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries
+    os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
+    os << "  unsigned char* smem_ = smem_raw_ + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023u)) & 1023u);\n";
+  } else {
+    os << "  extern __shared__ __align__(128) unsigned char smem_[];\n";
+  }
   os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
   os << "  " << ft << "* Bs_ = (" << ft << "*)(smem_ + " << cfg.stages * a_stage * eb << ");\n";
   os << "  (void)scratch;\n";
@@ -516,13 +581,28 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   e.decompose("  ", "blockIdx.z", c.batch, "bv_");
   // unified thread index: every lane of a warp works on the same fragments
   os << "  const int warp_ = threadIdx.x / 32;\n";
-  os << "  const int ks_ = warp_ / " << warps_m * warps_n << ", wi_ = warp_ % " << warps_m * warps_n << ";\n";
-  os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
+  if (wg) {  // warpgroup g: rows g*wm.., warp w of it: rows w*16.. of each m64 tile (accumulator layout)
+    os << "  const int ks_ = 0, wg_ = warp_ / 4;\n";
+    os << "  const int wm_ = wg_ * " << cfg.wm << " + (warp_ % 4) * 16, wn_ = 0;\n";
+  } else {
+    os << "  const int ks_ = warp_ / " << warps_m * warps_n << ", wi_ = warp_ % " << warps_m * warps_n << ";\n";
+    os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
+  }
   e.loader("a", pa, "As_");
   e.loader("b", pb, "Bs_");
-  const bool mma = cfg.mma;
+  const bool mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
   const int fn8 = cfg.wn / 8;  // m16n8 accumulator tiles along N (mma path)
-  if (mma) {
+  const int rstep = wg ? 64 : 16;  // rows between accumulator tiles i of a warp
+  const int fmx = wg ? cfg.wm / 64 : fm;
+  if (wg) {
+    os << "  const int lane_ = threadIdx.x % 32;\n";
+    os << "  float acc_[" << fmx << "][" << fn8 << "][4];\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8
+       << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+    explain.push_back("  wgmma path (sm_90a): " + S(cfg.warps() / 4) + " warpgroup(s), each " + S(fmx) + " x wgmma.m64n" + S(cfg.bn) +
+                      "k16 f16 -> f32 per 16-deep K step; A " + (pa.k_inner ? "K" : "M") + "-major, B " + (pb.k_inner ? "K" : "N") +
+                      "-major in 128-byte-swizzled shared memory filled by cp.async; one MMA group in flight while the next tiles load");
+  } else if (mma) {
     os << "  const int lane_ = threadIdx.x % 32;\n";
     os << "  float acc_[" << fm << "][" << fn8 << "][4];\n";
     os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8
@@ -552,6 +632,46 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   } else {
     os << "  const int kt0_ = 0, kt_total_ = " << kt_total << ";\n";
   }
+  if (pdl) {  // the trigger after the wait: at most one kernel waits behind this one
+    os << "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  /* PDL: the previous kernel has finished and flushed */\n";
+    os << "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  /* PDL: the next kernel may launch */\n";
+  }
+  if (wg) {
+    // the MMAs of tile kt are issued first (the tensor cores always hold a queued group), then the
+    // copies of tile kt + D. D = stages - 2: their slot was last read by the MMAs of tile kt - 2,
+    // complete in every warpgroup (wait_group 1 in iteration kt - 1, then this iteration's
+    // barrier). wg_deep, D = stages - 1: slot of tile kt - 1, complete after this iteration's
+    // wait_group 1 and a second barrier.
+    const int S_ = cfg.stages;
+    const int D_ = cfg.wg_deep ? S_ - 1 : S_ - 2;
+    const std::string ta = pa.k_inner ? "0" : "1", tb = pb.k_inner ? "0" : "1";
+    const std::string fnname = "tessel_wgmma_n" + S(cfg.bn) + "_" + ta + tb;
+    os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
+    os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
+    os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
+    os << "    const " << ft << "* as_ = As_ + (kt % " << S_ << ") * " << a_stage << ";\n";
+    os << "    const " << ft << "* bs_ = Bs_ + (kt % " << S_ << ") * " << b_stage << ";\n";
+    // descriptors: K-major rows of 128 B (8-row groups 1024 B apart, a K step of 16 = 32 B);
+    // M/N-major 64-wide atoms bk*128 B apart (LBO), 8 K rows 1024 B apart (SBO), a K step = 2048 B
+    const int a_lbo = pa.k_inner ? 16 : 64 * cfg.bk * 2, b_lbo = pb.k_inner ? 16 : 64 * cfg.bk * 2;
+    const std::string a_base = pa.k_inner ? "as_ + (wg_ * " + S(cfg.wm) + " + i * 64) * 64" : "as_ + (wg_ * " + S(cfg.wm / 64) + " + i) * " + S(64 * cfg.bk);
+    const int a_kstep = pa.k_inner ? 32 : 2048, b_kstep = pb.k_inner ? 32 : 2048;  // bytes per 16-deep K step
+    os << "    tessel_wg_fence();\n";
+    os << "    #pragma unroll\n    for (int kq = 0; kq < " << cfg.bk / 16 << "; ++kq) {\n";
+    os << "      const unsigned long long db_ = tessel_wg_desc(bs_, " << b_lbo << ") + (unsigned long long)(kq * " << b_kstep / 16 << ");\n";
+    os << "      #pragma unroll\n      for (int i = 0; i < " << fmx << "; ++i)\n        " << fnname << "(&acc_[i][0][0], tessel_wg_desc(" << a_base
+       << ", " << a_lbo << ") + (unsigned long long)(kq * " << a_kstep / 16 << "), db_);\n";
+    os << "    }\n";
+    os << "    tessel_wg_commit();\n";
+    if (cfg.wg_deep) os << "    tessel_wg_wait<1>();\n    __syncthreads();  /* tile kt - 1's slot is free in every warpgroup */\n";
+    os << "    { const int nt = kt + " << D_ << "; if (nt < kt_total_) { load_a(nt % " << S_ << ", kt0_ + nt); load_b(nt % " << S_
+       << ", kt0_ + nt); } tessel_cp_commit(); }\n";
+    if (!cfg.wg_deep) os << "    tessel_wg_wait<1>();\n";
+    os << "  }\n";
+    os << "  tessel_wg_wait<0>();\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8
+       << "; ++j)\n      #pragma unroll\n      for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
+  } else {
   os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
   os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n    __syncthreads();\n";
@@ -598,11 +718,12 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
      << "; ++j) wmma::mma_sync(acc_[i][j], af_[i], bf_[j], acc_[i][j]);\n";
   }
   os << "    }\n  }\n";
+  }  // !wg
   if (direct && mma) {
     explain.push_back("  accumulators stored straight to global memory (64-bit stores, no epilogue)");
     os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
-    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
-    os << "      const int row_ = m0_ + wm_ + i * 16 + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
+    os << "      const int row_ = m0_ + wm_ + i * " << rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
     os << "      if (col_ < " << N << ") {\n";
     os << "        if (row_ < " << M << ") *(float2*)(out_ + (long long)row_ * " << N << " + col_) = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
     os << "        if (row_ + 8 < " << M << ") *(float2*)(out_ + (long long)(row_ + 8) * " << N
@@ -621,8 +742,8 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
   os << "  " << acct << "* cs_ = (" << acct << "*)smem_ + ks_ * " << cfg.bm * ldc << ";\n";
   if (mma) {
-    os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
-    os << "      float* p_ = cs_ + (wm_ + i * 16 + lane_ / 4) * " << ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+    os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
+    os << "      float* p_ = cs_ + (wm_ + i * " << rstep << " + lane_ / 4) * " << ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
     os << "      *(float2*)p_ = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
     os << "      *(float2*)(p_ + 8 * " << ldc << ") = make_float2(acc_[i][j][2], acc_[i][j][3]);\n    }\n";
   } else {

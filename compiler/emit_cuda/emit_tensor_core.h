@@ -27,6 +27,7 @@ uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
 // `sm_count` only feeds the explanation of a split-K configuration.
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
                         std::ostringstream& os, std::vector<std::string>& explain, int sm_count = 0,
-                        std::vector<Launch>* before = nullptr);  // launches that must run first (output zeroing)
+                        std::vector<Launch>* before = nullptr,  // launches that must run first (output zeroing)
+                        bool pdl = false);                      // griddepcontrol (CudaOptions::pdl), sm_90+
 
 }  // namespace tessel::emit_cuda

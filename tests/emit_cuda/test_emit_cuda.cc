@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include "compiler/emit_cuda/contraction.h"
@@ -14,6 +16,7 @@
 #include "compiler/pipeline.h"
 
 #ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/error.h"
 #include "gpu_backend/nvrtc_compile.h"
 #include "gpu_backend/sass_scan.h"
 #endif
@@ -236,6 +239,60 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
   CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
 }
 
+TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution compile through NVRTC and contain HGMMA") {
+  struct W {
+    std::string file, def;
+    std::map<std::string, int64_t> sizes;
+  };
+  const std::string mt = "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n";
+  const W ws[] = {{"matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}}},
+                  {"conv_seed.tsl", "conv2d_nhwc", {{"N", 64}, {"H", 14}, {"W", 14}, {"C", 64}, {"K", 256}, {"R", 3}, {"S", 3}}},
+                  {"", "mt", {{"M", 1024}, {"N", 1024}, {"K", 256}}}};
+  for (const auto& w : ws) {
+    CAPTURE(w.def);
+    Compiled r;
+    if (w.file.empty()) {
+      r.module = frontend::parse_module(mt, "mt.tsl");
+      CompileOptions o;
+      o.target = target("sm90");
+      o.sizes = w.sizes;
+      r.c = compile(r.module.functions[0], o);
+    } else {
+      r = compile_for(w.file, w.def, w.sizes);
+    }
+    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    REQUIRE(c);
+    int n = 0;
+    for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {
+      if (!g.wgmma) continue;
+      CAPTURE(g.to_string());
+      CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_80").empty());
+      emit_cuda::CudaOptions o;
+      o.config = g;
+      o.pdl = true;
+      auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+      CHECK(p.arch == "sm_90a");
+      CHECK(contains(p.source, "wgmma.mma_async.sync.aligned.m64n" + std::to_string(g.bn) + "k16.f32.f16.f16"));
+      CHECK(contains(p.source, "griddepcontrol.wait"));
+      CHECK(p.launches.at(0).pdl);
+      auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+      CHECK_MESSAGE(!contains(cubin.log, "serializ"), cubin.log);
+      CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HGMMA"));
+      CHECK_THROWS_AS(gpu::compile_to_cubin(p.source, {.arch = "sm_90"}), gpu::CompileError);  // needs the sm_90a target (CompileError)
+      if (std::getenv("TESSEL_DUMP_OPCODES")) {
+        std::map<uint16_t, int> h;
+        for (const auto& [k, ops] : gpu::cubin_opcodes(cubin.cubin))
+          for (auto op : ops) ++h[op];
+        for (auto [op, cnt] : h) MESSAGE(std::hex << op << std::dec << " " << cnt);
+        MESSAGE(cubin.log);
+        std::ofstream("/tmp/wg_" + w.def + "_" + std::to_string(n) + ".cu") << p.source;
+      }
+      ++n;
+    }
+    CHECK(n >= 3);
+  }
+}
+
 TEST_CASE("every small-suite workload compiles through NVRTC for sm_75 and sm_90") {
   frontend::Suite suite = frontend::load_suite("workloads/small.yaml");
   REQUIRE(suite.entries.size() >= 10);
@@ -253,7 +310,7 @@ TEST_CASE("every small-suite workload compiles through NVRTC for sm_75 and sm_90
       auto p = emit_cuda::emit_cuda(c->kernel, co);
       std::string log;
       try {
-        gpu::compile_to_cubin(p.source, {.arch = arch});
+        gpu::compile_to_cubin(p.source, {.arch = p.arch});  // sm_90a where the kernel uses wgmma
       } catch (const std::exception& ex) {
         log = ex.what();
       }
@@ -283,11 +340,13 @@ TEST_CASE("the cubins of matmul, the seed-layout convolutions and the fused GEMM
       co.arch = arch;
       auto p = emit_cuda::emit_cuda(r.c->kernel, co);
       REQUIRE(p.tensor_cores);
-      auto cubin = gpu::compile_to_cubin(p.source, {.arch = arch});
+      auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
       const auto scan = gpu::scan_cubin(cubin.cubin);
       CHECK(scan.tensor_op_count() > 0);
       if (std::string(w.def) == "matmul_i8")
         CHECK(scan.tensor_ops.count("IMMA"));
+      else if (p.config->wgmma)  // sm_90's default for the large GEMM: warpgroup MMA
+        CHECK(scan.tensor_ops.count("HGMMA"));
       else
         CHECK(scan.tensor_ops.count("HMMA"));
     }

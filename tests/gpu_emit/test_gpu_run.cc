@@ -159,6 +159,61 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
             {{"M", 64}, {"N", 48}, {"K", 80}}, "matmul_bias_relu");
 }
 
+TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions; PDL") {
+  if (!have_gpu()) return;
+  if (cli::gpurun::device_arch() < std::string("sm_90")) {
+    MESSAGE("skipped: wgmma needs sm_90");
+    return;
+  }
+  std::vector<emit_cuda::TcConfig> cfgs;
+  for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                                          {256, 128, 64, 128, 128, 1, 4},
+                                                                          {128, 128, 64, 64, 128, 1, 6},
+                                                                          {128, 128, 64, 128, 128, 1, 3},
+                                                                          {64, 64, 64, 64, 64, 1, 3}}) {
+    g.wgmma = true;
+    cfgs.push_back(g);
+    g.wg_deep = true;
+    cfgs.push_back(g);
+  }
+  {
+    emit_cuda::TcConfig g{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups, chunk count not a multiple of the block
+    g.wgmma = true;
+    cfgs.push_back(g);
+  }
+  auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
+    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    REQUIRE(c);
+    for (const auto& cfg : cfgs) {
+      if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
+      o.pdl = true;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
+    }
+  };
+  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}}), {{"M", 256}, {"N", 256}, {"K", 256}},
+            "matmul 256^3");
+  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 200}, {"N", 192}, {"K", 96}}), {{"M", 200}, {"N", 192}, {"K", 96}},
+            "matmul 200x192x96");
+  {
+    Compiled r;
+    r.module = frontend::parse_module(
+        "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
+    r.f = &r.module.functions[0];
+    CompileOptions o;
+    o.target = "isa/targets/sm90.yaml";
+    o.sizes = {{"M", 256}, {"N", 128}, {"K", 192}};
+    r.c = compile(*r.f, o);
+    check_all(r, o.sizes, "transposed A and B");
+  }
+  const std::map<std::string, int64_t> conv = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 64}, {"R", 3}, {"S", 3}};
+  check_all(compile_for("workloads/conv_seed.tsl", "conv2d_nhwc", conv), conv, "conv2d_nhwc");
+  check_all(compile_for("workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 128}, {"N", 64}, {"K", 128}}),
+            {{"M", 128}, {"N", 64}, {"K", 128}}, "matmul_bias_relu");
+}
+
 TEST_CASE("the SIMT fallback verifies where TensorCores are refused") {
   if (!have_gpu()) return;
   Compiled r = compile_for("workloads/matmul.tsl", "matmul", {{"M", 67}, {"N", 45}, {"K", 33}});
