@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
+#include <functional>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -47,6 +50,11 @@ struct Machine {
   int64_t cap_l1 = 0, cap_l0a = 0, cap_l0b = 0, cap_l0c = 0, cap_ub = 0;
   int64_t gm_align = 32, ub_align = 32, l0c_align = 1024, l0_align = 512;
   int64_t vector_bytes_per_repeat = 256, vector_max_repeat = 255;
+  int64_t cube_cycles = 1;                // cycles of one fractal mmad
+  double bw_l0c_ub = 0, bw_ub_gm = 0;     // write-back paths (bytes per cycle; 0: not described)
+  double bw_gm_l1 = 0;                    // GM -> L1 (bytes per cycle per core; 0: not described)
+  double bw_l1_l0a = 0, bw_l1_l0b = 0;    // L1 -> L0A / L0B (MTE1)
+  int64_t latency_gm_l1 = 0;
   int cores = 1;
 };
 
@@ -57,6 +65,7 @@ Machine machine(const isa::Hierarchy& h) {
     for (const isa::MatrixShape& s : u->shapes)
       if (s.a == DType::F16 && s.acc == DType::F32) {
         m.m0 = s.m, m.n0 = s.n, m.k0 = s.k;
+        m.cube_cycles = std::max<int64_t>(1, s.cycles);
         cube = true;
       }
   if (!cube) throw UserError(h.source_file + ": the NPU backend needs a matrix unit with an f16 x f16 -> f32 shape");
@@ -74,6 +83,18 @@ Machine machine(const isa::Hierarchy& h) {
   for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) {
     m.vector_bytes_per_repeat = u->bytes_per_repeat;
     m.vector_max_repeat = u->max_repeat;
+  }
+  const std::string& global = h.level(isa::Role::Global).name;
+  const std::string& acc = h.level(isa::Role::Accumulator).name;
+  const std::string& vec = h.level(isa::Role::Vector).name;
+  if (const isa::TransferPath* p = h.find_path(acc, vec)) m.bw_l0c_ub = p->bandwidth_bytes_per_cycle;
+  if (const isa::TransferPath* p = h.find_path(vec, global)) m.bw_ub_gm = p->bandwidth_bytes_per_cycle;
+  const std::string& stage = h.level(isa::Role::Stage).name;
+  if (const isa::TransferPath* p = h.find_path(stage, h.level(isa::Role::OperandA).name)) m.bw_l1_l0a = p->bandwidth_bytes_per_cycle;
+  if (const isa::TransferPath* p = h.find_path(stage, h.level(isa::Role::OperandB).name)) m.bw_l1_l0b = p->bandwidth_bytes_per_cycle;
+  if (const isa::TransferPath* p = h.find_path(global, stage)) {
+    m.bw_gm_l1 = p->bandwidth_bytes_per_cycle;
+    m.latency_gm_l1 = p->latency_cycles;
   }
   m.cores = static_cast<int>(h.cores);
   return m;
@@ -112,6 +133,10 @@ struct GemmShape {
   bool int_out = false;  // i8 operands (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
   bool double_l1 = true, double_l0 = true, double_ub = true;
+  int64_t l1_slots = 2;      // K chunks in flight in L1 (a ring; 2 = ping-pong)
+  int64_t tail_chunks = 1;   // the last chunks, computed block by block so the write-back overlaps the cube
+  int64_t l0a_slots = 2, l0b_slots = 2;  // operand tiles in flight in L0A / L0B (rings)
+  int64_t peeled = 1;        // chunks computed before the chunk loop (in straight-line code)
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
   std::map<std::string, std::pair<int64_t, int>> broadcast;  // [N] tensor -> GM offset, element bytes
 };
@@ -241,79 +266,157 @@ class Builder {
       op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * 4)});
     }
 
-    // A K chunk is loaded (MTE2) into one L1 half and computed (MTE1 + M) from it. The loads are
-    // issued one chunk ahead in program order, so the scalar pipe dispatches the next chunk's copy
-    // before the current chunk's compute fills the queues (software pipelining).
-    auto load = [&](int half, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, bool split = false) {
-      const int64_t l1 = g.double_l1 ? half * l1_half : 0;
-      if (split && g.tk > g.tk0) {
-        // The first chunk in operand-tile pieces of K (A: column blocks are contiguous in NZ; B: one
-        // copy per column block), so the cube starts after the first piece instead of the chunk.
-        // Order: A's first piece, then B column block by column block, then A's other pieces.
-        const int64_t pieces = g.tk / g.tk0;
-        auto a_piece = [&](int64_t piece) {
-          op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + piece * g.tm * g.tk0 * 2),
-                               at(Buffer::GM, g.a_off + (chunk_offset * g.tk + piece * g.tk0) * 2, a_base), imm(g.tm),
-                               imm(g.tk0), imm(g.K)});
+    // L1 slot layout (per K chunk): operand tile by operand tile, each contiguous NZ — A piece kk
+    // (tk0 columns of K) row block i (tm0 rows), then B piece kk column block j (tn0 columns) — so
+    // that one operand tile can be loaded and computed on without the rest of the chunk, and every
+    // load2d reads one contiguous range (the sync pass's footprints are intervals).
+    const int64_t pieces = g.tk / g.tk0;
+    const int64_t a_tile_bytes = g.tm0 * g.tk0 * 2, b_tile_bytes = g.tk0 * g.tn0 * 2;
+    auto a_at = [&](int64_t kk, int64_t i) { return (kk * (g.tm / g.tm0) + i) * a_tile_bytes; };
+    auto slot_at = [&](int64_t slot) { return g.double_l1 ? slot * l1_half : 0; };
+    // A K chunk is loaded (MTE2) into one L1 slot and computed (MTE1 + M) from it. The scalar pipe
+    // dispatches in program order into queues of bounded depth, so the program interleaves the
+    // pipes in the order they should run: a load's DMAs are queued (`pending`) and emitted inside
+    // the compute before it — each DMA of the chunk being computed right before the first mmad that
+    // needs it, the DMAs of later chunks spread evenly over the mmads (software pipelining without
+    // starving one queue while another is full).
+    // fine: one DMA per operand tile, in the order the cube needs them (the first chunk: the cube
+    // starts after one operand tile of A and of B instead of a whole piece); otherwise one DMA per
+    // piece of B and per operand tile of A.
+    struct Dma {
+      int64_t chunk, kk, i, j;  // what it brings: A tile (kk, i) (j < 0) or B tiles (kk, j..) (i < 0); j = -2: all
+      std::function<void()> emit;
+    };
+    std::deque<Dma> pending;
+    auto load = [&](int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, bool fine = false) {
+      const int64_t l1 = slot_at(slot);
+      for (int64_t kk = 0; kk < pieces; ++kk) {
+        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A / row of B
+        auto a_tile = [&, kk, k0](int64_t i) {
+          std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + a_at(kk, i)),
+                                   at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * 2, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
+          pending.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
         };
-        a_piece(0);
-        for (int64_t cb = 0; cb < g.tn / m_.n0; ++cb)
-          for (int64_t piece = 0; piece < pieces; ++piece) {
-            const int64_t k0 = chunk_offset * g.tk + piece * g.tk0;
-            op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a + (cb * g.tk + piece * g.tk0) * m_.n0 * 2),
-                                 at(Buffer::GM, g.b_off + (k0 * g.N + cb * m_.n0) * 2, b_base), imm(g.tk0), imm(m_.n0), imm(g.N)});
-          }
-        for (int64_t piece = 1; piece < pieces; ++piece) a_piece(piece);
-        return;
+        auto b_tiles = [&, kk, k0](int64_t j, int64_t cols) {
+          std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
+                                   at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * 2, b_base), imm(g.tk0), imm(cols), imm(g.N)};
+          pending.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
+        };
+        a_tile(0);
+        if (fine) {
+          for (int64_t j = 0; j < g.tn / g.tn0; ++j) b_tiles(j, g.tn0);
+        } else {
+          b_tiles(0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
+        }
+        for (int64_t i = 1; i < g.tm / g.tm0; ++i) a_tile(i);
       }
-      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), at(Buffer::GM, g.a_off + chunk_offset * g.tk * 2, a_base),
-                           imm(g.tm), imm(g.tk), imm(g.K)});
-      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + l1_a),
-                           at(Buffer::GM, g.b_off + chunk_offset * g.tk * g.N * 2, b_base), imm(g.tk), imm(g.tn), imm(g.N)});
     };
-    // block_major (the last chunk): each accumulator block completes in turn, so its move to UB
-    // and GM overlaps the cube's work on the next block.
-    // block_major_halves: the last chunks (one per listed L1 half), block by block.
-    auto compute_blocks = [&](const std::vector<int>& halves, Operand first) {
-      for (int64_t j = 0; j < g.tn / g.tn0; ++j)
-        for (int64_t i = 0; i < g.tm / g.tm0; ++i)
-          for (size_t h = 0; h < halves.size(); ++h) {
-            const int64_t l1 = g.double_l1 ? halves[h] * l1_half : 0;
-            for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk) {
-              const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
-              const int64_t l0a = g.double_l0 ? (l0a_step_++ % 2) * l0a_half : 0;
-              op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, l1 + a_frac * m_.fractal_bytes),
-                                  imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm / m_.m0), imm(0)});
-              const int64_t b_frac = j * (g.tn0 / m_.n0) * (g.tk / m_.k0) + kk * (g.tk0 / m_.k0);
-              const int64_t l0b = g.double_l0 ? (l0b_step_++ % 2) * l0b_half : 0;
-              op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, l1 + l1_a + b_frac * m_.fractal_bytes),
-                                  imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk / m_.k0), imm(1)});
-              const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
-              op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g.tm0),
-                                imm(g.tk0), imm(g.tn0), kk == 0 && h == 0 ? first : imm(0)});
+    // Before mmad (kk, i, j) of `chunk`, the `left`-th last mmad of this compute: the pending DMAs
+    // it needs (a prefix of its chunk's, in load order), then a share of the later chunks' DMAs.
+    auto flush = [&](int64_t chunk, int64_t kk, int64_t i, int64_t j, int64_t left) {
+      auto needed = [&](const Dma& d) {
+        if (d.chunk != chunk) return false;
+        if (d.kk != kk) return d.kk < kk;
+        return d.j < 0 ? d.i <= i : (d.j == -2 || d.j <= j);
+      };
+      size_t last = 0;
+      for (size_t n = 0; n < pending.size(); ++n)
+        if (needed(pending[n])) last = n + 1;
+      for (size_t n = 0; n < last; ++n) {
+        pending.front().emit();
+        pending.pop_front();
+      }
+      size_t later = 0;
+      for (const Dma& d : pending) later += d.chunk > chunk;
+      for (size_t n = (later + left - 1) / std::max<int64_t>(left, 1); n > 0 && !pending.empty(); --n) {
+        pending.front().emit();
+        pending.pop_front();
+      }
+    };
+    // One mmad of operand tile (kk, i, j) from the chunk in L1 slot `slot`, through the L0 rings.
+    auto load_a = [&](int64_t slot, int64_t kk, int64_t i) {
+      const int64_t l0a = (l0a_step_++ % g.l0a_slots) * l0a_half;
+      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, slot_at(slot) + a_at(kk, i)),
+                          imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm0 / m_.m0), imm(0)});
+      return l0a;
+    };
+    auto load_b = [&](int64_t slot, int64_t kk, int64_t j) {
+      const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
+      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
+                          at(Buffer::L1, slot_at(slot) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
+                          imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk0 / m_.k0), imm(1)});
+      return l0b;
+    };
+    auto mmad = [&](int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
+      op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, (j * (g.tm / g.tm0) + i) * sub_c), at(Buffer::L0A, l0a),
+                        at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(g.tn0), init});
+    };
+    // Write-back of accumulator block (i, j) through UB (ping-pong) to GM. `by_column`: moved
+    // column block by column block, so the first write-back starts after a quarter of the move (the
+    // last block: its move and write-back are the only ones no compute hides).
+    auto write_back = [&](int64_t i, int64_t j, bool by_column) {
+      const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
+      const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
+      const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
+      const int64_t em = dtype_bytes(moved);
+      by_column = by_column && !g.int_out;
+      const int64_t column_bytes = g.tm0 * m_.n0 * 4;  // one column block in L0C (NZ: contiguous)
+      if (!by_column)
+        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
+      if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
+        const int64_t lanes = m_.vector_bytes_per_repeat / 4;
+        for (int64_t done = 0; done < g.tm0 * g.tn0;) {
+          const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
+          op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * 4), at(Buffer::UB, ub + done * 4),
+                             imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(8)});
+          done += n;
+        }
+      }
+      for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
+        const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
+        int64_t src = ub + jj * g.tm0 * m_.n0 * em;
+        if (by_column)
+          op(Opcode::MovL0c, {type(moved), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes), imm(g.tm0 / m_.m0), imm(0)});
+        if (g.epilogue) {
+          std::map<std::string, Operand> columns;
+          for (const auto& [name, where] : g.broadcast)
+            columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.n0) * where.second,
+                               where.second == 2 ? kColumn2 : kColumn4);
+          src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, columns);
+        }
+        op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0),
+                            imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
+      }
+    };
+    const int64_t blocks_m = g.tm / g.tm0, blocks_n = g.tn / g.tn0;
+    // The chunks in `slots` (ascending K), one accumulator block after the other, each block's
+    // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
+    // computes the next block.
+    auto compute_blocks = [&](const std::vector<int64_t>& slots, Operand first) {
+      while (!pending.empty()) {
+        pending.front().emit();
+        pending.pop_front();
+      }
+      for (int64_t j = 0; j < blocks_n; ++j)
+        for (int64_t i = 0; i < blocks_m; ++i) {
+          for (size_t h = 0; h < slots.size(); ++h)
+            for (int64_t kk = 0; kk < pieces; ++kk) {
+              const int64_t l0a = load_a(slots[h], kk, i);
+              mmad(i, j, l0a, load_b(slots[h], kk, j), kk == 0 && h == 0 ? first : imm(0));
             }
-          }
+          write_back(i, j, j == blocks_n - 1 && i == blocks_m - 1);
+        }
     };
-    auto compute = [&](int half, Operand first, bool block_major = false) {
-      const int64_t l1 = g.double_l1 ? half * l1_half : 0;
-      if (block_major) {
-        compute_blocks({half}, first);
-        return;
-      }
-      for (int64_t kk = 0; kk < g.tk / g.tk0; ++kk)
-        for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
-          const int64_t a_frac = kk * (g.tk0 / m_.k0) * (g.tm / m_.m0) + i * (g.tm0 / m_.m0);
-          const int64_t l0a = g.double_l0 ? (l0a_step_++ % 2) * l0a_half : 0;
-          op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, l1 + a_frac * m_.fractal_bytes),
-                              imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm / m_.m0), imm(0)});
-          for (int64_t j = 0; j < g.tn / g.tn0; ++j) {
-            const int64_t b_frac = j * (g.tn0 / m_.n0) * (g.tk / m_.k0) + kk * (g.tk0 / m_.k0);
-            const int64_t l0b = g.double_l0 ? (l0b_step_++ % 2) * l0b_half : 0;
-            op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, l1 + l1_a + b_frac * m_.fractal_bytes),
-                                imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk / m_.k0), imm(1)});
-            const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
-            op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g.tm0),
-                              imm(g.tk0), imm(g.tn0), kk == 0 ? first : imm(0)});
+    // One chunk, piece by piece (the order of its loads): A's operand tile reused across the columns.
+    auto compute = [&](int64_t chunk, int64_t slot, Operand first) {
+      int64_t left = pieces * blocks_m * blocks_n;
+      for (int64_t kk = 0; kk < pieces; ++kk)
+        for (int64_t i = 0; i < blocks_m; ++i) {
+          flush(chunk, kk, i, 0, left);
+          const int64_t l0a = load_a(slot, kk, i);
+          for (int64_t j = 0; j < blocks_n; ++j) {
+            flush(chunk, kk, i, j, left--);
+            mmad(i, j, l0a, load_b(slot, kk, j), kk == 0 ? first : imm(0));
           }
         }
     };
@@ -325,73 +428,57 @@ class Builder {
         op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
         op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(g.tk * g.N * 2)});
         op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        load(0, kGmAChunk, kGmBChunk, 0);
-        compute(0, reg(kInit));
+        load(0, kGmAChunk, kGmBChunk, 0, 0);
+        compute(0, 0, reg(kInit));
         op(Opcode::EndLoop, {});
+        for (int64_t j = 0; j < blocks_n; ++j)
+          for (int64_t i = 0; i < blocks_m; ++i) write_back(i, j, j == blocks_n - 1 && i == blocks_m - 1);
       } else {
-        load(0, kGmA, kGmB, 0);
-        compute(0, imm(1));
+        load(0, kGmA, kGmB, 0, 0);
+        compute_blocks({0}, imm(1));
       }
     } else {
-      // Software pipeline over the chunks c (L1 half c % 2): load c + 1, compute c. Chunk 0 is peeled
-      // (its loads are waited for right before its own MTE1 loads, not before a loop), then pairs of
-      // chunks in a loop, then the last one or two chunks; the last is computed block by block.
-      load(0, kGmA, kGmB, 0, /*split=*/!tile_loop);  // split pieces need more event ids: only where no tile loop carries them
-      if (chunks > 1) load(1, kGmA, kGmB, 1);
-      compute(0, imm(1), chunks == 1);
-      const int64_t iterations = chunks >= 2 ? (chunks - 2) / 2 : 0;  // computes c, c+1 and loads c+1, c+2
+      // Software pipeline over the chunks c (L1 slot c % S, S = l1_slots): the loads run S - 1
+      // chunks ahead (load c + S - 1 is queued before computing c: its slot is the one chunk c - 1
+      // freed). The first `peeled` chunks are straight-line code (their loads are waited for right
+      // before their own MTE1 loads, not all at a loop's entry), the middle chunks run in a loop
+      // unrolled S times (every L1 address a constant), the last tail_chunks chunks are computed
+      // block by block.
+      const int64_t S = g.l1_slots, ahead = S - 1, body_end = chunks - g.tail_chunks;  // chunks [0, body_end) chunk-wise
+      int64_t loaded = 0;
+      auto load_static = [&](int64_t upto) {  // queues the loads of chunks < upto not queued yet
+        for (; loaded < std::min(upto, chunks); ++loaded) load(loaded % S, kGmA, kGmB, loaded, loaded, loaded == 0 && !tile_loop);
+      };
+      load_static(ahead);
+      const int64_t peeled = std::min(g.peeled, body_end);
+      for (int64_t c = 0; c < peeled; ++c) {
+        load_static(c + ahead + 1);
+        compute(c, c % S, imm(c == 0 ? 1 : 0));
+      }
+      // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
+      const int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
       if (iterations > 0) {
         op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
-        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(2 * g.tk * 2)});
+        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(S * g.tk * 2)});
         op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(2 * g.tk * g.N * 2)});
+        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(S * g.tk * g.N * 2)});
         op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        load(0, kGmAChunk, kGmBChunk, 2);  // chunk c + 1 = 2 + 2r
-        compute(1, imm(0));                // chunk c = 1 + 2r
-        load(1, kGmAChunk, kGmBChunk, 3);  // chunk c + 2
-        compute(0, imm(0));                // chunk c + 1
+        for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
+          load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead);
+          compute(peeled + p, (peeled + p) % S, imm(0));
+        }
         op(Opcode::EndLoop, {});
+        loaded = peeled + S * iterations + ahead;
       }
-      const int64_t c = 1 + 2 * iterations;  // next chunk to compute (odd: L1 half 1)
-      if (c + 1 == chunks - 1) {
-        load(0, kGmA, kGmB, c + 1);
-        compute(1, imm(0));
-        compute(0, imm(0), true);
-      } else if (c == chunks - 1) {
-        compute(1, imm(0), true);
+      for (int64_t c = peeled + S * iterations; c < body_end; ++c) {
+        load_static(c + ahead + 1);
+        compute(c, c % S, imm(0));
       }
+      load_static(chunks);
+      std::vector<int64_t> tail;
+      for (int64_t c = std::max<int64_t>(0, body_end); c < chunks; ++c) tail.push_back(c % S);
+      compute_blocks(tail, imm(body_end <= 0 ? 1 : 0));
     }
-    // Epilogue: every operand-level block of the accumulator through UB (ping-pong) to GM.
-    for (int64_t j = 0; j < g.tn / g.tn0; ++j)
-      for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
-        const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
-        const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
-        const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
-        const int64_t em = dtype_bytes(moved);
-        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
-        if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
-          const int64_t lanes = m_.vector_bytes_per_repeat / 4;
-          for (int64_t done = 0; done < g.tm0 * g.tn0;) {
-            const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
-            op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * 4), at(Buffer::UB, ub + done * 4),
-                               imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(8)});
-            done += n;
-          }
-        }
-        for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
-          const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
-          int64_t src = ub + jj * g.tm0 * m_.n0 * em;
-          if (g.epilogue) {
-            std::map<std::string, Operand> columns;
-            for (const auto& [name, where] : g.broadcast)
-              columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.n0) * where.second,
-                                 where.second == 2 ? kColumn2 : kColumn4);
-            src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, columns);
-          }
-          op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0),
-                              imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
-        }
-      }
     if (tile_loop) op(Opcode::EndLoop, {});
   }
 
@@ -444,6 +531,63 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
                               g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
                               g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
+  // The last `tail_chunks` K chunks are computed one accumulator block (tm0 x tn0) at a time, so that
+  // each block's write-back (mov_l0c to UB, dma_out to GM) runs while the cube computes the next
+  // block. They must all be in L1 at once while the next chunk loads: an L1 ring of tail_chunks + 1
+  // slots. Block by block, A and B operand tiles are loaded once per mmad (not A once per row of
+  // blocks), so MTE1 may bound it: the count minimises a model of the time from the description's
+  // numbers — chunks - L chunks in order (the slower of cube and MTE1), then per block the slower of
+  // its L chunks' compute and its write-back, plus the last block's write-back.
+  const int64_t chunks = g.K / g.tk;
+  const int64_t blocks = (g.tm / g.tm0) * (g.tn / g.tn0), pieces = g.tk / g.tk0;
+  const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32);
+  g.l1_slots = g.double_l1 ? 2 : 1;
+  g.tail_chunks = 1;
+  if (g.double_l1 && m.bw_l0c_ub > 0 && m.bw_ub_gm > 0 && m.bw_l1_l0a > 0 && m.bw_l1_l0b > 0 && blocks > 1) {
+    auto cycles = [](double bytes, double bw) { return static_cast<int64_t>(std::ceil(bytes / bw)); };
+    const int64_t block = g.tm0 * g.tn0;
+    const int64_t em = g.epilogue || g.int_out ? 4 : eo;
+    const int64_t write_back = std::max(cycles(block * em, m.bw_l0c_ub), cycles(block * eo, m.bw_ub_gm));
+    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.bw_l1_l0a), load_b = cycles(g.tk0 * g.tn0 * 2, m.bw_l1_l0b);
+    const int64_t cube_block = (g.tm0 / m.m0) * (g.tn0 / m.n0) * (g.tk / m.k0) * m.cube_cycles;  // one block, one chunk
+    const int64_t in_order = std::max(blocks * cube_block, pieces * (g.tm / g.tm0) * (load_a + (g.tn / g.tn0) * load_b));
+    const int64_t by_block = std::max(cube_block, pieces * (load_a + load_b));
+    const int64_t most = std::max<int64_t>(1, std::min(chunks, m.cap_l1 / slot - 1));
+    int64_t best = -1;
+    for (int64_t l = 1; l <= most; ++l) {
+      const int64_t t = (chunks - l) * in_order + blocks * std::max(l * by_block, write_back) + write_back;
+      if (best < 0 || t < best) best = t, g.tail_chunks = l;
+    }
+    g.l1_slots = g.tail_chunks + 1;
+    notes.push_back(fmt::format("last {} K chunk(s) block by block: a {}x{} block's write-back {} cycles vs its compute {} "
+                                "cycles per chunk; L1 ring of {} chunks",
+                                g.tail_chunks, g.tm0, g.tn0, write_back, by_block, g.l1_slots));
+  }
+  // The chunk loop's first iterations compute chunks loaded before it, so the loop waits for all of
+  // them at its entry: peel chunks until those loads are done by then (the cube being faster than
+  // the loads: every chunk computed gains compute - load cycles on them). Bounded code size.
+  if (g.double_l1) {
+    const int64_t compute = (g.tm / m.m0) * (g.tn / m.n0) * (g.tk / m.k0) * m.cube_cycles;
+    const int64_t load = m.bw_gm_l1 > 0 ? static_cast<int64_t>(std::ceil(slot / m.bw_gm_l1)) : compute;
+    const int64_t ahead = g.l1_slots - 1;
+    if (compute > load)
+      g.peeled = std::clamp<int64_t>((m.latency_gm_l1 + ahead * load + compute - load - 1) / (compute - load), 1, 16);
+  }
+  // Operand tiles: rings of up to 4 tiles so that the MTE1 loads run ahead of the cube by more than
+  // one (their latency hidden where the cube and MTE1 are equally busy: the block-by-block tail);
+  // the number divides the loads of one loop body (every unrolled address the same each iteration).
+  auto ring = [&](int64_t cap, int64_t tile, int64_t per_body) {
+    int64_t n = std::min<int64_t>(4, cap / align_to(tile, m.l0_align));
+    while (n > 2 && per_body % n) --n;
+    return n;
+  };
+  const int64_t a_per_chunk = (g.tk / g.tk0) * (g.tm / g.tm0);
+  if (g.double_l0) {
+    g.l0a_slots = ring(m.cap_l0a, g.tm0 * g.tk0 * 2, g.l1_slots * a_per_chunk);
+    g.l0b_slots = ring(m.cap_l0b, g.tk0 * g.tn0 * 2, g.l1_slots * a_per_chunk * (g.tn / g.tn0));
+  } else {
+    g.l0a_slots = g.l0b_slots = 1;
+  }
 }
 
 NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
