@@ -1,10 +1,7 @@
 #include "compiler/npu_sync/sync_insertion.h"
 
 #include <algorithm>
-#include <boost/dynamic_bitset.hpp>
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/topological_sort.hpp>
-#include <deque>
+#include <array>
 #include <iterator>
 #include <map>
 
@@ -85,6 +82,16 @@ class SyncPass {
     const auto& sync = target.sync;
     if (!sync) throw UserError(target.source_file + ": the description has no sync section (not an NPU target)");
     ids_per_pair_ = static_cast<int>(sync->event_ids_per_pipe_pair);
+    const int n = static_cast<int>(p_.code.size());
+    pipe_.assign(n, -1);
+    times_.assign(n, 0);
+    for (int pc = 0; pc < n; ++pc) {
+      if (!fp_.accesses[pc].empty()) pipe_[pc] = static_cast<int>(npu::executing_pipe(p_.code[pc]));
+      if (p_.code[pc].opcode == Opcode::Loop) {
+        const auto& trip = fp_.trip_count[pc];
+        times_[pc] = static_cast<int>(trip ? std::min<int64_t>(*trip, 2) : 2);
+      }
+    }
     find_dependences();
   }
 
@@ -213,33 +220,51 @@ class SyncPass {
     std::vector<int> first, last;  // per pair: linear positions of its first and last instruction
   };
 
-  Linear materialize(const std::vector<Pair>& pairs, int omit = -1) const {
+  // Where the pairs' instructions go: per pc of p_, codes 4 * pair + kind (0 set, 1 wait, 2 pre-set,
+  // 3 drain) to place before and after it (for a loop: before its `loop`, after its `end_loop`),
+  // sets (and pre-sets) first, then waits (and drains). Pairs with `skip` set are left out.
+  struct Placement {
+    std::vector<std::vector<int>> before, after;
+  };
+  Placement place(const std::vector<Pair>& pairs, const std::vector<char>& skip) const {
     const int n = static_cast<int>(p_.code.size());
-    std::vector<std::vector<int>> before(n), after(n);  // pair indices; negative codes below
-    // Encoding in the lists: 4 * pair + kind (0 set, 1 wait, 2 pre-set, 3 drain).
+    Placement pl;
+    pl.before.resize(n);
+    pl.after.resize(n);
     for (int i = 0; i < static_cast<int>(pairs.size()); ++i) {
-      if (i == omit || pairs[i].dropped) continue;
+      if (skip[i] || pairs[i].dropped) continue;
       const Pair& pr = pairs[i];
       if (pr.barrier) {
-        before[pr.wait_before].push_back(4 * i + 1);
+        pl.before[pr.wait_before].push_back(4 * i + 1);
         continue;
       }
-      after[pr.set_after].push_back(4 * i + 0);
-      before[pr.wait_before].push_back(4 * i + 1);
+      pl.after[pr.set_after].push_back(4 * i + 0);
+      pl.before[pr.wait_before].push_back(4 * i + 1);
       if (pr.carried) {
-        before[pr.body].push_back(4 * i + 2);
-        after[pr.body].push_back(4 * i + 3);
+        pl.before[pr.body].push_back(4 * i + 2);
+        pl.after[pr.body].push_back(4 * i + 3);
       }
     }
+    auto is_wait = [](int code) { return code % 4 == 1 || code % 4 == 3; };
+    for (auto* lists : {&pl.before, &pl.after})
+      for (auto& codes : *lists)
+        if (codes.size() > 1)
+          std::stable_sort(codes.begin(), codes.end(), [&](int x, int y) { return is_wait(x) < is_wait(y); });
+    return pl;
+  }
+
+  Linear materialize(const std::vector<Pair>& pairs, int omit = -1) const {
+    const int n = static_cast<int>(p_.code.size());
+    std::vector<char> skip(pairs.size(), 0);
+    if (omit >= 0) skip[omit] = 1;
+    const Placement pl = place(pairs, skip);
     Linear l;
     l.program.source_name = p_.source_name;
     l.program.cores = p_.cores;
     l.program.tensors = p_.tensors;
     l.first.assign(pairs.size(), -1);
     l.last.assign(pairs.size(), -1);
-    auto emit_syncs = [&](std::vector<int> codes) {
-      // sets (and pre-sets) first, then waits (and drains)
-      std::stable_sort(codes.begin(), codes.end(), [](int a, int b) { return (a % 4 == 1 || a % 4 == 3) < (b % 4 == 1 || b % 4 == 3); });
+    auto emit_syncs = [&](const std::vector<int>& codes) {
       for (int code : codes) {
         const int i = code / 4, kind = code % 4;
         const Pair& pr = pairs[i];
@@ -260,11 +285,11 @@ class SyncPass {
     for (int pc = 0; pc + 1 < n; ++pc) {  // the final pipe_barrier ALL goes last
       const bool end = p_.code[pc].opcode == Opcode::EndLoop;
       const int node = end ? s_.partner[pc] : pc;
-      if (!end) emit_syncs(before[node]);
+      if (!end) emit_syncs(pl.before[node]);
       l.program.code.push_back(p_.code[pc]);
       l.origin.push_back(pc);
       l.pair.push_back(-1);
-      if (end || p_.code[pc].opcode != Opcode::Loop) emit_syncs(after[node]);
+      if (end || p_.code[pc].opcode != Opcode::Loop) emit_syncs(pl.after[node]);
     }
     l.program.code.push_back(p_.code.back());
     l.origin.push_back(n - 1);
@@ -272,109 +297,151 @@ class SyncPass {
     return l;
   }
 
-  // The happens-before graph of a linear program with every loop run (at most) twice: vertices are
-  // dynamic instances of non-scalar instructions in program order, edges are same-pipe order,
-  // set -> matching wait (first in, first out per pair) and pipe_barrier ALL.
-  struct Unrolled {
-    boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS> graph;
-    std::vector<std::vector<int>> instances;  // per pc of p_: vertices in order
-    std::vector<int> vertex_order;            // vertex -> sequence index (== vertex)
+  // The happens-before relation of the program with the pairs placed and every loop run (at most)
+  // twice: events are dynamic instances of non-scalar instructions in program order, ordered by
+  // same-pipe order, set -> matching wait (first in, first out per pair) and pipe_barrier ALL. Every
+  // pipe is a chain, so reachability is a vector clock per event: clock[q] = the sequence number of
+  // the latest event of pipe q that happens before (or is) the event, and e happens before f iff
+  // seq(e) <= clock(f)[pipe(e)]. Linear in the events times the pipe count (no closure over all
+  // pairs of events), and walked straight from the placement (no program is built).
+  using Clock = std::array<int, npu::kPipeCount>;
+  struct Event {
+    int seq = 0;
+    int pipe = 0;
+    int origin = 0;  // pc in p_
+    Clock clock{};
   };
-
-  Unrolled unroll(const Linear& l) const {
-    Unrolled u;
-    u.instances.resize(p_.code.size());
-    std::vector<int> last(npu::kPipeCount, -1);
-    std::map<int, std::deque<int>> pending;  // pair -> set vertices not yet consumed
-    const auto partner = npu::match_loops(l.program);
-    int vertices = 0;
-    auto add_vertex = [&]() { boost::add_vertex(u.graph); return vertices++; };
-    std::function<void(int, int)> walk = [&](int begin, int end) {
-      for (int pc = begin; pc < end; ++pc) {
-        const npu::Instruction& in = l.program.code[pc];
-        if (in.opcode == Opcode::Loop) {
-          const int origin = l.origin[pc];
-          const auto& trip = fp_.trip_count[origin];
-          const int64_t times = trip ? std::min<int64_t>(*trip, 2) : 2;
-          for (int64_t t = 0; t < times; ++t) walk(pc + 1, partner[pc]);
-          pc = partner[pc];
-          continue;
-        }
-        const bool barrier_all = in.opcode == Opcode::PipeBarrier && in.operands[0].pipe == Pipe::All;
-        const bool access = l.origin[pc] >= 0 && !fp_.accesses[l.origin[pc]].empty();
-        if (!barrier_all && !access && in.opcode != Opcode::SetFlag && in.opcode != Opcode::WaitFlag) continue;
-        const int v = add_vertex();
-        if (barrier_all) {
-          for (int q = 0; q < npu::kPipeCount; ++q)
-            if (last[q] >= 0) boost::add_edge(last[q], v, u.graph);
-          for (int q = 0; q < npu::kPipeCount; ++q) last[q] = v;
-          continue;
-        }
-        const int pipe = static_cast<int>(npu::executing_pipe(in));
-        if (last[pipe] >= 0) boost::add_edge(last[pipe], v, u.graph);
-        last[pipe] = v;
-        if (access) u.instances[l.origin[pc]].push_back(v);
-        if (in.opcode == Opcode::SetFlag) pending[l.pair[pc]].push_back(v);
-        if (in.opcode == Opcode::WaitFlag) {
-          auto& q = pending[l.pair[pc]];
-          TESSEL_CHECK(!q.empty(), "sync pass: a wait_flag precedes its set_flag (pair placement)");
-          boost::add_edge(q.front(), v, u.graph);
-          q.pop_front();
-        }
-      }
-    };
-    walk(0, static_cast<int>(l.program.code.size()));
-    return u;
+  static void join(Clock& a, const Clock& b) {
+    for (int q = 0; q < npu::kPipeCount; ++q) a[q] = std::max(a[q], b[q]);
   }
 
-  // Whether every dependence is ordered: each instance of one end is reached from the most recent
-  // earlier instance of the other end.
-  bool all_ordered(const Linear& l) const {
-    Unrolled u = unroll(l);
-    const int n = static_cast<int>(boost::num_vertices(u.graph));
-    std::vector<boost::dynamic_bitset<>> reach(n, boost::dynamic_bitset<>(n));
-    for (int v = n - 1; v >= 0; --v) {
-      reach[v].set(v);
-      for (auto [e, e_end] = boost::out_edges(v, u.graph); e != e_end; ++e) {
-        const int w = static_cast<int>(boost::target(*e, u.graph));
-        TESSEL_CHECK(w > v, "sync pass: happens-before edge against program order");
-        reach[v] |= reach[w];
-      }
-    }
-    auto ordered = [&](const std::vector<int>& from, const std::vector<int>& to) {
-      size_t i = 0;
-      for (int t : to) {
-        while (i < from.size() && from[i] < t) ++i;
-        if (i > 0 && !reach[from[i - 1]].test(t)) return false;
-      }
+  // Checks whether every dependence is ordered when a subset of the pairs is placed: each instance
+  // of one end is reached from the most recent earlier instance of the other end. The pairs are
+  // placed once; a check leaves out those marked in `skip` (their relative order stays the same).
+  // The accessing instances come in the same order whatever the pairs, so their grouping per pc is
+  // computed once; the buffers are reused from check to check.
+  class Checker {
+   public:
+    Checker(const SyncPass& pass, const std::vector<Pair>& pairs)
+        : pass_(pass), pairs_(pairs), pl_(pass.place(pairs, std::vector<char>(pairs.size(), 0))),
+          sets_(pairs.size()), waited_(pairs.size(), 0) {}
+
+    bool all_ordered(const std::vector<char>& skip) {
+      skip_ = &skip;
+      seq_ = 0;
+      events_.clear();
+      Clock none;
+      none.fill(-1);
+      last_.fill(none);
+      for (auto& v : sets_) v.clear();
+      std::fill(waited_.begin(), waited_.end(), 0);
+      // The final pipe_barrier ALL orders nothing after it: not walked.
+      walk(0, static_cast<int>(pass_.p_.code.size()) - 1);
+      if (start_.empty()) group();
+      TESSEL_CHECK(events_.size() == slot_.size(), "sync pass: instance count changed between checks");
+      auto ordered = [&](int from_pc, int to_pc) {
+        int i = start_[from_pc];
+        const int from_begin = i, from_end = start_[from_pc + 1];
+        for (int k = start_[to_pc]; k < start_[to_pc + 1]; ++k) {
+          const Event& et = events_[slot_[k]];
+          while (i < from_end && events_[slot_[i]].seq < et.seq) ++i;
+          if (i == from_begin) continue;
+          const Event& ef = events_[slot_[i - 1]];
+          if (et.clock[ef.pipe] < ef.seq) return false;
+        }
+        return true;
+      };
+      for (const auto& d : pass_.deps_)
+        if (!ordered(d.first, d.second) || !ordered(d.second, d.first)) return false;
       return true;
-    };
-    for (const auto& d : deps_) {
-      const auto& a = u.instances[d.first];
-      const auto& b = u.instances[d.second];
-      if (!ordered(a, b) || !ordered(b, a)) return false;
     }
-    return true;
-  }
+
+   private:
+    void group() {  // counting sort of the instances by pc, keeping their order
+      const int n = static_cast<int>(pass_.p_.code.size());
+      start_.assign(n + 1, 0);
+      for (const Event& e : events_) ++start_[e.origin + 1];
+      for (int pc = 0; pc < n; ++pc) start_[pc + 1] += start_[pc];
+      std::vector<int> fill(start_.begin(), start_.end() - 1);
+      slot_.resize(events_.size());
+      for (int e = 0; e < static_cast<int>(events_.size()); ++e) slot_[fill[events_[e].origin]++] = e;
+    }
+
+    void syncs(const std::vector<int>& codes) {
+      for (int code : codes) {
+        const int i = code / 4, kind = code % 4;
+        if ((*skip_)[i]) continue;
+        const Pair& pr = pairs_[i];
+        const int v = seq_++;
+        if (pr.barrier) {
+          Clock c = last_[0];
+          for (int q = 1; q < npu::kPipeCount; ++q) join(c, last_[q]);
+          last_.fill(c);
+          continue;
+        }
+        const bool set = kind == 0 || kind == 2;
+        const int pipe = static_cast<int>(set ? pr.src : pr.dst);
+        Clock c = last_[pipe];
+        if (!set) {
+          TESSEL_CHECK(waited_[i] < sets_[i].size(), "sync pass: a wait_flag precedes its set_flag (pair placement)");
+          join(c, sets_[i][waited_[i]++]);
+        }
+        c[pipe] = v;
+        last_[pipe] = c;
+        if (set) sets_[i].push_back(c);
+      }
+    }
+
+    void walk(int begin, int end) {
+      for (int pc = begin; pc < end; ++pc) {
+        if (pass_.p_.code[pc].opcode == Opcode::Loop) {
+          const int loop = pc;
+          syncs(pl_.before[loop]);
+          for (int t = 0; t < pass_.times_[loop]; ++t) walk(loop + 1, pass_.s_.partner[loop]);
+          syncs(pl_.after[loop]);
+          pc = pass_.s_.partner[loop];
+          continue;
+        }
+        syncs(pl_.before[pc]);
+        const int pipe = pass_.pipe_[pc];
+        if (pipe >= 0) {
+          Clock c = last_[pipe];
+          c[pipe] = seq_;
+          last_[pipe] = c;
+          events_.push_back({seq_++, pipe, pc, c});
+        }
+        syncs(pl_.after[pc]);
+      }
+    }
+
+    const SyncPass& pass_;
+    const std::vector<Pair>& pairs_;
+    const Placement pl_;
+    const std::vector<char>* skip_ = nullptr;
+    std::vector<Event> events_;             // dynamic instances of accessing instructions, in order
+    std::array<Clock, npu::kPipeCount> last_{};  // per pipe: the clock of its latest event
+    std::vector<std::vector<Clock>> sets_;  // per pair: clocks of its set events in order
+    std::vector<size_t> waited_;            // per pair: sets already matched by a wait
+    std::vector<int> start_, slot_;         // instances of pc: events_[slot_[start_[pc] .. start_[pc + 1])]
+    int seq_ = 0;
+  };
 
   int depth(int body) const { return body == -1 ? 0 : static_cast<int>(s_.chain[body].size()) + 1; }
 
   // Drops every pair whose orderings the remaining pairs imply, innermost and carried pairs first.
   std::vector<Pair> drop_implied(std::vector<Pair> pairs) const {
-    TESSEL_CHECK(all_ordered(materialize(pairs)), "sync pass: the merged pairs do not order every dependence");
+    Checker checker(*this, pairs);
+    std::vector<char> removed(pairs.size(), 0);
+    TESSEL_CHECK(checker.all_ordered(removed), "sync pass: the merged pairs do not order every dependence");
     std::vector<int> order(pairs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       if (depth(pairs[a].body) != depth(pairs[b].body)) return depth(pairs[a].body) > depth(pairs[b].body);
       return pairs[a].carried > pairs[b].carried;
     });
-    std::vector<bool> removed(pairs.size(), false);
     for (int cand : order) {
-      removed[cand] = true;
-      std::vector<Pair> trial;
-      for (size_t i = 0; i < pairs.size(); ++i)
-        if (!removed[i]) trial.push_back(pairs[i]);
-      if (!all_ordered(materialize(trial))) removed[cand] = false;
+      removed[cand] = 1;
+      if (!checker.all_ordered(removed)) removed[cand] = 0;
     }
     std::vector<Pair> kept;
     for (size_t i = 0; i < pairs.size(); ++i)
@@ -454,6 +521,8 @@ class SyncPass {
   Structure s_;
   StaticFootprints fp_;
   std::vector<Dependence> deps_;
+  std::vector<int> pipe_;   // per pc: executing pipe of an accessing instruction, -1 otherwise
+  std::vector<int> times_;  // per loop pc: iterations the happens-before check unrolls (at most 2)
   int ids_per_pair_ = 1;
 };
 
