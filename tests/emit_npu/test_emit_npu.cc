@@ -5,6 +5,8 @@
 // the results are in fact bit-identical (max_abs_err 0 is checked too).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -166,6 +168,73 @@ TEST_CASE("GEMM with sizes multiple of 16: verifies bit for bit, race-free naive
 TEST_CASE("GEMM over several cores, double-buffered K chunks (odd and even chunk counts)") {
   check_verifies("matmul.tsl", "matmul", "M=128,N=64,K=192", "m=64/32,n=32/32,k=64/32");
   check_verifies("matmul.tsl", "matmul", "M=64,N=64,K=256", "m=32/32,n=32/16,k=64/16");
+}
+
+TEST_CASE("GEMM with an L1 ring of three chunks: peeled chunks, the unrolled chunk loop and its remainder, tile loop") {
+  // 64x64x32 stage tiles: a chunk loads slower than it computes (one chunk peeled), 2 chunks block
+  // by block (L1 ring of 3), the middle 13 chunks as 4 loop iterations of 3 and one more.
+  auto c = compile_case("matmul.tsl", "matmul", "M=128,N=128,K=512", "m=64/32,n=64/32,k=32/16");
+  CHECK(std::count(c->kernel.notes.begin(), c->kernel.notes.end(),
+                   "last 2 K chunk(s) block by block: a 32x32 block's write-back 48 cycles vs its compute 24 cycles per "
+                   "chunk; L1 ring of 3 chunks") == 1);
+  check_verifies("matmul.tsl", "matmul", "M=128,N=128,K=512", "m=64/32,n=64/32,k=32/16");
+  check_verifies("matmul.tsl", "matmul", "M=384,N=384,K=256", "m=64/32,n=64/32,k=32/16");  // 36 tiles: tile loop
+}
+
+// The 1024^3 demo's stage tile (256x256x128, operand tile 128x64x64) on 2 cores: every output block
+// but the last is written back while the cube computes, so a core's time stays below
+//   cube + exposed start + the last block's drain (+ 3 % of the cube: flag hand-offs and MTE1 at its
+//   limit while the last chunks are computed block by block),
+// every figure from the description. Without the overlap (all of the f32 tile written after the
+// cube: 256 KiB at 87 B/cycle, 3013 cycles) it would exceed it.
+TEST_CASE("GEMM write-back overlaps the cube: 2 cores of 256x256x1024 within a bound from the description") {
+  auto c = compile_case("matmul.tsl", "matmul", "M=512,N=256,K=1024", "m=256/128,n=256/64,k=128/64");
+  REQUIRE(c->kernel.program.cores == 2);
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  CHECK(r.verification.max_abs_err == 0);
+  CHECK(r.sim.record.races.empty());
+  const npu_sim::Machine& m = r.sim.record.machine;
+  auto cycles = [](double bytes, const npu_sim::PathSpec& p) { return uint64_t(std::ceil(bytes / p.bandwidth_bytes_per_cycle)); };
+  using npu::Buffer;
+  const auto& gm_l1 = m.path(Buffer::GM, Buffer::L1);
+  const auto& l1_l0a = m.path(Buffer::L1, Buffer::L0A);
+  const auto& l1_l0b = m.path(Buffer::L1, Buffer::L0B);
+  const auto& l0c_ub = m.path(Buffer::L0C, Buffer::UB);
+  const auto& ub_gm = m.path(Buffer::UB, Buffer::GM);
+  const auto& cube_shape = m.cube(DType::F16);
+  const uint64_t cube = uint64_t(256 / cube_shape.m0) * (256 / cube_shape.n0) * (1024 / cube_shape.k0) * cube_shape.cycles;
+  // The first operand tiles: A 128x64 and B 64x64 f16 from GM to L1, then to L0A and L0B.
+  const uint64_t start = gm_l1.latency_cycles + cycles(128 * 64 * 2 + 64 * 64 * 2, gm_l1) + cycles(128 * 64 * 2, l1_l0a) +
+                         cycles(64 * 64 * 2, l1_l0b) + l1_l0b.latency_cycles + m.cube_startup_cycles;
+  // The last 128x64 f32 block: its first 16-column block moved to UB, then its four column blocks to GM.
+  const uint64_t drain = cycles(128 * 16 * 4, l0c_ub) + l0c_ub.latency_cycles + 4 * cycles(128 * 16 * 4, ub_gm) + ub_gm.latency_cycles;
+  const uint64_t bound = cube + start + drain + cube * 3 / 100;
+  MESSAGE("2-core 256x256x1024 tiles: " << r.sim.record.total_cycles << " cycles, bound " << bound << " (cube " << cube
+                                        << ", start " << start << ", drain " << drain << ")");
+  CHECK(r.sim.record.total_cycles <= bound);
+  CHECK(bound < cube + cycles(256 * 256 * 4, ub_gm));  // the bound excludes a write-back after the cube
+  CHECK(10 * cube >= 9 * r.sim.record.total_cycles);   // cube utilization >= 90 %
+  // Overlap, from the record: on each core, the dma_outs of at least 6 of the 8 blocks (4 column
+  // blocks each) finish before the cube's last mmad does (the 7th is written while the last block
+  // computes, the 8th after).
+  for (int core = 0; core < 2; ++core) {
+    auto is = [&](const npu_sim::InstructionEvent& e, const char* opcode) {
+      return e.core == core && e.pipe != npu::Pipe::S && r.sim.record.instruction_text[e.pc].rfind(opcode, 0) == 0;
+    };
+    uint64_t last_mmad = 0;
+    for (const auto& e : r.sim.record.instructions)
+      if (is(e, "mmad")) last_mmad = std::max(last_mmad, e.end);
+    int before = 0, outs = 0;
+    for (const auto& e : r.sim.record.instructions)
+      if (is(e, "dma_out")) {
+        ++outs;
+        before += e.end <= last_mmad;
+      }
+    CAPTURE(core);
+    CHECK(outs == 32);
+    CHECK(before >= 24);
+  }
 }
 
 TEST_CASE("batched GEMM: the batch is one more dimension of the output tiles spread over the cores") {
