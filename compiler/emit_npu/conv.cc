@@ -335,9 +335,14 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   const int64_t l0a_half = cap_l0a / 2 / l0_align * l0_align, l0b_half = cap_l0b / 2 / l0_align * l0_align;
   int64_t tm0 = std::min<int64_t>(Pp, l0a_half / (kc * k0 * 2) / m0 * m0);
   if (tm0 < m0) throw unsupported("one pixel block of one kernel-position group does not fit L0A twice");
-  std::vector<std::pair<int64_t, int64_t>> blocks;  // pixel blocks (begin, size), balanced in fractals
-  {
-    const int64_t fr = Pp / m0, nblk = (Pp + tm0 - 1) / tm0;
+  std::unique_ptr<GemmEpilogue> epi;
+  if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
+  // Pixel blocks (begin, size), balanced in fractals; smaller where two accumulator blocks and the
+  // epilogue's regions would not fit UB.
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int64_t limit = tm0;; limit -= m0) {
+    const int64_t fr = Pp / m0, nblk = (Pp + limit - 1) / limit;
+    blocks.clear();
     int64_t b0 = 0;
     for (int64_t i = 0; i < nblk; ++i) {
       const int64_t n = fr / nblk + (i < fr % nblk ? 1 : 0);
@@ -346,10 +351,9 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     }
     tm0 = 0;
     for (const auto& b : blocks) tm0 = std::max(tm0, b.second);
+    if ((2 * tm0 * tn * 4 + (epi ? epi->ub_bytes(tm0) : 0) <= cap_ub) || limit <= m0) break;
   }
   if (2 * tm0 * tn * 4 > cap_ub) throw unsupported("two accumulator blocks exceed UB");
-  std::unique_ptr<GemmEpilogue> epi;
-  if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
   const int64_t eo = dtype_bytes(cv.out), epi_base = 2 * tm0 * tn * 4;
   if (epi && (epi->output() != cv.y || epi->output_type() != cv.out)) throw unsupported("the epilogue's output is not the last statement's");
   if (epi && epi_base + epi->ub_bytes(tm0) > cap_ub) throw unsupported("the epilogue of a pixel block does not fit UB");
