@@ -356,6 +356,21 @@ class SyncPass {
       return true;
     }
 
+    // Takes pair i out of the placement for good (a removal that a check accepted): later checks
+    // do not walk over its instructions at all.
+    void drop(int i) {
+      const Pair& pr = pairs_[i];
+      auto erase = [&](std::vector<int>& codes) {
+        std::erase_if(codes, [&](int code) { return code / 4 == i; });
+      };
+      erase(pl_.before[pr.wait_before]);
+      if (pr.set_after >= 0) erase(pl_.after[pr.set_after]);
+      if (pr.carried) {
+        erase(pl_.before[pr.body]);
+        erase(pl_.after[pr.body]);
+      }
+    }
+
    private:
     void group() {  // counting sort of the instances by pc, keeping their order
       const int n = static_cast<int>(pass_.p_.code.size());
@@ -416,7 +431,7 @@ class SyncPass {
 
     const SyncPass& pass_;
     const std::vector<Pair>& pairs_;
-    const Placement pl_;
+    Placement pl_;
     const std::vector<char>* skip_ = nullptr;
     std::vector<Event> events_;             // dynamic instances of accessing instructions, in order
     std::array<Clock, npu::kPipeCount> last_{};  // per pipe: the clock of its latest event
@@ -441,7 +456,10 @@ class SyncPass {
     });
     for (int cand : order) {
       removed[cand] = 1;
-      if (!checker.all_ordered(removed)) removed[cand] = 0;
+      if (checker.all_ordered(removed))
+        checker.drop(cand);
+      else
+        removed[cand] = 0;
     }
     std::vector<Pair> kept;
     for (size_t i = 0; i < pairs.size(); ++i)
