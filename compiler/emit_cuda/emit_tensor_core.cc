@@ -152,7 +152,12 @@ struct TcEmitter {
        << ": " << (p.vec > 1 ? S(p.vec * elem_bytes(p.op->dtype) * 8) + "-bit loads along " + std::string(p.k_inner ? "K" : "the tile's outer dim") : "scalar loads")
        << ", shared tile [" << (p.k_inner ? p.tile_outer : p.bk) << "][" << p.ld() << "] */\n";
     // per-chunk outer coordinates, fixed for the whole K loop
-    os << pad << "int " << name << "_o[" << per_thread << "]; bool " << name << "_ok[" << per_thread << "]; long long " << name << "_off["
+    // 32-bit per-chunk offsets where the tensor has under 2^30 elements (fewer registers: the wgmma
+    // tiles keep 128 accumulators per thread)
+    int64_t elems = 1;
+    for (int64_t d : p.op->shape) elems *= d;
+    const std::string off_type = elems < (int64_t(1) << 30) ? "int" : "long long";
+    os << pad << "int " << name << "_o[" << per_thread << "]; bool " << name << "_ok[" << per_thread << "]; " << off_type << " " << name << "_off["
        << per_thread << "];\n";
     for (const auto& d : *p.outer) os << pad << "int " << name << "_v_" << d.var << "[" << per_thread << "];\n";
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << per_thread << "; ++i) {\n";
@@ -176,7 +181,7 @@ struct TcEmitter {
       auto it = p.op->coeff.find(d.var);
       if (it != p.op->coeff.end()) off += " + " + S(it->second) + "LL * bv_" + d.var;
     }
-    os << pad << "  " << name << "_off[i] = " << S(p.op->base) << "LL + " << off << ";\n";
+    os << pad << "  " << name << "_off[i] = (" << off_type << ")(" << S(p.op->base) << "LL + " << off << ");\n";
     os << pad << "}\n";
     // the stage loader
     os << pad << "auto load_" << name << " = [&](int stage_, int kt_) {\n";
@@ -561,7 +566,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
   }
   os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
-     << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+     << e.threads << (wg ? ", 1" : "") << ") " << name << "(" << kernel_parameters(k) << ") {\n";
   os << "  using namespace nvcuda;\n";
   if (wg) {  // the swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries
     os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
