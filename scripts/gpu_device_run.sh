@@ -36,6 +36,13 @@ fi
 if [ "${MEMCHECK:-0}" = 1 ]; then
   step memcheck 120 compute-sanitizer --tool memcheck --print-limit 20 $D/bin/test_gpu_emit -tc='TensorCore*,ldmatrix*,the SIMT*'
 fi
+# NCU="4096 conv_nhwc": Nsight Compute on the first TensorCore launch of each named bench entry
+for f in ${NCU:-}; do
+  TESSEL_BENCH_FILTER=$f timeout 200 ncu --clock-control none -k regex:tessel_wmma -c 1 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    $D/bin/tessel bench gpu > $OUT/ncu_$f.log 2>&1
+  echo "ncu $f: rc=$?"; grep -E "Throughput|Stall|Issue|Hit Rate|Duration|Busy|Bandwidth|Pipe|Warp Cycles" $OUT/ncu_$f.log | head -45
+done
 [ "${QUICK:-0}" != 1 ] && step test_emit_cuda 60 $D/bin/test_emit_cuda
 # SASS of the 4096^3 kernel (sm_90a when it is a wgmma kernel): instruction mix (LDSM, HMMA, HGMMA)
 $D/bin/tessel compile workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 -o /tmp/mm4096.cu 2>/dev/null

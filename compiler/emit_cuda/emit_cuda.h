@@ -48,6 +48,8 @@ struct TcConfig {
   bool wgmma = false;
   // wgmma: copies run stages - 1 K tiles ahead (a second barrier per K tile) instead of stages - 2
   bool wg_deep = false;
+  // wgmma, plain outputs: evict-first (st.global.cs) accumulator stores
+  bool stream_out = false;
   int warps() const { return wgmma ? 4 * (bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
 };

@@ -271,7 +271,7 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "");
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
@@ -295,9 +295,11 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
     return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > 16) return "more than 16 warps per block";
+  if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
   if (g.wgmma) {
     if (sm_of(arch) < 90 || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
     if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
+    if (g.stream_out && !direct_store(c, g)) return "streaming stores need a plain output";
     if (g.bk != 64 || g.wm % 64 || g.wn != g.bn || g.bn > 256 || g.wm / 64 > 2) return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
     if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
     if (g.warps() > 12) return "wgmma tiles take at most 3 warpgroups";
@@ -334,14 +336,22 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       // more copy in flight for a second barrier per K tile
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
                                                         {256, 128, 64, 128, 128, 1, 4},
-                                                        {192, 256, 64, 64, 256, 1, 4},
                                                         {128, 128, 64, 64, 128, 1, 6},
                                                         {128, 128, 64, 64, 128, 1, 3}}) {
         g.wgmma = true;
         add(g);
         g.wg_deep = true;
         add(g);
+        if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv)
+          g.stream_out = true;
+          add(g);
+          g.wg_deep = false;
+          add(g);
+        }
       }
+      TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
+      g3.wgmma = true;
+      add(g3);
     }
     add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
     if (sm_of(arch) >= 80 && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
@@ -486,6 +496,10 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   const int64_t epi_bytes = direct ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;
   const int64_t smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128 + (wg ? 1024 : 0);  // wgmma: 1024-byte alignment
   const int64_t tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
+  // wgmma tiles with at most 64 accumulators per thread whose shared memory fits twice in an SM
+  // (228 KiB, 1 KiB reserved per block) ask for 2 blocks per SM (<= 128 registers): one block's
+  // prologue and epilogue overlap the other's main loop
+  const int wg_min_blocks = wg && (cfg.wm / 64) * cfg.bn / 2 <= 64 && 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
   const std::string name = "tessel_wmma_" + k.name;
   const ir::Statement& anchor = k.function->statements.at(c.anchor);
 
@@ -566,7 +580,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
   }
   os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
-     << e.threads << (wg ? ", 1" : "") << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+     << e.threads << (wg ? ", " + S(wg_min_blocks) : "") << ") " << name << "(" << kernel_parameters(k) << ") {\n";
   os << "  using namespace nvcuda;\n";
   if (wg) {  // the swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries
     os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
@@ -730,9 +744,11 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
     os << "      const int row_ = m0_ + wm_ + i * " << rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
     os << "      if (col_ < " << N << ") {\n";
-    os << "        if (row_ < " << M << ") *(float2*)(out_ + (long long)row_ * " << N << " + col_) = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
-    os << "        if (row_ + 8 < " << M << ") *(float2*)(out_ + (long long)(row_ + 8) * " << N
-       << " + col_) = make_float2(acc_[i][j][2], acc_[i][j][3]);\n";
+    // stream_out: evict-first stores (st.global.cs), so the output does not push the operands out of L2
+    const std::string st0 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)row_ * " + S(N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(N) + " + col_) = (";
+    const std::string st1 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(N) + " + col_) = (";
+    os << "        if (row_ < " << M << ") " << st0 << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
+    os << "        if (row_ + 8 < " << M << ") " << st1 << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
     os << "      }\n    }\n}\n";
   } else if (direct) {
     // no epilogue, dense [batch.., M, N] output: fragments go straight to global memory

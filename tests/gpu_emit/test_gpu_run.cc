@@ -180,6 +180,14 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
     emit_cuda::TcConfig g{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups, chunk count not a multiple of the block
     g.wgmma = true;
     cfgs.push_back(g);
+    g = {128, 256, 64, 64, 256, 1, 4};  // evict-first stores (plain outputs only: skipped elsewhere)
+    g.wgmma = true;
+    g.stream_out = true;
+    cfgs.push_back(g);
+    g = {128, 128, 64, 64, 128, 1, 3};  // two blocks per SM
+    g.wgmma = true;
+    g.stream_out = true;
+    cfgs.push_back(g);
   }
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
     auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
