@@ -52,6 +52,8 @@ struct Machine {
   int64_t vector_bytes_per_repeat = 256, vector_max_repeat = 255;
   int64_t cube_cycles = 1;                // cycles of one fractal mmad
   double bw_l0c_ub = 0, bw_ub_gm = 0;     // write-back paths (bytes per cycle; 0: not described)
+  int64_t latency_l0c_ub = 0;
+  int64_t flag_cycles = 0;                // one set_flag / wait_flag
   double bw_gm_l1 = 0;                    // GM -> L1 (bytes per cycle per core; 0: not described)
   double bw_l1_l0a = 0, bw_l1_l0b = 0;    // L1 -> L0A / L0B (MTE1)
   int64_t latency_gm_l1 = 0;
@@ -87,7 +89,10 @@ Machine machine(const isa::Hierarchy& h) {
   const std::string& global = h.level(isa::Role::Global).name;
   const std::string& acc = h.level(isa::Role::Accumulator).name;
   const std::string& vec = h.level(isa::Role::Vector).name;
-  if (const isa::TransferPath* p = h.find_path(acc, vec)) m.bw_l0c_ub = p->bandwidth_bytes_per_cycle;
+  if (const isa::TransferPath* p = h.find_path(acc, vec)) {
+    m.bw_l0c_ub = p->bandwidth_bytes_per_cycle;
+    m.latency_l0c_ub = p->latency_cycles;
+  }
   if (const isa::TransferPath* p = h.find_path(vec, global)) m.bw_ub_gm = p->bandwidth_bytes_per_cycle;
   const std::string& stage = h.level(isa::Role::Stage).name;
   if (const isa::TransferPath* p = h.find_path(stage, h.level(isa::Role::OperandA).name)) m.bw_l1_l0a = p->bandwidth_bytes_per_cycle;
@@ -96,6 +101,7 @@ Machine machine(const isa::Hierarchy& h) {
     m.bw_gm_l1 = p->bandwidth_bytes_per_cycle;
     m.latency_gm_l1 = p->latency_cycles;
   }
+  if (h.sync) m.flag_cycles = h.sync->set_flag_cycles;
   m.cores = static_cast<int>(h.cores);
   return m;
 }
@@ -288,27 +294,39 @@ class Builder {
       std::function<void()> emit;
     };
     std::deque<Dma> pending;
-    auto load = [&](int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, bool fine = false) {
+    enum class Order { Pieces, Fine, Blocks };
+    auto load = [&](int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, Order order) {
       const int64_t l1 = slot_at(slot);
+      auto a_tile = [&](int64_t kk, int64_t i) {
+        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
+        std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + a_at(kk, i)),
+                                 at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * 2, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
+        pending.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
+      };
+      auto b_tiles = [&](int64_t kk, int64_t j, int64_t cols) {
+        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
+        std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
+                                 at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * 2, b_base), imm(g.tk0), imm(cols), imm(g.N)};
+        pending.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
+      };
+      if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
+        for (int64_t j = 0; j < g.tn / g.tn0; ++j)
+          for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
+            if (j == 0)
+              for (int64_t kk = 0; kk < pieces; ++kk) a_tile(kk, i);
+            if (i == 0)
+              for (int64_t kk = 0; kk < pieces; ++kk) b_tiles(kk, j, g.tn0);
+          }
+        return;
+      }
       for (int64_t kk = 0; kk < pieces; ++kk) {
-        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A / row of B
-        auto a_tile = [&, kk, k0](int64_t i) {
-          std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + a_at(kk, i)),
-                                   at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * 2, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
-          pending.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
-        };
-        auto b_tiles = [&, kk, k0](int64_t j, int64_t cols) {
-          std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
-                                   at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * 2, b_base), imm(g.tk0), imm(cols), imm(g.N)};
-          pending.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
-        };
-        a_tile(0);
-        if (fine) {
-          for (int64_t j = 0; j < g.tn / g.tn0; ++j) b_tiles(j, g.tn0);
+        a_tile(kk, 0);
+        if (order == Order::Fine) {
+          for (int64_t j = 0; j < g.tn / g.tn0; ++j) b_tiles(kk, j, g.tn0);
         } else {
-          b_tiles(0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
+          b_tiles(kk, 0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
         }
-        for (int64_t i = 1; i < g.tm / g.tm0; ++i) a_tile(i);
+        for (int64_t i = 1; i < g.tm / g.tm0; ++i) a_tile(kk, i);
       }
     };
     // Before mmad (kk, i, j) of `chunk`, the `left`-th last mmad of this compute: the pending DMAs
@@ -393,12 +411,16 @@ class Builder {
     // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
     // computes the next block.
     auto compute_blocks = [&](const std::vector<int64_t>& slots, Operand first) {
-      while (!pending.empty()) {
-        pending.front().emit();
-        pending.pop_front();
-      }
       for (int64_t j = 0; j < blocks_n; ++j)
         for (int64_t i = 0; i < blocks_m; ++i) {
+          // The pending DMAs this block needs (a prefix: loaded in block order), the rest later.
+          size_t last = 0;
+          for (size_t n = 0; n < pending.size(); ++n)
+            if (pending[n].j < 0 ? pending[n].i <= i || j > 0 : pending[n].j == -2 || pending[n].j <= j) last = n + 1;
+          for (size_t n = 0; n < last; ++n) {
+            pending.front().emit();
+            pending.pop_front();
+          }
           for (size_t h = 0; h < slots.size(); ++h)
             for (int64_t kk = 0; kk < pieces; ++kk) {
               const int64_t l0a = load_a(slots[h], kk, i);
@@ -428,13 +450,13 @@ class Builder {
         op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
         op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(g.tk * g.N * 2)});
         op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        load(0, kGmAChunk, kGmBChunk, 0, 0);
+        load(0, kGmAChunk, kGmBChunk, 0, 0, Order::Pieces);
         compute(0, 0, reg(kInit));
         op(Opcode::EndLoop, {});
         for (int64_t j = 0; j < blocks_n; ++j)
           for (int64_t i = 0; i < blocks_m; ++i) write_back(i, j, j == blocks_n - 1 && i == blocks_m - 1);
       } else {
-        load(0, kGmA, kGmB, 0, 0);
+        load(0, kGmA, kGmB, 0, 0, Order::Blocks);
         compute_blocks({0}, imm(1));
       }
     } else {
@@ -447,7 +469,9 @@ class Builder {
       const int64_t S = g.l1_slots, ahead = S - 1, body_end = chunks - g.tail_chunks;  // chunks [0, body_end) chunk-wise
       int64_t loaded = 0;
       auto load_static = [&](int64_t upto) {  // queues the loads of chunks < upto not queued yet
-        for (; loaded < std::min(upto, chunks); ++loaded) load(loaded % S, kGmA, kGmB, loaded, loaded, loaded == 0 && !tile_loop);
+        for (; loaded < std::min(upto, chunks); ++loaded)
+          load(loaded % S, kGmA, kGmB, loaded, loaded,
+               loaded >= body_end ? Order::Blocks : loaded == 0 && !tile_loop ? Order::Fine : Order::Pieces);
       };
       load_static(ahead);
       const int64_t peeled = std::min(g.peeled, body_end);
@@ -464,7 +488,7 @@ class Builder {
         op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(S * g.tk * g.N * 2)});
         op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
         for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
-          load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead);
+          load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead, Order::Pieces);
           compute(peeled + p, (peeled + p) % S, imm(0));
         }
         op(Opcode::EndLoop, {});
@@ -537,7 +561,8 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   // slots. Block by block, A and B operand tiles are loaded once per mmad (not A once per row of
   // blocks), so MTE1 may bound it: the count minimises a model of the time from the description's
   // numbers — chunks - L chunks in order (the slower of cube and MTE1), then per block the slower of
-  // its L chunks' compute and its write-back, plus the last block's write-back.
+  // its L chunks' compute and its write-back, plus the last block's write-back; or, where the GM
+  // loads are slower, those plus what follows the last chunk's first DMA (load_bound).
   const int64_t chunks = g.K / g.tk;
   const int64_t blocks = (g.tm / g.tm0) * (g.tn / g.tn0), pieces = g.tk / g.tk0;
   const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32);
@@ -548,14 +573,36 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
     const int64_t block = g.tm0 * g.tn0;
     const int64_t em = g.epilogue || g.int_out ? 4 : eo;
     const int64_t write_back = std::max(cycles(block * em, m.bw_l0c_ub), cycles(block * eo, m.bw_ub_gm));
-    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.bw_l1_l0a), load_b = cycles(g.tk0 * g.tn0 * 2, m.bw_l1_l0b);
+    // MTE1 per load2d: its bytes plus the wait and set of its flags.
+    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.bw_l1_l0a) + 2 * m.flag_cycles;
+    const int64_t load_b = cycles(g.tk0 * g.tn0 * 2, m.bw_l1_l0b) + 2 * m.flag_cycles;
     const int64_t cube_block = (g.tm0 / m.m0) * (g.tn0 / m.n0) * (g.tk / m.k0) * m.cube_cycles;  // one block, one chunk
     const int64_t in_order = std::max(blocks * cube_block, pieces * (g.tm / g.tm0) * (load_a + (g.tn / g.tn0) * load_b));
     const int64_t by_block = std::max(cube_block, pieces * (load_a + load_b));
     const int64_t most = std::max<int64_t>(1, std::min(chunks, m.cap_l1 / slot - 1));
+    // The model, in cycles from the first DMA: the chunks before the tail end after their compute
+    // (cube-bound) or after their loads plus one chunk's compute (GM-bound); then block by block: a
+    // block computes once the cube is free and its data is in (the last chunk's DMAs come in block
+    // order: A row block, B column block), its move to UB and write-back follow (the last block's
+    // move one 16-column block at a time).
+    const int64_t load = m.bw_gm_l1 > 0 ? cycles(slot, m.bw_gm_l1) : 0, lat = m.latency_gm_l1;
+    const int64_t move = cycles(block * em, m.bw_l0c_ub), out = cycles(block * eo, m.bw_ub_gm);
+    auto model = [&](int64_t l) {
+      int64_t cube_free = std::max(lat + (chunks - l) * in_order, chunks > l ? lat + (chunks - l) * load + in_order : lat);
+      int64_t written = 0;
+      for (int64_t j = 0; j < g.tn / g.tn0; ++j)
+        for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
+          const int64_t bytes = (j == 0 ? (i + 1) * g.tm0 : g.tm) * g.tk * 2 + (j + 1) * g.tk * g.tn0 * 2;
+          const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.bw_gm_l1) : 0;
+          cube_free = std::max(cube_free, data) + l * by_block;
+          const bool last = j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1;
+          written = std::max(written, cube_free + (last ? move / (g.tn0 / m.n0) : move) + m.latency_l0c_ub) + out;
+        }
+      return written;
+    };
     int64_t best = -1;
     for (int64_t l = 1; l <= most; ++l) {
-      const int64_t t = (chunks - l) * in_order + blocks * std::max(l * by_block, write_back) + write_back;
+      const int64_t t = model(l);
       if (best < 0 || t < best) best = t, g.tail_chunks = l;
     }
     g.l1_slots = g.tail_chunks + 1;
@@ -565,13 +612,15 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   }
   // The chunk loop's first iterations compute chunks loaded before it, so the loop waits for all of
   // them at its entry: peel chunks until those loads are done by then (the cube being faster than
-  // the loads: every chunk computed gains compute - load cycles on them). Bounded code size.
+  // the loads: every chunk computed gains compute - load cycles on them). At most 16 (code size).
   if (g.double_l1) {
     const int64_t compute = (g.tm / m.m0) * (g.tn / m.n0) * (g.tk / m.k0) * m.cube_cycles;
     const int64_t load = m.bw_gm_l1 > 0 ? static_cast<int64_t>(std::ceil(slot / m.bw_gm_l1)) : compute;
     const int64_t ahead = g.l1_slots - 1;
-    if (compute > load)
-      g.peeled = std::clamp<int64_t>((m.latency_gm_l1 + ahead * load + compute - load - 1) / (compute - load), 1, 16);
+    // Loads at least as slow as the cube: the cube never gains on them, the entry wait always costs
+    // (ahead - 1) loads: peel as many as the bound allows.
+    g.peeled = compute > load ? std::clamp<int64_t>((m.latency_gm_l1 + ahead * load + compute - load - 1) / (compute - load), 1, 16)
+                              : 16;
   }
   // Operand tiles: rings of up to 4 tiles so that the MTE1 loads run ahead of the cube by more than
   // one (their latency hidden where the cube and MTE1 are equally busy: the block-by-block tail);
