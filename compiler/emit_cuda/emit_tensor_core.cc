@@ -245,7 +245,8 @@ struct TcEmitter {
     os << pad << "    const " << st << "* src_ = t_" << p.op->tensor << " + (ok_ ? " << addr << " : 0LL);\n";
     if (p.vec > 1) {
       if (async)
-        os << pad << "    tessel_cp_async16(dst_ + " << dst << ", src_, ok_);\n";
+        os << pad << "    tessel_cp_async16" << (cfg.keep_operands ? "_el" : "") << "(dst_ + " << dst << ", src_, ok_"
+           << (cfg.keep_operands ? ", l2pol_" : "") << ");\n";
       else
         os << pad << "    *(uint4*)(dst_ + " << dst << ") = ok_ ? *(const uint4*)src_ : make_uint4(0u, 0u, 0u, 0u);\n";
     } else {
@@ -271,7 +272,7 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "");
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
@@ -296,10 +297,12 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
     return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > 16) return "more than 16 warps per block";
   if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
+  if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
   if (g.wgmma) {
     if (sm_of(arch) < 90 || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
     if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
     if (g.stream_out && !direct_store(c, g)) return "streaming stores need a plain output";
+    if (g.keep_operands && !g.stream_out) return "evict-last operand copies go with evict-first output stores";
     if (g.bk != 64 || g.wm % 64 || g.wn != g.bn || g.bn > 256 || g.wm / 64 > 2) return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
     if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
     if (g.warps() > 12) return "wgmma tiles take at most 3 warpgroups";
@@ -346,6 +349,8 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
           g.stream_out = true;
           add(g);
           g.wg_deep = false;
+          add(g);
+          g.keep_operands = true;  // and evict-last operand copies
           add(g);
         }
       }
@@ -571,6 +576,11 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
           "template <int N> static __device__ __forceinline__ void tessel_wg_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\"); }\n"
           "static __device__ __forceinline__ void tessel_fence_proxy_async() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }\n";
     os << "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#error \"wgmma tiles must be compiled for sm_90a\"\n#endif\n";
+    if (cfg.keep_operands)
+      os << "static __device__ __forceinline__ void tessel_cp_async16_el(void* smem, const void* gmem, bool pred, unsigned long long pol) {\n"
+            "  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);  /* L2 evict-last: the operands stay, the output streams */\n"
+            "  asm volatile(\"cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\\n\" ::\"r\"(s), \"l\"(gmem), \"r\"(pred ? 16 : 0), \"l\"(pol));\n"
+            "}\n";
     os << "static __device__ __forceinline__ void tessel_wgmma_n" << cfg.bn << "_" << ta << tb
        << "(float* d, unsigned long long da, unsigned long long db) {\n  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << cfg.bn
        << "k16.f32.f16.f16 {";
@@ -591,6 +601,8 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
   os << "  " << ft << "* Bs_ = (" << ft << "*)(smem_ + " << cfg.stages * a_stage * eb << ");\n";
   os << "  (void)scratch;\n";
+  if (wg && cfg.keep_operands)
+    os << "  unsigned long long l2pol_;\n  asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\\n\" : \"=l\"(l2pol_));\n";
   // grouped rasterisation: 8 block rows share B tiles in L2
   os << "  const int pid_ = blockIdx.x, group_ = 8 * " << tiles_n << ", first_m_ = (pid_ / group_) * 8;\n";
   os << "  const int gsize_ = min(" << tiles_m << " - first_m_, 8);\n";

@@ -188,6 +188,11 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
     g.wgmma = true;
     g.stream_out = true;
     cfgs.push_back(g);
+    g = {256, 128, 64, 128, 128, 1, 4};  // evict-last operand copies
+    g.wgmma = true;
+    g.stream_out = true;
+    g.keep_operands = true;
+    cfgs.push_back(g);
   }
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
     auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
