@@ -6,7 +6,13 @@ OUT.jsonl) unless --log gives an existing sweep; predictions come from `tessel t
 
   scripts/cost_model_check.py --target isa/targets/davinci-910.yaml          # 1024^3 GEMM sweep
   scripts/cost_model_check.py --target isa/targets/sm90.yaml                  # on the GPU machine
-  scripts/cost_model_check.py --log out/sweep/gemm1024.jsonl --space '...'   # an existing sweep"""
+  scripts/cost_model_check.py --log out/sweep/gemm1024.jsonl --space '...'   # an existing sweep
+
+With --shapes 'A;B;...' (one --shape each) the check runs across problem sizes instead of tiles:
+one measurement per shape (the default tile spec), predicted against measured. That is the check
+for mappings that choose their sizes themselves (the NPU convolution, compiler/emit_npu/conv.cc):
+  scripts/cost_model_check.py workloads/conv_seed.tsl --def conv2d_nhwc \
+      --shapes 'N=32,H=14,W=14,C=256,K=512,R=3,S=3;N=16,H=7,W=7,C=128,K=256,R=3,S=3' --out ..."""
 import argparse
 import math
 import os
@@ -21,6 +27,62 @@ DEFAULT_SPACE = {
 }
 
 
+def plot(xs, ys, labels, title, out, unit):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    ax.scatter(xs, ys, s=10, alpha=0.7)
+    if max(xs) > 10 * min(xs) or max(ys) > 10 * min(ys):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    lo, hi = min(xs + ys), max(xs + ys)
+    ax.plot([lo, hi], [lo, hi], lw=0.6, color="grey", label="measured = predicted")
+    for x, y, lab in zip(xs, ys, labels or []):
+        ax.annotate(lab, (x, y), fontsize=5, alpha=0.7)
+    ax.set_xlabel("analytic model (predicted cycles)")
+    ax.set_ylabel("measured (%s)" % unit)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out + ".png", dpi=90)
+    print("wrote %s.png" % out)
+
+
+def across_shapes(args, tessel, target_name, out):
+    log = args.log or out + ".jsonl"
+    shapes = [s.strip() for s in args.shapes.split(";") if s.strip()]
+    for shape in shapes:
+        a = argparse.Namespace(**vars(args))
+        a.shape = shape
+        cmd = tc.tune_cmd(tessel, a) + ["--strategy", "exhaustive", "--trials", "1", "--log", log, "--db", "off",
+                                        "--no-progress", "--measure-timeout", "1200", "--jobs", "1"]
+        tc.run(cmd)
+    def key(shape):
+        return ",".join(sorted(shape.split(",")))
+    rows = {}
+    for r in tc.read_log(log):
+        if r.get("ok"):
+            rows[key(r["shape"])] = r
+    pairs = [(rows[key(s)]["predicted"], rows[key(s)]["cost"], s) for s in shapes if key(s) in rows]
+    if len(pairs) < 3:
+        sys.exit("fewer than 3 measured shapes in %s" % log)
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    rho = tc.spearman(xs, ys)
+    unit = next(r["unit"] for r in rows.values())
+    print("Spearman rho (analytic model vs measured %s) = %.3f over %d shapes" % (unit, rho, len(pairs)))
+    for x, y, s in pairs:
+        print("  %-40s predicted %10.0f measured %10.0f (%+.1f%%)" % (s, x, y, 100 * (x / y - 1)))
+    title = args.title or "%s on %s, %d shapes: Spearman rho = %.3f" % (os.path.basename(args.op), target_name, len(pairs), rho)
+    short = []
+    for s in [p[2] for p in pairs]:
+        d = dict(kv.split("=") for kv in s.split(","))
+        short.append("N%s %sx%s %s>%s" % (d.get("N", "?"), d.get("H", "?"), d.get("W", "?"), d.get("C", "?"), d.get("K", "?")))
+    plot(xs, ys, short, title, out, unit)
+    with open(out + ".rho.txt", "w") as f:
+        f.write("%.4f %d\n" % (rho, len(pairs)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("op", nargs="?", default=os.path.join(tc.ROOT, "workloads", "matmul.tsl"))
@@ -28,6 +90,8 @@ def main():
     ap.add_argument("--target", default=os.path.join(tc.ROOT, "isa", "targets", "davinci-910.yaml"))
     ap.add_argument("--shape", default="M=1024,N=1024,K=1024")
     ap.add_argument("--space", help="tessel tune --space (default: a GEMM space for the target kind)")
+    ap.add_argument("--shapes", help="';'-separated shapes: check across problem sizes (one measurement each)")
+    ap.add_argument("--title", help="plot title (default: operator, shape, target, rho)")
     ap.add_argument("--log", help="an existing sweep log (skip measuring)")
     ap.add_argument("--jobs", type=int, default=0)
     ap.add_argument("--out", help="prefix of OUT.jsonl / OUT.png (default out/cost_model_check/<target>)")
@@ -40,6 +104,8 @@ def main():
         args.space = DEFAULT_SPACE[kind]
     out = args.out or os.path.join("out", "cost_model_check", target_name)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    if args.shapes:
+        return across_shapes(args, tessel, target_name, out)
     log = args.log
     if not log:
         log = out + ".jsonl"
@@ -61,21 +127,9 @@ def main():
     print("measured best %s: %g %s; model's pick %s measures %g %s (%.1f%% slower)" % (
         best_measured[2], best_measured[1], unit, best_predicted[2], best_predicted[1], unit,
         100 * (best_predicted[1] / best_measured[1] - 1)))
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5.2, 4.4))
-    ax.scatter(xs, ys, s=10, alpha=0.7)
-    if max(xs) > 10 * min(xs) or max(ys) > 10 * min(ys):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.set_xlabel("analytic model (predicted cycles)")
-    ax.set_ylabel("measured (%s)" % unit)
-    ax.set_title("%s %s on %s: Spearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name, rho,
-                                                              len(pairs)), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out + ".png", dpi=90)
-    print("wrote %s.png" % out)
+    title = args.title or "%s %s on %s: Spearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name,
+                                                                      rho, len(pairs))
+    plot(xs, ys, None, title, out, unit)
     with open(out + ".rho.txt", "w") as f:
         f.write("%.4f %d\n" % (rho, len(pairs)))
 

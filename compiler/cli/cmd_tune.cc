@@ -131,6 +131,9 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                              "fit; {} promotion checks)\n",
                              spec.to_string(), space.configs.size(), space.stats.enumerated, space.stats.dominated,
                              space.stats.not_fitting, space.stats.fit_checks);
+    if (!p.fixed_mapping.empty())
+      std::cerr << "tune: note: " << p.fixed_mapping << ": the space keeps one configuration (" << space.stats.same_program
+                << " others are the same program)\n";
     if (!o->dump_space.empty()) {
       dump_space(space, fit, o->dump_space);
       ctx.exit_code = 0;

@@ -17,6 +17,7 @@
 // the larger of the per-core time and that.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "compiler/tune/cost_model.h"
 #include "isa/base/error.h"
@@ -54,9 +55,138 @@ uint32_t matrix_startup(const isa::Hierarchy& h) {
   return 0;
 }
 
+// The NPU convolution mapping (compiler/emit_npu/conv.cc), which chooses its sizes itself
+// (Problem::fixed_mapping): NHWC X[N, H, W, C], Wt[R, S, C, K] -> Y[N, OH, OW, K], channel counts
+// multiples of the cube's k (else it runs through scratch copies on one core: not modelled here).
+struct ConvShape {
+  int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;
+};
+
+std::optional<ConvShape> nhwc_conv_shape(const Problem& p) {
+  if (p.fixed_mapping.empty() || !p.function) return std::nullopt;
+  const auto in = p.function->inputs();
+  const auto out = p.function->outputs();
+  if (in.size() != 2 || out.size() != 1) return std::nullopt;
+  auto dims = [&](const ir::Tensor* t) {
+    std::vector<int64_t> d;
+    for (const auto& e : t->shape) d.push_back(e.evaluate({}, p.sizes));
+    return d;
+  };
+  const auto x = dims(in[0]), w = dims(in[1]), y = dims(out[0]);
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return std::nullopt;
+  ConvShape c{x[0], x[1], x[2], x[3], w[3], w[0], w[1], y[1], y[2]};
+  if (w[2] != c.C || y[0] != c.N || y[3] != c.K) return std::nullopt;
+  return c;
+}
+
+// Per core: the weights of its output-channel tile (tn columns) GM -> L1 once, then per job (one
+// image x one tile) the feature map GM -> L1 (MTE2), per 16-channel slice and kernel-position
+// group the weights L1 -> L0B and per pixel block load3d (img2col) -> L0A (MTE1), the cube's
+// fragments, and the accumulator's way back (L0C -> UB -> GM). Jobs are double-buffered (two
+// images ping-pong), so a job costs its busiest engine; the first job's loads and the last one's
+// write-back are exposed. tn, the image groups per core and the pixel blocks follow conv.cc's plan.
+AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  int64_t m0 = 16, k0 = 16, unit_cycles = 1;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const isa::MatrixShape& s : u->shapes)
+      if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k, unit_cycles = s.cycles;
+  auto cap = [&](isa::Role r) { return int64_t(h.level(r).capacity_bytes); };
+  const std::string gm = h.level(isa::Role::Global).name, l1 = h.level(isa::Role::Stage).name;
+  const std::string l0a = h.level(isa::Role::OperandA).name, l0b = h.level(isa::Role::OperandB).name;
+  const std::string l0c = h.level(isa::Role::Accumulator).name;
+  auto round_up = [](int64_t x, int64_t m) { return ceil_div(x, m) * m; };
+  const int64_t P = cv.OH * cv.OW, Pp = round_up(P, m0), RS = cv.R * cv.S, C1 = ceil_div(cv.C, k0);
+  const int64_t fm_bytes = round_up(cv.C * cv.H * cv.W * 2, 32);
+  const bool scratch = cv.C % k0 || cv.K % k0;
+  const int64_t cores_avail = scratch ? 1 : std::max<uint32_t>(1, h.cores);
+  auto bw = [&](const std::string& from, const std::string& to) {
+    const auto r = route(h, from, to);
+    return r.empty() ? 1.0 : std::max(1.0, r.front().bandwidth);
+  };
+  // conv.cc's plan: the output-channel tile by its estimate (cube vs MTE1 per job), ties to more
+  // cores then larger tiles
+  struct Plan {
+    int64_t tn = 0, k_tiles = 0, group = 1, cores = 1, jobs = 0;
+    double cost = 0;
+  };
+  std::optional<Plan> plan;
+  const int64_t K = round_up(cv.K, k0), C = round_up(cv.C, k0);
+  for (int64_t t = std::min<int64_t>(K, 128); t >= 16; t -= 16) {
+    if (K % t) continue;
+    Plan c;
+    c.tn = t, c.k_tiles = K / t;
+    if (C * RS * t * 2 + fm_bytes > cap(isa::Role::Stage) || Pp * t * 4 > cap(isa::Role::Accumulator) ||
+        2 * k0 * t * 2 > cap(isa::Role::OperandB))
+      continue;
+    if (c.k_tiles <= cores_avail) {
+      const int64_t per = cores_avail / c.k_tiles;
+      for (int64_t g = std::min(per, cv.N); g >= 1; --g)
+        if (cv.N % g == 0) {
+          c.group = g;
+          break;
+        }
+      c.cores = c.k_tiles * c.group;
+      c.jobs = cv.N / c.group;
+    } else {
+      c.cores = cores_avail;
+      c.jobs = ceil_div(c.k_tiles, c.cores) * cv.N;
+    }
+    const double cube = double(Pp / m0) * (t / 16) * C1 * RS;
+    const double mte1 = double(Pp) * C * RS * 2 / bw(l1, l0a) + double(C) * RS * t * 2 / bw(l1, l0b);
+    c.cost = double(c.jobs) * std::max(cube, mte1);
+    if (!plan || c.cost < plan->cost * 0.999) plan = c;
+  }
+  AnalyticBreakdown out;
+  if (!plan) return out;
+  const int64_t tn = plan->tn;
+  // kernel-position groups (two L0B halves) and pixel blocks (two L0A halves): mmad count per job
+  int64_t kc = std::max<int64_t>(1, std::min<int64_t>(RS, (cap(isa::Role::OperandB) / 2) / (k0 * tn * 2)));
+  const int64_t groups = ceil_div(RS, kc);
+  kc = ceil_div(RS, groups);
+  const int64_t tm0 = std::max<int64_t>(m0, std::min<int64_t>(Pp, (cap(isa::Role::OperandA) / 2) / (kc * k0 * 2) / m0 * m0));
+  const int64_t blocks = ceil_div(Pp, tm0);
+  const double units = matrix_unit_count(h);
+  const double cube = double(Pp / m0) * (tn / 16) * C1 * RS * unit_cycles / units + double(blocks * C1 * groups) * matrix_startup(h);
+  std::map<std::string, double> job;  // engine -> cycles per job
+  double exposed_latency = 0;
+  auto move = [&](const std::string& from, const std::string& to, double bytes, std::map<std::string, double>& into, bool first) {
+    for (const auto& step : route(h, from, to)) {
+      if (step.bandwidth > 0) into[step.engine] += bytes / step.bandwidth;
+      if (first) exposed_latency += step.latency;
+    }
+  };
+  move(gm, l1, double(fm_bytes), job, true);                                // the feature map
+  move(l1, l0a, double(Pp) * C * RS * 2, job, true);                        // load3d, every pixel block
+  move(l1, l0b, double(C) * RS * tn * 2, job, true);                        // the weights' slices
+  move(l0c, gm, double(Pp) * tn * 4, job, true);                            // accumulator -> UB -> GM
+  std::map<std::string, double> once;
+  move(gm, l1, double(C) * RS * tn * 2, once, true);                        // the tile's weights, once per core
+  double busiest = cube;
+  for (const auto& [e, c] : job) busiest = std::max(busiest, c);
+  const double jobs = double(plan->jobs);
+  double first = 0;  // the first job's loads before its cube starts, the last one's write-back after it
+  for (const auto& [e, c] : once) first += c;
+  first += double(fm_bytes) / bw(gm, l1);
+  for (const auto& step : route(h, l0c, gm)) first += step.bandwidth > 0 ? double(Pp) * tn * 4 / step.bandwidth : 0;
+  const double core_time = first + exposed_latency + jobs * busiest;
+  const isa::Level& g = h.level(isa::Role::Global);
+  const double global_bytes = double(plan->cores) * (double(C) * RS * tn * 2 + jobs * fm_bytes) + double(cv.N) * P * K * 4;
+  out.compute_cycles = jobs * cube;
+  for (const auto& [e, c] : job) out.engine_cycles[e] += jobs * c;
+  for (const auto& [e, c] : once) out.engine_cycles[e] += c;
+  out.latency_cycles = exposed_latency;
+  out.shared_global_cycles = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes / g.shared_bandwidth_bytes_per_cycle : 0;
+  out.tiles = cv.N * plan->k_tiles;
+  out.cores_used = plan->cores;
+  out.total = std::max(core_time, out.shared_global_cycles);
+  return out;
+}
+
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
+  if (const auto cv = nhwc_conv_shape(problem)) return conv_breakdown(problem, *cv);
   const isa::Hierarchy& h = problem.hierarchy;
   const std::string global = h.level(isa::Role::Global).name;
   const isa::Level& g = h.level(isa::Role::Global);

@@ -1,5 +1,6 @@
 #include "compiler/tune/fit_check.h"
 
+#include "compiler/emit_npu/conv.h"
 #include "isa/base/error.h"
 
 namespace tessel::tune {
@@ -37,6 +38,10 @@ FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
       problem_.units[m.n] = m.unit_n;
       problem_.units[m.k] = m.unit_k;
     }
+  if (base_->hierarchy.kind == isa::TargetKind::Npu && emit_npu::is_nhwc_convolution(base_->kernel))
+    problem_.fixed_mapping =
+        "the NPU convolution mapping (compiler/emit_npu/conv.cc) chooses its output-channel tile, kernel-position groups and "
+        "pixel blocks from the description itself; the tile spec does not change the program";
 }
 
 FitChecker::~FitChecker() = default;

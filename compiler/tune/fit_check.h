@@ -52,6 +52,10 @@ struct Problem {
   std::map<std::string, int64_t> units;    // matrix-unit dimension per tiled axis (m/n/k of the match)
   isa::Hierarchy hierarchy;
   tile::TileSpec default_spec;
+  // Non-empty when the target's emitter maps this kernel with sizes of its own whatever the tile
+  // spec (the NPU convolution mapping, compiler/emit_npu/conv.cc): why. Every configuration is then
+  // the same program; the space keeps one, and the analytic model follows that mapping.
+  std::string fixed_mapping;
 };
 
 class FitChecker {

@@ -275,6 +275,13 @@ Space build_space(const SpaceSpec& spec_in, FitChecker& fit) {
     }
     if (a == per_axis.size() + 1 || per_axis.empty()) break;
   }
+  if (!p.fixed_mapping.empty() && space.configs.size() > 1) {
+    // one program whatever the tile: keep the default spec (where it fits) or the first that fits
+    const tile::TileSpec keep = fit.check(p.default_spec) ? p.default_spec : space.configs.front();
+    space.stats.same_program = space.configs.size() - 1;
+    space.configs = {keep};
+    space.index = {{config_key(keep), 0}};
+  }
   space.stats.fit_checks = fit.checks() - checks0;
   return space;
 }

@@ -10,7 +10,9 @@
 // build_space() enumerates the product, removes dominated candidates (a size whose tile count on
 // its axis equals that of a smaller size of the same level: same loops, more padding and a larger
 // footprint) and keeps exactly the configurations promotion accepts (FitChecker, fit_check.h:
-// footprints against each level's capacity, double buffering reserving half).
+// footprints against each level's capacity, double buffering reserving half). When the target maps
+// the problem with sizes of its own (Problem::fixed_mapping) every configuration is the same
+// program: the space keeps one (the default tile spec where it fits, else the first that fits).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,7 @@ struct SpaceStats {
   size_t not_fitting = 0;  // rejected by promotion's capacity check
   size_t fit_checks = 0;   // promotion runs (the rest inferred: a tile containing one that does not fit does not fit)
   std::vector<std::string> examples_not_fitting;  // a few keys, for messages and tests
+  size_t same_program = 0;  // fitting configurations left out: the problem's mapping ignores the tile (Problem::fixed_mapping)
 };
 
 struct Space {
