@@ -369,19 +369,17 @@ class Builder {
       op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, (j * (g.tm / g.tm0) + i) * sub_c), at(Buffer::L0A, l0a),
                         at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(g.tn0), init});
     };
-    // Write-back of accumulator block (i, j) through UB (ping-pong) to GM. `by_column`: moved
-    // column block by column block, so the first write-back starts after a quarter of the move (the
-    // last block: its move and write-back are the only ones no compute hides).
-    auto write_back = [&](int64_t i, int64_t j, bool by_column) {
+    // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one 16-column block
+    // at a time (MTE3 starts after a quarter of the move; i32 results: the whole block, converted).
+    // `columns`: emits the mmads of column block jj before its move (-1: none; the last block).
+    const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
+    const int64_t em = dtype_bytes(moved);
+    const int64_t column_bytes = g.tm0 * m_.n0 * 4;  // one column block in L0C (NZ: contiguous)
+    auto write_back = [&](int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
       const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
       const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
-      const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
-      const int64_t em = dtype_bytes(moved);
-      by_column = by_column && !g.int_out;
-      const int64_t column_bytes = g.tm0 * m_.n0 * 4;  // one column block in L0C (NZ: contiguous)
-      if (!by_column)
-        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
       if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
+        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
         const int64_t lanes = m_.vector_bytes_per_repeat / 4;
         for (int64_t done = 0; done < g.tm0 * g.tn0;) {
           const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
@@ -391,9 +389,10 @@ class Builder {
         }
       }
       for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
+        if (columns) columns(jj);
         const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
         int64_t src = ub + jj * g.tm0 * m_.n0 * em;
-        if (by_column)
+        if (!g.int_out)
           op(Opcode::MovL0c, {type(moved), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes), imm(g.tm0 / m_.m0), imm(0)});
         if (g.epilogue) {
           std::map<std::string, Operand> columns;
@@ -409,8 +408,11 @@ class Builder {
     const int64_t blocks_m = g.tm / g.tm0, blocks_n = g.tn / g.tn0;
     // The chunks in `slots` (ascending K), one accumulator block after the other, each block's
     // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
-    // computes the next block.
+    // computes the next block. The last block column block by column block (mmads 16 columns
+    // wide, its A operand tiles loaded once into the L0A ring): its columns complete one after the
+    // other, so only the last one's move and write-back follow the cube.
     auto compute_blocks = [&](const std::vector<int64_t>& slots, Operand first) {
+      const int64_t tiles = static_cast<int64_t>(slots.size()) * pieces;
       for (int64_t j = 0; j < blocks_n; ++j)
         for (int64_t i = 0; i < blocks_m; ++i) {
           // The pending DMAs this block needs (a prefix: loaded in block order), the rest later.
@@ -421,12 +423,32 @@ class Builder {
             pending.front().emit();
             pending.pop_front();
           }
+          if (j == blocks_n - 1 && i == blocks_m - 1 && g.tn0 > m_.n0 && !g.int_out && tiles <= g.l0a_slots) {
+            std::vector<int64_t> a;
+            for (size_t h = 0; h < slots.size(); ++h)
+              for (int64_t kk = 0; kk < pieces; ++kk) a.push_back(load_a(slots[h], kk, i));
+            const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
+            write_back(i, j, [&](int64_t jj) {
+              for (size_t h = 0; h < slots.size(); ++h)
+                for (int64_t kk = 0; kk < pieces; ++kk) {
+                  const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
+                  op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
+                                      at(Buffer::L1, slot_at(slots[h]) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes +
+                                                         jj * g.tk0 * m_.n0 * 2),
+                                      imm(g.tk0 / m_.k0), imm(1), imm(1), imm(g.tk0 / m_.k0), imm(1)});
+                  op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c + jj * column_bytes), at(Buffer::L0A, a[h * pieces + kk]),
+                                    at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(m_.n0),
+                                    kk == 0 && h == 0 ? first : imm(0)});
+                }
+            });
+            continue;
+          }
           for (size_t h = 0; h < slots.size(); ++h)
             for (int64_t kk = 0; kk < pieces; ++kk) {
               const int64_t l0a = load_a(slots[h], kk, i);
               mmad(i, j, l0a, load_b(slots[h], kk, j), kk == 0 && h == 0 ? first : imm(0));
             }
-          write_back(i, j, j == blocks_n - 1 && i == blocks_m - 1);
+          write_back(i, j);
         }
     };
     // One chunk, piece by piece (the order of its loads): A's operand tile reused across the columns.
@@ -454,7 +476,7 @@ class Builder {
         compute(0, 0, reg(kInit));
         op(Opcode::EndLoop, {});
         for (int64_t j = 0; j < blocks_n; ++j)
-          for (int64_t i = 0; i < blocks_m; ++i) write_back(i, j, j == blocks_n - 1 && i == blocks_m - 1);
+          for (int64_t i = 0; i < blocks_m; ++i) write_back(i, j);
       } else {
         load(0, kGmA, kGmB, 0, 0, Order::Blocks);
         compute_blocks({0}, imm(1));
@@ -596,7 +618,8 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
           const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.bw_gm_l1) : 0;
           cube_free = std::max(cube_free, data) + l * by_block;
           const bool last = j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1;
-          written = std::max(written, cube_free + (last ? move / (g.tn0 / m.n0) : move) + m.latency_l0c_ub) + out;
+          written = std::max(written, cube_free - (last ? l * by_block * (g.tn0 / m.n0 - 1) / (g.tn0 / m.n0) : 0) +
+                                                  move / (g.tn0 / m.n0) + m.latency_l0c_ub) + out;
         }
       return written;
     };
