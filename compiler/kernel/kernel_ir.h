@@ -215,6 +215,9 @@ struct Kernel {
   std::vector<std::string> let_vars;  // every Let-bound name (declared once by emitters)
   NodePtr body;
   std::string target;  // hierarchy name the buffers were placed for
+  // The user's tile spec (--tile) in text form, empty without one: read by emitters that plan their
+  // own tiles (the NPU convolution, compiler/emit_npu/conv.cc).
+  std::string user_tile;
 
   const GlobalTensor* find_tensor(const std::string& n) const;
 };
