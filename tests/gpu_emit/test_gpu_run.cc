@@ -159,7 +159,7 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
             {{"M", 64}, {"N", 48}, {"K", 80}}, "matmul_bias_relu");
 }
 
-TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions; PDL") {
+TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions, with and without PDL") {
   if (!have_gpu()) return;
   if (cli::gpurun::device_arch() < std::string("sm_90")) {
     MESSAGE("skipped: wgmma needs sm_90");
