@@ -2,6 +2,7 @@
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/tile/tile_spec.h"
 
 #include <fmt/format.h>
 
@@ -60,6 +61,10 @@ struct Conv {
   std::string acc;         // its accumulator (== y without an epilogue)
   DType out = DType::F32;  // y's type
   bool epilogue = false;   // statements after the convolution, element-wise on its output
+  // The statement's index names (the tile spec's axes): images, output rows / columns, output and
+  // input channels, kernel rows / columns; k counts blocks of 16 in the blocked layout.
+  std::string an, ap, aq, ak, ac, ar, as;
+  int64_t unit = 1;  // channels per step of ak: 16 in the blocked layout
 };
 
 // Spatial index h = sh * p + dh * r + constant (p an output index, r a reduction index).
@@ -110,8 +115,10 @@ std::optional<Conv> match(const kernel::Kernel& k) {
   if (o.size() == 4 && wv.size() == 4 && a->indices.size() == 4) {
     if (xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && wv[3] == o[3]) {  // NHWC
       c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
+      c.ak = o[3], c.ac = wv[2];
     } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // NCHW
       c.layout = Layout::Nchw, hpos = 2, p = o[2], q = o[3], r = wv[2], s = wv[3];
+      c.ak = o[1], c.ac = wv[1];
     } else {
       return std::nullopt;
     }
@@ -119,12 +126,14 @@ std::optional<Conv> match(const kernel::Kernel& k) {
     if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
       return std::nullopt;
     c.layout = Layout::Blocked, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
+    c.ak = o[3], c.ac = wv[2], c.unit = 16;
   } else {
     return std::nullopt;
   }
   const auto hs = spatial(a->indices[hpos], p, r), ws = spatial(a->indices[hpos + 1], q, s);
   if (!hs || !ws) return std::nullopt;
   c.sh = hs->stride, c.dh = hs->dilation, c.sw = ws->stride, c.dw = ws->dilation;
+  c.an = o[0], c.ap = p, c.aq = q, c.ar = r, c.as = s;
   c.w = b->name, c.y = c.acc = st.output;
   c.statement = ci;
   if (ci + 1 < static_cast<int>(f->statements.size())) {  // an epilogue: y is the last statement's output
@@ -290,6 +299,35 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   const int64_t fm_bytes = round_up(cv.C * cv.H * cv.W * 2, 32);
   const int cores_avail = scratch ? 1 : h.cores;
 
+  // The user's tile spec (Kernel::user_tile), when there is one (README "Convolutions: tile spec"):
+  // outer size of the output-channel axis -> tn; inner sizes of the output row / column axes ->
+  // pixel block (their product, rounded up to the fractal), of the kernel row / column axes ->
+  // kernel positions per L0 step (their product). tn is rounded up to the fractal and shrunk to
+  // divide K, as the GEMM path does. Unnamed axes: the planner's choice below. Images per core
+  // follow from tn (promotion keeps the image axis's tile small: it is not read). A tile that does
+  // not fit a buffer is a UserError naming it.
+  tile::TileSpec spec;
+  if (!k.user_tile.empty()) spec = tile::parse_tile_spec(k.user_tile);
+  const tile::AxisTile *t_k = spec.find(cv.ak), *t_p = spec.find(cv.ap), *t_q = spec.find(cv.aq),
+                       *t_r = spec.find(cv.ar), *t_s = spec.find(cv.as);
+  auto dividing = [](int64_t n, int64_t limit, int64_t unit) {  // largest multiple of unit <= limit dividing n
+    for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
+      if (n % t == 0) return t;
+    return unit;
+  };
+  const int64_t user_tn = t_k ? dividing(cv.K, round_up(std::min(cv.K, t_k->outer * cv.unit), k0), k0) : 0;
+  const int64_t user_kc = t_r || t_s ? std::min(t_r ? t_r->inner : cv.R, cv.R) * std::min(t_s ? t_s->inner : cv.S, cv.S) : 0;
+  const int64_t user_rows =
+      t_p || t_q ? std::min(Pp, round_up(std::min(t_p ? t_p->inner : cv.OH, cv.OH) * std::min(t_q ? t_q->inner : cv.OW, cv.OW), m0)) : 0;
+  auto no_fit = [&](isa::Role role, int64_t need, const std::string& parts, bool db) {
+    const isa::Level& l = h.level(role);
+    return UserError(fmt::format("kernel {}: tile {} does not fit: level {} ({}) of {} needs {} bytes ({}{}) but its capacity is {} "
+                                 "bytes; use smaller sizes in --tile",
+                                 k.name, k.user_tile, l.name, isa::role_name(role), h.name, need, parts,
+                                 db ? "; double buffering reserves half the level" : "", l.capacity_bytes));
+  };
+  const int64_t l0a_half = cap_l0a / 2 / l0_align * l0_align, l0b_half = cap_l0b / 2 / l0_align * l0_align;
+
   // Output-channel tile tn: the weights of one tile stay in L1 (loaded once per tile and core) next
   // to two feature maps; the cost estimate (per core: cube cycles vs MTE1's img2col + weight
   // loads) picks among the tiles that fit, preferring more cores, then larger tiles.
@@ -303,12 +341,21 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     double cost = 0;
   };
   std::optional<Plan> plan;
-  for (int64_t t = std::min<int64_t>(cv.K, 128); t >= 16; t -= 16) {
+  for (int64_t t = user_tn ? user_tn : std::min<int64_t>(cv.K, 128); t >= 16; t -= 16) {
     if (cv.K % t) continue;
     Plan c;
     c.tn = t, c.k_tiles = cv.K / t;
     const int64_t w_bytes = cv.C * RS * t * 2;
-    if (w_bytes + fm_bytes > cap_l1 || Pp * t * 4 > cap_l0c || 2 * k0 * t * 2 > cap_l0b) continue;
+    if (user_tn && w_bytes + fm_bytes > cap_l1)
+      throw no_fit(isa::Role::Stage, w_bytes + fm_bytes,
+                   fmt::format("weights of {} output channels {} + one image's feature map {}", t, w_bytes, fm_bytes), false);
+    if (user_tn && Pp * t * 4 > cap_l0c)
+      throw no_fit(isa::Role::Accumulator, Pp * t * 4, fmt::format("one image's accumulator: {} pixel rows x {} channels x 4", Pp, t),
+                   false);
+    if (user_tn && !user_kc && k0 * t * 2 > l0b_half)
+      throw no_fit(isa::Role::OperandB, 2 * k0 * t * 2, fmt::format("2 x 1 kernel position x {} input channels x {} output channels x 2", k0, t),
+                   true);
+    if (!user_tn && (w_bytes + fm_bytes > cap_l1 || Pp * t * 4 > cap_l0c || 2 * k0 * t * 2 > cap_l0b)) continue;
     if (c.k_tiles <= cores_avail) {
       const int64_t per = cores_avail / c.k_tiles;
       for (int64_t g = std::min(per, cv.N); g >= 1; --g)
@@ -323,24 +370,43 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     c.fm_halves = w_bytes + 2 * fm_bytes <= cap_l1 ? 2 : 1;
     c.c_halves = 2 * Pp * t * 4 <= cap_l0c ? 2 : 1;
     if (!plan || c.cost < plan->cost * 0.999) plan = c;
+    if (user_tn) break;
   }
   if (!plan) throw unsupported("the weights of 16 output channels and the feature map of one image exceed L1, or its accumulator L0C");
   const int64_t tn = plan->tn, k_tiles = plan->k_tiles, NB16 = tn / 16;
-  // Kernel positions per step: as many as two L0B halves hold, in balanced groups.
-  int64_t kc = std::min<int64_t>(RS, (cap_l0b / 2) / (k0 * tn * 2));
-  const int64_t groups = (RS + kc - 1) / kc;
-  kc = (RS + groups - 1) / groups;
+  // Kernel positions per step: as many as two L0B halves hold, in balanced groups (a user's count:
+  // groups of that many, the last one smaller).
+  int64_t kc = user_kc;
+  if (user_kc && kc * k0 * tn * 2 > l0b_half)
+    throw no_fit(isa::Role::OperandB, 2 * kc * k0 * tn * 2,
+                 fmt::format("2 x {} kernel positions x {} input channels x {} output channels x 2", kc, k0, tn), true);
+  if (!user_kc) {
+    kc = std::min<int64_t>(RS, (cap_l0b / 2) / (k0 * tn * 2));
+    const int64_t groups = (RS + kc - 1) / kc;
+    kc = (RS + groups - 1) / groups;
+  }
   std::vector<std::pair<int64_t, int64_t>> kgroups;  // (first kernel position, count)
   for (int64_t q0 = 0; q0 < RS; q0 += kc) kgroups.push_back({q0, std::min(kc, RS - q0)});
-  const int64_t l0a_half = cap_l0a / 2 / l0_align * l0_align, l0b_half = cap_l0b / 2 / l0_align * l0_align;
-  int64_t tm0 = std::min<int64_t>(Pp, l0a_half / (kc * k0 * 2) / m0 * m0);
+  int64_t tm0 = user_rows ? user_rows : std::min<int64_t>(Pp, l0a_half / (kc * k0 * 2) / m0 * m0);
+  if (user_rows && tm0 * kc * k0 * 2 > l0a_half)
+    throw no_fit(isa::Role::OperandA, 2 * tm0 * kc * k0 * 2,
+                 fmt::format("2 x {} pixel rows x {} kernel positions x {} input channels x 2", tm0, kc, k0), true);
   if (tm0 < m0) throw unsupported("one pixel block of one kernel-position group does not fit L0A twice");
   std::unique_ptr<GemmEpilogue> epi;
   if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
   // Pixel blocks (begin, size), balanced in fractals; smaller where two accumulator blocks and the
-  // epilogue's regions would not fit UB.
+  // epilogue's regions would not fit UB. A user's size: blocks of that many rows, the last smaller.
   std::vector<std::pair<int64_t, int64_t>> blocks;
-  for (int64_t limit = tm0;; limit -= m0) {
+  if (user_rows) {
+    for (int64_t b0 = 0; b0 < Pp; b0 += tm0) blocks.push_back({b0, std::min(tm0, Pp - b0)});
+    const int64_t need = 2 * tm0 * tn * 4 + (epi ? epi->ub_bytes(tm0) : 0);
+    if (need > cap_ub)
+      throw no_fit(isa::Role::Vector, need,
+                   fmt::format("2 x {} pixel rows x {} channels x 4{}", tm0, tn,
+                               epi ? fmt::format(" + the epilogue's regions {}", epi->ub_bytes(tm0)) : std::string()),
+                   false);
+  }
+  for (int64_t limit = tm0; !user_rows; limit -= m0) {
     const int64_t fr = Pp / m0, nblk = (Pp + limit - 1) / limit;
     blocks.clear();
     int64_t b0 = 0;
@@ -564,10 +630,11 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
   out.notes.push_back(fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
                                   "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
-                                  "kernel-position group(s) of {}{}",
+                                  "kernel-position group(s) of {}{}{}",
                                   tn, per_core_images, kt_loop ? (k_tiles + cores_avail - 1) / cores_avail : 1, p.cores,
                                   halves == 2 ? " two images at a time (ping-pong)" : "", tm0, Pp, C1, kgroups.size(), kc,
-                                  cv.sh > 1 || cv.sw > 1 ? fmt::format(", stride {}x{}", cv.sh, cv.sw) : ""));
+                                  cv.sh > 1 || cv.sw > 1 ? fmt::format(", stride {}x{}", cv.sh, cv.sw) : "",
+                                  k.user_tile.empty() ? "" : ", from tile " + k.user_tile));
   npu::validate_program(p);
   return out;
 }

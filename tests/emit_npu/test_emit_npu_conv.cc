@@ -4,6 +4,8 @@
 // is compared element by element with the reference interpreter, race-free naive and pruned.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "compiler/emit_c/run_c.h"
 #include "compiler/emit_npu/emit_npu.h"
 #include "compiler/frontend/frontend.h"
@@ -27,13 +29,15 @@ struct Case {
   interp::Tensors inputs, expected;
 };
 
-std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape, bool evaluate = true) {
+std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape, bool evaluate = true,
+                                   const std::string& tile = "") {
   auto c = std::make_unique<Case>();
   c->module = frontend::load_module(kRoot + "/workloads/" + file);
   const ir::Function& f = frontend::select_function(c->module, def);
   CompileOptions o;
   o.target = kTarget;
   o.sizes = parse_shape(shape);
+  if (!tile.empty()) o.tile = tile;
   c->compilation = compile(f, o);
   c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
   if (evaluate) {
@@ -64,13 +68,11 @@ Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
   return r;
 }
 
-void check_verifies(const std::string& file, const std::string& def, const std::string& shape) {
-  CAPTURE(def);
-  CAPTURE(shape);
-  auto c = compile_case(file, def, shape);
-  const Run naive = run(*c, npu_sync::SyncMode::Naive);
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  MESSAGE(def << " " << shape << " (" << c->kernel.program.cores << " cores): syncs " << naive.sync.sync_instructions << " -> "
+// Verifies naive and pruned: exact, race-free, pruning no slower.
+void verify(const Case& c, const std::string& def, const std::string& shape) {
+  const Run naive = run(c, npu_sync::SyncMode::Naive);
+  const Run pruned = run(c, npu_sync::SyncMode::Pruned);
+  MESSAGE(def << " " << shape << " (" << c.kernel.program.cores << " cores): syncs " << naive.sync.sync_instructions << " -> "
               << pruned.sync.sync_instructions << ", cycles " << naive.sim.record.total_cycles << " -> " << pruned.sim.record.total_cycles);
   for (const Run* r : {&naive, &pruned}) {
     CHECK(r->verification.verified);
@@ -80,6 +82,13 @@ void check_verifies(const std::string& file, const std::string& def, const std::
   }
   CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
   CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+}
+
+void check_verifies(const std::string& file, const std::string& def, const std::string& shape, const std::string& tile = "") {
+  CAPTURE(def);
+  CAPTURE(shape);
+  CAPTURE(tile);
+  verify(*compile_case(file, def, shape, true, tile), def, shape);
 }
 
 // Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).
@@ -150,4 +159,102 @@ TEST_CASE("pruned NCHW, strided and blocked convolutions keep only needed syncs 
   check_mutants_of("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3");
   check_mutants_of("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3");
   check_mutants_of("conv_seed.tsl", "conv2d_blocked", "NB=2,H=9,W=7,CB=2,KB=3,R=3,S=3");
+}
+
+// The user's tile spec drives the plan (README "Convolutions: tile spec"): outer k -> output-channel
+// tile tn, inner p x q -> pixel block rows (rounded up to 16), inner r x s -> kernel positions per L0
+// step; images per core follow from tn. Every plan verifies exactly, naive and pruned.
+namespace {
+
+std::string plan_note(const Case& c) {
+  for (const auto& n : c.kernel.notes)
+    if (n.find("img2col convolution") != std::string::npos) return n;
+  return "";
+}
+
+// Each (tile, expected part of the plan note): compiled once, the note checked, verified naive and
+// pruned; returns the programs' texts.
+std::set<std::string> check_tiles(const std::string& def, const std::string& shape,
+                                  const std::vector<std::pair<std::string, std::string>>& cases) {
+  const std::string plain = plan_note(*compile_case("conv_seed.tsl", def, shape, false));
+  CHECK(plain.find("from tile") == std::string::npos);
+  std::set<std::string> programs;
+  for (const auto& [tile, note] : cases) {
+    CAPTURE(tile);
+    auto c = compile_case("conv_seed.tsl", def, shape, true, tile);
+    const std::string plan = plan_note(*c);
+    CHECK(plan.find(note) != std::string::npos);
+    CHECK(plan.find("from tile " + c->compilation->tile_spec.to_string()) != std::string::npos);
+    CHECK(plan != plain);
+    programs.insert(npu::print_program(c->kernel.program));
+    verify(*c, def, shape);
+  }
+  CHECK(programs.size() == cases.size());  // every plan its own program
+  return programs;
+}
+
+const std::string kSmallNhwc = "N=4,H=9,W=7,C=32,K=64,R=3,S=3";  // 63 pixels -> 64 rows (4 fractals)
+
+}  // namespace
+
+TEST_CASE("NHWC convolution: the tile spec's k chooses tn, its p x q the pixel blocks") {
+  check_tiles("conv2d_nhwc", kSmallNhwc,
+              {// tn = 32: 2 tiles x 4 images = 8 cores
+               {"k=32", "tiles of 32 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 8 core(s)"},
+               // pixel block 3 x 7 = 21 rows -> 32 (2 blocks), tn = 64
+               {"k=64,p=3,q=7",
+                "tiles of 64 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 4 core(s), pixel blocks of 32 (of 64)"},
+               // p unnamed: 9 rows x 4 columns = 36 -> 48-row blocks (48 + 16)
+               {"k=64/16,q=4",
+                "tiles of 64 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 4 core(s), pixel blocks of 48 (of 64)"}});
+}
+
+TEST_CASE("NHWC convolution: the tile spec's r x s chooses the kernel positions per L0 step; k rounded like the GEMM's") {
+  check_tiles("conv2d_nhwc", kSmallNhwc,
+              {// one kernel row per L0 step (3 groups of 3), tn = 16: 4 tiles x 4 images = 16 cores
+               {"k=16,r=1", "tiles of 16 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 16 core(s), pixel blocks of 64 "
+                            "(of 64), 2 channel slices x 3 kernel-position group(s) of 3"},
+               // k = 40 rounds up to 48, shrinks to 32 (divides 64); 2 x 2 = 4 positions: groups 4 + 4 + 1;
+               // p = 1: rows of 7 -> 16-row blocks
+               {"k=40,r=2,s=2,p=1", "tiles of 32 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 8 core(s), pixel "
+                                    "blocks of 16 (of 64), 2 channel slices x 3 kernel-position group(s) of 4"}});
+}
+
+TEST_CASE("blocked convolution: the tile spec's kb (blocks of 16 channels), p, q, r, s") {
+  check_tiles("conv2d_blocked", "NB=2,H=9,W=7,CB=2,KB=3,R=3,S=3",  // 32 images, 48 output channels
+              {// kb = 1 block: tn = 16, 3 tiles x 8 image groups (the largest divisor of 32 <= 32 / 3) = 24
+               // cores, 4 images each; 4 x 7 = 28 -> 32-row pixel blocks
+               {"nb=1,kb=1,p=4,q=7", "tiles of 16 whose weights stay in L1, 4 image(s) x 1 tile(s) per core over 24 core(s) two images "
+                                     "at a time (ping-pong), pixel blocks of 32 (of 64)"},
+               // one tile of 48 (32 cores, 1 image each); 2 x 2 positions per step: groups 4 + 4 + 1
+               {"nb=1,kb=3,r=2,s=2", "tiles of 48 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 32 core(s), pixel "
+                                     "blocks of 64 (of 64), 2 channel slices x 3 kernel-position group(s) of 4"}});
+}
+
+TEST_CASE("a convolution tile that does not fit names the buffer, its capacity and the bytes it needs") {
+  const std::string seed = "N=2,H=14,W=14,C=256,K=512,R=3,S=3";  // the seed convolution, 2 images
+  auto message = [&](const std::string& tile) {
+    try {
+      compile_case("conv_seed.tsl", "conv2d_nhwc", seed, false, tile);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // (n = 1 and p x q small enough for promotion's own check of the polyhedral tiles)
+  // weights 256 x 9 x 256 x 2 = 1179648 + feature map 14 x 14 x 256 x 2 = 100352 > 1 MiB of L1
+  CHECK(message("n=1,p=1,q=14,k=256/64,c=16") ==
+        "kernel conv2d_nhwc: tile n=1/1,p=1/1,q=14/14,k=256/64,c=16/16 does not fit: level L1 (stage) of davinci-910 needs 1280000 "
+        "bytes (weights of 256 output channels 1179648 + one image's feature map 100352) but its capacity is 1048576 bytes; use "
+        "smaller sizes in --tile");
+  // the whole image (208 rows) x 5 kernel positions x 16 channels x 2 = 33280 bytes per L0A half
+  CHECK(message("n=1,p=14,q=14,k=128/64,c=16") ==
+        "kernel conv2d_nhwc: tile n=1/1,p=14/14,q=14/14,k=128/64,c=16/16 does not fit: level L0A (operand_a) of davinci-910 needs 66560 "
+        "bytes (2 x 208 pixel rows x 5 kernel positions x 16 input channels x 2; double buffering reserves half the level) but its "
+        "capacity is 65536 bytes; use smaller sizes in --tile");
+  // 9 positions x 16 x 128 x 2 = 36864 bytes per L0B half
+  CHECK(message("n=1,p=1,q=14,k=128/64,c=16,r=3,s=3") ==
+        "kernel conv2d_nhwc: tile n=1/1,p=1/1,q=14/14,k=128/64,c=16/16,r=3/3,s=3/3 does not fit: level L0B (operand_b) of "
+        "davinci-910 needs 73728 bytes (2 x 9 kernel positions x 16 input channels x 128 output channels x 2; double buffering "
+        "reserves half the level) but its capacity is 65536 bytes; use smaller sizes in --tile");
 }
