@@ -6,8 +6,10 @@
 // (set_fmatrix, strides and dilations included), per 16-channel slice and group of kernel
 // positions the weights L1 -> L0B (load2d) and per pixel block load3d (img2col) -> L0A, mmad
 // accumulating in L0C (two images ping-pong), mov_l0c / dma_out of the valid pixels. NCHW and
-// channel counts not multiples of 16 go through NHWC scratch copies (one core). Part of
-// compiler/emit_npu.
+// channel counts not multiples of 16 go through NHWC scratch copies (one core). The user's tile
+// spec (Kernel::user_tile), when given, sets the output-channel tile (outer k), the pixel block
+// (inner p x q) and the kernel positions per L0 step (inner r x s); README "Tile spec -> plan".
+// Part of compiler/emit_npu.
 #pragma once
 
 #include "compiler/emit_npu/emit_npu.h"
