@@ -231,6 +231,19 @@ TEST_CASE("blocked convolution: the tile spec's kb (blocks of 16 channels), p, q
                                      "blocks of 64 (of 64), 2 channel slices x 3 kernel-position group(s) of 4"}});
 }
 
+TEST_CASE("NCHW convolution and a fused epilogue follow the tile spec too") {
+  // NCHW (one core, through the NHWC copies): tn = 16 (2 tiles in the tile loop), one position per step
+  auto nchw = compile_case("conv2d.tsl", "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3", true, "k=16,s=1");
+  CHECK(plan_note(*nchw).find("tiles of 16 whose weights stay in L1, 2 image(s) x 2 tile(s) per core over 1 core(s)") !=
+        std::string::npos);
+  CHECK(plan_note(*nchw).find("1 channel slices x 3 kernel-position group(s) of 1") != std::string::npos);  // C = 16: one slice
+  verify(*nchw, "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3");
+  // conv_bn_relu: the user's 16-row pixel blocks (2 x 6 = 12 -> 16) and tn = 16 with the epilogue on UB
+  auto fused = compile_case("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=32,K=48,R=3,S=3", false, "k=16,p=2");
+  CHECK(plan_note(*fused).find("tiles of 16 whose weights stay in L1") != std::string::npos);
+  CHECK(plan_note(*fused).find("pixel blocks of 16 (of 48)") != std::string::npos);
+}
+
 TEST_CASE("a convolution tile that does not fit names the buffer, its capacity and the bytes it needs") {
   const std::string seed = "N=2,H=14,W=14,C=256,K=512,R=3,S=3";  // the seed convolution, 2 images
   auto message = [&](const std::string& tile) {
