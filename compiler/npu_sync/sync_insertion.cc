@@ -4,6 +4,8 @@
 #include <array>
 #include <iterator>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "compiler/npu_sync/footprint.h"
 #include "isa/base/error.h"
@@ -92,6 +94,7 @@ class SyncPass {
         times_[pc] = static_cast<int>(trip ? std::min<int64_t>(*trip, 2) : 2);
       }
     }
+    build_pipe_prefix();
     find_dependences();
   }
 
@@ -168,47 +171,90 @@ class SyncPass {
     return pairs;
   }
 
-  // True when a node (instruction or loop) issues work on `pipe`.
-  bool node_uses_pipe(int node, Pipe pipe) const {
-    if (p_.code[node].opcode != Opcode::Loop) return !fp_.accesses[node].empty() && npu::executing_pipe(p_.code[node]) == pipe;
-    for (int pc = node + 1; pc < s_.partner[node]; ++pc)
-      if (!fp_.accesses[pc].empty() && npu::executing_pipe(p_.code[pc]) == pipe) return true;
-    return false;
-  }
-  // Whether a node of `body` strictly between positions a and b issues work on `pipe`.
+  // Whether a node of `body` strictly between positions a and b issues work on `pipe` (a loop
+  // node: any instruction inside it): prefix counts per body and pipe, built once.
   bool pipe_between(int body, int a, int b, Pipe pipe) const {
     if (a > b) std::swap(a, b);
-    const int begin = body == -1 ? 0 : body + 1, end = body == -1 ? static_cast<int>(p_.code.size()) : s_.partner[body];
-    for (int pc = begin; pc < end; ++pc) {
-      if (s_.parent[pc] != body || p_.code[pc].opcode == Opcode::EndLoop) continue;
-      if (s_.position[pc] > a && s_.position[pc] < b && node_uses_pipe(pc, pipe)) return true;
+    if (b - a < 2) return false;
+    const auto& prefix = pipe_prefix_[body + 1];  // prefix[i][q]: nodes at positions < i using pipe q
+    const int q = static_cast<int>(pipe);
+    return prefix[b][q] - prefix[a + 1][q] > 0;
+  }
+
+  void build_pipe_prefix() {
+    const int n = static_cast<int>(p_.code.size());
+    std::vector<unsigned> mask(n, 0);  // pipes a node issues work on
+    std::vector<int> open;
+    for (int pc = 0; pc < n; ++pc) {
+      const Opcode op = p_.code[pc].opcode;
+      if (op == Opcode::EndLoop) {
+        open.pop_back();
+        continue;
+      }
+      if (!fp_.accesses[pc].empty()) {
+        const unsigned bit = 1u << static_cast<int>(npu::executing_pipe(p_.code[pc]));
+        mask[pc] |= bit;
+        for (int l : open) mask[l] |= bit;
+      }
+      if (op == Opcode::Loop) open.push_back(pc);
     }
-    return false;
+    pipe_prefix_.assign(n + 1, {});
+    for (int pc = 0; pc < n; ++pc) {
+      if (p_.code[pc].opcode == Opcode::EndLoop) continue;
+      auto& prefix = pipe_prefix_[s_.parent[pc] + 1];
+      if (prefix.empty()) prefix.push_back({});
+      TESSEL_CHECK(static_cast<int>(prefix.size()) == s_.position[pc] + 1, "sync pass: node positions out of order");
+      std::array<int, npu::kPipeCount> next = prefix.back();
+      for (int q = 0; q < npu::kPipeCount; ++q) next[q] += (mask[pc] >> q) & 1u;
+      prefix.push_back(next);
+    }
   }
 
   // Merges pairs of one body, direction and pipe pair that share one end and whose other ends are
   // adjacent on their pipe: one set after the later source, one wait before the earlier sink. Such a
   // merge delays no instruction (the shared set or wait was already waited for).
   std::vector<Pair> merge_adjacent(const std::vector<Pair>& in) const {
+    // Candidates share an end: indexed by (body, carried, pipes, set node) and by (.., wait node),
+    // each an ordered set of positions in `out`, so a pair meets only those (first one wins, as in
+    // a scan of `out` in order); kept in step when a merge moves an end.
+    using Key = std::tuple<int, bool, int, int, int>;
+    std::map<Key, std::set<int>> by_set, by_wait;
+    auto key = [](const Pair& p, int node) { return Key{p.body, p.carried, int(p.src), int(p.dst), node}; };
     std::vector<Pair> out;
     for (const Pair& p : in) {
-      bool merged = false;
-      for (Pair& q : out) {
-        if (q.body != p.body || q.carried != p.carried || q.src != p.src || q.dst != p.dst) continue;
+      int merged = -1;
+      const std::set<int>* a = nullptr;
+      const std::set<int>* b = nullptr;
+      if (auto it = by_set.find(key(p, p.set_after)); it != by_set.end()) a = &it->second;
+      if (auto it = by_wait.find(key(p, p.wait_before)); it != by_wait.end()) b = &it->second;
+      std::vector<int> candidates;
+      if (a) candidates.insert(candidates.end(), a->begin(), a->end());
+      if (b) candidates.insert(candidates.end(), b->begin(), b->end());
+      std::sort(candidates.begin(), candidates.end());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      for (int qi : candidates) {
+        Pair& q = out[qi];
         const int set_a = s_.position[q.set_after], set_b = s_.position[p.set_after];
         const int wait_a = s_.position[q.wait_before], wait_b = s_.position[p.wait_before];
         // Only merges that delay nothing: one end shared, the other ends adjacent on their pipe.
-        if (q.set_after != p.set_after && q.wait_before != p.wait_before) continue;
         if (pipe_between(p.body, set_a, set_b, p.src) || pipe_between(p.body, wait_a, wait_b, p.dst)) continue;
         const int set_after = set_a >= set_b ? q.set_after : p.set_after;
         const int wait_before = wait_a <= wait_b ? q.wait_before : p.wait_before;
         if (!p.carried && s_.position[set_after] >= s_.position[wait_before]) continue;
+        by_set[key(q, q.set_after)].erase(qi);
+        by_wait[key(q, q.wait_before)].erase(qi);
         q.set_after = set_after;
         q.wait_before = wait_before;
-        merged = true;
+        by_set[key(q, q.set_after)].insert(qi);
+        by_wait[key(q, q.wait_before)].insert(qi);
+        merged = qi;
         break;
       }
-      if (!merged) out.push_back(p);
+      if (merged >= 0) continue;
+      const int qi = static_cast<int>(out.size());
+      out.push_back(p);
+      by_set[key(p, p.set_after)].insert(qi);
+      by_wait[key(p, p.wait_before)].insert(qi);
     }
     return out;
   }
@@ -305,55 +351,40 @@ class SyncPass {
   // seq(e) <= clock(f)[pipe(e)]. Linear in the events times the pipe count (no closure over all
   // pairs of events), and walked straight from the placement (no program is built).
   using Clock = std::array<int, npu::kPipeCount>;
-  struct Event {
-    int seq = 0;
-    int pipe = 0;
-    int origin = 0;  // pc in p_
-    Clock clock{};
-  };
   static void join(Clock& a, const Clock& b) {
     for (int q = 0; q < npu::kPipeCount; ++q) a[q] = std::max(a[q], b[q]);
   }
 
   // Checks whether every dependence is ordered when a subset of the pairs is placed: each instance
-  // of one end is reached from the most recent earlier instance of the other end. The pairs are
-  // placed once; a check leaves out those marked in `skip` (their relative order stays the same).
-  // The accessing instances come in the same order whatever the pairs, so their grouping per pc is
-  // computed once; the buffers are reused from check to check.
+  // of one end is reached from the most recent earlier instance of the other end. Checked as the
+  // walk goes (at each instance, against the latest instance of every instruction it conflicts
+  // with), stopping at the first violation. The pairs are placed once; a check leaves out those
+  // marked in `skip` (the others keep their relative order); buffers are reused between checks.
   class Checker {
    public:
     Checker(const SyncPass& pass, const std::vector<Pair>& pairs)
         : pass_(pass), pairs_(pairs), pl_(pass.place(pairs, std::vector<char>(pairs.size(), 0))),
-          sets_(pairs.size()), waited_(pairs.size(), 0) {}
+          sets_(pairs.size()), waited_(pairs.size(), 0), latest_(pass.p_.code.size(), -1),
+          partners_(pass.p_.code.size()) {
+      for (const auto& d : pass.deps_) {
+        partners_[d.first].push_back(d.second);
+        partners_[d.second].push_back(d.first);
+      }
+    }
 
     bool all_ordered(const std::vector<char>& skip) {
       skip_ = &skip;
       seq_ = 0;
-      events_.clear();
+      violated_ = false;
       Clock none;
       none.fill(-1);
       last_.fill(none);
       for (auto& v : sets_) v.clear();
       std::fill(waited_.begin(), waited_.end(), 0);
+      std::fill(latest_.begin(), latest_.end(), -1);
       // The final pipe_barrier ALL orders nothing after it: not walked.
       walk(0, static_cast<int>(pass_.p_.code.size()) - 1);
-      if (start_.empty()) group();
-      TESSEL_CHECK(events_.size() == slot_.size(), "sync pass: instance count changed between checks");
-      auto ordered = [&](int from_pc, int to_pc) {
-        int i = start_[from_pc];
-        const int from_begin = i, from_end = start_[from_pc + 1];
-        for (int k = start_[to_pc]; k < start_[to_pc + 1]; ++k) {
-          const Event& et = events_[slot_[k]];
-          while (i < from_end && events_[slot_[i]].seq < et.seq) ++i;
-          if (i == from_begin) continue;
-          const Event& ef = events_[slot_[i - 1]];
-          if (et.clock[ef.pipe] < ef.seq) return false;
-        }
-        return true;
-      };
-      for (const auto& d : pass_.deps_)
-        if (!ordered(d.first, d.second) || !ordered(d.second, d.first)) return false;
-      return true;
+      return !violated_;
     }
 
     // Takes pair i out of the placement for good (a removal that a check accepted): later checks
@@ -372,17 +403,8 @@ class SyncPass {
     }
 
    private:
-    void group() {  // counting sort of the instances by pc, keeping their order
-      const int n = static_cast<int>(pass_.p_.code.size());
-      start_.assign(n + 1, 0);
-      for (const Event& e : events_) ++start_[e.origin + 1];
-      for (int pc = 0; pc < n; ++pc) start_[pc + 1] += start_[pc];
-      std::vector<int> fill(start_.begin(), start_.end() - 1);
-      slot_.resize(events_.size());
-      for (int e = 0; e < static_cast<int>(events_.size()); ++e) slot_[fill[events_[e].origin]++] = e;
-    }
-
     void syncs(const std::vector<int>& codes) {
+      if (violated_) return;
       for (int code : codes) {
         const int i = code / 4, kind = code % 4;
         if ((*skip_)[i]) continue;
@@ -408,7 +430,7 @@ class SyncPass {
     }
 
     void walk(int begin, int end) {
-      for (int pc = begin; pc < end; ++pc) {
+      for (int pc = begin; pc < end && !violated_; ++pc) {
         if (pass_.p_.code[pc].opcode == Opcode::Loop) {
           const int loop = pc;
           syncs(pl_.before[loop]);
@@ -420,10 +442,16 @@ class SyncPass {
         syncs(pl_.before[pc]);
         const int pipe = pass_.pipe_[pc];
         if (pipe >= 0) {
-          Clock c = last_[pipe];
+          Clock& c = last_[pipe];
           c[pipe] = seq_;
-          last_[pipe] = c;
-          events_.push_back({seq_++, pipe, pc, c});
+          for (int other : partners_[pc]) {
+            const int e = latest_[other];  // the latest instance of `other` so far
+            if (e >= 0 && c[pass_.pipe_[other]] < e) {
+              violated_ = true;
+              return;
+            }
+          }
+          latest_[pc] = seq_++;
         }
         syncs(pl_.after[pc]);
       }
@@ -433,12 +461,13 @@ class SyncPass {
     const std::vector<Pair>& pairs_;
     Placement pl_;
     const std::vector<char>* skip_ = nullptr;
-    std::vector<Event> events_;             // dynamic instances of accessing instructions, in order
     std::array<Clock, npu::kPipeCount> last_{};  // per pipe: the clock of its latest event
-    std::vector<std::vector<Clock>> sets_;  // per pair: clocks of its set events in order
-    std::vector<size_t> waited_;            // per pair: sets already matched by a wait
-    std::vector<int> start_, slot_;         // instances of pc: events_[slot_[start_[pc] .. start_[pc + 1])]
+    std::vector<std::vector<Clock>> sets_;      // per pair: clocks of its set events in order
+    std::vector<size_t> waited_;                // per pair: sets already matched by a wait
+    std::vector<int> latest_;                   // per pc: sequence number of its latest instance, -1: none yet
+    std::vector<std::vector<int>> partners_;    // per pc: the pcs it has a dependence with
     int seq_ = 0;
+    bool violated_ = false;
   };
 
   int depth(int body) const { return body == -1 ? 0 : static_cast<int>(s_.chain[body].size()) + 1; }
@@ -454,12 +483,38 @@ class SyncPass {
       if (depth(pairs[a].body) != depth(pairs[b].body)) return depth(pairs[a].body) > depth(pairs[b].body);
       return pairs[a].carried > pairs[b].carried;
     });
-    for (int cand : order) {
-      removed[cand] = 1;
-      if (checker.all_ordered(removed))
-        checker.drop(cand);
-      else
-        removed[cand] = 0;
+    // Greedy in `order`: a pair goes when the pairs still there order every dependence without it.
+    // Removing pairs only removes happens-before edges, so "the first L candidates from here can
+    // all go" is monotone in L: instead of one check per candidate, each step finds the longest
+    // such run by galloping then bisection (the same decisions as candidate by candidate, with
+    // O(log run) checks per run; most candidates go in long runs).
+    const int n = static_cast<int>(order.size());
+    auto run_goes = [&](int from, int len) {  // whether order[from, from + len) can all go
+      for (int j = from; j < from + len; ++j) removed[order[j]] = 1;
+      const bool ok = checker.all_ordered(removed);
+      for (int j = from; j < from + len; ++j) removed[order[j]] = 0;
+      return ok;
+    };
+    for (int i = 0; i < n;) {
+      int good = 0, bad = n - i + 1;  // run lengths known to pass / to fail (n - i + 1: past the end)
+      for (int len = 1; len <= n - i; len *= 2) {
+        if (run_goes(i, len)) {
+          good = len;
+        } else {
+          bad = len;
+          break;
+        }
+      }
+      while (bad - good > 1) {
+        const int mid = good + (bad - good) / 2;
+        if (run_goes(i, mid)) good = mid; else bad = mid;
+      }
+      for (int j = i; j < i + good; ++j) {
+        removed[order[j]] = 1;
+        checker.drop(order[j]);
+      }
+      // the candidate after the run stays (with the run gone, removing it too fails)
+      i += good + (i + good < n ? 1 : 0);
     }
     std::vector<Pair> kept;
     for (size_t i = 0; i < pairs.size(); ++i)
@@ -541,6 +596,7 @@ class SyncPass {
   std::vector<Dependence> deps_;
   std::vector<int> pipe_;   // per pc: executing pipe of an accessing instruction, -1 otherwise
   std::vector<int> times_;  // per loop pc: iterations the happens-before check unrolls (at most 2)
+  std::vector<std::vector<std::array<int, npu::kPipeCount>>> pipe_prefix_;  // per body + 1: see pipe_between
   int ids_per_pair_ = 1;
 };
 
