@@ -52,6 +52,8 @@ struct TcConfig {
   bool stream_out = false;
   // wgmma with stream_out: operand copies with an L2 evict-last policy (createpolicy + cache_hint)
   bool keep_operands = false;
+  // wgmma (not wg_deep): a K tile's copies are issued before its MMAs instead of after them
+  bool copies_first = false;
   int warps() const { return wgmma ? 4 * (bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
 };

@@ -272,7 +272,7 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "");
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
@@ -298,11 +298,13 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.warps() > 16) return "more than 16 warps per block";
   if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
   if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
+  if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
   if (g.wgmma) {
     if (sm_of(arch) < 90 || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
     if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
     if (g.stream_out && !direct_store(c, g)) return "streaming stores need a plain output";
     if (g.keep_operands && !g.stream_out) return "evict-last operand copies go with evict-first output stores";
+    if (g.copies_first && g.wg_deep) return "copies before the MMA issue need the stages - 2 distance (no /wgd)";
     if (g.bk != 64 || g.wm % 64 || g.wn != g.bn || g.bn > 256 || g.wm / 64 > 2) return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
     if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
     if (g.warps() > 12) return "wgmma tiles take at most 3 warpgroups";
@@ -350,7 +352,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
           add(g);
           g.wg_deep = false;
           add(g);
-          g.keep_operands = true;  // and evict-last operand copies
+          g.copies_first = true;  // copies issued before the MMAs of the K tile
           add(g);
         }
       }
@@ -680,6 +682,9 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
     os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
     os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
+    const std::string copies = "    { const int nt = kt + " + S(D_) + "; if (nt < kt_total_) { load_a(nt % " + S(S_) + ", kt0_ + nt); load_b(nt % " +
+                               S(S_) + ", kt0_ + nt); } tessel_cp_commit(); }\n";
+    if (cfg.copies_first) os << copies;  // /cf: the copies before the MMA issue (slot of tile kt - 2, free as above)
     os << "    const " << ft << "* as_ = As_ + (kt % " << S_ << ") * " << a_stage << ";\n";
     os << "    const " << ft << "* bs_ = Bs_ + (kt % " << S_ << ") * " << b_stage << ";\n";
     // descriptors: K-major rows of 128 B (8-row groups 1024 B apart, a K step of 16 = 32 B);
@@ -695,8 +700,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "    }\n";
     os << "    tessel_wg_commit();\n";
     if (cfg.wg_deep) os << "    tessel_wg_wait<1>();\n    __syncthreads();  /* tile kt - 1's slot is free in every warpgroup */\n";
-    os << "    { const int nt = kt + " << D_ << "; if (nt < kt_total_) { load_a(nt % " << S_ << ", kt0_ + nt); load_b(nt % " << S_
-       << ", kt0_ + nt); } tessel_cp_commit(); }\n";
+    if (!cfg.copies_first) os << copies;
     if (!cfg.wg_deep) os << "    tessel_wg_wait<1>();\n";
     os << "  }\n";
     os << "  tessel_wg_wait<0>();\n";

@@ -193,6 +193,9 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
     g.stream_out = true;
     g.keep_operands = true;
     cfgs.push_back(g);
+    g.keep_operands = false;  // copies before the MMA issue
+    g.copies_first = true;
+    cfgs.push_back(g);
   }
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
     auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
