@@ -337,24 +337,27 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
   const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
   if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
     if (sm_of(arch) >= 90 && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
-      // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest; /wgd keeps one
-      // more copy in flight for a second barrier per K tile
+      // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
+      // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a
+      // second barrier per K tile (slower)
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
                                                         {256, 128, 64, 128, 128, 1, 4},
                                                         {128, 128, 64, 64, 128, 1, 6},
                                                         {128, 128, 64, 64, 128, 1, 3}}) {
         g.wgmma = true;
+        if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv) first
+          g.stream_out = true;
+          add(g);
+          g.copies_first = true;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
+          add(g);
+          g.copies_first = false;
+          g.wg_deep = true;
+          add(g);
+          g.stream_out = g.wg_deep = false;
+        }
         add(g);
         g.wg_deep = true;
         add(g);
-        if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv)
-          g.stream_out = true;
-          add(g);
-          g.wg_deep = false;
-          add(g);
-          g.copies_first = true;  // copies issued before the MMAs of the K tile
-          add(g);
-        }
       }
       TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
       g3.wgmma = true;
