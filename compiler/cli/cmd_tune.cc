@@ -108,6 +108,9 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     tune::FitChecker fit(f, co);
     const tune::Problem& p = fit.problem();
     if (!o->predict.empty()) {
+      std::vector<tile::TileSpec> specs;
+      for (const auto& t : o->predict) specs.push_back(tile::parse_tile_spec(t));
+      if (fit.detect_fixed_mapping(specs)) std::cout << "note: " << p.fixed_mapping << "\n";
       for (const auto& t : o->predict) {
         std::string why;
         const auto info = fit.check(tile::parse_tile_spec(t), &why);

@@ -63,7 +63,7 @@ struct ConvShape {
 };
 
 std::optional<ConvShape> nhwc_conv_shape(const Problem& p) {
-  if (p.fixed_mapping.empty() || !p.function) return std::nullopt;
+  if (!p.npu_conv || !p.function) return std::nullopt;
   const auto in = p.function->inputs();
   const auto out = p.function->outputs();
   if (in.size() != 2 || out.size() != 1) return std::nullopt;
@@ -85,7 +85,11 @@ std::optional<ConvShape> nhwc_conv_shape(const Problem& p) {
 // fragments, and the accumulator's way back (L0C -> UB -> GM). Jobs are double-buffered (two
 // images ping-pong), so a job costs its busiest engine; the first job's loads and the last one's
 // write-back are exposed. tn, the image groups per core and the pixel blocks follow conv.cc's plan.
-AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv) {
+//
+// With a tile spec the mapping reads it (conv.cc "the user's tile spec drives the plan"): outer k
+// -> tn (rounded to the fractal, shrunk to divide K), inner p x q -> pixel block rows, inner r x s
+// -> kernel positions per L0 step; `spec` null: conv.cc's own plan.
+AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, const tile::TileSpec* spec) {
   const isa::Hierarchy& h = problem.hierarchy;
   int64_t m0 = 16, k0 = 16, unit_cycles = 1;
   for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
@@ -112,12 +116,39 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv) {
   };
   std::optional<Plan> plan;
   const int64_t K = round_up(cv.K, k0), C = round_up(cv.C, k0);
-  for (int64_t t = std::min<int64_t>(K, 128); t >= 16; t -= 16) {
+  // the tile's axes: Y(n, p, q, k) with the reduction over r, s, c, named as in the statement
+  std::string ap, aq, ak, ar, as;
+  if (spec && problem.function) {
+    for (const auto& st : problem.function->statements) {
+      if (st.reduction == ir::Reduction::None || st.out_indices.size() != 4) continue;
+      auto name = [](const ir::AffineExpr& e) {
+        return e.index_coeffs.size() == 1 ? e.index_coeffs.begin()->first : std::string();
+      };
+      ap = name(st.out_indices[1]), aq = name(st.out_indices[2]), ak = name(st.out_indices[3]);
+      for (const auto& v : st.domain) {
+        if (v.name == ap || v.name == aq || v.name == ak || v.name == name(st.out_indices[0])) continue;
+        if (ar.empty()) ar = v.name; else if (as.empty()) as = v.name;
+      }
+    }
+  }
+  auto find = [&](const std::string& a) { return spec && !a.empty() ? spec->find(a) : nullptr; };
+  const tile::AxisTile *t_k = find(ak), *t_p = find(ap), *t_q = find(aq), *t_r = find(ar), *t_s = find(as);
+  auto dividing = [](int64_t n, int64_t limit, int64_t unit) {
+    for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
+      if (n % t == 0) return t;
+    return unit;
+  };
+  const int64_t user_tn = t_k ? dividing(K, round_up(std::min(K, t_k->outer), k0), k0) : 0;
+  const int64_t user_kc = t_r || t_s ? std::min(t_r ? t_r->inner : cv.R, cv.R) * std::min(t_s ? t_s->inner : cv.S, cv.S) : 0;
+  const int64_t user_rows =
+      t_p || t_q ? std::min(Pp, round_up(std::min(t_p ? t_p->inner : cv.OH, cv.OH) * std::min(t_q ? t_q->inner : cv.OW, cv.OW), m0))
+                 : 0;
+  for (int64_t t = user_tn ? user_tn : std::min<int64_t>(K, 128); t >= 16; t -= 16) {
     if (K % t) continue;
     Plan c;
     c.tn = t, c.k_tiles = K / t;
-    if (C * RS * t * 2 + fm_bytes > cap(isa::Role::Stage) || Pp * t * 4 > cap(isa::Role::Accumulator) ||
-        2 * k0 * t * 2 > cap(isa::Role::OperandB))
+    if (!user_tn && (C * RS * t * 2 + fm_bytes > cap(isa::Role::Stage) || Pp * t * 4 > cap(isa::Role::Accumulator) ||
+                     2 * k0 * t * 2 > cap(isa::Role::OperandB)))
       continue;
     if (c.k_tiles <= cores_avail) {
       const int64_t per = cores_avail / c.k_tiles;
@@ -136,15 +167,20 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv) {
     const double mte1 = double(Pp) * C * RS * 2 / bw(l1, l0a) + double(C) * RS * t * 2 / bw(l1, l0b);
     c.cost = double(c.jobs) * std::max(cube, mte1);
     if (!plan || c.cost < plan->cost * 0.999) plan = c;
+    if (user_tn) break;
   }
   AnalyticBreakdown out;
   if (!plan) return out;
   const int64_t tn = plan->tn;
   // kernel-position groups (two L0B halves) and pixel blocks (two L0A halves): mmad count per job
-  int64_t kc = std::max<int64_t>(1, std::min<int64_t>(RS, (cap(isa::Role::OperandB) / 2) / (k0 * tn * 2)));
+  int64_t kc = user_kc;
+  if (!kc) {
+    kc = std::max<int64_t>(1, std::min<int64_t>(RS, (cap(isa::Role::OperandB) / 2) / (k0 * tn * 2)));
+    kc = ceil_div(RS, ceil_div(RS, kc));
+  }
   const int64_t groups = ceil_div(RS, kc);
-  kc = ceil_div(RS, groups);
-  const int64_t tm0 = std::max<int64_t>(m0, std::min<int64_t>(Pp, (cap(isa::Role::OperandA) / 2) / (kc * k0 * 2) / m0 * m0));
+  const int64_t tm0 = user_rows ? user_rows
+                                : std::max<int64_t>(m0, std::min<int64_t>(Pp, (cap(isa::Role::OperandA) / 2) / (kc * k0 * 2) / m0 * m0));
   const int64_t blocks = ceil_div(Pp, tm0);
   const double units = matrix_unit_count(h);
   const double cube = double(Pp / m0) * (tn / 16) * C1 * RS * unit_cycles / units + double(blocks * C1 * groups) * matrix_startup(h);
@@ -186,7 +222,7 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv) {
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
-  if (const auto cv = nhwc_conv_shape(problem)) return conv_breakdown(problem, *cv);
+  if (const auto cv = nhwc_conv_shape(problem)) return conv_breakdown(problem, *cv, problem.fixed_mapping.empty() ? &config.spec : nullptr);
   const isa::Hierarchy& h = problem.hierarchy;
   const std::string global = h.level(isa::Role::Global).name;
   const isa::Level& g = h.level(isa::Role::Global);

@@ -1,6 +1,7 @@
 #include "compiler/tune/fit_check.h"
 
 #include "compiler/emit_npu/conv.h"
+#include "compiler/emit_npu/emit_npu.h"
 #include "isa/base/error.h"
 
 namespace tessel::tune {
@@ -38,10 +39,37 @@ FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
       problem_.units[m.n] = m.unit_n;
       problem_.units[m.k] = m.unit_k;
     }
-  if (base_->hierarchy.kind == isa::TargetKind::Npu && emit_npu::is_nhwc_convolution(base_->kernel))
-    problem_.fixed_mapping =
-        "the NPU convolution mapping (compiler/emit_npu/conv.cc) chooses its output-channel tile, kernel-position groups and "
-        "pixel blocks from the description itself; the tile spec does not change the program";
+  source_ = &f;
+  options_ = o;
+  emitter_checks_ = base_->hierarchy.kind == isa::TargetKind::Npu && emit_npu::is_nhwc_convolution(base_->kernel);
+  problem_.npu_conv = emitter_checks_;
+}
+
+bool FitChecker::detect_fixed_mapping(const std::vector<tile::TileSpec>& samples) {
+  if (detected_) return !problem_.fixed_mapping.empty();
+  detected_ = true;
+  if (base_->hierarchy.kind != isa::TargetKind::Npu || !emit_npu::is_nhwc_convolution(base_->kernel)) return false;
+  std::vector<tile::TileSpec> specs;
+  for (const auto& s : samples)
+    if (check(s)) specs.push_back(s);
+  if (specs.empty()) return false;
+  auto program = [&](const tile::TileSpec& spec) {
+    CompileOptions o = options_;
+    o.tile = spec.to_string();
+    const auto c = compile(*source_, o);
+    return npu::print_program(emit_npu::emit_npu(c->kernel, c->hierarchy).program);
+  };
+  const std::string first = npu::print_program(emit_npu::emit_npu(base_->kernel, base_->hierarchy).program);
+  try {
+    for (const auto& s : specs)
+      if (program(s) != first) return false;
+  } catch (const UserError&) {
+    return false;  // a tile the mapping rejects: it reads the tile
+  }
+  problem_.fixed_mapping =
+      "the NPU convolution mapping (compiler/emit_npu/conv.cc) chooses its sizes itself here: differently tiled "
+      "compilations emit the same program";
+  return true;
 }
 
 FitChecker::~FitChecker() = default;
@@ -109,6 +137,22 @@ std::optional<ConfigInfo> FitChecker::check(const tile::TileSpec& spec, std::str
       g.img2col = tg.match.img2col;
     }
     info.groups.push_back(g);
+  }
+  if (emitter_checks_) {
+    // The NPU convolution mapping reads the tile itself (compiler/emit_npu/conv.cc) and rejects
+    // what does not fit its own buffers (weights + feature map in L1, pixel blocks x kernel
+    // positions in L0A/L0B, accumulator blocks in UB): ask it.
+    try {
+      CompileOptions o = options_;
+      o.tile = key;
+      const auto full = compile(*source_, o);
+      emit_npu::emit_npu(full->kernel, full->hierarchy);
+    } catch (const UserError& e) {
+      if (why) *why = e.what();
+      why_[key] = e.what();
+      cache_[key] = std::nullopt;
+      return std::nullopt;
+    }
   }
   cache_[key] = info;
   return info;

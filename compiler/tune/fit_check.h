@@ -53,9 +53,11 @@ struct Problem {
   isa::Hierarchy hierarchy;
   tile::TileSpec default_spec;
   // Non-empty when the target's emitter maps this kernel with sizes of its own whatever the tile
-  // spec (the NPU convolution mapping, compiler/emit_npu/conv.cc): why. Every configuration is then
-  // the same program; the space keeps one, and the analytic model follows that mapping.
+  // spec (the NPU convolution mapping, compiler/emit_npu/conv.cc, where differently tiled
+  // compilations emit the same program: FitChecker::detect_fixed_mapping): why. The space then
+  // keeps one configuration, and the analytic model follows that mapping.
   std::string fixed_mapping;
+  bool npu_conv = false;  // the NPU convolution mapping (compiler/emit_npu/conv.cc) emits this kernel
 };
 
 class FitChecker {
@@ -63,13 +65,21 @@ class FitChecker {
   // Compiles `f` once at `options` (tile spec default) to get the passes before tiling.
   FitChecker(const ir::Function& f, const CompileOptions& options);
   ~FitChecker();
-  // The footprints when the spec fits every level, nullopt when promotion rejects it (`why`: its message).
+  // The footprints when the spec fits every level, nullopt when promotion rejects it (`why`: its
+  // message); for NPU convolutions also when the emitter rejects it (conv.cc checks its own buffers).
   std::optional<ConfigInfo> check(const tile::TileSpec& spec, std::string* why = nullptr);
   const Problem& problem() const { return problem_; }
+  // NPU convolutions: compiles and emits the samples (fitting tile specs) and the default spec;
+  // when every program is the same, sets Problem::fixed_mapping. Returns whether it is set.
+  bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);
   size_t checks() const { return checks_; }
 
  private:
   std::unique_ptr<Compilation> base_;
+  const ir::Function* source_ = nullptr;
+  CompileOptions options_;
+  bool detected_ = false;
+  bool emitter_checks_ = false;  // NPU convolutions: check() also asks the emitter (it reads the tile)
   Problem problem_;
   size_t checks_ = 0;
   std::map<std::string, std::optional<ConfigInfo>> cache_;

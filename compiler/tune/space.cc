@@ -275,7 +275,7 @@ Space build_space(const SpaceSpec& spec_in, FitChecker& fit) {
     }
     if (a == per_axis.size() + 1 || per_axis.empty()) break;
   }
-  if (!p.fixed_mapping.empty() && space.configs.size() > 1) {
+  if (space.configs.size() > 1 && fit.detect_fixed_mapping({space.configs.front(), space.configs.back()})) {
     // one program whatever the tile: keep the default spec (where it fits) or the first that fits
     const tile::TileSpec keep = fit.check(p.default_spec) ? p.default_spec : space.configs.front();
     space.stats.same_program = space.configs.size() - 1;
