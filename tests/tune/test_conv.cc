@@ -1,5 +1,7 @@
-// The tuner on the NPU convolution mapping (compiler/emit_npu/conv.cc), which chooses its sizes
-// itself: the space keeps one configuration, and the analytic model follows that mapping.
+// The tuner on the NPU convolution mapping (compiler/emit_npu/conv.cc): it reads the tile (outer k
+// -> output-channel tile, inner p x q -> pixel block rows, inner r x s -> kernel positions per L0
+// step) and checks its own buffers, so the space asks it what fits; the analytic model follows
+// its plan. A mapping that ignored the tile would be detected by comparing emitted programs.
 #include <doctest/doctest.h>
 
 #include "compiler/emit_npu/emit_npu.h"
@@ -20,71 +22,66 @@ const char* kConv =
 
 std::string davinci() { return std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml"; }
 
-struct SmallConv {
+struct Conv {
   frontend::Module module = frontend::parse_module(kConv, "conv.tsl");
   const ir::Function& f = module.functions.at(0);
   CompileOptions options;
-  explicit SmallConv(int64_t n) {
+  Conv(int64_t n, int64_t hw, int64_t c, int64_t k) {
     options.target = davinci();
-    options.sizes = {{"N", n}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}};
+    options.sizes = {{"N", n}, {"H", hw}, {"W", hw}, {"C", c}, {"K", k}, {"R", 3}, {"S", 3}};
   }
 };
 
 }  // namespace
 
-TEST_CASE("tune: the NPU convolution mapping ignores the tile spec: one configuration, the same program") {
-  SmallConv c(2);
+TEST_CASE("tune space of an NPU convolution: what conv.cc rejects is left out, with its reason") {
+  // C = 256, K = 256, 14x14: the weights of tn output channels (256 x 9 x tn x 2 bytes) and one
+  // image's feature map (14 x 14 x 256 x 2 = 100352) share L1 (1 MiB): tn = 256 needs 1279976
+  // bytes; tn = 128 with 9 kernel positions per step needs 9 x 16 x 128 x 2 = 36864 bytes of
+  // half of L0B (32 KiB). Promotion alone accepts both.
+  Conv c(2, 14, 256, 256);
   FitChecker fit(c.f, c.options);
-  REQUIRE(!fit.problem().fixed_mapping.empty());
-  CHECK(fit.problem().fixed_mapping.find("conv.cc") != std::string::npos);
-  const Space space = build_space(parse_space_spec("k=16|32/16,c=16|32/16"), fit);
-  REQUIRE(space.configs.size() == 1);
-  CHECK(space.stats.same_program > 0);
-  CHECK(config_key(space.configs[0]) == config_key(fit.problem().default_spec));
-  // what the space relies on: two tile specs, one program
-  auto program = [&](const std::string& tile) {
-    CompileOptions o = c.options;
-    o.tile = tile;
-    auto comp = compile(c.f, o);
-    return npu::print_program(emit_npu::emit_npu(comp->kernel, comp->hierarchy).program);
-  };
-  CHECK(program("k=16/16,c=16/16") == program("k=32/16,c=32/16"));
-  // a GEMM on the same description is tuned as before
+  std::string why;
+  CHECK(!fit.check(tile::parse_tile_spec("k=256/16,p=2,q=14,r=1,s=1,n=1,c=64/16"), &why));
+  CHECK(why.find("level L1") != std::string::npos);
+  CHECK(!fit.check(tile::parse_tile_spec("k=128/16,p=2,q=14,r=3,s=3,n=1,c=64/16"), &why));
+  CHECK(why.find("level L0B") != std::string::npos);
+  CHECK(fit.check(tile::parse_tile_spec("k=128/16,p=2,q=14,r=1,s=3,n=1,c=64/16")));
+  const Space space = build_space(parse_space_spec("k=64|128|256/16,p=2,q=14,r=1|3,s=3"), fit);
+  CHECK(space.configs.size() == 3);  // k=64 with 3 or 9 positions, k=128 with 3
+  CHECK(space.stats.not_fitting == 3);
+  // conv.cc reads the tile: no fixed mapping, the configurations are different programs
+  CHECK(fit.problem().fixed_mapping.empty());
+  CHECK(!fit.detect_fixed_mapping({space.configs.front(), space.configs.back()}));
+  CHECK(fit.problem().npu_conv);
+  // a GEMM on the same description: no emitter checks
   testing::SmallGemm g(128, davinci());
   FitChecker gemm(g.f, g.options);
-  CHECK(gemm.problem().fixed_mapping.empty());
-  CHECK(build_space(parse_space_spec("m=32|64/16|32,n=32|64/16|32"), gemm).configs.size() > 1);
+  CHECK(!gemm.problem().npu_conv);
 }
 
-TEST_CASE("analytic model: the convolution mapping's plan and cube cycles, hand-computed from the description") {
-  // 6x6 pixels (36, padded to 48 = 3 fractal rows), C = 32 (2 slices of 16), K = 32, 3x3. conv.cc
-  // estimates per output-channel tile tn: jobs per core x max(cube, MTE1), MTE1 = load3d of
-  // 48 x 32 x 9 f16 over 256 B/cycle (108) + the weights' 32 x 9 x tn f16 over 128 B/cycle.
-  //  - N = 2 or 4: tn = 32 (one tile, N cores, 1 job: max(108, 252) = 252) loses to tn = 16 (two
-  //    tiles, 2N cores, 1 job: max(54, 180) = 180). Cube cycles per job: 3 x 1 x 2 x 9 = 54
-  //    fragments of one cycle, plus the start-up (2) of each of 1 pixel block x 2 slices x 1
-  //    kernel-position group (9 positions fit half of L0B) = 58.
-  //  - N = 64: tn = 32 (32 cores, 2 images each: 2 x 252 = 504) beats tn = 16 (32 cores, 4 jobs:
-  //    4 x 180 = 720); cube 2 x (108 + 4) = 224.
-  // (`tessel compile` notes the same plans: "tiles of 16 ... over 4 core(s)", "tiles of 32 ...
-  // over 32 core(s)".)
-  for (int64_t n : {2, 4}) {
-    SmallConv c(n);
-    FitChecker fit(c.f, c.options);
-    const auto info = fit.check(fit.problem().default_spec);
+TEST_CASE("analytic model: the convolution mapping's cube cycles per tile, hand-computed from the description") {
+  // 6x6 pixels (36, padded to 48 = 3 fractal rows), C = 32 (2 slices of 16), K = 32, 3x3. Per
+  // job (one image, one output-channel tile of tn): (48/16) x (tn/16) x 2 x 9 fragments of one
+  // cycle, plus the cube's start-up (2 cycles) per mmad: pixel blocks x 2 slices x kernel-position
+  // groups.
+  //  - k=32: tn = 32 (one tile, the N images on N cores, 1 job): 108 fragments; p=2,q=6 -> blocks
+  //    of 16 rows (3), r=3,s=3 -> one group of 9: 3 x 2 x 1 mmads -> 108 + 12 = 120.
+  //  - k=16: tn = 16 (two tiles, 2N cores, 1 job): 54; p=6,q=6 -> one block of 48; r=1,s=3 ->
+  //    3 groups of 3: 1 x 2 x 3 mmads -> 54 + 12 = 66.
+  Conv c(2, 6, 32, 32);
+  FitChecker fit(c.f, c.options);
+  auto breakdown = [&](const std::string& tile) {
+    const auto info = fit.check(tile::parse_tile_spec(tile));
     REQUIRE(info.has_value());
-    const AnalyticBreakdown b = analytic_breakdown(fit.problem(), *info);
-    CHECK(b.compute_cycles == doctest::Approx(58));
-    CHECK(b.cores_used == 2 * n);
-    CHECK(b.tiles == 2 * n);
-    CHECK(b.total > b.compute_cycles);
-  }
-  SmallConv big(64);
-  FitChecker fit(big.f, big.options);
-  const auto info = fit.check(fit.problem().default_spec);
-  REQUIRE(info.has_value());
-  const AnalyticBreakdown b = analytic_breakdown(fit.problem(), *info);
-  CHECK(b.compute_cycles == doctest::Approx(224));
-  CHECK(b.cores_used == 32);
-  CHECK(b.tiles == 64);
+    return analytic_breakdown(fit.problem(), *info);
+  };
+  const AnalyticBreakdown a = breakdown("k=32/16,p=2,q=6,r=3,s=3,n=1,c=32/16");
+  CHECK(a.compute_cycles == doctest::Approx(120));
+  CHECK(a.cores_used == 2);
+  const AnalyticBreakdown b = breakdown("k=16/16,p=6,q=6,r=1,s=3,n=1,c=32/16");
+  CHECK(b.compute_cycles == doctest::Approx(66));
+  CHECK(b.cores_used == 4);
+  CHECK(b.tiles == 4);
+  CHECK(a.total > a.compute_cycles);
 }
