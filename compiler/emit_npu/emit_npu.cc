@@ -410,7 +410,8 @@ class Builder {
     // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
     // computes the next block. The last block column block by column block (mmads 16 columns
     // wide, its A operand tiles loaded once into the L0A ring): its columns complete one after the
-    // other, so only the last one's move and write-back follow the cube.
+    // other, so only the last one's move and write-back follow the cube (not in a tile loop: there
+    // the next tile's start hides the drain).
     auto compute_blocks = [&](const std::vector<int64_t>& slots, Operand first) {
       const int64_t tiles = static_cast<int64_t>(slots.size()) * pieces;
       for (int64_t j = 0; j < blocks_n; ++j)
@@ -423,7 +424,7 @@ class Builder {
             pending.front().emit();
             pending.pop_front();
           }
-          if (j == blocks_n - 1 && i == blocks_m - 1 && g.tn0 > m_.n0 && !g.int_out && tiles <= g.l0a_slots) {
+          if (j == blocks_n - 1 && i == blocks_m - 1 && !tile_loop && g.tn0 > m_.n0 && !g.int_out && tiles <= g.l0a_slots) {
             std::vector<int64_t> a;
             for (size_t h = 0; h < slots.size(); ++h)
               for (int64_t kk = 0; kk < pieces; ++kk) a.push_back(load_a(slots[h], kk, i));
@@ -616,18 +617,25 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
         for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
           const int64_t bytes = (j == 0 ? (i + 1) * g.tm0 : g.tm) * g.tk * 2 + (j + 1) * g.tk * g.tn0 * 2;
           const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.bw_gm_l1) : 0;
-          cube_free = std::max(cube_free, data) + l * by_block;
-          const bool last = j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1;
-          written = std::max(written, cube_free - (last ? l * by_block * (g.tn0 / m.n0 - 1) / (g.tn0 / m.n0) : 0) +
-                                                  move / (g.tn0 / m.n0) + m.latency_l0c_ub) + out;
+          const int64_t begin = std::max(cube_free, data), columns = g.tn0 / m.n0;
+          cube_free = begin + l * by_block;
+          if (j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1) {  // the last block: column block by column block
+            for (int64_t jj = 0; jj < columns; ++jj)
+              written = std::max(written, begin + l * by_block * (jj + 1) / columns + move / columns + m.latency_l0c_ub) +
+                        out / columns;
+          } else {
+            written = std::max(written, cube_free + move / columns + m.latency_l0c_ub) + out;
+          }
         }
       return written;
     };
-    int64_t best = -1;
-    for (int64_t l = 1; l <= most; ++l) {
-      const int64_t t = model(l);
-      if (best < 0 || t < best) best = t, g.tail_chunks = l;
-    }
+    // The smallest L within 0.5 % of the model's best: every further chunk by blocks costs MTE1 and
+    // flag hand-offs that the model only estimates.
+    std::vector<int64_t> t(most + 1, 0);
+    for (int64_t l = 1; l <= most; ++l) t[l] = model(l);
+    const int64_t best = *std::min_element(t.begin() + 1, t.end());
+    for (int64_t l = most; l >= 1; --l)
+      if (200 * t[l] <= 201 * best) g.tail_chunks = l;
     g.l1_slots = g.tail_chunks + 1;
     notes.push_back(fmt::format("last {} K chunk(s) block by block: a {}x{} block's write-back {} cycles vs its compute {} "
                                 "cycles per chunk; L1 ring of {} chunks",
