@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ class FitChecker {
   // NPU convolutions: compiles and emits the samples (fitting tile specs) and the default spec;
   // when every program is the same, sets Problem::fixed_mapping. Returns whether it is set.
   bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);
+  // Tile specs known to pass the emitter's own checks (e.g. measured in a replayed log): check()
+  // runs only promotion for them.
+  void trust_emitter(const std::vector<std::string>& keys) { trusted_.insert(keys.begin(), keys.end()); }
   size_t checks() const { return checks_; }
 
  private:
@@ -79,7 +83,8 @@ class FitChecker {
   const ir::Function* source_ = nullptr;
   CompileOptions options_;
   bool detected_ = false;
-  bool emitter_checks_ = false;  // NPU convolutions: check() also asks the emitter (it reads the tile)
+  bool emitter_checks_ = false;
+  std::set<std::string> trusted_;  // NPU convolutions: check() also asks the emitter (it reads the tile)
   Problem problem_;
   size_t checks_ = 0;
   std::map<std::string, std::optional<ConfigInfo>> cache_;
