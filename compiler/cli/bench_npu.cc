@@ -53,6 +53,8 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
   // cube %: mean busy share of the cube over the cores used; % peak: MACs/cycle against the peak of
   // the cores used; % chip: against the whole chip's peak (every core), the figure a user sees.
   const double chip_peak = double(target.cores) * target.peak_macs_per_cycle(DType::F16, DType::F32);
+  std::cout << "cube %: busy share of the M pipe (its flag instructions included), mean over the cores used; "
+               "% peak: MACs/cycle vs those cores' peak; % chip: vs every core's\n";
   std::cout << fmt::format("{:<36} {:>5} {:>11} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11}  {}\n", "workload", "cores",
                            "cycles", "cube %", "MAC/cyc", "peak", "% peak", "% chip", "syncs n->p", "cyc naive", "cyc pruned",
                            "mode");
