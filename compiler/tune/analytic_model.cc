@@ -205,7 +205,13 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, co
   for (const auto& [e, c] : once) first += c;
   first += double(fm_bytes) / bw(gm, l1);
   for (const auto& step : route(h, l0c, gm)) first += step.bandwidth > 0 ? double(Pp) * tn * 4 / step.bandwidth : 0;
-  const double core_time = first + exposed_latency + jobs * busiest;
+  // Every step (pixel block x channel slice x kernel-position group) hands its L0A / L0B operands
+  // to the cube through a flag: the load's latency shows once per step (as the GEMM model's
+  // per-chunk handoff), so small pixel blocks and few kernel positions per step cost more.
+  double handoff = 0;
+  for (const auto& step : route(h, l1, l0a)) handoff += step.latency;
+  const double steps = double(blocks * C1 * groups);
+  const double core_time = first + exposed_latency + jobs * (busiest + steps * handoff);
   const isa::Level& g = h.level(isa::Role::Global);
   const double global_bytes = double(plan->cores) * (double(C) * RS * tn * 2 + jobs * fm_bytes) + double(cv.N) * P * K * 4;
   out.compute_cycles = jobs * cube;
