@@ -73,7 +73,7 @@ def across_shapes(args, tessel, target_name, out):
     print("Spearman rho (analytic model vs measured %s) = %.3f over %d shapes" % (unit, rho, len(pairs)))
     for x, y, s in pairs:
         print("  %-40s predicted %10.0f measured %10.0f (%+.1f%%)" % (s, x, y, 100 * (x / y - 1)))
-    title = args.title or "%s on %s, %d shapes: Spearman rho = %.3f" % (os.path.basename(args.op), target_name, len(pairs), rho)
+    title = args.title or "%s on %s, %d shapes\nSpearman rho = %.3f" % (os.path.basename(args.op), target_name, len(pairs), rho)
     short = []
     for s in [p[2] for p in pairs]:
         d = dict(kv.split("=") for kv in s.split(","))
@@ -127,7 +127,7 @@ def main():
     print("measured best %s: %g %s; model's pick %s measures %g %s (%.1f%% slower)" % (
         best_measured[2], best_measured[1], unit, best_predicted[2], best_predicted[1], unit,
         100 * (best_predicted[1] / best_measured[1] - 1)))
-    title = args.title or "%s %s on %s: Spearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name,
+    title = args.title or "%s %s on %s\nSpearman rho = %.3f (n=%d)" % (os.path.basename(args.op), args.shape, target_name,
                                                                       rho, len(pairs))
     plot(xs, ys, None, title, out, unit)
     with open(out + ".rho.txt", "w") as f:
