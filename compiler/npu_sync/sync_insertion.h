@@ -14,7 +14,9 @@
 //           pipes are merged into one, (2) every pair whose ordering is already implied by other
 //           pairs, same-pipe order or barriers is dropped (reachability in the happens-before order
 //           of the program with every loop unrolled twice; every pipe is a chain, so one vector clock
-//           per dynamic instance answers it: linear per check, no transitive closure over all pairs).
+//           per dynamic instance answers it: linear per check, no transitive closure over all pairs;
+//           greedily in a fixed order, runs of removable pairs found by galloping + bisection since
+//           removal is monotone).
 // Both then allocate event ids per pipe pair within `sync.event_ids_per_pipe_pair` of the
 // description by liveness (interval colouring; pairs may share an id when their sets and waits are
 // in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
