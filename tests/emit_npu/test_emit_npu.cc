@@ -19,76 +19,12 @@
 #include "compiler/pipeline.h"
 #include "isa/base/error.h"
 #include "npu_sim/simulator.h"
+#include "npu_case.h"
 
 using namespace tessel;
+using namespace tessel::npu_test;
 
 namespace {
-
-const std::string kRoot = TESSEL_SOURCE_DIR;
-const std::string kTarget = kRoot + "/isa/targets/davinci-910.yaml";
-
-struct Case {
-  frontend::Module module;
-  std::unique_ptr<Compilation> compilation;
-  emit_npu::NpuKernel kernel;
-  interp::Tensors inputs, expected;
-};
-
-std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape,
-                                   const std::string& tile = "") {
-  auto c = std::make_unique<Case>();
-  c->module = frontend::load_module(kRoot + "/workloads/" + file);
-  const ir::Function& f = frontend::select_function(c->module, def);
-  CompileOptions o;
-  o.target = kTarget;
-  o.sizes = parse_shape(shape);
-  if (!tile.empty()) o.tile = tile;
-  c->compilation = compile(f, o);
-  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
-  c->inputs = interp::random_inputs(f, o.sizes, 3);
-  c->expected = interp::evaluate(f, o.sizes, c->inputs);
-  return c;
-}
-
-struct Run {
-  npu_sync::SyncResult sync;
-  npu_sim::SimResult sim;
-  emit_c::Verification verification;
-};
-
-Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
-  Run r;
-  const auto& hierarchy = c.compilation->hierarchy;
-  r.sync = npu_sync::insert_syncs(c.kernel.program, hierarchy, {mode, omit});
-  std::map<std::string, NpyArray> bound;
-  for (const auto& t : r.sync.program.tensors)
-    if (t.role == npu::TensorRole::In) bound[t.name] = c.inputs.at(t.name);
-  r.sim = npu_sim::simulate(r.sync.program, hierarchy, bound);
-  interp::Tensors outputs;
-  for (const auto& t : r.sync.program.tensors)
-    if (t.role == npu::TensorRole::Out) outputs[t.name] = r.sim.tensor(r.sync.program, t.name);
-  r.verification = emit_c::verify(c.expected, outputs);
-  return r;
-}
-
-void check_verifies(const std::string& file, const std::string& def, const std::string& shape, const std::string& tile = "") {
-  CAPTURE(shape);
-  CAPTURE(tile);
-  auto c = compile_case(file, def, shape, tile);
-  const Run naive = run(*c, npu_sync::SyncMode::Naive);
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  MESSAGE(def << " " << shape << " (" << c->compilation->tile_spec.to_string() << ", " << c->kernel.program.cores
-              << " cores): syncs " << naive.sync.sync_instructions << " -> " << pruned.sync.sync_instructions << ", cycles "
-              << naive.sim.record.total_cycles << " -> " << pruned.sim.record.total_cycles);
-  for (const Run* r : {&naive, &pruned}) {
-    CHECK(r->verification.verified);
-    CHECK(r->verification.max_abs_err == 0);
-    CHECK(r->sim.record.races.empty());
-    CHECK_FALSE(r->sim.record.deadlock);
-  }
-  CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
-  CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
-}
 
 // Float reductions and normalisations: within emit_c's documented bound (not bit for bit).
 void check_within_bound(const std::string& file, const std::string& def, const std::string& shape) {
@@ -105,19 +41,6 @@ void check_within_bound(const std::string& file, const std::string& def, const s
     CHECK_FALSE(r->sim.record.deadlock);
   }
   CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
-}
-
-void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape) {
-  CAPTURE(def);
-  auto c = compile_case(file, def, shape);
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  REQUIRE(pruned.sim.record.races.empty());
-  REQUIRE(pruned.sync.pairs > 0);
-  for (int k = 0; k < pruned.sync.pairs; ++k) {
-    CAPTURE(k);
-    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
-    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
-  }
 }
 
 }  // namespace

@@ -14,96 +14,12 @@
 #include "compiler/pipeline.h"
 #include "isa/base/error.h"
 #include "npu_sim/simulator.h"
+#include "npu_case.h"
 
 using namespace tessel;
+using namespace tessel::npu_test;
 
 namespace {
-
-const std::string kRoot = TESSEL_SOURCE_DIR;
-const std::string kTarget = kRoot + "/isa/targets/davinci-910.yaml";
-
-struct Case {
-  frontend::Module module;
-  std::unique_ptr<Compilation> compilation;
-  emit_npu::NpuKernel kernel;
-  interp::Tensors inputs, expected;
-};
-
-std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape, bool evaluate = true,
-                                   const std::string& tile = "") {
-  auto c = std::make_unique<Case>();
-  c->module = frontend::load_module(kRoot + "/workloads/" + file);
-  const ir::Function& f = frontend::select_function(c->module, def);
-  CompileOptions o;
-  o.target = kTarget;
-  o.sizes = parse_shape(shape);
-  if (!tile.empty()) o.tile = tile;
-  c->compilation = compile(f, o);
-  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
-  if (evaluate) {
-    c->inputs = interp::random_inputs(f, o.sizes, 5);
-    c->expected = interp::evaluate(f, o.sizes, c->inputs);
-  }
-  return c;
-}
-
-struct Run {
-  npu_sync::SyncResult sync;
-  npu_sim::SimResult sim;
-  emit_c::Verification verification;
-};
-
-Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
-  Run r;
-  const auto& hierarchy = c.compilation->hierarchy;
-  r.sync = npu_sync::insert_syncs(c.kernel.program, hierarchy, {mode, omit});
-  std::map<std::string, NpyArray> bound;
-  for (const auto& t : r.sync.program.tensors)
-    if (t.role == npu::TensorRole::In) bound[t.name] = c.inputs.at(t.name);
-  r.sim = npu_sim::simulate(r.sync.program, hierarchy, bound);
-  interp::Tensors outputs;
-  for (const auto& t : r.sync.program.tensors)
-    if (t.role == npu::TensorRole::Out) outputs[t.name] = r.sim.tensor(r.sync.program, t.name);
-  r.verification = emit_c::verify(c.expected, outputs);
-  return r;
-}
-
-// Verifies naive and pruned: exact, race-free, pruning no slower.
-void verify(const Case& c, const std::string& def, const std::string& shape) {
-  const Run naive = run(c, npu_sync::SyncMode::Naive);
-  const Run pruned = run(c, npu_sync::SyncMode::Pruned);
-  MESSAGE(def << " " << shape << " (" << c.kernel.program.cores << " cores): syncs " << naive.sync.sync_instructions << " -> "
-              << pruned.sync.sync_instructions << ", cycles " << naive.sim.record.total_cycles << " -> " << pruned.sim.record.total_cycles);
-  for (const Run* r : {&naive, &pruned}) {
-    CHECK(r->verification.verified);
-    CHECK(r->verification.max_abs_err == 0);
-    CHECK(r->sim.record.races.empty());
-    CHECK_FALSE(r->sim.record.deadlock);
-  }
-  CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
-  CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
-}
-
-void check_verifies(const std::string& file, const std::string& def, const std::string& shape, const std::string& tile = "") {
-  CAPTURE(def);
-  CAPTURE(shape);
-  CAPTURE(tile);
-  verify(*compile_case(file, def, shape, true, tile), def, shape);
-}
-
-// Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).
-void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape) {
-  CAPTURE(def);
-  auto c = compile_case(file, def, shape);
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  REQUIRE(pruned.sim.record.races.empty());
-  REQUIRE(pruned.sync.pairs > 0);
-  for (int k = 0; k < pruned.sync.pairs; ++k) {
-    CAPTURE(k);
-    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
-    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
-  }
-}
 
 bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
   for (const auto& n : k.notes)
@@ -117,7 +33,7 @@ TEST_CASE("NCHW convolution (AKG conv2d): NHWC scratch copies transposed on the 
   check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3");    // the small-suite entry
   check_verifies("conv2d.tsl", "conv2d", "N=3,C=20,H=9,W=11,K=24,R=3,S=3");  // 99 pixels, 20 -> 24 channels
   check_verifies("conv2d.tsl", "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3");   // channel counts multiples of 16
-  auto c = compile_case("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3", false);
+  auto c = compile_case("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3", "", false);
   CHECK(c->kernel.program.cores == 1);
   CHECK(notes_contain(c->kernel, "NCHW: X and the weights transposed"));
 }
@@ -125,7 +41,7 @@ TEST_CASE("NCHW convolution (AKG conv2d): NHWC scratch copies transposed on the 
 TEST_CASE("strided convolution: set_fmatrix strides, load3d reads every second pixel") {
   check_verifies("conv2d.tsl", "conv2d_stride2", "N=2,C=3,P=3,Q=4,K=4,R=3,S=2");    // the small-suite entry
   check_verifies("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3");  // 35 pixels
-  auto c = compile_case("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3", false);
+  auto c = compile_case("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3", "", false);
   const npu::Instruction* fm = nullptr;
   for (const auto& in : c->kernel.program.code)
     if (in.opcode == npu::Opcode::SetFmatrix) fm = &in;
@@ -148,7 +64,7 @@ TEST_CASE("NHWC convolution with pixel tails over several cores; weights of an o
   // maps fit L1: 9 x 256 x 128 x 2 + 2 x 14 x 14 x 256 x 2 = 790528 bytes of 1 MiB), 4 tiles x 8
   // image groups = 32 cores, 32 images per core two at a time, 9 kernel positions in groups of 5 + 4
   // (5 x 16 x 128 x 2 = 20480 bytes per L0B half).
-  auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=256,H=14,W=14,C=256,K=512,R=3,S=3", false);
+  auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=256,H=14,W=14,C=256,K=512,R=3,S=3", "", false);
   CHECK(c->kernel.program.cores == 32);
   CHECK(notes_contain(c->kernel, "tiles of 128 whose weights stay in L1, 32 image(s) x 1 tile(s) per core over 32 core(s) two "
                                  "images at a time (ping-pong), pixel blocks of 112 (of 208), 16 channel slices x 2 "
@@ -176,12 +92,12 @@ std::string plan_note(const Case& c) {
 // pruned; returns the programs' texts.
 std::set<std::string> check_tiles(const std::string& def, const std::string& shape,
                                   const std::vector<std::pair<std::string, std::string>>& cases) {
-  const std::string plain = plan_note(*compile_case("conv_seed.tsl", def, shape, false));
+  const std::string plain = plan_note(*compile_case("conv_seed.tsl", def, shape, "", false));
   CHECK(plain.find("from tile") == std::string::npos);
   std::set<std::string> programs;
   for (const auto& [tile, note] : cases) {
     CAPTURE(tile);
-    auto c = compile_case("conv_seed.tsl", def, shape, true, tile);
+    auto c = compile_case("conv_seed.tsl", def, shape, tile);
     const std::string plan = plan_note(*c);
     CHECK(plan.find(note) != std::string::npos);
     CHECK(plan.find("from tile " + c->compilation->tile_spec.to_string()) != std::string::npos);
@@ -233,13 +149,13 @@ TEST_CASE("blocked convolution: the tile spec's kb (blocks of 16 channels), p, q
 
 TEST_CASE("NCHW convolution and a fused epilogue follow the tile spec too") {
   // NCHW (one core, through the NHWC copies): tn = 16 (2 tiles in the tile loop), one position per step
-  auto nchw = compile_case("conv2d.tsl", "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3", true, "k=16,s=1");
+  auto nchw = compile_case("conv2d.tsl", "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3", "k=16,s=1");
   CHECK(plan_note(*nchw).find("tiles of 16 whose weights stay in L1, 2 image(s) x 2 tile(s) per core over 1 core(s)") !=
         std::string::npos);
   CHECK(plan_note(*nchw).find("1 channel slices x 3 kernel-position group(s) of 1") != std::string::npos);  // C = 16: one slice
   verify(*nchw, "conv2d", "N=2,C=16,H=6,W=7,K=32,R=1,S=3");
   // conv_bn_relu: the user's 16-row pixel blocks (2 x 6 = 12 -> 16) and tn = 16 with the epilogue on UB
-  auto fused = compile_case("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=32,K=48,R=3,S=3", false, "k=16,p=2");
+  auto fused = compile_case("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=32,K=48,R=3,S=3", "k=16,p=2", false);
   CHECK(plan_note(*fused).find("tiles of 16 whose weights stay in L1") != std::string::npos);
   CHECK(plan_note(*fused).find("pixel blocks of 16 (of 48)") != std::string::npos);
 }
@@ -248,7 +164,7 @@ TEST_CASE("a convolution tile that does not fit names the buffer, its capacity a
   const std::string seed = "N=2,H=14,W=14,C=256,K=512,R=3,S=3";  // the seed convolution, 2 images
   auto message = [&](const std::string& tile) {
     try {
-      compile_case("conv_seed.tsl", "conv2d_nhwc", seed, false, tile);
+      compile_case("conv_seed.tsl", "conv2d_nhwc", seed, tile, false);
     } catch (const UserError& e) {
       return std::string(e.what());
     }

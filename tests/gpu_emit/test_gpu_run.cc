@@ -116,6 +116,28 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
   }
 }
 
+// The kernels every TensorCore path is checked on: two matmuls, one with transposed operands
+// (A[K, M], B[N, K]), a convolution and a matmul with a fused epilogue; CHECK_ALL(compiled, sizes, label).
+using Sizes = std::map<std::string, int64_t>;
+template <class CheckAll>
+void check_contraction_family(const CheckAll& check_all, const std::vector<Sizes>& matmuls, const Sizes& transposed,
+                              const Sizes& conv, const Sizes& fused) {
+  for (const auto& mm : matmuls)
+    check_all(compile_for("workloads/matmul.tsl", "matmul", mm), mm,
+              "matmul " + std::to_string(mm.at("M")) + "x" + std::to_string(mm.at("N")) + "x" + std::to_string(mm.at("K")));
+  Compiled r;
+  r.module = frontend::parse_module(
+      "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
+  r.f = &r.module.functions[0];
+  CompileOptions o;
+  o.target = "isa/targets/sm90.yaml";
+  o.sizes = transposed;
+  r.c = compile(*r.f, o);
+  check_all(r, o.sizes, "transposed A and B");
+  check_all(compile_for("workloads/conv_seed.tsl", "conv2d_nhwc", conv), conv, "conv2d_nhwc");
+  check_all(compile_for("workloads/gemm_fused.tsl", "matmul_bias_relu", fused), fused, "matmul_bias_relu");
+}
+
 TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct and epilogue stores, convolutions") {
   if (!have_gpu()) return;
   if (cli::gpurun::device_arch() < std::string("sm_80")) {
@@ -138,25 +160,10 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
       check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
     }
   };
-  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 512}, {"K", 256}}), {{"M", 512}, {"N", 512}, {"K", 256}},
-            "matmul 512x512x256");
-  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 200}, {"N", 72}, {"K", 96}}), {{"M", 200}, {"N", 72}, {"K", 96}},
-            "matmul 200x72x96");
-  {
-    Compiled r;
-    r.module = frontend::parse_module(
-        "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
-    r.f = &r.module.functions[0];
-    CompileOptions o;
-    o.target = "isa/targets/sm90.yaml";
-    o.sizes = {{"M", 256}, {"N", 128}, {"K", 96}};
-    r.c = compile(*r.f, o);
-    check_all(r, o.sizes, "transposed A and B");
-  }
-  const std::map<std::string, int64_t> conv = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}};
-  check_all(compile_for("workloads/conv_seed.tsl", "conv2d_nhwc", conv), conv, "conv2d_nhwc");
-  check_all(compile_for("workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 64}, {"N", 48}, {"K", 80}}),
-            {{"M", 64}, {"N", 48}, {"K", 80}}, "matmul_bias_relu");
+  check_contraction_family(check_all, {{{"M", 512}, {"N", 512}, {"K", 256}}, {{"M", 200}, {"N", 72}, {"K", 96}}},
+                           {{"M", 256}, {"N", 128}, {"K", 96}},
+                           {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}},
+                           {{"M", 64}, {"N", 48}, {"K", 80}});
 }
 
 TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions, with and without PDL") {
@@ -209,25 +216,10 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
       check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
     }
   };
-  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}}), {{"M", 256}, {"N", 256}, {"K", 256}},
-            "matmul 256^3");
-  check_all(compile_for("workloads/matmul.tsl", "matmul", {{"M", 200}, {"N", 192}, {"K", 96}}), {{"M", 200}, {"N", 192}, {"K", 96}},
-            "matmul 200x192x96");
-  {
-    Compiled r;
-    r.module = frontend::parse_module(
-        "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
-    r.f = &r.module.functions[0];
-    CompileOptions o;
-    o.target = "isa/targets/sm90.yaml";
-    o.sizes = {{"M", 256}, {"N", 128}, {"K", 192}};
-    r.c = compile(*r.f, o);
-    check_all(r, o.sizes, "transposed A and B");
-  }
-  const std::map<std::string, int64_t> conv = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 64}, {"R", 3}, {"S", 3}};
-  check_all(compile_for("workloads/conv_seed.tsl", "conv2d_nhwc", conv), conv, "conv2d_nhwc");
-  check_all(compile_for("workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 128}, {"N", 64}, {"K", 128}}),
-            {{"M", 128}, {"N", 64}, {"K", 128}}, "matmul_bias_relu");
+  check_contraction_family(check_all, {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 200}, {"N", 192}, {"K", 96}}},
+                           {{"M", 256}, {"N", 128}, {"K", 192}},
+                           {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 64}, {"R", 3}, {"S", 3}},
+                           {{"M", 128}, {"N", 64}, {"K", 128}});
 }
 
 TEST_CASE("the SIMT fallback verifies where TensorCores are refused") {

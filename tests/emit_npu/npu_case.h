@@ -1,0 +1,112 @@
+// Shared by the NPU emitter tests: compile a workload for davinci-910, insert syncs, simulate and
+// compare every output with the reference interpreter.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "compiler/emit_c/run_c.h"
+#include "compiler/emit_npu/emit_npu.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/npu_sync/sync_insertion.h"
+#include "compiler/pipeline.h"
+#include "npu_sim/simulator.h"
+
+namespace tessel::npu_test {
+
+inline const std::string kRoot = TESSEL_SOURCE_DIR;
+inline const std::string kTarget = kRoot + "/isa/targets/davinci-910.yaml";
+
+struct Case {
+  frontend::Module module;
+  std::unique_ptr<Compilation> compilation;
+  emit_npu::NpuKernel kernel;
+  interp::Tensors inputs, expected;
+};
+
+// Compiles workloads/FILE's DEF at SHAPE (optionally with a tile spec) and emits the NPU program;
+// with `evaluate`, random inputs and the interpreter's outputs for them.
+inline std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape,
+                                          const std::string& tile = "", bool evaluate = true) {
+  auto c = std::make_unique<Case>();
+  c->module = frontend::load_module(kRoot + "/workloads/" + file);
+  const ir::Function& f = frontend::select_function(c->module, def);
+  CompileOptions o;
+  o.target = kTarget;
+  o.sizes = parse_shape(shape);
+  if (!tile.empty()) o.tile = tile;
+  c->compilation = compile(f, o);
+  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
+  if (evaluate) {
+    c->inputs = interp::random_inputs(f, o.sizes, 3);
+    c->expected = interp::evaluate(f, o.sizes, c->inputs);
+  }
+  return c;
+}
+
+struct Run {
+  npu_sync::SyncResult sync;
+  npu_sim::SimResult sim;
+  emit_c::Verification verification;
+};
+
+// Syncs (OMIT: drop that kept pair, for mutation tests), simulation, comparison.
+inline Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
+  Run r;
+  const auto& hierarchy = c.compilation->hierarchy;
+  r.sync = npu_sync::insert_syncs(c.kernel.program, hierarchy, {mode, omit});
+  std::map<std::string, NpyArray> bound;
+  for (const auto& t : r.sync.program.tensors)
+    if (t.role == npu::TensorRole::In) bound[t.name] = c.inputs.at(t.name);
+  r.sim = npu_sim::simulate(r.sync.program, hierarchy, bound);
+  interp::Tensors outputs;
+  for (const auto& t : r.sync.program.tensors)
+    if (t.role == npu::TensorRole::Out) outputs[t.name] = r.sim.tensor(r.sync.program, t.name);
+  r.verification = emit_c::verify(c.expected, outputs);
+  return r;
+}
+
+// Naive and pruned: exact, race-free, no deadlock; pruning keeps no more syncs and is no slower.
+inline void verify(const Case& c, const std::string& def, const std::string& shape) {
+  const Run naive = run(c, npu_sync::SyncMode::Naive);
+  const Run pruned = run(c, npu_sync::SyncMode::Pruned);
+  MESSAGE(def << " " << shape << " (" << c.compilation->tile_spec.to_string() << ", " << c.kernel.program.cores
+              << " cores): syncs " << naive.sync.sync_instructions << " -> " << pruned.sync.sync_instructions << ", cycles "
+              << naive.sim.record.total_cycles << " -> " << pruned.sim.record.total_cycles);
+  for (const Run* r : {&naive, &pruned}) {
+    CHECK(r->verification.verified);
+    CHECK(r->verification.max_abs_err == 0);
+    CHECK(r->sim.record.races.empty());
+    CHECK_FALSE(r->sim.record.deadlock);
+  }
+  CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
+  CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+}
+
+inline void check_verifies(const std::string& file, const std::string& def, const std::string& shape,
+                           const std::string& tile = "") {
+  CAPTURE(def);
+  CAPTURE(shape);
+  CAPTURE(tile);
+  verify(*compile_case(file, def, shape, tile), def, shape);
+}
+
+// Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).
+inline void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape) {
+  CAPTURE(def);
+  auto c = compile_case(file, def, shape);
+  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
+  REQUIRE(pruned.sim.record.races.empty());
+  REQUIRE(pruned.sync.pairs > 0);
+  for (int k = 0; k < pruned.sync.pairs; ++k) {
+    CAPTURE(k);
+    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
+    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
+  }
+}
+
+}  // namespace tessel::npu_test
