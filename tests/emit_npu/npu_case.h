@@ -96,9 +96,12 @@ inline void check_verifies(const std::string& file, const std::string& def, cons
 }
 
 // Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).
-inline void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape) {
+inline void check_mutants_of(const std::string& file, const std::string& def, const std::string& shape,
+                             const std::string& tile = "") {
   CAPTURE(def);
-  auto c = compile_case(file, def, shape);
+  CAPTURE(shape);
+  CAPTURE(tile);
+  auto c = compile_case(file, def, shape, tile);
   const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
   REQUIRE(pruned.sim.record.races.empty());
   REQUIRE(pruned.sync.pairs > 0);

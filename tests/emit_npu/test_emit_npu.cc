@@ -216,19 +216,6 @@ TEST_CASE("GEMM tails (sizes not multiples of 16) verify") {
   check_verifies("matmul.tsl", "matmul", "M=100,N=36,K=70", "m=64/32,n=32/16,k=32/16");
 }
 
-static void check_mutants(const std::string& shape, const std::string& tile) {
-  CAPTURE(shape);
-  auto c = compile_case("matmul.tsl", "matmul", shape, tile);
-  const Run pruned = run(*c, npu_sync::SyncMode::Pruned);
-  REQUIRE(pruned.sim.record.races.empty());
-  REQUIRE(pruned.sync.pairs > 0);
-  for (int k = 0; k < pruned.sync.pairs; ++k) {
-    CAPTURE(k);
-    const Run mutant = run(*c, npu_sync::SyncMode::Pruned, k);
-    CHECK((!mutant.sim.record.races.empty() || mutant.sim.record.deadlock));
-  }
-}
-
 TEST_CASE("GEMM with a fused epilogue on UB (bias broadcast, relu, GELU, cast) verifies, tails included") {
   check_verifies("gemm_fused.tsl", "matmul_bias_relu", "M=7,N=5,K=9");
   check_verifies("gemm_fused.tsl", "matmul_bias_relu", "M=64,N=48,K=80");
@@ -237,8 +224,8 @@ TEST_CASE("GEMM with a fused epilogue on UB (bias broadcast, relu, GELU, cast) v
 }
 
 TEST_CASE("pruned GEMM keeps only needed syncs: removing any kept pair lets the race detector fire") {
-  check_mutants("M=64,N=32,K=128", "m=32/32,n=32/16,k=32/16");  // one tile per core
-  check_mutants("M=128,N=128,K=32", "m=16/16,n=16/16,k=16/16");  // two tiles per core: syncs carried across tiles
+  check_mutants_of("matmul.tsl", "matmul", "M=64,N=32,K=128", "m=32/32,n=32/16,k=32/16");  // one tile per core
+  check_mutants_of("matmul.tsl", "matmul", "M=128,N=128,K=32", "m=16/16,n=16/16,k=16/16");  // two tiles per core: syncs carried across tiles
 }
 
 TEST_CASE("pruned convolution keeps only needed syncs (mutation)") {
