@@ -511,6 +511,17 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   // prologue and epilogue overlap the other's main loop
   const int wg_min_blocks = wg && (cfg.wm / 64) * cfg.bn / 2 <= 64 && 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
   const std::string name = "tessel_wmma_" + k.name;
+  // The contraction kernel's launch: output tiles x K blocks x batch (e.threads is known once emitted).
+  auto main_launch = [&] {
+    Launch l;
+    l.kernel = name;
+    l.grid[0] = unsigned(tiles_m * tiles_n);
+    l.grid[1] = unsigned(cfg.k_blocks);
+    l.grid[2] = unsigned(c.size_batch());
+    l.block = unsigned(e.threads);
+    l.dynamic_shared_bytes = uint32_t(smem);
+    return l;
+  };
   const ir::Statement& anchor = k.function->statements.at(c.anchor);
 
   auto dims_text = [](const std::vector<ContractionDim>& ds) {
@@ -833,14 +844,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
       z.grid[0] = unsigned(std::min<int64_t>((total + 255) / 256, 1024));
       z.block = 256;
       if (before) before->push_back(z);
-      Launch l;
-      l.kernel = name;
-      l.grid[0] = unsigned(tiles_m * tiles_n);
-      l.grid[1] = unsigned(cfg.k_blocks);
-      l.grid[2] = unsigned(c.size_batch());
-      l.block = unsigned(e.threads);
-      l.dynamic_shared_bytes = uint32_t(smem);
-      return l;
+      return main_launch();
     } else {
     os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
     os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
@@ -944,14 +948,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "}\n";
 
   }
-  Launch l;
-  l.kernel = name;
-  l.grid[0] = unsigned(tiles_m * tiles_n);
-  l.grid[1] = unsigned(cfg.k_blocks);
-  l.grid[2] = unsigned(c.size_batch());
-  l.block = unsigned(e.threads);
-  l.dynamic_shared_bytes = uint32_t(smem);
-  return l;
+  return main_launch();
 }
 
 }  // namespace tessel::emit_cuda
