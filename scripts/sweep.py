@@ -20,11 +20,7 @@ import tune_common as tc  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("op")
-    ap.add_argument("--def", dest="defn")
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--shape", required=True)
-    ap.add_argument("--space", help="tessel tune --space (default: tessel's default space)")
+    tc.add_problem_args(ap)
     ap.add_argument("--x", default="m", help="axis on the heatmap's x (outer tile size), default m")
     ap.add_argument("--y", default="n", help="axis on the heatmap's y, default n")
     ap.add_argument("--jobs", type=int, default=0)

@@ -10,6 +10,15 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def add_problem_args(ap):
+    """The operator, its definition, target, shape and tile space, as every tuning script takes them."""
+    ap.add_argument("op")
+    ap.add_argument("--def", dest="defn")
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--shape", required=True)
+    ap.add_argument("--space", help="tessel tune --space (default: tessel's default space)")
+
+
 def find_tessel(explicit=None):
     if explicit:
         return explicit

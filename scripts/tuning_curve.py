@@ -31,11 +31,7 @@ def curve(rows, trials):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("op")
-    ap.add_argument("--def", dest="defn")
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--shape", required=True)
-    ap.add_argument("--space")
+    tc.add_problem_args(ap)
     ap.add_argument("--strategies", default="random,genetic,model")
     ap.add_argument("--model", default="analytic", help="cost model of the model-guided strategy")
     ap.add_argument("--trials", type=int, default=64)
