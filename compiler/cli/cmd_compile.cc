@@ -64,6 +64,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
   add_npu_flags(cmd);
+  add_gpu_flags(cmd);
   auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
   cmd->add_flag("--explain", *explain, "GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
   cmd->callback([opts, explain, &ctx] {

@@ -76,6 +76,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
   add_npu_flags(cmd);
+  add_gpu_flags(cmd);
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);

@@ -16,11 +16,34 @@ namespace tessel::cli {
 
 bool is_gpu_target(const Compilation& c) { return c.hierarchy.kind == isa::TargetKind::Gpu; }
 
+GpuFlags& gpu_flags() {
+  static GpuFlags f;
+  return f;
+}
+
+void add_gpu_flags(CLI::App* cmd) {
+  cmd->add_option("--gpu-tiles", gpu_flags().tiles,
+                  "GPU targets: TensorCore tiles, e.g. 64x32x128/64x32/ks4/st2/kb4/cl (the form --explain prints; default: the emitter's choice)");
+  cmd->add_flag("--pdl", gpu_flags().pdl, "GPU targets (sm_90+): programmatic dependent launch");
+  cmd->add_option("--pdl-prefetch", gpu_flags().pdl_prefetch,
+                  "with --pdl: inputs no earlier kernel writes (weights); their first tiles are copied before the wait")
+      ->delimiter(',');
+}
+
 emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given) {
   emit_cuda::CudaOptions o;
   if (c.hierarchy.gpu) o.arch = c.hierarchy.gpu->arch;
   o.sm_count = int(c.hierarchy.cores);
   o.tiles_from_kernel = tile_given;
+  if (!gpu_flags().tiles.empty()) o.config = emit_cuda::TcConfig::parse(gpu_flags().tiles);
+  o.pdl = gpu_flags().pdl;
+  o.pdl_prefetch = gpu_flags().pdl_prefetch;
+  if (!o.pdl_prefetch.empty() && !o.pdl) throw UserError("--pdl-prefetch needs --pdl");
+  for (const auto& t : o.pdl_prefetch) {
+    const auto* tensor = c.kernel.find_tensor(t);
+    if (!tensor || tensor->kind != ir::TensorKind::Input)
+      throw UserError("--pdl-prefetch: '" + t + "' is not an input of " + c.kernel.name);
+  }
   return o;
 }
 

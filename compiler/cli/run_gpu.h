@@ -6,7 +6,9 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "compiler/emit_cuda/emit_cuda.h"
@@ -17,8 +19,19 @@ namespace tessel::cli {
 
 bool is_gpu_target(const Compilation& c);
 
+// `--gpu-tiles` and `--pdl` of `tessel compile` / `tessel run` (GPU targets): a tile configuration
+// instead of the emitter's first candidate (TcConfig::parse, the form --explain prints) and
+// programmatic dependent launch (sm_90+).
+struct GpuFlags {
+  std::string tiles;
+  bool pdl = false;
+  std::vector<std::string> pdl_prefetch;  // CudaOptions::pdl_prefetch
+};
+GpuFlags& gpu_flags();
+void add_gpu_flags(CLI::App* cmd);
+
 // Emitter options for a compilation: the description's arch, tiles from the kernel IR when the
-// user gave --tile.
+// user gave --tile, then gpu_flags().
 emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given);
 
 // `tessel compile --target <gpu>.yaml -o k.cu`: the CUDA text; `explain` lines go to `explain_out`.

@@ -1,5 +1,7 @@
 #include "compiler/emit_cuda/emit_cuda.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "compiler/emit_cuda/contraction.h"
@@ -115,8 +117,12 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     }
     if (cfg) {
       os << "#include <mma.h>\n" << async_copy_helpers(options.arch);
-      const bool pdl = options.pdl && sm_number(options.arch) >= 90 && cfg->k_blocks == 1;
-      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches, pdl);
+      const bool pdl = options.pdl && sm_number(options.arch) >= 90 && !cfg->atomic_out;  // one kernel
+      auto named = [&](const std::string& t) {
+        return std::find(options.pdl_prefetch.begin(), options.pdl_prefetch.end(), t) != options.pdl_prefetch.end();
+      };
+      const int prefetch = (named(c->a.tensor) ? 1 : 0) | (named(c->b.tensor) ? 2 : 0);
+      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches, pdl, prefetch);
       main.pdl = pdl;
       p.arch = cfg->wgmma ? "sm_90a" : options.arch;
       p.launches.push_back(main);

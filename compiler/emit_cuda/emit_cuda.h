@@ -54,8 +54,13 @@ struct TcConfig {
   bool keep_operands = false;
   // wgmma (not wg_deep): a K tile's copies are issued before its MMAs instead of after them
   bool copies_first = false;
+  // sm_90, not wgmma: operand tiles whose rows are long contiguous runs (or a whole stage that
+  // is one run) are fetched by the bulk copy engine (cp.async.bulk, one copy per row, issued by
+  // one warp) completing on one mbarrier per stage, instead of 16-byte cp.async per thread
+  bool bulk = false;
   int warps() const { return wgmma ? 4 * (bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
+  static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
 };
 
 struct CudaOptions {
@@ -70,6 +75,10 @@ struct CudaOptions {
   // index set-up overlap the previous kernel. Launch::pdl tells the runtime to launch it with the
   // programmatic-stream-serialisation attribute. Single-kernel TensorCore programs only.
   bool pdl = false;
+  // With pdl: input tensors that no earlier kernel of the stream writes (weights, constants). The
+  // prologue copies of such an operand are issued before griddepcontrol.wait, so they overlap the
+  // previous kernel's tail. Naming a tensor that the previous kernel does write is a race.
+  std::vector<std::string> pdl_prefetch;
 };
 
 // One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry

@@ -115,6 +115,46 @@ OperandPlan plan_operand(const ContractionOperand& op, const Contraction& c, con
   return p;
 }
 
+// How the bulk copy engine fetches one stage of an operand tile (TcConfig::bulk): `rows` copies of
+// `row_elems` contiguous elements, `row_stride` elements apart in global memory, into shared rows
+// ld() apart; `whole`: the rows are adjacent in global memory, so the stage is one copy into
+// unpadded shared rows. `why` says why the operand keeps cp.async.
+struct BulkPlan {
+  bool ok = false, whole = false;
+  int rows = 0, row_elems = 0;
+  int64_t row_stride = 0, k_stride = 0;  // global elements per outer row / per K step
+  std::string outer_var, k_var;
+  std::string why;
+};
+
+BulkPlan bulk_plan(const OperandPlan& p, const Contraction& c) {
+  BulkPlan b;
+  const ContractionOperand& op = *p.op;
+  const int eb = elem_bytes(op.dtype);
+  if (op.producer || op.guard || !p.bounded.empty()) return b.why = "an im2col view", b;
+  if (p.outer->size() != 1 || p.kdims->size() != 1) return b.why = "several outer or K dims", b;
+  if (p.outer_size % p.tile_outer || c.size_k() % p.bk) return b.why = "tiles do not divide the operand", b;
+  b.outer_var = p.outer->front().var, b.k_var = p.kdims->front().var;
+  const int64_t co = op.coeff.count(b.outer_var) ? op.coeff.at(b.outer_var) : 0, ck = op.coeff.count(b.k_var) ? op.coeff.at(b.k_var) : 0;
+  b.k_stride = ck;
+  if (p.k_inner && ck == 1) {
+    b.rows = p.tile_outer, b.row_elems = p.bk, b.row_stride = co;
+  } else if (!p.k_inner && co == 1) {
+    b.rows = p.bk, b.row_elems = p.tile_outer, b.row_stride = ck;
+    b.whole = ck == p.tile_outer;  // the tile spans the whole contiguous dim: the stage is one run
+  } else {
+    return b.why = "the tile's rows are not contiguous", b;
+  }
+  if (!b.whole && int64_t(b.row_elems) * eb < 256) return b.why = "rows of " + S(int64_t(b.row_elems) * eb) + " B (bulk copies need >= 256 B)", b;
+  if (!b.whole && b.rows > 128) return b.why = S(b.rows) + " copies per stage", b;
+  if ((op.base * eb) % 16 || (b.row_stride * eb) % 16 || (int64_t(b.row_elems) * eb) % 16 || (b.k_stride * p.bk * eb) % 16)
+    return b.why = "rows not 16-byte aligned", b;
+  for (const auto& d : c.batch)
+    if (op.coeff.count(d.var) && (op.coeff.at(d.var) * eb) % 16) return b.why = "batch stride not 16-byte aligned", b;
+  b.ok = true;
+  return b;
+}
+
 struct TcEmitter {
   const kernel::Kernel& k;
   const Contraction& c;
@@ -272,7 +312,59 @@ constexpr int64_t kCounterBytes = 256;  // alignment of the partial tiles after 
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "");
+}
+
+TcConfig TcConfig::parse(const std::string& text) {
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf (to_string's form)
+  auto fail = [&](const std::string& why) -> TcConfig {
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc], "
+                    "as `tessel compile --explain` prints them)");
+  };
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('/', at), text.size());
+    parts.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  auto number = [&](const std::string& s, const char* what) {
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) fail(std::string("bad ") + what + " '" + s + "'");
+    return std::stoi(s);
+  };
+  auto dims = [&](const std::string& s, size_t n, const char* what) {
+    std::vector<int> v;
+    for (size_t at = 0; at <= s.size();) {
+      const size_t end = std::min(s.find('x', at), s.size());
+      v.push_back(number(s.substr(at, end - at), what));
+      at = end + 1;
+    }
+    if (v.size() != n) fail(std::string(what) + " needs " + std::to_string(n) + " sizes");
+    return v;
+  };
+  if (parts.size() < 4) fail("too few fields");
+  TcConfig g;
+  const auto b = dims(parts[0], 3, "block tile"), w = dims(parts[1], 2, "warp tile");
+  g.bm = b[0], g.bn = b[1], g.bk = b[2], g.wm = w[0], g.wn = w[1];
+  if (parts[2].rfind("ks", 0) != 0) fail("third field must be ksN");
+  g.k_split = number(parts[2].substr(2), "k split");
+  if (parts[3].rfind("st", 0) != 0) fail("fourth field must be stN");
+  g.stages = number(parts[3].substr(2), "stages");
+  for (size_t i = 4; i < parts.size(); ++i) {
+    const std::string& f = parts[i];
+    if (f.rfind("kb", 0) == 0) g.k_blocks = number(f.substr(2), "k blocks");
+    else if (f == "mma") g.mma = true;
+    else if (f == "red") g.atomic_out = true;
+    else if (f == "cl") g.cluster = true;
+    else if (f == "wg") g.wgmma = true;
+    else if (f == "wgd") g.wgmma = g.wg_deep = true;
+    else if (f == "cs") g.stream_out = true;
+    else if (f == "el") g.keep_operands = true;
+    else if (f == "cf") g.copies_first = true;
+    else if (f == "bc") g.bulk = true;
+    else fail("unknown field '" + f + "'");
+  }
+  if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
+  return g;
 }
 
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
@@ -299,6 +391,13 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const std::
   if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
   if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
   if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
+  if (g.bulk) {
+    if (sm_of(arch) < 90 || g.wgmma || g.k_blocks != 1) return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
+    const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m());
+    const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n());
+    const BulkPlan ba = bulk_plan(a, c), bb = bulk_plan(b, c);
+    if (!ba.ok && !bb.ok) return "bulk operand copies: neither operand qualifies (A: " + ba.why + "; B: " + bb.why + ")";
+  }
   if (g.wgmma) {
     if (sm_of(arch) < 90 || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
     if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
@@ -449,6 +548,20 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
     }
     out.insert(out.end(), split.begin(), split.end());
   }
+  // sm_90: the latency-bound tiles again with bulk operand copies (cp.async.bulk + mbarrier). On an
+  // H200 a load-only kernel fetches a skinny GEMM's tiles faster through the copy engine (64 KiB per
+  // block: 2.0 vs 2.6 us per call in a CUDA graph), but in the whole kernel only 16x16x512 on
+  // 512x16x512 gained (2.03 vs 2.09 us with PDL) and row copies of 256 B lost badly (32 per
+  // stage: 6.2 us): measured, ranked after the cp.async tiles
+  if (sm_of(arch) >= 90 && sms > 0) {
+    std::vector<TcConfig> bulk;
+    for (TcConfig g : out) {
+      if (g.wgmma || g.k_blocks != 1 || output_tiles(c, g) > 2 * sms) continue;
+      g.bulk = true;
+      if (config_obstacle(c, g, arch).empty()) bulk.push_back(g);
+    }
+    out.insert(out.end(), bulk.begin(), bulk.end());
+  }
   {  // distinct configurations only (several base candidates map to one split-K variant)
     std::set<std::string> seen;
     std::vector<TcConfig> uniq;
@@ -469,7 +582,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
       if (g.k_blocks > 1)
         return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
-      return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3);
+      return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
     };
     return score(x) < score(y);
   });
@@ -481,7 +594,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
 
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
                         std::ostringstream& os, std::vector<std::string>& explain, int sm_count_hint, std::vector<Launch>* before,
-                        bool pdl) {
+                        bool pdl, int pdl_prefetch) {
   const std::string obstacle = config_obstacle(c, cfg, arch);
   if (!obstacle.empty()) throw UserError("CUDA emitter: tile configuration " + cfg.to_string() + ": " + obstacle);
   TcEmitter e{k, c, cfg, os};
@@ -489,8 +602,14 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   e.threads = cfg.warps() * 32;
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();
   const bool wg = cfg.wgmma;
-  const OperandPlan pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M, wg);
-  const OperandPlan pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N, wg);
+  OperandPlan pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M, wg);
+  OperandPlan pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N, wg);
+  BulkPlan ba, bb;  // TcConfig::bulk: which operands the bulk copy engine fetches
+  if (cfg.bulk) {
+    ba = bulk_plan(pa, c), bb = bulk_plan(pb, c);
+    if (ba.whole) pa.pad = 0;  // one copy per stage: the shared rows are the global ones
+    if (bb.whole) pb.pad = 0;
+  }
   const bool i8 = c.in_type == DType::I8;
   const std::string ft = i8 ? "signed char" : "__half";
   const std::string acct = i8 ? "int" : "float";
@@ -574,13 +693,23 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
           "  unsigned r;\n"
           "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(r) : \"r\"((unsigned)__cvta_generic_to_shared(p)), \"r\"(rank));\n"
           "  return r;\n}\n"
-          "static __device__ __forceinline__ float tessel_cluster_ld(const float* p, unsigned rank) {\n"
-          "  float v;\n  asm volatile(\"ld.shared::cluster.f32 %0, [%1];\\n\" : \"=f\"(v) : \"r\"(tessel_cluster_addr(p, rank)) : \"memory\");\n  return v;\n}\n"
-          "static __device__ __forceinline__ int tessel_cluster_ld(const int* p, unsigned rank) {\n"
-          "  int v;\n  asm volatile(\"ld.shared::cluster.s32 %0, [%1];\\n\" : \"=r\"(v) : \"r\"(tessel_cluster_addr(p, rank)) : \"memory\");\n  return v;\n}\n"
+          // no memory clobber: the loads between the two cluster barriers may be issued together
+          "static __device__ __forceinline__ float4 tessel_cluster_ld4(const float* p, unsigned rank) {\n"
+          "  float4 v;\n  asm volatile(\"ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\\n\" : \"=f\"(v.x), \"=f\"(v.y), \"=f\"(v.z), \"=f\"(v.w) : \"r\"(tessel_cluster_addr(p, rank)));\n  return v;\n}\n"
+          "static __device__ __forceinline__ int4 tessel_cluster_ld4(const int* p, unsigned rank) {\n"
+          "  int4 v;\n  asm volatile(\"ld.shared::cluster.v4.s32 {%0, %1, %2, %3}, [%4];\\n\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"r\"(tessel_cluster_addr(p, rank)));\n  return v;\n}\n"
           "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
           "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
   }
+  if (cfg.bulk)
+    os << "static __device__ __forceinline__ void tessel_bulk_g2s(void* smem, const void* gmem, unsigned bytes, unsigned long long* bar) {\n"
+          "  asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\\n\"\n"
+          "               ::\"r\"((unsigned)__cvta_generic_to_shared(smem)), \"l\"(gmem), \"r\"(bytes), \"r\"((unsigned)__cvta_generic_to_shared(bar)) : \"memory\");\n}\n"
+          "static __device__ __forceinline__ void tessel_mbar_expect(unsigned long long* bar, unsigned bytes) {\n"
+          "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(bytes) : \"memory\");\n}\n"
+          "static __device__ __forceinline__ void tessel_mbar_wait(unsigned long long* bar, unsigned parity) {\n"
+          "  asm volatile(\"{\\n.reg .pred p;\\nTESSEL_WAIT_%=:\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n@!p bra TESSEL_WAIT_%=;\\n}\\n\"\n"
+          "               ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(parity) : \"memory\");\n}\n";
   if (wg) {
     const std::string ta = pa.k_inner ? "0" : "1", tb = pb.k_inner ? "0" : "1";
     const int nreg = cfg.bn / 2;
@@ -617,6 +746,13 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
   os << "  " << ft << "* Bs_ = (" << ft << "*)(smem_ + " << cfg.stages * a_stage * eb << ");\n";
   os << "  (void)scratch;\n";
+  if (cfg.bulk) {  // one transaction barrier per stage; phase u of stage s completes tile u * stages + s
+    os << "  __shared__ __align__(8) unsigned long long tessel_bar_[" << cfg.stages << "];\n";
+    os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << cfg.stages
+       << "; ++s) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], 1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(tessel_bar_ + s)));\n";
+    os << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the copy engine */\n  }\n";
+    os << "  __syncthreads();\n";
+  }
   if (wg && cfg.keep_operands)
     os << "  unsigned long long l2pol_;\n  asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\\n\" : \"=l\"(l2pol_));\n";
   // grouped rasterisation: 8 block rows share B tiles in L2
@@ -635,8 +771,43 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "  const int ks_ = warp_ / " << warps_m * warps_n << ", wi_ = warp_ % " << warps_m * warps_n << ";\n";
     os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
   }
-  e.loader("a", pa, "As_");
-  e.loader("b", pb, "Bs_");
+  const int64_t bulk_bytes = (ba.ok ? int64_t(ba.rows) * ba.row_elems * eb : 0) + (bb.ok ? int64_t(bb.rows) * bb.row_elems * eb : 0);
+  // the bulk copies of one stage: warp 0 announces the stage's bytes on its barrier, then its lanes
+  // issue one copy per row (or one for a whole stage)
+  auto bulk_loader = [&](const std::string& name, const OperandPlan& p, const BulkPlan& b, const std::string& smem_name, bool first) {
+    const std::string origin = name == "a" ? "m0_" : "n0_";
+    std::string base = S(p.op->base) + "LL + " + S(p.op->coeff.at(b.outer_var)) + "LL * " + origin;
+    for (const auto& d : c.batch)
+      if (p.op->coeff.count(d.var)) base += " + " + S(p.op->coeff.at(d.var)) + "LL * bv_" + d.var;
+    const int64_t row_bytes = int64_t(b.row_elems) * eb;
+    os << "  /* " << name << " = " << p.op->tensor << ": bulk copies (cp.async.bulk), "
+       << (b.whole ? "one copy of " + S(b.rows * row_bytes) + " B per stage into unpadded rows"
+                   : S(b.rows) + " rows of " + S(row_bytes) + " B per stage") << ", shared tile [" << (p.k_inner ? p.tile_outer : p.bk) << "]["
+       << p.ld() << "] */\n";
+    os << "  auto load_" << name << " = [&](int stage_, int kt_) {\n";
+    os << "    if (warp_ != 0) return;\n";
+    if (first) os << "    if (threadIdx.x == 0) tessel_mbar_expect(tessel_bar_ + stage_, " << bulk_bytes << "u);\n    __syncwarp();\n";
+    os << "    " << storage_type(p.op->dtype) << "* dst_ = " << smem_name << " + stage_ * " << p.stage_elems() << ";\n";
+    os << "    const " << storage_type(p.op->dtype) << "* src_ = t_" << p.op->tensor << " + (" << base << " + " << b.k_stride << "LL * (kt_ * "
+       << p.bk << "));\n";
+    if (b.whole)
+      os << "    if (threadIdx.x == 0) tessel_bulk_g2s(dst_, src_, " << b.rows * row_bytes << "u, tessel_bar_ + stage_);\n";
+    else
+      os << "    for (int r_ = threadIdx.x; r_ < " << b.rows << "; r_ += 32) tessel_bulk_g2s(dst_ + r_ * " << p.ld() << ", src_ + r_ * "
+         << b.row_stride << "LL, " << row_bytes << "u, tessel_bar_ + stage_);\n";
+    os << "  };\n";
+  };
+  if (ba.ok) bulk_loader("a", pa, ba, "As_", true);
+  else e.loader("a", pa, "As_");
+  if (bb.ok) bulk_loader("b", pb, bb, "Bs_", !ba.ok);
+  else e.loader("b", pb, "Bs_");
+  if (cfg.bulk) {
+    std::string how;
+    for (const auto& [nm, b] : {std::pair<std::string, const BulkPlan*>{c.a.tensor, &ba}, {c.b.tensor, &bb}})
+      how += (how.empty() ? "" : "; ") + nm + (b->ok ? b->whole ? ": one bulk copy per stage" : ": " + S(b->rows) + " bulk row copies per stage"
+                                                     : ": cp.async (" + b->why + ")");
+    explain.push_back("  bulk copy engine (sm_90): " + how + "; one transaction barrier (mbarrier) per stage");
+  }
   const bool mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
   const int fn8 = cfg.wn / 8;  // m16n8 accumulator tiles along N (mma path)
   const int rstep = wg ? 64 : 16;  // rows between accumulator tiles i of a warp
@@ -679,6 +850,20 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   } else {
     os << "  const int kt0_ = 0, kt_total_ = " << kt_total << ";\n";
   }
+  // PDL prefetch: the prologue copies of an operand no earlier kernel writes (CudaOptions::
+  // pdl_prefetch) go before the wait, in a cp.async group of their own that precedes the
+  // pipeline's groups (so every wait_group below still covers them)
+  const bool pre_a = pdl && (pdl_prefetch & 1) && !ba.ok, pre_b = pdl && (pdl_prefetch & 2) && !bb.ok;
+  const int prologue = wg ? (cfg.wg_deep ? cfg.stages - 1 : cfg.stages - 2) : cfg.stages - 1;
+  const std::string prologue_loads = std::string(pre_a ? "" : "load_a(s, kt0_ + s); ") + (pre_b ? "" : "load_b(s, kt0_ + s); ");
+  if (pre_a || pre_b) {
+    os << "  /* PDL: " << (pre_a ? c.a.tensor : "") << (pre_a && pre_b ? " and " : "") << (pre_b ? c.b.tensor : "")
+       << " (not written by earlier kernels) copied before the wait */\n";
+    os << "  #pragma unroll\n  for (int s = 0; s < " << prologue << "; ++s)\n    if (s < kt_total_) { " << (pre_a ? "load_a(s, kt0_ + s); " : "")
+       << (pre_b ? "load_b(s, kt0_ + s); " : "") << "}\n  tessel_cp_commit();\n";
+    explain.push_back("  programmatic dependent launch: the first " + S(prologue) + " K tiles of " + (pre_a ? c.a.tensor : "") +
+                      (pre_a && pre_b ? " and " : "") + (pre_b ? c.b.tensor : "") + " are copied before griddepcontrol.wait (declared not written by earlier kernels)");
+  }
   if (pdl) {  // the trigger after the wait: at most one kernel waits behind this one
     os << "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  /* PDL: the previous kernel has finished and flushed */\n";
     os << "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  /* PDL: the next kernel may launch */\n";
@@ -693,7 +878,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     const int D_ = cfg.wg_deep ? S_ - 1 : S_ - 2;
     const std::string ta = pa.k_inner ? "0" : "1", tb = pb.k_inner ? "0" : "1";
     const std::string fnname = "tessel_wgmma_n" + S(cfg.bn) + "_" + ta + tb;
-    os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
+    os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
     os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
     os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
     const std::string copies = "    { const int nt = kt + " + S(D_) + "; if (nt < kt_total_) { load_a(nt % " + S(S_) + ", kt0_ + nt); load_b(nt % " +
@@ -721,9 +906,11 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8
        << "; ++j)\n      #pragma unroll\n      for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
   } else {
-  os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }\n    tessel_cp_commit();\n  }\n";
+  os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
-  os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n    __syncthreads();\n";
+  os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n";
+  if (cfg.bulk) os << "    tessel_mbar_wait(tessel_bar_ + kt % " << cfg.stages << ", (kt / " << cfg.stages << ") & 1);\n";
+  os << "    __syncthreads();\n";
   os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", kt0_ + nt); load_b(nt % "
      << cfg.stages << ", kt0_ + nt); } tessel_cp_commit(); }\n";
   os << "    const " << ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << a_stage << ";\n";
@@ -810,14 +997,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     const int64_t tiles = output_tiles(c, cfg);
     const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
     const std::string v4 = i8 ? "int4" : "float4";
-    if (cfg.cluster && cfg.k_split > 1) {  // this block's K slices summed into slice 0
-      os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn << "; e_ += " << e.threads << ") {\n";
-      os << "    const int o_ = (e_ / " << cfg.bn << ") * " << ldc << " + e_ % " << cfg.bn << ";\n";
-      os << "    " << acct << " v_ = 0;\n";
-      os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
-         << " + o_];\n";
-      os << "    ((" << acct << "*)smem_)[o_] = v_;\n  }\n";
-    }
+    // cluster: the warps' K slices stay apart; the epilogue sums k_blocks x k_split partials
     if (cfg.cluster) os << "  tessel_cluster_sync();  /* every block's partial tile is in its shared memory */\n";
     if (cfg.cluster) {
     } else if (cfg.atomic_out) {
@@ -895,14 +1075,25 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << M << ") continue;\n";
   for (const auto& d : c.m) os << "    int ov_" << d.var << ";\n";
   e.decompose("    ", "m_", c.m, "ov_");
+  if (cfg.cluster) {
+    // 16-byte loads of every block's and every warp slice's 4 partials, all issued before the sums
+    const int parts = cfg.k_blocks * cfg.k_split;
+    const std::string v4 = i8 ? "int4" : "float4";
+    os << "    " << v4 << " cv_[" << parts << "];\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_)\n      #pragma unroll\n      for (int t_ = 0; t_ < "
+       << cfg.k_split << "; ++t_) cv_[s_ * " << cfg.k_split << " + t_] = tessel_cluster_ld4((const " << acct << "*)smem_ + t_ * "
+       << cfg.bm * ldc << " + row_ * " << ldc << " + col_, s_);\n";
+    os << "    " << acct << " cw_[4] = {0, 0, 0, 0};\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << parts
+       << "; ++s_) { cw_[0] += cv_[s_].x; cw_[1] += cv_[s_].y; cw_[2] += cv_[s_].z; cw_[3] += cv_[s_].w; }\n";
+  }
   os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
   os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << N << ") break;\n";
   for (const auto& d : c.n) os << "      int ov_" << d.var << ";\n";
   e.decompose("      ", "n_", c.n, "ov_");
   os << "      " << acct << " v_ = 0;\n";
   if (cfg.cluster)
-    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += tessel_cluster_ld((const " << acct
-       << "*)smem_ + row_ * " << ldc << " + col_ + q_, s_);\n";
+    os << "      v_ = cw_[q_];\n";
   else if (cfg.k_blocks > 1)
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
        << " + row_ * " << cfg.bn << " + col_ + q_);\n";

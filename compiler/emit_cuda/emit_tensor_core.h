@@ -28,6 +28,7 @@ uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
 Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
                         std::ostringstream& os, std::vector<std::string>& explain, int sm_count = 0,
                         std::vector<Launch>* before = nullptr,  // launches that must run first (output zeroing)
-                        bool pdl = false);                      // griddepcontrol (CudaOptions::pdl), sm_90+
+                        bool pdl = false,                       // griddepcontrol (CudaOptions::pdl), sm_90+
+                        int pdl_prefetch = 0);                  // with pdl: 1 = A's, 2 = B's prologue copies before the wait
 
 }  // namespace tessel::emit_cuda

@@ -200,6 +200,61 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
 }
 
+TEST_CASE("tile configurations read back from their text (--gpu-tiles); bad text names the field") {
+  for (const char* t : {"16x32x128/16x32/ks4/st5", "64x32x128/32x32/ks4/st2/kb4/cl", "128x256x64/64x256/ks1/st4/wg/cs", "256x128x64/128x128/ks1/st4/wg/cs/cf",
+                        "128x128x64/64x128/ks1/st3/wgd", "16x16x512/16x16/ks8/st2/bc", "16x16x64/16x16/ks1/st6/mma/bc", "32x16x64/32x16/ks2/st3/kb4/red"})
+    CHECK(emit_cuda::TcConfig::parse(t).to_string() == t);
+  auto err = [](const std::string& t) {
+    try {
+      emit_cuda::TcConfig::parse(t);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(contains(err("16x32/16x32/ks4/st5"), "block tile needs 3 sizes"));
+  CHECK(contains(err("16x32x128/16x32/ks4"), "too few fields"));
+  CHECK(contains(err("16x32x128/16x32/ks4/st5/zz"), "unknown field 'zz'"));
+  CHECK(contains(err("16x32x128/16x32/st5/ks4"), "third field must be ksN"));
+  CHECK(contains(err("16x3a2x128/16x32/ks4/st5"), "bad block tile '3a2'"));
+  CHECK(contains(err("16x32x128/16x32/ks4/st5/bc/kb2"), "out of order"));
+}
+
+TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands qualify, explain, obstacles") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 2048}, {"N", 32}, {"K", 512}});
+  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  REQUIRE(c);
+  const int sms = int(r.c->hierarchy.cores);
+  auto cands = emit_cuda::tc_candidates(*c, "sm_90", sms);
+  const auto bulk = std::count_if(cands.begin(), cands.end(), [](const emit_cuda::TcConfig& g) { return g.bulk; });
+  CHECK(bulk > 0);
+  for (const auto& g : emit_cuda::tc_candidates(*c, "sm_80", sms)) CHECK_FALSE(g.bulk);
+  emit_cuda::CudaOptions o;
+  o.config = emit_cuda::TcConfig::parse("32x32x128/32x32/ks4/st5/bc");
+  auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+  // A [2048][512]: 32 rows of 128 K elements (256 B) per stage; B [512][32]: a K tile of the full width is one run
+  CHECK(contains(joined(p.explain), "A: 32 bulk row copies per stage; B: one bulk copy per stage"));
+  CHECK(contains(p.source, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"));
+  CHECK(contains(p.source, "tessel_mbar_expect(tessel_bar_ + stage_, " + std::to_string((32 + 32) * 128 * 2) + "u)"));
+  CHECK(contains(p.source, "tessel_mbar_wait(tessel_bar_ + kt % 5, (kt / 5) & 1)"));
+  CHECK(contains(p.source, "shared tile [128][32]"));  // B unpadded: the shared rows are the global ones
+  // N = 128 with 32-wide tiles: B's rows are 64 B, so B keeps cp.async
+  auto w = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 128}, {"K", 512}});
+  auto cw = emit_cuda::identify_contraction(w.c->kernel, nullptr);
+  REQUIRE(cw);
+  o.config = emit_cuda::TcConfig::parse("32x32x128/32x32/ks4/st5/bc");
+  auto pw = emit_cuda::emit_cuda(w.c->kernel, o);
+  CHECK(contains(joined(pw.explain), "B: cp.async (rows of 64 B (bulk copies need >= 256 B))"));
+  // obstacles: older GPUs, an im2col view, split-K across blocks
+  CHECK(contains(emit_cuda::config_obstacle(*c, *o.config, "sm_80"), "bulk operand copies need sm_90+"));
+  auto conv = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}});
+  auto cc = emit_cuda::identify_contraction(conv.c->kernel, nullptr);
+  REQUIRE(cc);
+  CHECK(contains(emit_cuda::config_obstacle(*cc, emit_cuda::TcConfig::parse("32x32x64/32x32/ks2/st3/bc"), "sm_90"),
+                 "neither operand qualifies (A: an im2col view; B: several outer or K dims)"));
+  CHECK(contains(emit_cuda::config_obstacle(*c, emit_cuda::TcConfig::parse("64x32x128/32x32/ks4/st2/kb4/bc"), "sm_90"), "no split-K across blocks"));
+}
+
 #ifdef TESSEL_HAVE_CUDA
 TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles compile through NVRTC and contain HMMA") {
   for (const char* arch : {"sm_75", "sm_90"}) {
@@ -223,6 +278,17 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
       ++kinds;
     }
     CHECK(kinds == (std::string(arch) == "sm_90" ? 3 : 2));
+  }
+  {  // bulk operand copies (sm_90): WMMA and mma.sync tiles
+    auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
+    for (const char* t : {"16x16x128/16x16/ks4/st5/bc", "16x16x64/16x16/ks1/st6/mma/bc"}) {
+      CAPTURE(t);
+      emit_cuda::CudaOptions o;
+      o.config = emit_cuda::TcConfig::parse(t);
+      auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+      auto cubin = gpu::compile_to_cubin(p.source, {.arch = "sm_90"});
+      CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HMMA"));
+    }
   }
   auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
   emit_cuda::TcConfig g{128, 256, 32, 64, 64, 1, 4};

@@ -109,6 +109,7 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
     check_verifies(r, w.sizes, {}, true, std::string(w.def) + " default tiles");
     if (!w.all_candidates) continue;
     for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {
+      if (cfg.bulk) continue;  // bulk operand copies: their own test below
       emit_cuda::CudaOptions o;
       o.config = cfg;
       check_verifies(r, w.sizes, o, true, std::string(w.def) + " " + cfg.to_string());
@@ -214,12 +215,57 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
       check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
       o.pdl = true;
       check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
+      o.pdl_prefetch = {c->b.tensor};
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL, B prefetched");
     }
   };
   check_contraction_family(check_all, {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 200}, {"N", 192}, {"K", 96}}},
                            {{"M", 256}, {"N", 128}, {"K", 192}},
                            {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 64}, {"R", 3}, {"S", 3}},
                            {{"M", 128}, {"N", 64}, {"K", 128}});
+}
+
+TEST_CASE("skinny-GEMM variants verify: bulk operand copies, PDL with the weights prefetched, cluster split-K") {
+  if (!have_gpu()) return;
+  if (cli::gpurun::device_arch() < std::string("sm_90")) {
+    MESSAGE("skipped: bulk copies, clusters and PDL need sm_90");
+    return;
+  }
+  struct W {
+    const char* file;
+    const char* def;
+    Sizes sizes;
+  };
+  const W ws[] = {{"workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}},
+                  {"workloads/matmul.tsl", "matmul", {{"M", 2048}, {"N", 32}, {"K", 512}}},
+                  {"workloads/matmul.tsl", "matmul", {{"M", 512}, {"N", 128}, {"K", 512}}},
+                  {"workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 512}, {"N", 16}, {"K", 512}}}};
+  for (const auto& w : ws) {
+    Compiled r = compile_for(w.file, w.def, w.sizes);
+    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    REQUIRE(c);
+    int clusters = 0;
+    for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {
+      const bool pdl_ok = !cfg.atomic_out;
+      if (!cfg.bulk && !(cfg.cluster && clusters++ < 2)) continue;  // every bulk candidate, two cluster ones
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      const std::string label = std::string(w.def) + " " + cfg.to_string();
+      check_verifies(r, w.sizes, o, true, label);
+      if (!pdl_ok) continue;
+      o.pdl = true;
+      o.pdl_prefetch = {c->b.tensor};
+      check_verifies(r, w.sizes, o, true, label + " PDL, B prefetched");
+    }
+    for (const char* t : {"16x16x64/16x16/ks2/st6", "32x32x128/32x32/ks4/st5"}) {  // the fastest unsplit tiles, A prefetched too
+      emit_cuda::CudaOptions o;
+      o.config = emit_cuda::TcConfig::parse(t);
+      if (!emit_cuda::config_obstacle(*c, *o.config, "sm_90").empty()) continue;
+      o.pdl = true;
+      o.pdl_prefetch = {c->a.tensor, c->b.tensor};
+      check_verifies(r, w.sizes, o, true, std::string(w.def) + " " + t + " PDL, A and B prefetched");
+    }
+  }
 }
 
 TEST_CASE("the SIMT fallback verifies where TensorCores are refused") {
