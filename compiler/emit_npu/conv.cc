@@ -716,7 +716,7 @@ class DepthwiseCode : public VectorCode {
     const int64_t row = bytes_per_repeat_;  // one pixel (f32)
     const int64_t x16 = 0, x32 = x16 + pixels_in * row / 2, w16 = x32 + pixels_in * row, w32 = w16 + RS * row / 2,
                   acc = w32 + RS * row, tmp = acc + pixels_out * row, rest = tmp + std::max(d_.OW, int64_t(1)) * row;
-    if (rest + int64_t(regions) * pixels_out * row > h_.level(isa::Role::Vector).capacity_bytes)
+    if (uint64_t(rest + int64_t(regions) * pixels_out * row) > h_.level(isa::Role::Vector).capacity_bytes)
       throw unsupported("the tensors do not fit the vector buffer in one piece");
     if (pixels_in > max_repeat_ || pixels_out > max_repeat_ || RS > max_repeat_)
       throw unsupported("more pixels than one vector instruction's repeats");

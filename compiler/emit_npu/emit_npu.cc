@@ -163,7 +163,7 @@ class Builder {
     auto copy = [&](uint8_t base, int64_t src_off, int64_t dst_off, int64_t n) {
       op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_off, base), imm(n), imm(row_bytes),
                          imm(src_stride - row_bytes), imm(dst_stride - row_bytes)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_off, base == npu::kNoRegister ? npu::kNoRegister : kCopyDst), at(Buffer::UB, 0),
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_off, base == npu::kNoRegister ? npu::kNoRegister : uint8_t(kCopyDst)), at(Buffer::UB, 0),
                           imm(1), imm(n * dst_stride), imm(0), imm(0)});
     };
     if (full > 1) {

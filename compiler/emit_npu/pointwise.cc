@@ -321,7 +321,7 @@ class Pointwise : public VectorCode {
     tensors_.clear();
     auto gm = [&](const npu::TensorBinding& t) {
       const int eb = dtype_bytes(t.dtype);
-      return at(Buffer::GM, t.gm_offset + static_offset * eb, registers ? (eb == 2 ? kOff2 : kOff4) : npu::kNoRegister);
+      return at(Buffer::GM, t.gm_offset + static_offset * eb, registers ? uint8_t(eb == 2 ? kOff2 : kOff4) : npu::kNoRegister);
     };
     for (const auto& t : p_->tensors)
       if (t.role == npu::TensorRole::In) {

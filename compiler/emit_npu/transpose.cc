@@ -125,7 +125,7 @@ NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
   if (D > W) throw unsupported(fmt::format("{} columns (at most {})", D, W));
   const int64_t rows = std::min<int64_t>(128, max_repeat) / 8 * 8;  // a multiple of 8: chunk offsets stay aligned
   const int64_t region = rows * bytes_per_repeat;
-  if (6 * region > h.level(isa::Role::Vector).capacity_bytes) throw unsupported("the vector buffer is too small");
+  if (uint64_t(6 * region) > h.level(isa::Role::Vector).capacity_bytes) throw unsupported("the vector buffer is too small");
 
   NpuKernel out;
   npu::Program& p = out.program;
