@@ -222,19 +222,19 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
         cands.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes.back().registers_per_thread},
                          {"spill_bytes", lp.attributes.back().local_bytes_per_thread}});
         if (pdl_ok && !cfg.atomic_out && (en.candidates.size() > 12 ? cfg.bm < 128 || cfg.wgmma : true)) {
-          emit_cuda::CudaOptions op = o;
-          op.pdl = true;
-          LoadedProgram lq = load_program(en.c->kernel, op);
-          gpu::TimedCall callp = [&](CUstream s) { launch_all(lq, d, s); };
-          const double usp = gpu::time_in_graph(callp, stream, quick).median_us;
+          // with PDL, then also with the weights (the contraction's B operand) copied before the wait
+          auto time_pdl = [&](bool prefetch) {
+            emit_cuda::CudaOptions op = o;
+            op.pdl = true;
+            if (prefetch) op.pdl_prefetch = {en.contraction->b.tensor};
+            LoadedProgram lq = load_program(en.c->kernel, op);
+            gpu::TimedCall callp = [&](CUstream s) { launch_all(lq, d, s); };
+            return gpu::time_in_graph(callp, stream, quick).median_us;
+          };
+          const double usp = time_pdl(false), usr = time_pdl(true);
           cands.back()["graph_pdl_us"] = usp;
-          if (usp < best_pdl_us) best_pdl_us = usp, best_pdl = cfg;
-          // and with the weights (the contraction's B operand) copied before the wait
-          op.pdl_prefetch = {en.contraction->b.tensor};
-          LoadedProgram lr = load_program(en.c->kernel, op);
-          gpu::TimedCall callr = [&](CUstream s) { launch_all(lr, d, s); };
-          const double usr = gpu::time_in_graph(callr, stream, quick).median_us;
           cands.back()["graph_pdl_prefetch_us"] = usr;
+          if (usp < best_pdl_us) best_pdl_us = usp, best_pdl = cfg;
           if (usr < best_pre_us) best_pre_us = usr, best_pre = cfg;
         }
         if (us < best_us) best_us = us, best = std::move(lp);
@@ -322,7 +322,6 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
     PdlRun pdl, pre;
     if (best_pdl) pdl = run_pdl(*best_pdl, false, "pdl");
     if (best_pre) pre = run_pdl(*best_pre, true, "pdl_prefetch");
-    std::optional<gpu::Timing> ts_pdl = pdl.ts, tg_pdl = pdl.tg;
     if (br) {
       row["library"] = br->library;
       row["library_stream_us"] = br->stream.median_us;
@@ -332,15 +331,15 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
       if (std::count(en.e.tags.begin(), en.e.tags.end(), "seed_table")) {
         seed_graph.push_back(br->graph.median_us / tg.median_us);
         seed_stream.push_back(br->stream.median_us / ts.median_us);
-        if (tg_pdl) {
-          seed_graph_pdl.push_back(br->graph.median_us / tg_pdl->median_us);
-          seed_stream_pdl.push_back(br->stream.median_us / ts_pdl->median_us);
+        if (pdl.tg) {
+          seed_graph_pdl.push_back(br->graph.median_us / pdl.tg->median_us);
+          seed_stream_pdl.push_back(br->stream.median_us / pdl.ts->median_us);
         }
         if (pre.tg) seed_graph_pre.push_back(br->graph.median_us / pre.tg->median_us);
       }
-      if (tg_pdl) {
-        row["speedup_graph_pdl"] = br->graph.median_us / tg_pdl->median_us;
-        row["speedup_stream_pdl"] = br->stream.median_us / ts_pdl->median_us;
+      if (pdl.tg) {
+        row["speedup_graph_pdl"] = br->graph.median_us / pdl.tg->median_us;
+        row["speedup_stream_pdl"] = br->stream.median_us / pdl.ts->median_us;
       }
       if (pre.tg) {
         row["speedup_graph_pdl_prefetch"] = br->graph.median_us / pre.tg->median_us;
@@ -351,10 +350,10 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
                              row["tiles"].get<std::string>(), ts.median_us, tg.median_us, br ? br->stream.median_us : 0.0,
                              br ? br->graph.median_us : 0.0, br ? br->stream.median_us / ts.median_us : 0.0,
                              br ? br->graph.median_us / tg.median_us : 0.0, lp.program.flops / tg.median_us * 1e-6, check);
-    if (tg_pdl)
+    if (pdl.tg)
       std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", "  + PDL", best_pdl->to_string(),
-                               ts_pdl->median_us, tg_pdl->median_us, "", "", br ? br->stream.median_us / ts_pdl->median_us : 0.0,
-                               br ? br->graph.median_us / tg_pdl->median_us : 0.0, lp.program.flops / tg_pdl->median_us * 1e-6,
+                               pdl.ts->median_us, pdl.tg->median_us, "", "", br ? br->stream.median_us / pdl.ts->median_us : 0.0,
+                               br ? br->graph.median_us / pdl.tg->median_us : 0.0, lp.program.flops / pdl.tg->median_us * 1e-6,
                                row.value("pdl_output_matches", false) ? "=no PDL" : "DIFFERS");
     if (pre.tg)
       std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", "  + PDL, B prefetched",
