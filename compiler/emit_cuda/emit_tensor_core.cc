@@ -861,7 +861,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
        << " (not written by earlier kernels) copied before the wait */\n";
     os << "  #pragma unroll\n  for (int s = 0; s < " << prologue << "; ++s)\n    if (s < kt_total_) { " << (pre_a ? "load_a(s, kt0_ + s); " : "")
        << (pre_b ? "load_b(s, kt0_ + s); " : "") << "}\n  tessel_cp_commit();\n";
-    explain.push_back("  programmatic dependent launch: the first " + S(prologue) + " K tiles of " + (pre_a ? c.a.tensor : "") +
+    explain.push_back("  programmatic dependent launch: the first " + S(std::min<int64_t>(prologue, k_tiles_per_block(c, cfg))) + " K tiles of " + (pre_a ? c.a.tensor : "") +
                       (pre_a && pre_b ? " and " : "") + (pre_b ? c.b.tensor : "") + " are copied before griddepcontrol.wait (declared not written by earlier kernels)");
   }
   if (pdl) {  // the trigger after the wait: at most one kernel waits behind this one

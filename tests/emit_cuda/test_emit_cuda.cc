@@ -220,6 +220,30 @@ TEST_CASE("tile configurations read back from their text (--gpu-tiles); bad text
   CHECK(contains(err("16x32x128/16x32/ks4/st5/bc/kb2"), "out of order"));
 }
 
+TEST_CASE("PDL prefetch: the named operand's prologue copies come before griddepcontrol.wait, the others after") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
+  emit_cuda::CudaOptions o;
+  o.config = emit_cuda::TcConfig::parse("16x16x128/16x16/ks4/st5");
+  o.pdl = true;
+  o.pdl_prefetch = {"B"};
+  auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+  const size_t wait = p.source.find("griddepcontrol.wait");
+  const size_t pre = p.source.find("if (s < kt_total_) { load_b(s, kt0_ + s); }");
+  const size_t rest = p.source.find("if (s < kt_total_) { load_a(s, kt0_ + s); }");
+  REQUIRE(wait != std::string::npos);
+  CHECK(pre < wait);
+  CHECK(rest > wait);
+  CHECK(rest != std::string::npos);
+  // 512 / 128 = 4 K tiles, all in the prologue (5 stages)
+  CHECK(contains(joined(p.explain), "the first 4 K tiles of B are copied before griddepcontrol.wait"));
+  CHECK(p.launches.back().pdl);
+  // without PDL the list changes nothing
+  o.pdl = false;
+  auto q = emit_cuda::emit_cuda(r.c->kernel, o);
+  CHECK(q.source.find("griddepcontrol") == std::string::npos);
+  CHECK(contains(q.source, "if (s < kt_total_) { load_a(s, kt0_ + s); load_b(s, kt0_ + s); }"));
+}
+
 TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands qualify, explain, obstacles") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 2048}, {"N", 32}, {"K", 512}});
   auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
