@@ -1,6 +1,7 @@
 #include "compiler/emit_cuda/emit_tensor_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "compiler/emit_cuda/cuda_expr.h"
@@ -582,6 +583,15 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
       // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
       if (g.k_blocks > 1)
         return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+      // unsplit small tiles, from the H200 bench (bench_h200.json: the fastest of up to 40 measured
+      // candidates on each seed GEMM): K split over 4 warps, about 4 K tiles, and about one block
+      // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
+      // on every shape, squarer tiles on ties; the first candidate is then the measured best or
+      // within 1 % of it
+      if (sms > 0 && blocks <= 2 * sm_f)
+        return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
+               0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
+               (g.bulk ? 0.6 : 0.0);
       return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
     };
     return score(x) < score(y);
