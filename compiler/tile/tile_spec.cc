@@ -92,14 +92,13 @@ void check_tile_spec(const TileSpec& spec, const ir::Function& f) {
 namespace {
 
 // NPU targets, a contraction with one reduction axis (a GEMM, batched or with an epilogue): the
-// block tile (bm, bn) from a small time model over bm, bn in {4u, 8u, 16u} (u = the matrix unit's
-// m / n; the extent when smaller). Per K element, a core runs ceil(tiles / cores) tiles, each
-// bound by the matrix unit (bm*bn MACs at the unit's rate) or by its global->stage copies
+// block tile (bm, bn) from a small time model over bm, bn in {2u, 4u, 8u, 16u} (u = the matrix
+// unit's m / n; the extent when smaller). Per K element, a core runs ceil(tiles / cores) tiles,
+// each bound by the matrix unit (bm*bn MACs at the unit's rate) or by its global->stage copies
 // ((bm + bn) elements at the per-core bandwidth); all tiles' copies share the global level's
 // bandwidth. Least time, then the larger tile, then the squarer one. Every number comes from the
-// description. On davinci-910 this picks the tuner's exhaustive optimum for 1024^3 (256x128) and
-// 2048x2048x1024 (256x256), and 64-row tiles for the seed's skinny GEMMs (1.3-1.9x faster than a
-// fixed 128x128).
+// description. On davinci-910 it matches or beats `tessel bench npu`'s former hand rule on every
+// seed GEMM and picks the tuner's exhaustive optimum's shape for 1024^3 (256x128).
 std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_tiles, int64_t eb, const isa::Hierarchy& h,
                                           const isa::MatrixShape& unit) {
   const isa::Level& global = h.level(isa::Role::Global);
@@ -111,8 +110,8 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
   const int64_t cores = std::max<int64_t>(1, h.cores);
   double best_t = 0;
   int64_t best_m = 0, best_n = 0;
-  for (int64_t fm : {4, 8, 16})
-    for (int64_t fn : {4, 8, 16}) {
+  for (int64_t fm : {2, 4, 8, 16})
+    for (int64_t fn : {2, 4, 8, 16}) {
       const int64_t bm = std::min<int64_t>(fm * unit.m, M), bn = std::min<int64_t>(fn * unit.n, N);
       const int64_t tiles = outer_tiles * ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
       const double per_tile = std::max(double(bm * bn) / macs_per_cycle, double((bm + bn) * eb) / core_bw);
@@ -172,9 +171,9 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);
       const auto [bm, bn] = npu_gemm_tile(extent(*par[par.size() - 2]), extent(*par.back()), outer_tiles, dtype_bytes(DType::F16), h, *matrix);
       for (size_t i = 0; i + 2 < par.size(); ++i) add(*par[i], 1, 1);
-      add(*par[par.size() - 2], bm, std::max<int64_t>(um, bm / 2));
-      add(*par.back(), bn, std::max<int64_t>(un, bn / 2));
-      add(*red[0], 8 * uk, 2 * uk);
+      add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * um));
+      add(*par.back(), bn, std::min<int64_t>(bn, 4 * un));
+      add(*red[0], 8 * uk, 4 * uk);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {
