@@ -317,28 +317,28 @@ std::string TcConfig::to_string() const {
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
     throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc], "
                     "as `tessel compile --explain` prints them)");
   };
-  std::vector<std::string> parts;
-  for (size_t at = 0; at <= text.size();) {
-    const size_t end = std::min(text.find('/', at), text.size());
-    parts.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
+  auto split = [](const std::string& s, char sep) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at <= s.size();) {
+      const size_t end = std::min(s.find(sep, at), s.size());
+      out.push_back(s.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> parts = split(text, '/');
   auto number = [&](const std::string& s, const char* what) {
     if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) fail(std::string("bad ") + what + " '" + s + "'");
     return std::stoi(s);
   };
   auto dims = [&](const std::string& s, size_t n, const char* what) {
     std::vector<int> v;
-    for (size_t at = 0; at <= s.size();) {
-      const size_t end = std::min(s.find('x', at), s.size());
-      v.push_back(number(s.substr(at, end - at), what));
-      at = end + 1;
-    }
+    for (const auto& part : split(s, 'x')) v.push_back(number(part, what));
     if (v.size() != n) fail(std::string(what) + " needs " + std::to_string(n) + " sizes");
     return v;
   };

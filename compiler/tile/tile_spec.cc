@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "isa/base/error.h"
 
@@ -116,12 +118,10 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
       const int64_t tiles = outer_tiles * ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
       const double per_tile = std::max(double(bm * bn) / macs_per_cycle, double((bm + bn) * eb) / core_bw);
       const double t = std::max(double((tiles + cores - 1) / cores) * per_tile, double(tiles * (bm + bn) * eb) / chip_bw);
-      auto squareness = [](int64_t a, int64_t b) { return std::max(a, b) / std::min(a, b); };
-      const bool better = best_m == 0 || t < best_t * (1 - 1e-9) ||
-                          (t <= best_t * (1 + 1e-9) && (bm * bn > best_m * best_n ||
-                                                        (bm * bn == best_m * best_n && (squareness(bm, bn) < squareness(best_m, best_n) ||
-                                                                                        (squareness(bm, bn) == squareness(best_m, best_n) && bm > best_m)))));
-      if (better) best_t = t, best_m = bm, best_n = bn;
+      // ties (equal time): the larger tile, then the squarer, then the taller
+      auto key = [](int64_t m, int64_t n) { return std::make_tuple(-m * n, std::max(m, n) / std::min(m, n), -m); };
+      const bool tie = best_m && std::abs(t - best_t) <= 1e-9 * best_t;
+      if (!best_m || (!tie && t < best_t) || (tie && key(bm, bn) < key(best_m, best_n))) best_t = t, best_m = bm, best_n = bn;
     }
   return {best_m, best_n};
 }
