@@ -23,6 +23,14 @@ bool have_gpu() {
   return false;
 }
 
+// A GPU of sm_90 or newer; otherwise the test says it is skipped and why.
+bool have_sm90(const char* what) {
+  if (!have_gpu()) return false;
+  if (cli::gpurun::device_arch() >= std::string("sm_90")) return true;
+  MESSAGE("skipped: " << what << " need(s) sm_90");
+  return false;
+}
+
 struct Compiled {
   frontend::Module module;
   std::unique_ptr<Compilation> c;
@@ -168,11 +176,7 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
 }
 
 TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions, with and without PDL") {
-  if (!have_gpu()) return;
-  if (cli::gpurun::device_arch() < std::string("sm_90")) {
-    MESSAGE("skipped: wgmma needs sm_90");
-    return;
-  }
+  if (!have_sm90("wgmma")) return;
   std::vector<emit_cuda::TcConfig> cfgs;
   for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 64, 64, 256, 1, 4},
                                                                           {256, 128, 64, 128, 128, 1, 4},
@@ -226,11 +230,7 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
 }
 
 TEST_CASE("skinny-GEMM variants verify: bulk operand copies, PDL with the weights prefetched, cluster split-K") {
-  if (!have_gpu()) return;
-  if (cli::gpurun::device_arch() < std::string("sm_90")) {
-    MESSAGE("skipped: bulk copies, clusters and PDL need sm_90");
-    return;
-  }
+  if (!have_sm90("bulk copies, clusters and PDL")) return;
   struct W {
     const char* file;
     const char* def;
