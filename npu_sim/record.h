@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "isa/npu_program.h"
-#include "npu_sim/machine.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::npu_sim {
 
@@ -67,7 +67,7 @@ struct SimRecord {
   std::string program_name;
   std::vector<std::string> instruction_text;  // per pc
   std::vector<int> instruction_line;          // per pc (0: built in C++)
-  Machine machine;
+  isa::NpuMachine machine;
   int cores = 1;
   bool timing_only = false;
   uint64_t total_cycles = 0;

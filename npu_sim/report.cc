@@ -64,7 +64,7 @@ uint64_t cube_macs(const SimRecord& r, const npu::Program& program) {
     const npu::Instruction& instr = program.code[e.pc];
     if (instr.opcode != npu::Opcode::Mmad) continue;
     // The shape comes from the occupancy: fractals x cycles per fractal x MACs per fractal.
-    const CubeShape& s = r.machine.cube(instr.operands[0].dtype);
+    const isa::CubeShape& s = r.machine.cube(instr.operands[0].dtype);
     macs += (e.end - e.start) / s.cycles * uint64_t(s.m0) * s.n0 * s.k0;
   }
   return macs;

@@ -50,7 +50,7 @@ int64_t non_negative(const IssuedInstruction& in, int i, const char* what) {
 
 class FootprintBuilder {
  public:
-  FootprintBuilder(const Machine& m, const IssuedInstruction& in, const MemoryView& mem,
+  FootprintBuilder(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                    std::vector<Access>& accesses)
       : m_(m), in_(in), mem_(mem), accesses_(accesses) {}
 
@@ -127,7 +127,7 @@ class FootprintBuilder {
   }
 
  private:
-  const Machine& m_;
+  const isa::NpuMachine& m_;
   const IssuedInstruction& in_;
   const MemoryView& mem_;
   std::vector<Access>& accesses_;
@@ -135,8 +135,8 @@ class FootprintBuilder {
   int operand_ = 0;
 };
 
-void copy_cost(const Machine& m, Buffer from, Buffer to, uint64_t bytes, InstructionCost& cost) {
-  const PathSpec& p = m.path(from, to);
+void copy_cost(const isa::NpuMachine& m, Buffer from, Buffer to, uint64_t bytes, InstructionCost& cost) {
+  const isa::NpuPathSpec& p = m.path(from, to);
   if (!p.exists)
     fault(fmt::format("the target has no transfer path {} -> {}", npu::buffer_name(from), npu::buffer_name(to)));
   cost.bytes = bytes;
@@ -147,32 +147,32 @@ void copy_cost(const Machine& m, Buffer from, Buffer to, uint64_t bytes, Instruc
   cost.uses_gm = from == Buffer::GM || to == Buffer::GM;
 }
 
-void check_repeat(const Machine& m, int64_t repeat) {
+void check_repeat(const isa::NpuMachine& m, int64_t repeat) {
   if (repeat < 1 || repeat > static_cast<int64_t>(m.vector_max_repeat))
     fault(fmt::format("repeat {} is outside 1..{} (vector max_repeat)", repeat, m.vector_max_repeat));
 }
 
-void vector_cost(const Machine& m, int64_t repeat, InstructionCost& cost) {
+void vector_cost(const isa::NpuMachine& m, int64_t repeat, InstructionCost& cost) {
   cost.occupancy_cycles = static_cast<uint64_t>(repeat);
   cost.latency_cycles = m.vector_startup_cycles;
 }
 
-int64_t blocks_per_repeat(const Machine& m, int element_bytes, int64_t elements) {
+int64_t blocks_per_repeat(const isa::NpuMachine& m, int element_bytes, int64_t elements) {
   return std::max<int64_t>(1, elements * element_bytes / m.vector_block_bytes);
 }
 
 // Elements one repeat processes for a vector instruction over `bytes`-sized elements.
-int64_t lanes(const Machine& m, int element_bytes) { return m.vector_bytes_per_repeat / element_bytes; }
+int64_t lanes(const isa::NpuMachine& m, int element_bytes) { return m.vector_bytes_per_repeat / element_bytes; }
 
 struct MmadShape {
   int64_t mf, kf, nf;
   uint64_t a_frac_bytes, b_frac_bytes, c_frac_bytes;
-  CubeShape shape;
+  isa::CubeShape shape;
 };
 
-MmadShape mmad_shape(const Machine& m, const IssuedInstruction& in) {
+MmadShape mmad_shape(const isa::NpuMachine& m, const IssuedInstruction& in) {
   const DType t = type_operand(in, 0);
-  const CubeShape& s = m.cube(t);
+  const isa::CubeShape& s = m.cube(t);
   if (!s.exists) fault(fmt::format("the target's cube has no {} shape", dtype_name(t)));
   const int64_t mm = positive(in, 4, "m"), kk = positive(in, 5, "k"), nn = positive(in, 6, "n");
   if (mm % s.m0 || kk % s.k0 || nn % s.n0)
@@ -185,7 +185,7 @@ MmadShape mmad_shape(const Machine& m, const IssuedInstruction& in) {
 
 }  // namespace
 
-void describe_instruction(const Machine& m, const IssuedInstruction& in, const MemoryView& mem,
+void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost) {
   accesses.clear();
   cost = {};
@@ -450,7 +450,7 @@ int64_t int_op(Opcode op, int64_t a, int64_t b) {
   }
 }
 
-bool lane_enabled(const Machine& m, const IssuedInstruction& in, int64_t lane) {
+bool lane_enabled(const isa::NpuMachine& m, const IssuedInstruction& in, int64_t lane) {
   const uint64_t bit = static_cast<uint64_t>(lane) % m.vector_mask_bits;
   return bit < 64 ? (in.mask_lo >> bit) & 1 : (in.mask_hi >> (bit - 64)) & 1;
 }
@@ -467,14 +467,14 @@ struct Strided {
   }
 };
 
-Strided strided(const Machine& m, const MemoryView& mem, const IssuedInstruction& in, int operand, DType t,
+Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in, int operand, DType t,
                 int64_t blk, int64_t rep) {
   const int eb = dtype_bytes(t);
   return {mem.base[static_cast<size_t>(buffer_operand(in, operand))] + in.value[operand], blk, rep,
           static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
 }
 
-void execute_elementwise(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const Opcode op = in.instr->opcode;
   const VectorForm form = vector_form(op);
   const DType t = type_operand(in, 0);
@@ -517,7 +517,7 @@ void execute_elementwise(const Machine& m, const IssuedInstruction& in, const Me
 
 int64_t round_to_int(float v) { return static_cast<int64_t>(std::nearbyint(static_cast<double>(v))); }
 
-void execute_vconv(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType td = type_operand(in, 0), ts = type_operand(in, 1);
   const int64_t n = lanes(m, std::max(dtype_bytes(td), dtype_bytes(ts)));
   const Strided dst = strided(m, mem, in, 2, td, in.value[5], in.value[7]);
@@ -540,7 +540,7 @@ void execute_vconv(const Machine& m, const IssuedInstruction& in, const MemoryVi
     }
 }
 
-void execute_reduce(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType t = type_operand(in, 0);
   const int64_t n = lanes(m, dtype_bytes(t));
   const Strided src = strided(m, mem, in, 2, t, in.value[4], in.value[5]);
@@ -561,7 +561,7 @@ void execute_reduce(const Machine& m, const IssuedInstruction& in, const MemoryV
   }
 }
 
-void execute_vbrcb(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_vbrcb(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType t = type_operand(in, 0);
   const int eb = dtype_bytes(t);
   const int64_t n = lanes(m, eb);
@@ -573,7 +573,7 @@ void execute_vbrcb(const Machine& m, const IssuedInstruction& in, const MemoryVi
       if (lane_enabled(m, in, l)) std::memcpy(dst.at(r, l), values.data() + r * eb, eb);
 }
 
-void execute_vdup(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_vdup(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType t = type_operand(in, 0);
   const int64_t n = lanes(m, dtype_bytes(t));
   const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
@@ -594,7 +594,7 @@ void execute_dma(const IssuedInstruction& in, const MemoryView& mem) {
 
 // ND rows x cols (row stride in elements) -> NZ: column blocks of C0 = fractal_row_bytes / esize
 // columns, each block holding every row as fractal_row_bytes contiguous bytes.
-void execute_dma_nz(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_dma_nz(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const int eb = dtype_bytes(type_operand(in, 0));
   uint8_t* dst = mem.base[static_cast<size_t>(buffer_operand(in, 1))] + in.value[1];
   const uint8_t* src = mem.base[static_cast<size_t>(Buffer::GM)] + in.value[2];
@@ -605,7 +605,7 @@ void execute_dma_nz(const Machine& m, const IssuedInstruction& in, const MemoryV
       std::memcpy(dst + (cb * rows + r) * row_bytes, src + (r * stride + cb * c0) * eb, row_bytes);
 }
 
-void execute_load2d(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_load2d(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   uint8_t* dst = mem.base[static_cast<size_t>(buffer_operand(in, 1))] + in.value[1];
   const uint8_t* src = mem.base[static_cast<size_t>(Buffer::L1)] + in.value[2];
   const int64_t outer = in.value[3], inner = in.value[4], so = in.value[5], si = in.value[6];
@@ -628,7 +628,7 @@ void execute_load2d(const Machine& m, const IssuedInstruction& in, const MemoryV
     }
 }
 
-void execute_load3d(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_load3d(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const auto& f = in.fmatrix;
   const int64_t H = f[0], W = f[1], pt = f[2], pb = f[3], pl = f[4], pr = f[5], sh = f[6], sw = f[7], kh = f[8],
                 kw = f[9], dh = f[10], dw = f[11];
@@ -655,8 +655,8 @@ void execute_load3d(const Machine& m, const IssuedInstruction& in, const MemoryV
 
 // C (NZ, f32) = [C +] A (ZZ) x B (ZN). Operands are unpacked into dense row-major scratch so the
 // inner loop runs over contiguous n; each C element accumulates its k products in ascending k.
-void execute_mmad_f16(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const CubeShape& s = m.cube_f16;
+void execute_mmad_f16(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
+  const isa::CubeShape& s = m.cube_f16;
   const int64_t M = in.value[4], K = in.value[5], N = in.value[6];
   const int64_t mf = M / s.m0, kf = K / s.k0, nf = N / s.n0;
   const uint8_t* a = mem.base[static_cast<size_t>(Buffer::L0A)] + in.value[2];
@@ -721,8 +721,8 @@ void execute_mmad_f16(const Machine& m, const IssuedInstruction& in, const Memor
     }
 }
 
-void execute_mmad_i8(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const CubeShape& s = m.cube_i8;
+void execute_mmad_i8(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
+  const isa::CubeShape& s = m.cube_i8;
   const int64_t M = in.value[4], K = in.value[5], N = in.value[6];
   const int64_t mf = M / s.m0, kf = K / s.k0, nf = N / s.n0;
   const int8_t* a = reinterpret_cast<const int8_t*>(mem.base[static_cast<size_t>(Buffer::L0A)] + in.value[2]);
@@ -745,7 +745,7 @@ void execute_mmad_i8(const Machine& m, const IssuedInstruction& in, const Memory
     }
 }
 
-void execute_mov_l0c(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_mov_l0c(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const DType t = type_operand(in, 0);
   const bool relu = in.value[4] != 0;
   const int64_t count = in.value[3] * m.cube_f16.m0 * m.cube_f16.n0;
@@ -768,7 +768,7 @@ void execute_mov_l0c(const Machine& m, const IssuedInstruction& in, const Memory
 
 }  // namespace
 
-void execute_instruction(const Machine& m, const IssuedInstruction& in, const MemoryView& mem) {
+void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   switch (in.instr->opcode) {
     case Opcode::DmaIn:
     case Opcode::DmaOut: execute_dma(in, mem); return;

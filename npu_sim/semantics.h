@@ -1,6 +1,6 @@
 // What one NPU instruction does, independent of time: which bytes it reads and writes (its
 // footprint, for bounds checks and the race detector), what it costs (occupancy and latency from
-// the Machine, isa/README.md "Timing"), and its effect on the buffers (bit-exact arithmetic).
+// the isa::NpuMachine, isa/README.md "Timing"), and its effect on the buffers (bit-exact arithmetic).
 #pragma once
 
 #include <array>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "isa/npu_program.h"
-#include "npu_sim/machine.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::npu_sim {
 
@@ -59,10 +59,10 @@ struct MemoryView {
 
 // The footprint and cost of a compute or copy instruction (not sync, not scalar). Throws
 // InstructionFault when an access leaves its buffer or breaks an operand rule.
-void describe_instruction(const Machine& m, const IssuedInstruction& in, const MemoryView& mem,
+void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost);
 
 // Applies the instruction's effect. Call after describe_instruction accepted it.
-void execute_instruction(const Machine& m, const IssuedInstruction& in, const MemoryView& mem);
+void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem);
 
 }  // namespace tessel::npu_sim

@@ -65,7 +65,7 @@ struct CoreState {
 
 class Simulation {
  public:
-  Simulation(const npu::Program& program, const Machine& machine, const SimOptions& options, SimRecord& record,
+  Simulation(const npu::Program& program, const isa::NpuMachine& machine, const SimOptions& options, SimRecord& record,
              std::vector<uint8_t>& gm, uint64_t gm_extent)
       : program_(program),
         machine_(machine),
@@ -537,7 +537,7 @@ class Simulation {
   }
 
   const npu::Program& program_;
-  const Machine& machine_;
+  const isa::NpuMachine& machine_;
   SimOptions options_;
   SimRecord& record_;
   std::vector<uint8_t>& gm_;
@@ -564,7 +564,7 @@ void quiet_systemc() {
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
 }
 
-void bind_inputs(const npu::Program& program, const Machine& machine, const std::map<std::string, NpyArray>& inputs,
+void bind_inputs(const npu::Program& program, const isa::NpuMachine& machine, const std::map<std::string, NpyArray>& inputs,
                  bool timing_only, std::vector<uint8_t>& gm) {
   for (const auto& [name, array] : inputs) {
     const npu::TensorBinding* t = program.find_tensor(name);
@@ -611,7 +611,9 @@ SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
                    const std::map<std::string, NpyArray>& inputs, const SimOptions& options) {
   npu::validate_program(program);
   quiet_systemc();
-  const Machine machine = machine_from_hierarchy(target);
+  const isa::NpuMachine machine = isa::npu_machine(target);
+  if (machine.gm_shared_bandwidth_bytes_per_cycle <= 0)
+    throw UserError(machine.source + ": the global level needs shared_bandwidth_bytes_per_cycle for the simulator");
   if (program.cores > machine.cores)
     throw UserError(fmt::format("{}: .cores {} exceeds the {} cores of {}", program.source_name, program.cores,
                                 machine.cores, machine.target_name));

@@ -17,6 +17,7 @@
 #include <numeric>
 
 #include "isa/base/error.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 namespace {
@@ -42,69 +43,7 @@ enum Reg : uint8_t {
   kColumn2, kColumn4, kBatch, kRest
 };
 
-// What the machine offers, read once from the description by role.
-struct Machine {
-  int64_t m0 = 16, n0 = 16, k0 = 16;     // cube fractal (f16)
-  int64_t fractal_bytes = 512;            // one L0A / L0B fractal
-  int64_t acc_fractal_bytes = 1024;       // one L0C fractal
-  int64_t cap_l1 = 0, cap_l0a = 0, cap_l0b = 0, cap_l0c = 0, cap_ub = 0;
-  int64_t gm_align = 32, ub_align = 32, l0c_align = 1024, l0_align = 512;
-  int64_t vector_bytes_per_repeat = 256, vector_max_repeat = 255;
-  int64_t cube_cycles = 1;                // cycles of one fractal mmad
-  double bw_l0c_ub = 0, bw_ub_gm = 0;     // write-back paths (bytes per cycle; 0: not described)
-  int64_t latency_l0c_ub = 0;
-  int64_t flag_cycles = 0;                // one set_flag / wait_flag
-  double bw_gm_l1 = 0;                    // GM -> L1 (bytes per cycle per core; 0: not described)
-  double bw_l1_l0a = 0, bw_l1_l0b = 0;    // L1 -> L0A / L0B (MTE1)
-  int64_t latency_gm_l1 = 0;
-  int cores = 1;
-};
-
-Machine machine(const isa::Hierarchy& h) {
-  Machine m;
-  bool cube = false;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
-    for (const isa::MatrixShape& s : u->shapes)
-      if (s.a == DType::F16 && s.acc == DType::F32) {
-        m.m0 = s.m, m.n0 = s.n, m.k0 = s.k;
-        m.cube_cycles = std::max<int64_t>(1, s.cycles);
-        cube = true;
-      }
-  if (!cube) throw UserError(h.source_file + ": the NPU backend needs a matrix unit with an f16 x f16 -> f32 shape");
-  m.fractal_bytes = m.m0 * m.k0 * 2;
-  m.acc_fractal_bytes = m.m0 * m.n0 * 4;
-  m.cap_l1 = h.level(isa::Role::Stage).capacity_bytes;
-  m.cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
-  m.cap_l0b = h.level(isa::Role::OperandB).capacity_bytes;
-  m.cap_l0c = h.level(isa::Role::Accumulator).capacity_bytes;
-  m.cap_ub = h.level(isa::Role::Vector).capacity_bytes;
-  m.gm_align = h.level(isa::Role::Global).alignment_bytes;
-  m.ub_align = h.level(isa::Role::Vector).alignment_bytes;
-  m.l0c_align = h.level(isa::Role::Accumulator).alignment_bytes;
-  m.l0_align = std::max(h.level(isa::Role::OperandA).alignment_bytes, h.level(isa::Role::OperandB).alignment_bytes);
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) {
-    m.vector_bytes_per_repeat = u->bytes_per_repeat;
-    m.vector_max_repeat = u->max_repeat;
-  }
-  const std::string& global = h.level(isa::Role::Global).name;
-  const std::string& acc = h.level(isa::Role::Accumulator).name;
-  const std::string& vec = h.level(isa::Role::Vector).name;
-  if (const isa::TransferPath* p = h.find_path(acc, vec)) {
-    m.bw_l0c_ub = p->bandwidth_bytes_per_cycle;
-    m.latency_l0c_ub = p->latency_cycles;
-  }
-  if (const isa::TransferPath* p = h.find_path(vec, global)) m.bw_ub_gm = p->bandwidth_bytes_per_cycle;
-  const std::string& stage = h.level(isa::Role::Stage).name;
-  if (const isa::TransferPath* p = h.find_path(stage, h.level(isa::Role::OperandA).name)) m.bw_l1_l0a = p->bandwidth_bytes_per_cycle;
-  if (const isa::TransferPath* p = h.find_path(stage, h.level(isa::Role::OperandB).name)) m.bw_l1_l0b = p->bandwidth_bytes_per_cycle;
-  if (const isa::TransferPath* p = h.find_path(global, stage)) {
-    m.bw_gm_l1 = p->bandwidth_bytes_per_cycle;
-    m.latency_gm_l1 = p->latency_cycles;
-  }
-  if (h.sync) m.flag_cycles = h.sync->set_flag_cycles;
-  m.cores = static_cast<int>(h.cores);
-  return m;
-}
+using Machine = isa::NpuMachine;
 
 const kernel::Node* find_matmul(const kernel::Kernel& k) {
   const kernel::Node* found = nullptr;
@@ -155,7 +94,7 @@ class Builder {
   // Copies `rows` rows of `row_bytes` from GM[src] (row stride src_stride) to GM[dst] (row stride
   // dst_stride >= row_bytes, the rest of each row zero) through UB, `chunk_rows` rows at a time.
   void padded_copy(int64_t src, int64_t dst, int64_t rows, int64_t row_bytes, int64_t src_stride, int64_t dst_stride) {
-    int64_t chunk_rows = std::max<int64_t>(1, (m_.cap_ub / 2) / dst_stride);
+    int64_t chunk_rows = std::max<int64_t>(1, (m_.capacity(Buffer::UB) / 2) / dst_stride);
     chunk_rows = std::min(chunk_rows, rows);
     const int64_t region = round_up(chunk_rows * dst_stride, m_.vector_bytes_per_repeat);
     if (dst_stride > row_bytes) zero_ub(0, region);
@@ -183,11 +122,11 @@ class Builder {
   // chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
   void widen_i8(int64_t src, int64_t dst, int64_t rows, int64_t cols, int64_t dst_cols) {
     const int64_t lanes = m_.vector_bytes_per_repeat / 2;
-    int64_t chunk_rows = std::max<int64_t>(32, (m_.cap_ub / 4) / dst_cols / 32 * 32);
+    int64_t chunk_rows = std::max<int64_t>(32, (m_.capacity(Buffer::UB) / 4) / dst_cols / 32 * 32);
     chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m_.vector_max_repeat * lanes / dst_cols / 32 * 32));
     chunk_rows = std::min(chunk_rows, rows);
     const int64_t narrow = round_up(chunk_rows * dst_cols, m_.vector_bytes_per_repeat);
-    if (narrow + round_up(chunk_rows * dst_cols * 2, 32) > m_.cap_ub || chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
+    if (narrow + round_up(chunk_rows * dst_cols * 2, 32) > m_.capacity(Buffer::UB) || chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
       throw UserError("an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer");
     for (int64_t done = 0; done < rows; done += chunk_rows) {
       const int64_t n = std::min(chunk_rows, rows - done);
@@ -221,7 +160,7 @@ class Builder {
   void zero_ub(int64_t offset, int64_t bytes) {
     const int64_t repeats = bytes / m_.vector_bytes_per_repeat;
     for (int64_t done = 0; done < repeats;) {
-      const int64_t n = std::min(repeats - done, m_.vector_max_repeat);
+      const int64_t n = std::min<int64_t>(repeats - done, m_.vector_max_repeat);
       op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, offset + done * m_.vector_bytes_per_repeat), Operand::float_(0),
                         imm(n), imm(1), imm(8)});
       done += n;
@@ -234,10 +173,10 @@ class Builder {
     // On-chip layout: halves of each double-buffered tile.
     const int64_t l1_a = g.tm * g.tk * 2, l1_b = g.tk * g.tn * 2;
     const int64_t l1_half = round_up(l1_a + l1_b, 32);
-    const int64_t l0a_half = round_up(g.tm0 * g.tk0 * 2, m_.l0_align), l0b_half = round_up(g.tk0 * g.tn0 * 2, m_.l0_align);
+    const int64_t l0a_half = round_up(g.tm0 * g.tk0 * 2, m_.operand_alignment()), l0b_half = round_up(g.tk0 * g.tn0 * 2, m_.operand_alignment());
     const int64_t sub_c = g.tm0 * g.tn0 * 4;
-    const int64_t ub_half = round_up(g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), m_.ub_align);
-    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half, m_.ub_align);
+    const int64_t ub_half = round_up(g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), m_.alignment(Buffer::UB));
+    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half, m_.alignment(Buffer::UB));
     l0a_step_ = l0b_step_ = ub_step_ = 0;
 
     // One tile per core needs no tile loop (and no sync carried from one tile to the next).
@@ -355,14 +294,14 @@ class Builder {
     auto load_a = [&](int64_t slot, int64_t kk, int64_t i) {
       const int64_t l0a = (l0a_step_++ % g.l0a_slots) * l0a_half;
       op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, slot_at(slot) + a_at(kk, i)),
-                          imm(g.tm0 / m_.m0), imm(g.tk0 / m_.k0), imm(1), imm(g.tm0 / m_.m0), imm(0)});
+                          imm(g.tm0 / m_.cube_f16.m0), imm(g.tk0 / m_.cube_f16.k0), imm(1), imm(g.tm0 / m_.cube_f16.m0), imm(0)});
       return l0a;
     };
     auto load_b = [&](int64_t slot, int64_t kk, int64_t j) {
       const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
       op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
                           at(Buffer::L1, slot_at(slot) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
-                          imm(g.tk0 / m_.k0), imm(g.tn0 / m_.n0), imm(1), imm(g.tk0 / m_.k0), imm(1)});
+                          imm(g.tk0 / m_.cube_f16.k0), imm(g.tn0 / m_.cube_f16.n0), imm(1), imm(g.tk0 / m_.cube_f16.k0), imm(1)});
       return l0b;
     };
     auto mmad = [&](int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
@@ -374,12 +313,12 @@ class Builder {
     // `columns`: emits the mmads of column block jj before its move (-1: none; the last block).
     const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
     const int64_t em = dtype_bytes(moved);
-    const int64_t column_bytes = g.tm0 * m_.n0 * 4;  // one column block in L0C (NZ: contiguous)
+    const int64_t column_bytes = g.tm0 * m_.cube_f16.n0 * 4;  // one column block in L0C (NZ: contiguous)
     auto write_back = [&](int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
       const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
       const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
       if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
-        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.m0 * m_.n0)), imm(0)});
+        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.cube_f16.m0 * m_.cube_f16.n0)), imm(0)});
         const int64_t lanes = m_.vector_bytes_per_repeat / 4;
         for (int64_t done = 0; done < g.tm0 * g.tn0;) {
           const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
@@ -388,21 +327,21 @@ class Builder {
           done += n;
         }
       }
-      for (int64_t jj = 0; jj < g.tn0 / m_.n0; ++jj) {
+      for (int64_t jj = 0; jj < g.tn0 / m_.cube_f16.n0; ++jj) {
         if (columns) columns(jj);
-        const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.n0) * eo;
-        int64_t src = ub + jj * g.tm0 * m_.n0 * em;
+        const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.cube_f16.n0) * eo;
+        int64_t src = ub + jj * g.tm0 * m_.cube_f16.n0 * em;
         if (!g.int_out)
-          op(Opcode::MovL0c, {type(moved), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes), imm(g.tm0 / m_.m0), imm(0)});
+          op(Opcode::MovL0c, {type(moved), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes), imm(g.tm0 / m_.cube_f16.m0), imm(0)});
         if (g.epilogue) {
           std::map<std::string, Operand> columns;
           for (const auto& [name, where] : g.broadcast)
-            columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.n0) * where.second,
+            columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.cube_f16.n0) * where.second,
                                where.second == 2 ? kColumn2 : kColumn4);
           src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, columns);
         }
         op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0),
-                            imm(m_.n0 * eo), imm(0), imm((g.N - m_.n0) * eo)});
+                            imm(m_.cube_f16.n0 * eo), imm(0), imm((g.N - m_.cube_f16.n0) * eo)});
       }
     };
     const int64_t blocks_m = g.tm / g.tm0, blocks_n = g.tn / g.tn0;
@@ -424,7 +363,7 @@ class Builder {
             pending.front().emit();
             pending.pop_front();
           }
-          if (j == blocks_n - 1 && i == blocks_m - 1 && !tile_loop && g.tn0 > m_.n0 && !g.int_out && tiles <= g.l0a_slots) {
+          if (j == blocks_n - 1 && i == blocks_m - 1 && !tile_loop && g.tn0 > m_.cube_f16.n0 && !g.int_out && tiles <= g.l0a_slots) {
             std::vector<int64_t> a;
             for (size_t h = 0; h < slots.size(); ++h)
               for (int64_t kk = 0; kk < pieces; ++kk) a.push_back(load_a(slots[h], kk, i));
@@ -435,10 +374,10 @@ class Builder {
                   const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
                   op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
                                       at(Buffer::L1, slot_at(slots[h]) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes +
-                                                         jj * g.tk0 * m_.n0 * 2),
-                                      imm(g.tk0 / m_.k0), imm(1), imm(1), imm(g.tk0 / m_.k0), imm(1)});
+                                                         jj * g.tk0 * m_.cube_f16.n0 * 2),
+                                      imm(g.tk0 / m_.cube_f16.k0), imm(1), imm(1), imm(g.tk0 / m_.cube_f16.k0), imm(1)});
                   op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c + jj * column_bytes), at(Buffer::L0A, a[h * pieces + kk]),
-                                    at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(m_.n0),
+                                    at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(m_.cube_f16.n0),
                                     kk == 0 && h == 0 ? first : imm(0)});
                 }
             });
@@ -549,32 +488,32 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
     if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = b.extents.back();
   if (tk == 0) tk = a0.extents.back();
   auto last2 = [](const kernel::Buffer& b, int i) { return b.extents[b.extents.size() - 2 + i]; };
-  g.tm = dividing_tile(g.M, round_up(last2(c, 0), m.m0), m.m0);
-  g.tn = dividing_tile(g.N, round_up(last2(c, 1), m.n0), m.n0);
-  g.tk = dividing_tile(g.K, round_up(tk, m.k0), m.k0);
-  g.tm0 = dividing_tile(g.tm, round_up(last2(a0, 0), m.m0), m.m0);
-  g.tk0 = dividing_tile(g.tk, round_up(last2(a0, 1), m.k0), m.k0);
-  g.tn0 = dividing_tile(g.tn, round_up(last2(b0, 1), m.n0), m.n0);
+  g.tm = dividing_tile(g.M, round_up(last2(c, 0), m.cube_f16.m0), m.cube_f16.m0);
+  g.tn = dividing_tile(g.N, round_up(last2(c, 1), m.cube_f16.n0), m.cube_f16.n0);
+  g.tk = dividing_tile(g.K, round_up(tk, m.cube_f16.k0), m.cube_f16.k0);
+  g.tm0 = dividing_tile(g.tm, round_up(last2(a0, 0), m.cube_f16.m0), m.cube_f16.m0);
+  g.tk0 = dividing_tile(g.tk, round_up(last2(a0, 1), m.cube_f16.k0), m.cube_f16.k0);
+  g.tn0 = dividing_tile(g.tn, round_up(last2(b0, 1), m.cube_f16.n0), m.cube_f16.n0);
   const int64_t eo = dtype_bytes(g.out);
   // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
-  while (g.tm * g.tn * 4 > m.cap_l0c && g.tm > m.m0) g.tm = dividing_tile(g.M, g.tm / 2, m.m0);
-  while (g.tn * g.tm * 4 > m.cap_l0c && g.tn > m.n0) g.tn = dividing_tile(g.N, g.tn / 2, m.n0);
-  while ((g.tm * g.tk + g.tk * g.tn) * 2 > m.cap_l1 && g.tk > m.k0) g.tk = dividing_tile(g.K, g.tk / 2, m.k0);
-  g.tm0 = dividing_tile(g.tm, g.tm0, m.m0);
-  g.tn0 = dividing_tile(g.tn, g.tn0, m.n0);
-  g.tk0 = dividing_tile(g.tk, g.tk0, m.k0);
-  while (g.tm0 * g.tk0 * 2 > m.cap_l0a && g.tk0 > m.k0) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, m.k0);
-  while (g.tk0 * g.tn0 * 2 > m.cap_l0b && g.tn0 > m.n0) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, m.n0);
-  while (g.tm0 * g.tn0 * eo > m.cap_ub && g.tm0 > m.m0) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, m.m0);
-  if (g.tm * g.tn * 4 > m.cap_l0c || (g.tm * g.tk + g.tk * g.tn) * 2 > m.cap_l1 || g.tm0 * g.tk0 * 2 > m.cap_l0a ||
-      g.tk0 * g.tn0 * 2 > m.cap_l0b)
+  while (g.tm * g.tn * 4 > m.capacity(Buffer::L0C) && g.tm > m.cube_f16.m0) g.tm = dividing_tile(g.M, g.tm / 2, m.cube_f16.m0);
+  while (g.tn * g.tm * 4 > m.capacity(Buffer::L0C) && g.tn > m.cube_f16.n0) g.tn = dividing_tile(g.N, g.tn / 2, m.cube_f16.n0);
+  while ((g.tm * g.tk + g.tk * g.tn) * 2 > m.capacity(Buffer::L1) && g.tk > m.cube_f16.k0) g.tk = dividing_tile(g.K, g.tk / 2, m.cube_f16.k0);
+  g.tm0 = dividing_tile(g.tm, g.tm0, m.cube_f16.m0);
+  g.tn0 = dividing_tile(g.tn, g.tn0, m.cube_f16.n0);
+  g.tk0 = dividing_tile(g.tk, g.tk0, m.cube_f16.k0);
+  while (g.tm0 * g.tk0 * 2 > m.capacity(Buffer::L0A) && g.tk0 > m.cube_f16.k0) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, m.cube_f16.k0);
+  while (g.tk0 * g.tn0 * 2 > m.capacity(Buffer::L0B) && g.tn0 > m.cube_f16.n0) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, m.cube_f16.n0);
+  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > m.cube_f16.m0) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, m.cube_f16.m0);
+  if (g.tm * g.tn * 4 > m.capacity(Buffer::L0C) || (g.tm * g.tk + g.tk * g.tn) * 2 > m.capacity(Buffer::L1) || g.tm0 * g.tk0 * 2 > m.capacity(Buffer::L0A) ||
+      g.tk0 * g.tn0 * 2 > m.capacity(Buffer::L0B))
     throw UserError(fmt::format("kernel {}: no tile of {}x{}x{} fits the NPU's buffers", k.name, g.M, g.N, g.K));
-  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32) <= m.cap_l1;
-  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * 2, m.l0_align) <= m.cap_l0a && 2 * align_to(g.tk0 * g.tn0 * 2, m.l0_align) <= m.cap_l0b;
+  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32) <= m.capacity(Buffer::L1);
+  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * 2, m.operand_alignment()) <= m.capacity(Buffer::L0A) && 2 * align_to(g.tk0 * g.tn0 * 2, m.operand_alignment()) <= m.capacity(Buffer::L0B);
   const int64_t moved = g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), extra = g.epilogue ? g.epilogue->ub_bytes(g.tm0) : 0;
-  if (align_to(moved, m.ub_align) + extra > m.cap_ub)
+  if (align_to(moved, m.alignment(Buffer::UB)) + extra > m.capacity(Buffer::UB))
     throw UserError(fmt::format("kernel {}: the epilogue of a {}x{} operand tile does not fit the vector buffer", k.name, g.tm0, g.tn0));
-  g.double_ub = 2 * align_to(moved, m.ub_align) + extra <= m.cap_ub;
+  g.double_ub = 2 * align_to(moved, m.alignment(Buffer::UB)) + extra <= m.capacity(Buffer::UB);
   notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
                               g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
                               g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
@@ -591,40 +530,40 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32);
   g.l1_slots = g.double_l1 ? 2 : 1;
   g.tail_chunks = 1;
-  if (g.double_l1 && m.bw_l0c_ub > 0 && m.bw_ub_gm > 0 && m.bw_l1_l0a > 0 && m.bw_l1_l0b > 0 && blocks > 1) {
+  if (g.double_l1 && m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::L1, Buffer::L0A).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::L1, Buffer::L0B).bandwidth_bytes_per_cycle > 0 && blocks > 1) {
     auto cycles = [](double bytes, double bw) { return static_cast<int64_t>(std::ceil(bytes / bw)); };
     const int64_t block = g.tm0 * g.tn0;
     const int64_t em = g.epilogue || g.int_out ? 4 : eo;
-    const int64_t write_back = std::max(cycles(block * em, m.bw_l0c_ub), cycles(block * eo, m.bw_ub_gm));
+    const int64_t write_back = std::max(cycles(block * em, m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle), cycles(block * eo, m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle));
     // MTE1 per load2d: its bytes plus the wait and set of its flags.
-    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.bw_l1_l0a) + 2 * m.flag_cycles;
-    const int64_t load_b = cycles(g.tk0 * g.tn0 * 2, m.bw_l1_l0b) + 2 * m.flag_cycles;
-    const int64_t cube_block = (g.tm0 / m.m0) * (g.tn0 / m.n0) * (g.tk / m.k0) * m.cube_cycles;  // one block, one chunk
+    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.path(Buffer::L1, Buffer::L0A).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
+    const int64_t load_b = cycles(g.tk0 * g.tn0 * 2, m.path(Buffer::L1, Buffer::L0B).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
+    const int64_t cube_block = (g.tm0 / m.cube_f16.m0) * (g.tn0 / m.cube_f16.n0) * (g.tk / m.cube_f16.k0) * m.cube_f16.cycles;  // one block, one chunk
     const int64_t in_order = std::max(blocks * cube_block, pieces * (g.tm / g.tm0) * (load_a + (g.tn / g.tn0) * load_b));
     const int64_t by_block = std::max(cube_block, pieces * (load_a + load_b));
-    const int64_t most = std::max<int64_t>(1, std::min(chunks, m.cap_l1 / slot - 1));
+    const int64_t most = std::max<int64_t>(1, std::min(chunks, m.capacity(Buffer::L1) / slot - 1));
     // The model, in cycles from the first DMA: the chunks before the tail end after their compute
     // (cube-bound) or after their loads plus one chunk's compute (GM-bound); then block by block: a
     // block computes once the cube is free and its data is in (the last chunk's DMAs come in block
     // order: A row block, B column block), its move to UB and write-back follow (the last block's
     // move one 16-column block at a time).
-    const int64_t load = m.bw_gm_l1 > 0 ? cycles(slot, m.bw_gm_l1) : 0, lat = m.latency_gm_l1;
-    const int64_t move = cycles(block * em, m.bw_l0c_ub), out = cycles(block * eo, m.bw_ub_gm);
+    const int64_t load = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle > 0 ? cycles(slot, m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle) : 0, lat = m.path(Buffer::GM, Buffer::L1).latency_cycles;
+    const int64_t move = cycles(block * em, m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle), out = cycles(block * eo, m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle);
     auto model = [&](int64_t l) {
       int64_t cube_free = std::max(lat + (chunks - l) * in_order, chunks > l ? lat + (chunks - l) * load + in_order : lat);
       int64_t written = 0;
       for (int64_t j = 0; j < g.tn / g.tn0; ++j)
         for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
           const int64_t bytes = (j == 0 ? (i + 1) * g.tm0 : g.tm) * g.tk * 2 + (j + 1) * g.tk * g.tn0 * 2;
-          const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.bw_gm_l1) : 0;
-          const int64_t begin = std::max(cube_free, data), columns = g.tn0 / m.n0;
+          const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle) : 0;
+          const int64_t begin = std::max(cube_free, data), columns = g.tn0 / m.cube_f16.n0;
           cube_free = begin + l * by_block;
           if (j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1) {  // the last block: column block by column block
             for (int64_t jj = 0; jj < columns; ++jj)
-              written = std::max(written, begin + l * by_block * (jj + 1) / columns + move / columns + m.latency_l0c_ub) +
+              written = std::max(written, begin + l * by_block * (jj + 1) / columns + move / columns + m.path(Buffer::L0C, Buffer::UB).latency_cycles) +
                         out / columns;
           } else {
-            written = std::max(written, cube_free + move / columns + m.latency_l0c_ub) + out;
+            written = std::max(written, cube_free + move / columns + m.path(Buffer::L0C, Buffer::UB).latency_cycles) + out;
           }
         }
       return written;
@@ -645,26 +584,26 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
   // them at its entry: peel chunks until those loads are done by then (the cube being faster than
   // the loads: every chunk computed gains compute - load cycles on them). At most 16 (code size).
   if (g.double_l1) {
-    const int64_t compute = (g.tm / m.m0) * (g.tn / m.n0) * (g.tk / m.k0) * m.cube_cycles;
-    const int64_t load = m.bw_gm_l1 > 0 ? static_cast<int64_t>(std::ceil(slot / m.bw_gm_l1)) : compute;
+    const int64_t compute = (g.tm / m.cube_f16.m0) * (g.tn / m.cube_f16.n0) * (g.tk / m.cube_f16.k0) * m.cube_f16.cycles;
+    const int64_t load = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle > 0 ? static_cast<int64_t>(std::ceil(slot / m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle)) : compute;
     const int64_t ahead = g.l1_slots - 1;
     // Loads at least as slow as the cube: the cube never gains on them, the entry wait always costs
     // (ahead - 1) loads: peel as many as the bound allows.
-    g.peeled = compute > load ? std::clamp<int64_t>((m.latency_gm_l1 + ahead * load + compute - load - 1) / (compute - load), 1, 16)
+    g.peeled = compute > load ? std::clamp<int64_t>((m.path(Buffer::GM, Buffer::L1).latency_cycles + ahead * load + compute - load - 1) / (compute - load), 1, 16)
                               : 16;
   }
   // Operand tiles: rings of up to 4 tiles so that the MTE1 loads run ahead of the cube by more than
   // one (their latency hidden where the cube and MTE1 are equally busy: the block-by-block tail);
   // the number divides the loads of one loop body (every unrolled address the same each iteration).
   auto ring = [&](int64_t cap, int64_t tile, int64_t per_body) {
-    int64_t n = std::min<int64_t>(4, cap / align_to(tile, m.l0_align));
+    int64_t n = std::min<int64_t>(4, cap / align_to(tile, m.operand_alignment()));
     while (n > 2 && per_body % n) --n;
     return n;
   };
   const int64_t a_per_chunk = (g.tk / g.tk0) * (g.tm / g.tm0);
   if (g.double_l0) {
-    g.l0a_slots = ring(m.cap_l0a, g.tm0 * g.tk0 * 2, g.l1_slots * a_per_chunk);
-    g.l0b_slots = ring(m.cap_l0b, g.tk0 * g.tn0 * 2, g.l1_slots * a_per_chunk * (g.tn / g.tn0));
+    g.l0a_slots = ring(m.capacity(Buffer::L0A), g.tm0 * g.tk0 * 2, g.l1_slots * a_per_chunk);
+    g.l0b_slots = ring(m.capacity(Buffer::L0B), g.tk0 * g.tn0 * 2, g.l1_slots * a_per_chunk * (g.tn / g.tn0));
   } else {
     g.l0a_slots = g.l0b_slots = 1;
   }
@@ -714,14 +653,14 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   g.out = C->dtype;
   g.int_out = i8;
   g.epilogue = epilogue.get();
-  const bool aligned = M % m.m0 == 0 && N % m.n0 == 0 && K % m.k0 == 0 && !i8;
-  g.M = round_up(M, m.m0), g.N = round_up(N, m.n0), g.K = round_up(K, m.k0);
+  const bool aligned = M % m.cube_f16.m0 == 0 && N % m.cube_f16.n0 == 0 && K % m.cube_f16.k0 == 0 && !i8;
+  g.M = round_up(M, m.cube_f16.m0), g.N = round_up(N, m.cube_f16.n0), g.K = round_up(K, m.cube_f16.k0);
   choose_tiles(g, k, mm, m, out.notes);
   const int64_t eo = dtype_bytes(g.out);
   int64_t gm = 0;
   auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
     npu::TensorBinding b{name, t, shape, gm, role, {}};
-    gm = align_to(gm + b.byte_size(), m.gm_align);
+    gm = align_to(gm + b.byte_size(), m.alignment(Buffer::GM));
     p.tensors.push_back(b);
     return b.gm_offset;
   };
@@ -748,7 +687,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   } else {
     // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
     const int64_t nb = g.batch;
-    if (nb > 1 && std::max({nb * M * g.K * 2, nb * K * g.N * 2, nb * M * g.N * eo}) > m.cap_ub)
+    if (nb > 1 && std::max({nb * M * g.K * 2, nb * K * g.N * 2, nb * M * g.N * eo}) > m.capacity(Buffer::UB))
       throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
     g.a_off = place(A->name + "_padded", DType::F16, {nb, g.M, g.K}, npu::TensorRole::Scratch);
     g.b_off = place(B->name + "_padded", DType::F16, {nb, g.K, g.N}, npu::TensorRole::Scratch);
@@ -782,7 +721,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
 
 NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
-  const Machine m = machine(target);
+  const Machine m = isa::npu_machine(target);
   if (is_nhwc_convolution(k)) return emit_conv(k, target);
   if (is_depthwise_convolution(k)) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);

@@ -1,5 +1,7 @@
 #include "compiler/npu_sync/footprint.h"
 
+#include "isa/npu_machine.h"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -59,25 +61,21 @@ Range arith(Opcode op, const Range& x, const Range& y) {
   }
 }
 
-struct Geometry {  // sizes the footprints need, all from the hierarchy description
-  int64_t fractal_bytes = 512, acc_fractal_bytes = 1024, acc_fractal_elements = 256;
-  int64_t block_bytes = 32, bytes_per_repeat = 256;
+struct Geometry {  // sizes the footprints need: the machine model's (isa/npu_machine.h)
+  int64_t fractal_bytes = 0, acc_fractal_bytes = 0, acc_fractal_elements = 0;
+  int64_t block_bytes = 0, bytes_per_repeat = 0;
   std::array<int64_t, npu::kBufferCount> capacity{};
 };
 
 Geometry geometry(const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
   Geometry g;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
-    for (const isa::MatrixShape& s : u->shapes)
-      if (s.a == DType::F16) {
-        g.fractal_bytes = int64_t(s.m) * s.k * 2;
-        g.acc_fractal_elements = int64_t(s.m) * s.n;
-        g.acc_fractal_bytes = g.acc_fractal_elements * dtype_bytes(s.acc);
-      }
-  g.block_bytes = h.level(isa::Role::Vector).granularity_bytes;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) g.bytes_per_repeat = u->bytes_per_repeat;
-  for (int b = 0; b < npu::kBufferCount; ++b)
-    g.capacity[b] = static_cast<int64_t>(h.level(npu::buffer_role(static_cast<Buffer>(b))).capacity_bytes);
+  g.fractal_bytes = m.cube_f16.a_fractal_bytes();
+  g.acc_fractal_elements = m.cube_f16.acc_fractal_elements();
+  g.acc_fractal_bytes = m.cube_f16.acc_fractal_bytes();
+  g.block_bytes = m.vector_block_bytes;
+  g.bytes_per_repeat = m.vector_bytes_per_repeat;
+  for (int b = 0; b < npu::kBufferCount; ++b) g.capacity[b] = m.capacity(static_cast<Buffer>(b));
   return g;
 }
 

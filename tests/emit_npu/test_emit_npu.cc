@@ -128,8 +128,8 @@ TEST_CASE("GEMM write-back overlaps the cube: 2 cores of 256x256x1024 within a b
   CHECK(r.verification.verified);
   CHECK(r.verification.max_abs_err == 0);
   CHECK(r.sim.record.races.empty());
-  const npu_sim::Machine& m = r.sim.record.machine;
-  auto cycles = [](double bytes, const npu_sim::PathSpec& p) { return uint64_t(std::ceil(bytes / p.bandwidth_bytes_per_cycle)); };
+  const isa::NpuMachine& m = r.sim.record.machine;
+  auto cycles = [](double bytes, const isa::NpuPathSpec& p) { return uint64_t(std::ceil(bytes / p.bandwidth_bytes_per_cycle)); };
   using npu::Buffer;
   const auto& gm_l1 = m.path(Buffer::GM, Buffer::L1);
   const auto& l1_l0a = m.path(Buffer::L1, Buffer::L0A);
