@@ -129,11 +129,6 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       return;
     }
     const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
-    if (!o->replay.empty()) {  // what the replayed log measured passed the emitter's checks then
-      std::vector<std::string> keys;
-      for (const auto& e : tune::read_log(o->replay, problem)) keys.push_back(e.tile);
-      fit.trust_emitter(keys);
-    }
     const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
                                                   : tune::parse_space_spec(o->space);
     const tune::Space space = tune::build_space(spec, fit);

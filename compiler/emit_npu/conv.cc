@@ -2,16 +2,19 @@
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/tile/npu_conv_plan.h"
 #include "compiler/tile/tile_spec.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
 
 #include "isa/base/error.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 namespace {
@@ -84,7 +87,7 @@ std::optional<Spatial> spatial(const ir::AffineExpr& e, const std::string& p, co
 // ni, ci], Wt[r, s, cb, kb, ci, ki], Y[nb, p, q, kb, ni, ki] with 16-blocks), with X read as zero
 // outside the image (the polyhedral core inlines the padding statement) or through a padding
 // statement Xp = select(in the image, X(.., h - pt, w - pl, ..), 0).
-std::optional<Conv> match(const kernel::Kernel& k) {
+std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   const ir::Function* f = k.function;
   if (!f || f->statements.empty()) return std::nullopt;
   int ci = 0;
@@ -126,7 +129,7 @@ std::optional<Conv> match(const kernel::Kernel& k) {
     if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
       return std::nullopt;
     c.layout = Layout::Blocked, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
-    c.ak = o[3], c.ac = wv[2], c.unit = 16;
+    c.ak = o[3], c.ac = wv[2], c.unit = frac;
   } else {
     return std::nullopt;
   }
@@ -170,23 +173,38 @@ std::optional<Conv> match(const kernel::Kernel& k) {
       c.K = Wt->shape[0], c.R = Wt->shape[2], c.S = Wt->shape[3], c.OH = Y->shape[2], c.OW = Y->shape[3];
       break;
     case Layout::Blocked:
-      if (X->shape[4] != 16 || X->shape[5] != 16 || Wt->shape[4] != 16 || Wt->shape[5] != 16 || Y->shape[4] != 16 || Y->shape[5] != 16)
+      if (X->shape[4] != frac || X->shape[5] != frac || Wt->shape[4] != frac || Wt->shape[5] != frac || Y->shape[4] != frac ||
+          Y->shape[5] != frac)
         return std::nullopt;
-      c.N = X->shape[0] * 16, c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3] * 16;
-      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3] * 16, c.OH = Y->shape[1], c.OW = Y->shape[2];
+      c.N = X->shape[0] * frac, c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3] * frac;
+      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3] * frac, c.OH = Y->shape[1], c.OW = Y->shape[2];
       break;
   }
   return c;
 }
 
+UserError conv_unsupported(const kernel::Kernel& k, const std::string& why) {
+  return UserError("kernel " + k.name + ": the NPU backend does not map this convolution yet: " + why);
+}
+
+// The planner's view of a matched convolution: channel counts padded to the cube's fractal.
+tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
+  tile::ConvGeometry g;
+  g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
+  g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
+  g.one_core = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
+  g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
+  return g;
+}
+
 // Byte addressing of one image of an activation tensor in GM: image n starts at
 // base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
-// 16-channel block j at + j * block_bytes.
+// channel block j (one fractal row of channels) at + j * block_bytes.
 struct ActivationLayout {
   int64_t base = 0, group = 1, group_bytes = 0, inner_bytes = 0, pixel_bytes = 0, block_bytes = 0;
 };
 
-// Weights in GM: `fractal` (blocked: the 16 x 16 fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) * 512)
+// Weights in GM: `fractal` (blocked: the fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) fractals)
 // or rows (row (q, c) of K elements at element (q * row_q + c * row_c), columns k contiguous).
 struct WeightLayout {
   int64_t base = 0;
@@ -195,26 +213,35 @@ struct WeightLayout {
   int64_t KB = 0;                // fractal: output-channel blocks
 };
 
+// Instruction helpers over the machine model: vector fills and masks, scratch tensors in GM, and the
+// rows -> columns layout transform on the vector unit.
 class ConvCode {
  public:
-  ConvCode(const kernel::Kernel& k, const isa::Hierarchy& h, npu::Program& p) : k_(k), h_(h), p_(p) {}
+  ConvCode(const kernel::Kernel& k, const isa::NpuMachine& m, npu::Program& p) : k_(k), m_(m), p_(p) {}
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
+  int64_t gm_align() const { return m_.alignment(Buffer::GM); }
 
-  // Scratch tensors in GM.
-  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, int64_t& gm) {
-    npu::TensorBinding b{name, t, std::move(shape), gm, npu::TensorRole::Scratch, {}};
-    gm = round_up(gm + b.byte_size(), 32);
+  // A tensor in GM at `gm` (advanced past it, aligned).
+  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role, int64_t& gm) {
+    npu::TensorBinding b{name, t, std::move(shape), gm, role, {}};
+    gm = round_up(gm + b.byte_size(), gm_align());
     p_.tensors.push_back(b);
     return b.gm_offset;
   }
-  void zero_ub(int64_t at_bytes, int64_t bytes, DType t = DType::F16) {
-    const int64_t reps = (bytes + 255) / 256;
-    for (int64_t done = 0; done < reps; done += 255)
-      op(Opcode::Vdup, {type(t), at(Buffer::UB, at_bytes + done * 256), Operand::float_(0), imm(std::min<int64_t>(255, reps - done)), imm(1), imm(8)});
+  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, int64_t& gm) {
+    return place(name, t, std::move(shape), npu::TensorRole::Scratch, gm);
   }
+  void zero_ub(int64_t at_bytes, int64_t bytes, DType t = DType::F16) {
+    const int64_t per_repeat = m_.vector_bytes_per_repeat, most = m_.vector_max_repeat;
+    const int64_t reps = (bytes + per_repeat - 1) / per_repeat;
+    for (int64_t done = 0; done < reps; done += most)
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, at_bytes + done * per_repeat), Operand::float_(0),
+                        imm(std::min<int64_t>(most, reps - done)), imm(1), imm(m_.blocks_per_repeat())});
+  }
+  // The mask register is written as two 64-bit halves (hi, lo).
   void mask_lane(int64_t lane) {
-    const uint64_t bit = uint64_t(1) << (lane % 64);
-    op(Opcode::SetVectorMask, {imm(lane >= 64 ? int64_t(bit) : 0), imm(lane < 64 ? int64_t(bit) : 0)});
+    const uint64_t bit = uint64_t(1) << (lane % kMaskHalfBits);
+    op(Opcode::SetVectorMask, {imm(lane >= kMaskHalfBits ? int64_t(bit) : 0), imm(lane < kMaskHalfBits ? int64_t(bit) : 0)});
   }
   void full_mask() { op(Opcode::SetVectorMask, {imm(-1), imm(-1)}); }
 
@@ -227,28 +254,35 @@ class ConvCode {
   void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
                        int64_t plane_out, int64_t cols_valid, int64_t cols, DType t);
 
+ private:
+  static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
   const kernel::Kernel& k_;
-  const isa::Hierarchy& h_;
+  const isa::NpuMachine& m_;
   npu::Program& p_;
 };
 
 void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
                                int64_t plane_out, int64_t cols_valid, int64_t cols, DType t) {
-  const int64_t eb = dtype_bytes(t), lanes = 256 / eb, per_block = 32 / eb;
-  const int64_t plane_a = round_up(plane, per_block), cap = h_.level(isa::Role::Vector).capacity_bytes;
+  const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
+  const int64_t block = m_.vector_block_bytes, align = gm_align(), repeat = m_.vector_bytes_per_repeat;
+  const int64_t plane_a = round_up(plane, per_block), cap = m_.capacity(Buffer::UB);
   // Chunks of `step` groups keep the GM starts of source and destination aligned.
   int64_t step = 1;
-  while ((step * rows * src_row * eb) % 32 || (step * plane_out * cols_valid * eb) % 32) ++step;
+  while ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align) ++step;
   const int64_t raw_bytes = rows * plane_a * eb, out_bytes = plane_out * cols * eb;
-  int64_t chunk = (cap - 512) / (raw_bytes + out_bytes) / step * step;
+  // UB keeps one f16 fractal spare past the two regions (as the layout transform always has)
+  int64_t chunk = (cap - m_.fractal_bytes()) / (raw_bytes + out_bytes) / step * step;
   if (chunk < std::min(groups, step))
     throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
                                 "elements does not fit the vector buffer", k_.name, rows, plane));
   chunk = std::min(chunk, groups);
-  const int64_t rep_chunk = 240 / per_block * per_block;  // repeats per vbrcb, aligned source starts
+  // repeats per vbrcb: a multiple of an f16 block's elements (so of every dtype's) within the repeat
+  // limit, so that every chunk's source starts on a block
+  const int64_t f16_block = m_.block_elements(DType::F16);
+  const int64_t rep_chunk = m_.vector_max_repeat / f16_block * f16_block / per_block * per_block;
   const DType dup = t == DType::F32 ? DType::F32 : DType::F16;
   for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
-    const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, 32);
+    const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, block);
     full_mask();
     zero_ub(out, g * out_bytes, dup);
     op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb), imm(g * rows), imm(plane * eb),
@@ -257,9 +291,9 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
       mask_lane(r % lanes);
       for (int64_t gi = 0; gi < g; ++gi)
         for (int64_t e0 = 0; e0 < plane; e0 += rep_chunk)
-          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + (gi * plane_out + e0) * cols * eb + (r / lanes) * 256),
+          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + (gi * plane_out + e0) * cols * eb + (r / lanes) * repeat),
                              at(Buffer::UB, ((gi * rows + r) * plane_a + e0) * eb), imm(std::min(rep_chunk, plane - e0)), imm(1),
-                             imm(cols * eb / 32)});
+                             imm(cols * eb / block)});
     }
     if (cols_valid == cols)
       op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb), at(Buffer::UB, out), imm(1), imm(g * out_bytes), imm(0), imm(0)});
@@ -270,269 +304,181 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
   full_mask();
 }
 
-}  // namespace
+// Carries out a ConvPlan (compiler/tile/npu_conv_plan.h) for one matched convolution: GM tensors,
+// scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
+class ConvEmitter {
+ public:
+  ConvEmitter(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
+              const tile::ConvPlan& plan, GemmEpilogue* epi, NpuKernel& out)
+      : k_(k), h_(h), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
 
-bool is_nhwc_convolution(const kernel::Kernel& k) { return match(k).has_value(); }
+  void run() {
+    p_.source_name = k_.name + ".npu";
+    out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
+    place_tensors();
+    set_layouts();
+    if (cv_.layout == Layout::Nchw) nchw_in();
+    else if (padded()) padded_in();
+    main_loops();
+    if (cv_.layout == Layout::Nchw) nchw_out();
+    else if (padded()) padded_out();
+    p_.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out_.notes.push_back(summary());
+    npu::validate_program(p_);
+  }
 
-NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  const Conv orig = *match(k);
-  auto unsupported = [&](const std::string& why) {
-    return UserError("kernel " + k.name + ": the NPU backend does not map this convolution yet: " + why);
-  };
-  int64_t m0 = 16, k0 = 16;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
-    for (const isa::MatrixShape& s : u->shapes)
-      if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k;
-  Conv cv = orig;
-  cv.C = round_up(orig.C, k0), cv.K = round_up(orig.K, k0);
-  const bool padded = cv.C != orig.C || cv.K != orig.K;
-  // NCHW and channel counts that are not multiples of 16: scratch copies in NHWC with the channels
-  // padded (through UB), one core (cores cannot synchronise with each other).
-  const bool scratch = padded || cv.layout == Layout::Nchw;
-  if (padded && cv.layout == Layout::Blocked) throw unsupported("blocked layout with channel counts not multiples of 16");
-  const int64_t P = cv.OH * cv.OW, Pp = round_up(P, m0), RS = cv.R * cv.S, C1 = cv.C / k0;
-  const int64_t pb = (cv.OH - 1) * cv.sh + cv.dh * (cv.R - 1) + 1 - cv.H - cv.pt;
-  const int64_t pr = (cv.OW - 1) * cv.sw + cv.dw * (cv.S - 1) + 1 - cv.W - cv.pl;
-  const int64_t cap_l1 = h.level(isa::Role::Stage).capacity_bytes, cap_l0a = h.level(isa::Role::OperandA).capacity_bytes;
-  const int64_t cap_l0b = h.level(isa::Role::OperandB).capacity_bytes, cap_l0c = h.level(isa::Role::Accumulator).capacity_bytes;
-  const int64_t cap_ub = h.level(isa::Role::Vector).capacity_bytes, l0_align = h.level(isa::Role::OperandA).alignment_bytes;
-  const int64_t fm_bytes = round_up(cv.C * cv.H * cv.W * 2, 32);
-  const int cores_avail = scratch ? 1 : h.cores;
+ private:
+  int64_t P() const { return cv_.OH * cv_.OW; }
+  int64_t RS() const { return cv_.R * cv_.S; }
+  int64_t C1() const { return cv_.C / k0_; }
+  bool padded() const { return cv_.C != orig_.C || cv_.K != orig_.K; }
+  int64_t cores_avail() const { return padded() || cv_.layout == Layout::Nchw ? 1 : m_.cores; }
+  bool kt_loop() const { return plan_.k_tiles > cores_avail(); }
+  int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
+  // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
+  int64_t halves() const { return plan_.fm_halves == 2 && per_core_images() % 2 == 0 ? 2 : 1; }
+  int64_t w_l1() const { return halves() * plan_.fm_bytes; }  // the tile's weights after the feature maps
+  int64_t offset(const std::string& n) const { return p_.find_tensor(n)->gm_offset; }
+  void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
 
-  // The user's tile spec (Kernel::user_tile), when there is one (README "Convolutions: tile spec"):
-  // outer size of the output-channel axis -> tn; inner sizes of the output row / column axes ->
-  // pixel block (their product, rounded up to the fractal), of the kernel row / column axes ->
-  // kernel positions per L0 step (their product). tn is rounded up to the fractal and shrunk to
-  // divide K, as the GEMM path does. Unnamed axes: the planner's choice below. Images per core
-  // follow from tn (promotion keeps the image axis's tile small: it is not read). A tile that does
-  // not fit a buffer is a UserError naming it.
-  tile::TileSpec spec;
-  if (!k.user_tile.empty()) spec = tile::parse_tile_spec(k.user_tile);
-  const tile::AxisTile *t_k = spec.find(cv.ak), *t_p = spec.find(cv.ap), *t_q = spec.find(cv.aq),
-                       *t_r = spec.find(cv.ar), *t_s = spec.find(cv.as);
-  auto dividing = [](int64_t n, int64_t limit, int64_t unit) {  // largest multiple of unit <= limit dividing n
-    for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
-      if (n % t == 0) return t;
-    return unit;
-  };
-  const int64_t user_tn = t_k ? dividing(cv.K, round_up(std::min(cv.K, t_k->outer * cv.unit), k0), k0) : 0;
-  const int64_t user_kc = t_r || t_s ? std::min(t_r ? t_r->inner : cv.R, cv.R) * std::min(t_s ? t_s->inner : cv.S, cv.S) : 0;
-  const int64_t user_rows =
-      t_p || t_q ? std::min(Pp, round_up(std::min(t_p ? t_p->inner : cv.OH, cv.OH) * std::min(t_q ? t_q->inner : cv.OW, cv.OW), m0)) : 0;
-  auto no_fit = [&](isa::Role role, int64_t need, const std::string& parts, bool db) {
-    const isa::Level& l = h.level(role);
-    return UserError(fmt::format("kernel {}: tile {} does not fit: level {} ({}) of {} needs {} bytes ({}{}) but its capacity is {} "
-                                 "bytes; use smaller sizes in --tile",
-                                 k.name, k.user_tile, l.name, isa::role_name(role), h.name, need, parts,
-                                 db ? "; double buffering reserves half the level" : "", l.capacity_bytes));
-  };
-  const int64_t l0a_half = cap_l0a / 2 / l0_align * l0_align, l0b_half = cap_l0b / 2 / l0_align * l0_align;
+  void place_tensors() {
+    for (const auto& t : k_.tensors)
+      code_.place(t.name, t.dtype, t.shape, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, gm_);
+    // column blocks past K read up to one block of elements beyond a broadcast tensor's end: keep them in GM
+    if (epi_) code_.place("guard", DType::F32, {n0_}, gm_);
+    X_.base = offset(cv_.x), Y_.base = offset(cv_.y), W_.base = offset(cv_.w);
+  }
 
-  // Output-channel tile tn: the weights of one tile stay in L1 (loaded once per tile and core) next
-  // to two feature maps; the cost estimate (per core: cube cycles vs MTE1's img2col + weight
-  // loads) picks among the tiles that fit, preferring more cores, then larger tiles.
-  auto bw = [&](isa::Role to) {
-    const isa::TransferPath* path = h.find_path(h.level(isa::Role::Stage).name, h.level(to).name);
-    return path ? std::max<int64_t>(1, path->bandwidth_bytes_per_cycle) : 1;
-  };
-  const int64_t bw_a = bw(isa::Role::OperandA), bw_b = bw(isa::Role::OperandB);
-  struct Plan {
-    int64_t tn = 0, k_tiles = 0, group = 1, cores = 1, fm_halves = 1, c_halves = 1;
-    double cost = 0;
-  };
-  std::optional<Plan> plan;
-  for (int64_t t = user_tn ? user_tn : std::min<int64_t>(cv.K, 128); t >= 16; t -= 16) {
-    if (cv.K % t) continue;
-    Plan c;
-    c.tn = t, c.k_tiles = cv.K / t;
-    const int64_t w_bytes = cv.C * RS * t * 2;
-    if (user_tn && w_bytes + fm_bytes > cap_l1)
-      throw no_fit(isa::Role::Stage, w_bytes + fm_bytes,
-                   fmt::format("weights of {} output channels {} + one image's feature map {}", t, w_bytes, fm_bytes), false);
-    if (user_tn && Pp * t * 4 > cap_l0c)
-      throw no_fit(isa::Role::Accumulator, Pp * t * 4, fmt::format("one image's accumulator: {} pixel rows x {} channels x 4", Pp, t),
-                   false);
-    if (user_tn && !user_kc && k0 * t * 2 > l0b_half)
-      throw no_fit(isa::Role::OperandB, 2 * k0 * t * 2, fmt::format("2 x 1 kernel position x {} input channels x {} output channels x 2", k0, t),
-                   true);
-    if (!user_tn && (w_bytes + fm_bytes > cap_l1 || Pp * t * 4 > cap_l0c || 2 * k0 * t * 2 > cap_l0b)) continue;
-    if (c.k_tiles <= cores_avail) {
-      const int64_t per = cores_avail / c.k_tiles;
-      for (int64_t g = std::min(per, cv.N); g >= 1; --g)
-        if (cv.N % g == 0) { c.group = g; break; }
-      c.cores = c.k_tiles * c.group;
-    } else {
-      c.cores = cores_avail;
+  void set_layouts() {
+    const int64_t u = cv_.unit;
+    switch (cv_.layout) {
+      case Layout::Nhwc:
+      case Layout::Nchw:  // (NCHW: through the NHWC scratch copies)
+        X_.group_bytes = cv_.H * cv_.W * cv_.C * in_, X_.pixel_bytes = cv_.C * in_, X_.block_bytes = frow_;
+        Y_.group_bytes = P() * cv_.K * eo_, Y_.pixel_bytes = cv_.K * eo_, Y_.block_bytes = n0_ * eo_;
+        W_.row_q = cv_.C * cv_.K, W_.row_c = cv_.K;
+        break;
+      case Layout::Blocked:
+        X_.group = u, X_.group_bytes = cv_.H * cv_.W * cv_.C * u * in_, X_.inner_bytes = u * in_, X_.pixel_bytes = cv_.C * u * in_,
+        X_.block_bytes = u * u * in_;
+        Y_.group = u, Y_.group_bytes = P() * cv_.K * u * eo_, Y_.inner_bytes = u * eo_, Y_.pixel_bytes = cv_.K * u * eo_,
+        Y_.block_bytes = u * u * eo_;
+        W_.fractal = true, W_.KB = cv_.K / u;
+        break;
     }
-    const int64_t jobs_per_core = c.k_tiles <= cores_avail ? cv.N / c.group : (c.k_tiles + c.cores - 1) / c.cores * cv.N;
-    const double cube = double(Pp / m0) * (t / 16) * C1 * RS, mte1 = double(Pp) * cv.C * RS * 2 / bw_a + double(cv.C) * RS * t * 2 / bw_b;
-    c.cost = double(jobs_per_core) * std::max(cube, mte1);
-    c.fm_halves = w_bytes + 2 * fm_bytes <= cap_l1 ? 2 : 1;
-    c.c_halves = 2 * Pp * t * 4 <= cap_l0c ? 2 : 1;
-    if (!plan || c.cost < plan->cost * 0.999) plan = c;
-    if (user_tn) break;
   }
-  if (!plan) throw unsupported("the weights of 16 output channels and the feature map of one image exceed L1, or its accumulator L0C");
-  const int64_t tn = plan->tn, k_tiles = plan->k_tiles, NB16 = tn / 16;
-  // Kernel positions per step: as many as two L0B halves hold, in balanced groups (a user's count:
-  // groups of that many, the last one smaller).
-  int64_t kc = user_kc;
-  if (user_kc && kc * k0 * tn * 2 > l0b_half)
-    throw no_fit(isa::Role::OperandB, 2 * kc * k0 * tn * 2,
-                 fmt::format("2 x {} kernel positions x {} input channels x {} output channels x 2", kc, k0, tn), true);
-  if (!user_kc) {
-    kc = std::min<int64_t>(RS, (cap_l0b / 2) / (k0 * tn * 2));
-    const int64_t groups = (RS + kc - 1) / kc;
-    kc = (RS + groups - 1) / groups;
-  }
-  std::vector<std::pair<int64_t, int64_t>> kgroups;  // (first kernel position, count)
-  for (int64_t q0 = 0; q0 < RS; q0 += kc) kgroups.push_back({q0, std::min(kc, RS - q0)});
-  int64_t tm0 = user_rows ? user_rows : std::min<int64_t>(Pp, l0a_half / (kc * k0 * 2) / m0 * m0);
-  if (user_rows && tm0 * kc * k0 * 2 > l0a_half)
-    throw no_fit(isa::Role::OperandA, 2 * tm0 * kc * k0 * 2,
-                 fmt::format("2 x {} pixel rows x {} kernel positions x {} input channels x 2", tm0, kc, k0), true);
-  if (tm0 < m0) throw unsupported("one pixel block of one kernel-position group does not fit L0A twice");
-  std::unique_ptr<GemmEpilogue> epi;
-  if (cv.epilogue) epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
-  // Pixel blocks (begin, size), balanced in fractals; smaller where two accumulator blocks and the
-  // epilogue's regions would not fit UB. A user's size: blocks of that many rows, the last smaller.
-  std::vector<std::pair<int64_t, int64_t>> blocks;
-  if (user_rows) {
-    for (int64_t b0 = 0; b0 < Pp; b0 += tm0) blocks.push_back({b0, std::min(tm0, Pp - b0)});
-    const int64_t need = 2 * tm0 * tn * 4 + (epi ? epi->ub_bytes(tm0) : 0);
-    if (need > cap_ub)
-      throw no_fit(isa::Role::Vector, need,
-                   fmt::format("2 x {} pixel rows x {} channels x 4{}", tm0, tn,
-                               epi ? fmt::format(" + the epilogue's regions {}", epi->ub_bytes(tm0)) : std::string()),
-                   false);
-  }
-  for (int64_t limit = tm0; !user_rows; limit -= m0) {
-    const int64_t fr = Pp / m0, nblk = (Pp + limit - 1) / limit;
-    blocks.clear();
-    int64_t b0 = 0;
-    for (int64_t i = 0; i < nblk; ++i) {
-      const int64_t n = fr / nblk + (i < fr % nblk ? 1 : 0);
-      blocks.push_back({b0 * m0, n * m0});
-      b0 += n;
-    }
-    tm0 = 0;
-    for (const auto& b : blocks) tm0 = std::max(tm0, b.second);
-    if ((2 * tm0 * tn * 4 + (epi ? epi->ub_bytes(tm0) : 0) <= cap_ub) || limit <= m0) break;
-  }
-  if (2 * tm0 * tn * 4 > cap_ub) throw unsupported("two accumulator blocks exceed UB");
-  const int64_t eo = dtype_bytes(cv.out), epi_base = 2 * tm0 * tn * 4;
-  if (epi && (epi->output() != cv.y || epi->output_type() != cv.out)) throw unsupported("the epilogue's output is not the last statement's");
-  if (epi && epi_base + epi->ub_bytes(tm0) > cap_ub) throw unsupported("the epilogue of a pixel block does not fit UB");
 
-  NpuKernel out;
-  npu::Program& p = out.program;
-  p.source_name = k.name + ".npu";
-  out.macs = uint64_t(cv.N) * P * orig.K * orig.C * RS;
-  int64_t gm = 0;
-  for (const auto& t : k.tensors) {
-    npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-    gm = round_up(gm + b.byte_size(), 32);
-    p.tensors.push_back(b);
+  // NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies on the vector unit.
+  void nchw_in() {
+    const int64_t user_x = X_.base, user_w = W_.base;
+    X_.base = code_.place(cv_.x + "_nhwc", DType::F16, {cv_.N, cv_.H, cv_.W, cv_.C}, gm_);
+    W_.base = code_.place(cv_.w + "_ckk", DType::F16, {cv_.C, RS(), cv_.K}, gm_);  // rows (c, q) of K
+    W_.row_q = cv_.K, W_.row_c = RS() * cv_.K;
+    user_y_ = Y_.base;
+    Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    const int64_t HW = cv_.H * cv_.W;
+    code_.rows_to_columns(user_x, X_.base, orig_.N, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16);
+    code_.rows_to_columns(user_w, W_.base, 1, orig_.K, orig_.C * RS(), orig_.C * RS(), cv_.C * RS(), cv_.K, cv_.K, DType::F16);
+    out_.notes.push_back(fmt::format("NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies (channels padded "
+                                     "to {} and {}) on the vector unit (vbrcb per channel), the result back to NCHW; one core",
+                                     cv_.C, cv_.K));
   }
-  auto offset = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
-  if (epi) {  // column blocks past K read up to 16 elements beyond a broadcast tensor's end: keep them in GM
-    npu::TensorBinding g{"guard", DType::F32, {16}, gm, npu::TensorRole::Scratch, {}};
-    gm = round_up(gm + g.byte_size(), 32);
-    p.tensors.push_back(g);
-  }
-  ConvCode code(k, h, p);
-  auto op = [&](Opcode o, std::vector<Operand> v) { p.add(o, std::move(v)); };
-  const int64_t user_x = offset(cv.x), user_w = offset(cv.w), user_y = offset(cv.y);
-  ActivationLayout X, Y;
-  WeightLayout Wl;
-  X.base = user_x, Y.base = user_y, Wl.base = user_w;
-  switch (cv.layout) {
-    case Layout::Nhwc:
-    case Layout::Nchw:  // (NCHW: through the NHWC scratch copies below)
-      X.group_bytes = cv.H * cv.W * cv.C * 2, X.pixel_bytes = cv.C * 2, X.block_bytes = 32;
-      Y.group_bytes = P * cv.K * eo, Y.pixel_bytes = cv.K * eo, Y.block_bytes = 16 * eo;
-      Wl.row_q = cv.C * cv.K, Wl.row_c = cv.K;
-      break;
-    case Layout::Blocked:
-      X.group = 16, X.group_bytes = cv.H * cv.W * cv.C * 32, X.inner_bytes = 32, X.pixel_bytes = cv.C * 32, X.block_bytes = 512;
-      Y.group = 16, Y.group_bytes = P * cv.K * 16 * eo, Y.inner_bytes = 16 * eo, Y.pixel_bytes = cv.K * 16 * eo,
-      Y.block_bytes = 256 * eo;
-      Wl.fractal = true, Wl.KB = cv.K / 16;
-      break;
-  }
-  if (cv.layout == Layout::Nchw) {
-    X.base = code.place(cv.x + "_nhwc", DType::F16, {cv.N, cv.H, cv.W, cv.C}, gm);
-    Wl.base = code.place(cv.w + "_ckk", DType::F16, {cv.C, RS, cv.K}, gm);  // rows (c, q) of K
-    Wl.row_q = cv.K, Wl.row_c = RS * cv.K;
-    Y.base = code.place(cv.y + "_nhwc", cv.out, {cv.N, cv.OH, cv.OW, cv.K}, gm);
-    code.rows_to_columns(user_x, X.base, orig.N, orig.C, cv.H * cv.W, cv.H * cv.W, cv.H * cv.W, cv.C, cv.C, DType::F16);
-    code.rows_to_columns(user_w, Wl.base, 1, orig.K, orig.C * RS, orig.C * RS, cv.C * RS, cv.K, cv.K, DType::F16);
-    out.notes.push_back(fmt::format("NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies (channels padded "
-                                    "to {} and {}) on the vector unit (vbrcb per channel), the result back to NCHW; one core",
-                                    cv.C, cv.K));
-  } else if (padded) {
-    X.base = code.place(cv.x + "_padded", DType::F16, {cv.N, cv.H, cv.W, cv.C}, gm);
-    Wl.base = code.place(cv.w + "_padded", DType::F16, {cv.R, cv.S, cv.C, cv.K}, gm);
-    Y.base = code.place(cv.y + "_padded", cv.out, {cv.N, cv.OH, cv.OW, cv.K}, gm);
-    // X: rows of C -> rows of Cp, chunks of a multiple of 16 rows (aligned sources).
-    const int64_t rows = cv.N * cv.H * cv.W;
-    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.C * 2));
-    if (cr < rows) cr = cr / 16 * 16;
+
+  // Channel counts not multiples of the fractal: X and the weights copied with their channels padded.
+  void padded_in() {
+    const int64_t user_x = X_.base, user_w = W_.base, cap_ub = m_.capacity(Buffer::UB);
+    X_.base = code_.place(cv_.x + "_padded", DType::F16, {cv_.N, cv_.H, cv_.W, cv_.C}, gm_);
+    W_.base = code_.place(cv_.w + "_padded", DType::F16, {cv_.R, cv_.S, cv_.C, cv_.K}, gm_);
+    user_y_ = Y_.base;
+    Y_.base = code_.place(cv_.y + "_padded", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    // X: rows of C -> rows of Cp, chunks of whole GM alignment units of rows (aligned sources).
+    const int64_t rows = cv_.N * cv_.H * cv_.W, rows_aligned = code_.gm_align() / in_;
+    int64_t cr = std::min(rows, (cap_ub / 2) / (cv_.C * in_));
+    if (cr < rows) cr = cr / rows_aligned * rows_aligned;
     for (int64_t r0 = 0; r0 < rows; r0 += cr) {
       const int64_t n = std::min(cr, rows - r0);
-      if (cv.C > orig.C) code.zero_ub(0, n * cv.C * 2);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_x + r0 * orig.C * 2), imm(n), imm(orig.C * 2), imm(0),
-                         imm((cv.C - orig.C) * 2)});
-      op(Opcode::DmaOut, {at(Buffer::GM, X.base + r0 * cv.C * 2), at(Buffer::UB, 0), imm(1), imm(n * cv.C * 2), imm(0), imm(0)});
+      if (cv_.C > orig_.C) code_.zero_ub(0, n * cv_.C * in_);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_x + r0 * orig_.C * in_), imm(n), imm(orig_.C * in_), imm(0),
+                         imm((cv_.C - orig_.C) * in_)});
+      op(Opcode::DmaOut, {at(Buffer::GM, X_.base + r0 * cv_.C * in_), at(Buffer::UB, 0), imm(1), imm(n * cv_.C * in_), imm(0), imm(0)});
     }
     // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
-    if (RS * orig.C * cv.K * 2 > cap_ub / 2) throw unsupported("the weights do not fit the vector buffer for channel padding");
-    if (cv.K > orig.K) code.zero_ub(0, RS * orig.C * cv.K * 2);
-    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS * orig.C), imm(orig.K * 2), imm(0), imm((cv.K - orig.K) * 2)});
-    for (int64_t q = 0; q < RS; ++q)
-      op(Opcode::DmaOut, {at(Buffer::GM, Wl.base + q * cv.C * cv.K * 2), at(Buffer::UB, q * orig.C * cv.K * 2), imm(1),
-                          imm(orig.C * cv.K * 2), imm(0), imm(0)});
+    if (RS() * orig_.C * cv_.K * in_ > cap_ub / 2) throw unsupported("the weights do not fit the vector buffer for channel padding");
+    if (cv_.K > orig_.K) code_.zero_ub(0, RS() * orig_.C * cv_.K * in_);
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS() * orig_.C), imm(orig_.K * in_), imm(0),
+                       imm((cv_.K - orig_.K) * in_)});
+    for (int64_t q = 0; q < RS(); ++q)
+      op(Opcode::DmaOut, {at(Buffer::GM, W_.base + q * cv_.C * cv_.K * in_), at(Buffer::UB, q * orig_.C * cv_.K * in_), imm(1),
+                          imm(orig_.C * cv_.K * in_), imm(0), imm(0)});
   }
 
-  p.cores = static_cast<int>(plan->cores);
-  const int64_t fm_halves = plan->fm_halves, c_halves = plan->c_halves;
-  const int64_t per_core_images = k_tiles <= cores_avail ? cv.N / plan->group : cv.N;
-  const int64_t halves = (fm_halves == 2 && per_core_images % 2 == 0) ? 2 : 1;  // images per loop iteration
-  const int64_t w_l1 = halves * fm_bytes;  // the k-tile's weights after the feature maps: [c1][q][kb] fractals
-  op(Opcode::SetFmatrix, {imm(cv.H), imm(cv.W), imm(cv.pt), imm(pb), imm(cv.pl), imm(pr), imm(cv.sh), imm(cv.sw), imm(cv.R),
-                          imm(cv.S), imm(cv.dh), imm(cv.dw)});
-  const bool kt_loop = k_tiles > cores_avail;
-  if (kt_loop) {
-    op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(k_tiles), reg(npu::kRegCoreCount)});
-    op(Opcode::Mov, {reg(kImage0), imm(0)});
-  } else {
-    op(Opcode::Div, {reg(kImage0), reg(npu::kRegCoreId), imm(k_tiles)});
-    op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(k_tiles)});
-    op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
+  // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
+  void nchw_out() {
+    code_.rows_to_columns(Y_.base, user_y_, cv_.N, P(), orig_.K, cv_.K, orig_.K, P(), round_up(P(), m_.block_elements(cv_.out)),
+                          cv_.out);
   }
-  // The k-tile's weights into L1, 16 input channels x all kernel positions at a time.
-  if (Wl.fractal) {
-    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 32)});
-    for (int64_t c1 = 0; c1 < C1; ++c1)
-      op(Opcode::DmaIn, {at(Buffer::L1, w_l1 + c1 * RS * tn * 32), at(Buffer::GM, Wl.base + c1 * Wl.KB * 512, kWCol), imm(RS),
-                         imm(tn * 32), imm((C1 * Wl.KB * 16 - tn) * 32), imm(0)});
-  } else {
-    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * 2)});
-    for (int64_t c1 = 0; c1 < C1; ++c1)
-      for (int64_t q = 0; q < RS; ++q)
-        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1 + (c1 * RS + q) * tn * 32),
-                             at(Buffer::GM, Wl.base + (q * Wl.row_q + c1 * 16 * Wl.row_c) * 2, kWCol), imm(k0), imm(tn), imm(Wl.row_c)});
+
+  // Y: rows of Kp -> rows of K, chunks of whole GM alignment units of f32 rows (aligned destinations).
+  void padded_out() {
+    const int64_t rows = cv_.N * P(), rows_aligned = code_.gm_align() / acc_;
+    int64_t cr = std::min(rows, (m_.capacity(Buffer::UB) / 2) / (cv_.K * eo_));
+    if (cr < rows) cr = cr / rows_aligned * rows_aligned;
+    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+      const int64_t n = std::min(cr, rows - r0);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, Y_.base + r0 * cv_.K * eo_), imm(1), imm(n * cv_.K * eo_), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y_ + r0 * orig_.K * eo_), at(Buffer::UB, 0), imm(n), imm(orig_.K * eo_),
+                          imm((cv_.K - orig_.K) * eo_), imm(0)});
+    }
+    out_.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig_.C, orig_.K, cv_.C, cv_.K));
   }
-  if (epi) {
-    op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(tn * 2)});
-    op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(tn * 4)});
+
+  void main_loops() {
+    p_.cores = static_cast<int>(plan_.cores);
+    const int64_t pb = (cv_.OH - 1) * cv_.sh + cv_.dh * (cv_.R - 1) + 1 - cv_.H - cv_.pt;
+    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
+    op(Opcode::SetFmatrix, {imm(cv_.H), imm(cv_.W), imm(cv_.pt), imm(pb), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw), imm(cv_.R),
+                            imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+    if (kt_loop()) {
+      op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});
+      op(Opcode::Mov, {reg(kImage0), imm(0)});
+    } else {
+      op(Opcode::Div, {reg(kImage0), reg(npu::kRegCoreId), imm(plan_.k_tiles)});
+      op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(plan_.k_tiles)});
+      op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
+    }
+    load_weights();
+    if (epi_) {
+      op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
+      op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
+    }
+    const int64_t iterations = per_core_images() / halves();
+    if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
+    else op(Opcode::Mov, {reg(kPair), imm(0)});
+    for (int64_t half = 0; half < halves(); ++half) image(half);
+    if (iterations > 1) op(Opcode::EndLoop, {});
+    if (kt_loop()) op(Opcode::EndLoop, {});
   }
-  const int64_t step_images = kt_loop ? 1 : plan->group;
-  const int64_t iterations = per_core_images / halves;
-  if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
-  else op(Opcode::Mov, {reg(kPair), imm(0)});
-  int64_t l0a_step = 0, l0b_step = 0, ub_step = 0;
-  auto image_base = [&](const ActivationLayout& l, Reg dst) {  // dst = base offset of image kImage (without l.base)
+
+  // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
+  void load_weights() {
+    const int64_t tn = plan_.tn;
+    if (W_.fractal) {
+      op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * frow_)});
+      for (int64_t c1 = 0; c1 < C1(); ++c1)
+        op(Opcode::DmaIn, {at(Buffer::L1, w_l1() + c1 * RS() * tn * frow_), at(Buffer::GM, W_.base + c1 * W_.KB * fractal_, kWCol),
+                           imm(RS()), imm(tn * frow_), imm((C1() * W_.KB * cv_.unit - tn) * frow_), imm(0)});
+      return;
+    }
+    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+    for (int64_t c1 = 0; c1 < C1(); ++c1)
+      for (int64_t q = 0; q < RS(); ++q)
+        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
+                             at(Buffer::GM, W_.base + (q * W_.row_q + c1 * k0_ * W_.row_c) * in_, kWCol), imm(k0_), imm(tn),
+                             imm(W_.row_c)});
+  }
+
+  // dst = base offset of image kImage in layout l (without l.base)
+  void image_base(const ActivationLayout& l, Reg dst) {
     if (l.group == 1) {
       op(Opcode::Mul, {reg(dst), reg(kImage), imm(l.group_bytes)});
       return;
@@ -543,99 +489,178 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
     op(Opcode::Mul, {reg(dst), reg(kGroup), imm(l.group_bytes)});
     op(Opcode::Mul, {reg(kInner), reg(kInner), imm(l.inner_bytes)});
     op(Opcode::Add, {reg(dst), reg(dst), reg(kInner)});
-  };
-  for (int64_t half = 0; half < halves; ++half) {
-    const int64_t fm_base = half * fm_bytes, c_base = (c_halves == 2 ? half % 2 : 0) * Pp * tn * 4;
+  }
+
+  // One image of the pair: its feature map into L1, the channel slices, the write-back.
+  void image(int64_t half) {
+    const int64_t tn = plan_.tn, step_images = kt_loop() ? 1 : plan_.group;
+    const int64_t fm_base = half * plan_.fm_bytes;
+    const int64_t c_base = (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * tn * acc_;
     // image = image0 + (pair * halves + half) * step_images
-    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves * step_images)});
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
-    image_base(X, kXBase);
-    image_base(Y, kYBase);
-    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(NB16 * Y.block_bytes)});
+    image_base(X_, kXBase);
+    image_base(Y_, kYBase);
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn / n0_ * Y_.block_bytes)});
     op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
-    // The image's feature map as C1HWC0: one strided copy per 16 channels.
-    for (int64_t c1 = 0; c1 < C1; ++c1)
-      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv.H * cv.W * 32), at(Buffer::GM, X.base + c1 * X.block_bytes, kXBase),
-                         imm(cv.H * cv.W), imm(32), imm(X.pixel_bytes - 32), imm(0)});
-    // One 16-channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position
-    // group the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
-    auto slice = [&](int64_t sub, Operand init_first) {
-      op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS)});
-      for (size_t gi = 0; gi < kgroups.size(); ++gi) {
-        const auto [q0, qn] = kgroups[gi];
-        const int64_t lb = (l0b_step++ % 2) * l0b_half;
-        op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1 + (sub * RS + q0) * tn * 32, kWSlice), imm(qn), imm(NB16),
-                            imm(NB16), imm(1), imm(1)});
-        if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
-        for (const auto& [p0, size] : blocks) {
-          const int64_t la = (l0a_step++ % 2) * l0a_half;
-          op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
-          op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * 4), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
-                            imm(qn * k0), imm(tn), gi == 0 ? init_first : imm(0)});
-        }
-      }
-    };
-    const int64_t pairs = C1 / 2;
+    // The image's feature map as C1HWC0: one strided copy per fractal row of channels.
+    for (int64_t c1 = 0; c1 < C1(); ++c1)
+      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv_.H * cv_.W * frow_), at(Buffer::GM, X_.base + c1 * X_.block_bytes, kXBase),
+                         imm(cv_.H * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+    const int64_t pairs = C1() / 2;
     if (pairs > 0) {
       op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
       op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
-      op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS * tn * 32)});
-      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS)});
-      slice(0, reg(kInit));
-      slice(1, imm(0));
+      op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
+      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
+      slice(0, reg(kInit), fm_base, c_base);
+      slice(1, imm(0), fm_base, c_base);
       op(Opcode::EndLoop, {});
     }
-    if (C1 % 2) {
-      op(Opcode::Mov, {reg(kWSlice), imm((C1 - 1) * RS * tn * 32)});
-      op(Opcode::Mov, {reg(kKpos), imm((C1 - 1) * RS)});
-      slice(0, imm(C1 == 1 ? 1 : 0));
+    if (C1() % 2) {
+      op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
+      op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
+      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base);
     }
-    for (const auto& [p0, size] : blocks) {
-      const int64_t ub = (ub_step++ % 2) * tm0 * tn * 4, valid = std::min(size, P - p0);
-      op(Opcode::MovL0c, {Operand::type(DType::F32), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * 4), imm(size * tn / 256), imm(0)});
-      if (valid <= 0) continue;
-      for (int64_t jj = 0; jj < NB16; ++jj) {
-        int64_t src = ub + jj * size * 64;
-        if (epi) {
-          std::map<std::string, Operand> columns;
-          for (const std::string& name : epi->broadcasts()) {
-            const int eb = dtype_bytes(k.find_tensor(name)->dtype);
-            columns[name] = at(Buffer::GM, offset(name) + jj * 16 * eb, eb == 2 ? kCol2 : kCol4);
-          }
-          src = epi->emit_block(p, src, size, epi_base, columns);
-        }
-        op(Opcode::DmaOut, {at(Buffer::GM, Y.base + p0 * Y.pixel_bytes + jj * Y.block_bytes, kYBase), at(Buffer::UB, src), imm(valid),
-                            imm(16 * eo), imm(0), imm(Y.pixel_bytes - 16 * eo)});
+    write_back(c_base);
+  }
+
+  // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
+  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
+  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base) {
+    const int64_t tn = plan_.tn, nb = tn / n0_;
+    const auto& kgroups = plan_.kgroups;
+    op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
+    for (size_t gi = 0; gi < kgroups.size(); ++gi) {
+      const auto [q0, qn] = kgroups[gi];
+      const int64_t lb = (l0b_step_++ % 2) * plan_.l0b_half;
+      op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
+                          imm(nb), imm(1), imm(1)});
+      if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
+      for (const auto& [p0, size] : plan_.blocks) {
+        const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
+        op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+        op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * acc_), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
+                          imm(qn * k0_), imm(tn), gi == 0 ? init_first : imm(0)});
       }
     }
   }
-  if (iterations > 1) op(Opcode::EndLoop, {});
-  if (kt_loop) op(Opcode::EndLoop, {});
-  if (cv.layout == Layout::Nchw) {
-    // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
-    code.rows_to_columns(Y.base, user_y, cv.N, P, orig.K, cv.K, orig.K, P, round_up(P, 32 / eo), cv.out);
-  } else if (padded) {  // Y: rows of Kp -> rows of K, chunks of a multiple of 8 rows (aligned destinations)
-    const int64_t rows = cv.N * P;
-    int64_t cr = std::min(rows, (cap_ub / 2) / (cv.K * eo));
-    if (cr < rows) cr = cr / 8 * 8;
-    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
-      const int64_t n = std::min(cr, rows - r0);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, Y.base + r0 * cv.K * eo), imm(1), imm(n * cv.K * eo), imm(0), imm(0)});
-      op(Opcode::DmaOut, {at(Buffer::GM, user_y + r0 * orig.K * eo), at(Buffer::UB, 0), imm(n), imm(orig.K * eo),
-                          imm((cv.K - orig.K) * eo), imm(0)});
+
+  // Per pixel block: the accumulator to UB, per column block the epilogue and the valid pixels to GM.
+  void write_back(int64_t c_base) {
+    const int64_t tn = plan_.tn, tm0 = plan_.tm0, epi_base = 2 * tm0 * tn * acc_;
+    for (const auto& [p0, size] : plan_.blocks) {
+      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, P() - p0);
+      op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
+                          imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
+      if (valid <= 0) continue;
+      for (int64_t jj = 0; jj < tn / n0_; ++jj) {
+        int64_t src = ub + jj * size * n0_ * acc_;
+        if (epi_) {
+          std::map<std::string, Operand> columns;
+          for (const std::string& name : epi_->broadcasts()) {
+            const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
+            columns[name] = at(Buffer::GM, offset(name) + jj * n0_ * eb, eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
+          }
+          src = epi_->emit_block(p_, src, size, epi_base, columns);
+        }
+        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + p0 * Y_.pixel_bytes + jj * Y_.block_bytes, kYBase), at(Buffer::UB, src), imm(valid),
+                            imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
+      }
     }
-    out.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig.C, orig.K, cv.C, cv.K));
   }
-  p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-  out.notes.push_back(fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
-                                  "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
-                                  "kernel-position group(s) of {}{}{}",
-                                  tn, per_core_images, kt_loop ? (k_tiles + cores_avail - 1) / cores_avail : 1, p.cores,
-                                  halves == 2 ? " two images at a time (ping-pong)" : "", tm0, Pp, C1, kgroups.size(), kc,
-                                  cv.sh > 1 || cv.sw > 1 ? fmt::format(", stride {}x{}", cv.sh, cv.sw) : "",
-                                  k.user_tile.empty() ? "" : ", from tile " + k.user_tile));
-  npu::validate_program(p);
+
+  std::string summary() const {
+    const int64_t ct = cores_avail();
+    return fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
+                       "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
+                       "kernel-position group(s) of {}{}{}",
+                       plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
+                       halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
+                       plan_.kgroups.size(), plan_.kc, cv_.sh > 1 || cv_.sw > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw) : "",
+                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "");
+  }
+
+  UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
+
+  const kernel::Kernel& k_;
+  const isa::Hierarchy& h_;
+  const isa::NpuMachine& m_;
+  const Conv &orig_, &cv_;
+  const tile::ConvPlan& plan_;
+  GemmEpilogue* epi_;
+  NpuKernel& out_;
+  npu::Program& p_;
+  ConvCode code_;
+  const int64_t m0_ = m_.cube_f16.m0, n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
+  const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
+  const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
+  int64_t gm_ = 0, user_y_ = 0;
+  ActivationLayout X_, Y_;
+  WeightLayout W_;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+};
+
+}  // namespace
+
+bool is_nhwc_convolution(const kernel::Kernel& k, const isa::NpuMachine& m) { return match(k, m.cube_f16.m0).has_value(); }
+
+std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& k, const isa::NpuMachine& m) {
+  const auto orig = match(k, m.cube_f16.m0);
+  if (!orig) return std::nullopt;
+  return padded_geometry(*orig, m);
+}
+
+namespace {
+
+// The convolution, its epilogue (if any) and the plan for `spec`; `unsupported` set when no plan fits.
+struct PlannedConv {
+  Conv orig, cv;
+  std::unique_ptr<GemmEpilogue> epi;
+  tile::ConvPlanResult result;
+};
+
+PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const tile::TileSpec* spec) {
+  PlannedConv pc;
+  pc.orig = *match(k, m.cube_f16.m0);
+  Conv& cv = pc.cv = pc.orig;
+  cv.C = round_up(pc.orig.C, m.cube_f16.k0), cv.K = round_up(pc.orig.K, m.cube_f16.k0);
+  if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.layout == Layout::Blocked) {
+    pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
+    return pc;
+  }
+  if (cv.epilogue) pc.epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
+  GemmEpilogue* epi = pc.epi.get();
+  std::function<int64_t(int64_t)> epi_bytes;
+  if (epi) epi_bytes = [epi](int64_t rows) { return epi->ub_bytes(rows); };
+  pc.result = tile::plan_conv(padded_geometry(pc.orig, m), m, spec, epi_bytes);
+  if (!pc.result.plan || !epi) return pc;
+  const tile::ConvPlan& p = *pc.result.plan;
+  std::string why;
+  if (epi->output() != cv.y || epi->output_type() != cv.out) why = "the epilogue's output is not the last statement's";
+  else if (2 * p.tm0 * p.tn * dtype_bytes(m.cube_f16.acc) + epi->ub_bytes(p.tm0) > m.capacity(Buffer::UB))
+    why = "the epilogue of a pixel block does not fit UB";
+  if (!why.empty()) {
+    pc.result.plan.reset();
+    pc.result.unsupported = why;
+  }
+  return pc;
+}
+
+}  // namespace
+
+tile::ConvPlanResult plan_convolution(const kernel::Kernel& k, const isa::Hierarchy& h, const tile::TileSpec* spec) {
+  return plan(k, h, isa::npu_machine(h), spec).result;
+}
+
+NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  const PlannedConv pc = plan(k, h, m, k.user_tile ? &*k.user_tile : nullptr);
+  if (pc.result.no_fit) throw UserError(pc.result.no_fit->message(k.name, k.user_tile->to_string(), h.name));
+  if (!pc.result.plan) throw conv_unsupported(k, pc.result.unsupported);
+  NpuKernel out;
+  ConvEmitter(k, h, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
   return out;
 }
 

@@ -7,17 +7,27 @@
 // positions the weights L1 -> L0B (load2d) and per pixel block load3d (img2col) -> L0A, mmad
 // accumulating in L0C (two images ping-pong), mov_l0c / dma_out of the valid pixels. NCHW and
 // channel counts not multiples of 16 go through NHWC scratch copies (one core). The user's tile
-// spec (Kernel::user_tile), when given, sets the output-channel tile (outer k), the pixel block
+// spec (Kernel::user_tile), when given, is read by the NPU convolution tile policy
+// (compiler/tile/npu_conv_plan.h), which sets the output-channel tile (outer k), the pixel block
 // (inner p x q) and the kernel positions per L0 step (inner r x s); README "Tile spec -> plan".
 // Part of compiler/emit_npu.
 #pragma once
 
+#include <optional>
+
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/tile/npu_conv_plan.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 
 // True when the kernel's function is that convolution in one of those layouts (then emit_conv maps it).
-bool is_nhwc_convolution(const kernel::Kernel& kernel);
+bool is_nhwc_convolution(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// The tile policy's view of it (compiler/tile/npu_conv_plan.h), nullopt when it is not one.
+std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// The plan emit_conv carries out for `spec` (null: the policy's own choice), with the fused
+// epilogue's UB needs and checks; the kernel must be a convolution (is_nhwc_convolution).
+tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::Hierarchy& target, const tile::TileSpec* spec);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 // Depthwise NHWC convolution (a padding statement, Acc(n,p,q,c) += X(..,c) * Wt(r,s,c), element-wise

@@ -722,7 +722,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
 NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
   const Machine m = isa::npu_machine(target);
-  if (is_nhwc_convolution(k)) return emit_conv(k, target);
+  if (is_nhwc_convolution(k, m)) return emit_conv(k, target);
   if (is_depthwise_convolution(k)) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m, target);

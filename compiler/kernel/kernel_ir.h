@@ -29,10 +29,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/tensor_ir.h"
+#include "compiler/tile/tile_spec.h"
 #include "isa/base/dtype.h"
 #include "isa/hierarchy.h"
 
@@ -215,9 +217,9 @@ struct Kernel {
   std::vector<std::string> let_vars;  // every Let-bound name (declared once by emitters)
   NodePtr body;
   std::string target;  // hierarchy name the buffers were placed for
-  // The user's tile spec (--tile) in text form, empty without one: read by emitters that plan their
-  // own tiles (the NPU convolution, compiler/emit_npu/conv.cc).
-  std::string user_tile;
+  // The user's tile spec (--tile), absent without one: read by the target tile policies that plan
+  // a mapping beyond the loop tree (the NPU convolution, compiler/tile/npu_conv_plan.h).
+  std::optional<tile::TileSpec> user_tile;
 
   const GlobalTensor* find_tensor(const std::string& n) const;
 };

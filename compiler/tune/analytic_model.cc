@@ -19,7 +19,9 @@
 #include <cmath>
 #include <optional>
 
+#include "compiler/tile/npu_conv_plan.h"
 #include "compiler/tune/cost_model.h"
+#include "isa/npu_machine.h"
 #include "isa/base/error.h"
 
 namespace tessel::tune {
@@ -55,135 +57,36 @@ uint32_t matrix_startup(const isa::Hierarchy& h) {
   return 0;
 }
 
-// The NPU convolution mapping (compiler/emit_npu/conv.cc), which chooses its sizes itself
-// (Problem::fixed_mapping): NHWC X[N, H, W, C], Wt[R, S, C, K] -> Y[N, OH, OW, K], channel counts
-// multiples of the cube's k (else it runs through scratch copies on one core: not modelled here).
-struct ConvShape {
-  int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;
-};
-
-std::optional<ConvShape> nhwc_conv_shape(const Problem& p) {
-  if (!p.npu_conv || !p.function) return std::nullopt;
-  const auto in = p.function->inputs();
-  const auto out = p.function->outputs();
-  if (in.size() != 2 || out.size() != 1) return std::nullopt;
-  auto dims = [&](const ir::Tensor* t) {
-    std::vector<int64_t> d;
-    for (const auto& e : t->shape) d.push_back(e.evaluate({}, p.sizes));
-    return d;
-  };
-  const auto x = dims(in[0]), w = dims(in[1]), y = dims(out[0]);
-  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return std::nullopt;
-  ConvShape c{x[0], x[1], x[2], x[3], w[3], w[0], w[1], y[1], y[2]};
-  if (w[2] != c.C || y[0] != c.N || y[3] != c.K) return std::nullopt;
-  return c;
-}
-
 // Per core: the weights of its output-channel tile (tn columns) GM -> L1 once, then per job (one
-// image x one tile) the feature map GM -> L1 (MTE2), per 16-channel slice and kernel-position
-// group the weights L1 -> L0B and per pixel block load3d (img2col) -> L0A (MTE1), the cube's
-// fragments, and the accumulator's way back (L0C -> UB -> GM). Jobs are double-buffered (two
-// images ping-pong), so a job costs its busiest engine; the first job's loads and the last one's
-// write-back are exposed. tn, the image groups per core and the pixel blocks follow conv.cc's plan.
-//
-// With a tile spec the mapping reads it (conv.cc "the user's tile spec drives the plan"): outer k
-// -> tn (rounded to the fractal, shrunk to divide K), inner p x q -> pixel block rows, inner r x s
-// -> kernel positions per L0 step; `spec` null: conv.cc's own plan.
-AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, const tile::TileSpec* spec) {
+// image x one tile) the feature map GM -> L1 (MTE2), per channel slice and kernel-position group
+// the weights L1 -> L0B and per pixel block load3d (img2col) -> L0A (MTE1), the cube's fragments,
+// and the accumulator's way back (L0C -> UB -> GM). Jobs are double-buffered (two images
+// ping-pong), so a job costs its busiest engine; the first job's loads and the last one's
+// write-back are exposed. tn, the image groups per core, the kernel-position groups and the pixel
+// blocks are the NPU convolution tile policy's (compiler/tile/npu_conv_plan.h), the same plan the
+// emitter carries out; `spec` null: the policy's own choice.
+AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometry& cv, const tile::TileSpec* spec) {
   const isa::Hierarchy& h = problem.hierarchy;
-  int64_t m0 = 16, k0 = 16, unit_cycles = 1;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
-    for (const isa::MatrixShape& s : u->shapes)
-      if (s.a == DType::F16 && s.acc == DType::F32) m0 = s.m, k0 = s.k, unit_cycles = s.cycles;
-  auto cap = [&](isa::Role r) { return int64_t(h.level(r).capacity_bytes); };
+  const isa::NpuMachine machine = isa::npu_machine(h);
+  const tile::ConvPlanResult r = tile::plan_conv(cv, machine, spec);
+  AnalyticBreakdown out;
+  if (!r.plan) return out;
+  const tile::ConvPlan& plan = *r.plan;
+  const isa::CubeShape& shape = machine.cube_f16;
+  const int64_t m0 = shape.m0, k0 = shape.k0, unit_cycles = shape.cycles;
   const std::string gm = h.level(isa::Role::Global).name, l1 = h.level(isa::Role::Stage).name;
   const std::string l0a = h.level(isa::Role::OperandA).name, l0b = h.level(isa::Role::OperandB).name;
   const std::string l0c = h.level(isa::Role::Accumulator).name;
-  auto round_up = [](int64_t x, int64_t m) { return ceil_div(x, m) * m; };
-  const int64_t P = cv.OH * cv.OW, Pp = round_up(P, m0), RS = cv.R * cv.S, C1 = ceil_div(cv.C, k0);
-  const int64_t fm_bytes = round_up(cv.C * cv.H * cv.W * 2, 32);
-  const bool scratch = cv.C % k0 || cv.K % k0;
-  const int64_t cores_avail = scratch ? 1 : std::max<uint32_t>(1, h.cores);
   auto bw = [&](const std::string& from, const std::string& to) {
-    const auto r = route(h, from, to);
-    return r.empty() ? 1.0 : std::max(1.0, r.front().bandwidth);
+    const auto rt = route(h, from, to);
+    return rt.empty() ? 1.0 : std::max(1.0, rt.front().bandwidth);
   };
-  // conv.cc's plan: the output-channel tile by its estimate (cube vs MTE1 per job), ties to more
-  // cores then larger tiles
-  struct Plan {
-    int64_t tn = 0, k_tiles = 0, group = 1, cores = 1, jobs = 0;
-    double cost = 0;
-  };
-  std::optional<Plan> plan;
-  const int64_t K = round_up(cv.K, k0), C = round_up(cv.C, k0);
-  // the tile's axes: Y(n, p, q, k) with the reduction over r, s, c, named as in the statement
-  std::string ap, aq, ak, ar, as;
-  if (spec && problem.function) {
-    for (const auto& st : problem.function->statements) {
-      if (st.reduction == ir::Reduction::None || st.out_indices.size() != 4) continue;
-      auto name = [](const ir::AffineExpr& e) {
-        return e.index_coeffs.size() == 1 ? e.index_coeffs.begin()->first : std::string();
-      };
-      ap = name(st.out_indices[1]), aq = name(st.out_indices[2]), ak = name(st.out_indices[3]);
-      for (const auto& v : st.domain) {
-        if (v.name == ap || v.name == aq || v.name == ak || v.name == name(st.out_indices[0])) continue;
-        if (ar.empty()) ar = v.name; else if (as.empty()) as = v.name;
-      }
-    }
-  }
-  auto find = [&](const std::string& a) { return spec && !a.empty() ? spec->find(a) : nullptr; };
-  const tile::AxisTile *t_k = find(ak), *t_p = find(ap), *t_q = find(aq), *t_r = find(ar), *t_s = find(as);
-  auto dividing = [](int64_t n, int64_t limit, int64_t unit) {
-    for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
-      if (n % t == 0) return t;
-    return unit;
-  };
-  const int64_t user_tn = t_k ? dividing(K, round_up(std::min(K, t_k->outer), k0), k0) : 0;
-  const int64_t user_kc = t_r || t_s ? std::min(t_r ? t_r->inner : cv.R, cv.R) * std::min(t_s ? t_s->inner : cv.S, cv.S) : 0;
-  const int64_t user_rows =
-      t_p || t_q ? std::min(Pp, round_up(std::min(t_p ? t_p->inner : cv.OH, cv.OH) * std::min(t_q ? t_q->inner : cv.OW, cv.OW), m0))
-                 : 0;
-  for (int64_t t = user_tn ? user_tn : std::min<int64_t>(K, 128); t >= 16; t -= 16) {
-    if (K % t) continue;
-    Plan c;
-    c.tn = t, c.k_tiles = K / t;
-    if (!user_tn && (C * RS * t * 2 + fm_bytes > cap(isa::Role::Stage) || Pp * t * 4 > cap(isa::Role::Accumulator) ||
-                     2 * k0 * t * 2 > cap(isa::Role::OperandB)))
-      continue;
-    if (c.k_tiles <= cores_avail) {
-      const int64_t per = cores_avail / c.k_tiles;
-      for (int64_t g = std::min(per, cv.N); g >= 1; --g)
-        if (cv.N % g == 0) {
-          c.group = g;
-          break;
-        }
-      c.cores = c.k_tiles * c.group;
-      c.jobs = cv.N / c.group;
-    } else {
-      c.cores = cores_avail;
-      c.jobs = ceil_div(c.k_tiles, c.cores) * cv.N;
-    }
-    const double cube = double(Pp / m0) * (t / 16) * C1 * RS;
-    const double mte1 = double(Pp) * C * RS * 2 / bw(l1, l0a) + double(C) * RS * t * 2 / bw(l1, l0b);
-    c.cost = double(c.jobs) * std::max(cube, mte1);
-    if (!plan || c.cost < plan->cost * 0.999) plan = c;
-    if (user_tn) break;
-  }
-  AnalyticBreakdown out;
-  if (!plan) return out;
-  const int64_t tn = plan->tn;
-  // kernel-position groups (two L0B halves) and pixel blocks (two L0A halves): mmad count per job
-  int64_t kc = user_kc;
-  if (!kc) {
-    kc = std::max<int64_t>(1, std::min<int64_t>(RS, (cap(isa::Role::OperandB) / 2) / (k0 * tn * 2)));
-    kc = ceil_div(RS, ceil_div(RS, kc));
-  }
-  const int64_t groups = ceil_div(RS, kc);
-  const int64_t tm0 = user_rows ? user_rows
-                                : std::max<int64_t>(m0, std::min<int64_t>(Pp, (cap(isa::Role::OperandA) / 2) / (kc * k0 * 2) / m0 * m0));
-  const int64_t blocks = ceil_div(Pp, tm0);
+  const int64_t P = cv.pixels(), Pp = plan.padded_pixels, RS = cv.kernel_positions(), C1 = cv.C / k0;
+  const int64_t K = cv.K, C = cv.C, fm_bytes = plan.fm_bytes, tn = plan.tn;
+  const int64_t in = dtype_bytes(shape.a), acc = dtype_bytes(shape.acc);
+  const int64_t groups = static_cast<int64_t>(plan.kgroups.size()), blocks = static_cast<int64_t>(plan.blocks.size());
   const double units = matrix_unit_count(h);
-  const double cube = double(Pp / m0) * (tn / 16) * C1 * RS * unit_cycles / units + double(blocks * C1 * groups) * matrix_startup(h);
+  const double cube = double(Pp / m0) * (tn / shape.n0) * C1 * RS * unit_cycles / units + double(blocks * C1 * groups) * matrix_startup(h);
   std::map<std::string, double> job;  // engine -> cycles per job
   double exposed_latency = 0;
   auto move = [&](const std::string& from, const std::string& to, double bytes, std::map<std::string, double>& into, bool first) {
@@ -193,18 +96,18 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, co
     }
   };
   move(gm, l1, double(fm_bytes), job, true);                                // the feature map
-  move(l1, l0a, double(Pp) * C * RS * 2, job, true);                        // load3d, every pixel block
-  move(l1, l0b, double(C) * RS * tn * 2, job, true);                        // the weights' slices
-  move(l0c, gm, double(Pp) * tn * 4, job, true);                            // accumulator -> UB -> GM
+  move(l1, l0a, double(Pp) * C * RS * in, job, true);                        // load3d, every pixel block
+  move(l1, l0b, double(C) * RS * tn * in, job, true);                        // the weights' slices
+  move(l0c, gm, double(Pp) * tn * acc, job, true);                            // accumulator -> UB -> GM
   std::map<std::string, double> once;
-  move(gm, l1, double(C) * RS * tn * 2, once, true);                        // the tile's weights, once per core
+  move(gm, l1, double(C) * RS * tn * in, once, true);                        // the tile's weights, once per core
   double busiest = cube;
   for (const auto& [e, c] : job) busiest = std::max(busiest, c);
-  const double jobs = double(plan->jobs);
+  const double jobs = double(plan.jobs_per_core);
   double first = 0;  // the first job's loads before its cube starts, the last one's write-back after it
   for (const auto& [e, c] : once) first += c;
   first += double(fm_bytes) / bw(gm, l1);
-  for (const auto& step : route(h, l0c, gm)) first += step.bandwidth > 0 ? double(Pp) * tn * 4 / step.bandwidth : 0;
+  for (const auto& step : route(h, l0c, gm)) first += step.bandwidth > 0 ? double(Pp) * tn * acc / step.bandwidth : 0;
   // Every step (pixel block x channel slice x kernel-position group) hands its L0A / L0B operands
   // to the cube through a flag: the load's latency shows once per step (as the GEMM model's
   // per-chunk handoff), so small pixel blocks and few kernel positions per step cost more.
@@ -213,14 +116,14 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, co
   const double steps = double(blocks * C1 * groups);
   const double core_time = first + exposed_latency + jobs * (busiest + steps * handoff);
   const isa::Level& g = h.level(isa::Role::Global);
-  const double global_bytes = double(plan->cores) * (double(C) * RS * tn * 2 + jobs * fm_bytes) + double(cv.N) * P * K * 4;
+  const double global_bytes = double(plan.cores) * (double(C) * RS * tn * in + jobs * fm_bytes) + double(cv.N) * P * K * acc;
   out.compute_cycles = jobs * cube;
   for (const auto& [e, c] : job) out.engine_cycles[e] += jobs * c;
   for (const auto& [e, c] : once) out.engine_cycles[e] += c;
   out.latency_cycles = exposed_latency;
   out.shared_global_cycles = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes / g.shared_bandwidth_bytes_per_cycle : 0;
-  out.tiles = cv.N * plan->k_tiles;
-  out.cores_used = plan->cores;
+  out.tiles = cv.N * plan.k_tiles;
+  out.cores_used = plan.cores;
   out.total = std::max(core_time, out.shared_global_cycles);
   return out;
 }
@@ -228,7 +131,7 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const ConvShape& cv, co
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
-  if (const auto cv = nhwc_conv_shape(problem)) return conv_breakdown(problem, *cv, problem.fixed_mapping.empty() ? &config.spec : nullptr);
+  if (problem.npu_conv) return conv_breakdown(problem, *problem.npu_conv, problem.fixed_mapping.empty() ? &config.spec : nullptr);
   const isa::Hierarchy& h = problem.hierarchy;
   const std::string global = h.level(isa::Role::Global).name;
   const isa::Level& g = h.level(isa::Role::Global);

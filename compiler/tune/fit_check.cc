@@ -2,6 +2,7 @@
 
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/emit_npu.h"
+#include "isa/npu_machine.h"
 #include "isa/base/error.h"
 
 namespace tessel::tune {
@@ -41,34 +42,31 @@ FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
     }
   source_ = &f;
   options_ = o;
-  emitter_checks_ = base_->hierarchy.kind == isa::TargetKind::Npu && emit_npu::is_nhwc_convolution(base_->kernel);
-  problem_.npu_conv = emitter_checks_;
+  if (base_->hierarchy.kind == isa::TargetKind::Npu)
+    problem_.npu_conv = emit_npu::conv_geometry(base_->kernel, isa::npu_machine(base_->hierarchy));
+}
+
+std::optional<tile::ConvPlanResult> FitChecker::conv_plan(const tile::TileSpec* spec) const {
+  if (!problem_.npu_conv) return std::nullopt;
+  return emit_npu::plan_convolution(base_->kernel, base_->hierarchy, spec);
 }
 
 bool FitChecker::detect_fixed_mapping(const std::vector<tile::TileSpec>& samples) {
   if (detected_) return !problem_.fixed_mapping.empty();
   detected_ = true;
-  if (base_->hierarchy.kind != isa::TargetKind::Npu || !emit_npu::is_nhwc_convolution(base_->kernel)) return false;
-  std::vector<tile::TileSpec> specs;
-  for (const auto& s : samples)
-    if (check(s)) specs.push_back(s);
-  if (specs.empty()) return false;
-  auto program = [&](const tile::TileSpec& spec) {
-    CompileOptions o = options_;
-    o.tile = spec.to_string();
-    const auto c = compile(*source_, o);
-    return npu::print_program(emit_npu::emit_npu(c->kernel, c->hierarchy).program);
-  };
-  const std::string first = npu::print_program(emit_npu::emit_npu(base_->kernel, base_->hierarchy).program);
-  try {
-    for (const auto& s : specs)
-      if (program(s) != first) return false;
-  } catch (const UserError&) {
-    return false;  // a tile the mapping rejects: it reads the tile
+  const auto first = conv_plan(nullptr);
+  if (!first || !first->plan) return false;
+  bool any = false;
+  for (const auto& s : samples) {
+    if (!check(s)) continue;
+    const auto plan = conv_plan(&s);
+    if (!plan->plan || !(*plan->plan == *first->plan)) return false;  // the plan reads the tile
+    any = true;
   }
+  if (!any) return false;
   problem_.fixed_mapping =
-      "the NPU convolution mapping (compiler/emit_npu/conv.cc) chooses its sizes itself here: differently tiled "
-      "compilations emit the same program";
+      "the NPU convolution tile policy (compiler/tile/npu_conv_plan.h) chooses its sizes itself here: every sampled tile "
+      "spec gives the same plan";
   return true;
 }
 
@@ -138,21 +136,16 @@ std::optional<ConfigInfo> FitChecker::check(const tile::TileSpec& spec, std::str
     }
     info.groups.push_back(g);
   }
-  if (emitter_checks_ && !trusted_.count(key)) {
-    // The NPU convolution mapping reads the tile itself (compiler/emit_npu/conv.cc) and rejects
-    // what does not fit its own buffers (weights + feature map in L1, pixel blocks x kernel
-    // positions in L0A/L0B, accumulator blocks in UB): ask it.
-    try {
-      CompileOptions o = options_;
-      o.tile = key;
-      const auto full = compile(*source_, o);
-      emit_npu::emit_npu(full->kernel, full->hierarchy);
-    } catch (const UserError& e) {
-      if (why) *why = e.what();
-      why_[key] = e.what();
-      cache_[key] = std::nullopt;
-      return std::nullopt;
-    }
+  if (const auto plan = conv_plan(&spec); plan && !plan->plan) {
+    // The NPU convolution's own tile policy (compiler/tile/npu_conv_plan.h) reads the tile beyond
+    // the loop tree (weights + feature map in L1, pixel blocks x kernel positions in L0A/L0B,
+    // accumulator blocks in UB): its fit report decides, without compiling.
+    const std::string reason = plan->no_fit ? plan->no_fit->message(base_->kernel.name, key, base_->hierarchy.name)
+                                            : plan->unsupported;
+    if (why) *why = reason;
+    why_[key] = reason;
+    cache_[key] = std::nullopt;
+    return std::nullopt;
   }
   cache_[key] = info;
   return info;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compiler/pipeline.h"
+#include "compiler/tile/npu_conv_plan.h"
 
 namespace tessel::tune {
 
@@ -53,12 +54,14 @@ struct Problem {
   std::map<std::string, int64_t> units;    // matrix-unit dimension per tiled axis (m/n/k of the match)
   isa::Hierarchy hierarchy;
   tile::TileSpec default_spec;
-  // Non-empty when the target's emitter maps this kernel with sizes of its own whatever the tile
-  // spec (the NPU convolution mapping, compiler/emit_npu/conv.cc, where differently tiled
-  // compilations emit the same program: FitChecker::detect_fixed_mapping): why. The space then
-  // keeps one configuration, and the analytic model follows that mapping.
+  // Non-empty when the target's tile policy maps this kernel with sizes of its own whatever the
+  // tile spec (the NPU convolution, compiler/tile/npu_conv_plan.h, where every sampled spec gives
+  // the same plan: FitChecker::detect_fixed_mapping): why. The space then keeps one
+  // configuration, and the analytic model follows that plan.
   std::string fixed_mapping;
-  bool npu_conv = false;  // the NPU convolution mapping (compiler/emit_npu/conv.cc) emits this kernel
+  // The NPU convolution mapping (compiler/emit_npu/conv.cc) emits this kernel: the tile policy's
+  // view of it; the fit check and the analytic model read its plan.
+  std::optional<tile::ConvGeometry> npu_conv;
 };
 
 class FitChecker {
@@ -67,15 +70,12 @@ class FitChecker {
   FitChecker(const ir::Function& f, const CompileOptions& options);
   ~FitChecker();
   // The footprints when the spec fits every level, nullopt when promotion rejects it (`why`: its
-  // message); for NPU convolutions also when the emitter rejects it (conv.cc checks its own buffers).
+  // message); for NPU convolutions also when the convolution tile policy's plan does not fit.
   std::optional<ConfigInfo> check(const tile::TileSpec& spec, std::string* why = nullptr);
   const Problem& problem() const { return problem_; }
-  // NPU convolutions: compiles and emits the samples (fitting tile specs) and the default spec;
-  // when every program is the same, sets Problem::fixed_mapping. Returns whether it is set.
+  // NPU convolutions: plans the samples (fitting tile specs) and the default; when every plan is
+  // the same, sets Problem::fixed_mapping. Returns whether it is set.
   bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);
-  // Tile specs known to pass the emitter's own checks (e.g. measured in a replayed log): check()
-  // runs only promotion for them.
-  void trust_emitter(const std::vector<std::string>& keys) { trusted_.insert(keys.begin(), keys.end()); }
   size_t checks() const { return checks_; }
 
  private:
@@ -83,8 +83,7 @@ class FitChecker {
   const ir::Function* source_ = nullptr;
   CompileOptions options_;
   bool detected_ = false;
-  bool emitter_checks_ = false;
-  std::set<std::string> trusted_;  // NPU convolutions: check() also asks the emitter (it reads the tile)
+  std::optional<tile::ConvPlanResult> conv_plan(const tile::TileSpec* spec) const;
   Problem problem_;
   size_t checks_ = 0;
   std::map<std::string, std::optional<ConfigInfo>> cache_;

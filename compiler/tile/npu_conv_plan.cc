@@ -1,0 +1,216 @@
+#include "compiler/tile/npu_conv_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tessel::tile {
+namespace {
+
+using npu::Buffer;
+
+// Policy: an output-channel tile spans at most this many cube fractals (its weights stay in L1
+// next to two feature maps; larger tiles leave cores idle on the seed problems).
+constexpr int64_t kMaxChannelTileFractals = 8;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// The largest multiple of unit that is <= limit and divides n.
+int64_t dividing(int64_t n, int64_t limit, int64_t unit) {
+  for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
+    if (n % t == 0) return t;
+  return unit;
+}
+
+// What the user's tile spec asks for (0: the planner chooses).
+struct UserSizes {
+  int64_t tn = 0, kc = 0, rows = 0;
+};
+
+UserSizes user_sizes(const ConvGeometry& g, const isa::CubeShape& cube, const TileSpec* spec) {
+  UserSizes u;
+  if (!spec) return u;
+  auto find = [&](const std::string& a) { return a.empty() ? nullptr : spec->find(a); };
+  const AxisTile *t_k = find(g.ak), *t_p = find(g.ap), *t_q = find(g.aq), *t_r = find(g.ar), *t_s = find(g.as);
+  const int64_t Pp = round_up(g.pixels(), cube.m0);
+  if (t_k) u.tn = dividing(g.K, round_up(std::min(g.K, t_k->outer * g.unit), cube.k0), cube.k0);
+  if (t_r || t_s) u.kc = std::min(t_r ? t_r->inner : g.R, g.R) * std::min(t_s ? t_s->inner : g.S, g.S);
+  if (t_p || t_q)
+    u.rows = std::min(Pp, round_up(std::min(t_p ? t_p->inner : g.OH, g.OH) * std::min(t_q ? t_q->inner : g.OW, g.OW), cube.m0));
+  return u;
+}
+
+class Planner {
+ public:
+  Planner(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec, const std::function<int64_t(int64_t)>& epi)
+      : g_(g), m_(m), cube_(m.cube_f16), user_(user_sizes(g, m.cube_f16, spec)), epi_(epi) {
+    p_.padded_pixels = round_up(g.pixels(), cube_.m0);
+    p_.fm_bytes = round_up(g.C * g.H * g.W * in_, m.alignment(Buffer::GM));
+    const int64_t l0_align = m.alignment(Buffer::L0A);
+    p_.l0a_half = m.capacity(Buffer::L0A) / 2 / l0_align * l0_align;
+    p_.l0b_half = m.capacity(Buffer::L0B) / 2 / l0_align * l0_align;
+  }
+
+  ConvPlanResult run() {
+    ConvPlanResult r;
+    if (!choose_channel_tile(r)) return r;
+    if (!choose_kernel_groups(r) || !choose_pixel_blocks(r)) return r;
+    r.plan = p_;
+    return r;
+  }
+
+ private:
+  int64_t acc_bytes(int64_t rows, int64_t channels) const { return rows * channels * acc_; }
+
+  FitFailure no_fit(Buffer b, int64_t need, std::string parts, bool double_buffered) const {
+    const isa::NpuBufferSpec& s = m_.buffer(b);
+    return {npu::buffer_role(b), s.level_name, need, int64_t(s.capacity_bytes), std::move(parts), double_buffered};
+  }
+
+  // Output-channel tile tn: the weights of one tile stay in L1 (loaded once per tile and core) next
+  // to two feature maps; the estimate (per core: cube cycles vs MTE1's img2col + weight loads)
+  // picks among the tiles that fit, preferring more cores, then larger tiles.
+  bool choose_channel_tile(ConvPlanResult& r) {
+    const int64_t Pp = p_.padded_pixels, RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
+    const int64_t cores_avail = g_.one_core ? 1 : m_.cores, k0 = cube_.k0;
+    auto bw = [&](Buffer to) { return std::max<int64_t>(1, m_.path(Buffer::L1, to).bandwidth_bytes_per_cycle); };
+    const int64_t bw_a = bw(Buffer::L0A), bw_b = bw(Buffer::L0B);
+    const int64_t cap_l1 = m_.capacity(Buffer::L1), cap_l0c = m_.capacity(Buffer::L0C), cap_l0b = m_.capacity(Buffer::L0B);
+    std::optional<ConvPlan> best;
+    const int64_t first = user_.tn ? user_.tn : std::min<int64_t>(g_.K, kMaxChannelTileFractals * cube_.n0);
+    for (int64_t t = first; t >= cube_.n0; t -= cube_.n0) {
+      if (g_.K % t) continue;
+      ConvPlan c = p_;
+      c.tn = t, c.k_tiles = g_.K / t;
+      const int64_t w_bytes = g_.C * RS * t * in_;
+      if (user_.tn && w_bytes + p_.fm_bytes > cap_l1) {
+        r.no_fit = no_fit(Buffer::L1, w_bytes + p_.fm_bytes,
+                          fmt::format("weights of {} output channels {} + one image's feature map {}", t, w_bytes, p_.fm_bytes), false);
+        return false;
+      }
+      if (user_.tn && acc_bytes(Pp, t) > cap_l0c) {
+        r.no_fit = no_fit(Buffer::L0C, acc_bytes(Pp, t),
+                          fmt::format("one image's accumulator: {} pixel rows x {} channels x {}", Pp, t, acc_), false);
+        return false;
+      }
+      if (user_.tn && !user_.kc && k0 * t * in_ > p_.l0b_half) {
+        r.no_fit = no_fit(Buffer::L0B, 2 * k0 * t * in_,
+                          fmt::format("2 x 1 kernel position x {} input channels x {} output channels x {}", k0, t, in_), true);
+        return false;
+      }
+      if (!user_.tn && (w_bytes + p_.fm_bytes > cap_l1 || acc_bytes(Pp, t) > cap_l0c || 2 * k0 * t * in_ > cap_l0b)) continue;
+      if (c.k_tiles <= cores_avail) {
+        const int64_t per = cores_avail / c.k_tiles;
+        for (int64_t grp = std::min(per, g_.N); grp >= 1; --grp)
+          if (g_.N % grp == 0) {
+            c.group = grp;
+            break;
+          }
+        c.cores = c.k_tiles * c.group;
+      } else {
+        c.cores = cores_avail;
+      }
+      c.jobs_per_core = c.k_tiles <= cores_avail ? g_.N / c.group : ceil_div(c.k_tiles, c.cores) * g_.N;
+      const double cube = double(Pp / cube_.m0) * (t / cube_.n0) * C1 * RS;
+      const double mte1 = double(Pp) * g_.C * RS * in_ / bw_a + double(g_.C) * RS * t * in_ / bw_b;
+      c.cost = double(c.jobs_per_core) * std::max(cube, mte1);
+      c.fm_halves = w_bytes + 2 * p_.fm_bytes <= cap_l1 ? 2 : 1;
+      c.c_halves = 2 * acc_bytes(Pp, t) <= cap_l0c ? 2 : 1;
+      if (!best || c.cost < best->cost * 0.999) best = c;
+      if (user_.tn) break;
+    }
+    if (!best) {
+      r.unsupported = fmt::format("the weights of {} output channels and the feature map of one image exceed L1, or its "
+                                  "accumulator L0C", cube_.n0);
+      return false;
+    }
+    p_ = *best;
+    return true;
+  }
+
+  // Kernel positions per step: as many as two L0B halves hold, in balanced groups (a user's count:
+  // groups of that many, the last one smaller).
+  bool choose_kernel_groups(ConvPlanResult& r) {
+    const int64_t RS = g_.kernel_positions(), k0 = cube_.k0, tn = p_.tn;
+    int64_t kc = user_.kc;
+    if (user_.kc && kc * k0 * tn * in_ > p_.l0b_half) {
+      r.no_fit = no_fit(Buffer::L0B, 2 * kc * k0 * tn * in_,
+                        fmt::format("2 x {} kernel positions x {} input channels x {} output channels x {}", kc, k0, tn, in_), true);
+      return false;
+    }
+    if (!user_.kc) {
+      kc = std::min<int64_t>(RS, (m_.capacity(Buffer::L0B) / 2) / (k0 * tn * in_));
+      kc = ceil_div(RS, ceil_div(RS, kc));
+    }
+    p_.kc = kc;
+    for (int64_t q0 = 0; q0 < RS; q0 += kc) p_.kgroups.push_back({q0, std::min(kc, RS - q0)});
+    return true;
+  }
+
+  // Pixel blocks (first row, rows), balanced in fractals; smaller where two accumulator blocks and
+  // the epilogue's regions would not fit UB. A user's size: blocks of that many rows, the last smaller.
+  bool choose_pixel_blocks(ConvPlanResult& r) {
+    const int64_t Pp = p_.padded_pixels, m0 = cube_.m0, k0 = cube_.k0, tn = p_.tn, kc = p_.kc;
+    const int64_t cap_ub = m_.capacity(Buffer::UB);
+    auto epi = [&](int64_t rows) { return epi_ ? epi_(rows) : 0; };
+    int64_t tm0 = user_.rows ? user_.rows : std::min<int64_t>(Pp, p_.l0a_half / (kc * k0 * in_) / m0 * m0);
+    if (user_.rows && tm0 * kc * k0 * in_ > p_.l0a_half) {
+      r.no_fit = no_fit(Buffer::L0A, 2 * tm0 * kc * k0 * in_,
+                        fmt::format("2 x {} pixel rows x {} kernel positions x {} input channels x {}", tm0, kc, k0, in_), true);
+      return false;
+    }
+    if (tm0 < m0) {
+      r.unsupported = "one pixel block of one kernel-position group does not fit L0A twice";
+      return false;
+    }
+    std::vector<std::pair<int64_t, int64_t>>& blocks = p_.blocks;
+    if (user_.rows) {
+      for (int64_t b0 = 0; b0 < Pp; b0 += tm0) blocks.push_back({b0, std::min(tm0, Pp - b0)});
+      const int64_t need = 2 * acc_bytes(tm0, tn) + epi(tm0);
+      if (need > cap_ub) {
+        r.no_fit = no_fit(Buffer::UB, need,
+                          fmt::format("2 x {} pixel rows x {} channels x {}{}", tm0, tn, acc_,
+                                      epi_ ? fmt::format(" + the epilogue's regions {}", epi(tm0)) : std::string()),
+                          false);
+        return false;
+      }
+    }
+    for (int64_t limit = tm0; !user_.rows; limit -= m0) {
+      const int64_t fr = Pp / m0, nblk = ceil_div(Pp, limit);
+      blocks.clear();
+      int64_t b0 = 0;
+      for (int64_t i = 0; i < nblk; ++i) {
+        const int64_t n = fr / nblk + (i < fr % nblk ? 1 : 0);
+        blocks.push_back({b0 * m0, n * m0});
+        b0 += n;
+      }
+      tm0 = 0;
+      for (const auto& b : blocks) tm0 = std::max(tm0, b.second);
+      if (2 * acc_bytes(tm0, tn) + epi(tm0) <= cap_ub || limit <= m0) break;
+    }
+    if (2 * acc_bytes(tm0, tn) > cap_ub) {
+      r.unsupported = "two accumulator blocks exceed UB";
+      return false;
+    }
+    p_.tm0 = tm0;
+    return true;
+  }
+
+  const ConvGeometry& g_;
+  const isa::NpuMachine& m_;
+  const isa::CubeShape& cube_;
+  const UserSizes user_;
+  const std::function<int64_t(int64_t)>& epi_;
+  const int64_t in_ = dtype_bytes(m_.cube_f16.a), acc_ = dtype_bytes(m_.cube_f16.acc);
+  ConvPlan p_;
+};
+
+}  // namespace
+
+ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
+                         const std::function<int64_t(int64_t rows)>& epilogue_ub_bytes) {
+  return Planner(g, m, spec, epilogue_ub_bytes).run();
+}
+
+}  // namespace tessel::tile

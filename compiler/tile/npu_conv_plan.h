@@ -1,0 +1,73 @@
+// The NPU convolution's tile policy (pass-free: a function of the problem, the machine model and
+// the tile spec). One place decides how an img2col convolution is cut for the NPU: the output-
+// channel tile whose weights stay in L1, images per core, kernel positions per L0 step, pixel
+// blocks per L0A half and whether feature maps / accumulators ping-pong. The emitter
+// (compiler/emit_npu/conv.cc) carries the plan out; the tuner's fit check and analytic model
+// (compiler/tune/) read the same plan, so they never re-derive it or compile to find out.
+//
+// Input: ConvGeometry (sizes with the channel counts already padded to the cube's fractal, the
+// statement's axis names), the isa::NpuMachine, an optional tile spec, and the UB bytes a fused
+// epilogue needs for a pixel block of a given row count (empty: none).
+// Output: a ConvPlan, or a FitFailure (a user's tile that does not fit a level: level, bytes,
+// capacity), or an `unsupported` reason (no plan fits at all). Never throws for a user's input.
+//
+// Tile spec (README "Convolutions: tile spec"): the outer size of the output-channel axis -> the
+// channel tile tn (times `unit` channels per step in the blocked layout, rounded up to the fractal
+// and shrunk to divide K); inner sizes of the output row / column axes -> the pixel block (their
+// product, rounded up to the fractal); of the kernel row / column axes -> kernel positions per L0
+// step. Unnamed axes: the planner's choice (per core, the cube's cycles against MTE1's img2col and
+// weight loads; ties to more cores, then larger tiles).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/tile/fit.h"
+#include "compiler/tile/tile_spec.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::tile {
+
+struct ConvGeometry {
+  int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;  // C, K padded to the fractal
+  int64_t unit = 1;       // channels per step of the output-channel axis (the blocked layout's block)
+  bool one_core = false;  // scratch copies (NCHW, padded channels): cores cannot synchronise
+  // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
+  std::string an, ap, aq, ak, ac, ar, as;
+  int64_t pixels() const { return OH * OW; }
+  int64_t kernel_positions() const { return R * S; }
+};
+
+struct ConvPlan {
+  int64_t tn = 0;          // output channels per tile (weights resident in L1)
+  int64_t k_tiles = 0;     // K / tn
+  int64_t group = 1;       // images per step when tiles <= cores
+  int64_t cores = 1;
+  int64_t jobs_per_core = 0;  // (image, tile) jobs one core runs
+  int64_t fm_halves = 1;   // feature maps in L1 (2: two images ping-pong)
+  int64_t c_halves = 1;    // accumulators in L0C
+  int64_t kc = 0;          // kernel positions per L0 step
+  std::vector<std::pair<int64_t, int64_t>> kgroups;  // (first kernel position, count)
+  int64_t tm0 = 0;         // rows of the largest pixel block
+  std::vector<std::pair<int64_t, int64_t>> blocks;   // pixel blocks (first row, rows)
+  int64_t padded_pixels = 0;  // pixels rounded up to the fractal
+  int64_t fm_bytes = 0;       // one image's feature map in L1 (C1HWC0)
+  int64_t l0a_half = 0, l0b_half = 0;  // bytes of one L0A / L0B ping-pong half
+  double cost = 0;         // the planner's estimate (cycles per core)
+  bool operator==(const ConvPlan&) const = default;
+};
+
+struct ConvPlanResult {
+  std::optional<ConvPlan> plan;
+  std::optional<FitFailure> no_fit;  // the user's tile overflows a level
+  std::string unsupported;           // no tile fits at all: why
+};
+
+ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
+                         const std::function<int64_t(int64_t rows)>& epilogue_ub_bytes = {});
+
+}  // namespace tessel::tile
