@@ -12,6 +12,22 @@
 
 namespace tessel {
 
+namespace {
+
+// Halves every outer tile size above 1 (inner sizes clamped to them); false when none is left.
+bool halve_outer_tiles(tile::TileSpec& spec) {
+  bool shrunk = false;
+  for (auto& a : spec.axes)
+    if (a.outer > 1) {
+      a.outer = (a.outer + 1) / 2;
+      a.inner = std::min(a.inner, a.outer);
+      shrunk = true;
+    }
+  return shrunk;
+}
+
+}  // namespace
+
 const std::vector<std::string>& pass_names() {
   static const std::vector<std::string> names = {"fold_padding", "scop", "dependences", "schedule", "fusion",
                                                  "intrinsics", "tile", "promote", "kernel"};
@@ -178,7 +194,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   } else {
     c->tile_spec = tile::default_tile_spec(fn, options.sizes, c->hierarchy);
   }
-  // tile + promote; without a user spec, shrink the default until it fits
+  // tile + promote; without a user spec, shrink the default while promotion reports an overflow
   for (int attempt = 0;; ++attempt) {
     timer.run("tile", [&] {
       if (!poly::tile_program(c->scop, c->deps, c->groups, c->matches, c->tile_spec, options.sizes, c->tiled)) {
@@ -189,21 +205,10 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
         TESSEL_CHECK(ok, "tile: the unfused tiled schedule violates a dependence (tile pass)");
       }
     }, [&] { return "tile spec: " + c->tile_spec.to_string() + "\n" + c->tiled.to_string(); });
-    try {
-      timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->deps, c->tiled, c->hierarchy); },
-                [&] { return c->promotion.to_string(); });
-      break;
-    } catch (const UserError&) {
-      if (user_tile || attempt > 12) throw;
-      bool shrunk = false;
-      for (auto& a : c->tile_spec.axes)
-        if (a.outer > 1) {
-          a.outer = (a.outer + 1) / 2;
-          a.inner = std::min(a.inner, a.outer);
-          shrunk = true;
-        }
-      if (!shrunk) throw;
-    }
+    timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->deps, c->tiled, c->hierarchy); },
+              [&] { return c->promotion.to_string(); });
+    if (!c->promotion.overflow) break;
+    if (user_tile || attempt > 12 || !halve_outer_tiles(c->tile_spec)) throw UserError(c->promotion.overflow->message());
   }
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->tiled, c->promotion, c->hierarchy); },

@@ -657,7 +657,7 @@ tile::ConvPlanResult plan_convolution(const kernel::Kernel& k, const isa::Hierar
 NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   const isa::NpuMachine m = isa::npu_machine(h);
   const PlannedConv pc = plan(k, h, m, k.user_tile ? &*k.user_tile : nullptr);
-  if (pc.result.no_fit) throw UserError(pc.result.no_fit->message(k.name, k.user_tile->to_string(), h.name));
+  if (pc.result.no_fit) throw UserError(pc.result.no_fit->message(k.name, k.user_tile->to_string()));
   if (!pc.result.plan) throw conv_unsupported(k, pc.result.unsupported);
   NpuKernel out;
   ConvEmitter(k, h, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();

@@ -195,11 +195,8 @@ Promotion promote(const Scop& scop, const Dependences& deps, const TiledProgram&
         parts += (parts.empty() ? "" : " + ") + b.name + " " + std::to_string(b.bytes()) + " B" +
                  (b.double_buffered ? " x2" : "");
       }
-      if (need > lvl->capacity_bytes)
-        throw UserError("tile does not fit: level " + level + " (" + std::string(isa::role_name(lvl->role)) +
-                        ") of " + h.name + " needs " + std::to_string(need) + " bytes (" + parts +
-                        (db ? "; double buffering reserves half the level" : "") + ") but its capacity is " +
-                        std::to_string(lvl->capacity_bytes) + " bytes; use smaller sizes in --tile");
+      if (need > lvl->capacity_bytes && !pr.overflow)
+        pr.overflow = tile::FitFailure{lvl->role, level, h.name, int64_t(need), int64_t(lvl->capacity_bytes), parts, db};
     }
   }
   return pr;

@@ -8,15 +8,19 @@
 //   - other reduction inputs per reduction tile -> `stage`;
 //   - everything else per stage tile (bias, relu, softmax rows, outputs) -> `vector`.
 // Locals used by one group only (with every value consumed in the tile that produced it) stay on
-// chip; other locals become global temporaries. A tile that does not fit is a UserError naming the
-// level, the bytes needed and the capacity. Runs after tile_program.
+// chip; other locals become global temporaries. A tile that does not fit is reported in
+// Promotion::overflow (the first level that overflows: bytes needed, capacity, which buffers), not
+// thrown: the caller decides (the pipeline shrinks a default tile, rejects a user's; the tuner's
+// fit check skips the configuration). Runs after tile_program.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/tile/fit.h"
 #include "compiler/poly/dependences.h"
 #include "compiler/poly/scop.h"
 #include "compiler/poly/tiling.h"
@@ -37,6 +41,7 @@ struct Promotion {
   std::vector<Placement> placements;  // one per buffer, same index
   // per group: tensor -> buffer id that statements of the group use
   std::vector<std::map<std::string, int>> binding;
+  std::optional<tile::FitFailure> overflow;  // set when some level's buffers exceed its capacity
   std::string to_string() const;
 };
 

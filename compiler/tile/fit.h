@@ -14,13 +14,16 @@ namespace tessel::tile {
 struct FitFailure {
   isa::Role role = isa::Role::Global;
   std::string level;           // the description's level name ("L0B")
+  std::string target;          // the description's name
   int64_t bytes_needed = 0;
   int64_t capacity_bytes = 0;
   std::string parts;           // what the bytes are ("2 x 1 kernel position x 16 input channels ...")
   bool double_buffered = false;
-  // "kernel K: tile T does not fit: level L (role) of TARGET needs N bytes (parts) but its
-  // capacity is C bytes; use smaller sizes in --tile"
-  std::string message(const std::string& kernel, const std::string& tile, const std::string& target) const;
+  // "level L (role) of TARGET needs N bytes (parts) but its capacity is C bytes"
+  std::string what() const;
+  // "kernel K: tile T does not fit: <what>; use smaller sizes in --tile" (kernel empty: "tile does
+  // not fit: <what>; ...")
+  std::string message(const std::string& kernel = "", const std::string& tile = "") const;
 };
 
 }  // namespace tessel::tile

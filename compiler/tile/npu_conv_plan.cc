@@ -65,7 +65,7 @@ class Planner {
 
   FitFailure no_fit(Buffer b, int64_t need, std::string parts, bool double_buffered) const {
     const isa::NpuBufferSpec& s = m_.buffer(b);
-    return {npu::buffer_role(b), s.level_name, need, int64_t(s.capacity_bytes), std::move(parts), double_buffered};
+    return {npu::buffer_role(b), s.level_name, m_.target_name, need, int64_t(s.capacity_bytes), std::move(parts), double_buffered};
   }
 
   // Output-channel tile tn: the weights of one tile stay in L1 (loaded once per tile and core) next

@@ -96,13 +96,12 @@ std::optional<ConfigInfo> FitChecker::check(const tile::TileSpec& spec, std::str
     TESSEL_CHECK(poly::tile_program(c.scop, c.deps, groups, matches, spec, problem_.sizes, tiled),
                  "tune: the unfused tiled schedule violates a dependence (tile pass)");
   }
-  poly::Promotion pr;
-  try {
-    pr = poly::promote(c.scop, c.deps, tiled, c.hierarchy);
-  } catch (const UserError& e) {
+  const poly::Promotion pr = poly::promote(c.scop, c.deps, tiled, c.hierarchy);
+  if (pr.overflow) {
+    const std::string reason = pr.overflow->message();
     cache_[key] = std::nullopt;
-    why_[key] = e.what();
-    if (why) *why = e.what();
+    why_[key] = reason;
+    if (why) *why = reason;
     return std::nullopt;
   }
   ConfigInfo info;
@@ -140,7 +139,7 @@ std::optional<ConfigInfo> FitChecker::check(const tile::TileSpec& spec, std::str
     // The NPU convolution's own tile policy (compiler/tile/npu_conv_plan.h) reads the tile beyond
     // the loop tree (weights + feature map in L1, pixel blocks x kernel positions in L0A/L0B,
     // accumulator blocks in UB): its fit report decides, without compiling.
-    const std::string reason = plan->no_fit ? plan->no_fit->message(base_->kernel.name, key, base_->hierarchy.name)
+    const std::string reason = plan->no_fit ? plan->no_fit->message(base_->kernel.name, key)
                                             : plan->unsupported;
     if (why) *why = reason;
     why_[key] = reason;
