@@ -138,7 +138,7 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
       o.target = target;
       o.sizes = en.e.shape;
       en.c = compile(frontend::select_function(en.module, en.e.def), o);
-      en.contraction = emit_cuda::identify_contraction(en.c->kernel, nullptr);
+      en.contraction = en.c->kernel.contraction;
       if (en.contraction) en.candidates = emit_cuda::tc_candidates(*en.contraction, "sm_90", int(en.c->hierarchy.cores));
       if (en.candidates.size() > kMaxCandidates) en.candidates.resize(kMaxCandidates);
     }));

@@ -29,10 +29,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/tensor_ir.h"
+#include "compiler/kernel/contraction.h"
 #include "isa/base/dtype.h"
 #include "isa/hierarchy.h"
 
@@ -218,6 +220,10 @@ struct Kernel {
   // The user's tile spec (--tile) in text form, empty without one: read by emitters that plan their
   // own tiles (the NPU convolution, compiler/emit_npu/conv.cc).
   std::string user_tile;
+  // The contraction the polyhedral core matched (compiler/poly/contraction.h, pass "contraction"),
+  // or nullopt with `no_contraction` saying why nothing matched.
+  std::optional<Contraction> contraction;
+  std::string no_contraction;
 
   const GlobalTensor* find_tensor(const std::string& n) const;
 };
