@@ -43,20 +43,9 @@ std::string c_float_result(DType t, const std::string& v, bool primary) {
 }
 
 const kernel::CValueDialect kDialect = {
-    .value_type = ctype,
-    .float_result = c_float_result,
-    .inf = "INFINITY",
-    .neg_inf = "(-INFINITY)",
-    .nan = nullptr,
-    .to_float = "",
-    .widen = "",
-    .helper_arg = "(long)",
-    .long_suffix = "L",
-    .int_constant = "(float)",
-    .int_size_suffix = "",
-    .int_helpers = false,
-    .float_negate = false,
-};
+    .value_type = ctype, .float_result = c_float_result, .inf = "INFINITY", .neg_inf = "(-INFINITY)", .nan = nullptr,
+    .to_float = "", .widen = "", .helper_arg = "(long)", .long_suffix = "L", .int_constant = "(float)",
+    .int_size_suffix = "", .int_helpers = false, .float_negate = false};
 
 struct Emitter {
   const kernel::Kernel& k;

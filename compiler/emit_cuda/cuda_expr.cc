@@ -41,20 +41,10 @@ std::string cuda_float_result(DType t, const std::string& v, bool) { return fres
 
 // Floats travel as `float` (f16 results rounded by tessel_r16); integers widen to long long.
 const kernel::CValueDialect kDialect = {
-    .value_type = value_type,
-    .float_result = cuda_float_result,
-    .inf = "TESSEL_INF",
-    .neg_inf = "(-TESSEL_INF)",
-    .nan = "TESSEL_NAN",
-    .to_float = "(float)",
-    .widen = "(long long)",
-    .helper_arg = "(long long)",
-    .long_suffix = "LL",
-    .int_constant = "(long long)",
-    .int_size_suffix = "LL",
-    .int_helpers = true,
-    .float_negate = true,
-};
+    .value_type = value_type, .float_result = cuda_float_result, .inf = "TESSEL_INF", .neg_inf = "(-TESSEL_INF)",
+    .nan = "TESSEL_NAN", .to_float = "(float)", .widen = "(long long)", .helper_arg = "(long long)",
+    .long_suffix = "LL", .int_constant = "(long long)", .int_size_suffix = "LL", .int_helpers = true,
+    .float_negate = true};
 
 }  // namespace
 
