@@ -99,7 +99,6 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / double(v.size()));
 }
 
-
 // TESSEL_BENCH_FILTER=a,b: only the entries whose name contains a or b (quick device runs)
 bool selected(const std::string& name) {
   const char* f = std::getenv("TESSEL_BENCH_FILTER");
@@ -169,7 +168,8 @@ struct Harness {
   std::string arch() const { return ctx.device().properties.arch; }
 };
 
-// The B operand's tensor (the weights), copied before the PDL wait when prefetching.
+// Options for one candidate on this device: `pdl`, programmatic dependent launch; `prefetch`, the
+// contraction's B operand (the weights) copied before the PDL wait.
 emit_cuda::CudaOptions options_for(const Harness& h, const Entry& en, const emit_cuda::TcConfig& cfg, bool pdl, bool prefetch) {
   emit_cuda::CudaOptions o;
   o.arch = h.arch();
