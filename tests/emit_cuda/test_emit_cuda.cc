@@ -74,6 +74,17 @@ TEST_CASE("matmul is identified: A row-major matrix_a, B row-major matrix_b, M/N
   CHECK(contains(p.source, "cp.async"));  // sm_90
 }
 
+TEST_CASE("the emitter carries out the kernel's recorded contraction and never matches one itself") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 64}, {"N", 32}, {"K", 48}});
+  kernel::Kernel k = r.c->kernel;
+  REQUIRE(k.contraction);
+  k.contraction.reset();  // what the core would record for a kernel it did not match
+  k.no_contraction = "recorded reason";
+  auto p = emit_cuda::emit_cuda(k);
+  CHECK_FALSE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "SIMT: TensorCores not used: recorded reason"));
+}
+
 TEST_CASE("a transposed operand becomes a col_major fragment") {
   frontend::Module m = frontend::parse_module(
       "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n", "mt.tsl");
