@@ -30,7 +30,7 @@ bool halve_outer_tiles(tile::TileSpec& spec) {
 
 const std::vector<std::string>& pass_names() {
   static const std::vector<std::string> names = {"fold_padding", "scop", "dependences", "schedule", "fusion",
-                                                 "intrinsics", "tile", "promote", "kernel"};
+                                                 "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
 
@@ -213,6 +213,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->tiled, c->promotion, c->hierarchy); },
             [&] { return kernel::to_string(c->kernel); });
+  timer.run("contraction", [&] { poly::record_contraction(c->kernel); }, [&] { return poly::contraction_to_string(c->kernel); });
   if (user_tile) c->kernel.user_tile = c->tile_spec;
   return c;
 }

@@ -1,5 +1,6 @@
 // The polyhedral pipeline, top to bottom (one function, compile()):
 //   fold_padding -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
+//   -> contraction
 // `dump_after` names passes whose result is printed to stderr ("all" for every pass);
 // TESSEL_TIME_PASSES=1 (or CompileOptions::time_passes) prints each pass's time.
 #pragma once
@@ -14,6 +15,7 @@
 #include "compiler/ir/tensor_ir.h"
 #include "compiler/kernel/kernel_ir.h"
 #include "compiler/poly/build_kernel.h"
+#include "compiler/poly/contraction.h"
 #include "compiler/poly/dependences.h"
 #include "compiler/poly/fold_padding.h"
 #include "compiler/poly/fusion.h"

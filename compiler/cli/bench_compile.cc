@@ -1,5 +1,5 @@
 // `tessel bench compile`: compile time of the polyhedral pipeline (scop, dependences, schedule,
-// fusion, intrinsics, tile, promote, kernel IR; no emitter, no host compiler) for every entry of
+// fusion, intrinsics, tile, promote, kernel IR, contraction; no emitter, no host compiler) for every entry of
 // the workload suites (workloads/small.yaml, gemm.yaml, conv.yaml) with the default tile spec.
 // Median of three compilations, in thread CPU time (the machine is shared: wall time is reported
 // too but depends on the load); a table on stdout and the rows as JSON.

@@ -34,11 +34,12 @@ namespace tessel::cli {
 
 namespace {
 
+using namespace gpurun;
+
 struct Entry {
   frontend::SuiteEntry e;
   frontend::Module module;
   std::unique_ptr<Compilation> c;
-  std::optional<emit_cuda::Contraction> contraction;
   std::vector<emit_cuda::TcConfig> candidates;
 };
 
@@ -98,32 +99,28 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / double(v.size()));
 }
 
-}  // namespace
+// TESSEL_BENCH_FILTER=a,b: only the entries whose name contains a or b (quick device runs)
+bool selected(const std::string& name) {
+  const char* f = std::getenv("TESSEL_BENCH_FILTER");
+  if (!f || !*f) return true;
+  const std::string list = f;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string part = list.substr(at, end - at);
+    if (!part.empty() && name.find(part) != std::string::npos) return true;
+    at = end + 1;
+  }
+  return false;
+}
 
-nlohmann::json bench_gpu(const std::string& source_dir_in) {
-  using namespace gpurun;
-  // "" : the source tree this tessel was built from, else the working directory (a GPU machine)
-  const std::string source_dir = !source_dir_in.empty()                                        ? source_dir_in
-                                 : std::filesystem::exists(TESSEL_SOURCE_DIR "/workloads/gemm.yaml") ? TESSEL_SOURCE_DIR
-                                                                                                      : ".";
-  const std::string target = source_dir + "/isa/targets/sm90.yaml";
+// The GEMM and convolution suites (conv_bn_relu has no library twin) compiled for `target`, each
+// with its TensorCore tile candidates for sm_90.
+std::vector<Entry> compile_suites(const std::string& source_dir, const std::string& target) {
   std::vector<Entry> entries;
   for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml"}) {
     frontend::Suite suite = frontend::load_suite(source_dir + "/" + suite_file);
     for (const auto& e : suite.entries) {
-      if (e.def == "conv_bn_relu") continue;  // no library twin
-      // TESSEL_BENCH_FILTER=a,b: only the entries whose name contains a or b (quick device runs)
-      if (const char* f = std::getenv("TESSEL_BENCH_FILTER"); f && *f) {
-        bool keep = false;
-        std::string list = f;
-        for (size_t at = 0; at <= list.size();) {
-          const size_t end = std::min(list.find(',', at), list.size());
-          const std::string part = list.substr(at, end - at);
-          if (!part.empty() && e.name.find(part) != std::string::npos) keep = true;
-          at = end + 1;
-        }
-        if (!keep) continue;
-      }
+      if (e.def == "conv_bn_relu" || !selected(e.name)) continue;
       Entry en;
       en.e = e;
       entries.push_back(std::move(en));
@@ -138,240 +135,283 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
       o.target = target;
       o.sizes = en.e.shape;
       en.c = compile(frontend::select_function(en.module, en.e.def), o);
-      en.contraction = emit_cuda::identify_contraction(en.c->kernel, nullptr);
-      if (en.contraction) en.candidates = emit_cuda::tc_candidates(*en.contraction, "sm_90", int(en.c->hierarchy.cores));
+      if (const auto& contraction = en.c->kernel.contraction)
+        en.candidates = emit_cuda::tc_candidates(*contraction, "sm_90", int(en.c->hierarchy.cores));
       if (en.candidates.size() > kMaxCandidates) en.candidates.resize(kMaxCandidates);
     }));
   for (auto& j : jobs) j.get();
+  return entries;
+}
 
-  std::string why;
-  const bool have_gpu = gpu::device_count(&why) > 0;
-  if (!have_gpu) {
-    // prepare mode: fill the NVRTC cache
-    int compiled = 0;
-    for (auto& en : entries)
-      for (const auto& cfg : en.candidates) {
-        emit_cuda::CudaOptions o;
-        o.arch = "sm_90";
-        o.config = cfg;
-        auto p = emit_cuda::emit_cuda(en.c->kernel, o);
-        gpu::compile_to_cubin(p.source, {.arch = p.arch, .options = {"-fmad=false"}});
-        ++compiled;
-      }
-    std::cout << "tessel bench gpu: no GPU (" << why << "); compiled " << compiled << " candidate kernels into the NVRTC cache ("
-              << gpu::cache_directory() << ")\n";
-    return {{"suite", "gpu"}, {"prepared", compiled}};
-  }
+// Prepare mode (no GPU): every candidate compiled into the NVRTC cache.
+nlohmann::json prepare_cache(const std::vector<Entry>& entries, const std::string& why) {
+  int compiled = 0;
+  for (const auto& en : entries)
+    for (const auto& cfg : en.candidates) {
+      emit_cuda::CudaOptions o;
+      o.arch = "sm_90";
+      o.config = cfg;
+      auto p = emit_cuda::emit_cuda(en.c->kernel, o);
+      gpu::compile_to_cubin(p.source, {.arch = p.arch, .options = {"-fmad=false"}});
+      ++compiled;
+    }
+  std::cout << "tessel bench gpu: no GPU (" << why << "); compiled " << compiled << " candidate kernels into the NVRTC cache ("
+            << gpu::cache_directory() << ")\n";
+  return {{"suite", "gpu"}, {"prepared", compiled}};
+}
 
+// The device, a stream, and the two timing settings: `full` for reported figures, `quick` for tuning.
+struct Harness {
   gpu::Context& ctx = gpu::Context::get();
   gpu::Stream stream;
-  const gpu::TimingOptions full;
-  gpu::TimingOptions quick;
-  quick.repeats = 5;
-  quick.warmup_calls = 5;
-  nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> seed_graph, seed_stream, seed_graph_pdl, seed_stream_pdl, seed_graph_pre;
-  const std::string device = ctx.device().name + " (" + ctx.device().properties.arch + ", " + std::to_string(ctx.device().sm_count) + " SMs)";
+  gpu::TimingOptions full, quick{.warmup_calls = 5, .repeats = 5};
+  std::string arch() const { return ctx.device().properties.arch; }
+};
+
+// Options for one candidate on this device: `pdl`, programmatic dependent launch; `prefetch`, the
+// contraction's B operand (the weights) copied before the PDL wait.
+emit_cuda::CudaOptions options_for(const Harness& h, const Entry& en, const emit_cuda::TcConfig& cfg, bool pdl, bool prefetch) {
+  emit_cuda::CudaOptions o;
+  o.arch = h.arch();
+  o.config = cfg;
+  o.pdl = pdl;
+  if (prefetch) o.pdl_prefetch = {en.c->kernel.contraction->b.tensor};
+  return o;
+}
+
+double graph_us(LoadedProgram& lp, DeviceTensors& d, Harness& h, const gpu::TimingOptions& o) {
+  gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
+  return gpu::time_in_graph(call, h.stream, o).median_us;
+}
+
+// The tuning step: every candidate timed in the graph harness, the fastest kept; on sm_90+ also
+// the fastest with programmatic dependent launch (the best tiles can differ once consecutive calls
+// overlap their launches), without and with the weights prefetched.
+struct Tuned {
+  std::optional<LoadedProgram> best;
+  std::optional<emit_cuda::TcConfig> best_pdl, best_pre;
+  nlohmann::json candidates = nlohmann::json::array();
+};
+
+Tuned tune(const Entry& en, DeviceTensors& d, Harness& h) {
+  Tuned t;
+  double best_us = 1e30, best_pdl_us = 1e30, best_pre_us = 1e30;
+  const bool pdl_ok = h.arch() >= std::string("sm_90");
+  for (const auto& cfg : en.candidates) {
+    try {
+      LoadedProgram lp = load_program(en.c->kernel, options_for(h, en, cfg, false, false));
+      if (lp.program.scratch_bytes > d.scratch.size()) {  // split-K partial tiles and counters (zeroed)
+        d.scratch = gpu::DeviceBuffer(lp.program.scratch_bytes);
+        d.scratch.fill_bytes(0);
+        d.ptrs.back() = d.scratch.ptr();
+      }
+      const double us = graph_us(lp, d, h, h.quick);
+      t.candidates.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes.back().registers_per_thread},
+                              {"spill_bytes", lp.attributes.back().local_bytes_per_thread}});
+      if (pdl_ok && !cfg.atomic_out && (en.candidates.size() > 12 ? cfg.bm < 128 || cfg.wgmma : true)) {
+        auto time_pdl = [&](bool prefetch) {
+          LoadedProgram lq = load_program(en.c->kernel, options_for(h, en, cfg, true, prefetch));
+          return graph_us(lq, d, h, h.quick);
+        };
+        const double usp = time_pdl(false), usr = time_pdl(true);
+        t.candidates.back()["graph_pdl_us"] = usp;
+        t.candidates.back()["graph_pdl_prefetch_us"] = usr;
+        if (usp < best_pdl_us) best_pdl_us = usp, t.best_pdl = cfg;
+        if (usr < best_pre_us) best_pre_us = usr, t.best_pre = cfg;
+      }
+      if (us < best_us) best_us = us, t.best = std::move(lp);
+    } catch (const std::exception& ex) {
+      t.candidates.push_back({{"tiles", cfg.to_string()}, {"error", ex.what()}});
+    }
+  }
+  return t;
+}
+
+// One call with the outputs pre-filled with 0xff, then the outputs.
+std::map<std::string, NpyArray> run_once(LoadedProgram& lp, const Entry& en, DeviceTensors& d, Harness& h) {
+  for (const auto& t : en.c->kernel.tensors)
+    if (t.kind == ir::TensorKind::Output) d.buffers[d.index.at(t.name)].fill_bytes(0xff);
+  launch_all(lp, d, h.stream);
+  h.stream.synchronize();
+  return download_outputs(en.c->kernel, d);
+}
+
+// The NHWC convolution's inputs and cuDNN run, which the blocked layout reuses.
+struct NhwcReference {
+  std::map<std::string, NpyArray> inputs;
+  std::optional<BaselineRun> baseline;
+};
+
+// The library's run of the same problem and the comparison with ours (row: matches_library, ...).
+std::optional<BaselineRun> check_against_library(const Entry& en, DeviceTensors& d, const std::map<std::string, NpyArray>& inputs,
+                                                 const std::map<std::string, NpyArray>& outs, Harness& h, NhwcReference& nhwc,
+                                                 nlohmann::json& row, std::string& check) {
+  std::optional<BaselineRun> br;
+  check = "-";
+  if (auto b = find_baseline(en.c->kernel)) {
+    br = run_baseline(*b, d, inputs, h.stream, h.full);
+    const NpyArray& ours = outs.begin()->second;
+    const bool conv = b->kind == Baseline::Conv;
+    auto cmp = interp::compare(br->output, ours, conv ? 0.25 : 1e-2, conv ? 1e-2 : 1e-3, outs.begin()->first);
+    row["matches_library"] = cmp.ok;
+    row["max_abs_err_vs_library"] = cmp.max_abs_err;
+    if (!cmp.ok) row["first_mismatch"] = cmp.first_mismatch;
+    check = cmp.ok ? "=lib" : "MISMATCH";
+    if (conv) nhwc = {inputs, br};
+  } else if (en.e.def == "conv2d_blocked" && nhwc.baseline) {
+    br = nhwc.baseline;  // the same problem in NHWC through cuDNN
+    NpyArray ours;
+    blocked_to_nhwc<4>(outs.at("Y"), ours);
+    auto cmp = interp::compare(br->output, ours, 0.25, 1e-2, "Y");
+    row["matches_library"] = cmp.ok;
+    row["max_abs_err_vs_library"] = cmp.max_abs_err;
+    check = cmp.ok ? "=lib(nhwc)" : "MISMATCH";
+  }
+  return br;
+}
+
+// The kept tiles with programmatic dependent launch (sm_90+): each call waits for the previous one
+// (griddepcontrol.wait before its first global access); only launch and set-up overlap. With
+// `prefetch` also B (the weights) is copied before the wait, which the library cannot do.
+struct PdlRun {
+  std::optional<gpu::Timing> ts, tg;
+};
+
+PdlRun run_pdl(const Entry& en, DeviceTensors& d, Harness& h, const emit_cuda::TcConfig& cfg, bool prefetch, const std::string& key,
+               const std::map<std::string, NpyArray>& outs, nlohmann::json& row) {
+  PdlRun r;
+  try {
+    row["tiles_" + key] = cfg.to_string();
+    LoadedProgram lq = load_program(en.c->kernel, options_for(h, en, cfg, true, prefetch));
+    auto outs_pdl = run_once(lq, en, d, h);
+    const NpyArray& a = outs.begin()->second;
+    const NpyArray& b = outs_pdl.begin()->second;
+    row[key + "_output_identical"] = a.data == b.data;  // bit-identical when the tiles are the same
+    row[key + "_output_matches"] = interp::compare(a, b, 1e-2, 1e-3, outs.begin()->first).ok;
+    gpu::TimedCall callp = [&](CUstream s) { launch_all(lq, d, s); };
+    r.ts = gpu::time_on_stream(callp, h.stream, h.full);
+    r.tg = gpu::time_in_graph(callp, h.stream, h.full);
+    row["stream_" + key + "_us"] = r.ts->median_us;
+    row["graph_" + key + "_us"] = r.tg->median_us;
+  } catch (const std::exception& ex) {
+    row[key + "_error"] = ex.what();
+  }
+  return r;
+}
+
+// Library time over ours per harness, for the seed GEMM table's geomeans.
+struct SeedRatios {
+  std::vector<double> graph, stream, graph_pdl, stream_pdl, graph_pre;
+};
+
+// The timings of one entry: ours (kept tiles), with PDL, with PDL and B prefetched, the library.
+struct Measured {
+  gpu::Timing ts, tg;
+  PdlRun pdl, pre;
+  std::optional<BaselineRun> br;
+  std::string check;
+};
+
+void record_speedups(const Entry& en, const Measured& m, nlohmann::json& row, SeedRatios& seeds) {
+  const BaselineRun& br = *m.br;
+  row["library"] = br.library;
+  row["library_stream_us"] = br.stream.median_us;
+  row["library_graph_us"] = br.graph.median_us;
+  row["speedup_stream"] = br.stream.median_us / m.ts.median_us;
+  row["speedup_graph"] = br.graph.median_us / m.tg.median_us;
+  if (std::count(en.e.tags.begin(), en.e.tags.end(), "seed_table")) {
+    seeds.graph.push_back(br.graph.median_us / m.tg.median_us);
+    seeds.stream.push_back(br.stream.median_us / m.ts.median_us);
+    if (m.pdl.tg) {
+      seeds.graph_pdl.push_back(br.graph.median_us / m.pdl.tg->median_us);
+      seeds.stream_pdl.push_back(br.stream.median_us / m.pdl.ts->median_us);
+    }
+    if (m.pre.tg) seeds.graph_pre.push_back(br.graph.median_us / m.pre.tg->median_us);
+  }
+  if (m.pdl.tg) {
+    row["speedup_graph_pdl"] = br.graph.median_us / m.pdl.tg->median_us;
+    row["speedup_stream_pdl"] = br.stream.median_us / m.pdl.ts->median_us;
+  }
+  if (m.pre.tg) {
+    row["speedup_graph_pdl_prefetch"] = br.graph.median_us / m.pre.tg->median_us;
+    row["speedup_stream_pdl_prefetch"] = br.stream.median_us / m.pre.ts->median_us;
+  }
+}
+
+void print_header(const std::string& device) {
   std::cout << "tessel bench gpu on " << device << ": ours (best measured tile candidate) vs library, us per call\n";
   std::cout << fmt::format("{:<22} {:<26} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}\n", "problem", "tiles", "ours str",
                            "ours gra", "lib str", "lib gra", "x str", "x graph", "TFLOP/s", "check");
-  std::map<std::string, NpyArray> nhwc_inputs;
-  std::optional<BaselineRun> nhwc_baseline;
-  for (auto& en : entries) {
-    nlohmann::json row;
-    row["name"] = en.e.name;
-    row["tags"] = en.e.tags;
-    if (en.candidates.empty()) {
-      row["error"] = "no TensorCore candidate";
-      rows.push_back(row);
-      continue;
-    }
-    const bool blocked = en.e.def == "conv2d_blocked";
-    std::map<std::string, NpyArray> inputs;
-    if (blocked && nhwc_inputs.count("X")) {
-      nhwc_to_blocked<2>(nhwc_inputs.at("X"), inputs["X"]);
-      rsck_to_blocked(nhwc_inputs.at("Wt"), inputs["Wt"]);
-    } else {
-      inputs = interp::random_inputs(*en.c->function, en.e.shape, 1);
-    }
-    DeviceTensors d = allocate(en.c->kernel, inputs, 0);
-    // tuning: every candidate in the graph harness, keep the fastest
-    nlohmann::json cands = nlohmann::json::array();
-    std::optional<LoadedProgram> best;
-    double best_us = 1e30;
-    // the tiles tuned with programmatic dependent launch (sm_90+, single-kernel programs): the
-    // fastest tiles can differ once consecutive calls overlap their launches
-    const bool pdl_ok = ctx.device().properties.arch >= std::string("sm_90");
-    std::optional<emit_cuda::TcConfig> best_pdl;
-    double best_pdl_us = 1e30;
-    std::optional<emit_cuda::TcConfig> best_pre;  // PDL with the weights prefetched (CudaOptions::pdl_prefetch)
-    double best_pre_us = 1e30;
-    for (const auto& cfg : en.candidates) {
-      emit_cuda::CudaOptions o;
-      o.arch = ctx.device().properties.arch;
-      o.config = cfg;
-      try {
-        LoadedProgram lp = load_program(en.c->kernel, o);
-        if (lp.program.scratch_bytes > d.scratch.size()) {  // split-K partial tiles and counters (zeroed)
-          d.scratch = gpu::DeviceBuffer(lp.program.scratch_bytes);
-          d.scratch.fill_bytes(0);
-          d.ptrs.back() = d.scratch.ptr();
-        }
-        gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
-        const double us = gpu::time_in_graph(call, stream, quick).median_us;
-        cands.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes.back().registers_per_thread},
-                         {"spill_bytes", lp.attributes.back().local_bytes_per_thread}});
-        if (pdl_ok && !cfg.atomic_out && (en.candidates.size() > 12 ? cfg.bm < 128 || cfg.wgmma : true)) {
-          // with PDL, then also with the weights (the contraction's B operand) copied before the wait
-          auto time_pdl = [&](bool prefetch) {
-            emit_cuda::CudaOptions op = o;
-            op.pdl = true;
-            if (prefetch) op.pdl_prefetch = {en.contraction->b.tensor};
-            LoadedProgram lq = load_program(en.c->kernel, op);
-            gpu::TimedCall callp = [&](CUstream s) { launch_all(lq, d, s); };
-            return gpu::time_in_graph(callp, stream, quick).median_us;
-          };
-          const double usp = time_pdl(false), usr = time_pdl(true);
-          cands.back()["graph_pdl_us"] = usp;
-          cands.back()["graph_pdl_prefetch_us"] = usr;
-          if (usp < best_pdl_us) best_pdl_us = usp, best_pdl = cfg;
-          if (usr < best_pre_us) best_pre_us = usr, best_pre = cfg;
-        }
-        if (us < best_us) best_us = us, best = std::move(lp);
-      } catch (const std::exception& ex) {
-        cands.push_back({{"tiles", cfg.to_string()}, {"error", ex.what()}});
-      }
-    }
-    row["candidates"] = cands;
-    if (!best) {
-      rows.push_back(row);
-      continue;
-    }
-    LoadedProgram& lp = *best;
-    for (const auto& t : en.c->kernel.tensors)
-      if (t.kind == ir::TensorKind::Output) d.buffers[d.index.at(t.name)].fill_bytes(0xff);
-    launch_all(lp, d, stream);
-    stream.synchronize();
-    auto outs = download_outputs(en.c->kernel, d);
-    gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
-    const gpu::Timing ts = gpu::time_on_stream(call, stream, full), tg = gpu::time_in_graph(call, stream, full);
-    row["tiles"] = lp.program.config->to_string();
-    row["stream_us"] = ts.median_us;
-    row["graph_us"] = tg.median_us;
-    row["flops"] = lp.program.flops;
-    row["tflops_graph"] = lp.program.flops / tg.median_us * 1e-6;
-    row["tensor_core_ops"] = lp.tensor_core_ops;
-    row["registers"] = lp.attributes.back().registers_per_thread;
-    // baseline and check
-    std::optional<BaselineRun> br;
-    std::string check = "-";
-    if (auto b = find_baseline(en.c->kernel)) {
-      br = run_baseline(*b, d, inputs, stream, full);
-      const NpyArray& ours = outs.begin()->second;
-      const bool conv = b->kind == Baseline::Conv;
-      auto cmp = interp::compare(br->output, ours, conv ? 0.25 : 1e-2, conv ? 1e-2 : 1e-3, outs.begin()->first);
-      row["matches_library"] = cmp.ok;
-      row["max_abs_err_vs_library"] = cmp.max_abs_err;
-      if (!cmp.ok) row["first_mismatch"] = cmp.first_mismatch;
-      check = cmp.ok ? "=lib" : "MISMATCH";
-      if (conv) nhwc_inputs = inputs, nhwc_baseline = br;
-    } else if (blocked && nhwc_baseline) {
-      br = nhwc_baseline;  // the same problem in NHWC through cuDNN
-      NpyArray ours;
-      blocked_to_nhwc<4>(outs.at("Y"), ours);
-      auto cmp = interp::compare(br->output, ours, 0.25, 1e-2, "Y");
-      row["matches_library"] = cmp.ok;
-      row["max_abs_err_vs_library"] = cmp.max_abs_err;
-      check = cmp.ok ? "=lib(nhwc)" : "MISMATCH";
-    }
-    // the same tiles with programmatic dependent launch (sm_90+): each call waits for the previous
-    // one (griddepcontrol.wait before its first global access); only launch and set-up overlap
-    // pdl_prefetch: also B (the weights) copied before the wait, which the library cannot do
-    struct PdlRun {
-      std::optional<gpu::Timing> ts, tg;
-    };
-    auto run_pdl = [&](const emit_cuda::TcConfig& cfg, bool prefetch, const std::string& key) {
-      PdlRun r;
-      try {
-        emit_cuda::CudaOptions o;
-        o.arch = ctx.device().properties.arch;
-        o.config = cfg;
-        row["tiles_" + key] = cfg.to_string();
-        o.pdl = true;
-        if (prefetch) o.pdl_prefetch = {en.contraction->b.tensor};
-        LoadedProgram lq = load_program(en.c->kernel, o);
-        for (const auto& t : en.c->kernel.tensors)
-          if (t.kind == ir::TensorKind::Output) d.buffers[d.index.at(t.name)].fill_bytes(0xff);
-        launch_all(lq, d, stream);
-        stream.synchronize();
-        auto outs_pdl = download_outputs(en.c->kernel, d);
-        const NpyArray& a = outs.begin()->second;
-        const NpyArray& b = outs_pdl.begin()->second;
-        row[key + "_output_identical"] = a.data == b.data;  // bit-identical when the tiles are the same
-        row[key + "_output_matches"] = interp::compare(a, b, 1e-2, 1e-3, outs.begin()->first).ok;
-        gpu::TimedCall callp = [&](CUstream s) { launch_all(lq, d, s); };
-        r.ts = gpu::time_on_stream(callp, stream, full);
-        r.tg = gpu::time_in_graph(callp, stream, full);
-        row["stream_" + key + "_us"] = r.ts->median_us;
-        row["graph_" + key + "_us"] = r.tg->median_us;
-      } catch (const std::exception& ex) {
-        row[key + "_error"] = ex.what();
-      }
-      return r;
-    };
-    PdlRun pdl, pre;
-    if (best_pdl) pdl = run_pdl(*best_pdl, false, "pdl");
-    if (best_pre) pre = run_pdl(*best_pre, true, "pdl_prefetch");
-    if (br) {
-      row["library"] = br->library;
-      row["library_stream_us"] = br->stream.median_us;
-      row["library_graph_us"] = br->graph.median_us;
-      row["speedup_stream"] = br->stream.median_us / ts.median_us;
-      row["speedup_graph"] = br->graph.median_us / tg.median_us;
-      if (std::count(en.e.tags.begin(), en.e.tags.end(), "seed_table")) {
-        seed_graph.push_back(br->graph.median_us / tg.median_us);
-        seed_stream.push_back(br->stream.median_us / ts.median_us);
-        if (pdl.tg) {
-          seed_graph_pdl.push_back(br->graph.median_us / pdl.tg->median_us);
-          seed_stream_pdl.push_back(br->stream.median_us / pdl.ts->median_us);
-        }
-        if (pre.tg) seed_graph_pre.push_back(br->graph.median_us / pre.tg->median_us);
-      }
-      if (pdl.tg) {
-        row["speedup_graph_pdl"] = br->graph.median_us / pdl.tg->median_us;
-        row["speedup_stream_pdl"] = br->stream.median_us / pdl.ts->median_us;
-      }
-      if (pre.tg) {
-        row["speedup_graph_pdl_prefetch"] = br->graph.median_us / pre.tg->median_us;
-        row["speedup_stream_pdl_prefetch"] = br->stream.median_us / pre.ts->median_us;
-      }
-    }
-    std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", en.e.name,
-                             row["tiles"].get<std::string>(), ts.median_us, tg.median_us, br ? br->stream.median_us : 0.0,
-                             br ? br->graph.median_us : 0.0, br ? br->stream.median_us / ts.median_us : 0.0,
-                             br ? br->graph.median_us / tg.median_us : 0.0, lp.program.flops / tg.median_us * 1e-6, check);
-    if (pdl.tg)
-      std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", "  + PDL", best_pdl->to_string(),
-                               pdl.ts->median_us, pdl.tg->median_us, "", "", br ? br->stream.median_us / pdl.ts->median_us : 0.0,
-                               br ? br->graph.median_us / pdl.tg->median_us : 0.0, lp.program.flops / pdl.tg->median_us * 1e-6,
-                               row.value("pdl_output_matches", false) ? "=no PDL" : "DIFFERS");
-    if (pre.tg)
-      std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", "  + PDL, B prefetched",
-                               best_pre->to_string(), pre.ts->median_us, pre.tg->median_us, "", "",
-                               br ? br->stream.median_us / pre.ts->median_us : 0.0, br ? br->graph.median_us / pre.tg->median_us : 0.0,
-                               lp.program.flops / pre.tg->median_us * 1e-6, row.value("pdl_prefetch_output_matches", false) ? "=no PDL" : "DIFFERS");
-    std::cout.flush();
-    rows.push_back(row);
+}
+
+// One table line for ours, and one each for the PDL variants that ran.
+void print_rows(const Entry& en, const Measured& m, const Tuned& t, double flops, const nlohmann::json& row) {
+  const std::optional<BaselineRun>& br = m.br;
+  std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", en.e.name,
+                           row["tiles"].get<std::string>(), m.ts.median_us, m.tg.median_us, br ? br->stream.median_us : 0.0,
+                           br ? br->graph.median_us : 0.0, br ? br->stream.median_us / m.ts.median_us : 0.0,
+                           br ? br->graph.median_us / m.tg.median_us : 0.0, flops / m.tg.median_us * 1e-6, m.check);
+  auto variant = [&](const char* label, const emit_cuda::TcConfig& cfg, const PdlRun& r, const char* key) {
+    std::cout << fmt::format("{:<22} {:<26} {:>9.2f} {:>9.2f} {:>9} {:>9} {:>8.2f} {:>8.2f} {:>8.1f} {:>9}\n", label, cfg.to_string(),
+                             r.ts->median_us, r.tg->median_us, "", "", br ? br->stream.median_us / r.ts->median_us : 0.0,
+                             br ? br->graph.median_us / r.tg->median_us : 0.0, flops / r.tg->median_us * 1e-6,
+                             row.value(key, false) ? "=no PDL" : "DIFFERS");
+  };
+  if (m.pdl.tg) variant("  + PDL", *t.best_pdl, m.pdl, "pdl_output_matches");
+  if (m.pre.tg) variant("  + PDL, B prefetched", *t.best_pre, m.pre, "pdl_prefetch_output_matches");
+  std::cout.flush();
+}
+
+// One entry: tune, check the kept kernel against the library, time it in both harnesses (and with
+// PDL), print its lines; the JSON row.
+nlohmann::json bench_entry(const Entry& en, Harness& h, NhwcReference& nhwc, SeedRatios& seeds) {
+  nlohmann::json row;
+  row["name"] = en.e.name;
+  row["tags"] = en.e.tags;
+  if (en.candidates.empty()) {
+    row["error"] = "no TensorCore candidate";
+    return row;
   }
-  const double gg = geomean(seed_graph), gs = geomean(seed_stream);
-  const double ggp = geomean(seed_graph_pdl), gsp = geomean(seed_stream_pdl);
+  std::map<std::string, NpyArray> inputs;
+  if (en.e.def == "conv2d_blocked" && nhwc.inputs.count("X")) {
+    nhwc_to_blocked<2>(nhwc.inputs.at("X"), inputs["X"]);
+    rsck_to_blocked(nhwc.inputs.at("Wt"), inputs["Wt"]);
+  } else {
+    inputs = interp::random_inputs(*en.c->function, en.e.shape, 1);
+  }
+  DeviceTensors d = allocate(en.c->kernel, inputs, 0);
+  Tuned t = tune(en, d, h);
+  row["candidates"] = t.candidates;
+  if (!t.best) return row;
+  LoadedProgram& lp = *t.best;
+  const auto outs = run_once(lp, en, d, h);
+  gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
+  Measured m{gpu::time_on_stream(call, h.stream, h.full), gpu::time_in_graph(call, h.stream, h.full)};
+  row["tiles"] = lp.program.config->to_string();
+  row["stream_us"] = m.ts.median_us;
+  row["graph_us"] = m.tg.median_us;
+  row["flops"] = lp.program.flops;
+  row["tflops_graph"] = lp.program.flops / m.tg.median_us * 1e-6;
+  row["tensor_core_ops"] = lp.tensor_core_ops;
+  row["registers"] = lp.attributes.back().registers_per_thread;
+  m.br = check_against_library(en, d, inputs, outs, h, nhwc, row, m.check);
+  if (t.best_pdl) m.pdl = run_pdl(en, d, h, *t.best_pdl, false, "pdl", outs, row);
+  if (t.best_pre) m.pre = run_pdl(en, d, h, *t.best_pre, true, "pdl_prefetch", outs, row);
+  if (m.br) record_speedups(en, m, row, seeds);
+  print_rows(en, m, t, lp.program.flops, row);
+  return row;
+}
+
+nlohmann::json summary(const std::string& device, const nlohmann::json& rows, const SeedRatios& seeds) {
+  const double gg = geomean(seeds.graph), gs = geomean(seeds.stream);
+  const double ggp = geomean(seeds.graph_pdl), gsp = geomean(seeds.stream_pdl);
   std::cout << fmt::format("seed GEMM table geomean speedup over cuBLAS: {:.2f}x (CUDA graph), {:.2f}x (stream)\n", gg, gs);
-  if (!seed_graph_pdl.empty())
+  if (!seeds.graph_pdl.empty())
     std::cout << fmt::format("  with programmatic dependent launch (ours only; cuBLAS called as-is): {:.2f}x (CUDA graph), {:.2f}x (stream)\n",
                              ggp, gsp);
-  if (!seed_graph_pre.empty())
+  if (!seeds.graph_pre.empty())
     std::cout << fmt::format("  with PDL and the weights (B) copied before the wait (B not written by earlier kernels): {:.2f}x (CUDA graph)\n",
-                             geomean(seed_graph_pre));
+                             geomean(seeds.graph_pre));
   return {{"suite", "gpu"},
           {"device", device},
           {"rows", rows},
@@ -379,7 +419,27 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
           {"seed_geomean_speedup_stream", gs},
           {"seed_geomean_speedup_graph_pdl", ggp},
           {"seed_geomean_speedup_stream_pdl", gsp},
-          {"seed_geomean_speedup_graph_pdl_prefetch", geomean(seed_graph_pre)}};
+          {"seed_geomean_speedup_graph_pdl_prefetch", geomean(seeds.graph_pre)}};
+}
+
+}  // namespace
+
+nlohmann::json bench_gpu(const std::string& source_dir_in) {
+  // "" : the source tree this tessel was built from, else the working directory (a GPU machine)
+  const std::string source_dir = !source_dir_in.empty()                                        ? source_dir_in
+                                 : std::filesystem::exists(TESSEL_SOURCE_DIR "/workloads/gemm.yaml") ? TESSEL_SOURCE_DIR
+                                                                                                      : ".";
+  std::vector<Entry> entries = compile_suites(source_dir, source_dir + "/isa/targets/sm90.yaml");
+  std::string why;
+  if (gpu::device_count(&why) == 0) return prepare_cache(entries, why);
+  Harness h;
+  const std::string device = h.ctx.device().name + " (" + h.arch() + ", " + std::to_string(h.ctx.device().sm_count) + " SMs)";
+  print_header(device);
+  nlohmann::json rows = nlohmann::json::array();
+  NhwcReference nhwc;
+  SeedRatios seeds;
+  for (const auto& en : entries) rows.push_back(bench_entry(en, h, nhwc, seeds));
+  return summary(device, rows, seeds);
 }
 
 #endif

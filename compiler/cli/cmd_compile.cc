@@ -28,7 +28,7 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
-  cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, all)");
+  cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
 }
 
 CompileOptions to_compile_options(const PipelineFlags& f) {

@@ -142,7 +142,7 @@ std::map<std::string, NpyArray> download_outputs(const kernel::Kernel& k, const 
 }
 
 std::optional<Baseline> find_baseline(const kernel::Kernel& k) {
-  auto c = emit_cuda::identify_contraction(k, nullptr);
+  const auto& c = k.contraction;
   if (!c || c->in_type != DType::F16 || c->acc_type != DType::F32 || !c->batch.empty()) return std::nullopt;
   Baseline b;
   if (!c->a.producer && !c->b.producer && c->m.size() == 1 && c->n.size() == 1 && c->k.size() == 1 && !c->swapped) {

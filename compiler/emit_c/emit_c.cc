@@ -1,9 +1,9 @@
 #include "compiler/emit_c/emit_c.h"
 
-#include <cstdio>
 #include <set>
 #include <sstream>
 
+#include "compiler/kernel/c_value.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_c {
@@ -37,14 +37,15 @@ std::string affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>
   return s + ")";
 }
 
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s == "inf") return "INFINITY";
-  if (s == "-inf") return "(-INFINITY)";
-  return s;
+// The C emitter computes in the storage types: f16 is _Float16, so every cast to it rounds.
+std::string c_float_result(DType t, const std::string& v, bool primary) {
+  return primary ? "((" + ctype(t) + ")" + v + ")" : "((" + ctype(t) + ")(" + v + "))";
 }
+
+const kernel::CValueDialect kDialect = {
+    .value_type = ctype, .float_result = c_float_result, .inf = "INFINITY", .neg_inf = "(-INFINITY)", .nan = nullptr,
+    .to_float = "", .widen = "", .helper_arg = "(long)", .long_suffix = "L", .int_constant = "(float)",
+    .int_size_suffix = "", .int_helpers = false, .float_negate = false};
 
 struct Emitter {
   const kernel::Kernel& k;
@@ -84,65 +85,8 @@ struct Emitter {
   }
 
   std::string value(const ir::Expr& e, const std::map<std::string, int>& binding) {
-    const std::string T = ctype(e.type);
-    auto arg = [&](int i) { return value(*e.args[i], binding); };
-    auto f = [&](int i) { return "((float)" + arg(i) + ")"; };
-    switch (e.kind) {
-      case ir::ExprKind::Constant: return "((" + T + ")(float)" + number(e.value) + ")";
-      case ir::ExprKind::SizeParam: return "((" + T + ")" + std::to_string(k.sizes.at(e.name)) + ")";
-      case ir::ExprKind::IndexValue: return "((" + T + ")" + affine(e.affine, k.sizes) + ")";
-      case ir::ExprKind::Access: return access(e.name, e.indices, binding);
-      case ir::ExprKind::Apply: break;
-    }
-    const bool fl = dtype_is_float(e.type);
-    auto bin = [&](const char* op) {
-      if (fl) return "((" + T + ")(" + f(0) + " " + op + " " + f(1) + "))";
-      return "((" + T + ")(" + arg(0) + " " + op + " " + arg(1) + "))";
-    };
-    auto math = [&](const char* fn) { return "((" + T + ")" + fn + "(" + f(0) + "))"; };
-    switch (e.op) {
-      case ir::Op::Add: return bin("+");
-      case ir::Op::Sub: return bin("-");
-      case ir::Op::Mul: return bin("*");
-      case ir::Op::Div:
-        if (fl) return bin("/");
-        return "((" + T + ")tessel_idiv((long)" + arg(0) + ", (long)" + arg(1) + "))";
-      case ir::Op::Mod:
-        if (fl) return "((" + T + ")fmodf(" + f(0) + ", " + f(1) + "))";
-        return "((" + T + ")tessel_irem((long)" + arg(0) + ", (long)" + arg(1) + "))";
-      case ir::Op::Neg: return "((" + T + ")(-" + arg(0) + "))";
-      case ir::Op::Lt: return "(" + arg(0) + " < " + arg(1) + ")";
-      case ir::Op::Le: return "(" + arg(0) + " <= " + arg(1) + ")";
-      case ir::Op::Gt: return "(" + arg(0) + " > " + arg(1) + ")";
-      case ir::Op::Ge: return "(" + arg(0) + " >= " + arg(1) + ")";
-      case ir::Op::Eq: return "(" + arg(0) + " == " + arg(1) + ")";
-      case ir::Op::Ne: return "(" + arg(0) + " != " + arg(1) + ")";
-      case ir::Op::And: return "(" + arg(0) + " && " + arg(1) + ")";
-      case ir::Op::Or: return "(" + arg(0) + " || " + arg(1) + ")";
-      case ir::Op::Not: return "(!" + arg(0) + ")";
-      case ir::Op::Select: return "((" + T + ")(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + "))";
-      case ir::Op::Min:
-        if (fl) return "((" + T + ")tessel_fmin(" + f(0) + ", " + f(1) + "))";
-        return "((" + T + ")(" + arg(0) + " < " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
-      case ir::Op::Max:
-        if (fl) return "((" + T + ")tessel_fmax(" + f(0) + ", " + f(1) + "))";
-        return "((" + T + ")(" + arg(0) + " > " + arg(1) + " ? " + arg(0) + " : " + arg(1) + "))";
-      case ir::Op::Abs:
-        if (fl) return math("fabsf");
-        return "((" + T + ")(" + arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0) + "))";
-      case ir::Op::Exp: return math("expf");
-      case ir::Op::Log: return math("logf");
-      case ir::Op::Sqrt: return math("sqrtf");
-      case ir::Op::Rsqrt: return "((" + T + ")(1.0f / sqrtf(" + f(0) + ")))";
-      case ir::Op::Tanh: return math("tanhf");
-      case ir::Op::Cast:
-        if (dtype_is_float(e.args[0]->type) && !fl) {
-          const char* range = e.type == DType::I8 ? "-128L, 127L" : e.type == DType::U8 ? "0L, 255L" : "-2147483648L, 2147483647L";
-          return "((" + T + ")tessel_f2i(" + f(0) + ", " + range + "))";
-        }
-        return "((" + T + ")" + arg(0) + ")";
-    }
-    return "0";
+    return kernel::c_value(e, {kDialect, [&](const ir::AffineExpr& a) { return affine(a, k.sizes); },
+                               [&](const ir::Expr& a) { return access(a.name, a.indices, binding); }, &k.sizes});
   }
 
   std::string identity(ir::Reduction r, DType t) {

@@ -1,7 +1,6 @@
 #include "compiler/emit_cuda/cuda_expr.h"
 
-#include <cstdio>
-
+#include "compiler/kernel/c_value.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -35,87 +34,23 @@ std::string int_expr(const kernel::Expr& e) {
 
 namespace {
 
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s == "inf") return "TESSEL_INF";
-  if (s == "-inf") return "(-TESSEL_INF)";
-  if (s == "nan" || s == "-nan") return "TESSEL_NAN";
-  return s;
-}
-
 // A float computation whose result has dtype t: rounded when t is f16.
 std::string fres(DType t, const std::string& v) { return t == DType::F16 ? "tessel_r16(" + v + ")" : "(" + v + ")"; }
+
+std::string cuda_float_result(DType t, const std::string& v, bool) { return fres(t, v); }
+
+// Floats travel as `float` (f16 results rounded by tessel_r16); integers widen to long long.
+const kernel::CValueDialect kDialect = {
+    .value_type = value_type, .float_result = cuda_float_result, .inf = "TESSEL_INF", .neg_inf = "(-TESSEL_INF)",
+    .nan = "TESSEL_NAN", .to_float = "(float)", .widen = "(long long)", .helper_arg = "(long long)",
+    .long_suffix = "LL", .int_constant = "(long long)", .int_size_suffix = "LL", .int_helpers = true,
+    .float_negate = true};
 
 }  // namespace
 
 std::string value_expr(const ir::Expr& e, const ValueContext& ctx) {
-  const DType T = e.type;
-  const bool fl = dtype_is_float(T);
-  const std::string VT = value_type(T);
-  auto arg = [&](int i) { return value_expr(*e.args[i], ctx); };
-  auto f = [&](int i) { return "((float)" + arg(i) + ")"; };
-  switch (e.kind) {
-    case ir::ExprKind::Constant:
-      return fl ? fres(T, "(float)" + number(e.value)) : "((" + VT + ")(long long)" + number(e.value) + ")";
-    case ir::ExprKind::SizeParam:
-      return fl ? fres(T, "(float)" + std::to_string(ctx.sizes->at(e.name))) : "((" + VT + ")" + std::to_string(ctx.sizes->at(e.name)) + "LL)";
-    case ir::ExprKind::IndexValue: return fl ? fres(T, "(float)" + ctx.affine(e.affine)) : "((" + VT + ")" + ctx.affine(e.affine) + ")";
-    case ir::ExprKind::Access: return load_value(T, ctx.access(e));
-    case ir::ExprKind::Apply: break;
-  }
-  auto bin = [&](const char* op) {
-    if (fl) return fres(T, f(0) + " " + op + " " + f(1));
-    return "((" + VT + ")((long long)" + arg(0) + " " + op + " (long long)" + arg(1) + "))";
-  };
-  auto math = [&](const char* fn) { return fres(T, std::string(fn) + "(" + f(0) + ")"); };
-  switch (e.op) {
-    case ir::Op::Add: return bin("+");
-    case ir::Op::Sub: return bin("-");
-    case ir::Op::Mul: return bin("*");
-    case ir::Op::Div:
-      if (fl) return bin("/");
-      return "((" + VT + ")tessel_idiv((long long)" + arg(0) + ", (long long)" + arg(1) + "))";
-    case ir::Op::Mod:
-      if (fl) return fres(T, "fmodf(" + f(0) + ", " + f(1) + ")");
-      return "((" + VT + ")tessel_irem((long long)" + arg(0) + ", (long long)" + arg(1) + "))";
-    case ir::Op::Neg: return fl ? fres(T, "-" + f(0)) : "((" + VT + ")(-(long long)" + arg(0) + "))";
-    case ir::Op::Lt: return "(" + arg(0) + " < " + arg(1) + ")";
-    case ir::Op::Le: return "(" + arg(0) + " <= " + arg(1) + ")";
-    case ir::Op::Gt: return "(" + arg(0) + " > " + arg(1) + ")";
-    case ir::Op::Ge: return "(" + arg(0) + " >= " + arg(1) + ")";
-    case ir::Op::Eq: return "(" + arg(0) + " == " + arg(1) + ")";
-    case ir::Op::Ne: return "(" + arg(0) + " != " + arg(1) + ")";
-    case ir::Op::And: return "(" + arg(0) + " && " + arg(1) + ")";
-    case ir::Op::Or: return "(" + arg(0) + " || " + arg(1) + ")";
-    case ir::Op::Not: return "(!" + arg(0) + ")";
-    case ir::Op::Select: return "((" + VT + ")(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + "))";
-    case ir::Op::Min:
-      if (fl) return fres(T, "tessel_fmin(" + f(0) + ", " + f(1) + ")");
-      return "((" + VT + ")tessel_imin((long long)" + arg(0) + ", (long long)" + arg(1) + "))";
-    case ir::Op::Max:
-      if (fl) return fres(T, "tessel_fmax(" + f(0) + ", " + f(1) + ")");
-      return "((" + VT + ")tessel_imax((long long)" + arg(0) + ", (long long)" + arg(1) + "))";
-    case ir::Op::Abs:
-      if (fl) return math("fabsf");
-      return "((" + VT + ")tessel_iabs((long long)" + arg(0) + "))";
-    case ir::Op::Exp: return math("expf");
-    case ir::Op::Log: return math("logf");
-    case ir::Op::Sqrt: return math("sqrtf");
-    case ir::Op::Rsqrt: return fres(T, "1.0f / sqrtf(" + f(0) + ")");
-    case ir::Op::Tanh: return math("tanhf");
-    case ir::Op::Cast: {
-      const bool from_fl = dtype_is_float(e.args[0]->type);
-      if (from_fl && !fl) {
-        const char* range = T == DType::I8 ? "-128LL, 127LL" : T == DType::U8 ? "0LL, 255LL" : "-2147483648LL, 2147483647LL";
-        return "((" + VT + ")tessel_f2i(" + f(0) + ", " + range + "))";
-      }
-      if (fl) return fres(T, "(float)" + arg(0));
-      return "((" + VT + ")(long long)" + arg(0) + ")";
-    }
-  }
-  return "0";
+  return kernel::c_value(e, {kDialect, ctx.affine, [&](const ir::Expr& a) { return load_value(a.type, ctx.access(a)); },
+                             ctx.sizes});
 }
 
 std::string reduction_identity(ir::Reduction r, DType t) {

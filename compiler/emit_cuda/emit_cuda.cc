@@ -87,8 +87,8 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
   std::string why;
   std::optional<Contraction> c;
   if (options.allow_tensor_cores) {
-    c = identify_contraction(k, &why);
-    if (c) why = tensor_core_obstacle(*c, options.arch);
+    c = k.contraction;
+    why = c ? tensor_core_obstacle(*c, options.arch) : k.no_contraction;
   } else {
     why = "TensorCores disabled by the caller";
   }

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "compiler/ir/tensor_ir.h"
+#include "compiler/kernel/contraction.h"
 #include "compiler/tile/tile_spec.h"
 #include "isa/base/dtype.h"
 #include "isa/hierarchy.h"
@@ -220,6 +221,10 @@ struct Kernel {
   // The user's tile spec (--tile), absent without one: read by the target tile policies that plan
   // a mapping beyond the loop tree (the NPU convolution, compiler/tile/npu_conv_plan.h).
   std::optional<tile::TileSpec> user_tile;
+  // The contraction the polyhedral core matched (compiler/poly/contraction.h, pass "contraction"),
+  // or nullopt with `no_contraction` saying why nothing matched.
+  std::optional<Contraction> contraction;
+  std::string no_contraction;
 
   const GlobalTensor* find_tensor(const std::string& n) const;
 };

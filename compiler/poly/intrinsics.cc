@@ -2,21 +2,11 @@
 
 #include <array>
 
+#include "compiler/poly/contraction.h"
+
 namespace tessel::poly {
 
 namespace {
-
-// The single index name of a pure index access dimension ("m"), or "" when it is not one.
-std::string pure_index(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0) return "";
-  const auto& [name, coeff] = *e.index_coeffs.begin();
-  return coeff == 1 ? name : "";
-}
-
-const ir::Expr* strip_cast(const ir::Expr* e) {
-  while (e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast) e = e->args[0].get();
-  return e;
-}
 
 MatmulMatch fail(const std::string& why) {
   MatmulMatch m;
@@ -36,12 +26,11 @@ int dim_of(const ir::Expr* a, const std::string& axis) {
   return found;
 }
 
-// Is `a` a 2-D view (row, col) of its tensor that does not mention `absent`? Sets the layout and
-// r.img2col when a view dimension also depends on another axis (e.g. q + s).
-bool views(MatmulMatch& r, const ir::Expr* a, const std::string& row, const std::string& col,
-           const std::string& absent, kernel::Layout& layout) {
+// Is `a` a 2-D view (row, col) of its tensor, each one dimension indexed with coefficient 1? Sets
+// the layout and r.img2col when a view dimension also depends on another axis (e.g. q + s).
+bool views(MatmulMatch& r, const ir::Expr* a, const std::string& row, const std::string& col, kernel::Layout& layout) {
   int dr = dim_of(a, row), dc = dim_of(a, col);
-  if (dr < 0 || dc < 0 || dr == dc || dim_of(a, absent) != -1) return false;
+  if (dr < 0 || dc < 0 || dr == dc) return false;
   for (int d : {dr, dc}) {
     for (const auto& [name, c] : a->indices[d].index_coeffs)
       if ((name == r.m || name == r.n || name == r.k) && name != (d == dr ? row : col)) return false;
@@ -54,12 +43,9 @@ bool views(MatmulMatch& r, const ir::Expr* a, const std::string& row, const std:
 }  // namespace
 
 MatmulMatch match_matmul(const ir::Statement& s, const ir::Function& f, const isa::Hierarchy& h) {
-  if (s.reduction != ir::Reduction::Sum) return fail("not a sum reduction");
-  if (s.rhs->kind != ir::ExprKind::Apply || s.rhs->op != ir::Op::Mul) return fail("right-hand side is not a product");
-  const ir::Expr* x = strip_cast(s.rhs->args[0].get());
-  const ir::Expr* y = strip_cast(s.rhs->args[1].get());
-  if (x->kind != ir::ExprKind::Access || y->kind != ir::ExprKind::Access)
-    return fail("factors are not tensor reads");
+  std::string why;
+  const std::optional<Product> product = product_of_accesses(s, &why);
+  if (!product) return fail(why);
   std::vector<std::string> red;
   for (const auto& v : s.domain)
     if (v.is_reduction) red.push_back(v.name);
@@ -69,7 +55,7 @@ MatmulMatch match_matmul(const ir::Statement& s, const ir::Function& f, const is
   // other pair of output axes and reduction axis (NCHW convolutions: m = output channel).
   std::vector<std::string> out_axes;
   for (const auto& e : s.out_indices)
-    if (!pure_index(e).empty()) out_axes.push_back(pure_index(e));
+    if (auto v = plain_index(e)) out_axes.push_back(*v);
   if (out_axes.size() < 2) return fail("output has fewer than two pure index dimensions");
   std::vector<std::array<std::string, 3>> candidates = {
       {out_axes[out_axes.size() - 2], out_axes.back(), red.back()}};
@@ -78,18 +64,21 @@ MatmulMatch match_matmul(const ir::Statement& s, const ir::Function& f, const is
       for (int q = int(red.size()) - 1; q >= 0; --q)
         if (i != j) candidates.push_back({out_axes[i], out_axes[j], red[q]});
   MatmulMatch r;
-  const ir::Expr* const x0 = x;
-  const ir::Expr* const y0 = y;
+  const ir::Expr *x = nullptr, *y = nullptr;
   bool found = false;
   for (const auto& cand : candidates) {
     r = MatmulMatch{};
     r.m = cand[0];
     r.n = cand[1];
     r.k = cand[2];
-    x = x0;
-    y = y0;
-    if (!views(r, x, r.m, r.k, r.n, r.a_layout)) std::swap(x, y);
-    if (views(r, x, r.m, r.k, r.n, r.a_layout) && views(r, y, r.k, r.n, r.m, r.b_layout)) {
+    // A is the factor reading m (and not n), B the one reading n (and not m); both read k
+    x = product->left;
+    y = product->right;
+    if (classify_index(*x, *y, r.m) != IndexRole::M) std::swap(x, y);
+    if (classify_index(*x, *y, r.m) != IndexRole::M || classify_index(*x, *y, r.n) != IndexRole::N ||
+        classify_index(*x, *y, r.k) != IndexRole::Shared)
+      continue;
+    if (views(r, x, r.m, r.k, r.a_layout) && views(r, y, r.k, r.n, r.b_layout)) {
       found = true;
       break;
     }

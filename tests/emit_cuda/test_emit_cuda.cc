@@ -56,8 +56,8 @@ bool contains(const std::string& s, const std::string& what) { return s.find(wha
 
 TEST_CASE("matmul is identified: A row-major matrix_a, B row-major matrix_b, M/N/K from the accesses") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 64}, {"N", 32}, {"K", 48}});
-  std::string why;
-  auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+  const std::string& why = r.c->kernel.no_contraction;
+  const auto& c = r.c->kernel.contraction;
   REQUIRE_MESSAGE(c, why);
   CHECK(c->a.tensor == "A");
   CHECK(c->b.tensor == "B");
@@ -72,6 +72,17 @@ TEST_CASE("matmul is identified: A row-major matrix_a, B row-major matrix_b, M/N
   CHECK(contains(p.source, "wmma::matrix_a, 16, 16, 16, __half, wmma::row_major"));
   CHECK(contains(p.source, "wmma::matrix_b, 16, 16, 16, __half, wmma::row_major"));
   CHECK(contains(p.source, "cp.async"));  // sm_90
+}
+
+TEST_CASE("the emitter carries out the kernel's recorded contraction and never matches one itself") {
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 64}, {"N", 32}, {"K", 48}});
+  kernel::Kernel k = r.c->kernel;
+  REQUIRE(k.contraction);
+  k.contraction.reset();  // what the core would record for a kernel it did not match
+  k.no_contraction = "recorded reason";
+  auto p = emit_cuda::emit_cuda(k);
+  CHECK_FALSE(p.tensor_cores);
+  CHECK(contains(joined(p.explain), "SIMT: TensorCores not used: recorded reason"));
 }
 
 TEST_CASE("a transposed operand becomes a col_major fragment") {
@@ -115,8 +126,8 @@ TEST_CASE("i8 GEMM uses s8 -> s32 fragments; unsupported dtypes are explained") 
 
 TEST_CASE("convolution is an implicit GEMM: the padded input is read through an im2col view with zero-filled borders") {
   auto r = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}});
-  std::string why;
-  auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+  const std::string& why = r.c->kernel.no_contraction;
+  const auto& c = r.c->kernel.contraction;
   REQUIRE_MESSAGE(c, why);
   CHECK(c->a.tensor == "X");  // read through the padding: inlined producer or folded shifted reads
   CHECK(c->b.tensor == "Wt");
@@ -143,7 +154,7 @@ TEST_CASE("element-wise statements after the GEMM are fused into the epilogue") 
 
 TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
-  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  const auto& c = r.c->kernel.contraction;
   REQUIRE(c);
   auto cands = emit_cuda::tc_candidates(*c, "sm_90");
   REQUIRE(!cands.empty());
@@ -155,7 +166,7 @@ TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
 
 TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the decision is in --explain") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
-  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  const auto& c = r.c->kernel.contraction;
   REQUIRE(c);
   const int sms = int(r.c->hierarchy.cores);
   REQUIRE(sms > 0);
@@ -192,7 +203,7 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   CHECK(p.launches[0].grid[1] == unsigned(p.config->k_blocks));
   // a large GEMM has enough tiles: no split
   auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
-  auto cb = emit_cuda::identify_contraction(big.c->kernel, nullptr);
+  const auto& cb = big.c->kernel.contraction;
   REQUIRE(cb);
   CHECK(emit_cuda::tc_candidates(*cb, "sm_90", sms).front().k_blocks == 1);
   emit_cuda::TcConfig bad = g;
@@ -246,7 +257,7 @@ TEST_CASE("PDL prefetch: the named operand's prologue copies come before griddep
 
 TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands qualify, explain, obstacles") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 2048}, {"N", 32}, {"K", 512}});
-  auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+  const auto& c = r.c->kernel.contraction;
   REQUIRE(c);
   const int sms = int(r.c->hierarchy.cores);
   auto cands = emit_cuda::tc_candidates(*c, "sm_90", sms);
@@ -264,7 +275,7 @@ TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands
   CHECK(contains(p.source, "shared tile [128][32]"));  // B unpadded: the shared rows are the global ones
   // N = 128 with 32-wide tiles: B's rows are 64 B, so B keeps cp.async
   auto w = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 128}, {"K", 512}});
-  auto cw = emit_cuda::identify_contraction(w.c->kernel, nullptr);
+  const auto& cw = w.c->kernel.contraction;
   REQUIRE(cw);
   o.config = emit_cuda::TcConfig::parse("32x32x128/32x32/ks4/st5/bc");
   auto pw = emit_cuda::emit_cuda(w.c->kernel, o);
@@ -272,7 +283,7 @@ TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands
   // obstacles: older GPUs, an im2col view, split-K across blocks
   CHECK(contains(emit_cuda::config_obstacle(*c, *o.config, "sm_80"), "bulk operand copies need sm_90+"));
   auto conv = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 32}, {"R", 3}, {"S", 3}});
-  auto cc = emit_cuda::identify_contraction(conv.c->kernel, nullptr);
+  const auto& cc = conv.c->kernel.contraction;
   REQUIRE(cc);
   CHECK(contains(emit_cuda::config_obstacle(*cc, emit_cuda::TcConfig::parse("32x32x64/32x32/ks2/st3/bc"), "sm_90"),
                  "neither operand qualifies (A: an im2col view; B: several outer or K dims)"));
@@ -284,7 +295,7 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
   for (const char* arch : {"sm_75", "sm_90"}) {
     CAPTURE(arch);
     auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}}, std::string(arch) == "sm_75" ? "sm75" : "sm90");
-    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    const auto& c = r.c->kernel.contraction;
     REQUIRE(c);
     int kinds = 0;
     std::set<std::string> seen;
@@ -317,7 +328,7 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
   auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
   emit_cuda::TcConfig g{128, 256, 32, 64, 64, 1, 4};
   g.mma = true;
-  auto cb = emit_cuda::identify_contraction(big.c->kernel, nullptr);
+  const auto& cb = big.c->kernel.contraction;
   REQUIRE(cb);
   CHECK_FALSE(emit_cuda::config_obstacle(*cb, g, "sm_75").empty());
   emit_cuda::CudaOptions o;
@@ -350,7 +361,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
     } else {
       r = compile_for(w.file, w.def, w.sizes);
     }
-    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    const auto& c = r.c->kernel.contraction;
     REQUIRE(c);
     int n = 0;
     for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {

@@ -111,8 +111,8 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
   for (const auto& w : ws) {
     CAPTURE(w.def);
     Compiled r = compile_for(w.file, w.def, w.sizes);
-    std::string why;
-    auto c = emit_cuda::identify_contraction(r.c->kernel, &why);
+    const std::string& why = r.c->kernel.no_contraction;
+    const auto& c = r.c->kernel.contraction;
     REQUIRE_MESSAGE(c, why);
     check_verifies(r, w.sizes, {}, true, std::string(w.def) + " default tiles");
     if (!w.all_candidates) continue;
@@ -210,7 +210,7 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
     cfgs.push_back(g);
   }
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
-    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    const auto& c = r.c->kernel.contraction;
     REQUIRE(c);
     for (const auto& cfg : cfgs) {
       if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
@@ -242,7 +242,7 @@ TEST_CASE("skinny-GEMM variants verify: bulk operand copies, PDL with the weight
                   {"workloads/gemm_fused.tsl", "matmul_bias_relu", {{"M", 512}, {"N", 16}, {"K", 512}}}};
   for (const auto& w : ws) {
     Compiled r = compile_for(w.file, w.def, w.sizes);
-    auto c = emit_cuda::identify_contraction(r.c->kernel, nullptr);
+    const auto& c = r.c->kernel.contraction;
     REQUIRE(c);
     int clusters = 0;
     for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {

@@ -1,0 +1,118 @@
+#include "compiler/kernel/c_value.h"
+
+#include <cstdio>
+
+namespace tessel::kernel {
+
+std::string c_number(double v, const CValueDialect& d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s == "inf") return d.inf;
+  if (s == "-inf") return d.neg_inf;
+  if (d.nan && (s == "nan" || s == "-nan")) return d.nan;
+  return s;
+}
+
+namespace {
+
+class Printer {
+ public:
+  Printer(const ir::Expr& e, const CValueContext& ctx)
+      : e_(e), ctx_(ctx), d_(ctx.dialect), T_(d_.value_type(e.type)), fl_(dtype_is_float(e.type)) {}
+
+  std::string leaf() const {
+    switch (e_.kind) {
+      case ir::ExprKind::Constant:
+        return fl_ ? fres(std::string("(float)") + c_number(e_.value, d_), true)
+                   : cast(d_.int_constant + c_number(e_.value, d_));
+      case ir::ExprKind::SizeParam: {
+        const std::string n = std::to_string(ctx_.sizes->at(e_.name));
+        return fl_ ? fres(d_.to_float + n, true) : cast(n + d_.int_size_suffix);
+      }
+      case ir::ExprKind::IndexValue:
+        return fl_ ? fres(d_.to_float + ctx_.affine(e_.affine), true) : cast(ctx_.affine(e_.affine));
+      case ir::ExprKind::Access: return ctx_.access(e_);
+      case ir::ExprKind::Apply: break;
+    }
+    return apply();
+  }
+
+ private:
+  const ir::Expr& e_;
+  const CValueContext& ctx_;
+  const CValueDialect& d_;
+  const std::string T_;
+  const bool fl_;
+
+  std::string arg(int i) const { return c_value(*e_.args[i], ctx_); }
+  std::string f(int i) const { return "((float)" + arg(i) + ")"; }
+  std::string fres(const std::string& v, bool primary) const { return d_.float_result(e_.type, v, primary); }
+  std::string cast(const std::string& v) const { return "((" + T_ + ")" + v + ")"; }
+  std::string infix(const char* op) const { return "(" + arg(0) + " " + op + " " + arg(1) + ")"; }
+  std::string arith(const char* op) const {
+    if (fl_) return fres(f(0) + " " + op + " " + f(1), false);
+    return cast(std::string("(") + d_.widen + arg(0) + " " + op + " " + d_.widen + arg(1) + ")");
+  }
+  std::string helper(const char* fn, int arity) const {
+    std::string s = std::string(fn) + "(" + d_.helper_arg + arg(0);
+    if (arity == 2) s += std::string(", ") + d_.helper_arg + arg(1);
+    return cast(s + ")");
+  }
+  std::string math(const char* fn) const { return fres(std::string(fn) + "(" + f(0) + ")", true); }
+  std::string float_call2(const char* fn) const { return fres(std::string(fn) + "(" + f(0) + ", " + f(1) + ")", true); }
+  std::string int_min_max(const char* helper_fn, const char* cmp) const {
+    if (d_.int_helpers) return helper(helper_fn, 2);
+    return cast("(" + arg(0) + " " + cmp + " " + arg(1) + " ? " + arg(0) + " : " + arg(1) + ")");
+  }
+
+  std::string cast_op() const {
+    if (dtype_is_float(e_.args[0]->type) && !fl_) {
+      const std::string L = d_.long_suffix;
+      const std::string range = e_.type == DType::I8   ? "-128" + L + ", 127" + L
+                                : e_.type == DType::U8 ? "0" + L + ", 255" + L
+                                                       : "-2147483648" + L + ", 2147483647" + L;
+      return cast("tessel_f2i(" + f(0) + ", " + range + ")");
+    }
+    return fl_ ? fres(d_.to_float + arg(0), true) : cast(d_.widen + arg(0));
+  }
+
+  std::string apply() const {
+    switch (e_.op) {
+      case ir::Op::Add: return arith("+");
+      case ir::Op::Sub: return arith("-");
+      case ir::Op::Mul: return arith("*");
+      case ir::Op::Div: return fl_ ? arith("/") : helper("tessel_idiv", 2);
+      case ir::Op::Mod: return fl_ ? float_call2("fmodf") : helper("tessel_irem", 2);
+      case ir::Op::Neg: return fl_ && d_.float_negate ? fres("-" + f(0), false) : cast(std::string("(-") + d_.widen + arg(0) + ")");
+      case ir::Op::Lt: return infix("<");
+      case ir::Op::Le: return infix("<=");
+      case ir::Op::Gt: return infix(">");
+      case ir::Op::Ge: return infix(">=");
+      case ir::Op::Eq: return infix("==");
+      case ir::Op::Ne: return infix("!=");
+      case ir::Op::And: return infix("&&");
+      case ir::Op::Or: return infix("||");
+      case ir::Op::Not: return "(!" + arg(0) + ")";
+      case ir::Op::Select: return cast("(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")");
+      case ir::Op::Min: return fl_ ? float_call2("tessel_fmin") : int_min_max("tessel_imin", "<");
+      case ir::Op::Max: return fl_ ? float_call2("tessel_fmax") : int_min_max("tessel_imax", ">");
+      case ir::Op::Abs:
+        if (fl_) return math("fabsf");
+        return d_.int_helpers ? helper("tessel_iabs", 1) : cast("(" + arg(0) + " < 0 ? -" + arg(0) + " : " + arg(0) + ")");
+      case ir::Op::Exp: return math("expf");
+      case ir::Op::Log: return math("logf");
+      case ir::Op::Sqrt: return math("sqrtf");
+      case ir::Op::Rsqrt: return fres("1.0f / sqrtf(" + f(0) + ")", false);
+      case ir::Op::Tanh: return math("tanhf");
+      case ir::Op::Cast: return cast_op();
+    }
+    return "0";
+  }
+};
+
+}  // namespace
+
+std::string c_value(const ir::Expr& e, const CValueContext& ctx) { return Printer(e, ctx).leaf(); }
+
+}  // namespace tessel::kernel

@@ -1,0 +1,31 @@
+#include "compiler/kernel/contraction.h"
+
+namespace tessel::kernel {
+
+namespace {
+
+int64_t product(const std::vector<ContractionDim>& dims) {
+  int64_t s = 1;
+  for (const auto& d : dims) s *= d.extent;
+  return s;
+}
+
+}  // namespace
+
+int64_t Contraction::size_m() const { return product(m); }
+int64_t Contraction::size_n() const { return product(n); }
+int64_t Contraction::size_k() const { return product(k); }
+int64_t Contraction::size_batch() const { return product(batch); }
+
+ir::AffineExpr substitute(const ir::AffineExpr& e, const std::map<std::string, ir::AffineExpr>& binding) {
+  ir::AffineExpr r;
+  r.constant = e.constant;
+  r.param_coeffs = e.param_coeffs;
+  for (const auto& [v, c] : e.index_coeffs) {
+    auto it = binding.find(v);
+    r = r + (it == binding.end() ? ir::AffineExpr::index(v, c) : it->second.scaled(c));
+  }
+  return r;
+}
+
+}  // namespace tessel::kernel
