@@ -18,6 +18,7 @@
 
 #include "isa/base/error.h"
 #include "isa/npu_machine.h"
+#include "compiler/tile/npu_gemm_plan.h"
 
 namespace tessel::emit_npu {
 namespace {
@@ -29,12 +30,6 @@ using npu::Pipe;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// The largest multiple of `unit` that is <= limit and divides n (n a multiple of unit).
-int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
-  for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
-    if (n % t == 0) return t;
-  return unit;
-}
 
 
 // Registers of the generated code.
@@ -68,20 +63,13 @@ const kernel::Node* find_matmul(const kernel::Kernel& k) {
 }
 
 // A GEMM C[M,N] (+)= A[M,K] * B[K,N] on row-major GM tensors whose sizes are multiples of the tile.
-struct GemmShape {
+struct GemmShape : tile::GemmPlan {
   int64_t M = 0, N = 0, K = 0;
   int64_t batch = 1;                  // independent GEMMs, one after the other in GM
-  int64_t tm = 0, tn = 0, tk = 0;     // stage (L1 / L0C) tile
-  int64_t tm0 = 0, tn0 = 0, tk0 = 0;  // operand (L0A / L0B) tile
   int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
   DType out = DType::F32;
   bool int_out = false;  // i8 operands (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
-  bool double_l1 = true, double_l0 = true, double_ub = true;
-  int64_t l1_slots = 2;      // K chunks in flight in L1 (a ring; 2 = ping-pong)
-  int64_t tail_chunks = 1;   // the last chunks, computed block by block so the write-back overlaps the cube
-  int64_t l0a_slots = 2, l0b_slots = 2;  // operand tiles in flight in L0A / L0B (rings)
-  int64_t peeled = 1;        // chunks computed before the chunk loop (in straight-line code)
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
   std::map<std::string, std::pair<int64_t, int>> broadcast;  // [N] tensor -> GM offset, element bytes
 };
@@ -474,12 +462,9 @@ class Builder {
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, epilogue_base_ = 0;
 };
 
-int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
-
-// Chooses the tiles: the kernel's boxes rounded up to the cube's fractal, shrunk to divide the
-// (padded) sizes and to fit the levels, then whether each level can hold two halves.
-void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m,
-                  std::vector<std::string>& notes) {
+// The GEMM tile policy's request from the kernel's boxes: the accumulator's m x n, A's stage k (or
+// its operand box's), A's operand m x k and B's operand n.
+tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp& mm) {
   const kernel::Buffer& a0 = k.buffers.at(mm.a);
   const kernel::Buffer& b0 = k.buffers.at(mm.b);
   const kernel::Buffer& c = k.buffers.at(mm.c);
@@ -488,125 +473,13 @@ void choose_tiles(GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp&
     if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = b.extents.back();
   if (tk == 0) tk = a0.extents.back();
   auto last2 = [](const kernel::Buffer& b, int i) { return b.extents[b.extents.size() - 2 + i]; };
-  g.tm = dividing_tile(g.M, round_up(last2(c, 0), m.cube_f16.m0), m.cube_f16.m0);
-  g.tn = dividing_tile(g.N, round_up(last2(c, 1), m.cube_f16.n0), m.cube_f16.n0);
-  g.tk = dividing_tile(g.K, round_up(tk, m.cube_f16.k0), m.cube_f16.k0);
-  g.tm0 = dividing_tile(g.tm, round_up(last2(a0, 0), m.cube_f16.m0), m.cube_f16.m0);
-  g.tk0 = dividing_tile(g.tk, round_up(last2(a0, 1), m.cube_f16.k0), m.cube_f16.k0);
-  g.tn0 = dividing_tile(g.tn, round_up(last2(b0, 1), m.cube_f16.n0), m.cube_f16.n0);
-  const int64_t eo = dtype_bytes(g.out);
-  // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
-  while (g.tm * g.tn * 4 > m.capacity(Buffer::L0C) && g.tm > m.cube_f16.m0) g.tm = dividing_tile(g.M, g.tm / 2, m.cube_f16.m0);
-  while (g.tn * g.tm * 4 > m.capacity(Buffer::L0C) && g.tn > m.cube_f16.n0) g.tn = dividing_tile(g.N, g.tn / 2, m.cube_f16.n0);
-  while ((g.tm * g.tk + g.tk * g.tn) * 2 > m.capacity(Buffer::L1) && g.tk > m.cube_f16.k0) g.tk = dividing_tile(g.K, g.tk / 2, m.cube_f16.k0);
-  g.tm0 = dividing_tile(g.tm, g.tm0, m.cube_f16.m0);
-  g.tn0 = dividing_tile(g.tn, g.tn0, m.cube_f16.n0);
-  g.tk0 = dividing_tile(g.tk, g.tk0, m.cube_f16.k0);
-  while (g.tm0 * g.tk0 * 2 > m.capacity(Buffer::L0A) && g.tk0 > m.cube_f16.k0) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, m.cube_f16.k0);
-  while (g.tk0 * g.tn0 * 2 > m.capacity(Buffer::L0B) && g.tn0 > m.cube_f16.n0) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, m.cube_f16.n0);
-  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > m.cube_f16.m0) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, m.cube_f16.m0);
-  if (g.tm * g.tn * 4 > m.capacity(Buffer::L0C) || (g.tm * g.tk + g.tk * g.tn) * 2 > m.capacity(Buffer::L1) || g.tm0 * g.tk0 * 2 > m.capacity(Buffer::L0A) ||
-      g.tk0 * g.tn0 * 2 > m.capacity(Buffer::L0B))
-    throw UserError(fmt::format("kernel {}: no tile of {}x{}x{} fits the NPU's buffers", k.name, g.M, g.N, g.K));
-  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32) <= m.capacity(Buffer::L1);
-  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * 2, m.operand_alignment()) <= m.capacity(Buffer::L0A) && 2 * align_to(g.tk0 * g.tn0 * 2, m.operand_alignment()) <= m.capacity(Buffer::L0B);
-  const int64_t moved = g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), extra = g.epilogue ? g.epilogue->ub_bytes(g.tm0) : 0;
-  if (align_to(moved, m.alignment(Buffer::UB)) + extra > m.capacity(Buffer::UB))
-    throw UserError(fmt::format("kernel {}: the epilogue of a {}x{} operand tile does not fit the vector buffer", k.name, g.tm0, g.tn0));
-  g.double_ub = 2 * align_to(moved, m.alignment(Buffer::UB)) + extra <= m.capacity(Buffer::UB);
-  notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
-                              g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
-                              g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
-  // The last `tail_chunks` K chunks are computed one accumulator block (tm0 x tn0) at a time, so that
-  // each block's write-back (mov_l0c to UB, dma_out to GM) runs while the cube computes the next
-  // block. They must all be in L1 at once while the next chunk loads: an L1 ring of tail_chunks + 1
-  // slots. Block by block, A and B operand tiles are loaded once per mmad (not A once per row of
-  // blocks), so MTE1 may bound it: the count minimises a model of the time from the description's
-  // numbers — chunks - L chunks in order (the slower of cube and MTE1), then per block the slower of
-  // its L chunks' compute and its write-back, plus the last block's write-back; or, where the GM
-  // loads are slower, those plus what follows the last chunk's first DMA (load_bound).
-  const int64_t chunks = g.K / g.tk;
-  const int64_t blocks = (g.tm / g.tm0) * (g.tn / g.tn0), pieces = g.tk / g.tk0;
-  const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * 2, 32);
-  g.l1_slots = g.double_l1 ? 2 : 1;
-  g.tail_chunks = 1;
-  if (g.double_l1 && m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::L1, Buffer::L0A).bandwidth_bytes_per_cycle > 0 && m.path(Buffer::L1, Buffer::L0B).bandwidth_bytes_per_cycle > 0 && blocks > 1) {
-    auto cycles = [](double bytes, double bw) { return static_cast<int64_t>(std::ceil(bytes / bw)); };
-    const int64_t block = g.tm0 * g.tn0;
-    const int64_t em = g.epilogue || g.int_out ? 4 : eo;
-    const int64_t write_back = std::max(cycles(block * em, m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle), cycles(block * eo, m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle));
-    // MTE1 per load2d: its bytes plus the wait and set of its flags.
-    const int64_t load_a = cycles(g.tm0 * g.tk0 * 2, m.path(Buffer::L1, Buffer::L0A).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
-    const int64_t load_b = cycles(g.tk0 * g.tn0 * 2, m.path(Buffer::L1, Buffer::L0B).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
-    const int64_t cube_block = (g.tm0 / m.cube_f16.m0) * (g.tn0 / m.cube_f16.n0) * (g.tk / m.cube_f16.k0) * m.cube_f16.cycles;  // one block, one chunk
-    const int64_t in_order = std::max(blocks * cube_block, pieces * (g.tm / g.tm0) * (load_a + (g.tn / g.tn0) * load_b));
-    const int64_t by_block = std::max(cube_block, pieces * (load_a + load_b));
-    const int64_t most = std::max<int64_t>(1, std::min(chunks, m.capacity(Buffer::L1) / slot - 1));
-    // The model, in cycles from the first DMA: the chunks before the tail end after their compute
-    // (cube-bound) or after their loads plus one chunk's compute (GM-bound); then block by block: a
-    // block computes once the cube is free and its data is in (the last chunk's DMAs come in block
-    // order: A row block, B column block), its move to UB and write-back follow (the last block's
-    // move one 16-column block at a time).
-    const int64_t load = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle > 0 ? cycles(slot, m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle) : 0, lat = m.path(Buffer::GM, Buffer::L1).latency_cycles;
-    const int64_t move = cycles(block * em, m.path(Buffer::L0C, Buffer::UB).bandwidth_bytes_per_cycle), out = cycles(block * eo, m.path(Buffer::UB, Buffer::GM).bandwidth_bytes_per_cycle);
-    auto model = [&](int64_t l) {
-      int64_t cube_free = std::max(lat + (chunks - l) * in_order, chunks > l ? lat + (chunks - l) * load + in_order : lat);
-      int64_t written = 0;
-      for (int64_t j = 0; j < g.tn / g.tn0; ++j)
-        for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
-          const int64_t bytes = (j == 0 ? (i + 1) * g.tm0 : g.tm) * g.tk * 2 + (j + 1) * g.tk * g.tn0 * 2;
-          const int64_t data = load > 0 ? lat + (chunks - 1) * load + cycles(bytes, m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle) : 0;
-          const int64_t begin = std::max(cube_free, data), columns = g.tn0 / m.cube_f16.n0;
-          cube_free = begin + l * by_block;
-          if (j == g.tn / g.tn0 - 1 && i == g.tm / g.tm0 - 1) {  // the last block: column block by column block
-            for (int64_t jj = 0; jj < columns; ++jj)
-              written = std::max(written, begin + l * by_block * (jj + 1) / columns + move / columns + m.path(Buffer::L0C, Buffer::UB).latency_cycles) +
-                        out / columns;
-          } else {
-            written = std::max(written, cube_free + move / columns + m.path(Buffer::L0C, Buffer::UB).latency_cycles) + out;
-          }
-        }
-      return written;
-    };
-    // The smallest L within 0.5 % of the model's best: every further chunk by blocks costs MTE1 and
-    // flag hand-offs that the model only estimates.
-    std::vector<int64_t> t(most + 1, 0);
-    for (int64_t l = 1; l <= most; ++l) t[l] = model(l);
-    const int64_t best = *std::min_element(t.begin() + 1, t.end());
-    for (int64_t l = most; l >= 1; --l)
-      if (200 * t[l] <= 201 * best) g.tail_chunks = l;
-    g.l1_slots = g.tail_chunks + 1;
-    notes.push_back(fmt::format("last {} K chunk(s) block by block: a {}x{} block's write-back {} cycles vs its compute {} "
-                                "cycles per chunk; L1 ring of {} chunks",
-                                g.tail_chunks, g.tm0, g.tn0, write_back, by_block, g.l1_slots));
-  }
-  // The chunk loop's first iterations compute chunks loaded before it, so the loop waits for all of
-  // them at its entry: peel chunks until those loads are done by then (the cube being faster than
-  // the loads: every chunk computed gains compute - load cycles on them). At most 16 (code size).
-  if (g.double_l1) {
-    const int64_t compute = (g.tm / m.cube_f16.m0) * (g.tn / m.cube_f16.n0) * (g.tk / m.cube_f16.k0) * m.cube_f16.cycles;
-    const int64_t load = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle > 0 ? static_cast<int64_t>(std::ceil(slot / m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle)) : compute;
-    const int64_t ahead = g.l1_slots - 1;
-    // Loads at least as slow as the cube: the cube never gains on them, the entry wait always costs
-    // (ahead - 1) loads: peel as many as the bound allows.
-    g.peeled = compute > load ? std::clamp<int64_t>((m.path(Buffer::GM, Buffer::L1).latency_cycles + ahead * load + compute - load - 1) / (compute - load), 1, 16)
-                              : 16;
-  }
-  // Operand tiles: rings of up to 4 tiles so that the MTE1 loads run ahead of the cube by more than
-  // one (their latency hidden where the cube and MTE1 are equally busy: the block-by-block tail);
-  // the number divides the loads of one loop body (every unrolled address the same each iteration).
-  auto ring = [&](int64_t cap, int64_t tile, int64_t per_body) {
-    int64_t n = std::min<int64_t>(4, cap / align_to(tile, m.operand_alignment()));
-    while (n > 2 && per_body % n) --n;
-    return n;
-  };
-  const int64_t a_per_chunk = (g.tk / g.tk0) * (g.tm / g.tm0);
-  if (g.double_l0) {
-    g.l0a_slots = ring(m.capacity(Buffer::L0A), g.tm0 * g.tk0 * 2, g.l1_slots * a_per_chunk);
-    g.l0b_slots = ring(m.capacity(Buffer::L0B), g.tk0 * g.tn0 * 2, g.l1_slots * a_per_chunk * (g.tn / g.tn0));
-  } else {
-    g.l0a_slots = g.l0b_slots = 1;
-  }
+  tile::GemmRequest r;
+  r.M = g.M, r.N = g.N, r.K = g.K;
+  r.box_m = last2(c, 0), r.box_n = last2(c, 1), r.box_k = tk;
+  r.box_m0 = last2(a0, 0), r.box_k0 = last2(a0, 1), r.box_n0 = last2(b0, 1);
+  r.out = g.out, r.int_out = g.int_out, r.has_epilogue = g.epilogue != nullptr;
+  if (g.epilogue) r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
+  return r;
 }
 
 NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
@@ -655,12 +528,15 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   g.epilogue = epilogue.get();
   const bool aligned = M % m.cube_f16.m0 == 0 && N % m.cube_f16.n0 == 0 && K % m.cube_f16.k0 == 0 && !i8;
   g.M = round_up(M, m.cube_f16.m0), g.N = round_up(N, m.cube_f16.n0), g.K = round_up(K, m.cube_f16.k0);
-  choose_tiles(g, k, mm, m, out.notes);
+  const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
+  if (planned.no_fit) throw UserError("kernel " + k.name + ": " + planned.no_fit->what());
+  static_cast<tile::GemmPlan&>(g) = *planned.plan;
+  out.notes.insert(out.notes.end(), g.notes.begin(), g.notes.end());
   const int64_t eo = dtype_bytes(g.out);
   int64_t gm = 0;
   auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
     npu::TensorBinding b{name, t, shape, gm, role, {}};
-    gm = align_to(gm + b.byte_size(), m.alignment(Buffer::GM));
+    gm = round_up(gm + b.byte_size(), m.alignment(Buffer::GM));
     p.tensors.push_back(b);
     return b.gm_offset;
   };

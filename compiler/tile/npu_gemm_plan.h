@@ -1,0 +1,54 @@
+// The NPU GEMM's tile policy below the loop tree: from the kernel's stage and operand boxes (the
+// polyhedral core's tiles) to the tiles the GEMM emitter (compiler/emit_npu/emit_npu.cc) carries
+// out — each rounded up to the cube's fractal, shrunk to divide the (padded) sizes and to fit the
+// levels of the isa::NpuMachine — and the pipeline depth: which levels double-buffer, how many K
+// chunks the L1 ring holds and how many of them are computed block by block so that the write-back
+// overlaps the cube (from a timeline model of the machine's rates), how many chunks are peeled
+// before the chunk loop, and the L0A / L0B ring sizes.
+//
+// Input: GemmRequest (sizes padded to the fractal, the boxes, output type, the fused epilogue's UB
+// needs). Output: GemmPlan with notes for --explain, or a FitFailure naming the level that no tile
+// fits (bytes, capacity). Never throws for a user's input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/tile/fit.h"
+#include "isa/base/dtype.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::tile {
+
+struct GemmRequest {
+  int64_t M = 0, N = 0, K = 0;          // padded to the cube's fractal
+  int64_t box_m = 0, box_n = 0, box_k = 0;    // stage boxes (accumulator m x n, A's stage k)
+  int64_t box_m0 = 0, box_n0 = 0, box_k0 = 0; // operand boxes (A's m x k, B's n)
+  DType out = DType::F32;
+  bool int_out = false;      // i8 operands: the f32 accumulator converted to i32 on UB
+  bool has_epilogue = false;
+  std::function<int64_t(int64_t rows)> epilogue_ub_bytes;  // UB regions of the epilogue for a block of `rows`
+};
+
+struct GemmPlan {
+  int64_t tm = 0, tn = 0, tk = 0;     // stage (L1 / L0C) tile
+  int64_t tm0 = 0, tn0 = 0, tk0 = 0;  // operand (L0A / L0B) tile
+  bool double_l1 = true, double_l0 = true, double_ub = true;
+  int64_t l1_slots = 2;      // K chunks in flight in L1 (a ring; 2 = ping-pong)
+  int64_t tail_chunks = 1;   // the last chunks, computed block by block so the write-back overlaps the cube
+  int64_t l0a_slots = 2, l0b_slots = 2;  // operand tiles in flight in L0A / L0B (rings)
+  int64_t peeled = 1;        // chunks computed before the chunk loop (in straight-line code)
+  std::vector<std::string> notes;
+};
+
+struct GemmPlanResult {
+  std::optional<GemmPlan> plan;
+  std::optional<FitFailure> no_fit;
+};
+
+GemmPlanResult plan_gemm(const GemmRequest& request, const isa::NpuMachine& machine);
+
+}  // namespace tessel::tile
