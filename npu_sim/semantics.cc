@@ -237,6 +237,7 @@ float float_op(Opcode op, float a, float b) {
     case Opcode::Vsub: return a - b;
     case Opcode::Vmul: case Opcode::Vmuls: return a * b;
     case Opcode::Vdiv: return a / b;
+    case Opcode::Vmod: return std::fmod(a, b);
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vrelu: return a > 0.0f ? a : 0.0f;
@@ -259,6 +260,9 @@ int64_t int_op(Opcode op, int64_t a, int64_t b) {
     case Opcode::Vdiv:
       if (b == 0) fault("integer division by zero");
       return a / b;
+    case Opcode::Vmod:
+      if (b == 0) fault("integer division by zero");
+      return a % b;
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vrelu: return std::max<int64_t>(a, 0);

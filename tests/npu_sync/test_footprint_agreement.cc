@@ -10,6 +10,7 @@
 #include <random>
 
 #include "compiler/npu_sync/footprint.h"
+#include "compiler/npu_sync/sync_insertion.h"
 #include "isa/base/error.h"
 #include "isa/npu_footprint.h"
 #include "isa/npu_machine.h"
@@ -193,4 +194,29 @@ TEST_CASE("the table's accesses: every compute or copy instruction touches memor
     for (int a = 0; a < info.access_count; ++a) writes += info.accesses[a].write();
     CHECK(writes == (compute ? 1 : 0));
   }
+}
+
+TEST_CASE("vmod (a vector op added as one table row): its footprint and the syncs around it") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [128] at GM+0 in
+.tensor O f32 [128] at GM+512 out
+dma_in UB[0], GM[0], 1, 512, 0, 0
+vmod f32, UB[1024], UB[0], UB[256], 2, 1, 1, 1, 8, 8, 8
+dma_out GM[512], UB[1024], 1, 512, 0, 0
+pipe_barrier ALL
+)",
+                                               "vmod.npu");
+  const npu_sync::StaticFootprints f = npu_sync::analyse_footprints(p, target("davinci-910.yaml"));
+  REQUIRE(f.accesses[1].size() == 2);  // both sources merge into one read range
+  CHECK(f.accesses[1][0].buffer == Buffer::UB);
+  CHECK_FALSE(f.accesses[1][0].write);
+  CHECK(f.accesses[1][0].begin == 0);
+  CHECK(f.accesses[1][0].end == 256 + 2 * 256);  // src1: 2 repeats of 256 bytes from 256
+  CHECK(f.accesses[1][1].write);
+  CHECK(f.accesses[1][1].begin == 1024);
+  CHECK(f.accesses[1][1].end == 1024 + 512);
+  const npu_sync::SyncResult r = npu_sync::insert_syncs(p, target("davinci-910.yaml"), {npu_sync::SyncMode::Pruned, -1});
+  const std::string text = npu::print_program(r.program);
+  CHECK(text.find("wait_flag MTE2, V") != std::string::npos);
+  CHECK(text.find("wait_flag V, MTE3") != std::string::npos);
 }
