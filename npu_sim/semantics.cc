@@ -18,18 +18,6 @@ using npu::Opcode;
 
 [[noreturn]] void fault(const std::string& reason) { throw InstructionFault{reason}; }
 
-enum class VectorForm { Binary, WithScalar, Unary, Other };
-
-// The operand format in isa/npu_isa.def decides the form of a vector instruction.
-VectorForm vector_form(Opcode op) {
-  const npu::OpcodeInfo& info = npu::opcode_info(op);
-  if (info.pipe_rule != npu::PipeRule::V) return VectorForm::Other;
-  if (info.format == "t,a,a,a,v,v,v,v,v,v,v") return VectorForm::Binary;
-  if (info.format == "t,a,a,f,v,v,v,v,v") return VectorForm::WithScalar;
-  if (info.format == "t,a,a,v,v,v,v,v") return VectorForm::Unary;
-  return VectorForm::Other;
-}
-
 DType type_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].dtype; }
 Buffer buffer_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].buffer; }
 
@@ -288,30 +276,53 @@ struct Strided {
   }
 };
 
-Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in, int operand, DType t,
-                int64_t blk, int64_t rep) {
-  const int eb = dtype_bytes(t);
-  return {mem.base[static_cast<size_t>(buffer_operand(in, operand))] + in.value[operand], blk, rep,
-          static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
+// A vector instruction's operands in the roles the table's access column gives them: the access
+// it writes, those it reads (in order), and its repeat count.
+struct VectorRoles {
+  const npu::OperandAccess* dst = nullptr;
+  std::array<const npu::OperandAccess*, 2> src{};
+  int sources = 0;
+  int64_t repeat = 0;
+};
+
+VectorRoles vector_roles(const IssuedInstruction& in) {
+  const npu::OpcodeInfo& info = npu::opcode_info(in.instr->opcode);
+  VectorRoles v;
+  for (int i = 0; i < info.access_count; ++i) {
+    const npu::OperandAccess& a = info.accesses[i];
+    if (a.write()) v.dst = &a;
+    else if (v.sources < 2) v.src[v.sources++] = &a;
+  }
+  TESSEL_CHECK(v.dst != nullptr && info.repeat_operand >= 0, "a vector instruction writes one operand and has a repeat");
+  v.repeat = in.value[info.repeat_operand];
+  return v;
 }
 
+// The strided operand of a Vector / VectorCast access: its element type, block and repeat strides
+// are the access's parameters.
+Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in, const npu::OperandAccess& a) {
+  const int repeat = a.extent == npu::Extent::VectorCast ? 2 : 1;  // the repeat's parameter index
+  const int eb = dtype_bytes(type_operand(in, a.param[0]));
+  return {mem.base[static_cast<size_t>(buffer_operand(in, a.address))] + in.value[a.address], in.value[a.param[repeat + 1]],
+          in.value[a.param[repeat + 2]], static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
+}
+
+// The start of an access's operand in its buffer.
+uint8_t* operand_base(const MemoryView& mem, const IssuedInstruction& in, const npu::OperandAccess& a) {
+  return mem.base[static_cast<size_t>(buffer_operand(in, a.address))] + in.value[a.address];
+}
+
+// dst = op(src0, src1), or op(src, scalar) with one source (the scalar unused by unary ops).
 void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const Opcode op = in.instr->opcode;
-  const VectorForm form = vector_form(op);
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.dst->param[0]);
   const bool is_float = dtype_is_float(t);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const int base = form == VectorForm::Binary ? 4 : form == VectorForm::WithScalar ? 4 : 3;
-  const int64_t repeat = in.value[base];
-  Strided dst, a, b{};
-  if (form == VectorForm::Binary) {
-    dst = strided(m, mem, in, 1, t, in.value[5], in.value[8]);
-    a = strided(m, mem, in, 2, t, in.value[6], in.value[9]);
-    b = strided(m, mem, in, 3, t, in.value[7], in.value[10]);
-  } else {
-    dst = strided(m, mem, in, 1, t, in.value[base + 1], in.value[base + 3]);
-    a = strided(m, mem, in, 2, t, in.value[base + 2], in.value[base + 4]);
-  }
+  const int64_t repeat = v.repeat;
+  const bool binary = v.sources == 2;
+  const Strided dst = strided(m, mem, in, *v.dst), a = strided(m, mem, in, *v.src[0]);
+  const Strided b = binary ? strided(m, mem, in, *v.src[1]) : a;
   // The scalar operand takes the operand type first (f16: rounded to nearest even).
   const float scalar_f = t == DType::F16 ? round_to_f16(static_cast<float>(in.scalar)) : static_cast<float>(in.scalar);
   const int64_t scalar_i = static_cast<int64_t>(in.scalar);
@@ -326,11 +337,11 @@ void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, 
       if (!on) continue;
       if (is_float) {
         const float x = load_float(t, a.at(r, l));
-        const float y = form == VectorForm::Binary ? load_float(t, b.at(r, l)) : scalar_f;
+        const float y = binary ? load_float(t, b.at(r, l)) : scalar_f;
         store_float(t, dst.at(r, l), float_op(op, x, y));
       } else {
         const int64_t x = load_int(t, a.at(r, l));
-        const int64_t y = form == VectorForm::Binary ? load_int(t, b.at(r, l)) : scalar_i;
+        const int64_t y = binary ? load_int(t, b.at(r, l)) : scalar_i;
         store_int(t, dst.at(r, l), int_op(op, x, y));
       }
     }
@@ -339,11 +350,11 @@ void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, 
 int64_t round_to_int(float v) { return static_cast<int64_t>(std::nearbyint(static_cast<double>(v))); }
 
 void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType td = type_operand(in, 0), ts = type_operand(in, 1);
+  const VectorRoles v = vector_roles(in);
+  const DType td = type_operand(in, v.dst->param[0]), ts = type_operand(in, v.src[0]->param[0]);
   const int64_t n = lanes(m, std::max(dtype_bytes(td), dtype_bytes(ts)));
-  const Strided dst = strided(m, mem, in, 2, td, in.value[5], in.value[7]);
-  const Strided src = strided(m, mem, in, 3, ts, in.value[6], in.value[8]);
-  for (int64_t r = 0; r < in.value[4]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst), src = strided(m, mem, in, *v.src[0]);
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l) {
       if (!lane_enabled(m, in, l)) continue;
       const uint8_t* s = src.at(r, l);
@@ -362,12 +373,13 @@ void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const 
 }
 
 void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.src[0]->param[0]);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const Strided src = strided(m, mem, in, 2, t, in.value[4], in.value[5]);
-  uint8_t* dst = mem.base[static_cast<size_t>(buffer_operand(in, 1))] + in.value[1];
+  const Strided src = strided(m, mem, in, *v.src[0]);
+  uint8_t* dst = operand_base(mem, in, *v.dst);
   const bool sum = in.instr->opcode == Opcode::Vcadd;
-  for (int64_t r = 0; r < in.value[3]; ++r) {
+  for (int64_t r = 0; r < v.repeat; ++r) {
     if (dtype_is_float(t)) {
       float acc = sum ? 0.0f : -INFINITY;
       for (int64_t l = 0; l < n; ++l)
@@ -383,22 +395,23 @@ void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const
 }
 
 void execute_vbrcb(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
-  const int eb = dtype_bytes(t);
+  const VectorRoles v = vector_roles(in);
+  const int eb = dtype_bytes(type_operand(in, v.dst->param[0]));
   const int64_t n = lanes(m, eb);
-  const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
-  const uint8_t* src = mem.base[static_cast<size_t>(buffer_operand(in, 2))] + in.value[2];
-  std::vector<uint8_t> values(src, src + in.value[3] * eb);  // read before any write (dst may overlap)
-  for (int64_t r = 0; r < in.value[3]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst);
+  const uint8_t* src = operand_base(mem, in, *v.src[0]);
+  std::vector<uint8_t> values(src, src + v.repeat * eb);  // read before any write (dst may overlap)
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l)
       if (lane_enabled(m, in, l)) std::memcpy(dst.at(r, l), values.data() + r * eb, eb);
 }
 
 void execute_vdup(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.dst->param[0]);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
-  for (int64_t r = 0; r < in.value[3]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst);
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l) {
       if (!lane_enabled(m, in, l)) continue;
       if (dtype_is_float(t)) store_float(t, dst.at(r, l), static_cast<float>(in.scalar));
