@@ -49,7 +49,8 @@ void vector_blocks(const Formula& f, AccessPattern& p, int64_t element_bytes, in
   const int64_t repeat = f.value(repeat_param);
   if (repeat < 1 || repeat > static_cast<int64_t>(f.m.vector_max_repeat))
     f.reject(fmt::format("repeat {} is outside 1..{} (vector max_repeat)", repeat, f.m.vector_max_repeat));
-  const int64_t blk = f.non_negative(repeat_param + 1, "blk_stride"), rep = f.non_negative(repeat_param + 2, "rep_stride");
+  const int64_t blk = f.non_negative(repeat_param + 1, "blk_stride");
+  const int64_t rep = f.non_negative(repeat_param + 2, "rep_stride");
   const int64_t lanes = f.m.vector_lanes(static_cast<int>(lane_bytes));
   const WideInt block = f.m.vector_block_bytes;
   p.outer_count = repeat;
@@ -150,7 +151,9 @@ void evaluate(const Formula& f, Extent e, AccessPattern& p) {
     case Extent::Bursts: bursts(f, p); return;
     case Extent::NdRows: nd_rows(f, p); return;
     case Extent::FractalGrid: fractal_grid(f, p); return;
-    case Extent::Fractals: contiguous(p, WideInt(f.positive(0, "outer")) * f.positive(1, "inner") * m.fractal_bytes()); return;
+    case Extent::Fractals:
+      contiguous(p, WideInt(f.positive(0, "outer")) * f.positive(1, "inner") * m.fractal_bytes());
+      return;
     case Extent::Img2colSource: img2col_source(f, p); return;
     case Extent::Img2colFractals: img2col_fractals(f, p); return;
     case Extent::CubeA:

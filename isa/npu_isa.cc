@@ -32,7 +32,8 @@ constexpr std::array<ExtentInfo, 15> kExtents = {{
 }};
 static_assert(kExtents.size() == static_cast<size_t>(Extent::AccFractalsAs) + 1, "one kExtents row per npu::Extent");
 
-constexpr OperandAccess make_access(AccessMode mode, int flag, int address, Extent extent, std::initializer_list<int> params) {
+constexpr OperandAccess make_access(AccessMode mode, int flag, int address, Extent extent,
+                                    std::initializer_list<int> params) {
   OperandAccess a{mode, static_cast<int8_t>(address), static_cast<int8_t>(flag), extent, 0, {}};
   for (int p : params) a.param[a.param_count++] = static_cast<int8_t>(p);
   return a;

@@ -40,7 +40,8 @@ class ExactValues final : public isa::OperandValues {
 // starts aligned and stays inside its buffer.
 class AccessBuilder {
  public:
-  AccessBuilder(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) : m_(m), in_(in), mem_(mem) {}
+  AccessBuilder(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem)
+      : m_(m), in_(in), mem_(mem) {}
 
   // Rejects an access that would end past its buffer, before any loop over its pieces runs (so
   // absurd counts fail fast instead of building huge footprints).
@@ -56,7 +57,9 @@ class AccessBuilder {
     a.buffer = p.buffer;
     a.write = p.write;
     const uint64_t start = checked_start(p.address_operand);
-    p.for_each_piece([&](isa::WideInt offset, isa::WideInt bytes) { add(a, start + static_cast<uint64_t>(offset), static_cast<uint64_t>(bytes)); });
+    p.for_each_piece([&](isa::WideInt offset, isa::WideInt bytes) {
+      add(a, start + static_cast<uint64_t>(offset), static_cast<uint64_t>(bytes));
+    });
     finish(a, p.address_operand);
     return a;
   }
@@ -142,7 +145,8 @@ InstructionCost copy_cost(const isa::NpuMachine& m, Buffer from, Buffer to, uint
 InstructionCost cube_cost(const isa::NpuMachine& m, const IssuedInstruction& in) {
   const isa::CubeShape& s = m.cube(type_operand(in, 0));
   InstructionCost cost;
-  cost.occupancy_cycles = uint64_t(in.value[4] / s.m0) * uint64_t(in.value[5] / s.k0) * uint64_t(in.value[6] / s.n0) * s.cycles;
+  const uint64_t steps = uint64_t(in.value[4] / s.m0) * uint64_t(in.value[5] / s.k0) * uint64_t(in.value[6] / s.n0);
+  cost.occupancy_cycles = steps * s.cycles;
   cost.latency_cycles = m.cube_startup_cycles;
   return cost;
 }
@@ -158,7 +162,8 @@ InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstructi
     cost.latency_cycles = m.vector_startup_cycles;
     return cost;
   }
-  TESSEL_CHECK(f.count == 2 && !f.access[0].write && f.access[1].write, "a copy instruction reads one operand and writes one");
+  TESSEL_CHECK(f.count == 2 && !f.access[0].write && f.access[1].write,
+               "a copy instruction reads one operand and writes one");
   return copy_cost(m, f.access[0].buffer, f.access[1].buffer, static_cast<uint64_t>(f.access[1].bytes()));
 }
 
@@ -170,7 +175,8 @@ int64_t lanes(const isa::NpuMachine& m, int element_bytes) { return m.vector_lan
 void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost) {
   accesses.clear();
-  TESSEL_CHECK(npu::opcode_info(in.instr->opcode).access_count > 0, "describe_instruction called for a sync or scalar instruction");
+  TESSEL_CHECK(npu::opcode_info(in.instr->opcode).access_count > 0,
+               "describe_instruction called for a sync or scalar instruction");
   check_semantic_rules(in);
   const isa::Footprint f = isa::footprint(m, *in.instr, ExactValues(in));
   const AccessBuilder builder(m, in, mem);
@@ -300,16 +306,17 @@ VectorRoles vector_roles(const IssuedInstruction& in) {
 
 // The strided operand of a Vector / VectorCast access: its element type, block and repeat strides
 // are the access's parameters.
-Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in, const npu::OperandAccess& a) {
-  const int repeat = a.extent == npu::Extent::VectorCast ? 2 : 1;  // the repeat's parameter index
-  const int eb = dtype_bytes(type_operand(in, a.param[0]));
-  return {mem.base[static_cast<size_t>(buffer_operand(in, a.address))] + in.value[a.address], in.value[a.param[repeat + 1]],
-          in.value[a.param[repeat + 2]], static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
-}
-
 // The start of an access's operand in its buffer.
 uint8_t* operand_base(const MemoryView& mem, const IssuedInstruction& in, const npu::OperandAccess& a) {
   return mem.base[static_cast<size_t>(buffer_operand(in, a.address))] + in.value[a.address];
+}
+
+Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in,
+                const npu::OperandAccess& a) {
+  const int repeat = a.extent == npu::Extent::VectorCast ? 2 : 1;  // the repeat's parameter index
+  const int eb = dtype_bytes(type_operand(in, a.param[0]));
+  return {operand_base(mem, in, a), in.value[a.param[repeat + 1]], in.value[a.param[repeat + 2]],
+          static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
 }
 
 // dst = op(src0, src1), or op(src, scalar) with one source (the scalar unused by unary ops).
