@@ -25,12 +25,12 @@ std::optional<Buffer> parse_buffer(std::string_view name);
 isa::Role buffer_role(Buffer b);
 
 enum class Opcode : uint16_t {
-#define TESSEL_NPU_OP(e, mnemonic, pipe, format, doc) e,
+#define TESSEL_NPU_OP(e, mnemonic, pipe, format, accesses, doc) e,
 #include "isa/npu_isa.def"
 #undef TESSEL_NPU_OP
 };
 inline constexpr int kOpcodeCount = 0
-#define TESSEL_NPU_OP(e, mnemonic, pipe, format, doc) +1
+#define TESSEL_NPU_OP(e, mnemonic, pipe, format, accesses, doc) +1
 #include "isa/npu_isa.def"
 #undef TESSEL_NPU_OP
     ;
@@ -51,6 +51,50 @@ enum class OperandSlot : uint8_t {
 
 inline constexpr int kMaxOperands = 12;
 
+// The footprint formula family of one access (the .def table's access column). Each family reads
+// the operands named by its parameters; their kinds (t: element type, v: value) are its signature,
+// extent_signature(). The formulas themselves are isa/npu_footprint.cc; isa/README.md lists them.
+enum class Extent : uint8_t {
+  Vector,           // t,v,v,v  type, repeat, blk_stride, rep_stride: repeat x blocks of one vector block
+  VectorCast,       // t,t,v,v,v  type, other type, repeat, blk, rep: lanes set by the wider of the two
+  Elements,         // t,v  type, count: count contiguous elements
+  Dense,            // t,v,v  type, rows, cols: rows x cols contiguous elements
+  Bursts,           // v,v,v  nburst, burst_bytes, gap_bytes: nburst bursts, gap bytes apart
+  NdRows,           // t,v,v,v  type, rows, cols, row_stride (elements): an ND block of rows
+  FractalGrid,      // v,v,v,v  outer, inner, outer_stride, inner_stride (fractals): strided fractals
+  Fractals,         // v,v  outer, inner: outer x inner contiguous fractals
+  Img2colSource,    // v  channels: the C1HWC0 feature map the img2col geometry describes
+  Img2colFractals,  // v,v,v,v,v  channels, pixel_begin, pixel_count, kpos_begin, kpos_count
+  CubeA,            // t,v,v  type, m, k: m x k in L0A fractals
+  CubeB,            // t,v,v  type, k, n: k x n in L0B fractals
+  CubeC,            // t,v,v  type, m, n: m x n accumulator fractals
+  AccFractals,      // v  count: accumulator fractals
+  AccFractalsAs,    // t,v  type, count: accumulator fractals' elements stored as `type`
+};
+std::string_view extent_name(Extent e);
+std::string_view extent_signature(Extent e);  // "t,v,v,v"
+
+enum class AccessMode : uint8_t {
+  Read,
+  Write,
+  ReadUnlessSet,  // read unless the `flag` operand is non-zero (mmad's init: C is not read)
+};
+
+inline constexpr int kMaxAccesses = 4;
+inline constexpr int kMaxExtentParams = 5;
+
+// One access of an instruction: the address operand it starts at, read or write, and the formula
+// family with the operands it reads (indices into the operand list).
+struct OperandAccess {
+  AccessMode mode = AccessMode::Read;
+  int8_t address = -1;
+  int8_t flag = -1;  // ReadUnlessSet only
+  Extent extent = Extent::Elements;
+  int8_t param_count = 0;
+  int8_t param[kMaxExtentParams] = {};
+  bool write() const { return mode == AccessMode::Write; }
+};
+
 struct OpcodeInfo {
   Opcode opcode;
   std::string_view mnemonic;
@@ -59,6 +103,9 @@ struct OpcodeInfo {
   std::string_view doc;
   int operand_count;
   OperandSlot slots[kMaxOperands];
+  int access_count;  // the .def table's access column, in the order the instruction performs them
+  OperandAccess accesses[kMaxAccesses];
+  int repeat_operand;  // the repeat count of a vector instruction (its first Vector access), or -1
 };
 
 const OpcodeInfo& opcode_info(Opcode op);

@@ -8,6 +8,7 @@
 
 #include "isa/base/error.h"
 #include "isa/base/f16.h"
+#include "isa/npu_footprint.h"
 
 namespace tessel::npu_sim {
 namespace {
@@ -17,45 +18,56 @@ using npu::Opcode;
 
 [[noreturn]] void fault(const std::string& reason) { throw InstructionFault{reason}; }
 
-using I128 = __int128;
-
-enum class VectorForm { Binary, WithScalar, Unary, Other };
-
-// The operand format in isa/npu_isa.def decides the form of a vector instruction.
-VectorForm vector_form(Opcode op) {
-  const npu::OpcodeInfo& info = npu::opcode_info(op);
-  if (info.pipe_rule != npu::PipeRule::V) return VectorForm::Other;
-  if (info.format == "t,a,a,a,v,v,v,v,v,v,v") return VectorForm::Binary;
-  if (info.format == "t,a,a,f,v,v,v,v,v") return VectorForm::WithScalar;
-  if (info.format == "t,a,a,v,v,v,v,v") return VectorForm::Unary;
-  return VectorForm::Other;
-}
-
 DType type_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].dtype; }
 Buffer buffer_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].buffer; }
 
 uint64_t ceil_div(uint64_t a, double b) { return static_cast<uint64_t>(std::ceil(static_cast<double>(a) / b)); }
 
-int64_t positive(const IssuedInstruction& in, int i, const char* what) {
-  const int64_t v = in.value[i];
-  if (v <= 0) fault(fmt::format("{} must be positive, got {}", what, v));
-  return v;
-}
-
-int64_t non_negative(const IssuedInstruction& in, int i, const char* what) {
-  const int64_t v = in.value[i];
-  if (v < 0) fault(fmt::format("{} must not be negative, got {}", what, v));
-  return v;
-}
-
-class FootprintBuilder {
+// The dispatched instruction's operands, exactly: a broken operand rule is a fault.
+class ExactValues final : public isa::OperandValues {
  public:
-  FootprintBuilder(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
-                   std::vector<Access>& accesses)
-      : m_(m), in_(in), mem_(mem), accesses_(accesses) {}
+  explicit ExactValues(const IssuedInstruction& in) : in_(in) {}
+  int64_t value(int operand) const override { return in_.value[operand]; }
+  int64_t fmatrix(int field) const override { return in_.fmatrix[field]; }
+  bool known_nonzero(int operand) const override { return in_.value[operand] != 0; }
+  void reject(const std::string& rule) const override { fault(rule); }
 
-  // Starts the access of address operand `operand`; add ranges relative to its start.
-  void begin(int operand, bool write) {
+ private:
+  const IssuedInstruction& in_;
+};
+
+// Turns the footprint's patterns into the byte ranges of each access, checking that every access
+// starts aligned and stays inside its buffer.
+class AccessBuilder {
+ public:
+  AccessBuilder(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem)
+      : m_(m), in_(in), mem_(mem) {}
+
+  // Rejects an access that would end past its buffer, before any loop over its pieces runs (so
+  // absurd counts fail fast instead of building huge footprints).
+  void limit(const isa::AccessPattern& p) const {
+    const int64_t start = in_.value[p.address_operand];
+    const isa::WideInt end = start + p.span();
+    if (end > static_cast<isa::WideInt>(size(p.buffer)))
+      out_of_range(p.address_operand, p.buffer, static_cast<uint64_t>(std::max<int64_t>(0, start)), end);
+  }
+
+  Access build(const isa::AccessPattern& p) const {
+    Access a;
+    a.buffer = p.buffer;
+    a.write = p.write;
+    const uint64_t start = checked_start(p.address_operand);
+    p.for_each_piece([&](isa::WideInt offset, isa::WideInt bytes) {
+      add(a, start + static_cast<uint64_t>(offset), static_cast<uint64_t>(bytes));
+    });
+    finish(a, p.address_operand);
+    return a;
+  }
+
+ private:
+  uint64_t size(Buffer b) const { return mem_.size[static_cast<size_t>(b)]; }
+
+  uint64_t checked_start(int operand) const {
     const Buffer b = buffer_operand(in_, operand);
     const int64_t start = in_.value[operand];
     if (start < 0) fault(fmt::format("operand {} addresses {}{:+} (negative offset)", operand + 1, npu::buffer_name(b), start));
@@ -63,45 +75,32 @@ class FootprintBuilder {
     if (start % align != 0)
       fault(fmt::format("operand {} address {}[{}] is not aligned to {} bytes ({} alignment_bytes)", operand + 1,
                         npu::buffer_name(b), start, align, m_.buffer(b).level_name));
-    Access a;
-    a.buffer = b;
-    a.write = write;
-    accesses_.push_back(std::move(a));
-    start_ = static_cast<uint64_t>(start);
-    operand_ = operand;
+    return static_cast<uint64_t>(start);
   }
-  // Rejects an operand whose accesses would end past its buffer, before any loop over them runs
-  // (so absurd counts fail fast instead of building huge footprints). 128-bit: no overflow.
-  void limit(int operand, __int128 extent_bytes) {
-    const Buffer b = buffer_operand(in_, operand);
-    const __int128 end = static_cast<__int128>(in_.value[operand]) + extent_bytes;
-    if (end > static_cast<__int128>(mem_.size[static_cast<size_t>(b)]))
-      out_of_range(operand, b, static_cast<uint64_t>(std::max<int64_t>(0, in_.value[operand])), end);
-  }
-  [[noreturn]] void out_of_range(int operand, Buffer b, uint64_t lo, __int128 hi) const {
-    const std::string end = hi > static_cast<__int128>(UINT64_MAX) ? std::string("2^64+") : std::to_string(static_cast<uint64_t>(hi));
-    const uint64_t size = mem_.size[static_cast<size_t>(b)];
+
+  [[noreturn]] void out_of_range(int operand, Buffer b, uint64_t lo, isa::WideInt hi) const {
+    const std::string end = hi > static_cast<isa::WideInt>(UINT64_MAX) ? std::string("2^64+") : std::to_string(static_cast<uint64_t>(hi));
     if (b == Buffer::GM)
       fault(fmt::format("operand {} reaches GM[{}, {}) beyond the GM the program's tensors declare ({} bytes)", operand + 1,
-                        lo, end, size));
+                        lo, end, size(b)));
     fault(fmt::format("operand {} reaches {}[{}, {}) beyond {} capacity_bytes {}", operand + 1, npu::buffer_name(b), lo,
-                      end, m_.buffer(b).level_name, size));
+                      end, m_.buffer(b).level_name, size(b)));
   }
-  void add(uint64_t offset, uint64_t bytes) {
+
+  static void add(Access& a, uint64_t begin, uint64_t bytes) {
     if (bytes == 0) return;
-    Access& a = accesses_.back();
-    const uint64_t b = start_ + offset, e = b + bytes;
-    if (!a.ranges.empty() && a.ranges.back().end == b) {
-      a.ranges.back().end = e;
+    if (!a.ranges.empty() && a.ranges.back().end == begin) {
+      a.ranges.back().end = begin + bytes;
     } else {
-      a.ranges.push_back({b, e});
+      a.ranges.push_back({begin, begin + bytes});
     }
   }
-  void end() {
-    Access& a = accesses_.back();
+
+  // Sorts and merges the ranges (pieces in order, the common case, need neither) and sets the hull.
+  void finish(Access& a, int operand) const {
     if (a.ranges.empty()) return;
     const auto by_begin = [](const Interval& x, const Interval& y) { return x.begin < y.begin; };
-    bool disjoint_sorted = true;  // the common case (bursts, rows, blocks in order): nothing to merge
+    bool disjoint_sorted = true;
     for (size_t i = 1; i < a.ranges.size() && disjoint_sorted; ++i) disjoint_sorted = a.ranges[i - 1].end < a.ranges[i].begin;
     if (!disjoint_sorted) {
       std::sort(a.ranges.begin(), a.ranges.end(), by_begin);
@@ -114,264 +113,76 @@ class FootprintBuilder {
     }
     a.lo = a.ranges.front().begin;
     a.hi = a.ranges.back().end;
-    const uint64_t limit = mem_.size[static_cast<size_t>(a.buffer)];
-    if (a.hi > limit) out_of_range(operand_, a.buffer, a.lo, a.hi);
-  }
-  // A strided vector operand: `repeat` repeats of `blocks` blocks.
-  void vector_operand(int operand, bool write, int64_t repeat, int64_t blocks, int64_t blk_stride, int64_t rep_stride) {
-    begin(operand, write);
-    const uint64_t bb = m_.vector_block_bytes;
-    for (int64_t r = 0; r < repeat; ++r)
-      for (int64_t b = 0; b < blocks; ++b) add(static_cast<uint64_t>(r * rep_stride + b * blk_stride) * bb, bb);
-    end();
+    if (a.hi > size(a.buffer)) out_of_range(operand, a.buffer, a.lo, a.hi);
   }
 
- private:
   const isa::NpuMachine& m_;
   const IssuedInstruction& in_;
   const MemoryView& mem_;
-  std::vector<Access>& accesses_;
-  uint64_t start_ = 0;
-  int operand_ = 0;
 };
 
-void copy_cost(const isa::NpuMachine& m, Buffer from, Buffer to, uint64_t bytes, InstructionCost& cost) {
+// Operand rules that are about the instruction's meaning, not about the bytes it touches.
+void check_semantic_rules(const IssuedInstruction& in) {
+  if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0 && type_operand(in, 0) != DType::F16)
+    fault("transpose is defined for square f16 fractals only");
+}
+
+InstructionCost copy_cost(const isa::NpuMachine& m, Buffer from, Buffer to, uint64_t bytes) {
   const isa::NpuPathSpec& p = m.path(from, to);
   if (!p.exists)
     fault(fmt::format("the target has no transfer path {} -> {}", npu::buffer_name(from), npu::buffer_name(to)));
+  InstructionCost cost;
   cost.bytes = bytes;
   cost.path_from = static_cast<int>(from);
   cost.path_to = static_cast<int>(to);
   cost.occupancy_cycles = std::max<uint64_t>(1, ceil_div(bytes, p.bandwidth_bytes_per_cycle));
   cost.latency_cycles = p.latency_cycles;
   cost.uses_gm = from == Buffer::GM || to == Buffer::GM;
+  return cost;
 }
 
-void check_repeat(const isa::NpuMachine& m, int64_t repeat) {
-  if (repeat < 1 || repeat > static_cast<int64_t>(m.vector_max_repeat))
-    fault(fmt::format("repeat {} is outside 1..{} (vector max_repeat)", repeat, m.vector_max_repeat));
+// The cube steps through m/m0 x k/k0 x n/n0 fractal products (the footprint checked the multiples).
+InstructionCost cube_cost(const isa::NpuMachine& m, const IssuedInstruction& in) {
+  const isa::CubeShape& s = m.cube(type_operand(in, 0));
+  InstructionCost cost;
+  const uint64_t steps = uint64_t(in.value[4] / s.m0) * uint64_t(in.value[5] / s.k0) * uint64_t(in.value[6] / s.n0);
+  cost.occupancy_cycles = steps * s.cycles;
+  cost.latency_cycles = m.cube_startup_cycles;
+  return cost;
 }
 
-void vector_cost(const isa::NpuMachine& m, int64_t repeat, InstructionCost& cost) {
-  cost.occupancy_cycles = static_cast<uint64_t>(repeat);
-  cost.latency_cycles = m.vector_startup_cycles;
-}
-
-int64_t blocks_per_repeat(const isa::NpuMachine& m, int element_bytes, int64_t elements) {
-  return std::max<int64_t>(1, elements * element_bytes / m.vector_block_bytes);
+// Cube instructions: their fractal steps; vector instructions: one cycle per repeat; every other
+// instruction with accesses copies what it reads into what it writes.
+InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstruction& in, const isa::Footprint& f) {
+  const npu::OpcodeInfo& info = npu::opcode_info(in.instr->opcode);
+  if (info.pipe_rule == npu::PipeRule::M) return cube_cost(m, in);
+  if (info.repeat_operand >= 0) {
+    InstructionCost cost;
+    cost.occupancy_cycles = static_cast<uint64_t>(in.value[info.repeat_operand]);
+    cost.latency_cycles = m.vector_startup_cycles;
+    return cost;
+  }
+  TESSEL_CHECK(f.count == 2 && !f.access[0].write && f.access[1].write,
+               "a copy instruction reads one operand and writes one");
+  return copy_cost(m, f.access[0].buffer, f.access[1].buffer, static_cast<uint64_t>(f.access[1].bytes()));
 }
 
 // Elements one repeat processes for a vector instruction over `bytes`-sized elements.
-int64_t lanes(const isa::NpuMachine& m, int element_bytes) { return m.vector_bytes_per_repeat / element_bytes; }
-
-struct MmadShape {
-  int64_t mf, kf, nf;
-  uint64_t a_frac_bytes, b_frac_bytes, c_frac_bytes;
-  isa::CubeShape shape;
-};
-
-MmadShape mmad_shape(const isa::NpuMachine& m, const IssuedInstruction& in) {
-  const DType t = type_operand(in, 0);
-  const isa::CubeShape& s = m.cube(t);
-  if (!s.exists) fault(fmt::format("the target's cube has no {} shape", dtype_name(t)));
-  const int64_t mm = positive(in, 4, "m"), kk = positive(in, 5, "k"), nn = positive(in, 6, "n");
-  if (mm % s.m0 || kk % s.k0 || nn % s.n0)
-    fault(fmt::format("m, k, n = {}, {}, {} must be multiples of the cube shape {}x{}x{}", mm, kk, nn, s.m0, s.k0, s.n0));
-  const int acc_bytes = 4;
-  const int eb = dtype_bytes(t);
-  return {mm / s.m0, kk / s.k0, nn / s.n0, uint64_t(s.m0) * s.k0 * eb, uint64_t(s.k0) * s.n0 * eb,
-          uint64_t(s.m0) * s.n0 * acc_bytes, s};
-}
+int64_t lanes(const isa::NpuMachine& m, int element_bytes) { return m.vector_lanes(element_bytes); }
 
 }  // namespace
 
 void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost) {
   accesses.clear();
-  cost = {};
-  FootprintBuilder fp(m, in, mem, accesses);
-  const Opcode op = in.instr->opcode;
-  switch (op) {
-    case Opcode::DmaIn:
-    case Opcode::DmaOut: {
-      const int64_t n = positive(in, 2, "nburst"), len = positive(in, 3, "burst_bytes");
-      const int64_t sg = non_negative(in, 4, "src_gap_bytes"), dg = non_negative(in, 5, "dst_gap_bytes");
-      fp.limit(1, I128(n - 1) * (len + sg) + len);
-      fp.limit(0, I128(n - 1) * (len + dg) + len);
-      fp.begin(1, false);
-      for (int64_t i = 0; i < n; ++i) fp.add(uint64_t(i * (len + sg)), uint64_t(len));
-      fp.end();
-      fp.begin(0, true);
-      for (int64_t i = 0; i < n; ++i) fp.add(uint64_t(i * (len + dg)), uint64_t(len));
-      fp.end();
-      copy_cost(m, buffer_operand(in, 1), buffer_operand(in, 0), uint64_t(n * len), cost);
-      return;
-    }
-    case Opcode::DmaInNz: {
-      const int eb = dtype_bytes(type_operand(in, 0));
-      const int64_t rows = positive(in, 3, "rows"), cols = positive(in, 4, "cols");
-      const int64_t stride = positive(in, 5, "src_row_stride_elements");
-      if (rows % m.fractal_rows() || (cols * eb) % m.fractal_row_bytes)
-        fault(fmt::format("rows {} must be a multiple of {} and cols {} x {} bytes a multiple of {} (fractal)", rows,
-                          m.fractal_rows(), cols, eb, m.fractal_row_bytes));
-      if (stride < cols) fault(fmt::format("src_row_stride_elements {} is smaller than cols {}", stride, cols));
-      fp.limit(2, (I128(rows - 1) * stride + cols) * eb);
-      fp.limit(1, I128(rows) * cols * eb);
-      fp.begin(2, false);
-      for (int64_t r = 0; r < rows; ++r) fp.add(uint64_t(r * stride * eb), uint64_t(cols * eb));
-      fp.end();
-      fp.begin(1, true);
-      fp.add(0, uint64_t(rows * cols * eb));
-      fp.end();
-      copy_cost(m, Buffer::GM, buffer_operand(in, 1), uint64_t(rows * cols * eb), cost);
-      return;
-    }
-    case Opcode::Load2d: {
-      const int64_t outer = positive(in, 3, "outer"), inner = positive(in, 4, "inner");
-      const int64_t so = non_negative(in, 5, "src_outer_stride"), si = non_negative(in, 6, "src_inner_stride");
-      if (in.value[7] != 0 && type_operand(in, 0) != DType::F16)
-        fault("transpose is defined for square f16 fractals only");
-      const uint64_t fb = m.fractal_bytes();
-      fp.limit(2, (I128(outer - 1) * so + I128(inner - 1) * si + 1) * fb);
-      fp.limit(1, I128(outer) * inner * fb);
-      fp.begin(2, false);
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) fp.add(uint64_t(o * so + i * si) * fb, fb);
-      fp.end();
-      fp.begin(1, true);
-      fp.add(0, uint64_t(outer * inner) * fb);
-      fp.end();
-      copy_cost(m, Buffer::L1, buffer_operand(in, 1), uint64_t(outer * inner) * fb, cost);
-      return;
-    }
-    case Opcode::Load3d: {
-      const auto& f = in.fmatrix;
-      const int64_t H = f[0], W = f[1], kh = f[8], kw = f[9];
-      if (H <= 0 || W <= 0 || kh <= 0 || kw <= 0 || f[6] <= 0 || f[7] <= 0 || f[10] <= 0 || f[11] <= 0)
-        fault("img2col geometry unset or invalid: run set_fmatrix with positive H, W, strides, kernel, dilation");
-      const int64_t c0 = m.fractal_row_bytes / 2;
-      const int64_t channels = positive(in, 3, "channels");
-      if (channels % c0) fault(fmt::format("channels {} must be a multiple of C0 = {}", channels, c0));
-      const int64_t pc = positive(in, 5, "pixel_count"), kc = positive(in, 7, "kpos_count");
-      non_negative(in, 4, "pixel_begin");
-      non_negative(in, 6, "kpos_begin");
-      if (pc % m.fractal_rows()) fault(fmt::format("pixel_count {} must be a multiple of {}", pc, m.fractal_rows()));
-      if (in.value[6] + kc > (channels / c0) * kh * kw)
-        fault(fmt::format("kpos_begin + kpos_count = {} exceeds C1 x KH x KW = {}", in.value[6] + kc,
-                          (channels / c0) * kh * kw));
-      fp.limit(2, I128(channels) * H * W * 2);
-      fp.limit(1, I128(pc / m.fractal_rows()) * kc * m.fractal_bytes());
-      fp.begin(2, false);
-      fp.add(0, uint64_t(channels * H * W * 2));
-      fp.end();
-      const uint64_t bytes = uint64_t(pc / m.fractal_rows() * kc) * m.fractal_bytes();
-      fp.begin(1, true);
-      fp.add(0, bytes);
-      fp.end();
-      copy_cost(m, Buffer::L1, buffer_operand(in, 1), bytes, cost);
-      return;
-    }
-    case Opcode::Mmad: {
-      const MmadShape s = mmad_shape(m, in);
-      fp.limit(2, I128(s.mf) * s.kf * s.a_frac_bytes);
-      fp.limit(3, I128(s.kf) * s.nf * s.b_frac_bytes);
-      fp.limit(1, I128(s.mf) * s.nf * s.c_frac_bytes);
-      fp.begin(2, false);
-      fp.add(0, uint64_t(s.mf * s.kf) * s.a_frac_bytes);
-      fp.end();
-      fp.begin(3, false);
-      fp.add(0, uint64_t(s.kf * s.nf) * s.b_frac_bytes);
-      fp.end();
-      if (in.value[7] == 0) {
-        fp.begin(1, false);
-        fp.add(0, uint64_t(s.mf * s.nf) * s.c_frac_bytes);
-        fp.end();
-      }
-      fp.begin(1, true);
-      fp.add(0, uint64_t(s.mf * s.nf) * s.c_frac_bytes);
-      fp.end();
-      cost.occupancy_cycles = uint64_t(s.mf * s.kf * s.nf) * s.shape.cycles;
-      cost.latency_cycles = m.cube_startup_cycles;
-      return;
-    }
-    case Opcode::MovL0c: {
-      const int64_t n = positive(in, 3, "fractals");
-      const uint64_t elems = uint64_t(m.cube_f16.m0) * m.cube_f16.n0;
-      fp.limit(2, I128(n) * elems * 4);
-      fp.limit(1, I128(n) * elems * dtype_bytes(type_operand(in, 0)));
-      fp.begin(2, false);
-      fp.add(0, uint64_t(n) * elems * 4);
-      fp.end();
-      const uint64_t bytes = uint64_t(n) * elems * dtype_bytes(type_operand(in, 0));
-      fp.begin(1, true);
-      fp.add(0, bytes);
-      fp.end();
-      copy_cost(m, Buffer::L0C, Buffer::UB, bytes, cost);
-      return;
-    }
-    case Opcode::Vconv: {
-      const int ed = dtype_bytes(type_operand(in, 0)), es = dtype_bytes(type_operand(in, 1));
-      const int64_t repeat = in.value[4];
-      check_repeat(m, repeat);
-      const int64_t n = lanes(m, std::max(ed, es));
-      fp.vector_operand(3, false, repeat, blocks_per_repeat(m, es, n), in.value[6], in.value[8]);
-      fp.vector_operand(2, true, repeat, blocks_per_repeat(m, ed, n), in.value[5], in.value[7]);
-      vector_cost(m, repeat, cost);
-      return;
-    }
-    case Opcode::Vcadd:
-    case Opcode::Vcmax: {
-      const int eb = dtype_bytes(type_operand(in, 0));
-      const int64_t repeat = in.value[3];
-      check_repeat(m, repeat);
-      fp.vector_operand(2, false, repeat, blocks_per_repeat(m, eb, lanes(m, eb)), in.value[4], in.value[5]);
-      fp.begin(1, true);
-      fp.add(0, uint64_t(repeat * eb));
-      fp.end();
-      vector_cost(m, repeat, cost);
-      return;
-    }
-    case Opcode::Vbrcb: {  // reads `repeat` contiguous elements, writes one repeat per element
-      const int eb = dtype_bytes(type_operand(in, 0));
-      const int64_t repeat = in.value[3];
-      check_repeat(m, repeat);
-      fp.limit(2, I128(repeat) * eb);
-      fp.begin(2, false);
-      fp.add(0, uint64_t(repeat * eb));
-      fp.end();
-      fp.vector_operand(1, true, repeat, blocks_per_repeat(m, eb, lanes(m, eb)), in.value[4], in.value[5]);
-      vector_cost(m, repeat, cost);
-      return;
-    }
-    case Opcode::Vdup: {
-      const int eb = dtype_bytes(type_operand(in, 0));
-      const int64_t repeat = in.value[3];
-      check_repeat(m, repeat);
-      fp.vector_operand(1, true, repeat, blocks_per_repeat(m, eb, lanes(m, eb)), in.value[4], in.value[5]);
-      vector_cost(m, repeat, cost);
-      return;
-    }
-    default: break;
-  }
-  const VectorForm form = vector_form(op);
-  TESSEL_CHECK(form != VectorForm::Other, "describe_instruction called for a sync or scalar instruction");
-  const int eb = dtype_bytes(type_operand(in, 0));
-  const int64_t bpr = blocks_per_repeat(m, eb, lanes(m, eb));
-  if (form == VectorForm::Binary) {
-    const int64_t repeat = in.value[4];
-    check_repeat(m, repeat);
-    fp.vector_operand(2, false, repeat, bpr, in.value[6], in.value[9]);
-    fp.vector_operand(3, false, repeat, bpr, in.value[7], in.value[10]);
-    fp.vector_operand(1, true, repeat, bpr, in.value[5], in.value[8]);
-    vector_cost(m, repeat, cost);
-  } else {
-    const int base = form == VectorForm::WithScalar ? 4 : 3;  // index of `repeat`
-    const int64_t repeat = in.value[base];
-    check_repeat(m, repeat);
-    fp.vector_operand(2, false, repeat, bpr, in.value[base + 2], in.value[base + 4]);
-    fp.vector_operand(1, true, repeat, bpr, in.value[base + 1], in.value[base + 3]);
-    vector_cost(m, repeat, cost);
-  }
+  TESSEL_CHECK(npu::opcode_info(in.instr->opcode).access_count > 0,
+               "describe_instruction called for a sync or scalar instruction");
+  check_semantic_rules(in);
+  const isa::Footprint f = isa::footprint(m, *in.instr, ExactValues(in));
+  const AccessBuilder builder(m, in, mem);
+  for (int i = 0; i < f.count; ++i) builder.limit(f.access[i]);
+  for (int i = 0; i < f.count; ++i) accesses.push_back(builder.build(f.access[i]));
+  cost = instruction_cost(m, in, f);
 }
 
 // ---------------------------------------------------------------- function
@@ -420,6 +231,7 @@ float float_op(Opcode op, float a, float b) {
     case Opcode::Vsub: return a - b;
     case Opcode::Vmul: case Opcode::Vmuls: return a * b;
     case Opcode::Vdiv: return a / b;
+    case Opcode::Vmod: return std::fmod(a, b);
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vrelu: return a > 0.0f ? a : 0.0f;
@@ -442,6 +254,9 @@ int64_t int_op(Opcode op, int64_t a, int64_t b) {
     case Opcode::Vdiv:
       if (b == 0) fault("integer division by zero");
       return a / b;
+    case Opcode::Vmod:
+      if (b == 0) fault("integer division by zero");
+      return a % b;
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vrelu: return std::max<int64_t>(a, 0);
@@ -467,30 +282,54 @@ struct Strided {
   }
 };
 
-Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in, int operand, DType t,
-                int64_t blk, int64_t rep) {
-  const int eb = dtype_bytes(t);
-  return {mem.base[static_cast<size_t>(buffer_operand(in, operand))] + in.value[operand], blk, rep,
+// A vector instruction's operands in the roles the table's access column gives them: the access
+// it writes, those it reads (in order), and its repeat count.
+struct VectorRoles {
+  const npu::OperandAccess* dst = nullptr;
+  std::array<const npu::OperandAccess*, 2> src{};
+  int sources = 0;
+  int64_t repeat = 0;
+};
+
+VectorRoles vector_roles(const IssuedInstruction& in) {
+  const npu::OpcodeInfo& info = npu::opcode_info(in.instr->opcode);
+  VectorRoles v;
+  for (int i = 0; i < info.access_count; ++i) {
+    const npu::OperandAccess& a = info.accesses[i];
+    if (a.write()) v.dst = &a;
+    else if (v.sources < 2) v.src[v.sources++] = &a;
+  }
+  TESSEL_CHECK(v.dst != nullptr && info.repeat_operand >= 0, "a vector instruction writes one operand and has a repeat");
+  v.repeat = in.value[info.repeat_operand];
+  return v;
+}
+
+// The strided operand of a Vector / VectorCast access: its element type, block and repeat strides
+// are the access's parameters.
+// The start of an access's operand in its buffer.
+uint8_t* operand_base(const MemoryView& mem, const IssuedInstruction& in, const npu::OperandAccess& a) {
+  return mem.base[static_cast<size_t>(buffer_operand(in, a.address))] + in.value[a.address];
+}
+
+Strided strided(const isa::NpuMachine& m, const MemoryView& mem, const IssuedInstruction& in,
+                const npu::OperandAccess& a) {
+  const int repeat = a.extent == npu::Extent::VectorCast ? 2 : 1;  // the repeat's parameter index
+  const int eb = dtype_bytes(type_operand(in, a.param[0]));
+  return {operand_base(mem, in, a), in.value[a.param[repeat + 1]], in.value[a.param[repeat + 2]],
           static_cast<int>(m.vector_block_bytes / eb), eb, m.vector_block_bytes};
 }
 
+// dst = op(src0, src1), or op(src, scalar) with one source (the scalar unused by unary ops).
 void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const Opcode op = in.instr->opcode;
-  const VectorForm form = vector_form(op);
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.dst->param[0]);
   const bool is_float = dtype_is_float(t);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const int base = form == VectorForm::Binary ? 4 : form == VectorForm::WithScalar ? 4 : 3;
-  const int64_t repeat = in.value[base];
-  Strided dst, a, b{};
-  if (form == VectorForm::Binary) {
-    dst = strided(m, mem, in, 1, t, in.value[5], in.value[8]);
-    a = strided(m, mem, in, 2, t, in.value[6], in.value[9]);
-    b = strided(m, mem, in, 3, t, in.value[7], in.value[10]);
-  } else {
-    dst = strided(m, mem, in, 1, t, in.value[base + 1], in.value[base + 3]);
-    a = strided(m, mem, in, 2, t, in.value[base + 2], in.value[base + 4]);
-  }
+  const int64_t repeat = v.repeat;
+  const bool binary = v.sources == 2;
+  const Strided dst = strided(m, mem, in, *v.dst), a = strided(m, mem, in, *v.src[0]);
+  const Strided b = binary ? strided(m, mem, in, *v.src[1]) : a;
   // The scalar operand takes the operand type first (f16: rounded to nearest even).
   const float scalar_f = t == DType::F16 ? round_to_f16(static_cast<float>(in.scalar)) : static_cast<float>(in.scalar);
   const int64_t scalar_i = static_cast<int64_t>(in.scalar);
@@ -505,11 +344,11 @@ void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, 
       if (!on) continue;
       if (is_float) {
         const float x = load_float(t, a.at(r, l));
-        const float y = form == VectorForm::Binary ? load_float(t, b.at(r, l)) : scalar_f;
+        const float y = binary ? load_float(t, b.at(r, l)) : scalar_f;
         store_float(t, dst.at(r, l), float_op(op, x, y));
       } else {
         const int64_t x = load_int(t, a.at(r, l));
-        const int64_t y = form == VectorForm::Binary ? load_int(t, b.at(r, l)) : scalar_i;
+        const int64_t y = binary ? load_int(t, b.at(r, l)) : scalar_i;
         store_int(t, dst.at(r, l), int_op(op, x, y));
       }
     }
@@ -518,11 +357,11 @@ void execute_elementwise(const isa::NpuMachine& m, const IssuedInstruction& in, 
 int64_t round_to_int(float v) { return static_cast<int64_t>(std::nearbyint(static_cast<double>(v))); }
 
 void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType td = type_operand(in, 0), ts = type_operand(in, 1);
+  const VectorRoles v = vector_roles(in);
+  const DType td = type_operand(in, v.dst->param[0]), ts = type_operand(in, v.src[0]->param[0]);
   const int64_t n = lanes(m, std::max(dtype_bytes(td), dtype_bytes(ts)));
-  const Strided dst = strided(m, mem, in, 2, td, in.value[5], in.value[7]);
-  const Strided src = strided(m, mem, in, 3, ts, in.value[6], in.value[8]);
-  for (int64_t r = 0; r < in.value[4]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst), src = strided(m, mem, in, *v.src[0]);
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l) {
       if (!lane_enabled(m, in, l)) continue;
       const uint8_t* s = src.at(r, l);
@@ -541,12 +380,13 @@ void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const 
 }
 
 void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.src[0]->param[0]);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const Strided src = strided(m, mem, in, 2, t, in.value[4], in.value[5]);
-  uint8_t* dst = mem.base[static_cast<size_t>(buffer_operand(in, 1))] + in.value[1];
+  const Strided src = strided(m, mem, in, *v.src[0]);
+  uint8_t* dst = operand_base(mem, in, *v.dst);
   const bool sum = in.instr->opcode == Opcode::Vcadd;
-  for (int64_t r = 0; r < in.value[3]; ++r) {
+  for (int64_t r = 0; r < v.repeat; ++r) {
     if (dtype_is_float(t)) {
       float acc = sum ? 0.0f : -INFINITY;
       for (int64_t l = 0; l < n; ++l)
@@ -562,22 +402,23 @@ void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const
 }
 
 void execute_vbrcb(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
-  const int eb = dtype_bytes(t);
+  const VectorRoles v = vector_roles(in);
+  const int eb = dtype_bytes(type_operand(in, v.dst->param[0]));
   const int64_t n = lanes(m, eb);
-  const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
-  const uint8_t* src = mem.base[static_cast<size_t>(buffer_operand(in, 2))] + in.value[2];
-  std::vector<uint8_t> values(src, src + in.value[3] * eb);  // read before any write (dst may overlap)
-  for (int64_t r = 0; r < in.value[3]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst);
+  const uint8_t* src = operand_base(mem, in, *v.src[0]);
+  std::vector<uint8_t> values(src, src + v.repeat * eb);  // read before any write (dst may overlap)
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l)
       if (lane_enabled(m, in, l)) std::memcpy(dst.at(r, l), values.data() + r * eb, eb);
 }
 
 void execute_vdup(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const DType t = type_operand(in, 0);
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.dst->param[0]);
   const int64_t n = lanes(m, dtype_bytes(t));
-  const Strided dst = strided(m, mem, in, 1, t, in.value[4], in.value[5]);
-  for (int64_t r = 0; r < in.value[3]; ++r)
+  const Strided dst = strided(m, mem, in, *v.dst);
+  for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l) {
       if (!lane_enabled(m, in, l)) continue;
       if (dtype_is_float(t)) store_float(t, dst.at(r, l), static_cast<float>(in.scalar));

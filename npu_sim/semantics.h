@@ -1,6 +1,7 @@
 // What one NPU instruction does, independent of time: which bytes it reads and writes (its
-// footprint, for bounds checks and the race detector), what it costs (occupancy and latency from
-// the isa::NpuMachine, isa/README.md "Timing"), and its effect on the buffers (bit-exact arithmetic).
+// footprint, for bounds checks and the race detector: the exact side of the one footprint
+// definition, isa/npu_footprint.h), what it costs (occupancy and latency from the isa::NpuMachine,
+// isa/README.md "Timing"), and its effect on the buffers (bit-exact arithmetic).
 #pragma once
 
 #include <array>
@@ -57,8 +58,9 @@ struct MemoryView {
   std::array<uint64_t, npu::kBufferCount> size{};
 };
 
-// The footprint and cost of a compute or copy instruction (not sync, not scalar). Throws
-// InstructionFault when an access leaves its buffer or breaks an operand rule.
+// The footprint and cost of a compute or copy instruction (not sync, not scalar): one Access per
+// access of the instruction table's access column, in its order. Throws InstructionFault when an
+// access leaves its buffer, starts misaligned or breaks an operand rule.
 void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost);
 

@@ -1,12 +1,12 @@
 #include "compiler/npu_sync/footprint.h"
 
-#include "isa/npu_machine.h"
-
 #include <algorithm>
 #include <array>
 #include <limits>
 
 #include "isa/base/error.h"
+#include "isa/npu_footprint.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::npu_sync {
 namespace {
@@ -61,35 +61,19 @@ Range arith(Opcode op, const Range& x, const Range& y) {
   }
 }
 
-struct Geometry {  // sizes the footprints need: the machine model's (isa/npu_machine.h)
-  int64_t fractal_bytes = 0, acc_fractal_bytes = 0, acc_fractal_elements = 0;
-  int64_t block_bytes = 0, bytes_per_repeat = 0;
-  std::array<int64_t, npu::kBufferCount> capacity{};
-};
-
-Geometry geometry(const isa::Hierarchy& h) {
-  const isa::NpuMachine m = isa::npu_machine(h);
-  Geometry g;
-  g.fractal_bytes = m.cube_f16.a_fractal_bytes();
-  g.acc_fractal_elements = m.cube_f16.acc_fractal_elements();
-  g.acc_fractal_bytes = m.cube_f16.acc_fractal_bytes();
-  g.block_bytes = m.vector_block_bytes;
-  g.bytes_per_repeat = m.vector_bytes_per_repeat;
-  for (int b = 0; b < npu::kBufferCount; ++b) g.capacity[b] = m.capacity(static_cast<Buffer>(b));
-  return g;
-}
-
 class Analyser {
  public:
-  Analyser(const npu::Program& p, const isa::Hierarchy& h) : p_(p), g_(geometry(h)), partner_(npu::match_loops(p)) {
+  Analyser(const npu::Program& p, const isa::Hierarchy& h)
+      : p_(p), machine_(isa::npu_machine(h)), partner_(npu::match_loops(p)) {
     out_.accesses.resize(p.code.size());
     out_.trip_count.resize(p.code.size());
     for (auto& r : regs_) r = Range::of(0);
     regs_[npu::kRegCoreId] = {true, 0, std::max(0, p.cores - 1)};
     regs_[npu::kRegCoreCount] = Range::of(p.cores);
+    for (int b = 0; b < npu::kBufferCount; ++b) capacity_[b] = machine_.capacity(static_cast<Buffer>(b));
     int64_t gm_end = 0;
     for (const auto& t : p.tensors) gm_end = std::max(gm_end, t.gm_offset + t.byte_size());
-    g_.capacity[static_cast<int>(Buffer::GM)] = gm_end;
+    capacity_[static_cast<int>(Buffer::GM)] = gm_end;
   }
 
   StaticFootprints run() {
@@ -193,7 +177,7 @@ class Analyser {
   // The hull of `extent` bytes starting at address operand `o`, clipped to the buffer.
   void touch(int pc, const Operand& o, bool write, int64_t extent) {
     const Buffer b = o.buffer;
-    const int64_t cap = g_.capacity[static_cast<int>(b)];
+    const int64_t cap = capacity_[static_cast<int>(b)];
     ByteRange r{b, write, 0, cap};
     Range base = o.reg == npu::kNoRegister ? Range::of(0) : regs_[o.reg];
     if (base.known && extent < kHuge) {
@@ -211,112 +195,31 @@ class Analyser {
     list.push_back(r);
   }
 
-  // Span in bytes of a strided vector operand: (repeat-1)*rep + (blocks-1)*blk + 1 blocks.
-  int64_t vector_span(int64_t repeat, int64_t blocks, const Operand& blk, const Operand& rep) const {
-    return ((repeat - 1) * max_of(rep) + (blocks - 1) * max_of(blk) + 1) * g_.block_bytes;
-  }
-  int64_t blocks_per_repeat(int element_bytes, int64_t lanes) const {
-    return std::max<int64_t>(1, lanes * element_bytes / g_.block_bytes);
-  }
+  // The operands' values as the footprint definition sees them: the upper bounds of their ranges
+  // (kHuge where unknown); the formulas are monotone, so the extents bound every instance.
+  class UpperBounds final : public isa::OperandValues {
+   public:
+    UpperBounds(const Analyser& a, const npu::Instruction& in) : a_(a), in_(in) {}
+    int64_t value(int operand) const override { return a_.max_of(in_.operands[operand]); }
+    int64_t fmatrix(int field) const override { return a_.fmatrix_[field]; }
+    bool known_nonzero(int operand) const override {
+      const Range r = a_.value(in_.operands[operand]);
+      return r.known && r.lo == r.hi && r.lo != 0;
+    }
+    void reject(const std::string&) const override {}  // bounds, not instances: no rule applies
+
+   private:
+    const Analyser& a_;
+    const npu::Instruction& in_;
+  };
 
   void footprint(int pc) {
     const npu::Instruction& in = p_.code[pc];
-    const auto& o = in.operands;
-    const auto type_bytes = [&](int i) { return int64_t(dtype_bytes(o[i].dtype)); };
-    switch (in.opcode) {
-      case Opcode::DmaIn:
-      case Opcode::DmaOut: {
-        const int64_t n = max_of(o[2]), len = max_of(o[3]);
-        touch(pc, o[1], false, n < kHuge && len < kHuge ? (n - 1) * (len + max_of(o[4])) + len : kHuge);
-        touch(pc, o[0], true, n < kHuge && len < kHuge ? (n - 1) * (len + max_of(o[5])) + len : kHuge);
-        return;
-      }
-      case Opcode::DmaInNz: {
-        const int64_t eb = type_bytes(0), rows = max_of(o[3]), cols = max_of(o[4]), stride = max_of(o[5]);
-        touch(pc, o[2], false, ((rows - 1) * stride + cols) * eb);
-        touch(pc, o[1], true, rows * cols * eb);
-        return;
-      }
-      case Opcode::Load2d: {
-        const int64_t outer = max_of(o[3]), inner = max_of(o[4]);
-        touch(pc, o[2], false, ((outer - 1) * max_of(o[5]) + (inner - 1) * max_of(o[6]) + 1) * g_.fractal_bytes);
-        touch(pc, o[1], true, outer * inner * g_.fractal_bytes);
-        return;
-      }
-      case Opcode::Load3d: {
-        const int64_t rows = g_.fractal_bytes / g_.block_bytes;  // fractal rows (16)
-        const bool geometry_known = fmatrix_[0] > 0 && fmatrix_[0] < kHuge && fmatrix_[1] > 0 && fmatrix_[1] < kHuge;
-        touch(pc, o[2], false, geometry_known ? max_of(o[3]) * fmatrix_[0] * fmatrix_[1] * 2 : kHuge);
-        touch(pc, o[1], true, (max_of(o[5]) / std::max<int64_t>(1, rows)) * max_of(o[7]) * g_.fractal_bytes);
-        return;
-      }
-      case Opcode::Mmad: {
-        const int64_t eb = type_bytes(0);
-        const int64_t m = max_of(o[4]), k = max_of(o[5]), n = max_of(o[6]);
-        touch(pc, o[2], false, m * k * eb);
-        touch(pc, o[3], false, k * n * eb);
-        const int64_t c_bytes = m * n * (g_.acc_fractal_bytes / g_.acc_fractal_elements);
-        const Range init = value(o[7]);
-        if (!(init.known && init.lo == init.hi && init.lo != 0)) touch(pc, o[1], false, c_bytes);
-        touch(pc, o[1], true, c_bytes);
-        return;
-      }
-      case Opcode::MovL0c: {
-        const int64_t n = max_of(o[3]);
-        touch(pc, o[2], false, n * g_.acc_fractal_bytes);
-        touch(pc, o[1], true, n * g_.acc_fractal_elements * type_bytes(0));
-        return;
-      }
-      case Opcode::Vconv: {
-        const int64_t ed = type_bytes(0), es = type_bytes(1), repeat = max_of(o[4]);
-        const int64_t lanes = g_.bytes_per_repeat / std::max(ed, es);
-        touch(pc, o[3], false, vector_span(repeat, blocks_per_repeat(es, lanes), o[6], o[8]));
-        touch(pc, o[2], true, vector_span(repeat, blocks_per_repeat(ed, lanes), o[5], o[7]));
-        return;
-      }
-      case Opcode::Vcadd:
-      case Opcode::Vcmax: {
-        const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
-        touch(pc, o[2], false, vector_span(repeat, blocks_per_repeat(eb, g_.bytes_per_repeat / eb), o[4], o[5]));
-        touch(pc, o[1], true, repeat * eb);
-        return;
-      }
-      case Opcode::Vbrcb: {  // reads `repeat` contiguous elements, writes one repeat per element
-        const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
-        touch(pc, o[2], false, repeat * eb);
-        touch(pc, o[1], true, vector_span(repeat, blocks_per_repeat(eb, g_.bytes_per_repeat / eb), o[4], o[5]));
-        return;
-      }
-      case Opcode::Vdup: {
-        const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
-        touch(pc, o[1], true, vector_span(repeat, blocks_per_repeat(eb, g_.bytes_per_repeat / eb), o[4], o[5]));
-        return;
-      }
-      case Opcode::Vadd: case Opcode::Vsub: case Opcode::Vmul: case Opcode::Vdiv:
-      case Opcode::Vmax: case Opcode::Vmin: case Opcode::Vsel: {
-        const int64_t eb = type_bytes(0), repeat = max_of(o[4]);
-        const int64_t bpr = blocks_per_repeat(eb, g_.bytes_per_repeat / eb);
-        touch(pc, o[2], false, vector_span(repeat, bpr, o[6], o[9]));
-        touch(pc, o[3], false, vector_span(repeat, bpr, o[7], o[10]));
-        touch(pc, o[1], true, vector_span(repeat, bpr, o[5], o[8]));
-        return;
-      }
-      case Opcode::Vadds: case Opcode::Vmuls: case Opcode::Vmaxs: {
-        const int64_t eb = type_bytes(0), repeat = max_of(o[4]);
-        const int64_t bpr = blocks_per_repeat(eb, g_.bytes_per_repeat / eb);
-        touch(pc, o[2], false, vector_span(repeat, bpr, o[6], o[8]));
-        touch(pc, o[1], true, vector_span(repeat, bpr, o[5], o[7]));
-        return;
-      }
-      case Opcode::Vrelu: case Opcode::Vabs: case Opcode::Vexp: case Opcode::Vln: case Opcode::Vsqrt:
-      case Opcode::Vrsqrt: case Opcode::Vrec: case Opcode::Vtanh: {
-        const int64_t eb = type_bytes(0), repeat = max_of(o[3]);
-        const int64_t bpr = blocks_per_repeat(eb, g_.bytes_per_repeat / eb);
-        touch(pc, o[2], false, vector_span(repeat, bpr, o[5], o[7]));
-        touch(pc, o[1], true, vector_span(repeat, bpr, o[4], o[6]));
-        return;
-      }
-      default: return;  // scalar, loops, sync
+    const isa::Footprint f = isa::footprint(machine_, in, UpperBounds(*this, in));
+    for (int i = 0; i < f.count; ++i) {
+      const isa::AccessPattern& a = f.access[i];
+      const isa::WideInt span = a.unbounded ? kHuge : std::min<isa::WideInt>(a.span(), kHuge);
+      touch(pc, in.operands[a.address_operand], a.write, static_cast<int64_t>(span));
     }
   }
 
@@ -334,7 +237,8 @@ class Analyser {
 
   const npu::Program& p_;
   std::array<std::optional<Pattern>, npu::kRegisterCount> pattern_{};
-  Geometry g_;
+  isa::NpuMachine machine_;
+  std::array<int64_t, npu::kBufferCount> capacity_{};  // GM: up to the end of the last tensor
   std::vector<int> partner_;
   std::array<Range, npu::kRegisterCount> regs_;
   std::array<int64_t, 12> fmatrix_{};

@@ -7,8 +7,9 @@
 // Registers are tracked as integer intervals (abstract interpretation of mov/add/sub/mul/div/shl and
 // loop headers, with widening to "unknown" for registers that grow inside loops). An address whose
 // base register is unknown covers its whole buffer, so the analysis is conservative: it may report
-// a conflict that never happens, never miss one. Sizes (fractal bytes, vector blocks) come from the
-// hierarchy description.
+// a conflict that never happens, never miss one. What each instruction touches is the one footprint
+// definition the simulator uses too (isa/npu_footprint.h), evaluated at the upper bounds of its
+// operands' ranges; sizes come from the machine model (isa/npu_machine.h).
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "isa/base/error.h"
 #include "sim_test_util.h"
 
 using namespace tessel;
@@ -131,6 +132,68 @@ pipe_barrier ALL
   // Assembly round trip.
   const npu::Program q = npu::assemble_program(npu::print_program(p), "vbrcb2.npu");
   CHECK(npu::print_program(q) == npu::print_program(p));
+}
+
+TEST_CASE("vmod: the remainder truncated toward zero (fmod on f32 and f16, % on i32); an integer divisor 0 faults") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [64] at GM+0 in
+.tensor Y f32 [64] at GM+256 in
+.tensor I i32 [2, 64] at GM+512 in
+.tensor O f32 [4, 64] at GM+1024 out
+dma_in UB[0], GM[0], 1, 1024, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vmod f32, UB[1024], UB[0], UB[256], 1, 1, 1, 1, 8, 8, 8     # row 0: fmod(X, Y)
+vmod i32, UB[1280], UB[512], UB[768], 1, 1, 1, 1, 8, 8, 8   # row 1: I[0] % I[1]
+vconv f16, f32, UB[1536], UB[0], 1, 1, 1, 4, 8              # X, Y as f16
+vconv f16, f32, UB[1664], UB[256], 1, 1, 1, 4, 8
+vmod f16, UB[1792], UB[1536], UB[1664], 1, 1, 1, 1, 4, 4, 4 # row 3 (first 128 bytes): f16 fmod
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[1024], UB[1024], 1, 1024, 0, 0
+pipe_barrier ALL
+)",
+                                               "vmod.npu");
+  const NpyArray x = random_f32({64}, 41), y = random_f32({64}, 42);
+  NpyArray ints;
+  ints.dtype = DType::I32;
+  ints.shape = {2, 64};
+  ints.data.resize(2 * 64 * 4);
+  for (int l = 0; l < 64; ++l) {
+    const int32_t a = (l % 2 ? -1 : 1) * (l * 37 + 5), b = (l % 3 ? 1 : -1) * (l % 7 + 1);
+    std::memcpy(ints.data.data() + 4 * l, &a, 4);
+    std::memcpy(ints.data.data() + 4 * (64 + l), &b, 4);
+  }
+  const SimResult r = simulate(p, davinci(), {{"X", x}, {"Y", y}, {"I", ints}});
+  CHECK(r.record.races.empty());
+  const NpyArray o = r.tensor(p, "O");
+  int bad = 0;
+  for (int l = 0; l < 64; ++l) {
+    const float xv = f32_at(x, l), yv = f32_at(y, l);
+    bad += bits(f32_at(o, l)) != bits(std::fmod(xv, yv));
+    int32_t a, b, got;
+    std::memcpy(&a, ints.data.data() + 4 * l, 4);
+    std::memcpy(&b, ints.data.data() + 4 * (64 + l), 4);
+    std::memcpy(&got, o.data.data() + 256 + 4 * l, 4);
+    bad += got != a % b;
+    uint16_t h;
+    std::memcpy(&h, o.data.data() + 3 * 256 + 2 * l, 2);
+    const float xh = f16_bits_to_f32(f32_to_f16_bits(xv)), yh = f16_bits_to_f32(f32_to_f16_bits(yv));
+    bad += h != f32_to_f16_bits(std::fmod(xh, yh));  // exact: fmod never rounds
+  }
+  CHECK(bad == 0);
+  const std::string e = [] {
+    try {
+      simulate(npu::assemble_program("vdup i32, UB[0], 0, 1, 1, 8\nvmod i32, UB[256], UB[0], UB[0], 1, 1, 1, 1, 8, 8, 8\n"
+                                     "pipe_barrier ALL\n",
+                                     "mod0.npu"),
+               davinci(), {});
+    } catch (const UserError& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  }();
+  CHECK(e.find("integer division by zero") != std::string::npos);
 }
 
 TEST_CASE("mmad i8 x i8 -> i32: one 16x32x16 fractal, B given as ZN (n rows of 32 k)") {
