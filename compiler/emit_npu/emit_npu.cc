@@ -155,312 +155,364 @@ class Builder {
     }
   }
 
-  void gemm(const GemmShape& g) {
-    const int64_t tiles_m = g.M / g.tm, tiles_n = g.N / g.tn, tiles = g.batch * tiles_m * tiles_n, chunks = g.K / g.tk;
-    const int64_t eo = dtype_bytes(g.out);
-    // On-chip layout: halves of each double-buffered tile.
-    const int64_t l1_a = g.tm * g.tk * 2, l1_b = g.tk * g.tn * 2;
-    const int64_t l1_half = round_up(l1_a + l1_b, 32);
-    const int64_t l0a_half = round_up(g.tm0 * g.tk0 * 2, m_.operand_alignment()), l0b_half = round_up(g.tk0 * g.tn0 * 2, m_.operand_alignment());
-    const int64_t sub_c = g.tm0 * g.tn0 * 4;
-    const int64_t ub_half = round_up(g.tm0 * g.tn0 * (g.epilogue ? 4 : eo), m_.alignment(Buffer::UB));
-    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half, m_.alignment(Buffer::UB));
-    l0a_step_ = l0b_step_ = ub_step_ = 0;
-
-    // One tile per core needs no tile loop (and no sync carried from one tile to the next).
-    const bool tile_loop = tiles > g.cores;
-    if (tile_loop) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles), reg(npu::kRegCoreCount)});
-    else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
-    uint8_t within = kTile;  // tile index inside one GEMM of the batch
-    if (g.batch > 1) {
-      op(Opcode::Div, {reg(kBatch), reg(kTile), imm(tiles_m * tiles_n)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(tiles_m * tiles_n)});
-      op(Opcode::Sub, {reg(kRest), reg(kTile), reg(kTmp)});
-      within = kRest;
-    }
-    op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n)});
-    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n)});
-    op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
-    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.K * 2)});
-    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * 2)});
-    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo)});
-    op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo)});
-    op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
-    if (g.batch > 1) {
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.K * 2)});
-      op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.K * g.N * 2)});
-      op(Opcode::Add, {reg(kGmB), reg(kGmB), reg(kTmp)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.N * eo)});
-      op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
-    }
-    if (g.epilogue) {  // byte offsets of the tile's first column in [N] tensors of 2 and 4 bytes
-      op(Opcode::Mul, {reg(kColumn2), reg(kTileN), imm(g.tn * 2)});
-      op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * 4)});
-    }
-
-    // L1 slot layout (per K chunk): operand tile by operand tile, each contiguous NZ — A piece kk
-    // (tk0 columns of K) row block i (tm0 rows), then B piece kk column block j (tn0 columns) — so
-    // that one operand tile can be loaded and computed on without the rest of the chunk, and every
-    // load2d reads one contiguous range (the sync pass's footprints are intervals).
-    const int64_t pieces = g.tk / g.tk0;
-    const int64_t a_tile_bytes = g.tm0 * g.tk0 * 2, b_tile_bytes = g.tk0 * g.tn0 * 2;
-    auto a_at = [&](int64_t kk, int64_t i) { return (kk * (g.tm / g.tm0) + i) * a_tile_bytes; };
-    auto slot_at = [&](int64_t slot) { return g.double_l1 ? slot * l1_half : 0; };
-    // A K chunk is loaded (MTE2) into one L1 slot and computed (MTE1 + M) from it. The scalar pipe
-    // dispatches in program order into queues of bounded depth, so the program interleaves the
-    // pipes in the order they should run: a load's DMAs are queued (`pending`) and emitted inside
-    // the compute before it — each DMA of the chunk being computed right before the first mmad that
-    // needs it, the DMAs of later chunks spread evenly over the mmads (software pipelining without
-    // starving one queue while another is full).
-    // fine: one DMA per operand tile, in the order the cube needs them (the first chunk: the cube
-    // starts after one operand tile of A and of B instead of a whole piece); otherwise one DMA per
-    // piece of B and per operand tile of A.
-    struct Dma {
-      int64_t chunk, kk, i, j;  // what it brings: A tile (kk, i) (j < 0) or B tiles (kk, j..) (i < 0); j = -2: all
-      std::function<void()> emit;
-    };
-    std::deque<Dma> pending;
-    enum class Order { Pieces, Fine, Blocks };
-    auto load = [&](int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, Order order) {
-      const int64_t l1 = slot_at(slot);
-      auto a_tile = [&](int64_t kk, int64_t i) {
-        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
-        std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + a_at(kk, i)),
-                                 at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * 2, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
-        pending.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
-      };
-      auto b_tiles = [&](int64_t kk, int64_t j, int64_t cols) {
-        const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
-        std::vector<Operand> ops{type(DType::F16), at(Buffer::L1, l1 + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
-                                 at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * 2, b_base), imm(g.tk0), imm(cols), imm(g.N)};
-        pending.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
-      };
-      if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
-        for (int64_t j = 0; j < g.tn / g.tn0; ++j)
-          for (int64_t i = 0; i < g.tm / g.tm0; ++i) {
-            if (j == 0)
-              for (int64_t kk = 0; kk < pieces; ++kk) a_tile(kk, i);
-            if (i == 0)
-              for (int64_t kk = 0; kk < pieces; ++kk) b_tiles(kk, j, g.tn0);
-          }
-        return;
-      }
-      for (int64_t kk = 0; kk < pieces; ++kk) {
-        a_tile(kk, 0);
-        if (order == Order::Fine) {
-          for (int64_t j = 0; j < g.tn / g.tn0; ++j) b_tiles(kk, j, g.tn0);
-        } else {
-          b_tiles(kk, 0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
-        }
-        for (int64_t i = 1; i < g.tm / g.tm0; ++i) a_tile(kk, i);
-      }
-    };
-    // Before mmad (kk, i, j) of `chunk`, the `left`-th last mmad of this compute: the pending DMAs
-    // it needs (a prefix of its chunk's, in load order), then a share of the later chunks' DMAs.
-    auto flush = [&](int64_t chunk, int64_t kk, int64_t i, int64_t j, int64_t left) {
-      auto needed = [&](const Dma& d) {
-        if (d.chunk != chunk) return false;
-        if (d.kk != kk) return d.kk < kk;
-        return d.j < 0 ? d.i <= i : (d.j == -2 || d.j <= j);
-      };
-      size_t last = 0;
-      for (size_t n = 0; n < pending.size(); ++n)
-        if (needed(pending[n])) last = n + 1;
-      for (size_t n = 0; n < last; ++n) {
-        pending.front().emit();
-        pending.pop_front();
-      }
-      size_t later = 0;
-      for (const Dma& d : pending) later += d.chunk > chunk;
-      for (size_t n = (later + left - 1) / std::max<int64_t>(left, 1); n > 0 && !pending.empty(); --n) {
-        pending.front().emit();
-        pending.pop_front();
-      }
-    };
-    // One mmad of operand tile (kk, i, j) from the chunk in L1 slot `slot`, through the L0 rings.
-    auto load_a = [&](int64_t slot, int64_t kk, int64_t i) {
-      const int64_t l0a = (l0a_step_++ % g.l0a_slots) * l0a_half;
-      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, slot_at(slot) + a_at(kk, i)),
-                          imm(g.tm0 / m_.cube_f16.m0), imm(g.tk0 / m_.cube_f16.k0), imm(1), imm(g.tm0 / m_.cube_f16.m0), imm(0)});
-      return l0a;
-    };
-    auto load_b = [&](int64_t slot, int64_t kk, int64_t j) {
-      const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
-      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
-                          at(Buffer::L1, slot_at(slot) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes),
-                          imm(g.tk0 / m_.cube_f16.k0), imm(g.tn0 / m_.cube_f16.n0), imm(1), imm(g.tk0 / m_.cube_f16.k0), imm(1)});
-      return l0b;
-    };
-    auto mmad = [&](int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
-      op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, (j * (g.tm / g.tm0) + i) * sub_c), at(Buffer::L0A, l0a),
-                        at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(g.tn0), init});
-    };
-    // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one 16-column block
-    // at a time (MTE3 starts after a quarter of the move; i32 results: the whole block, converted).
-    // `columns`: emits the mmads of column block jj before its move (-1: none; the last block).
-    const DType moved = g.epilogue || g.int_out ? DType::F32 : g.out;
-    const int64_t em = dtype_bytes(moved);
-    const int64_t column_bytes = g.tm0 * m_.cube_f16.n0 * 4;  // one column block in L0C (NZ: contiguous)
-    auto write_back = [&](int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
-      const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
-      const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half : 0;
-      if (g.int_out) {  // integer-valued f32 (|x| <= 2^24) -> i32 in place: exact
-        op(Opcode::MovL0c, {type(moved), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / (m_.cube_f16.m0 * m_.cube_f16.n0)), imm(0)});
-        const int64_t lanes = m_.vector_bytes_per_repeat / 4;
-        for (int64_t done = 0; done < g.tm0 * g.tn0;) {
-          const int64_t n = std::min(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
-          op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * 4), at(Buffer::UB, ub + done * 4),
-                             imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(8)});
-          done += n;
-        }
-      }
-      for (int64_t jj = 0; jj < g.tn0 / m_.cube_f16.n0; ++jj) {
-        if (columns) columns(jj);
-        const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * m_.cube_f16.n0) * eo;
-        int64_t src = ub + jj * g.tm0 * m_.cube_f16.n0 * em;
-        if (!g.int_out)
-          op(Opcode::MovL0c, {type(moved), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes), imm(g.tm0 / m_.cube_f16.m0), imm(0)});
-        if (g.epilogue) {
-          std::map<std::string, Operand> columns;
-          for (const auto& [name, where] : g.broadcast)
-            columns[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * m_.cube_f16.n0) * where.second,
-                               where.second == 2 ? kColumn2 : kColumn4);
-          src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, columns);
-        }
-        op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0),
-                            imm(m_.cube_f16.n0 * eo), imm(0), imm((g.N - m_.cube_f16.n0) * eo)});
-      }
-    };
-    const int64_t blocks_m = g.tm / g.tm0, blocks_n = g.tn / g.tn0;
-    // The chunks in `slots` (ascending K), one accumulator block after the other, each block's
-    // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
-    // computes the next block. The last block column block by column block (mmads 16 columns
-    // wide, its A operand tiles loaded once into the L0A ring): its columns complete one after the
-    // other, so only the last one's move and write-back follow the cube (not in a tile loop: there
-    // the next tile's start hides the drain).
-    auto compute_blocks = [&](const std::vector<int64_t>& slots, Operand first) {
-      const int64_t tiles = static_cast<int64_t>(slots.size()) * pieces;
-      for (int64_t j = 0; j < blocks_n; ++j)
-        for (int64_t i = 0; i < blocks_m; ++i) {
-          // The pending DMAs this block needs (a prefix: loaded in block order), the rest later.
-          size_t last = 0;
-          for (size_t n = 0; n < pending.size(); ++n)
-            if (pending[n].j < 0 ? pending[n].i <= i || j > 0 : pending[n].j == -2 || pending[n].j <= j) last = n + 1;
-          for (size_t n = 0; n < last; ++n) {
-            pending.front().emit();
-            pending.pop_front();
-          }
-          if (j == blocks_n - 1 && i == blocks_m - 1 && !tile_loop && g.tn0 > m_.cube_f16.n0 && !g.int_out && tiles <= g.l0a_slots) {
-            std::vector<int64_t> a;
-            for (size_t h = 0; h < slots.size(); ++h)
-              for (int64_t kk = 0; kk < pieces; ++kk) a.push_back(load_a(slots[h], kk, i));
-            const int64_t c = (j * (g.tm / g.tm0) + i) * sub_c;
-            write_back(i, j, [&](int64_t jj) {
-              for (size_t h = 0; h < slots.size(); ++h)
-                for (int64_t kk = 0; kk < pieces; ++kk) {
-                  const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half;
-                  op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b),
-                                      at(Buffer::L1, slot_at(slots[h]) + l1_a + (kk * (g.tn / g.tn0) + j) * b_tile_bytes +
-                                                         jj * g.tk0 * m_.cube_f16.n0 * 2),
-                                      imm(g.tk0 / m_.cube_f16.k0), imm(1), imm(1), imm(g.tk0 / m_.cube_f16.k0), imm(1)});
-                  op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, c + jj * column_bytes), at(Buffer::L0A, a[h * pieces + kk]),
-                                    at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(m_.cube_f16.n0),
-                                    kk == 0 && h == 0 ? first : imm(0)});
-                }
-            });
-            continue;
-          }
-          for (size_t h = 0; h < slots.size(); ++h)
-            for (int64_t kk = 0; kk < pieces; ++kk) {
-              const int64_t l0a = load_a(slots[h], kk, i);
-              mmad(i, j, l0a, load_b(slots[h], kk, j), kk == 0 && h == 0 ? first : imm(0));
-            }
-          write_back(i, j);
-        }
-    };
-    // One chunk, piece by piece (the order of its loads): A's operand tile reused across the columns.
-    auto compute = [&](int64_t chunk, int64_t slot, Operand first) {
-      int64_t left = pieces * blocks_m * blocks_n;
-      for (int64_t kk = 0; kk < pieces; ++kk)
-        for (int64_t i = 0; i < blocks_m; ++i) {
-          flush(chunk, kk, i, 0, left);
-          const int64_t l0a = load_a(slot, kk, i);
-          for (int64_t j = 0; j < blocks_n; ++j) {
-            flush(chunk, kk, i, j, left--);
-            mmad(i, j, l0a, load_b(slot, kk, j), kk == 0 ? first : imm(0));
-          }
-        }
-    };
-    if (!g.double_l1) {
-      if (chunks > 1) {
-        op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks), imm(1)});
-        op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
-        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(g.tk * 2)});
-        op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(g.tk * g.N * 2)});
-        op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        load(0, kGmAChunk, kGmBChunk, 0, 0, Order::Pieces);
-        compute(0, 0, reg(kInit));
-        op(Opcode::EndLoop, {});
-        for (int64_t j = 0; j < blocks_n; ++j)
-          for (int64_t i = 0; i < blocks_m; ++i) write_back(i, j);
-      } else {
-        load(0, kGmA, kGmB, 0, 0, Order::Blocks);
-        compute_blocks({0}, imm(1));
-      }
-    } else {
-      // Software pipeline over the chunks c (L1 slot c % S, S = l1_slots): the loads run S - 1
-      // chunks ahead (load c + S - 1 is queued before computing c: its slot is the one chunk c - 1
-      // freed). The first `peeled` chunks are straight-line code (their loads are waited for right
-      // before their own MTE1 loads, not all at a loop's entry), the middle chunks run in a loop
-      // unrolled S times (every L1 address a constant), the last tail_chunks chunks are computed
-      // block by block.
-      const int64_t S = g.l1_slots, ahead = S - 1, body_end = chunks - g.tail_chunks;  // chunks [0, body_end) chunk-wise
-      int64_t loaded = 0;
-      auto load_static = [&](int64_t upto) {  // queues the loads of chunks < upto not queued yet
-        for (; loaded < std::min(upto, chunks); ++loaded)
-          load(loaded % S, kGmA, kGmB, loaded, loaded,
-               loaded >= body_end ? Order::Blocks : loaded == 0 && !tile_loop ? Order::Fine : Order::Pieces);
-      };
-      load_static(ahead);
-      const int64_t peeled = std::min(g.peeled, body_end);
-      for (int64_t c = 0; c < peeled; ++c) {
-        load_static(c + ahead + 1);
-        compute(c, c % S, imm(c == 0 ? 1 : 0));
-      }
-      // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
-      const int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
-      if (iterations > 0) {
-        op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
-        op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(S * g.tk * 2)});
-        op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-        op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(S * g.tk * g.N * 2)});
-        op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
-        for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
-          load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead, Order::Pieces);
-          compute(peeled + p, (peeled + p) % S, imm(0));
-        }
-        op(Opcode::EndLoop, {});
-        loaded = peeled + S * iterations + ahead;
-      }
-      for (int64_t c = peeled + S * iterations; c < body_end; ++c) {
-        load_static(c + ahead + 1);
-        compute(c, c % S, imm(0));
-      }
-      load_static(chunks);
-      std::vector<int64_t> tail;
-      for (int64_t c = std::max<int64_t>(0, body_end); c < chunks; ++c) tail.push_back(c % S);
-      compute_blocks(tail, imm(body_end <= 0 ? 1 : 0));
-    }
-    if (tile_loop) op(Opcode::EndLoop, {});
-  }
-
  private:
   npu::Program& p_;
   const Machine& m_;
-  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, epilogue_base_ = 0;
 };
+
+// The GEMM main loop for one plan (GemmShape): tile indices per core, the K chunks through the L1
+// ring (loads interleaved with the compute in program order), the operand tiles through the L0
+// rings, the cube's mmads and each accumulator block's write-back through UB.
+class GemmLoop {
+ public:
+  GemmLoop(npu::Program& p, const Machine& m, const GemmShape& g)
+      : p_(p), m_(m), g_(g), cube_(m.cube_f16), in_(dtype_bytes(cube_.a)), acc_(dtype_bytes(cube_.acc)) {
+    eo_ = dtype_bytes(g.out);
+    tiles_m_ = g.M / g.tm, tiles_n_ = g.N / g.tn, tiles_ = g.batch * tiles_m_ * tiles_n_, chunks_ = g.K / g.tk;
+    // On-chip layout: halves of each double-buffered tile.
+    l1_a_ = g.tm * g.tk * in_;
+    l1_half_ = round_up(l1_a_ + g.tk * g.tn * in_, m.alignment(Buffer::L1));
+    l0a_half_ = round_up(g.tm0 * g.tk0 * in_, m.operand_alignment()), l0b_half_ = round_up(g.tk0 * g.tn0 * in_, m.operand_alignment());
+    sub_c_ = g.tm0 * g.tn0 * acc_;
+    ub_half_ = round_up(g.tm0 * g.tn0 * (g.epilogue ? acc_ : eo_), m.alignment(Buffer::UB));
+    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half_, m.alignment(Buffer::UB));
+    // One tile per core needs no tile loop (and no sync carried from one tile to the next).
+    tile_loop_ = tiles_ > g.cores;
+    pieces_ = g.tk / g.tk0;
+    a_tile_bytes_ = g.tm0 * g.tk0 * in_, b_tile_bytes_ = g.tk0 * g.tn0 * in_;
+    moved_ = g.epilogue || g.int_out ? cube_.acc : g.out;
+    column_bytes_ = g.tm0 * cube_.n0 * acc_;  // one column block in L0C (NZ: contiguous)
+    blocks_m_ = g.tm / g.tm0, blocks_n_ = g.tn / g.tn0;
+  }
+
+  void run() {
+    if (tile_loop_) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles_), reg(npu::kRegCoreCount)});
+    else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
+    tile_origins();
+    if (!g_.double_l1) single_buffered();
+    else pipelined();
+    if (tile_loop_) op(Opcode::EndLoop, {});
+  }
+
+ private:
+  // What a queued DMA brings: A tile (kk, i) (j < 0) or B tiles (kk, j..) (i < 0); j = -2: all.
+  struct Dma {
+    int64_t chunk, kk, i, j;
+    std::function<void()> emit;
+  };
+  enum class Order { Pieces, Fine, Blocks };
+
+  void op(Opcode o, std::vector<Operand> operands) { p_.add(o, std::move(operands)); }
+
+  // The tile's row / column indices and the GM bases of its A rows, B columns and C block.
+  void tile_origins() {
+    const GemmShape& g = g_;
+    uint8_t within = kTile;  // tile index inside one GEMM of the batch
+    if (g.batch > 1) {
+      op(Opcode::Div, {reg(kBatch), reg(kTile), imm(tiles_m_ * tiles_n_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(tiles_m_ * tiles_n_)});
+      op(Opcode::Sub, {reg(kRest), reg(kTile), reg(kTmp)});
+      within = kRest;
+    }
+    op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n_)});
+    op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
+    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.K * in_)});
+    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * in_)});
+    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo_)});
+    op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    if (g.batch > 1) {
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.K * in_)});
+      op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.K * g.N * in_)});
+      op(Opcode::Add, {reg(kGmB), reg(kGmB), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.N * eo_)});
+      op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    }
+    if (g.epilogue) {  // byte offsets of the tile's first column in [N] tensors of 2 and 4 bytes
+      op(Opcode::Mul, {reg(kColumn2), reg(kTileN), imm(g.tn * dtype_bytes(DType::F16))});
+      op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * dtype_bytes(DType::F32))});
+    }
+  }
+
+  // L1 slot layout (per K chunk): operand tile by operand tile, each contiguous NZ — A piece kk
+  // (tk0 columns of K) row block i (tm0 rows), then B piece kk column block j (tn0 columns) — so
+  // that one operand tile can be loaded and computed on without the rest of the chunk, and every
+  // load2d reads one contiguous range (the sync pass's footprints are intervals).
+  int64_t a_at(int64_t kk, int64_t i) const { return (kk * blocks_m_ + i) * a_tile_bytes_; }
+  int64_t b_at(int64_t kk, int64_t j) const { return l1_a_ + (kk * blocks_n_ + j) * b_tile_bytes_; }
+  int64_t slot_at(int64_t slot) const { return g_.double_l1 ? slot * l1_half_ : 0; }
+
+  // A K chunk is loaded (MTE2) into one L1 slot and computed (MTE1 + M) from it. The scalar pipe
+  // dispatches in program order into queues of bounded depth, so the program interleaves the
+  // pipes in the order they should run: a load's DMAs are queued (`pending_`) and emitted inside
+  // the compute before it — each DMA of the chunk being computed right before the first mmad that
+  // needs it, the DMAs of later chunks spread evenly over the mmads (software pipelining without
+  // starving one queue while another is full).
+  // Fine: one DMA per operand tile, in the order the cube needs them (the first chunk: the cube
+  // starts after one operand tile of A and of B instead of a whole piece); otherwise one DMA per
+  // piece of B and per operand tile of A.
+  void load(int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, Order order) {
+    const GemmShape& g = g_;
+    const int64_t l1 = slot_at(slot);
+    auto a_tile = [&](int64_t kk, int64_t i) {
+      const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
+      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(kk, i)),
+                               at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * in_, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
+      pending_.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
+    };
+    auto b_tiles = [&](int64_t kk, int64_t j, int64_t cols) {
+      const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
+      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, j)),
+                               at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * in_, b_base), imm(g.tk0), imm(cols), imm(g.N)};
+      pending_.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
+    };
+    if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
+      for (int64_t j = 0; j < blocks_n_; ++j)
+        for (int64_t i = 0; i < blocks_m_; ++i) {
+          if (j == 0)
+            for (int64_t kk = 0; kk < pieces_; ++kk) a_tile(kk, i);
+          if (i == 0)
+            for (int64_t kk = 0; kk < pieces_; ++kk) b_tiles(kk, j, g.tn0);
+        }
+      return;
+    }
+    for (int64_t kk = 0; kk < pieces_; ++kk) {
+      a_tile(kk, 0);
+      if (order == Order::Fine) {
+        for (int64_t j = 0; j < blocks_n_; ++j) b_tiles(kk, j, g.tn0);
+      } else {
+        b_tiles(kk, 0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
+      }
+      for (int64_t i = 1; i < blocks_m_; ++i) a_tile(kk, i);
+    }
+  }
+
+  void emit_pending(size_t n) {
+    for (; n > 0 && !pending_.empty(); --n) {
+      pending_.front().emit();
+      pending_.pop_front();
+    }
+  }
+
+  // Before mmad (kk, i, j) of `chunk`, the `left`-th last mmad of this compute: the pending DMAs
+  // it needs (a prefix of its chunk's, in load order), then a share of the later chunks' DMAs.
+  void flush(int64_t chunk, int64_t kk, int64_t i, int64_t j, int64_t left) {
+    auto needed = [&](const Dma& d) {
+      if (d.chunk != chunk) return false;
+      if (d.kk != kk) return d.kk < kk;
+      return d.j < 0 ? d.i <= i : (d.j == -2 || d.j <= j);
+    };
+    size_t last = 0;
+    for (size_t n = 0; n < pending_.size(); ++n)
+      if (needed(pending_[n])) last = n + 1;
+    emit_pending(last);
+    size_t later = 0;
+    for (const Dma& d : pending_) later += d.chunk > chunk;
+    emit_pending((later + left - 1) / std::max<int64_t>(left, 1));
+  }
+
+  // One operand tile from the chunk in L1 slot `slot` into the L0A / L0B rings.
+  int64_t load_a(int64_t slot, int64_t kk, int64_t i) {
+    const int64_t l0a = (l0a_step_++ % g_.l0a_slots) * l0a_half_;
+    op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), at(Buffer::L1, slot_at(slot) + a_at(kk, i)), imm(g_.tm0 / cube_.m0),
+                        imm(g_.tk0 / cube_.k0), imm(1), imm(g_.tm0 / cube_.m0), imm(0)});
+    return l0a;
+  }
+  int64_t load_b(int64_t slot, int64_t kk, int64_t j) {
+    const int64_t l0b = (l0b_step_++ % g_.l0b_slots) * l0b_half_;
+    op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0B, l0b), at(Buffer::L1, slot_at(slot) + b_at(kk, j)), imm(g_.tk0 / cube_.k0),
+                        imm(g_.tn0 / cube_.n0), imm(1), imm(g_.tk0 / cube_.k0), imm(1)});
+    return l0b;
+  }
+  int64_t block_at(int64_t i, int64_t j) const { return (j * blocks_m_ + i) * sub_c_; }  // accumulator block in L0C
+  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
+    op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, block_at(i, j)), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0),
+                      imm(g_.tk0), imm(g_.tn0), init});
+  }
+
+  // i32 results: the whole block moved, its integer-valued f32 (|x| <= 2^24) converted in place: exact.
+  void convert_block_to_i32(int64_t c, int64_t ub) {
+    const GemmShape& g = g_;
+    op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / cube_.acc_fractal_elements()), imm(0)});
+    const int64_t lanes = m_.vector_lanes(DType::F32), block = m_.blocks_per_repeat();
+    for (int64_t done = 0; done < g.tm0 * g.tn0;) {
+      const int64_t n = std::min<int64_t>(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
+      op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * acc_), at(Buffer::UB, ub + done * acc_),
+                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(block), imm(block)});
+      done += n;
+    }
+  }
+
+  // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one fractal column
+  // block at a time (MTE3 starts after a quarter of the move; i32 results: the whole block,
+  // converted). `columns`: emits the mmads of column block jj before its move (null: none).
+  void write_back(int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
+    const GemmShape& g = g_;
+    const int64_t c = block_at(i, j), n0 = cube_.n0, em = dtype_bytes(moved_);
+    const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half_ : 0;
+    if (g.int_out) convert_block_to_i32(c, ub);
+    for (int64_t jj = 0; jj < g.tn0 / n0; ++jj) {
+      if (columns) columns(jj);
+      const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * n0) * eo_;
+      int64_t src = ub + jj * g.tm0 * n0 * em;
+      if (!g.int_out)
+        op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(g.tm0 / cube_.m0), imm(0)});
+      if (g.epilogue) {
+        std::map<std::string, Operand> cols;
+        for (const auto& [name, where] : g.broadcast)
+          cols[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * n0) * where.second,
+                          where.second == dtype_bytes(DType::F16) ? kColumn2 : kColumn4);
+        src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, cols);
+      }
+      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0), imm(n0 * eo_), imm(0), imm((g.N - n0) * eo_)});
+    }
+  }
+
+  // The last block column block by column block (mmads one fractal wide, its A operand tiles loaded
+  // once into the L0A ring): its columns complete one after the other, so only the last one's move
+  // and write-back follow the cube.
+  void last_block_by_columns(const std::vector<int64_t>& slots, int64_t i, int64_t j, Operand first) {
+    const GemmShape& g = g_;
+    std::vector<int64_t> a;
+    for (size_t h = 0; h < slots.size(); ++h)
+      for (int64_t kk = 0; kk < pieces_; ++kk) a.push_back(load_a(slots[h], kk, i));
+    const int64_t c = block_at(i, j);
+    write_back(i, j, [&](int64_t jj) {
+      for (size_t h = 0; h < slots.size(); ++h)
+        for (int64_t kk = 0; kk < pieces_; ++kk) {
+          const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half_;
+          op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0B, l0b), at(Buffer::L1, slot_at(slots[h]) + b_at(kk, j) + jj * g.tk0 * cube_.n0 * in_),
+                              imm(g.tk0 / cube_.k0), imm(1), imm(1), imm(g.tk0 / cube_.k0), imm(1)});
+          op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c + jj * column_bytes_), at(Buffer::L0A, a[h * pieces_ + kk]),
+                            at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(cube_.n0), kk == 0 && h == 0 ? first : imm(0)});
+        }
+    });
+  }
+
+  // The chunks in `slots` (ascending K), one accumulator block after the other, each block's
+  // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
+  // computes the next block. The last block column block by column block, except in a tile loop
+  // (there the next tile's start hides the drain).
+  void compute_blocks(const std::vector<int64_t>& slots, Operand first) {
+    const GemmShape& g = g_;
+    const int64_t tiles = static_cast<int64_t>(slots.size()) * pieces_;
+    for (int64_t j = 0; j < blocks_n_; ++j)
+      for (int64_t i = 0; i < blocks_m_; ++i) {
+        // The pending DMAs this block needs (a prefix: loaded in block order), the rest later.
+        size_t last = 0;
+        for (size_t n = 0; n < pending_.size(); ++n)
+          if (pending_[n].j < 0 ? pending_[n].i <= i || j > 0 : pending_[n].j == -2 || pending_[n].j <= j) last = n + 1;
+        emit_pending(last);
+        if (j == blocks_n_ - 1 && i == blocks_m_ - 1 && !tile_loop_ && g.tn0 > cube_.n0 && !g.int_out && tiles <= g.l0a_slots) {
+          last_block_by_columns(slots, i, j, first);
+          continue;
+        }
+        for (size_t h = 0; h < slots.size(); ++h)
+          for (int64_t kk = 0; kk < pieces_; ++kk) {
+            const int64_t l0a = load_a(slots[h], kk, i);
+            mmad(i, j, l0a, load_b(slots[h], kk, j), kk == 0 && h == 0 ? first : imm(0));
+          }
+        write_back(i, j);
+      }
+  }
+
+  // One chunk, piece by piece (the order of its loads): A's operand tile reused across the columns.
+  void compute(int64_t chunk, int64_t slot, Operand first) {
+    int64_t left = pieces_ * blocks_m_ * blocks_n_;
+    for (int64_t kk = 0; kk < pieces_; ++kk)
+      for (int64_t i = 0; i < blocks_m_; ++i) {
+        flush(chunk, kk, i, 0, left);
+        const int64_t l0a = load_a(slot, kk, i);
+        for (int64_t j = 0; j < blocks_n_; ++j) {
+          flush(chunk, kk, i, j, left--);
+          mmad(i, j, l0a, load_b(slot, kk, j), kk == 0 ? first : imm(0));
+        }
+      }
+  }
+
+  // The chunk's GM bases: kGmA / kGmB advanced by `chunks_per_step` chunks per kChunk.
+  void chunk_bases(int64_t chunks_per_step) {
+    op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(chunks_per_step * g_.tk * in_)});
+    op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+    op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.N * in_)});
+    op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+  }
+
+  // One L1 slot: the chunks one after the other, the write-back after the last.
+  void single_buffered() {
+    if (chunks_ <= 1) {
+      load(0, kGmA, kGmB, 0, 0, Order::Blocks);
+      compute_blocks({0}, imm(1));
+      return;
+    }
+    op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks_), imm(1)});
+    op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+    chunk_bases(1);
+    load(0, kGmAChunk, kGmBChunk, 0, 0, Order::Pieces);
+    compute(0, 0, reg(kInit));
+    op(Opcode::EndLoop, {});
+    for (int64_t j = 0; j < blocks_n_; ++j)
+      for (int64_t i = 0; i < blocks_m_; ++i) write_back(i, j);
+  }
+
+  // Software pipeline over the chunks c (L1 slot c % S, S = l1_slots): the loads run S - 1 chunks
+  // ahead (load c + S - 1 is queued before computing c: its slot is the one chunk c - 1 freed). The
+  // first `peeled` chunks are straight-line code (their loads are waited for right before their
+  // own MTE1 loads, not all at a loop's entry), the middle chunks run in a loop unrolled S times
+  // (every L1 address a constant), the last tail_chunks chunks are computed block by block.
+  void pipelined() {
+    const GemmShape& g = g_;
+    const int64_t S = g.l1_slots, ahead = S - 1, body_end = chunks_ - g.tail_chunks;  // chunks [0, body_end) chunk-wise
+    int64_t loaded = 0;
+    auto load_static = [&](int64_t upto) {  // queues the loads of chunks < upto not queued yet
+      for (; loaded < std::min(upto, chunks_); ++loaded)
+        load(loaded % S, kGmA, kGmB, loaded, loaded,
+             loaded >= body_end ? Order::Blocks : loaded == 0 && !tile_loop_ ? Order::Fine : Order::Pieces);
+    };
+    load_static(ahead);
+    const int64_t peeled = std::min(g.peeled, body_end);
+    for (int64_t c = 0; c < peeled; ++c) {
+      load_static(c + ahead + 1);
+      compute(c, c % S, imm(c == 0 ? 1 : 0));
+    }
+    // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
+    const int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
+    if (iterations > 0) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
+      chunk_bases(S);
+      for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
+        load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead, Order::Pieces);
+        compute(peeled + p, (peeled + p) % S, imm(0));
+      }
+      op(Opcode::EndLoop, {});
+      loaded = peeled + S * iterations + ahead;
+    }
+    for (int64_t c = peeled + S * iterations; c < body_end; ++c) {
+      load_static(c + ahead + 1);
+      compute(c, c % S, imm(0));
+    }
+    load_static(chunks_);
+    std::vector<int64_t> tail;
+    for (int64_t c = std::max<int64_t>(0, body_end); c < chunks_; ++c) tail.push_back(c % S);
+    compute_blocks(tail, imm(body_end <= 0 ? 1 : 0));
+  }
+
+  npu::Program& p_;
+  const Machine& m_;
+  const GemmShape& g_;
+  const isa::CubeShape& cube_;
+  const int64_t in_, acc_;  // operand and accumulator element bytes
+  int64_t eo_ = 0, tiles_m_ = 0, tiles_n_ = 0, tiles_ = 0, chunks_ = 0;
+  int64_t l1_a_ = 0, l1_half_ = 0, l0a_half_ = 0, l0b_half_ = 0, sub_c_ = 0, ub_half_ = 0, epilogue_base_ = 0;
+  bool tile_loop_ = false;
+  int64_t pieces_ = 0, a_tile_bytes_ = 0, b_tile_bytes_ = 0, column_bytes_ = 0, blocks_m_ = 0, blocks_n_ = 0;
+  DType moved_ = DType::F32;
+  std::deque<Dma> pending_;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+};
+
 
 // The GEMM tile policy's request from the kernel's boxes: the accumulator's m x n, A's stage k (or
 // its operand box's), A's operand m x k and B's operand n.
@@ -559,7 +611,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     const int64_t tiles = g.batch * (g.M / g.tm) * (g.N / g.tn);
     g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));
     p.cores = g.cores;
-    build.gemm(g);
+    GemmLoop(p, m, g).run();
   } else {
     // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
     const int64_t nb = g.batch;
@@ -581,7 +633,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
       build.padded_copy(a_user + b * M * K * 2, g.a_off + b * g.M * g.K * 2, M, K * 2, K * 2, g.K * 2);
       build.padded_copy(b_user + b * K * N * 2, g.b_off + b * g.K * g.N * 2, K, N * 2, N * 2, g.N * 2);
     }
-    build.gemm(g);
+    GemmLoop(p, m, g).run();
     if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo);
     for (int64_t b = 0; b < nb && nb == 1; ++b)
       build.padded_copy(g.c_off + b * g.M * g.N * eo, c_user + b * M * N * eo, M, N * eo, g.N * eo, N * eo);
