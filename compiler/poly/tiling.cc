@@ -149,54 +149,79 @@ std::string tile_box(const TiledGroup& tg, TileLevel level) {
   return s.empty() ? "true" : s;
 }
 
-}  // namespace
 
-bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<Group>& groups,
-                  const std::vector<MatmulMatch>& matches, const tile::TileSpec& spec, const Sizes& sizes,
-                  TiledProgram& out) {
-  const ir::Function& f = *scop.function;
-  isl::ctx ctx = scop.context.ctx();
-  const std::string P = param_prefix(f);
-  out.sizes = sizes;
-  std::string fix = P + "{ : ";
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    auto it = sizes.find(f.params[i]);
-    TESSEL_CHECK(it != sizes.end(), "tile: size " + f.params[i] + " unbound (the pipeline checks --shape)");
-    fix += (i ? " and " : "") + f.params[i] + " = " + std::to_string(it->second);
+
+// Builds the tiled schedules of tile_program, one step per method: the parameters fixed to the
+// sizes, the time layout, per group its tiles, its statements' rows (points, fragments, origin
+// maps) and its markers, the fragments restricted to the operand tiles, one projected AST
+// schedule per group, and the dependence check.
+class Tiler {
+ public:
+  Tiler(const Scop& scop, const Dependences& deps, TiledProgram& out)
+      : scop_(scop), deps_(deps), f_(*scop.function), ctx_(scop.context.ctx()), P_(param_prefix(f_)), out_(out) {}
+
+  bool run(const std::vector<Group>& groups, const std::vector<MatmulMatch>& matches, const tile::TileSpec& spec,
+           const Sizes& sizes) {
+    fix_parameters(sizes);
+    lay_out(groups);
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      L_.used = &used_by_group_[gi];
+      TiledGroup tg = group_tiles(groups[gi], matches[gi], spec, sizes);
+      int phase = 1;
+      for (int mi : tg.group.members) schedule_statement(tg, mi, phase++);
+      tg.exit_phase = phase;
+      schedule_markers(tg);
+      out_.groups.push_back(tg);
+    }
+    out_.statement_schedule = out_.statement_schedule.intersect_domain(out_.fixed_domain);
+    restrict_fragments();
+    split_group_schedules(groups.size());
+    return dependences_respected();
   }
-  fix += f.params.empty() ? "true }" : " }";
-  out.fixed_context = isl::set(ctx, fix).intersect(scop.context);
-  out.fixed_domain = scop.domain.intersect_params(out.fixed_context);
 
-  Layout L{0, 0, 0};
-  for (const auto& g : groups) {
-    L.pmax = std::max<int>(L.pmax, g.tile_axes.size());
-    L.qmax = std::max<int>(L.qmax, g.reduction_axes.size());
+ private:
+  void add_map(isl::union_map& um, const std::string& text) {
+    isl::map m = parse_map(ctx_, P_ + text);
+    um = um.unite(isl::union_map(m.intersect_params(out_.fixed_context)));
   }
-  for (const auto& st : scop.statements) L.width = std::max<int>(L.width, st.indices.size());
-  std::vector<std::vector<bool>> used_by_group(groups.size(), std::vector<bool>(L.total(), false));
-  out.pmax = L.pmax;
-  out.qmax = L.qmax;
-  out.width = L.width;
-  out.groups.clear();
-  out.origin_maps.clear();
-  out.statement_schedule = isl::union_map::empty(ctx);
-  out.codegen_schedule = isl::union_map::empty(ctx);
 
-  auto add_map = [&](isl::union_map& um, const std::string& text) {
-    isl::map m = parse_map(ctx, P + text);
-    um = um.unite(isl::union_map(m.intersect_params(out.fixed_context)));
-  };
+  void fix_parameters(const Sizes& sizes) {
+    out_.sizes = sizes;
+    std::string fix = P_ + "{ : ";
+    for (size_t i = 0; i < f_.params.size(); ++i) {
+      auto it = sizes.find(f_.params[i]);
+      TESSEL_CHECK(it != sizes.end(), "tile: size " + f_.params[i] + " unbound (the pipeline checks --shape)");
+      fix += (i ? " and " : "") + f_.params[i] + " = " + std::to_string(it->second);
+    }
+    fix += f_.params.empty() ? "true }" : " }";
+    out_.fixed_context = isl::set(ctx_, fix).intersect(scop_.context);
+    out_.fixed_domain = scop_.domain.intersect_params(out_.fixed_context);
+  }
 
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    L.used = &used_by_group[gi];
+  void lay_out(const std::vector<Group>& groups) {
+    for (const auto& g : groups) {
+      L_.pmax = std::max<int>(L_.pmax, g.tile_axes.size());
+      L_.qmax = std::max<int>(L_.qmax, g.reduction_axes.size());
+    }
+    for (const auto& st : scop_.statements) L_.width = std::max<int>(L_.width, st.indices.size());
+    used_by_group_.assign(groups.size(), std::vector<bool>(L_.total(), false));
+    out_.pmax = L_.pmax;
+    out_.qmax = L_.qmax;
+    out_.width = L_.width;
+    out_.groups.clear();
+    out_.origin_maps.clear();
+    out_.statement_schedule = isl::union_map::empty(ctx_);
+    out_.codegen_schedule = isl::union_map::empty(ctx_);
+  }
+
+  // Axis ranges and tile sizes (axes without an entry: one tile); a fragment reads a 2-D view only
+  // when every other axis is fixed inside a tile.
+  TiledGroup group_tiles(const Group& g, const MatmulMatch& match, const tile::TileSpec& spec, const Sizes& sizes) const {
     TiledGroup tg;
-    tg.group = groups[gi];
-    tg.match = matches[gi];
-    const Group& g = tg.group;
-    // axis ranges and tile sizes (axes without an entry: one tile)
+    tg.group = g;
+    tg.match = match;
     for (int mi : g.members) {
-      const ir::Statement& s = f.statements[scop.statements[mi].statement];
+      const ir::Statement& s = f_.statements[scop_.statements[mi].statement];
       for (const auto& v : s.domain) {
         if (tg.lo.count(v.name)) continue;
         tg.lo[v.name] = v.lo.evaluate({}, sizes);
@@ -209,7 +234,6 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
       tg.outer[axis] = t ? t->outer : whole;
       tg.inner[axis] = t ? t->inner : tg.outer[axis];
     }
-    // a fragment reads a 2-D view only when every other axis is fixed inside a tile
     if (tg.match.matched)
       for (const auto& x : tg.match.other_axes)
         if (tg.outer.count(x) && tg.outer.at(x) != 1 && tg.hi.at(x) - tg.lo.at(x) > 1) {
@@ -217,184 +241,221 @@ bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<G
           tg.match.why_not = "axis " + x + " besides m, n, k is not tiled by 1 (tile it x=1 for a matmul view)";
           break;
         }
-    int phase = 1;
-    for (int mi : g.members) {
-      const ScopStatement& st = scop.statements[mi];
-      out.statement_group[st.name] = g.id;
-      Row row(L, g.id);
-      for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, outer_expr(tg, g.tile_axes[i]));
-      row.phase(phase);
-      std::string dom = st.name + "[" + join(st.indices) + "]";
-      if (mi == g.anchor) {
-        tg.anchor_phase = phase;
-        row.slot1(1);
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, outer_expr(tg, g.reduction_axes[i]));
-        for (size_t i = 0; i < g.tile_axes.size(); ++i)
-          row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : inner_expr(tg, g.tile_axes[i]));
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i)
-          row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : inner_expr(tg, g.reduction_axes[i]));
-        row.slot2(1);
-      }
-      Row points = row;
-      for (size_t i = 0; i < st.indices.size(); ++i) {
-        const std::string& x = st.indices[i];
-        const bool tiled_here = std::count(g.tile_axes.begin(), g.tile_axes.end(), x) ||
-                                (mi == g.anchor && std::count(g.reduction_axes.begin(), g.reduction_axes.end(), x));
-        // a point tile (size 1) already fixes the index in its outer tile dimension
-        points.point(i, tiled_here && tg.outer.at(x) == 1 ? "0" : x);
-      }
-      add_map(out.statement_schedule, "{ " + dom + " -> " + points.text() + " }");
-      out.statement_schedule = out.statement_schedule.intersect_domain(out.fixed_domain);
-      if (mi == g.anchor && tg.match.matched) {
-        // the fragment replaces the points
-        std::vector<std::string> args = tg.origins(TileLevel::I);
-        const size_t np = g.tile_axes.size(), nr = g.reduction_axes.size();
-        Row fr(L, g.id);
-        fr.phase(phase);
-        fr.slot1(1);
-        fr.slot2(1);
-        for (size_t i = 0; i < np; ++i) fr.outer_p(i, args[i]);
-        for (size_t i = 0; i < nr; ++i) fr.outer_r(i, args[np + i]);
-        for (size_t i = 0; i < np; ++i) fr.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : args[np + nr + i]);
-        for (size_t i = 0; i < nr; ++i)
-          fr.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : args[2 * np + nr + i]);
-        add_map(out.codegen_schedule, "{ Frag_g" + std::to_string(g.id) + "[" + join(args) + "] -> " + fr.text() + " }");
-      } else {
-        add_map(out.codegen_schedule, "{ " + dom + " -> " + points.text() + " }");
-        out.codegen_schedule = out.codegen_schedule.intersect_domain(
-            out.fixed_domain.unite(isl::union_set(out.codegen_schedule.domain()).subtract(
-                isl::union_set(out.fixed_domain.universe()))));
-      }
-      // statement -> marker instances
-      auto origin_map = [&](TileLevel level) {
-        std::vector<std::string> e;
-        for (const auto& a : g.tile_axes) e.push_back(outer_expr(tg, a));
-        if (level != TileLevel::P)
-          for (const auto& a : g.reduction_axes) e.push_back(outer_expr(tg, a));
-        if (level == TileLevel::I) {
-          for (const auto& a : g.tile_axes) e.push_back(inner_expr(tg, a));
-          for (const auto& a : g.reduction_axes) e.push_back(inner_expr(tg, a));
+    return tg;
+  }
+
+  // One member statement of the group in its phase: its points (or, for a matched anchor, the
+  // fragment that replaces them) and its statement -> marker instance maps.
+  void schedule_statement(TiledGroup& tg, int mi, int phase) {
+    const Group& g = tg.group;
+    const ScopStatement& st = scop_.statements[mi];
+    out_.statement_group[st.name] = g.id;
+    Row row(L_, g.id);
+    for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, outer_expr(tg, g.tile_axes[i]));
+    row.phase(phase);
+    const std::string dom = st.name + "[" + join(st.indices) + "]";
+    if (mi == g.anchor) {
+      tg.anchor_phase = phase;
+      row.slot1(1);
+      for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, outer_expr(tg, g.reduction_axes[i]));
+      for (size_t i = 0; i < g.tile_axes.size(); ++i)
+        row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : inner_expr(tg, g.tile_axes[i]));
+      for (size_t i = 0; i < g.reduction_axes.size(); ++i)
+        row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : inner_expr(tg, g.reduction_axes[i]));
+      row.slot2(1);
+    }
+    Row points = row;
+    for (size_t i = 0; i < st.indices.size(); ++i) {
+      const std::string& x = st.indices[i];
+      const bool tiled_here = std::count(g.tile_axes.begin(), g.tile_axes.end(), x) ||
+                              (mi == g.anchor && std::count(g.reduction_axes.begin(), g.reduction_axes.end(), x));
+      // a point tile (size 1) already fixes the index in its outer tile dimension
+      points.point(i, tiled_here && tg.outer.at(x) == 1 ? "0" : x);
+    }
+    add_map(out_.statement_schedule, "{ " + dom + " -> " + points.text() + " }");
+    out_.statement_schedule = out_.statement_schedule.intersect_domain(out_.fixed_domain);
+    if (mi == g.anchor && tg.match.matched) {
+      schedule_fragment(tg, phase);
+    } else {
+      add_map(out_.codegen_schedule, "{ " + dom + " -> " + points.text() + " }");
+      out_.codegen_schedule = out_.codegen_schedule.intersect_domain(
+          out_.fixed_domain.unite(isl::union_set(out_.codegen_schedule.domain()).subtract(isl::union_set(out_.fixed_domain.universe()))));
+    }
+    add_origin_map(tg, st, dom, TileLevel::P);
+    if (mi == g.anchor) {
+      add_origin_map(tg, st, dom, TileLevel::R);
+      add_origin_map(tg, st, dom, TileLevel::I);
+    }
+  }
+
+  // The matched anchor's fragment: one instance per operand tile, in the anchor's phase.
+  void schedule_fragment(const TiledGroup& tg, int phase) {
+    const Group& g = tg.group;
+    std::vector<std::string> args = tg.origins(TileLevel::I);
+    const size_t np = g.tile_axes.size(), nr = g.reduction_axes.size();
+    Row fr(L_, g.id);
+    fr.phase(phase);
+    fr.slot1(1);
+    fr.slot2(1);
+    for (size_t i = 0; i < np; ++i) fr.outer_p(i, args[i]);
+    for (size_t i = 0; i < nr; ++i) fr.outer_r(i, args[np + i]);
+    for (size_t i = 0; i < np; ++i) fr.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : args[np + nr + i]);
+    for (size_t i = 0; i < nr; ++i) fr.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : args[2 * np + nr + i]);
+    add_map(out_.codegen_schedule, "{ Frag_g" + std::to_string(g.id) + "[" + join(args) + "] -> " + fr.text() + " }");
+  }
+
+  // statement -> marker instances of `level`
+  void add_origin_map(const TiledGroup& tg, const ScopStatement& st, const std::string& dom, TileLevel level) {
+    const Group& g = tg.group;
+    std::vector<std::string> e;
+    for (const auto& a : g.tile_axes) e.push_back(outer_expr(tg, a));
+    if (level != TileLevel::P)
+      for (const auto& a : g.reduction_axes) e.push_back(outer_expr(tg, a));
+    if (level == TileLevel::I) {
+      for (const auto& a : g.tile_axes) e.push_back(inner_expr(tg, a));
+      for (const auto& a : g.reduction_axes) e.push_back(inner_expr(tg, a));
+    }
+    isl::map m = parse_map(ctx_, P_ + "{ " + dom + " -> " + tg.marker(level) + "[" + join(e) + "] }");
+    m = m.intersect_domain(st.domain).intersect_params(out_.fixed_context);
+    auto& um = out_.origin_maps[tg.marker(level)];
+    um = um.is_null() ? isl::union_map(m) : um.unite(isl::union_map(m));
+  }
+
+  // Markers: their domains are the images of the statements that run in the tile.
+  void schedule_markers(const TiledGroup& tg) {
+    marker_schedule(tg, TileLevel::P, 0, false);
+    marker_schedule(tg, TileLevel::P, tg.exit_phase, true);
+    if (tg.group.anchor >= 0) {
+      marker_schedule(tg, TileLevel::R, tg.anchor_phase, false);
+      if (tg.match.matched) marker_schedule(tg, TileLevel::I, tg.anchor_phase, false);
+    }
+  }
+
+  void marker_schedule(const TiledGroup& tg, TileLevel level, int phase_value, bool exit) {
+    const Group& g = tg.group;
+    std::vector<std::string> o = tg.origins(level);
+    Row row(L_, g.id);
+    for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, o[i]);
+    row.phase(phase_value);
+    if (level != TileLevel::P) {
+      for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, o[g.tile_axes.size() + i]);
+      row.slot1(level == TileLevel::R ? 0 : 1);
+    }
+    if (level == TileLevel::I) {
+      size_t b = g.tile_axes.size() + g.reduction_axes.size();
+      for (size_t i = 0; i < g.tile_axes.size(); ++i) row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : o[b + i]);
+      for (size_t i = 0; i < g.reduction_axes.size(); ++i)
+        row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : o[b + g.tile_axes.size() + i]);
+      row.slot2(0);
+    }
+    std::string name = tg.marker(level);
+    if (exit) name = "ExitP_g" + std::to_string(g.id);
+    isl::map m = parse_map(ctx_, P_ + "{ " + name + "[" + join(o) + "] -> " + row.text() + " : " + tile_box(tg, level) + " }");
+    out_.codegen_schedule = out_.codegen_schedule.unite(isl::union_map(m.intersect_params(out_.fixed_context)));
+  }
+
+  // Fragments: their domain is the operand tiles of the anchor.
+  void restrict_fragments() {
+    for (const auto& tg : out_.groups) {
+      if (!tg.match.matched) continue;
+      std::string frag = "Frag_g" + std::to_string(tg.group.id);
+      isl::union_set tiles(parse_map(ctx_, P_ + "{ " + tg.marker(TileLevel::I) + "[" + join(tg.origins(TileLevel::I)) + "] -> [] : " +
+                                               tile_box(tg, TileLevel::I) + " }")
+                               .intersect_params(out_.fixed_context)
+                               .domain());
+      isl::union_map m = isl::union_map::empty(ctx_);
+      out_.codegen_schedule.foreach_map([&](isl::map mm) {
+        if (mm.domain_tuple_id().name() == frag) {
+          std::string o = join(tg.origins(TileLevel::I));
+          isl::union_set t = tiles.apply(
+              isl::union_map(parse_map(ctx_, P_ + "{ " + tg.marker(TileLevel::I) + "[" + o + "] -> " + frag + "[" + o + "] }")));
+          m = m.unite(isl::union_map(mm).intersect_domain(t));
+        } else {
+          m = m.unite(isl::union_map(mm));
         }
-        isl::map m = parse_map(ctx, P + "{ " + dom + " -> " + tg.marker(level) + "[" + join(e) + "] }");
-        m = m.intersect_domain(st.domain).intersect_params(out.fixed_context);
-        auto& um = out.origin_maps[tg.marker(level)];
-        um = um.is_null() ? isl::union_map(m) : um.unite(isl::union_map(m));
-      };
-      origin_map(TileLevel::P);
-      if (mi == g.anchor) {
-        origin_map(TileLevel::R);
-        origin_map(TileLevel::I);
-      }
-      ++phase;
+      });
+      out_.codegen_schedule = m;
     }
-    tg.exit_phase = phase;
-    // markers: their domains are the images of the statements that run in the tile
-    auto marker_schedule = [&](TileLevel level, int phase_value, bool exit) {
-      std::vector<std::string> o = tg.origins(level);
-      Row row(L, g.id);
-      for (size_t i = 0; i < g.tile_axes.size(); ++i) row.outer_p(i, o[i]);
-      row.phase(phase_value);
-      if (level != TileLevel::P) {
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i) row.outer_r(i, o[g.tile_axes.size() + i]);
-        row.slot1(level == TileLevel::R ? 0 : 1);
-      }
-      if (level == TileLevel::I) {
-        size_t b = g.tile_axes.size() + g.reduction_axes.size();
-        for (size_t i = 0; i < g.tile_axes.size(); ++i)
-          row.inner_p(i, inner_redundant(tg, g.tile_axes[i]) ? "0" : o[b + i]);
-        for (size_t i = 0; i < g.reduction_axes.size(); ++i)
-          row.inner_r(i, inner_redundant(tg, g.reduction_axes[i]) ? "0" : o[b + g.tile_axes.size() + i]);
-        row.slot2(0);
-      }
-      std::string name = tg.marker(level);
-      if (exit) name = "ExitP_g" + std::to_string(g.id);
-      isl::map m = parse_map(ctx, P + "{ " + name + "[" + join(o) + "] -> " + row.text() + " : " +
-                                      tile_box(tg, level) + " }");
-      out.codegen_schedule = out.codegen_schedule.unite(isl::union_map(m.intersect_params(out.fixed_context)));
-    };
-    marker_schedule(TileLevel::P, 0, false);
-    marker_schedule(TileLevel::P, tg.exit_phase, true);
-    if (g.anchor >= 0) {
-      marker_schedule(TileLevel::R, tg.anchor_phase, false);
-      if (tg.match.matched) marker_schedule(TileLevel::I, tg.anchor_phase, false);
-    }
-    out.groups.push_back(tg);
   }
-  out.statement_schedule = out.statement_schedule.intersect_domain(out.fixed_domain);
-  // fragments: their domain is the operand tiles of the anchor
-  for (const auto& tg : out.groups) {
-    if (!tg.match.matched) continue;
-    std::string frag = "Frag_g" + std::to_string(tg.group.id);
-    isl::union_set tiles(parse_map(ctx, P + "{ " + tg.marker(TileLevel::I) + "[" + join(tg.origins(TileLevel::I)) + "] -> [] : " +
-                                   tile_box(tg, TileLevel::I) + " }").intersect_params(out.fixed_context).domain());
-    isl::union_map m = isl::union_map::empty(ctx);
-    out.codegen_schedule.foreach_map([&](isl::map mm) {
-      if (mm.domain_tuple_id().name() == frag) {
-        std::string o = join(tg.origins(TileLevel::I));
-        isl::union_set t = tiles.apply(isl::union_map(
-            parse_map(ctx, P + "{ " + tg.marker(TileLevel::I) + "[" + o + "] -> " + frag + "[" + o + "] }")));
-        m = m.unite(isl::union_map(mm).intersect_domain(t));
-      } else {
-        m = m.unite(isl::union_map(mm));
-      }
-    });
-    out.codegen_schedule = m;
-  }
-  // Each group gets its own AST (dimension 0 separates them anyway), over only the time
-  // dimensions some of its rows use: fewer statements and dimensions make AST generation faster.
-  std::vector<bool> used_any(L.total(), false);
-  std::vector<std::string> all_dims;
-  for (int i = 0; i < L.total(); ++i) all_dims.push_back("t" + std::to_string(i));
-  auto projection = [&](const std::vector<bool>& used, std::vector<int>& kept_dims) {
-    std::vector<std::string> kept;
+
+  // The time dimensions `used` keeps (kept_dims: their positions).
+  isl::union_map projection(const std::vector<bool>& used, std::vector<int>& kept_dims) const {
+    std::vector<std::string> all_dims, kept;
     kept_dims.clear();
-    for (int i = 0; i < L.total(); ++i)
+    for (int i = 0; i < L_.total(); ++i) {
+      all_dims.push_back("t" + std::to_string(i));
       if (used[i]) {
         kept_dims.push_back(i);
         kept.push_back("t" + std::to_string(i));
       }
-    return isl::union_map(parse_map(ctx, "{ [" + join(all_dims) + "] -> [" + join(kept) + "] }"));
-  };
-  out.group_schedules.assign(groups.size(), isl::union_map::empty(ctx));
-  out.group_kept_dims.assign(groups.size(), {});
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    for (int i = 0; i < L.total(); ++i) used_any[i] = used_any[i] || used_by_group[gi][i];
-    used_by_group[gi][0] = false;  // the group number is constant inside its own AST
-    isl::union_map project = projection(used_by_group[gi], out.group_kept_dims[gi]);
-    isl::union_map mine = isl::union_map::empty(ctx);
-    const std::string suffix = "_g" + std::to_string(gi);
-    out.codegen_schedule.foreach_map([&](isl::map m) {
-      std::string n = m.domain_tuple_id().name();
-      auto it = out.statement_group.find(n);
-      bool in_group = it != out.statement_group.end()
-                          ? it->second == int(gi)
-                          : n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
-      if (in_group) mine = mine.unite(isl::union_map(m));
-    });
-    out.group_schedules[gi] = mine.apply_range(project);
+    }
+    return isl::union_map(parse_map(ctx_, "{ [" + join(all_dims) + "] -> [" + join(kept) + "] }"));
   }
-  used_any[0] = true;
-  std::vector<int> kept_any;
-  out.statement_schedule = out.statement_schedule.apply_range(projection(used_any, kept_any));
+
+  // Each group gets its own AST (dimension 0 separates them anyway), over only the time
+  // dimensions some of its rows use: fewer statements and dimensions make AST generation faster.
+  void split_group_schedules(size_t groups) {
+    std::vector<bool> used_any(L_.total(), false);
+    out_.group_schedules.assign(groups, isl::union_map::empty(ctx_));
+    out_.group_kept_dims.assign(groups, {});
+    for (size_t gi = 0; gi < groups; ++gi) {
+      for (int i = 0; i < L_.total(); ++i) used_any[i] = used_any[i] || used_by_group_[gi][i];
+      used_by_group_[gi][0] = false;  // the group number is constant inside its own AST
+      isl::union_map project = projection(used_by_group_[gi], out_.group_kept_dims[gi]);
+      isl::union_map mine = isl::union_map::empty(ctx_);
+      const std::string suffix = "_g" + std::to_string(gi);
+      out_.codegen_schedule.foreach_map([&](isl::map m) {
+        std::string n = m.domain_tuple_id().name();
+        auto it = out_.statement_group.find(n);
+        bool in_group = it != out_.statement_group.end()
+                            ? it->second == int(gi)
+                            : n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+        if (in_group) mine = mine.unite(isl::union_map(m));
+      });
+      out_.group_schedules[gi] = mine.apply_range(project);
+    }
+    used_any[0] = true;
+    std::vector<int> kept_any;
+    out_.statement_schedule = out_.statement_schedule.apply_range(projection(used_any, kept_any));
+  }
 
   // Dependences between groups always point forward (groups follow program order, dimension 0),
   // so only dependences inside a group need checking.
-  std::map<std::string, isl::map> sched_of;
-  out.statement_schedule.foreach_map([&](isl::map m) { sched_of[m.domain_tuple_id().name()] = m; });
-  bool ok = true;
-  deps.all().foreach_map([&](isl::map d) {
-    if (!ok) return;
-    std::string src = d.domain_tuple_id().name(), dst = d.range_tuple_id().name();
-    if (out.statement_group.at(src) != out.statement_group.at(dst)) return;
-    // A reduction's dependences on itself only order its (associative, commutative) updates:
-    // tiling the reduction axes may reorder them, as in Tensor Comprehensions and AKG.
-    if (src == dst && f.statements[scop.find(src).statement].reduction != ir::Reduction::None) return;
-    // A reduction's init covers the same tile points in an earlier phase of the same stage tile.
-    if (src == dst + "_init") return;
-    isl::map in_time = d.intersect_params(out.fixed_context).apply_domain(sched_of.at(src)).apply_range(sched_of.at(dst));
-    if (!in_time.is_subset(lex_lt_map(in_time.domain().space()))) ok = false;
-  });
-  return ok;
+  bool dependences_respected() const {
+    std::map<std::string, isl::map> sched_of;
+    out_.statement_schedule.foreach_map([&](isl::map m) { sched_of[m.domain_tuple_id().name()] = m; });
+    bool ok = true;
+    deps_.all().foreach_map([&](isl::map d) {
+      if (!ok) return;
+      std::string src = d.domain_tuple_id().name(), dst = d.range_tuple_id().name();
+      if (out_.statement_group.at(src) != out_.statement_group.at(dst)) return;
+      // A reduction's dependences on itself only order its (associative, commutative) updates:
+      // tiling the reduction axes may reorder them, as in Tensor Comprehensions and AKG.
+      if (src == dst && f_.statements[scop_.find(src).statement].reduction != ir::Reduction::None) return;
+      // A reduction's init covers the same tile points in an earlier phase of the same stage tile.
+      if (src == dst + "_init") return;
+      isl::map in_time = d.intersect_params(out_.fixed_context).apply_domain(sched_of.at(src)).apply_range(sched_of.at(dst));
+      if (!in_time.is_subset(lex_lt_map(in_time.domain().space()))) ok = false;
+    });
+    return ok;
+  }
+
+  const Scop& scop_;
+  const Dependences& deps_;
+  const ir::Function& f_;
+  isl::ctx ctx_;
+  const std::string P_;
+  TiledProgram& out_;
+  Layout L_{0, 0, 0};
+  std::vector<std::vector<bool>> used_by_group_;
+};
+
+}  // namespace
+
+bool tile_program(const Scop& scop, const Dependences& deps, const std::vector<Group>& groups,
+                  const std::vector<MatmulMatch>& matches, const tile::TileSpec& spec, const Sizes& sizes,
+                  TiledProgram& out) {
+  return Tiler(scop, deps, out).run(groups, matches, spec, sizes);
 }
 
 }  // namespace tessel::poly
