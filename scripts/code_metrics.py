@@ -11,7 +11,8 @@
 Counting rule (stated so the before/after figures can be reproduced): a token is a decimal or hex
 integer literal whose value is a power of two between 16 and 2^30, or one of 99/163/227/228 followed
 by `* 1024`; `1 << n` and sizeof-like uses are not counted. Lines marked `// not hardware:` are
-skipped (loop-unrolling factors, bit widths of the host's integers).
+skipped, as are lines after a `// not hardware:` comment line (loop-unrolling factors, bit widths of
+the host's integers, exactness bounds of arithmetic). `--under DIR` restricts the count to folders.
 """
 import argparse, os, re, sys
 
@@ -71,16 +72,18 @@ def is_hw(tok):
     return v >= 16 and v <= (1 << 30) and (v & (v - 1)) == 0
 
 
-def literals(top, in_strings):
+def literals(top, in_strings, under=()):
     hits = []
     for path in sources(top):
         rel = os.path.relpath(path, top)
-        if rel.startswith("isa/"):
+        if rel.startswith("isa/") or (under and not any(rel.startswith(u.rstrip("/") + "/") for u in under)):
             continue
         raw = open(path, encoding="utf-8", errors="replace").read()
         code = strip(raw, keep_strings=in_strings)
-        for ln, (line, rawline) in enumerate(zip(code.split("\n"), raw.split("\n")), 1):
-            if "not hardware:" in rawline or "<<" in line:
+        rawlines = raw.split("\n")
+        for ln, (line, rawline) in enumerate(zip(code.split("\n"), rawlines), 1):
+            previous = rawlines[ln - 2] if ln > 1 else ""
+            if "not hardware:" in rawline or previous.strip().startswith("// not hardware:") or "<<" in line:
                 continue
             if in_strings:
                 # only what sits inside quotes
@@ -134,14 +137,15 @@ def main():
     ap.add_argument("what", choices=["longest", "literals"])
     ap.add_argument("-n", type=int, default=10)
     ap.add_argument("--list", action="store_true", help="print every literal with its place")
+    ap.add_argument("--under", action="append", default=[], help="only files below this folder (repeatable)")
     ap.add_argument("--top", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     a = ap.parse_args()
     if a.what == "longest":
         for n, f, l, name in functions(a.top)[:a.n]:
             print(f"{n:5d}  {f}:{l}  {name}")
     else:
-        code = literals(a.top, False)
-        strs = literals(a.top, True)
+        code = literals(a.top, False, a.under)
+        strs = literals(a.top, True, a.under)
         if a.list:
             for f, l, t in code:
                 print(f"{f}:{l}: {t}")

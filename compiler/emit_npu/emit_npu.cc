@@ -105,25 +105,30 @@ class Builder {
     if (rest) copy(npu::kNoRegister, src + full * chunk_rows * src_stride, dst + full * chunk_rows * dst_stride, rest);
   }
 
-  // i8 [rows, cols] (row-major, GM offset 32-byte aligned) -> f16 [rows, dst_cols] zero-padded
-  // (dst_cols a multiple of 16), through UB: rows in chunks of a multiple of 32 (so that every
-  // chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
+  // i8 [rows, cols] (row-major, GM offset aligned) -> f16 [rows, dst_cols] zero-padded (dst_cols a
+  // multiple of the fractal), through UB: rows in chunks of a whole GM alignment unit of i8 rows (so
+  // that every chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
   void widen_i8(int64_t src, int64_t dst, int64_t rows, int64_t cols, int64_t dst_cols) {
-    const int64_t lanes = m_.vector_bytes_per_repeat / 2;
-    int64_t chunk_rows = std::max<int64_t>(32, (m_.capacity(Buffer::UB) / 4) / dst_cols / 32 * 32);
-    chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m_.vector_max_repeat * lanes / dst_cols / 32 * 32));
+    const int64_t lanes = m_.vector_lanes(DType::F16), unit = m_.alignment(Buffer::GM) / dtype_bytes(DType::I8);
+    int64_t chunk_rows = std::max<int64_t>(unit, (m_.capacity(Buffer::UB) / 4) / dst_cols / unit * unit);
+    chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m_.vector_max_repeat * lanes / dst_cols / unit * unit));
     chunk_rows = std::min(chunk_rows, rows);
     const int64_t narrow = round_up(chunk_rows * dst_cols, m_.vector_bytes_per_repeat);
-    if (narrow + round_up(chunk_rows * dst_cols * 2, 32) > m_.capacity(Buffer::UB) || chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
+    if (narrow + round_up(chunk_rows * dst_cols * dtype_bytes(DType::F16), m_.alignment(Buffer::UB)) > m_.capacity(Buffer::UB) ||
+        chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
       throw UserError("an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer");
+    // vconv repeat strides in blocks: one repeat's f16 results and i8 sources
+    const int64_t dst_blocks = lanes * dtype_bytes(DType::F16) / m_.vector_block_bytes;
+    const int64_t src_blocks = lanes * dtype_bytes(DType::I8) / m_.vector_block_bytes;
     for (int64_t done = 0; done < rows; done += chunk_rows) {
       const int64_t n = std::min(chunk_rows, rows - done);
       if (dst_cols > cols) zero_ub(0, narrow);
       op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src + done * cols), imm(n), imm(cols), imm(0), imm(dst_cols - cols)});
       const int64_t elems = n * dst_cols;
       op(Opcode::Vconv, {type(DType::F16), type(DType::I8), at(Buffer::UB, narrow), at(Buffer::UB, 0),
-                         imm((elems + lanes - 1) / lanes), imm(1), imm(1), imm(8), imm(4)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst + done * dst_cols * 2), at(Buffer::UB, narrow), imm(1), imm(elems * 2), imm(0), imm(0)});
+                         imm((elems + lanes - 1) / lanes), imm(1), imm(1), imm(dst_blocks), imm(src_blocks)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst + done * dst_cols * dtype_bytes(DType::F16)), at(Buffer::UB, narrow), imm(1),
+                          imm(elems * dtype_bytes(DType::F16)), imm(0), imm(0)});
     }
   }
 
@@ -150,7 +155,7 @@ class Builder {
     for (int64_t done = 0; done < repeats;) {
       const int64_t n = std::min<int64_t>(repeats - done, m_.vector_max_repeat);
       op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, offset + done * m_.vector_bytes_per_repeat), Operand::float_(0),
-                        imm(n), imm(1), imm(8)});
+                        imm(n), imm(1), imm(m_.blocks_per_repeat())});
       done += n;
     }
   }
@@ -557,6 +562,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   const bool i8 = A->dtype == DType::I8 && B->dtype == DType::I8;
   if (i8) {
     if (C->dtype != DType::I32 || epilogue || A->shape.size() != 2) throw unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
+    // not hardware: 2^24 / 2^14, the exactness of the f32 sums
     if (A->shape[1] > 1024) throw unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
   } else {
     if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
@@ -600,9 +606,9 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
       const kernel::GlobalTensor* t = k.find_tensor(name);
       g.broadcast[name] = {place(name, t->dtype, t->shape, npu::TensorRole::In), dtype_bytes(t->dtype)};
     }
-    // Column blocks past N read up to 16 elements beyond a broadcast tensor's end: keep them in GM.
-    place("guard", DType::F32, {16}, npu::TensorRole::Scratch);
-    out.notes.push_back("fused epilogue on UB per 16-column block: " + std::to_string(epilogue->broadcasts().size()) +
+    // Column blocks past N read up to one block of elements beyond a broadcast tensor's end: keep them in GM.
+    place("guard", DType::F32, {m.cube_f16.n0}, npu::TensorRole::Scratch);
+    out.notes.push_back("fused epilogue on UB per " + std::to_string(m.cube_f16.n0) + "-column block: " + std::to_string(epilogue->broadcasts().size()) +
                         " broadcast tensor(s), output " + C->name);
   }
   Builder build(p, m);
