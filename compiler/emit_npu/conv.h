@@ -30,11 +30,4 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, co
 tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::Hierarchy& target, const tile::TileSpec* spec);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
-// Depthwise NHWC convolution (a padding statement, Acc(n,p,q,c) += X(..,c) * Wt(r,s,c), element-wise
-// statements after it) on the vector unit: pixels as rows of one f32 repeat (C <= 64), the whole
-// tensors in UB, one vmul + vadd per output row and kernel position (r then s ascending, padding
-// terms skipped), the epilogue over all pixels; one core.
-bool is_depthwise_convolution(const kernel::Kernel& kernel);
-NpuKernel emit_depthwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
-
 }  // namespace tessel::emit_npu
