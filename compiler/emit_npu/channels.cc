@@ -50,11 +50,7 @@ class Channels : public VectorCode {
       if (kinds_[i] != Kind::Channel) collect_channel_reads(*f->statements[i].rhs, expanded);
 
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    p.cores = 1;  // the column reductions accumulate over every row: one core
-    bind_tensors(p);
+    npu::Program& p = begin_program(out);  // one core: the column reductions accumulate over every row
 
     // Phase 1: channel inputs, channel statements that need no reduction, accumulators.
     chunk_ = W;

@@ -21,7 +21,11 @@
 
 namespace tessel::emit_npu {
 
-// True when the kernel's function is that convolution in one of those layouts (then emit_conv maps it).
+// True when the kernel's matched contraction (Kernel::contraction, recorded by the core's pass
+// "contraction") is that convolution in one of those layouts (then emit_conv maps it): X is the
+// operand with a dimension combining an output and a reduction index (`p + r - 1`, the padding
+// statement folded in), which gives the stride, dilation and pad; the anchor's output index names
+// say the layout.
 bool is_nhwc_convolution(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 // The tile policy's view of it (compiler/tile/npu_conv_plan.h), nullopt when it is not one.
 std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, const isa::NpuMachine& machine);

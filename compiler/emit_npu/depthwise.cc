@@ -102,11 +102,7 @@ class DepthwiseCode : public VectorCode {
     place_in_ub();
 
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    p.cores = 1;
-    bind_tensors(p);
+    npu::Program& p = begin_program(out);
     load_inputs();
     convolve();
     const Value& y = epilogue(Y->name);

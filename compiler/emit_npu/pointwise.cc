@@ -34,6 +34,15 @@ std::string VectorCode::message(const std::string& why, const std::string& mappi
   return why.empty() ? why : "kernel " + k_.name + ": " + mapping + ": " + why;
 }
 
+npu::Program& VectorCode::begin_program(NpuKernel& out) {
+  npu::Program& p = out.program;
+  p_ = &p;
+  p.source_name = k_.name + ".npu";
+  p.cores = 1;
+  bind_tensors(p);
+  return p;
+}
+
 void VectorCode::bind_tensors(npu::Program& p) const {
   int64_t gm = 0;
   const int64_t align = m_.alignment(Buffer::GM);
@@ -279,10 +288,7 @@ class Pointwise : public VectorCode {
   NpuKernel emit() {
     if (std::string w = why_not(); !w.empty()) throw not_pointwise(w);
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    bind_tensors(p);  // no temporaries (why_not)
+    npu::Program& p = begin_program(out);  // no temporaries (why_not)
     const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
     p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, m_.cores));
     if (full > 0) {

@@ -37,6 +37,8 @@ class VectorCode {
   // Binds every global tensor but the temporaries to GM, one after the other at the GM alignment
   // (inputs In, outputs Out).
   void bind_tensors(npu::Program& p) const;
+  // Starts `out`'s program (emitted into from now on): its name, one core, the tensors bound.
+  npu::Program& begin_program(NpuKernel& out);
   // Rows per UB chunk of a row kernel: all `total` rows when `fit` rows fit UB and one instruction's
   // repeats, else the most that fit and are a multiple of the smallest count `aligned` accepts
   // (every chunk's GM offset aligned); 0 when none fit.

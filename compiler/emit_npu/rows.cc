@@ -57,11 +57,7 @@ class Rows : public VectorCode {
     next_region_ = 0;
 
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    p.cores = 1;
-    bind_tensors(p);
+    npu::Program& p = begin_program(out);
     // Per-column [N] inputs: loaded once, expanded down rows_ rows (copy with source repeat stride 0).
     std::map<std::string, Value> columns;
     for (const auto& t : p.tensors)
@@ -129,6 +125,7 @@ class Rows : public VectorCode {
         if (v.type != DType::F32) throw unsupported("reduction " + s.name + " does not accumulate in f32");
         // One repeat per row, lanes past N masked off; lanes in ascending order (the interpreter's).
         Value acc{false, 0, fresh_region(), DType::F32};
+        // not hardware: 64 is the width of the mask operand's low int64 half (N <= f32 lanes)
         const uint64_t lo = N_ >= 64 ? ~uint64_t(0) : (uint64_t(1) << N_) - 1;
         op(Opcode::SetVectorMask, {imm(0), imm(static_cast<int64_t>(lo))});
         op(s.reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax,

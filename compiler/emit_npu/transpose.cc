@@ -16,8 +16,31 @@ using npu::Operand;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// The int64 halves of the vector mask operand (set_vector_mask hi, lo): not hardware, the operand's encoding.
-constexpr int kMaskHalfBits = 64;
+constexpr int kMaskHalfBits = 64;  // not hardware: the int64 halves (hi, lo) of set_vector_mask's operand
+
+// "kernel K: <mapping>: <why>", the mappings' UserError text.
+std::string message(const kernel::Kernel& k, const char* mapping, const std::string& why) {
+  return "kernel " + k.name + ": " + mapping + ": " + why;
+}
+
+// "" when `match` finds its form in the kernel, else the message saying why not.
+template <class Form>
+std::string why_not(const kernel::Kernel& k, const char* mapping, std::string (*match)(const kernel::Kernel&, Form&)) {
+  Form form;
+  const std::string why = match(k, form);
+  return why.empty() ? why : message(k, mapping, why);
+}
+
+// The form `match` finds in the kernel; a UserError saying why not when there is none.
+template <class Form>
+Form matched(const kernel::Kernel& k, const char* mapping, std::string (*match)(const kernel::Kernel&, Form&)) {
+  Form form;
+  if (std::string why = match(k, form); !why.empty()) throw UserError(message(k, mapping, why));
+  return form;
+}
+
+constexpr const char* kTranspose = "not a last-axis transpose";
+constexpr const char* kOneHot = "not a one-hot";
 
 struct Transpose {
   const kernel::GlobalTensor* X = nullptr;
@@ -46,16 +69,11 @@ std::string match_transpose(const kernel::Kernel& k, Transpose& t) {
 
 }  // namespace
 
-std::string why_not_transpose(const kernel::Kernel& k, const isa::NpuMachine&) {
-  Transpose t;
-  const std::string why = match_transpose(k, t);
-  return why.empty() ? why : "kernel " + k.name + ": not a last-axis transpose: " + why;
-}
+std::string why_not_transpose(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kTranspose, match_transpose); }
 
 NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError("kernel " + k.name + ": not a last-axis transpose: " + why); };
-  Transpose t;
-  if (std::string why = match_transpose(k, t); !why.empty()) throw unsupported(why);
+  auto unsupported = [&](const std::string& why) { return UserError(message(k, kTranspose, why)); };
+  const Transpose t = matched(k, kTranspose, match_transpose);
   const kernel::GlobalTensor* X = t.X;
   const kernel::GlobalTensor* Y = t.Y;
   const size_t rank = X->shape.size();
@@ -158,16 +176,11 @@ std::string match_one_hot(const kernel::Kernel& k, OneHot& o) {
 
 }  // namespace
 
-std::string why_not_one_hot(const kernel::Kernel& k, const isa::NpuMachine&) {
-  OneHot o;
-  const std::string why = match_one_hot(k, o);
-  return why.empty() ? why : "kernel " + k.name + ": not a one-hot: " + why;
-}
+std::string why_not_one_hot(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kOneHot, match_one_hot); }
 
 NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError("kernel " + k.name + ": not a one-hot: " + why); };
-  OneHot o;
-  if (std::string why = match_one_hot(k, o); !why.empty()) throw unsupported(why);
+  auto unsupported = [&](const std::string& why) { return UserError(message(k, kOneHot, why)); };
+  const OneHot o = matched(k, kOneHot, match_one_hot);
   const kernel::GlobalTensor* I = o.I;
   const kernel::GlobalTensor* Y = o.Y;
   const isa::NpuMachine m = isa::npu_machine(h);
