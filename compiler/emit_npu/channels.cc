@@ -91,7 +91,6 @@ class Channels : public VectorCode {
     const int64_t rows_base = next_region_;
 
     // Phase 2: the rows in chunks of rows_.
-    const int64_t full = R_ / rows_, tail = R_ % rows_;
     auto chunk = [&](int64_t n, bool registers, int64_t first_row) {
       next_region_ = rows_base;
       tensors_ = expanded;
@@ -133,16 +132,7 @@ class Channels : public VectorCode {
           op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, tensors_.at(t.name).region), imm(n), imm(C_ * eb), imm((W - C_) * eb), imm(0)});
         }
     };
-    if (full > 1) {
-      op(Opcode::Loop, {reg(kChunk), imm(0), imm(full), imm(1)});
-      op(Opcode::Mul, {reg(kGm2), reg(kChunk), imm(rows_ * C_ * 2)});
-      op(Opcode::Mul, {reg(kGm4), reg(kChunk), imm(rows_ * C_ * 4)});
-      chunk(rows_, true, 0);
-      op(Opcode::EndLoop, {});
-    } else if (full == 1) {
-      chunk(rows_, false, 0);
-    }
-    if (tail > 0) chunk(tail, false, full * rows_);
+    row_chunks(R_, rows_, kChunk, {{kGm2, rows_ * C_ * 2}, {kGm4, rows_ * C_ * 4}}, chunk);
 
     // Phase 3: channel statements after the reductions, channel outputs.
     chunk_ = W;

@@ -54,6 +54,20 @@ void VectorCode::bind_tensors(npu::Program& p) const {
   }
 }
 
+void VectorCode::row_chunks(int64_t total, int64_t rows, uint8_t counter, const std::vector<std::pair<uint8_t, int64_t>>& offsets,
+                            const std::function<void(int64_t, bool, int64_t)>& chunk) {
+  const int64_t full = total / rows, tail = total % rows;
+  if (full > 1) {
+    op(Opcode::Loop, {reg(counter), imm(0), imm(full), imm(1)});
+    for (const auto& [r, bytes] : offsets) op(Opcode::Mul, {reg(r), reg(counter), imm(bytes)});
+    chunk(rows, true, 0);
+    op(Opcode::EndLoop, {});
+  } else if (full == 1) {
+    chunk(rows, false, 0);
+  }
+  if (tail > 0) chunk(tail, false, full * rows);
+}
+
 std::vector<int64_t> VectorCode::sizes_of(const ir::Tensor& t) const {
   for (const auto& g : k_.tensors)
     if (g.name == t.name) return g.shape;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::emit_npu {
@@ -43,6 +44,12 @@ class VectorCode {
   // repeats, else the most that fit and are a multiple of the smallest count `aligned` accepts
   // (every chunk's GM offset aligned); 0 when none fit.
   int64_t rows_per_chunk(int64_t total, int64_t fit, const std::function<bool(int64_t)>& aligned) const;
+  // The `total` rows of a row kernel in chunks of `rows`: the full chunks in a loop counted by
+  // register `counter`, each (register, bytes) of `offsets` set to counter x bytes, when there are
+  // several, straight code for one, then the tail. `chunk(n, registers, first_row)` emits n rows,
+  // GM addresses `first_row` rows in plus the offset registers when `registers`.
+  void row_chunks(int64_t total, int64_t rows, uint8_t counter, const std::vector<std::pair<uint8_t, int64_t>>& offsets,
+                  const std::function<void(int64_t, bool, int64_t)>& chunk);
   // A tensor's sizes (the kernel's global tensor, else its shape evaluated at the kernel's sizes).
   std::vector<int64_t> sizes_of(const ir::Tensor& t) const;
   // Does `e` read a tensor? (Integer arithmetic on sizes and constants folds; on tensor values it

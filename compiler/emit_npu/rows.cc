@@ -71,7 +71,6 @@ class Rows : public VectorCode {
       }
     const int64_t chunk_base = next_region_;
 
-    const int64_t full = R_ / rows_, tail = R_ % rows_;
     auto chunk = [&](int64_t n, bool registers, int64_t first_row) {
       next_region_ = chunk_base;
       std::map<std::string, Value> fulls = columns, row_values, expanded;
@@ -142,17 +141,7 @@ class Rows : public VectorCode {
           op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, fulls.at(t.name).region), imm(n), imm(N_ * eb), imm((W - N_) * eb), imm(0)});
       }
     };
-    if (full > 1) {
-      op(Opcode::Loop, {reg(kChunk), imm(0), imm(full), imm(1)});
-      op(Opcode::Mul, {reg(kGm2), reg(kChunk), imm(rows_ * N_ * 2)});
-      op(Opcode::Mul, {reg(kGm4), reg(kChunk), imm(rows_ * N_ * 4)});
-      op(Opcode::Mul, {reg(kRow4), reg(kChunk), imm(rows_ * 4)});
-      chunk(rows_, true, 0);
-      op(Opcode::EndLoop, {});
-    } else if (full == 1) {
-      chunk(rows_, false, 0);
-    }
-    if (tail > 0) chunk(tail, false, full * rows_);
+    row_chunks(R_, rows_, kChunk, {{kGm2, rows_ * N_ * 2}, {kGm4, rows_ * N_ * 4}, {kRow4, rows_ * 4}}, chunk);
     p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     out.notes.push_back(fmt::format("last-axis rows: {} rows x {} elements, UB chunks of {} rows (one f32 repeat per row), "
                                     "row reductions by vcadd / vcmax (lanes past N masked), per-row values broadcast by vbrcb",
