@@ -27,50 +27,30 @@ enum class Kind { Channel, Full, Reduce };
 
 class Channels : public VectorCode {
  public:
-  Channels(const kernel::Kernel& k, const isa::Hierarchy& h) : VectorCode(k, h) {}
+  Channels(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+
+  // "" when the kernel is a channel-last row kernel whose rows fit one f32 repeat and whose chunk
+  // of rows fits UB (then emit() maps it), else the reason.
+  std::string why_not() {
+    const ir::Function* f = k_.function;
+    if (!f) return "no tensor IR attached";
+    if (std::string w = classify(*f); !w.empty()) return w;
+    const int64_t W = m_.vector_lanes(DType::F32);  // one f32 repeat per row
+    if (C_ > W) return fmt::format("{} channels (at most {}: one vector repeat per row)", C_, W);
+    return plan_ub(*f);
+  }
+  std::string why_not_message() { return message(why_not(), "not a channel-last row kernel"); }
 
   NpuKernel emit() {
+    if (std::string w = why_not(); !w.empty()) throw unsupported(w);
     const ir::Function* f = k_.function;
-    if (!f) throw unsupported("no tensor IR attached");
-    classify(*f);
-    const int64_t W = bytes_per_repeat_ / 4;  // one f32 repeat per row
-    if (C_ > W) throw unsupported(fmt::format("{} channels (at most {}: one vector repeat per row)", C_, W));
-
-    // UB: channel area (rows of W, 4 bytes each), then the full area (chunk rows of W, 4 bytes).
-    int channel_regions = 0, full_regions = 0;
-    for (const auto& t : f->tensors) (is_channel(sizes_of(t)) ? channel_regions : full_regions) += 1;
-    for (size_t i = 0; i < f->statements.size(); ++i) {
-      const int nodes = 1 + count_nodes(*f->statements[i].rhs);
-      if (kinds_[i] == Kind::Channel) channel_regions += nodes;
-      else full_regions += nodes;
-    }
+    const int64_t W = m_.vector_lanes(DType::F32);
     std::map<std::string, Value> expanded;  // channel values read by row statements
     for (size_t i = 0; i < f->statements.size(); ++i)
       if (kinds_[i] != Kind::Channel) collect_channel_reads(*f->statements[i].rhs, expanded);
-    full_regions += static_cast<int>(expanded.size());
-    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
-    channel_bytes_ = int64_t(channel_regions) * W * 4;
-    const int64_t rows = std::min<int64_t>((ub - channel_bytes_) / (int64_t(full_regions) * W * 4), max_repeat_);
-    if (rows >= R_) {
-      rows_ = R_;  // one chunk
-    } else {
-      rows_ = rows / 32 * 32;  // a multiple of 32: every chunk's GM offset stays aligned
-      if (rows_ < 32) throw unsupported("too many intermediate values for the vector buffer");
-    }
 
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    p.cores = 1;  // the column reductions accumulate over every row: one core
-    int64_t gm = 0;
-    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
-    for (const auto& t : k_.tensors) {
-      if (t.temporary) continue;
-      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-      gm = (gm + b.byte_size() + align - 1) / align * align;
-      p.tensors.push_back(b);
-    }
+    npu::Program& p = begin_program(out);  // one core: the column reductions accumulate over every row
 
     // Phase 1: channel inputs, channel statements that need no reduction, accumulators.
     chunk_ = W;
@@ -88,7 +68,7 @@ class Channels : public VectorCode {
         Value acc{false, 0, fresh_region(), DType::F32};
         op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, acc.region),
                           Operand::float_(s.reduction == ir::Reduction::Sum ? 0.0 : s.reduction == ir::Reduction::Max ? -INFINITY : INFINITY),
-                          imm(1), imm(1), imm(8)});
+                          imm(1), imm(1), imm(repeat_blocks_)});
         channel_[s.output] = acc;
       } else if (kinds_[i] == Kind::Channel && !after_reduce_[i]) {
         channel_statement(s);
@@ -106,12 +86,11 @@ class Channels : public VectorCode {
         throw unsupported("a row statement reads " + name + ", which is not an f32 channel value computed before the rows");
       v = {false, 0, fresh_region(), DType::F32};
       op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, v.region), at(Buffer::UB, it->second.region), Operand::float_(0),
-                         imm(rows_), imm(1), imm(1), imm(8), imm(0)});
+                         imm(rows_), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     }
     const int64_t rows_base = next_region_;
 
     // Phase 2: the rows in chunks of rows_.
-    const int64_t full = R_ / rows_, tail = R_ % rows_;
     auto chunk = [&](int64_t n, bool registers, int64_t first_row) {
       next_region_ = rows_base;
       tensors_ = expanded;
@@ -142,9 +121,9 @@ class Channels : public VectorCode {
         const Value& acc = channel_.at(s.output);
         const Opcode o = s.reduction == ir::Reduction::Sum ? Opcode::Vadd : s.reduction == ir::Reduction::Max ? Opcode::Vmax : Opcode::Vmin;
         op(Opcode::Loop, {reg(kRow), imm(0), imm(n), imm(1)});
-        op(Opcode::Mul, {reg(kRowOff), reg(kRow), imm(W * 4)});
+        op(Opcode::Mul, {reg(kRowOff), reg(kRow), imm(bytes_per_repeat_)});
         op(o, {type(DType::F32), at(Buffer::UB, acc.region), at(Buffer::UB, acc.region), at(Buffer::UB, v.region, kRowOff),
-               imm(1), imm(1), imm(1), imm(1), imm(8), imm(8), imm(8)});
+               imm(1), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_), imm(repeat_blocks_)});
         op(Opcode::EndLoop, {});
       }
       for (const auto& t : p.tensors)
@@ -153,16 +132,7 @@ class Channels : public VectorCode {
           op(Opcode::DmaOut, {gm_at(t), at(Buffer::UB, tensors_.at(t.name).region), imm(n), imm(C_ * eb), imm((W - C_) * eb), imm(0)});
         }
     };
-    if (full > 1) {
-      op(Opcode::Loop, {reg(kChunk), imm(0), imm(full), imm(1)});
-      op(Opcode::Mul, {reg(kGm2), reg(kChunk), imm(rows_ * C_ * 2)});
-      op(Opcode::Mul, {reg(kGm4), reg(kChunk), imm(rows_ * C_ * 4)});
-      chunk(rows_, true, 0);
-      op(Opcode::EndLoop, {});
-    } else if (full == 1) {
-      chunk(rows_, false, 0);
-    }
-    if (tail > 0) chunk(tail, false, full * rows_);
+    row_chunks(R_, rows_, kChunk, {{kGm2, rows_ * C_ * 2}, {kGm4, rows_ * C_ * 4}}, chunk);
 
     // Phase 3: channel statements after the reductions, channel outputs.
     chunk_ = W;
@@ -184,109 +154,118 @@ class Channels : public VectorCode {
   }
 
  private:
-  UserError unsupported(const std::string& why) const {
-    return UserError("kernel " + k_.name + ": not a channel-last row kernel: " + why);
+  UserError unsupported(const std::string& why) const { return UserError(message(why, "not a channel-last row kernel")); }
+
+  // UB: the channel area (rows of one f32 repeat), then the full area (chunks of rows_ such rows,
+  // a multiple of the GM alignment when there are several chunks: every chunk's GM offset stays
+  // aligned whatever C and the element size).
+  std::string plan_ub(const ir::Function& f) {
+    const int64_t row_bytes = m_.vector_bytes_per_repeat;
+    int channel_regions = 0, full_regions = 0;
+    for (const auto& t : f.tensors) (is_channel(sizes_of(t)) ? channel_regions : full_regions) += 1;
+    for (size_t i = 0; i < f.statements.size(); ++i) {
+      const int nodes = 1 + count_nodes(*f.statements[i].rhs);
+      if (kinds_[i] == Kind::Channel) channel_regions += nodes;
+      else full_regions += nodes;
+    }
+    std::map<std::string, Value> expanded;
+    for (size_t i = 0; i < f.statements.size(); ++i)
+      if (kinds_[i] != Kind::Channel) collect_channel_reads(*f.statements[i].rhs, expanded);
+    full_regions += static_cast<int>(expanded.size());
+    channel_bytes_ = int64_t(channel_regions) * row_bytes;
+    rows_ = rows_per_chunk(R_, (m_.capacity(Buffer::UB) - channel_bytes_) / (int64_t(full_regions) * row_bytes),
+                           [&](int64_t r) { return r % m_.alignment(Buffer::GM) == 0; });
+    return rows_ < 1 ? "too many intermediate values for the vector buffer" : "";
   }
 
   bool is_channel(const std::vector<int64_t>& shape) const { return shape.size() == 1 && shape[0] == C_ && rank_ > 1; }
 
-  void classify(const ir::Function& f) {
+  // The tensors' shapes and each statement's kind; "" or why the kernel has not that form.
+  std::string classify(const ir::Function& f) {
     // The full shape: the largest rank; every tensor is full or [C] with C its last dimension.
     for (const auto& t : f.tensors)
       if (t.shape.size() > full_shape_.size()) full_shape_ = sizes_of(t);
     rank_ = full_shape_.size();
-    if (rank_ < 2) throw unsupported("no tensor of rank >= 2");
+    if (rank_ < 2) return "no tensor of rank >= 2";
     C_ = full_shape_.back();
     R_ = 1;
     for (size_t i = 0; i + 1 < rank_; ++i) R_ *= full_shape_[i];
     for (const auto& t : f.tensors) {
       const auto shape = sizes_of(t);
-      if (shape != full_shape_ && !(shape.size() == 1 && shape[0] == C_)) throw unsupported("tensor " + t.name + " is neither full nor per channel");
-      if (t.dtype != DType::F16 && t.dtype != DType::F32) throw unsupported(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+      if (shape != full_shape_ && !(shape.size() == 1 && shape[0] == C_)) return "tensor " + t.name + " is neither full nor per channel";
+      if (t.dtype != DType::F16 && t.dtype != DType::F32) return fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype));
     }
-    bool any_reduce = false, any_channel_read = false;
     std::set<std::string> reduced;
-    for (const auto& s : f.statements) {
-      const ir::Tensor* out = f.find_tensor(s.output);
-      const bool channel_out = sizes_of(*out).size() == 1 && rank_ > 1;
-      Kind kind;
-      if (s.reduction != ir::Reduction::None) {
-        if (!channel_out || !s.init) throw unsupported("reduction " + s.name + " is not a per-channel reduction from its identity");
-        kind = Kind::Reduce;
-        any_reduce = true;
-      } else {
-        kind = channel_out ? Kind::Channel : Kind::Full;
-        for (const auto& d : s.domain)
-          if (d.is_reduction) throw unsupported("statement " + s.name + " has a reduction index");
-      }
-      bool reads_reduced = false;
-      std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
-        if (e.kind == ir::ExprKind::IndexValue) throw unsupported("statement " + s.name + " uses an index as a value");
-        if (e.kind == ir::ExprKind::Access) {
-          const ir::Tensor* t = f.find_tensor(e.name);
-          const bool channel_in = sizes_of(*t).size() == 1;
-          if (reduced.count(e.name)) reads_reduced = true;
-          if (kind == Kind::Channel) {
-            if (!channel_in || e.indices != s.out_indices) throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
-          } else if (kind == Kind::Full) {
-            if (channel_in ? !(e.indices.size() == 1 && e.indices[0] == s.out_indices.back()) : e.indices != s.out_indices)
-              throw unsupported("statement " + s.name + " reads " + e.name + " at other indices");
-          } else {
-            if (channel_in) {
-              if (!(e.indices.size() == 1 && e.indices[0] == s.out_indices[0])) throw unsupported("reduction " + s.name + " reads " + e.name + " at other indices");
-            } else {
-              if (e.indices.size() != rank_ || !(e.indices.back() == s.out_indices[0])) throw unsupported("reduction " + s.name + " reads " + e.name + " at other indices");
-              if (!reduce_indices_.count(s.name)) reduce_indices_[s.name] = e.indices;
-              else if (reduce_indices_[s.name] != e.indices) throw unsupported("reduction " + s.name + " reads full tensors at different indices");
-            }
-            if (channel_in) any_channel_read = true;
-          }
-        }
-        if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32 && reads_tensor(e))
-          throw unsupported(fmt::format("{} arithmetic", dtype_name(e.type)));
-        for (const auto& a : e.args) check(*a);
-      };
-      check(*s.rhs);
-      if (kind == Kind::Reduce) {
-        // The leading indices must be the reduction indices, each over its whole dimension.
-        const auto& idx = reduce_indices_[s.name];
-        std::set<std::string> seen;
-        for (size_t i = 0; i + 1 < idx.size(); ++i) {
-          bool ok = false;
-          for (const auto& d : s.domain)
-            if (d.is_reduction && idx[i] == ir::AffineExpr::index(d.name)) ok = seen.insert(d.name).second;
-          if (!ok) throw unsupported("reduction " + s.name + " indices");
-        }
-      }
-      if (kind == Kind::Full && reads_reduced) throw unsupported("statement " + s.name + " reads a reduction over the same rows (two passes)");
-      if (kind == Kind::Reduce && reads_reduced) throw unsupported("reduction " + s.name + " reads another reduction");
-      if (kind == Kind::Reduce) reduced.insert(s.output);
-      const bool after = kind == Kind::Channel && reads_reduced;
-      if (after) reduced.insert(s.output);
-      kinds_.push_back(kind);
-      after_reduce_.push_back(after);
-    }
-    (void)any_reduce;
-    (void)any_channel_read;
+    for (const auto& s : f.statements)
+      if (std::string w = classify_statement(f, s, reduced); !w.empty()) return w;
     bool row_kind = false;
     for (Kind k : kinds_) row_kind |= k != Kind::Full;
-    if (!row_kind) throw unsupported("no per-channel statement");
+    return row_kind ? "" : "no per-channel statement";
   }
 
-  // Integer arithmetic on sizes and constants folds; on tensor values it is not mapped.
-  static bool reads_tensor(const ir::Expr& e) {
-    if (e.kind == ir::ExprKind::Access) return true;
+  // One statement's kind (appended to kinds_ / after_reduce_); `reduced`: the reductions' outputs
+  // and channel values computed from them so far.
+  std::string classify_statement(const ir::Function& f, const ir::Statement& s, std::set<std::string>& reduced) {
+    const ir::Tensor* out = f.find_tensor(s.output);
+    const bool channel_out = sizes_of(*out).size() == 1 && rank_ > 1;
+    Kind kind;
+    if (s.reduction != ir::Reduction::None) {
+      if (!channel_out || !s.init) return "reduction " + s.name + " is not a per-channel reduction from its identity";
+      kind = Kind::Reduce;
+    } else {
+      kind = channel_out ? Kind::Channel : Kind::Full;
+      for (const auto& d : s.domain)
+        if (d.is_reduction) return "statement " + s.name + " has a reduction index";
+    }
+    bool reads_reduced = false;
+    if (std::string w = check_reads(f, s, kind, *s.rhs, reduced, reads_reduced); !w.empty()) return w;
+    if (kind == Kind::Reduce) {
+      // The leading indices must be the reduction indices, each over its whole dimension.
+      const auto& idx = reduce_indices_[s.name];
+      std::set<std::string> seen;
+      for (size_t i = 0; i + 1 < idx.size(); ++i) {
+        bool ok = false;
+        for (const auto& d : s.domain)
+          if (d.is_reduction && idx[i] == ir::AffineExpr::index(d.name)) ok = seen.insert(d.name).second;
+        if (!ok) return "reduction " + s.name + " indices";
+      }
+    }
+    if (kind == Kind::Full && reads_reduced) return "statement " + s.name + " reads a reduction over the same rows (two passes)";
+    if (kind == Kind::Reduce && reads_reduced) return "reduction " + s.name + " reads another reduction";
+    if (kind == Kind::Reduce) reduced.insert(s.output);
+    const bool after = kind == Kind::Channel && reads_reduced;
+    if (after) reduced.insert(s.output);
+    kinds_.push_back(kind);
+    after_reduce_.push_back(after);
+    return "";
+  }
+
+  // The reads of statement `s` of kind `kind` in `e`: each at the indices its kind allows.
+  std::string check_reads(const ir::Function& f, const ir::Statement& s, Kind kind, const ir::Expr& e,
+                          const std::set<std::string>& reduced, bool& reads_reduced) {
+    if (e.kind == ir::ExprKind::IndexValue) return "statement " + s.name + " uses an index as a value";
+    if (e.kind == ir::ExprKind::Access) {
+      const bool channel_in = sizes_of(*f.find_tensor(e.name)).size() == 1;
+      if (reduced.count(e.name)) reads_reduced = true;
+      const std::string other = " reads " + e.name + " at other indices";
+      if (kind == Kind::Channel) {
+        if (!channel_in || e.indices != s.out_indices) return "statement " + s.name + other;
+      } else if (kind == Kind::Full) {
+        if (channel_in ? !(e.indices.size() == 1 && e.indices[0] == s.out_indices.back()) : e.indices != s.out_indices)
+          return "statement " + s.name + other;
+      } else if (channel_in) {
+        if (!(e.indices.size() == 1 && e.indices[0] == s.out_indices[0])) return "reduction " + s.name + other;
+      } else {
+        if (e.indices.size() != rank_ || !(e.indices.back() == s.out_indices[0])) return "reduction " + s.name + other;
+        if (!reduce_indices_.count(s.name)) reduce_indices_[s.name] = e.indices;
+        else if (reduce_indices_[s.name] != e.indices) return "reduction " + s.name + " reads full tensors at different indices";
+      }
+    }
+    if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32 && reads_tensor(e))
+      return fmt::format("{} arithmetic", dtype_name(e.type));
     for (const auto& a : e.args)
-      if (reads_tensor(*a)) return true;
-    return false;
-  }
-
-  std::vector<int64_t> sizes_of(const ir::Tensor& t) const {
-    for (const auto& g : k_.tensors)
-      if (g.name == t.name) return g.shape;
-    std::vector<int64_t> s;
-    for (const auto& d : t.shape) s.push_back(d.evaluate({}, k_.sizes));
-    return s;
+      if (std::string w = check_reads(f, s, kind, *a, reduced, reads_reduced); !w.empty()) return w;
+    return "";
   }
 
   void channel_statement(const ir::Statement& s) {
@@ -314,8 +293,12 @@ class Channels : public VectorCode {
 
 }  // namespace
 
+std::string why_not_channels(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {
+  return Channels(kernel, machine).why_not_message();
+}
+
 NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
-  return Channels(kernel, target).emit();
+  return Channels(kernel, isa::npu_machine(target)).emit();
 }
 
 }  // namespace tessel::emit_npu

@@ -6,13 +6,18 @@
 // multiple of 32 (GM offsets stay aligned); [C] values read by row statements are expanded once by
 // a copy with source repeat stride 0; reductions accumulate row by row in ascending order (the
 // interpreter's order), one vector instruction per row. One core (the reductions span all rows).
-// Throws UserError saying why a kernel does not have that form.
+// why_not_channels / why_not_rows: "" when the mapping takes the kernel, else the UserError message
+// saying why (never throws); emit_channels / emit_rows throw that UserError.
 #pragma once
 
+#include <string>
+
 #include "compiler/emit_npu/emit_npu.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 
+std::string why_not_channels(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 // Last-axis row kernels (softmax, layer-norm over [..., N], rows = the leading indices): tensors
@@ -21,6 +26,7 @@ NpuKernel emit_channels(const kernel::Kernel& kernel, const isa::Hierarchy& targ
 // Sum / Max reductions over the last index. Rows of one f32 repeat (N <= 64), chunks of rows;
 // reductions by vcadd / vcmax with the lanes past N masked off (lanes summed in ascending order,
 // the interpreter's), per-row values broadcast across the row's lanes by vbrcb. One core.
+std::string why_not_rows(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_rows(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

@@ -2,6 +2,7 @@
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/poly/contraction.h"
 #include "compiler/tile/npu_conv_plan.h"
 #include "compiler/tile/tile_spec.h"
 
@@ -29,28 +30,7 @@ enum Reg : uint8_t {
   kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner
 };
 
-const ir::Expr* strip_cast(const ir::Expr* e) {
-  return e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast ? e->args[0].get() : e;
-}
-
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// The constant c when a - b - d == c (only a constant left, zero coefficients ignored).
-std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& d) {
-  ir::AffineExpr e = a - b - d;
-  std::erase_if(e.index_coeffs, [](const auto& kv) { return kv.second == 0; });
-  std::erase_if(e.param_coeffs, [](const auto& kv) { return kv.second == 0; });
-  if (!e.is_constant()) return std::nullopt;
-  return e.constant;
-}
-
-// The index variable when e is exactly one (coefficient 1, nothing else).
-std::optional<std::string> var_of(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0) return std::nullopt;
-  const auto& [name, coeff] = *e.index_coeffs.begin();
-  if (coeff != 1) return std::nullopt;
-  return name;
-}
 
 // Tensor layouts of a convolution; positions of the dimensions in X, Wt and Y.
 enum class Layout { Nhwc, Nchw, Blocked };
@@ -82,40 +62,46 @@ std::optional<Spatial> spatial(const ir::AffineExpr& e, const std::string& p, co
   return s;
 }
 
-// Y(n, p, q, k) +=! X(n, sh p + dh r - pt, sw q + dw s - pl, c) * Wt(r, s, c, k) in NHWC, the same
-// in NCHW (X[n, c, h, w], Wt[k, c, r, s], Y[n, k, p, q]) and in the blocked layout (X[nb, h, w, cb,
-// ni, ci], Wt[r, s, cb, kb, ci, ki], Y[nb, p, q, kb, ni, ki] with 16-blocks), with X read as zero
-// outside the image (the polyhedral core inlines the padding statement) or through a padding
-// statement Xp = select(in the image, X(.., h - pt, w - pl, ..), 0).
+// The operand of a convolution read through a window: one of its dimensions combines an output
+// index and a reduction index (the im2col view of X, `p + r - 1` with the padding folded in).
+bool reads_window(const kernel::ContractionOperand& op) {
+  return std::any_of(op.indices.begin(), op.indices.end(), [](const ir::AffineExpr& e) { return e.index_coeffs.size() >= 2; });
+}
+
+// The extent of the contraction's dimension named `var` (an output row / column index).
+int64_t extent_of(const kernel::Contraction& c, const std::string& var) {
+  for (const auto* dims : {&c.m, &c.n, &c.batch, &c.k})
+    for (const auto& d : *dims)
+      if (d.var == var) return d.extent;
+  return 0;
+}
+
+// The matched contraction (Kernel::contraction) read as a convolution
+//   Y(n, p, q, k) +=! X(n, sh p + dh r - pt, sw q + dw s - pl, c) * Wt(r, s, c, k)
+// in NHWC, the same in NCHW (X[n, c, h, w], Wt[k, c, r, s], Y[n, k, p, q]) and in the blocked
+// layout (X[nb, h, w, cb, ni, ci], Wt[r, s, cb, kb, ci, ki], Y[nb, p, q, kb, ni, ki] with 16-blocks),
+// X read as zero outside the image (the core inlines a padding statement into X's indices).
 std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
-  const ir::Function* f = k.function;
-  if (!f || f->statements.empty()) return std::nullopt;
-  int ci = 0;
-  while (ci < static_cast<int>(f->statements.size()) && f->statements[ci].reduction == ir::Reduction::None) ++ci;
-  if (ci >= static_cast<int>(f->statements.size()) || ci > 1) return std::nullopt;
-  const ir::Statement& st = f->statements[ci];
-  if (st.reduction != ir::Reduction::Sum || !st.init) return std::nullopt;
-  const ir::Expr& rhs = *st.rhs;
-  if (rhs.kind != ir::ExprKind::Apply || rhs.op != ir::Op::Mul) return std::nullopt;
-  const ir::Expr* a = strip_cast(rhs.args[0].get());
-  const ir::Expr* b = strip_cast(rhs.args[1].get());
-  if (a->kind != ir::ExprKind::Access || b->kind != ir::ExprKind::Access) return std::nullopt;
+  if (!k.contraction || !k.function || k.contraction->anchor > 1) return std::nullopt;
+  const kernel::Contraction& ct = *k.contraction;
+  const bool x_is_a = reads_window(ct.a);
+  const kernel::ContractionOperand& xo = x_is_a ? ct.a : ct.b;
+  const kernel::ContractionOperand& wo = x_is_a ? ct.b : ct.a;
+  if (!reads_window(xo) || wo.producer || (xo.producer && !xo.guard)) return std::nullopt;
+  const ir::Function& f = *k.function;
+  const ir::Statement& st = f.statements[ct.anchor];
   std::vector<std::string> o, wv;
-  for (const auto& e : st.out_indices) {
-    auto v = var_of(e);
-    if (!v) return std::nullopt;
-    o.push_back(*v);
-  }
-  for (const auto& e : b->indices) {
-    auto v = var_of(e);
+  for (const auto& e : st.out_indices) o.push_back(*poly::plain_index(e));  // plain: the matcher's rule
+  for (const auto& e : wo.indices) {
+    auto v = poly::plain_index(e);
     if (!v) return std::nullopt;
     wv.push_back(*v);
   }
-  auto xv = [&](size_t i) { return var_of(a->indices[i]); };
+  auto xv = [&](size_t i) { return poly::plain_index(xo.indices[i]); };
   Conv c;
   int hpos = 0;  // X's h position (w follows)
   std::string p, q, r, s;
-  if (o.size() == 4 && wv.size() == 4 && a->indices.size() == 4) {
+  if (o.size() == 4 && wv.size() == 4 && xo.indices.size() == 4) {
     if (xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && wv[3] == o[3]) {  // NHWC
       c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
       c.ak = o[3], c.ac = wv[2];
@@ -125,7 +111,7 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
     } else {
       return std::nullopt;
     }
-  } else if (o.size() == 6 && wv.size() == 6 && a->indices.size() == 6) {  // blocked
+  } else if (o.size() == 6 && wv.size() == 6 && xo.indices.size() == 6) {  // blocked
     if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
       return std::nullopt;
     c.layout = Layout::Blocked, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
@@ -133,51 +119,38 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   } else {
     return std::nullopt;
   }
-  const auto hs = spatial(a->indices[hpos], p, r), ws = spatial(a->indices[hpos + 1], q, s);
+  const auto hs = spatial(xo.indices[hpos], p, r), ws = spatial(xo.indices[hpos + 1], q, s);
   if (!hs || !ws) return std::nullopt;
   c.sh = hs->stride, c.dh = hs->dilation, c.sw = ws->stride, c.dw = ws->dilation;
+  c.pt = -hs->constant, c.pl = -ws->constant;
   c.an = o[0], c.ap = p, c.aq = q, c.ar = r, c.as = s;
-  c.w = b->name, c.y = c.acc = st.output;
-  c.statement = ci;
-  if (ci + 1 < static_cast<int>(f->statements.size())) {  // an epilogue: y is the last statement's output
-    c.epilogue = true;
-    c.y = f->statements.back().output;
-  }
-  if (ci == 1) {
-    const ir::Statement& pad = f->statements[0];
-    const ir::Expr& sel = *pad.rhs;
-    if (a->name != pad.output || sel.kind != ir::ExprKind::Apply || sel.op != ir::Op::Select) return std::nullopt;
-    const ir::Expr* xa = strip_cast(sel.args[1].get());
-    if (xa->kind != ir::ExprKind::Access || xa->indices.size() != a->indices.size()) return std::nullopt;
-    c.x = xa->name;
-    c.pt = -xa->indices[hpos].constant - hs->constant, c.pl = -xa->indices[hpos + 1].constant - ws->constant;
-  } else {
-    c.x = a->name;
-    c.pt = -hs->constant, c.pl = -ws->constant;
-  }
-  const kernel::GlobalTensor* X = k.find_tensor(c.x);
-  const kernel::GlobalTensor* Wt = k.find_tensor(c.w);
+  c.x = xo.tensor, c.w = wo.tensor, c.y = c.acc = st.output;
+  c.statement = ct.anchor;
+  c.epilogue = !ct.epilogue.empty();
+  if (c.epilogue) c.y = f.statements[ct.epilogue.back()].output;
   const kernel::GlobalTensor* Y = k.find_tensor(c.y);
   const size_t rank = o.size();
-  if (!X || !Wt || !Y || X->shape.size() != rank || Wt->shape.size() != rank || Y->shape.size() != rank) return std::nullopt;
-  if (X->dtype != DType::F16 || Wt->dtype != DType::F16 || (!c.epilogue && Y->dtype != DType::F32)) return std::nullopt;
+  if (!Y || xo.shape.size() != rank || wo.shape.size() != rank || Y->shape.size() != rank) return std::nullopt;
+  if (xo.dtype != DType::F16 || wo.dtype != DType::F16 || (!c.epilogue && Y->dtype != DType::F32)) return std::nullopt;
   if (c.epilogue && c.layout != Layout::Nhwc) return std::nullopt;
   c.out = Y->dtype;
+  c.OH = extent_of(ct, p), c.OW = extent_of(ct, q);
+  const std::vector<int64_t>& X = xo.shape;
+  const std::vector<int64_t>& Wt = wo.shape;
   switch (c.layout) {
     case Layout::Nhwc:
-      c.N = X->shape[0], c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3];
-      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3], c.OH = Y->shape[1], c.OW = Y->shape[2];
+      c.N = X[0], c.H = X[1], c.W = X[2], c.C = X[3];
+      c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
       break;
     case Layout::Nchw:
-      c.N = X->shape[0], c.C = X->shape[1], c.H = X->shape[2], c.W = X->shape[3];
-      c.K = Wt->shape[0], c.R = Wt->shape[2], c.S = Wt->shape[3], c.OH = Y->shape[2], c.OW = Y->shape[3];
+      c.N = X[0], c.C = X[1], c.H = X[2], c.W = X[3];
+      c.K = Wt[0], c.R = Wt[2], c.S = Wt[3];
       break;
     case Layout::Blocked:
-      if (X->shape[4] != frac || X->shape[5] != frac || Wt->shape[4] != frac || Wt->shape[5] != frac || Y->shape[4] != frac ||
-          Y->shape[5] != frac)
+      if (X[4] != frac || X[5] != frac || Wt[4] != frac || Wt[5] != frac || Y->shape[4] != frac || Y->shape[5] != frac)
         return std::nullopt;
-      c.N = X->shape[0] * frac, c.H = X->shape[1], c.W = X->shape[2], c.C = X->shape[3] * frac;
-      c.R = Wt->shape[0], c.S = Wt->shape[1], c.K = Wt->shape[3] * frac, c.OH = Y->shape[1], c.OW = Y->shape[2];
+      c.N = X[0] * frac, c.H = X[1], c.W = X[2], c.C = X[3] * frac;
+      c.R = Wt[0], c.S = Wt[1], c.K = Wt[3] * frac;
       break;
   }
   return c;
@@ -662,164 +635,6 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   NpuKernel out;
   ConvEmitter(k, h, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
   return out;
-}
-
-}  // namespace tessel::emit_npu
-
-namespace tessel::emit_npu {
-namespace {
-
-// Depthwise: Acc(n, p, q, c) +=! f32(Xp(n, p + r - pt, q + s - pl, c)) * f32(Wt(r, s, c)) after a
-// padding statement, then element-wise statements on Acc (e.g. relu6).
-struct Depthwise {
-  std::string x, w, acc;
-  int statement = 0;
-  int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, OH = 0, OW = 0, pt = 0, pl = 0;
-};
-
-std::optional<Depthwise> match_depthwise(const kernel::Kernel& k) {
-  const ir::Function* f = k.function;
-  if (!f || f->statements.empty()) return std::nullopt;
-  int ci = 0;
-  while (ci < static_cast<int>(f->statements.size()) && f->statements[ci].reduction == ir::Reduction::None) ++ci;
-  if (ci > 1 || ci >= static_cast<int>(f->statements.size())) return std::nullopt;
-  const ir::Statement& s = f->statements[ci];
-  if (s.reduction != ir::Reduction::Sum || !s.init || s.out_indices.size() != 4) return std::nullopt;
-  const ir::Expr& rhs = *s.rhs;
-  if (rhs.kind != ir::ExprKind::Apply || rhs.op != ir::Op::Mul) return std::nullopt;
-  const ir::Expr* a = strip_cast(rhs.args[0].get());
-  const ir::Expr* b = strip_cast(rhs.args[1].get());
-  if (a->kind != ir::ExprKind::Access || b->kind != ir::ExprKind::Access || a->indices.size() != 4 || b->indices.size() != 3)
-    return std::nullopt;
-  const auto& o = s.out_indices;
-  const auto dh = constant_difference(a->indices[1], o[1], b->indices[0]);
-  const auto dw = constant_difference(a->indices[2], o[2], b->indices[1]);
-  if (!(a->indices[0] == o[0] && a->indices[3] == o[3] && b->indices[2] == o[3] && dh && dw)) return std::nullopt;
-  Depthwise d;
-  d.w = b->name, d.acc = s.output, d.statement = ci;
-  if (ci == 1) {
-    const ir::Statement& pad = f->statements[0];
-    const ir::Expr& sel = *pad.rhs;
-    if (a->name != pad.output || sel.kind != ir::ExprKind::Apply || sel.op != ir::Op::Select) return std::nullopt;
-    const ir::Expr* xa = strip_cast(sel.args[1].get());
-    if (xa->kind != ir::ExprKind::Access || xa->indices.size() != 4) return std::nullopt;
-    d.x = xa->name;
-    d.pt = -xa->indices[1].constant - *dh, d.pl = -xa->indices[2].constant - *dw;
-  } else {  // the padding inlined: X read as zero outside the image
-    d.x = a->name;
-    d.pt = -*dh, d.pl = -*dw;
-  }
-  const kernel::GlobalTensor* X = k.find_tensor(d.x);
-  const kernel::GlobalTensor* Wt = k.find_tensor(d.w);
-  if (!X || !Wt || X->dtype != DType::F16 || Wt->dtype != DType::F16 || X->shape.size() != 4 || Wt->shape.size() != 3) return std::nullopt;
-  d.N = X->shape[0], d.H = X->shape[1], d.W = X->shape[2], d.C = X->shape[3], d.R = Wt->shape[0], d.S = Wt->shape[1];
-  d.OH = d.H + 2 * d.pt - d.R + 1, d.OW = d.W + 2 * d.pl - d.S + 1;  // symmetric padding (checked against Y below)
-  return d;
-}
-
-class DepthwiseCode : public VectorCode {
- public:
-  DepthwiseCode(const kernel::Kernel& k, const isa::Hierarchy& h, const Depthwise& d) : VectorCode(k, h), d_(d) {}
-
-  NpuKernel emit() {
-    auto unsupported = [&](const std::string& why) {
-      return UserError("kernel " + k_.name + ": the NPU backend does not map this depthwise convolution yet: " + why);
-    };
-    const ir::Function* f = k_.function;
-    const int64_t lanes = bytes_per_repeat_ / 4;  // one f32 repeat per pixel
-    if (d_.C > lanes) throw unsupported(fmt::format("{} channels (at most {})", d_.C, lanes));
-    // The output: the last statement's tensor, [N, OH, OW, C].
-    const ir::Statement& last = f->statements.back();
-    const kernel::GlobalTensor* Y = k_.find_tensor(last.output);
-    if (!Y || Y->kind != ir::TensorKind::Output || Y->shape != std::vector<int64_t>{d_.N, d_.OH, d_.OW, d_.C})
-      throw unsupported("the output is not [N, OH, OW, C]");
-    const int64_t pixels_in = d_.N * d_.H * d_.W, pixels_out = d_.N * d_.OH * d_.OW, RS = d_.R * d_.S;
-    for (const auto& t : k_.tensors)
-      if (t.name != d_.x && t.name != d_.w && t.name != Y->name && !t.temporary) throw unsupported("extra tensor " + t.name);
-    int regions = 1;
-    for (size_t i = d_.statement + 1; i < f->statements.size(); ++i) regions += 1 + count_nodes(*f->statements[i].rhs);
-    const int64_t row = bytes_per_repeat_;  // one pixel (f32)
-    const int64_t x16 = 0, x32 = x16 + pixels_in * row / 2, w16 = x32 + pixels_in * row, w32 = w16 + RS * row / 2,
-                  acc = w32 + RS * row, tmp = acc + pixels_out * row, rest = tmp + std::max(d_.OW, int64_t(1)) * row;
-    if (uint64_t(rest + int64_t(regions) * pixels_out * row) > h_.level(isa::Role::Vector).capacity_bytes)
-      throw unsupported("the tensors do not fit the vector buffer in one piece");
-    if (pixels_in > max_repeat_ || pixels_out > max_repeat_ || RS > max_repeat_)
-      throw unsupported("more pixels than one vector instruction's repeats");
-
-    NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    p.cores = 1;
-    int64_t gm = 0;
-    for (const auto& t : k_.tensors) {
-      if (t.temporary) continue;
-      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-      gm = (gm + b.byte_size() + 31) / 32 * 32;
-      p.tensors.push_back(b);
-    }
-    auto off = [&](const std::string& n) { return p.find_tensor(n)->gm_offset; };
-    const Operand f32 = type(DType::F32);
-    // Pixels as rows of one repeat: X and the weights (f16 staged, converted to f32).
-    op(Opcode::DmaIn, {at(Buffer::UB, x16), at(Buffer::GM, off(d_.x)), imm(pixels_in), imm(d_.C * 2), imm(0), imm(row / 2 - d_.C * 2)});
-    op(Opcode::DmaIn, {at(Buffer::UB, w16), at(Buffer::GM, off(d_.w)), imm(RS), imm(d_.C * 2), imm(0), imm(row / 2 - d_.C * 2)});
-    op(Opcode::Vconv, {f32, type(DType::F16), at(Buffer::UB, x32), at(Buffer::UB, x16), imm(pixels_in), imm(1), imm(1), imm(8), imm(4)});
-    op(Opcode::Vconv, {f32, type(DType::F16), at(Buffer::UB, w32), at(Buffer::UB, w16), imm(RS), imm(1), imm(1), imm(8), imm(4)});
-    op(Opcode::Vdup, {f32, at(Buffer::UB, acc), Operand::float_(0), imm(pixels_out), imm(1), imm(8)});
-    // Per output row and kernel position, the valid output columns at once (terms reading the
-    // zero padding are skipped: they add 0), r then s ascending: the interpreter's order.
-    for (int64_t n = 0; n < d_.N; ++n)
-      for (int64_t p0 = 0; p0 < d_.OH; ++p0)
-        for (int64_t r = 0; r < d_.R; ++r) {
-          const int64_t h = p0 + r - d_.pt;
-          if (h < 0 || h >= d_.H) continue;
-          for (int64_t s = 0; s < d_.S; ++s) {
-            const int64_t q0 = std::max<int64_t>(0, d_.pl - s), q1 = std::min<int64_t>(d_.OW, d_.W + d_.pl - s);
-            if (q1 <= q0) continue;
-            const int64_t src = x32 + ((n * d_.H + h) * d_.W + q0 + s - d_.pl) * row, dst = acc + ((n * d_.OH + p0) * d_.OW + q0) * row;
-            op(Opcode::Vmul, {f32, at(Buffer::UB, tmp), at(Buffer::UB, src), at(Buffer::UB, w32 + (r * d_.S + s) * row), imm(q1 - q0),
-                              imm(1), imm(1), imm(1), imm(8), imm(8), imm(0)});
-            op(Opcode::Vadd, {f32, at(Buffer::UB, dst), at(Buffer::UB, dst), at(Buffer::UB, tmp), imm(q1 - q0), imm(1), imm(1), imm(1),
-                              imm(8), imm(8), imm(8)});
-          }
-        }
-    // The epilogue, element-wise over all output pixels (lanes past C computed and never stored).
-    chunk_ = pixels_out * lanes;
-    region_base_ = rest;
-    next_region_ = 0;
-    tensors_[d_.acc] = {false, 0, acc, DType::F32};
-    for (size_t i = d_.statement + 1; i < f->statements.size(); ++i) {
-      const ir::Statement& s = f->statements[i];
-      if (s.reduction != ir::Reduction::None || s.out_indices != f->statements[d_.statement].out_indices)
-        throw unsupported("epilogue statement " + s.name + " is not element-wise");
-      Value v = compile(*s.rhs, chunk_);
-      if (v.scalar) v = vector_of(v, chunk_);
-      tensors_[s.output] = v;
-    }
-    const Value& y = tensors_.at(Y->name);
-    if (y.type != Y->dtype) throw unsupported("the result type differs from " + Y->name);
-    const int eb = dtype_bytes(Y->dtype);
-    op(Opcode::DmaOut, {at(Buffer::GM, off(Y->name)), at(Buffer::UB, y.region), imm(pixels_out), imm(d_.C * eb), imm(lanes * eb - d_.C * eb),
-                        imm(0)});
-    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-    out.notes.push_back(fmt::format("depthwise convolution on the vector unit: pixels as rows of one repeat ({} channels), "
-                                    "one vmul + vadd per output row and kernel position, one core", d_.C));
-    npu::validate_program(p);
-    return out;
-  }
-
- private:
-      Operand at(Buffer b, int64_t o) { return Operand::addr(b, o); }
-  const Depthwise& d_;
-};
-
-}  // namespace
-
-bool is_depthwise_convolution(const kernel::Kernel& k) { return match_depthwise(k).has_value(); }
-
-NpuKernel emit_depthwise(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  const Depthwise d = *match_depthwise(k);
-  return DepthwiseCode(k, h, d).emit();
 }
 
 }  // namespace tessel::emit_npu

@@ -21,7 +21,11 @@
 
 namespace tessel::emit_npu {
 
-// True when the kernel's function is that convolution in one of those layouts (then emit_conv maps it).
+// True when the kernel's matched contraction (Kernel::contraction, recorded by the core's pass
+// "contraction") is that convolution in one of those layouts (then emit_conv maps it): X is the
+// operand with a dimension combining an output and a reduction index (`p + r - 1`, the padding
+// statement folded in), which gives the stride, dilation and pad; the anchor's output index names
+// say the layout.
 bool is_nhwc_convolution(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 // The tile policy's view of it (compiler/tile/npu_conv_plan.h), nullopt when it is not one.
 std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
@@ -29,12 +33,5 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, co
 // epilogue's UB needs and checks; the kernel must be a convolution (is_nhwc_convolution).
 tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::Hierarchy& target, const tile::TileSpec* spec);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
-
-// Depthwise NHWC convolution (a padding statement, Acc(n,p,q,c) += X(..,c) * Wt(r,s,c), element-wise
-// statements after it) on the vector unit: pixels as rows of one f32 repeat (C <= 64), the whole
-// tensors in UB, one vmul + vadd per output row and kernel position (r then s ascending, padding
-// terms skipped), the epilogue over all pixels; one core.
-bool is_depthwise_convolution(const kernel::Kernel& kernel);
-NpuKernel emit_depthwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

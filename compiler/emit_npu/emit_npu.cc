@@ -3,6 +3,7 @@
 
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
+#include "compiler/emit_npu/depthwise.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
 
@@ -651,34 +652,37 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   return out;
 }
 
+// The vector-unit mappings of kernels without a matmul, in the order they are tried: the first
+// whose why_not accepts the kernel maps it (their forms exclude each other: element-wise reads at
+// the output's indices, channel-last and last-axis rows at row or channel indices, a transpose is
+// one permuted copy, a one-hot one select on i32 indices). Each why_not checks its mapping's
+// preconditions without throwing and says why it does not apply; a kernel none accepts is one
+// UserError listing every reason.
+struct VectorMapping {
+  std::string (*why_not)(const kernel::Kernel&, const Machine&);
+  NpuKernel (*emit)(const kernel::Kernel&, const isa::Hierarchy&);
+};
+constexpr VectorMapping kVectorMappings[] = {
+    {why_not_pointwise, emit_pointwise}, {why_not_channels, emit_channels}, {why_not_rows, emit_rows},
+    {why_not_transpose, emit_transpose}, {why_not_one_hot, emit_one_hot},
+};
+
 }  // namespace
 
 NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
   const Machine m = isa::npu_machine(target);
   if (is_nhwc_convolution(k, m)) return emit_conv(k, target);
-  if (is_depthwise_convolution(k)) return emit_depthwise(k, target);
+  if (why_not_depthwise(k, m).empty()) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return emit_gemm(k, mm->matmul, m, target);
-  if (k.function && k.function->statements.size() == 1 && k.function->statements[0].rhs->kind == ir::ExprKind::Access &&
-      k.function->statements[0].out_indices != k.function->statements[0].rhs->indices)
-    return emit_transpose(k, target);
-  if (k.function && k.function->statements.size() == 1 && k.function->statements[0].rhs->kind == ir::ExprKind::Apply &&
-      k.function->statements[0].rhs->op == ir::Op::Select)
-    return emit_one_hot(k, target);
-  try {
-    return emit_pointwise(k, target);
-  } catch (const UserError& pointwise) {
-    try {
-      return emit_channels(k, target);
-    } catch (const UserError& channels) {
-      try {
-        return emit_rows(k, target);
-      } catch (const UserError& rows) {
-        throw UserError(std::string(pointwise.what()) + "; " + channels.what() + "; " + rows.what());
-      }
-    }
+  std::string reasons;
+  for (const VectorMapping& mapping : kVectorMappings) {
+    const std::string why = mapping.why_not(k, m);
+    if (why.empty()) return mapping.emit(k, target);
+    reasons += (reasons.empty() ? "" : "; ") + why;
   }
+  throw UserError(reasons);
 }
 
 }  // namespace tessel::emit_npu

@@ -23,18 +23,79 @@ enum Reg : uint8_t { kChunk = 1, kOff2, kOff4, kCore0 };
 
 }  // namespace
 
-VectorCode::VectorCode(const kernel::Kernel& k, const isa::Hierarchy& h) : k_(k), h_(h) {
-  for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Vector)) {
-    bytes_per_repeat_ = u->bytes_per_repeat;
-    max_repeat_ = u->max_repeat;
+VectorCode::VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m)
+    : k_(k),
+      m_(m),
+      bytes_per_repeat_(m_.vector_bytes_per_repeat),
+      max_repeat_(m_.vector_max_repeat),
+      repeat_blocks_(m_.blocks_per_repeat()) {}
+
+std::string VectorCode::message(const std::string& why, const std::string& mapping) const {
+  return why.empty() ? why : "kernel " + k_.name + ": " + mapping + ": " + why;
+}
+
+npu::Program& VectorCode::begin_program(NpuKernel& out) {
+  npu::Program& p = out.program;
+  p_ = &p;
+  p.source_name = k_.name + ".npu";
+  p.cores = 1;
+  bind_tensors(p);
+  return p;
+}
+
+void VectorCode::bind_tensors(npu::Program& p) const {
+  int64_t gm = 0;
+  const int64_t align = m_.alignment(Buffer::GM);
+  for (const auto& t : k_.tensors) {
+    if (t.temporary) continue;
+    npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+    gm = (gm + b.byte_size() + align - 1) / align * align;
+    p.tensors.push_back(b);
   }
+}
+
+void VectorCode::row_chunks(int64_t total, int64_t rows, uint8_t counter, const std::vector<std::pair<uint8_t, int64_t>>& offsets,
+                            const std::function<void(int64_t, bool, int64_t)>& chunk) {
+  const int64_t full = total / rows, tail = total % rows;
+  if (full > 1) {
+    op(Opcode::Loop, {reg(counter), imm(0), imm(full), imm(1)});
+    for (const auto& [r, bytes] : offsets) op(Opcode::Mul, {reg(r), reg(counter), imm(bytes)});
+    chunk(rows, true, 0);
+    op(Opcode::EndLoop, {});
+  } else if (full == 1) {
+    chunk(rows, false, 0);
+  }
+  if (tail > 0) chunk(tail, false, full * rows);
+}
+
+std::vector<int64_t> VectorCode::sizes_of(const ir::Tensor& t) const {
+  for (const auto& g : k_.tensors)
+    if (g.name == t.name) return g.shape;
+  std::vector<int64_t> s;
+  for (const auto& d : t.shape) s.push_back(d.evaluate({}, k_.sizes));
+  return s;
+}
+
+bool VectorCode::reads_tensor(const ir::Expr& e) {
+  if (e.kind == ir::ExprKind::Access) return true;
+  for (const auto& a : e.args)
+    if (reads_tensor(*a)) return true;
+  return false;
+}
+
+int64_t VectorCode::rows_per_chunk(int64_t total, int64_t fit, const std::function<bool(int64_t)>& aligned) const {
+  const int64_t rows = std::min<int64_t>(fit, max_repeat_);
+  if (rows >= total) return total;
+  int64_t unit = 1;
+  while (!aligned(unit)) ++unit;
+  return rows / unit * unit;
 }
 
 UserError VectorCode::not_pointwise(const std::string& why) const {
     return UserError("kernel " + k_.name + ": the NPU backend maps matmul and element-wise kernels only so far; not element-wise: " + why);
   }
 
-int VectorCode::count_nodes(const ir::Expr& e) const {
+int VectorCode::count_nodes(const ir::Expr& e) {
     int n = 1;
     if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I32) n += kTruncRegions;
     for (const auto& a : e.args) n += count_nodes(*a);
@@ -56,21 +117,21 @@ int64_t VectorCode::repeats(int64_t n, DType t) const {
 VectorCode::Value VectorCode::vector_of(const Value& v, int64_t n) {
     if (!v.scalar) return v;
     Value r{false, 0, fresh_region(), v.type};
-    op(Opcode::Vdup, {type(v.type), at(Buffer::UB, r.region), Operand::float_(v.constant), imm(repeats(n, v.type)), imm(1), imm(8)});
+    op(Opcode::Vdup, {type(v.type), at(Buffer::UB, r.region), Operand::float_(v.constant), imm(repeats(n, v.type)), imm(1), imm(repeat_blocks_)});
     return r;
   }
 
 void VectorCode::binary(Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
-           imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(8), imm(8), imm(8)});
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_), imm(repeat_blocks_)});
   }
 void VectorCode::with_scalar(Opcode o, const Value& dst, const Value& a, double s, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), Operand::float_(s),
-           imm(repeats(n, dst.type)), imm(1), imm(1), imm(8), imm(8)});
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
   }
 void VectorCode::unary(Opcode o, const Value& dst, const Value& a, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), imm(repeats(n, dst.type)), imm(1), imm(1),
-           imm(8), imm(8)});
+           imm(repeat_blocks_), imm(repeat_blocks_)});
   }
 
 VectorCode::Value VectorCode::compile(const ir::Expr& e, int64_t n) {
@@ -99,7 +160,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       if (t == DType::I32) return truncate_to_i32(a[0], n);
       Value r{false, 0, fresh_region(), t};
       const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
-      const int64_t rep_dst = lanes * dtype_bytes(t) / 32, rep_src = lanes * dtype_bytes(a[0].type) / 32;
+      const int64_t rep_dst = lanes * dtype_bytes(t) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(a[0].type) / m_.vector_block_bytes;
       op(Opcode::Vconv, {type(t), type(a[0].type), at(Buffer::UB, r.region), at(Buffer::UB, a[0].region),
                          imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
       return r;
@@ -171,7 +232,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
 
 void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
   const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(dst.type), dtype_bytes(src.type));
-  const int64_t rep_dst = lanes * dtype_bytes(dst.type) / 32, rep_src = lanes * dtype_bytes(src.type) / 32;
+  const int64_t rep_dst = lanes * dtype_bytes(dst.type) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(src.type) / m_.vector_block_bytes;
   op(Opcode::Vconv, {type(dst.type), type(src.type), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
                      imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
 }
@@ -216,38 +277,34 @@ namespace {
 
 class Pointwise : public VectorCode {
  public:
-  Pointwise(const kernel::Kernel& k, const isa::Hierarchy& h) : VectorCode(k, h) {}
+  Pointwise(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+
+  // "" when every statement is element-wise over tensors of one size and the chunk's values fit
+  // UB (then emit() maps the kernel), else the reason.
+  std::string why_not() {
+    const ir::Function* f = k_.function;
+    if (!f) return "no tensor IR attached";
+    if (std::string w = check_shapes(); !w.empty()) return w;
+    for (const auto& s : f->statements)
+      if (std::string w = check_statement(s); !w.empty()) return w;
+    chunk_ = chunk_elements(*f);
+    if (chunk_ < m_.vector_lanes(DType::F16)) return "too many intermediate values for the vector buffer";
+    for (const auto& t : k_.tensors)
+      if (t.temporary) return "global temporary " + t.name;
+    return "";
+  }
+
+  std::string why_not_message() {
+    const std::string why = why_not();
+    return why.empty() ? why : std::string(not_pointwise(why).what());
+  }
 
   NpuKernel emit() {
-    const ir::Function* f = k_.function;
-    if (!f) throw not_pointwise("no tensor IR attached");
-    check_shapes(*f);
-    for (const auto& s : f->statements) check_statement(s);
-    // Regions: every tensor and every expression node gets CH elements of 4 bytes.
-    int regions = 0;
-    for (const auto& s : f->statements) regions += 1 + count_nodes(*s.rhs);
-    regions += static_cast<int>(f->tensors.size());
-    const int64_t ub = h_.level(isa::Role::Vector).capacity_bytes;
-    const int64_t lanes16 = bytes_per_repeat_ / 2;  // the most lanes a repeat has (f16)
-    chunk_ = std::min<int64_t>(max_repeat_ * (bytes_per_repeat_ / 4) / lanes16 * lanes16,
-                               ub / (regions * 4) / lanes16 * lanes16);
-    chunk_ = std::min<int64_t>(chunk_, 8192);
-    if (chunk_ < lanes16) throw not_pointwise("too many intermediate values for the vector buffer");
-
+    if (std::string w = why_not(); !w.empty()) throw not_pointwise(w);
     NpuKernel out;
-    npu::Program& p = out.program;
-    p_ = &p;
-    p.source_name = k_.name + ".npu";
-    int64_t gm = 0;
-    const int64_t align = h_.level(isa::Role::Global).alignment_bytes;
-    for (const auto& t : k_.tensors) {
-      if (t.temporary) throw not_pointwise("global temporary " + t.name);
-      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
-      gm = (gm + b.byte_size() + align - 1) / align * align;
-      p.tensors.push_back(b);
-    }
+    npu::Program& p = begin_program(out);  // no temporaries (why_not)
     const int64_t full = elements_ / chunk_, tail = elements_ % chunk_;
-    p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, h_.cores));
+    p.cores = static_cast<int>(std::clamp<int64_t>(full, 1, m_.cores));
     if (full > 0) {
       const bool loop = full > p.cores;  // one chunk per core needs no loop (nor syncs carried by it)
       if (loop) op(Opcode::Loop, {reg(kChunk), reg(npu::kRegCoreId), imm(full), reg(npu::kRegCoreCount)});
@@ -269,51 +326,64 @@ class Pointwise : public VectorCode {
   }
 
  private:
-  void check_shapes(const ir::Function&) {
+  // Elements per chunk: every tensor and every expression node gets a region of that many f32
+  // values; a multiple of the f16 lanes, at most max_repeat f32 repeats.
+  int64_t chunk_elements(const ir::Function& f) const {
+    int regions = 0;
+    for (const auto& s : f.statements) regions += 1 + count_nodes(*s.rhs);
+    regions += static_cast<int>(f.tensors.size());
+    const int64_t lanes16 = m_.vector_lanes(DType::F16);  // the most lanes a repeat has
+    const int64_t f32 = dtype_bytes(DType::F32);
+    const int64_t chunk = std::min<int64_t>(max_repeat_ * m_.vector_lanes(DType::F32) / lanes16 * lanes16,
+                                            m_.capacity(Buffer::UB) / (regions * f32) / lanes16 * lanes16);
+    return std::min<int64_t>(chunk, kMaxChunkElements);
+  }
+  static constexpr int64_t kMaxChunkElements = 8192;  // not hardware: the emitter's cap on a chunk (README)
+
+  std::string check_shapes() {
     elements_ = -1;
     for (const auto& t : k_.tensors) {
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
-      if (elements_ >= 0 && n != elements_) throw not_pointwise("tensors of different sizes");
+      if (elements_ >= 0 && n != elements_) return "tensors of different sizes";
       elements_ = n;
       const bool i32_out = t.dtype == DType::I32 && t.kind == ir::TensorKind::Output;
-      if (t.dtype != DType::F16 && t.dtype != DType::F32 && !i32_out)
-        throw not_pointwise(fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype)));
+      if (t.dtype != DType::F16 && t.dtype != DType::F32 && !i32_out) return fmt::format("tensor {} is {}", t.name, dtype_name(t.dtype));
     }
+    return "";
   }
 
-  void check_statement(const ir::Statement& s) {
-    if (s.reduction != ir::Reduction::None) throw not_pointwise("statement " + s.name + " is a reduction");
+  static std::string check_statement(const ir::Statement& s) {
+    if (s.reduction != ir::Reduction::None) return "statement " + s.name + " is a reduction";
     for (const auto& d : s.domain)
-      if (d.is_reduction) throw not_pointwise("statement " + s.name + " has a reduction index");
-    check_expr(*s.rhs, s);
+      if (d.is_reduction) return "statement " + s.name + " has a reduction index";
+    return check_expr(*s.rhs, s);
   }
 
-  void check_expr(const ir::Expr& e, const ir::Statement& s) {
+  static std::string check_expr(const ir::Expr& e, const ir::Statement& s) {
     switch (e.kind) {
-      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return;
-      case ir::ExprKind::IndexValue: throw not_pointwise("statement " + s.name + " uses an index as a value");
+      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return "";
+      case ir::ExprKind::IndexValue: return "statement " + s.name + " uses an index as a value";
       case ir::ExprKind::Access:
-        if (e.indices != s.out_indices) throw not_pointwise("statement " + s.name + " reads " + e.name + " at other indices");
-        return;
+        if (e.indices != s.out_indices) return "statement " + s.name + " reads " + e.name + " at other indices";
+        return "";
       case ir::ExprKind::Apply:
         if (e.op == ir::Op::Cast && e.type == DType::I32 && e.args.size() == 1 &&
-            (e.args[0]->type == DType::F32 || e.args[0]->type == DType::F16) && e.args[0]->kind != ir::ExprKind::Constant) {
-          check_expr(*e.args[0], s);
-          return;
-        }
-        if (e.type != DType::F16 && e.type != DType::F32) throw not_pointwise(fmt::format("{} arithmetic", dtype_name(e.type)));
-        for (const auto& a : e.args) check_expr(*a, s);
+            (e.args[0]->type == DType::F32 || e.args[0]->type == DType::F16) && e.args[0]->kind != ir::ExprKind::Constant)
+          return check_expr(*e.args[0], s);
+        if (e.type != DType::F16 && e.type != DType::F32) return fmt::format("{} arithmetic", dtype_name(e.type));
+        for (const auto& a : e.args)
+          if (std::string w = check_expr(*a, s); !w.empty()) return w;
         switch (e.op) {
           case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Min: case ir::Op::Max:
           case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
           case ir::Op::Tanh: case ir::Op::Cast:
-            return;
-          default: throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
+            return "";
+          default: return std::string("operator ") + ir::op_spelling(e.op);
         }
     }
+    return "";
   }
-
   // One chunk of n elements: load the inputs, evaluate the statements, store the outputs. GM
   // addresses are `static_offset` elements in, plus the chunk registers when `registers`.
   void emit_chunk(int64_t n, bool registers, int64_t static_offset) {
@@ -348,7 +418,7 @@ class Pointwise : public VectorCode {
 
 GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
                            const std::string& accumulator, bool skip_before)
-    : VectorCode(k, h), accumulator_(accumulator) {
+    : VectorCode(k, isa::npu_machine(h)), accumulator_(accumulator) {
   const ir::Function* f = k.function;
   if (!f) throw not_pointwise("no tensor IR attached");
   std::vector<std::string> known = {accumulator};
@@ -391,26 +461,29 @@ GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int
   regions_ += 2 * static_cast<int>(broadcasts_.size()) + 1;
 }
 
-int64_t GemmEpilogue::ub_bytes(int64_t rows) const { return int64_t(regions_) * rows * 16 * 4 + bytes_per_repeat_; }
+int64_t GemmEpilogue::ub_bytes(int64_t rows) const {
+  return int64_t(regions_) * rows * m_.cube_f16.n0 * dtype_bytes(DType::F32) + bytes_per_repeat_;
+}
 
 int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
                                  const std::map<std::string, npu::Operand>& broadcast_gm) {
   p_ = &p;
-  chunk_ = rows * 16;
+  const int64_t columns = m_.cube_f16.n0;  // one column block of the accumulator
+  chunk_ = rows * columns;
   region_base_ = region_base;
   next_region_ = 0;
   tensors_.clear();
   tensors_[accumulator_] = {false, 0, c_region, DType::F32};
   for (const std::string& name : broadcasts_) {
-    // 16 values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat) by
+    // `columns` values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat) by
     // small DMAs, then copied with a source repeat stride of 0.
     const kernel::GlobalTensor* t = k_.find_tensor(name);
     const int eb = dtype_bytes(t->dtype);
     const int64_t pattern = fresh_region(), expanded = fresh_region();
-    for (int64_t r = 0; r < bytes_per_repeat_ / (16 * eb); ++r)
-      op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * 16 * eb), broadcast_gm.at(name), imm(1), imm(16 * eb), imm(0), imm(0)});
+    for (int64_t r = 0; r < bytes_per_repeat_ / (columns * eb); ++r)
+      op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * columns * eb), broadcast_gm.at(name), imm(1), imm(columns * eb), imm(0), imm(0)});
     op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
-                       imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(8), imm(0)});
+                       imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     tensors_[name] = {false, 0, expanded, t->dtype};
   }
   for (const ir::Statement* s : statements_) {
@@ -423,8 +496,12 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   return out.region;
 }
 
+std::string why_not_pointwise(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {
+  return Pointwise(kernel, machine).why_not_message();
+}
+
 NpuKernel emit_pointwise(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
-  return Pointwise(kernel, target).emit();
+  return Pointwise(kernel, isa::npu_machine(target)).emit();
 }
 
 }  // namespace tessel::emit_npu

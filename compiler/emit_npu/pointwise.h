@@ -3,14 +3,17 @@
 // tensors are processed as flat arrays in UB chunks (GM -(MTE2)-> UB -(V: vector instructions with
 // repeat <= max_repeat)-> UB -(MTE3)-> GM), chunks spread over the cores, the tail chunk on core 0.
 // Part of the NPU emitter (compiler/emit_npu/emit_npu.h), which calls it for kernels without a
-// matched matmul. Throws UserError saying why a kernel is not element-wise.
+// matched matmul. why_not_pointwise says, without throwing, whether it maps a kernel.
 #pragma once
 
 #include "compiler/emit_npu/emit_npu.h"
 #include "isa/base/error.h"
+#include "isa/npu_machine.h"
 
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::emit_npu {
@@ -26,11 +29,33 @@ class VectorCode {
     int64_t region = 0;  // UB byte offset
     DType type = DType::F32;
   };
-  VectorCode(const kernel::Kernel& k, const isa::Hierarchy& h);
+  VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
 
  protected:
   UserError not_pointwise(const std::string& why) const;
-  int count_nodes(const ir::Expr& e) const;
+  // "" for "", else the mapping's UserError text: "kernel K: <mapping>: <why>".
+  std::string message(const std::string& why, const std::string& mapping) const;
+  // Binds every global tensor but the temporaries to GM, one after the other at the GM alignment
+  // (inputs In, outputs Out).
+  void bind_tensors(npu::Program& p) const;
+  // Starts `out`'s program (emitted into from now on): its name, one core, the tensors bound.
+  npu::Program& begin_program(NpuKernel& out);
+  // Rows per UB chunk of a row kernel: all `total` rows when `fit` rows fit UB and one instruction's
+  // repeats, else the most that fit and are a multiple of the smallest count `aligned` accepts
+  // (every chunk's GM offset aligned); 0 when none fit.
+  int64_t rows_per_chunk(int64_t total, int64_t fit, const std::function<bool(int64_t)>& aligned) const;
+  // The `total` rows of a row kernel in chunks of `rows`: the full chunks in a loop counted by
+  // register `counter`, each (register, bytes) of `offsets` set to counter x bytes, when there are
+  // several, straight code for one, then the tail. `chunk(n, registers, first_row)` emits n rows,
+  // GM addresses `first_row` rows in plus the offset registers when `registers`.
+  void row_chunks(int64_t total, int64_t rows, uint8_t counter, const std::vector<std::pair<uint8_t, int64_t>>& offsets,
+                  const std::function<void(int64_t, bool, int64_t)>& chunk);
+  // A tensor's sizes (the kernel's global tensor, else its shape evaluated at the kernel's sizes).
+  std::vector<int64_t> sizes_of(const ir::Tensor& t) const;
+  // Does `e` read a tensor? (Integer arithmetic on sizes and constants folds; on tensor values it
+  // is not mapped.)
+  static bool reads_tensor(const ir::Expr& e);
+  static int count_nodes(const ir::Expr& e);
   void op(npu::Opcode o, std::vector<npu::Operand> operands);
   int64_t fresh_region();
   int64_t repeats(int64_t n, DType t) const;
@@ -45,17 +70,19 @@ class VectorCode {
   static constexpr int kTruncRegions = 12;  // regions truncate_to_i32 takes beyond its own node
 
   const kernel::Kernel& k_;
-  const isa::Hierarchy& h_;
+  const isa::NpuMachine m_;
   npu::Program* p_ = nullptr;
   int64_t chunk_ = 0, next_region_ = 0, region_base_ = 0;
-  int64_t bytes_per_repeat_ = 256, max_repeat_ = 255;
+  int64_t bytes_per_repeat_ = 0, max_repeat_ = 0;  // m_'s vector geometry
+  int64_t repeat_blocks_ = 0;  // blocks of one repeat: the repeat stride of contiguous operands
   std::map<std::string, Value> tensors_;
 };
 
 // The fused epilogue of a GEMM (DESIGN.md: epilogues on UB between L0C and GM): the statements after
 // the matmul statement, element-wise over the accumulator's [M, N] indices, reading the accumulator,
 // earlier epilogue results and [N] tensors at the column index (broadcast along rows, e.g. a bias).
-// Evaluated per 16-column block of an accumulator tile in UB (NZ: rows x 16, row-major).
+// Evaluated per column block (the cube fractal's n0 columns) of an accumulator tile in UB (NZ: rows x
+// n0, row-major).
 class GemmEpilogue : public VectorCode {
  public:
   // Throws UserError (naming the kernel) when the statements do not have that form.
@@ -68,8 +95,8 @@ class GemmEpilogue : public VectorCode {
   // UB bytes the evaluation of one block of `rows` rows needs.
   int64_t ub_bytes(int64_t rows) const;
   // Emits the evaluation of one block into `p`: the accumulator block at `c_region` (f32), the
-  // broadcast tensors' 16 values at GM addresses `broadcast_gm[name]`, UB from `region_base` on.
-  // Returns the UB region of the output block (output_type, rows x 16, row-major).
+  // broadcast tensors' n0 values at GM addresses `broadcast_gm[name]`, UB from `region_base` on.
+  // Returns the UB region of the output block (output_type, rows x n0, row-major).
   int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
                      const std::map<std::string, npu::Operand>& broadcast_gm);
 
@@ -81,6 +108,8 @@ class GemmEpilogue : public VectorCode {
   int regions_ = 0;
 };
 
+// "" when emit_pointwise maps the kernel, else the UserError message saying why it is not element-wise.
+std::string why_not_pointwise(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_pointwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "isa/base/error.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 namespace {
@@ -15,45 +16,88 @@ using npu::Operand;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-}  // namespace
+constexpr int kMaskHalfBits = 64;  // not hardware: the int64 halves (hi, lo) of set_vector_mask's operand
 
-NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError("kernel " + k.name + ": not a last-axis transpose: " + why); };
+// "kernel K: <mapping>: <why>", the mappings' UserError text.
+std::string message(const kernel::Kernel& k, const char* mapping, const std::string& why) {
+  return "kernel " + k.name + ": " + mapping + ": " + why;
+}
+
+// "" when `match` finds its form in the kernel, else the message saying why not.
+template <class Form>
+std::string why_not(const kernel::Kernel& k, const char* mapping, std::string (*match)(const kernel::Kernel&, Form&)) {
+  Form form;
+  const std::string why = match(k, form);
+  return why.empty() ? why : message(k, mapping, why);
+}
+
+// The form `match` finds in the kernel; a UserError saying why not when there is none.
+template <class Form>
+Form matched(const kernel::Kernel& k, const char* mapping, std::string (*match)(const kernel::Kernel&, Form&)) {
+  Form form;
+  if (std::string why = match(k, form); !why.empty()) throw UserError(message(k, mapping, why));
+  return form;
+}
+
+constexpr const char* kTranspose = "not a last-axis transpose";
+constexpr const char* kOneHot = "not a one-hot";
+
+struct Transpose {
+  const kernel::GlobalTensor* X = nullptr;
+  const kernel::GlobalTensor* Y = nullptr;
+};
+
+// X(n, h, w, c) -> Y(n, c, h, w): "" or why the kernel is not that copy.
+std::string match_transpose(const kernel::Kernel& k, Transpose& t) {
   const ir::Function* f = k.function;
-  if (!f || f->statements.size() != 1) throw unsupported("not one statement");
+  if (!f || f->statements.size() != 1) return "not one statement";
   const ir::Statement& s = f->statements[0];
   const ir::Expr& e = *s.rhs;
-  if (s.reduction != ir::Reduction::None || e.kind != ir::ExprKind::Access) throw unsupported("not a copy");
-  const kernel::GlobalTensor* X = k.find_tensor(e.name);
-  const kernel::GlobalTensor* Y = k.find_tensor(s.output);
-  if (!X || !Y || X->kind != ir::TensorKind::Input || Y->kind != ir::TensorKind::Output || X->dtype != Y->dtype)
-    throw unsupported("not a copy between an input and an output of one type");
+  if (s.reduction != ir::Reduction::None || e.kind != ir::ExprKind::Access || e.indices == s.out_indices) return "not a copy";
+  t.X = k.find_tensor(e.name);
+  t.Y = k.find_tensor(s.output);
+  if (!t.X || !t.Y || t.X->kind != ir::TensorKind::Input || t.Y->kind != ir::TensorKind::Output || t.X->dtype != t.Y->dtype)
+    return "not a copy between an input and an output of one type";
   const size_t rank = s.out_indices.size();
-  // X(n, h, w, c) -> Y(n, c, h, w): the first index stays, the last input index moves to position 1.
+  // The first index stays, the last input index moves to position 1.
   if (rank < 3 || e.indices.size() != rank || e.indices[0] != s.out_indices[0] || e.indices.back() != s.out_indices[1])
-    throw unsupported("not [B, P..., C] -> [B, C, P...]");
+    return "not [B, P..., C] -> [B, C, P...]";
   for (size_t i = 1; i + 1 < rank; ++i)
-    if (e.indices[i] != s.out_indices[i + 1]) throw unsupported("not [B, P..., C] -> [B, C, P...]");
+    if (e.indices[i] != s.out_indices[i + 1]) return "not [B, P..., C] -> [B, C, P...]";
+  return "";
+}
+
+}  // namespace
+
+std::string why_not_transpose(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kTranspose, match_transpose); }
+
+NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  auto unsupported = [&](const std::string& why) { return UserError(message(k, kTranspose, why)); };
+  const Transpose t = matched(k, kTranspose, match_transpose);
+  const kernel::GlobalTensor* X = t.X;
+  const kernel::GlobalTensor* Y = t.Y;
+  const size_t rank = X->shape.size();
+  const isa::NpuMachine m = isa::npu_machine(h);
   const int eb = dtype_bytes(X->dtype);
   const int64_t B = X->shape[0], C = X->shape.back();
   int64_t P = 1;
   for (size_t i = 1; i + 1 < rank; ++i) P *= X->shape[i];
-  int64_t bytes_per_repeat = 256, max_repeat = 255;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) bytes_per_repeat = u->bytes_per_repeat, max_repeat = u->max_repeat;
-  const int64_t lanes = bytes_per_repeat / eb, block = 32 / eb;
+  const int64_t bytes_per_repeat = m.vector_bytes_per_repeat, max_repeat = m.vector_max_repeat, blocks = m.blocks_per_repeat();
+  const int64_t lanes = m.vector_lanes(X->dtype), block = m.block_elements(X->dtype);
   if (C > max_repeat) throw unsupported(fmt::format("{} channels (one vbrcb repeat each, at most {})", C, max_repeat));
   // UB: X as B*P rows of Cp elements (each row aligned), Y as B*C rows of Pp elements.
   const int64_t Cp = round_up(C, block), Pp = round_up(P, lanes);
-  const int64_t x_bytes = round_up(B * P * Cp * eb, 256), y_bytes = B * C * Pp * eb;
-  const int64_t ub = h.level(isa::Role::Vector).capacity_bytes;
-  if (x_bytes + y_bytes > ub) throw unsupported("the tensor does not fit the vector buffer in one piece");
-  if (B * P > 8192) throw unsupported("more than 8192 pixel rows (one instruction pair per row)");
+  const int64_t x_bytes = round_up(B * P * Cp * eb, bytes_per_repeat), y_bytes = B * C * Pp * eb;
+  if (x_bytes + y_bytes > m.capacity(Buffer::UB)) throw unsupported("the tensor does not fit the vector buffer in one piece");
+  constexpr int64_t kMaxPixelRows = 8192;  // not hardware: a bound on the unrolled code (two instructions per row)
+  if (B * P > kMaxPixelRows)
+    throw unsupported(fmt::format("more than {} pixel rows (one instruction pair per row)", kMaxPixelRows));
 
   NpuKernel out;
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
   p.cores = 1;
-  const int64_t align = h.level(isa::Role::Global).alignment_bytes;
+  const int64_t align = m.alignment(Buffer::GM);
   npu::TensorBinding bx{X->name, X->dtype, X->shape, 0, npu::TensorRole::In, {}};
   npu::TensorBinding by{Y->name, Y->dtype, Y->shape, round_up(bx.byte_size(), align), npu::TensorRole::Out, {}};
   p.tensors = {bx, by};
@@ -65,7 +109,7 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
     for (int64_t done = 0; done < bytes;) {
       const int64_t r = std::min((bytes - done + bytes_per_repeat - 1) / bytes_per_repeat, max_repeat);
       p.add(Opcode::Vmuls, {type(X->dtype), at(Buffer::UB, region + done), at(Buffer::UB, region + done), Operand::float_(1), imm(r),
-                            imm(1), imm(1), imm(8), imm(8)});
+                            imm(1), imm(1), imm(blocks), imm(blocks)});
       done += r * bytes_per_repeat;
     }
   };
@@ -75,10 +119,11 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t px = 0; px < P; ++px) {
       const int64_t lane = px % lanes;
-      const uint64_t bit = uint64_t(1) << (lane % 64);
-      p.add(Opcode::SetVectorMask, {imm(lane >= 64 ? int64_t(bit) : 0), imm(lane < 64 ? int64_t(bit) : 0)});
+      const uint64_t bit = uint64_t(1) << (lane % kMaskHalfBits);
+      const bool high = lane >= kMaskHalfBits;
+      p.add(Opcode::SetVectorMask, {imm(high ? int64_t(bit) : 0), imm(high ? 0 : int64_t(bit))});
       p.add(Opcode::Vbrcb, {type(X->dtype), at(Buffer::UB, y_ub + (b * C * Pp + px / lanes * lanes) * eb),
-                            at(Buffer::UB, x_ub + (b * P + px) * Cp * eb), imm(C), imm(1), imm(Pp * eb / 32)});
+                            at(Buffer::UB, x_ub + (b * P + px) * Cp * eb), imm(C), imm(1), imm(Pp * eb / m.vector_block_bytes)});
     }
   p.add(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   touch(y_ub, y_bytes);
@@ -97,66 +142,90 @@ namespace tessel::emit_npu {
 // larger value can equal a column index), broadcast across each row by vbrcb; the column indices
 // as a row built by masked vdups and copied down the rows; then with t = |d - idx| (an integer),
 // hit = max(1 - t, 0) is exactly 1 or 0, and Y = b + (a - b) * hit. Rows of one f32 repeat (D <= 64).
-NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError("kernel " + k.name + ": not a one-hot: " + why); };
+namespace {
+
+struct OneHot {
+  const kernel::GlobalTensor* I = nullptr;
+  const kernel::GlobalTensor* Y = nullptr;
+  double a = 0, b = 0;  // the values at and off the index
+};
+
+// Y(n, d) = select(d == idx(n), a, b): "" or why the kernel is not that.
+std::string match_one_hot(const kernel::Kernel& k, OneHot& o) {
   const ir::Function* f = k.function;
-  if (!f || f->statements.size() != 1) throw unsupported("not one statement");
+  if (!f || f->statements.size() != 1) return "not one statement";
   const ir::Statement& s = f->statements[0];
   const ir::Expr& e = *s.rhs;
   if (s.reduction != ir::Reduction::None || s.out_indices.size() != 2 || e.kind != ir::ExprKind::Apply || e.op != ir::Op::Select)
-    throw unsupported("not select(column == index(row), a, b)");
+    return "not select(column == index(row), a, b)";
   const ir::Expr& cond = *e.args[0];
-  if (cond.kind != ir::ExprKind::Apply || cond.op != ir::Op::Eq) throw unsupported("the condition is not an equality");
+  if (cond.kind != ir::ExprKind::Apply || cond.op != ir::Op::Eq) return "the condition is not an equality";
   const ir::Expr* col = cond.args[0].get();
   const ir::Expr* idx = cond.args[1].get();
   if (col->kind == ir::ExprKind::Access) std::swap(col, idx);
   if (col->kind != ir::ExprKind::IndexValue || !(col->affine == s.out_indices[1]) || idx->kind != ir::ExprKind::Access ||
       idx->indices.size() != 1 || !(idx->indices[0] == s.out_indices[0]))
-    throw unsupported("not column == index(row)");
-  if (e.args[1]->kind != ir::ExprKind::Constant || e.args[2]->kind != ir::ExprKind::Constant) throw unsupported("values are not constants");
-  const kernel::GlobalTensor* I = k.find_tensor(idx->name);
-  const kernel::GlobalTensor* Y = k.find_tensor(s.output);
-  if (!I || !Y || I->dtype != DType::I32 || Y->dtype != DType::F32 || Y->shape.size() != 2) throw unsupported("not i32 indices -> f32 [N, D]");
-  const double a = e.args[1]->value, b = e.args[2]->value;
+    return "not column == index(row)";
+  if (e.args[1]->kind != ir::ExprKind::Constant || e.args[2]->kind != ir::ExprKind::Constant) return "values are not constants";
+  o.I = k.find_tensor(idx->name);
+  o.Y = k.find_tensor(s.output);
+  if (!o.I || !o.Y || o.I->dtype != DType::I32 || o.Y->dtype != DType::F32 || o.Y->shape.size() != 2) return "not i32 indices -> f32 [N, D]";
+  o.a = e.args[1]->value, o.b = e.args[2]->value;
+  return "";
+}
+
+}  // namespace
+
+std::string why_not_one_hot(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kOneHot, match_one_hot); }
+
+NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  auto unsupported = [&](const std::string& why) { return UserError(message(k, kOneHot, why)); };
+  const OneHot o = matched(k, kOneHot, match_one_hot);
+  const kernel::GlobalTensor* I = o.I;
+  const kernel::GlobalTensor* Y = o.Y;
+  const isa::NpuMachine m = isa::npu_machine(h);
+  const double a = o.a, b = o.b;
   const int64_t N = Y->shape[0], D = Y->shape[1];
-  int64_t bytes_per_repeat = 256, max_repeat = 255;
-  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) bytes_per_repeat = u->bytes_per_repeat, max_repeat = u->max_repeat;
-  const int64_t W = bytes_per_repeat / 4;
+  const int64_t bytes_per_repeat = m.vector_bytes_per_repeat, blocks = m.blocks_per_repeat();
+  const int64_t W = m.vector_lanes(DType::F32);
   if (D > W) throw unsupported(fmt::format("{} columns (at most {})", D, W));
-  const int64_t rows = std::min<int64_t>(128, max_repeat) / 8 * 8;  // a multiple of 8: chunk offsets stay aligned
+  // Chunks of rows: a multiple of the indices per GM alignment, so every chunk's offset stays aligned.
+  constexpr int64_t kChunkRows = 128;  // not hardware: the emitter's chunk of rows
+  const int64_t unit = m.alignment(Buffer::GM) / dtype_bytes(DType::I32);
+  const int64_t rows = std::min<int64_t>(kChunkRows, m.vector_max_repeat) / unit * unit;
   const int64_t region = rows * bytes_per_repeat;
-  if (uint64_t(6 * region) > h.level(isa::Role::Vector).capacity_bytes) throw unsupported("the vector buffer is too small");
+  if (6 * region > m.capacity(Buffer::UB)) throw unsupported("the vector buffer is too small");
 
   NpuKernel out;
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
   p.cores = 1;
-  const int64_t align = h.level(isa::Role::Global).alignment_bytes;
+  const int64_t align = m.alignment(Buffer::GM);
   npu::TensorBinding bi{I->name, I->dtype, I->shape, 0, npu::TensorRole::In, {}};
   npu::TensorBinding by{Y->name, Y->dtype, Y->shape, round_up(bi.byte_size(), align), npu::TensorRole::Out, {}};
   p.tensors = {bi, by};
   const int64_t iota_row = 0, iota = bytes_per_repeat, idx_i = iota + region, idx_f = idx_i + region, bcast = idx_f + region,
                 work = bcast + region;
   auto v2 = [&](Opcode o, int64_t dst, int64_t src, double scalar, int64_t n) {
-    p.add(o, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, src), Operand::float_(scalar), imm(n), imm(1), imm(1), imm(8), imm(8)});
+    p.add(o, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, src), Operand::float_(scalar), imm(n), imm(1), imm(1), imm(blocks), imm(blocks)});
   };
   for (int64_t d = 0; d < D; ++d) {
     const uint64_t bit = uint64_t(1) << d;
     p.add(Opcode::SetVectorMask, {imm(0), imm(int64_t(bit))});
-    p.add(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, iota_row), Operand::float_(double(d)), imm(1), imm(1), imm(8)});
+    p.add(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, iota_row), Operand::float_(double(d)), imm(1), imm(1), imm(blocks)});
   }
   p.add(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   p.add(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, iota), at(Buffer::UB, iota_row), Operand::float_(0), imm(rows), imm(1), imm(1),
-                        imm(8), imm(0)});
+                        imm(blocks), imm(0)});
   for (int64_t r0 = 0; r0 < N; r0 += rows) {
     const int64_t n = std::min(rows, N - r0);
     p.add(Opcode::DmaIn, {at(Buffer::UB, idx_i), at(Buffer::GM, bi.gm_offset + r0 * 4), imm(1), imm(n * 4), imm(0), imm(0)});
     p.add(Opcode::Vconv, {type(DType::F32), type(DType::I32), at(Buffer::UB, idx_f), at(Buffer::UB, idx_i), imm((n + W - 1) / W), imm(1),
-                          imm(1), imm(8), imm(8)});
-    p.add(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, bcast), at(Buffer::UB, idx_f), imm(n), imm(1), imm(8)});
+                          imm(1), imm(blocks), imm(blocks)});
+    p.add(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, bcast), at(Buffer::UB, idx_f), imm(n), imm(1), imm(blocks)});
     p.add(Opcode::Vsub, {type(DType::F32), at(Buffer::UB, work), at(Buffer::UB, iota), at(Buffer::UB, bcast), imm(n), imm(1), imm(1),
-                         imm(1), imm(8), imm(8), imm(8)});
-    p.add(Opcode::Vabs, {type(DType::F32), at(Buffer::UB, work), at(Buffer::UB, work), imm(n), imm(1), imm(1), imm(8), imm(8)});
+                         imm(1), imm(blocks), imm(blocks), imm(blocks)});
+    p.add(Opcode::Vabs, {type(DType::F32), at(Buffer::UB, work), at(Buffer::UB, work), imm(n), imm(1), imm(1), imm(blocks), imm(blocks)});
     v2(Opcode::Vmuls, work, work, -1.0, n);
     v2(Opcode::Vadds, work, work, 1.0, n);
     v2(Opcode::Vmaxs, work, work, 0.0, n);

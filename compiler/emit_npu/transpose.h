@@ -4,13 +4,21 @@
 // Bit-exact; one core; tensors that do not fit UB in one piece are a UserError.
 #pragma once
 
+#include <string>
+
 #include "compiler/emit_npu/emit_npu.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::emit_npu {
 
+// "" when the kernel is that copy (then emit_transpose maps it, or throws UserError when it does
+// not fit UB), else the UserError message saying why not; never throws.
+std::string why_not_transpose(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_transpose(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 // One-hot Y(n, d) = select(d == idx(n), a, b) for i32 idx[N] -> f32 Y[N, D], D <= 64 (transpose.cc).
+// why_not_one_hot: as why_not_transpose.
+std::string why_not_one_hot(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_one_hot(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

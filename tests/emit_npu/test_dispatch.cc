@@ -1,0 +1,104 @@
+// The NPU emitter's dispatch (compiler/emit_npu/emit_npu.cc emit_npu): the vector mappings are
+// chosen by their why_not_<x>(kernel, machine) checks, which never throw; exactly the mapping that
+// emits a kernel accepts it, and a kernel none accepts is one UserError listing every reason.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/emit_npu/channels.h"
+#include "compiler/emit_npu/depthwise.h"
+#include "compiler/emit_npu/emit_npu.h"
+#include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/transpose.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+#include "isa/npu_machine.h"
+
+namespace tessel {
+namespace {
+
+const std::string kRoot = TESSEL_SOURCE_DIR;
+
+struct Compiled {
+  frontend::Module module;
+  std::unique_ptr<Compilation> compilation;
+};
+
+Compiled compile_kernel(const std::string& file, const std::string& def, const std::string& shape) {
+  Compiled c;
+  c.module = frontend::load_module(kRoot + "/workloads/" + file);
+  CompileOptions o;
+  o.target = kRoot + "/isa/targets/davinci-910.yaml";
+  o.sizes = parse_shape(shape);
+  c.compilation = compile(frontend::select_function(c.module, def), o);
+  return c;
+}
+
+// Each vector mapping's answer, in emit_npu's order.
+std::vector<std::string> answers(const kernel::Kernel& k, const isa::NpuMachine& m) {
+  using WhyNot = std::string (*)(const kernel::Kernel&, const isa::NpuMachine&);
+  std::vector<std::string> why;
+  for (WhyNot f : {emit_npu::why_not_pointwise, emit_npu::why_not_channels, emit_npu::why_not_rows, emit_npu::why_not_transpose,
+                   emit_npu::why_not_one_hot})
+    CHECK_NOTHROW(why.push_back(f(k, m)));
+  return why;
+}
+
+TEST_CASE("each vector mapping's why_not accepts exactly the kernels it maps and says why not for the others") {
+  struct Expect {
+    const char* file;
+    const char* def;
+    const char* shape;
+    int taker;  // index in answers()
+  };
+  const Expect cases[] = {
+      {"relu.tsl", "relu", "N=2,C=3,H=4,W=5", 0},           {"batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=5", 1},
+      {"bert.tsl", "softmax", "M=6,N=11", 2},               {"transpose.tsl", "transpose", "N=2,H=3,W=4,C=5", 3},
+      {"one_hot.tsl", "one_hot", "N=9,D=6", 4},
+  };
+  for (const Expect& e : cases) {
+    CAPTURE(e.def);
+    const Compiled c = compile_kernel(e.file, e.def, e.shape);
+    const kernel::Kernel& k = c.compilation->kernel;
+    const isa::NpuMachine m = isa::npu_machine(c.compilation->hierarchy);
+    const std::vector<std::string> why = answers(k, m);
+    for (int i = 0; i < static_cast<int>(why.size()); ++i) {
+      CAPTURE(i);
+      if (i == e.taker) {
+        CHECK(why[i].empty());
+      } else {
+        CHECK(why[i].rfind("kernel " + std::string(e.def) + ": ", 0) == 0);
+      }
+    }
+    CHECK_FALSE(emit_npu::why_not_depthwise(k, m).empty());
+    CHECK_NOTHROW(emit_npu::emit_npu(k, c.compilation->hierarchy));
+  }
+}
+
+TEST_CASE("a kernel no mapping takes is one UserError listing every mapping's reason, in order") {
+  const Compiled c = compile_kernel("batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=80");
+  const kernel::Kernel& k = c.compilation->kernel;
+  const std::vector<std::string> why = answers(k, isa::npu_machine(c.compilation->hierarchy));
+  std::string expected;
+  for (const std::string& w : why) {
+    CHECK_FALSE(w.empty());
+    expected += (expected.empty() ? "" : "; ") + w;
+  }
+  CHECK(why[1].find("80 channels (at most 64") != std::string::npos);  // the sizes are preconditions too
+  CHECK_THROWS_WITH_AS(emit_npu::emit_npu(k, c.compilation->hierarchy), expected.c_str(), UserError);
+}
+
+TEST_CASE("the depthwise convolution is recognised from the statement, not as a contraction") {
+  const Compiled c = compile_kernel("mobilenet.tsl", "depthwise_relu6", "N=1,H=6,W=6,C=8,R=3,S=3");
+  const kernel::Kernel& k = c.compilation->kernel;
+  CHECK_FALSE(k.contraction.has_value());
+  CHECK(emit_npu::why_not_depthwise(k, isa::npu_machine(c.compilation->hierarchy)).empty());
+  const Compiled relu = compile_kernel("relu.tsl", "relu", "N=2,C=3,H=4,W=5");
+  CHECK(emit_npu::why_not_depthwise(relu.compilation->kernel, isa::npu_machine(relu.compilation->hierarchy)) != "");
+}
+
+}  // namespace
+}  // namespace tessel
