@@ -175,6 +175,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
         case ir::Op::Sub: r = x - y; break;
         case ir::Op::Mul: r = x * y; break;
         case ir::Op::Div: r = x / y; break;
+        case ir::Op::Mod: r = std::fmod(x, y); break;
         case ir::Op::Min: r = std::min(x, y); break;
         case ir::Op::Max: r = std::max(x, y); break;
         case ir::Op::Neg: r = -x; break;
@@ -223,6 +224,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       case ir::Op::Sub: binary(Opcode::Vsub, r, vx, vy, n); return r;
       case ir::Op::Mul: binary(Opcode::Vmul, r, vx, vy, n); return r;
       case ir::Op::Div: binary(Opcode::Vdiv, r, vx, vy, n); return r;
+      case ir::Op::Mod: binary(Opcode::Vmod, r, vx, vy, n); return r;
       case ir::Op::Min: binary(Opcode::Vmin, r, vx, vy, n); return r;
       case ir::Op::Max: binary(Opcode::Vmax, r, vx, vy, n); return r;
       default: break;
@@ -375,8 +377,8 @@ class Pointwise : public VectorCode {
         for (const auto& a : e.args)
           if (std::string w = check_expr(*a, s); !w.empty()) return w;
         switch (e.op) {
-          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Min: case ir::Op::Max:
-          case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
+          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Mod: case ir::Op::Min:
+          case ir::Op::Max: case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
           case ir::Op::Tanh: case ir::Op::Cast:
             return "";
           default: return std::string("operator ") + ir::op_spelling(e.op);

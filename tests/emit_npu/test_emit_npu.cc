@@ -265,6 +265,9 @@ TEST_CASE("element-wise workloads verify on the simulator, race-free naive and p
   check_verifies("cast.tsl", "cast_f16_to_f32", "M=6,N=7");
   check_verifies("cast.tsl", "cast_f32_to_i32", "M=6,N=7");  // truncation toward zero, exact
   check_verifies("cast.tsl", "cast_f32_to_i32", "M=70,N=300");
+  check_verifies("fmod.tsl", "fmod_f32", "M=37,N=129");  // `%` on vmod, exact (fmod)
+  check_verifies("fmod.tsl", "fmod_f16_chain", "M=5,N=7");
+  check_verifies("fmod.tsl", "fmod_scalar", "M=3,N=300");
 }
 
 TEST_CASE("pruned element-wise program keeps only needed syncs (mutation)") {
