@@ -6,8 +6,8 @@
 namespace tessel::npu_sim {
 namespace {
 
-constexpr size_t kMinPruneThreshold = 64;
-constexpr size_t kCoverSearch = 16;
+constexpr size_t kMinPruneThreshold = 64;  // not hardware: bookkeeping thresholds of the detector
+constexpr size_t kCoverSearch = 16;        // not hardware: as above
 
 // The first overlapping byte range of two sorted interval lists, or an empty range.
 Interval first_overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {

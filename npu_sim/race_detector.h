@@ -41,7 +41,7 @@ class RaceDetector {
   };
   struct History {
     std::vector<Entry> reads, writes;  // kept apart: a read only needs checking against writes
-    size_t prune_limit = 64;           // total size that triggers the next prune_ordered
+    size_t prune_limit = 64;           // not hardware: total size that triggers the next prune_ordered
   };
   int index(int core, npu::Pipe pipe) const { return core * npu::kPipeCount + static_cast<int>(pipe); }
   History& history(int core, npu::Buffer b);

@@ -461,6 +461,7 @@ void execute_load2d(const isa::NpuMachine& m, const IssuedInstruction& in, const
         std::memmove(d, s, fb);
         continue;
       }
+      // not hardware: host scratch for one fractal, checked against the fractal bytes below
       uint8_t tmp[4096];
       TESSEL_CHECK(fb <= sizeof tmp, "fractal larger than the transpose scratch");
       for (int r = 0; r < side; ++r)
@@ -536,7 +537,7 @@ void execute_mmad_f16(const isa::NpuMachine& m, const IssuedInstruction& in, con
           dc[(mi * s.m0 + r) * N + ni * s.n0 + col] = init ? 0.0f : frac[r * s.n0 + col];
     }
   // With N a multiple of 16 (n0 on davinci targets) a fixed-length inner loop vectorises at -O2.
-  constexpr int kLanes = 16;
+  constexpr int kLanes = 16;  // not hardware: the host loop's unrolled width
   const int64_t lanes = N % kLanes == 0 ? kLanes : 1;
   for (int64_t i = 0; i < M && lanes == 1; ++i)
     for (int64_t q = 0; q < K; ++q)
