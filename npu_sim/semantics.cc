@@ -218,7 +218,7 @@ int64_t load_int(DType t, const uint8_t* p) {
 
 void store_int(DType t, uint8_t* p, int64_t v) {
   if (t == DType::I8) {
-    *p = static_cast<uint8_t>(static_cast<int8_t>(std::clamp<int64_t>(v, -128, 127)));
+    *p = static_cast<uint8_t>(static_cast<int8_t>(std::clamp<int64_t>(v, INT8_MIN, INT8_MAX)));
     return;
   }
   const int32_t w = static_cast<int32_t>(static_cast<uint32_t>(v));  // i32 arithmetic wraps
@@ -267,7 +267,7 @@ int64_t int_op(Opcode op, int64_t a, int64_t b) {
 
 bool lane_enabled(const isa::NpuMachine& m, const IssuedInstruction& in, int64_t lane) {
   const uint64_t bit = static_cast<uint64_t>(lane) % m.vector_mask_bits;
-  return bit < 64 ? (in.mask_lo >> bit) & 1 : (in.mask_hi >> (bit - 64)) & 1;
+  return bit < 64 ? (in.mask_lo >> bit) & 1 : (in.mask_hi >> (bit - 64)) & 1;  // not hardware: two uint64 halves
 }
 
 // Byte address of lane `lane` of repeat `r` in a strided vector operand.
@@ -374,7 +374,7 @@ void execute_vconv(const isa::NpuMachine& m, const IssuedInstruction& in, const 
         const int64_t v = load_int(ts, s);
         // i32 -> f16 through f32 is exact rounding: f32 has more than 2 x 11 + 2 bits.
         if (dtype_is_float(td)) store_float(td, d, static_cast<float>(v));
-        else store_int(td, d, std::clamp<int64_t>(v, td == DType::I8 ? -128 : INT32_MIN, td == DType::I8 ? 127 : INT32_MAX));
+        else store_int(td, d, std::clamp<int64_t>(v, td == DType::I8 ? INT8_MIN : INT32_MIN, td == DType::I8 ? INT8_MAX : INT32_MAX));
       }
     }
 }

@@ -10,8 +10,9 @@ namespace {
 
 using npu::Buffer;
 
-// Policy bounds (code size and ring depth, not hardware): at most this many chunks in straight-line
-// code before the chunk loop, at most this many operand tiles in an L0A / L0B ring.
+// Policy bounds (code size and ring depth): at most this many chunks in straight-line code before
+// the chunk loop, at most this many operand tiles in an L0A / L0B ring.
+// not hardware: code-size bound
 constexpr int64_t kMostPeeledChunks = 16;
 constexpr int64_t kMostOperandRing = 4;
 

@@ -112,8 +112,9 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
   const int64_t cores = std::max<int64_t>(1, h.cores);
   double best_t = 0;
   int64_t best_m = 0, best_n = 0;
+  // not hardware: the block tile in multiples of the unit the model weighs
   for (int64_t fm : {2, 4, 8, 16})
-    for (int64_t fn : {2, 4, 8, 16}) {
+    for (int64_t fn : {2, 4, 8, 16}) {  // not hardware: as above
       const int64_t bm = std::min<int64_t>(fm * unit.m, M), bn = std::min<int64_t>(fn * unit.n, N);
       const int64_t tiles = outer_tiles * ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
       const double per_tile = std::max(double(bm * bn) / macs_per_cycle, double((bm + bn) * eb) / core_bw);
@@ -130,16 +131,14 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
 
 TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
                            const isa::Hierarchy& h) {
-  int um = 16, un = 16, uk = 16;
   const isa::MatrixShape* matrix = nullptr;
   for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
     if (!u->shapes.empty()) {
       matrix = &u->shapes[0];
-      um = u->shapes[0].m;
-      un = u->shapes[0].n;
-      uk = u->shapes[0].k;
       break;
     }
+  TESSEL_CHECK(matrix, "tile: description " + h.name + " has no matrix unit shape (validate_hierarchy requires one)");
+  const int um = matrix->m, un = matrix->n, uk = matrix->k;
   TileSpec spec;
   auto extent = [&](const ir::IndexVar& v) { return std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes)); };
   auto add = [&](const ir::IndexVar& v, int64_t outer, int64_t inner) {

@@ -73,7 +73,7 @@ class NpuSimMeasurer : public Measurer {
         }
       for (size_t i = 0; i < running.size();) {
         Child& c = running[i];
-        char buf[4096];
+        char buf[4096];  // not hardware: pipe read buffer
         ssize_t n = (pfds.size() > i && (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) ? read(c.fd, buf, sizeof buf) : -2;
         if (n > 0) {
           c.data.append(buf, size_t(n));

@@ -143,15 +143,18 @@ SpaceSpec default_space_spec(const tile::TileSpec& default_spec, const std::map<
       a.inner = a.outer;
       a.inner_tied = true;
     } else {
-      const int64_t u = std::max<int64_t>(1, units.count(t.axis) ? units.at(t.axis) : 16);
+      // the matrix unit's size along the axis (FitChecker gives one for every axis of the default)
+      TESSEL_CHECK(units.count(t.axis), "tune: no unit size for axis " + t.axis + " (FitChecker sets one per default axis)");
+      const int64_t u = std::max<int64_t>(1, units.at(t.axis));
       const int64_t e = extents.count(t.axis) ? extents.at(t.axis) : t.outer;
       a.outer.list.clear();
+      // not hardware: the search range, 2 to 32 units
       for (int64_t v = 2 * u; v <= 32 * u; v *= 2) {
         a.outer.list.push_back(std::min(v, e));
         if (v >= e) break;
       }
       a.inner.min = u;
-      a.inner.max = 32 * u;
+      a.inner.max = 32 * u;  // not hardware: as above
       a.inner.pow2 = is_pow2(u);
       a.inner.multiple_of = is_pow2(u) ? 1 : u;
     }

@@ -11,10 +11,11 @@ namespace tessel::tune {
 
 namespace {
 
+// not hardware: the search's parameters
 constexpr int kPopulation = 16;
 constexpr int kTournament = 3;
 constexpr double kMutation = 0.3;
-constexpr int kAttempts = 64;
+constexpr int kAttempts = 64;  // not hardware
 
 class Genetic : public SearchStrategy {
  public:

@@ -18,7 +18,7 @@ struct TuneOptions {
   ProblemKey problem;
   std::string strategy = "model";
   std::string model = "analytic";  // for the model-guided strategy
-  int trials = 64;                 // total, including configurations the log already holds
+  int trials = 64;                 // not hardware: total, including configurations the log already holds
   uint64_t seed = 1;
   std::string log;                 // "" : no log
   std::string db;                  // "" : no database update
