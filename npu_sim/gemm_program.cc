@@ -53,23 +53,26 @@ class Emitter {
 
 }  // namespace
 
-npu::Program make_gemm_program(const GemmTiling& t) {
+npu::Program make_gemm_program(const GemmTiling& t, const isa::NpuMachine& m) {
+  const isa::CubeShape& cube = m.cube_f16;
+  const int64_t in = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc), n0 = cube.n0;
   for (int64_t v : {t.tm, t.tn, t.tk})
-    if (v <= 0 || v % 16) throw UserError(fmt::format("GEMM tile sizes must be positive multiples of 16, got {}", v));
+    if (v <= 0 || v % cube.m0 || v % cube.k0 || v % n0)
+      throw UserError(fmt::format("GEMM tile sizes must be positive multiples of {}, got {}", cube.m0, v));
   if (t.m % t.tm || t.n % t.tn || t.k % t.tk)
     throw UserError(fmt::format("GEMM {}x{}x{} does not divide into {}x{}x{} tiles", t.m, t.n, t.k, t.tm, t.tn, t.tk));
   if (t.cores < 1) throw UserError("a GEMM program needs at least one core");
   npu::Program p;
   p.source_name = fmt::format("gemm_{}x{}x{}_tile{}x{}x{}.npu", t.m, t.n, t.k, t.tm, t.tn, t.tk);
   p.cores = t.cores;
-  const int64_t a_bytes = t.m * t.k * 2, b_bytes = t.k * t.n * 2;
+  const int64_t a_bytes = t.m * t.k * in, b_bytes = t.k * t.n * in;
   p.tensors.push_back({"A", DType::F16, {t.m, t.k}, 0, npu::TensorRole::In, {}});
   p.tensors.push_back({"B", DType::F16, {t.k, t.n}, a_bytes, npu::TensorRole::In, {}});
   p.tensors.push_back({"C", DType::F32, {t.m, t.n}, a_bytes + b_bytes, npu::TensorRole::Out, {}});
   const int64_t tiles_n = t.n / t.tn, tiles = (t.m / t.tm) * tiles_n, chunks = t.k / t.tk;
-  const int64_t mf = t.tm / 16, kf = t.tk / 16, nf = t.tn / 16;
-  const int64_t l1_a = t.tm * t.tk * 2, l1_stage = l1_a + t.tk * t.tn * 2;
-  const int64_t l0_stage = std::max(t.tm * t.tk, t.tk * t.tn) * 2, l0c_stage = t.tm * t.tn * 4;
+  const int64_t mf = t.tm / cube.m0, kf = t.tk / cube.k0, nf = t.tn / n0;
+  const int64_t l1_a = t.tm * t.tk * in, l1_stage = l1_a + t.tk * t.tn * in;
+  const int64_t l0_stage = std::max(t.tm * t.tk, t.tk * t.tn) * in, l0c_stage = t.tm * t.tn * acc;
   const int64_t c_base = a_bytes + b_bytes;
 
   Emitter e(p);
@@ -93,10 +96,10 @@ npu::Program make_gemm_program(const GemmTiling& t) {
       e.affine(kL1A, kBuf, l1_stage, 0);
       e.op(Opcode::Add, {r(kL1B), r(kL1A), imm(l1_a)});
       e.affine(kL0, kBuf, l0_stage, 0);
-      e.affine(kGmA, kTileM, t.tm * t.k * 2, 0);  // A[tm * mt, tk * kc]
-      e.add_scaled(kGmA, kKc, t.tk * 2);
-      e.affine(kGmB, kKc, t.tk * t.n * 2, a_bytes);  // B[tk * kc, tn * nt]
-      e.add_scaled(kGmB, kTileN, t.tn * 2);
+      e.affine(kGmA, kTileM, t.tm * t.k * in, 0);  // A[tm * mt, tk * kc]
+      e.add_scaled(kGmA, kKc, t.tk * in);
+      e.affine(kGmB, kKc, t.tk * t.n * in, a_bytes);  // B[tk * kc, tn * nt]
+      e.add_scaled(kGmB, kTileN, t.tn * in);
       e.op(Opcode::Seq, {r(kInit), r(kKc), imm(0)});
       e.wait(Pipe::MTE1, Pipe::MTE2, r(kBuf));
       e.op(Opcode::DmaInNz, {f16(), at(Buffer::L1, kL1A), at(Buffer::GM, kGmA), imm(t.tm), imm(t.tk), imm(t.k)});
@@ -119,18 +122,18 @@ npu::Program make_gemm_program(const GemmTiling& t) {
     e.set(Pipe::M, Pipe::V, r(kCBuf));
     e.wait(Pipe::M, Pipe::V, r(kCBuf));
     e.wait(Pipe::MTE3, Pipe::V, imm(0));  // UB free
-    e.op(Opcode::MovL0c, {Operand::type(DType::F32), at_offset(Buffer::UB, 0), at(Buffer::L0C, kL0C), imm(mf * nf), imm(0)});
+    e.op(Opcode::MovL0c, {Operand::type(cube.acc), at_offset(Buffer::UB, 0), at(Buffer::L0C, kL0C), imm(mf * nf), imm(0)});
     e.set(Pipe::V, Pipe::M, r(kCBuf));
     e.set(Pipe::V, Pipe::MTE3, imm(0));
     e.wait(Pipe::V, Pipe::MTE3, imm(0));
-    // UB holds C NZ: column block j is tm rows of 16 f32, written to C[tm * mt.., tn * nt + 16 j..].
-    e.affine(kGmC, kTileM, t.tm * t.n * 4, c_base);
-    e.add_scaled(kGmC, kTileN, t.tn * 4);
+    // UB holds C NZ: column block j is tm rows of n0 f32, written to C[tm * mt.., tn * nt + n0 j..].
+    e.affine(kGmC, kTileM, t.tm * t.n * acc, c_base);
+    e.add_scaled(kGmC, kTileN, t.tn * acc);
     e.op(Opcode::Loop, {r(kBlock), imm(0), imm(nf), imm(1)});
     {
-      e.affine(kUbC, kBlock, t.tm * 64, 0);
-      e.op(Opcode::DmaOut, {at(Buffer::GM, kGmC), at(Buffer::UB, kUbC), imm(t.tm), imm(64), imm(0), imm((t.n - 16) * 4)});
-      e.op(Opcode::Add, {r(kGmC), r(kGmC), imm(64)});
+      e.affine(kUbC, kBlock, t.tm * n0 * acc, 0);
+      e.op(Opcode::DmaOut, {at(Buffer::GM, kGmC), at(Buffer::UB, kUbC), imm(t.tm), imm(n0 * acc), imm(0), imm((t.n - n0) * acc)});
+      e.op(Opcode::Add, {r(kGmC), r(kGmC), imm(n0 * acc)});
     }
     e.op(Opcode::EndLoop, {});
     e.set(Pipe::MTE3, Pipe::V, imm(0));

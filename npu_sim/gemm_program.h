@@ -6,17 +6,19 @@
 
 #include <cstdint>
 
+#include "isa/npu_machine.h"
 #include "isa/npu_program.h"
 
 namespace tessel::npu_sim {
 
 struct GemmTiling {
   int64_t m = 1024, n = 1024, k = 1024;
-  int64_t tm = 128, tn = 128, tk = 128;  // multiples of 16 that divide m, n, k
+  int64_t tm = 128, tn = 128, tk = 128;  // multiples of the cube's fractal that divide m, n, k
   int cores = 1;
 };
 
-// Tensors: A at GM+0, B after it, C after B. Throws UserError for sizes that do not tile.
-npu::Program make_gemm_program(const GemmTiling& t);
+// Tensors: A at GM+0, B after it, C after B; fractal shapes from `machine`. Throws UserError for
+// sizes that do not tile.
+npu::Program make_gemm_program(const GemmTiling& t, const isa::NpuMachine& machine);
 
 }  // namespace tessel::npu_sim

@@ -36,7 +36,7 @@ nlohmann::json bench_sim(const BenchOptions& o) {
   npu_sim::GemmTiling tiling;
   tiling.m = tiling.n = tiling.k = o.size;
   tiling.cores = o.cores;
-  const npu::Program program = npu_sim::make_gemm_program(tiling);
+  const npu::Program program = npu_sim::make_gemm_program(tiling, isa::npu_machine(target));
   std::map<std::string, NpyArray> inputs;
   for (const char* name : {"A", "B"}) {
     NpyArray a;

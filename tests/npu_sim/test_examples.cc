@@ -125,7 +125,7 @@ TEST_CASE("a generated double-buffered 256x256x256 GEMM on 2 cores: exact result
   GemmTiling t;
   t.m = t.n = t.k = 256;
   t.cores = 2;
-  const npu::Program p = make_gemm_program(t);
+  const npu::Program p = make_gemm_program(t, isa::npu_machine(davinci()));
   const NpyArray a = random_f16({256, 256}, 11), b = random_f16({256, 256}, 12);
   const SimResult r = simulate(p, davinci(), {{"A", a}, {"B", b}});
   CHECK(r.record.races.empty());

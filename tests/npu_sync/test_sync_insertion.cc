@@ -107,7 +107,7 @@ TEST_CASE("naive and pruned syncs make every example race-free with the hand-wri
 TEST_CASE("generated double-buffered multi-core GEMM: naive and pruned are race-free, pruned keeps fewer syncs") {
   npu_sim::GemmTiling t;
   t.m = 128, t.n = 128, t.k = 256, t.tm = 64, t.tn = 64, t.tk = 64, t.cores = 2;
-  check_program(npu_sim::make_gemm_program(t));
+  check_program(npu_sim::make_gemm_program(t, isa::npu_machine(davinci())));
 }
 
 TEST_CASE("pruned keeps only needed syncs: removing any kept pair lets the race detector fire") {
