@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 
 namespace tessel::npu_sim {
 namespace {
@@ -179,11 +180,6 @@ std::string instruction_csv(const SimRecord& r) {
   return out;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UserError(path + ": cannot write the file");
-  out << text;
-  if (!out) throw UserError(path + ": writing the file failed");
-}
+void write_text_file(const std::string& path, const std::string& text) { write_file(path, text); }
 
 }  // namespace tessel::npu_sim

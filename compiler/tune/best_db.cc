@@ -9,6 +9,7 @@
 
 #include "compiler/frontend/frontend.h"
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 #include "isa/hierarchy.h"
 
 namespace tessel::tune {
@@ -60,15 +61,8 @@ bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& 
   if (entries.contains(k) && entries[k].value("unit", "") == e.unit && entries[k].value("cost", 0.0) <= e.cost)
     return false;
   entries[k] = {{"tile", e.tile}, {"cost", e.cost}, {"unit", e.unit}, {"strategy", e.strategy}, {"trials", e.trials}};
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp);
-    if (!o) throw UserError("--db " + path + ": cannot write the best-config database");
-    o << j.dump(2) << "\n";
-  }
-  std::filesystem::rename(tmp, path);
+  make_parent_dirs(path, "--db");
+  replace_file(path, j.dump(2) + "\n", "--db");
   return true;
 }
 

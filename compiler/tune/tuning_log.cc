@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 
 namespace tessel::tune {
 
@@ -60,12 +61,8 @@ void append_log(const std::string& path, const ProblemKey& problem, const LogEnt
                       {"wall_s", e.wall_s}};
   if (e.ok) j["cost"] = e.cost;
   else j["error"] = e.error;
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  std::ofstream o(path, std::ios::app);
-  if (!o) throw UserError("--log " + path + ": cannot append to the tuning log");
-  o << j.dump() << "\n";
-  o.flush();
+  make_parent_dirs(path, "--log");
+  append_record(path, j.dump() + "\n", "--log");
 }
 
 }  // namespace tessel::tune

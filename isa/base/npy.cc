@@ -1,4 +1,5 @@
 #include "isa/base/npy.h"
+#include "isa/base/file_io.h"
 
 #include <cstring>
 #include <fstream>
@@ -111,15 +112,13 @@ void write_npy(const std::string& path, const NpyArray& array) {
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UserError(path + ": cannot write .npy file");
-  out.write("\x93NUMPY\x01\x00", 8);
+  std::string bytes("\x93NUMPY\x01\x00", 8);
   const uint16_t len = static_cast<uint16_t>(header.size());
-  const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-  out.write(len_bytes, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(array.data.data()), static_cast<std::streamsize>(array.data.size()));
-  if (!out) throw UserError(path + ": write failed");
+  bytes += static_cast<char>(len & 0xff);
+  bytes += static_cast<char>(len >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(array.data.data()), array.data.size());
+  write_file(path, bytes);
 }
 
 }  // namespace tessel
