@@ -11,53 +11,36 @@ namespace {
 
 // the `--explain` lines of the mapping: the matrix multiply, operands, tiles, split-K, staging
 void explain_mapping(const TcKernel& t) {
-  auto& explain = t.explain;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& k = t.k;
-  const auto& anchor = t.anchor;
-  const auto& M = t.M;
-  const auto& N = t.N;
-  const auto& K = t.K;
-  const auto& i8 = t.i8;
-  const auto& pa = t.pa;
-  const auto& pb = t.pb;
-  const auto& la = t.la;
-  const auto& lb = t.lb;
-  const auto& fm = t.fm;
-  const auto& fn = t.fn;
-  const auto& smem = t.smem;
-  const auto& tiles_m = t.tiles_m;
-  const auto& tiles_n = t.tiles_n;
   const int64_t sms = t.m.sm_count;
   auto dims_text = [](const std::vector<ContractionDim>& ds) {
     std::string s;
     for (const auto& d : ds) s += (s.empty() ? "" : ",") + d.var + "=" + S(d.extent);
     return s.empty() ? std::string("-") : s;
   };
-  explain.push_back("TensorCores: " + anchor.name + " is a matrix multiply: M(" + dims_text(c.m) + ")=" + S(M) + " N(" +
-                    dims_text(c.n) + ")=" + S(N) + " K(" + dims_text(c.k) + ")=" + S(K) + " batch(" + dims_text(c.batch) + ")");
-  explain.push_back("  matrix_a = " + c.a.tensor + " (" + la.substr(6) + "), matrix_b = " + c.b.tensor + " (" + lb.substr(6) +
-                    "), wmma m16n16k16 " + (i8 ? "s8 -> s32" : "f16 -> f32") + (c.swapped ? "; operands swapped so stores run along N" : ""));
-  if (!pa.bounded.empty() || !pb.bounded.empty())
-    explain.push_back("  implicit GEMM: " + std::string(!pa.bounded.empty() ? c.a.tensor : c.b.tensor) +
+  t.explain.push_back("TensorCores: " + t.anchor.name + " is a matrix multiply: M(" + dims_text(t.c.m) + ")=" + S(t.M) + " N(" +
+                    dims_text(t.c.n) + ")=" + S(t.N) + " K(" + dims_text(t.c.k) + ")=" + S(t.K) + " batch(" + dims_text(t.c.batch) + ")");
+  t.explain.push_back("  matrix_a = " + t.c.a.tensor + " (" + t.la.substr(6) + "), matrix_b = " + t.c.b.tensor + " (" + t.lb.substr(6) +
+                    "), wmma m16n16k16 " + (t.i8 ? "s8 -> s32" : "f16 -> f32") + (t.c.swapped ? "; operands swapped so stores run along N" : ""));
+  if (!t.pa.bounded.empty() || !t.pb.bounded.empty())
+    t.explain.push_back("  implicit GEMM: " + std::string(!t.pa.bounded.empty() ? t.c.a.tensor : t.c.b.tensor) +
                       " is read through an im2col view; out-of-bounds elements (padding) are zero-filled by the shared-memory load");
-  if (c.a.producer || c.b.producer)
-    explain.push_back("  implicit GEMM: " + std::string(c.a.producer ? c.a.producer->output : c.b.producer->output) +
+  if (t.c.a.producer || t.c.b.producer)
+    t.explain.push_back("  implicit GEMM: " + std::string(t.c.a.producer ? t.c.a.producer->output : t.c.b.producer->output) +
                       " is not materialised; its padding guard and im2col addressing are in the shared-memory load");
-  explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
-                    " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(fm * fn) + " fragments" +
+  t.explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
+                    " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(t.fm * t.fn) + " fragments" +
                     (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
-                    "; grid " + S(tiles_m * tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(c.size_batch()));
-  if (cfg.k_blocks == 1 && sms > 0 && tiles_m * tiles_n * c.size_batch() * 2 <= sms && cfg.bm < 128)
-    explain.push_back("  split-K across blocks: not used: " + S(tiles_m * tiles_n * c.size_batch()) + " output tiles for " + S(sms) +
+                    "; grid " + S(t.tiles_m * t.tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(t.c.size_batch()));
+  if (cfg.k_blocks == 1 && sms > 0 && t.tiles_m * t.tiles_n * t.c.size_batch() * 2 <= sms && cfg.bm < 128)
+    t.explain.push_back("  split-K across blocks: not used: " + S(t.tiles_m * t.tiles_n * t.c.size_batch()) + " output tiles for " + S(sms) +
                       " SMs, but split-K candidates (cluster / last-block / atomic reduction) measured slower than K split over the warps "
                       "of one block on an H200 (emit_cuda/README.md); they are ranked after the unsplit tiles");
   if (cfg.k_blocks > 1)
-    explain.push_back("  split-K across blocks: " + S(tiles_m * tiles_n * c.size_batch()) + " output tiles for " +
-                      (sms > 0 ? S(sms) + " SMs" : std::string("the SMs")) + ", so K (" + S(k_tiles(c, cfg)) +
-                      " tiles of " + S(cfg.bk) + ") is split over " + S(cfg.k_blocks) + " blocks of " + S(k_tiles_per_block(c, cfg)) +
-                      " K tiles (" + S(tiles_m * tiles_n * c.size_batch() * cfg.k_blocks) +
+    t.explain.push_back("  split-K across blocks: " + S(t.tiles_m * t.tiles_n * t.c.size_batch()) + " output tiles for " +
+                      (sms > 0 ? S(sms) + " SMs" : std::string("the SMs")) + ", so K (" + S(k_tiles(t.c, cfg)) +
+                      " tiles of " + S(cfg.bk) + ") is split over " + S(cfg.k_blocks) + " blocks of " + S(k_tiles_per_block(t.c, cfg)) +
+                      " K tiles (" + S(t.tiles_m * t.tiles_n * t.c.size_batch() * cfg.k_blocks) +
                       " blocks); " +
                       (cfg.cluster ? std::string("the blocks of a tile are one thread-block cluster (sm_90): partial tiles stay in shared memory, "
                                                  "each block sums a 1/" + S(cfg.k_blocks) + " slice of the tile over the cluster's shared memory "
@@ -65,13 +48,13 @@ void explain_mapping(const TcKernel& t) {
                        : cfg.atomic_out ? std::string("partial tiles are atomically added into the zeroed output")
                                         : std::string("partial tiles in global scratch, the last block of a tile (atomic counter) sums them in "
                                                       "split order and runs the epilogue")));
-  explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (t.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
-                    "), rows padded by 16 B against bank conflicts, " + S(smem) + " B; A " +
-                    (pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (pb.vec > 1 ? "128-bit" : "scalar") + " loads");
-  if (!c.epilogue.empty()) {
+  t.explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (t.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
+                    "), rows padded by 16 B against bank conflicts, " + S(t.smem) + " B; A " +
+                    (t.pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (t.pb.vec > 1 ? "128-bit" : "scalar") + " loads");
+  if (!t.c.epilogue.empty()) {
     std::string s;
-    for (int i : c.epilogue) s += (s.empty() ? "" : ", ") + k.function->statements.at(i).name;
-    explain.push_back("  fused epilogue on the accumulators before the global store: " + s);
+    for (int i : t.c.epilogue) s += (s.empty() ? "" : ", ") + t.k.function->statements.at(i).name;
+    t.explain.push_back("  fused epilogue on the accumulators before the global store: " + s);
   }
 }
 

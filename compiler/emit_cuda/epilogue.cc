@@ -16,70 +16,47 @@ namespace {
 // plain output, m16n8 accumulator layout (mma.sync, wgmma): 64-bit stores, optionally evict-first
 void direct_mma_store(const TcKernel& t) {
   auto& os = t.os;
-  auto& explain = t.explain;
   const auto& cfg = t.cfg;
-  const auto& anchor = t.anchor;
-  const auto& M = t.M;
-  const auto& N = t.N;
-  const auto& acct = t.acct;
-  const auto& fn8 = t.fn8;
-  const auto& rstep = t.rstep;
-  const auto& fmx = t.fmx;
-  explain.push_back("  accumulators stored straight to global memory (64-bit stores, no epilogue)");
-  os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
-  os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
-  os << "      const int row_ = m0_ + wm_ + i * " << rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
-  os << "      if (col_ < " << N << ") {\n";
+  t.explain.push_back("  accumulators stored straight to global memory (64-bit stores, no epilogue)");
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+  os << "      const int row_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+  os << "      if (col_ < " << t.N << ") {\n";
   // stream_out: evict-first stores (st.global.cs), so the output does not push the operands out of L2
-  const std::string st0 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)row_ * " + S(N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(N) + " + col_) = (";
-  const std::string st1 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(N) + " + col_) = (";
-  os << "        if (row_ < " << M << ") " << st0 << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
-  os << "        if (row_ + 8 < " << M << ") " << st1 << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
+  const std::string st0 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_) = (";
+  const std::string st1 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_) = (";
+  os << "        if (row_ < " << t.M << ") " << st0 << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
+  os << "        if (row_ + 8 < " << t.M << ") " << st1 << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
   os << "      }\n    }\n}\n";
 }
 
 // plain output, WMMA fragments: store_matrix_sync straight to global memory
 void direct_wmma_store(const TcKernel& t) {
   auto& os = t.os;
-  auto& explain = t.explain;
-  const auto& anchor = t.anchor;
-  const auto& M = t.M;
-  const auto& N = t.N;
-  const auto& acct = t.acct;
-  const auto& fm = t.fm;
-  const auto& fn = t.fn;
   // no epilogue, dense [batch.., M, N] output: fragments go straight to global memory
-  explain.push_back("  accumulators stored straight to global memory (store_matrix_sync, no epilogue)");
-  os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
-  os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn << "; ++j) {\n";
+  t.explain.push_back("  accumulators stored straight to global memory (store_matrix_sync, no epilogue)");
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn << "; ++j) {\n";
   os << "      const int row_ = m0_ + wm_ + i * " << t.m.wmma.m << ", col_ = n0_ + wn_ + j * " << t.m.wmma.n << ";\n";
-  os << "      if (row_ < " << M << " && col_ < " << N << ") wmma::store_matrix_sync(out_ + (long long)row_ * " << N
-     << " + col_, acc_[i][j], " << N << ", wmma::mem_row_major);\n    }\n}\n";
+  os << "      if (row_ < " << t.M << " && col_ < " << t.N << ") wmma::store_matrix_sync(out_ + (long long)row_ * " << t.N
+     << " + col_, acc_[i][j], " << t.N << ", wmma::mem_row_major);\n    }\n}\n";
 }
 
 // accumulators -> shared memory, one tile per K slice of the block
 void stage_accumulators(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& mma = t.mma;
-  const auto& acct = t.acct;
-  const auto& fm = t.fm;
-  const auto& fn = t.fn;
-  const auto& fn8 = t.fn8;
-  const auto& rstep = t.rstep;
-  const auto& fmx = t.fmx;
-  const auto& ldc = t.ldc;
   // epilogue: accumulators -> shared (one tile per K slice) -> element-wise statements -> global
   os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
-  os << "  " << acct << "* cs_ = (" << acct << "*)smem_ + ks_ * " << cfg.bm * ldc << ";\n";
-  if (mma) {
-    os << "  #pragma unroll\n  for (int i = 0; i < " << fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn8 << "; ++j) {\n";
-    os << "      float* p_ = cs_ + (wm_ + i * " << rstep << " + lane_ / 4) * " << ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+  os << "  " << t.acct << "* cs_ = (" << t.acct << "*)smem_ + ks_ * " << cfg.bm * t.ldc << ";\n";
+  if (t.mma) {
+    os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+    os << "      float* p_ = cs_ + (wm_ + i * " << t.rstep << " + lane_ / 4) * " << t.ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
     os << "      *(float2*)p_ = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
-    os << "      *(float2*)(p_ + 8 * " << ldc << ") = make_float2(acc_[i][j][2], acc_[i][j][3]);\n    }\n";
+    os << "      *(float2*)(p_ + 8 * " << t.ldc << ") = make_float2(acc_[i][j][2], acc_[i][j][3]);\n    }\n";
   } else {
-  os << "  #pragma unroll\n  for (int i = 0; i < " << fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << fn
-     << "; ++j) wmma::store_matrix_sync(cs_ + (wm_ + i * 16) * " << ldc << " + wn_ + j * 16, acc_[i][j], " << ldc
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn
+     << "; ++j) wmma::store_matrix_sync(cs_ + (wm_ + i * 16) * " << t.ldc << " + wn_ + j * 16, acc_[i][j], " << t.ldc
      << ", wmma::mem_row_major);\n";
   }
   os << "  __syncthreads();\n";
@@ -89,34 +66,25 @@ void stage_accumulators(const TcKernel& t) {
 // text); gives the zeroing kernel's name
 std::string atomic_reduction(const TcKernel& t) {
   auto& os = t.os;
-  auto& explain = t.explain;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& k = t.k;
-  const auto& anchor = t.anchor;
-  const auto& M = t.M;
-  const auto& N = t.N;
-  const auto& acct = t.acct;
-  const auto& ldc = t.ldc;
-  const auto& name = t.name;
-  os << "  " << acct << "* out_ = t_" << anchor.output << " + (long long)blockIdx.z * " << M * N << "LL;\n";
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
   os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
   os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
-  os << "    if (m0_ + row_ >= " << M << ") continue;\n";
+  os << "    if (m0_ + row_ >= " << t.M << ") continue;\n";
   os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
-  os << "      if (n0_ + col_ + q_ >= " << N << ") break;\n";
-  os << "      " << acct << " v_ = 0;\n";
-  os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
-     << " + row_ * " << ldc << " + col_ + q_];\n";
-  os << "      atomicAdd(out_ + (long long)(m0_ + row_) * " << N << " + n0_ + col_ + q_, v_);\n";
+  os << "      if (n0_ + col_ + q_ >= " << t.N << ") break;\n";
+  os << "      " << t.acct << " v_ = 0;\n";
+  os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
+     << " + row_ * " << t.ldc << " + col_ + q_];\n";
+  os << "      atomicAdd(out_ + (long long)(m0_ + row_) * " << t.N << " + n0_ + col_ + q_, v_);\n";
   os << "    }\n  }\n}\n";
-  const std::string zname = name + "_zero";
-  os << "\nextern \"C\" __global__ void __launch_bounds__(" << kZeroKernelThreads << ") " << zname << "(" << kernel_parameters(k) << ") {\n";
+  const std::string zname = t.name + "_zero";
+  os << "\nextern \"C\" __global__ void __launch_bounds__(" << kZeroKernelThreads << ") " << zname << "(" << kernel_parameters(t.k) << ") {\n";
   os << "  (void)scratch;\n";
-  const int64_t total = M * N * c.size_batch();
-  os << "  for (long long i_ = blockIdx.x * " << kZeroKernelThreads << "LL + threadIdx.x; i_ < " << total << "LL; i_ += gridDim.x * " << kZeroKernelThreads << "LL) t_" << anchor.output
+  const int64_t total = t.M * t.N * t.c.size_batch();
+  os << "  for (long long i_ = blockIdx.x * " << kZeroKernelThreads << "LL + threadIdx.x; i_ < " << total << "LL; i_ += gridDim.x * " << kZeroKernelThreads << "LL) t_" << t.anchor.output
      << "[i_] = 0;\n}\n";
-  explain.push_back("  split-K reduction: atomicAdd into the output, zeroed by " + zname + " launched first");
+  t.explain.push_back("  split-K reduction: atomicAdd into the output, zeroed by " + zname + " launched first");
   return zname;
 }
 
@@ -125,16 +93,12 @@ std::string atomic_reduction(const TcKernel& t) {
 void last_block_reduction(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& i8 = t.i8;
-  const auto& acct = t.acct;
-  const auto& ldc = t.ldc;
-  const std::string part_type = i8 ? "int" : "float";
+  const std::string part_type = t.i8 ? "int" : "float";
   // split-K across blocks: this block's partial tile (its warps' K slices summed) -> scratch;
   // the last block of the tile to arrive sums the partials in split order below
-  const int64_t tiles = output_tiles(c, cfg);
+  const int64_t tiles = output_tiles(t.c, cfg);
   const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
-  const std::string v4 = i8 ? "int4" : "float4";
+  const std::string v4 = t.i8 ? "int4" : "float4";
   os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
   os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
   os << "  " << part_type << "* part_ = (" << part_type << "*)(scratch + " << counters << ") + (long long)tile_ * "
@@ -145,8 +109,8 @@ void last_block_reduction(const TcKernel& t) {
   for (const char* q : {"x", "y", "z", "w"}) {
     const int qi = q[0] == 'w' ? 3 : q[0] - 'x';
     os << "    w_." << q << " = 0;\n";
-    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) w_." << q << " += ((" << acct << "*)smem_)[s_ * "
-       << cfg.bm * ldc << " + row_ * " << ldc << " + col_ + " << qi << "];\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) w_." << q << " += ((" << t.acct << "*)smem_)[s_ * "
+       << cfg.bm * t.ldc << " + row_ * " << t.ldc << " + col_ + " << qi << "];\n";
   }
   os << "    __stcg((" << v4 << "*)(part_ + blockIdx.y * " << cfg.bm * cfg.bn << " + row_ * " << cfg.bn << " + col_), w_);\n";
   os << "  }\n";
@@ -162,21 +126,13 @@ void last_block_reduction(const TcKernel& t) {
 void elementwise_stores(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& k = t.k;
-  const auto& anchor = t.anchor;
-  const auto& M = t.M;
-  const auto& N = t.N;
-  const auto& i8 = t.i8;
-  const auto& acct = t.acct;
-  const auto& ldc = t.ldc;
   // the stores
-  const ir::Function& f = *k.function;
+  const ir::Function& f = *t.k.function;
   std::vector<std::string> out_vars;
-  for (const auto& ix : anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
+  for (const auto& ix : t.anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
   auto tensor_address = [&](const std::string& tname, const std::vector<ir::AffineExpr>& idx,
                             const std::function<std::string(const std::string&)>& var) {
-    const auto* tensor = k.find_tensor(tname);
+    const auto* tensor = t.k.find_tensor(tname);
     TESSEL_CHECK(tensor, "emit_cuda: epilogue tensor " + tname + " is not global");
     std::string s = "0LL";
     for (size_t d = 0; d < idx.size(); ++d) s = "(" + s + " * " + S(tensor->shape[d]) + "LL + " + t.affine(idx[d], var) + ")";
@@ -193,52 +149,52 @@ void elementwise_stores(const TcKernel& t) {
   else
     os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
   os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
-  os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << M << ") continue;\n";
-  for (const auto& d : c.m) os << "    int ov_" << d.var << ";\n";
-  t.decompose("    ", "m_", c.m, "ov_");
+  os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << t.M << ") continue;\n";
+  for (const auto& d : t.c.m) os << "    int ov_" << d.var << ";\n";
+  t.decompose("    ", "m_", t.c.m, "ov_");
   if (cfg.cluster) {
     // 16-byte loads of every block's and every warp slice's 4 partials, all issued before the sums
     const int parts = cfg.k_blocks * cfg.k_split;
-    const std::string v4 = i8 ? "int4" : "float4";
+    const std::string v4 = t.i8 ? "int4" : "float4";
     os << "    " << v4 << " cv_[" << parts << "];\n";
     os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_)\n      #pragma unroll\n      for (int t_ = 0; t_ < "
-       << cfg.k_split << "; ++t_) cv_[s_ * " << cfg.k_split << " + t_] = tessel_cluster_ld4((const " << acct << "*)smem_ + t_ * "
-       << cfg.bm * ldc << " + row_ * " << ldc << " + col_, s_);\n";
-    os << "    " << acct << " cw_[4] = {0, 0, 0, 0};\n";
+       << cfg.k_split << "; ++t_) cv_[s_ * " << cfg.k_split << " + t_] = tessel_cluster_ld4((const " << t.acct << "*)smem_ + t_ * "
+       << cfg.bm * t.ldc << " + row_ * " << t.ldc << " + col_, s_);\n";
+    os << "    " << t.acct << " cw_[4] = {0, 0, 0, 0};\n";
     os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << parts
        << "; ++s_) { cw_[0] += cv_[s_].x; cw_[1] += cv_[s_].y; cw_[2] += cv_[s_].z; cw_[3] += cv_[s_].w; }\n";
   }
   os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
-  os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << N << ") break;\n";
-  for (const auto& d : c.n) os << "      int ov_" << d.var << ";\n";
-  t.decompose("      ", "n_", c.n, "ov_");
-  os << "      " << acct << " v_ = 0;\n";
+  os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << t.N << ") break;\n";
+  for (const auto& d : t.c.n) os << "      int ov_" << d.var << ";\n";
+  t.decompose("      ", "n_", t.c.n, "ov_");
+  os << "      " << t.acct << " v_ = 0;\n";
   if (cfg.cluster)
     os << "      v_ = cw_[q_];\n";
   else if (cfg.k_blocks > 1)
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
        << " + row_ * " << cfg.bn << " + col_ + q_);\n";
   else
-    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << acct << "*)smem_)[s_ * " << cfg.bm * ldc
-       << " + row_ * " << ldc << " + col_ + q_];\n";
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
+       << " + row_ * " << t.ldc << " + col_ + q_];\n";
   std::map<std::string, std::string> locals;  // tensor -> local (storage type)
   std::vector<Store> stores;
-  const DType ct = anchor.acc_type;
-  os << "      const " << storage_type(ct) << " ev_" << anchor.output << " = " << store_value(ct, "v_") << ";\n";
-  locals[anchor.output] = "ev_" + anchor.output;
-  if (f.find_tensor(anchor.output)->kind == ir::TensorKind::Output) stores.push_back({anchor.output, ct, locals[anchor.output]});
+  const DType ct = t.anchor.acc_type;
+  os << "      const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
+  locals[t.anchor.output] = "ev_" + t.anchor.output;
+  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
   auto anchor_var = [&](const std::string& v) -> std::string {
-    for (const auto& d : c.batch)
+    for (const auto& d : t.c.batch)
       if (d.var == v) return "bv_" + v;
     return "ov_" + v;
   };
-  for (int si : c.epilogue) {
+  for (int si : t.c.epilogue) {
     const ir::Statement& s = f.statements.at(si);
     std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
     for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
     auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
     ValueContext ctx;
-    ctx.sizes = &k.sizes;
+    ctx.sizes = &t.k.sizes;
     ctx.affine = [&](const ir::AffineExpr& a) { return t.affine(a, var); };
     ctx.access = [&](const ir::Expr& a) -> std::string {
       auto it = locals.find(a.name);

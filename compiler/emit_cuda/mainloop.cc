@@ -13,11 +13,9 @@ namespace {
 void k_range(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& K = t.K;
-  const int64_t kt_total = (K + cfg.bk - 1) / cfg.bk;
+  const int64_t kt_total = (t.K + cfg.bk - 1) / cfg.bk;
   if (cfg.k_blocks > 1) {
-    const int64_t per = k_tiles_per_block(c, cfg);
+    const int64_t per = k_tiles_per_block(t.c, cfg);
     os << "  const int kt0_ = blockIdx.y * " << per << ";  /* split-K: this block's first K tile */\n";
     os << "  const int kt_total_ = min(" << per << ", " << kt_total << " - kt0_);\n";
   } else {
@@ -29,25 +27,20 @@ void k_range(const TcKernel& t) {
 // trigger; gives the prologue copies still to issue after the wait
 std::string pdl_entry(const TcKernel& t) {
   auto& os = t.os;
-  auto& explain = t.explain;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& wg = t.wg;
-  const auto& ba = t.ba;
-  const auto& bb = t.bb;
   // PDL prefetch: the prologue copies of an operand no earlier kernel writes (CudaOptions::
   // pdl_prefetch) go before the wait, in a cp.async group of their own that precedes the
   // pipeline's groups (so every wait_group below still covers them)
-  const bool pre_a = t.launch.pdl && t.launch.prefetch_a && !ba.ok, pre_b = t.launch.pdl && t.launch.prefetch_b && !bb.ok;
-  const int prologue = wg ? (cfg.wg_deep ? cfg.stages - 1 : cfg.stages - 2) : cfg.stages - 1;
+  const bool pre_a = t.launch.pdl && t.launch.prefetch_a && !t.ba.ok, pre_b = t.launch.pdl && t.launch.prefetch_b && !t.bb.ok;
+  const int prologue = t.wg ? (cfg.wg_deep ? cfg.stages - 1 : cfg.stages - 2) : cfg.stages - 1;
   const std::string prologue_loads = std::string(pre_a ? "" : "load_a(s, kt0_ + s); ") + (pre_b ? "" : "load_b(s, kt0_ + s); ");
   if (pre_a || pre_b) {
-    os << "  /* PDL: " << (pre_a ? c.a.tensor : "") << (pre_a && pre_b ? " and " : "") << (pre_b ? c.b.tensor : "")
+    os << "  /* PDL: " << (pre_a ? t.c.a.tensor : "") << (pre_a && pre_b ? " and " : "") << (pre_b ? t.c.b.tensor : "")
        << " (not written by earlier kernels) copied before the wait */\n";
     os << "  #pragma unroll\n  for (int s = 0; s < " << prologue << "; ++s)\n    if (s < kt_total_) { " << (pre_a ? "load_a(s, kt0_ + s); " : "")
        << (pre_b ? "load_b(s, kt0_ + s); " : "") << "}\n  tessel_cp_commit();\n";
-    explain.push_back("  programmatic dependent launch: the first " + S(std::min<int64_t>(prologue, k_tiles_per_block(c, cfg))) + " K tiles of " + (pre_a ? c.a.tensor : "") +
-                      (pre_a && pre_b ? " and " : "") + (pre_b ? c.b.tensor : "") + " are copied before griddepcontrol.wait (declared not written by earlier kernels)");
+    t.explain.push_back("  programmatic dependent launch: the first " + S(std::min<int64_t>(prologue, k_tiles_per_block(t.c, cfg))) + " K tiles of " + (pre_a ? t.c.a.tensor : "") +
+                      (pre_a && pre_b ? " and " : "") + (pre_b ? t.c.b.tensor : "") + " are copied before griddepcontrol.wait (declared not written by earlier kernels)");
   }
   if (t.launch.pdl) {  // the trigger after the wait: at most one kernel waits behind this one
     os << "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  /* PDL: the previous kernel has finished and flushed */\n";
@@ -61,10 +54,6 @@ std::string pdl_entry(const TcKernel& t) {
 void cp_async_pipeline(const TcKernel& t, const std::string& prologue_loads) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& mma = t.mma;
-  const auto& ft = t.ft;
-  const auto& a_stage = t.a_stage;
-  const auto& b_stage = t.b_stage;
   os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
   os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n";
@@ -72,10 +61,10 @@ void cp_async_pipeline(const TcKernel& t, const std::string& prologue_loads) {
   os << "    __syncthreads();\n";
   os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", kt0_ + nt); load_b(nt % "
      << cfg.stages << ", kt0_ + nt); } tessel_cp_commit(); }\n";
-  os << "    const " << ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << a_stage << ";\n";
-  os << "    const " << ft << "* bs_ = Bs_ + (kt % " << cfg.stages << ") * " << b_stage << ";\n";
+  os << "    const " << t.ft << "* as_ = As_ + (kt % " << cfg.stages << ") * " << t.a_stage << ";\n";
+  os << "    const " << t.ft << "* bs_ = Bs_ + (kt % " << cfg.stages << ") * " << t.b_stage << ";\n";
   const int kslice = cfg.bk / cfg.k_split;
-  if (mma) mma_sync_k_tile(t, kslice);
+  if (t.mma) mma_sync_k_tile(t, kslice);
   else wmma_k_tile(t, kslice);
   os << "    }\n  }\n";
 }

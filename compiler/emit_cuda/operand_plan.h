@@ -25,7 +25,9 @@ inline std::string S(int64_t v) { return std::to_string(v); }
 
 // wgmma operands use the 128-byte swizzle mode of the PTX matrix descriptors: the pattern repeats
 // every 8 rows of 128 bytes, so swizzled stages start on 1024-byte boundaries.
+inline constexpr int kSwizzleRowBytes = 128;
 inline constexpr int kSwizzleAlignBytes = 1024;
+inline constexpr int kDescriptorUnitBytes = 16;  // matrix-descriptor addresses and offsets count 16-byte units
 
 // How one operand is staged in shared memory.
 struct OperandPlan {

@@ -11,12 +11,12 @@ namespace tessel::emit_cuda {
 
 namespace {
 
+constexpr int64_t kSharedAlignBytes = 128;  // extern __shared__ __align__(128): the dynamic size rounds to it
+
 // 16-byte cp.async (or 128-bit / scalar loads before sm_80) of one operand stage, spread over the block
 void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, const std::string& smem_name) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& k = t.k;
   const std::string pad = "  ";
   const int chunks = p.tile_outer * p.bk / p.vec;
   const int per_thread = (chunks + t.threads - 1) / t.threads;
@@ -51,7 +51,7 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
     auto it = p.op->coeff.find(d.var);
     if (it != p.op->coeff.end()) off += " + " + S(it->second) + "LL * ov_" + d.var;
   }
-  for (const auto& d : c.batch) {
+  for (const auto& d : t.c.batch) {
     auto it = p.op->coeff.find(d.var);
     if (it != p.op->coeff.end()) off += " + " + S(it->second) + "LL * bv_" + d.var;
   }
@@ -64,7 +64,7 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
   os << pad << "    const int c_ = threadIdx.x + i * " << t.threads << ";\n";
   // guards that always hold are left out (no predicate selects or divergent exits per copy)
   const bool chunks_exact = chunks % t.threads == 0;
-  const bool k_exact = c.size_k() % p.bk == 0;
+  const bool k_exact = t.c.size_k() % p.bk == 0;
   const bool outer_exact = chunks_exact && p.outer_size % p.tile_outer == 0;
   if (!chunks_exact) os << pad << "    if (c_ >= " << chunks << ") break;\n";
   else os << pad << "    (void)c_;\n";
@@ -75,7 +75,7 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
     os << pad << "    const int kl_ = c_ / " << p.tile_outer / p.vec << ";\n";
   os << pad << "    const int kk_ = kt_ * " << p.bk << " + kl_;\n";
   for (const auto& d : *p.kdims) os << pad << "    int kv_" << d.var << ";\n";
-  t.decompose(pad + "    ", k_exact ? std::string("kk_") : "kk_ < " + S(c.size_k()) + " ? kk_ : 0", *p.kdims, "kv_");
+  t.decompose(pad + "    ", k_exact ? std::string("kk_") : "kk_ < " + S(t.c.size_k()) + " ? kk_ : 0", *p.kdims, "kv_");
   std::string addr = name + "_off[i]";
   for (const auto& d : *p.kdims) {
     auto it = p.op->coeff.find(d.var);
@@ -83,11 +83,11 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
   }
   std::string guard = "true";
   if (!outer_exact) guard += " && " + name + "_ok[i]";
-  if (!k_exact) guard += " && kk_ < " + S(c.size_k());
+  if (!k_exact) guard += " && kk_ < " + S(t.c.size_k());
   auto cvar = [&](const std::string& v) -> std::string {
     for (const auto& d : *p.kdims)
       if (d.var == v) return "kv_" + v;
-    for (const auto& d : c.batch)
+    for (const auto& d : t.c.batch)
       if (d.var == v) return "bv_" + v;
     return name + "_v_" + v + "[i]";
   };
@@ -97,12 +97,12 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
   }
   if (p.op->guard) {
     ValueContext ctx;
-    ctx.sizes = &k.sizes;
+    ctx.sizes = &t.k.sizes;
     ctx.affine = [&](const ir::AffineExpr& a) {
       return t.affine(substitute(a, p.op->producer_binding), [&](const std::string& v) {
         for (const auto& d : *p.kdims)
           if (d.var == v) return "kv_" + v;
-        for (const auto& d : c.batch)
+        for (const auto& d : t.c.batch)
           if (d.var == v) return "bv_" + v;
         return name + "_v_" + v + "[i]";
       });
@@ -111,10 +111,11 @@ void loader(const TcKernel& t, const std::string& name, const OperandPlan& p, co
     guard += " && " + value_expr(*p.op->guard, ctx);
   }
   std::string dst = p.k_inner ? name + "_o[i] * " + S(p.ld()) + " + kl_" : "kl_ * " + S(p.ld()) + " + " + name + "_o[i]";
+  const int row = kSwizzleRowBytes / elem_bytes(p.op->dtype);  // swizzled row: 8 chunks of one vector access
   if (p.swz && p.k_inner)
-    dst = name + "_o[i] * 64 + ((((kl_ >> 3) ^ " + name + "_o[i]) & 7) << 3)";
+    dst = name + "_o[i] * " + S(row) + " + ((((kl_ >> 3) ^ " + name + "_o[i]) & 7) << 3)";
   else if (p.swz)
-    dst = "(" + name + "_o[i] >> 6) * " + S(64 * p.bk) + " + kl_ * 64 + (((((" + name + "_o[i] >> 3) ^ kl_) & 7)) << 3)";
+    dst = "(" + name + "_o[i] >> 6) * " + S(row * p.bk) + " + kl_ * " + S(row) + " + (((((" + name + "_o[i] >> 3) ^ kl_) & 7)) << 3)";
   os << pad << "    const bool ok_ = " << guard << ";\n";
   os << pad << "    const " << st << "* src_ = t_" << p.op->tensor << " + (ok_ ? " << addr << " : 0LL);\n";
   if (p.vec > 1) {
@@ -158,7 +159,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
   direct = direct_store(c, cfg);
   const int64_t epi_bytes = direct ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;
-  smem = (std::max(pipe_bytes, epi_bytes) + 127) / 128 * 128 + (wg ? kSwizzleAlignBytes : 0);  // wgmma: stages on swizzle boundaries
+  smem = (std::max(pipe_bytes, epi_bytes) + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes + (wg ? kSwizzleAlignBytes : 0);  // wgmma: stages on swizzle boundaries
   tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
   name = "tessel_wmma_" + k.name;
   mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
@@ -187,7 +188,6 @@ void TcKernel::decompose(const std::string& pad, const std::string& lin, const s
 void emit_device_helpers(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& wg = t.wg;
   if (cfg.cluster) {
     os << "static __device__ __forceinline__ unsigned tessel_cluster_addr(const void* p, unsigned rank) {\n"
           "  unsigned r;\n"
@@ -210,30 +210,21 @@ void emit_device_helpers(const TcKernel& t) {
           "static __device__ __forceinline__ void tessel_mbar_wait(unsigned long long* bar, unsigned parity) {\n"
           "  asm volatile(\"{\\n.reg .pred p;\\nTESSEL_WAIT_%=:\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n@!p bra TESSEL_WAIT_%=;\\n}\\n\"\n"
           "               ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(parity) : \"memory\");\n}\n";
-  if (wg) emit_wgmma_helpers(t);
+  if (t.wg) emit_wgmma_helpers(t);
 }
 
 void emit_preamble(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& wg = t.wg;
-  const auto& ft = t.ft;
-  const auto& warps_m = t.warps_m;
-  const auto& warps_n = t.warps_n;
-  const auto& eb = t.eb;
-  const auto& a_stage = t.a_stage;
-  const auto& tiles_m = t.tiles_m;
-  const auto& tiles_n = t.tiles_n;
   os << "  using namespace nvcuda;\n";
-  if (wg) {  // the swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries
+  if (t.wg) {  // the swizzle pattern repeats every 1024 bytes: stages start on 1024-byte boundaries
     os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
     os << "  unsigned char* smem_ = smem_raw_ + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023u)) & 1023u);\n";
   } else {
     os << "  extern __shared__ __align__(128) unsigned char smem_[];\n";
   }
-  os << "  " << ft << "* As_ = (" << ft << "*)smem_;\n";
-  os << "  " << ft << "* Bs_ = (" << ft << "*)(smem_ + " << cfg.stages * a_stage * eb << ");\n";
+  os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
+  os << "  " << t.ft << "* Bs_ = (" << t.ft << "*)(smem_ + " << cfg.stages * t.a_stage * t.eb << ");\n";
   os << "  (void)scratch;\n";
   if (cfg.bulk) {  // one transaction barrier per stage; phase u of stage s completes tile u * stages + s
     os << "  __shared__ __align__(8) unsigned long long tessel_bar_[" << cfg.stages << "];\n";
@@ -242,45 +233,38 @@ void emit_preamble(const TcKernel& t) {
     os << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the copy engine */\n  }\n";
     os << "  __syncthreads();\n";
   }
-  if (wg && cfg.keep_operands)
+  if (t.wg && cfg.keep_operands)
     os << "  unsigned long long l2pol_;\n  asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\\n\" : \"=l\"(l2pol_));\n";
   // grouped rasterisation: 8 block rows share B tiles in L2
-  os << "  const int pid_ = blockIdx.x, group_ = 8 * " << tiles_n << ", first_m_ = (pid_ / group_) * 8;\n";
-  os << "  const int gsize_ = min(" << tiles_m << " - first_m_, 8);\n";
+  os << "  const int pid_ = blockIdx.x, group_ = 8 * " << t.tiles_n << ", first_m_ = (pid_ / group_) * 8;\n";
+  os << "  const int gsize_ = min(" << t.tiles_m << " - first_m_, 8);\n";
   os << "  const int tile_m_ = first_m_ + (pid_ % group_) % gsize_, tile_n_ = (pid_ % group_) / gsize_;\n";
   os << "  const int m0_ = tile_m_ * " << cfg.bm << ", n0_ = tile_n_ * " << cfg.bn << ";\n";
-  for (const auto& d : c.batch) os << "  int bv_" << d.var << ";\n";
-  t.decompose("  ", "blockIdx.z", c.batch, "bv_");
+  for (const auto& d : t.c.batch) os << "  int bv_" << d.var << ";\n";
+  t.decompose("  ", "blockIdx.z", t.c.batch, "bv_");
   // unified thread index: every lane of a warp works on the same fragments
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ";\n";
-  if (wg) {  // warpgroup g: rows g*wm.., warp w of it: rows w*16.. of each m64 tile (accumulator layout)
+  if (t.wg) {  // warpgroup g: rows g*wm.., warp w of it: rows w*16.. of each m64 tile (accumulator layout)
     os << "  const int ks_ = 0, wg_ = warp_ / " << t.m.warps_per_warpgroup << ";\n";
     os << "  const int wm_ = wg_ * " << cfg.wm << " + (warp_ % " << t.m.warps_per_warpgroup << ") * " << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ", wn_ = 0;\n";
   } else {
-    os << "  const int ks_ = warp_ / " << warps_m * warps_n << ", wi_ = warp_ % " << warps_m * warps_n << ";\n";
-    os << "  const int wm_ = (wi_ / " << warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << warps_n << ") * " << cfg.wn << ";\n";
+    os << "  const int ks_ = warp_ / " << t.warps_m * t.warps_n << ", wi_ = warp_ % " << t.warps_m * t.warps_n << ";\n";
+    os << "  const int wm_ = (wi_ / " << t.warps_n << ") * " << cfg.wm << ", wn_ = (wi_ % " << t.warps_n << ") * " << cfg.wn << ";\n";
   }
 }
 
 void emit_operand_loaders(const TcKernel& t) {
   auto& os = t.os;
-  auto& explain = t.explain;
   const auto& cfg = t.cfg;
-  const auto& c = t.c;
-  const auto& pa = t.pa;
-  const auto& pb = t.pb;
-  const auto& ba = t.ba;
-  const auto& bb = t.bb;
-  const auto& eb = t.eb;
-  const int64_t bulk_bytes = (ba.ok ? int64_t(ba.rows) * ba.row_elems * eb : 0) + (bb.ok ? int64_t(bb.rows) * bb.row_elems * eb : 0);
+  const int64_t bulk_bytes = (t.ba.ok ? int64_t(t.ba.rows) * t.ba.row_elems * t.eb : 0) + (t.bb.ok ? int64_t(t.bb.rows) * t.bb.row_elems * t.eb : 0);
   // the bulk copies of one stage: warp 0 announces the stage's bytes on its barrier, then its lanes
   // issue one copy per row (or one for a whole stage)
   auto bulk_loader = [&](const std::string& name, const OperandPlan& p, const BulkPlan& b, const std::string& smem_name, bool first) {
     const std::string origin = name == "a" ? "m0_" : "n0_";
     std::string base = S(p.op->base) + "LL + " + S(p.op->coeff.at(b.outer_var)) + "LL * " + origin;
-    for (const auto& d : c.batch)
+    for (const auto& d : t.c.batch)
       if (p.op->coeff.count(d.var)) base += " + " + S(p.op->coeff.at(d.var)) + "LL * bv_" + d.var;
-    const int64_t row_bytes = int64_t(b.row_elems) * eb;
+    const int64_t row_bytes = int64_t(b.row_elems) * t.eb;
     os << "  /* " << name << " = " << p.op->tensor << ": bulk copies (cp.async.bulk), "
        << (b.whole ? "one copy of " + S(b.rows * row_bytes) + " B per stage into unpadded rows"
                    : S(b.rows) + " rows of " + S(row_bytes) + " B per stage") << ", shared tile [" << (p.k_inner ? p.tile_outer : p.bk) << "]["
@@ -298,16 +282,16 @@ void emit_operand_loaders(const TcKernel& t) {
          << b.row_stride << "LL, " << row_bytes << "u, tessel_bar_ + stage_);\n";
     os << "  };\n";
   };
-  if (ba.ok) bulk_loader("a", pa, ba, "As_", true);
-  else loader(t, "a", pa, "As_");
-  if (bb.ok) bulk_loader("b", pb, bb, "Bs_", !ba.ok);
-  else loader(t, "b", pb, "Bs_");
+  if (t.ba.ok) bulk_loader("a", t.pa, t.ba, "As_", true);
+  else loader(t, "a", t.pa, "As_");
+  if (t.bb.ok) bulk_loader("b", t.pb, t.bb, "Bs_", !t.ba.ok);
+  else loader(t, "b", t.pb, "Bs_");
   if (cfg.bulk) {
     std::string how;
-    for (const auto& [nm, b] : {std::pair<std::string, const BulkPlan*>{c.a.tensor, &ba}, {c.b.tensor, &bb}})
+    for (const auto& [nm, b] : {std::pair<std::string, const BulkPlan*>{t.c.a.tensor, &t.ba}, {t.c.b.tensor, &t.bb}})
       how += (how.empty() ? "" : "; ") + nm + (b->ok ? b->whole ? ": one bulk copy per stage" : ": " + S(b->rows) + " bulk row copies per stage"
                                                      : ": cp.async (" + b->why + ")");
-    explain.push_back("  bulk copy engine (sm_90): " + how + "; one transaction barrier (mbarrier) per stage");
+    t.explain.push_back("  bulk copy engine (sm_90): " + how + "; one transaction barrier (mbarrier) per stage");
   }
 }
 
