@@ -1,8 +1,6 @@
+// mma.sync main loop (mainloop.h, sm_80+ f16): m16n8 accumulators in registers, ldmatrix(.trans)
+// lane addresses, and per K tile fragments double-buffered in registers around mma.sync.m16n8k16.
 #include "compiler/emit_cuda/mainloop.h"
-
-#include <algorithm>
-
-#include "compiler/emit_cuda/tile_policy.h"
 
 namespace tessel::emit_cuda {
 
@@ -31,11 +29,13 @@ void mma_sync_k_tile(const TcKernel& t, int kslice) {
   auto& os = t.os;
   // fragments double-buffered in registers: the ldmatrix of step kq+16 is issued before the
   // mma.sync of step kq (the asm statements keep their order, so the order is the schedule)
+  const isa::GpuMmaShape f = *t.m.mma_sync;
+  const std::string rows_a = S(f.m), cols_b = S(2 * f.n);  // one ldmatrix.x4: an m16 x k16 A tile, two n8 B tiles
   auto frag_loads = [&](const std::string& buf, const std::string& kk) {
-    const std::string a_addr = t.pa.k_inner ? "as_ + (wm_ + i * 16 + a_lrow_) * " + S(t.pa.ld()) + " + " + kk + " + a_lcol_"
-                                          : "as_ + (" + kk + " + a_lrow_) * " + S(t.pa.ld()) + " + wm_ + i * 16 + a_lcol_";
-    const std::string b_addr = t.pb.k_inner ? "bs_ + (wn_ + j * 16 + b_lrow_) * " + S(t.pb.ld()) + " + " + kk + " + b_lcol_"
-                                          : "bs_ + (" + kk + " + b_lrow_) * " + S(t.pb.ld()) + " + wn_ + j * 16 + b_lcol_";
+    const std::string a_addr = t.pa.k_inner ? "as_ + (wm_ + i * " + rows_a + " + a_lrow_) * " + S(t.pa.ld()) + " + " + kk + " + a_lcol_"
+                                            : "as_ + (" + kk + " + a_lrow_) * " + S(t.pa.ld()) + " + wm_ + i * " + rows_a + " + a_lcol_";
+    const std::string b_addr = t.pb.k_inner ? "bs_ + (wn_ + j * " + cols_b + " + b_lrow_) * " + S(t.pb.ld()) + " + " + kk + " + b_lcol_"
+                                            : "bs_ + (" + kk + " + b_lrow_) * " + S(t.pb.ld()) + " + wn_ + j * " + cols_b + " + b_lcol_";
     os << "      #pragma unroll\n      for (int i = 0; i < " << t.fm << "; ++i) tessel_ldsm_x4" << (t.pa.k_inner ? "" : "_trans") << "(af_["
        << buf << "][i][0], af_[" << buf << "][i][1], af_[" << buf << "][i][2], af_[" << buf << "][i][3], " << a_addr << ");\n";
     os << "      #pragma unroll\n      for (int j = 0; j < " << t.fn << "; ++j) tessel_ldsm_x4" << (t.pb.k_inner ? "" : "_trans") << "(bf_["
@@ -46,9 +46,9 @@ void mma_sync_k_tile(const TcKernel& t, int kslice) {
   os << "    {\n";
   frag_loads("0", "0");
   os << "    }\n";
-  os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += 16) {\n";
-  os << "      const int cur_ = (kq / 16) & 1;\n";
-  os << "      if (kq + 16 < " << kslice << ") {\n        const int kn_ = kq + 16;\n";
+  os << "    #pragma unroll\n    for (int kq = 0; kq < " << kslice << "; kq += " << f.k << ") {\n";
+  os << "      const int cur_ = (kq / " << f.k << ") & 1;\n";
+  os << "      if (kq + " << f.k << " < " << kslice << ") {\n        const int kn_ = kq + " << f.k << ";\n";
   frag_loads("cur_ ^ 1", "kn_");
   os << "      }\n";
   os << "      #pragma unroll\n      for (int i = 0; i < " << t.fm << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << t.fn8

@@ -1,3 +1,6 @@
+// wgmma main loop (mainloop.h, sm_90a f16): helper functions (descriptors, fence / commit / wait,
+// the m64nNk16 instruction), accumulators in the m16n8 layout per warp, and the K loop with its own
+// copy/MMA schedule (one MMA group in flight, copies stages - 2 or stages - 1 tiles ahead).
 #include "compiler/emit_cuda/mainloop.h"
 
 #include <algorithm>

@@ -10,7 +10,6 @@ namespace {
 constexpr int64_t kMinBulkRowBytes = 256;
 constexpr int kMaxBulkRowsPerStage = 128;
 
-
 // Dimensions of the operand whose index may leave the tensor (folded padding, im2col windows).
 std::vector<int> bounded_dims(const ContractionOperand& op, const Contraction& c, const std::map<std::string, int64_t>& sizes) {
   std::map<std::string, int64_t> extent;

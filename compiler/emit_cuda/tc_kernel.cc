@@ -163,7 +163,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
   name = "tessel_wmma_" + k.name;
   mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
-  fn8 = cfg.wn / 8;     // m16n8 accumulator tiles along N
+  fn8 = m.mma_sync ? cfg.wn / m.mma_sync->n : 0;  // m16n8 accumulator tiles along N (mma.sync and wgmma layout)
   rstep = wg ? m.wgmma->m : m.wmma.m;
   fmx = wg ? cfg.wm / m.wgmma->m : fm;
 }

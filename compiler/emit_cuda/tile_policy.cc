@@ -190,89 +190,88 @@ struct CandidateList {
   // large problems (many 128x128 output tiles): wgmma, then mma.sync, then WMMA tiles
   void large_tiles() {
     const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
-  if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
-    if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
-      // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
-      // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a
-      // second barrier per K tile (slower)
-      for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
-                                                        {256, 128, 64, 128, 128, 1, 4},
-                                                        {128, 128, 64, 64, 128, 1, 6},
-                                                        {128, 128, 64, 64, 128, 1, 3}}) {
-        g.wgmma = true;
-        if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv) first
-          g.stream_out = true;
+    if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+      if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
+        // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
+        // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a
+        // second barrier per K tile (slower)
+        for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                          {256, 128, 64, 128, 128, 1, 4},
+                                                          {128, 128, 64, 64, 128, 1, 6},
+                                                          {128, 128, 64, 64, 128, 1, 3}}) {
+          g.wgmma = true;
+          if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv) first
+            g.stream_out = true;
+            add(g);
+            g.copies_first = true;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
+            add(g);
+            g.copies_first = false;
+            g.wg_deep = true;
+            add(g);
+            g.stream_out = g.wg_deep = false;
+          }
           add(g);
-          g.copies_first = true;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
-          add(g);
-          g.copies_first = false;
           g.wg_deep = true;
           add(g);
-          g.stream_out = g.wg_deep = false;
         }
-        add(g);
-        g.wg_deep = true;
-        add(g);
+        TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
+        g3.wgmma = true;
+        add(g3);
       }
-      TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
-      g3.wgmma = true;
-      add(g3);
-    }
-    add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
-    if (m.mma_sync && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
-      for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
-                                                        {128, 256, 64, 64, 64, 1, 3},
-                                                        {256, 128, 32, 64, 64, 1, 4},
-                                                        {128, 128, 32, 64, 64, 1, 4},
-                                                        {128, 128, 32, 32, 64, 1, 4},
-                                                        {128, 256, 64, 64, 64, 1, 4}}) {
-        g.mma = true;
-        add(g);
+      add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
+      if (m.mma_sync && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
+        for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
+                                                          {128, 256, 64, 64, 64, 1, 3},
+                                                          {256, 128, 32, 64, 64, 1, 4},
+                                                          {128, 128, 32, 64, 64, 1, 4},
+                                                          {128, 128, 32, 32, 64, 1, 4},
+                                                          {128, 256, 64, 64, 64, 1, 4}}) {
+          g.mma = true;
+          add(g);
+        }
       }
+      add({128, 256, 32, 64, 64, 1, 4});
+      add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
+      add({128, 256, 32, 32, 64, 1, 4});  // 16 warps of 32x64
+      add({128, 128, 64, 32, 64, 1, 3});
+      add({128, 256, 64, 64, 64, 1, 4});  // 208 KiB: sm_90's opt-in shared memory
+      add({128, 256, 64, 32, 64, 1, 3});
+      add({256, 128, 32, 64, 64, 1, 4});
+      add({128, 128, 32, 64, 64, 1, 4});
+      add({128, 256, 32, 64, 64, 1, 3});
+      add({128, 128, 64, 64, 64, 1, 3});
+      add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
     }
-    add({128, 256, 32, 64, 64, 1, 4});
-    add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
-    add({128, 256, 32, 32, 64, 1, 4});  // 16 warps of 32x64
-    add({128, 128, 64, 32, 64, 1, 3});
-    add({128, 256, 64, 64, 64, 1, 4});  // 208 KiB: sm_90's opt-in shared memory
-    add({128, 256, 64, 32, 64, 1, 3});
-    add({256, 128, 32, 64, 64, 1, 4});
-    add({128, 128, 32, 64, 64, 1, 4});
-    add({128, 256, 32, 64, 64, 1, 3});
-    add({128, 128, 64, 64, 64, 1, 3});
-    add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
-  }
-  // skinny and small problems: few output tiles, so the K range of a tile is split over warps
   }
 
   // skinny and small problems: few output tiles, so the K range of a tile is split over warps
   void skinny_tiles() {
-  for (int bn : {64, 32, 16, 128}) {
-    if (bn > round_frag(N) && bn != std::min(128, round_frag(N))) continue;
-    for (int bm : {16, 32, 64}) {
-      for (int bk : {128, 64, 256, 512}) {
-        if (bk == 512 && K > 512) continue;
-        const int bkk = int(std::min<int64_t>(bk, round_frag(K)));
-        TcConfig g;
-        g.bm = bm;
-        g.bn = std::min(bn, round_frag(N));
-        g.bk = bkk;
-        g.wm = std::min(bm, 32);
-        g.wn = std::min(g.bn, 64);
-        const int wtiles = (g.bm / g.wm) * (g.bn / g.wn);
-        g.k_split = std::max(1, std::min(8 / wtiles, g.bk / m.wmma.k));
-        const int64_t kt = (K + g.bk - 1) / g.bk;
-        // latency-bound: every K tile in flight from the prologue when they fit
-        g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, kt + 1)));
-        if (!config_obstacle(c, g, m).empty()) g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
-        add(g);
-        if (g.k_split >= 4 && bkk <= 128) {  // fewer warps: less to reduce, shorter launch
-          g.k_split /= 2;
+    for (int bn : {64, 32, 16, 128}) {
+      if (bn > round_frag(N) && bn != std::min(128, round_frag(N))) continue;
+      for (int bm : {16, 32, 64}) {
+        for (int bk : {128, 64, 256, 512}) {
+          if (bk == 512 && K > 512) continue;
+          const int bkk = int(std::min<int64_t>(bk, round_frag(K)));
+          TcConfig g;
+          g.bm = bm;
+          g.bn = std::min(bn, round_frag(N));
+          g.bk = bkk;
+          g.wm = std::min(bm, 32);
+          g.wn = std::min(g.bn, 64);
+          const int wtiles = (g.bm / g.wm) * (g.bn / g.wn);
+          g.k_split = std::max(1, std::min(8 / wtiles, g.bk / m.wmma.k));
+          const int64_t kt = (K + g.bk - 1) / g.bk;
+          // latency-bound: every K tile in flight from the prologue when they fit
+          g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, kt + 1)));
+          if (!config_obstacle(c, g, m).empty()) g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
           add(g);
+          if (g.k_split >= 4 && bkk <= 128) {  // fewer warps: less to reduce, shorter launch
+            g.k_split /= 2;
+            add(g);
+          }
         }
       }
     }
-  }
   }
 
   // split-K across blocks: a problem with fewer output tiles than SMs is latency-bound; K is split
@@ -336,33 +335,33 @@ struct CandidateList {
   // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
   void rank() {
     const double sm_f = sms > 0 ? double(sms) : double(m.sm_count);
-  std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
-    auto score = [&](const TcConfig& g) {
-      const int64_t blocks = output_tiles(c, g) * g.k_blocks;
-      if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
-      const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
-      // split-K blocks: measured slower than K split over the warps of one block on an H200 in
-      // the CUDA-graph harness (README: one more dependent round trip per call than the ~1 us it
-      // saves), so they follow the unsplit tiles: cluster reduction first, global ones last;
-      // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
-      if (g.k_blocks > 1)
-        return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
-      // unsplit small tiles, from the H200 bench (bench_h200.json: the fastest of up to 40 measured
-      // candidates on each seed GEMM): K split over 4 warps, about 4 K tiles, and about one block
-      // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
-      // on every shape, squarer tiles on ties; the first candidate is then the measured best or
-      // within 1 % of it
-      if (sms > 0 && blocks <= 2 * sm_f)
-        return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
-               0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
-               (g.bulk ? 0.6 : 0.0);
-      return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
-    };
-    return score(x) < score(y);
-  });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const TcConfig& x, const TcConfig& y) { return x.to_string() == y.to_string(); }),
-            out.end());
+    std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
+      auto score = [&](const TcConfig& g) {
+        const int64_t blocks = output_tiles(c, g) * g.k_blocks;
+        if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
+        const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
+        // split-K blocks: measured slower than K split over the warps of one block on an H200 in
+        // the CUDA-graph harness (README: one more dependent round trip per call than the ~1 us it
+        // saves), so they follow the unsplit tiles: cluster reduction first, global ones last;
+        // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
+        if (g.k_blocks > 1)
+          return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+        // unsplit small tiles, from the H200 bench (bench_h200.json: the fastest of up to 40 measured
+        // candidates on each seed GEMM): K split over 4 warps, about 4 K tiles, and about one block
+        // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
+        // on every shape, squarer tiles on ties; the first candidate is then the measured best or
+        // within 1 % of it
+        if (sms > 0 && blocks <= 2 * sm_f)
+          return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
+                 0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
+                 (g.bulk ? 0.6 : 0.0);
+        return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
+      };
+      return score(x) < score(y);
+    });
+    out.erase(std::unique(out.begin(), out.end(),
+                          [](const TcConfig& x, const TcConfig& y) { return x.to_string() == y.to_string(); }),
+              out.end());
   }
 };
 
