@@ -36,6 +36,12 @@ std::optional<Role> parse_role(std::string_view name) {
 
 std::string_view target_kind_name(TargetKind k) { return k == TargetKind::Npu ? "npu" : "gpu"; }
 
+const std::vector<std::string>& gpu_feature_names() {
+  static const std::vector<std::string> names = {"cp_async", "thread_block_clusters", "bulk_copy",
+                                                 "programmatic_dependent_launch"};
+  return names;
+}
+
 std::string_view unit_kind_name(UnitKind k) {
   switch (k) {
     case UnitKind::Matrix: return "matrix";
@@ -342,7 +348,8 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   Fields f(node, "gpu", file,
            {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
             "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin", "shared_bytes_per_sm",
-            "l2_cache_bytes"});
+            "l2_cache_bytes", "shared_bytes_reserved_per_block", "vector_access_bytes", "mma_sync_shape", "wgmma_shape",
+            "warps_per_warpgroup", "cluster_max_blocks", "bulk_copy_alignment_bytes", "features"});
   GpuProperties g;
   g.arch = f.scalar<std::string>("arch", true);
   const std::string cc = f.scalar<std::string>("compute_capability", true);
@@ -367,6 +374,29 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   g.l2_cache_bytes = f.count("l2_cache_bytes", true);
   for (const char* key : {"warp_size", "max_threads_per_block", "registers_per_sm", "shared_bytes_per_sm"})
     if (f.count(key, true) == 0) f.fail(node[key], std::string("gpu.") + key, "must be positive");
+  g.shared_bytes_reserved_per_block = f.count("shared_bytes_reserved_per_block", true);
+  g.vector_access_bytes = static_cast<uint32_t>(f.count("vector_access_bytes", true));
+  if (g.vector_access_bytes == 0 || (g.vector_access_bytes & (g.vector_access_bytes - 1)))
+    f.fail(node["vector_access_bytes"], "gpu.vector_access_bytes", "must be a power of two");
+  if (f.get("mma_sync_shape", false)) g.mma_sync_shape = parse_shape(node["mma_sync_shape"], "gpu.mma_sync_shape", file);
+  if (f.get("wgmma_shape", false)) g.wgmma_shape = parse_shape(node["wgmma_shape"], "gpu.wgmma_shape", file);
+  g.warps_per_warpgroup = static_cast<uint32_t>(f.count("warps_per_warpgroup", false));
+  if (g.wgmma_shape && g.warps_per_warpgroup == 0)
+    f.fail(node["wgmma_shape"], "gpu.warps_per_warpgroup", "a description with wgmma_shape needs warps_per_warpgroup");
+  g.bulk_copy_alignment_bytes = static_cast<uint32_t>(f.count("bulk_copy_alignment_bytes", false));
+  g.cluster_max_blocks = static_cast<uint32_t>(f.count("cluster_max_blocks", false));
+  g.features = f.names("features");
+  if (std::find(g.features.begin(), g.features.end(), "bulk_copy") != g.features.end() && g.bulk_copy_alignment_bytes == 0)
+    f.fail(node["features"], "gpu.bulk_copy_alignment_bytes", "a description with the bulk_copy feature needs bulk_copy_alignment_bytes");
+  if (std::find(g.features.begin(), g.features.end(), "thread_block_clusters") != g.features.end() && g.cluster_max_blocks < 2)
+    f.fail(node["features"], "gpu.cluster_max_blocks", "a description with the thread_block_clusters feature needs cluster_max_blocks >= 2");
+  const auto& known = gpu_feature_names();
+  for (size_t i = 0; i < g.features.size(); ++i) {
+    if (std::find(known.begin(), known.end(), g.features[i]) != known.end()) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    f.fail(node["features"][i], "gpu.features", "unknown feature '" + g.features[i] + "' (expected one of " + list + ")");
+  }
   return g;
 }
 

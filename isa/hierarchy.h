@@ -114,7 +114,20 @@ struct GpuProperties {
   uint64_t shared_bytes_per_block_optin = 0;
   uint64_t shared_bytes_per_sm = 0;
   uint64_t l2_cache_bytes = 0;
+  // What the CUDA emitter and the GPU tile policy need beyond the device's own properties
+  // (isa/gpu_machine.h carries them to the compiler):
+  uint64_t shared_bytes_reserved_per_block = 0;  // an SM keeps this much of its shared memory per resident block
+  uint32_t vector_access_bytes = 0;              // widest single load/store/cp.async of one thread
+  std::optional<MatrixShape> mma_sync_shape;     // warp-level mma.sync fed by ldmatrix; absent: WMMA only
+  std::optional<MatrixShape> wgmma_shape;        // warpgroup MMA (n = the largest N); absent: none
+  uint32_t warps_per_warpgroup = 0;              // with wgmma_shape
+  uint32_t cluster_max_blocks = 0;               // portable thread-block cluster size (0: no clusters)
+  uint32_t bulk_copy_alignment_bytes = 0;        // cp.async.bulk addresses and sizes are multiples of this (0: no bulk copies)
+  std::vector<std::string> features;             // gpu_feature_names(): cp_async, thread_block_clusters, ...
 };
+
+// The feature names a `gpu.features` list may hold (isa/README.md says what each means).
+const std::vector<std::string>& gpu_feature_names();
 
 struct Hierarchy {
   std::string name;

@@ -54,6 +54,7 @@ namespace {
 void add_compile_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
+    GpuFlags gpu;
     std::string out;
     bool print_schedule = false, print_kernel = false;
   };
@@ -64,7 +65,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
   add_npu_flags(cmd);
-  add_gpu_flags(cmd);
+  add_gpu_flags(cmd, opts->gpu);
   auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
   cmd->add_flag("--explain", *explain, "GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
   cmd->callback([opts, explain, &ctx] {
@@ -84,13 +85,13 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;
       o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
             : npu                     ? compile_npu_text(c->kernel, c->hierarchy, npu_line)
-            : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), nullptr)
+            : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, nullptr)
                                       : kernel::to_string(c->kernel));
       if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
     }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
       std::string lines;
-      compile_gpu_source(*c, !opts->flags.tile.empty(), &lines);
+      compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, &lines);
       std::cerr << lines;
     }
     std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in "

@@ -45,8 +45,9 @@ BackendResult run_on_c(const Compilation& c, const Tensors& inputs) {
   return r;
 }
 
-const std::vector<Backend>& backends() {
-  static const std::vector<Backend> table = {
+// The GPU backend runs with the command's --gpu-tiles / --pdl values (`gpu`, outliving the table).
+std::vector<Backend> backends(const GpuFlags& gpu) {
+  std::vector<Backend> table = {
       {"c", [](const std::string& t, const Compilation&) { return t == "c"; }, run_on_c},
       {"npu", [](const std::string& t, const Compilation& c) { return t != "c" && c.hierarchy.kind == isa::TargetKind::Npu; },
        [](const Compilation& c, const Tensors& in) {  // compiler/cli/run_npu.h
@@ -55,8 +56,8 @@ const std::vector<Backend>& backends() {
          return r;
        }},
       {"gpu", [](const std::string& t, const Compilation& c) { return t != "c" && is_gpu_target(c); },
-       [](const Compilation& c, const Tensors& in) {  // compiler/cli/run_gpu.h: prints time, TFLOP/s, library ratio
-         GpuRunResult g = run_on_gpu(c, in, false);
+       [&gpu](const Compilation& c, const Tensors& in) {  // compiler/cli/run_gpu.h: prints time, TFLOP/s, library ratio
+         GpuRunResult g = run_on_gpu(c, in, false, true, gpu);
          std::cout << g.summary;
          return BackendResult{std::move(g.outputs), std::move(g.report)};
        }},
@@ -67,6 +68,7 @@ const std::vector<Backend>& backends() {
 void add_run_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
+    GpuFlags gpu;
     std::string report;
     uint64_t seed = 1;
   };
@@ -76,14 +78,15 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
   add_npu_flags(cmd);
-  add_gpu_flags(cmd);
+  add_gpu_flags(cmd, opts->gpu);
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
     CompileOptions co = to_compile_options(opts->flags);
     auto c = compile(f, co);
     const Backend* backend = nullptr;
-    for (const auto& b : backends())
+    const std::vector<Backend> table = backends(opts->gpu);
+    for (const auto& b : table)
       if (b.accepts(opts->flags.target, *c)) backend = &b;
     if (!backend) {
       std::cerr << "tessel run: no backend for target " << opts->flags.target

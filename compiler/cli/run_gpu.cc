@@ -16,28 +16,25 @@ namespace tessel::cli {
 
 bool is_gpu_target(const Compilation& c) { return c.hierarchy.kind == isa::TargetKind::Gpu; }
 
-GpuFlags& gpu_flags() {
-  static GpuFlags f;
-  return f;
-}
-
-void add_gpu_flags(CLI::App* cmd) {
-  cmd->add_option("--gpu-tiles", gpu_flags().tiles,
+void add_gpu_flags(CLI::App* cmd, GpuFlags& flags) {
+  cmd->add_option("--gpu-tiles", flags.tiles,
                   "GPU targets: TensorCore tiles, e.g. 64x32x128/64x32/ks4/st2/kb4/cl (the form --explain prints; default: the emitter's choice)");
-  cmd->add_flag("--pdl", gpu_flags().pdl, "GPU targets (sm_90+): programmatic dependent launch");
-  cmd->add_option("--pdl-prefetch", gpu_flags().pdl_prefetch,
+  cmd->add_flag("--pdl", flags.pdl, "GPU targets (sm_90+): programmatic dependent launch");
+  cmd->add_option("--pdl-prefetch", flags.pdl_prefetch,
                   "with --pdl: inputs no earlier kernel writes (weights); their first tiles are copied before the wait")
       ->delimiter(',');
 }
 
-emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given) {
+emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const GpuFlags& flags) {
   emit_cuda::CudaOptions o;
-  if (c.hierarchy.gpu) o.arch = c.hierarchy.gpu->arch;
-  o.sm_count = int(c.hierarchy.cores);
+  if (c.hierarchy.gpu) {
+    o.arch = c.hierarchy.gpu->arch;
+    o.machine = isa::GpuMachine::from(c.hierarchy);
+  }
   o.tiles_from_kernel = tile_given;
-  if (!gpu_flags().tiles.empty()) o.config = emit_cuda::TcConfig::parse(gpu_flags().tiles);
-  o.pdl = gpu_flags().pdl;
-  o.pdl_prefetch = gpu_flags().pdl_prefetch;
+  if (!flags.tiles.empty()) o.config = emit_cuda::TcConfig::parse(flags.tiles);
+  o.pdl = flags.pdl;
+  o.pdl_prefetch = flags.pdl_prefetch;
   if (!o.pdl_prefetch.empty() && !o.pdl) throw UserError("--pdl-prefetch needs --pdl");
   for (const auto& t : o.pdl_prefetch) {
     const auto* tensor = c.kernel.find_tensor(t);
@@ -47,8 +44,8 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given) {
   return o;
 }
 
-std::string compile_gpu_source(const Compilation& c, bool tile_given, std::string* explain_out) {
-  emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, gpu_options(c, tile_given));
+std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuFlags& flags, std::string* explain_out) {
+  emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, gpu_options(c, tile_given, flags));
   if (explain_out) {
     explain_out->clear();
     for (const auto& l : p.explain) *explain_out += l + "\n";
@@ -60,7 +57,7 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, std::strin
 }
 
 #ifndef TESSEL_HAVE_CUDA
-GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool) {
+GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool, const GpuFlags&) {
   throw UserError("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
 }
 nlohmann::json bench_gpu(const std::string&) {
@@ -223,14 +220,15 @@ BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::m
 
 }  // namespace gpurun
 
-GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given, bool timing) {
+GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given, bool timing,
+                        const GpuFlags& flags) {
   using namespace gpurun;
   std::string why;
   if (gpu::device_count(&why) == 0)
     throw UserError("tessel run: no GPU here (" + why + "); `tessel compile --target " + c.hierarchy.source_file +
                     " -o k.cu` writes the CUDA source");
   gpu::Context& ctx = gpu::Context::get();
-  LoadedProgram lp = load_program(c.kernel, gpu_options(c, tile_given));
+  LoadedProgram lp = load_program(c.kernel, gpu_options(c, tile_given, flags));
   DeviceTensors d = allocate(c.kernel, inputs, lp.program.scratch_bytes);
   gpu::Stream stream;
   launch_all(lp, d, stream);

@@ -21,21 +21,21 @@ bool is_gpu_target(const Compilation& c);
 
 // `--gpu-tiles` and `--pdl` of `tessel compile` / `tessel run` (GPU targets): a tile configuration
 // instead of the emitter's first candidate (TcConfig::parse, the form --explain prints) and
-// programmatic dependent launch (sm_90+).
+// programmatic dependent launch (sm_90+). A value owned by the command that parses it.
 struct GpuFlags {
   std::string tiles;
   bool pdl = false;
   std::vector<std::string> pdl_prefetch;  // CudaOptions::pdl_prefetch
 };
-GpuFlags& gpu_flags();
-void add_gpu_flags(CLI::App* cmd);
+// Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
+void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);
 
-// Emitter options for a compilation: the description's arch, tiles from the kernel IR when the
-// user gave --tile, then gpu_flags().
-emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given);
+// Emitter options for a compilation: the description's arch and machine model
+// (isa::GpuMachine::from), tiles from the kernel IR when the user gave --tile, then `flags`.
+emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const GpuFlags& flags = {});
 
 // `tessel compile --target <gpu>.yaml -o k.cu`: the CUDA text; `explain` lines go to `explain_out`.
-std::string compile_gpu_source(const Compilation& c, bool tile_given, std::string* explain_out);
+std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuFlags& flags, std::string* explain_out);
 
 struct GpuRunResult {
   std::map<std::string, NpyArray> outputs;
@@ -46,7 +46,7 @@ struct GpuRunResult {
 // Compiles, launches, downloads the outputs, times ours and the library baseline (when the kernel
 // is a plain GEMM or an NHWC convolution).
 GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given,
-                        bool timing = true);
+                        bool timing = true, const GpuFlags& flags = {});
 
 // `tessel bench gpu`: seed GEMM table, 1024^3, 4096^3 and the seed convolution, ours (best of the
 // emitter's tile candidates, measured) vs cuBLAS / cuDNN in both harnesses. `source_dir` holds

@@ -14,14 +14,9 @@ namespace tessel::emit_cuda {
 
 namespace {
 
-int sm_number(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0) throw UserError("CUDA emitter: architecture '" + arch + "' is not of the form sm_XY");
-  return std::stoi(arch.substr(3));
-}
-
 // cp.async on sm_80+ (16-byte copies with zero fill when the guard fails); plain loads before.
-std::string async_copy_helpers(const std::string& arch) {
-  if (sm_number(arch) >= 80)
+std::string async_copy_helpers(const isa::GpuMachine& m) {
+  if (m.has(isa::GpuFeature::CpAsync))
     return R"(static __device__ __forceinline__ void tessel_cp_async16(void* smem, const void* gmem, bool pred) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 16 : 0));
@@ -70,17 +65,62 @@ std::optional<TcConfig> tiles_from_kernel(const kernel::Kernel& k, const Contrac
   return g;
 }
 
+// The tile configuration: the caller's, else the kernel IR's when usable (--tile), else the tile
+// policy's first candidate (whose ranked list goes to `explain`).
+std::optional<TcConfig> choose_config(const kernel::Kernel& k, const Contraction& c, const CudaOptions& options, const isa::GpuMachine& m,
+                                      std::vector<std::string>& explain) {
+  std::optional<TcConfig> cfg = options.config;
+  if (!cfg && options.tiles_from_kernel) {
+    cfg = tiles_from_kernel(k, c);
+    if (cfg && !config_obstacle(c, *cfg, m).empty()) {
+      explain.push_back("kernel IR tiles " + cfg->to_string() + " not usable (" + config_obstacle(c, *cfg, m) + "); using the emitter's choice");
+      cfg.reset();
+    }
+  }
+  if (!cfg) {
+    const auto cands = tc_candidates(c, m);
+    if (!cands.empty()) cfg = cands.front();
+    std::string list;
+    for (const auto& g : cands) list += (list.empty() ? "" : ", ") + g.to_string();
+    if (!cands.empty()) explain.push_back("  tile candidates (ranked): " + list);
+  }
+  return cfg;
+}
+
+// The TensorCore program of `c`; false when no configuration fits.
+bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, const CudaOptions& options, const isa::GpuMachine& m,
+                              std::ostringstream& os, CudaProgram& p) {
+  const std::optional<TcConfig> cfg = choose_config(k, c, options, m, p.explain);
+  if (!cfg) return false;
+  os << "#include <mma.h>\n" << async_copy_helpers(m);
+  auto named = [&](const std::string& t) {
+    return std::find(options.pdl_prefetch.begin(), options.pdl_prefetch.end(), t) != options.pdl_prefetch.end();
+  };
+  TcLaunchOptions launch;
+  launch.pdl = options.pdl && m.has(isa::GpuFeature::ProgrammaticDependentLaunch) && !cfg->atomic_out;  // one kernel
+  launch.prefetch_a = named(c.a.tensor);
+  launch.prefetch_b = named(c.b.tensor);
+  Launch main = emit_tensor_core(k, c, *cfg, m, launch, os, p.explain, &p.launches);
+  main.pdl = launch.pdl;
+  p.arch = cfg->wgmma ? m.arch + "a" : options.arch;  // wgmma: the architecture-specific target
+  p.launches.push_back(main);
+  p.scratch_bytes = tc_scratch_bytes(c, *cfg);
+  p.tensor_cores = true;
+  p.config = cfg;
+  p.flops = 2.0 * double(c.size_m()) * double(c.size_n()) * double(c.size_k()) * double(c.size_batch());
+  p.source = os.str();
+  return true;
+}
+
 }  // namespace
 
-uint32_t shared_budget_bytes(const std::string& arch) {
-  const int sm = sm_number(arch);
-  if (sm >= 90) return 227 * 1024;
-  if (sm == 80 || sm == 87) return 163 * 1024;
-  if (sm >= 80) return 99 * 1024;
-  return 64 * 1024;
+isa::GpuMachine machine_for(const CudaOptions& options) {
+  if (options.machine && options.machine->arch == options.arch) return *options.machine;
+  return isa::stock_gpu_machine(options.arch);
 }
 
 CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
+  const isa::GpuMachine m = machine_for(options);
   CudaProgram p;
   std::ostringstream os;
   os << "/* tessel: kernel " << k.name << " for " << k.target << " (" << options.arch << ") */\n" << cuda_prelude();
@@ -102,42 +142,12 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
                           std::to_string(n.matmul.tile_n) + "x" + std::to_string(n.matmul.tile_k));
   });
   if (c && why.empty()) {
-    std::optional<TcConfig> cfg = options.config;
-    if (!cfg && options.tiles_from_kernel) {
-      cfg = tiles_from_kernel(k, *c);
-      if (cfg && !config_obstacle(*c, *cfg, options.arch).empty()) {
-        p.explain.push_back("kernel IR tiles " + cfg->to_string() + " not usable (" + config_obstacle(*c, *cfg, options.arch) +
-                            "); using the emitter's choice");
-        cfg.reset();
-      }
-    }
-    if (!cfg) {
-      auto cands = tc_candidates(*c, options.arch, options.sm_count);
-      if (!cands.empty()) cfg = cands.front();
-    }
-    if (cfg) {
-      os << "#include <mma.h>\n" << async_copy_helpers(options.arch);
-      const bool pdl = options.pdl && sm_number(options.arch) >= 90 && !cfg->atomic_out;  // one kernel
-      auto named = [&](const std::string& t) {
-        return std::find(options.pdl_prefetch.begin(), options.pdl_prefetch.end(), t) != options.pdl_prefetch.end();
-      };
-      const int prefetch = (named(c->a.tensor) ? 1 : 0) | (named(c->b.tensor) ? 2 : 0);
-      Launch main = emit_tensor_core(k, *c, *cfg, options.arch, os, p.explain, options.sm_count, &p.launches, pdl, prefetch);
-      main.pdl = pdl;
-      p.arch = cfg->wgmma ? "sm_90a" : options.arch;
-      p.launches.push_back(main);
-      p.scratch_bytes = tc_scratch_bytes(*c, *cfg);
-      p.tensor_cores = true;
-      p.config = cfg;
-      p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());
-      p.source = os.str();
-      return p;
-    }
+    if (emit_tensor_core_program(k, *c, options, m, os, p)) return p;
     why = "no tile configuration fits the shared memory of " + options.arch;
   }
   p.arch = options.arch;
   p.explain.push_back("SIMT: TensorCores not used: " + why);
-  emit_simt(k, options.arch, os, p.launches, p.scratch_bytes);
+  emit_simt(k, m, os, p.launches, p.scratch_bytes);
   if (c) p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());
   p.source = os.str();
   return p;

@@ -1,7 +1,7 @@
 // CUDA emitter (`--target` a GPU description): kernel IR -> CUDA C text for NVRTC.
 //
 // Two code shapes, chosen per kernel:
-//   - TensorCore contraction (contraction.h + emit_tensor_core.cc): the seed's AutoCodeGen. The
+//   - TensorCore contraction (contraction.h, tile_policy.h, emit_tensor_core.h): the seed's AutoCodeGen. The
 //     anchor statement of the kernel is identified as a matrix multiply (matrix_a / matrix_b and
 //     their majorness from the accesses, batch dims, im2col views through inlined padding
 //     producers, fused element-wise epilogues); the block tile is the `stage` level, warps take
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
+#include "isa/gpu_machine.h"
 
 namespace tessel::emit_cuda {
 
@@ -63,12 +64,17 @@ struct TcConfig {
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
 };
 
+// What to compile for and how: a value the caller fills (the CLI from its flags, tests and
+// benches directly); the emitter keeps no state between calls.
 struct CudaOptions {
-  std::string arch = "sm_90";            // sm_75, sm_80, sm_86, sm_89, sm_90
-  std::optional<TcConfig> config;        // TensorCore tiles; default: chosen from the kernel IR and shape
+  std::string arch = "sm_90";            // what to compile for: sm_75, sm_80, sm_90 (a description's gpu.arch)
+  // The target's machine model (the --target description, isa/gpu_machine.h): SMs, shared-memory
+  // budgets, matrix shapes, features. Absent, or of another arch than `arch` (a device that differs
+  // from the description): the stock description of `arch` (isa::stock_gpu_machine).
+  std::optional<isa::GpuMachine> machine;
+  std::optional<TcConfig> config;        // TensorCore tiles; default: the tile policy's first candidate (tile_policy.h)
   bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
   bool allow_tensor_cores = true;        // false: always SIMT
-  int sm_count = 0;                      // SMs of the target (hierarchy `cores`); 0: no split-K across blocks
   // sm_90+: programmatic dependent launch. The kernel lets the next kernel of the stream start
   // (griddepcontrol.launch_dependents) and waits for the previous one to finish and flush
   // (griddepcontrol.wait) before its first global memory access, so only the launch and the
@@ -104,7 +110,7 @@ struct CudaProgram {
 
 CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options = {});
 
-// Smallest opt-in dynamic shared memory per block of an arch (bytes), as the emitter budgets it.
-uint32_t shared_budget_bytes(const std::string& arch);
+// The machine model emit_cuda uses for `options` (see CudaOptions::machine).
+isa::GpuMachine machine_for(const CudaOptions& options);
 
 }  // namespace tessel::emit_cuda

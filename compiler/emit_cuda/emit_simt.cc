@@ -326,7 +326,7 @@ std::string kernel_parameters(const kernel::Kernel& k) {
   return p + "unsigned char* __restrict__ scratch";
 }
 
-void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstream& os, std::vector<Launch>& launches,
+void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringstream& os, std::vector<Launch>& launches,
                uint64_t& scratch_bytes) {
   // One kernel per top-level ParallelCores loop nest; a run of other top-level nodes (sequential
   // code, copies, lets) is one single-block kernel, so its buffers live in one shared memory.
@@ -358,7 +358,7 @@ void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstr
     }
     if (n->kind == NodeKind::Let) lets_seen.push_back(n.get());
   }
-  const uint32_t budget = shared_budget_bytes(arch);
+  const uint64_t budget = m.shared_bytes_per_block_optin;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Node& root = *groups[gi];
     // perfectly nested ParallelCores loops with constant bounds -> grid
@@ -386,7 +386,7 @@ void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstr
     std::ostringstream decl;
     for (int id : used) {
       const auto& b = k.buffers.at(id);
-      const uint64_t bytes = (uint64_t(b.bytes()) + 15) / 16 * 16;
+      const uint64_t bytes = (uint64_t(b.bytes()) + m.vector_access_bytes - 1) / m.vector_access_bytes * m.vector_access_bytes;
       const std::string ty = storage_type(b.dtype);
       if (shared + bytes <= budget) {
         decl << "  " << ty << "* " << b.name << " = (" << ty << "*)(smem_ + " << shared << "); /* " << b.level << " ("

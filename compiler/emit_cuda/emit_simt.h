@@ -17,7 +17,7 @@
 namespace tessel::emit_cuda {
 
 // Appends the group kernels to `os` and their launches to `launches`; grows `scratch_bytes`.
-void emit_simt(const kernel::Kernel& k, const std::string& arch, std::ostringstream& os, std::vector<Launch>& launches,
+void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringstream& os, std::vector<Launch>& launches,
                uint64_t& scratch_bytes);
 
 // The kernel parameter list shared by every generated kernel: one pointer per Kernel::tensors

@@ -1,6 +1,13 @@
-// TensorCore code shape of the CUDA emitter (see emit_cuda.h): one WMMA kernel for an identified
-// contraction (contraction.h) with a tile configuration. Takes the contraction and the kernel the
-// contraction came from (tensor order = parameter order); gives kernel text and its launch.
+// TensorCore code shape of the CUDA emitter (see emit_cuda.h): one WMMA / mma.sync / wgmma kernel
+// for an identified contraction (contraction.h) and a legal tile configuration (tile_policy.h).
+//
+// Input: the kernel IR and its contraction (tensor order = parameter order), the configuration,
+// the GPU machine model (isa/gpu_machine.h) and the launch options (PDL). Output: the kernel's
+// CUDA text appended to `os`, its launch (returned), launches that must run before it (the
+// output zeroing of atomic split-K, appended to `before`) and the mapping decisions (`explain`).
+// The kernel is composed from separate pieces (tc_kernel.h lists them): preamble and operand
+// loaders, one main loop (mainloop.h), one epilogue (epilogue.h), the launch builder
+// (launch_builder.h).
 #pragma once
 
 #include <sstream>
@@ -9,26 +16,15 @@
 
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/emit_cuda/tc_kernel.h"
+#include "compiler/emit_cuda/tile_policy.h"
+#include "isa/gpu_machine.h"
 
 namespace tessel::emit_cuda {
 
-// Why `cfg` cannot be used for `c` on `arch` ("" when it can).
-std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch);
-
-// Configurations worth measuring for `c`, best guess first (the default of emit_cuda). `sm_count`
-// (the description's `cores`) sizes split-K across blocks for problems with fewer output tiles
-// than SMs; 0 leaves K unsplit across blocks.
-std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count = 0);
-
-// Global scratch bytes a configuration needs (split-K counters and partial tiles; 0 without).
-uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
-
-// Appends the kernel to `os`; `explain` receives the mapping decisions.
-// `sm_count` only feeds the explanation of a split-K configuration.
-Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const std::string& arch,
-                        std::ostringstream& os, std::vector<std::string>& explain, int sm_count = 0,
-                        std::vector<Launch>* before = nullptr,  // launches that must run first (output zeroing)
-                        bool pdl = false,                       // griddepcontrol (CudaOptions::pdl), sm_90+
-                        int pdl_prefetch = 0);                  // with pdl: 1 = A's, 2 = B's prologue copies before the wait
+// UserError when `cfg` is not legal for `c` on `m` (config_obstacle).
+Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m,
+                        const TcLaunchOptions& launch, std::ostringstream& os, std::vector<std::string>& explain,
+                        std::vector<Launch>* before);
 
 }  // namespace tessel::emit_cuda

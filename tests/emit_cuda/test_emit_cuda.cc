@@ -187,7 +187,7 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   // no SM count: no split across blocks
   for (const auto& x : emit_cuda::tc_candidates(*c, "sm_90")) CHECK(x.k_blocks == 1);
   emit_cuda::CudaOptions o;
-  o.sm_count = sms;
+  o.machine = isa::GpuMachine::from(r.c->hierarchy);  // the SM count sizes split-K across blocks
   // the default (front) keeps K split over warps only (measured faster); --explain says why
   auto def = emit_cuda::emit_cuda(r.c->kernel, o);
   REQUIRE(def.config);

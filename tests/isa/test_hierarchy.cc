@@ -1,6 +1,6 @@
 // Hierarchy descriptions: every shipped target validates; each kind of malformed description is
 // rejected with its own message (file, key, line, reason); the two-file comparison names the
-// differences a user expects between the NPU and Hopper.
+// differences a user expects between the NPU and Hopper; the GPU machine model built from them.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "isa/base/error.h"
+#include "isa/gpu_machine.h"
 #include "isa/hierarchy.h"
 #include "isa/hierarchy_report.h"
 
@@ -188,4 +189,74 @@ TEST_CASE("comparing sm75 with sm80: bf16 and cp.async arrive with Ampere") {
       compare_hierarchies(load_hierarchy(target_path("sm75.yaml")), load_hierarchy(target_path("sm80.yaml")));
   CHECK(c.only_in_first.empty());
   CHECK(c.only_in_second.count("matrix dtype bf16"));
+}
+
+// The GPU machine model (isa/gpu_machine.h): every number the CUDA emitter and the GPU tile policy
+// use comes from the description, per architecture; its gpu keys are validated.
+TEST_CASE("sm90's machine: Hopper budgets, wgmma, clusters, bulk copies and PDL from the description") {
+  const GpuMachine m = GpuMachine::from(load_hierarchy(target_path("sm90.yaml")));
+  CHECK(m.arch == "sm_90");
+  CHECK(m.compute_capability == 90);
+  CHECK(m.sm_count == 132);
+  CHECK(m.warp_size == 32);
+  CHECK(m.shared_bytes_per_block_optin == 227 * 1024);
+  CHECK(m.shared_bytes_per_sm == 228 * 1024);
+  CHECK(m.shared_bytes_reserved_per_block == 1024);
+  CHECK(m.shared_banks == 32);
+  CHECK(m.shared_bank_width_bytes == 4);
+  CHECK(m.vector_access_bytes == 16);
+  CHECK((m.wmma.m == 16 && m.wmma.n == 16 && m.wmma.k == 16));
+  REQUIRE(m.mma_sync);
+  CHECK((m.mma_sync->m == 16 && m.mma_sync->n == 8 && m.mma_sync->k == 16));
+  REQUIRE(m.wgmma);
+  CHECK((m.wgmma->m == 64 && m.wgmma->n == 256 && m.wgmma->k == 16));
+  CHECK(m.threads_per_warpgroup() == 128);
+  CHECK(m.cluster_max_blocks == 8);
+  CHECK(m.bulk_copy_alignment_bytes == 16);
+  for (GpuFeature f : {GpuFeature::CpAsync, GpuFeature::ThreadBlockClusters, GpuFeature::BulkCopy, GpuFeature::ProgrammaticDependentLaunch})
+    CHECK(m.has(f));
+}
+
+TEST_CASE("older architectures lack what they lack: sm80 has cp.async and mma.sync, sm75 neither") {
+  const GpuMachine a = GpuMachine::from(load_hierarchy(target_path("sm80.yaml")));
+  CHECK(a.shared_bytes_per_block_optin == 163 * 1024);
+  CHECK(a.sm_count == 108);
+  CHECK(a.mma_sync);
+  CHECK_FALSE(a.wgmma);
+  CHECK(a.has(GpuFeature::CpAsync));
+  CHECK_FALSE(a.has(GpuFeature::ThreadBlockClusters));
+  const GpuMachine t = GpuMachine::from(load_hierarchy(target_path("sm75.yaml")));
+  CHECK(t.shared_bytes_per_block_optin == 64 * 1024);
+  CHECK(t.shared_bytes_reserved_per_block == 0);
+  CHECK_FALSE(t.mma_sync);
+  CHECK_FALSE(t.has(GpuFeature::CpAsync));
+}
+
+TEST_CASE("stock machines are found by architecture; an unknown architecture is a user error naming those there are") {
+  CHECK(stock_gpu_machine("sm_80").name == "sm80");
+  CHECK(stock_gpu_machine("sm_90").sm_count == 132);
+  try {
+    stock_gpu_machine("sm_86");
+    FAIL("sm_86 has no description");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("no GPU description for sm_86") != std::string::npos);
+    CHECK(std::string(e.what()).find("sm_90 (sm90)") != std::string::npos);
+  }
+}
+
+TEST_CASE("an NPU description has no GPU machine") {
+  CHECK_THROWS_AS(GpuMachine::from(load_hierarchy(target_path("davinci-910.yaml"))), InternalError);
+}
+
+TEST_CASE("the gpu keys of the machine model are validated") {
+  const std::string good = read_text(target_path("sm90.yaml"));
+  REQUIRE(rejection(good).empty());
+  CHECK(rejection(replaced(good, "  vector_access_bytes: 16", "  vector_access_bytes: 12")).find("gpu.vector_access_bytes: must be a power of two") !=
+        std::string::npos);
+  CHECK(rejection(replaced(good, "  vector_access_bytes: 16", "")).find("vector_access_bytes") != std::string::npos);
+  CHECK(rejection(replaced(good, "programmatic_dependent_launch]", "warp_specialisation]")).find("unknown feature 'warp_specialisation'") !=
+        std::string::npos);
+  CHECK(rejection(replaced(good, "  warps_per_warpgroup: 4", "")).find("needs warps_per_warpgroup") != std::string::npos);
+  CHECK(rejection(replaced(good, "  cluster_max_blocks: 8", "")).find("needs cluster_max_blocks") != std::string::npos);
+  CHECK(rejection(replaced(good, "  bulk_copy_alignment_bytes: 16", "")).find("needs bulk_copy_alignment_bytes") != std::string::npos);
 }

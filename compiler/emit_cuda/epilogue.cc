@@ -1,0 +1,240 @@
+#include "compiler/emit_cuda/epilogue.h"
+
+#include <algorithm>
+#include <map>
+
+#include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/emit_simt.h"
+#include "compiler/emit_cuda/launch_builder.h"
+#include "compiler/emit_cuda/tile_policy.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+// plain output, m16n8 accumulator layout (mma.sync, wgmma): 64-bit stores, optionally evict-first
+void direct_mma_store(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  t.explain.push_back("  accumulators stored straight to global memory (64-bit stores, no epilogue)");
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+  os << "      const int row_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+  os << "      if (col_ < " << t.N << ") {\n";
+  // stream_out: evict-first stores (st.global.cs), so the output does not push the operands out of L2
+  const std::string st0 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_) = (";
+  const std::string st1 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_) = (";
+  os << "        if (row_ < " << t.M << ") " << st0 << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
+  os << "        if (row_ + 8 < " << t.M << ") " << st1 << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
+  os << "      }\n    }\n}\n";
+}
+
+// plain output, WMMA fragments: store_matrix_sync straight to global memory
+void direct_wmma_store(const TcKernel& t) {
+  auto& os = t.os;
+  // no epilogue, dense [batch.., M, N] output: fragments go straight to global memory
+  t.explain.push_back("  accumulators stored straight to global memory (store_matrix_sync, no epilogue)");
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn << "; ++j) {\n";
+  os << "      const int row_ = m0_ + wm_ + i * " << t.m.wmma.m << ", col_ = n0_ + wn_ + j * " << t.m.wmma.n << ";\n";
+  os << "      if (row_ < " << t.M << " && col_ < " << t.N << ") wmma::store_matrix_sync(out_ + (long long)row_ * " << t.N
+     << " + col_, acc_[i][j], " << t.N << ", wmma::mem_row_major);\n    }\n}\n";
+}
+
+// accumulators -> shared memory, one tile per K slice of the block
+void stage_accumulators(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  // epilogue: accumulators -> shared (one tile per K slice) -> element-wise statements -> global
+  os << "  tessel_cp_wait<0>();\n  __syncthreads();\n";
+  os << "  " << t.acct << "* cs_ = (" << t.acct << "*)smem_ + ks_ * " << cfg.bm * t.ldc << ";\n";
+  if (t.mma) {
+    os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+    os << "      float* p_ = cs_ + (wm_ + i * " << t.rstep << " + lane_ / 4) * " << t.ldc << " + wn_ + j * 8 + (lane_ % 4) * 2;\n";
+    os << "      *(float2*)p_ = make_float2(acc_[i][j][0], acc_[i][j][1]);\n";
+    os << "      *(float2*)(p_ + 8 * " << t.ldc << ") = make_float2(acc_[i][j][2], acc_[i][j][3]);\n    }\n";
+  } else {
+  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn
+     << "; ++j) wmma::store_matrix_sync(cs_ + (wm_ + i * 16) * " << t.ldc << " + wn_ + j * 16, acc_[i][j], " << t.ldc
+     << ", wmma::mem_row_major);\n";
+  }
+  os << "  __syncthreads();\n";
+}
+
+// split-K across blocks by atomicAdd into the output (its zeroing kernel follows the main kernel's
+// text); gives the zeroing kernel's name
+std::string atomic_reduction(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  os << "  " << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)blockIdx.z * " << t.M * t.N << "LL;\n";
+  os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
+  os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+  os << "    if (m0_ + row_ >= " << t.M << ") continue;\n";
+  os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
+  os << "      if (n0_ + col_ + q_ >= " << t.N << ") break;\n";
+  os << "      " << t.acct << " v_ = 0;\n";
+  os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
+     << " + row_ * " << t.ldc << " + col_ + q_];\n";
+  os << "      atomicAdd(out_ + (long long)(m0_ + row_) * " << t.N << " + n0_ + col_ + q_, v_);\n";
+  os << "    }\n  }\n}\n";
+  const std::string zname = t.name + "_zero";
+  os << "\nextern \"C\" __global__ void __launch_bounds__(" << kZeroKernelThreads << ") " << zname << "(" << kernel_parameters(t.k) << ") {\n";
+  os << "  (void)scratch;\n";
+  const int64_t total = t.M * t.N * t.c.size_batch();
+  os << "  for (long long i_ = blockIdx.x * " << kZeroKernelThreads << "LL + threadIdx.x; i_ < " << total << "LL; i_ += gridDim.x * " << kZeroKernelThreads << "LL) t_" << t.anchor.output
+     << "[i_] = 0;\n}\n";
+  t.explain.push_back("  split-K reduction: atomicAdd into the output, zeroed by " + zname + " launched first");
+  return zname;
+}
+
+// split-K across blocks: this block's partial tile (its warps' K slices summed) -> scratch; the
+// last block of the tile to arrive continues to the stores, summing the partials in split order
+void last_block_reduction(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  const std::string part_type = t.i8 ? "int" : "float";
+  // split-K across blocks: this block's partial tile (its warps' K slices summed) -> scratch;
+  // the last block of the tile to arrive sums the partials in split order below
+  const int64_t tiles = output_tiles(t.c, cfg);
+  const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  const std::string v4 = t.i8 ? "int4" : "float4";
+  os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
+  os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
+  os << "  " << part_type << "* part_ = (" << part_type << "*)(scratch + " << counters << ") + (long long)tile_ * "
+     << int64_t(cfg.k_blocks) * cfg.bm * cfg.bn << "LL;\n";
+  os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
+  os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+  os << "    " << v4 << " w_;\n";
+  for (const char* q : {"x", "y", "z", "w"}) {
+    const int qi = q[0] == 'w' ? 3 : q[0] - 'x';
+    os << "    w_." << q << " = 0;\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) w_." << q << " += ((" << t.acct << "*)smem_)[s_ * "
+       << cfg.bm * t.ldc << " + row_ * " << t.ldc << " + col_ + " << qi << "];\n";
+  }
+  os << "    __stcg((" << v4 << "*)(part_ + blockIdx.y * " << cfg.bm * cfg.bn << " + row_ * " << cfg.bn << " + col_), w_);\n";
+  os << "  }\n";
+  os << "  __threadfence();\n  __syncthreads();\n";
+  os << "  __shared__ int last_;\n";
+  os << "  if (threadIdx.x == 0) {\n";
+  os << "    last_ = atomicAdd(cnt_ + tile_, 1u) == " << cfg.k_blocks - 1 << "u;\n";
+  os << "    if (last_) atomicExch(cnt_ + tile_, 0u);  /* ready for the next launch */\n";
+  os << "  }\n  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
+}
+
+// the element-wise statements on the reduced accumulators, then the global stores
+void elementwise_stores(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  // the stores
+  const ir::Function& f = *t.k.function;
+  std::vector<std::string> out_vars;
+  for (const auto& ix : t.anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
+  auto tensor_address = [&](const std::string& tname, const std::vector<ir::AffineExpr>& idx,
+                            const std::function<std::string(const std::string&)>& var) {
+    const auto* tensor = t.k.find_tensor(tname);
+    TESSEL_CHECK(tensor, "emit_cuda: epilogue tensor " + tname + " is not global");
+    std::string s = "0LL";
+    for (size_t d = 0; d < idx.size(); ++d) s = "(" + s + " * " + S(tensor->shape[d]) + "LL + " + t.affine(idx[d], var) + ")";
+    return s;
+  };
+  struct Store {
+    std::string tensor;
+    DType dtype;
+    std::string value;  // local holding the value (storage type)
+  };
+  if (cfg.cluster)  // each block of the cluster: a 1/k_blocks slice of the tile
+    os << "  for (int e_ = threadIdx.x * " << cfg.k_blocks << " + blockIdx.y; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads * cfg.k_blocks
+       << ") {\n";
+  else
+    os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
+  os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
+  os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << t.M << ") continue;\n";
+  for (const auto& d : t.c.m) os << "    int ov_" << d.var << ";\n";
+  t.decompose("    ", "m_", t.c.m, "ov_");
+  if (cfg.cluster) {
+    // 16-byte loads of every block's and every warp slice's 4 partials, all issued before the sums
+    const int parts = cfg.k_blocks * cfg.k_split;
+    const std::string v4 = t.i8 ? "int4" : "float4";
+    os << "    " << v4 << " cv_[" << parts << "];\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_)\n      #pragma unroll\n      for (int t_ = 0; t_ < "
+       << cfg.k_split << "; ++t_) cv_[s_ * " << cfg.k_split << " + t_] = tessel_cluster_ld4((const " << t.acct << "*)smem_ + t_ * "
+       << cfg.bm * t.ldc << " + row_ * " << t.ldc << " + col_, s_);\n";
+    os << "    " << t.acct << " cw_[4] = {0, 0, 0, 0};\n";
+    os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << parts
+       << "; ++s_) { cw_[0] += cv_[s_].x; cw_[1] += cv_[s_].y; cw_[2] += cv_[s_].z; cw_[3] += cv_[s_].w; }\n";
+  }
+  os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
+  os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << t.N << ") break;\n";
+  for (const auto& d : t.c.n) os << "      int ov_" << d.var << ";\n";
+  t.decompose("      ", "n_", t.c.n, "ov_");
+  os << "      " << t.acct << " v_ = 0;\n";
+  if (cfg.cluster)
+    os << "      v_ = cw_[q_];\n";
+  else if (cfg.k_blocks > 1)
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
+       << " + row_ * " << cfg.bn << " + col_ + q_);\n";
+  else
+    os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
+       << " + row_ * " << t.ldc << " + col_ + q_];\n";
+  std::map<std::string, std::string> locals;  // tensor -> local (storage type)
+  std::vector<Store> stores;
+  const DType ct = t.anchor.acc_type;
+  os << "      const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
+  locals[t.anchor.output] = "ev_" + t.anchor.output;
+  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
+  auto anchor_var = [&](const std::string& v) -> std::string {
+    for (const auto& d : t.c.batch)
+      if (d.var == v) return "bv_" + v;
+    return "ov_" + v;
+  };
+  for (int si : t.c.epilogue) {
+    const ir::Statement& s = f.statements.at(si);
+    std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
+    for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
+    auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
+    ValueContext ctx;
+    ctx.sizes = &t.k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& a) { return t.affine(a, var); };
+    ctx.access = [&](const ir::Expr& a) -> std::string {
+      auto it = locals.find(a.name);
+      if (it != locals.end()) return it->second;
+      return "t_" + a.name + "[" + tensor_address(a.name, a.indices, var) + "]";
+    };
+    const DType T = s.acc_type;
+    os << "      const " << storage_type(T) << " ev_" << s.output << " = "
+       << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
+    locals[s.output] = "ev_" + s.output;
+    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) stores.push_back({s.output, T, locals[s.output]});
+  }
+  std::vector<ir::AffineExpr> out_idx;
+  for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
+  for (const auto& st : stores)
+    os << "      t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
+  os << "    }\n  }\n";
+  if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
+  os << "}\n";
+}
+
+}  // namespace
+
+void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {
+  if (t.direct && t.mma) return direct_mma_store(t);
+  if (t.direct) return direct_wmma_store(t);
+  stage_accumulators(t);
+  if (t.cfg.k_blocks > 1) {
+    // cluster: the warps' K slices stay apart; the stores sum k_blocks x k_split partials
+    if (t.cfg.cluster) {
+      t.os << "  tessel_cluster_sync();  /* every block's partial tile is in its shared memory */\n";
+    } else if (t.cfg.atomic_out) {
+      const std::string zero = atomic_reduction(t);
+      if (before) before->push_back(zero_output_launch(t, zero));
+      return;
+    } else {
+      last_block_reduction(t);
+    }
+  }
+  elementwise_stores(t);
+}
+
+}  // namespace tessel::emit_cuda

@@ -1,0 +1,389 @@
+#include "compiler/emit_cuda/tile_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "compiler/emit_cuda/operand_plan.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+using isa::GpuFeature;
+
+constexpr int kMaxWarpsPerBlock = 16;           // policy: larger blocks measured no faster
+constexpr int kMaxFragmentsPerWarp = 16;        // policy: accumulator registers per thread
+constexpr int kMaxWarpgroupsPerBlock = 3;
+constexpr int kMaxWarpgroupTilesM = 2;          // m64 tiles per warpgroup
+constexpr int kWgmmaBk = 64;                    // one 128-byte swizzled row of f16 per K tile
+constexpr int kAccumulatorBytes = 4;            // f32 / s32 accumulators
+
+int64_t shared_epilogue_bytes(const TcConfig& g, int k_slices) {
+  return int64_t(k_slices) * g.bm * (g.bn + kAccumulatorRowPad) * kAccumulatorBytes;
+}
+
+std::string over_budget(const isa::GpuMachine& m, int64_t pipe, int64_t epi) {
+  if (std::max(pipe, epi) + kStaticSharedBytes > int64_t(m.shared_bytes_per_block_optin)) return "shared memory over the " + m.arch + " budget";
+  return "";
+}
+
+// The wgmma-specific rules (sm_90a: warpgroups, swizzled operands, bk = 64).
+std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  if (!m.wgmma || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
+  if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
+  if (g.stream_out && !direct_store(c, g)) return "streaming stores need a plain output";
+  if (g.keep_operands && !g.stream_out) return "evict-last operand copies go with evict-first output stores";
+  if (g.copies_first && g.wg_deep) return "copies before the MMA issue need the stages - 2 distance (no /wgd)";
+  const int wgm = m.wgmma->m;
+  if (g.bk != kWgmmaBk || g.wm % wgm || g.wn != g.bn || g.bn > m.wgmma->n || g.wm / wgm > kMaxWarpgroupTilesM)
+    return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
+  if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
+  if (g.warps() > kMaxWarpgroupsPerBlock * int(m.warps_per_warpgroup)) return "wgmma tiles take at most 3 warpgroups";
+  const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m, true);
+  const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m, true);
+  if (a.vec == 1 || b.vec == 1) return "wgmma tiles need 16-byte loads of both operands";
+  if ((!a.k_inner && g.wm % kWgmmaBk) || (!b.k_inner && g.bn % kWgmmaBk)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
+  const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes;
+  const int64_t epi = direct_store(c, g) ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
+  return over_budget(m, pipe, epi);
+}
+
+// The rules of the variants (split-K across blocks, mma.sync, clusters, store and copy flavours).
+std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  if (g.mma && (!m.mma_sync || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
+    return "mma.sync tiles need sm_80+, f16 operands and no K split";
+  if (g.atomic_out && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
+  if (g.cluster && (!m.has(GpuFeature::ThreadBlockClusters) || g.k_blocks < 2 || g.k_blocks > int(m.cluster_max_blocks) || g.atomic_out))
+    return "cluster split-K needs sm_90+ and 2..8 blocks per tile";
+  if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
+    return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
+  if (g.warps() > kMaxWarpsPerBlock) return "more than 16 warps per block";
+  if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
+  if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
+  if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
+  if (g.bulk) {
+    if (!m.has(GpuFeature::BulkCopy) || g.wgmma || g.k_blocks != 1)
+      return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
+    const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m);
+    const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m);
+    const BulkPlan ba = bulk_plan(a, c, m), bb = bulk_plan(b, c, m);
+    if (!ba.ok && !bb.ok) return "bulk operand copies: neither operand qualifies (A: " + ba.why + "; B: " + bb.why + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string TcConfig::to_string() const {
+  return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "");
+}
+
+TcConfig TcConfig::parse(const std::string& text) {
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc (to_string's form)
+  auto fail = [&](const std::string& why) -> TcConfig {
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc], "
+                    "as `tessel compile --explain` prints them)");
+  };
+  auto split = [](const std::string& s, char sep) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at <= s.size();) {
+      const size_t end = std::min(s.find(sep, at), s.size());
+      out.push_back(s.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> parts = split(text, '/');
+  auto number = [&](const std::string& s, const char* what) {
+    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) fail(std::string("bad ") + what + " '" + s + "'");
+    return std::stoi(s);
+  };
+  auto dims = [&](const std::string& s, size_t n, const char* what) {
+    std::vector<int> v;
+    for (const auto& part : split(s, 'x')) v.push_back(number(part, what));
+    if (v.size() != n) fail(std::string(what) + " needs " + std::to_string(n) + " sizes");
+    return v;
+  };
+  if (parts.size() < 4) fail("too few fields");
+  TcConfig g;
+  const auto b = dims(parts[0], 3, "block tile"), w = dims(parts[1], 2, "warp tile");
+  g.bm = b[0], g.bn = b[1], g.bk = b[2], g.wm = w[0], g.wn = w[1];
+  if (parts[2].rfind("ks", 0) != 0) fail("third field must be ksN");
+  g.k_split = number(parts[2].substr(2), "k split");
+  if (parts[3].rfind("st", 0) != 0) fail("fourth field must be stN");
+  g.stages = number(parts[3].substr(2), "stages");
+  for (size_t i = 4; i < parts.size(); ++i) {
+    const std::string& f = parts[i];
+    if (f.rfind("kb", 0) == 0) g.k_blocks = number(f.substr(2), "k blocks");
+    else if (f == "mma") g.mma = true;
+    else if (f == "red") g.atomic_out = true;
+    else if (f == "cl") g.cluster = true;
+    else if (f == "wg") g.wgmma = true;
+    else if (f == "wgd") g.wgmma = g.wg_deep = true;
+    else if (f == "cs") g.stream_out = true;
+    else if (f == "el") g.keep_operands = true;
+    else if (f == "cf") g.copies_first = true;
+    else if (f == "bc") g.bulk = true;
+    else fail("unknown field '" + f + "'");
+  }
+  if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
+  return g;
+}
+
+bool direct_store(const Contraction& c, const TcConfig& g) {
+  return c.plain_output && g.k_split == 1 && g.k_blocks == 1 && c.size_m() % 16 == 0 && c.size_n() % 16 == 0;
+}
+
+int64_t k_tiles(const Contraction& c, const TcConfig& g) { return (c.size_k() + g.bk - 1) / g.bk; }
+int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g) { return (k_tiles(c, g) + g.k_blocks - 1) / g.k_blocks; }
+int64_t output_tiles(const Contraction& c, const TcConfig& g) {
+  return c.size_batch() * ((c.size_m() + g.bm - 1) / g.bm) * ((c.size_n() + g.bn - 1) / g.bn);
+}
+
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g) {
+  if (g.k_blocks <= 1 || g.atomic_out || g.cluster) return 0;
+  const int64_t tiles = output_tiles(c, g);
+  const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
+}
+
+std::string config_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  const isa::GpuMmaShape f = m.wmma;
+  if (g.bm % f.m || g.bn % f.n || g.wm % f.m || g.wn % f.n || g.bk % f.k) return "tile sizes must be multiples of 16";
+  if (g.bm % g.wm || g.bn % g.wn) return "the warp tile must divide the block tile";
+  if (g.k_split < 1 || g.bk % (f.k * g.k_split)) return "bk must be a multiple of 16 * k_split";
+  if (g.stages < 2) return "at least 2 shared-memory stages";
+  if (g.k_blocks < 1) return "k_blocks must be at least 1";
+  if (std::string why = variant_obstacle(c, g, m); !why.empty()) return why;
+  if (g.wgmma) return wgmma_obstacle(c, g, m);
+  if ((g.wm / f.m) * (g.wn / f.n) > kMaxFragmentsPerWarp) return "more than 16 accumulator fragments per warp";
+  const int eb = elem_bytes(c.in_type), vec = int(m.vector_access_bytes) / eb;
+  const int64_t a = std::max<int64_t>(int64_t(g.bm) * (g.bk + vec), int64_t(g.bk) * (g.bm + vec));
+  const int64_t b = std::max<int64_t>(int64_t(g.bn) * (g.bk + vec), int64_t(g.bk) * (g.bn + vec));
+  const int64_t pipe = g.stages * (a + b) * eb;
+  const int64_t epi = direct_store(c, g) ? 0 : shared_epilogue_bytes(g, g.k_split);
+  return over_budget(m, pipe, epi);
+}
+
+std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch) {
+  return config_obstacle(c, cfg, isa::stock_gpu_machine(arch));
+}
+
+namespace {
+
+// The candidates of one contraction on one machine, collected in measured order, then ranked.
+struct CandidateList {
+  const Contraction& c;
+  const isa::GpuMachine& m;
+  int sms = 0;  // SMs for split-K across blocks and the ranking; 0: no split-K across blocks
+  int64_t M = c.size_m(), N = c.size_n(), K = c.size_k(), B = c.size_batch();
+  std::vector<TcConfig> out;
+
+  void add(const TcConfig& g) {
+    if (config_obstacle(c, g, m).empty()) out.push_back(g);
+  }
+  int round_frag(int64_t v) const { return int((v + m.wmma.k - 1) / m.wmma.k * m.wmma.k); }
+
+  // large problems (many 128x128 output tiles): wgmma, then mma.sync, then WMMA tiles
+  void large_tiles() {
+    const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
+    if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+      if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
+        // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
+        // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a
+        // second barrier per K tile (slower)
+        for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                          {256, 128, 64, 128, 128, 1, 4},
+                                                          {128, 128, 64, 64, 128, 1, 6},
+                                                          {128, 128, 64, 64, 128, 1, 3}}) {
+          g.wgmma = true;
+          if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv) first
+            g.stream_out = true;
+            add(g);
+            g.copies_first = true;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
+            add(g);
+            g.copies_first = false;
+            g.wg_deep = true;
+            add(g);
+            g.stream_out = g.wg_deep = false;
+          }
+          add(g);
+          g.wg_deep = true;
+          add(g);
+        }
+        TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
+        g3.wgmma = true;
+        add(g3);
+      }
+      add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
+      if (m.mma_sync && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
+        for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
+                                                          {128, 256, 64, 64, 64, 1, 3},
+                                                          {256, 128, 32, 64, 64, 1, 4},
+                                                          {128, 128, 32, 64, 64, 1, 4},
+                                                          {128, 128, 32, 32, 64, 1, 4},
+                                                          {128, 256, 64, 64, 64, 1, 4}}) {
+          g.mma = true;
+          add(g);
+        }
+      }
+      add({128, 256, 32, 64, 64, 1, 4});
+      add({128, 128, 32, 32, 64, 1, 4});  // 8 warps of 32x64, two blocks per SM: more warps to hide latency
+      add({128, 256, 32, 32, 64, 1, 4});  // 16 warps of 32x64
+      add({128, 128, 64, 32, 64, 1, 3});
+      add({128, 256, 64, 64, 64, 1, 4});  // 208 KiB: sm_90's opt-in shared memory
+      add({128, 256, 64, 32, 64, 1, 3});
+      add({256, 128, 32, 64, 64, 1, 4});
+      add({128, 128, 32, 64, 64, 1, 4});
+      add({128, 256, 32, 64, 64, 1, 3});
+      add({128, 128, 64, 64, 64, 1, 3});
+      add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
+    }
+  }
+
+  // skinny and small problems: few output tiles, so the K range of a tile is split over warps
+  void skinny_tiles() {
+    for (int bn : {64, 32, 16, 128}) {
+      if (bn > round_frag(N) && bn != std::min(128, round_frag(N))) continue;
+      for (int bm : {16, 32, 64}) {
+        for (int bk : {128, 64, 256, 512}) {
+          if (bk == 512 && K > 512) continue;
+          const int bkk = int(std::min<int64_t>(bk, round_frag(K)));
+          TcConfig g;
+          g.bm = bm;
+          g.bn = std::min(bn, round_frag(N));
+          g.bk = bkk;
+          g.wm = std::min(bm, 32);
+          g.wn = std::min(g.bn, 64);
+          const int wtiles = (g.bm / g.wm) * (g.bn / g.wn);
+          g.k_split = std::max(1, std::min(8 / wtiles, g.bk / m.wmma.k));
+          const int64_t kt = (K + g.bk - 1) / g.bk;
+          // latency-bound: every K tile in flight from the prologue when they fit
+          g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, kt + 1)));
+          if (!config_obstacle(c, g, m).empty()) g.stages = int(std::max<int64_t>(2, std::min<int64_t>(4, kt)));
+          add(g);
+          if (g.k_split >= 4 && bkk <= 128) {  // fewer warps: less to reduce, shorter launch
+            g.k_split /= 2;
+            add(g);
+          }
+        }
+      }
+    }
+  }
+
+  // split-K across blocks: a problem with fewer output tiles than SMs is latency-bound; K is split
+  // so that about one (or two) blocks per SM each stream a slice of K, at least 2 K tiles of 64 per
+  // slice where K allows (fewer, longer slices amortise the partial-tile round trip through L2)
+  void split_k_across_blocks() {
+    if (sms <= 0) return;
+    std::vector<TcConfig> split;
+    for (const TcConfig& g0 : out) {
+      if (g0.bm >= 128) continue;
+      const int64_t tiles = output_tiles(c, g0);
+      if (tiles * 2 > sms) continue;  // at least half the SMs idle without a split
+      for (int bk : {64, 32, 128}) {
+        TcConfig g = g0;
+        g.bk = int(std::min<int64_t>(bk, round_frag(K)));
+        g.k_split = std::max(1, std::min(g0.k_split, g.bk / m.wmma.k));
+        for (int waves : {1, 2}) {
+          int64_t kb = std::min<int64_t>((int64_t(sms) * waves + tiles - 1) / tiles, k_tiles(c, g));
+          kb = std::min<int64_t>(kb, 8);
+          while (kb > 1 && (kb - 1) * ((k_tiles(c, g) + kb - 1) / kb) >= k_tiles(c, g)) --kb;
+          if (kb < 2) continue;
+          g.k_blocks = int(kb);
+          g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, k_tiles_per_block(c, g) + 1)));
+          if (!config_obstacle(c, g, m).empty()) g.stages = 2;
+          if (config_obstacle(c, g, m).empty()) split.push_back(g);
+          g.atomic_out = true;
+          if (config_obstacle(c, g, m).empty()) split.push_back(g);
+          g.atomic_out = false;
+          g.cluster = true;
+          if (config_obstacle(c, g, m).empty()) split.push_back(g);
+          g.cluster = false;
+        }
+      }
+    }
+    out.insert(out.end(), split.begin(), split.end());
+  }
+  // sm_90: the latency-bound tiles again with bulk operand copies (cp.async.bulk + mbarrier). On an
+  // H200 a load-only kernel fetches a skinny GEMM's tiles faster through the copy engine (64 KiB per
+  // block: 2.0 vs 2.6 us per call in a CUDA graph), but in the whole kernel only 16x16x512 on
+  // 512x16x512 gained (2.03 vs 2.09 us with PDL) and row copies of 256 B lost badly (32 per
+  // stage: 6.2 us): measured, ranked after the cp.async tiles
+  void bulk_copies() {
+    if (!m.has(GpuFeature::BulkCopy) || sms <= 0) return;
+    std::vector<TcConfig> bulk;
+    for (TcConfig g : out) {
+      if (g.wgmma || g.k_blocks != 1 || output_tiles(c, g) > 2 * sms) continue;
+      g.bulk = true;
+      if (config_obstacle(c, g, m).empty()) bulk.push_back(g);
+    }
+    out.insert(out.end(), bulk.begin(), bulk.end());
+  }
+
+  void distinct() {  // several base candidates map to one split-K variant
+    std::set<std::string> seen;
+    std::vector<TcConfig> uniq;
+    for (const auto& g : out)
+      if (seen.insert(g.to_string()).second) uniq.push_back(g);
+    out = std::move(uniq);
+  }
+
+  // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
+  void rank() {
+    const double sm_f = sms > 0 ? double(sms) : double(m.sm_count);
+    std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
+      auto score = [&](const TcConfig& g) {
+        const int64_t blocks = output_tiles(c, g) * g.k_blocks;
+        if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
+        const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
+        // split-K blocks: measured slower than K split over the warps of one block on an H200 in
+        // the CUDA-graph harness (README: one more dependent round trip per call than the ~1 us it
+        // saves), so they follow the unsplit tiles: cluster reduction first, global ones last;
+        // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
+        if (g.k_blocks > 1)
+          return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+        // unsplit small tiles, from the H200 bench (bench_h200.json: the fastest of up to 40 measured
+        // candidates on each seed GEMM): K split over 4 warps, about 4 K tiles, and about one block
+        // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
+        // on every shape, squarer tiles on ties; the first candidate is then the measured best or
+        // within 1 % of it
+        if (sms > 0 && blocks <= 2 * sm_f)
+          return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
+                 0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
+                 (g.bulk ? 0.6 : 0.0);
+        return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
+      };
+      return score(x) < score(y);
+    });
+    out.erase(std::unique(out.begin(), out.end(),
+                          [](const TcConfig& x, const TcConfig& y) { return x.to_string() == y.to_string(); }),
+              out.end());
+  }
+};
+
+std::vector<TcConfig> candidates(const Contraction& c, const isa::GpuMachine& m, int sms) {
+  CandidateList l{c, m, sms};
+  l.large_tiles();
+  l.skinny_tiles();
+  l.split_k_across_blocks();
+  l.bulk_copies();
+  l.distinct();
+  l.rank();
+  return l.out;
+}
+
+}  // namespace
+
+std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine& m, bool split_k_across_blocks) {
+  return candidates(c, m, split_k_across_blocks ? int(m.sm_count) : 0);
+}
+
+std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count) {
+  return candidates(c, isa::stock_gpu_machine(arch), sm_count);
+}
+
+}  // namespace tessel::emit_cuda

@@ -1,0 +1,51 @@
+// The GPU tile policy (issue 13): which TensorCore tile configurations (TcConfig, emit_cuda.h) a
+// contraction may use on a machine, and which are worth measuring, best guess first.
+//
+// Input: an identified contraction (contraction.h) and the GPU machine model (isa/gpu_machine.h:
+// SM count, shared-memory budgets, matrix shapes, features). Output:
+//   - config_obstacle: why a configuration cannot be used ("" when it can): tile divisibility by
+//     the fragment shape, the features a variant needs, the shared memory it takes vs the budget;
+//   - tc_candidates: the legal configurations worth measuring, ranked (weights from H200
+//     measurements, emit_cuda/README.md); the emitter's default is the first, `tessel compile
+//     --explain` lists them, the benches and tests measure them;
+//   - the geometry the kernel pieces share with the policy (K tiles, output tiles, scratch bytes).
+// Nothing here emits code; the policy never reads the kernel IR beyond the contraction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "isa/gpu_machine.h"
+
+namespace tessel::emit_cuda {
+
+// Why `cfg` cannot be used for `c` on `m` ("" when it can).
+std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
+
+// Configurations worth measuring for `c` on `m`, best guess first. Problems with at most half as
+// many output tiles as the machine has SMs also get split-K across blocks candidates (ranked
+// last), unless `split_k_across_blocks` is false.
+std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine& m, bool split_k_across_blocks = true);
+
+// The same for callers that know only an architecture name (the stock description of `arch`,
+// isa/gpu_machine.h). `sm_count` replaces the description's SM count for split-K across blocks;
+// 0 leaves K unsplit across blocks.
+std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch);
+std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count = 0);
+
+// Global scratch bytes a configuration needs (split-K counters and partial tiles; 0 without).
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
+
+// Geometry shared by the policy and the kernel pieces.
+bool direct_store(const Contraction& c, const TcConfig& g);  // accumulators straight to a plain output
+int64_t k_tiles(const Contraction& c, const TcConfig& g);
+int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g);  // split-K: the last block may get fewer, never none
+int64_t output_tiles(const Contraction& c, const TcConfig& g);
+inline constexpr int64_t kCounterBytes = 256;  // split-K scratch: alignment of the partial tiles after the counters
+inline constexpr int kAccumulatorRowPad = 4;   // shared accumulator rows are bn + 4 elements (bank spread)
+inline constexpr int kStaticSharedBytes = 256; // room left for the kernels' static __shared__ variables (barriers, flags)
+
+}  // namespace tessel::emit_cuda
