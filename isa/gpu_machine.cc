@@ -1,6 +1,7 @@
 #include "isa/gpu_machine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -66,10 +67,16 @@ GpuMachine stock_gpu_machine(const std::string& arch) {
   static std::mutex mu;
   static std::map<std::string, GpuMachine> by_arch;  // every stock GPU description, loaded once
   std::lock_guard<std::mutex> lock(mu);
-  if (by_arch.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(TESSEL_SOURCE_DIR) / "isa" / "targets";
+  // the descriptions of the source tree: $TESSEL_SOURCE_DIR, the working directory (a packed
+  // binary on a GPU machine runs from a copy of the tree), the tree this tessel was built from
+  std::vector<std::filesystem::path> roots;
+  if (const char* env = std::getenv("TESSEL_SOURCE_DIR")) roots.emplace_back(env);
+  roots.emplace_back(".");
+  roots.emplace_back(TESSEL_SOURCE_DIR);
+  for (const auto& root : roots) {
+    if (!by_arch.empty()) break;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(root / "isa" / "targets", ec)) {
       if (entry.path().extension() != ".yaml") continue;
       Hierarchy h = load_hierarchy(entry.path().string());
       if (h.kind == TargetKind::Gpu) by_arch.emplace(h.gpu->arch, GpuMachine::from(h));

@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "compiler/cli/run_gpu.h"
+#include "isa/gpu_machine.h"
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "compiler/frontend/frontend.h"
@@ -40,6 +41,7 @@ struct Entry {
   frontend::SuiteEntry e;
   frontend::Module module;
   std::unique_ptr<Compilation> c;
+  std::optional<isa::GpuMachine> machine;  // the suite's description (sm90.yaml), as the emitter reads it
   std::vector<emit_cuda::TcConfig> candidates;
 };
 
@@ -135,8 +137,8 @@ std::vector<Entry> compile_suites(const std::string& source_dir, const std::stri
       o.target = target;
       o.sizes = en.e.shape;
       en.c = compile(frontend::select_function(en.module, en.e.def), o);
-      if (const auto& contraction = en.c->kernel.contraction)
-        en.candidates = emit_cuda::tc_candidates(*contraction, "sm_90", int(en.c->hierarchy.cores));
+      en.machine = isa::GpuMachine::from(en.c->hierarchy);
+      if (const auto& contraction = en.c->kernel.contraction) en.candidates = emit_cuda::tc_candidates(*contraction, *en.machine);
       if (en.candidates.size() > kMaxCandidates) en.candidates.resize(kMaxCandidates);
     }));
   for (auto& j : jobs) j.get();
@@ -149,7 +151,8 @@ nlohmann::json prepare_cache(const std::vector<Entry>& entries, const std::strin
   for (const auto& en : entries)
     for (const auto& cfg : en.candidates) {
       emit_cuda::CudaOptions o;
-      o.arch = "sm_90";
+      o.arch = en.machine->arch;
+      o.machine = en.machine;
       o.config = cfg;
       auto p = emit_cuda::emit_cuda(en.c->kernel, o);
       gpu::compile_to_cubin(p.source, {.arch = p.arch, .options = {"-fmad=false"}});
@@ -173,6 +176,7 @@ struct Harness {
 emit_cuda::CudaOptions options_for(const Harness& h, const Entry& en, const emit_cuda::TcConfig& cfg, bool pdl, bool prefetch) {
   emit_cuda::CudaOptions o;
   o.arch = h.arch();
+  o.machine = en.machine;  // used where the device's arch is the description's
   o.config = cfg;
   o.pdl = pdl;
   if (prefetch) o.pdl_prefetch = {en.c->kernel.contraction->b.tensor};
