@@ -14,6 +14,7 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
 #include "compiler/tune/best_db.h"
+#include "isa/base/file_io.h"
 #include "isa/base/error.h"
 
 namespace tessel::cli {
@@ -55,6 +56,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
     GpuFlags gpu;
+    NpuOptions npu;
     std::string out;
     bool print_schedule = false, print_kernel = false;
   };
@@ -64,7 +66,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("-o,--output", opts->out, "output file (C source for --target c, kernel IR text otherwise)");
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
-  add_npu_flags(cmd);
+  add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
   auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
   cmd->add_flag("--explain", *explain, "GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
@@ -79,14 +81,14 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     }
     if (opts->print_kernel) std::cout << kernel::to_string(c->kernel);
     if (!opts->out.empty()) {
-      std::ofstream o(opts->out);
-      if (!o) throw UserError("-o " + opts->out + ": cannot write the file");
       std::string npu_line;  // NPU targets: the .npu program with syncs (compiler/cli/run_npu.h)
       const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;
-      o << (opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
-            : npu                     ? compile_npu_text(c->kernel, c->hierarchy, npu_line)
-            : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, nullptr)
-                                      : kernel::to_string(c->kernel));
+      write_file(opts->out,
+                 opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
+                 : npu                     ? compile_npu_text(c->kernel, c->hierarchy, opts->npu, npu_line)
+                 : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, nullptr)
+                                           : kernel::to_string(c->kernel),
+                 "-o");
       if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
     }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {

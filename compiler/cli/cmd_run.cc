@@ -16,6 +16,7 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/pipeline.h"
+#include "isa/base/file_io.h"
 #include "isa/base/error.h"
 
 namespace tessel::cli {
@@ -45,14 +46,15 @@ BackendResult run_on_c(const Compilation& c, const Tensors& inputs) {
   return r;
 }
 
-// The GPU backend runs with the command's --gpu-tiles / --pdl values (`gpu`, outliving the table).
-std::vector<Backend> backends(const GpuFlags& gpu) {
+// The NPU and GPU backends run with the command's --sync / --trace and --gpu-tiles / --pdl values (`npu`, `gpu`,
+// outliving the table).
+std::vector<Backend> backends(const GpuFlags& gpu, const NpuOptions& npu) {
   std::vector<Backend> table = {
       {"c", [](const std::string& t, const Compilation&) { return t == "c"; }, run_on_c},
       {"npu", [](const std::string& t, const Compilation& c) { return t != "c" && c.hierarchy.kind == isa::TargetKind::Npu; },
-       [](const Compilation& c, const Tensors& in) {  // compiler/cli/run_npu.h
+       [&npu](const Compilation& c, const Tensors& in) {  // compiler/cli/run_npu.h
          BackendResult r;
-         std::tie(r.outputs, r.report) = run_npu_backend(c.kernel, c.hierarchy, in);
+         std::tie(r.outputs, r.report) = run_npu_backend(c.kernel, c.hierarchy, in, npu);
          return r;
        }},
       {"gpu", [](const std::string& t, const Compilation& c) { return t != "c" && is_gpu_target(c); },
@@ -69,6 +71,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
     GpuFlags gpu;
+    NpuOptions npu;
     std::string report;
     uint64_t seed = 1;
   };
@@ -77,7 +80,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   add_pipeline_flags(cmd, opts->flags);
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
-  add_npu_flags(cmd);
+  add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
@@ -85,7 +88,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     CompileOptions co = to_compile_options(opts->flags);
     auto c = compile(f, co);
     const Backend* backend = nullptr;
-    const std::vector<Backend> table = backends(opts->gpu);
+    const std::vector<Backend> table = backends(opts->gpu, opts->npu);
     for (const auto& b : table)
       if (b.accepts(opts->flags.target, *c)) backend = &b;
     if (!backend) {
@@ -119,9 +122,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       std::map<std::string, double> pass_ms;
       for (const auto& [p, ms] : c->pass_ms) pass_ms[p] += ms;
       j["pass_ms"] = pass_ms;
-      std::ofstream o(opts->report);
-      if (!o) throw UserError("--report " + opts->report + ": cannot write the file");
-      o << j.dump(2) << "\n";
+      write_file(opts->report, j.dump(2) + "\n", "--report");
     }
     ctx.exit_code = v.verified ? 0 : 1;
   });

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include <sstream>
+
 #include "compiler/cli/commands.h"
 #include "compiler/cli/pipeline_flags.h"
 #include "compiler/cli/run_gpu.h"
@@ -20,6 +22,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/tune/tuner.h"
 #include "compiler/tune/tuning_log.h"
+#include "isa/base/file_io.h"
 #include "isa/base/error.h"
 #include "npu_sim/simulator.h"
 
@@ -38,13 +41,8 @@ struct TuneFlags {
 };
 
 void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::string& path) {
-  std::ofstream file;
-  std::ostream* os = &std::cout;
-  if (path != "-") {
-    file.open(path);
-    if (!file) throw UserError("--dump-space " + path + ": cannot write the file");
-    os = &file;
-  }
+  std::ostringstream file;  // written through the checked writer at the end
+  std::ostream* os = path == "-" ? static_cast<std::ostream*>(&std::cout) : &file;
   const auto& p = fit.problem();
   *os << "tile";
   std::vector<std::string> axes;
@@ -70,6 +68,7 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
     *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{}\n", b.total, b.compute_cycles, b.latency_cycles,
                        b.shared_global_cycles, b.tiles, b.cores_used);
   }
+  if (path != "-") write_file(path, file.str(), "--dump-space");
 }
 
 void add_tune_command(CLI::App& app, CommandContext& ctx) {

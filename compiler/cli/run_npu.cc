@@ -9,11 +9,6 @@
 
 namespace tessel::cli {
 
-NpuOptions& npu_options() {
-  static NpuOptions o;
-  return o;
-}
-
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
   c.kernel = emit_npu::emit_npu(k, target);
@@ -83,26 +78,28 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
   return r;
 }
 
-void add_npu_flags(CLI::App* cmd) {
+void add_npu_flags(CLI::App* cmd, NpuOptions& options) {
   cmd->add_option_function<std::string>(
-         "--sync", [](const std::string& v) { npu_options().sync = npu_sync::parse_sync_mode(v); },
+         "--sync", [&options](const std::string& v) { options.sync = npu_sync::parse_sync_mode(v); },
          "NPU targets: sync insertion, naive or pruned (default pruned)");
-  cmd->add_option("--trace", npu_options().trace, "NPU targets: write a Chrome trace (Perfetto) of the simulation");
+  cmd->add_option("--trace", options.trace, "NPU targets: write a Chrome trace (Perfetto) of the simulation");
 }
 
 std::pair<std::map<std::string, NpyArray>, nlohmann::json> run_npu_backend(const kernel::Kernel& k, const isa::Hierarchy& target,
-                                                                          const std::map<std::string, NpyArray>& inputs) {
+                                                                          const std::map<std::string, NpyArray>& inputs,
+                                                                          const NpuOptions& options) {
   const NpuCompiled c = compile_npu(k, target);
-  NpuRunResult r = run_npu(c, target, inputs, npu_options());
+  NpuRunResult r = run_npu(c, target, inputs, options);
   std::cout << r.summary;
   return {std::move(r.outputs), std::move(r.report)};
 }
 
-std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, std::string& report_line) {
+std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, const NpuOptions& options,
+                             std::string& report_line) {
   const NpuCompiled c = compile_npu(k, target);
-  const auto& s = c.chosen(npu_options().sync);
+  const auto& s = c.chosen(options.sync);
   report_line = fmt::format("syncs ({}): {} instructions ({} pairs, {} barrier fall-backs); naive {} -> pruned {}",
-                            npu_sync::sync_mode_name(npu_options().sync), s.sync_instructions, s.pairs, s.barriers,
+                            npu_sync::sync_mode_name(options.sync), s.sync_instructions, s.pairs, s.barriers,
                             c.naive.sync_instructions, c.pruned.sync_instructions);
   std::string text;
   for (const auto& n : c.kernel.notes) text += "# " + n + "\n";

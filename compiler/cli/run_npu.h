@@ -25,7 +25,6 @@ struct NpuOptions {
   bool timing_only = false;   // skip the arithmetic (bench of large shapes)
   bool detect_races = true;
 };
-NpuOptions& npu_options();  // the process-wide options the CLI flags fill
 
 struct NpuCompiled {
   emit_npu::NpuKernel kernel;
@@ -45,14 +44,17 @@ struct NpuRunResult {
 NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const std::map<std::string, NpyArray>& inputs,
                      const NpuOptions& options);
 
-// CLI glue: `--sync naive|pruned` and `--trace FILE` on a command (fill npu_options()).
-void add_npu_flags(CLI::App* cmd);
+// CLI glue: `--sync naive|pruned` and `--trace FILE` on a command, filling `options` (owned by the
+// command, outliving the parse).
+void add_npu_flags(CLI::App* cmd, NpuOptions& options);
 
 // `tessel run` on an NPU description: compile the kernel, simulate, print the summary; returns the
 // outputs and the report fields. `tessel compile -o OUT.npu`: the program text and a one-line count.
 std::pair<std::map<std::string, NpyArray>, nlohmann::json> run_npu_backend(const kernel::Kernel& k, const isa::Hierarchy& target,
-                                                                          const std::map<std::string, NpyArray>& inputs);
-std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, std::string& report_line);
+                                                                          const std::map<std::string, NpyArray>& inputs,
+                                                                          const NpuOptions& options);
+std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& target, const NpuOptions& options,
+                             std::string& report_line);
 
 // `tessel bench npu`: the seed GEMM table, 1024^3 and 4096^3, the seed convolution, the AKG ops.
 nlohmann::json run_npu_bench(const std::string& hierarchy_path);
