@@ -1,8 +1,12 @@
 #include "compiler/emit_cuda/contraction.h"
 
+#include <algorithm>
+
 namespace tessel::emit_cuda {
 
-std::string tensor_core_obstacle(const Contraction& c, const std::string& arch) {
+std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine) {
+  const std::string& arch = machine.arch;
+  const isa::GpuMmaShape& f = machine.wmma;  // the fragment every TensorCore path pads to
   const bool f16 = c.in_type == DType::F16 && c.acc_type == DType::F32;
   const bool i8 = c.in_type == DType::I8 && c.acc_type == DType::I32;
   if (!f16 && !i8)
@@ -12,10 +16,12 @@ std::string tensor_core_obstacle(const Contraction& c, const std::string& arch) 
   // tiny or badly rounded problems are better served by SIMT
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();
   const std::string sizes = "sizes M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
-  if (M < 16 || N < 16 || K < 16) return sizes + " are not multiples of the 16x16x16 fragment (one is smaller than 16)";
-  auto up = [](int64_t v) { return double((v + 15) / 16 * 16); };
-  if (up(M) * up(N) * up(K) > 1.5 * double(M) * double(N) * double(K))
-    return sizes + " are not multiples of the 16x16x16 fragment and padding them would waste over a third of the work";
+  const std::string frag = std::to_string(f.m) + "x" + std::to_string(f.n) + "x" + std::to_string(f.k);
+  if (M < f.m || N < f.n || K < f.k)
+    return sizes + " are not multiples of the " + frag + " fragment (one is smaller than " + std::to_string(std::min({f.m, f.n, f.k})) + ")";
+  auto up = [](int64_t v, int64_t unit) { return double((v + unit - 1) / unit * unit); };
+  if (up(M, f.m) * up(N, f.n) * up(K, f.k) > 1.5 * double(M) * double(N) * double(K))
+    return sizes + " are not multiples of the " + frag + " fragment and padding them would waste over a third of the work";
   return "";
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "isa/gpu_machine.h"
 #include "compiler/kernel/kernel_ir.h"
 
 namespace tessel::emit_cuda {
@@ -16,6 +17,6 @@ using kernel::substitute;
 
 // Why the contraction cannot use the TensorCores of `arch` (dtype; sizes below 16 or so far from
 // multiples of 16 that padded fragments would waste over a third of the work), or "".
-std::string tensor_core_obstacle(const Contraction& c, const std::string& arch);
+std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine);
 
 }  // namespace tessel::emit_cuda

@@ -128,7 +128,7 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
   std::optional<Contraction> c;
   if (options.allow_tensor_cores) {
     c = k.contraction;
-    why = c ? tensor_core_obstacle(*c, options.arch) : k.no_contraction;
+    why = c ? tensor_core_obstacle(*c, m) : k.no_contraction;
   } else {
     why = "TensorCores disabled by the caller";
   }
