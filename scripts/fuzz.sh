@@ -16,7 +16,7 @@ mkdir -p "$out/corpus" "$out/obj"
 sources=(compiler/fuzz/fuzz_parser.cc compiler/frontend/diagnostics.cc compiler/frontend/lexer.cc
          compiler/frontend/parser.cc compiler/frontend/lower.cc compiler/frontend/frontend.cc
          compiler/interp/interpreter.cc compiler/ir/tensor_ir.cc
-         isa/base/error.cc isa/base/dtype.cc isa/base/npy.cc)
+         isa/base/error.cc isa/base/dtype.cc isa/base/npy.cc isa/base/file_io.cc)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address -fno-omit-frame-pointer -I. -DTESSEL_SOURCE_DIR="\"$PWD\"")
 objects=()
 for s in "${sources[@]}"; do  # one object per source, rebuilt when the source is newer
