@@ -281,9 +281,9 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
 // scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
 class ConvEmitter {
  public:
-  ConvEmitter(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
+  ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
               const tile::ConvPlan& plan, GemmEpilogue* epi, NpuKernel& out)
-      : k_(k), h_(h), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
+      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
 
   void run() {
     p_.source_name = k_.name + ".npu";
@@ -558,7 +558,6 @@ class ConvEmitter {
   UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
 
   const kernel::Kernel& k_;
-  const isa::Hierarchy& h_;
   const isa::NpuMachine& m_;
   const Conv &orig_, &cv_;
   const tile::ConvPlan& plan_;
@@ -566,7 +565,7 @@ class ConvEmitter {
   NpuKernel& out_;
   npu::Program& p_;
   ConvCode code_;
-  const int64_t m0_ = m_.cube_f16.m0, n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
+  const int64_t n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
   const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
   const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
   int64_t gm_ = 0, user_y_ = 0;
@@ -633,7 +632,7 @@ NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   if (pc.result.no_fit) throw UserError(pc.result.no_fit->message(k.name, k.user_tile->to_string()));
   if (!pc.result.plan) throw conv_unsupported(k, pc.result.unsupported);
   NpuKernel out;
-  ConvEmitter(k, h, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
+  ConvEmitter(k, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
   return out;
 }
 
