@@ -49,7 +49,7 @@ enum class OperandSlot : uint8_t {
   ElementType = 't',
 };
 
-inline constexpr int kMaxOperands = 12;
+inline constexpr int kMaxOperands = 14;
 
 // The footprint formula family of one access (the .def table's access column). Each family reads
 // the operands named by its parameters; their kinds (t: element type, v: value) are its signature,

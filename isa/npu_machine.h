@@ -68,6 +68,9 @@ struct NpuMachine {
   const NpuBufferSpec& buffer(npu::Buffer b) const { return buffers[static_cast<size_t>(b)]; }
   int64_t capacity(npu::Buffer b) const { return static_cast<int64_t>(buffer(b).capacity_bytes); }
   int64_t alignment(npu::Buffer b) const { return buffer(b).alignment_bytes; }
+  // The access unit: where a program places tensors and chunks so that no burst straddles units
+  // (GM needs no start alignment, but its bursts move whole granules).
+  int64_t granularity(npu::Buffer b) const { return buffer(b).granularity_bytes; }
   int64_t operand_alignment() const {  // a buffer that may sit in L0A or L0B
     return std::max(alignment(npu::Buffer::L0A), alignment(npu::Buffer::L0B));
   }

@@ -232,6 +232,9 @@ float float_op(Opcode op, float a, float b) {
     case Opcode::Vmul: case Opcode::Vmuls: return a * b;
     case Opcode::Vdiv: return a / b;
     case Opcode::Vmod: return std::fmod(a, b);
+    case Opcode::Vcmplt: return a < b ? 1.0f : 0.0f;
+    case Opcode::Vcmple: return a <= b ? 1.0f : 0.0f;
+    case Opcode::Vcmpeq: return a == b ? 1.0f : 0.0f;
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vrelu: return a > 0.0f ? a : 0.0f;
@@ -259,6 +262,9 @@ int64_t int_op(Opcode op, int64_t a, int64_t b) {
       return a % b;
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
+    case Opcode::Vcmplt: return a < b ? 1 : 0;
+    case Opcode::Vcmple: return a <= b ? 1 : 0;
+    case Opcode::Vcmpeq: return a == b ? 1 : 0;
     case Opcode::Vrelu: return std::max<int64_t>(a, 0);
     case Opcode::Vabs: return a < 0 ? -a : a;
     default: fault(std::string(npu::mnemonic(op)) + " is not defined on integers");
@@ -286,7 +292,7 @@ struct Strided {
 // it writes, those it reads (in order), and its repeat count.
 struct VectorRoles {
   const npu::OperandAccess* dst = nullptr;
-  std::array<const npu::OperandAccess*, 2> src{};
+  std::array<const npu::OperandAccess*, 3> src{};
   int sources = 0;
   int64_t repeat = 0;
 };
@@ -297,7 +303,7 @@ VectorRoles vector_roles(const IssuedInstruction& in) {
   for (int i = 0; i < info.access_count; ++i) {
     const npu::OperandAccess& a = info.accesses[i];
     if (a.write()) v.dst = &a;
-    else if (v.sources < 2) v.src[v.sources++] = &a;
+    else if (v.sources < 3) v.src[v.sources++] = &a;
   }
   TESSEL_CHECK(v.dst != nullptr && info.repeat_operand >= 0, "a vector instruction writes one operand and has a repeat");
   v.repeat = in.value[info.repeat_operand];
@@ -411,6 +417,22 @@ void execute_vbrcb(const isa::NpuMachine& m, const IssuedInstruction& in, const 
   for (int64_t r = 0; r < v.repeat; ++r)
     for (int64_t l = 0; l < n; ++l)
       if (lane_enabled(m, in, l)) std::memcpy(dst.at(r, l), values.data() + r * eb, eb);
+}
+
+// dst = cond != 0 ? src0 : src1, lane by lane (disabled lanes unchanged).
+void execute_vselv(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
+  const VectorRoles v = vector_roles(in);
+  const DType t = type_operand(in, v.dst->param[0]);
+  const int eb = dtype_bytes(t);
+  const int64_t n = lanes(m, eb);
+  const Strided dst = strided(m, mem, in, *v.dst), c = strided(m, mem, in, *v.src[0]), a = strided(m, mem, in, *v.src[1]),
+                b = strided(m, mem, in, *v.src[2]);
+  for (int64_t r = 0; r < v.repeat; ++r)
+    for (int64_t l = 0; l < n; ++l) {
+      if (!lane_enabled(m, in, l)) continue;
+      const bool on = dtype_is_float(t) ? load_float(t, c.at(r, l)) != 0.0f : load_int(t, c.at(r, l)) != 0;
+      std::memmove(dst.at(r, l), on ? a.at(r, l) : b.at(r, l), eb);
+    }
 }
 
 void execute_vdup(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
@@ -627,6 +649,7 @@ void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, 
     case Opcode::Vcmax: execute_reduce(m, in, mem); return;
     case Opcode::Vdup: execute_vdup(m, in, mem); return;
     case Opcode::Vbrcb: execute_vbrcb(m, in, mem); return;
+    case Opcode::Vselv: execute_vselv(m, in, mem); return;
     default: execute_elementwise(m, in, mem); return;
   }
 }

@@ -174,7 +174,7 @@ class Channels : public VectorCode {
     full_regions += static_cast<int>(expanded.size());
     channel_bytes_ = int64_t(channel_regions) * row_bytes;
     rows_ = rows_per_chunk(R_, (m_.capacity(Buffer::UB) - channel_bytes_) / (int64_t(full_regions) * row_bytes),
-                           [&](int64_t r) { return r % m_.alignment(Buffer::GM) == 0; });
+                           [&](int64_t r) { return r % m_.granularity(Buffer::GM) == 0; });
     return rows_ < 1 ? "too many intermediate values for the vector buffer" : "";
   }
 

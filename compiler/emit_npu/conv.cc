@@ -192,7 +192,7 @@ class ConvCode {
  public:
   ConvCode(const kernel::Kernel& k, const isa::NpuMachine& m, npu::Program& p) : k_(k), m_(m), p_(p) {}
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
-  int64_t gm_align() const { return m_.alignment(Buffer::GM); }
+  int64_t gm_align() const { return m_.granularity(Buffer::GM); }
 
   // A tensor in GM at `gm` (advanced past it, aligned).
   int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role, int64_t& gm) {

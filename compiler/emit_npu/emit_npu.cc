@@ -4,6 +4,7 @@
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/depthwise.h"
+#include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
 
@@ -110,7 +111,7 @@ class Builder {
   // multiple of the fractal), through UB: rows in chunks of a whole GM alignment unit of i8 rows (so
   // that every chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
   void widen_i8(int64_t src, int64_t dst, int64_t rows, int64_t cols, int64_t dst_cols) {
-    const int64_t lanes = m_.vector_lanes(DType::F16), unit = m_.alignment(Buffer::GM) / dtype_bytes(DType::I8);
+    const int64_t lanes = m_.vector_lanes(DType::F16), unit = m_.granularity(Buffer::GM) / dtype_bytes(DType::I8);
     int64_t chunk_rows = std::max<int64_t>(unit, (m_.capacity(Buffer::UB) / 4) / dst_cols / unit * unit);
     chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m_.vector_max_repeat * lanes / dst_cols / unit * unit));
     chunk_rows = std::min(chunk_rows, rows);
@@ -595,7 +596,7 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   int64_t gm = 0;
   auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
     npu::TensorBinding b{name, t, shape, gm, role, {}};
-    gm = round_up(gm + b.byte_size(), m.alignment(Buffer::GM));
+    gm = round_up(gm + b.byte_size(), m.granularity(Buffer::GM));
     p.tensors.push_back(b);
     return b.gm_offset;
   };
@@ -664,7 +665,7 @@ struct VectorMapping {
 };
 constexpr VectorMapping kVectorMappings[] = {
     {why_not_pointwise, emit_pointwise}, {why_not_channels, emit_channels}, {why_not_rows, emit_rows},
-    {why_not_transpose, emit_transpose}, {why_not_one_hot, emit_one_hot},
+    {why_not_transpose, emit_transpose}, {why_not_one_hot, emit_one_hot}, {why_not_nest, emit_nest},
 };
 
 }  // namespace

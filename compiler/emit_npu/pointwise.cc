@@ -45,7 +45,7 @@ npu::Program& VectorCode::begin_program(NpuKernel& out) {
 
 void VectorCode::bind_tensors(npu::Program& p) const {
   int64_t gm = 0;
-  const int64_t align = m_.alignment(Buffer::GM);
+  const int64_t align = m_.granularity(Buffer::GM);
   for (const auto& t : k_.tensors) {
     if (t.temporary) continue;
     npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};

@@ -30,6 +30,7 @@ class VectorCode {
     DType type = DType::F32;
   };
   VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
+  virtual ~VectorCode() = default;
 
  protected:
   UserError not_pointwise(const std::string& why) const;
@@ -63,7 +64,8 @@ class VectorCode {
   void binary(npu::Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n);
   void with_scalar(npu::Opcode o, const Value& dst, const Value& a, double s, int64_t n);
   void unary(npu::Opcode o, const Value& dst, const Value& a, int64_t n);
-  Value compile(const ir::Expr& e, int64_t n);
+  // A mapping may take over node kinds (accesses at other indices, conditions) by overriding.
+  virtual Value compile(const ir::Expr& e, int64_t n);
   Value apply(const ir::Expr& e, int64_t n);
   void convert(const Value& dst, const Value& src, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);

@@ -163,7 +163,7 @@ class Rows : public VectorCode {
       for (const auto& t : k_.tensors) {
         if (t.temporary) continue;
         const int64_t per_row = (shape_of(t.name) == Shape::Full ? N_ : shape_of(t.name) == Shape::Row ? 1 : 0) * dtype_bytes(t.dtype);
-        if (r * per_row % m_.alignment(Buffer::GM)) return false;
+        if (r * per_row % m_.granularity(Buffer::GM)) return false;
       }
       return true;
     };

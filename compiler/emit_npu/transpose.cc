@@ -97,7 +97,7 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
   p.cores = 1;
-  const int64_t align = m.alignment(Buffer::GM);
+  const int64_t align = m.granularity(Buffer::GM);
   npu::TensorBinding bx{X->name, X->dtype, X->shape, 0, npu::TensorRole::In, {}};
   npu::TensorBinding by{Y->name, Y->dtype, Y->shape, round_up(bx.byte_size(), align), npu::TensorRole::Out, {}};
   p.tensors = {bx, by};
@@ -191,7 +191,7 @@ NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
   if (D > W) throw unsupported(fmt::format("{} columns (at most {})", D, W));
   // Chunks of rows: a multiple of the indices per GM alignment, so every chunk's offset stays aligned.
   constexpr int64_t kChunkRows = 128;  // not hardware: the emitter's chunk of rows
-  const int64_t unit = m.alignment(Buffer::GM) / dtype_bytes(DType::I32);
+  const int64_t unit = m.granularity(Buffer::GM) / dtype_bytes(DType::I32);
   const int64_t rows = std::min<int64_t>(kChunkRows, m.vector_max_repeat) / unit * unit;
   const int64_t region = rows * bytes_per_repeat;
   if (6 * region > m.capacity(Buffer::UB)) throw unsupported("the vector buffer is too small");
@@ -200,7 +200,7 @@ NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
   p.cores = 1;
-  const int64_t align = m.alignment(Buffer::GM);
+  const int64_t align = m.granularity(Buffer::GM);
   npu::TensorBinding bi{I->name, I->dtype, I->shape, 0, npu::TensorRole::In, {}};
   npu::TensorBinding by{Y->name, Y->dtype, Y->shape, round_up(bi.byte_size(), align), npu::TensorRole::Out, {}};
   p.tensors = {bi, by};

@@ -46,7 +46,7 @@ class Planner {
   Planner(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec, const std::function<int64_t(int64_t)>& epi)
       : g_(g), m_(m), cube_(m.cube_f16), user_(user_sizes(g, m.cube_f16, spec)), epi_(epi) {
     p_.padded_pixels = round_up(g.pixels(), cube_.m0);
-    p_.fm_bytes = round_up(g.C * g.H * g.W * in_, m.alignment(Buffer::GM));
+    p_.fm_bytes = round_up(g.C * g.H * g.W * in_, m.granularity(Buffer::GM));
     const int64_t l0_align = m.alignment(Buffer::L0A);
     p_.l0a_half = m.capacity(Buffer::L0A) / 2 / l0_align * l0_align;
     p_.l0b_half = m.capacity(Buffer::L0B) / 2 / l0_align * l0_align;

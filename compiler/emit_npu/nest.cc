@@ -1,0 +1,768 @@
+// General NPU vector lowering: see nest.h.
+#include "compiler/emit_npu/nest.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "compiler/emit_npu/operands.h"
+#include "compiler/emit_npu/pointwise.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+// Registers: level i of a statement counts its blocks in r(kLevel0 + i); the core's first row of
+// the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
+constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
+constexpr int kMaxLevels = 14;
+constexpr int kFixedRegions = 4;  // accumulator, partials, per-row values, spare
+
+struct Dim {
+  std::string name;
+  int64_t lo = 0, extent = 1;
+  bool reduction = false;
+};
+
+// Element offset of an access at relative positions t_d (0 <= t_d < extent_d) of the dimensions:
+// offset + sum(stride[d] * t_d).
+struct Access {
+  std::string tensor;
+  DType type = DType::F32;
+  int64_t offset = 0;
+  std::vector<int64_t> stride;
+  bool operator==(const Access& o) const { return tensor == o.tensor && offset == o.offset && stride == o.stride; }
+};
+
+// One statement's loops and tile (nest.h).
+struct Plan {
+  const ir::Statement* s = nullptr;
+  std::vector<Dim> dims;
+  Access out;
+  std::vector<Access> reads;               // distinct accesses
+  std::map<const ir::Expr*, int> read_of;  // access node -> index in reads
+  int u = -1, v = -1;                      // tile dimensions (rows, lanes); -1: none
+  int64_t rows = 1, cols = 1, pitch = 1;   // full tile: rows x cols used of rows x pitch
+  std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
+  int partition = -1;                      // the dimension split over cores (out_levels[0])
+  int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
+  int regions = 0;
+  bool is_reduction() const { return s->reduction != ir::Reduction::None; }
+  bool red(int d) const { return d >= 0 && dims[d].reduction; }
+  bool out_dim(int d) const { return d >= 0 && !dims[d].reduction; }
+};
+
+// Where a dimension's current tile starts (an element index relative to its lo): c + sum(reg * mul).
+struct Pos {
+  int64_t c = 0;
+  std::vector<std::pair<uint8_t, int64_t>> regs;
+};
+
+void collect_types(const ir::Expr& e, std::set<int>& bytes) {
+  bytes.insert(dtype_bytes(e.type));
+  for (const auto& a : e.args) collect_types(*a, bytes);
+}
+
+bool uses_index_value(const ir::Expr& e) {
+  if (e.kind == ir::ExprKind::IndexValue) return true;
+  for (const auto& a : e.args)
+    if (uses_index_value(*a)) return true;
+  return false;
+}
+
+class Nest : public VectorCode {
+ public:
+  Nest(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+
+  std::string why_not() {
+    const ir::Function* f = k_.function;
+    if (!f) return "no tensor IR attached";
+    if (f->statements.empty()) return "no statements";
+    plans_.clear();
+    cores_ = 1;
+    range_ = 1;
+    for (const auto& s : f->statements) {
+      if (uses_index_value(*s.rhs)) return "statement " + s.name + " uses an index as a value";
+      Plan p;
+      if (std::string w = model(s, p); !w.empty()) return "statement " + s.name + ": " + w;
+      plans_.push_back(std::move(p));
+    }
+    choose_partition();
+    for (auto& p : plans_)
+      if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+    return "";
+  }
+
+  std::string why_not_message() { return message(why_not(), "general vector lowering"); }
+
+  NpuKernel emit() {
+    if (std::string w = why_not(); !w.empty()) throw UserError(message(w, "general vector lowering"));
+    NpuKernel out;
+    npu::Program& p = out.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    bind(p);
+    p.cores = cores_;
+    if (cores_ == 1) {
+      statements(range_);
+    } else {
+      op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(range_)});
+      const int64_t last = partition_extent_ - (cores_ - 1) * range_;
+      if (last == range_) {
+        statements(range_);
+      } else {
+        op(Opcode::Loop, {reg(kCoreLoop), reg(npu::kRegCoreId), imm(cores_ - 1), reg(npu::kRegCoreCount)});
+        statements(range_);
+        op(Opcode::EndLoop, {});
+        op(Opcode::Seq, {reg(kOnce), reg(npu::kRegCoreId), imm(cores_ - 1)});
+        op(Opcode::Loop, {reg(kCoreLoop), imm(0), reg(kOnce), imm(1)});
+        statements(last);
+        op(Opcode::EndLoop, {});
+      }
+    }
+    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    for (const Plan& pl : plans_)
+      out.notes.push_back(fmt::format("{}: {} loop(s), tile {} x {} (pitch {}){}{}", pl.s->name, pl.dims.size(),
+                                      pl.rows, pl.cols, pl.pitch, pl.u >= 0 ? ", rows " + pl.dims[pl.u].name : "",
+                                      pl.v >= 0 ? ", lanes " + pl.dims[pl.v].name : ""));
+    out.notes.push_back(fmt::format("general vector lowering on {} core(s){}", cores_,
+                                    cores_ > 1 ? fmt::format(", {} rows each", range_) : std::string()));
+    npu::validate_program(p);
+    return out;
+  }
+
+ private:
+  // ---- analysis ----------------------------------------------------------------------------------
+
+  std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const std::vector<Dim>& dims,
+                        Access& a) const {
+    const ir::Tensor* t = k_.function->find_tensor(tensor);
+    TESSEL_CHECK(t != nullptr, "nest: access to an undeclared tensor");
+    const std::vector<int64_t> shape = sizes_of(*t);
+    if (shape.size() != idx.size()) return "access to " + tensor + " with a wrong number of indices";
+    a.tensor = tensor;
+    a.type = t->dtype;
+    a.stride.assign(dims.size(), 0);
+    int64_t st = 1;
+    for (size_t j = shape.size(); j-- > 0;) {
+      const ir::AffineExpr& e = idx[j];
+      int64_t c = e.constant;
+      for (const auto& [p, coeff] : e.param_coeffs) c += coeff * k_.sizes.at(p);
+      for (const auto& [name, coeff] : e.index_coeffs) {
+        auto it = std::find_if(dims.begin(), dims.end(), [&](const Dim& d) { return d.name == name; });
+        TESSEL_CHECK(it != dims.end(), "nest: index outside the statement's domain");
+        a.stride[it - dims.begin()] += st * coeff;
+        c += coeff * it->lo;
+      }
+      a.offset += st * c;
+      st *= shape[j];
+    }
+    return "";
+  }
+
+  std::string model(const ir::Statement& s, Plan& p) {
+    p.s = &s;
+    for (const auto& iv : s.domain) {
+      Dim d{iv.name, iv.lo.evaluate({}, k_.sizes), 0, iv.is_reduction};
+      d.extent = iv.hi.evaluate({}, k_.sizes) - d.lo;
+      if (d.extent <= 0) return "empty range of " + iv.name;
+      p.dims.push_back(d);
+    }
+    if (std::string w = access_of(s.output, s.out_indices, p.dims, p.out); !w.empty()) return w;
+    std::string why;
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::Access && why.empty()) {
+        Access a;
+        why = access_of(e.name, e.indices, p.dims, a);
+        auto it = std::find(p.reads.begin(), p.reads.end(), a);
+        p.read_of[&e] = static_cast<int>(it - p.reads.begin());
+        if (it == p.reads.end()) p.reads.push_back(a);
+      }
+      for (const auto& x : e.args) walk(*x);
+    };
+    walk(*s.rhs);
+    return why;
+  }
+
+  // Merges adjacent dimensions of one kind that every access walks as one (stride of the outer =
+  // stride of the inner x its extent): the tile then covers them together.
+  void coalesce(Plan& p, const std::string& keep) const {
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (size_t d = 0; d + 1 < p.dims.size() && !merged; ++d) {
+        if (p.dims[d].reduction != p.dims[d + 1].reduction) continue;
+        if (p.dims[d].name == keep || p.dims[d + 1].name == keep) continue;
+        auto walks = [&](const Access& a) { return a.stride[d] == a.stride[d + 1] * p.dims[d + 1].extent; };
+        if (!walks(p.out) || !std::all_of(p.reads.begin(), p.reads.end(), walks)) continue;
+        p.dims[d].extent *= p.dims[d + 1].extent;
+        p.dims[d].name += "*" + p.dims[d + 1].name;
+        p.dims.erase(p.dims.begin() + d + 1);
+        auto drop = [&](Access& a) {
+          a.stride[d] = a.stride[d + 1];
+          a.stride.erase(a.stride.begin() + d + 1);
+        };
+        drop(p.out);
+        for (auto& a : p.reads) drop(a);
+        merged = true;
+      }
+    }
+  }
+
+  // The partition: the dimension writing dim 0 of every statement's output, when each statement
+  // reads the kernel's own results only at that row (then a core's rows depend on its rows only).
+  void choose_partition() {
+    const ir::Function& f = *k_.function;
+    std::set<std::string> written;
+    std::vector<std::string> dim0;
+    bool ok = true;
+    int64_t extent = -1;
+    for (Plan& p : plans_) {
+      const ir::Statement& s = *p.s;
+      std::string d0;
+      if (!s.out_indices.empty() && s.out_indices[0].index_coeffs.size() == 1 && s.out_indices[0].param_coeffs.empty() &&
+          s.out_indices[0].constant == 0 && s.out_indices[0].index_coeffs.begin()->second == 1)
+        d0 = s.out_indices[0].index_coeffs.begin()->first;
+      if (d0.empty()) { ok = false; break; }
+      const ir::IndexVar* iv = s.find_index(d0);
+      const int64_t e = iv->hi.evaluate({}, k_.sizes) - iv->lo.evaluate({}, k_.sizes);
+      if (iv->lo.evaluate({}, k_.sizes) != 0 || (extent >= 0 && e != extent)) { ok = false; break; }
+      extent = e;
+      std::function<void(const ir::Expr&)> check = [&](const ir::Expr& x) {
+        if (x.kind == ir::ExprKind::Access && written.count(x.name) &&
+            (x.indices.empty() || !(x.indices[0] == ir::AffineExpr::index(d0))))
+          ok = false;
+        for (const auto& a : x.args) check(*a);
+      };
+      check(*s.rhs);
+      if (!s.init && s.reduction != ir::Reduction::None) written.insert(s.output);  // `+=` reads its output
+      written.insert(s.output);
+      dim0.push_back(d0);
+    }
+    if (f.statements.size() == 1 && !dim0.empty()) ok = true;
+    for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], ok ? dim0[i] : "");
+    if (!ok || extent <= 1) {
+      cores_ = 1;
+      return;
+    }
+    const int64_t want = std::min<int64_t>(m_.cores, extent);
+    range_ = (extent + want - 1) / want;
+    cores_ = static_cast<int>((extent + range_ - 1) / range_);
+    partition_extent_ = extent;
+    for (size_t i = 0; i < plans_.size(); ++i) {
+      Plan& p = plans_[i];
+      for (size_t d = 0; d < p.dims.size(); ++d)
+        if (p.dims[d].name == dim0[i]) p.partition = static_cast<int>(d);
+    }
+    if (cores_ == 1) range_ = extent;
+  }
+
+  // Chooses u, v and the tile; "" or why not.
+  std::string tile(Plan& p) {
+    const int nd = static_cast<int>(p.dims.size());
+    if (nd > kMaxLevels) return fmt::format("{} loop dimensions (at most {})", nd, kMaxLevels);
+    std::vector<const Access*> all{&p.out};
+    for (const auto& a : p.reads) all.push_back(&a);
+    const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
+    const bool has_out = std::any_of(p.dims.begin(), p.dims.end(), [](const Dim& d) { return !d.reduction; });
+    // v: the dimension the most elements are contiguous along (each access counts the elements it
+    // touches); ties go to output dimensions, then inner ones.
+    auto touched = [&](const Access& a) {
+      int64_t n = 1;
+      for (int d = 0; d < nd; ++d)
+        if (a.stride[d] != 0) n *= p.dims[d].extent;
+      return n;
+    };
+    int best = -1;
+    int64_t best_score = 0;
+    for (int d = 0; d < nd; ++d) {
+      if (half_sum && has_out && p.dims[d].reduction) continue;
+      int64_t score = 0;
+      for (const Access* a : all) score += a->stride[d] == 1 ? 4 * touched(*a) : 0;
+      score += p.dims[d].reduction ? 0 : 2;
+      score += 1;
+      if (score > 3 && score >= best_score) best = d, best_score = score;
+    }
+    if (best < 0)
+      for (int d = nd - 1; d >= 0 && best < 0; --d)
+        if (!p.dims[d].reduction || !has_out) best = d;
+    p.v = best;
+    // u: the output dimension the output is densest along, else the innermost reduction one.
+    int64_t best_stride = std::numeric_limits<int64_t>::max();
+    for (int d = 0; d < nd; ++d) {
+      if (d == p.v || p.dims[d].reduction) continue;
+      const int64_t st = std::abs(p.out.stride[d]);
+      if (p.u < 0 || (st > 0 && st <= best_stride)) p.u = d, best_stride = st > 0 ? st : best_stride;
+    }
+    if (p.u < 0)
+      for (int d = nd - 1; d >= 0 && p.u < 0; --d)
+        if (d != p.v) p.u = d;
+    if (p.partition >= 0 && p.partition != p.u && p.partition != p.v && p.dims[p.partition].reduction)
+      return "partition dimension is a reduction";
+    for (const Access* a : all)
+      for (int d : {p.u, p.v})
+        if (d >= 0 && a->stride[d] < 0) return "reversed index " + p.dims[d].name + " in an access to " + a->tensor;
+    // The tile: pitch a whole number of repeats for the narrowest type, regions within UB.
+    std::set<int> bytes{dtype_bytes(p.out.type), 4};
+    for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));
+    collect_types(*p.s->rhs, bytes);
+    p.unit = m_.vector_lanes(*bytes.begin());
+    p.regions = kFixedRegions + static_cast<int>(p.reads.size()) + 2 * count_nodes(*p.s->rhs);
+    const int64_t ub = m_.capacity(Buffer::UB);
+    int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
+    cap = cap / p.unit * p.unit;
+    if (cap < p.unit)
+      return fmt::format("{} values of one vector repeat each need {} bytes, more than UB's {}", p.regions,
+                         p.regions * p.unit * 4, ub);
+    const int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
+    const int64_t padded = (ev + p.unit - 1) / p.unit * p.unit;
+    p.cols = padded <= cap ? ev : cap;
+    p.pitch = padded <= cap ? padded : cap;
+    if (p.v == p.partition && p.v >= 0) p.cols = std::min(p.cols, range_);
+    const int64_t eu = p.u >= 0 ? p.dims[p.u].extent : 1;
+    p.rows = std::max<int64_t>(1, std::min({eu, cap / p.pitch, max_repeat_}));
+    if (p.u == p.partition && p.u >= 0) p.rows = std::min(p.rows, range_);
+    // Loop order: partition first, output dimensions, u and v innermost of their kind.
+    auto place = [&](bool reduction) {
+      std::vector<int> order;
+      if (!reduction && p.partition >= 0 && p.partition != p.u && p.partition != p.v) order.push_back(p.partition);
+      for (int d = 0; d < nd; ++d)
+        if (p.dims[d].reduction == reduction && d != p.u && d != p.v && d != p.partition) order.push_back(d);
+      for (int d : {p.u, p.v})
+        if (d >= 0 && p.dims[d].reduction == reduction) order.push_back(d);
+      if (!reduction && p.partition >= 0 && (p.partition == p.u || p.partition == p.v)) {
+        order.erase(std::find(order.begin(), order.end(), p.partition));
+        order.insert(order.begin(), p.partition);
+      }
+      return order;
+    };
+    p.out_levels = place(false);
+    p.red_levels = place(true);
+    return "";
+  }
+
+  // ---- GM ----------------------------------------------------------------------------------------
+
+  // Every global and local tensor in GM, with room before and after for reads that reach past its
+  // ends (guarded reads such as padding: their lanes are discarded by a select).
+  void bind(npu::Program& p) {
+    std::map<std::string, std::pair<int64_t, int64_t>> reach;  // elements before, after
+    for (const Plan& pl : plans_)
+      for (const Access& a : pl.reads) {
+        int64_t lo = a.offset, hi = a.offset;
+        for (size_t d = 0; d < pl.dims.size(); ++d) {
+          const int64_t span = a.stride[d] * (pl.dims[d].extent - 1);
+          (span < 0 ? lo : hi) += span;
+        }
+        const ir::Tensor* t = k_.function->find_tensor(a.tensor);
+        int64_t n = 1;
+        for (int64_t s : sizes_of(*t)) n *= s;
+        auto& r = reach[a.tensor];
+        r.first = std::max(r.first, -lo);
+        r.second = std::max(r.second, hi - n);
+      }
+    const int64_t g = m_.granularity(Buffer::GM);
+    auto round = [&](int64_t b) { return (b + g - 1) / g * g; };
+    int64_t gm = 0;
+    auto place = [&](const std::string& name, DType t, const std::vector<int64_t>& shape, npu::TensorRole role) {
+      const auto r = reach.count(name) ? reach.at(name) : std::pair<int64_t, int64_t>{0, 0};
+      gm += round(r.first * dtype_bytes(t));
+      npu::TensorBinding b{name, t, shape, gm, role, {}};
+      gm = round(gm + b.byte_size() + r.second * dtype_bytes(t));
+      gm_[name] = b.gm_offset;
+      p.tensors.push_back(b);
+    };
+    for (const auto& t : k_.tensors)
+      place(t.name, t.dtype, t.shape,
+            t.temporary ? npu::TensorRole::Scratch
+                        : t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out);
+    for (const auto& t : k_.function->tensors)
+      if (!gm_.count(t.name)) place(t.name, t.dtype, sizes_of(t), npu::TensorRole::Scratch);
+  }
+
+  // GM operand of access `a` at the current tile origin, plus `extra` bytes (address in kAddr).
+  Operand gm_operand(const Plan& p, const Access& a, int64_t extra) {
+    const int eb = dtype_bytes(a.type);
+    int64_t c = gm_.at(a.tensor) + eb * a.offset + extra;
+    std::map<uint8_t, int64_t> terms;
+    for (size_t d = 0; d < p.dims.size(); ++d) {
+      c += eb * a.stride[d] * pos_[d].c;
+      for (const auto& [r, mul] : pos_[d].regs) terms[r] += eb * a.stride[d] * mul;
+    }
+    bool first = true;
+    for (const auto& [r, mul] : terms) {
+      if (mul == 0) continue;
+      op(Opcode::Mul, {reg(first ? kAddr : kTmp), reg(r), imm(mul)});
+      if (!first) op(Opcode::Add, {reg(kAddr), reg(kAddr), reg(kTmp)});
+      first = false;
+    }
+    return at(Buffer::GM, c, first ? npu::kNoRegister : kAddr);
+  }
+
+  // Moves `rows` rows of `cols` elements between UB (row r at region + r * pitch elements) and GM
+  // (element (r, c) at the access's origin + r * su + c * sv). su, sv >= 0.
+  void move(bool to_ub, const Plan& p, const Access& a, int64_t region, int64_t rows, int64_t cols, int64_t pitch,
+            int64_t su, int64_t sv) {
+    const int eb = dtype_bytes(a.type);
+    const Operand gm = gm_operand(p, a, 0);
+    auto dma = [&](int64_t ub, int64_t gm_extra, int64_t n, int64_t burst, int64_t ub_gap, int64_t gm_gap) {
+      Operand g = gm;
+      g.imm += gm_extra;
+      if (to_ub) op(Opcode::DmaIn, {at(Buffer::UB, ub), g, imm(n), imm(burst), imm(gm_gap), imm(ub_gap)});
+      else op(Opcode::DmaOut, {g, at(Buffer::UB, ub), imm(n), imm(burst), imm(ub_gap), imm(gm_gap)});
+    };
+    if (rows == 1) su = cols;  // no second row: any gap
+    if (cols == 1 && pitch == 1) {  // contiguous elements in UB
+      if (su == 1 || rows == 1) dma(region, 0, 1, rows * eb, 0, 0);
+      else dma(region, 0, rows, eb, 0, (su - 1) * eb);
+      TESSEL_CHECK(su >= 1 || rows == 1, "nest: a column move with stride 0");
+      return;
+    }
+    if (sv == 1 || cols == 1) {
+      if (su >= cols) {
+        dma(region, 0, rows, cols * eb, (pitch - cols) * eb, (su - cols) * eb);
+      } else {
+        for (int64_t r = 0; r < rows; ++r) dma(region + r * pitch * eb, r * su * eb, 1, cols * eb, 0, 0);
+      }
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r) dma(region + r * pitch * eb, r * su * eb, cols, eb, 0, (sv - 1) * eb);
+  }
+
+  // ---- emission ----------------------------------------------------------------------------------
+
+  void statements(int64_t range) {
+    range_now_ = range;
+    for (const Plan& p : plans_) statement(p);
+  }
+
+  int64_t stride_of(const Access& a, int d) const { return d >= 0 ? a.stride[d] : 0; }
+
+  void statement(const Plan& p) {
+    plan_ = &p;
+    pos_.assign(p.dims.size(), Pos{});
+    size_.assign(p.dims.size(), 1);
+    chunk_ = p.rows * p.pitch;
+    region_base_ = 0;
+    next_region_ = 0;
+    acc_ = fresh_region();
+    part_ = fresh_region();
+    rowvals_ = fresh_region();
+    fresh_region();
+    body_base_ = next_region_;
+    levels(p, 0, true);
+  }
+
+  int64_t extent_of(const Plan& p, int d) const { return d == p.partition ? range_now_ : p.dims[d].extent; }
+  int64_t block_of(const Plan& p, int d) const { return d == p.u ? p.rows : d == p.v ? p.cols : 1; }
+
+  // The loops of out_levels (output == true) then red_levels; each level: its full blocks in a
+  // loop (or straight when one), then its tail block.
+  void levels(const Plan& p, size_t i, bool output) {
+    const std::vector<int>& lv = output ? p.out_levels : p.red_levels;
+    if (i == lv.size()) {
+      if (output) reduction(p);
+      else body(p);
+      return;
+    }
+    const int d = lv[i];
+    const int level = static_cast<int>(output ? i : p.out_levels.size() + i);
+    const uint8_t r = static_cast<uint8_t>(kLevel0 + level);
+    const int64_t ext = extent_of(p, d), blk = block_of(p, d);
+    const int64_t full = ext / blk, tail = ext % blk;
+    Pos base;
+    if (d == p.partition && cores_ > 1) base.regs.push_back({kBase, 1});
+    size_[d] = blk;
+    if (full > 1) {
+      op(Opcode::Loop, {reg(r), imm(0), imm(full), imm(1)});
+      pos_[d] = base;
+      pos_[d].regs.push_back({r, blk});
+      levels(p, i + 1, output);
+      op(Opcode::EndLoop, {});
+    } else if (full == 1) {
+      pos_[d] = base;
+      levels(p, i + 1, output);
+    }
+    if (tail > 0) {
+      pos_[d] = base;
+      pos_[d].c = full * blk;
+      size_[d] = tail;
+      levels(p, i + 1, output);
+    }
+  }
+
+  int64_t cur(int d) const { return d >= 0 ? size_[d] : 1; }
+
+  // Accumulator shape: [rows of u if u is an output dim][pitch if v is one, else 1 packed].
+  int64_t acc_rows(const Plan& p) const { return p.out_dim(p.u) ? cur(p.u) : 1; }
+  int64_t acc_elements(const Plan& p) const { return acc_rows(p) * (p.out_dim(p.v) ? p.pitch : 1); }
+
+  double identity(const Plan& p) const {
+    const bool fl = dtype_is_float(p.out.type);
+    switch (p.s->reduction) {
+      case ir::Reduction::Max: return fl ? -INFINITY : double(std::numeric_limits<int32_t>::min());
+      case ir::Reduction::Min: return fl ? INFINITY : double(std::numeric_limits<int32_t>::max());
+      default: return 0;
+    }
+  }
+  Opcode combine_op(const Plan& p) const {
+    return p.s->reduction == ir::Reduction::Max ? Opcode::Vmax : p.s->reduction == ir::Reduction::Min ? Opcode::Vmin : Opcode::Vadd;
+  }
+
+  void store_acc(const Plan& p, bool to_ub) {
+    if (p.out_dim(p.v))
+      move(to_ub, p, p.out, acc_, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
+    else
+      move(to_ub, p, p.out, acc_, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
+  }
+
+  // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.
+  void reduction(const Plan& p) {
+    if (!p.is_reduction()) {
+      levels(p, 0, false);
+      return;
+    }
+    if (p.s->init) {
+      op(Opcode::Vdup, {type(p.out.type), at(Buffer::UB, acc_), Operand::float_(identity(p)),
+                        imm(repeats(acc_elements(p), p.out.type)), imm(1), imm(repeat_blocks_)});
+    } else {
+      store_acc(p, true);
+    }
+    levels(p, 0, false);
+    store_acc(p, false);
+  }
+
+  // One tile: load every access, evaluate, reduce within the tile, combine or store.
+  void body(const Plan& p) {
+    next_region_ = body_base_;
+    const int64_t rows = cur(p.u), cols = cur(p.v), n = rows * p.pitch;
+    loaded_.clear();
+    for (const Access& a : p.reads) loaded_.push_back(load(p, a, rows, cols));
+    Value x = compile(*p.s->rhs, n);
+    x = vector_of(x, n);
+    if (x.type != p.out.type) {
+      Value y{false, 0, fresh_region(), p.out.type};
+      convert(y, x, n);
+      x = y;
+    }
+    TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
+    if (!p.is_reduction()) {
+      move(false, p, p.out, x.region, rows, cols, p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
+      return;
+    }
+    const DType t = p.out.type;
+    const int eb = dtype_bytes(t);
+    const Opcode o = combine_op(p);
+    int64_t left = rows;
+    if (p.red(p.u)) {  // rows in ascending order into row 0
+      for (int64_t r = 1; r < rows; ++r)
+        binary(o, x, x, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
+      left = 1;
+    }
+    const Value acc{false, 0, acc_, t};
+    if (!p.red(p.v)) {
+      binary(o, acc, acc, x, left * p.pitch);
+      return;
+    }
+    lanes(p, x, left, cols);
+    binary(o, acc, acc, Value{false, 0, part_, t}, left);
+  }
+
+  // Reduces each of `rows` rows of x (cols valid lanes) to one element at part_[r].
+  void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols) {
+    const DType t = x.type;
+    const int64_t w = m_.vector_lanes(t), k = p.pitch / w, rep = k * repeat_blocks_;
+    const double id = identity(p);
+    const int64_t j0 = cols / w, lane0 = cols % w;
+    if (lane0 > 0) {
+      uint64_t lo = 0, hi = 0;
+      for (int64_t l = lane0; l < w; ++l) {
+        const int64_t bit = l % m_.vector_mask_bits;
+        (bit < 64 ? lo : hi) |= uint64_t{1} << (bit % 64);
+      }
+      op(Opcode::SetVectorMask, {imm(static_cast<int64_t>(hi)), imm(static_cast<int64_t>(lo))});
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, x.region + j0 * bytes_per_repeat_), Operand::float_(id), imm(rows), imm(1), imm(rep)});
+      op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+    }
+    for (int64_t j = j0 + (lane0 > 0 ? 1 : 0); j < k; ++j)
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, x.region + j * bytes_per_repeat_), Operand::float_(id), imm(rows), imm(1), imm(rep)});
+    const Opcode o = combine_op(p);
+    for (int64_t c = k; c > 1;) {  // fold a row's repeats pairwise into its first
+      const int64_t h = c / 2;
+      if (rows == 1) {
+        vop(o, t, x.region, x.region, x.region + (c - h) * bytes_per_repeat_, h, repeat_blocks_);
+      } else {
+        for (int64_t j = 0; j < h; ++j)
+          vop(o, t, x.region + j * bytes_per_repeat_, x.region + j * bytes_per_repeat_,
+              x.region + (c - h + j) * bytes_per_repeat_, rows, rep);
+      }
+      c -= h;
+    }
+    const bool min = p.s->reduction == ir::Reduction::Min;
+    if (min) op(Opcode::Vmuls, {type(t), at(Buffer::UB, x.region), at(Buffer::UB, x.region), Operand::float_(-1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
+    const Opcode r = p.s->reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax;
+    op(r, {type(t), at(Buffer::UB, part_), at(Buffer::UB, x.region), imm(rows), imm(1), imm(rep)});
+    if (min) with_scalar(Opcode::Vmuls, Value{false, 0, part_, t}, Value{false, 0, part_, t}, -1, rows);
+  }
+
+  void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep) {
+    op(o, {type(t), at(Buffer::UB, dst), at(Buffer::UB, a), at(Buffer::UB, b), imm(repeat), imm(1), imm(1), imm(1), imm(rep),
+           imm(rep), imm(rep)});
+  }
+
+  // Loads access `a` as a rows x pitch tile (cols valid lanes per row).
+  Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols) {
+    const Value v{false, 0, fresh_region(), a.type};
+    const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
+    if (sv != 0 || cols == 1) {
+      move(true, p, a, v.region, rows, cols, p.pitch, su, sv == 0 ? 1 : sv);
+      return v;
+    }
+    broadcast_rows(p, a, v, rows);
+    return v;
+  }
+
+  // A value per row (the access does not move along the lanes): gathered, then spread over the
+  // row's lanes (vbrcb per repeat of the row; one value for all rows: one repeat, copied).
+  void broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows) {
+    const DType t = a.type;
+    const int64_t su = stride_of(a, p.u);
+    const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
+    if (su == 0 || rows == 1) {
+      move(true, p, a, rowvals_, 1, 1, 1, 1, 0);
+      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, rowvals_), imm(1), imm(1), imm(repeat_blocks_)});
+      if (rows * k > 1)
+        op(Opcode::Vmuls, {type(t), at(Buffer::UB, v.region + bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
+                           imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
+      return;
+    }
+    move(true, p, a, rowvals_, rows, 1, 1, su, 0);
+    for (int64_t j = 0; j < k; ++j)
+      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, rowvals_), imm(rows), imm(1), imm(rep)});
+  }
+
+  // ---- expressions -------------------------------------------------------------------------------
+
+  Value compile(const ir::Expr& e, int64_t n) override {
+    if (e.kind == ir::ExprKind::Access) return loaded_.at(plan_->read_of.at(&e));
+    if (e.kind != ir::ExprKind::Apply) return VectorCode::compile(e, n);
+    switch (e.op) {
+      case ir::Op::Lt: case ir::Op::Le: case ir::Op::Gt: case ir::Op::Ge: case ir::Op::Eq: case ir::Op::Ne:
+        return compare(e, n);
+      case ir::Op::And: case ir::Op::Or: {
+        const Value a = condition(compile(*e.args[0], n), n), b = condition(compile(*e.args[1], n), n);
+        if (a.scalar && b.scalar) return {true, e.op == ir::Op::And ? double(a.constant && b.constant) : double(a.constant || b.constant), 0, DType::F32};
+        const Value r{false, 0, fresh_region(), DType::F32};
+        binary(e.op == ir::Op::And ? Opcode::Vmul : Opcode::Vmax, r, vector_of(a, n), vector_of(b, n), n);
+        return r;
+      }
+      case ir::Op::Not: {
+        const Value a = condition(compile(*e.args[0], n), n);
+        if (a.scalar) return {true, double(a.constant == 0), 0, DType::F32};
+        const Value r{false, 0, fresh_region(), DType::F32};
+        with_scalar(Opcode::Vmuls, r, a, -1, n);
+        with_scalar(Opcode::Vadds, r, r, 1, n);
+        return r;
+      }
+      case ir::Op::Select: return select(e, n);
+      default: return VectorCode::compile(e, n);
+    }
+  }
+
+  // A condition as f32 1 / 0 (compares give it in their operands' type).
+  Value condition(const Value& c, int64_t n) {
+    if (c.scalar || c.type == DType::F32) return c;
+    const Value r{false, 0, fresh_region(), DType::F32};
+    convert(r, c, n);
+    return r;
+  }
+
+  Value compare(const ir::Expr& e, int64_t n) {
+    Value a = compile(*e.args[0], n), b = compile(*e.args[1], n);
+    if (a.scalar && b.scalar) {
+      const double x = a.constant, y = b.constant;
+      bool r = false;
+      switch (e.op) {
+        case ir::Op::Lt: r = x < y; break;
+        case ir::Op::Le: r = x <= y; break;
+        case ir::Op::Gt: r = x > y; break;
+        case ir::Op::Ge: r = x >= y; break;
+        case ir::Op::Eq: r = x == y; break;
+        default: r = x != y; break;
+      }
+      return {true, double(r), 0, DType::F32};
+    }
+    const DType t = a.scalar ? b.type : a.type;
+    a.type = b.type = t;
+    a = vector_of(a, n);
+    b = vector_of(b, n);
+    const bool swap = e.op == ir::Op::Gt || e.op == ir::Op::Ge;
+    const Opcode o = e.op == ir::Op::Lt || e.op == ir::Op::Gt ? Opcode::Vcmplt
+                     : e.op == ir::Op::Le || e.op == ir::Op::Ge ? Opcode::Vcmple : Opcode::Vcmpeq;
+    const Value r{false, 0, fresh_region(), t};
+    binary(o, r, swap ? b : a, swap ? a : b, n);
+    Value c = condition(r, n);
+    if (e.op == ir::Op::Ne) {
+      const Value q{false, 0, fresh_region(), DType::F32};
+      with_scalar(Opcode::Vmuls, q, c, -1, n);
+      with_scalar(Opcode::Vadds, q, q, 1, n);
+      c = q;
+    }
+    return c;
+  }
+
+  Value select(const ir::Expr& e, int64_t n) {
+    const Value c = condition(compile(*e.args[0], n), n);
+    Value a = compile(*e.args[1], n), b = compile(*e.args[2], n);
+    const DType t = e.type;
+    if (c.scalar) {
+      Value r = c.constant != 0 ? a : b;
+      r.type = t;
+      return r;
+    }
+    a.type = a.scalar ? t : a.type;
+    b.type = b.scalar ? t : b.type;
+    a = vector_of(a, n);
+    b = vector_of(b, n);
+    Value ct = c;
+    if (t != DType::F32) {
+      ct = {false, 0, fresh_region(), t};
+      convert(ct, c, n);
+    }
+    const Value r{false, 0, fresh_region(), t};
+    op(Opcode::Vselv, {type(t), at(Buffer::UB, r.region), at(Buffer::UB, ct.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
+                       imm(repeats(n, t)), imm(1), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_),
+                       imm(repeat_blocks_), imm(repeat_blocks_)});
+    return r;
+  }
+
+  std::vector<Plan> plans_;
+  int cores_ = 1;
+  int64_t range_ = 1, range_now_ = 1, partition_extent_ = 1;
+  std::map<std::string, int64_t> gm_;
+  const Plan* plan_ = nullptr;
+  std::vector<Pos> pos_;
+  std::vector<int64_t> size_;
+  std::vector<Value> loaded_;
+  int64_t acc_ = 0, part_ = 0, rowvals_ = 0, body_base_ = 0;
+};
+
+}  // namespace
+
+std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {
+  return Nest(kernel, machine).why_not_message();
+}
+
+NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
+  return Nest(kernel, isa::npu_machine(target)).emit();
+}
+
+}  // namespace tessel::emit_npu
