@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
@@ -208,7 +209,16 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->deps, c->tiled, c->hierarchy); },
               [&] { return c->promotion.to_string(); });
     if (!c->promotion.overflow) break;
-    if (user_tile || attempt > 12 || !halve_outer_tiles(c->tile_spec)) throw UserError(c->promotion.overflow->message());
+    if (!user_tile && attempt <= 12 && halve_outer_tiles(c->tile_spec)) continue;
+    // The NPU maps kernels without a matmul from the tensor IR with its own UB tiles
+    // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree.
+    const bool vector_only = std::none_of(c->matches.begin(), c->matches.end(), [](const poly::MatmulMatch& m) { return m.matched; });
+    if (!user_tile && vector_only && c->hierarchy.kind == isa::TargetKind::Npu) {
+      c->warnings.push_back(c->promotion.overflow->message() + " (the NPU's vector lowering tiles rows itself)");
+      c->promotion.overflow.reset();
+      break;
+    }
+    throw UserError(c->promotion.overflow->message());
   }
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->tiled, c->promotion, c->hierarchy); },

@@ -25,7 +25,7 @@ using npu::Operand;
 // the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
 constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
 constexpr int kMaxLevels = 14;
-constexpr int kFixedRegions = 4;  // accumulator, partials, per-row values, spare
+constexpr int kFixedRegions = 4;  // accumulator, partials, per-row values, index sequence
 
 struct Dim {
   std::string name;
@@ -50,6 +50,7 @@ struct Plan {
   Access out;
   std::vector<Access> reads;               // distinct accesses
   std::map<const ir::Expr*, int> read_of;  // access node -> index in reads
+  std::map<const ir::Expr*, Access> values;  // index used as a value: offset + sum(stride_d * t_d)
   int u = -1, v = -1;                      // tile dimensions (rows, lanes); -1: none
   int64_t rows = 1, cols = 1, pitch = 1;   // full tile: rows x cols used of rows x pitch
   std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
@@ -72,12 +73,6 @@ void collect_types(const ir::Expr& e, std::set<int>& bytes) {
   for (const auto& a : e.args) collect_types(*a, bytes);
 }
 
-bool uses_index_value(const ir::Expr& e) {
-  if (e.kind == ir::ExprKind::IndexValue) return true;
-  for (const auto& a : e.args)
-    if (uses_index_value(*a)) return true;
-  return false;
-}
 
 class Nest : public VectorCode {
  public:
@@ -91,7 +86,6 @@ class Nest : public VectorCode {
     cores_ = 1;
     range_ = 1;
     for (const auto& s : f->statements) {
-      if (uses_index_value(*s.rhs)) return "statement " + s.name + " uses an index as a value";
       Plan p;
       if (std::string w = model(s, p); !w.empty()) return "statement " + s.name + ": " + w;
       plans_.push_back(std::move(p));
@@ -187,6 +181,20 @@ class Nest : public VectorCode {
         p.read_of[&e] = static_cast<int>(it - p.reads.begin());
         if (it == p.reads.end()) p.reads.push_back(a);
       }
+      if (e.kind == ir::ExprKind::IndexValue) {
+        Access a;
+        a.type = DType::I32;
+        a.stride.assign(p.dims.size(), 0);
+        a.offset = e.affine.constant;
+        for (const auto& [q, coeff] : e.affine.param_coeffs) a.offset += coeff * k_.sizes.at(q);
+        for (const auto& [name, coeff] : e.affine.index_coeffs) {
+          auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& d) { return d.name == name; });
+          TESSEL_CHECK(it != p.dims.end(), "nest: index value outside the statement's domain");
+          a.stride[it - p.dims.begin()] += coeff;
+          a.offset += coeff * it->lo;
+        }
+        p.values[&e] = a;
+      }
       for (const auto& x : e.args) walk(*x);
     };
     walk(*s.rhs);
@@ -203,6 +211,7 @@ class Nest : public VectorCode {
         if (p.dims[d].name == keep || p.dims[d + 1].name == keep) continue;
         auto walks = [&](const Access& a) { return a.stride[d] == a.stride[d + 1] * p.dims[d + 1].extent; };
         if (!walks(p.out) || !std::all_of(p.reads.begin(), p.reads.end(), walks)) continue;
+        if (!std::all_of(p.values.begin(), p.values.end(), [&](const auto& v) { return walks(v.second); })) continue;
         p.dims[d].extent *= p.dims[d + 1].extent;
         p.dims[d].name += "*" + p.dims[d + 1].name;
         p.dims.erase(p.dims.begin() + d + 1);
@@ -212,6 +221,7 @@ class Nest : public VectorCode {
         };
         drop(p.out);
         for (auto& a : p.reads) drop(a);
+        for (auto& [e, a] : p.values) drop(a);
         merged = true;
       }
     }
@@ -456,7 +466,8 @@ class Nest : public VectorCode {
     acc_ = fresh_region();
     part_ = fresh_region();
     rowvals_ = fresh_region();
-    fresh_region();
+    seq_ = fresh_region();
+    if (!p.values.empty()) sequence(p);
     body_base_ = next_region_;
     levels(p, 0, true);
   }
@@ -649,10 +660,67 @@ class Nest : public VectorCode {
       op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, rowvals_), imm(rows), imm(1), imm(rep)});
   }
 
+  // seq_ = 0, 1, 2, ... (i32) over the region: lane l of every repeat set by a masked vdup, then
+  // each repeat offset by its first index.
+  void sequence(const Plan& p) {
+    const int64_t w = m_.vector_lanes(DType::I32), reps = p.rows * p.pitch / w;
+    for (int64_t l = 0; l < w; ++l) {
+      const int64_t bit = l % m_.vector_mask_bits;
+      const uint64_t b = uint64_t{1} << (bit % 64);
+      op(Opcode::SetVectorMask, {imm(bit < 64 ? 0 : static_cast<int64_t>(b)), imm(bit < 64 ? static_cast<int64_t>(b) : 0)});
+      op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, seq_), Operand::float_(double(l)), imm(reps), imm(1), imm(repeat_blocks_)});
+    }
+    op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+    for (int64_t j = 1; j < reps; ++j)
+      op(Opcode::Vadds, {type(DType::I32), at(Buffer::UB, seq_ + j * bytes_per_repeat_), at(Buffer::UB, seq_ + j * bytes_per_repeat_),
+                         Operand::float_(double(j * w)), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+  }
+
+  // An index used as a value on the tile (i32): stride_v x lane + stride_u x row + the tile origin's
+  // value (a register sum).
+  Value index_value(const Plan& p, const Access& a, int64_t n) {
+    const int64_t w = m_.vector_lanes(DType::I32), k = p.pitch / w, rep = k * repeat_blocks_, rows = cur(p.u);
+    const int64_t sv = stride_of(a, p.v), su = stride_of(a, p.u);
+    const Value r{false, 0, fresh_region(), DType::I32};
+    op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, r.region), Operand::float_(0), imm(repeats(n, DType::I32)), imm(1), imm(repeat_blocks_)});
+    if (sv != 0) {  // lanes: the sequence's first row in every row
+      const Value l{false, 0, fresh_region(), DType::I32};
+      for (int64_t j = 0; j < k; ++j)
+        op(Opcode::Vmuls, {type(DType::I32), at(Buffer::UB, l.region + j * bytes_per_repeat_), at(Buffer::UB, seq_ + j * bytes_per_repeat_),
+                           Operand::float_(double(sv)), imm(rows), imm(1), imm(1), imm(rep), imm(0)});
+      binary(Opcode::Vadd, r, r, l, n);
+    }
+    if (su != 0) {  // rows: element r of the sequence across row r
+      const Value q{false, 0, fresh_region(), DType::I32};
+      for (int64_t j = 0; j < k; ++j)
+        op(Opcode::Vbrcb, {type(DType::I32), at(Buffer::UB, q.region + j * bytes_per_repeat_), at(Buffer::UB, seq_), imm(rows), imm(1), imm(rep)});
+      with_scalar(Opcode::Vmuls, q, q, double(su), n);
+      binary(Opcode::Vadd, r, r, q, n);
+    }
+    int64_t c = a.offset;
+    std::map<uint8_t, int64_t> terms;
+    for (size_t d = 0; d < p.dims.size(); ++d) {
+      c += a.stride[d] * pos_[d].c;
+      for (const auto& [reg_, mul] : pos_[d].regs) terms[reg_] += a.stride[d] * mul;
+    }
+    op(Opcode::Mov, {reg(kAddr), imm(c)});
+    for (const auto& [reg_, mul] : terms) {
+      op(Opcode::Mul, {reg(kTmp), reg(reg_), imm(mul)});
+      op(Opcode::Add, {reg(kAddr), reg(kAddr), reg(kTmp)});
+    }
+    op(Opcode::Vadds, {type(DType::I32), at(Buffer::UB, r.region), at(Buffer::UB, r.region), reg(kAddr), imm(repeats(n, DType::I32)),
+                       imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+    return r;
+  }
+
   // ---- expressions -------------------------------------------------------------------------------
 
   Value compile(const ir::Expr& e, int64_t n) override {
     if (e.kind == ir::ExprKind::Access) return loaded_.at(plan_->read_of.at(&e));
+    if (e.kind == ir::ExprKind::IndexValue) {
+      if (e.affine.is_constant()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, DType::I32};
+      return index_value(*plan_, plan_->values.at(&e), n);
+    }
     if (e.kind != ir::ExprKind::Apply) return VectorCode::compile(e, n);
     switch (e.op) {
       case ir::Op::Lt: case ir::Op::Le: case ir::Op::Gt: case ir::Op::Ge: case ir::Op::Eq: case ir::Op::Ne:
@@ -752,7 +820,7 @@ class Nest : public VectorCode {
   std::vector<Pos> pos_;
   std::vector<int64_t> size_;
   std::vector<Value> loaded_;
-  int64_t acc_ = 0, part_ = 0, rowvals_ = 0, body_base_ = 0;
+  int64_t acc_ = 0, part_ = 0, rowvals_ = 0, seq_ = 0, body_base_ = 0;
 };
 
 }  // namespace
