@@ -31,12 +31,13 @@ struct Case {
 // Compiles workloads/FILE's DEF at SHAPE (optionally with a tile spec) and emits the NPU program;
 // with `evaluate`, random inputs and the interpreter's outputs for them.
 inline std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape,
-                                          const std::string& tile = "", bool evaluate = true) {
+                                          const std::string& tile = "", bool evaluate = true,
+                                          const std::string& target = kTarget) {
   auto c = std::make_unique<Case>();
   c->module = frontend::load_module(kRoot + "/workloads/" + file);
   const ir::Function& f = frontend::select_function(c->module, def);
   CompileOptions o;
-  o.target = kTarget;
+  o.target = target;
   o.sizes = parse_shape(shape);
   if (!tile.empty()) o.tile = tile;
   c->compilation = compile(f, o);

@@ -50,7 +50,7 @@ TEST_CASE("batch-norm reduce and update (NHWC, channel-last rows): verify within
   check_within_bound("batch_norm.tsl", "bn_reduce", "N=4,H=9,W=10,C=64");  // several chunks of rows, a tail
   check_within_bound("batch_norm.tsl", "bn_update", "N=2,H=3,W=4,C=5");
   check_within_bound("batch_norm.tsl", "bn_update", "N=4,H=9,W=10,C=48");
-  CHECK_THROWS_WITH_AS(compile_case("batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=80"), doctest::Contains("80 channels"), UserError);
+  check_within_bound("batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=80");  // past the template's 64 channels: nest.h
 }
 
 TEST_CASE("softmax and layer-norm over the last axis (vcadd / vcmax per row, vbrcb broadcast) verify within the bound") {
@@ -58,7 +58,7 @@ TEST_CASE("softmax and layer-norm over the last axis (vcadd / vcmax per row, vbr
   check_within_bound("bert.tsl", "softmax", "M=300,N=64");  // several chunks of rows and a tail
   check_within_bound("bert.tsl", "layer_norm", "M=6,N=11");
   check_within_bound("bert.tsl", "layer_norm", "M=200,N=48");
-  CHECK_THROWS_WITH_AS(compile_case("bert.tsl", "softmax", "M=6,N=100"), doctest::Contains("rows of 100 elements"), UserError);
+  check_within_bound("bert.tsl", "softmax", "M=6,N=100");  // past the template's one repeat per row: nest.h
 }
 
 TEST_CASE("pruned softmax and layer-norm keep only needed syncs: removing any kept pair lets the race detector fire") {

@@ -196,6 +196,49 @@ pipe_barrier ALL
   CHECK(e.find("integer division by zero") != std::string::npos);
 }
 
+TEST_CASE("vcmp_lt / vcmp_le / vcmp_eq give 1 or 0 in the operand type, vselv picks by a value condition, masked lanes kept") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [64] at GM+0 in
+.tensor Y f32 [64] at GM+256 in
+.tensor O f32 [5, 64] at GM+512 out
+dma_in UB[0], GM[0], 1, 512, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vcmp_lt f32, UB[512], UB[0], UB[256], 1, 1, 1, 1, 8, 8, 8
+vcmp_le f32, UB[768], UB[0], UB[256], 1, 1, 1, 1, 8, 8, 8
+vcmp_eq f32, UB[1024], UB[0], UB[0], 1, 1, 1, 1, 8, 8, 8
+vselv f32, UB[1280], UB[512], UB[0], UB[256], 1, 1, 1, 1, 1, 8, 8, 8, 8
+vdup f32, UB[1536], 7, 1, 1, 8
+set_vector_mask 0, 1
+vselv f32, UB[1536], UB[512], UB[0], UB[256], 1, 1, 1, 1, 1, 8, 8, 8, 8
+set_vector_mask -1, -1
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[512], UB[512], 1, 1280, 0, 0
+pipe_barrier ALL
+)",
+                                               "vcmp.npu");
+  NpyArray x = random_f32({64}, 43), y = random_f32({64}, 44);
+  std::memcpy(y.data.data() + 4 * 5, x.data.data() + 4 * 5, 4);  // one equal pair: lt 0, le 1
+  const SimResult r = simulate(p, davinci(), {{"X", x}, {"Y", y}});
+  CHECK(r.record.races.empty());
+  const NpyArray o = r.tensor(p, "O");
+  int bad = 0;
+  for (int l = 0; l < 64; ++l) {
+    const float xv = f32_at(x, l), yv = f32_at(y, l);
+    bad += f32_at(o, l) != (xv < yv ? 1.0f : 0.0f);
+    bad += f32_at(o, 64 + l) != (xv <= yv ? 1.0f : 0.0f);
+    bad += f32_at(o, 128 + l) != 1.0f;
+    bad += bits(f32_at(o, 192 + l)) != bits(xv < yv ? xv : yv);  // min by select
+    bad += bits(f32_at(o, 256 + l)) != bits(l == 0 ? (xv < yv ? xv : yv) : 7.0f);  // lane 0 only
+  }
+  CHECK(f32_at(o, 5) == 0.0f);
+  CHECK(f32_at(o, 64 + 5) == 1.0f);
+  CHECK(bad == 0);
+  const npu::Program q = npu::assemble_program(npu::print_program(p), "vcmp2.npu");
+  CHECK(npu::print_program(q) == npu::print_program(p));
+}
+
 TEST_CASE("mmad i8 x i8 -> i32: one 16x32x16 fractal, B given as ZN (n rows of 32 k)") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor A i8 [16, 32] at GM+0 in
