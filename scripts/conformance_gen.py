@@ -355,7 +355,10 @@ def pool_text(kind, k, s, layout, dt, quasi_affine):
     read = f"X({xi})" if acc == dt else f"f32(X({xi}))"
     ranges = f"r in 0:{k}, t in 0:{k}"
     if quasi_affine:
-        ranges = f"p in 0:(H - {k}) / {s} + 1, q in 0:(W - {k}) / {s} + 1, " + ranges
+        bound = (lambda d: f"{d} - {k - 1}") if s == 1 else (lambda d: f"({d} - {k}) / {s} + 1")
+        ranges = f"p in 0:{bound('H')}, q in 0:{bound('W')}, " + ranges
+    elif kind == "avg":  # the sum is a new local: its left-hand indices need ranges
+        ranges = "p in 0:P, q in 0:Q, " + ranges
     name = f"{kind}pool_{k}x{k}_s{s}_{layout}"
     body = f"  S({yi}) {op} {read}\n      where {ranges}\n"
     if kind == "max":
