@@ -145,7 +145,7 @@ def classify(rc, stdout, stderr, tsl_path):
         msg = first_error_line(stderr)
         if "deadlock" in msg.lower():
             return "fail", "deadlock: " + msg
-        if os.path.basename(tsl_path) in msg:
+        if os.path.basename(tsl_path) in msg or msg.startswith("--shape"):
             return "error", "invalid instance: " + msg
         if re.search(r" on core \d+: ", msg):
             return "fail", "simulator fault: " + msg
@@ -218,18 +218,25 @@ def print_table(results, instances, cols):
         print(f"{label:<{fam_w}}" + "".join(f"  {cell(table[(f, c[0])]):>{width}}" for c in cols))
 
 
-def print_non_passing(results):
+def print_non_passing(results, cols):
+    """One line per instance and reason; the columns it holds for are listed ('all' for every one)."""
     bad = [r for r in results if r["outcome"] != "pass"]
     if not bad:
         print("\nevery run passed")
         return
-    print("\nnot passing:")
+    groups = collections.OrderedDict()
+    for r in bad:
+        groups.setdefault((r["outcome"], r["instance"], r["reason"]), []).append(r["column"])
+    print("\nnot passing (instance, target columns, first line of the reason):")
     for outcome in ("error", "fail", "reject"):
-        rows = [r for r in bad if r["outcome"] == outcome]
-        if rows:
-            print(f"  {outcome} ({len(rows)}):")
-        for r in rows:
-            print(f"    {r['instance']:<40} {r['column']:<22} {r['reason']}")
+        rows = [(key, where) for key, where in groups.items() if key[0] == outcome]
+        if not rows:
+            continue
+        runs = sum(len(where) for _, where in rows)
+        print(f"  {outcome} ({runs} runs):")
+        for (_, instance, reason), where in rows:
+            shown = "all" if len(where) == len(cols) else ",".join(where)
+            print(f"    {instance:<40} {shown:<20} {reason}")
 
 
 def write_json(path, args, instances, cols, results):
@@ -269,7 +276,7 @@ def main(argv=None):
     print(f"tessel conformance: {len(instances)} instances x {len(cols)} target columns = {len(results)} runs "
           f"in {elapsed:.0f} s ({args.jobs} jobs)\n")
     print_table(results, instances, cols)
-    print_non_passing(results)
+    print_non_passing(results, cols)
     if args.json:
         write_json(args.json, args, instances, cols, results)
     outcomes = collections.Counter(r["outcome"] for r in results)
