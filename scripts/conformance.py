@@ -235,7 +235,8 @@ def print_non_passing(results, cols):
         runs = sum(len(where) for _, where in rows)
         print(f"  {outcome} ({runs} runs):")
         for (_, instance, reason), where in rows:
-            shown = "all" if len(where) == len(cols) else ",".join(where)
+            npu = [c[0] for c in cols if c[1] != "c"]
+            shown = "all" if len(where) == len(cols) else "all NPU" if where == npu else ",".join(where)
             print(f"    {instance:<40} {shown:<20} {reason}")
 
 

@@ -240,6 +240,19 @@ def reductions(g):
 def reduce_{opname[op]}({dt}[{ind}] X) -> ({acc}[{outd}] Y) {{
   Y({lhs}) {op} {read}
 }}""", shape)
+    g.add("reduce", "sum_all_scalar", "f32", "prime", """
+def reduce_all(f32[M, N] X) -> (f32[] Y) {
+  Y() +=! X(m, n)
+}""", g.mn("prime"), note="a 0-d output")
+    g.add("reduce", "accumulate_onto", "f32", "m16", """
+def reduce_onto(f32[M, N] X, f32[M] init) -> (f32[M] Y) {
+  Y(m) = init(m) * 2
+  Y(m) += X(m, n) * X(m, n)
+}""", g.mn("m16"), note="'+=' onto an earlier statement's value")
+    g.add("reduce", "sum_2d_last_f16acc", "f16", "tiny", """
+def reduce_sum_f16(f16[M, N] X) -> (f16[M] Y) {
+  Y(m) +=! X(m, n)
+}""", g.mn("tiny"), note="f16 accumulation, rounded every step")
     g.add("reduce", "sum_2d_last", "f32", "bigrow", """
 def reduce_sum(f32[M, N] X) -> (f32[M] Y) {
   Y(m) +=! X(m, n)
