@@ -12,6 +12,8 @@ namespace tessel::cli {
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
   c.kernel = emit_npu::emit_npu(k, target);
+  for (const auto& t : k.tensors)
+    if (t.shape.empty()) c.scalars.insert(t.name);
   c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});
   c.pruned = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1});
   return c;
@@ -24,12 +26,18 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
   std::map<std::string, NpyArray> bound;
   if (!options.timing_only)
     for (const auto& t : p.tensors)
-      if (t.role == npu::TensorRole::In) bound[t.name] = inputs.at(t.name);
+      if (t.role == npu::TensorRole::In) {
+        bound[t.name] = inputs.at(t.name);
+        if (c.scalars.count(t.name)) bound[t.name].shape = t.shape;
+      }
   npu_sim::SimResult sim = npu_sim::simulate(p, target, bound, {options.timing_only, options.detect_races, 0});
   NpuRunResult r;
   if (!options.timing_only)
     for (const auto& t : p.tensors)
-      if (t.role == npu::TensorRole::Out) r.outputs[t.name] = sim.tensor(p, t.name);
+      if (t.role == npu::TensorRole::Out) {
+        r.outputs[t.name] = sim.tensor(p, t.name);
+        if (c.scalars.count(t.name)) r.outputs[t.name].shape.clear();
+      }
   const auto& rec = sim.record;
   const auto stats = npu_sim::pipe_stats(rec);
   nlohmann::json util;

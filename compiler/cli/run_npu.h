@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct NpuOptions {
 struct NpuCompiled {
   emit_npu::NpuKernel kernel;
   npu_sync::SyncResult naive, pruned;  // both counted; `chosen` is the one run
+  std::set<std::string> scalars;       // 0-d kernel tensors, bound as one element in the program
   const npu_sync::SyncResult& chosen(npu_sync::SyncMode m) const { return m == npu_sync::SyncMode::Naive ? naive : pruned; }
 };
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target);

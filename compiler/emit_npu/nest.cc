@@ -82,13 +82,18 @@ class Nest : public VectorCode {
     const ir::Function* f = k_.function;
     if (!f) return "no tensor IR attached";
     if (f->statements.empty()) return "no statements";
-    plans_.clear();
     cores_ = 1;
     range_ = 1;
-    for (const auto& s : f->statements) {
-      Plan p;
-      if (std::string w = model(s, p); !w.empty()) return "statement " + s.name + ": " + w;
-      plans_.push_back(std::move(p));
+    pads_.clear();
+    reach_.clear();
+    for (int pass = 0; pass < 2; ++pass) {  // the second with the reads outside their tensors padded
+      plans_.clear();
+      for (const auto& s : f->statements) {
+        Plan p;
+        if (std::string w = model(s, p); !w.empty()) return "statement " + s.name + ": " + w;
+        plans_.push_back(std::move(p));
+      }
+      if (pass == 0 && !plan_pads()) break;
     }
     choose_partition();
     for (auto& p : plans_)
@@ -106,6 +111,7 @@ class Nest : public VectorCode {
     p.source_name = k_.name + ".npu";
     bind(p);
     p.cores = cores_;
+    emit_pads();
     if (cores_ == 1) {
       statements(range_);
     } else {
@@ -138,25 +144,34 @@ class Nest : public VectorCode {
   // ---- analysis ----------------------------------------------------------------------------------
 
   std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const std::vector<Dim>& dims,
-                        Access& a) const {
+                        Access& a) {
     const ir::Tensor* t = k_.function->find_tensor(tensor);
     TESSEL_CHECK(t != nullptr, "nest: access to an undeclared tensor");
-    const std::vector<int64_t> shape = sizes_of(*t);
+    std::vector<int64_t> shape = sizes_of(*t);
     if (shape.size() != idx.size()) return "access to " + tensor + " with a wrong number of indices";
-    a.tensor = tensor;
+    const auto pad = pads_.find(tensor);
+    a.tensor = pad == pads_.end() ? tensor : pad->second.name;
+    if (pad != pads_.end()) shape = pad->second.shape;
     a.type = t->dtype;
+    auto& reach = reach_[tensor];
+    reach.resize(shape.size(), {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
     a.stride.assign(dims.size(), 0);
     int64_t st = 1;
     for (size_t j = shape.size(); j-- > 0;) {
       const ir::AffineExpr& e = idx[j];
       int64_t c = e.constant;
       for (const auto& [p, coeff] : e.param_coeffs) c += coeff * k_.sizes.at(p);
+      if (pad != pads_.end()) c += pad->second.before[j];
+      int64_t lo = 0, hi = 0;
       for (const auto& [name, coeff] : e.index_coeffs) {
         auto it = std::find_if(dims.begin(), dims.end(), [&](const Dim& d) { return d.name == name; });
         TESSEL_CHECK(it != dims.end(), "nest: index outside the statement's domain");
         a.stride[it - dims.begin()] += st * coeff;
         c += coeff * it->lo;
+        (coeff < 0 ? lo : hi) += coeff * (it->extent - 1);
       }
+      reach[j].first = std::min(reach[j].first, c + lo);
+      reach[j].second = std::max(reach[j].second, c + hi);
       a.offset += st * c;
       st *= shape[j];
     }
@@ -227,6 +242,76 @@ class Nest : public VectorCode {
     }
   }
 
+  // Reads outside a tensor are zeros (the kernel IR's copy semantics, which padding folding relies
+  // on): such a tensor is read from a zero-padded copy. True when one is needed.
+  bool plan_pads() {
+    std::set<std::string> written;
+    for (const auto& st : k_.function->statements) written.insert(st.output);
+    for (const auto& [name, r] : reach_) {
+      if (written.count(name)) continue;
+      const ir::Tensor* t = k_.function->find_tensor(name);
+      const std::vector<int64_t> shape = sizes_of(*t);
+      Pad pad;
+      bool needed = false;
+      for (size_t j = 0; j < shape.size(); ++j) {
+        const int64_t before = std::max<int64_t>(0, -r[j].first), after = std::max<int64_t>(0, r[j].second - (shape[j] - 1));
+        pad.before.push_back(before);
+        pad.shape.push_back(shape[j] + before + after);
+        needed = needed || before > 0 || after > 0;
+      }
+      if (!needed) continue;
+      pad.name = name + "_zero_padded";
+      pad.type = t->dtype;
+      pad.source = shape;
+      pads_[name] = pad;
+    }
+    reach_.clear();
+    return !pads_.empty();
+  }
+
+  // Zero-fills each padded copy and copies its tensor in, rows of the last two dimensions at a time.
+  void emit_pads() {
+    const int64_t ub = m_.capacity(Buffer::UB) / 2 / bytes_per_repeat_ * bytes_per_repeat_;
+    for (const auto& [name, pad] : pads_) {
+      const int eb = dtype_bytes(pad.type);
+      int64_t total = eb;
+      for (int64_t z : pad.shape) total *= z;
+      const int64_t zero = std::min(ub, (total + bytes_per_repeat_ - 1) / bytes_per_repeat_ * bytes_per_repeat_);
+      for (int64_t done = 0; done < zero; done += max_repeat_ * bytes_per_repeat_)
+        op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, done), Operand::float_(0),
+                          imm(std::min(max_repeat_, (zero - done) / bytes_per_repeat_)), imm(1), imm(repeat_blocks_)});
+      for (int64_t off = 0; off < total; off += zero)
+        op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + off), at(Buffer::UB, 0), imm(1), imm(std::min(zero, total - off)), imm(0), imm(0)});
+      const size_t r = pad.source.size();
+      const int64_t w = pad.source[r - 1], h = r >= 2 ? pad.source[r - 2] : 1;
+      const int64_t rows = std::max<int64_t>(1, std::min(h, ub / (w * eb)));
+      TESSEL_CHECK(w * eb <= ub, "nest: a padded row larger than UB");
+      std::vector<int64_t> outer(pad.source.begin(), pad.source.end() - std::min<size_t>(r, 2));
+      std::vector<int64_t> idx(outer.size(), 0);
+      for (bool more = true; more;) {
+        for (int64_t row = 0; row < h; row += rows) {
+          const int64_t n = std::min(rows, h - row);
+          int64_t src = 0, dst = 0, ss = 1, sd = 1;
+          for (size_t j = r; j-- > 0;) {
+            const int64_t i = j + 1 == r ? 0 : j + 2 == r ? row : idx[j];
+            src += ss * i;
+            dst += sd * (i + pad.before[j]);
+            ss *= pad.source[j];
+            sd *= pad.shape[j];
+          }
+          op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, gm_.at(name) + src * eb), imm(n), imm(w * eb), imm(0), imm(0)});
+          op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + dst * eb), at(Buffer::UB, 0), imm(n), imm(w * eb), imm(0),
+                              imm((pad.shape[r - 1] - w) * eb)});
+        }
+        more = false;
+        for (size_t j = outer.size(); j-- > 0 && !more;) {
+          if (++idx[j] < outer[j]) more = true;
+          else idx[j] = 0;
+        }
+      }
+    }
+  }
+
   // The partition: the dimension writing dim 0 of every statement's output, when each statement
   // reads the kernel's own results only at that row (then a core's rows depend on its rows only).
   void choose_partition() {
@@ -259,7 +344,7 @@ class Nest : public VectorCode {
     }
     if (f.statements.size() == 1 && !dim0.empty()) ok = true;
     for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], ok ? dim0[i] : "");
-    if (!ok || extent <= 1) {
+    if (!ok || extent <= 1 || !pads_.empty()) {  // padded copies: every core would read the one copy
       cores_ = 1;
       return;
     }
@@ -373,6 +458,7 @@ class Nest : public VectorCode {
           (span < 0 ? lo : hi) += span;
         }
         const ir::Tensor* t = k_.function->find_tensor(a.tensor);
+        if (!t) continue;  // a zero-padded copy: read inside
         int64_t n = 1;
         for (int64_t s : sizes_of(*t)) n *= s;
         auto& r = reach[a.tensor];
@@ -385,7 +471,8 @@ class Nest : public VectorCode {
     auto place = [&](const std::string& name, DType t, const std::vector<int64_t>& shape, npu::TensorRole role) {
       const auto r = reach.count(name) ? reach.at(name) : std::pair<int64_t, int64_t>{0, 0};
       gm += round(r.first * dtype_bytes(t));
-      npu::TensorBinding b{name, t, shape, gm, role, {}};
+      // A 0-d tensor is bound as one element (a program tensor has a shape).
+      npu::TensorBinding b{name, t, shape.empty() ? std::vector<int64_t>{1} : shape, gm, role, {}};
       gm = round(gm + b.byte_size() + r.second * dtype_bytes(t));
       gm_[name] = b.gm_offset;
       p.tensors.push_back(b);
@@ -396,6 +483,7 @@ class Nest : public VectorCode {
                         : t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out);
     for (const auto& t : k_.function->tensors)
       if (!gm_.count(t.name)) place(t.name, t.dtype, sizes_of(t), npu::TensorRole::Scratch);
+    for (const auto& [name, pad] : pads_) place(pad.name, pad.type, pad.shape, npu::TensorRole::Scratch);
   }
 
   // GM operand of access `a` at the current tile origin, plus `extra` bytes (address in kAddr).
@@ -812,6 +900,13 @@ class Nest : public VectorCode {
     return r;
   }
 
+  struct Pad {
+    std::string name;
+    DType type = DType::F32;
+    std::vector<int64_t> source, shape, before;  // the tensor's sizes, the copy's, the leading margins
+  };
+  std::map<std::string, Pad> pads_;                                         // by the tensor read
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> reach_;  // index range per dimension
   std::vector<Plan> plans_;
   int cores_ = 1;
   int64_t range_ = 1, range_now_ = 1, partition_extent_ = 1;

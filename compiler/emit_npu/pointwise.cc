@@ -97,7 +97,7 @@ UserError VectorCode::not_pointwise(const std::string& why) const {
 
 int VectorCode::count_nodes(const ir::Expr& e) {
     int n = 1;
-    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I32) n += kTruncRegions;
+    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && (e.type == DType::I32 || e.type == DType::I8)) n += kTruncRegions + 6;
     for (const auto& a : e.args) n += count_nodes(*a);
     return n;
   }
@@ -157,7 +157,8 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
     if (e.op == ir::Op::Cast) {
       if (a[0].scalar) return {true, t == DType::I32 ? std::trunc(a[0].constant) : a[0].constant, 0, t};
       if (a[0].type == t) return a[0];
-      if (t == DType::I32) return truncate_to_i32(a[0], n);
+      if (t == DType::I32 && dtype_is_float(a[0].type)) return truncate_to_i32(a[0], n);
+      if (t == DType::I8) return to_i8(a[0], n);
       Value r{false, 0, fresh_region(), t};
       const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
       const int64_t rep_dst = lanes * dtype_bytes(t) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(a[0].type) / m_.vector_block_bytes;
@@ -237,6 +238,25 @@ void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
   const int64_t rep_dst = lanes * dtype_bytes(dst.type) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(src.type) / m_.vector_block_bytes;
   op(Opcode::Vconv, {type(dst.type), type(src.type), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
                      imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
+}
+
+// The language's casts to i8: from a float, truncation toward zero saturating at the i8 range
+// (truncated to i32 first, then vconv's saturation); from i32, two's-complement wrap-around,
+// ((x % 256) + 384) % 256 - 128 with vmod's remainder truncated toward zero, then an exact vconv.
+VectorCode::Value VectorCode::to_i8(const Value& x, int64_t n) {
+  Value v = dtype_is_float(x.type) ? truncate_to_i32(x, n) : x;
+  const Value out{false, 0, fresh_region(), DType::I8};
+  if (!dtype_is_float(x.type)) {
+    const Value k256{false, 0, fresh_region(), DType::I32}, w{false, 0, fresh_region(), DType::I32};
+    op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, k256.region), Operand::float_(256), imm(repeats(n, DType::I32)), imm(1), imm(repeat_blocks_)});
+    binary(Opcode::Vmod, w, v, k256, n);
+    with_scalar(Opcode::Vadds, w, w, 384, n);
+    binary(Opcode::Vmod, w, w, k256, n);
+    with_scalar(Opcode::Vadds, w, w, -128, n);
+    v = w;
+  }
+  convert(out, v, n);
+  return out;
 }
 
 // f32 -> i32 truncating toward zero (the language's cast) from vconv, which rounds to nearest even:

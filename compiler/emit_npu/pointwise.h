@@ -69,6 +69,7 @@ class VectorCode {
   Value apply(const ir::Expr& e, int64_t n);
   void convert(const Value& dst, const Value& src, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);
+  Value to_i8(const Value& x, int64_t n);
   static constexpr int kTruncRegions = 12;  // regions truncate_to_i32 takes beyond its own node
 
   const kernel::Kernel& k_;
