@@ -68,6 +68,10 @@ struct Pos {
   std::vector<std::pair<uint8_t, int64_t>> regs;
 };
 
+// The vector unit has no i8 arithmetic: i8 values are computed in i32 (wrapped to the i8 range
+// after each operation, the language's i8 semantics) and narrowed by vconv when stored.
+DType compute_type(DType t) { return t == DType::I8 ? DType::I32 : t; }
+
 void collect_types(const ir::Expr& e, std::set<int>& bytes) {
   bytes.insert(dtype_bytes(e.type));
   for (const auto& a : e.args) collect_types(*a, bytes);
@@ -410,7 +414,8 @@ class Nest : public VectorCode {
     for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));
     collect_types(*p.s->rhs, bytes);
     p.unit = m_.vector_lanes(*bytes.begin());
-    p.regions = kFixedRegions + static_cast<int>(p.reads.size()) + 2 * count_nodes(*p.s->rhs);
+    const int nodes = count_nodes(*p.s->rhs);  // i8 operations take 3 more values each (narrow_op)
+    p.regions = kFixedRegions + 2 * static_cast<int>(p.reads.size() + p.values.size()) + (bytes.count(1) ? 4 : 2) * nodes;
     const int64_t ub = m_.capacity(Buffer::UB);
     int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
     cap = cap / p.unit * p.unit;
@@ -617,10 +622,15 @@ class Nest : public VectorCode {
   }
 
   void store_acc(const Plan& p, bool to_ub) {
+    const bool narrow = p.out.type != compute_type(p.out.type);  // through part_ in the output type
+    const int64_t n = acc_elements(p), ub = narrow ? part_ : acc_;
+    const Value acc{false, 0, acc_, compute_type(p.out.type)}, staged{false, 0, part_, p.out.type};
+    if (narrow && !to_ub) convert(staged, acc, n);
     if (p.out_dim(p.v))
-      move(to_ub, p, p.out, acc_, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
+      move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
     else
-      move(to_ub, p, p.out, acc_, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
+      move(to_ub, p, p.out, ub, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
+    if (narrow && to_ub) convert(acc, staged, n);
   }
 
   // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.
@@ -630,8 +640,9 @@ class Nest : public VectorCode {
       return;
     }
     if (p.s->init) {
-      op(Opcode::Vdup, {type(p.out.type), at(Buffer::UB, acc_), Operand::float_(identity(p)),
-                        imm(repeats(acc_elements(p), p.out.type)), imm(1), imm(repeat_blocks_)});
+      const DType t = compute_type(p.out.type);
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, acc_), Operand::float_(identity(p)), imm(repeats(acc_elements(p), t)), imm(1),
+                        imm(repeat_blocks_)});
     } else {
       store_acc(p, true);
     }
@@ -647,17 +658,23 @@ class Nest : public VectorCode {
     for (const Access& a : p.reads) loaded_.push_back(load(p, a, rows, cols));
     Value x = compile(*p.s->rhs, n);
     x = vector_of(x, n);
-    if (x.type != p.out.type) {
-      Value y{false, 0, fresh_region(), p.out.type};
+    if (x.type != compute_type(p.out.type)) {
+      Value y{false, 0, fresh_region(), compute_type(p.out.type)};
       convert(y, x, n);
       x = y;
     }
-    TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
     if (!p.is_reduction()) {
+      if (x.type != p.out.type) {  // i8: narrowed (the value is in range)
+        Value y{false, 0, fresh_region(), p.out.type};
+        convert(y, x, n);
+        x = y;
+      }
+      TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
       move(false, p, p.out, x.region, rows, cols, p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
       return;
     }
-    const DType t = p.out.type;
+    TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
+    const DType t = x.type;
     const int eb = dtype_bytes(t);
     const Opcode o = combine_op(p);
     int64_t left = rows;
@@ -721,31 +738,43 @@ class Nest : public VectorCode {
   Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols) {
     const Value v{false, 0, fresh_region(), a.type};
     const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
-    if (sv != 0 || cols == 1) {
-      move(true, p, a, v.region, rows, cols, p.pitch, su, sv == 0 ? 1 : sv);
-      return v;
+    if (sv == 0 && cols > 1) {
+      broadcast_rows(p, a, v, rows);
+      return Value{false, 0, v.region, compute_type(a.type)};
     }
-    broadcast_rows(p, a, v, rows);
-    return v;
+    move(true, p, a, v.region, rows, cols, p.pitch, su, sv == 0 ? 1 : sv);
+    if (a.type == compute_type(a.type)) return v;
+    const Value w{false, 0, fresh_region(), compute_type(a.type)};
+    convert(w, v, rows * p.pitch);
+    return w;
   }
 
   // A value per row (the access does not move along the lanes): gathered, then spread over the
   // row's lanes (vbrcb per repeat of the row; one value for all rows: one repeat, copied).
   void broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows) {
-    const DType t = a.type;
+    const DType t = compute_type(a.type);
     const int64_t su = stride_of(a, p.u);
     const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
+    // The row values, widened in place past the gathered ones when the type has no arithmetic.
+    int64_t values = rowvals_;
+    auto widen = [&](int64_t count) {
+      if (t == a.type) return;
+      values = rowvals_ + (count * dtype_bytes(a.type) + 31) / 32 * 32;
+      convert(Value{false, 0, values, t}, Value{false, 0, rowvals_, a.type}, count);
+    };
     if (su == 0 || rows == 1) {
       move(true, p, a, rowvals_, 1, 1, 1, 1, 0);
-      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, rowvals_), imm(1), imm(1), imm(repeat_blocks_)});
+      widen(1);
+      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(1), imm(1), imm(repeat_blocks_)});
       if (rows * k > 1)
         op(Opcode::Vmuls, {type(t), at(Buffer::UB, v.region + bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
                            imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
       return;
     }
     move(true, p, a, rowvals_, rows, 1, 1, su, 0);
+    widen(rows);
     for (int64_t j = 0; j < k; ++j)
-      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, rowvals_), imm(rows), imm(1), imm(rep)});
+      op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, values), imm(rows), imm(1), imm(rep)});
   }
 
   // seq_ = 0, 1, 2, ... (i32) over the region: lane l of every repeat set by a masked vdup, then
@@ -829,8 +858,35 @@ class Nest : public VectorCode {
         return r;
       }
       case ir::Op::Select: return select(e, n);
-      default: return VectorCode::compile(e, n);
+      default: break;
     }
+    if (e.type == DType::I8) return narrow_op(e, n);
+    return VectorCode::compile(e, n);
+  }
+
+  // An i8 operation or cast to i8 computed in i32 and wrapped to [-128, 127] (from floats: truncated
+  // and saturated), the result kept in i32.
+  Value narrow_op(const ir::Expr& e, int64_t n) {
+    if (e.op == ir::Op::Cast && dtype_is_float(e.args[0]->type)) {
+      Value x = compile(*e.args[0], n);
+      if (x.scalar) return {true, std::clamp(std::trunc(x.constant), -128.0, 127.0), 0, DType::I32};
+      x = truncate_to_i32(x, n);
+      const Value r{false, 0, fresh_region(), DType::I32};
+      with_scalar(Opcode::Vmaxs, r, x, -128, n);
+      binary(Opcode::Vmin, r, r, vector_of(Value{true, 127, 0, DType::I32}, n), n);
+      return r;
+    }
+    ir::Expr wide = e;
+    wide.type = DType::I32;
+    Value x = e.op == ir::Op::Cast ? compile(*e.args[0], n) : VectorCode::compile(wide, n);
+    if (x.scalar) return {true, double(static_cast<int8_t>(static_cast<int64_t>(x.constant))), 0, DType::I32};
+    if (dtype_is_float(x.type) || x.type == DType::I8) return x;  // (not reached: handled above)
+    const Value k256 = vector_of(Value{true, 256, 0, DType::I32}, n), w{false, 0, fresh_region(), DType::I32};
+    binary(Opcode::Vmod, w, x, k256, n);
+    with_scalar(Opcode::Vadds, w, w, 384, n);
+    binary(Opcode::Vmod, w, w, k256, n);
+    with_scalar(Opcode::Vadds, w, w, -128, n);
+    return w;
   }
 
   // A condition as f32 1 / 0 (compares give it in their operands' type).
@@ -878,7 +934,7 @@ class Nest : public VectorCode {
   Value select(const ir::Expr& e, int64_t n) {
     const Value c = condition(compile(*e.args[0], n), n);
     Value a = compile(*e.args[1], n), b = compile(*e.args[2], n);
-    const DType t = e.type;
+    const DType t = compute_type(e.type);
     if (c.scalar) {
       Value r = c.constant != 0 ? a : b;
       r.type = t;
