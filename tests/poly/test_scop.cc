@@ -127,9 +127,9 @@ TEST_CASE("scop: floor division in range bounds and indices reaches isl as exist
       "q.tsl");
   poly::IslContext isl;
   poly::Scop s = poly::build_scop(isl.ctx(), m.functions[0]);
-  CHECK(same(s.domain, "[M, P] -> { S0[p] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 2 }"));
+  CHECK(same(s.domain, "[M, P] -> { S0[p] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 3 }"));
   CHECK(same(s.reads.intersect_domain(s.domain),
-             "[M, P] -> { S0[p] -> A[a] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 2 and "
+             "[M, P] -> { S0[p] -> A[a] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 3 and "
              "exists (d2, d3 : 2 d2 <= p < 2 d2 + 2 and 3 d3 <= p < 3 d3 + 3 and a = d2 + p - 3 d3) }"));
 }
 
