@@ -2,10 +2,11 @@
 // evaluates and what the polyhedral core turns into a scop.
 //
 // A Function is an ordered list of Statements over named tensors. Each statement has an iteration
-// domain (named indices, each with a half-open affine range in the size parameters), one output
-// access, an expression tree whose tensor accesses are affine in the indices and parameters, a
-// reduction kind and dtypes. Every index expression is an AffineExpr, so the polyhedral core can
-// turn domains and accesses into isl sets and maps without re-parsing anything.
+// domain (named indices, each with a half-open quasi-affine range in the size parameters), one
+// output access, an expression tree whose tensor accesses are quasi-affine in the indices and
+// parameters (floor division by constants allowed), a reduction kind and dtypes. Every index
+// expression is an AffineExpr, so the polyhedral core can turn domains and accesses into isl sets
+// and maps without re-parsing anything.
 #pragma once
 
 #include <cstdint>
