@@ -35,7 +35,7 @@ const AffineExpr h = AffineExpr::index("h");
 
 }  // namespace
 
-TEST_CASE("floor_div and floor_mod round toward minus infinity; the remainder is in [0, d)") {
+TEST_CASE("floor_div and floor_mod round toward minus infinity, the remainder from 0 to d - 1") {
   CHECK(ir::floor_div(7, 2) == 3);
   CHECK(ir::floor_div(-7, 2) == -4);
   CHECK(ir::floor_div(-1, 4) == -1);

@@ -221,7 +221,7 @@ TEST_CASE("quasi-affine indices: floor division and modulo by constants round to
   CHECK(values(out.at("R")) == std::vector<double>{3, 0, 1, 2, 3, 0, 1, 2, 3, 0});
 }
 
-TEST_CASE("quasi-affine range bounds and inferred sizes; a division index outside the shape is an error") {
+TEST_CASE("quasi-affine range bounds and inferred sizes, and a division index outside the shape is an error") {
   // Y(p) = A(2p + 1) over p in 0:(M - 1) / 2; P is inferred.
   const ir::Function f = fn("def f(f32[M] A) -> (f32[P] Y) {\n  Y(p) = A(p * 2 + 1)\n      where p in 0:(M - 1) / 2\n}\n");
   CHECK(eval1("def f(f32[M] A) -> (f32[P] Y) {\n  Y(p) = A(p * 2 + 1)\n      where p in 0:(M - 1) / 2\n}\n",

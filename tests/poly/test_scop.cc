@@ -133,7 +133,7 @@ TEST_CASE("scop: floor division in range bounds and indices reaches isl as exist
              "exists (d2, d3 : 2 d2 <= p < 2 d2 + 2 and 3 d3 <= p < 3 d3 + 3 and a = d2 + p - 3 d3) }"));
 }
 
-TEST_CASE("contraction: a product whose reads divide is not matched and says why; divided ranges alone are") {
+TEST_CASE("contraction: a product whose reads divide is not matched and says why, divided ranges alone are") {
   frontend::Module q = frontend::parse_module(
       "def f(f16[M, K] A, f16[K, N] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(m, k / 2)) * f32(B(k, n))\n}\n", "q.tsl");
   std::string why;
