@@ -130,6 +130,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
       for (const auto& n : pass_names()) known += (known.empty() ? "" : ", ") + n;
       throw UserError("--dump-after: unknown pass '" + d + "' (passes: " + known + ", all)");
     }
+  options.sizes = ir::bind_sizes(f, options.sizes);
   for (const auto& p : f.params)
     if (!options.sizes.count(p))
       throw UserError("--shape: no size for " + p + " (" + f.name + " needs " + [&] {

@@ -65,7 +65,8 @@ struct Compilation {
 // The pass names in order.
 const std::vector<std::string>& pass_names();
 
-// Runs the pipeline; `f` must outlive the result. UserError for bad sizes, tile specs, capacity.
+// Runs the pipeline; `f` must outlive the result. Sizes that `f` infers (ir::bind_sizes) need not
+// be given. UserError for bad sizes, tile specs, capacity.
 std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options);
 
 // The description for a target: "c" -> the default description (davinci-910.yaml, found next to

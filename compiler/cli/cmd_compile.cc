@@ -32,11 +32,11 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
 }
 
-CompileOptions to_compile_options(const PipelineFlags& f) {
+CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn) {
   CompileOptions o;
   o.target = f.target;
   o.hierarchy = f.hierarchy;
-  o.sizes = parse_shape(f.shape);
+  o.sizes = ir::bind_sizes(fn, parse_shape(f.shape));
   if (!f.tile.empty()) o.tile = f.tile;
   else o.tile = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes);  // `tessel tune`'s best, if any
   if (f.fusion == "max") o.scheduler.fusion = poly::FusionStrategy::Max;
@@ -73,7 +73,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->callback([opts, explain, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
-    auto c = compile(f, to_compile_options(opts->flags));
+    auto c = compile(f, to_compile_options(opts->flags, f));
     if (opts->print_schedule) {
       std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
                 << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"

@@ -44,6 +44,7 @@ interp::Sizes parse_shape(const std::string& text, const ir::Function& f) {
     }
     sizes[name] = v;
   }
+  sizes = ir::bind_sizes(f, sizes);
   for (const std::string& p : f.params)
     if (!sizes.count(p)) {
       std::string all;

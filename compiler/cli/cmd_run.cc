@@ -85,7 +85,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
-    CompileOptions co = to_compile_options(opts->flags);
+    CompileOptions co = to_compile_options(opts->flags, f);
     auto c = compile(f, co);
     const Backend* backend = nullptr;
     const std::vector<Backend> table = backends(opts->gpu, opts->npu);

@@ -102,7 +102,7 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     const ir::Function& f = frontend::select_function(m, o->pipeline.def);
     PipelineFlags pf = o->pipeline;
     pf.target = "c";  // no tuned tile from the database: the tuner chooses tiles itself
-    CompileOptions co = to_compile_options(pf);
+    CompileOptions co = to_compile_options(pf, f);
     co.target = o->pipeline.target;
     co.tile.reset();
     tune::FitChecker fit(f, co);

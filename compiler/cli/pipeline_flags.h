@@ -17,6 +17,7 @@ struct PipelineFlags {
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
-CompileOptions to_compile_options(const PipelineFlags& f);
+// The options for compiling `fn`; sizes from --shape plus those inferred (ir::bind_sizes).
+CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn);
 
 }  // namespace tessel::cli

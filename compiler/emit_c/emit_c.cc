@@ -34,6 +34,8 @@ std::string affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>
   for (const auto& [p, k] : e.param_coeffs) c += k * sizes.at(p);
   std::string s = "(" + std::to_string(c) + "L";
   for (const auto& [i, k] : e.index_coeffs) s += " + " + std::to_string(k) + "L*i_" + i;
+  if (e.has_div())  // floor((..)/d) terms through tessel_floordiv (exact for negative numerators)
+    s += " + " + cexpr(kernel::division_terms(e, sizes, [](const std::string& i) { return Expr::var("i_" + i); }));
   return s + ")";
 }
 

@@ -120,6 +120,10 @@ isa::GpuMachine machine_for(const CudaOptions& options) {
 }
 
 CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
+  // Both code shapes print index expressions from their affine coefficients only.
+  if (const std::string use = ir::division_use(*k.function); !use.empty())
+    throw UserError("kernel " + k.name + ": the CUDA emitter does not lower floor division or modulo in indices, "
+                    "ranges or shapes yet (" + use + "); run it with --target c");
   const isa::GpuMachine m = machine_for(options);
   CudaProgram p;
   std::ostringstream os;

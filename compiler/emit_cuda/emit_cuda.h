@@ -13,6 +13,8 @@
 //     shared memory (global scratch when they do not fit), copies cooperative over the block,
 //     data-parallel compute loops spread over threads, reductions sequential per thread.
 // `explain` says which shape was chosen and, for SIMT, why TensorCores were not used.
+// A function that uses floor division or modulo ('/', '%') in an index, range or shape
+// (ir::division_use) is a UserError naming the place: neither shape lowers it yet.
 // The emitter produces text only; compiling and launching live in compiler/cli/run_gpu.* (tessel_gpu).
 #pragma once
 

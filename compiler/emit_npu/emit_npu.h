@@ -12,7 +12,9 @@
 //   Tails (sizes not multiples of 16 or of the tile): reads of whole fractals run past a row or a
 //   tensor's end into finite data or zero guard tensors, which only meet zero rows of B or land in
 //   rows/columns of C that are never written back; the write-back clips every burst to the tensor.
-// Programs this emitter cannot map raise UserError naming the kernel and the reason.
+// Programs this emitter cannot map raise UserError naming the kernel and the reason; so does every
+// function that uses floor division or modulo ('/', '%') in an index, range or shape
+// (ir::division_use), which no mapping reads yet.
 #pragma once
 
 #include <string>

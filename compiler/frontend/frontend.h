@@ -2,7 +2,9 @@
 //
 // parse_module lexes and parses every `def` of a file, resolves names, infers index ranges,
 // checks types with the promotion rules of compiler/README.md and lowers each def to an
-// ir::Function whose domains and accesses are affine. Every error is a UserError of the form
+// ir::Function whose domains and accesses are quasi-affine ('/' and '%' by positive integer
+// constants become floor-division terms) and whose inferable output sizes are recorded
+// (ir::Function::inferred). Every error is a UserError of the form
 // "file:line:col: message\n  <source line>\n  ^". Nothing runs before it: this is the first pass.
 #pragma once
 

@@ -87,6 +87,7 @@ class Lowering {
       if (!written_.count(t.name))
         src_.error(t.loc, "output '" + t.name + "' is never written; add a statement '" + t.name + "(...) = ...'");
     if (def_.statements.empty()) src_.error(def_.loc, "operator '" + def_.name + "' has no statements");
+    infer_sizes();
     // Inputs, outputs, then locals in order of first write.
     std::stable_partition(f_.tensors.begin(), f_.tensors.end(),
                           [](const ir::Tensor& t) { return t.kind != ir::TensorKind::Local; });
@@ -100,6 +101,8 @@ class Lowering {
   std::set<std::string> params_;
   std::set<std::string> written_;
   std::set<std::string> written_later_;  // locals first written by some statement
+
+  std::map<std::pair<size_t, std::string>, SourceLoc> where_locs_;  // (statement, index) -> its where range
 
   // Per statement.
   std::vector<IndexInfo> indices_;
@@ -129,6 +132,7 @@ class Lowering {
     for (const auto& [n, c] : e.index_coeffs) r.index_coeffs[n] = checked_mul(c, k, src_, at);
     for (const auto& [n, c] : e.param_coeffs) r.param_coeffs[n] = checked_mul(c, k, src_, at);
     r.constant = checked_mul(e.constant, k, src_, at);
+    for (const ir::FloorDivTerm& t : e.divs) r.divs.push_back({checked_mul(t.coeff, k, src_, at), t.numerator, t.divisor});
     return r;
   }
 
@@ -142,7 +146,7 @@ class Lowering {
     const std::string rule = "; " + plural(context) + " must be sums of " +
                              (mode == AffineMode::Index ? std::string("indices and size parameters")
                                                         : std::string("size parameters")) +
-                             " times integer constants";
+                             " times integer constants, or their '/' and '%' by positive integer constants";
     switch (e.kind) {
       case ast::ExprKind::Int: return AffineExpr::constant_of(e.int_value);
       case ast::ExprKind::Real: error(e.loc, article(context) + " must be an integer, not a real number");
@@ -169,7 +173,25 @@ class Lowering {
       if (b.is_constant()) return scaled(a, b.constant, e.loc);
       error(e.loc, why + "'" + a.to_string() + "' times '" + b.to_string() + "' is a product of two variables" + rule);
     }
+    if (e.op == "/" || e.op == "%") {
+      const AffineExpr a = affine(*e.args[0], mode, context);
+      const int64_t d = divisor(*e.args[1], e.op, mode, context, why);
+      return e.op == "/" ? AffineExpr::floor_div_of(a, d) : AffineExpr::mod_of(a, d);
+    }
     error(e.loc, why + "'" + e.op + "' cannot appear in " + article(context) + rule);
+  }
+
+  // The right operand of '/' or '%': a positive integer constant (floor semantics need d > 0).
+  int64_t divisor(const ast::Expr& rhs, const std::string& op, AffineMode mode, const std::string& context,
+                  const std::string& why) {
+    const AffineExpr d = affine(rhs, mode, context);
+    if (!d.is_constant())
+      error(rhs.loc, why + "'" + op + "' by '" + d.to_string() + "', which is not a constant; the divisor of '/' and "
+                     "'%' must be a positive integer constant");
+    if (d.constant <= 0)
+      error(rhs.loc, "the divisor of '" + op + "' in " + article(context) + " must be a positive integer constant, not " +
+                         std::to_string(d.constant));
+    return d.constant;
   }
 
   AffineExpr affine_name(const ast::Expr& e, AffineMode mode, const std::string& context) {
@@ -221,6 +243,60 @@ class Lowering {
     for (const ir::Tensor& other : f_.tensors)
       if (params_.count(other.name))
         error(other.loc, "'" + other.name + "' names both a tensor and a size parameter");
+  }
+
+  // --- inferred sizes (tensor_ir.h, InferredSize) ------------------------------------------------
+
+  std::set<std::string> input_shape_params() const {
+    std::map<std::string, int64_t> names;
+    for (const ir::Tensor& t : f_.tensors)
+      if (t.kind == ir::TensorKind::Input)
+        for (const AffineExpr& d : t.shape) d.collect_names(nullptr, &names);
+    std::set<std::string> out;
+    for (const auto& [n, c] : names) out.insert(n);
+    return out;
+  }
+
+  // P of dimension `d` of `t` when the first statement writing `t` ranges that dimension's index
+  // over a where-range of another length than P itself.
+  std::optional<ir::InferredSize> inferred_from(const ir::Tensor& t, size_t d) const {
+    const AffineExpr& dim = t.shape[d];
+    if (dim.param_coeffs.size() != 1 || !(dim == AffineExpr::param(dim.param_coeffs.begin()->first))) return std::nullopt;
+    const std::string& param = dim.param_coeffs.begin()->first;
+    for (size_t i = 0; i < f_.statements.size(); ++i) {
+      const ir::Statement& st = f_.statements[i];
+      if (st.output != t.name) continue;
+      const std::string& index = st.out_indices[d].index_coeffs.begin()->first;
+      auto where = where_locs_.find({i, index});
+      if (where == where_locs_.end()) return std::nullopt;
+      const ir::IndexVar* v = st.find_index(index);
+      ir::InferredSize inf{param, v->hi - v->lo,
+                           "the range of '" + index + "' in " + st.name + " (dimension " + std::to_string(d) + " of " +
+                               t.name + ")",
+                           where->second};
+      std::map<std::string, int64_t> uses;
+      inf.value.collect_names(nullptr, &uses);
+      if (uses.count(param)) return std::nullopt;
+      return inf;
+    }
+    return std::nullopt;
+  }
+
+  // Output sizes that follow from the ranges writing them, none depending on another inferred one.
+  void infer_sizes() {
+    const std::set<std::string> fixed = input_shape_params();
+    std::vector<ir::InferredSize> found;
+    std::set<std::string> names;
+    for (const ir::Tensor& t : f_.tensors)
+      for (size_t d = 0; t.kind == ir::TensorKind::Output && d < t.shape.size(); ++d)
+        if (auto inf = inferred_from(t, d); inf && !fixed.count(inf->param) && names.insert(inf->param).second)
+          found.push_back(*inf);
+    for (const ir::InferredSize& inf : found) {
+      std::map<std::string, int64_t> uses;
+      inf.value.collect_names(nullptr, &uses);
+      if (std::none_of(uses.begin(), uses.end(), [&](const auto& kv) { return names.count(kv.first); }))
+        f_.inferred.push_back(inf);
+    }
   }
 
   // --- statements ------------------------------------------------------------------------------
@@ -314,6 +390,7 @@ class Lowering {
       if (info.where) {
         v.lo = affine(*info.where->lo, AffineMode::Params, "range bound");
         v.hi = affine(*info.where->hi, AffineMode::Params, "range bound");
+        where_locs_[{f_.statements.size(), v.name}] = info.where->loc;
       } else if (info.candidates.empty() && info.on_lhs && !info.in_access) {
         error(info.first, "index '" + info.name + "' on the left-hand side is bound nowhere: it indexes no tensor on "
                           "the right and '" + s.tensor + "' is a new local whose shape comes from its indices; use it "
@@ -601,7 +678,7 @@ class Lowering {
     a->name = n;
     for (size_t i = 0; i < e.args.size(); ++i) {
       AffineExpr idx = affine(*e.args[i], AffineMode::Index, "index");
-      if (idx.index_coeffs.size() == 1 && idx.param_coeffs.empty() && idx.constant == 0 &&
+      if (idx.index_coeffs.size() == 1 && idx.param_coeffs.empty() && idx.constant == 0 && !idx.has_div() &&
           idx.index_coeffs.begin()->second == 1) {
         IndexInfo* info = find_index(idx.index_coeffs.begin()->first);
         info->candidates.push_back({t->shape[i], e.args[i]->loc, "dimension " + std::to_string(i) + " of " + n});

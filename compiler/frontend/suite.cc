@@ -91,8 +91,10 @@ void check_suite(const Suite& suite) {
   for (const SuiteEntry& e : suite.entries) {
     const Module m = load_module(e.file);
     const ir::Function& f = select_function(m, e.def);
+    const std::map<std::string, int64_t> sizes =
+        ir::bind_sizes(f, e.shape, "suite '" + suite.name + "', entry '" + e.name + "'");
     for (const std::string& p : f.params)
-      if (!e.shape.count(p))
+      if (!sizes.count(p))
         throw UserError("suite '" + suite.name + "', entry '" + e.name + "': no size for '" + p + "' of '" + f.name + "'");
     for (const auto& [k, v] : e.shape) {
       bool known = false;

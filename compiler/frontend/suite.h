@@ -7,7 +7,8 @@
 //     - name: gemm_512x16x512        # required, unique in the suite
 //       file: matmul.tsl             # required, relative to the YAML file's directory
 //       def: matmul                  # optional when the file has one def
-//       shape: {M: 512, N: 16, K: 512}   # required: every size parameter of the def, nothing else
+//       shape: {M: 512, N: 16, K: 512}   # required: every size parameter of the def that is not
+//                                        # inferred (ir::InferredSize), nothing else
 //       tags: [small]                # optional free-form labels
 #pragma once
 
@@ -36,7 +37,8 @@ struct Suite {
 // parse the .tsl files; check_suite does.
 Suite load_suite(const std::string& path);
 // Parses every entry's operator and checks that its shape binds exactly the def's size
-// parameters (UserError naming the entry otherwise).
+// parameters, inferred ones optional and equal to their inferred value when given (UserError
+// naming the entry otherwise).
 void check_suite(const Suite& suite);
 
 }  // namespace tessel::frontend

@@ -43,6 +43,8 @@ bool small_coefficients(const tessel::ir::AffineExpr& e) {
   auto ok = [](int64_t c) { return c > -(1 << 20) && c < (1 << 20); };
   for (const auto& [n, c] : e.param_coeffs)
     if (!ok(c)) return false;
+  for (const tessel::ir::FloorDivTerm& t : e.divs)
+    if (!ok(t.coeff) || !small_coefficients(t.numerator)) return false;
   return ok(e.constant);
 }
 
@@ -61,12 +63,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)tessel::ir::to_string(f);
     tessel::interp::Sizes sizes;
     for (const std::string& p : f.params) sizes[p] = 2;
+    for (const tessel::ir::InferredSize& inf : f.inferred) sizes.erase(inf.param);  // exercise inference
     bool bounded = true;
     for (const tessel::ir::Tensor& t : f.tensors)
       for (const auto& d : t.shape) bounded &= small_coefficients(d);
     for (const tessel::ir::Statement& s : f.statements)
       for (const auto& v : s.domain) bounded &= small_coefficients(v.lo) && small_coefficients(v.hi);
-    if (!bounded || !small_enough(f, sizes)) continue;
+    if (!bounded) continue;
+    try {
+      sizes = tessel::ir::bind_sizes(f, sizes);
+    } catch (const tessel::UserError&) {
+      continue;
+    }
+    if (!small_enough(f, sizes)) continue;
     try {
       (void)tessel::interp::evaluate(f, sizes, tessel::interp::random_inputs(f, sizes, 1));
     } catch (const tessel::UserError&) {

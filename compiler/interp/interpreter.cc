@@ -63,13 +63,37 @@ struct Node {
 };
 using NodePtr = std::unique_ptr<Node>;
 
+struct SlotTerm {
+  int slot;
+  int64_t coeff;
+};
+
+// The floor-division terms of a quasi-affine index over domain slots:
+// sum(coeff * floor((constant + sum(terms) + divs of the numerator) / divisor)), exact for
+// negative numerators.
+struct SlotDiv {
+  int64_t coeff;
+  int64_t constant;
+  std::vector<SlotTerm> terms;
+  std::vector<SlotDiv> divs;
+  int64_t divisor;
+};
+
+int64_t div_sum(const std::vector<SlotDiv>& divs, const int64_t* idx) {
+  int64_t v = 0;
+  for (const SlotDiv& d : divs) {
+    int64_t num = d.constant + div_sum(d.divs, idx);
+    for (const SlotTerm& t : d.terms) num += t.coeff * idx[t.slot];
+    v += d.coeff * ir::floor_div(num, d.divisor);
+  }
+  return v;
+}
+
 // Element offset of an affine access: base + sum(stride * idx[slot]); when the domain does not
-// prove every access in bounds, each dimension is checked.
+// prove every access in bounds, or an index has division terms, each dimension is computed and
+// checked.
 struct Address {
-  struct Term {
-    int slot;
-    int64_t coeff;
-  };
+  using Term = SlotTerm;
   int64_t base = 0;
   std::vector<Term> terms;
   bool checked = false;
@@ -78,6 +102,7 @@ struct Address {
     std::vector<Term> terms;
     int64_t extent;
     int64_t stride;
+    std::vector<SlotDiv> divs;
   };
   std::vector<Dim> dims;
   // For messages.
@@ -95,6 +120,7 @@ struct Address {
     for (const Dim& d : dims) {
       int64_t v = d.constant;
       for (const Term& t : d.terms) v += t.coeff * idx[t.slot];
+      if (!d.divs.empty()) v += div_sum(d.divs, idx);
       if (v < 0 || v >= d.extent) out_of_bounds(idx);
       off += v * d.stride;
     }
@@ -177,11 +203,12 @@ struct ConstI : Node {
 struct IndexValueNode : Node {
   int64_t base;
   std::vector<Address::Term> terms;
+  std::vector<SlotDiv> divs;
   DType type;
   int64_t raw(const int64_t* idx) const {
     int64_t v = base;
     for (const auto& t : terms) v += t.coeff * idx[t.slot];
-    return v;
+    return divs.empty() ? v : v + div_sum(divs, idx);
   }
   double f(const int64_t* idx) const override { return round_float(type, static_cast<double>(raw(idx))); }
   int64_t i(const int64_t* idx) const override { return wrap_int(type, raw(idx)); }
@@ -429,6 +456,13 @@ struct Compiler {
     return v;
   }
 
+  std::vector<SlotDiv> slot_divs(const ir::AffineExpr& e) const {
+    std::vector<SlotDiv> out;
+    for (const ir::FloorDivTerm& t : e.divs)
+      out.push_back({t.coeff, param_part(t.numerator), terms(t.numerator, 1), slot_divs(t.numerator), t.divisor});
+    return out;
+  }
+
   Address address(const Buffer& b, const std::vector<ir::AffineExpr>& idx, const std::string& verb) const {
     Address a;
     a.tensor_name = b.tensor->name;
@@ -439,7 +473,8 @@ struct Compiler {
     bool empty = false;
     for (size_t s = 0; s < lo.size(); ++s) empty |= hi[s] <= lo[s];
     for (size_t d = 0; d < idx.size(); ++d) {
-      Address::Dim dim{param_part(idx[d]), terms(idx[d], 1), b.array.shape[d], b.strides[d]};
+      Address::Dim dim{param_part(idx[d]), terms(idx[d], 1), b.array.shape[d], b.strides[d], slot_divs(idx[d])};
+      if (!dim.divs.empty()) a.checked = true;  // the flat offset is not affine: compute each dimension
       // Range of this dimension's value over the box domain.
       int64_t mn = dim.constant, mx = dim.constant;
       for (const auto& t : dim.terms) {
@@ -482,6 +517,7 @@ struct Compiler {
         auto n = std::make_unique<IndexValueNode>();
         n->base = param_part(e.affine);
         n->terms = terms(e.affine, 1);
+        n->divs = slot_divs(e.affine);
         n->type = e.type;
         return n;
       }
@@ -764,8 +800,8 @@ void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::st
   Compiler c{st, sizes, buffers, {}, {}};
   int64_t points = 1;
   for (const ir::IndexVar& v : st.domain) {
-    c.lo.push_back(c.param_part(v.lo));
-    c.hi.push_back(c.param_part(v.hi));
+    c.lo.push_back(v.lo.evaluate({}, sizes));
+    c.hi.push_back(v.hi.evaluate({}, sizes));
     points *= std::max<int64_t>(0, c.hi.back() - c.lo.back());
   }
   for (size_t s = 0; s < c.lo.size(); ++s)
@@ -826,14 +862,13 @@ std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes) {
   std::vector<int64_t> shape;
   int64_t count = 1;
   for (const ir::AffineExpr& d : t.shape) {
-    int64_t v = d.constant;
-    for (const auto& [n, c] : d.param_coeffs) {
-      auto it = sizes.find(n);
-      if (it == sizes.end())
+    std::map<std::string, int64_t> params;
+    d.collect_names(nullptr, &params);
+    for (const auto& [n, c] : params)
+      if (!sizes.count(n))
         throw UserError("size parameter '" + n + "' (in the shape of '" + t.name + "', " + loc_text(t.loc) +
                         ") has no value; pass it with --shape " + n + "=...");
-      v += c * it->second;
-    }
+    const int64_t v = d.evaluate({}, sizes);
     if (v < 0)
       throw UserError("tensor '" + t.name + "' gets the negative dimension " + d.to_string() + " = " +
                       std::to_string(v) + " from the given sizes");
@@ -845,7 +880,8 @@ std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes) {
   return shape;
 }
 
-Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed) {
+Tensors random_inputs(const ir::Function& f, const Sizes& given, uint64_t seed) {
+  const Sizes sizes = ir::bind_sizes(f, given);
   Tensors out;
   for (const ir::Tensor* t : f.inputs()) {
     NpyArray a;
@@ -871,7 +907,8 @@ Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed) 
   return out;
 }
 
-Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs) {
+Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& inputs) {
+  const Sizes sizes = ir::bind_sizes(f, given);
   for (const std::string& p : f.params)
     if (!sizes.count(p)) {
       std::string all;

@@ -28,10 +28,11 @@ std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes);
 
 // Deterministic inputs for every Input tensor of `f`: floats are multiples of 1/64 in [-2, 2]
 // (exact in f16), i8/i32 integers in [-8, 8], u8 in [0, 8]. Each tensor's values depend only on
-// the seed and the tensor's name.
+// the seed and the tensor's name. Inferred sizes need not be given.
 Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed);
 
-// Runs `f` and returns its Output tensors. UserError on a missing size parameter, a missing input,
+// Runs `f` and returns its Output tensors. Inferred sizes (ir::bind_sizes) need not be given.
+// UserError on a missing size parameter, a given size that disagrees with its inferred value, a missing input,
 // an input of the wrong shape or dtype, or an access outside a tensor's shape.
 Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs);
 

@@ -25,6 +25,8 @@ ir::AffineExpr substitute(const ir::AffineExpr& e, const std::map<std::string, i
     auto it = binding.find(v);
     r = r + (it == binding.end() ? ir::AffineExpr::index(v, c) : it->second.scaled(c));
   }
+  for (const ir::FloorDivTerm& t : e.divs)
+    r = r + ir::AffineExpr::floor_div_of(substitute(t.numerator, binding), t.divisor).scaled(t.coeff);
   return r;
 }
 

@@ -81,6 +81,31 @@ static int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
+namespace {
+
+Expr times(int64_t c, const Expr& v) { return c == 1 ? v : Expr::make(ExprKind::Mul, {Expr::integer(c), v}); }
+
+}  // namespace
+
+Expr division_terms(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes,
+                    const std::function<Expr(const std::string&)>& index_var) {
+  Expr out = Expr::integer(0);
+  for (const ir::FloorDivTerm& t : e.divs) {
+    const Expr num = from_affine(t.numerator, sizes, index_var);
+    out = out + times(t.coeff, Expr::make(ExprKind::FloorDiv, {num, Expr::integer(t.divisor)}));
+  }
+  return out;
+}
+
+Expr from_affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes,
+                 const std::function<Expr(const std::string&)>& index_var) {
+  int64_t c = e.constant;
+  for (const auto& [p, k] : e.param_coeffs) c += k * sizes.at(p);
+  Expr out = Expr::integer(c);
+  for (const auto& [x, k] : e.index_coeffs) out = out + times(k, index_var(x));
+  return out + division_terms(e, sizes, index_var);
+}
+
 int64_t Expr::evaluate(const std::map<std::string, int64_t>& vars) const {
   auto ev = [&](int i) { return args[i].evaluate(vars); };
   switch (kind) {

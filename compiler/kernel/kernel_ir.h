@@ -88,6 +88,15 @@ Expr operator+(const Expr& a, const Expr& b);
 Expr operator-(const Expr& a, const Expr& b);
 Expr min_expr(const Expr& a, const Expr& b);
 
+// A tensor-IR index expression (quasi-affine, ir::AffineExpr) as an integer Expr: size parameters
+// bound from `sizes`, each index replaced by `index_var(name)`, each division term
+// floor(num / d) as FloorDiv(num, d). Exact for negative numerators (FloorDiv rounds down).
+Expr from_affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes,
+                 const std::function<Expr(const std::string&)>& index_var);
+// The division terms of `e` alone (sum of coeff * FloorDiv), Int 0 when it has none.
+Expr division_terms(const ir::AffineExpr& e, const std::map<std::string, int64_t>& sizes,
+                    const std::function<Expr(const std::string&)>& index_var);
+
 // C-family text of an integer expression, shared by the C and CUDA emitters. Floor division and
 // modulo call `tessel_floordiv` / `tessel_mod`, which the emitted prelude defines; the spelling
 // says how constants are written and what the min/max helpers are called.

@@ -130,16 +130,11 @@ struct Builder {
     axis(mm.k, op.k0, op.ek, op.tile_k);
     auto coords = [&](const std::vector<ir::AffineExpr>& access) {
       std::vector<Expr> out;
-      for (const auto& a : access) {
-        Expr e = Expr::integer(a.constant);
-        for (const auto& [p, c] : a.param_coeffs) e = e + Expr::integer(c * tiled.sizes.at(p));
-        for (const auto& [x, c] : a.index_coeffs) {
-          Expr v = x == mm.m ? Expr::var("frag_m") : x == mm.n ? Expr::var("frag_n") : x == mm.k ? Expr::var("frag_k")
-                                                                                        : Expr::var(origin_var(g, x, false));
-          e = e + (c == 1 ? v : Expr::make(kernel::ExprKind::Mul, {Expr::integer(c), v}));
-        }
-        out.push_back(e);
-      }
+      auto var = [&](const std::string& x) {
+        return x == mm.m ? Expr::var("frag_m") : x == mm.n ? Expr::var("frag_n") : x == mm.k ? Expr::var("frag_k")
+                                                                                 : Expr::var(origin_var(g, x, false));
+      };
+      for (const auto& a : access) out.push_back(kernel::from_affine(a, tiled.sizes, var));
       return out;
     };
     op.a_coords = coords(mm.a_access);

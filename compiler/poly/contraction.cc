@@ -15,11 +15,27 @@ namespace {
 
 using Sizes = std::map<std::string, int64_t>;
 
+// The part of `e` without indices; exact for range bounds and shapes (which may divide), and for
+// indices of statements without division (the matcher rejects the others first).
 int64_t param_value(const ir::AffineExpr& e, const Sizes& sizes) {
+  if (!e.uses_indices()) return e.evaluate({}, sizes);
+  TESSEL_CHECK(!e.has_div(), "contraction: index " + e.to_string() + " with division reached the matcher");
   int64_t c = e.constant;
   for (const auto& [p, k] : e.param_coeffs) c += k * sizes.at(p);
   return c;
 }
+
+bool indices_divide(const std::vector<ir::AffineExpr>& idx) {
+  return std::any_of(idx.begin(), idx.end(), [](const ir::AffineExpr& e) { return e.has_div(); });
+}
+
+bool expr_uses_division(const ir::Expr& e) {
+  if (e.kind == ir::ExprKind::Access && indices_divide(e.indices)) return true;
+  if (e.kind == ir::ExprKind::IndexValue && e.affine.has_div()) return true;
+  return std::any_of(e.args.begin(), e.args.end(), [](const ir::ExprPtr& a) { return expr_uses_division(*a); });
+}
+
+bool statement_uses_division(const ir::Statement& s) { return indices_divide(s.out_indices) || expr_uses_division(*s.rhs); }
 
 int64_t extent(const ir::IndexVar& v, const Sizes& sizes) { return param_value(v.hi, sizes) - param_value(v.lo, sizes); }
 
@@ -201,6 +217,8 @@ std::optional<Contraction> identify(const kernel::Kernel& k, std::string& why) {
     return std::optional<Contraction>();
   };
   const ir::Function& f = *k.function;
+  if (std::string use = ir::index_division_use(f); !use.empty())
+    return fail(use + ": an index uses floor division or modulo (the contraction's operands are affine views)");
   Contraction c;
   c.anchor = find_anchor(f, &why);
   if (c.anchor < 0) return std::nullopt;
@@ -243,7 +261,7 @@ const ir::Expr* strip_cast(const ir::Expr* e) {
 }
 
 std::optional<std::string> plain_index(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0) return std::nullopt;
+  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return std::nullopt;
   const auto& [name, coeff] = *e.index_coeffs.begin();
   if (coeff != 1) return std::nullopt;
   return name;
@@ -255,6 +273,7 @@ std::optional<Product> product_of_accesses(const ir::Statement& s, std::string* 
     return std::nullopt;
   };
   if (s.reduction != ir::Reduction::Sum) return fail("not a sum reduction");
+  if (statement_uses_division(s)) return fail("an index uses floor division or modulo (not matched as a contraction)");
   if (s.rhs->kind != ir::ExprKind::Apply || s.rhs->op != ir::Op::Mul) return fail("right-hand side is not a product");
   Product p{strip_cast(s.rhs->args[0].get()), strip_cast(s.rhs->args[1].get())};
   if (p.left->kind != ir::ExprKind::Access || p.right->kind != ir::ExprKind::Access) return fail("factors are not tensor reads");

@@ -9,6 +9,7 @@
 // call the matcher.
 //
 // The rules (seed 000's "matrix identification", generalised):
+//   - no index of the function uses floor division or modulo (ir::index_division_use);
 //   - the anchor is the one `+=!` statement whose right-hand side is a product of two (cast) tensor
 //     reads (product_of_accesses); a second such statement is no match;
 //   - the anchor's output indices are plain indices starting at 0; each is batch (read by both

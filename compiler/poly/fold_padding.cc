@@ -66,10 +66,11 @@ std::optional<Padding> as_padding(isl::ctx ctx, const ir::Function& f, const ir:
   std::string inside;
   for (size_t d = 0; d < x.indices.size(); ++d) {
     const ir::AffineExpr& o = s.out_indices[d];
-    if (o.index_coeffs.size() != 1 || o.index_coeffs.begin()->second != 1 || o.constant || !o.param_coeffs.empty())
+    if (o.index_coeffs.size() != 1 || o.index_coeffs.begin()->second != 1 || o.constant || !o.param_coeffs.empty() ||
+        o.has_div())
       return std::nullopt;
     const ir::AffineExpr diff = o - x.indices[d];
-    if (!diff.index_coeffs.empty() || !diff.param_coeffs.empty()) return std::nullopt;
+    if (!diff.index_coeffs.empty() || !diff.param_coeffs.empty() || diff.has_div()) return std::nullopt;  // a shift only
     p.shift.push_back(diff.constant);
     dims.push_back(o.index_coeffs.begin()->first);
     inside += (inside.empty() ? "" : " and ") + std::string("0 <= ") + x.indices[d].to_string() + " < " +

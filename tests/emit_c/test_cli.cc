@@ -73,3 +73,51 @@ TEST_CASE("user errors: bad tile spec, unknown axis, oversize tile, missing size
   CHECK(e.code == 1);
   CHECK(e.output.find("unknown pass") != std::string::npos);
 }
+
+TEST_CASE("quasi-affine workloads run through the C target with their output sizes inferred") {
+  for (const char* args : {"--def depthwise_stride2 --shape N=2,H=7,W=8,C=3,R=3,S=3",
+                           "--def pixel_shuffle --shape N=2,CI=13,H=3,W=4 --tile c=2/1,h=4/2,w=3/3",
+                           "--def maxpool2x2 --shape N=2,C=3,H=7,W=6,P=3"}) {
+    Result r = run(std::string("run workloads/quasi.tsl --target c ") + args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find(": verified, max_abs_err 0") != std::string::npos);
+  }
+  // Negative numerators: floor((m - 5) / 2) and (m - 5) % 4 in the generated C equal the interpreter.
+  Result n = run("run tests/frontend/data/floor_div_mod.tsl --target c --shape D=6,M=10");
+  INFO(n.output);
+  CHECK(n.code == 0);
+  CHECK(n.output.find("verified") != std::string::npos);
+  Result c = run("compile workloads/quasi.tsl --def depthwise_stride2 --target c --shape N=1,H=9,W=9,C=2,R=3,S=3");
+  CHECK(c.code == 0);
+  Result k = run("check workloads/quasi.tsl --def depthwise_stride2");
+  CHECK(k.code == 0);
+  CHECK(k.output.find("inferred P = floor((H - R)/2) + 1") != std::string::npos);
+}
+
+TEST_CASE("a given size that disagrees with the inferred one is exit 1 naming the parameter and both values") {
+  for (const char* cmd : {"run", "compile"}) {
+    Result r = run(std::string(cmd) + " workloads/quasi.tsl --def depthwise_stride2 --target c "
+                   "--shape N=2,H=7,W=8,C=3,R=3,S=3,P=4");
+    INFO(cmd << "\n" << r.output);
+    CHECK(r.code == 1);
+    CHECK(r.output.find("--shape: size parameter 'P' is given as 4 but is inferred as 3 from the range of 'p' in S0 "
+                        "(dimension 1 of Y), floor((H - R)/2) + 1 (workloads/quasi.tsl:8:13)") != std::string::npos);
+  }
+  Result e = run("eval workloads/quasi.tsl --def maxpool2x2 --shape N=1,C=1,H=4,W=4,Q=3");
+  CHECK(e.code == 1);
+  CHECK(e.output.find("size parameter 'Q' is given as 3 but is inferred as 2") != std::string::npos);
+}
+
+TEST_CASE("the NPU and CUDA targets reject division with the place, exit 1") {
+  Result npu = run("compile workloads/quasi.tsl --def maxpool2x2 --target isa/targets/davinci-910.yaml "
+                   "--shape N=1,C=2,H=8,W=8 -o /tmp/tessel-test-quasi-never-written.npu");
+  CHECK(npu.code == 1);
+  CHECK(npu.output.find("the NPU backend does not map floor division or modulo in indices, ranges or shapes yet (S0 "
+                        "reads X(n, c, 2*p + floor((e)/2), e + 2*q - 2*floor((e)/2)))") != std::string::npos);
+  Result gpu = run("compile workloads/quasi.tsl --def depthwise_stride2 --target isa/targets/sm90.yaml "
+                   "--shape N=1,H=9,W=9,C=16,R=3,S=3 -o /tmp/tessel-test-quasi-never-written.cu");
+  CHECK(gpu.code == 1);
+  CHECK(gpu.output.find("the CUDA emitter does not lower floor division or modulo in indices, ranges or shapes yet "
+                        "(S0: range of p 0:floor((H - R)/2) + 1)") != std::string::npos);
+}

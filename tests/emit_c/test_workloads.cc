@@ -77,6 +77,19 @@ TEST_CASE("every workload of the small suite equals the reference through the C 
   }
 }
 
+TEST_CASE("the quasi-affine workloads (workloads/quasi.yaml, sizes inferred) equal the reference through the C emitter") {
+  frontend::Suite suite = frontend::load_suite("workloads/quasi.yaml");
+  REQUIRE(suite.entries.size() >= 3);
+  for (const auto& e : suite.entries) {
+    frontend::Module m = frontend::load_module(e.file);
+    const ir::Function& f = frontend::select_function(m, e.def);
+    auto ext = axis_extents(f, ir::bind_sizes(f, e.shape));
+    check_cases(f, {{"non-dividing", spec_for(ext, false), e.shape},
+                    {"whole problem", spec_for(ext, true), e.shape},
+                    {"default", std::nullopt, e.shape}});
+  }
+}
+
 TEST_CASE("GEMMs with sizes that do not divide the tiles (M=67, N=45, K=33)") {
   frontend::Module m = frontend::load_module("workloads/gemm_fused.tsl");
   frontend::Module mm = frontend::load_module("workloads/matmul.tsl");

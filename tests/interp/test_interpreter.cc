@@ -208,3 +208,28 @@ TEST_CASE("compare: tolerances, NaN and infinities, the first mismatch named by 
   // Different dtypes compare by value.
   CHECK(interp::compare(array(DType::F16, {2}, {1, 2}), array(DType::I32, {2}, {1, 2}), 0, 0).ok);
 }
+
+TEST_CASE("quasi-affine indices: floor division and modulo by constants round toward minus infinity") {
+  // A(i) = i, so Q(m) = floor((m - 5) / 2) + 3 and R(m) = (m - 5) mod 4, for negative numerators too.
+  const ir::Function f = fn(
+      "def f(i32[D] A) -> (i32[M] Q, i32[M] R) {\n"
+      "  Q(m) = A((m - 5) / 2 + 3)\n"
+      "  R(m) = A((m - 5) % 4)\n"
+      "}\n");
+  const Tensors out = interp::evaluate(f, {{"D", 6}, {"M", 10}}, {{"A", array(DType::I32, {6}, {0, 1, 2, 3, 4, 5})}});
+  CHECK(values(out.at("Q")) == std::vector<double>{0, 1, 1, 2, 2, 3, 3, 4, 4, 5});
+  CHECK(values(out.at("R")) == std::vector<double>{3, 0, 1, 2, 3, 0, 1, 2, 3, 0});
+}
+
+TEST_CASE("quasi-affine range bounds and inferred sizes, and a division index outside the shape is an error") {
+  // Y(p) = A(2p + 1) over p in 0:(M - 1) / 2; P is inferred.
+  const ir::Function f = fn("def f(f32[M] A) -> (f32[P] Y) {\n  Y(p) = A(p * 2 + 1)\n      where p in 0:(M - 1) / 2\n}\n");
+  CHECK(eval1("def f(f32[M] A) -> (f32[P] Y) {\n  Y(p) = A(p * 2 + 1)\n      where p in 0:(M - 1) / 2\n}\n",
+              {{"M", 6}}, {{"A", array(DType::F32, {6}, {10, 11, 12, 13, 14, 15})}}, "Y") == std::vector<double>{11, 13});
+  CHECK_THROWS_WITH_AS(interp::evaluate(f, {{"M", 6}, {"P", 3}}, {{"A", array(DType::F32, {6}, {0, 0, 0, 0, 0, 0})}}),
+                       doctest::Contains("size parameter 'P' is given as 3 but is inferred as 2"), UserError);
+  const ir::Function g = fn("def f(f32[M] A) -> (f32[M] Y) {\n Y(m) = A(m / 2 + 3)\n}\n");
+  CHECK_THROWS_WITH_AS(interp::evaluate(g, {{"M", 4}}, {{"A", array(DType::F32, {4}, {1, 2, 3, 4})}}),
+                       doctest::Contains("t.tsl:2:2: S0 reads A(floor((m)/2) + 3) outside the shape [4] of 'A'"),
+                       UserError);
+}

@@ -117,3 +117,38 @@ TEST_CASE("pipeline: the quota fall-back reaches the user as a warning and the k
   REQUIRE(c->warnings.size() >= 1);
   CHECK(c->warnings[0].find("statement order") != std::string::npos);
 }
+
+TEST_CASE("scop: floor division in range bounds and indices reaches isl as existentially quantified divisions") {
+  frontend::Module m = frontend::parse_module(
+      "def f(f32[M] A) -> (f32[P] Y) {\n"
+      "  Y(p) = A(p / 2 + p % 3)\n"
+      "      where p in 0:(M - 1) / 2\n"
+      "}\n",
+      "q.tsl");
+  poly::IslContext isl;
+  poly::Scop s = poly::build_scop(isl.ctx(), m.functions[0]);
+  CHECK(same(s.domain, "[M, P] -> { S0[p] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 3 }"));
+  CHECK(same(s.reads.intersect_domain(s.domain),
+             "[M, P] -> { S0[p] -> A[a] : M >= 1 and P >= 1 and 0 <= p and 2p <= M - 3 and "
+             "exists (d2, d3 : 2 d2 <= p < 2 d2 + 2 and 3 d3 <= p < 3 d3 + 3 and a = d2 + p - 3 d3) }"));
+}
+
+TEST_CASE("contraction: a product whose reads divide is not matched and says why, divided ranges alone are") {
+  frontend::Module q = frontend::parse_module(
+      "def f(f16[M, K] A, f16[K, N] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(m, k / 2)) * f32(B(k, n))\n}\n", "q.tsl");
+  std::string why;
+  CHECK_FALSE(poly::product_of_accesses(q.functions[0].statements[0], &why));
+  CHECK(why == "an index uses floor division or modulo (not matched as a contraction)");
+  CompileOptions o;
+  o.sizes = {{"M", 4}, {"N", 5}, {"K", 6}};
+  auto c = compile(q.functions[0], o);
+  CHECK_FALSE(c->kernel.contraction);
+  CHECK(c->kernel.no_contraction ==
+        "S0 reads A(m, floor((k)/2)): an index uses floor division or modulo (the contraction's operands are affine views)");
+  frontend::Module m = frontend::load_module(std::string(TESSEL_SOURCE_DIR) + "/workloads/quasi.tsl");
+  o.sizes = {{"N", 1}, {"H", 7}, {"W", 8}, {"C", 2}, {"R", 3}, {"S", 3}};
+  auto d = compile(frontend::select_function(m, "depthwise_stride2"), o);
+  CHECK(d->kernel.no_contraction.find("division") == std::string::npos);  // only its ranges divide
+  CHECK(d->kernel.sizes.at("P") == 3);
+  CHECK(d->kernel.sizes.at("Q") == 3);
+}
