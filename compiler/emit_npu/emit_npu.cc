@@ -672,12 +672,14 @@ constexpr VectorMapping kVectorMappings[] = {
 
 NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
-  // Every mapping below reads affine index, range and shape forms only (the general vector
-  // lowering will take quasi-affine ones): reject division before any of them looks.
-  if (const std::string use = ir::division_use(*k.function); !use.empty())
-    throw UserError("kernel " + k.name + ": the NPU backend does not map floor division or modulo in indices, ranges "
-                    "or shapes yet (" + use + "); run it with --target c");
   const Machine m = isa::npu_machine(target);
+  // The templates below read affine index, range and shape forms only: a function with floor
+  // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
+  if (const std::string use = ir::division_use(*k.function); !use.empty()) {
+    if (const std::string why = why_not_nest(k, m); !why.empty())
+      throw UserError(why + " (the only NPU mapping of floor division or modulo: " + use + ")");
+    return emit_nest(k, target);
+  }
   if (is_nhwc_convolution(k, m)) return emit_conv(k, target);
   if (why_not_depthwise(k, m).empty()) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);

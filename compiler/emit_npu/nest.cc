@@ -51,6 +51,13 @@ struct Plan {
   std::vector<Access> reads;               // distinct accesses
   std::map<const ir::Expr*, int> read_of;  // access node -> index in reads
   std::map<const ir::Expr*, Access> values;  // index used as a value: offset + sum(stride_d * t_d)
+  // An index divided by a constant d (floor((i + c) / d), (i + c) % d) is split into two
+  // dimensions, i = lo + d * hi + low: the quotient moves with hi, the remainder is low.
+  struct Split {
+    int hi = -1, low = -1;
+    int64_t divisor = 1, lo = 0;
+  };
+  std::map<std::string, Split> splits;
   int u = -1, v = -1;                      // tile dimensions (rows, lanes); -1: none
   int64_t rows = 1, cols = 1, pitch = 1;   // full tile: rows x cols used of rows x pitch
   std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
@@ -147,8 +154,94 @@ class Nest : public VectorCode {
  private:
   // ---- analysis ----------------------------------------------------------------------------------
 
-  std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const std::vector<Dim>& dims,
-                        Access& a) {
+  // The linear form of an index expression over the plan's dimensions: k + sum(c[d] * t_d).
+  struct Lin {
+    std::vector<int64_t> c;
+    int64_t k = 0;
+  };
+  std::string lin_of(const ir::AffineExpr& e, const Plan& p, Lin& out) const {
+    out.c.assign(p.dims.size(), 0);
+    out.k = e.constant;
+    for (const auto& [q, coeff] : e.param_coeffs) out.k += coeff * k_.sizes.at(q);
+    auto index = [&](const std::string& name, int64_t coeff) {
+      if (auto sp = p.splits.find(name); sp != p.splits.end()) {
+        out.c[sp->second.hi] += coeff * sp->second.divisor;
+        out.c[sp->second.low] += coeff;
+        out.k += coeff * sp->second.lo;
+        return;
+      }
+      auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& d) { return d.name == name; });
+      TESSEL_CHECK(it != p.dims.end(), "nest: index outside the statement's domain");
+      out.c[it - p.dims.begin()] += coeff;
+      out.k += coeff * it->lo;
+    };
+    for (const auto& [name, coeff] : e.index_coeffs) index(name, coeff);
+    for (const auto& t : e.divs) {  // k * floor((i + c) / d) = k * ((lo + c) / d + hi), split_divisions checked
+      const std::string& i = t.numerator.index_coeffs.begin()->first;
+      const Plan::Split& sp = p.splits.at(i);
+      int64_t c = t.numerator.constant;
+      for (const auto& [q, coeff] : t.numerator.param_coeffs) c += coeff * k_.sizes.at(q);
+      out.c[sp.hi] += t.coeff;
+      out.k += t.coeff * ((sp.lo + c) / sp.divisor);
+    }
+    return "";
+  }
+
+  // Splits every index that appears divided by a constant; "" or why the division is not taken.
+  std::string split_divisions(const ir::Statement& s, Plan& p) {
+    std::map<std::string, std::pair<int64_t, std::set<int64_t>>> divisors;  // index -> divisor, residues of lo + c
+    std::string why;
+    auto scan = [&](const ir::AffineExpr& e) {
+      for (const auto& t : e.divs) {
+        const ir::AffineExpr& num = t.numerator;
+        if (num.index_coeffs.size() != 1 || num.index_coeffs.begin()->second != 1 || num.has_div()) {
+          why = "an index divides " + num.to_string() + " (only an index plus a constant is split)";
+          return;
+        }
+        const std::string& i = num.index_coeffs.begin()->first;
+        int64_t c = num.constant;
+        for (const auto& [q, coeff] : num.param_coeffs) c += coeff * k_.sizes.at(q);
+        auto& d = divisors[i];
+        if (d.first != 0 && d.first != t.divisor) why = "index " + i + " divided by two constants";
+        d.first = t.divisor;
+        d.second.insert(c);
+      }
+    };
+    for (const auto& e : s.out_indices) scan(e);
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+      for (const auto& x : e.indices) scan(x);
+      if (e.kind == ir::ExprKind::IndexValue) scan(e.affine);
+      for (const auto& x : e.args) walk(*x);
+    };
+    walk(*s.rhs);
+    if (!why.empty()) return why;
+    for (const auto& [i, d] : divisors) {
+      auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& x) { return x.name == i; });
+      TESSEL_CHECK(it != p.dims.end(), "nest: a divided index outside the statement's domain");
+      const int64_t q = d.first;
+      if (it->extent % q != 0) return fmt::format("index {} of extent {} divided by {} (not a multiple)", i, it->extent, q);
+      for (int64_t c : d.second)
+        if (((it->lo + c) % q + q) % q != 0)
+          return fmt::format("floor(({} + {}) / {}) does not start a quotient at the range's start", i, c, q);
+      const int at = static_cast<int>(it - p.dims.begin());
+      Dim hi = *it, low = *it;
+      hi.name = i + "/" + std::to_string(q);
+      hi.extent = it->extent / q;
+      low.name = i + "%" + std::to_string(q);
+      low.extent = q;
+      const int64_t lo = it->lo;
+      p.dims[at] = hi;
+      p.dims.insert(p.dims.begin() + at + 1, low);
+      for (auto& [name, sp] : p.splits) {
+        if (sp.hi > at) ++sp.hi;
+        if (sp.low > at) ++sp.low;
+      }
+      p.splits[i] = {at, at + 1, q, lo};
+    }
+    return "";
+  }
+
+  std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const Plan& p, Access& a) {
     const ir::Tensor* t = k_.function->find_tensor(tensor);
     TESSEL_CHECK(t != nullptr, "nest: access to an undeclared tensor");
     std::vector<int64_t> shape = sizes_of(*t);
@@ -157,22 +250,18 @@ class Nest : public VectorCode {
     a.tensor = pad == pads_.end() ? tensor : pad->second.name;
     if (pad != pads_.end()) shape = pad->second.shape;
     a.type = t->dtype;
+    a.stride.assign(p.dims.size(), 0);
     auto& reach = reach_[tensor];
     reach.resize(shape.size(), {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
-    a.stride.assign(dims.size(), 0);
     int64_t st = 1;
     for (size_t j = shape.size(); j-- > 0;) {
-      const ir::AffineExpr& e = idx[j];
-      int64_t c = e.constant;
-      for (const auto& [p, coeff] : e.param_coeffs) c += coeff * k_.sizes.at(p);
-      if (pad != pads_.end()) c += pad->second.before[j];
+      Lin l;
+      if (std::string w = lin_of(idx[j], p, l); !w.empty()) return w;
+      int64_t c = l.k + (pad != pads_.end() ? pad->second.before[j] : 0);
       int64_t lo = 0, hi = 0;
-      for (const auto& [name, coeff] : e.index_coeffs) {
-        auto it = std::find_if(dims.begin(), dims.end(), [&](const Dim& d) { return d.name == name; });
-        TESSEL_CHECK(it != dims.end(), "nest: index outside the statement's domain");
-        a.stride[it - dims.begin()] += st * coeff;
-        c += coeff * it->lo;
-        (coeff < 0 ? lo : hi) += coeff * (it->extent - 1);
+      for (size_t d = 0; d < p.dims.size(); ++d) {
+        a.stride[d] += st * l.c[d];
+        (l.c[d] < 0 ? lo : hi) += l.c[d] * (p.dims[d].extent - 1);
       }
       reach[j].first = std::min(reach[j].first, c + lo);
       reach[j].second = std::max(reach[j].second, c + hi);
@@ -190,12 +279,13 @@ class Nest : public VectorCode {
       if (d.extent <= 0) return "empty range of " + iv.name;
       p.dims.push_back(d);
     }
-    if (std::string w = access_of(s.output, s.out_indices, p.dims, p.out); !w.empty()) return w;
+    if (std::string w = split_divisions(s, p); !w.empty()) return w;
+    if (std::string w = access_of(s.output, s.out_indices, p, p.out); !w.empty()) return w;
     std::string why;
     std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
       if (e.kind == ir::ExprKind::Access && why.empty()) {
         Access a;
-        why = access_of(e.name, e.indices, p.dims, a);
+        why = access_of(e.name, e.indices, p, a);
         auto it = std::find(p.reads.begin(), p.reads.end(), a);
         p.read_of[&e] = static_cast<int>(it - p.reads.begin());
         if (it == p.reads.end()) p.reads.push_back(a);
@@ -203,15 +293,10 @@ class Nest : public VectorCode {
       if (e.kind == ir::ExprKind::IndexValue) {
         Access a;
         a.type = DType::I32;
-        a.stride.assign(p.dims.size(), 0);
-        a.offset = e.affine.constant;
-        for (const auto& [q, coeff] : e.affine.param_coeffs) a.offset += coeff * k_.sizes.at(q);
-        for (const auto& [name, coeff] : e.affine.index_coeffs) {
-          auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& d) { return d.name == name; });
-          TESSEL_CHECK(it != p.dims.end(), "nest: index value outside the statement's domain");
-          a.stride[it - p.dims.begin()] += coeff;
-          a.offset += coeff * it->lo;
-        }
+        Lin l;
+        lin_of(e.affine, p, l);
+        a.stride = l.c;
+        a.offset = l.k;
         p.values[&e] = a;
       }
       for (const auto& x : e.args) walk(*x);
@@ -360,6 +445,12 @@ class Nest : public VectorCode {
       Plan& p = plans_[i];
       for (size_t d = 0; d < p.dims.size(); ++d)
         if (p.dims[d].name == dim0[i]) p.partition = static_cast<int>(d);
+    }
+    if (std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return p.partition < 0; })) {  // split by a division
+      for (Plan& p : plans_) p.partition = -1;
+      cores_ = 1;
+      range_ = 1;
+      return;
     }
     if (cores_ == 1) range_ = extent;
   }
