@@ -97,7 +97,8 @@ UserError VectorCode::not_pointwise(const std::string& why) const {
 
 int VectorCode::count_nodes(const ir::Expr& e) {
     int n = 1;
-    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && (e.type == DType::I32 || e.type == DType::I8)) n += kTruncRegions + 6;
+    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I32) n += kTruncRegions;
+    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I8) n += kTruncRegions + 4;  // to_i8
     for (const auto& a : e.args) n += count_nodes(*a);
     return n;
   }

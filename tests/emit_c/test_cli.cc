@@ -109,12 +109,15 @@ TEST_CASE("a given size that disagrees with the inferred one is exit 1 naming th
   CHECK(e.output.find("size parameter 'Q' is given as 3 but is inferred as 2") != std::string::npos);
 }
 
-TEST_CASE("the NPU and CUDA targets reject division with the place, exit 1") {
-  Result npu = run("compile workloads/quasi.tsl --def maxpool2x2 --target isa/targets/davinci-910.yaml "
-                   "--shape N=1,C=2,H=8,W=8 -o /tmp/tessel-test-quasi-never-written.npu");
-  CHECK(npu.code == 1);
-  CHECK(npu.output.find("the NPU backend does not map floor division or modulo in indices, ranges or shapes yet (S0 "
-                        "reads X(n, c, 2*p + floor((e)/2), e + 2*q - 2*floor((e)/2)))") != std::string::npos);
+TEST_CASE("the NPU runs division (divided indices split), the CUDA target rejects it with the place, exit 1") {
+  for (const char* def : {"maxpool2x2", "pixel_shuffle", "depthwise_stride2"}) {
+    const std::string shape = std::string(def) == "maxpool2x2" ? "N=1,C=2,H=8,W=8"
+                              : std::string(def) == "pixel_shuffle" ? "N=2,CI=13,H=3,W=4" : "N=2,H=7,W=8,C=3,R=3,S=3";
+    Result npu = run(std::string("run workloads/quasi.tsl --def ") + def + " --target isa/targets/davinci-910.yaml --shape " + shape);
+    INFO(npu.output);
+    CHECK(npu.code == 0);
+    CHECK(npu.output.find(": verified, max_abs_err 0") != std::string::npos);
+  }
   Result gpu = run("compile workloads/quasi.tsl --def depthwise_stride2 --target isa/targets/sm90.yaml "
                    "--shape N=1,H=9,W=9,C=16,R=3,S=3 -o /tmp/tessel-test-quasi-never-written.cu");
   CHECK(gpu.code == 1);
