@@ -379,6 +379,8 @@ def pool_text(kind, k, s, layout, dt, quasi_affine):
     else:
         out = f"S({yi}) / {k * k}"
         body += f"  Y({yi}) = {dt}({out})\n" if dt != "f32" else f"  Y({yi}) = {out}\n"
+        if quasi_affine:  # the same output ranges on both statements (P and Q are inferred)
+            body += f"      where p in 0:{bound('H')}, q in 0:{bound('W')}\n"
     return f"def {name}({dt}[{xd}] X) -> ({dt}[{yd}] Y) {{\n{body}}}"
 
 
