@@ -164,7 +164,25 @@ InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstructi
   }
   TESSEL_CHECK(f.count == 2 && !f.access[0].write && f.access[1].write,
                "a copy instruction reads one operand and writes one");
-  return copy_cost(m, f.access[0].buffer, f.access[1].buffer, static_cast<uint64_t>(f.access[1].bytes()));
+  InstructionCost cost = copy_cost(m, f.access[0].buffer, f.access[1].buffer, static_cast<uint64_t>(f.access[1].bytes()));
+  if (cost.uses_gm) {  // GM moves whole granules: each burst is charged the granules it touches
+    const isa::AccessPattern& g = f.access[0].buffer == Buffer::GM ? f.access[0] : f.access[1];
+    const uint64_t gran = m.buffer(Buffer::GM).granularity_bytes, start = static_cast<uint64_t>(in.value[g.address_operand]);
+    uint64_t lo = 0, hi = 0, touched = 0;
+    bool open = false;
+    auto close = [&] { if (open) touched += ceil_div(hi, gran) - lo / gran; };
+    g.for_each_piece([&](isa::WideInt offset, isa::WideInt bytes) {
+      const uint64_t a = start + static_cast<uint64_t>(offset), b = a + static_cast<uint64_t>(bytes);
+      if (open && a == hi) { hi = b; return; }
+      close();
+      lo = a, hi = b, open = true;
+    });
+    close();
+    cost.gm_bytes = touched * gran;
+    const isa::NpuPathSpec& p = m.path(f.access[0].buffer, f.access[1].buffer);
+    cost.occupancy_cycles = std::max<uint64_t>(1, ceil_div(cost.gm_bytes, p.bandwidth_bytes_per_cycle));
+  }
+  return cost;
 }
 
 // Elements one repeat processes for a vector instruction over `bytes`-sized elements.

@@ -41,6 +41,7 @@ struct InstructionCost {
   uint64_t occupancy_cycles = 0;  // how long the instruction holds its pipe
   uint64_t latency_cycles = 0;    // after the occupancy, until its results are visible
   uint64_t bytes = 0;             // bytes written to the destination (copies)
+  uint64_t gm_bytes = 0;          // GM bytes moved: the GM granules (granularity_bytes) the copy touches
   int path_from = -1, path_to = -1;
   bool uses_gm = false;           // competes for the shared GM bandwidth
 };

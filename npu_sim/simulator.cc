@@ -516,7 +516,7 @@ class Simulation {
     uint64_t occupancy = cost.occupancy_cycles;
     if (cost.uses_gm) {  // the shared GM bandwidth is one next-free-time resource for every core
       const uint64_t gm_start = std::max(start, gm_next_free_);
-      gm_next_free_ = gm_start + static_cast<uint64_t>(std::ceil(double(cost.bytes) / machine_.gm_shared_bandwidth_bytes_per_cycle));
+      gm_next_free_ = gm_start + static_cast<uint64_t>(std::ceil(double(cost.gm_bytes) / machine_.gm_shared_bandwidth_bytes_per_cycle));
       occupancy = std::max(occupancy, gm_next_free_ - start);
     }
     auto& peak = record_.peak_bytes[c.id];
