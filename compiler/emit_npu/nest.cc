@@ -25,7 +25,7 @@ using npu::Operand;
 // the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
 constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
 constexpr int kMaxLevels = 14;
-constexpr int kFixedRegions = 4;  // accumulator, partials, per-row values, index sequence
+constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
 
 struct Dim {
   std::string name;
@@ -63,7 +63,7 @@ struct Plan {
   std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
   int partition = -1;                      // the dimension split over cores (out_levels[0])
   int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
-  int regions = 0;
+  int regions = 0, body_regions = 0;  // all values of a tile (both sets), one set's
   bool is_reduction() const { return s->reduction != ir::Reduction::None; }
   bool red(int d) const { return d >= 0 && dims[d].reduction; }
   bool out_dim(int d) const { return d >= 0 && !dims[d].reduction; }
@@ -505,8 +505,22 @@ class Nest : public VectorCode {
     for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));
     collect_types(*p.s->rhs, bytes);
     p.unit = m_.vector_lanes(*bytes.begin());
-    const int nodes = count_nodes(*p.s->rhs);  // i8 operations take 3 more values each (narrow_op)
-    p.regions = kFixedRegions + 2 * static_cast<int>(p.reads.size() + p.values.size()) + (bytes.count(1) ? 4 : 2) * nodes;
+    // Values of distinct subexpressions (compile() computes each once); i8 operations take 3 more
+    // values each (narrow_op).
+    std::map<std::string, int> distinct;
+    std::function<void(const ir::Expr&)> count = [&](const ir::Expr& e) {
+      if (!distinct.emplace(ir::to_string(e), 1).second) return;
+      ir::Expr alone = e;
+      alone.args.clear();
+      distinct[ir::to_string(e)] = count_nodes(alone);
+      for (const auto& a : e.args) count(*a);
+    };
+    count(*p.s->rhs);
+    int nodes = 0;
+    for (const auto& [text, n] : distinct) nodes += n;
+    // Two sets of a tile's values (double buffering: the next tile loads while this one computes).
+    p.body_regions = 2 * static_cast<int>(p.reads.size() + p.values.size()) + (bytes.count(1) ? 4 : 2) * nodes;
+    p.regions = kFixedRegions + 2 * (3 + p.body_regions);
     const int64_t ub = m_.capacity(Buffer::UB);
     int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
     cap = cap / p.unit * p.unit;
@@ -647,12 +661,24 @@ class Nest : public VectorCode {
     chunk_ = p.rows * p.pitch;
     region_base_ = 0;
     next_region_ = 0;
-    acc_ = fresh_region();
-    part_ = fresh_region();
-    rowvals_ = fresh_region();
     seq_ = fresh_region();
     if (!p.values.empty()) sequence(p);
+    for (int k = 0; k < 2; ++k) {
+      accs_[k] = fresh_region();
+      parts_[k] = fresh_region();
+      rowvals_of_[k] = fresh_region();
+    }
     body_base_ = next_region_;
+    set_bytes_ = p.body_regions * chunk_ * 4;
+    set_ = acc_set_ = 0;
+    // Double buffering at the innermost loop of two or more tiles: its tiles alternate the two sets
+    // of values (and of accumulators when it is an output loop).
+    db_dim_ = -1;
+    std::vector<int> order = p.out_levels;
+    order.insert(order.end(), p.red_levels.begin(), p.red_levels.end());
+    for (int d : order)
+      if (extent_of(p, d) / block_of(p, d) >= 2) db_dim_ = d;
+    db_out_ = db_dim_ >= 0 && !p.dims[db_dim_].reduction;
     levels(p, 0, true);
   }
 
@@ -676,7 +702,28 @@ class Nest : public VectorCode {
     Pos base;
     if (d == p.partition && cores_ > 1) base.regs.push_back({kBase, 1});
     size_[d] = blk;
-    if (full > 1) {
+    const bool innermost = d == db_dim_;
+    if (innermost && full > 1) {  // pairs of tiles alternate the two value sets
+      if (full > 3) op(Opcode::Loop, {reg(r), imm(0), imm(full / 2), imm(1)});
+      for (int64_t k = 0; k < (full > 3 ? 2 : full); ++k) {
+        pos_[d] = base;
+        if (full > 3) pos_[d].regs.push_back({r, 2 * blk});
+        pos_[d].c = k * blk;
+        set_ = static_cast<int>(k % 2);
+        if (db_out_) acc_set_ = set_;
+        levels(p, i + 1, output);
+      }
+      if (full > 3) op(Opcode::EndLoop, {});
+      if (full > 3 && full % 2) {
+        pos_[d] = base;
+        pos_[d].c = (full - 1) * blk;
+        set_ = 0;
+        if (db_out_) acc_set_ = 0;
+        levels(p, i + 1, output);
+      }
+      set_ = 1;
+      if (db_out_) acc_set_ = 1;
+    } else if (full > 1) {
       op(Opcode::Loop, {reg(r), imm(0), imm(full), imm(1)});
       pos_[d] = base;
       pos_[d].regs.push_back({r, blk});
@@ -692,6 +739,7 @@ class Nest : public VectorCode {
       size_[d] = tail;
       levels(p, i + 1, output);
     }
+    if (innermost) set_ = acc_set_ = 0;
   }
 
   int64_t cur(int d) const { return d >= 0 ? size_[d] : 1; }
@@ -713,15 +761,15 @@ class Nest : public VectorCode {
   }
 
   void store_acc(const Plan& p, bool to_ub) {
-    const bool narrow = p.out.type != compute_type(p.out.type);  // through part_ in the output type
-    const int64_t n = acc_elements(p), ub = narrow ? part_ : acc_;
-    const Value acc{false, 0, acc_, compute_type(p.out.type)}, staged{false, 0, part_, p.out.type};
-    if (narrow && !to_ub) convert(staged, acc, n);
+    const bool narrow = p.out.type != compute_type(p.out.type);  // through part() in the output type
+    const int64_t n = acc_elements(p), ub = narrow ? part() : acc();
+    const Value total{false, 0, acc(), compute_type(p.out.type)}, staged{false, 0, part(), p.out.type};
+    if (narrow && !to_ub) convert(staged, total, n);
     if (p.out_dim(p.v))
       move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
     else
       move(to_ub, p, p.out, ub, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
-    if (narrow && to_ub) convert(acc, staged, n);
+    if (narrow && to_ub) convert(total, staged, n);
   }
 
   // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.
@@ -732,7 +780,7 @@ class Nest : public VectorCode {
     }
     if (p.s->init) {
       const DType t = compute_type(p.out.type);
-      op(Opcode::Vdup, {type(t), at(Buffer::UB, acc_), Operand::float_(identity(p)), imm(repeats(acc_elements(p), t)), imm(1),
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, acc()), Operand::float_(identity(p)), imm(repeats(acc_elements(p), t)), imm(1),
                         imm(repeat_blocks_)});
     } else {
       store_acc(p, true);
@@ -743,9 +791,10 @@ class Nest : public VectorCode {
 
   // One tile: load every access, evaluate, reduce within the tile, combine or store.
   void body(const Plan& p) {
-    next_region_ = body_base_;
+    next_region_ = body_base_ + set_ * set_bytes_;
     const int64_t rows = cur(p.u), cols = cur(p.v), n = rows * p.pitch;
     loaded_.clear();
+    memo_.clear();
     for (const Access& a : p.reads) loaded_.push_back(load(p, a, rows, cols));
     Value x = compile(*p.s->rhs, n);
     x = vector_of(x, n);
@@ -774,16 +823,16 @@ class Nest : public VectorCode {
         binary(o, x, x, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
       left = 1;
     }
-    const Value acc{false, 0, acc_, t};
+    const Value total{false, 0, acc(), t};
     if (!p.red(p.v)) {
-      binary(o, acc, acc, x, left * p.pitch);
+      binary(o, total, total, x, left * p.pitch);
       return;
     }
     lanes(p, x, left, cols);
-    binary(o, acc, acc, Value{false, 0, part_, t}, left);
+    binary(o, total, total, Value{false, 0, part(), t}, left);
   }
 
-  // Reduces each of `rows` rows of x (cols valid lanes) to one element at part_[r].
+  // Reduces each of `rows` rows of x (cols valid lanes) to one element at part()[r].
   void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols) {
     const DType t = x.type;
     const int64_t w = m_.vector_lanes(t), k = p.pitch / w, rep = k * repeat_blocks_;
@@ -816,8 +865,8 @@ class Nest : public VectorCode {
     const bool min = p.s->reduction == ir::Reduction::Min;
     if (min) op(Opcode::Vmuls, {type(t), at(Buffer::UB, x.region), at(Buffer::UB, x.region), Operand::float_(-1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
     const Opcode r = p.s->reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax;
-    op(r, {type(t), at(Buffer::UB, part_), at(Buffer::UB, x.region), imm(rows), imm(1), imm(rep)});
-    if (min) with_scalar(Opcode::Vmuls, Value{false, 0, part_, t}, Value{false, 0, part_, t}, -1, rows);
+    op(r, {type(t), at(Buffer::UB, part()), at(Buffer::UB, x.region), imm(rows), imm(1), imm(rep)});
+    if (min) with_scalar(Opcode::Vmuls, Value{false, 0, part(), t}, Value{false, 0, part(), t}, -1, rows);
   }
 
   void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep) {
@@ -847,14 +896,14 @@ class Nest : public VectorCode {
     const int64_t su = stride_of(a, p.u);
     const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
     // The row values, widened in place past the gathered ones when the type has no arithmetic.
-    int64_t values = rowvals_;
+    int64_t values = rowvals();
     auto widen = [&](int64_t count) {
       if (t == a.type) return;
-      values = rowvals_ + (count * dtype_bytes(a.type) + 31) / 32 * 32;
-      convert(Value{false, 0, values, t}, Value{false, 0, rowvals_, a.type}, count);
+      values = rowvals() + (count * dtype_bytes(a.type) + 31) / 32 * 32;
+      convert(Value{false, 0, values, t}, Value{false, 0, rowvals(), a.type}, count);
     };
     if (su == 0 || rows == 1) {
-      move(true, p, a, rowvals_, 1, 1, 1, 1, 0);
+      move(true, p, a, rowvals(), 1, 1, 1, 1, 0);
       widen(1);
       op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(1), imm(1), imm(repeat_blocks_)});
       if (rows * k > 1)
@@ -862,7 +911,7 @@ class Nest : public VectorCode {
                            imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
       return;
     }
-    move(true, p, a, rowvals_, rows, 1, 1, su, 0);
+    move(true, p, a, rowvals(), rows, 1, 1, su, 0);
     widen(rows);
     for (int64_t j = 0; j < k; ++j)
       op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, values), imm(rows), imm(1), imm(rep)});
@@ -923,7 +972,16 @@ class Nest : public VectorCode {
 
   // ---- expressions -------------------------------------------------------------------------------
 
+  // Equal subexpressions are computed once per tile (GELU's z appears five times).
   Value compile(const ir::Expr& e, int64_t n) override {
+    const std::string key = ir::to_string(e);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    const Value v = compile_node(e, n);
+    memo_[key] = v;
+    return v;
+  }
+
+  Value compile_node(const ir::Expr& e, int64_t n) {
     if (e.kind == ir::ExprKind::Access) return loaded_.at(plan_->read_of.at(&e));
     if (e.kind == ir::ExprKind::IndexValue) {
       if (e.affine.is_constant()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, DType::I32};
@@ -1062,7 +1120,15 @@ class Nest : public VectorCode {
   std::vector<Pos> pos_;
   std::vector<int64_t> size_;
   std::vector<Value> loaded_;
-  int64_t acc_ = 0, part_ = 0, rowvals_ = 0, seq_ = 0, body_base_ = 0;
+  std::map<std::string, Value> memo_;  // this tile's values by expression text
+  int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
+  int64_t accs_[2] = {0, 0}, parts_[2] = {0, 0}, rowvals_of_[2] = {0, 0};
+  int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
+  int db_dim_ = -1;            // the double-buffered loop's dimension
+  bool db_out_ = false;        // ... an output one (the accumulators alternate too)
+  int64_t acc() const { return accs_[acc_set_]; }
+  int64_t part() const { return parts_[set_]; }
+  int64_t rowvals() const { return rowvals_of_[set_]; }
 };
 
 }  // namespace
