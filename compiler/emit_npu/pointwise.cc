@@ -510,13 +510,19 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   next_region_ = 0;
   tensors_.clear();
   tensors_[accumulator_] = {false, 0, c_region, DType::F32};
+  // Regions: every pattern, then the expanded values — those varying along the rows last, as the
+  // masked vbrcb's footprint reaches past its region into the next one (a V region then, so no
+  // pipe pair appears that the data does not need).
+  std::map<std::string, int64_t> pattern_of, expanded_of;
+  for (const std::string& name : broadcasts_) pattern_of[name] = fresh_region();
+  for (int rows_last = 0; rows_last < 2; ++rows_last)
+    for (const std::string& name : broadcasts_)
+      if ((sources.at(name).along_rows && !sources.at(name).along_columns) == (rows_last == 1)) expanded_of[name] = fresh_region();
   for (const std::string& name : broadcasts_) {
-    // `columns` values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat) by
-    // small DMAs, then copied with a source repeat stride of 0.
     const kernel::GlobalTensor* t = k_.find_tensor(name);
     const int eb = dtype_bytes(t->dtype);
     const BroadcastSource& source = sources.at(name);
-    const int64_t pattern = fresh_region(), expanded = fresh_region();
+    const int64_t pattern = pattern_of.at(name), expanded = expanded_of.at(name);
     if (source.along_rows && source.along_columns) {  // the block itself, row by row
       op(Opcode::DmaIn, {at(Buffer::UB, expanded), source.gm, imm(rows), imm(columns * eb), imm(source.row_stride_bytes - columns * eb),
                          imm(0)});

@@ -129,6 +129,20 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
 
 }  // namespace
 
+namespace {
+
+// Does `e` read a tensor at an index that uses `index`?
+bool reads_index(const ir::Expr& e, const std::string& index) {
+  if (e.kind == ir::ExprKind::Access)
+    for (const auto& ix : e.indices)
+      if (ix.index_coeffs.count(index)) return true;
+  for (const auto& a : e.args)
+    if (reads_index(*a, index)) return true;
+  return false;
+}
+
+}  // namespace
+
 TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
                            const isa::Hierarchy& h) {
   const isa::MatrixShape* matrix = nullptr;
@@ -155,6 +169,12 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
     const bool contraction = s.rhs && s.rhs->kind == ir::ExprKind::Apply && s.rhs->op == ir::Op::Mul;
     std::vector<const ir::IndexVar*> par, red;
     for (const auto& v : s.domain) (v.is_reduction ? red : par).push_back(&v);
+    // A contraction's batch axes (read by both factors) get point tiles wherever they are in the
+    // output (C[m, b, n]): they go first, so that the innermost two are its m and n.
+    if (contraction)
+      std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) {
+        return reads_index(*s.rhs->args[0], v->name) && reads_index(*s.rhs->args[1], v->name);
+      });
     // (f16 operands: the path the model was checked on; i8 GEMMs run on one core through the f16 cube)
     bool f16 = true;
     std::function<void(const ir::Expr&)> operands = [&](const ir::Expr& e) {
