@@ -175,7 +175,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) {
         return reads_index(*s.rhs->args[0], v->name) && reads_index(*s.rhs->args[1], v->name);
       });
-    // (f16 operands: the path the model was checked on; i8 GEMMs run on one core through the f16 cube)
+    // (f16 operands: the path the model was checked on; i8 GEMMs keep the generic tile, which the plan rounds to the i8 cube)
     bool f16 = true;
     std::function<void(const ir::Expr&)> operands = [&](const ir::Expr& e) {
       if (e.kind == ir::ExprKind::Access) {
