@@ -78,7 +78,6 @@ struct GemmShape : tile::GemmPlan {
   DType out = DType::F32;
   DType operand = DType::F16;  // the cube shape used: f16, or i8 (isa::NpuMachine::cube_i8, i32 accumulation)
   int64_t unit_m = 0, unit_n = 0;  // tile multiples beyond the fractal (tile::GemmRequest)
-  int64_t force_k0 = 0;            // operand tile k regardless of the kernel's box (0: the box's)
   bool int_out = false;  // i8 operands on the f16 cube (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
@@ -364,10 +363,14 @@ class GemmLoop {
   int64_t load_a(int64_t slot, int64_t kk, int64_t i) {
     const int64_t l0a = (l0a_step_++ % g_.l0a_slots) * l0a_half_, rows = g_.tm0 / cube_.m0, cols = g_.tk0 / cube_.k0;
     const Operand src = at(Buffer::L1, slot_at(slot) + a_at(kk, i));
-    TESSEL_CHECK(!g_.a_transposed() || !pairs() || cols == 1, "emit_npu: an i8 A^T tile is one k slice (tile::GemmRequest::box_k0)");
-    if (g_.a_transposed() && pairs())  // tk0 = k0: A^T's 32-row blocks of one k slice are pairs of ZZ fractals
-      op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows / 2), imm(2), imm(2), imm(1), imm(1)});
-    else if (g_.a_transposed())
+    if (g_.a_transposed() && pairs()) {
+      // i8 A^T: per k slice ki, the pairs (2 ki, 2 ki + 1) of each 32-column block are its m rows
+      // 0..15 and 16..31; the slices go one after the other ([ki][mi], each slice ZZ), one mmad each
+      for (int64_t ki = 0; ki < cols; ++ki)
+        op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a + ki * rows * cube_.a_fractal_bytes()),
+                            at(Buffer::L1, slot_at(slot) + a_at(kk, i) + 2 * ki * cube_.a_fractal_bytes()), imm(rows / 2), imm(2),
+                            imm(2 * cols), imm(1), imm(1)});
+    } else if (g_.a_transposed())
       op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(cols), imm(1), imm(1)});
     else
       op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(1), imm(rows), imm(0)});
@@ -398,9 +401,18 @@ class GemmLoop {
                           imm(1)});
   }
   int64_t block_at(int64_t i, int64_t j) const { return (j * blocks_m_ + i) * sub_c_; }  // accumulator block in L0C
-  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
-    op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, block_at(i, j)), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0),
-                      imm(g_.tk0), imm(g_.tn0), init});
+  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) { mmad_at(block_at(i, j), l0a, l0b, g_.tn0, init); }
+  // C (L0C) (+)= the A operand tile at l0a x the B operand tile of n columns at l0b; an i8 A^T tile
+  // holds its k slices one after the other (load_a): one mmad per slice.
+  void mmad_at(int64_t c, int64_t l0a, int64_t l0b, int64_t n, Operand init) {
+    if (!(g_.a_transposed() && pairs())) {
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0), imm(g_.tk0), imm(n), init});
+      return;
+    }
+    for (int64_t ki = 0; ki < g_.tk0 / cube_.k0; ++ki)
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a + ki * (g_.tm0 / cube_.m0) * cube_.a_fractal_bytes()),
+                        at(Buffer::L0B, l0b + ki * (n / cube_.n0) * cube_.b_fractal_bytes()), imm(g_.tm0), imm(cube_.k0), imm(n),
+                        ki == 0 ? init : imm(0)});
   }
 
   // i32 results: the whole block moved, its integer-valued f32 (|x| <= 2^24) converted in place: exact.
@@ -455,8 +467,7 @@ class GemmLoop {
         for (int64_t kk = 0; kk < pieces_; ++kk) {
           const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half_;
           load_b_columns(at(Buffer::L0B, l0b), slots[h], kk, j, jj, 1);
-          op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c + jj * column_bytes_), at(Buffer::L0A, a[h * pieces_ + kk]),
-                            at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(cube_.n0), kk == 0 && h == 0 ? first : imm(0)});
+          mmad_at(c + jj * column_bytes_, a[h * pieces_ + kk], l0b, cube_.n0, kk == 0 && h == 0 ? first : imm(0));
         }
     });
   }
@@ -614,7 +625,6 @@ tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, cons
   r.box_m0 = box_along(a0, con.a.indices, vm), r.box_k0 = box_along(a0, con.a.indices, vk), r.box_n0 = box_along(b0, con.b.indices, vn);
   r.out = g.out, r.int_out = g.int_out, r.has_epilogue = g.epilogue != nullptr;
   r.operand = g.operand, r.unit_m = g.unit_m, r.unit_n = g.unit_n;
-  if (g.force_k0) r.box_k0 = g.force_k0;
   if (g.epilogue) r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
   return r;
 }
@@ -688,8 +698,8 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   g.epilogue = epilogue.get();
   const isa::CubeShape& cube = native_i8 ? m.cube_i8 : m.cube_f16;
   g.operand = cube.a;
-  if (native_i8) {  // i8 transposes move k0 x k0 squares of bytes (pairs of fractals): A^T one k slice at a time
-    if (g.a_transposed()) g.unit_m = cube.k0, g.force_k0 = cube.k0;
+  if (native_i8) {  // i8 transposes move k0 x k0 squares of bytes (pairs of fractals)
+    if (g.a_transposed()) g.unit_m = cube.k0;
     if (!g.b_transposed()) g.unit_n = cube.k0;
     out.notes.push_back(fmt::format("i8 on the cube's {}x{}x{} i8 shape, i32 accumulation{}", cube.m0, cube.n0, cube.k0,
                                     g.a_transposed() || !g.b_transposed() ? " (load2d transposes i8 fractal pairs)" : ""));

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -175,24 +176,32 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) {
         return reads_index(*s.rhs->args[0], v->name) && reads_index(*s.rhs->args[1], v->name);
       });
-    // (f16 operands: the path the model was checked on; i8 GEMMs keep the generic tile, which the plan rounds to the i8 cube)
-    bool f16 = true;
+    // f16 operands (the path the model was checked on) and i8 ones on the description's i8 shape
+    // (the NPU's cube_i8: the same model with 1-byte elements and that shape's MACs per cycle)
+    std::optional<DType> operand;
+    bool uniform = true;
     std::function<void(const ir::Expr&)> operands = [&](const ir::Expr& e) {
       if (e.kind == ir::ExprKind::Access) {
         const ir::Tensor* t = f.find_tensor(e.name);
-        f16 = f16 && t && t->dtype == DType::F16;
+        if (!t || (operand && *operand != t->dtype)) uniform = false;
+        else operand = t->dtype;
       }
       for (const auto& a : e.args) operands(*a);
     };
     if (contraction) operands(*s.rhs);
-    if (contraction && f16 && h.kind == isa::TargetKind::Npu && red.size() == 1 && par.size() >= 2 && matrix) {
+    const isa::MatrixShape* shape = nullptr;
+    if (uniform && operand && (*operand == DType::F16 || *operand == DType::I8))
+      for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
+        for (const auto& sh : u->shapes)
+          if (!shape && sh.a == *operand && (*operand == DType::F16 || sh.acc == DType::I32)) shape = &sh;
+    if (contraction && shape && h.kind == isa::TargetKind::Npu && red.size() == 1 && par.size() >= 2) {
       int64_t outer_tiles = 1;
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);
-      const auto [bm, bn] = npu_gemm_tile(extent(*par[par.size() - 2]), extent(*par.back()), outer_tiles, dtype_bytes(DType::F16), h, *matrix);
+      const auto [bm, bn] = npu_gemm_tile(extent(*par[par.size() - 2]), extent(*par.back()), outer_tiles, dtype_bytes(*operand), h, *shape);
       for (size_t i = 0; i + 2 < par.size(); ++i) add(*par[i], 1, 1);
-      add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * um));
-      add(*par.back(), bn, std::min<int64_t>(bn, 4 * un));
-      add(*red[0], 8 * uk, 4 * uk);
+      add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * shape->m));
+      add(*par.back(), bn, std::min<int64_t>(bn, 4 * shape->n));
+      add(*red[0], 8 * shape->k, 4 * shape->k);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {
