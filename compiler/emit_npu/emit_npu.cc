@@ -487,7 +487,7 @@ class GemmLoop {
           if (pending_[n].j < 0 ? pending_[n].i <= i || j > 0 : pending_[n].j == -2 || pending_[n].j <= j) last = n + 1;
         emit_pending(last);
         if (j == blocks_n_ - 1 && i == blocks_m_ - 1 && !tile_loop_ && g.tn0 > cube_.n0 && !g.int_out && tiles <= g.l0a_slots &&
-            (g.b_transposed() || !pairs())) {
+            !(pairs() && (g.a_transposed() || !g.b_transposed()))) {  // (i8 transposes: whole tiles, fewer instructions)
           last_block_by_columns(slots, i, j, first);
           continue;
         }
