@@ -150,19 +150,27 @@ class Builder {
 
   // Batched tails: per-batch offsets of the unpadded tensors are not aligned, so the whole batch
   // goes through UB in one aligned DMA on the unpadded side and one aligned DMA per batch on the
-  // padded side. In: [batch*rows, cols] -> [batch, rows_p, cols_p] (rows past `rows` left as the
-  // scratch tensor's zeros); out: the reverse, clipped. Both fit UB (checked by the caller).
-  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride) {
+  // padded side. In: the tensor's batch*rows rows of row_bytes, in memory order (batch b's row r is
+  // row b * batch_step + r * row_step: the batch anywhere), each at an aligned UB row of dst_stride
+  // -> [batch, rows_p, cols_p] (rows past `rows` left as the scratch tensor's zeros); out: the
+  // reverse, clipped. Both fit UB (checked by the caller).
+  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride,
+                      int64_t row_step, int64_t batch_step) {
     if (dst_stride > row_bytes) zero_ub(0, round_up(batch * rows * dst_stride, m_.vector_bytes_per_repeat));
     op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src), imm(batch * rows), imm(row_bytes), imm(0), imm(dst_stride - row_bytes)});
-    for (int64_t b = 0; b < batch; ++b)
-      op(Opcode::DmaOut, {at(Buffer::GM, dst + b * rows_p * dst_stride), at(Buffer::UB, b * rows * dst_stride), imm(1),
-                          imm(rows * dst_stride), imm(0), imm(0)});
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::GM, dst + b * rows_p * dst_stride), from = at(Buffer::UB, b * batch_step * dst_stride);
+      if (row_step == 1) op(Opcode::DmaOut, {to, from, imm(1), imm(rows * dst_stride), imm(0), imm(0)});
+      else op(Opcode::DmaOut, {to, from, imm(rows), imm(dst_stride), imm((row_step - 1) * dst_stride), imm(0)});
+    }
   }
-  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride) {
-    for (int64_t b = 0; b < batch; ++b)
-      op(Opcode::DmaIn, {at(Buffer::UB, b * rows * src_stride), at(Buffer::GM, src + b * rows_p * src_stride), imm(1),
-                         imm(rows * src_stride), imm(0), imm(0)});
+  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride,
+                       int64_t row_step, int64_t batch_step) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::UB, b * batch_step * src_stride), from = at(Buffer::GM, src + b * rows_p * src_stride);
+      if (row_step == 1) op(Opcode::DmaIn, {to, from, imm(1), imm(rows * src_stride), imm(0), imm(0)});
+      else op(Opcode::DmaIn, {to, from, imm(rows), imm(src_stride), imm(0), imm((row_step - 1) * src_stride)});
+    }
     op(Opcode::DmaOut, {at(Buffer::GM, dst), at(Buffer::UB, 0), imm(batch * rows), imm(row_bytes), imm(src_stride - row_bytes), imm(0)});
   }
 
@@ -630,10 +638,14 @@ tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, cons
 }
 
 // One GEMM operand as stored in GM: `rows` x `cols` (rows of `row_stride` elements), `batch_stride`
-// elements apart per batch.
+// elements apart per batch. Its unit-stride dimension is the innermost, so the tensor is
+// batch x rows rows of `cols` elements, matrix row r of batch b being row b * batch_step() +
+// r * row_step().
 struct StoredMatrix {
   int64_t rows = 0, cols = 0, row_stride = 0, batch_stride = 0;
-  bool dense(int64_t batch) const { return row_stride == cols && (batch == 1 || batch_stride == rows * cols); }
+  int64_t row_step() const { return row_stride / cols; }
+  int64_t batch_step() const { return batch_stride / cols; }
+  bool rows_of_cols() const { return row_stride % cols == 0 && batch_stride % cols == 0; }
 };
 
 int64_t stride_of(const std::map<std::string, int64_t>& coeff, const std::string& var) {
@@ -764,12 +776,13 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     const StoredMatrix a = g.a_transposed() ? StoredMatrix{K, M, g.a_sk, g.a_sb} : StoredMatrix{M, K, g.a_sm, g.a_sb};
     const StoredMatrix b = g.b_transposed() ? StoredMatrix{N, K, g.b_sn, g.b_sb} : StoredMatrix{K, N, g.b_sk, g.b_sb};
     const StoredMatrix c{M, N, g.c_sm, g.c_sb};
-    if (!a.dense(nb) || !b.dense(nb) || !c.dense(nb))
-      throw unsupported("batched matmul with tails whose batch is not the leading dimension of all three tensors");
-    if (nb > 1 && std::max({nb * M * g.K * 2, nb * K * g.N * 2, nb * M * g.N * eo}) > m.capacity(Buffer::UB))  // f16 or smaller
-      throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
     const int64_t ar = g.a_transposed() ? g.K : g.M, ac = g.a_transposed() ? g.M : g.K;
     const int64_t br = g.b_transposed() ? g.N : g.K, bc = g.b_transposed() ? g.K : g.N;
+    const int64_t ib = dtype_bytes(g.operand);
+    TESSEL_CHECK(a.rows_of_cols() && b.rows_of_cols() && c.rows_of_cols() && (nb > 1 || (a.row_step() == 1 && b.row_step() == 1)),
+                 "emit_npu: a GEMM operand's unit-stride dimension is not its innermost one");
+    if (nb > 1 && std::max({nb * a.rows * ac * ib, nb * b.rows * bc * ib, nb * M * g.N * eo}) > m.capacity(Buffer::UB))
+      throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
     g.a_off = place(A->name + "_padded", g.operand, {nb, ar, ac}, npu::TensorRole::Scratch);
     g.b_off = place(B->name + "_padded", g.operand, {nb, br, bc}, npu::TensorRole::Scratch);
     g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
@@ -777,19 +790,18 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     (g.b_transposed() ? g.b_sn : g.b_sk) = bc, g.b_sb = br * bc;
     g.c_sm = g.N, g.c_sb = g.M * g.N;
     p.cores = g.cores = 1;
-    const int64_t ib = dtype_bytes(g.operand);
     if (g.int_out) {
       build.widen_i8(a_user, g.a_off, a.rows, a.cols, ac);
       build.widen_i8(b_user, g.b_off, b.rows, b.cols, bc);
     } else if (nb > 1) {
-      build.batched_pad_in(a_user, g.a_off, nb, a.rows, ar, a.cols * ib, ac * ib);
-      build.batched_pad_in(b_user, g.b_off, nb, b.rows, br, b.cols * ib, bc * ib);
+      build.batched_pad_in(a_user, g.a_off, nb, a.rows, ar, a.cols * ib, ac * ib, a.row_step(), a.batch_step());
+      build.batched_pad_in(b_user, g.b_off, nb, b.rows, br, b.cols * ib, bc * ib, b.row_step(), b.batch_step());
     } else {
       build.padded_copy(a_user, g.a_off, a.rows, a.cols * ib, a.cols * ib, ac * ib);
       build.padded_copy(b_user, g.b_off, b.rows, b.cols * ib, b.cols * ib, bc * ib);
     }
     GemmLoop(p, m, g).run();
-    if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo);
+    if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo, c.row_step(), c.batch_step());
     else build.padded_copy(g.c_off, c_user, M, N * eo, g.N * eo, N * eo);
     out.notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
   }
