@@ -123,8 +123,11 @@ class AccessBuilder {
 
 // Operand rules that are about the instruction's meaning, not about the bytes it touches.
 void check_semantic_rules(const IssuedInstruction& in) {
-  if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0 && type_operand(in, 0) != DType::F16)
-    fault("transpose is defined for square f16 fractals only");
+  if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0) {
+    const DType t = type_operand(in, 0);
+    if (t != DType::F16 && t != DType::I8) fault("transpose is defined for square f16 fractals and pairs of i8 fractals only");
+    if (t == DType::I8 && in.value[4] % 2 != 0) fault("an i8 transpose moves pairs of fractals: inner must be even");
+  }
 }
 
 InstructionCost copy_cost(const isa::NpuMachine& m, Buffer from, Buffer to, uint64_t bytes) {
@@ -493,6 +496,25 @@ void execute_load2d(const isa::NpuMachine& m, const IssuedInstruction& in, const
   const bool transpose = in.value[7] != 0;
   const uint64_t fb = m.fractal_bytes();
   const int side = static_cast<int>(m.fractal_rows());  // f16 fractals are square
+  if (transpose && type_operand(in, 0) == DType::I8) {
+    // Units (o, i), (o, i + 1), i even: the two source fractals stacked (2 x fractal_rows rows of
+    // fractal_row_bytes bytes: a square of bytes) are transposed byte by byte; the result's first
+    // fractal_rows rows go to destination fractal o * inner + i, the rest to the next one.
+    const int64_t n = 2 * side, row = m.fractal_row_bytes;
+    TESSEL_CHECK(row == n, "an i8 fractal pair is not a square of bytes");
+    // not hardware: host scratch for one pair, checked against its bytes
+    uint8_t block[2 * 4096], tmp[2 * 4096];
+    TESSEL_CHECK(2 * fb <= sizeof block, "fractal pair larger than the transpose scratch");
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; i += 2) {
+        std::memcpy(block, src + (o * so + i * si) * fb, fb);
+        std::memcpy(block + fb, src + (o * so + (i + 1) * si) * fb, fb);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < n; ++c) tmp[c * n + r] = block[r * n + c];
+        std::memcpy(dst + (o * inner + i) * fb, tmp, 2 * fb);
+      }
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const uint8_t* s = src + (o * so + i * si) * fb;

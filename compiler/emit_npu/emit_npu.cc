@@ -37,7 +37,8 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Registers of the generated code.
 enum Reg : uint8_t {
   kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst,
-  kColumn2, kColumn4, kBatch, kRest
+  kBatch, kRest,
+  kBroadcast  // the first of one register per broadcast tensor of the epilogue (its tile's byte offset)
 };
 
 using Machine = isa::NpuMachine;
@@ -64,16 +65,30 @@ const kernel::Node* find_matmul(const kernel::Kernel& k) {
   return found;
 }
 
-// A GEMM C[M,N] (+)= A[M,K] * B[K,N] on row-major GM tensors whose sizes are multiples of the tile.
+// A GEMM C[M,N] (+)= A[M,K] * B[K,N] on GM tensors whose sizes are multiples of the tile, each
+// operand stored with one unit-stride dimension: A [m][k] or transposed [k][m], B [k][n] or
+// transposed [n][k], C [m][n]; the batch index anywhere (its own GM stride per tensor).
 struct GemmShape : tile::GemmPlan {
   int64_t M = 0, N = 0, K = 0;
-  int64_t batch = 1;                  // independent GEMMs, one after the other in GM
+  int64_t batch = 1;                  // independent GEMMs
   int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
+  // GM element strides of A(m, k), B(k, n), C(m, n) and of the batch index in each
+  int64_t a_sm = 0, a_sk = 1, a_sb = 0, b_sk = 0, b_sn = 1, b_sb = 0, c_sm = 0, c_sb = 0;
+  bool a_transposed() const { return a_sk != 1; }  // A stored [k][m]: its rows are K
+  bool b_transposed() const { return b_sn != 1; }  // B stored [n][k]: its rows are N
   DType out = DType::F32;
-  bool int_out = false;  // i8 operands (converted to f16, exact) -> i32: the f32 accumulator converted on UB
+  DType operand = DType::F16;  // the cube shape used: f16, or i8 (isa::NpuMachine::cube_i8, i32 accumulation)
+  int64_t unit_m = 0, unit_n = 0;  // tile multiples beyond the fractal (tile::GemmRequest)
+  bool int_out = false;  // i8 operands on the f16 cube (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
-  std::map<std::string, std::pair<int64_t, int>> broadcast;  // [N] tensor -> GM offset, element bytes
+  struct Broadcast {  // an epilogue tensor read at some of the output's indices
+    int64_t gm = 0;
+    int eb = 4;                           // element bytes
+    int64_t s_b = 0, s_m = 0, s_n = 0;    // element strides along the batch, M and N indices
+    uint8_t reg = 0;                      // holds the tile's byte offset in it
+  };
+  std::map<std::string, Broadcast> broadcast;
 };
 
 class Builder {
@@ -136,19 +151,27 @@ class Builder {
 
   // Batched tails: per-batch offsets of the unpadded tensors are not aligned, so the whole batch
   // goes through UB in one aligned DMA on the unpadded side and one aligned DMA per batch on the
-  // padded side. In: [batch*rows, cols] -> [batch, rows_p, cols_p] (rows past `rows` left as the
-  // scratch tensor's zeros); out: the reverse, clipped. Both fit UB (checked by the caller).
-  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride) {
+  // padded side. In: the tensor's batch*rows rows of row_bytes, in memory order (batch b's row r is
+  // row b * batch_step + r * row_step: the batch anywhere), each at an aligned UB row of dst_stride
+  // -> [batch, rows_p, cols_p] (rows past `rows` left as the scratch tensor's zeros); out: the
+  // reverse, clipped. Both fit UB (checked by the caller).
+  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride,
+                      int64_t row_step, int64_t batch_step) {
     if (dst_stride > row_bytes) zero_ub(0, round_up(batch * rows * dst_stride, m_.vector_bytes_per_repeat));
     op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src), imm(batch * rows), imm(row_bytes), imm(0), imm(dst_stride - row_bytes)});
-    for (int64_t b = 0; b < batch; ++b)
-      op(Opcode::DmaOut, {at(Buffer::GM, dst + b * rows_p * dst_stride), at(Buffer::UB, b * rows * dst_stride), imm(1),
-                          imm(rows * dst_stride), imm(0), imm(0)});
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::GM, dst + b * rows_p * dst_stride), from = at(Buffer::UB, b * batch_step * dst_stride);
+      if (row_step == 1) op(Opcode::DmaOut, {to, from, imm(1), imm(rows * dst_stride), imm(0), imm(0)});
+      else op(Opcode::DmaOut, {to, from, imm(rows), imm(dst_stride), imm((row_step - 1) * dst_stride), imm(0)});
+    }
   }
-  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride) {
-    for (int64_t b = 0; b < batch; ++b)
-      op(Opcode::DmaIn, {at(Buffer::UB, b * rows * src_stride), at(Buffer::GM, src + b * rows_p * src_stride), imm(1),
-                         imm(rows * src_stride), imm(0), imm(0)});
+  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride,
+                       int64_t row_step, int64_t batch_step) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::UB, b * batch_step * src_stride), from = at(Buffer::GM, src + b * rows_p * src_stride);
+      if (row_step == 1) op(Opcode::DmaIn, {to, from, imm(1), imm(rows * src_stride), imm(0), imm(0)});
+      else op(Opcode::DmaIn, {to, from, imm(rows), imm(src_stride), imm(0), imm((row_step - 1) * src_stride)});
+    }
     op(Opcode::DmaOut, {at(Buffer::GM, dst), at(Buffer::UB, 0), imm(batch * rows), imm(row_bytes), imm(src_stride - row_bytes), imm(0)});
   }
 
@@ -173,7 +196,7 @@ class Builder {
 class GemmLoop {
  public:
   GemmLoop(npu::Program& p, const Machine& m, const GemmShape& g)
-      : p_(p), m_(m), g_(g), cube_(m.cube_f16), in_(dtype_bytes(cube_.a)), acc_(dtype_bytes(cube_.acc)) {
+      : p_(p), m_(m), g_(g), cube_(m.cube(g.operand)), in_(dtype_bytes(cube_.a)), acc_(dtype_bytes(cube_.acc)) {
     eo_ = dtype_bytes(g.out);
     tiles_m_ = g.M / g.tm, tiles_n_ = g.N / g.tn, tiles_ = g.batch * tiles_m_ * tiles_n_, chunks_ = g.K / g.tk;
     // On-chip layout: halves of each double-buffered tile.
@@ -224,29 +247,39 @@ class GemmLoop {
     op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n_)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n_)});
     op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
-    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.K * in_)});
-    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * in_)});
-    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.N * eo_)});
+    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.a_sm * in_)});
+    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * g.b_sn * in_)});
+    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.c_sm * eo_)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo_)});
     op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
     if (g.batch > 1) {
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.K * in_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.a_sb * in_)});
       op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.K * g.N * in_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.b_sb * in_)});
       op(Opcode::Add, {reg(kGmB), reg(kGmB), reg(kTmp)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.M * g.N * eo_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.c_sb * eo_)});
       op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
     }
-    if (g.epilogue) {  // byte offsets of the tile's first column in [N] tensors of 2 and 4 bytes
-      op(Opcode::Mul, {reg(kColumn2), reg(kTileN), imm(g.tn * dtype_bytes(DType::F16))});
-      op(Opcode::Mul, {reg(kColumn4), reg(kTileN), imm(g.tn * dtype_bytes(DType::F32))});
+    for (const auto& [name, t] : g.broadcast) {  // byte offset of the tile's first element in each broadcast tensor
+      op(Opcode::Mul, {reg(t.reg), reg(kTileN), imm(g.tn * t.s_n * t.eb)});
+      if (t.s_m) {
+        op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(g.tm * t.s_m * t.eb)});
+        op(Opcode::Add, {reg(t.reg), reg(t.reg), reg(kTmp)});
+      }
+      if (t.s_b && g.batch > 1) {
+        op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(t.s_b * t.eb)});
+        op(Opcode::Add, {reg(t.reg), reg(t.reg), reg(kTmp)});
+      }
     }
   }
 
   // L1 slot layout (per K chunk): operand tile by operand tile, each contiguous NZ — A piece kk
   // (tk0 columns of K) row block i (tm0 rows), then B piece kk column block j (tn0 columns) — so
   // that one operand tile can be loaded and computed on without the rest of the chunk, and every
-  // load2d reads one contiguous range (the sync pass's footprints are intervals).
+  // load2d reads one contiguous range (the sync pass's footprints are intervals). A transposed
+  // operand's tile is the NZ of its GM block as stored (A^T: tk0 rows of tm0; B^T: tn0 rows of
+  // tk0), whose fractals are already in the L0 order: load2d then transposes A's fractals and
+  // copies B's (ZN fractals are B^T's row-major ones).
   int64_t a_at(int64_t kk, int64_t i) const { return (kk * blocks_m_ + i) * a_tile_bytes_; }
   int64_t b_at(int64_t kk, int64_t j) const { return l1_a_ + (kk * blocks_n_ + j) * b_tile_bytes_; }
   int64_t slot_at(int64_t slot) const { return g_.double_l1 ? slot * l1_half_ : 0; }
@@ -265,14 +298,25 @@ class GemmLoop {
     const int64_t l1 = slot_at(slot);
     auto a_tile = [&](int64_t kk, int64_t i) {
       const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
-      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(kk, i)),
-                               at(Buffer::GM, g.a_off + (i * g.tm0 * g.K + k0) * in_, a_base), imm(g.tm0), imm(g.tk0), imm(g.K)};
+      const Operand gm = at(Buffer::GM, g.a_off + (i * g.tm0 * g.a_sm + k0 * g.a_sk) * in_, a_base);
+      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(kk, i)), gm};
+      if (g.a_transposed()) ops.insert(ops.end(), {imm(g.tk0), imm(g.tm0), imm(g.a_sk)});
+      else ops.insert(ops.end(), {imm(g.tm0), imm(g.tk0), imm(g.a_sm)});
       pending_.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
     };
     auto b_tiles = [&](int64_t kk, int64_t j, int64_t cols) {
       const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
+      if (g.b_transposed()) {  // one DMA per operand tile: tn0 rows of B^T, contiguous NZ in L1
+        for (int64_t jj = j; jj < j + cols / g.tn0; ++jj) {
+          std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, jj)),
+                                   at(Buffer::GM, g.b_off + (k0 * g.b_sk + jj * g.tn0 * g.b_sn) * in_, b_base), imm(g.tn0),
+                                   imm(g.tk0), imm(g.b_sn)};
+          pending_.push_back({chunk, kk, -1, jj, [this, ops] { op(Opcode::DmaInNz, ops); }});
+        }
+        return;
+      }
       std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, j)),
-                               at(Buffer::GM, g.b_off + (k0 * g.N + j * g.tn0) * in_, b_base), imm(g.tk0), imm(cols), imm(g.N)};
+                               at(Buffer::GM, g.b_off + (k0 * g.b_sk + j * g.tn0) * in_, b_base), imm(g.tk0), imm(cols), imm(g.b_sk)};
       pending_.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
     };
     if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
@@ -321,22 +365,63 @@ class GemmLoop {
   }
 
   // One operand tile from the chunk in L1 slot `slot` into the L0A / L0B rings.
+  // A: L1 fractal (r, c) of the NZ tile at c * rows + r; ZZ wants (r, c) at r * (tk0 / k0) + c. A^T
+  // is stored as its k x m NZ, whose fractal (c, r) sits at r * (tk0 / k0) + c: the ZZ index, each
+  // fractal transposed. B: ZN wants fractal (r, c) at r * (tn0 / n0) + c, transposed; B^T's NZ has
+  // it there already, in the column-major order ZN wants.
   int64_t load_a(int64_t slot, int64_t kk, int64_t i) {
-    const int64_t l0a = (l0a_step_++ % g_.l0a_slots) * l0a_half_;
-    op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), at(Buffer::L1, slot_at(slot) + a_at(kk, i)), imm(g_.tm0 / cube_.m0),
-                        imm(g_.tk0 / cube_.k0), imm(1), imm(g_.tm0 / cube_.m0), imm(0)});
+    const int64_t l0a = (l0a_step_++ % g_.l0a_slots) * l0a_half_, rows = g_.tm0 / cube_.m0, cols = g_.tk0 / cube_.k0;
+    const Operand src = at(Buffer::L1, slot_at(slot) + a_at(kk, i));
+    if (g_.a_transposed() && pairs()) {
+      // i8 A^T: per k slice ki, the pairs (2 ki, 2 ki + 1) of each 32-column block are its m rows
+      // 0..15 and 16..31; the slices go one after the other ([ki][mi], each slice ZZ), one mmad each
+      for (int64_t ki = 0; ki < cols; ++ki)
+        op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a + ki * rows * cube_.a_fractal_bytes()),
+                            at(Buffer::L1, slot_at(slot) + a_at(kk, i) + 2 * ki * cube_.a_fractal_bytes()), imm(rows / 2), imm(2),
+                            imm(2 * cols), imm(1), imm(1)});
+    } else if (g_.a_transposed())
+      op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(cols), imm(1), imm(1)});
+    else
+      op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(1), imm(rows), imm(0)});
     return l0a;
   }
   int64_t load_b(int64_t slot, int64_t kk, int64_t j) {
     const int64_t l0b = (l0b_step_++ % g_.l0b_slots) * l0b_half_;
-    op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0B, l0b), at(Buffer::L1, slot_at(slot) + b_at(kk, j)), imm(g_.tk0 / cube_.k0),
-                        imm(g_.tn0 / cube_.n0), imm(1), imm(g_.tk0 / cube_.k0), imm(1)});
+    load_b_columns(at(Buffer::L0B, l0b), slot, kk, j, 0, g_.tn0 / cube_.n0);
     return l0b;
   }
+  // i8 fractals are transposed in pairs (a k0 x k0 square of bytes: isa/README.md, load2d).
+  bool pairs() const { return cube_.a == DType::I8; }
+  // Column blocks [first, first + count) of B's operand tile (kk, j) into L0B at `dst`.
+  void load_b_columns(Operand dst, int64_t slot, int64_t kk, int64_t j, int64_t first, int64_t count) {
+    const int64_t rows = g_.tk0 / cube_.k0, cols = g_.tn0 / cube_.n0, fractal = cube_.b_fractal_bytes();
+    const int64_t tile = slot_at(slot) + b_at(kk, j);
+    if (!g_.b_transposed() && pairs()) {  // per k slice ki: its pairs of 16-row fractals (2 ki, 2 ki + 1) of each 32-column block
+      TESSEL_CHECK(first == 0 && count == cols, "emit_npu: i8 B tiles are loaded whole");
+      for (int64_t ki = 0; ki < rows; ++ki)
+        op(Opcode::Load2d, {type(cube_.a), npu::Operand::addr(dst.buffer, dst.imm + ki * cols * fractal), at(Buffer::L1, tile + 2 * ki * fractal),
+                            imm(cols / 2), imm(2), imm(2 * rows), imm(1), imm(1)});
+      return;
+    }
+    if (g_.b_transposed())
+      op(Opcode::Load2d, {type(cube_.a), dst, at(Buffer::L1, tile + first * fractal), imm(rows), imm(count), imm(cols), imm(1), imm(0)});
+    else
+      op(Opcode::Load2d, {type(cube_.a), dst, at(Buffer::L1, tile + first * rows * fractal), imm(rows), imm(count), imm(1), imm(rows),
+                          imm(1)});
+  }
   int64_t block_at(int64_t i, int64_t j) const { return (j * blocks_m_ + i) * sub_c_; }  // accumulator block in L0C
-  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) {
-    op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, block_at(i, j)), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0),
-                      imm(g_.tk0), imm(g_.tn0), init});
+  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) { mmad_at(block_at(i, j), l0a, l0b, g_.tn0, init); }
+  // C (L0C) (+)= the A operand tile at l0a x the B operand tile of n columns at l0b; an i8 A^T tile
+  // holds its k slices one after the other (load_a): one mmad per slice.
+  void mmad_at(int64_t c, int64_t l0a, int64_t l0b, int64_t n, Operand init) {
+    if (!(g_.a_transposed() && pairs())) {
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0), imm(g_.tk0), imm(n), init});
+      return;
+    }
+    for (int64_t ki = 0; ki < g_.tk0 / cube_.k0; ++ki)
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a + ki * (g_.tm0 / cube_.m0) * cube_.a_fractal_bytes()),
+                        at(Buffer::L0B, l0b + ki * (n / cube_.n0) * cube_.b_fractal_bytes()), imm(g_.tm0), imm(cube_.k0), imm(n),
+                        ki == 0 ? init : imm(0)});
   }
 
   // i32 results: the whole block moved, its integer-valued f32 (|x| <= 2^24) converted in place: exact.
@@ -362,18 +447,18 @@ class GemmLoop {
     if (g.int_out) convert_block_to_i32(c, ub);
     for (int64_t jj = 0; jj < g.tn0 / n0; ++jj) {
       if (columns) columns(jj);
-      const int64_t gm = g.c_off + (i * g.tm0 * g.N + j * g.tn0 + jj * n0) * eo_;
+      const int64_t gm = g.c_off + (i * g.tm0 * g.c_sm + j * g.tn0 + jj * n0) * eo_;
       int64_t src = ub + jj * g.tm0 * n0 * em;
       if (!g.int_out)
         op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(g.tm0 / cube_.m0), imm(0)});
       if (g.epilogue) {
-        std::map<std::string, Operand> cols;
-        for (const auto& [name, where] : g.broadcast)
-          cols[name] = at(Buffer::GM, where.first + (j * g.tn0 + jj * n0) * where.second,
-                          where.second == dtype_bytes(DType::F16) ? kColumn2 : kColumn4);
-        src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, cols);
+        std::map<std::string, GemmEpilogue::BroadcastSource> sources;
+        for (const auto& [name, t] : g.broadcast)
+          sources[name] = {at(Buffer::GM, t.gm + (i * g.tm0 * t.s_m + (j * g.tn0 + jj * n0) * t.s_n) * t.eb, t.reg), t.s_m != 0,
+                           t.s_n != 0, t.s_m * t.eb};
+        src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, sources);
       }
-      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0), imm(n0 * eo_), imm(0), imm((g.N - n0) * eo_)});
+      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0), imm(n0 * eo_), imm(0), imm((g.c_sm - n0) * eo_)});
     }
   }
 
@@ -390,10 +475,8 @@ class GemmLoop {
       for (size_t h = 0; h < slots.size(); ++h)
         for (int64_t kk = 0; kk < pieces_; ++kk) {
           const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half_;
-          op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0B, l0b), at(Buffer::L1, slot_at(slots[h]) + b_at(kk, j) + jj * g.tk0 * cube_.n0 * in_),
-                              imm(g.tk0 / cube_.k0), imm(1), imm(1), imm(g.tk0 / cube_.k0), imm(1)});
-          op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c + jj * column_bytes_), at(Buffer::L0A, a[h * pieces_ + kk]),
-                            at(Buffer::L0B, l0b), imm(g.tm0), imm(g.tk0), imm(cube_.n0), kk == 0 && h == 0 ? first : imm(0)});
+          load_b_columns(at(Buffer::L0B, l0b), slots[h], kk, j, jj, 1);
+          mmad_at(c + jj * column_bytes_, a[h * pieces_ + kk], l0b, cube_.n0, kk == 0 && h == 0 ? first : imm(0));
         }
     });
   }
@@ -412,7 +495,8 @@ class GemmLoop {
         for (size_t n = 0; n < pending_.size(); ++n)
           if (pending_[n].j < 0 ? pending_[n].i <= i || j > 0 : pending_[n].j == -2 || pending_[n].j <= j) last = n + 1;
         emit_pending(last);
-        if (j == blocks_n_ - 1 && i == blocks_m_ - 1 && !tile_loop_ && g.tn0 > cube_.n0 && !g.int_out && tiles <= g.l0a_slots) {
+        if (j == blocks_n_ - 1 && i == blocks_m_ - 1 && !tile_loop_ && g.tn0 > cube_.n0 && !g.int_out && tiles <= g.l0a_slots &&
+            !(pairs() && (g.a_transposed() || !g.b_transposed()))) {  // (i8 transposes: whole tiles, fewer instructions)
           last_block_by_columns(slots, i, j, first);
           continue;
         }
@@ -441,9 +525,9 @@ class GemmLoop {
 
   // The chunk's GM bases: kGmA / kGmB advanced by `chunks_per_step` chunks per kChunk.
   void chunk_bases(int64_t chunks_per_step) {
-    op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(chunks_per_step * g_.tk * in_)});
+    op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.a_sk * in_)});
     op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
-    op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.N * in_)});
+    op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.b_sk * in_)});
     op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
   }
 
@@ -521,24 +605,53 @@ class GemmLoop {
 };
 
 
+// The box of `buffer` (a tile of the tensor whose dimensions are indexed by `indices`) along anchor
+// index `var`; 0 when no dimension reads it.
+int64_t box_along(const kernel::Buffer& buffer, const std::vector<ir::AffineExpr>& indices, const std::string& var) {
+  for (size_t d = 0; d < indices.size() && d < buffer.extents.size(); ++d)
+    if (indices[d].index_coeffs.count(var)) return buffer.extents[d];
+  return 0;
+}
+
 // The GEMM tile policy's request from the kernel's boxes: the accumulator's m x n, A's stage k (or
-// its operand box's), A's operand m x k and B's operand n.
+// its operand box's), A's operand m x k and B's operand n — each read along its index, whatever
+// the dimension order of the tensor (transposed operands, a batch anywhere).
 tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp& mm) {
+  const kernel::Contraction& con = *k.contraction;
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var;
   const kernel::Buffer& a0 = k.buffers.at(mm.a);
   const kernel::Buffer& b0 = k.buffers.at(mm.b);
   const kernel::Buffer& c = k.buffers.at(mm.c);
+  std::vector<ir::AffineExpr> c_indices;
+  for (const std::string& v : con.out_vars) c_indices.push_back(ir::AffineExpr::index(v));
   int64_t tk = 0;
   for (const auto& b : k.buffers)
-    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = b.extents.back();
-  if (tk == 0) tk = a0.extents.back();
-  auto last2 = [](const kernel::Buffer& b, int i) { return b.extents[b.extents.size() - 2 + i]; };
+    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = box_along(b, con.a.indices, vk);
+  if (tk == 0) tk = box_along(a0, con.a.indices, vk);
   tile::GemmRequest r;
   r.M = g.M, r.N = g.N, r.K = g.K;
-  r.box_m = last2(c, 0), r.box_n = last2(c, 1), r.box_k = tk;
-  r.box_m0 = last2(a0, 0), r.box_k0 = last2(a0, 1), r.box_n0 = last2(b0, 1);
+  r.box_m = box_along(c, c_indices, vm), r.box_n = box_along(c, c_indices, vn), r.box_k = tk;
+  r.box_m0 = box_along(a0, con.a.indices, vm), r.box_k0 = box_along(a0, con.a.indices, vk), r.box_n0 = box_along(b0, con.b.indices, vn);
   r.out = g.out, r.int_out = g.int_out, r.has_epilogue = g.epilogue != nullptr;
+  r.operand = g.operand, r.unit_m = g.unit_m, r.unit_n = g.unit_n;
   if (g.epilogue) r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
   return r;
+}
+
+// One GEMM operand as stored in GM: `rows` x `cols` (rows of `row_stride` elements), `batch_stride`
+// elements apart per batch. Its unit-stride dimension is the innermost, so the tensor is
+// batch x rows rows of `cols` elements, matrix row r of batch b being row b * batch_step() +
+// r * row_step().
+struct StoredMatrix {
+  int64_t rows = 0, cols = 0, row_stride = 0, batch_stride = 0;
+  int64_t row_step() const { return row_stride / cols; }
+  int64_t batch_step() const { return batch_stride / cols; }
+  bool rows_of_cols() const { return row_stride % cols == 0 && batch_stride % cols == 0; }
+};
+
+int64_t stride_of(const std::map<std::string, int64_t>& coeff, const std::string& var) {
+  auto it = coeff.find(var);
+  return it == coeff.end() ? 0 : it->second;
 }
 
 NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
@@ -549,23 +662,34 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     return UserError("kernel " + k.name + ": the NPU backend does not map this matmul yet: " + why);
   };
   if (!A || !B || A->temporary || B->temporary) throw unsupported("A and B must be global inputs");
+  if (!k.contraction) throw unsupported("no contraction was recorded (" + k.no_contraction + ")");
+  const kernel::Contraction& con = *k.contraction;
+  if (con.a.tensor != A->name || con.b.tensor != B->name || con.a.producer || con.b.producer || con.a.base || con.b.base)
+    throw unsupported("operands other than whole global inputs read directly");
+  if (con.m.size() != 1 || con.n.size() != 1 || con.k.size() != 1 || con.batch.size() > 1)
+    throw unsupported("more than one M, N, K or batch index");
   std::unique_ptr<GemmEpilogue> epilogue;
   if (!C) epilogue = std::make_unique<GemmEpilogue>(k, target, mm.statement, mm.c_tensor);
   else if (C->kind != ir::TensorKind::Output) throw unsupported("the accumulator is a global temporary");
   if (epilogue) C = k.find_tensor(epilogue->output());
-  const size_t rank = A->shape.size();
-  if (rank < 2 || rank > 3 || B->shape.size() != rank || C->shape.size() != rank) throw unsupported("operand ranks");
-  if (rank == 3 && (B->shape[0] != A->shape[0] || C->shape[0] != A->shape[0] || epilogue))
-    throw unsupported("batched matmul whose batch is not the leading dimension of all three tensors");
-  if (mm.a_layout != kernel::Layout::RowMajor || mm.b_layout != kernel::Layout::RowMajor)
-    throw unsupported("transposed operands");
-  // i8 x i8 -> i32: computed on the f16 cube (every i8 is an f16, every product |p| <= 2^14 is exact,
+  // GM strides from the contraction record: each operand needs a unit-stride matrix dimension.
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var, vb = con.batch.empty() ? "" : con.batch[0].var;
+  GemmShape g;
+  g.a_sm = stride_of(con.a.coeff, vm), g.a_sk = stride_of(con.a.coeff, vk), g.a_sb = stride_of(con.a.coeff, vb);
+  g.b_sk = stride_of(con.b.coeff, vk), g.b_sn = stride_of(con.b.coeff, vn), g.b_sb = stride_of(con.b.coeff, vb);
+  g.c_sm = stride_of(con.out_coeff, vm), g.c_sb = stride_of(con.out_coeff, vb);
+  if ((g.a_sk != 1 && g.a_sm != 1) || (g.b_sn != 1 && g.b_sk != 1) || stride_of(con.out_coeff, vn) != 1)
+    throw unsupported("an operand whose matrix dimensions both have a stride other than 1 (the batch is innermost)");
+  // i8 x i8 -> i32: on the cube's i8 shape (i32 accumulation, exact for any K), or, where the
+  // description has none, on the f16 cube (every i8 is an f16, every product |p| <= 2^14 is exact,
   // every partial sum is an integer of magnitude <= K * 2^14 <= 2^24 for K <= 1024, so exact in f32).
   const bool i8 = A->dtype == DType::I8 && B->dtype == DType::I8;
+  const bool native_i8 = i8 && m.cube_i8.exists && m.cube_i8.acc == DType::I32;
   if (i8) {
-    if (C->dtype != DType::I32 || epilogue || A->shape.size() != 2) throw unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
+    if (C->dtype != DType::I32 || epilogue || (!native_i8 && A->shape.size() != 2))
+      throw unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
     // not hardware: 2^24 / 2^14, the exactness of the f32 sums
-    if (A->shape[1] > 1024) throw unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
+    if (!native_i8 && con.k[0].extent > 1024) throw unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
   } else {
     if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16)
       throw unsupported("operands other than f16");
@@ -579,19 +703,31 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   NpuKernel out;
   npu::Program& p = out.program;
   p.source_name = k.name + ".npu";
-  const int64_t M = A->shape[rank - 2], K = A->shape[rank - 1], N = B->shape[rank - 1];
-  GemmShape g;
-  g.batch = rank == 3 ? A->shape[0] : 1;
+  const int64_t M = con.m[0].extent, K = con.k[0].extent, N = con.n[0].extent;
+  g.batch = con.batch.empty() ? 1 : con.batch[0].extent;
   out.macs = uint64_t(g.batch) * M * N * K;
   g.out = C->dtype;
-  g.int_out = i8;
+  g.int_out = i8 && !native_i8;
   g.epilogue = epilogue.get();
-  const bool aligned = M % m.cube_f16.m0 == 0 && N % m.cube_f16.n0 == 0 && K % m.cube_f16.k0 == 0 && !i8;
-  g.M = round_up(M, m.cube_f16.m0), g.N = round_up(N, m.cube_f16.n0), g.K = round_up(K, m.cube_f16.k0);
+  const isa::CubeShape& cube = native_i8 ? m.cube_i8 : m.cube_f16;
+  g.operand = cube.a;
+  if (native_i8) {  // i8 transposes move k0 x k0 squares of bytes (pairs of fractals)
+    if (g.a_transposed()) g.unit_m = cube.k0;
+    if (!g.b_transposed()) g.unit_n = cube.k0;
+    out.notes.push_back(fmt::format("i8 on the cube's {}x{}x{} i8 shape, i32 accumulation{}", cube.m0, cube.n0, cube.k0,
+                                    g.a_transposed() || !g.b_transposed() ? " (load2d transposes i8 fractal pairs)" : ""));
+  }
+  const int64_t mu = std::max<int64_t>(cube.m0, g.unit_m), nu = std::max<int64_t>(cube.n0, g.unit_n);
+  const bool aligned = M % mu == 0 && N % nu == 0 && K % cube.k0 == 0 && !g.int_out;
+  g.M = round_up(M, mu), g.N = round_up(N, nu), g.K = round_up(K, cube.k0);
   const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
   if (planned.no_fit) throw UserError("kernel " + k.name + ": " + planned.no_fit->what());
   static_cast<tile::GemmPlan&>(g) = *planned.plan;
   out.notes.insert(out.notes.end(), g.notes.begin(), g.notes.end());
+  if (g.a_transposed() || g.b_transposed())
+    out.notes.push_back(fmt::format("operands as stored: A {}, B {}, each loaded as stored (dma_in_nz), load2d transposing {}",
+                                    g.a_transposed() ? "[k][m]" : "[m][k]", g.b_transposed() ? "[n][k]" : "[k][n]",
+                                    g.a_transposed() && g.b_transposed() ? "A only" : g.a_transposed() ? "A and B" : "neither"));
   const int64_t eo = dtype_bytes(g.out);
   int64_t gm = 0;
   auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
@@ -606,7 +742,21 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
   if (epilogue) {
     for (const std::string& name : epilogue->broadcasts()) {
       const kernel::GlobalTensor* t = k.find_tensor(name);
-      g.broadcast[name] = {place(name, t->dtype, t->shape, npu::TensorRole::In), dtype_bytes(t->dtype)};
+      GemmShape::Broadcast& b = g.broadcast[name];
+      b.gm = place(name, t->dtype, t->shape, npu::TensorRole::In), b.eb = dtype_bytes(t->dtype);
+      b.reg = static_cast<uint8_t>(kBroadcast + g.broadcast.size() - 1);
+      const std::vector<int>& dims = epilogue->broadcast_dims(name);
+      int64_t stride = 1;
+      for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+        const std::string& v = con.out_vars.at(dims[d]);
+        (v == vm ? b.s_m : v == vn ? b.s_n : b.s_b) = stride;
+        stride *= t->shape[d];
+      }
+      if (b.reg >= npu::kGeneralRegisterCount || b.s_n > 1 || (!b.s_m && !b.s_n))
+        throw unsupported("epilogue tensor " + name + " (at most " + std::to_string(npu::kGeneralRegisterCount - kBroadcast) +
+                          " broadcast tensors, each varying along N with unit stride or along M)");
+      if (!aligned && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
+        throw unsupported("epilogue tensor " + name + " with tails: only [N] or [M] tensors, or per-batch ones whose batches are aligned in GM");
     }
     // Column blocks past N read up to one block of elements beyond a broadcast tensor's end: keep them in GM.
     place("guard", DType::F32, {m.cube_f16.n0}, npu::TensorRole::Scratch);
@@ -621,30 +771,39 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     p.cores = g.cores;
     GemmLoop(p, m, g).run();
   } else {
-    // Tails: zero-padded copies in scratch tensors, one core (cores do not synchronise with each other).
+    // Tails: zero-padded copies in scratch tensors [batch, rows, cols] (each operand's rows and
+    // columns as stored, padded to the fractal), one core (cores do not synchronise with each other).
     const int64_t nb = g.batch;
-    if (nb > 1 && std::max({nb * M * g.K * 2, nb * K * g.N * 2, nb * M * g.N * eo}) > m.capacity(Buffer::UB))
+    const StoredMatrix a = g.a_transposed() ? StoredMatrix{K, M, g.a_sk, g.a_sb} : StoredMatrix{M, K, g.a_sm, g.a_sb};
+    const StoredMatrix b = g.b_transposed() ? StoredMatrix{N, K, g.b_sn, g.b_sb} : StoredMatrix{K, N, g.b_sk, g.b_sb};
+    const StoredMatrix c{M, N, g.c_sm, g.c_sb};
+    const int64_t ar = g.a_transposed() ? g.K : g.M, ac = g.a_transposed() ? g.M : g.K;
+    const int64_t br = g.b_transposed() ? g.N : g.K, bc = g.b_transposed() ? g.K : g.N;
+    const int64_t ib = dtype_bytes(g.operand);
+    TESSEL_CHECK(a.rows_of_cols() && b.rows_of_cols() && c.rows_of_cols() && (nb > 1 || (a.row_step() == 1 && b.row_step() == 1)),
+                 "emit_npu: a GEMM operand's unit-stride dimension is not its innermost one");
+    if (nb > 1 && std::max({nb * a.rows * ac * ib, nb * b.rows * bc * ib, nb * M * g.N * eo}) > m.capacity(Buffer::UB))
       throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
-    g.a_off = place(A->name + "_padded", DType::F16, {nb, g.M, g.K}, npu::TensorRole::Scratch);
-    g.b_off = place(B->name + "_padded", DType::F16, {nb, g.K, g.N}, npu::TensorRole::Scratch);
+    g.a_off = place(A->name + "_padded", g.operand, {nb, ar, ac}, npu::TensorRole::Scratch);
+    g.b_off = place(B->name + "_padded", g.operand, {nb, br, bc}, npu::TensorRole::Scratch);
     g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
+    (g.a_transposed() ? g.a_sk : g.a_sm) = ac, g.a_sb = ar * ac;
+    (g.b_transposed() ? g.b_sn : g.b_sk) = bc, g.b_sb = br * bc;
+    g.c_sm = g.N, g.c_sb = g.M * g.N;
     p.cores = g.cores = 1;
-    if (i8) {
-      build.widen_i8(a_user, g.a_off, M, K, g.K);
-      build.widen_i8(b_user, g.b_off, K, N, g.N);
-    }
-    if (nb > 1) {
-      build.batched_pad_in(a_user, g.a_off, nb, M, g.M, K * 2, g.K * 2);
-      build.batched_pad_in(b_user, g.b_off, nb, K, g.K, N * 2, g.N * 2);
-    }
-    for (int64_t b = 0; b < nb && !i8 && nb == 1; ++b) {
-      build.padded_copy(a_user + b * M * K * 2, g.a_off + b * g.M * g.K * 2, M, K * 2, K * 2, g.K * 2);
-      build.padded_copy(b_user + b * K * N * 2, g.b_off + b * g.K * g.N * 2, K, N * 2, N * 2, g.N * 2);
+    if (g.int_out) {
+      build.widen_i8(a_user, g.a_off, a.rows, a.cols, ac);
+      build.widen_i8(b_user, g.b_off, b.rows, b.cols, bc);
+    } else if (nb > 1) {
+      build.batched_pad_in(a_user, g.a_off, nb, a.rows, ar, a.cols * ib, ac * ib, a.row_step(), a.batch_step());
+      build.batched_pad_in(b_user, g.b_off, nb, b.rows, br, b.cols * ib, bc * ib, b.row_step(), b.batch_step());
+    } else {
+      build.padded_copy(a_user, g.a_off, a.rows, a.cols * ib, a.cols * ib, ac * ib);
+      build.padded_copy(b_user, g.b_off, b.rows, b.cols * ib, b.cols * ib, bc * ib);
     }
     GemmLoop(p, m, g).run();
-    if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo);
-    for (int64_t b = 0; b < nb && nb == 1; ++b)
-      build.padded_copy(g.c_off + b * g.M * g.N * eo, c_user + b * M * N * eo, M, N * eo, g.N * eo, N * eo);
+    if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo, c.row_step(), c.batch_step());
+    else build.padded_copy(g.c_off, c_user, M, N * eo, g.N * eo, N * eo);
     out.notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
   }
   p.add(Opcode::PipeBarrier, {Operand::pipe_(Pipe::All)});

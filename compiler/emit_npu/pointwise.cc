@@ -439,6 +439,26 @@ class Pointwise : public VectorCode {
 
 }  // namespace
 
+namespace {
+
+// The output dimensions at which `e` reads each of its dimensions (plain indices of statement s's
+// output, each at most once), or empty.
+std::vector<int> output_dims_of(const ir::Expr& e, const ir::Statement& s) {
+  std::vector<int> dims;
+  for (const auto& ix : e.indices) {
+    int found = -1;
+    for (size_t d = 0; d < s.out_indices.size(); ++d)
+      if (ix == s.out_indices[d] && ix.index_coeffs.size() == 1 && ix.param_coeffs.empty() && ix.constant == 0 &&
+          ix.index_coeffs.begin()->second == 1)
+        found = static_cast<int>(d);
+    if (found < 0 || std::count(dims.begin(), dims.end(), found)) return {};
+    dims.push_back(found);
+  }
+  return dims;
+}
+
+}  // namespace
+
 GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
                            const std::string& accumulator, bool skip_before)
     : VectorCode(k, isa::npu_machine(h)), accumulator_(accumulator) {
@@ -456,11 +476,14 @@ GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int
         if (e.indices == s.out_indices) {
           if (std::find(known.begin(), known.end(), e.name) == known.end())
             throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile");
-        } else if (e.indices.size() == 1 && e.indices[0] == s.out_indices.back()) {
+        } else if (std::vector<int> dims = output_dims_of(e, s); !dims.empty() && dims.size() < s.out_indices.size()) {
           const kernel::GlobalTensor* t = k.find_tensor(e.name);
           if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16))
             throw not_pointwise("epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input");
+          if (broadcast_dims_.count(e.name) && broadcast_dims_.at(e.name) != dims)
+            throw not_pointwise("epilogue statements read " + e.name + " at different indices");
           if (std::find(broadcasts_.begin(), broadcasts_.end(), e.name) == broadcasts_.end()) broadcasts_.push_back(e.name);
+          broadcast_dims_[e.name] = dims;
         } else {
           throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " at other indices");
         }
@@ -490,6 +513,17 @@ int64_t GemmEpilogue::ub_bytes(int64_t rows) const {
 
 int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
                                  const std::map<std::string, npu::Operand>& broadcast_gm) {
+  std::map<std::string, BroadcastSource> sources;
+  for (const std::string& name : broadcasts_) {
+    if (broadcast_dims_.at(name) != std::vector<int>{static_cast<int>(statements_.front()->out_indices.size()) - 1})
+      throw not_pointwise("the epilogue reads " + name + " at other indices than the last (channel) one");
+    sources[name] = {broadcast_gm.at(name)};
+  }
+  return emit_block(p, c_region, rows, region_base, sources);
+}
+
+int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
+                                 const std::map<std::string, BroadcastSource>& sources) {
   p_ = &p;
   const int64_t columns = m_.cube_f16.n0;  // one column block of the accumulator
   chunk_ = rows * columns;
@@ -497,16 +531,40 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   next_region_ = 0;
   tensors_.clear();
   tensors_[accumulator_] = {false, 0, c_region, DType::F32};
+  // Regions: every pattern, then the expanded values — those varying along the rows last, as the
+  // masked vbrcb's footprint reaches past its region into the next one (a V region then, so no
+  // pipe pair appears that the data does not need).
+  std::map<std::string, int64_t> pattern_of, expanded_of;
+  for (const std::string& name : broadcasts_) pattern_of[name] = fresh_region();
+  for (int rows_last = 0; rows_last < 2; ++rows_last)
+    for (const std::string& name : broadcasts_)
+      if ((sources.at(name).along_rows && !sources.at(name).along_columns) == (rows_last == 1)) expanded_of[name] = fresh_region();
   for (const std::string& name : broadcasts_) {
-    // `columns` values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat) by
-    // small DMAs, then copied with a source repeat stride of 0.
     const kernel::GlobalTensor* t = k_.find_tensor(name);
     const int eb = dtype_bytes(t->dtype);
-    const int64_t pattern = fresh_region(), expanded = fresh_region();
-    for (int64_t r = 0; r < bytes_per_repeat_ / (columns * eb); ++r)
-      op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * columns * eb), broadcast_gm.at(name), imm(1), imm(columns * eb), imm(0), imm(0)});
-    op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
-                       imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
+    const BroadcastSource& source = sources.at(name);
+    const int64_t pattern = pattern_of.at(name), expanded = expanded_of.at(name);
+    if (source.along_rows && source.along_columns) {  // the block itself, row by row
+      op(Opcode::DmaIn, {at(Buffer::UB, expanded), source.gm, imm(rows), imm(columns * eb), imm(source.row_stride_bytes - columns * eb),
+                         imm(0)});
+    } else if (source.along_rows) {
+      // one value per row: the rows' values, each broadcast by vbrcb to the row's n0 lanes (the mask
+      // enables the first n0 lanes; repeat r starts at row r)
+      op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(rows * eb), imm(0), imm(0)});
+      op(Opcode::SetVectorMask, {imm(0), imm(static_cast<int64_t>((uint64_t(1) << columns) - 1))});
+      const int64_t piece = m_.vector_max_repeat / m_.block_elements(t->dtype) * m_.block_elements(t->dtype);  // aligned sources
+      for (int64_t done = 0; done < rows; done += piece)
+        op(Opcode::Vbrcb, {type(t->dtype), at(Buffer::UB, expanded + done * columns * eb), at(Buffer::UB, pattern + done * eb),
+                           imm(std::min(piece, rows - done)), imm(1), imm(columns * eb / m_.vector_block_bytes)});
+      op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+    } else {
+      // `columns` values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat)
+      // by small DMAs, then copied with a source repeat stride of 0.
+      for (int64_t r = 0; r < bytes_per_repeat_ / (columns * eb); ++r)
+        op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * columns * eb), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
+      op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
+                         imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
+    }
     tensors_[name] = {false, 0, expanded, t->dtype};
   }
   for (const ir::Statement* s : statements_) {

@@ -82,10 +82,11 @@ class VectorCode {
 };
 
 // The fused epilogue of a GEMM (DESIGN.md: epilogues on UB between L0C and GM): the statements after
-// the matmul statement, element-wise over the accumulator's [M, N] indices, reading the accumulator,
-// earlier epilogue results and [N] tensors at the column index (broadcast along rows, e.g. a bias).
-// Evaluated per column block (the cube fractal's n0 columns) of an accumulator tile in UB (NZ: rows x
-// n0, row-major).
+// the matmul statement, element-wise over the accumulator's indices, reading the accumulator,
+// earlier epilogue results and lower-rank input tensors at some of the output's indices (broadcast
+// along the others: a bias [N], a per-row scale [M], a per-batch bias [B, N], ...). Evaluated per
+// column block (the cube fractal's n0 columns) of an accumulator tile in UB (NZ: rows x n0,
+// row-major).
 class GemmEpilogue : public VectorCode {
  public:
   // Throws UserError (naming the kernel) when the statements do not have that form.
@@ -95,6 +96,17 @@ class GemmEpilogue : public VectorCode {
   const std::string& output() const { return output_; }
   DType output_type() const { return output_type_; }
   const std::vector<std::string>& broadcasts() const { return broadcasts_; }
+  // Dimension d of broadcast tensor `name` is read at the output's dimension broadcast_dims(name)[d].
+  const std::vector<int>& broadcast_dims(const std::string& name) const { return broadcast_dims_.at(name); }
+  // Where a broadcast tensor's values for one block come from: GM address of the block's first
+  // value and the block axes the tensor varies along — the columns (a bias [N]: n0 values repeated
+  // down the rows), the rows (a scale [M]: one value per row, repeated across the columns by
+  // vbrcb) or both (rows `row_stride_bytes` apart in GM).
+  struct BroadcastSource {
+    npu::Operand gm;
+    bool along_rows = false, along_columns = true;
+    int64_t row_stride_bytes = 0;
+  };
   // UB bytes the evaluation of one block of `rows` rows needs.
   int64_t ub_bytes(int64_t rows) const;
   // Emits the evaluation of one block into `p`: the accumulator block at `c_region` (f32), the
@@ -102,10 +114,13 @@ class GemmEpilogue : public VectorCode {
   // Returns the UB region of the output block (output_type, rows x n0, row-major).
   int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
                      const std::map<std::string, npu::Operand>& broadcast_gm);
+  int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
+                     const std::map<std::string, BroadcastSource>& sources);
 
  private:
   std::vector<const ir::Statement*> statements_;
   std::vector<std::string> broadcasts_;
+  std::map<std::string, std::vector<int>> broadcast_dims_;
   std::string accumulator_, output_;
   DType output_type_ = DType::F32;
   int regions_ = 0;

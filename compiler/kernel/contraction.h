@@ -52,6 +52,10 @@ struct Contraction {
   // the anchor's output is a dense [batch..., m..., n] Output with no epilogue: fragments can be
   // stored straight to global memory
   bool plain_output = false;
+  // the anchor's output as written: its indices in dimension order (batch, M and N vars) and its
+  // row-major element strides (an epilogue writes its output at the same positions)
+  std::vector<std::string> out_vars;
+  std::map<std::string, int64_t> out_coeff;
   std::map<std::string, int64_t> sizes;  // the kernel's parameter values
   int64_t size_m() const, size_n() const, size_k() const, size_batch() const;
 };

@@ -249,6 +249,10 @@ std::optional<Contraction> identify(const kernel::Kernel& k, std::string& why) {
   if (std::string w = classify_dims(k, s, *acc[aside], *acc[nside], out_vars, c); !w.empty()) return fail(w);
   if (std::string w = collect_epilogue(k, c); !w.empty()) return fail(w);
   c.plain_output = is_plain_output(f, c, out_vars);
+  c.out_vars = out_vars;
+  ContractionOperand out;
+  linearise(shape_of(k, s.output), s.out_indices, k.sizes, out);
+  c.out_coeff = out.coeff;
   c.sizes = k.sizes;
   return c;
 }

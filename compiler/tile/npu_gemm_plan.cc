@@ -28,7 +28,7 @@ int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
 
 // The first level that even the shrunk tiles overflow.
 std::optional<FitFailure> overflow(const GemmPlan& g, const isa::NpuMachine& m, const GemmRequest& in) {
-  const int64_t ib = dtype_bytes(m.cube_f16.a), acc = dtype_bytes(m.cube_f16.acc);
+  const int64_t ib = dtype_bytes(m.cube(in.operand).a), acc = dtype_bytes(m.cube(in.operand).acc);
   auto fail = [&](Buffer b, int64_t need, std::string parts) {
     return FitFailure{npu::buffer_role(b), m.buffer(b).level_name, m.target_name, need, m.capacity(b),
                       fmt::format("no tile of the {}x{}x{} GEMM fits: {}", in.M, in.N, in.K, parts), false};
@@ -47,26 +47,29 @@ std::optional<FitFailure> overflow(const GemmPlan& g, const isa::NpuMachine& m, 
 }  // namespace
 
 GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
-  const int64_t m0 = m.cube_f16.m0, n0 = m.cube_f16.n0, k0 = m.cube_f16.k0;
-  const int64_t ib = dtype_bytes(m.cube_f16.a), acc = dtype_bytes(m.cube_f16.acc), l1_align = m.alignment(Buffer::L1);
+  const isa::CubeShape& cube = m.cube(in.operand);
+  const int64_t m0 = cube.m0, n0 = cube.n0, k0 = cube.k0;
+  const int64_t ib = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc), l1_align = m.alignment(Buffer::L1);
+  // Tiles are multiples of the fractal, or of the request's larger units (an i8 transpose's pairs).
+  const int64_t mu = std::max(m0, in.unit_m), nu = std::max(n0, in.unit_n), ku = k0;
   GemmPlan g;
-  g.tm = dividing_tile(in.M, round_up(in.box_m, m0), m0);
-  g.tn = dividing_tile(in.N, round_up(in.box_n, n0), n0);
-  g.tk = dividing_tile(in.K, round_up(in.box_k, k0), k0);
-  g.tm0 = dividing_tile(g.tm, round_up(in.box_m0, m0), m0);
-  g.tk0 = dividing_tile(g.tk, round_up(in.box_k0, k0), k0);
-  g.tn0 = dividing_tile(g.tn, round_up(in.box_n0, n0), n0);
+  g.tm = dividing_tile(in.M, round_up(in.box_m, mu), mu);
+  g.tn = dividing_tile(in.N, round_up(in.box_n, nu), nu);
+  g.tk = dividing_tile(in.K, round_up(in.box_k, ku), ku);
+  g.tm0 = dividing_tile(g.tm, round_up(in.box_m0, mu), mu);
+  g.tk0 = dividing_tile(g.tk, round_up(in.box_k0, ku), ku);
+  g.tn0 = dividing_tile(g.tn, round_up(in.box_n0, nu), nu);
   const int64_t eo = dtype_bytes(in.out);
   // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
-  while (g.tm * g.tn * acc > m.capacity(Buffer::L0C) && g.tm > m0) g.tm = dividing_tile(in.M, g.tm / 2, m0);
-  while (g.tn * g.tm * acc > m.capacity(Buffer::L0C) && g.tn > n0) g.tn = dividing_tile(in.N, g.tn / 2, n0);
-  while ((g.tm * g.tk + g.tk * g.tn) * ib > m.capacity(Buffer::L1) && g.tk > k0) g.tk = dividing_tile(in.K, g.tk / 2, k0);
-  g.tm0 = dividing_tile(g.tm, g.tm0, m0);
-  g.tn0 = dividing_tile(g.tn, g.tn0, n0);
-  g.tk0 = dividing_tile(g.tk, g.tk0, k0);
-  while (g.tm0 * g.tk0 * ib > m.capacity(Buffer::L0A) && g.tk0 > k0) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, k0);
-  while (g.tk0 * g.tn0 * ib > m.capacity(Buffer::L0B) && g.tn0 > n0) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, n0);
-  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > m0) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, m0);
+  while (g.tm * g.tn * acc > m.capacity(Buffer::L0C) && g.tm > mu) g.tm = dividing_tile(in.M, g.tm / 2, mu);
+  while (g.tn * g.tm * acc > m.capacity(Buffer::L0C) && g.tn > nu) g.tn = dividing_tile(in.N, g.tn / 2, nu);
+  while ((g.tm * g.tk + g.tk * g.tn) * ib > m.capacity(Buffer::L1) && g.tk > ku) g.tk = dividing_tile(in.K, g.tk / 2, ku);
+  g.tm0 = dividing_tile(g.tm, g.tm0, mu);
+  g.tn0 = dividing_tile(g.tn, g.tn0, nu);
+  g.tk0 = dividing_tile(g.tk, g.tk0, ku);
+  while (g.tm0 * g.tk0 * ib > m.capacity(Buffer::L0A) && g.tk0 > ku) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, ku);
+  while (g.tk0 * g.tn0 * ib > m.capacity(Buffer::L0B) && g.tn0 > nu) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, nu);
+  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > mu) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, mu);
   if (auto no_fit = overflow(g, m, in)) return {std::nullopt, no_fit};
   g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * ib, l1_align) <= m.capacity(Buffer::L1);
   g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0A) && 2 * align_to(g.tk0 * g.tn0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0B);
@@ -102,7 +105,7 @@ GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
     // MTE1 per load2d: its bytes plus the wait and set of its flags.
     const int64_t load_a = cycles(g.tm0 * g.tk0 * ib, m.path(Buffer::L1, Buffer::L0A).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
     const int64_t load_b = cycles(g.tk0 * g.tn0 * ib, m.path(Buffer::L1, Buffer::L0B).bandwidth_bytes_per_cycle) + 2 * m.set_flag_cycles;
-    const int64_t cube_block = (g.tm0 / m0) * (g.tn0 / n0) * (g.tk / k0) * m.cube_f16.cycles;  // one block, one chunk
+    const int64_t cube_block = (g.tm0 / m0) * (g.tn0 / n0) * (g.tk / k0) * cube.cycles;  // one block, one chunk
     const int64_t in_order = std::max(blocks * cube_block, pieces * (g.tm / g.tm0) * (load_a + (g.tn / g.tn0) * load_b));
     const int64_t by_block = std::max(cube_block, pieces * (load_a + load_b));
     const int64_t most = std::max<int64_t>(1, std::min(chunks, m.capacity(Buffer::L1) / slot - 1));
@@ -148,7 +151,7 @@ GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
   // them at its entry: peel chunks until those loads are done by then (the cube being faster than
   // the loads: every chunk computed gains compute - load cycles on them). At most 16 (code size).
   if (g.double_l1) {
-    const int64_t compute = (g.tm / m0) * (g.tn / n0) * (g.tk / k0) * m.cube_f16.cycles;
+    const int64_t compute = (g.tm / m0) * (g.tn / n0) * (g.tk / k0) * cube.cycles;
     const int64_t load = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle > 0 ? static_cast<int64_t>(std::ceil(slot / m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle)) : compute;
     const int64_t ahead = g.l1_slots - 1;
     // Loads at least as slow as the cube: the cube never gains on them, the entry wait always costs

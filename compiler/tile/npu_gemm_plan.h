@@ -28,7 +28,9 @@ struct GemmRequest {
   int64_t box_m = 0, box_n = 0, box_k = 0;    // stage boxes (accumulator m x n, A's stage k)
   int64_t box_m0 = 0, box_n0 = 0, box_k0 = 0; // operand boxes (A's m x k, B's n)
   DType out = DType::F32;
-  bool int_out = false;      // i8 operands: the f32 accumulator converted to i32 on UB
+  DType operand = DType::F16;  // the cube shape used (isa::NpuMachine::cube): f16, or i8 (16x16x32, i32 accumulation)
+  int64_t unit_m = 0, unit_n = 0;  // tiles of M / N also multiples of these (i8 transposes move 32-row pairs)
+  bool int_out = false;      // i8 operands on the f16 cube: the f32 accumulator converted to i32 on UB
   bool has_epilogue = false;
   std::function<int64_t(int64_t rows)> epilogue_ub_bytes;  // UB regions of the epilogue for a block of `rows`
 };

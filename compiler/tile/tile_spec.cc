@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -129,6 +130,20 @@ std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_ti
 
 }  // namespace
 
+namespace {
+
+// Does `e` read a tensor at an index that uses `index`?
+bool reads_index(const ir::Expr& e, const std::string& index) {
+  if (e.kind == ir::ExprKind::Access)
+    for (const auto& ix : e.indices)
+      if (ix.index_coeffs.count(index)) return true;
+  for (const auto& a : e.args)
+    if (reads_index(*a, index)) return true;
+  return false;
+}
+
+}  // namespace
+
 TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
                            const isa::Hierarchy& h) {
   const isa::MatrixShape* matrix = nullptr;
@@ -155,24 +170,38 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
     const bool contraction = s.rhs && s.rhs->kind == ir::ExprKind::Apply && s.rhs->op == ir::Op::Mul;
     std::vector<const ir::IndexVar*> par, red;
     for (const auto& v : s.domain) (v.is_reduction ? red : par).push_back(&v);
-    // (f16 operands: the path the model was checked on; i8 GEMMs run on one core through the f16 cube)
-    bool f16 = true;
+    // A contraction's batch axes (read by both factors) get point tiles wherever they are in the
+    // output (C[m, b, n]): they go first, so that the innermost two are its m and n.
+    if (contraction)
+      std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) {
+        return reads_index(*s.rhs->args[0], v->name) && reads_index(*s.rhs->args[1], v->name);
+      });
+    // f16 operands (the path the model was checked on) and i8 ones on the description's i8 shape
+    // (the NPU's cube_i8: the same model with 1-byte elements and that shape's MACs per cycle)
+    std::optional<DType> operand;
+    bool uniform = true;
     std::function<void(const ir::Expr&)> operands = [&](const ir::Expr& e) {
       if (e.kind == ir::ExprKind::Access) {
         const ir::Tensor* t = f.find_tensor(e.name);
-        f16 = f16 && t && t->dtype == DType::F16;
+        if (!t || (operand && *operand != t->dtype)) uniform = false;
+        else operand = t->dtype;
       }
       for (const auto& a : e.args) operands(*a);
     };
     if (contraction) operands(*s.rhs);
-    if (contraction && f16 && h.kind == isa::TargetKind::Npu && red.size() == 1 && par.size() >= 2 && matrix) {
+    const isa::MatrixShape* shape = nullptr;
+    if (uniform && operand && (*operand == DType::F16 || *operand == DType::I8))
+      for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
+        for (const auto& sh : u->shapes)
+          if (!shape && sh.a == *operand && (*operand == DType::F16 || sh.acc == DType::I32)) shape = &sh;
+    if (contraction && shape && h.kind == isa::TargetKind::Npu && red.size() == 1 && par.size() >= 2) {
       int64_t outer_tiles = 1;
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);
-      const auto [bm, bn] = npu_gemm_tile(extent(*par[par.size() - 2]), extent(*par.back()), outer_tiles, dtype_bytes(DType::F16), h, *matrix);
+      const auto [bm, bn] = npu_gemm_tile(extent(*par[par.size() - 2]), extent(*par.back()), outer_tiles, dtype_bytes(*operand), h, *shape);
       for (size_t i = 0; i + 2 < par.size(); ++i) add(*par[i], 1, 1);
-      add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * um));
-      add(*par.back(), bn, std::min<int64_t>(bn, 4 * un));
-      add(*red[0], 8 * uk, 4 * uk);
+      add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * shape->m));
+      add(*par.back(), bn, std::min<int64_t>(bn, 4 * shape->n));
+      add(*red[0], 8 * shape->k, 4 * shape->k);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {

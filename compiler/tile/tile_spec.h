@@ -35,7 +35,8 @@ void check_tile_spec(const TileSpec& spec, const ir::Function& f);
 
 // A default spec from the hierarchy: reduction axes of contractions get the matrix unit's k
 // (scaled up) and parallel axes of reductions its m/n, clamped to the problem sizes. On NPU
-// targets an f16 contraction with one reduction axis (GEMM, batched GEMM, GEMM + epilogue) takes
+// targets an f16 contraction (or an i8 one, in units of the description's i8 shape) with one
+// reduction axis (GEMM, batched GEMM, GEMM + epilogue; its batch axes first) takes
 // k = 8u/4u, operand tiles of up to 8u x 4u, and the m x n block tile that a time model over the
 // description favours (waves of tiles over the cores, each bound by the cube or by its
 // global->stage copies, all copies by the shared global bandwidth). The pipeline shrinks it

@@ -20,6 +20,7 @@ namespace tessel::npu_test {
 
 inline const std::string kRoot = TESSEL_SOURCE_DIR;
 inline const std::string kTarget = kRoot + "/isa/targets/davinci-910.yaml";
+inline const std::string kTarget310 = kRoot + "/isa/targets/davinci-310.yaml";
 
 struct Case {
   frontend::Module module;
@@ -29,7 +30,8 @@ struct Case {
 };
 
 // Compiles workloads/FILE's DEF at SHAPE (optionally with a tile spec) and emits the NPU program;
-// with `evaluate`, random inputs and the interpreter's outputs for them.
+// with `evaluate`, random inputs and the interpreter's outputs for them. `target`: another
+// description than davinci-910.
 inline std::unique_ptr<Case> compile_case(const std::string& file, const std::string& def, const std::string& shape,
                                           const std::string& tile = "", bool evaluate = true,
                                           const std::string& target = kTarget) {
@@ -89,11 +91,12 @@ inline void verify(const Case& c, const std::string& def, const std::string& sha
 }
 
 inline void check_verifies(const std::string& file, const std::string& def, const std::string& shape,
-                           const std::string& tile = "") {
+                           const std::string& tile = "", const std::string& target = kTarget) {
   CAPTURE(def);
   CAPTURE(shape);
   CAPTURE(tile);
-  verify(*compile_case(file, def, shape, tile), def, shape);
+  CAPTURE(target);
+  verify(*compile_case(file, def, shape, tile, true, target), def, shape);
 }
 
 // Removing any kept pair of the pruned program lets the race detector fire (or deadlocks).

@@ -203,11 +203,10 @@ TEST_CASE("convolution with a fused batch-norm + relu epilogue (per-channel broa
   check_mutants_of("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=64,K=48,R=3,S=3");
 }
 
-TEST_CASE("i8 x i8 -> i32 GEMM verifies exactly (f16 cube, exact for K <= 1024), tails included") {
+TEST_CASE("i8 x i8 -> i32 GEMM verifies exactly (the cube's i8 shape, i32 accumulation), tails included") {
   check_verifies("gemm_fused.tsl", "matmul_i8", "M=7,N=5,K=9");
   check_verifies("gemm_fused.tsl", "matmul_i8", "M=64,N=48,K=96");
   check_verifies("gemm_fused.tsl", "matmul_i8", "M=40,N=33,K=1000");
-  CHECK_THROWS_WITH_AS(compile_case("gemm_fused.tsl", "matmul_i8", "M=16,N=16,K=1040"), doctest::Contains("K > 1024"), UserError);
 }
 
 TEST_CASE("GEMM tails (sizes not multiples of 16) verify") {

@@ -72,7 +72,7 @@ TEST_CASE("the small suite covers every def of every workload file, and every su
   std::set<std::string> covered;
   for (const frontend::SuiteEntry& e : small_suite().entries) covered.insert(e.def);
   for (const char* file : {"matmul", "conv2d", "relu", "batch_matmul", "cast", "transpose", "one_hot", "add",
-                           "batch_norm", "conv_seed", "gemm_fused", "resnet50", "bert", "mobilenet"}) {
+                           "batch_norm", "conv_seed", "gemm_fused", "resnet50", "bert", "mobilenet", "gemm_layouts"}) {
     const frontend::Module m = frontend::load_module(workloads_dir() + "/" + file + ".tsl");
     for (const ir::Function& f : m.functions) {
       CAPTURE(f.name);
@@ -476,4 +476,90 @@ TEST_CASE("workload depthwise_relu6 (MobileNet): bitwise") {
         }
   CHECK(clipped > 0);
   CHECK(bitwise_difference(Y, r.out.at("Y"), "Y") == "");
+}
+
+// gemm_layouts.tsl: the same sum over k ascending, each operand read where its layout stores it.
+TEST_CASE("workload gemm_layouts: every operand layout and batch position, bitwise; epilogues within 1 f16 ulp") {
+  for (const char* name : {"matmul_nn", "matmul_tn", "matmul_nt", "matmul_tt"}) {
+    CAPTURE(name);
+    const bool at = name[7] == 't', bt = name[8] == 't';
+    Run r = run(name);
+    View A{r.in.at("A")}, B{r.in.at("B")};
+    Expected C({r["M"], r["N"]});
+    for (int64_t m = 0; m < r["M"]; ++m)
+      for (int64_t n = 0; n < r["N"]; ++n) {
+        float acc = 0;
+        for (int64_t k = 0; k < r["K"]; ++k) acc += (at ? A.f({k, m}) : A.f({m, k})) * (bt ? B.f({n, k}) : B.f({k, n}));
+        C.at({m, n}) = acc;
+      }
+    CHECK(bitwise_difference(C, r.out.at("C"), "C") == "");
+  }
+  for (const char* name : {"matmul_i8_nn", "matmul_i8_tn", "matmul_i8_nt", "matmul_i8_tt"}) {
+    CAPTURE(name);
+    const bool at = name[10] == 't', bt = name[11] == 't';
+    Run r = run(name);
+    View A{r.in.at("A")}, B{r.in.at("B")};
+    Expected C({r["M"], r["N"]});
+    for (int64_t m = 0; m < r["M"]; ++m)
+      for (int64_t n = 0; n < r["N"]; ++n) {
+        int64_t acc = 0;
+        for (int64_t k = 0; k < r["K"]; ++k) acc += (at ? A.i({k, m}) : A.i({m, k})) * (bt ? B.i({n, k}) : B.i({k, n}));
+        C.at({m, n}) = static_cast<double>(static_cast<int32_t>(acc));
+      }
+    CHECK(bitwise_difference(C, r.out.at("C"), "C") == "");
+  }
+  {
+    Run r = run("batch_matmul_mbk");
+    View X{r.in.at("X")}, Y{r.in.at("Y")};
+    Expected Z({r["B"], r["M"], r["N"]});
+    for (int64_t b = 0; b < r["B"]; ++b)
+      for (int64_t m = 0; m < r["M"]; ++m)
+        for (int64_t n = 0; n < r["N"]; ++n) {
+          float acc = 0;
+          for (int64_t k = 0; k < r["K"]; ++k) acc += X.f({m, b, k}) * Y.f({b, k, n});
+          Z.at({b, m, n}) = acc;
+        }
+    CHECK(bitwise_difference(Z, r.out.at("Z"), "Z") == "");
+  }
+  {
+    Run r = run("batch_matmul_out_mbn");
+    View X{r.in.at("X")}, Y{r.in.at("Y")};
+    Expected Z({r["M"], r["B"], r["N"]});
+    for (int64_t b = 0; b < r["B"]; ++b)
+      for (int64_t m = 0; m < r["M"]; ++m)
+        for (int64_t n = 0; n < r["N"]; ++n) {
+          float acc = 0;
+          for (int64_t k = 0; k < r["K"]; ++k) acc += X.f({b, m, k}) * Y.f({b, n, k});
+          Z.at({m, b, n}) = acc;
+        }
+    CHECK(bitwise_difference(Z, r.out.at("Z"), "Z") == "");
+  }
+  {
+    Run r = run("batch_matmul_scale_bias");
+    View X{r.in.at("X")}, Y{r.in.at("Y")}, scale{r.in.at("scale")}, bias{r.in.at("bias")};
+    Expected Z({r["B"], r["M"], r["N"]});
+    for (int64_t b = 0; b < r["B"]; ++b)
+      for (int64_t m = 0; m < r["M"]; ++m)
+        for (int64_t n = 0; n < r["N"]; ++n) {
+          float acc = 0;
+          for (int64_t k = 0; k < r["K"]; ++k) acc += X.f({b, m, k}) * Y.f({b, k, n});
+          const float scaled = acc * scale.f({m});  // rounded to f32, then the bias added
+          Z.at({b, m, n}) = scaled + bias.f({b, n});
+        }
+    CHECK(bitwise_difference(Z, r.out.at("Z"), "Z") == "");
+  }
+  {
+    Run r = run("batch_matmul_bias_gelu");
+    View X{r.in.at("X")}, Y{r.in.at("Y")}, bias{r.in.at("bias")};
+    Expected Z({r["B"], r["M"], r["N"]});
+    for (int64_t b = 0; b < r["B"]; ++b)
+      for (int64_t m = 0; m < r["M"]; ++m)
+        for (int64_t n = 0; n < r["N"]; ++n) {
+          float acc = 0;
+          for (int64_t k = 0; k < r["K"]; ++k) acc += X.f({b, m, k}) * Y.f({b, k, n});
+          const double z = static_cast<double>(acc) + bias.f({n});
+          Z.at({b, m, n}) = 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+        }
+    CHECK(f16_difference(Z, r.out.at("Z"), "Z", 1, kF16AbsFloor) == "");
+  }
 }

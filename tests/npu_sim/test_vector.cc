@@ -279,3 +279,63 @@ pipe_barrier ALL
     }
   CHECK(bad == 0);
 }
+
+TEST_CASE("load2d i8 with transpose: pairs of 16x32 fractals transposed as 32x32 bytes; odd inner is a fault") {
+  // B (32 k x 32 n, i8) as NZ in L1 (two fractals: k rows 0..15 and 16..31) -> ZN in L0B: fractal ni
+  // holds 16 columns n of 32 contiguous k; then C = A x B checks the result against the plain sums.
+  const npu::Program p = npu::assemble_program(R"(
+.tensor A i8 [16, 32] at GM+0 in
+.tensor B i8 [32, 32] at GM+512 in
+.tensor C i32 [16, 32] at GM+1536 out
+dma_in L0A[0], GM[0], 1, 512, 0, 0
+dma_in_nz i8, L1[0], GM[512], 32, 32, 32
+set_flag MTE2, MTE1, 0
+wait_flag MTE2, MTE1, 0
+load2d i8, L0B[0], L1[0], 1, 2, 0, 1, 1
+set_flag MTE1, M, 0
+set_flag MTE2, M, 0
+wait_flag MTE1, M, 0
+wait_flag MTE2, M, 0
+mmad i8, L0C[0], L0A[0], L0B[0], 16, 32, 32, 1
+set_flag M, V, 0
+wait_flag M, V, 0
+mov_l0c i32, UB[0], L0C[0], 2, 0
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[1536], UB[0], 16, 64, 0, 64
+dma_out GM[1600], UB[1024], 16, 64, 0, 64
+pipe_barrier ALL
+)",
+                                               "i8_transpose.npu");
+  NpyArray a, b;
+  a.dtype = b.dtype = DType::I8;
+  a.shape = {16, 32};
+  b.shape = {32, 32};
+  std::mt19937 rng(7);
+  a.data.resize(512);
+  b.data.resize(1024);
+  for (NpyArray* t : {&a, &b})
+    for (auto& v : t->data) v = static_cast<uint8_t>(rng());
+  const SimResult r = simulate(p, davinci(), {{"A", a}, {"B", b}});
+  CHECK(r.record.races.empty());
+  const NpyArray c = r.tensor(p, "C");
+  int bad = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) {
+      int32_t acc = 0;
+      for (int q = 0; q < 32; ++q) acc += int32_t(int8_t(a.data[i * 32 + q])) * int32_t(int8_t(b.data[q * 32 + j]));
+      int32_t got;
+      std::memcpy(&got, c.data.data() + 4 * (i * 32 + j), 4);
+      bad += got != acc;
+    }
+  CHECK(bad == 0);
+  const std::string odd = [] {
+    try {
+      simulate(npu::assemble_program("load2d i8, L0B[0], L1[0], 1, 3, 0, 1, 1\npipe_barrier ALL\n", "odd.npu"), davinci(), {});
+    } catch (const UserError& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  }();
+  CHECK(odd.find("inner must be even") != std::string::npos);
+}
