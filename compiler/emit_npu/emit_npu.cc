@@ -839,10 +839,24 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
       throw UserError(why + " (the only NPU mapping of floor division or modulo: " + use + ")");
     return emit_nest(k, target);
   }
-  if (is_nhwc_convolution(k, m)) return emit_conv(k, target);
+  // The cube paths map the contraction forms they know and refuse the rest with a UserError (their
+  // checks are interleaved with planning, so they have no separate why_not); a refused contraction
+  // runs on the vector unit through the general lowering (exact, far from the cube's rate), and
+  // the refusal is kept as the mapping's first note.
+  auto on_cube = [&](auto&& emit) -> NpuKernel {
+    try {
+      return emit();
+    } catch (const UserError& refused) {
+      if (!why_not_nest(k, m).empty()) throw;
+      NpuKernel out = emit_nest(k, target);
+      out.notes.insert(out.notes.begin(), std::string("cube refused (") + refused.what() + "): the vector unit computes it");
+      return out;
+    }
+  };
+  if (is_nhwc_convolution(k, m)) return on_cube([&] { return emit_conv(k, target); });
   if (why_not_depthwise(k, m).empty()) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);
-  if (mm) return emit_gemm(k, mm->matmul, m, target);
+  if (mm) return on_cube([&] { return emit_gemm(k, mm->matmul, m, target); });
   std::string reasons;
   for (const VectorMapping& mapping : kVectorMappings) {
     const std::string why = mapping.why_not(k, m);

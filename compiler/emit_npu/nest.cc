@@ -25,6 +25,9 @@ using npu::Operand;
 // the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
 constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
 constexpr int kMaxLevels = 14;
+// not hardware: the longest program (instructions issued per core) the lowering produces, so a
+// contraction refused by the cube cannot turn into an hours-long simulation.
+constexpr double kMaxIssued = 1 << 23;
 constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
 
 struct Dim {
@@ -109,6 +112,20 @@ class Nest : public VectorCode {
     choose_partition();
     for (auto& p : plans_)
       if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+    // A bound on the program's length in time: tiles x instructions per tile, per core.
+    double issued = 0;
+    for (const Plan& p : plans_) {
+      double tiles = 1;
+      for (size_t d = 0; d < p.dims.size(); ++d) {
+        const int64_t ext = static_cast<int>(d) == p.partition ? range_ : p.dims[d].extent;
+        const int64_t blk = static_cast<int>(d) == p.u ? p.rows : static_cast<int>(d) == p.v ? p.cols : 1;
+        tiles *= double((ext + blk - 1) / blk);
+      }
+      issued += tiles * double(8 + 4 * p.reads.size() + p.body_regions + 2 * p.rows);
+    }
+    if (issued > kMaxIssued)
+      return fmt::format("about {:.3g} vector-unit instructions per core (more than {:.3g}: too slow to be a mapping)", issued,
+                         kMaxIssued);
     return "";
   }
 
