@@ -1,7 +1,8 @@
 // `tessel bench npu`: the NPU backend on the seed GEMM table, 1024^3 and 4096^3 GEMMs, the seed
 // convolution and the AKG single operators (workloads/gemm.yaml, conv.yaml, small.yaml): cycles,
 // cube utilization, achieved MACs per cycle vs the peak of the cores used and of the whole chip, syncs
-// naive -> pruned, cycles naive vs pruned.
+// naive -> pruned, cycles naive vs pruned; then the vector-bound kernels (workloads/vector.yaml)
+// against the vector unit's and GM's peaks.
 // Large problems run in the simulator's timing-only mode. A table on stdout and the rows as JSON.
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/pipeline.h"
 #include "isa/base/error.h"
+#include "isa/npu_machine.h"
 
 namespace tessel::cli {
 namespace {
@@ -27,6 +29,78 @@ bool large_tile_applies(const std::map<std::string, int64_t>& shape, int64_t cor
   if (!(shape.count("M") && shape.count("N") && shape.count("K") && shape.size() == 3)) return false;
   const int64_t M = shape.at("M"), N = shape.at("N");
   return M % 256 == 0 && N % 256 == 0 && 2 * (M / 256) * (N / 256) >= cores;
+}
+
+// The vector-bound kernels (workloads/vector.yaml): the vector unit's busy share against the
+// chip's vector peak (every core's V pipe busy every cycle: cores x bytes_per_repeat per cycle), and
+// the operator's GM traffic (inputs read once, outputs written once) against the shared GM
+// bandwidth. Both from the description; large kernels run timing-only (verified by the tests at
+// smaller sizes).
+void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target, nlohmann::json& rows) {
+  const isa::NpuMachine m = isa::npu_machine(target);
+  frontend::Suite suite = frontend::load_suite(std::string(TESSEL_SOURCE_DIR) + "/workloads/vector.yaml");
+  std::cout << fmt::format("\nvector-bound kernels: vector peak {} cores x {} B/cycle ({} f16 / {} f32 lanes per cycle), "
+                           "GM {} B/cycle shared\n",
+                           m.cores, m.vector_bytes_per_repeat, m.cores * m.vector_lanes(DType::F16), m.cores * m.vector_lanes(DType::F32),
+                           m.gm_shared_bandwidth_bytes_per_cycle);
+  std::cout << "vector %: V busy share over every core of the chip; GM %: the operator's bytes (inputs + outputs once) per "
+               "cycle vs the shared GM bandwidth\n";
+  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>9} {:>7} {:>14} {:>11} {:>11}  {}\n", "workload", "cores", "cycles", "vector %",
+                           "GM %", "syncs n->p", "cyc naive", "cyc pruned", "mode");
+  for (const auto& e : suite.entries) {
+    nlohmann::json row = {{"suite", suite.name}, {"workload", e.name}, {"shape", e.shape}};
+    try {
+      frontend::Module mod = frontend::load_module(e.file);
+      const ir::Function& f = frontend::select_function(mod, e.def);
+      CompileOptions o;
+      o.target = hierarchy_path;
+      o.sizes = e.shape;
+      auto c = compile(f, o);
+      const NpuCompiled npu = compile_npu(c->kernel, c->hierarchy);
+      int64_t bytes = 0, elements = 0;
+      for (const auto& t : c->kernel.tensors) {
+        if (t.temporary) continue;
+        int64_t n = 1;
+        for (int64_t s : t.shape) n *= s;
+        bytes += n * dtype_bytes(t.dtype);
+        elements += n;
+      }
+      NpuOptions run;
+      run.timing_only = elements > (int64_t(1) << 22);
+      run.detect_races = !run.timing_only;
+      std::map<std::string, NpyArray> inputs;
+      if (!run.timing_only) inputs = interp::random_inputs(f, o.sizes, 1);
+      run.sync = npu_sync::SyncMode::Pruned;
+      const NpuRunResult pruned = run_npu(npu, c->hierarchy, inputs, run);
+      run.sync = npu_sync::SyncMode::Naive;
+      const NpuRunResult naive = run_npu(npu, c->hierarchy, inputs, run);
+      const double cycles = double(std::max<uint64_t>(1, pruned.record.total_cycles));
+      const double vector = pruned.report["utilization"]["V"].get<double>() * npu.pruned.program.cores / m.cores;
+      const double gm = double(bytes) / cycles / m.gm_shared_bandwidth_bytes_per_cycle;
+      row["cores"] = npu.pruned.program.cores;
+      row["total_cycles"] = pruned.record.total_cycles;
+      row["cycles_naive"] = naive.record.total_cycles;
+      row["cycles_pruned"] = pruned.record.total_cycles;
+      row["vector_share_of_chip_peak"] = vector;
+      row["vector_peak_bytes_per_cycle"] = m.cores * m.vector_bytes_per_repeat;
+      row["operator_bytes"] = bytes;
+      row["gm_share_of_peak"] = gm;
+      row["syncs_naive"] = npu.naive.sync_instructions;
+      row["syncs_pruned"] = npu.pruned.sync_instructions;
+      row["races_pruned"] = pruned.record.races.size();
+      row["timing_only"] = run.timing_only;
+      row["utilization"] = pruned.report["utilization"];
+      row["mapping"] = npu.kernel.notes;
+      std::cout << fmt::format("{:<36} {:>5} {:>11} {:>8.1f}% {:>6.1f}% {:>6} -> {:<5} {:>11} {:>11}  {}\n", e.name,
+                               npu.pruned.program.cores, pruned.record.total_cycles, 100 * vector, 100 * gm,
+                               npu.naive.sync_instructions, npu.pruned.sync_instructions, naive.record.total_cycles,
+                               pruned.record.total_cycles, run.timing_only ? "timing-only" : "functional");
+    } catch (const UserError& err) {
+      row["unsupported"] = err.what();
+      std::cout << fmt::format("{:<36} not mapped: {}\n", e.name, err.what());
+    }
+    rows.push_back(row);
+  }
 }
 
 }  // namespace
@@ -106,6 +180,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
       }
     }
   }
+  vector_rows(hierarchy_path, target, rows);
   return {{"suite", "npu"}, {"hierarchy", hierarchy_path}, {"rows", rows}};
 }
 

@@ -420,41 +420,57 @@ class Nest : public VectorCode {
 
   // The partition: the dimension writing dim 0 of every statement's output, when each statement
   // reads the kernel's own results only at that row (then a core's rows depend on its rows only).
-  void choose_partition() {
-    const ir::Function& f = *k_.function;
+  // The index writing dimension `pos` of every statement's output (0: the leading one, -1: the
+  // last), when each statement reads the kernel's own results only at that index in that dimension
+  // (then a core's share depends on its share only). Empty when there is none.
+  std::vector<std::string> partition_indices(int pos, int64_t& extent) const {
     std::set<std::string> written;
-    std::vector<std::string> dim0;
-    bool ok = true;
-    int64_t extent = -1;
-    for (Plan& p : plans_) {
+    std::vector<std::string> chosen;
+    extent = -1;
+    auto at = [&](const std::vector<ir::AffineExpr>& idx) -> const ir::AffineExpr* {
+      if (idx.empty()) return nullptr;
+      return &idx[pos >= 0 ? static_cast<size_t>(pos) : idx.size() - 1];
+    };
+    for (const Plan& p : plans_) {
       const ir::Statement& s = *p.s;
-      std::string d0;
-      if (!s.out_indices.empty() && s.out_indices[0].index_coeffs.size() == 1 && s.out_indices[0].param_coeffs.empty() &&
-          s.out_indices[0].constant == 0 && s.out_indices[0].index_coeffs.begin()->second == 1)
-        d0 = s.out_indices[0].index_coeffs.begin()->first;
-      if (d0.empty()) { ok = false; break; }
-      const ir::IndexVar* iv = s.find_index(d0);
-      const int64_t e = iv->hi.evaluate({}, k_.sizes) - iv->lo.evaluate({}, k_.sizes);
-      if (iv->lo.evaluate({}, k_.sizes) != 0 || (extent >= 0 && e != extent)) { ok = false; break; }
-      extent = e;
+      const ir::AffineExpr* e = at(s.out_indices);
+      if (!e || e->index_coeffs.size() != 1 || !e->param_coeffs.empty() || e->constant != 0 || e->has_div() ||
+          e->index_coeffs.begin()->second != 1)
+        return {};
+      const std::string d = e->index_coeffs.begin()->first;
+      const ir::IndexVar* iv = s.find_index(d);
+      const int64_t n = iv->hi.evaluate({}, k_.sizes) - iv->lo.evaluate({}, k_.sizes);
+      if (iv->lo.evaluate({}, k_.sizes) != 0 || (extent >= 0 && n != extent)) return {};
+      extent = n;
+      bool ok = true;
       std::function<void(const ir::Expr&)> check = [&](const ir::Expr& x) {
-        if (x.kind == ir::ExprKind::Access && written.count(x.name) &&
-            (x.indices.empty() || !(x.indices[0] == ir::AffineExpr::index(d0))))
-          ok = false;
+        if (x.kind == ir::ExprKind::Access && written.count(x.name)) {
+          const ir::AffineExpr* r = at(x.indices);
+          if (!r || !(*r == ir::AffineExpr::index(d))) ok = false;
+        }
         for (const auto& a : x.args) check(*a);
       };
       check(*s.rhs);
-      if (!s.init && s.reduction != ir::Reduction::None) written.insert(s.output);  // `+=` reads its output
+      if (!ok) return {};
       written.insert(s.output);
-      dim0.push_back(d0);
+      chosen.push_back(d);
     }
-    if (f.statements.size() == 1 && !dim0.empty()) ok = true;
+    return chosen;
+  }
+
+  // The partition: rows of the leading output dimension, else of the last (channels), over the cores.
+  void choose_partition() {
+    int64_t extent = -1;
+    std::vector<std::string> dim0 = partition_indices(0, extent);
+    bool lanes = false;  // split along the last dimension: keep a vector repeat of it per core
+    if (dim0.empty() || extent <= 1) dim0 = partition_indices(-1, extent), lanes = true;
+    const bool ok = !dim0.empty();
     for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], ok ? dim0[i] : "");
     if (!ok || extent <= 1 || !pads_.empty()) {  // padded copies: every core would read the one copy
       cores_ = 1;
       return;
     }
-    const int64_t want = std::min<int64_t>(m_.cores, extent);
+    const int64_t want = std::min<int64_t>(m_.cores, lanes ? std::max<int64_t>(1, extent / m_.vector_lanes(DType::F32)) : extent);
     range_ = (extent + want - 1) / want;
     cores_ = static_cast<int>((extent + range_ - 1) / range_);
     partition_extent_ = extent;
@@ -544,7 +560,8 @@ class Nest : public VectorCode {
     if (cap < p.unit)
       return fmt::format("{} values of one vector repeat each need {} bytes, more than UB's {}", p.regions,
                          p.regions * p.unit * 4, ub);
-    const int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
+    int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
+    if (p.v >= 0 && p.v == p.partition) ev = std::min(ev, range_);
     const int64_t padded = (ev + p.unit - 1) / p.unit * p.unit;
     p.cols = padded <= cap ? ev : cap;
     p.pitch = padded <= cap ? padded : cap;
@@ -898,6 +915,15 @@ class Nest : public VectorCode {
     if (sv == 0 && cols > 1) {
       broadcast_rows(p, a, v, rows);
       return Value{false, 0, v.region, compute_type(a.type)};
+    }
+    if (su == 0 && sv == 1 && rows > 1 && a.type == compute_type(a.type)) {  // the same row for every row: load once, copy
+      move(true, p, a, v.region, 1, cols, p.pitch, 0, 1);
+      const int64_t k = p.pitch * dtype_bytes(a.type) / bytes_per_repeat_, rep = k * repeat_blocks_;
+      for (int64_t j = 0; j < k; ++j)
+        op(Opcode::Vmuls, {type(a.type), at(Buffer::UB, v.region + p.pitch * dtype_bytes(a.type) + j * bytes_per_repeat_),
+                           at(Buffer::UB, v.region + j * bytes_per_repeat_), Operand::float_(1), imm(rows - 1), imm(1), imm(1),
+                           imm(rep), imm(0)});
+      return v;
     }
     move(true, p, a, v.region, rows, cols, p.pitch, su, sv == 0 ? 1 : sv);
     if (a.type == compute_type(a.type)) return v;
