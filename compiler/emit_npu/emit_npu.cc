@@ -847,7 +847,8 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
     try {
       return emit();
     } catch (const UserError& refused) {
-      if (!why_not_nest(k, m).empty()) throw;
+      // not hardware: 2^20 instructions per core, a contraction small enough for the vector unit
+      if (k.user_tile || !why_not_nest(k, m, double(1 << 20)).empty()) throw;  // a user's tile is for the cube
       NpuKernel out = emit_nest(k, target);
       out.notes.insert(out.notes.begin(), std::string("cube refused (") + refused.what() + "): the vector unit computes it");
       return out;

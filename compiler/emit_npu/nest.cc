@@ -90,7 +90,8 @@ void collect_types(const ir::Expr& e, std::set<int>& bytes) {
 
 class Nest : public VectorCode {
  public:
-  Nest(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+  Nest(const kernel::Kernel& k, const isa::NpuMachine& m, double max_issued = kMaxIssued)
+      : VectorCode(k, m), max_issued_(max_issued) {}
 
   std::string why_not() {
     const ir::Function* f = k_.function;
@@ -123,9 +124,9 @@ class Nest : public VectorCode {
       }
       issued += tiles * double(8 + 4 * p.reads.size() + p.body_regions + 2 * p.rows);
     }
-    if (issued > kMaxIssued)
+    if (issued > max_issued_)
       return fmt::format("about {:.3g} vector-unit instructions per core (more than {:.3g}: too slow to be a mapping)", issued,
-                         kMaxIssued);
+                         max_issued_);
     return "";
   }
 
@@ -538,21 +539,9 @@ class Nest : public VectorCode {
     for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));
     collect_types(*p.s->rhs, bytes);
     p.unit = m_.vector_lanes(*bytes.begin());
-    // Values of distinct subexpressions (compile() computes each once); i8 operations take 3 more
-    // values each (narrow_op).
-    std::map<std::string, int> distinct;
-    std::function<void(const ir::Expr&)> count = [&](const ir::Expr& e) {
-      if (!distinct.emplace(ir::to_string(e), 1).second) return;
-      ir::Expr alone = e;
-      alone.args.clear();
-      distinct[ir::to_string(e)] = count_nodes(alone);
-      for (const auto& a : e.args) count(*a);
-    };
-    count(*p.s->rhs);
-    int nodes = 0;
-    for (const auto& [text, n] : distinct) nodes += n;
-    // Two sets of a tile's values (double buffering: the next tile loads while this one computes).
-    p.body_regions = 2 * static_cast<int>(p.reads.size() + p.values.size()) + (bytes.count(1) ? 4 : 2) * nodes;
+    // A tile's values, counted by compiling the right-hand side once into a throwaway program (the
+    // count does not depend on the tile's size); two sets of them (double buffering).
+    p.body_regions = count_regions(p);
     p.regions = kFixedRegions + 2 * (3 + p.body_regions);
     const int64_t ub = m_.capacity(Buffer::UB);
     int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
@@ -586,6 +575,31 @@ class Nest : public VectorCode {
     p.out_levels = place(false);
     p.red_levels = place(true);
     return "";
+  }
+
+  // Regions one tile uses: its loads (and their i32 widenings), the expression's values (equal
+  // subexpressions once), the conversion to the output type.
+  int count_regions(const Plan& p) {
+    npu::Program scratch;
+    npu::Program* saved = p_;
+    const Plan* saved_plan = plan_;
+    p_ = &scratch;
+    plan_ = &p;
+    chunk_ = 1;
+    region_base_ = next_region_ = 0;
+    pos_.assign(p.dims.size(), Pos{});
+    size_.assign(p.dims.size(), 1);
+    loaded_.clear();
+    memo_.clear();
+    for (const Access& a : p.reads) loaded_.push_back(Value{false, 0, fresh_region(), compute_type(a.type)});
+    for (const Access& a : p.reads)
+      if (a.type != compute_type(a.type)) fresh_region();
+    Value x = vector_of(compile(*p.s->rhs, 1), 1);
+    const int regions = static_cast<int>(next_region_ / 4) + 2;
+    (void)x;
+    p_ = saved;
+    plan_ = saved_plan;
+    return regions;
   }
 
   // ---- GM ----------------------------------------------------------------------------------------
@@ -1155,6 +1169,7 @@ class Nest : public VectorCode {
   };
   std::map<std::string, Pad> pads_;                                         // by the tensor read
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> reach_;  // index range per dimension
+  double max_issued_ = kMaxIssued;
   std::vector<Plan> plans_;
   int cores_ = 1;
   int64_t range_ = 1, range_now_ = 1, partition_extent_ = 1;
@@ -1178,6 +1193,10 @@ class Nest : public VectorCode {
 
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {
   return Nest(kernel, machine).why_not_message();
+}
+
+std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued) {
+  return Nest(kernel, machine, max_issued).why_not_message();
 }
 
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target) {

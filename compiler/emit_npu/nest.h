@@ -36,6 +36,9 @@
 namespace tessel::emit_npu {
 
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// The same with a tighter bound on the instructions issued per core (a contraction the cube refused
+// takes the vector unit only while it stays small).
+std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued);
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu
