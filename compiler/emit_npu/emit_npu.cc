@@ -840,20 +840,22 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
     return emit_nest(k, target);
   }
   // The cube paths map the contraction forms they know and refuse the rest with a UserError (their
-  // checks are interleaved with planning, so they have no separate why_not); a refused contraction
-  // runs on the vector unit through the general lowering (exact, far from the cube's rate), and
-  // the refusal is kept as the mapping's first note.
-  auto on_cube = [&](auto&& emit) -> NpuKernel {
+  // checks are interleaved with planning, so they have no separate why_not), as do the vector
+  // templates for an input they accepted but cannot place; a refused kernel runs through the
+  // general lowering instead (exact; for a contraction far from the cube's rate), and the refusal
+  // is kept as the mapping's first note.
+  auto or_general = [&](auto&& emit, double max_issued) -> NpuKernel {
     try {
       return emit();
     } catch (const UserError& refused) {
-      // not hardware: 2^20 instructions per core, a contraction small enough for the vector unit
-      if (k.user_tile || !why_not_nest(k, m, double(1 << 20)).empty()) throw;  // a user's tile is for the cube
+      if (k.user_tile || !why_not_nest(k, m, max_issued).empty()) throw;  // a user's tile is for the cube
       NpuKernel out = emit_nest(k, target);
-      out.notes.insert(out.notes.begin(), std::string("cube refused (") + refused.what() + "): the vector unit computes it");
+      out.notes.insert(out.notes.begin(), std::string("refused (") + refused.what() + "): the general vector lowering maps it");
       return out;
     }
   };
+  // not hardware: 2^20 instructions per core, a contraction small enough for the vector unit
+  auto on_cube = [&](auto&& emit) { return or_general(emit, double(1 << 20)); };
   if (is_nhwc_convolution(k, m)) return on_cube([&] { return emit_conv(k, target); });
   if (why_not_depthwise(k, m).empty()) return emit_depthwise(k, target);
   const kernel::Node* mm = find_matmul(k);
@@ -861,7 +863,7 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   std::string reasons;
   for (const VectorMapping& mapping : kVectorMappings) {
     const std::string why = mapping.why_not(k, m);
-    if (why.empty()) return mapping.emit(k, target);
+    if (why.empty()) return or_general([&] { return mapping.emit(k, target); }, double(1 << 23));
     reasons += (reasons.empty() ? "" : "; ") + why;
   }
   throw UserError(reasons);
