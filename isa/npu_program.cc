@@ -61,6 +61,7 @@ const TypeRule kTypeRules[] = {
     {Opcode::Vrsqrt, {DType::F16, DType::F32}},
     {Opcode::Vrec, {DType::F16, DType::F32}},
     {Opcode::Vtanh, {DType::F16, DType::F32}},
+    {Opcode::Vtranspose, {DType::F16}},
 };
 constexpr std::initializer_list<DType> kDefaultVectorTypes = {DType::F16, DType::F32, DType::I32};
 

@@ -123,6 +123,8 @@ class AccessBuilder {
 
 // Operand rules that are about the instruction's meaning, not about the bytes it touches.
 void check_semantic_rules(const IssuedInstruction& in) {
+  if (in.instr->opcode == Opcode::Vtranspose && in.value[3] % 2 != 0)
+    fault("vtranspose takes two repeats per 16x16 block (an even repeat)");
   if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0) {
     const DType t = type_operand(in, 0);
     if (t != DType::F16 && t != DType::I8) fault("transpose is defined for square f16 fractals and pairs of i8 fractals only");
@@ -456,6 +458,23 @@ void execute_vselv(const isa::NpuMachine& m, const IssuedInstruction& in, const 
     }
 }
 
+// Block b (repeats 2b, 2b + 1: element e = (repeat - 2b) * lanes + lane, row e / 16, column e % 16)
+// of dst = block b of src transposed; read before any write.
+void execute_vtranspose(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
+  const VectorRoles v = vector_roles(in);
+  const int eb = dtype_bytes(type_operand(in, v.dst->param[0]));
+  const int64_t n = lanes(m, eb);
+  const Strided dst = strided(m, mem, in, *v.dst), src = strided(m, mem, in, *v.src[0]);
+  std::vector<uint8_t> block(static_cast<size_t>(2 * n * eb));
+  for (int64_t b = 0; b + 1 < v.repeat; b += 2) {
+    for (int64_t e = 0; e < 2 * n; ++e) std::memcpy(block.data() + e * eb, src.at(b + e / n, e % n), eb);
+    for (int64_t e = 0; e < 2 * n; ++e) {
+      const int64_t t = (e % 16) * 16 + e / 16;  // (row, column) -> (column, row)
+      std::memcpy(dst.at(b + t / n, t % n), block.data() + e * eb, eb);
+    }
+  }
+}
+
 void execute_vdup(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   const VectorRoles v = vector_roles(in);
   const DType t = type_operand(in, v.dst->param[0]);
@@ -690,6 +709,7 @@ void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, 
     case Opcode::Vdup: execute_vdup(m, in, mem); return;
     case Opcode::Vbrcb: execute_vbrcb(m, in, mem); return;
     case Opcode::Vselv: execute_vselv(m, in, mem); return;
+    case Opcode::Vtranspose: execute_vtranspose(m, in, mem); return;
     default: execute_elementwise(m, in, mem); return;
   }
 }

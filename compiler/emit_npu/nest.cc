@@ -552,8 +552,12 @@ class Nest : public VectorCode {
     int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
     if (p.v >= 0 && p.v == p.partition) ev = std::min(ev, range_);
     const int64_t padded = (ev + p.unit - 1) / p.unit * p.unit;
-    p.cols = padded <= cap ? ev : cap;
-    p.pitch = padded <= cap ? padded : cap;
+    // A transposed read turns 16 x 16 blocks: leave room for 16 rows when the rows allow it.
+    const bool turns = std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return transposable(p, a); });
+    const int64_t eu0 = p.u >= 0 ? std::min(p.dims[p.u].extent, p.u == p.partition ? range_ : p.dims[p.u].extent) : 1;
+    const int64_t lane_cap = turns && eu0 >= 16 ? std::max<int64_t>(p.unit, cap / 16 / p.unit * p.unit) : cap;
+    p.cols = padded <= lane_cap ? ev : lane_cap;
+    p.pitch = padded <= lane_cap ? padded : lane_cap;
     if (p.v == p.partition && p.v >= 0) p.cols = std::min(p.cols, range_);
     const int64_t eu = p.u >= 0 ? p.dims[p.u].extent : 1;
     p.rows = std::max<int64_t>(1, std::min({eu, cap / p.pitch, max_repeat_}));
@@ -592,8 +596,10 @@ class Nest : public VectorCode {
     loaded_.clear();
     memo_.clear();
     for (const Access& a : p.reads) loaded_.push_back(Value{false, 0, fresh_region(), compute_type(a.type)});
-    for (const Access& a : p.reads)
+    for (const Access& a : p.reads) {
       if (a.type != compute_type(a.type)) fresh_region();
+      if (transposable(p, a)) fresh_region(), fresh_region();
+    }
     Value x = vector_of(compile(*p.s->rhs, 1), 1);
     const int regions = static_cast<int>(next_region_ / 4) + 2;
     (void)x;
@@ -930,6 +936,8 @@ class Nest : public VectorCode {
       broadcast_rows(p, a, v, rows);
       return Value{false, 0, v.region, compute_type(a.type)};
     }
+    // (rows >= 8: the 16-row blocks written fit the value's region, which holds rows x pitch 4-byte values)
+    if (transposable(p, a) && rows >= 8 && sv >= rows) return load_transposed(p, a, v, rows, cols);
     if (su == 0 && sv == 1 && rows > 1 && a.type == compute_type(a.type)) {  // the same row for every row: load once, copy
       move(true, p, a, v.region, 1, cols, p.pitch, 0, 1);
       const int64_t k = p.pitch * dtype_bytes(a.type) / bytes_per_repeat_, rep = k * repeat_blocks_;
@@ -944,6 +952,27 @@ class Nest : public VectorCode {
     const Value w{false, 0, fresh_region(), compute_type(a.type)};
     convert(w, v, rows * p.pitch);
     return w;
+  }
+
+  // A 2-byte operand contiguous along the rows and strided along the lanes (a transposed read).
+  static bool transposable(const Plan& p, const Access& a) {
+    return a.type == DType::F16 && p.u >= 0 && p.v >= 0 && a.stride[p.u] == 1 && a.stride[p.v] > 1;
+  }
+
+  // Loads the tile transposed (lanes as rows: one dma_in of contiguous row segments) into the two
+  // regions after `v`, then turns each 16 x 16 block with vtranspose into the rows x pitch tile.
+  Value load_transposed(const Plan& p, const Access& a, const Value& v, int64_t rows, int64_t cols) {
+    const int64_t t = fresh_region();
+    fresh_region();  // the transposed tile takes up to two regions (rows >= 8)
+    const int64_t tp = (rows + 15) / 16 * 16, cp = (cols + 15) / 16 * 16;  // its pitch and row count
+    move(true, p, a, t, cols, rows, tp, stride_of(a, p.v), 1);
+    const int64_t bb = m_.vector_block_bytes, eb = 2;
+    for (int64_t bc = 0; bc < cp / 16; ++bc)
+      for (int64_t br = 0; br < tp / 16; ++br)
+        op(Opcode::Vtranspose, {type(DType::F16), at(Buffer::UB, v.region + (br * 16 * p.pitch + bc * 16) * eb),
+                                at(Buffer::UB, t + (bc * 16 * tp + br * 16) * eb), imm(2), imm(p.pitch * eb / bb), imm(tp * eb / bb),
+                                imm(8 * p.pitch * eb / bb), imm(8 * tp * eb / bb)});
+    return v;
   }
 
   // A value per row (the access does not move along the lanes): gathered, then spread over the

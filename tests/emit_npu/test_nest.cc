@@ -89,7 +89,20 @@ TEST_CASE("an f16 sum keeps its reduction off the lanes, so it accumulates in th
   check_nest("generality.tsl", "reduce_lead", "A=50,B=3,C=20", true);
 }
 
+TEST_CASE("a transposed f16 read is turned by vtranspose in 16x16 blocks (bit-exact, tails, both targets)") {
+  for (const std::string& t : {kTarget, k310}) {
+    check_nest("vector.tsl", "transpose2d", "M=77,N=600", true, t);   // 19 rows per core, 77 lanes: partial blocks
+    check_nest("vector.tsl", "transpose2d", "M=300,N=1300", true, t);  // several tiles per core
+  }
+  CHECK(notes_of("vector.tsl", "transpose2d", "M=512,N=512").find("rows n, lanes m") != std::string::npos);
+  auto c = compile_case("vector.tsl", "transpose2d", "M=512,N=512", "", false);
+  int turns = 0;
+  for (const auto& in : c->kernel.program.code) turns += in.opcode == npu::Opcode::Vtranspose;
+  CHECK(turns > 0);
+}
+
 TEST_CASE("pruned nest programs keep only needed syncs: removing any kept pair lets the race detector fire") {
   check_mutants_of("generality.tsl", "mean_var_rows", "M=5,N=100");
   check_mutants_of("generality.tsl", "transpose_scale", "M=13,N=7");
+  check_mutants_of("vector.tsl", "transpose2d", "M=160,N=512");
 }

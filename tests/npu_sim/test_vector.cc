@@ -239,6 +239,47 @@ pipe_barrier ALL
   CHECK(npu::print_program(q) == npu::print_program(p));
 }
 
+TEST_CASE("vtranspose turns each 16x16 block of 2-byte elements, rows placed by the block stride, an odd repeat faults") {
+  // A 16 x 32 f16 matrix (row pitch 64 bytes = 2 blocks): its two 16 x 16 blocks transposed into a
+  // 32 x 16 result (row pitch 32 bytes); the second block read at a 32-byte offset.
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f16 [16, 32] at GM+0 in
+.tensor Y f16 [32, 16] at GM+1024 out
+dma_in UB[0], GM[0], 1, 1024, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vtranspose f16, UB[1024], UB[0], 2, 1, 2, 8, 16
+vtranspose f16, UB[1536], UB[32], 2, 1, 2, 8, 16
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[1024], UB[1024], 1, 1024, 0, 0
+pipe_barrier ALL
+)",
+                                               "vtranspose.npu");
+  const NpyArray x = random_f16({16, 32}, 45);
+  const SimResult r = simulate(p, davinci(), {{"X", x}});
+  CHECK(r.record.races.empty());
+  const NpyArray y = r.tensor(p, "Y");
+  int bad = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) {
+      uint16_t a, b;
+      std::memcpy(&a, x.data.data() + 2 * (i * 32 + j), 2);
+      std::memcpy(&b, y.data.data() + 2 * (j * 16 + i), 2);  // Y[j][i] = X[i][j]
+      bad += a != b;
+    }
+  CHECK(bad == 0);
+  const std::string e = [] {
+    try {
+      simulate(npu::assemble_program("vtranspose f16, UB[512], UB[0], 1, 1, 1, 8, 8\npipe_barrier ALL\n", "odd.npu"), davinci(), {});
+    } catch (const UserError& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  }();
+  CHECK(e.find("vtranspose takes two repeats per 16x16 block") != std::string::npos);
+}
+
 TEST_CASE("mmad i8 x i8 -> i32: one 16x32x16 fractal, B given as ZN (n rows of 32 k)") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor A i8 [16, 32] at GM+0 in
