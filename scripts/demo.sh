@@ -32,4 +32,8 @@ for sync in naive pruned; do
     --sync $sync --report out/gemm512_${sync}_report.json
 done
 echo
+echo "== operators outside the templates (the general vector lowering): pixel shuffle written with / and %, softmax over 1000-wide rows =="
+$tessel run workloads/quasi.tsl --def pixel_shuffle --target isa/targets/davinci-910.yaml --shape N=2,CI=16,H=32,W=32
+$tessel run workloads/bert.tsl --def softmax --target isa/targets/davinci-910.yaml --shape M=512,N=1000
+echo
 echo "reports: out/*_report.json; trace (open in https://ui.perfetto.dev): out/gemm1024_trace.json"
