@@ -83,6 +83,16 @@ TEST_CASE("softmax and layer-norm with rows of any length: several repeats per r
   CHECK(notes.find("general vector lowering on 32 core(s), 2 rows each") != std::string::npos);
 }
 
+TEST_CASE("permutations, a column statistic read along rows (cores split the last dimension), divided indices") {
+  for (const std::string& t : {kTarget, k310}) {
+    check_nest("generality.tsl", "perm3", "A=5,B=7,C=33", true, t);
+    check_nest("generality.tsl", "col_then_row", "M=70,N=45", true, t);
+    check_nest("generality.tsl", "interleave", "M=9,N=21", true, t);
+    check_nest("generality.tsl", "pool_div", "N=2,H=9,W=11", true, t);
+  }
+  CHECK(notes_of("generality.tsl", "col_then_row", "M=70,N=300").find("general vector lowering on 4 core(s)") != std::string::npos);
+}
+
 TEST_CASE("an f16 sum keeps its reduction off the lanes, so it accumulates in the interpreter's order (bit-exact)") {
   const std::string notes = notes_of("generality.tsl", "reduce_lead", "A=7,B=3,C=20");
   CHECK(notes.find("rows b, lanes c") != std::string::npos);  // a: an outer loop, accumulated tile by tile in order
