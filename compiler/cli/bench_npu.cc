@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +34,39 @@ bool large_tile_applies(const std::map<std::string, int64_t>& shape, int64_t cor
   return M % 256 == 0 && N % 256 == 0 && 2 * (M / 256) * (N / 256) >= cores;
 }
 
+// One suite entry compiled for the NPU and run pruned then naive (the module kept alive for the
+// kernel's tensor function). `mode` picks timing-only runs and race detection from the program.
+struct EntryRun {
+  frontend::Module module;
+  std::unique_ptr<Compilation> compilation;
+  NpuCompiled npu;
+  NpuRunResult pruned, naive;
+  bool timing_only = false;
+};
+std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::string& hierarchy_path,
+                                    const std::optional<std::string>& tile,
+                                    const std::function<void(const EntryRun&, NpuOptions&)>& mode) {
+  auto r = std::make_unique<EntryRun>();
+  r->module = frontend::load_module(e.file);
+  const ir::Function& f = frontend::select_function(r->module, e.def);
+  CompileOptions o;
+  o.target = hierarchy_path;
+  o.sizes = e.shape;
+  o.tile = tile;
+  r->compilation = compile(f, o);
+  r->npu = compile_npu(r->compilation->kernel, r->compilation->hierarchy);
+  NpuOptions run;
+  mode(*r, run);
+  r->timing_only = run.timing_only;
+  std::map<std::string, NpyArray> inputs;
+  if (!run.timing_only) inputs = interp::random_inputs(f, o.sizes, 1);
+  run.sync = npu_sync::SyncMode::Pruned;
+  r->pruned = run_npu(r->npu, r->compilation->hierarchy, inputs, run);
+  run.sync = npu_sync::SyncMode::Naive;
+  r->naive = run_npu(r->npu, r->compilation->hierarchy, inputs, run);
+  return r;
+}
+
 // The vector-bound kernels (workloads/vector.yaml): the vector unit's busy share against the
 // chip's vector peak (every core's V pipe busy every cycle: cores x bytes_per_repeat per cycle), and
 // the operator's GM traffic (inputs read once, outputs written once) against the shared GM
@@ -50,30 +86,21 @@ void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target
   for (const auto& e : suite.entries) {
     nlohmann::json row = {{"suite", suite.name}, {"workload", e.name}, {"shape", e.shape}};
     try {
-      frontend::Module mod = frontend::load_module(e.file);
-      const ir::Function& f = frontend::select_function(mod, e.def);
-      CompileOptions o;
-      o.target = hierarchy_path;
-      o.sizes = e.shape;
-      auto c = compile(f, o);
-      const NpuCompiled npu = compile_npu(c->kernel, c->hierarchy);
       int64_t bytes = 0, elements = 0;
-      for (const auto& t : c->kernel.tensors) {
-        if (t.temporary) continue;
-        int64_t n = 1;
-        for (int64_t s : t.shape) n *= s;
-        bytes += n * dtype_bytes(t.dtype);
-        elements += n;
-      }
-      NpuOptions run;
-      run.timing_only = elements > (int64_t(1) << 22);
-      run.detect_races = !run.timing_only;
-      std::map<std::string, NpyArray> inputs;
-      if (!run.timing_only) inputs = interp::random_inputs(f, o.sizes, 1);
-      run.sync = npu_sync::SyncMode::Pruned;
-      const NpuRunResult pruned = run_npu(npu, c->hierarchy, inputs, run);
-      run.sync = npu_sync::SyncMode::Naive;
-      const NpuRunResult naive = run_npu(npu, c->hierarchy, inputs, run);
+      const auto r = run_entry(e, hierarchy_path, std::nullopt, [&](const EntryRun& x, NpuOptions& run) {
+        for (const auto& t : x.compilation->kernel.tensors) {
+          if (t.temporary) continue;
+          int64_t n = 1;
+          for (int64_t d : t.shape) n *= d;
+          bytes += n * dtype_bytes(t.dtype);
+          elements += n;
+        }
+        run.timing_only = elements > (int64_t(1) << 22);
+        run.detect_races = !run.timing_only;
+      });
+      const NpuCompiled& npu = r->npu;
+      const NpuRunResult &pruned = r->pruned, &naive = r->naive;
+      const bool timing_only = r->timing_only;
       const double cycles = double(std::max<uint64_t>(1, pruned.record.total_cycles));
       const double vector = pruned.report["utilization"]["V"].get<double>() * npu.pruned.program.cores / m.cores;
       const double gm = double(bytes) / cycles / m.gm_shared_bandwidth_bytes_per_cycle;
@@ -88,13 +115,13 @@ void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target
       row["syncs_naive"] = npu.naive.sync_instructions;
       row["syncs_pruned"] = npu.pruned.sync_instructions;
       row["races_pruned"] = pruned.record.races.size();
-      row["timing_only"] = run.timing_only;
+      row["timing_only"] = timing_only;
       row["utilization"] = pruned.report["utilization"];
       row["mapping"] = npu.kernel.notes;
       std::cout << fmt::format("{:<36} {:>5} {:>11} {:>8.1f}% {:>6.1f}% {:>6} -> {:<5} {:>11} {:>11}  {}\n", e.name,
                                npu.pruned.program.cores, pruned.record.total_cycles, 100 * vector, 100 * gm,
                                npu.naive.sync_instructions, npu.pruned.sync_instructions, naive.record.total_cycles,
-                               pruned.record.total_cycles, run.timing_only ? "timing-only" : "functional");
+                               pruned.record.total_cycles, timing_only ? "timing-only" : "functional");
     } catch (const UserError& err) {
       row["unsupported"] = err.what();
       std::cout << fmt::format("{:<36} not mapped: {}\n", e.name, err.what());
@@ -129,23 +156,14 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
         if (tile && *tile == default_tile) continue;  // the default is the large tile already
         nlohmann::json row = {{"suite", suite.name}, {"workload", name}, {"shape", e.shape}};
         try {
-          frontend::Module m = frontend::load_module(e.file);
-          const ir::Function& f = frontend::select_function(m, e.def);
-          CompileOptions o;
-          o.target = hierarchy_path;
-          o.sizes = e.shape;
-          o.tile = tile;
-          auto c = compile(f, o);
-          const NpuCompiled npu = compile_npu(c->kernel, c->hierarchy);
-          NpuOptions run;
-          run.timing_only = npu.kernel.macs > (uint64_t(1) << 26);
-          run.detect_races = npu.kernel.macs <= (uint64_t(1) << 31);
-          std::map<std::string, NpyArray> inputs;
-          if (!run.timing_only) inputs = interp::random_inputs(f, o.sizes, 1);
-          run.sync = npu_sync::SyncMode::Pruned;
-          const NpuRunResult pruned = run_npu(npu, c->hierarchy, inputs, run);
-          run.sync = npu_sync::SyncMode::Naive;
-          const NpuRunResult naive = run_npu(npu, c->hierarchy, inputs, run);
+          const auto r = run_entry(e, hierarchy_path, tile, [](const EntryRun& x, NpuOptions& run) {
+            run.timing_only = x.npu.kernel.macs > (uint64_t(1) << 26);
+            run.detect_races = x.npu.kernel.macs <= (uint64_t(1) << 31);
+          });
+          const Compilation* c = r->compilation.get();
+          const NpuCompiled& npu = r->npu;
+          const NpuRunResult &pruned = r->pruned, &naive = r->naive;
+          const bool timing_only = r->timing_only;
           row["tile"] = c->tile_spec.to_string();
           if (!tile) default_tile = c->tile_spec.to_string();
           row["cores"] = npu.pruned.program.cores;
@@ -160,7 +178,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
           row["syncs_pruned"] = npu.pruned.sync_instructions;
           row["races_naive"] = naive.record.races.size();
           row["races_pruned"] = pruned.record.races.size();
-          row["timing_only"] = run.timing_only;
+          row["timing_only"] = timing_only;
           row["utilization"] = pruned.report["utilization"];
           row["mapping"] = npu.kernel.notes;
           std::cout << fmt::format(
@@ -169,7 +187,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
               pruned.peak_macs_per_cycle, 100 * pruned.macs_per_cycle / std::max(1.0, pruned.peak_macs_per_cycle),
               100 * pruned.macs_per_cycle / std::max(1.0, chip_peak), npu.naive.sync_instructions,
               npu.pruned.sync_instructions, naive.record.total_cycles, pruned.record.total_cycles,
-              run.timing_only ? "timing-only" : "functional");
+              timing_only ? "timing-only" : "functional");
         } catch (const UserError& err) {
           row["unsupported"] = err.what();
           std::string why = err.what();
