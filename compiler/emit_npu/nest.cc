@@ -600,9 +600,8 @@ class Nest : public VectorCode {
       if (a.type != compute_type(a.type)) fresh_region();
       if (transposable(p, a)) fresh_region(), fresh_region();
     }
-    Value x = vector_of(compile(*p.s->rhs, 1), 1);
+    vector_of(compile(*p.s->rhs, 1), 1);
     const int regions = static_cast<int>(next_region_ / 4) + 2;
-    (void)x;
     p_ = saved;
     plan_ = saved_plan;
     return regions;

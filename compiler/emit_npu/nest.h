@@ -1,30 +1,38 @@
-// General NPU vector lowering: any kernel without a matmul whose statements have box domains and
-// affine accesses runs on the vector unit, statement by statement (the fallback after the
+// General NPU vector lowering: any kernel whose statements have box domains and affine accesses
+// (or indices divided by constants, split into quotient and remainder dimensions) runs on the
+// vector unit, statement by statement (the fallback after the
 // template mappings of pointwise.h / channels.h / transpose.h, which keep the shapes they know).
 //
 // Input: the kernel IR's tensor function (every statement: domain, output access, right-hand
 // side, reduction) and the machine model. Each statement is modelled as loops over its index
 // dimensions with every access an element offset `offset + sum(stride_d * i_d)`; adjacent
 // dimensions that every access walks contiguously are coalesced. Two dimensions go on a UB tile:
-// v (lanes: the one most bytes are contiguous along) and u (rows: the innermost output dimension
+// v (lanes: the one the most touched elements are contiguous along) and u (rows: the innermost output dimension
 // left, else the innermost reduction one); a tile is rows x pitch elements, pitch a whole number
 // of vector repeats for every element type, so element-wise operations are flat and rows start
 // aligned. The other dimensions are scalar loops, output ones outside reduction ones, so the
 // accumulator stays in UB across a reduction and is written back once.
 //   loads: contiguous rows in one dma_in (nburst = rows), strided lanes as element bursts, a
-//   value per row (stride 0 along v) gathered and broadcast across the row's lanes by vbrcb;
+//   value per row (stride 0 along v) gathered and broadcast across the row's lanes by vbrcb, an
+//   f16 read strided along the lanes but contiguous along the rows turned by vtranspose; reads
+//   outside a tensor (folded padding) from a zero-padded scratch copy; i8 computed in i32;
 //   reductions: along u row by row in ascending order (the interpreter's order per lane), along v
 //   by folding a row's repeats then vcadd / vcmax (min as -max(-x)), lanes past the row's end set
 //   to the identity first, across tiles into the UB accumulator; f16 sums keep v an output
 //   dimension when the statement has one, so they accumulate in the interpreter's order;
 //   conditions: vcmp_lt / vcmp_le / vcmp_eq give 1 / 0, combined by mul / max, and vselv selects.
+// Tiles: sized from the values the right-hand side uses (equal subexpressions computed once), the
+// innermost loop of two or more tiles double-buffered.
 // Statements run in order; every statement's result goes to GM (temporaries and locals become
 // scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
-// leading output index every statement writes and reads its own tensors at) in contiguous ranges
-// per core, or one core when the statements do not share such an index.
+// leading output index every statement writes and reads its own tensors at, else the last one with
+// a vector repeat of it per core) in contiguous ranges per core, or one core when the statements
+// share no such index.
 //
 // Output: NpuKernel (program without syncs). Errors: why_not_nest says why a kernel is not taken
-// (an index used as a value, a negative stride along the lanes, a tile that does not fit UB),
+// (a reversed index along the lanes or rows, a division of more than an index plus a constant, a
+// tile of one repeat per value that does not fit UB, a program of more than 2^23 instructions per
+// core),
 // never throwing; emit_nest throws that UserError.
 #pragma once
 
