@@ -222,7 +222,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     throw UserError(c->promotion.overflow->message());
   }
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
-  timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->tiled, c->promotion, c->hierarchy); },
+  timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->deps, c->tiled, c->promotion, c->hierarchy); },
             [&] { return kernel::to_string(c->kernel); });
   timer.run("contraction", [&] { poly::record_contraction(c->kernel); }, [&] { return poly::contraction_to_string(c->kernel); });
   if (user_tile) c->kernel.user_tile = c->tile_spec;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "compiler/kernel/check_parallel.h"
 #include "compiler/cli/commands.h"
 #include "compiler/cli/pipeline_flags.h"
 #include "compiler/cli/run_gpu.h"
@@ -58,7 +59,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     GpuFlags gpu;
     NpuOptions npu;
     std::string out;
-    bool print_schedule = false, print_kernel = false;
+    bool print_schedule = false, print_kernel = false, check_parallel = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("compile", "Compile an operator (.tsl) for a target description");
@@ -66,6 +67,9 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("-o,--output", opts->out, "output file (C source for --target c, kernel IR text otherwise)");
   cmd->add_flag("--print-schedule", opts->print_schedule, "print the isl schedule and the tiled schedule");
   cmd->add_flag("--print-kernel", opts->print_kernel, "print the kernel IR");
+  cmd->add_flag("--check-parallel", opts->check_parallel,
+                "execute the kernel IR's control flow and check that no loop marked parallel has two iterations "
+                "touching one element with a write (exit 3 if one does: a tessel bug)");
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
   auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
@@ -80,6 +84,16 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
                 << c->tiled.to_string();
     }
     if (opts->print_kernel) std::cout << kernel::to_string(c->kernel);
+    if (opts->check_parallel) {
+      const kernel::ParallelCheck pc = kernel::check_parallel(c->kernel);
+      std::cout << "parallel loops: " << pc.loops << " instances, " << pc.accesses << " accesses"
+                << (pc.complete ? "" : " (budget reached: a prefix checked)") << ", " << pc.conflicts << " conflicts\n";
+      if (pc.conflicts) {
+        std::cerr << "tessel compile: internal error: a loop marked parallel carries a dependence: " << pc.first_conflict << "\n";
+        ctx.exit_code = 3;
+        return;
+      }
+    }
     if (!opts->out.empty()) {
       std::string npu_line;  // NPU targets: the .npu program with syncs (compiler/cli/run_npu.h)
       const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;

@@ -120,17 +120,18 @@ isa::GpuMachine machine_for(const CudaOptions& options) {
 }
 
 CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
-  // Both code shapes print index expressions from their affine coefficients only.
-  if (const std::string use = ir::division_use(*k.function); !use.empty())
-    throw UserError("kernel " + k.name + ": the CUDA emitter does not lower floor division or modulo in indices, "
-                    "ranges or shapes yet (" + use + "); run it with --target c");
   const isa::GpuMachine m = machine_for(options);
   CudaProgram p;
   std::ostringstream os;
   os << "/* tessel: kernel " << k.name << " for " << k.target << " (" << options.arch << ") */\n" << cuda_prelude();
   std::string why;
   std::optional<Contraction> c;
-  if (options.allow_tensor_cores) {
+  const std::string division = ir::division_use(*k.function);
+  if (!division.empty()) {
+    // the TensorCore pieces print indices from their affine coefficients; the SIMT walk prints
+    // floor division and modulo exactly (tessel_floordiv / tessel_mod)
+    why = "floor division or modulo in indices (" + division + ")";
+  } else if (options.allow_tensor_cores) {
     c = k.contraction;
     why = c ? tensor_core_obstacle(*c, m) : k.no_contraction;
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "compiler/emit_cuda/cuda_expr.h"
@@ -35,6 +36,7 @@ struct SimtEmitter {
   const kernel::Kernel& k;
   std::ostringstream& os;
   std::map<int, std::string> buffer_ptr;  // buffer id -> pointer name in the current kernel
+  int reductions = 0;                     // reduction nests emitted (they use red_smem_)
 
   const kernel::GlobalTensor& tensor(const std::string& n) {
     const auto* t = k.find_tensor(n);
@@ -56,12 +58,9 @@ struct SimtEmitter {
   }
   std::string storage(int buffer, const std::string& tname) { return buffer >= 0 ? buffer_ptr.at(buffer) : "t_" + tname; }
 
+  // An index expression of the statement (quasi-affine: floor division and modulo by constants).
   std::string affine(const ir::AffineExpr& e) {
-    int64_t c = e.constant;
-    for (const auto& [p, q] : e.param_coeffs) c += q * k.sizes.at(p);
-    std::string s = "(" + std::to_string(c) + "LL";
-    for (const auto& [i, q] : e.index_coeffs) s += " + " + std::to_string(q) + "LL*i_" + i;
-    return s + ")";
+    return int_expr(kernel::from_affine(e, k.sizes, [](const std::string& i) { return Expr::var("i_" + i); }));
   }
 
   std::string access(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::map<std::string, int>& binding) {
@@ -72,25 +71,36 @@ struct SimtEmitter {
     return storage(b, tname) + "[" + linear(b, tname, g) + "]";
   }
 
+  // Binds i_<index> for the statement's domain indices the node gives (only `dims` when set).
+  void bind_indices(const Node& n, const ir::Statement& s, const std::string& pad, const std::vector<size_t>* dims = nullptr) {
+    std::vector<size_t> vars;
+    for (size_t i = 0; i < s.domain.size(); ++i)
+      if (!n.init || !s.domain[i].is_reduction) vars.push_back(i);
+    TESSEL_CHECK(vars.size() == n.indices.size(), "emit_cuda: compute node of " + s.name + " has the wrong arity");
+    for (size_t j = 0; j < vars.size(); ++j)
+      if (!dims || std::count(dims->begin(), dims->end(), vars[j]))
+        os << pad << "const long long i_" << s.domain[vars[j]].name << " = " << int_expr(n.indices[j]) << ";\n";
+  }
+
+  // The statement's right-hand side for one instance (its indices bound).
+  std::string update_value(const Node& n, const ir::Statement& s) {
+    ValueContext ctx;
+    ctx.sizes = &k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& e) { return affine(e); };
+    ctx.access = [&](const ir::Expr& e) { return access(e.name, e.indices, n.binding); };
+    return value_expr(*s.rhs, ctx);
+  }
+
   void compute(const Node& n, const std::string& pad) {
     const ir::Statement& s = k.function->statements.at(n.statement);
     os << pad << "{\n";
-    std::vector<const ir::IndexVar*> vars;
-    for (const auto& v : s.domain)
-      if (!n.init || !v.is_reduction) vars.push_back(&v);
-    TESSEL_CHECK(vars.size() == n.indices.size(), "emit_cuda: compute node of " + s.name + " has the wrong arity");
-    for (size_t i = 0; i < vars.size(); ++i)
-      os << pad << "  const long long i_" << vars[i]->name << " = " << int_expr(n.indices[i]) << ";\n";
+    bind_indices(n, s, pad + "  ");
     const std::string lhs = access(s.output, s.out_indices, n.binding);
     const DType T = s.acc_type;
     if (n.init) {
       os << pad << "  " << lhs << " = " << store_value(T, reduction_identity(s.reduction, T)) << ";\n";
     } else {
-      ValueContext ctx;
-      ctx.sizes = &k.sizes;
-      ctx.affine = [&](const ir::AffineExpr& e) { return affine(e); };
-      ctx.access = [&](const ir::Expr& e) { return access(e.name, e.indices, n.binding); };
-      const std::string rhs = value_expr(*s.rhs, ctx);
+      const std::string rhs = update_value(n, s);
       if (s.reduction == ir::Reduction::None) {
         os << pad << "  " << lhs << " = " << store_value(T, "(" + value_type(T) + ")" + rhs) << ";\n";
       } else {
@@ -185,38 +195,174 @@ struct SimtEmitter {
     return true;
   }
 
-  // Loop variables used in a reduction position of an update in the subtree.
-  void reduction_vars(const Node& n, std::set<std::string>& out) {
-    if (n.kind == NodeKind::Compute && !n.init) {
-      const ir::Statement& s = k.function->statements.at(n.statement);
-      for (size_t i = 0; i < s.domain.size() && i < n.indices.size(); ++i)
-        if (s.domain[i].is_reduction) expr_vars(n.indices[i], out);
+  // Loops nested one in another, each holding only Lets before the next (root first).
+  struct ChainLevel {
+    const Node* loop;
+    std::vector<const Node*> lets;  // Lets among its children, before the next level
+  };
+  static std::vector<ChainLevel> loop_chain(const Node& root) {
+    std::vector<ChainLevel> chain;
+    const Node* n = &root;
+    while (n && n->kind == NodeKind::Loop) {
+      ChainLevel level{n, {}};
+      const Node* next = nullptr;
+      bool only_lets_then_loop = true;
+      for (const auto& c : n->children) {
+        if (!next && c->kind == NodeKind::Let) level.lets.push_back(c.get());
+        else if (!next && c->kind == NodeKind::Loop) next = c.get();
+        else only_lets_then_loop = false;
+      }
+      if (!only_lets_then_loop) level.lets.clear();
+      chain.push_back(level);
+      n = only_lets_then_loop ? next : nullptr;
     }
-    for (const auto& c : n.children) reduction_vars(*c, out);
-    for (const auto& c : n.else_children) reduction_vars(*c, out);
+    return chain;
+  }
+  static bool threads_may_share(const Node& loop) { return loop.parallel && !loop.rebinds_buffers; }
+
+  // One thread-mapped dimension: a loop, or a stage-tile loop merged with the point loop inside
+  // it (v in [lo, hi): tile = lo + floor((v - lo) / step) * step, point = v).
+  struct Dim {
+    const Node* loop = nullptr;
+    const Node* point = nullptr;  // merged point loop
+    Expr lo, hi;
+    int64_t step = 1;
+  };
+
+  // Linear form of an integer expression (variables with coefficients + a constant), if it is one.
+  struct Linear {
+    std::map<std::string, int64_t> coeff;
+    int64_t constant = 0;
+    bool operator==(const Linear& o) const {
+      auto nz = [](const std::map<std::string, int64_t>& m) {
+        std::map<std::string, int64_t> r;
+        for (const auto& [v, c] : m)
+          if (c) r[v] = c;
+        return r;
+      };
+      return constant == o.constant && nz(coeff) == nz(o.coeff);
+    }
+  };
+  static std::optional<Linear> linear(const Expr& e) {
+    Linear l;
+    switch (e.kind) {
+      case kernel::ExprKind::Int: l.constant = e.value; return l;
+      case kernel::ExprKind::Var: l.coeff[e.name] = 1; return l;
+      case kernel::ExprKind::Neg: {
+        auto a = linear(e.args[0]);
+        if (!a) return std::nullopt;
+        for (auto& [v, c] : a->coeff) c = -c;
+        a->constant = -a->constant;
+        return a;
+      }
+      case kernel::ExprKind::Add:
+      case kernel::ExprKind::Sub: {
+        auto a = linear(e.args[0]), b = linear(e.args[1]);
+        if (!a || !b) return std::nullopt;
+        const int64_t sg = e.kind == kernel::ExprKind::Add ? 1 : -1;
+        for (const auto& [v, c] : b->coeff) a->coeff[v] += sg * c;
+        a->constant += sg * b->constant;
+        return a;
+      }
+      case kernel::ExprKind::Mul: {
+        auto a = linear(e.args[0]), b = linear(e.args[1]);
+        if (!a || !b) return std::nullopt;
+        if (!b->coeff.empty() && a->coeff.empty()) std::swap(a, b);
+        if (!b->coeff.empty()) return std::nullopt;
+        for (auto& [v, c] : a->coeff) c *= b->constant;
+        a->constant *= b->constant;
+        return a;
+      }
+      default: return std::nullopt;
+    }
   }
 
-  // Outer loops of a compute nest whose iterations are independent and whose bounds do not
-  // depend on each other.
-  std::vector<const Node*> parallel_prefix(const Node& root) {
-    std::set<std::string> red;
-    reduction_vars(root, red);
-    std::vector<const Node*> prefix;
-    std::set<std::string> prefix_vars;
-    const Node* n = &root;
-    while (n->kind == NodeKind::Loop && !red.count(n->var)) {
-      std::set<std::string> bv;
-      expr_vars(n->lo, bv);
-      expr_vars(n->hi, bv);
-      bool dep = false;
-      for (const auto& v : bv) dep |= prefix_vars.count(v) > 0;
-      if (dep) break;
-      prefix.push_back(n);
-      prefix_vars.insert(n->var);
-      if (n->children.size() != 1 || n->children[0]->kind != NodeKind::Loop) break;
-      n = n->children[0].get();
+  // A stage-tile loop `t` and the point loop `p` directly inside it that walks exactly its tile:
+  // p in [t, t + step) with (hi - lo) a multiple of step, or p in [t, min(t + step, hi)).
+  static bool merges(const Node& t, const Node& p) {
+    if (p.step != 1 || t.step <= 1 || p.lo.kind != kernel::ExprKind::Var || p.lo.name != t.var) return false;
+    Linear tile_end;
+    tile_end.coeff[t.var] = 1;
+    tile_end.constant = t.step;
+    auto full = linear(p.hi);
+    if (full && *full == tile_end) {
+      auto lo = linear(t.lo), hi = linear(t.hi);
+      if (!lo || !hi) return false;
+      Linear len = *hi;
+      for (const auto& [v, c] : lo->coeff) len.coeff[v] -= c;
+      len.constant -= lo->constant;
+      return Linear{{}, len.constant} == len && len.constant % t.step == 0;
     }
-    return prefix;
+    if (p.hi.kind != kernel::ExprKind::Min) return false;
+    for (int i = 0; i < 2; ++i) {
+      auto a = linear(p.hi.args[i]), b = linear(p.hi.args[1 - i]), hi = linear(t.hi);
+      if (a && b && hi && *a == tile_end && *b == *hi) return true;
+    }
+    return false;
+  }
+
+  // Groups consecutive levels [from, to) of a chain into dims (merging tile/point pairs).
+  static std::vector<Dim> dims_of(const std::vector<ChainLevel>& chain, size_t from, size_t to) {
+    std::vector<Dim> dims;
+    for (size_t i = from; i < to; ++i) {
+      const Node& l = *chain[i].loop;
+      Dim d{&l, nullptr, l.lo, l.hi, l.step};
+      if (i + 1 < to && merges(l, *chain[i + 1].loop)) {
+        d.point = chain[i + 1].loop;
+        d.step = 1;
+        ++i;
+      }
+      dims.push_back(d);
+    }
+    return dims;
+  }
+
+  // Whether dims' bounds read none of the variables the chain binds (so they can be decoded from
+  // one flat index).
+  static bool bounds_independent(const std::vector<Dim>& dims, const std::set<std::string>& bound_in_chain) {
+    for (const auto& d : dims) {
+      std::set<std::string> bv;
+      expr_vars(d.lo, bv);
+      expr_vars(d.hi, bv);
+      for (const auto& v : bv)
+        if (bound_in_chain.count(v)) return false;
+    }
+    return true;
+  }
+  static std::set<std::string> bound_in(const std::vector<ChainLevel>& chain) {
+    std::set<std::string> out;
+    for (const auto& l : chain) {
+      out.insert(l.loop->var);
+      for (const Node* let : l.lets) out.insert(let->var);
+    }
+    return out;
+  }
+
+  // Declares n<i>_ / lo<i>_ and the flat trip count `total` of `dims`; then, inside a loop that sets
+  // `flat`, decode_dims binds their variables.
+  void count_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& pad) {
+    std::string total = "1LL";
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const Dim& d = dims[i];
+      const std::string id = tag + std::to_string(i);
+      os << pad << "const long long lo" << id << "_ = " << int_expr(d.lo) << ", n" << id << "_ = (" << int_expr(d.hi) << " - lo" << id
+         << "_ + " << d.step - 1 << "LL) / " << d.step << "LL;\n";
+      total += " * (n" + id + "_ > 0 ? n" + id + "_ : 0LL)";
+    }
+    os << pad << "const long long total" << tag << "_ = " << total << ";\n";
+  }
+  void decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad) {
+    os << pad << "long long r" << tag << "_ = " << flat << ";\n";
+    for (int i = int(dims.size()) - 1; i >= 0; --i) {
+      const Dim& d = dims[i];
+      const std::string id = tag + std::to_string(i);
+      const std::string v = d.point ? d.point->var : d.loop->var;
+      os << pad << "const long long " << v << " = lo" << id << "_ + (r" << tag << "_ % n" << id << "_) * " << d.step << "LL; r" << tag
+         << "_ /= n" << id << "_;\n";
+      if (d.point)
+        os << pad << "const long long " << d.loop->var << " = lo" << id << "_ + ((" << v << " - lo" << id << "_) / " << d.loop->step
+           << "LL) * " << d.loop->step << "LL;\n";
+    }
   }
 
   void thread_node(const Node& n, const std::string& pad) {
@@ -245,23 +391,148 @@ struct SimtEmitter {
     }
   }
 
-  void parallel_region(const std::vector<const Node*>& prefix, const std::string& pad) {
-    os << pad << "{ /* compute nest over threads: " << prefix.size() << " loop(s) */\n";
-    std::string total = "1LL";
-    for (size_t i = 0; i < prefix.size(); ++i) {
-      const Node& l = *prefix[i];
-      os << pad << "  const long long lo" << i << "_ = " << int_expr(l.lo) << ", n" << i << "_ = (" << int_expr(l.hi) << " - lo" << i
-         << "_ + " << l.step - 1 << "LL) / " << l.step << "LL;\n";
-      total += " * (n" + std::to_string(i) + "_ > 0 ? n" + std::to_string(i) + "_ : 0LL)";
+  // The longest prefix of the chain whose loops threads may share, as dims with independent bounds.
+  size_t thread_prefix(const std::vector<ChainLevel>& chain) {
+    size_t to = 0;
+    while (to < chain.size() && threads_may_share(*chain[to].loop)) ++to;
+    while (to > 0) {
+      std::vector<ChainLevel> mapped(chain.begin(), chain.begin() + to);
+      if (bounds_independent(dims_of(chain, 0, to), bound_in(mapped))) break;
+      --to;
     }
-    os << pad << "  const long long total_ = " << total << ";\n"
-       << pad << "  for (long long it_ = threadIdx.x; it_ < total_; it_ += blockDim.x) {\n"
-       << pad << "    long long r_ = it_;\n";
-    for (int i = int(prefix.size()) - 1; i >= 0; --i)
-      os << pad << "    const long long " << prefix[i]->var << " = lo" << i << "_ + (r_ % n" << i << "_) * " << prefix[i]->step
-         << "LL; r_ /= n" << i << "_;\n";
-    for (const auto& c : prefix.back()->children) thread_node(*c, pad + "    ");
+    return to;
+  }
+
+  void parallel_region(const std::vector<ChainLevel>& chain, size_t mapped, const std::string& pad) {
+    const auto dims = dims_of(chain, 0, mapped);
+    os << pad << "{ /* compute nest over threads: " << mapped << " parallel loop(s) */\n";
+    count_dims(dims, "t", pad + "  ");
+    os << pad << "  for (long long it_ = threadIdx.x; it_ < totalt_; it_ += blockDim.x) {\n";
+    decode_dims(dims, "t", "it_", pad + "    ");
+    for (size_t i = 0; i + 1 < mapped; ++i)
+      for (const Node* let : chain[i].lets) thread_node(*let, pad + "    ");
+    for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, pad + "    ");
     os << pad << "  }\n" << pad << "}\n" << pad << "__syncthreads();\n";
+  }
+
+  // A reduction nest: a loop chain down to one update, whose loops are either shared by threads
+  // (the output's loops, O) or not (R: they walk the reduced elements of one output). O loops go
+  // to groups of G threads (a warp or more), R loops run inside the group with the innermost
+  // strided over its lanes; lanes combine by warp shuffles (xor butterfly, then warps in order
+  // through shared memory), and lane 0 folds the result into the output once. The order is fixed
+  // (deterministic) but is not the interpreter's: float sums are reassociated.
+  bool reduction_nest(const Node& root, const std::string& pad) {
+    const auto chain = loop_chain(root);
+    const Node& last = *chain.back().loop;
+    const Node* update = nullptr;
+    std::vector<const Node*> last_lets;
+    for (const auto& c : last.children) {
+      if (c->kind == NodeKind::Let && !update) last_lets.push_back(c.get());
+      else if (c->kind == NodeKind::Compute && !c->init && !update) update = c.get();
+      else return false;
+    }
+    if (!update) return false;
+    const ir::Statement& s = k.function->statements.at(update->statement);
+    if (s.reduction == ir::Reduction::None) return false;
+    std::vector<ChainLevel> O, R;
+    for (const auto& l : chain) {
+      if (threads_may_share(*l.loop)) O.push_back(l);
+      else if (l.loop->rebinds_buffers) return false;
+      else R.push_back(l);
+    }
+    if (R.empty()) return false;  // (no O loop: one output element, the whole block reduces it)
+    const auto odims = dims_of(O, 0, O.size());
+    const auto rdims = dims_of(R, 0, R.size());
+    std::set<std::string> chain_vars = bound_in(chain), r_vars = bound_in(R);
+    for (const Node* l : last_lets) r_vars.insert(l->var), chain_vars.insert(l->var);
+    if (!bounds_independent(odims, chain_vars)) return false;
+    // the output element depends on O loops (and outer variables) only
+    std::vector<size_t> out_dims;
+    for (size_t i = 0, j = 0; i < s.domain.size(); ++i) {
+      if (s.domain[i].is_reduction) continue;
+      std::set<std::string> used;
+      expr_vars(update->indices.at(i), used);
+      for (const auto& v : used)
+        if (r_vars.count(v)) return false;
+      out_dims.push_back(i);
+      (void)j;
+    }
+    for (const auto& l : O)
+      for (const Node* let : l.lets) {
+        std::set<std::string> used;
+        expr_vars(let->value, used);
+        for (const auto& v : used)
+          if (r_vars.count(v)) return false;
+      }
+    // inner R dims bounds may read O vars, outer R vars and lets: fine (they run nested)
+    const DType T = s.acc_type;
+    const std::string VT = value_type(T);
+    ++reductions;
+    os << pad << "{ /* reduction over lanes: " << O.size() << " output loop(s) to thread groups, " << R.size()
+       << " reduced loop(s) over the group's lanes */\n";
+    const std::string p1 = pad + "  ";
+    count_dims(odims, "o", p1);
+    os << p1 << "int G_ = 32;\n"
+       << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (long long)blockDim.x) G_ *= 2;\n"
+       << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n"
+       << p1 << "for (long long base_ = 0; base_ < totalo_; base_ += groups_) {\n"
+       << p1 << "  const long long o_ = base_ + group_;\n"
+       << p1 << "  " << VT << " acc_ = " << reduction_identity(s.reduction, T) << ";\n"
+       << p1 << "  if (o_ < totalo_) {\n";
+    const std::string p3 = p1 + "    ";
+    decode_dims(odims, "o", "o_", p3);
+    for (const auto& l : O)
+      for (const Node* let : l.lets) thread_node(*let, p3);
+    // R loops: outer ones whole, the innermost dim strided by lane
+    std::string p = p3;
+    for (size_t i = 0; i < rdims.size(); ++i) {
+      const Dim& d = rdims[i];
+      const bool inner = i + 1 == rdims.size();
+      const std::string v = d.point ? d.point->var : d.loop->var;
+      os << p << "for (long long " << v << " = " << int_expr(d.lo) << (inner ? " + lane_ * " + std::to_string(d.step) + "LL" : "") << "; "
+         << v << " < " << int_expr(d.hi) << "; " << v << " += " << d.step << "LL" << (inner ? " * G_" : "") << ") {\n";
+      p += "  ";
+      if (d.point)
+        os << p << "const long long " << d.loop->var << " = " << int_expr(d.lo) << " + ((" << v << " - " << int_expr(d.lo) << ") / "
+           << d.loop->step << "LL) * " << d.loop->step << "LL;\n";
+      for (const ChainLevel& l : R)
+        if (l.loop == d.loop || l.loop == d.point)
+          for (const Node* let : l.lets) thread_node(*let, p);
+    }
+    for (const Node* let : last_lets) thread_node(*let, p);
+    os << p << "{\n";
+    bind_indices(*update, s, p + "  ");
+    os << p << "  const " << VT << " v_ = (" << VT << ")" << update_value(*update, s) << ";\n"
+       << p << "  acc_ = " << reduce_values(s.reduction, T, "acc_", "v_") << ";\n"
+       << p << "}\n";
+    for (size_t i = 0; i < rdims.size(); ++i) {
+      p.resize(p.size() - 2);
+      os << p << "}\n";
+    }
+    os << p1 << "  }\n";
+    // combine: butterfly inside each warp, then the group's warps in order
+    os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
+       << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n"
+       << p1 << "  if (G_ > 32) {\n"
+       << p1 << "    __syncthreads();\n"
+       << p1 << "    if (threadIdx.x % 32 == 0) ((" << VT << "*)red_smem_)[threadIdx.x / 32] = acc_;\n"
+       << p1 << "    __syncthreads();\n"
+       << p1 << "    if (lane_ == 0) for (int w_ = 1; w_ < G_ / 32; ++w_) { const " << VT << " x_ = ((" << VT
+       << "*)red_smem_)[threadIdx.x / 32 + w_]; acc_ = " << reduce_values(s.reduction, T, "acc_", "x_") << "; }\n"
+       << p1 << "  }\n"
+       << p1 << "  if (lane_ == 0 && o_ < totalo_) {\n";
+    decode_dims(odims, "o", "o_", p1 + "    ");
+    for (const auto& l : O)
+      for (const Node* let : l.lets) thread_node(*let, p1 + "    ");
+    bind_indices(*update, s, p1 + "    ", &out_dims);
+    const std::string lhs = access(s.output, s.out_indices, update->binding);
+    os << p1 << "    const " << VT << " cur_ = " << load_value(T, lhs) << ";\n"
+       << p1 << "    " << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", "acc_")) << ";\n"
+       << p1 << "  }\n"
+       << p1 << "}\n"
+       << pad << "}\n"
+       << pad << "__syncthreads();\n";
+    return true;
   }
 
   void uniform_node(const Node& n, const std::string& pad) {
@@ -271,8 +542,14 @@ struct SimtEmitter {
         return;
       case NodeKind::Loop: {
         if (compute_nest(n)) {
-          auto prefix = parallel_prefix(n);
-          if (!prefix.empty()) return parallel_region(prefix, pad);
+          const auto chain = loop_chain(n);
+          if (const size_t mapped = thread_prefix(chain)) return parallel_region(chain, mapped, pad);
+          if (reduction_nest(n, pad)) return;
+          // no loop of the nest may be shared: one thread runs it whole
+          os << pad << "if (threadIdx.x == 0) { /* sequential: the nest's loops carry dependences */\n";
+          thread_node(n, pad + "  ");
+          os << pad << "}\n" << pad << "__syncthreads();\n";
+          return;
         }
         os << pad << "for (long long " << n.var << " = " << int_expr(n.lo) << "; " << n.var << " < " << int_expr(n.hi) << "; "
            << n.var << " += " << n.step << "LL) { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
@@ -361,10 +638,10 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
   const uint64_t budget = m.shared_bytes_per_block_optin;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Node& root = *groups[gi];
-    // perfectly nested ParallelCores loops with constant bounds -> grid
+    // perfectly nested ParallelCores loops with constant bounds that carry no dependence -> grid
     std::vector<const Node*> pcs;
     const Node* n = &root;
-    while (n->kind == NodeKind::Loop && n->loop_kind == kernel::LoopKind::ParallelCores) {
+    while (n->kind == NodeKind::Loop && n->loop_kind == kernel::LoopKind::ParallelCores && n->parallel) {
       int64_t lo, hi;
       if (!constant_expr(n->lo, &lo) || !constant_expr(n->hi, &hi)) break;
       pcs.push_back(n);
@@ -380,7 +657,8 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     }
     std::set<int> used;
     buffers_used(root, used);
-    SimtEmitter e{k, os, {}};
+    std::ostringstream body;
+    SimtEmitter e{k, body, {}};
     uint32_t shared = 0;
     uint64_t per_block_scratch = 0;
     std::ostringstream decl;
@@ -399,6 +677,17 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
       }
       e.buffer_ptr[id] = b.name;
     }
+    for (int i = int(pcs.size()) - 1; i >= 0; --i)
+      body << "    const long long " << pcs[i]->var << " = " << int_expr(pcs[i]->lo) << " + (br_ % " << trips[i] << "LL) * "
+           << pcs[i]->step << "LL; br_ /= " << trips[i] << "LL;\n";
+    if (pcs.empty())
+      e.uniform_node(root, "    ");
+    else
+      for (const auto& c : pcs.back()->children) e.uniform_node(*c, "    ");
+    if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
+      decl << "  unsigned char* red_smem_ = smem_ + " << shared << "; /* reduction nests: a value per warp */\n";
+      shared += uint32_t(8 * ((kThreads + m.warp_size - 1) / m.warp_size));
+    }
     const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(blocks, per_block_scratch ? 1024 : (1 << 20)));
     const std::string name = "tessel_simt_g" + std::to_string(gi);
     os << "\n/* group " << gi << ": " << pcs.size() << " ParallelCores loop(s) -> " << blocks << " block tiles, " << shared
@@ -413,13 +702,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     for (const Node* l : lets_before[gi]) os << "  " << l->var << " = " << int_expr(l->value) << ";\n";
     os << "  for (long long bid_ = blockIdx.x; bid_ < " << blocks << "LL; bid_ += gridDim.x) {\n";
     os << "    long long br_ = bid_;\n";
-    for (int i = int(pcs.size()) - 1; i >= 0; --i)
-      os << "    const long long " << pcs[i]->var << " = " << int_expr(pcs[i]->lo) << " + (br_ % " << trips[i] << "LL) * "
-         << pcs[i]->step << "LL; br_ /= " << trips[i] << "LL;\n";
-    if (pcs.empty())
-      e.uniform_node(root, "    ");
-    else
-      for (const auto& c : pcs.back()->children) e.uniform_node(*c, "    ");
+    os << body.str();
     os << "    __syncthreads();\n  }\n}\n";
     scratch_bytes += per_block_scratch * uint64_t(grid);
     Launch l;

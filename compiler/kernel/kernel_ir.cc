@@ -195,7 +195,8 @@ void print_node(const Kernel& k, const Node& n, int depth, std::ostringstream& o
       return;
     case NodeKind::Loop:
       os << pad << "for " << n.var << " in [" << n.lo.to_string() << ", " << n.hi.to_string() << ") step " << n.step
-         << "  // " << loop_kind_name(n.loop_kind)
+         << "  // " << loop_kind_name(n.loop_kind) << (n.parallel ? ", parallel" : "")
+         << (n.rebinds_buffers ? ", rebinds buffers" : "")
          << (n.axis.empty() ? "" : std::string(", ") + (n.inner_tile ? "operand" : "stage") + " tiles of " + n.axis) << "\n";
       for (const auto& c : n.children) print_node(k, *c, depth + 1, os);
       return;

@@ -15,7 +15,8 @@
 // Expr is integer arithmetic over them (sizes are already bound to constants).
 //
 // Loops carry a LoopKind: ParallelCores (outer tile loops: blocks / AI cores), ParallelWithinCore
-// (operand-level tile loops: warps / units), Sequential, Unrolled.
+// (operand-level tile loops: warps / units), Sequential, Unrolled; the kind says where a loop sits
+// in the tiling, `parallel` whether its iterations are independent (proved, not assumed).
 //
 // Copy moves the box of a buffer between a level and its source (global tensor or another buffer)
 // clamped to the tensor's bounds; elements of the destination box outside the tensor are zero.
@@ -198,6 +199,15 @@ struct Node {
   LoopKind loop_kind = LoopKind::Sequential;
   std::string axis;       // tile loops: the index name they tile ("m"); empty for point loops
   bool inner_tile = false;  // tile loops: operand-level (true) or stage-level (false)
+  // The polyhedral core proved that no two iterations of this loop touch the same tensor element
+  // with at least one write, for equal values of the enclosing loops (no dependence is carried by
+  // its schedule dimension; compiler/poly/parallelism.h). Only such loops may have their
+  // iterations run concurrently. Emitters read these two facts, never set them.
+  bool parallel = false;
+  // The loop's body places some buffer's box anew each iteration (binds a Let its offset reads):
+  // iterations that share the buffers (threads of one block, units of one core) conflict in it.
+  // Iterations of the outer ParallelCores loops do not: each core / block has its own buffers.
+  bool rebinds_buffers = false;
 
   Expr cond;  // If
   // Let: var = value

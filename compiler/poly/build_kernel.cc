@@ -1,6 +1,9 @@
 #include "compiler/poly/build_kernel.h"
 
 #include "compiler/poly/isl_util.h"
+#include "compiler/poly/parallelism.h"
+
+#include <set>
 #include "isa/base/error.h"
 
 namespace tessel::poly {
@@ -16,6 +19,7 @@ struct Builder {
   const Scop& scop;
   const TiledProgram& tiled;
   const Promotion& pr;
+  const Coincidence& coincidence;
   kernel::Kernel& k;
   int group = 0;  // whose AST is being converted
 
@@ -149,6 +153,13 @@ struct Builder {
     return n;
   }
 
+  // The scop statements (not markers or fragments) an AST subtree executes.
+  void statements_under(const AstNode& a, std::set<std::string>& out) const {
+    if (a.kind == AstNode::Kind::User && tiled.statement_group.count(a.user_name)) out.insert(a.user_name);
+    for (const auto& c : a.children) statements_under(c, out);
+    for (const auto& c : a.else_children) statements_under(c, out);
+  }
+
   void convert(const AstNode& a, std::vector<NodePtr>& out) {
     switch (a.kind) {
       case AstNode::Kind::Block:
@@ -177,8 +188,12 @@ struct Builder {
                      "kernel: loop condition is not 'iterator <(=) bound'");
         n->hi = c.kind == kernel::ExprKind::Le ? c.args[1] + Expr::integer(1) : c.args[1];
         TESSEL_CHECK(a.iterator.size() > 1 && a.iterator[0] == 'c', "kernel: unexpected iterator name " + a.iterator);
-        n->loop_kind = tiled.dim_kind(group, std::stoi(a.iterator.substr(1)));
-        n->axis = tiled.dim_axis(group, std::stoi(a.iterator.substr(1)), &n->inner_tile);
+        const int dim = std::stoi(a.iterator.substr(1));
+        n->loop_kind = tiled.dim_kind(group, dim);
+        n->axis = tiled.dim_axis(group, dim, &n->inner_tile);
+        std::set<std::string> statements;
+        statements_under(a, statements);
+        n->parallel = coincidence.carries_none(group, dim, statements);
         for (const auto& ch : a.children) convert(ch, n->children);
         out.push_back(n);
         return;
@@ -189,8 +204,8 @@ struct Builder {
 
 }  // namespace
 
-kernel::Kernel build_kernel(const Scop& scop, const TiledProgram& tiled, const Promotion& promotion,
-                            const isa::Hierarchy& h) {
+kernel::Kernel build_kernel(const Scop& scop, const Dependences& deps, const TiledProgram& tiled,
+                            const Promotion& promotion, const isa::Hierarchy& h) {
   kernel::Kernel k;
   k.name = scop.function->name;
   k.function = scop.function;
@@ -198,12 +213,14 @@ kernel::Kernel build_kernel(const Scop& scop, const TiledProgram& tiled, const P
   k.tensors = promotion.tensors;
   k.buffers = promotion.buffers;
   k.target = h.name;
-  Builder b{scop, tiled, promotion, k, 0};
+  const Coincidence coincidence(deps, tiled);
+  Builder b{scop, tiled, promotion, coincidence, k, 0};
   k.body = b.make(NodeKind::Block);
   for (size_t g = 0; g < tiled.group_schedules.size(); ++g) {
     b.group = int(g);
     b.convert(build_ast(tiled.group_schedules[g], tiled.fixed_context), k.body->children);
   }
+  mark_buffer_rebinding(k);
   return k;
 }
 

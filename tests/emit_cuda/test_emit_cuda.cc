@@ -13,6 +13,7 @@
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
+#include "compiler/kernel/check_parallel.h"
 #include "compiler/pipeline.h"
 
 #ifdef TESSEL_HAVE_CUDA
@@ -454,3 +455,29 @@ TEST_CASE("the cubins of matmul, the seed-layout convolutions and the fused GEMM
   }
 }
 #endif
+
+TEST_CASE("SIMT reductions: the reduced loops run over a thread group's lanes with warp shuffles, never as threads") {
+  auto r = compile_for("bert.tsl", "layer_norm", {{"M", 64}, {"N", 768}});
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
+  CHECK(contains(p.source, "reduction over lanes: 1 output loop(s) to thread groups"));
+  CHECK(contains(p.source, "__shfl_xor_sync(0xffffffffu, acc_, s_)"));
+  CHECK(contains(p.source, "red_smem_"));
+  // every thread-shared compute nest maps only loops the core proved parallel
+  CHECK_FALSE(contains(p.source, "sequential: the nest's loops carry dependences"));
+}
+
+TEST_CASE("SIMT: a reduction to a scalar is reduced by the whole block (no output loop), not by one thread") {
+  frontend::Module m = frontend::parse_module("def total(f32[N] X) -> (f32[] T) {\n  T() +=! X(i)\n}\n", "total.tsl");
+  CompileOptions co;
+  co.target = target("sm90");
+  co.sizes = {{"N", 1000}};
+  auto c = compile(m.functions[0], co);
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c->kernel, o);
+  CHECK(kernel::check_parallel(c->kernel).conflicts == 0);
+  CHECK(contains(p.source, "reduction over lanes: 0 output loop(s) to thread groups"));
+  CHECK_FALSE(contains(p.source, "sequential: the nest's loops carry dependences"));
+}
