@@ -212,10 +212,14 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     if (!c->promotion.overflow) break;
     if (!user_tile && attempt <= 12 && halve_outer_tiles(c->tile_spec)) continue;
     // The NPU maps kernels without a matmul from the tensor IR with its own UB tiles
-    // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree.
+    // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree. The GPU's
+    // SIMT code keeps the boxes that exceed shared memory in per-block global scratch
+    // (compiler/emit_cuda/emit_simt.h).
     const bool vector_only = std::none_of(c->matches.begin(), c->matches.end(), [](const poly::MatmulMatch& m) { return m.matched; });
-    if (!user_tile && vector_only && c->hierarchy.kind == isa::TargetKind::Npu) {
-      c->warnings.push_back(c->promotion.overflow->message() + " (the NPU's vector lowering tiles rows itself)");
+    if (!user_tile && vector_only && (c->hierarchy.kind == isa::TargetKind::Npu || c->hierarchy.kind == isa::TargetKind::Gpu)) {
+      c->warnings.push_back(c->promotion.overflow->message() +
+                            (c->hierarchy.kind == isa::TargetKind::Npu ? " (the NPU's vector lowering tiles rows itself)"
+                                                                       : " (the SIMT code keeps the larger boxes in global scratch)"));
       c->promotion.overflow.reset();
       break;
     }

@@ -1,17 +1,25 @@
 #!/usr/bin/python3
 """tessel's conformance suite: generated operator instances run on every target and classified.
 
-  scripts/conformance.py --tessel build/compiler/tessel [--targets c,davinci-910,davinci-310]
+  scripts/conformance.py --tessel build/compiler/tessel [--targets c,davinci-910,davinci-310,sm90,sm75]
       [--sync naive,pruned] [--sample N | --all] [--filter REGEX] [--jobs J] [--timeout S]
-      [--json out.json] [--keep DIR] [--seed S] [--quasi-affine] [--strict]
+      [--json out.json] [--keep DIR] [--seed S] [--quasi-affine] [--strict] [--check-parallel]
 
 The instances come from scripts/conformance_gen.py (fixed seed: the same list every time). Each is
 written to a temporary directory (or --keep DIR) and run as
 
   tessel run INSTANCE.tsl --target c --shape ...
   tessel run INSTANCE.tsl --target isa/targets/davinci-910.yaml --shape ... --sync naive|pruned
+  tessel run INSTANCE.tsl --target isa/targets/sm90.yaml --shape ...      (GPU descriptions: one
+                                                                           column, on the GPU at hand)
 
-and classified:
+or, with --check-parallel (no GPU needed), as
+
+  tessel compile INSTANCE.tsl --target T --shape ... --check-parallel
+
+which executes the kernel IR's control flow and checks every loop the polyhedral core marked
+parallel for two iterations touching one element with a write (compiler/kernel/check_parallel.h);
+such a column passes when it reports 0 conflicts. Classified:
   pass    exit 0, output verified against the reference interpreter, no race, no deadlock
   reject  exit 1 with a backend's "does not map" / unsupported message (its first line is kept)
   fail    exit 1 with a mismatch, a race or deadlock reported by the simulator (at any exit
@@ -64,6 +72,8 @@ def parse_args(argv):
     ap.add_argument("--quasi-affine", action="store_true", help="pooling with '/' in range bounds")
     ap.add_argument("--strict", action="store_true", help="exit 1 on rejections too")
     ap.add_argument("--list", action="store_true", help="list the selected instances and exit")
+    ap.add_argument("--check-parallel", action="store_true",
+                    help="compile only and check the parallel loops of the kernel IR (tessel compile --check-parallel)")
     return ap.parse_args(argv)
 
 
@@ -99,20 +109,31 @@ def select(instances, args):
 
 # --- targets ----------------------------------------------------------------------------------
 
+def is_gpu_description(path):
+    with open(path) as f:
+        return any(re.match(r"^kind:\s*gpu\b", line) for line in f)
+
+
 def columns(args):
-    """(column name, --target value, --sync value or None) for every target x sync mode."""
+    """(column name, --target value, --sync value or None) for every target x sync mode (NPU
+    descriptions; a GPU description or c is one column; --check-parallel: one column per target)."""
     cols = []
     syncs = [s for s in args.sync.split(",") if s]
     for t in [t for t in args.targets.split(",") if t]:
         if t == "c":
-            cols.append(("c", "c", None))
+            cols.append(("c/check" if args.check_parallel else "c", "c", None))
             continue
         path = t if t.endswith(".yaml") else os.path.join(SOURCE_DIR, "isa", "targets", t + ".yaml")
         if not os.path.exists(path):
             sys.exit(f"conformance.py: --targets: no description {path}")
         name = os.path.basename(path)[:-len(".yaml")]
-        for s in syncs:
-            cols.append((f"{name}/{s}", path, s))
+        if args.check_parallel:
+            cols.append((f"{name}/check", path, None))
+        elif is_gpu_description(path):
+            cols.append((name, path, None))
+        else:
+            for s in syncs:
+                cols.append((f"{name}/{s}", path, s))
     return cols
 
 
@@ -137,6 +158,9 @@ def classify(rc, stdout, stderr, tsl_path):
     if rc == 0:
         if re.search(r": verified,", stdout):
             return "pass", ""
+        checked = re.search(r"^parallel loops: .* (\d+) conflicts$", stdout, re.M)
+        if checked:
+            return ("pass", "") if checked.group(1) == "0" else ("fail", "parallel loop conflict")
         return "error", "exit 0 without 'verified'"
     if rc == 1:
         mismatch = re.search(r"^\s*first mismatch: (.*)$", stdout, re.M)
@@ -150,6 +174,8 @@ def classify(rc, stdout, stderr, tsl_path):
         if re.search(r" on core \d+: ", msg):
             return "fail", "simulator fault: " + msg
         return "reject", msg
+    if rc == 3 and "a loop marked parallel carries a dependence" in stderr:
+        return "fail", "parallel loop conflict: " + first_error_line(stderr)
     if rc < 0:
         return "error", f"killed by signal {-rc}: " + first_error_line(stderr)
     return "error", f"exit {rc}: " + first_error_line(stderr)
@@ -157,7 +183,10 @@ def classify(rc, stdout, stderr, tsl_path):
 
 def run_one(tessel, inst, tsl_path, column, timeout):
     name, target, sync = column
-    cmd = [tessel, "run", tsl_path, "--target", target, "--shape", inst.shape_arg()]
+    if name.endswith("/check"):
+        cmd = [tessel, "compile", tsl_path, "--target", target, "--shape", inst.shape_arg(), "--check-parallel"]
+    else:
+        cmd = [tessel, "run", tsl_path, "--target", target, "--shape", inst.shape_arg()]
     if sync:
         cmd += ["--sync", sync]
     start = time.monotonic()
