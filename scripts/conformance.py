@@ -187,6 +187,8 @@ def run_one(tessel, inst, tsl_path, column, timeout):
         cmd = [tessel, "compile", tsl_path, "--target", target, "--shape", inst.shape_arg(), "--check-parallel"]
     else:
         cmd = [tessel, "run", tsl_path, "--target", target, "--shape", inst.shape_arg()]
+        if target != "c" and not sync:  # a GPU description: verify, no timing harness
+            cmd += ["--no-timing"]
     if sync:
         cmd += ["--sync", sync]
     start = time.monotonic()

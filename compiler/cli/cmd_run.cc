@@ -59,7 +59,7 @@ std::vector<Backend> backends(const GpuFlags& gpu, const NpuOptions& npu) {
        }},
       {"gpu", [](const std::string& t, const Compilation& c) { return t != "c" && is_gpu_target(c); },
        [&gpu](const Compilation& c, const Tensors& in) {  // compiler/cli/run_gpu.h: prints time, TFLOP/s, library ratio
-         GpuRunResult g = run_on_gpu(c, in, false, true, gpu);
+         GpuRunResult g = run_on_gpu(c, in, false, !gpu.no_timing, gpu);
          std::cout << g.summary;
          return BackendResult{std::move(g.outputs), std::move(g.report)};
        }},
@@ -82,6 +82,8 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
+  cmd->add_flag("--no-timing", opts->gpu.no_timing,
+                "GPU targets: run once and verify, without the timing harness (suites, compute-sanitizer)");
   cmd->callback([opts, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);

@@ -26,6 +26,7 @@ struct GpuFlags {
   std::string tiles;
   bool pdl = false;
   std::vector<std::string> pdl_prefetch;  // CudaOptions::pdl_prefetch
+  bool no_timing = false;                 // `tessel run --no-timing`: verify only
 };
 // Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);
