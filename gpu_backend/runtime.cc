@@ -71,6 +71,9 @@ void DeviceBuffer::upload(const void* data, size_t bytes) {
   TESSEL_CHECK(bytes <= bytes_, "upload of " + std::to_string(bytes) + " bytes into a device buffer of " +
                                     std::to_string(bytes_));
   if (bytes) TESSEL_CU(cuMemcpyHtoD(ptr_, data, bytes));
+  // A copy from pageable memory may return before its DMA has landed, and it is ordered only on
+  // the legacy stream: a kernel on a non-blocking stream could read the old contents.
+  if (bytes) TESSEL_CU(cuCtxSynchronize());
 }
 
 void DeviceBuffer::download(void* data, size_t bytes) const {
@@ -86,7 +89,13 @@ std::vector<uint8_t> DeviceBuffer::download() const {
 }
 
 void DeviceBuffer::fill_bytes(uint8_t value) {
-  if (bytes_) TESSEL_CU(cuMemsetD8(ptr_, value, bytes_));
+  // cuMemsetD8 is asynchronous with respect to the host and ordered only on the legacy stream: a
+  // kernel on a non-blocking stream could run before it, and the memset then overwrites the results
+  // (seen as outputs that are all 0xff under load). Wait for it.
+  if (bytes_) {
+    TESSEL_CU(cuMemsetD8(ptr_, value, bytes_));
+    TESSEL_CU(cuCtxSynchronize());
+  }
 }
 
 DeviceBuffer upload_npy(const NpyArray& array) { return DeviceBuffer::from_host(array.data); }

@@ -79,7 +79,7 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
 
   // Synchronous copies; `bytes` must not exceed size() (InternalError otherwise).
-  void upload(const void* data, size_t bytes);
+  void upload(const void* data, size_t bytes);  // synchronous: the device holds the data on return
   void download(void* data, size_t bytes) const;
   std::vector<uint8_t> download() const;
   template <class T>
@@ -88,7 +88,7 @@ class DeviceBuffer {
     download(v.data(), v.size() * sizeof(T));
     return v;
   }
-  void fill_bytes(uint8_t value);  // e.g. 0xff to poison an output before a run
+  void fill_bytes(uint8_t value);  // e.g. 0xff to poison an output before a run; synchronous
 
   CUdeviceptr ptr() const { return ptr_; }
   size_t size() const { return bytes_; }

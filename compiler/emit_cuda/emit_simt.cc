@@ -37,6 +37,21 @@ struct SimtEmitter {
   std::ostringstream& os;
   std::map<int, std::string> buffer_ptr;  // buffer id -> pointer name in the current kernel
   int reductions = 0;                     // reduction nests emitted (they use red_smem_)
+  // Index arithmetic in 32 bits where every tensor, buffer and size fits (narrow_indices): 64-bit
+  // division and remainder are long instruction sequences on the GPU.
+  std::string ix = "long long", L = "LL";
+  bool narrow = false;
+
+  void set_narrow(bool n) {
+    narrow = n;
+    ix = n ? "int" : "long long";
+    L = n ? "" : "LL";
+  }
+  std::string ie(const Expr& e) const {
+    if (!narrow) return int_expr(e);
+    static constexpr auto literal = [](int64_t v) { return "(" + std::to_string(v) + ")"; };
+    return kernel::to_c(e, {+literal, "min", "max"});
+  }
 
   const kernel::GlobalTensor& tensor(const std::string& n) {
     const auto* t = k.find_tensor(n);
@@ -45,14 +60,14 @@ struct SimtEmitter {
   }
 
   std::string linear(int buffer, const std::string& tname, const std::vector<std::string>& g) {
-    std::string s = "0LL";
+    std::string s = "0" + L;
     if (buffer >= 0) {
       const auto& b = k.buffers.at(buffer);
       for (size_t d = 0; d < g.size(); ++d)
-        s = "(" + s + " * " + std::to_string(b.extents[d]) + "LL + (" + g[d] + " - " + int_expr(b.offset[d]) + "))";
+        s = "(" + s + " * " + std::to_string(b.extents[d]) + L + " + (" + g[d] + " - " + ie(b.offset[d]) + "))";
     } else {
       const auto& t = tensor(tname);
-      for (size_t d = 0; d < g.size(); ++d) s = "(" + s + " * " + std::to_string(t.shape[d]) + "LL + " + g[d] + ")";
+      for (size_t d = 0; d < g.size(); ++d) s = "(" + s + " * " + std::to_string(t.shape[d]) + L + " + " + g[d] + ")";
     }
     return s;
   }
@@ -60,7 +75,7 @@ struct SimtEmitter {
 
   // An index expression of the statement (quasi-affine: floor division and modulo by constants).
   std::string affine(const ir::AffineExpr& e) {
-    return int_expr(kernel::from_affine(e, k.sizes, [](const std::string& i) { return Expr::var("i_" + i); }));
+    return ie(kernel::from_affine(e, k.sizes, [](const std::string& i) { return Expr::var("i_" + i); }));
   }
 
   std::string access(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::map<std::string, int>& binding) {
@@ -79,7 +94,7 @@ struct SimtEmitter {
     TESSEL_CHECK(vars.size() == n.indices.size(), "emit_cuda: compute node of " + s.name + " has the wrong arity");
     for (size_t j = 0; j < vars.size(); ++j)
       if (!dims || std::count(dims->begin(), dims->end(), vars[j]))
-        os << pad << "const long long i_" << s.domain[vars[j]].name << " = " << int_expr(n.indices[j]) << ";\n";
+        os << pad << "const " << ix << " i_" << s.domain[vars[j]].name << " = " << ie(n.indices[j]) << ";\n";
   }
 
   // The statement's right-hand side for one instance (its indices bound).
@@ -117,24 +132,43 @@ struct SimtEmitter {
     const kernel::Buffer& box = k.buffers.at(out ? n.src : n.dst);
     const auto& t = tensor(n.tensor);
     const size_t r = box.extents.size();
-    os << pad << "__syncthreads();\n" << pad << "for (long long e_ = threadIdx.x; e_ < " << box.elements()
-       << "LL; e_ += blockDim.x) { /* copy " << (out ? "out " : "in ") << box.name << " */\n";
-    os << pad << "  long long r_ = e_;\n";
+    // whole rows of a global tensor whose row is a multiple of 16 bytes: 128-bit accesses (the
+    // buffer starts 16-byte aligned, every row then too, and the row needs no bounds check)
+    const int64_t V = 16 / int64_t(dtype_bytes(box.dtype));
+    const bool vec = r >= 1 && (out || n.src < 0) && V >= 2 && box.extents.back() == t.shape.back() &&
+                     t.shape.back() % V == 0 && box.offset.back().is_int() && box.offset.back().value == 0;
+    os << pad << "__syncthreads();\n" << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << box.elements() / (vec ? V : 1)
+       << L << "; e_ += blockDim.x) { /* copy " << (out ? "out " : "in ") << box.name << (vec ? ", 16 B per thread" : "") << " */\n";
+    os << pad << "  " << ix << " r_ = e_;\n";
     std::vector<std::string> g(r);
     std::string in_tensor = "true", in_src = "true";
     for (int d = int(r) - 1; d >= 0; --d) {
-      os << pad << "  const long long y" << d << " = " << int_expr(box.offset[d]) << " + r_ % " << box.extents[d] << "LL; r_ /= "
-         << box.extents[d] << "LL;\n";
+      if (vec && d == int(r) - 1)
+        os << pad << "  const " << ix << " y" << d << " = (r_ % " << box.extents[d] / V << L << ") * " << V << "; r_ /= "
+           << box.extents[d] / V << L << ";\n";
+      else
+        os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + r_ % " << box.extents[d] << L << "; r_ /= "
+           << box.extents[d] << L << ";\n";
     }
     for (size_t d = 0; d < r; ++d) {
       g[d] = "y" + std::to_string(d);
-      in_tensor += " && " + g[d] + " >= 0 && " + g[d] + " < " + std::to_string(t.shape[d]) + "LL";
+      if (!(vec && d + 1 == r)) in_tensor += " && " + g[d] + " >= 0 && " + g[d] + " < " + std::to_string(t.shape[d]) + L;
+    }
+    if (vec) {
+      const std::string b = "*(uint4*)&" + storage(box.id, n.tensor) + "[" + linear(box.id, n.tensor, g) + "]";
+      const std::string gl = "*(uint4*)&t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "]";
+      if (out)
+        os << pad << "  if (" << in_tensor << ") " << gl << " = " << b << ";\n";
+      else
+        os << pad << "  " << b << " = (" << in_tensor << ") ? " << gl << " : make_uint4(0, 0, 0, 0);\n";
+      os << pad << "}\n" << pad << "__syncthreads();\n";
+      return;
     }
     if (!out && n.src >= 0) {
       const kernel::Buffer& sb = k.buffers.at(n.src);
       for (size_t d = 0; d < r; ++d) {
-        std::string rel = "(" + g[d] + " - " + int_expr(sb.offset[d]) + ")";
-        in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + "LL";
+        std::string rel = "(" + g[d] + " - " + ie(sb.offset[d]) + ")";
+        in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + L;
       }
     }
     const std::string dst_lin = linear(box.id, n.tensor, g);
@@ -156,19 +190,19 @@ struct SimtEmitter {
     // element coordinates of A[m,k], B[k,n], C[m,n] over frag_m / frag_n / frag_k (img2col views too)
     auto at = [&](const kernel::Buffer& b, const std::vector<Expr>& coords) {
       std::vector<std::string> g;
-      for (const auto& c : coords) g.push_back(int_expr(c));
+      for (const auto& c : coords) g.push_back(ie(c));
       return buffer_ptr.at(b.id) + "[" + linear(b.id, b.tensor, g) + "]";
     };
     const bool fl = dtype_is_float(m.acc_type);
     const std::string acc = value_type(m.acc_type);
     os << pad << "{ /* matmul fragment " << m.unit_m << "x" << m.unit_n << "x" << m.unit_k << (m.img2col ? ", img2col view" : "")
        << " (SIMT) */\n"
-       << pad << "  const long long em = " << int_expr(m.em) << ", en = " << int_expr(m.en) << ", ek = " << int_expr(m.ek) << ";\n"
-       << pad << "  for (long long e_ = threadIdx.x; e_ < em * en; e_ += blockDim.x) {\n"
-       << pad << "    const long long frag_m = " << int_expr(m.m0) << " + e_ / en, frag_n = " << int_expr(m.n0) << " + e_ % en;\n"
+       << pad << "  const " << ix << " em = " << ie(m.em) << ", en = " << ie(m.en) << ", ek = " << ie(m.ek) << ";\n"
+       << pad << "  for (" << ix << " e_ = threadIdx.x; e_ < em * en; e_ += blockDim.x) {\n"
+       << pad << "    const " << ix << " frag_m = " << ie(m.m0) << " + e_ / en, frag_n = " << ie(m.n0) << " + e_ % en;\n"
        << pad << "    " << acc << " s_ = " << load_value(m.acc_type, at(C, m.c_coords)) << ";\n"
-       << pad << "    for (long long fk = 0; fk < ek; ++fk) {\n"
-       << pad << "      const long long frag_k = " << int_expr(m.k0) << " + fk;\n"
+       << pad << "    for (" << ix << " fk = 0; fk < ek; ++fk) {\n"
+       << pad << "      const " << ix << " frag_k = " << ie(m.k0) << " + fk;\n"
        << pad << "      const " << acc << " a_ = (" << acc << ")" << load_value(A.dtype, at(A, m.a_coords)) << ", b_ = (" << acc << ")"
        << load_value(B.dtype, at(B, m.b_coords)) << ";\n";
     if (fl)
@@ -338,31 +372,65 @@ struct SimtEmitter {
     return out;
   }
 
+  // Trip count of a dim known at compile time: exact, or an upper bound (hi = min(lo + c, x)) with
+  // the iteration checked against hi at run time. Constant counts make the flat index's decoding
+  // a division by a constant (a multiply and a shift) instead of a runtime division.
+  struct TripCount {
+    std::optional<int64_t> exact, bound;
+  };
+  static TripCount trip_count(const Dim& d) {
+    auto lo = linear(d.lo);
+    auto span = [&](const Expr& h) -> std::optional<int64_t> {
+      auto hl = linear(h);
+      if (!lo || !hl) return std::nullopt;
+      Linear x = *hl;
+      for (const auto& [v, c] : lo->coeff) x.coeff[v] -= c;
+      x.constant -= lo->constant;
+      if (!(Linear{{}, x.constant} == x)) return std::nullopt;
+      return std::max<int64_t>(0, (x.constant + d.step - 1) / d.step);
+    };
+    if (auto c = span(d.hi)) return {c, std::nullopt};
+    if (d.hi.kind == kernel::ExprKind::Min)
+      for (const auto& h : d.hi.args)
+        if (auto c = span(h)) return {std::nullopt, c};
+    return {};
+  }
+
   // Declares n<i>_ / lo<i>_ and the flat trip count `total` of `dims`; then, inside a loop that sets
-  // `flat`, decode_dims binds their variables.
+  // `flat`, decode_dims binds their variables and gives the condition that the iteration is real
+  // (for dims counted by an upper bound; "true" otherwise).
   void count_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& pad) {
-    std::string total = "1LL";
+    std::string total = "1" + L;
     for (size_t i = 0; i < dims.size(); ++i) {
       const Dim& d = dims[i];
       const std::string id = tag + std::to_string(i);
-      os << pad << "const long long lo" << id << "_ = " << int_expr(d.lo) << ", n" << id << "_ = (" << int_expr(d.hi) << " - lo" << id
-         << "_ + " << d.step - 1 << "LL) / " << d.step << "LL;\n";
-      total += " * (n" + id + "_ > 0 ? n" + id + "_ : 0LL)";
+      const TripCount tc = trip_count(d);
+      os << pad << "const " << ix << " lo" << id << "_ = " << ie(d.lo) << ";\n";
+      if (tc.exact || tc.bound)
+        os << pad << "constexpr " << ix << " n" << id << "_ = " << (tc.exact ? *tc.exact : *tc.bound) << ";\n";
+      else
+        os << pad << "const " << ix << " n" << id << "_ = (" << ie(d.hi) << " - lo" << id << "_ + " << d.step - 1 << L << ") / " << d.step
+           << L << ";\n";
+      total += " * (n" + id + "_ > 0 ? n" + id + "_ : 0" + L + ")";
     }
-    os << pad << "const long long total" << tag << "_ = " << total << ";\n";
+    os << pad << "const " << ix << " total" << tag << "_ = " << total << ";\n";
   }
-  void decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad) {
-    os << pad << "long long r" << tag << "_ = " << flat << ";\n";
+  std::string decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad) {
+    os << pad << ix << " r" << tag << "_ = " << flat << ";\n";
+    std::string real = "true";
     for (int i = int(dims.size()) - 1; i >= 0; --i) {
       const Dim& d = dims[i];
       const std::string id = tag + std::to_string(i);
       const std::string v = d.point ? d.point->var : d.loop->var;
-      os << pad << "const long long " << v << " = lo" << id << "_ + (r" << tag << "_ % n" << id << "_) * " << d.step << "LL; r" << tag
+      os << pad << "const " << ix << " " << v << " = lo" << id << "_ + (r" << tag << "_ % n" << id << "_) * " << d.step << L << "; r" << tag
          << "_ /= n" << id << "_;\n";
       if (d.point)
-        os << pad << "const long long " << d.loop->var << " = lo" << id << "_ + ((" << v << " - lo" << id << "_) / " << d.loop->step
-           << "LL) * " << d.loop->step << "LL;\n";
+        os << pad << "const " << ix << " " << d.loop->var << " = lo" << id << "_ + ((" << v << " - lo" << id << "_) / " << d.loop->step
+           << L << ") * " << d.loop->step << L << ";\n";
+      const TripCount tc = trip_count(d);
+      if (!tc.exact && tc.bound) real += " && " + v + " < " + ie(d.hi);
     }
+    return real;
   }
 
   void thread_node(const Node& n, const std::string& pad) {
@@ -371,13 +439,13 @@ struct SimtEmitter {
         for (const auto& c : n.children) thread_node(*c, pad);
         return;
       case NodeKind::Loop:
-        os << pad << "for (long long " << n.var << " = " << int_expr(n.lo) << "; " << n.var << " < " << int_expr(n.hi) << "; "
-           << n.var << " += " << n.step << "LL) {\n";
+        os << pad << "for (" << ix << " " << n.var << " = " << ie(n.lo) << "; " << n.var << " < " << ie(n.hi) << "; "
+           << n.var << " += " << n.step << L << ") {\n";
         for (const auto& c : n.children) thread_node(*c, pad + "  ");
         os << pad << "}\n";
         return;
       case NodeKind::If:
-        os << pad << "if (" << int_expr(n.cond) << ") {\n";
+        os << pad << "if (" << ie(n.cond) << ") {\n";
         for (const auto& c : n.children) thread_node(*c, pad + "  ");
         if (!n.else_children.empty()) {
           os << pad << "} else {\n";
@@ -385,7 +453,7 @@ struct SimtEmitter {
         }
         os << pad << "}\n";
         return;
-      case NodeKind::Let: os << pad << n.var << " = " << int_expr(n.value) << ";\n"; return;
+      case NodeKind::Let: os << pad << n.var << " = " << ie(n.value) << ";\n"; return;
       case NodeKind::Compute: compute(n, pad); return;
       default: TESSEL_CHECK(false, "emit_cuda: copy or matmul inside a thread-parallel compute nest");
     }
@@ -407,8 +475,9 @@ struct SimtEmitter {
     const auto dims = dims_of(chain, 0, mapped);
     os << pad << "{ /* compute nest over threads: " << mapped << " parallel loop(s) */\n";
     count_dims(dims, "t", pad + "  ");
-    os << pad << "  for (long long it_ = threadIdx.x; it_ < totalt_; it_ += blockDim.x) {\n";
-    decode_dims(dims, "t", "it_", pad + "    ");
+    os << pad << "  for (" << ix << " it_ = threadIdx.x; it_ < totalt_; it_ += blockDim.x) {\n";
+    const std::string real = decode_dims(dims, "t", "it_", pad + "    ");
+    if (real != "true") os << pad << "    if (!(" << real << ")) continue;\n";
     for (size_t i = 0; i + 1 < mapped; ++i)
       for (const Node* let : chain[i].lets) thread_node(*let, pad + "    ");
     for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, pad + "    ");
@@ -473,14 +542,16 @@ struct SimtEmitter {
     const std::string p1 = pad + "  ";
     count_dims(odims, "o", p1);
     os << p1 << "int G_ = 32;\n"
-       << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (long long)blockDim.x) G_ *= 2;\n"
+       << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (" + ix + ")blockDim.x) G_ *= 2;\n"
        << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n"
-       << p1 << "for (long long base_ = 0; base_ < totalo_; base_ += groups_) {\n"
-       << p1 << "  const long long o_ = base_ + group_;\n"
+       << p1 << "for (" << ix << " base_ = 0; base_ < totalo_; base_ += groups_) {\n"
+       << p1 << "  const " << ix << " o_ = base_ + group_;\n"
        << p1 << "  " << VT << " acc_ = " << reduction_identity(s.reduction, T) << ";\n"
-       << p1 << "  if (o_ < totalo_) {\n";
+       << p1 << "  bool real_ = o_ < totalo_;\n"
+       << p1 << "  if (real_) {\n";
     const std::string p3 = p1 + "    ";
-    decode_dims(odims, "o", "o_", p3);
+    const std::string real = decode_dims(odims, "o", "o_", p3);
+    os << p3 << "real_ = " << real << ";\n" << p3 << "if (real_) {\n";
     for (const auto& l : O)
       for (const Node* let : l.lets) thread_node(*let, p3);
     // R loops: outer ones whole, the innermost dim strided by lane
@@ -489,12 +560,12 @@ struct SimtEmitter {
       const Dim& d = rdims[i];
       const bool inner = i + 1 == rdims.size();
       const std::string v = d.point ? d.point->var : d.loop->var;
-      os << p << "for (long long " << v << " = " << int_expr(d.lo) << (inner ? " + lane_ * " + std::to_string(d.step) + "LL" : "") << "; "
-         << v << " < " << int_expr(d.hi) << "; " << v << " += " << d.step << "LL" << (inner ? " * G_" : "") << ") {\n";
+      os << p << "for (" << ix << " " << v << " = " << ie(d.lo) << (inner ? " + lane_ * " + std::to_string(d.step) + L : "") << "; "
+         << v << " < " << ie(d.hi) << "; " << v << " += " << d.step << L << (inner ? " * G_" : "") << ") {\n";
       p += "  ";
       if (d.point)
-        os << p << "const long long " << d.loop->var << " = " << int_expr(d.lo) << " + ((" << v << " - " << int_expr(d.lo) << ") / "
-           << d.loop->step << "LL) * " << d.loop->step << "LL;\n";
+        os << p << "const " << ix << " " << d.loop->var << " = " << ie(d.lo) << " + ((" << v << " - " << ie(d.lo) << ") / "
+           << d.loop->step << L << ") * " << d.loop->step << L << ";\n";
       for (const ChainLevel& l : R)
         if (l.loop == d.loop || l.loop == d.point)
           for (const Node* let : l.lets) thread_node(*let, p);
@@ -509,7 +580,7 @@ struct SimtEmitter {
       p.resize(p.size() - 2);
       os << p << "}\n";
     }
-    os << p1 << "  }\n";
+    os << p3 << "}\n" << p1 << "  }\n";
     // combine: butterfly inside each warp, then the group's warps in order
     os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
        << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n"
@@ -520,7 +591,7 @@ struct SimtEmitter {
        << p1 << "    if (lane_ == 0) for (int w_ = 1; w_ < G_ / 32; ++w_) { const " << VT << " x_ = ((" << VT
        << "*)red_smem_)[threadIdx.x / 32 + w_]; acc_ = " << reduce_values(s.reduction, T, "acc_", "x_") << "; }\n"
        << p1 << "  }\n"
-       << p1 << "  if (lane_ == 0 && o_ < totalo_) {\n";
+       << p1 << "  if (lane_ == 0 && real_) {\n";
     decode_dims(odims, "o", "o_", p1 + "    ");
     for (const auto& l : O)
       for (const Node* let : l.lets) thread_node(*let, p1 + "    ");
@@ -542,23 +613,24 @@ struct SimtEmitter {
         return;
       case NodeKind::Loop: {
         if (compute_nest(n)) {
+          // a reduction first: mapping only its output loops would leave each thread a whole row
+          if (reduction_nest(n, pad)) return;
           const auto chain = loop_chain(n);
           if (const size_t mapped = thread_prefix(chain)) return parallel_region(chain, mapped, pad);
-          if (reduction_nest(n, pad)) return;
           // no loop of the nest may be shared: one thread runs it whole
           os << pad << "if (threadIdx.x == 0) { /* sequential: the nest's loops carry dependences */\n";
           thread_node(n, pad + "  ");
           os << pad << "}\n" << pad << "__syncthreads();\n";
           return;
         }
-        os << pad << "for (long long " << n.var << " = " << int_expr(n.lo) << "; " << n.var << " < " << int_expr(n.hi) << "; "
-           << n.var << " += " << n.step << "LL) { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
+        os << pad << "for (" << ix << " " << n.var << " = " << ie(n.lo) << "; " << n.var << " < " << ie(n.hi) << "; "
+           << n.var << " += " << n.step << L << ") { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
         for (const auto& c : n.children) uniform_node(*c, pad + "  ");
         os << pad << "}\n";
         return;
       }
       case NodeKind::If:
-        os << pad << "if (" << int_expr(n.cond) << ") {\n";
+        os << pad << "if (" << ie(n.cond) << ") {\n";
         for (const auto& c : n.children) uniform_node(*c, pad + "  ");
         if (!n.else_children.empty()) {
           os << pad << "} else {\n";
@@ -566,7 +638,7 @@ struct SimtEmitter {
         }
         os << pad << "}\n";
         return;
-      case NodeKind::Let: os << pad << n.var << " = " << int_expr(n.value) << ";\n"; return;
+      case NodeKind::Let: os << pad << n.var << " = " << ie(n.value) << ";\n"; return;
       case NodeKind::Copy: copy(n, pad); return;
       case NodeKind::Compute:
         os << pad << "if (threadIdx.x == 0) {\n";
@@ -593,6 +665,23 @@ void buffers_used(const Node& n, std::set<int>& out) {
   }
   for (const auto& c : n.children) buffers_used(*c, out);
   for (const auto& c : n.else_children) buffers_used(*c, out);
+}
+
+// Whether every index value of the kernel fits 32-bit arithmetic with room to spare: tensor and
+// buffer element counts and sizes below 2^30 (linear offsets, loop bounds and tile origins are
+// bounded by them).
+bool narrow_indices(const kernel::Kernel& k) {
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  for (const auto& t : k.tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= std::max<int64_t>(1, d);
+    if (n >= kLimit) return false;
+  }
+  for (const auto& b : k.buffers)
+    if (b.elements() >= kLimit) return false;
+  for (const auto& [p, v] : k.sizes)
+    if (v >= kLimit || v <= -kLimit) return false;
+  return true;
 }
 
 }  // namespace
@@ -659,6 +748,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     buffers_used(root, used);
     std::ostringstream body;
     SimtEmitter e{k, body, {}};
+    e.set_narrow(narrow_indices(k));
     uint32_t shared = 0;
     uint64_t per_block_scratch = 0;
     std::ostringstream decl;
@@ -678,8 +768,8 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
       e.buffer_ptr[id] = b.name;
     }
     for (int i = int(pcs.size()) - 1; i >= 0; --i)
-      body << "    const long long " << pcs[i]->var << " = " << int_expr(pcs[i]->lo) << " + (br_ % " << trips[i] << "LL) * "
-           << pcs[i]->step << "LL; br_ /= " << trips[i] << "LL;\n";
+      body << "    const " << e.ix << " " << pcs[i]->var << " = " << e.ie(pcs[i]->lo) << " + (br_ % " << trips[i] << e.L << ") * "
+           << pcs[i]->step << e.L << "; br_ /= " << trips[i] << e.L << ";\n";
     if (pcs.empty())
       e.uniform_node(root, "    ");
     else
@@ -698,10 +788,10 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
        << "LL;\n  (void)scratch_block_;\n";
     os << decl.str();
     std::set<std::string> lets(k.let_vars.begin(), k.let_vars.end());
-    for (const auto& l : lets) os << "  long long " << l << " = 0; (void)" << l << ";\n";
-    for (const Node* l : lets_before[gi]) os << "  " << l->var << " = " << int_expr(l->value) << ";\n";
-    os << "  for (long long bid_ = blockIdx.x; bid_ < " << blocks << "LL; bid_ += gridDim.x) {\n";
-    os << "    long long br_ = bid_;\n";
+    for (const auto& l : lets) os << "  " << e.ix << " " << l << " = 0; (void)" << l << ";\n";
+    for (const Node* l : lets_before[gi]) os << "  " << l->var << " = " << e.ie(l->value) << ";\n";
+    os << "  for (" << e.ix << " bid_ = blockIdx.x; bid_ < " << blocks << e.L << "; bid_ += gridDim.x) {\n";
+    os << "    " << e.ix << " br_ = bid_;\n";
     os << body.str();
     os << "    __syncthreads();\n  }\n}\n";
     scratch_bytes += per_block_scratch * uint64_t(grid);
