@@ -244,6 +244,34 @@ struct CandidateList {
     }
   }
 
+  // medium problems with a short K (K <= 256; sizes need not be multiples of 16): enough 64x64
+  // output tiles for every SM, too few K tiles for the K split of the skinny tiles to pay. Measured
+  // on an H100 (scripts/gpu_tile_sweep.sh: `tessel run --gpu-tiles`, CUDA graphs): 1000x1000x200 in all four majorness
+  // cases 5.3-5.9 us with 64x64x32 (32x32 warps) or 64x128x32 against 10.6-11.2 us for the
+  // skinny 16x64x128/ks8 (cuBLAS 4.9 us); 777x555x129 6.7 vs 12.5 us; 2000x1000x256 8.3 us with
+  // 64x128x32 against 10.4 us for the 128x256 warpgroup tile (64 blocks on 132 SMs).
+  bool medium_problem() const {
+    const int64_t blocks64 = B * ((M + 63) / 64) * ((N + 63) / 64);
+    const bool plain_gemm = c.m.size() == 1 && c.n.size() == 1 && c.k.size() == 1;  // convolutions: not measured
+    return plain_gemm && K <= 256 && sms > 0 && blocks64 * 2 >= sms;
+  }
+  static bool is_medium(const TcConfig& g) {
+    return g.bm == 64 && (g.bn == 64 || g.bn == 128) && g.bk <= 64 && g.k_split == 1 && g.k_blocks == 1 && !g.wgmma && !g.bulk;
+  }
+  void medium_tiles() {
+    if (!medium_problem()) return;
+    for (TcConfig g : std::initializer_list<TcConfig>{{64, 64, 32, 32, 32, 1, 4},
+                                                      {64, 128, 32, 32, 64, 1, 4},
+                                                      {64, 64, 64, 32, 32, 1, 3}}) {
+      if (m.mma_sync && c.in_type == DType::F16) {
+        g.mma = true;
+        add(g);
+        g.mma = false;
+      }
+      add(g);
+    }
+  }
+
   // skinny and small problems: few output tiles, so the K range of a tile is split over warps
   void skinny_tiles() {
     for (int bn : {64, 32, 16, 128}) {
@@ -338,6 +366,16 @@ struct CandidateList {
     std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
       auto score = [&](const TcConfig& g) {
         const int64_t blocks = output_tiles(c, g) * g.k_blocks;
+        if (medium_problem()) {
+          // the medium tiles first: 64x128 when it still fills every SM, else 64x64; mma.sync
+          // where the machine has it; 32-deep K tiles
+          if (is_medium(g)) {
+            const bool wide_fills = B * ((M + 63) / 64) * ((N + 127) / 128) >= int64_t(sm_f);
+            return 0.5 + ((g.bn == 128) == wide_fills ? 0.0 : 0.1) + (g.mma == (m.mma_sync && c.in_type == DType::F16) ? 0.0 : 0.05) +
+                   (g.bk == 32 ? 0.0 : 0.02);
+          }
+          if (g.bm >= 128 && blocks < int64_t(sm_f)) return 0.8;  // big tiles that leave SMs idle
+        }
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
         // split-K blocks: measured slower than K split over the warps of one block on an H200 in
@@ -368,6 +406,7 @@ struct CandidateList {
 std::vector<TcConfig> candidates(const Contraction& c, const isa::GpuMachine& m, int sms) {
   CandidateList l{c, m, sms};
   l.large_tiles();
+  l.medium_tiles();
   l.skinny_tiles();
   l.split_k_across_blocks();
   l.bulk_copies();
