@@ -17,6 +17,8 @@ using kernel::Node;
 using kernel::NodeKind;
 
 constexpr unsigned kThreads = 256;
+// registers per thread assumed when sizing the grid (the generated code's loops and a few values)
+constexpr unsigned kRegistersPerThread = 32;
 
 void expr_vars(const Expr& e, std::set<std::string>& out) {
   if (e.kind == kernel::ExprKind::Var) out.insert(e.name);
@@ -770,15 +772,48 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     for (int i = int(pcs.size()) - 1; i >= 0; --i)
       body << "    const " << e.ix << " " << pcs[i]->var << " = " << e.ie(pcs[i]->lo) << " + (br_ % " << trips[i] << e.L << ") * "
            << pcs[i]->step << e.L << "; br_ /= " << trips[i] << e.L << ";\n";
+    // Copies of input boxes placed the same for every block tile (a bias, gamma, a weight row) run
+    // once per block, before the loop over its tiles.
+    std::vector<const Node*> hoisted;
+    if (!pcs.empty()) {
+      std::set<std::string> bound_inside;
+      for (const Node* l : pcs) bound_inside.insert(l->var);
+      kernel::for_each_node(groups[gi], [&](const Node& x, int) {
+        if (x.kind == NodeKind::Let || x.kind == NodeKind::Loop) bound_inside.insert(x.var);
+      });
+      for (const auto& c : pcs.back()->children) {
+        if (c->kind != NodeKind::Copy || c->dst < 0 || c->src >= 0) continue;
+        const kernel::GlobalTensor* t = k.find_tensor(c->tensor);
+        if (!t || t->kind != ir::TensorKind::Input) continue;
+        std::set<std::string> used;
+        for (const auto& o : k.buffers.at(c->dst).offset) expr_vars(o, used);
+        bool invariant = true;
+        for (const auto& v : used) invariant &= !bound_inside.count(v);
+        if (invariant) hoisted.push_back(c.get());
+      }
+    }
     if (pcs.empty())
       e.uniform_node(root, "    ");
     else
-      for (const auto& c : pcs.back()->children) e.uniform_node(*c, "    ");
+      for (const auto& c : pcs.back()->children)
+        if (std::find(hoisted.begin(), hoisted.end(), c.get()) == hoisted.end()) e.uniform_node(*c, "    ");
+    std::ostringstream before;  // the hoisted copies
+    {
+      SimtEmitter h{k, before, e.buffer_ptr};
+      h.set_narrow(e.narrow);
+      for (const Node* c : hoisted) h.uniform_node(*c, "  ");
+    }
     if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
       decl << "  unsigned char* red_smem_ = smem_ + " << shared << "; /* reduction nests: a value per warp */\n";
       shared += uint32_t(8 * ((kThreads + m.warp_size - 1) / m.warp_size));
     }
-    const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(blocks, per_block_scratch ? 1024 : (1 << 20)));
+    // one wave of resident blocks (shared memory and registers per SM from the machine model, a
+    // block of kThreads at up to kRegistersPerThread each); the blocks loop over the tiles
+    const uint64_t by_shared = m.shared_bytes_per_sm / std::max<uint64_t>(1, shared + m.shared_bytes_reserved_per_block);
+    const uint64_t by_registers = m.registers_per_sm / (kThreads * kRegistersPerThread);
+    const int64_t resident = int64_t(std::max<uint64_t>(1, std::min(by_shared, by_registers)));
+    const int64_t wave = int64_t(std::max<uint32_t>(1, m.sm_count)) * resident;
+    const int64_t grid = std::max<int64_t>(1, std::min<int64_t>({blocks, per_block_scratch ? 1024 : (1 << 20), wave}));
     const std::string name = "tessel_simt_g" + std::to_string(gi);
     os << "\n/* group " << gi << ": " << pcs.size() << " ParallelCores loop(s) -> " << blocks << " block tiles, " << shared
        << " B shared, " << per_block_scratch << " B scratch per block */\n";
@@ -790,6 +825,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     std::set<std::string> lets(k.let_vars.begin(), k.let_vars.end());
     for (const auto& l : lets) os << "  " << e.ix << " " << l << " = 0; (void)" << l << ";\n";
     for (const Node* l : lets_before[gi]) os << "  " << l->var << " = " << e.ie(l->value) << ";\n";
+    os << before.str();
     os << "  for (" << e.ix << " bid_ = blockIdx.x; bid_ < " << blocks << e.L << "; bid_ += gridDim.x) {\n";
     os << "    " << e.ix << " br_ = bid_;\n";
     os << body.str();

@@ -144,6 +144,52 @@ bool reads_index(const ir::Expr& e, const std::string& index) {
 
 }  // namespace
 
+namespace {
+
+// A GPU kernel without a contraction runs a block per stage tile (the SIMT code): halve the stage
+// tiles of the parallel axes, outermost first, until there are as many tiles as SMs (softmax over
+// 128 rows: 128 blocks of one row rather than 16 of eight) or every such tile is one point.
+void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_t>& sizes, uint32_t cores, TileSpec& spec) {
+  std::map<std::string, int64_t> extent;
+  std::set<std::string> reduced;
+  for (const auto& s : f.statements) {
+    // a product of two different tensors reduced: a contraction, for the TensorCore tile policy
+    if (s.reduction != ir::Reduction::None && s.rhs && s.rhs->kind == ir::ExprKind::Apply && s.rhs->op == ir::Op::Mul) {
+      std::set<std::string> left, right;
+      std::function<void(const ir::Expr&, std::set<std::string>&)> reads = [&](const ir::Expr& e, std::set<std::string>& out) {
+        if (e.kind == ir::ExprKind::Access) out.insert(e.name);
+        for (const auto& a : e.args) reads(*a, out);
+      };
+      reads(*s.rhs->args[0], left);
+      reads(*s.rhs->args[1], right);
+      if (left != right) return;
+    }
+    for (const auto& v : s.domain) {
+      extent[v.name] = std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes));
+      if (v.is_reduction) reduced.insert(v.name);
+    }
+  }
+  auto tiles = [&] {
+    int64_t t = 1;
+    for (const auto& a : spec.axes)
+      if (!reduced.count(a.axis) && extent.count(a.axis)) t *= (extent[a.axis] + a.outer - 1) / a.outer;
+    return t;
+  };
+  while (tiles() < int64_t(cores)) {
+    AxisTile* widest = nullptr;
+    for (auto& a : spec.axes)
+      if (!reduced.count(a.axis) && a.outer > 1) {
+        widest = &a;
+        break;
+      }
+    if (!widest) return;
+    widest->outer = std::max<int64_t>(1, widest->outer / 2);
+    widest->inner = std::min(widest->inner, widest->outer);
+  }
+}
+
+}  // namespace
+
 TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
                            const isa::Hierarchy& h) {
   const isa::MatrixShape* matrix = nullptr;
@@ -224,6 +270,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       add(s.domain[i], inner_two ? 8 * std::max(um, un) : 1, inner_two ? 8 * std::max(um, un) : 1);
     }
   }
+  if (h.kind == isa::TargetKind::Gpu) spread_over_cores(f, sizes, h.cores, spec);
   return spec;
 }
 
