@@ -150,6 +150,8 @@ namespace {
 // tiles of the parallel axes, outermost first, until there are as many tiles as SMs (softmax over
 // 128 rows: 128 blocks of one row rather than 16 of eight) or every such tile is one point.
 void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_t>& sizes, uint32_t cores, TileSpec& spec) {
+  // divided indices: a halved tile may cut a quotient's box (promotion needs a fixed box hull)
+  if (!ir::division_use(f).empty()) return;
   std::map<std::string, int64_t> extent;
   std::set<std::string> reduced;
   for (const auto& s : f.statements) {
