@@ -88,6 +88,14 @@ struct SimtEmitter {
     return storage(b, tname) + "[" + linear(b, tname, g) + "]";
   }
 
+  // Whether the code so far ends with a block barrier (a second one right after it is redundant).
+  bool after_barrier() const {
+    const std::string text = os.str();
+    const size_t end = text.find_last_not_of(" \n");
+    static const std::string kBarrier = "__syncthreads();";
+    return end != std::string::npos && end + 1 >= kBarrier.size() && text.compare(end + 1 - kBarrier.size(), kBarrier.size(), kBarrier) == 0;
+  }
+
   // Binds i_<index> for the statement's domain indices the node gives (only `dims` when set).
   void bind_indices(const Node& n, const ir::Statement& s, const std::string& pad, const std::vector<size_t>* dims = nullptr) {
     std::vector<size_t> vars;
@@ -139,7 +147,8 @@ struct SimtEmitter {
     const int64_t V = 16 / int64_t(dtype_bytes(box.dtype));
     const bool vec = r >= 1 && (out || n.src < 0) && V >= 2 && box.extents.back() == t.shape.back() &&
                      t.shape.back() % V == 0 && box.offset.back().is_int() && box.offset.back().value == 0;
-    os << pad << "__syncthreads();\n" << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << box.elements() / (vec ? V : 1)
+    if (!after_barrier()) os << pad << "__syncthreads();\n";
+    os << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << box.elements() / (vec ? V : 1)
        << L << "; e_ += blockDim.x) { /* copy " << (out ? "out " : "in ") << box.name << (vec ? ", 16 B per thread" : "") << " */\n";
     os << pad << "  " << ix << " r_ = e_;\n";
     std::vector<std::string> g(r);
