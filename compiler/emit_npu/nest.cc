@@ -24,6 +24,8 @@ using npu::Operand;
 // Registers: level i of a statement counts its blocks in r(kLevel0 + i); the core's first row of
 // the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
 constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
+// The row pipeline: core 0 alone stores what the once-per-core statements write (kFirst = core_id == 0).
+constexpr uint8_t kFirst = 24, kFirstLoop = 25;
 constexpr int kMaxLevels = 14;
 // not hardware: the longest program (instructions issued per core) the lowering produces, so a
 // contraction refused by the cube cannot turn into an hours-long simulation.
@@ -110,9 +112,11 @@ class Nest : public VectorCode {
       }
       if (pass == 0 && !plan_pads()) break;
     }
-    choose_partition();
-    for (auto& p : plans_)
-      if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+    fz_ = Fused{};
+    if (!try_fused()) choose_partition();
+    if (!fz_.on)
+      for (auto& p : plans_)
+        if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
     // A bound on the program's length in time: tiles x instructions per tile, per core.
     double issued = 0;
     for (const Plan& p : plans_) {
@@ -142,19 +146,19 @@ class Nest : public VectorCode {
     p.cores = cores_;
     emit_pads();
     if (cores_ == 1) {
-      statements(range_);
+      run_core(range_);
     } else {
       op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(range_)});
       const int64_t last = partition_extent_ - (cores_ - 1) * range_;
       if (last == range_) {
-        statements(range_);
+        run_core(range_);
       } else {
         op(Opcode::Loop, {reg(kCoreLoop), reg(npu::kRegCoreId), imm(cores_ - 1), reg(npu::kRegCoreCount)});
-        statements(range_);
+        run_core(range_);
         op(Opcode::EndLoop, {});
         op(Opcode::Seq, {reg(kOnce), reg(npu::kRegCoreId), imm(cores_ - 1)});
         op(Opcode::Loop, {reg(kCoreLoop), imm(0), reg(kOnce), imm(1)});
-        statements(last);
+        run_core(last);
         op(Opcode::EndLoop, {});
       }
     }
@@ -163,6 +167,7 @@ class Nest : public VectorCode {
       out.notes.push_back(fmt::format("{}: {} loop(s), tile {} x {} (pitch {}){}{}", pl.s->name, pl.dims.size(),
                                       pl.rows, pl.cols, pl.pitch, pl.u >= 0 ? ", rows " + pl.dims[pl.u].name : "",
                                       pl.v >= 0 ? ", lanes " + pl.dims[pl.v].name : ""));
+    if (fz_.on) out.notes.push_back(fused_note());
     out.notes.push_back(fmt::format("general vector lowering on {} core(s){}", cores_,
                                     cores_ > 1 ? fmt::format(", {} rows each", range_) : std::string()));
     npu::validate_program(p);
@@ -329,24 +334,29 @@ class Nest : public VectorCode {
     for (bool merged = true; merged;) {
       merged = false;
       for (size_t d = 0; d + 1 < p.dims.size() && !merged; ++d) {
-        if (p.dims[d].reduction != p.dims[d + 1].reduction) continue;
         if (p.dims[d].name == keep || p.dims[d + 1].name == keep) continue;
-        auto walks = [&](const Access& a) { return a.stride[d] == a.stride[d + 1] * p.dims[d + 1].extent; };
-        if (!walks(p.out) || !std::all_of(p.reads.begin(), p.reads.end(), walks)) continue;
-        if (!std::all_of(p.values.begin(), p.values.end(), [&](const auto& v) { return walks(v.second); })) continue;
-        p.dims[d].extent *= p.dims[d + 1].extent;
-        p.dims[d].name += "*" + p.dims[d + 1].name;
-        p.dims.erase(p.dims.begin() + d + 1);
-        auto drop = [&](Access& a) {
-          a.stride[d] = a.stride[d + 1];
-          a.stride.erase(a.stride.begin() + d + 1);
-        };
-        drop(p.out);
-        for (auto& a : p.reads) drop(a);
-        for (auto& [e, a] : p.values) drop(a);
-        merged = true;
+        if (walk_as_one(p, d)) merge(p, d), merged = true;
       }
     }
+  }
+  // Dimensions d and d + 1 are of one kind and every access walks them as one.
+  static bool walk_as_one(const Plan& p, size_t d) {
+    if (p.dims[d].reduction != p.dims[d + 1].reduction) return false;
+    auto walks = [&](const Access& a) { return a.stride[d] == a.stride[d + 1] * p.dims[d + 1].extent; };
+    if (!walks(p.out) || !std::all_of(p.reads.begin(), p.reads.end(), walks)) return false;
+    return std::all_of(p.values.begin(), p.values.end(), [&](const auto& v) { return walks(v.second); });
+  }
+  static void merge(Plan& p, size_t d) {
+    p.dims[d].extent *= p.dims[d + 1].extent;
+    p.dims[d].name += "*" + p.dims[d + 1].name;
+    p.dims.erase(p.dims.begin() + d + 1);
+    auto drop = [&](Access& a) {
+      a.stride[d] = a.stride[d + 1];
+      a.stride.erase(a.stride.begin() + d + 1);
+    };
+    drop(p.out);
+    for (auto& a : p.reads) drop(a);
+    for (auto& [e, a] : p.values) drop(a);
   }
 
   // Reads outside a tensor are zeros (the kernel IR's copy semantics, which padding folding relies
@@ -424,7 +434,7 @@ class Nest : public VectorCode {
   // The index writing dimension `pos` of every statement's output (0: the leading one, -1: the
   // last), when each statement reads the kernel's own results only at that index in that dimension
   // (then a core's share depends on its share only). Empty when there is none.
-  std::vector<std::string> partition_indices(int pos, int64_t& extent) const {
+  std::vector<std::string> partition_indices(int pos, int64_t& extent, size_t first = 0) const {
     std::set<std::string> written;
     std::vector<std::string> chosen;
     extent = -1;
@@ -432,8 +442,8 @@ class Nest : public VectorCode {
       if (idx.empty()) return nullptr;
       return &idx[pos >= 0 ? static_cast<size_t>(pos) : idx.size() - 1];
     };
-    for (const Plan& p : plans_) {
-      const ir::Statement& s = *p.s;
+    for (size_t i = first; i < plans_.size(); ++i) {
+      const ir::Statement& s = *plans_[i].s;
       const ir::AffineExpr* e = at(s.out_indices);
       if (!e || e->index_coeffs.size() != 1 || !e->param_coeffs.empty() || e->constant != 0 || e->has_div() ||
           e->index_coeffs.begin()->second != 1)
@@ -652,7 +662,7 @@ class Nest : public VectorCode {
   // GM operand of access `a` at the current tile origin, plus `extra` bytes (address in kAddr).
   Operand gm_operand(const Plan& p, const Access& a, int64_t extra) {
     const int eb = dtype_bytes(a.type);
-    int64_t c = gm_.at(a.tensor) + eb * a.offset + extra;
+    int64_t c = (sizing_ ? 0 : gm_.at(a.tensor)) + eb * a.offset + extra;  // (sizing: before GM is bound)
     std::map<uint8_t, int64_t> terms;
     for (size_t d = 0; d < p.dims.size(); ++d) {
       c += eb * a.stride[d] * pos_[d].c;
@@ -700,8 +710,13 @@ class Nest : public VectorCode {
 
   // ---- emission ----------------------------------------------------------------------------------
 
-  void statements(int64_t range) {
+  void run_core(int64_t range) {
     range_now_ = range;
+    if (fz_.on) {
+      fused_core(range);
+      return;
+    }
+    memo_prefix_.clear();
     for (const Plan& p : plans_) statement(p);
   }
 
@@ -885,8 +900,9 @@ class Nest : public VectorCode {
     binary(o, total, total, Value{false, 0, part(), t}, left);
   }
 
-  // Reduces each of `rows` rows of x (cols valid lanes) to one element at part()[r].
-  void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols) {
+  // Reduces each of `rows` rows of x (cols valid lanes) to one element at part()[r]; folds into
+  // `scratch` when given (x is then only read, but for its lanes past cols, set to the identity).
+  void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1) {
     const DType t = x.type;
     const int64_t w = m_.vector_lanes(t), k = p.pitch / w, rep = k * repeat_blocks_;
     const double id = identity(p);
@@ -904,21 +920,32 @@ class Nest : public VectorCode {
     for (int64_t j = j0 + (lane0 > 0 ? 1 : 0); j < k; ++j)
       op(Opcode::Vdup, {type(t), at(Buffer::UB, x.region + j * bytes_per_repeat_), Operand::float_(id), imm(rows), imm(1), imm(rep)});
     const Opcode o = combine_op(p);
+    const int64_t dst = scratch >= 0 ? scratch : x.region;
+    int64_t src = x.region;  // where the rows' remaining repeats are
+    auto copy = [&](int64_t j) {  // repeat j of every row from src to dst
+      op(Opcode::Vmuls, {type(t), at(Buffer::UB, dst + j * bytes_per_repeat_), at(Buffer::UB, src + j * bytes_per_repeat_),
+                         Operand::float_(1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
+    };
     for (int64_t c = k; c > 1;) {  // fold a row's repeats pairwise into its first
       const int64_t h = c / 2;
       if (rows == 1) {
-        vop(o, t, x.region, x.region, x.region + (c - h) * bytes_per_repeat_, h, repeat_blocks_);
+        vop(o, t, dst, src, src + (c - h) * bytes_per_repeat_, h, repeat_blocks_);
       } else {
         for (int64_t j = 0; j < h; ++j)
-          vop(o, t, x.region + j * bytes_per_repeat_, x.region + j * bytes_per_repeat_,
-              x.region + (c - h + j) * bytes_per_repeat_, rows, rep);
+          vop(o, t, dst + j * bytes_per_repeat_, src + j * bytes_per_repeat_, src + (c - h + j) * bytes_per_repeat_, rows, rep);
       }
+      if (dst != src)
+        for (int64_t j = h; j < c - h; ++j) copy(j);  // the odd repeat stays
+      src = dst;
       c -= h;
     }
     const bool min = p.s->reduction == ir::Reduction::Min;
-    if (min) op(Opcode::Vmuls, {type(t), at(Buffer::UB, x.region), at(Buffer::UB, x.region), Operand::float_(-1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
+    if (min) {
+      op(Opcode::Vmuls, {type(t), at(Buffer::UB, dst), at(Buffer::UB, src), Operand::float_(-1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
+      src = dst;
+    }
     const Opcode r = p.s->reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax;
-    op(r, {type(t), at(Buffer::UB, part()), at(Buffer::UB, x.region), imm(rows), imm(1), imm(rep)});
+    op(r, {type(t), at(Buffer::UB, part()), at(Buffer::UB, src), imm(rows), imm(1), imm(rep)});
     if (min) with_scalar(Opcode::Vmuls, Value{false, 0, part(), t}, Value{false, 0, part(), t}, -1, rows);
   }
 
@@ -1059,7 +1086,7 @@ class Nest : public VectorCode {
 
   // Equal subexpressions are computed once per tile (GELU's z appears five times).
   Value compile(const ir::Expr& e, int64_t n) override {
-    const std::string key = ir::to_string(e);
+    const std::string key = memo_prefix_ + ir::to_string(e);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     const Value v = compile_node(e, n);
     memo_[key] = v;
@@ -1190,6 +1217,405 @@ class Nest : public VectorCode {
     return r;
   }
 
+  // ---- the row pipeline (nest.h) -----------------------------------------------------------------
+
+  // What a plan is in the pipeline: once per core over the lanes, over blocks of rows and the lanes,
+  // over blocks of rows only.
+  enum class Role { Prologue, Row, PerRow };
+  // Where a result stays in UB: R x pitch (a row tile), R values (one per row), pitch values (one
+  // per lane, the same for every row).
+  enum class Layout { Row, PerRow, PerLane };
+  struct Resident {
+    Value v;
+    Layout layout = Layout::Row;
+    int64_t offset = 0, su = 0, sv = 0;  // the producer's output access (element offset, strides)
+  };
+  struct Fused {
+    bool on = false;
+    int prologue = 0;                   // statements [0, prologue) run once per core
+    int64_t lanes = 1, pitch = 1, rows = 1;
+    int64_t persist = 0, block_bytes = 0;  // UB bytes of the per-core values, of one block's set
+    int64_t regions_prologue = 0, regions_hoisted = 0, regions_block = 0;
+  };
+
+  Role role_of(size_t i) const {
+    if (static_cast<int>(i) < fz_.prologue) return Role::Prologue;
+    return plans_[i].dims.size() == 2 ? Role::Row : Role::PerRow;
+  }
+  size_t index_of(const Plan& p) const { return static_cast<size_t>(&p - plans_.data()); }
+  Layout layout_of(size_t i) const {
+    switch (role_of(i)) {
+      case Role::Prologue: return Layout::PerLane;
+      case Role::Row: return plans_[i].is_reduction() ? Layout::PerRow : Layout::Row;
+      default: return Layout::PerRow;
+    }
+  }
+  // The producer's output access in its layout's terms.
+  Resident resident_of(size_t i, const Value& v) const {
+    const Plan& p = plans_[i];
+    Resident r{v, layout_of(i), p.out.offset, 0, 0};
+    if (r.layout == Layout::Row) r.su = p.out.stride[p.u], r.sv = p.out.stride[p.v];
+    else if (role_of(i) == Role::Row) r.su = p.out.stride[p.u];
+    else r.su = p.out.stride[p.v];  // along the rows (PerRow) or the lanes (PerLane)
+    return r;
+  }
+  // How plan i reads access `a` of a result r: 0 not at all (another element), 1 as it is, 2
+  // broadcast across the lanes (a value per row), 3 expanded down the rows (a value per lane).
+  int reads_resident(size_t i, const Access& a, const Resident& r) const {
+    const Plan& p = plans_[i];
+    if (a.offset != r.offset) return 0;
+    switch (role_of(i)) {
+      case Role::Row: {
+        const int64_t su = a.stride[p.u], sv = a.stride[p.v];
+        if (r.layout == Layout::Row) return su == r.su && sv == r.sv ? 1 : 0;
+        if (r.layout == Layout::PerRow) return su == r.su && sv == 0 ? 2 : 0;
+        return su == 0 && sv == r.su ? 3 : 0;
+      }
+      case Role::PerRow: return r.layout == Layout::PerRow && a.stride[p.v] == r.su ? 1 : 0;
+      default: return r.layout == Layout::PerLane && a.stride[p.v] == r.su ? 1 : 0;
+    }
+  }
+  bool stored(const std::string& tensor) const {
+    for (const auto& t : k_.tensors)
+      if (t.name == tensor) return !t.temporary && t.kind != ir::TensorKind::Input;
+    return false;
+  }
+
+  // Chooses the pipeline when it applies (every statement fits it and a block of rows fits UB):
+  // the statements after a prologue of statements over the lanes only share a row partition.
+  bool try_fused() {
+    if (!pads_.empty() || plans_.size() < 2) return false;
+    const std::vector<Plan> base = plans_;
+    for (size_t l = 0; l < base.size(); ++l) {
+      plans_ = base;
+      if (fuse(static_cast<int>(l))) return true;
+      if (base[l].dims.size() != 1 || base[l].is_reduction()) break;  // no longer prologue
+    }
+    plans_ = base;
+    fz_ = Fused{};
+    cores_ = 1;
+    range_ = 1;
+    return false;
+  }
+
+  bool fuse(int prologue) {
+    fz_ = Fused{};
+    fz_.prologue = prologue;
+    int64_t extent = -1;
+    const std::vector<std::string> names = partition_indices(0, extent, prologue);
+    if (names.empty() || extent <= 1) return false;
+    for (int i = 0; i < prologue; ++i) coalesce(plans_[i], "");
+    int64_t rows = -1;
+    for (size_t i = prologue; i < plans_.size(); ++i) {
+      Plan& p = plans_[i];
+      coalesce(p, names[i - prologue]);
+      for (size_t d = 0; d < p.dims.size(); ++d)
+        if (p.dims[d].name == names[i - prologue]) p.partition = static_cast<int>(d);
+      if (p.partition < 0) return false;
+      // the partition takes the output dimensions walked with it, but the lanes
+      while (static_cast<size_t>(p.partition) + 2 < p.dims.size() && walk_as_one(p, p.partition)) merge(p, p.partition);
+      if (rows >= 0 && p.dims[p.partition].extent != rows) return false;
+      rows = p.dims[p.partition].extent;
+    }
+    partition_extent_ = rows;
+    const int64_t want = std::min<int64_t>(m_.cores, rows);
+    range_ = (rows + want - 1) / want;
+    cores_ = static_cast<int>((rows + range_ - 1) / range_);
+    if (cores_ == 1) range_ = rows;
+    for (auto& p : plans_)
+      if (!tile(p).empty()) return false;
+    if (!fits_pipeline()) return false;
+    return size_pipeline();
+  }
+
+  // Every statement has a role and reads earlier results only where they are in UB.
+  bool fits_pipeline() {
+    fz_.lanes = -1;
+    int64_t unit = 1;
+    for (size_t i = 0; i < plans_.size(); ++i) {
+      const Plan& p = plans_[i];
+      if (!p.values.empty() || !p.splits.empty()) return false;
+      const Role r = role_of(i);
+      if (r == Role::Prologue && (p.dims.size() != 1 || p.is_reduction() || p.v != 0)) return false;
+      if (r == Role::PerRow && (p.v != p.partition || p.is_reduction())) return false;
+      if (r == Role::Row) {
+        if (p.u != p.partition || p.v < 0 || p.v == p.u || p.dims[p.u].reduction) return false;
+        if (p.is_reduction() && (!p.dims[p.v].reduction || !p.s->init)) return false;
+        if (std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return transposable(p, a); })) return false;
+        if (fz_.lanes >= 0 && fz_.lanes != p.dims[p.v].extent) return false;
+        fz_.lanes = p.dims[p.v].extent;
+      }
+      if (r != Role::PerRow) unit = std::max(unit, p.unit);
+    }
+    if (fz_.lanes < 0) return false;
+    for (int i = 0; i < fz_.prologue; ++i)
+      if (plans_[i].dims[0].extent != fz_.lanes) return false;
+    std::map<std::string, Resident> written;
+    for (size_t i = 0; i < plans_.size(); ++i) {
+      const Plan& p = plans_[i];
+      for (const Access& a : p.reads) {
+        if (!k_.function->find_tensor(a.tensor)) return false;
+        const bool later = std::any_of(plans_.begin() + i, plans_.end(), [&](const Plan& q) { return q.s->output == a.tensor; });
+        if (later) return false;
+        if (auto w = written.find(a.tensor); w != written.end() && reads_resident(i, a, w->second) == 0) return false;
+      }
+      if (written.count(p.s->output)) return false;
+      written[p.s->output] = resident_of(i, Value{});
+    }
+    fz_.pitch = (fz_.lanes + unit - 1) / unit * unit;
+    for (size_t i = 0; i < plans_.size(); ++i) {
+      Plan& p = plans_[i];
+      if (role_of(i) == Role::PerRow) continue;
+      p.pitch = fz_.pitch;
+      p.cols = fz_.lanes;
+      p.rows = 1;
+    }
+    return true;
+  }
+
+  // Blocks of R rows: the regions of the prologue (pitch values each), the hoisted reads and two
+  // sets of a block's values (R x pitch each), counted by emitting them once into a throwaway
+  // program, fit UB; R within one instruction's repeats.
+  bool size_pipeline() {
+    npu::Program scratch;
+    npu::Program* saved = p_;
+    p_ = &scratch;
+    sizing_ = true;
+    fz_.rows = 1;
+    set_plan_rows(1);
+    region_base_ = next_region_ = 0;
+    resident_.clear();
+    hoisted_.clear();
+    fused_prologue();
+    fz_.regions_prologue = next_region_ / 4;
+    const int64_t mark = next_region_;
+    fused_hoist();
+    fz_.regions_hoisted = (next_region_ - mark) / 4;
+    fz_.persist = next_region_;
+    fz_.block_bytes = 0;
+    fused_block(Pos{}, 1, 0);
+    fz_.regions_block = (next_region_ - fz_.persist) / 4;
+    sizing_ = false;
+    p_ = saved;
+    const int64_t row_bytes = fz_.pitch * 4;
+    const int64_t left = m_.capacity(Buffer::UB) - fz_.regions_prologue * row_bytes;
+    const int64_t per_row = (fz_.regions_hoisted + 2 * fz_.regions_block) * row_bytes;
+    int64_t r = std::min({range_, max_repeat_, max_repeat_ * m_.vector_lanes(DType::F32) / fz_.pitch, left / per_row});
+    if (r < 1) return false;
+    fz_.rows = r;
+    set_plan_rows(r);
+    fz_.persist = fz_.regions_prologue * row_bytes + fz_.regions_hoisted * r * row_bytes;
+    fz_.block_bytes = fz_.regions_block * r * row_bytes;
+    fz_.on = true;
+    return true;
+  }
+  void set_plan_rows(int64_t r) {
+    for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
+      Plan& p = plans_[i];
+      if (role_of(i) == Role::Row) p.rows = r;
+      else p.pitch = (r + p.unit - 1) / p.unit * p.unit, p.cols = r, p.rows = 1;
+    }
+  }
+  void use_chunk(int64_t elements) { chunk_ = sizing_ ? 1 : elements; }
+
+  std::string fused_note() const {
+    std::string hoisted;
+    for (const auto& [key, v] : hoisted_) hoisted += (hoisted.empty() ? "" : ", ") + key.substr(0, key.find('@'));
+    return fmt::format("row pipeline: statements {}..{} per block of {} rows x {} lanes (pitch {}), loaded once and kept in "
+                       "UB, blocks double-buffered{}{}",
+                       plans_[fz_.prologue].s->name, plans_.back().s->name, fz_.rows, fz_.lanes, fz_.pitch,
+                       fz_.prologue > 0 ? fmt::format("; {}..{} once per core", plans_[0].s->name, plans_[fz_.prologue - 1].s->name)
+                                        : std::string(),
+                       hoisted.empty() ? std::string() : "; row-invariant reads once per core: " + hoisted);
+  }
+
+  // One core's rows: the prologue, the hoisted reads, then the blocks.
+  void fused_core(int64_t range) {
+    region_base_ = next_region_ = 0;
+    set_ = acc_set_ = 0;
+    resident_.clear();
+    hoisted_.clear();
+    fused_prologue();
+    fused_hoist();
+    TESSEL_CHECK(next_region_ == fz_.persist, "nest: the row pipeline's per-core values differ from its sizing");
+    const int64_t r = fz_.rows, full = range / r, tail = range % r;
+    Pos base;
+    if (cores_ > 1) base.regs.push_back({kBase, 1});
+    auto block_at = [&](int64_t c, bool looped) {
+      Pos q = base;
+      q.c = c;
+      if (looped) q.regs.push_back({kLevel0, 2 * r});
+      return q;
+    };
+    if (full > 3) {  // pairs of blocks alternate the two sets
+      op(Opcode::Loop, {reg(kLevel0), imm(0), imm(full / 2), imm(1)});
+      fused_block(block_at(0, true), r, 0);
+      fused_block(block_at(r, true), r, 1);
+      op(Opcode::EndLoop, {});
+      if (full % 2) fused_block(block_at((full - 1) * r, false), r, 0);
+    } else {
+      for (int64_t k = 0; k < full; ++k) fused_block(block_at(k * r, false), r, static_cast<int>(k % 2));
+    }
+    if (tail > 0) fused_block(block_at(full * r, false), tail, static_cast<int>(full % 2));
+    set_ = acc_set_ = 0;
+  }
+
+  // Points pos_ / size_ at plan p's share: `rows` rows from `at` (the prologue: its lanes).
+  void enter(const Plan& p, const Pos& origin, int64_t rows) {
+    plan_ = &p;
+    pos_.assign(p.dims.size(), Pos{});
+    size_.assign(p.dims.size(), 1);
+    if (p.partition >= 0) pos_[p.partition] = origin, size_[p.partition] = rows;
+    if (p.v >= 0 && p.v != p.partition) size_[p.v] = fz_.lanes;
+    memo_prefix_.clear();
+    for (const Dim& d : p.dims) memo_prefix_ += fmt::format("{}@{}:{},", d.name, d.lo, d.extent);
+    memo_prefix_ += "|";
+  }
+
+  void fused_prologue() {
+    use_chunk(fz_.pitch);
+    for (int i = 0; i < fz_.prologue; ++i) {
+      const Plan& p = plans_[i];
+      enter(p, Pos{}, 1);
+      loaded_.clear();
+      memo_.clear();
+      for (const Access& a : p.reads) loaded_.push_back(fused_read(i, a, 1));
+      const Value x = result(p, fz_.pitch);
+      resident_[p.s->output] = resident_of(i, x);
+      if (!stored(p.s->output)) continue;
+      if (cores_ > 1) {  // the same values on every core: core 0 writes them
+        op(Opcode::Seq, {reg(kFirst), reg(npu::kRegCoreId), imm(0)});
+        op(Opcode::Loop, {reg(kFirstLoop), imm(0), reg(kFirst), imm(1)});
+      }
+      store(p, x, 1);
+      if (cores_ > 1) op(Opcode::EndLoop, {});
+    }
+  }
+
+  // Reads of the row statements that do not move with the rows: once per core, R rows of them.
+  void fused_hoist() {
+    use_chunk(fz_.rows * fz_.pitch);
+    for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
+      const Plan& p = plans_[i];
+      if (role_of(i) != Role::Row) continue;
+      enter(p, Pos{}, fz_.rows);
+      for (const Access& a : p.reads) {
+        if (a.stride[p.u] != 0) continue;
+        const std::string key = key_of(p, a);
+        if (hoisted_.count(key)) continue;
+        if (auto w = resident_.find(a.tensor); w != resident_.end()) {  // a prologue result: copied down the rows
+          const Value& src = w->second.v;
+          const Value v{false, 0, fresh_region(), src.type};
+          const int64_t k = fz_.pitch / m_.vector_lanes(src.type), rep = k * repeat_blocks_;
+          for (int64_t j = 0; j < k; ++j)
+            op(Opcode::Vmuls, {type(src.type), at(Buffer::UB, v.region + j * bytes_per_repeat_),
+                               at(Buffer::UB, src.region + j * bytes_per_repeat_), Operand::float_(1), imm(fz_.rows), imm(1),
+                               imm(1), imm(rep), imm(0)});
+          hoisted_[key] = v;
+          continue;
+        }
+        if (a.stride[p.v] == 0) rowvals_of_[set_] = fresh_region();
+        hoisted_[key] = load(p, a, fz_.rows, fz_.lanes);
+      }
+    }
+  }
+
+  std::string key_of(const Plan& p, const Access& a) const {
+    return fmt::format("{}@{}:{}:{}", a.tensor, a.offset, p.u >= 0 ? a.stride[p.u] : 0, p.v >= 0 ? a.stride[p.v] : 0);
+  }
+
+  // One block: every row statement on `rows` rows from `at`, values in set `set`.
+  void fused_block(const Pos& origin, int64_t rows, int set) {
+    use_chunk(fz_.rows * fz_.pitch);
+    set_ = acc_set_ = set;
+    next_region_ = fz_.persist + set * fz_.block_bytes;
+    memo_.clear();
+    block_loads_.clear();
+    for (auto it = resident_.begin(); it != resident_.end();)
+      it = it->second.layout == Layout::PerLane ? std::next(it) : resident_.erase(it);
+    for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
+      const Plan& p = plans_[i];
+      const bool row = role_of(i) == Role::Row;
+      enter(p, origin, rows);
+      loaded_.clear();
+      for (const Access& a : p.reads) loaded_.push_back(fused_read(i, a, rows));
+      const int64_t n = row ? rows * fz_.pitch : rows;
+      if (!p.is_reduction()) {
+        const Value x = result(p, n);
+        resident_[p.s->output] = resident_of(i, x);
+        if (stored(p.s->output)) store(p, x, row ? rows : 1);
+        continue;
+      }
+      // a row reduction: folded out of place (x may be kept), lanes reduced, into the accumulator
+      Value x = vector_of(compile(*p.s->rhs, n), n);
+      if (x.type != compute_type(p.out.type)) {
+        const Value y{false, 0, fresh_region(), compute_type(p.out.type)};
+        convert(y, x, n);
+        x = y;
+      }
+      const DType t = x.type;
+      parts_[set_] = fresh_region();
+      accs_[acc_set_] = fresh_region();
+      const int64_t scratch = fresh_region();
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, acc()), Operand::float_(identity(p)), imm(repeats(rows, t)), imm(1), imm(repeat_blocks_)});
+      lanes(p, x, rows, fz_.lanes, scratch);
+      binary(combine_op(p), Value{false, 0, acc(), t}, Value{false, 0, acc(), t}, Value{false, 0, part(), t}, rows);
+      resident_[p.s->output] = resident_of(i, Value{false, 0, acc(), t});
+      if (stored(p.s->output)) store_acc(p, false);
+    }
+  }
+
+  // The right-hand side of a statement without reduction, in its output's compute type.
+  Value result(const Plan& p, int64_t n) {
+    Value x = vector_of(compile(*p.s->rhs, n), n);
+    if (x.type != compute_type(p.out.type)) {
+      const Value y{false, 0, fresh_region(), compute_type(p.out.type)};
+      convert(y, x, n);
+      x = y;
+    }
+    return x;
+  }
+
+  // Writes x (rows x the plan's tile) to the statement's output in GM.
+  void store(const Plan& p, Value x, int64_t rows) {
+    const int64_t n = rows * p.pitch;
+    if (x.type != p.out.type) {  // i8: narrowed (the value is in range)
+      const Value y{false, 0, fresh_region(), p.out.type};
+      convert(y, x, n);
+      x = y;
+    }
+    move(false, p, p.out, x.region, rows, cur(p.v), p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
+  }
+
+  // Access `a` of plan i: a result in UB (as it is, broadcast across the lanes), a hoisted read,
+  // this block's load of it, or a new load.
+  Value fused_read(size_t i, const Access& a, int64_t rows) {
+    const Plan& p = plans_[i];
+    if (auto w = resident_.find(a.tensor); w != resident_.end()) {
+      const Resident& r = w->second;
+      const int how = reads_resident(i, a, r);
+      TESSEL_CHECK(how != 0, "nest: a row-pipeline read of a result at another element (fits_pipeline should refuse it)");
+      if (how == 1) return r.v;
+      if (how == 3) return hoisted_.at(key_of(p, a));
+      const Value v{false, 0, fresh_region(), r.v.type};  // a value per row across the row's lanes
+      const int64_t k = fz_.pitch / m_.vector_lanes(r.v.type), rep = k * repeat_blocks_;
+      for (int64_t j = 0; j < k; ++j)
+        op(Opcode::Vbrcb, {type(r.v.type), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, r.v.region), imm(rows),
+                           imm(1), imm(rep)});
+      return v;
+    }
+    const std::string key = key_of(p, a);
+    if (role_of(i) == Role::Row && a.stride[p.u] == 0) return hoisted_.at(key);
+    if (role_of(i) != Role::Prologue)
+      if (auto it = block_loads_.find(key); it != block_loads_.end()) return it->second;
+    const bool row = role_of(i) == Role::Row;
+    const int64_t lanes = row || role_of(i) == Role::Prologue ? fz_.lanes : rows;
+    if (stride_of(a, p.v) == 0 && lanes > 1) rowvals_of_[set_] = fresh_region();
+    const Value v = load(p, a, row ? rows : 1, lanes);
+    if (role_of(i) != Role::Prologue) block_loads_[key] = v;
+    return v;
+  }
+
   struct Pad {
     std::string name;
     DType type = DType::F32;
@@ -1212,6 +1638,12 @@ class Nest : public VectorCode {
   int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)
+  Fused fz_;
+  bool sizing_ = false;                        // counting the pipeline's regions (chunk_ = 1)
+  std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
+  std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
+  std::map<std::string, Value> block_loads_;   // this block's loads, by access key
+  std::string memo_prefix_;                    // the statement's dimensions (memo_ spans a block's statements)
   int64_t acc() const { return accs_[acc_set_]; }
   int64_t part() const { return parts_[set_]; }
   int64_t rowvals() const { return rowvals_of_[set_]; }
