@@ -30,6 +30,9 @@ constexpr int kMaxLevels = 14;
 // not hardware: the longest program (instructions issued per core) the lowering produces, so a
 // contraction refused by the cube cannot turn into an hours-long simulation.
 constexpr double kMaxIssued = 1 << 23;
+// not hardware: the fewest blocks of rows a core's share is cut into where it can be (the first
+// block's load and the last one's store are not overlapped: 1/kMinBlocks of the time at most).
+constexpr int64_t kMinBlocks = 8;
 constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
 
 struct Dim {
@@ -1086,11 +1089,57 @@ class Nest : public VectorCode {
 
   // Equal subexpressions are computed once per tile (GELU's z appears five times).
   Value compile(const ir::Expr& e, int64_t n) override {
+    const Value v = compile_rows(e, n);
+    if (!v.per_row) return v;
+    const std::string key = memo_prefix_ + ir::to_string(e) + "#expanded";
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    const Value x = expand(v);
+    memo_[key] = x;
+    return x;
+  }
+  // The same, but a value per row may stay one (row pipeline: operations with a value per row read
+  // its one repeat per row with repeat stride 0).
+  Value compile_rows(const ir::Expr& e, int64_t n) {
     const std::string key = memo_prefix_ + ir::to_string(e);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    const Value v = compile_node(e, n);
+    const Value v = fz_.on || sizing_ ? row_op(e, n) : compile_node(e, n);
     memo_[key] = v;
     return v;
+  }
+  // A binary operation of which one or both operands are values per row.
+  Value row_op(const ir::Expr& e, int64_t n) {
+    static const std::map<ir::Op, Opcode> ops{{ir::Op::Add, Opcode::Vadd}, {ir::Op::Sub, Opcode::Vsub}, {ir::Op::Mul, Opcode::Vmul},
+                                              {ir::Op::Div, Opcode::Vdiv}, {ir::Op::Max, Opcode::Vmax}, {ir::Op::Min, Opcode::Vmin}};
+    const auto o = ops.find(e.op);
+    if (e.kind != ir::ExprKind::Apply || o == ops.end() || e.args.size() != 2 || e.type == DType::I8) return compile_node(e, n);
+    const Value a = compile_rows(*e.args[0], n), b = compile_rows(*e.args[1], n);
+    if (!(a.per_row || b.per_row) || a.scalar || b.scalar || a.type != e.type || b.type != e.type) return compile_node(e, n);
+    const DType t = e.type;
+    const int64_t rows = cur(plan_->u);
+    Value r{false, 0, 0, t};
+    if (a.per_row && b.per_row) {
+      r.region = fresh_bytes(fz_.rows * bytes_per_repeat_);
+      r.per_row = true;
+      vop(o->second, t, r.region, a.region, b.region, rows, repeat_blocks_);
+      return r;
+    }
+    r.region = fresh_region();
+    const int64_t k = fz_.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
+    auto src = [&](const Value& v, int64_t j) { return v.per_row ? v.region : v.region + j * bytes_per_repeat_; };
+    for (int64_t j = 0; j < k; ++j)
+      op(o->second, {type(t), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, src(a, j)), at(Buffer::UB, src(b, j)),
+                     imm(rows), imm(1), imm(1), imm(1), imm(rep), imm(a.per_row ? repeat_blocks_ : rep),
+                     imm(b.per_row ? repeat_blocks_ : rep)});
+    return r;
+  }
+  // A value per row spread over the row's lanes.
+  Value expand(const Value& v) {
+    const Value r{false, 0, fresh_region(), v.type};
+    const int64_t k = fz_.pitch / m_.vector_lanes(v.type), rep = k * repeat_blocks_;
+    for (int64_t j = 0; j < k; ++j)
+      op(Opcode::Vmuls, {type(v.type), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
+                         imm(cur(plan_->u)), imm(1), imm(1), imm(rep), imm(repeat_blocks_)});
+    return r;
   }
 
   Value compile_node(const ir::Expr& e, int64_t n) {
@@ -1235,7 +1284,7 @@ class Nest : public VectorCode {
     int prologue = 0;                   // statements [0, prologue) run once per core
     int64_t lanes = 1, pitch = 1, rows = 1;
     int64_t persist = 0, block_bytes = 0;  // UB bytes of the per-core values, of one block's set
-    int64_t regions_prologue = 0, regions_hoisted = 0, regions_block = 0;
+    int64_t prefetch_bytes = 0;            // the part of a set its block's loads take
   };
 
   Role role_of(size_t i) const {
@@ -1373,41 +1422,45 @@ class Nest : public VectorCode {
     return true;
   }
 
-  // Blocks of R rows: the regions of the prologue (pitch values each), the hoisted reads and two
-  // sets of a block's values (R x pitch each), counted by emitting them once into a throwaway
-  // program, fit UB; R within one instruction's repeats.
+  // Blocks of R rows: the prologue's values, the hoisted reads and two sets of a block's values fit
+  // UB (measured by emitting them once into a throwaway program; they grow with R), R within one
+  // instruction's repeats and, where the rows allow, at least kMinBlocks blocks per core so that
+  // the loads of one block overlap the vector work of the one before.
   bool size_pipeline() {
+    const int64_t most = std::min({range_, max_repeat_, max_repeat_ * m_.vector_lanes(DType::F32) / fz_.pitch,
+                                   std::max<int64_t>(1, (range_ + kMinBlocks - 1) / kMinBlocks)});
+    if (most < 1 || !fits_rows(1)) return false;
+    int64_t lo = 1, hi = most;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (fits_rows(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    fits_rows(lo);
+    fz_.on = true;
+    return true;
+  }
+  bool fits_rows(int64_t r) {
     npu::Program scratch;
     npu::Program* saved = p_;
     p_ = &scratch;
     sizing_ = true;
-    fz_.rows = 1;
-    set_plan_rows(1);
+    fz_.rows = r;
+    set_plan_rows(r);
     region_base_ = next_region_ = 0;
     resident_.clear();
     hoisted_.clear();
     fused_prologue();
-    fz_.regions_prologue = next_region_ / 4;
-    const int64_t mark = next_region_;
     fused_hoist();
-    fz_.regions_hoisted = (next_region_ - mark) / 4;
     fz_.persist = next_region_;
-    fz_.block_bytes = 0;
-    fused_block(Pos{}, 1, 0);
-    fz_.regions_block = (next_region_ - fz_.persist) / 4;
+    fz_.block_bytes = fz_.prefetch_bytes = 0;
+    prefetch(Pos{}, r, 0);
+    fz_.prefetch_bytes = next_region_ - fz_.persist;
+    fused_block(Pos{}, r, 0);
+    fz_.block_bytes = next_region_ - fz_.persist;
     sizing_ = false;
     p_ = saved;
-    const int64_t row_bytes = fz_.pitch * 4;
-    const int64_t left = m_.capacity(Buffer::UB) - fz_.regions_prologue * row_bytes;
-    const int64_t per_row = (fz_.regions_hoisted + 2 * fz_.regions_block) * row_bytes;
-    int64_t r = std::min({range_, max_repeat_, max_repeat_ * m_.vector_lanes(DType::F32) / fz_.pitch, left / per_row});
-    if (r < 1) return false;
-    fz_.rows = r;
-    set_plan_rows(r);
-    fz_.persist = fz_.regions_prologue * row_bytes + fz_.regions_hoisted * r * row_bytes;
-    fz_.block_bytes = fz_.regions_block * r * row_bytes;
-    fz_.on = true;
-    return true;
+    return fz_.persist + 2 * fz_.block_bytes <= m_.capacity(Buffer::UB);
   }
   void set_plan_rows(int64_t r) {
     for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
@@ -1416,7 +1469,7 @@ class Nest : public VectorCode {
       else p.pitch = (r + p.unit - 1) / p.unit * p.unit, p.cols = r, p.rows = 1;
     }
   }
-  void use_chunk(int64_t elements) { chunk_ = sizing_ ? 1 : elements; }
+  void use_chunk(int64_t elements) { chunk_ = elements; }
 
   std::string fused_note() const {
     std::string hoisted;
@@ -1438,7 +1491,10 @@ class Nest : public VectorCode {
     fused_prologue();
     fused_hoist();
     TESSEL_CHECK(next_region_ == fz_.persist, "nest: the row pipeline's per-core values differ from its sizing");
-    const int64_t r = fz_.rows, full = range / r, tail = range % r;
+    // Block b (set b % 2) is loaded while block b - 1 is computed: in program order the loads of
+    // b + 1 come before the compute of b. Pairs of blocks in a loop while its prefetches stay
+    // within the full blocks, the rest straight.
+    const int64_t r = fz_.rows, full = range / r, tail = range % r, blocks = full + (tail > 0 ? 1 : 0);
     Pos base;
     if (cores_ > 1) base.regs.push_back({kBase, 1});
     auto block_at = [&](int64_t c, bool looped) {
@@ -1447,16 +1503,22 @@ class Nest : public VectorCode {
       if (looped) q.regs.push_back({kLevel0, 2 * r});
       return q;
     };
-    if (full > 3) {  // pairs of blocks alternate the two sets
-      op(Opcode::Loop, {reg(kLevel0), imm(0), imm(full / 2), imm(1)});
+    auto rows_of = [&](int64_t b) { return b < full ? r : tail; };
+    int64_t pairs = blocks >= 2 ? (tail > 0 ? blocks - 2 : blocks - 1) / 2 : 0;
+    if (pairs < 2) pairs = 0;
+    prefetch(block_at(0, false), rows_of(0), 0);
+    if (pairs > 0) {
+      op(Opcode::Loop, {reg(kLevel0), imm(0), imm(pairs), imm(1)});
+      prefetch(block_at(r, true), r, 1);
       fused_block(block_at(0, true), r, 0);
+      prefetch(block_at(2 * r, true), r, 0);
       fused_block(block_at(r, true), r, 1);
       op(Opcode::EndLoop, {});
-      if (full % 2) fused_block(block_at((full - 1) * r, false), r, 0);
-    } else {
-      for (int64_t k = 0; k < full; ++k) fused_block(block_at(k * r, false), r, static_cast<int>(k % 2));
     }
-    if (tail > 0) fused_block(block_at(full * r, false), tail, static_cast<int>(full % 2));
+    for (int64_t b = 2 * pairs; b < blocks; ++b) {
+      if (b + 1 < blocks) prefetch(block_at((b + 1) * r, false), rows_of(b + 1), static_cast<int>((b + 1) % 2));
+      fused_block(block_at(b * r, false), rows_of(b), static_cast<int>(b % 2));
+    }
     set_ = acc_set_ = 0;
   }
 
@@ -1524,11 +1586,66 @@ class Nest : public VectorCode {
     return fmt::format("{}@{}:{}:{}", a.tensor, a.offset, p.u >= 0 ? a.stride[p.u] : 0, p.v >= 0 ? a.stride[p.v] : 0);
   }
 
+  // A read a block loads ahead of its compute: a row statement's plain read of an input that moves
+  // with the rows (no widening, no gather).
+  bool prefetched(size_t i, const Access& a) const {
+    const Plan& p = plans_[i];
+    if (role_of(i) == Role::Prologue || a.type != compute_type(a.type)) return false;
+    if (std::any_of(plans_.begin(), plans_.end(), [&](const Plan& q) { return q.s->output == a.tensor; })) return false;
+    if (role_of(i) == Role::Row) return stride_of(a, p.u) != 0 && stride_of(a, p.v) != 0;
+    return stride_of(a, p.v) != 0;
+  }
+
+  // The loads of the block at `origin` into the first regions of set `set`.
+  void prefetch(const Pos& origin, int64_t rows, int set) {
+    use_chunk(fz_.rows * fz_.pitch);
+    next_region_ = fz_.persist + set * fz_.block_bytes;
+    prefetched_[set].clear();
+    for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
+      const Plan& p = plans_[i];
+      enter(p, origin, rows);
+      for (const Access& a : p.reads) {
+        const std::string key = key_of(p, a);
+        if (!prefetched(i, a) || prefetched_[set].count(key)) continue;
+        const Value v{false, 0, fresh_region(), a.type};
+        if (role_of(i) == Role::Row) move(true, p, a, v.region, rows, fz_.lanes, p.pitch, stride_of(a, p.u), stride_of(a, p.v));
+        else move(true, p, a, v.region, 1, rows, p.pitch, 0, stride_of(a, p.v));
+        prefetched_[set][key] = v;
+      }
+    }
+  }
+
+  // A region of `bytes` (whole repeats) among the current ones.
+  int64_t fresh_bytes(int64_t bytes) {
+    const int64_t r = region_base_ + next_region_;
+    next_region_ += (bytes + bytes_per_repeat_ - 1) / bytes_per_repeat_ * bytes_per_repeat_;
+    return r;
+  }
+  // Bytes of one value per row (R of them).
+  int64_t per_row_bytes() const { return fz_.rows * 4; }
+
+  // Does a statement after plan i use expression text `key` (with its dimensions)? Then plan i
+  // must not overwrite that value.
+  bool used_after(size_t i, const std::string& key) {
+    bool used = false;
+    for (size_t j = i + 1; j < plans_.size() && !used; ++j) {
+      std::string prefix;
+      for (const Dim& d : plans_[j].dims) prefix += fmt::format("{}@{}:{},", d.name, d.lo, d.extent);
+      prefix += "|";
+      std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+        if (prefix + ir::to_string(e) == key) used = true;
+        for (const auto& a : e.args) walk(*a);
+      };
+      walk(*plans_[j].s->rhs);
+    }
+    return used;
+  }
+
   // One block: every row statement on `rows` rows from `at`, values in set `set`.
   void fused_block(const Pos& origin, int64_t rows, int set) {
     use_chunk(fz_.rows * fz_.pitch);
     set_ = acc_set_ = set;
-    next_region_ = fz_.persist + set * fz_.block_bytes;
+    next_region_ = fz_.persist + set * fz_.block_bytes + fz_.prefetch_bytes;
     memo_.clear();
     block_loads_.clear();
     for (auto it = resident_.begin(); it != resident_.end();)
@@ -1540,6 +1657,7 @@ class Nest : public VectorCode {
       loaded_.clear();
       for (const Access& a : p.reads) loaded_.push_back(fused_read(i, a, rows));
       const int64_t n = row ? rows * fz_.pitch : rows;
+      use_chunk(row ? fz_.rows * fz_.pitch : (fz_.rows + p.unit - 1) / p.unit * p.unit);
       if (!p.is_reduction()) {
         const Value x = result(p, n);
         resident_[p.s->output] = resident_of(i, x);
@@ -1554,9 +1672,12 @@ class Nest : public VectorCode {
         x = y;
       }
       const DType t = x.type;
-      parts_[set_] = fresh_region();
-      accs_[acc_set_] = fresh_region();
-      const int64_t scratch = fresh_region();
+      parts_[set_] = fresh_bytes(per_row_bytes());
+      accs_[acc_set_] = fresh_bytes(per_row_bytes());
+      // folded in place unless a later statement reads x (a result, a load, a shared subexpression)
+      const bool own = p.s->rhs->kind == ir::ExprKind::Apply && !used_after(i, memo_prefix_ + ir::to_string(*p.s->rhs)) &&
+                       std::none_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == x.region; });
+      const int64_t scratch = own ? -1 : fresh_region();
       op(Opcode::Vdup, {type(t), at(Buffer::UB, acc()), Operand::float_(identity(p)), imm(repeats(rows, t)), imm(1), imm(repeat_blocks_)});
       lanes(p, x, rows, fz_.lanes, scratch);
       binary(combine_op(p), Value{false, 0, acc(), t}, Value{false, 0, acc(), t}, Value{false, 0, part(), t}, rows);
@@ -1597,15 +1718,15 @@ class Nest : public VectorCode {
       TESSEL_CHECK(how != 0, "nest: a row-pipeline read of a result at another element (fits_pipeline should refuse it)");
       if (how == 1) return r.v;
       if (how == 3) return hoisted_.at(key_of(p, a));
-      const Value v{false, 0, fresh_region(), r.v.type};  // a value per row across the row's lanes
-      const int64_t k = fz_.pitch / m_.vector_lanes(r.v.type), rep = k * repeat_blocks_;
-      for (int64_t j = 0; j < k; ++j)
-        op(Opcode::Vbrcb, {type(r.v.type), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, r.v.region), imm(rows),
-                           imm(1), imm(rep)});
+      // a value per row: one repeat per row, which the row's operations read with repeat stride 0
+      Value v{false, 0, fresh_bytes(fz_.rows * bytes_per_repeat_), r.v.type};
+      v.per_row = true;
+      op(Opcode::Vbrcb, {type(r.v.type), at(Buffer::UB, v.region), at(Buffer::UB, r.v.region), imm(rows), imm(1), imm(repeat_blocks_)});
       return v;
     }
     const std::string key = key_of(p, a);
     if (role_of(i) == Role::Row && a.stride[p.u] == 0) return hoisted_.at(key);
+    if (auto it = prefetched_[set_].find(key); it != prefetched_[set_].end() && role_of(i) != Role::Prologue) return it->second;
     if (role_of(i) != Role::Prologue)
       if (auto it = block_loads_.find(key); it != block_loads_.end()) return it->second;
     const bool row = role_of(i) == Role::Row;
@@ -1639,10 +1760,11 @@ class Nest : public VectorCode {
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)
   Fused fz_;
-  bool sizing_ = false;                        // counting the pipeline's regions (chunk_ = 1)
+  bool sizing_ = false;                        // measuring the pipeline's regions (GM not bound yet)
   std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
   std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
   std::map<std::string, Value> block_loads_;   // this block's loads, by access key
+  std::map<std::string, Value> prefetched_[2];  // each set's loads ahead of its compute, by access key
   std::string memo_prefix_;                    // the statement's dimensions (memo_ spans a block's statements)
   int64_t acc() const { return accs_[acc_set_]; }
   int64_t part() const { return parts_[set_]; }

@@ -28,6 +28,9 @@ class VectorCode {
     double constant = 0;
     int64_t region = 0;  // UB byte offset
     DType type = DType::F32;
+    // A value per row of a tile, held as one repeat per row (the row pipeline of nest.cc; only its
+    // own code reads such a value, expanding it before anything else sees it).
+    bool per_row = false;
   };
   VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
   virtual ~VectorCode() = default;
