@@ -33,6 +33,9 @@ constexpr double kMaxIssued = 1 << 23;
 // not hardware: the fewest blocks of rows a core's share is cut into where it can be (the first
 // block's load and the last one's store are not overlapped: 1/kMinBlocks of the time at most).
 constexpr int64_t kMinBlocks = 8;
+// Value sets a tile loop alternates: two (double buffering), three in the row pipeline where a
+// block's vector work is shorter than a load's latency (its loads then run two blocks ahead).
+constexpr int kMaxSets = 3;
 constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
 
 struct Dim {
@@ -1123,7 +1126,7 @@ class Nest : public VectorCode {
       vop(o->second, t, r.region, a.region, b.region, rows, repeat_blocks_);
       return r;
     }
-    r.region = fresh_region();
+    r.region = result_region(e, {a, b});
     const int64_t k = fz_.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
     auto src = [&](const Value& v, int64_t j) { return v.per_row ? v.region : v.region + j * bytes_per_repeat_; };
     for (int64_t j = 0; j < k; ++j)
@@ -1132,6 +1135,42 @@ class Nest : public VectorCode {
                      imm(b.per_row ? repeat_blocks_ : rep)});
     return r;
   }
+  // In the row pipeline an element-wise operation overwrites an operand of its own element size
+  // that no other node of the block reads (its text occurs once in the block's statements) and that
+  // is neither a load nor a kept result; a cast to a narrower type gets a region of its size.
+  int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) override {
+    if (!fz_.on && !sizing_) return fresh_region();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].scalar && !a[i].per_row && dtype_bytes(a[i].type) == dtype_bytes(e.type) && dies(*e.args[i], a[i].region))
+        return a[i].region;
+    if (e.op == ir::Op::Cast && dtype_bytes(e.type) < 4) return fresh_bytes(chunk_ * dtype_bytes(e.type));
+    return fresh_region();
+  }
+  bool dies(const ir::Expr& x, int64_t region) {
+    if (x.kind != ir::ExprKind::Apply || x.op == ir::Op::Cast) return false;  // (a cast may be its operand's value)
+    const std::string key = memo_prefix_ + ir::to_string(x);
+    int uses = 0;
+    for (size_t j = fz_.prologue; j < plans_.size(); ++j) {
+      std::string prefix;
+      for (const Dim& d : plans_[j].dims) prefix += fmt::format("{}@{}:{},", d.name, d.lo, d.extent);
+      prefix += "|";
+      std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& y) {
+        for (const auto& c : y.args) {
+          if (prefix + ir::to_string(*c) == key) ++uses;
+          walk(*c);
+        }
+      };
+      walk(*plans_[j].s->rhs);
+      if (prefix + ir::to_string(*plans_[j].s->rhs) == key) uses += 2;  // a statement's value: kept
+    }
+    if (uses != 1) return false;
+    auto held = [&](const std::map<std::string, Value>& m) {
+      return std::any_of(m.begin(), m.end(), [&](const auto& v) { return v.second.region == region; });
+    };
+    if (held(hoisted_) || held(block_loads_) || held(prefetched_[set_])) return false;
+    return std::none_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == region; });
+  }
+
   // A value per row spread over the row's lanes.
   Value expand(const Value& v) {
     const Value r{false, 0, fresh_region(), v.type};
@@ -1285,6 +1324,8 @@ class Nest : public VectorCode {
     int64_t lanes = 1, pitch = 1, rows = 1;
     int64_t persist = 0, block_bytes = 0;  // UB bytes of the per-core values, of one block's set
     int64_t prefetch_bytes = 0;            // the part of a set its block's loads take
+    int sets = 2;                          // value sets the blocks cycle through (loads sets - 1 ahead)
+    int64_t vector_cycles = 0, load_cycles = 0;  // one block's vector work and loads (the model)
   };
 
   Role role_of(size_t i) const {
@@ -1426,17 +1467,24 @@ class Nest : public VectorCode {
   // UB (measured by emitting them once into a throwaway program; they grow with R), R within one
   // instruction's repeats and, where the rows allow, at least kMinBlocks blocks per core so that
   // the loads of one block overlap the vector work of the one before.
+  // Sets: two where a block's vector work covers its loads' latency and transfer (the loads of
+  // block b + 1 run during the compute of b), else three (two blocks ahead), both from the machine
+  // model (vector: one cycle per repeat; GM -> UB: latency + bytes / bandwidth).
   bool size_pipeline() {
     const int64_t most = std::min({range_, max_repeat_, max_repeat_ * m_.vector_lanes(DType::F32) / fz_.pitch,
                                    std::max<int64_t>(1, (range_ + kMinBlocks - 1) / kMinBlocks)});
-    if (most < 1 || !fits_rows(1)) return false;
-    int64_t lo = 1, hi = most;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      if (fits_rows(mid)) lo = mid;
-      else hi = mid - 1;
+    for (int sets = 2; sets <= kMaxSets; ++sets) {
+      fz_.sets = sets;
+      if (most < 1 || !fits_rows(1)) return false;
+      int64_t lo = 1, hi = most;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (fits_rows(mid)) lo = mid;
+        else hi = mid - 1;
+      }
+      fits_rows(lo);
+      if ((sets - 1) * fz_.vector_cycles >= fz_.load_cycles || sets == kMaxSets || lo == range_) break;
     }
-    fits_rows(lo);
     fz_.on = true;
     return true;
   }
@@ -1454,13 +1502,24 @@ class Nest : public VectorCode {
     fused_hoist();
     fz_.persist = next_region_;
     fz_.block_bytes = fz_.prefetch_bytes = 0;
+    const size_t first = scratch.code.size();
     prefetch(Pos{}, r, 0);
     fz_.prefetch_bytes = next_region_ - fz_.persist;
     fused_block(Pos{}, r, 0);
     fz_.block_bytes = next_region_ - fz_.persist;
     sizing_ = false;
     p_ = saved;
-    return fz_.persist + 2 * fz_.block_bytes <= m_.capacity(Buffer::UB);
+    const isa::NpuPathSpec& gm = m_.path(Buffer::GM, Buffer::UB);
+    int64_t bytes = 0;
+    fz_.vector_cycles = 0;
+    for (size_t pc = first; pc < scratch.code.size(); ++pc) {
+      const npu::Instruction& in = scratch.code[pc];
+      const npu::OpcodeInfo& info = npu::opcode_info(in.opcode);
+      if (in.opcode == Opcode::DmaIn) bytes += in.operands[2].imm * in.operands[3].imm;
+      else if (info.repeat_operand >= 0 && info.pipe_rule == npu::PipeRule::V) fz_.vector_cycles += in.operands[info.repeat_operand].imm;
+    }
+    fz_.load_cycles = gm.latency_cycles + (bytes + gm.bandwidth_bytes_per_cycle - 1) / gm.bandwidth_bytes_per_cycle;
+    return fz_.persist + fz_.sets * fz_.block_bytes <= m_.capacity(Buffer::UB);
   }
   void set_plan_rows(int64_t r) {
     for (size_t i = fz_.prologue; i < plans_.size(); ++i) {
@@ -1475,8 +1534,8 @@ class Nest : public VectorCode {
     std::string hoisted;
     for (const auto& [key, v] : hoisted_) hoisted += (hoisted.empty() ? "" : ", ") + key.substr(0, key.find('@'));
     return fmt::format("row pipeline: statements {}..{} per block of {} rows x {} lanes (pitch {}), loaded once and kept in "
-                       "UB, blocks double-buffered{}{}",
-                       plans_[fz_.prologue].s->name, plans_.back().s->name, fz_.rows, fz_.lanes, fz_.pitch,
+                       "UB, {} sets of blocks (loads {} ahead){}{}",
+                       plans_[fz_.prologue].s->name, plans_.back().s->name, fz_.rows, fz_.lanes, fz_.pitch, fz_.sets, fz_.sets - 1,
                        fz_.prologue > 0 ? fmt::format("; {}..{} once per core", plans_[0].s->name, plans_[fz_.prologue - 1].s->name)
                                         : std::string(),
                        hoisted.empty() ? std::string() : "; row-invariant reads once per core: " + hoisted);
@@ -1491,33 +1550,34 @@ class Nest : public VectorCode {
     fused_prologue();
     fused_hoist();
     TESSEL_CHECK(next_region_ == fz_.persist, "nest: the row pipeline's per-core values differ from its sizing");
-    // Block b (set b % 2) is loaded while block b - 1 is computed: in program order the loads of
-    // b + 1 come before the compute of b. Pairs of blocks in a loop while its prefetches stay
-    // within the full blocks, the rest straight.
+    // Block b (set b % S) is loaded while blocks b - S + 1 .. b - 1 are computed: in program
+    // order the loads of b + S - 1 come before the compute of b. Groups of S blocks in a loop while
+    // its loads stay within the full blocks, the rest straight.
+    const int sets = fz_.sets;
     const int64_t r = fz_.rows, full = range / r, tail = range % r, blocks = full + (tail > 0 ? 1 : 0);
     Pos base;
     if (cores_ > 1) base.regs.push_back({kBase, 1});
     auto block_at = [&](int64_t c, bool looped) {
       Pos q = base;
       q.c = c;
-      if (looped) q.regs.push_back({kLevel0, 2 * r});
+      if (looped) q.regs.push_back({kLevel0, sets * r});
       return q;
     };
     auto rows_of = [&](int64_t b) { return b < full ? r : tail; };
-    int64_t pairs = blocks >= 2 ? (tail > 0 ? blocks - 2 : blocks - 1) / 2 : 0;
-    if (pairs < 2) pairs = 0;
-    prefetch(block_at(0, false), rows_of(0), 0);
-    if (pairs > 0) {
-      op(Opcode::Loop, {reg(kLevel0), imm(0), imm(pairs), imm(1)});
-      prefetch(block_at(r, true), r, 1);
-      fused_block(block_at(0, true), r, 0);
-      prefetch(block_at(2 * r, true), r, 0);
-      fused_block(block_at(r, true), r, 1);
+    int64_t groups = full >= 2 * sets - 1 ? (full - sets + 1) / sets : 0;
+    if (groups < 2) groups = 0;
+    for (int64_t b = 0; b < std::min<int64_t>(sets - 1, blocks); ++b) prefetch(block_at(b * r, false), rows_of(b), static_cast<int>(b));
+    if (groups > 0) {
+      op(Opcode::Loop, {reg(kLevel0), imm(0), imm(groups), imm(1)});
+      for (int k = 0; k < sets; ++k) {
+        prefetch(block_at((k + sets - 1) * r, true), r, (k + sets - 1) % sets);
+        fused_block(block_at(k * r, true), r, k);
+      }
       op(Opcode::EndLoop, {});
     }
-    for (int64_t b = 2 * pairs; b < blocks; ++b) {
-      if (b + 1 < blocks) prefetch(block_at((b + 1) * r, false), rows_of(b + 1), static_cast<int>((b + 1) % 2));
-      fused_block(block_at(b * r, false), rows_of(b), static_cast<int>(b % 2));
+    for (int64_t b = sets * groups; b < blocks; ++b) {
+      if (b + sets - 1 < blocks) prefetch(block_at((b + sets - 1) * r, false), rows_of(b + sets - 1), static_cast<int>((b + sets - 1) % sets));
+      fused_block(block_at(b * r, false), rows_of(b), static_cast<int>(b % sets));
     }
     set_ = acc_set_ = 0;
   }
@@ -1607,7 +1667,7 @@ class Nest : public VectorCode {
       for (const Access& a : p.reads) {
         const std::string key = key_of(p, a);
         if (!prefetched(i, a) || prefetched_[set].count(key)) continue;
-        const Value v{false, 0, fresh_region(), a.type};
+        const Value v{false, 0, fresh_bytes(chunk_ * dtype_bytes(a.type)), a.type};
         if (role_of(i) == Role::Row) move(true, p, a, v.region, rows, fz_.lanes, p.pitch, stride_of(a, p.u), stride_of(a, p.v));
         else move(true, p, a, v.region, 1, rows, p.pitch, 0, stride_of(a, p.v));
         prefetched_[set][key] = v;
@@ -1755,7 +1815,7 @@ class Nest : public VectorCode {
   std::vector<Value> loaded_;
   std::map<std::string, Value> memo_;  // this tile's values by expression text
   int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
-  int64_t accs_[2] = {0, 0}, parts_[2] = {0, 0}, rowvals_of_[2] = {0, 0};
+  int64_t accs_[kMaxSets] = {}, parts_[kMaxSets] = {}, rowvals_of_[kMaxSets] = {};
   int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)
@@ -1764,7 +1824,7 @@ class Nest : public VectorCode {
   std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
   std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
   std::map<std::string, Value> block_loads_;   // this block's loads, by access key
-  std::map<std::string, Value> prefetched_[2];  // each set's loads ahead of its compute, by access key
+  std::map<std::string, Value> prefetched_[kMaxSets];  // each set's loads ahead of its compute, by access key
   std::string memo_prefix_;                    // the statement's dimensions (memo_ spans a block's statements)
   int64_t acc() const { return accs_[acc_set_]; }
   int64_t part() const { return parts_[set_]; }
