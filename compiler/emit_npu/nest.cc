@@ -141,6 +141,7 @@ class Nest : public VectorCode {
   }
 
   std::string why_not_message() { return message(why_not(), "general vector lowering"); }
+  int row_pipeline_cores() { return why_not().empty() && fz_.on ? cores_ : 0; }
 
   NpuKernel emit() {
     if (std::string w = why_not(); !w.empty()) throw UserError(message(w, "general vector lowering"));
@@ -1408,7 +1409,15 @@ class Nest : public VectorCode {
       rows = p.dims[p.partition].extent;
     }
     partition_extent_ = rows;
-    const int64_t want = std::min<int64_t>(m_.cores, rows);
+    // Equal shares where a divisor of the rows keeps at least half the cores: every core then runs
+    // the same code (an uneven last share needs a loop over cores, whose carried syncs the sync pass
+    // must keep although each core runs it once).
+    int64_t want = std::min<int64_t>(m_.cores, rows);
+    for (int64_t c = want; 2 * c >= want; --c)
+      if (rows % c == 0) {
+        want = c;
+        break;
+      }
     range_ = (rows + want - 1) / want;
     cores_ = static_cast<int>((rows + range_ - 1) / range_);
     if (cores_ == 1) range_ = rows;
@@ -1839,6 +1848,10 @@ std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& ma
 
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued) {
   return Nest(kernel, machine, max_issued).why_not_message();
+}
+
+int row_pipeline_cores(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {
+  return Nest(kernel, machine).row_pipeline_cores();
 }
 
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target) {

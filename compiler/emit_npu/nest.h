@@ -48,5 +48,8 @@ std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& ma
 // takes the vector unit only while it stays small).
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued);
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+// The cores the row pipeline spreads the kernel over, 0 when it does not take it (emit_npu prefers
+// it to the one-core row templates of channels.h and rows.h when that is more than one).
+int row_pipeline_cores(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 
 }  // namespace tessel::emit_npu
