@@ -1482,9 +1482,10 @@ class Nest : public VectorCode {
   bool size_pipeline() {
     const int64_t most = std::min({range_, max_repeat_, max_repeat_ * m_.vector_lanes(DType::F32) / fz_.pitch,
                                    std::max<int64_t>(1, (range_ + kMinBlocks - 1) / kMinBlocks)});
+    int64_t chosen = 0;
     for (int sets = 2; sets <= kMaxSets; ++sets) {
       fz_.sets = sets;
-      if (most < 1 || !fits_rows(1)) return false;
+      if (most < 1 || !fits_rows(1)) break;
       int64_t lo = 1, hi = most;
       while (lo < hi) {
         const int64_t mid = (lo + hi + 1) / 2;
@@ -1492,7 +1493,13 @@ class Nest : public VectorCode {
         else hi = mid - 1;
       }
       fits_rows(lo);
-      if ((sets - 1) * fz_.vector_cycles >= fz_.load_cycles || sets == kMaxSets || lo == range_) break;
+      chosen = lo;
+      if ((sets - 1) * fz_.vector_cycles >= fz_.load_cycles || lo == range_) break;
+    }
+    if (chosen == 0) return false;
+    if (fz_.rows != chosen || !fits_rows(chosen)) {  // three sets do not fit: two
+      fz_.sets = 2;
+      if (!fits_rows(chosen)) return false;
     }
     fz_.on = true;
     return true;
