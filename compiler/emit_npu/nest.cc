@@ -1375,7 +1375,7 @@ class Nest : public VectorCode {
   // Chooses the pipeline when it applies (every statement fits it and a block of rows fits UB):
   // the statements after a prologue of statements over the lanes only share a row partition.
   bool try_fused() {
-    if (!pads_.empty() || plans_.size() < 2) return false;
+    if (!pads_.empty() || plans_.empty()) return false;
     const std::vector<Plan> base = plans_;
     for (size_t l = 0; l < base.size(); ++l) {
       plans_ = base;

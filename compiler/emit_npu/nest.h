@@ -23,7 +23,7 @@
 //   conditions: vcmp_lt / vcmp_le / vcmp_eq give 1 / 0, combined by mul / max, and vselv selects.
 // Tiles: sized from the values the right-hand side uses (equal subexpressions computed once), the
 // innermost loop of two or more tiles double-buffered.
-// Row pipeline (softmax, layer norm, batch-norm update; tried first): when the statements after a
+// Row pipeline (softmax, layer norm, batch-norm update, bias + GELU; tried first): when the statements after a
 // prologue of statements over one lane dimension only share a row partition (the leading output
 // index), each being 2-D (rows u = the partition, lanes v: whole rows, element-wise or reduced
 // along v with an initialised reduction) or 1-D over the rows, and read earlier results only at the
@@ -42,7 +42,7 @@
 // the rows allow) whose per-core values and S sets of one block, measured by emitting them, fit UB.
 // Equal shares of rows per core where a divisor keeps at least half the cores. Not taken: rows
 // larger than what fits (R < 1), index values, divided indices, padded reads, transposed reads, a
-// read of a result at another element or before it is written, one statement alone.
+// read of a result at another element or before it is written.
 // Otherwise statements run in order; every statement's result goes to GM (temporaries and locals
 // become scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
 // leading output index every statement writes and reads its own tensors at, else the last one with

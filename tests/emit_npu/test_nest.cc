@@ -166,8 +166,20 @@ TEST_CASE("the row pipeline does not take what it cannot keep in UB") {
   CHECK(notes_of("bert.tsl", "softmax", "M=2,N=140000").find("row pipeline") == std::string::npos);
   // a statement reading a result at another row (the column statistic read along rows)
   CHECK(notes_of("generality.tsl", "col_then_row", "M=70,N=300").find("row pipeline") == std::string::npos);
-  // one statement: nothing to keep
-  CHECK(notes_of("vector.tsl", "bias_gelu", "M=64,N=256").find("row pipeline") == std::string::npos);
+  // a transposed read (vtranspose blocks need 16 rows of their own tile)
+  CHECK(notes_of("vector.tsl", "transpose2d", "M=512,N=512").find("row pipeline") == std::string::npos);
+}
+
+TEST_CASE("one statement in the row pipeline: bias + GELU with the bias loaded once per core, loads one block ahead") {
+  for (const std::string& t : {kTarget, k310}) check_nest("vector.tsl", "bias_gelu", "M=64,N=3072", false, t);
+  auto c = compile_case("vector.tsl", "bias_gelu", "M=64,N=3072");
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  // X in once (f16), the bias (f32) once per core, Y out once
+  CHECK(gm_traffic(r) == std::pair<uint64_t, uint64_t>{64 * 3072 * 2 + 32 * 3072 * 4, 64 * 3072 * 2});
+  std::string notes;
+  for (const auto& n : c->kernel.notes) notes += n + "\n";
+  CHECK(notes.find("row-invariant reads once per core: bias") != std::string::npos);
 }
 
 TEST_CASE("reassociated f32 sums compare within the documented bound, which grows with sqrt(terms)") {
