@@ -1164,12 +1164,16 @@ class Nest : public VectorCode {
       walk(*plans_[j].s->rhs);
       if (prefix + ir::to_string(*plans_[j].s->rhs) == key) uses += 2;  // a statement's value: kept
     }
-    if (uses != 1) return false;
+    return uses == 1 && !kept(region);
+  }
+  // Is `region` a load (hoisted, this block's) or a result kept in UB? (A cast to the same type
+  // is its operand's value, so an expression's value may be one of them.)
+  bool kept(int64_t region) const {
     auto held = [&](const std::map<std::string, Value>& m) {
       return std::any_of(m.begin(), m.end(), [&](const auto& v) { return v.second.region == region; });
     };
-    if (held(hoisted_) || held(block_loads_) || held(prefetched_[set_])) return false;
-    return std::none_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == region; });
+    if (held(hoisted_) || held(block_loads_) || held(prefetched_[set_])) return true;
+    return std::any_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == region; });
   }
 
   // A value per row spread over the row's lanes.
@@ -1752,7 +1756,7 @@ class Nest : public VectorCode {
       accs_[acc_set_] = fresh_bytes(per_row_bytes());
       // folded in place unless a later statement reads x (a result, a load, a shared subexpression)
       const bool own = p.s->rhs->kind == ir::ExprKind::Apply && !used_after(i, memo_prefix_ + ir::to_string(*p.s->rhs)) &&
-                       std::none_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == x.region; });
+                       !kept(x.region);
       const int64_t scratch = own ? -1 : fresh_region();
       op(Opcode::Vdup, {type(t), at(Buffer::UB, acc()), Operand::float_(identity(p)), imm(repeats(rows, t)), imm(1), imm(repeat_blocks_)});
       lanes(p, x, rows, fz_.lanes, scratch);

@@ -170,6 +170,11 @@ TEST_CASE("the row pipeline does not take what it cannot keep in UB") {
   CHECK(notes_of("vector.tsl", "transpose2d", "M=512,N=512").find("row pipeline") == std::string::npos);
 }
 
+TEST_CASE("the row pipeline folds a reduction out of place when its value is a row another statement reads") {
+  for (const std::string& t : {kTarget, k310}) check_nest("vector.tsl", "center_rows", "M=64,N=700", false, t);
+  CHECK(notes_of("vector.tsl", "center_rows", "M=64,N=700").find("row pipeline") != std::string::npos);
+}
+
 TEST_CASE("one statement in the row pipeline: bias + GELU with the bias loaded once per core, loads one block ahead") {
   for (const std::string& t : {kTarget, k310}) check_nest("vector.tsl", "bias_gelu", "M=64,N=3072", false, t);
   auto c = compile_case("vector.tsl", "bias_gelu", "M=64,N=3072");
