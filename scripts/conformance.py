@@ -21,6 +21,9 @@ which executes the kernel IR's control flow and checks every loop the polyhedral
 parallel for two iterations touching one element with a write (compiler/kernel/check_parallel.h);
 such a column passes when it reports 0 conflicts. Classified:
   pass    exit 0, output verified against the reference interpreter, no race, no deadlock
+          (`tessel run`'s bounds: f16 2e-3; f32 1e-5, or max(1e-5, 8·sqrt(n)·2^-24) for a function
+          with an f32 sum of n terms, which a vector unit adds as a tree while the interpreter adds
+          in order — emit_c::reassociated_sum_tolerance, compiler/emit_npu/README.md)
   reject  exit 1 with a backend's "does not map" / unsupported message (its first line is kept)
   fail    exit 1 with a mismatch, a race or deadlock reported by the simulator (at any exit
           status), or a simulator fault (an instruction outside a buffer)

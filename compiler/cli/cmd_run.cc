@@ -103,7 +103,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     Tensors inputs = interp::random_inputs(f, co.sizes, opts->seed);
     BackendResult r = backend->execute(*c, inputs);
     Tensors expected = interp::evaluate(f, co.sizes, inputs);
-    emit_c::Verification v = emit_c::verify(expected, r.outputs);
+    emit_c::Verification v = emit_c::verify(expected, r.outputs, emit_c::reassociated_sum_tolerance(f, co.sizes));
     std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile "
               << c->tile_spec.to_string() << ": " << (v.verified ? "verified" : "MISMATCH")
               << ", max_abs_err " << v.max_abs_err << ", compile " << c->total_ms << " ms\n";

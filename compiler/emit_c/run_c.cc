@@ -1,5 +1,7 @@
 #include "compiler/emit_c/run_c.h"
 
+#include <cmath>
+
 #include "compiler/emit_c/emit_c.h"
 #include "compiler/emit_c/host_cc.h"
 #include "isa/base/error.h"
@@ -30,7 +32,22 @@ void tolerance_for(DType t, double& abs_tol, double& rel_tol) {
   }
 }
 
-Verification verify(const Tensors& expected, const Tensors& actual) {
+double reassociated_sum_tolerance(const ir::Function& f, const std::map<std::string, int64_t>& sizes) {
+  double terms = 1;
+  for (const auto& s : f.statements) {
+    const ir::Tensor* t = f.find_tensor(s.output);
+    if (s.reduction != ir::Reduction::Sum || !t || t->dtype != DType::F32) continue;
+    double n = 1;
+    for (const auto& iv : s.domain)
+      if (iv.is_reduction) n *= double(iv.hi.evaluate({}, sizes) - iv.lo.evaluate({}, sizes));
+    terms = std::max(terms, n);
+  }
+  double a = 0, r = 0;
+  tolerance_for(DType::F32, a, r);
+  return std::max(r, kReassociationSigmas * std::sqrt(terms) * std::ldexp(1.0, -24));
+}
+
+Verification verify(const Tensors& expected, const Tensors& actual, double f32_tolerance) {
   Verification v;
   for (const auto& [name, e] : expected) {
     auto it = actual.find(name);
@@ -41,6 +58,7 @@ Verification verify(const Tensors& expected, const Tensors& actual) {
     }
     double a = 0, r = 0;
     tolerance_for(e.dtype, a, r);
+    if (f32_tolerance > 0 && e.dtype == DType::F32) a = r = f32_tolerance;
     interp::Comparison c = interp::compare(e, it->second, a, r, name);
     v.max_abs_err = std::max(v.max_abs_err, c.max_abs_err);
     v.mismatches += c.mismatches;

@@ -32,6 +32,18 @@ struct Verification {
   int64_t mismatches = 0;
   std::string first_mismatch;
 };
-Verification verify(const Tensors& expected, const Tensors& actual);
+// f32 outputs may compare with a wider bound than tolerance_for's when the function sums f32
+// values: a target that reassociates such a sum (a vector unit adds a row's lanes as a tree, as every
+// vector unit does) and the interpreter's sequential order carry different rounding errors, each a
+// random walk of about sqrt(n) steps of u = 2^-24 (relative to the sum of the |terms|; n the terms).
+// The interpreter's own sequential sum is the less accurate of the two for long rows (a
+// 300,000-term f32 sum of squares is off by ~1e-4 of its value), so neither order is "the" exact
+// one: the bound is max(tolerance_for's 1e-5, kReassociationSigmas * sqrt(n) * u), n the most terms
+// of one f32 sum in f — unchanged up to n ~ 440, 1.5e-5 at n = 1024, 2.6e-4 at n = 300,000.
+inline constexpr double kReassociationSigmas = 8;
+double reassociated_sum_tolerance(const ir::Function& f, const std::map<std::string, int64_t>& sizes);
+
+// f32_tolerance > 0: the relative and absolute bound for f32 outputs instead of tolerance_for's.
+Verification verify(const Tensors& expected, const Tensors& actual, double f32_tolerance = 0);
 
 }  // namespace tessel::emit_c

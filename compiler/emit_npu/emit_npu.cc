@@ -861,7 +861,10 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const kernel::Node* mm = find_matmul(k);
   if (mm) return on_cube([&] { return emit_gemm(k, mm->matmul, m, target); });
   std::string reasons;
+  // The row templates run on one core: the general lowering's row pipeline over several beats them.
+  const bool pipeline = row_pipeline_cores(k, m) > 1;
   for (const VectorMapping& mapping : kVectorMappings) {
+    if (pipeline && (mapping.emit == emit_channels || mapping.emit == emit_rows)) continue;
     const std::string why = mapping.why_not(k, m);
     if (why.empty()) return or_general([&] { return mapping.emit(k, target); }, double(1 << 23));
     reasons += (reasons.empty() ? "" : "; ") + why;

@@ -23,8 +23,28 @@
 //   conditions: vcmp_lt / vcmp_le / vcmp_eq give 1 / 0, combined by mul / max, and vselv selects.
 // Tiles: sized from the values the right-hand side uses (equal subexpressions computed once), the
 // innermost loop of two or more tiles double-buffered.
-// Statements run in order; every statement's result goes to GM (temporaries and locals become
-// scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
+// Row pipeline (softmax, layer norm, batch-norm update, bias + GELU; tried first): when the statements after a
+// prologue of statements over one lane dimension only share a row partition (the leading output
+// index), each being 2-D (rows u = the partition, lanes v: whole rows, element-wise or reduced
+// along v with an initialised reduction) or 1-D over the rows, and read earlier results only at the
+// element they were written at (as they are, one per row, or one per lane), the statements run
+// together per block of R rows: each input row loaded once (equal loads and subexpressions shared
+// across the statements), every result kept in UB (one per row as one repeat per row, read by the
+// row's operations with repeat stride 0), only the kernel's outputs stored; the prologue's
+// statements run once per core (every core computes them, core 0 alone stores their outputs: the
+// per-channel statistics of bn_update, so its rows spread over every core) and reads that do not
+// move with the rows (gamma, beta, the prologue's results) are expanded once per core to R rows.
+// Blocks cycle through S value sets and the loads of block b + S - 1 are issued before the compute
+// of b (S = 2, or 3 where one block's vector work, one cycle per repeat, is shorter than its loads'
+// GM latency + bytes / bandwidth: both from the machine model); element-wise operations overwrite
+// an operand no other node of the block reads; a row reduction folds out of place when its value is
+// read again. R: the most rows (within one instruction's repeats, at least 8 blocks per core where
+// the rows allow) whose per-core values and S sets of one block, measured by emitting them, fit UB.
+// Equal shares of rows per core where a divisor keeps at least half the cores. Not taken: rows
+// larger than what fits (R < 1), index values, divided indices, padded reads, transposed reads, a
+// read of a result at another element or before it is written.
+// Otherwise statements run in order; every statement's result goes to GM (temporaries and locals
+// become scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
 // leading output index every statement writes and reads its own tensors at, else the last one with
 // a vector repeat of it per core) in contiguous ranges per core, or one core when the statements
 // share no such index.
@@ -48,5 +68,8 @@ std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& ma
 // takes the vector unit only while it stays small).
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued);
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+// The cores the row pipeline spreads the kernel over, 0 when it does not take it (emit_npu prefers
+// it to the one-core row templates of channels.h and rows.h when that is more than one).
+int row_pipeline_cores(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 
 }  // namespace tessel::emit_npu

@@ -160,7 +160,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       if (a[0].type == t) return a[0];
       if (t == DType::I32 && dtype_is_float(a[0].type)) return truncate_to_i32(a[0], n);
       if (t == DType::I8) return to_i8(a[0], n);
-      Value r{false, 0, fresh_region(), t};
+      Value r{false, 0, result_region(e, a), t};
       const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
       const int64_t rep_dst = lanes * dtype_bytes(t) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(a[0].type) / m_.vector_block_bytes;
       op(Opcode::Vconv, {type(t), type(a[0].type), at(Buffer::UB, r.region), at(Buffer::UB, a[0].region),
@@ -191,7 +191,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       }
       return {true, t == DType::F32 ? double(float(r)) : r, 0, t};
     }
-    Value r{false, 0, fresh_region(), t};
+    Value r{false, 0, result_region(e, a), t};
     if (a.size() == 1) {
       switch (e.op) {
         case ir::Op::Neg: with_scalar(Opcode::Vmuls, r, a[0], -1.0, n); return r;

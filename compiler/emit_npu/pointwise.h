@@ -28,6 +28,9 @@ class VectorCode {
     double constant = 0;
     int64_t region = 0;  // UB byte offset
     DType type = DType::F32;
+    // A value per row of a tile, held as one repeat per row (the row pipeline of nest.cc; only its
+    // own code reads such a value, expanding it before anything else sees it).
+    bool per_row = false;
   };
   VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
   virtual ~VectorCode() = default;
@@ -66,6 +69,9 @@ class VectorCode {
   void unary(npu::Opcode o, const Value& dst, const Value& a, int64_t n);
   // A mapping may take over node kinds (accesses at other indices, conditions) by overriding.
   virtual Value compile(const ir::Expr& e, int64_t n);
+  // The region of node e's result, its operands' values `a`: a fresh one; a mapping that knows an
+  // operand dies here may return the operand's region (element-wise operations run in place).
+  virtual int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) { (void)e, (void)a; return fresh_region(); }
   Value apply(const ir::Expr& e, int64_t n);
   void convert(const Value& dst, const Value& src, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);

@@ -27,6 +27,7 @@ struct Case {
   std::unique_ptr<Compilation> compilation;
   emit_npu::NpuKernel kernel;
   interp::Tensors inputs, expected;
+  double f32_tolerance = 0;  // emit_c::reassociated_sum_tolerance of the function
 };
 
 // Compiles workloads/FILE's DEF at SHAPE (optionally with a tile spec) and emits the NPU program;
@@ -47,6 +48,7 @@ inline std::unique_ptr<Case> compile_case(const std::string& file, const std::st
   if (evaluate) {
     c->inputs = interp::random_inputs(f, o.sizes, 3);
     c->expected = interp::evaluate(f, o.sizes, c->inputs);
+    c->f32_tolerance = emit_c::reassociated_sum_tolerance(f, o.sizes);
   }
   return c;
 }
@@ -69,7 +71,7 @@ inline Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
   interp::Tensors outputs;
   for (const auto& t : r.sync.program.tensors)
     if (t.role == npu::TensorRole::Out) outputs[t.name] = r.sim.tensor(r.sync.program, t.name);
-  r.verification = emit_c::verify(c.expected, outputs);
+  r.verification = emit_c::verify(c.expected, outputs, c.f32_tolerance);
   return r;
 }
 

@@ -4,11 +4,14 @@
 // the tile and core choices are the ones the header describes.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "compiler/emit_c/run_c.h"
 #include "compiler/emit_npu/emit_npu.h"
 #include "compiler/emit_npu/nest.h"
+#include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
 #include "isa/base/error.h"
 #include "npu_case.h"
@@ -79,8 +82,120 @@ TEST_CASE("softmax and layer-norm with rows of any length: several repeats per r
   }
   check_nest("bert.tsl", "softmax", "M=2,N=140000", false);  // 280 KB rows, UB 256 KiB: tiled rows, running max and sum
   const std::string notes = notes_of("bert.tsl", "softmax", "M=64,N=768");
-  CHECK(notes.find("S0: 2 loop(s), tile 2 x 768 (pitch 768), rows m, lanes n") != std::string::npos);
+  CHECK(notes.find("row pipeline: statements S0..S3 per block of 1 rows x 768 lanes (pitch 768)") != std::string::npos);
   CHECK(notes.find("general vector lowering on 32 core(s), 2 rows each") != std::string::npos);
+}
+
+namespace {
+
+// Bytes a run moved from GM into UB and from UB into GM (every core).
+std::pair<uint64_t, uint64_t> gm_traffic(const Run& r) {
+  uint64_t in = 0, out = 0;
+  const int gm = static_cast<int>(npu::Buffer::GM), ub = static_cast<int>(npu::Buffer::UB);
+  for (const auto& e : r.sim.record.instructions) {
+    if (e.path_from == gm && e.path_to == ub) in += e.bytes;
+    if (e.path_from == ub && e.path_to == gm) out += e.bytes;
+  }
+  return {in, out};
+}
+
+// Cycles core 0's vector pipe spent in vector instructions (one per repeat; no flags, no stalls).
+uint64_t vector_cycles(const Run& r) {
+  uint64_t v = 0;
+  for (const auto& e : r.sim.record.instructions) {
+    if (e.core != 0 || e.pipe != npu::Pipe::V) continue;
+    const npu::Opcode o = r.sync.program.code[e.pc].opcode;
+    if (o != npu::Opcode::SetFlag && o != npu::Opcode::WaitFlag && o != npu::Opcode::PipeBarrier) v += e.end - e.start;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("the row pipeline keeps a row kernel's results in UB: each input row read once, each output row written once") {
+  // softmax 64 x 768 f16: X in once (64 x 768 x 2 bytes), Y out once; Mx, E, Den never reach GM
+  // (statement by statement they did: X twice, E f32 out and in twice, the row values).
+  for (const std::string& t : {kTarget, k310}) check_nest("bert.tsl", "softmax", "M=64,N=768", false, t);
+  auto sm = compile_case("bert.tsl", "softmax", "M=64,N=768");
+  const Run s = run(*sm, npu_sync::SyncMode::Pruned);
+  CHECK(s.verification.verified);
+  CHECK(gm_traffic(s) == std::pair<uint64_t, uint64_t>{64 * 768 * 2, 64 * 768 * 2});
+  // layer norm 64 x 768 on 32 cores: X once, gamma and beta (768 f32 each) once per core.
+  for (const std::string& t : {kTarget, k310}) check_nest("bert.tsl", "layer_norm", "M=64,N=768", false, t);
+  auto ln = compile_case("bert.tsl", "layer_norm", "M=64,N=768");
+  REQUIRE(ln->kernel.program.cores == 32);
+  const Run l = run(*ln, npu_sync::SyncMode::Pruned);
+  CHECK(l.verification.verified);
+  CHECK(gm_traffic(l) == std::pair<uint64_t, uint64_t>{64 * 768 * 2 + 32 * 2 * 768 * 4, 64 * 768 * 2});
+  std::string notes;
+  for (const auto& n : ln->kernel.notes) notes += n + "\n";
+  CHECK(notes.find("row-invariant reads once per core: beta, gamma") != std::string::npos);
+}
+
+TEST_CASE("the row pipeline's vector work per row, counted by hand: values per row one repeat, folds of a row's repeats") {
+  // softmax, 32 rows of 1024 f16 on 32 cores (one row each); core 0's vector cycles (one per repeat):
+  //   Mx:  vconv f16 -> f32 16, fold 8 + 4 + 2 + 1, vcmax 1, identity 1, combine 1      = 34
+  //   E:   vbrcb of Mx 1 (one repeat per row), vsub 16 (Mx read with repeat stride 0), vexp 16 = 33
+  //   Den: fold 15 (out of place: E is read again), vcadd 1, identity 1, combine 1       = 18
+  //   Y:   vbrcb of Den 1, vdiv 16, vconv f32 -> f16 16                                   = 33
+  auto c = compile_case("bert.tsl", "softmax", "M=32,N=1024");
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  CHECK(vector_cycles(r) == 34 + 33 + 18 + 33);
+}
+
+TEST_CASE("batch-norm update: the per-channel statements run once per core, the rows over every core") {
+  // 2 x 4 x 4 pixels x 64 channels: 32 rows over 32 cores. Mean, Var (outputs) and Scale are
+  // computed by every core from Sum / SumSq (4 x 256 bytes in per core) and kept in UB; core 0
+  // alone writes Mean and Var; X in once, Y out once.
+  for (const std::string& t : {kTarget, k310}) check_nest("batch_norm.tsl", "bn_update", "N=2,H=4,W=4,C=64", false, t);
+  auto c = compile_case("batch_norm.tsl", "bn_update", "N=2,H=4,W=4,C=64");
+  CHECK(c->kernel.program.cores == 32);
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  CHECK(gm_traffic(r) == std::pair<uint64_t, uint64_t>{32 * 64 * 2 + 32 * 4 * 64 * 4, 32 * 64 * 2 + 2 * 64 * 4});
+  std::string notes;
+  for (const auto& n : c->kernel.notes) notes += n + "\n";
+  CHECK(notes.find("S0..S2 once per core") != std::string::npos);
+  // a larger one: several blocks per core, a last core with fewer rows, channels not a multiple of 64
+  check_nest("batch_norm.tsl", "bn_update", "N=3,H=7,W=5,C=100", false);
+}
+
+TEST_CASE("the row pipeline does not take what it cannot keep in UB") {
+  // rows larger than UB: statement by statement with tiled rows and running accumulators
+  CHECK(notes_of("bert.tsl", "softmax", "M=2,N=140000").find("row pipeline") == std::string::npos);
+  // a statement reading a result at another row (the column statistic read along rows)
+  CHECK(notes_of("generality.tsl", "col_then_row", "M=70,N=300").find("row pipeline") == std::string::npos);
+  // a transposed read (vtranspose blocks need 16 rows of their own tile)
+  CHECK(notes_of("vector.tsl", "transpose2d", "M=512,N=512").find("row pipeline") == std::string::npos);
+}
+
+TEST_CASE("the row pipeline folds a reduction out of place when its value is a row another statement reads") {
+  for (const std::string& t : {kTarget, k310}) check_nest("vector.tsl", "center_rows", "M=64,N=700", false, t);
+  CHECK(notes_of("vector.tsl", "center_rows", "M=64,N=700").find("row pipeline") != std::string::npos);
+}
+
+TEST_CASE("one statement in the row pipeline: bias + GELU with the bias loaded once per core, loads one block ahead") {
+  for (const std::string& t : {kTarget, k310}) check_nest("vector.tsl", "bias_gelu", "M=64,N=3072", false, t);
+  auto c = compile_case("vector.tsl", "bias_gelu", "M=64,N=3072");
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  // X in once (f16), the bias (f32) once per core, Y out once
+  CHECK(gm_traffic(r) == std::pair<uint64_t, uint64_t>{64 * 3072 * 2 + 32 * 3072 * 4, 64 * 3072 * 2});
+  std::string notes;
+  for (const auto& n : c->kernel.notes) notes += n + "\n";
+  CHECK(notes.find("row-invariant reads once per core: bias") != std::string::npos);
+}
+
+TEST_CASE("reassociated f32 sums compare within the documented bound, which grows with sqrt(terms)") {
+  const ir::Function* f = nullptr;
+  frontend::Module m = frontend::load_module(kRoot + "/workloads/bert.tsl");
+  f = &frontend::select_function(m, "layer_norm");
+  const double u = std::ldexp(1.0, -24);
+  CHECK(emit_c::reassociated_sum_tolerance(*f, {{"M", 4}, {"N", 256}}) == 1e-5);  // 8 sqrt(256) u = 7.6e-6 < 1e-5
+  CHECK(emit_c::reassociated_sum_tolerance(*f, {{"M", 2}, {"N", 300000}}) == doctest::Approx(8 * std::sqrt(300000.0) * u));
+  const ir::Function& sm = frontend::select_function(m, "softmax");  // f16 input, f32 sums
+  CHECK(emit_c::reassociated_sum_tolerance(sm, {{"M", 2}, {"N", 1024}}) == doctest::Approx(8 * 32 * u));
 }
 
 TEST_CASE("permutations, a column statistic read along rows (cores split the last dimension), divided indices") {
@@ -115,4 +230,7 @@ TEST_CASE("pruned nest programs keep only needed syncs: removing any kept pair l
   check_mutants_of("generality.tsl", "mean_var_rows", "M=5,N=100");
   check_mutants_of("generality.tsl", "transpose_scale", "M=13,N=7");
   check_mutants_of("vector.tsl", "transpose2d", "M=160,N=512");
+  // the row pipeline: prefetched blocks in a loop (softmax: 16 blocks per core), the once-per-core prologue
+  check_mutants_of("bert.tsl", "softmax", "M=512,N=256");
+  check_mutants_of("batch_norm.tsl", "bn_update", "N=2,H=4,W=4,C=256");
 }
