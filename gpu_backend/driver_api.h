@@ -38,6 +38,7 @@ namespace tessel::gpu {
   X(cuMemFree)                     \
   X(cuMemcpyHtoD)                  \
   X(cuMemcpyDtoH)                  \
+  X(cuMemcpyDtoDAsync)             \
   X(cuMemsetD8)                    \
   X(cuStreamCreate)                \
   X(cuStreamDestroy)               \

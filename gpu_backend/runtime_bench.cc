@@ -4,6 +4,7 @@
 #include <random>
 #include <sstream>
 
+#include "gpu_backend/driver_api.h"
 #include "gpu_backend/error.h"
 #include "gpu_backend/nvrtc_compile.h"
 #include "gpu_backend/runtime.h"
@@ -59,6 +60,16 @@ std::vector<GemmShape> seed_gemm_shapes() {
 
 ConvShape seed_conv_shape() {
   return {.n = 256, .h = 14, .w = 14, .c = 256, .k = 512, .r = 3, .s = 3, .pad_h = 1, .pad_w = 1};
+}
+
+CopyBandwidth measure_copy_bandwidth(uint64_t bytes, CUstream stream, const TimingOptions& o) {
+  DeviceBuffer src(bytes), dst(bytes);
+  src.fill_bytes(0x5a);  // touched once: no first-use page mapping inside the timed calls
+  dst.fill_bytes(0);
+  CopyBandwidth c;
+  c.bytes = bytes;
+  c.graph = time_in_graph([&](CUstream s) { TESSEL_CU(cuMemcpyDtoDAsync(dst.ptr(), src.ptr(), bytes, s)); }, stream, o);
+  return c;
 }
 
 RuntimeBenchReport run_runtime_bench(const RuntimeBenchOptions& options) {

@@ -4,6 +4,7 @@
 // cost of launching an empty kernel. Benchmarks are not tests: nothing here asserts a time.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ struct RuntimeBenchOptions {
 // The seed shapes of DESIGN.md ("Reference workloads").
 std::vector<GemmShape> seed_gemm_shapes();
 ConvShape seed_conv_shape();
+
+// A device-to-device copy (cuMemcpyDtoDAsync) of `bytes`, timed in the graph harness: the bandwidth
+// `tessel bench gpu` compares memory-bound kernels with. Every byte is read once and written once.
+struct CopyBandwidth {
+  uint64_t bytes = 0;  // copied per call
+  Timing graph;
+  double bytes_per_second() const { return graph.median_us > 0 ? 2.0 * double(bytes) / (graph.median_us * 1e-6) : 0; }
+};
+CopyBandwidth measure_copy_bandwidth(uint64_t bytes, CUstream stream, const TimingOptions& options = {});
 
 // Runs on device 0; throws GpuError when there is no GPU.
 RuntimeBenchReport run_runtime_bench(const RuntimeBenchOptions& options = {});

@@ -2,7 +2,10 @@
 // and blocked), ours vs cuBLAS / cuDNN in both timing harnesses (timing.h). For each problem the
 // emitter's tile candidates (emit_tensor_core.h) are measured in the graph harness and the fastest
 // is kept (the tuning step); the kept kernel is checked against the library's output and timed in
-// both harnesses. Without a GPU (`prepare` mode) every candidate is only compiled, which fills the
+// both harnesses. Then the memory-bound table (issue 15, workloads/memory_bound.yaml; bench_gpu.h):
+// each kernel verified against the reference interpreter, timed in the graph harness, its bytes
+// moved over its time as a fraction of a device-to-device copy timed in the same process. Without
+// a GPU (`prepare` mode) every candidate and memory-bound kernel is only compiled, which fills the
 // NVRTC cache for a later run on the device. Benchmarks are not tests: nothing here asserts a time.
 #include <fmt/format.h>
 
@@ -14,9 +17,11 @@
 #include <future>
 #include <iostream>
 
+#include "compiler/cli/bench_gpu.h"
 #include "compiler/cli/run_gpu.h"
 #include "isa/gpu_machine.h"
 #include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_c/run_c.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
@@ -27,9 +32,86 @@
 #ifdef TESSEL_HAVE_CUDA
 #include "compiler/cli/run_gpu_internal.h"
 #include "gpu_backend/device_query.h"
+#include "gpu_backend/runtime_bench.h"
 #endif
 
 namespace tessel::cli {
+
+uint64_t bytes_moved_once(const kernel::Kernel& k) {
+  uint64_t bytes = 0;
+  for (const auto& t : k.tensors) {
+    if (t.temporary || t.kind == ir::TensorKind::Local) continue;
+    uint64_t n = 1;
+    for (int64_t s : t.shape) n *= uint64_t(s);
+    bytes += n * dtype_bytes(t.dtype);
+  }
+  return bytes;
+}
+
+std::string shape_text(const std::map<std::string, int64_t>& sizes) {
+  std::string s;
+  for (const auto& [name, value] : sizes) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(value);
+  return s;
+}
+
+namespace {
+
+std::string check_text(const MemoryBoundRow& r) {
+  if (!r.error.empty()) return "error: " + r.error;
+  return r.verified ? "verified" : fmt::format("MISMATCH ({} elements)", r.mismatches);
+}
+
+bool fits_l2(const MemoryBoundTable& t, const MemoryBoundRow& r) { return r.bytes_moved <= t.l2_cache_bytes; }
+
+}  // namespace
+
+std::string memory_bound_header(const MemoryBoundTable& t) {
+  std::string s = fmt::format(
+      "memory-bound kernels on {}: device-to-device copy of {} MiB: {:.2f} us, {:.1f} GB/s (read + write); "
+      "bytes moved = inputs read once + outputs written once; L2 warm = moved bytes fit the {} MiB L2 (inputs not rotated)\n",
+      t.device, t.copy.bytes >> 20, t.copy.graph_us, t.copy.bytes_per_second() * 1e-9, t.l2_cache_bytes >> 20);
+  s += fmt::format("{:<22} {:<11} {:<16} {:>9} {:>11} {:>9} {:>8} {:>7}  {}\n", "name", "kernel", "shape", "MB moved", "graph us",
+                   "GB/s", "of copy", "L2", "check");
+  return s;
+}
+
+std::string memory_bound_line(const MemoryBoundTable& t, const MemoryBoundRow& r) {
+  const std::string l2 = fits_l2(t, r) ? "warm" : "-";
+  if (r.graph_us <= 0)
+    return fmt::format("{:<22} {:<11} {:<16} {:>9.2f} {:>11} {:>9} {:>8} {:>7}  {}\n", r.name, r.kernel, shape_text(r.shape),
+                       double(r.bytes_moved) * 1e-6, "-", "-", "-", l2, check_text(r));
+  return fmt::format("{:<22} {:<11} {:<16} {:>9.2f} {:>11.2f} {:>9.1f} {:>7.1f}% {:>7}  {}\n", r.name, r.kernel, shape_text(r.shape),
+                     double(r.bytes_moved) * 1e-6, r.graph_us, r.bytes_per_second() * 1e-9, 100.0 * r.fraction_of_copy(t.copy), l2,
+                     check_text(r));
+}
+
+std::string memory_bound_text(const MemoryBoundTable& t) {
+  std::string s = memory_bound_header(t);
+  for (const auto& r : t.rows) s += memory_bound_line(t, r);
+  return s;
+}
+
+nlohmann::json memory_bound_json(const MemoryBoundTable& t) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : t.rows) {
+    nlohmann::json j = {{"name", r.name},          {"kernel", r.kernel},     {"shape", r.shape},
+                        {"bytes_moved", r.bytes_moved}, {"verified", r.verified}, {"max_abs_err", r.max_abs_err},
+                        {"mismatches", r.mismatches}, {"launches", r.launches}, {"notes", r.notes},
+                        {"fits_l2", fits_l2(t, r)}};
+    if (!r.first_mismatch.empty()) j["first_mismatch"] = r.first_mismatch;
+    if (!r.error.empty()) j["error"] = r.error;
+    if (r.graph_us > 0) {
+      j["graph_us"] = r.graph_us;
+      j["bytes_per_s"] = r.bytes_per_second();
+      j["fraction_of_copy"] = r.fraction_of_copy(t.copy);
+    }
+    rows.push_back(std::move(j));
+  }
+  return {{"copy", {{"method", "cuMemcpyDtoDAsync in a CUDA graph"}, {"bytes", t.copy.bytes}, {"graph_us", t.copy.graph_us},
+                    {"bytes_per_s", t.copy.bytes_per_second()}}},
+          {"l2_cache_bytes", t.l2_cache_bytes},
+          {"rows", rows}};
+}
 
 #ifdef TESSEL_HAVE_CUDA
 
@@ -145,9 +227,51 @@ std::vector<Entry> compile_suites(const std::string& source_dir, const std::stri
   return entries;
 }
 
+// A memory-bound kernel of workloads/memory_bound.yaml, compiled for the suite's description; the
+// emitter's own mapping (SIMT), no tile candidates. `error`: the compile failed (a row saying so).
+struct MemoryEntry {
+  frontend::SuiteEntry e;
+  frontend::Module module;
+  std::unique_ptr<Compilation> c;
+  std::string error;
+};
+
+// The memory-bound suite's entries selected by TESSEL_BENCH_FILTER: by entry name, or all of them
+// when the filter names the suite ("memory_bound").
+std::vector<MemoryEntry> compile_memory_bound(const std::string& source_dir, const std::string& target) {
+  const frontend::Suite suite = frontend::load_suite(source_dir + "/workloads/memory_bound.yaml");
+  std::vector<MemoryEntry> entries;
+  for (const auto& e : suite.entries)
+    if (selected(e.name) || selected(suite.name)) entries.push_back(MemoryEntry{.e = e});
+  std::vector<std::future<void>> jobs;
+  for (auto& en : entries)
+    jobs.push_back(std::async(std::launch::async, [&en, &target] {
+      try {
+        en.module = frontend::load_module(en.e.file);
+        CompileOptions o;
+        o.target = target;
+        o.sizes = en.e.shape;
+        en.c = compile(frontend::select_function(en.module, en.e.def), o);
+      } catch (const std::exception& ex) {
+        en.error = ex.what();
+      }
+    }));
+  for (auto& j : jobs) j.get();
+  return entries;
+}
+
 // Prepare mode (no GPU): every candidate compiled into the NVRTC cache.
-nlohmann::json prepare_cache(const std::vector<Entry>& entries, const std::string& why) {
+nlohmann::json prepare_cache(const std::vector<Entry>& entries, const std::vector<MemoryEntry>& memory, const std::string& why) {
   int compiled = 0;
+  for (const auto& en : memory) {
+    if (!en.c) {
+      std::cout << "tessel bench gpu: " << en.e.name << ": " << en.error << "\n";
+      continue;
+    }
+    auto p = emit_cuda::emit_cuda(en.c->kernel, gpu_options(*en.c, false));
+    gpu::compile_to_cubin(p.source, {.arch = p.arch, .options = {"-fmad=false"}});
+    ++compiled;
+  }
   for (const auto& en : entries)
     for (const auto& cfg : en.candidates) {
       emit_cuda::CudaOptions o;
@@ -158,7 +282,7 @@ nlohmann::json prepare_cache(const std::vector<Entry>& entries, const std::strin
       gpu::compile_to_cubin(p.source, {.arch = p.arch, .options = {"-fmad=false"}});
       ++compiled;
     }
-  std::cout << "tessel bench gpu: no GPU (" << why << "); compiled " << compiled << " candidate kernels into the NVRTC cache ("
+  std::cout << "tessel bench gpu: no GPU (" << why << "); compiled " << compiled << " candidate and memory-bound kernels into the NVRTC cache ("
             << gpu::cache_directory() << ")\n";
   return {{"suite", "gpu"}, {"prepared", compiled}};
 }
@@ -406,10 +530,83 @@ nlohmann::json bench_entry(const Entry& en, Harness& h, NhwcReference& nhwc, See
   return row;
 }
 
+// The copy the memory-bound kernels are compared with: large enough that it streams from device
+// memory on any GPU tessel targets (the L2 is well under it), as PyTorch peers measure it
+// (scripts/gpu_peers.py).
+constexpr uint64_t kCopyBytes = uint64_t(256) << 20;
+
+// The reference interpreter's outputs for each entry's random inputs (seed 1), side by side on the
+// host while nothing else runs.
+struct MemoryReference {
+  std::map<std::string, NpyArray> inputs, expected;
+};
+
+std::vector<MemoryReference> memory_references(const std::vector<MemoryEntry>& entries) {
+  std::vector<MemoryReference> refs(entries.size());
+  std::vector<std::future<void>> jobs;
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].c)
+      jobs.push_back(std::async(std::launch::async, [&en = entries[i], &r = refs[i]] {
+        r.inputs = interp::random_inputs(*en.c->function, en.e.shape, 1);
+        r.expected = interp::evaluate(*en.c->function, en.e.shape, r.inputs);
+      }));
+  for (auto& j : jobs) j.get();
+  return refs;
+}
+
+// One memory-bound kernel: one call checked against the interpreter, then timed in the graph harness.
+MemoryBoundRow bench_memory_entry(const MemoryEntry& en, const MemoryReference& ref, Harness& h) {
+  MemoryBoundRow row{.name = en.e.name, .kernel = en.e.def, .shape = en.e.shape};
+  if (!en.c) {
+    row.error = en.error;
+    return row;
+  }
+  row.bytes_moved = bytes_moved_once(en.c->kernel);
+  try {
+    LoadedProgram lp = load_program(en.c->kernel, gpu_options(*en.c, false));
+    row.launches = lp.kernels.size();
+    row.notes = lp.notes;
+    for (size_t i = 0; i < lp.attributes.size(); ++i)
+      if (lp.attributes[i].local_bytes_per_thread > 0)
+        row.notes.push_back(fmt::format("{} spills {} B per thread", lp.program.launches[i].kernel, lp.attributes[i].local_bytes_per_thread));
+    DeviceTensors d = allocate(en.c->kernel, ref.inputs, lp.program.scratch_bytes);  // outputs poisoned
+    launch_all(lp, d, h.stream);
+    h.stream.synchronize();
+    const emit_c::Verification v = emit_c::verify(ref.expected, download_outputs(en.c->kernel, d));
+    row.verified = v.verified;
+    row.max_abs_err = v.max_abs_err;
+    row.mismatches = v.mismatches;
+    row.first_mismatch = v.first_mismatch;
+    gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
+    row.graph_us = gpu::time_in_graph(call, h.stream, h.full).median_us;
+  } catch (const std::exception& ex) {
+    row.error = ex.what();
+  }
+  return row;
+}
+
+// The copy first, then each kernel, its line printed as it is measured.
+MemoryBoundTable bench_memory_bound(const std::vector<MemoryEntry>& entries, const std::string& device, Harness& h) {
+  MemoryBoundTable t;
+  t.device = device;
+  t.l2_cache_bytes = h.ctx.device().properties.l2_cache_bytes;
+  const gpu::CopyBandwidth copy = gpu::measure_copy_bandwidth(kCopyBytes, h.stream, h.full);
+  t.copy = {.bytes = copy.bytes, .graph_us = copy.graph.median_us};
+  const std::vector<MemoryReference> refs = memory_references(entries);
+  std::cout << memory_bound_header(t);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    t.rows.push_back(bench_memory_entry(entries[i], refs[i], h));
+    std::cout << memory_bound_line(t, t.rows.back());
+    std::cout.flush();
+  }
+  return t;
+}
+
 nlohmann::json summary(const std::string& device, const nlohmann::json& rows, const SeedRatios& seeds) {
   const double gg = geomean(seeds.graph), gs = geomean(seeds.stream);
   const double ggp = geomean(seeds.graph_pdl), gsp = geomean(seeds.stream_pdl);
-  std::cout << fmt::format("seed GEMM table geomean speedup over cuBLAS: {:.2f}x (CUDA graph), {:.2f}x (stream)\n", gg, gs);
+  if (!seeds.graph.empty())
+    std::cout << fmt::format("seed GEMM table geomean speedup over cuBLAS: {:.2f}x (CUDA graph), {:.2f}x (stream)\n", gg, gs);
   if (!seeds.graph_pdl.empty())
     std::cout << fmt::format("  with programmatic dependent launch (ours only; cuBLAS called as-is): {:.2f}x (CUDA graph), {:.2f}x (stream)\n",
                              ggp, gsp);
@@ -433,17 +630,21 @@ nlohmann::json bench_gpu(const std::string& source_dir_in) {
   const std::string source_dir = !source_dir_in.empty()                                        ? source_dir_in
                                  : std::filesystem::exists(TESSEL_SOURCE_DIR "/workloads/gemm.yaml") ? TESSEL_SOURCE_DIR
                                                                                                       : ".";
-  std::vector<Entry> entries = compile_suites(source_dir, source_dir + "/isa/targets/sm90.yaml");
+  const std::string target = source_dir + "/isa/targets/sm90.yaml";
+  std::vector<Entry> entries = compile_suites(source_dir, target);
+  const std::vector<MemoryEntry> memory = compile_memory_bound(source_dir, target);
   std::string why;
-  if (gpu::device_count(&why) == 0) return prepare_cache(entries, why);
+  if (gpu::device_count(&why) == 0) return prepare_cache(entries, memory, why);
   Harness h;
   const std::string device = h.ctx.device().name + " (" + h.arch() + ", " + std::to_string(h.ctx.device().sm_count) + " SMs)";
-  print_header(device);
   nlohmann::json rows = nlohmann::json::array();
   NhwcReference nhwc;
   SeedRatios seeds;
+  if (!entries.empty()) print_header(device);
   for (const auto& en : entries) rows.push_back(bench_entry(en, h, nhwc, seeds));
-  return summary(device, rows, seeds);
+  nlohmann::json result = summary(device, rows, seeds);
+  if (!memory.empty()) result["memory_bound"] = memory_bound_json(bench_memory_bound(memory, device, h));
+  return result;
 }
 
 #endif
