@@ -5,6 +5,8 @@
 #   sanitizer.txt                       compute-sanitizer racecheck + memcheck: every SIMT kernel of
 #                                       a conformance sample and the row kernels, a TensorCore sample
 #   peers.json / peers.txt              scripts/gpu_peers.py (tessel vs PyTorch, CUDA graphs)
+#   test_gpu_emit.log                   the GPU-side tests
+#   bench_memory_bound.{txt,json}       tessel bench gpu's memory-bound table
 D=${1:-build/dev}
 OUT=${OUT:-/tmp/tessel-gpu-out}
 mkdir -p $OUT
@@ -15,6 +17,13 @@ done
 export TESSEL_CACHE_DIR=$PWD/$D/nvrtc-cache
 T=$PWD/$D/bin/tessel
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/device.txt
+if [ "${GPUTESTS:-1}" = 1 ]; then  # the GPU-side tests: every small-suite workload and the TensorCore cases verified
+  timeout ${GPUTESTS_S:-240} $D/bin/test_gpu_emit > $OUT/test_gpu_emit.log 2>&1; echo "test_gpu_emit rc=$?"; tail -4 $OUT/test_gpu_emit.log
+fi
+if [ "${MEMBENCH:-1}" = 1 ]; then  # tessel bench gpu's memory-bound table (fraction of a device-to-device copy)
+  TESSEL_BENCH_FILTER=memory_bound timeout 200 $T bench gpu --json $OUT/bench_memory_bound.json > $OUT/bench_memory_bound.txt 2>&1
+  echo "bench memory_bound rc=$?"; tail -16 $OUT/bench_memory_bound.txt
+fi
 if [ "${PEERS:-1}" = 1 ]; then
   timeout ${PEERS_S:-200} python3 scripts/gpu_peers.py --tessel $T --json $OUT/peers.json > $OUT/peers.txt 2>&1; echo "peers rc=$?"; cat $OUT/peers.txt
 fi
