@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/conv.h"
+#include "compiler/emit_npu/conv_epilogue.h"
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
@@ -27,7 +28,8 @@ using npu::Operand;
 Operand f16() { return Operand::type(DType::F16); }
 
 enum Reg : uint8_t {
-  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner
+  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
+  kYBaseOdd  // the odd image's Y base while its write-back trails the next image's mmads
 };
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -164,6 +166,7 @@ UserError conv_unsupported(const kernel::Kernel& k, const std::string& why) {
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   tile::ConvGeometry g;
   g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
+  g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw;
   g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
   g.one_core = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
@@ -277,16 +280,25 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
   full_mask();
 }
 
+// A band of output rows [out_first, out_first + out_rows) and its input window: rows
+// [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
+// it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
+struct Band {
+  int64_t out_first = 0, out_rows = 0, in_first = 0, in_rows = 0, pad_top = 0, pad_bottom = 0, pixels = 0;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+};
+
 // Carries out a ConvPlan (compiler/tile/npu_conv_plan.h) for one matched convolution: GM tensors,
 // scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
 class ConvEmitter {
  public:
   ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
-              const tile::ConvPlan& plan, GemmEpilogue* epi, NpuKernel& out)
+              const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out)
       : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
 
   void run() {
     p_.source_name = k_.name + ".npu";
+    make_bands();
     out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
     place_tensors();
     set_layouts();
@@ -310,7 +322,7 @@ class ConvEmitter {
   int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
   // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
   int64_t halves() const { return plan_.fm_halves == 2 && per_core_images() % 2 == 0 ? 2 : 1; }
-  int64_t w_l1() const { return halves() * plan_.fm_bytes; }  // the tile's weights after the feature maps
+  int64_t w_l1() const { return (bands_.size() > 1 ? plan_.fm_halves : halves()) * plan_.fm_bytes; }  // the tile's weights after the feature maps
   int64_t offset(const std::string& n) const { return p_.find_tensor(n)->gm_offset; }
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
 
@@ -405,12 +417,37 @@ class ConvEmitter {
     out_.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig_.C, orig_.K, cv_.C, cv_.K));
   }
 
+  // The plan's bands: the whole image (its pad rows as the statement has them), or bands of
+  // band_rows output rows, each reading its rows x stride + halo input rows clipped to the image.
+  void make_bands() {
+    const int64_t th = plan_.band_rows ? plan_.band_rows : cv_.OH;
+    for (int64_t o0 = 0; o0 < cv_.OH; o0 += th) {
+      Band b;
+      b.out_first = o0, b.out_rows = std::min(th, cv_.OH - o0), b.pixels = b.out_rows * cv_.OW;
+      const int64_t lo = o0 * cv_.sh - cv_.pt, hi = (o0 + b.out_rows - 1) * cv_.sh + cv_.dh * (cv_.R - 1) - cv_.pt;
+      if (th == cv_.OH) {
+        b.in_first = 0, b.in_rows = cv_.H, b.pad_top = cv_.pt, b.pad_bottom = hi - (cv_.H - 1);
+      } else {
+        b.in_first = std::max<int64_t>(0, lo);
+        const int64_t last = std::min(cv_.H - 1, hi);
+        b.in_rows = last - b.in_first + 1, b.pad_top = b.in_first - lo, b.pad_bottom = hi - last;
+      }
+      const int64_t padded = round_up(b.pixels, m_.cube_f16.m0);
+      for (const auto& [p0, size] : plan_.blocks)
+        if (p0 < padded) b.blocks.push_back({p0, std::min(size, padded - p0)});
+      bands_.push_back(std::move(b));
+    }
+  }
+
+  void set_fmatrix(const Band& b) {
+    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
+    op(Opcode::SetFmatrix, {imm(b.in_rows), imm(cv_.W), imm(b.pad_top), imm(b.pad_bottom), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw),
+                            imm(cv_.R), imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+  }
+
   void main_loops() {
     p_.cores = static_cast<int>(plan_.cores);
-    const int64_t pb = (cv_.OH - 1) * cv_.sh + cv_.dh * (cv_.R - 1) + 1 - cv_.H - cv_.pt;
-    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
-    op(Opcode::SetFmatrix, {imm(cv_.H), imm(cv_.W), imm(cv_.pt), imm(pb), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw), imm(cv_.R),
-                            imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+    if (bands_.size() == 1) set_fmatrix(bands_[0]);
     if (kt_loop()) {
       op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});
       op(Opcode::Mov, {reg(kImage0), imm(0)});
@@ -420,16 +457,85 @@ class ConvEmitter {
       op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
     }
     load_weights();
-    if (epi_) {
-      op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
-      op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
-    }
+    if (epi_) load_channels();
     const int64_t iterations = per_core_images() / halves();
-    if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
-    else op(Opcode::Mov, {reg(kPair), imm(0)});
-    for (int64_t half = 0; half < halves(); ++half) image(half);
-    if (iterations > 1) op(Opcode::EndLoop, {});
+    if (bands_.size() > 1) {
+      banded_images();
+    } else if (pipelined()) {
+      // Image 2j + 1's mmads are issued before image 2j's write-back, and image 2j + 2's before
+      // image 2j + 1's: the vector unit's epilogue of one image overlaps the cube's next image (the
+      // scalar pipe issues in order, so a write-back issued right after its own mmads would hold
+      // the next image's mmads behind the vector queue). The first pair is peeled (no write-back
+      // trails it).
+      op(Opcode::Mov, {reg(kPair), imm(0)});
+      image(0);
+      image(1);
+      write_back(0);
+      if (iterations > 1) {
+        op(Opcode::Loop, {reg(kPair), imm(1), imm(iterations), imm(1)});
+        image(0);
+        write_back(1);
+        image(1);
+        write_back(0);
+        op(Opcode::EndLoop, {});
+      }
+      write_back(1);
+    } else {
+      if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
+      else op(Opcode::Mov, {reg(kPair), imm(0)});
+      for (int64_t half = 0; half < halves(); ++half) {
+        image(half);
+        write_back(half);
+      }
+      if (iterations > 1) op(Opcode::EndLoop, {});
+    }
     if (kt_loop()) op(Opcode::EndLoop, {});
+  }
+
+  // Feature maps larger than L1 (or accumulators larger than L0C): per image its bands in turn,
+  // each with its own geometry and input window (overlapping its neighbours' by the halo); bands
+  // ping-pong in L1 and L0C where both hold two, band b's write-back then trailing band b + 1's mmads.
+  void banded_images() {
+    const int64_t images = per_core_images(), step_images = kt_loop() ? 1 : plan_.group;
+    const bool two = plan_.fm_halves == 2 && plan_.c_halves == 2;
+    if (images > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(images), imm(1)});
+    else op(Opcode::Mov, {reg(kPair), imm(0)});
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(step_images)});
+    op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
+    image_bases(kYBase);
+    for (size_t i = 0; i < bands_.size(); ++i) {
+      const int64_t half = two ? int64_t(i % 2) : 0;
+      set_fmatrix(bands_[i]);
+      load_band(bands_[i], half * plan_.fm_bytes);
+      slices(bands_[i], half * plan_.fm_bytes, c_base(half));
+      if (!two) write_back(bands_[i], c_base(half), kYBase);
+      else if (i > 0) write_back(bands_[i - 1], c_base(1 - half), kYBase);
+    }
+    if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.
+  bool pipelined() const { return halves() == 2 && plan_.c_halves == 2; }
+  Reg y_base(int64_t half) const { return pipelined() && half == 1 ? kYBaseOdd : kYBase; }
+  int64_t c_base(int64_t half) const { return (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * plan_.tn * acc_; }
+
+  // UB: two accumulator blocks, the epilogue's resident channel values, two column blocks' regions.
+  int64_t ub_resident() const { return 2 * plan_.tm0 * plan_.tn * acc_; }
+  int64_t ub_columns(int64_t set) const {
+    return ub_resident() + epi_->resident_bytes(plan_.tm0, plan_.tn) + set * epi_->column_bytes(plan_.tm0);
+  }
+
+  // The k-tile's per-channel epilogue values, once per k-tile.
+  void load_channels() {
+    op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
+    op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
+    std::map<std::string, Operand> gm;
+    for (const std::string& name : epi_->channel_tensors()) {
+      const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
+      gm[name] = at(Buffer::GM, offset(name), eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
+    }
+    epi_->load_channels(p_, gm, plan_.tn, plan_.tm0, ub_resident(), ub_columns(0));
   }
 
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
@@ -466,42 +572,55 @@ class ConvEmitter {
 
   // One image of the pair: its feature map into L1, the channel slices, the write-back.
   void image(int64_t half) {
-    const int64_t tn = plan_.tn, step_images = kt_loop() ? 1 : plan_.group;
-    const int64_t fm_base = half * plan_.fm_bytes;
-    const int64_t c_base = (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * tn * acc_;
+    const int64_t step_images = kt_loop() ? 1 : plan_.group;
+    const int64_t fm_base = half * plan_.fm_bytes, c_base = this->c_base(half);
+    const Reg y = y_base(half);
     // image = image0 + (pair * halves + half) * step_images
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
+    image_bases(y);
+    load_band(bands_[0], fm_base);
+    slices(bands_[0], fm_base, c_base);
+  }
+
+  void image_bases(Reg y) {
     image_base(X_, kXBase);
-    image_base(Y_, kYBase);
-    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn / n0_ * Y_.block_bytes)});
-    op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
-    // The image's feature map as C1HWC0: one strided copy per fractal row of channels.
+    image_base(Y_, y);
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
+    op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
+  }
+
+  // The band's input window as C1HWC0: one strided copy per fractal row of channels.
+  void load_band(const Band& b, int64_t fm_base) {
     for (int64_t c1 = 0; c1 < C1(); ++c1)
-      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv_.H * cv_.W * frow_), at(Buffer::GM, X_.base + c1 * X_.block_bytes, kXBase),
-                         imm(cv_.H * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
-    const int64_t pairs = C1() / 2;
+      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
+                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + c1 * X_.block_bytes, kXBase), imm(b.in_rows * cv_.W),
+                         imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+  }
+
+  // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
+  void slices(const Band& b, int64_t fm_base, int64_t c_base) {
+    const int64_t tn = plan_.tn, pairs = C1() / 2;
     if (pairs > 0) {
       op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
       op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
       op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
       op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
-      slice(0, reg(kInit), fm_base, c_base);
-      slice(1, imm(0), fm_base, c_base);
+      slice(0, reg(kInit), fm_base, c_base, b.blocks);
+      slice(1, imm(0), fm_base, c_base, b.blocks);
       op(Opcode::EndLoop, {});
     }
     if (C1() % 2) {
       op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
       op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
-      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base);
+      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks);
     }
-    write_back(c_base);
   }
 
   // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
   // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
-  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base) {
+  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks) {
     const int64_t tn = plan_.tn, nb = tn / n0_;
     const auto& kgroups = plan_.kgroups;
     op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
@@ -511,7 +630,7 @@ class ConvEmitter {
       op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
                           imm(nb), imm(1), imm(1)});
       if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
-      for (const auto& [p0, size] : plan_.blocks) {
+      for (const auto& [p0, size] : blocks) {
         const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
         op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
         op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * acc_), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
@@ -520,25 +639,20 @@ class ConvEmitter {
     }
   }
 
-  // Per pixel block: the accumulator to UB, per column block the epilogue and the valid pixels to GM.
-  void write_back(int64_t c_base) {
-    const int64_t tn = plan_.tn, tm0 = plan_.tm0, epi_base = 2 * tm0 * tn * acc_;
-    for (const auto& [p0, size] : plan_.blocks) {
-      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, P() - p0);
+  // Per pixel block: the accumulator to UB, per column block the epilogue (its regions ping-pong
+  // between column blocks) and the valid pixels to GM.
+  void write_back(int64_t half) { write_back(bands_[0], c_base(half), y_base(half)); }
+  void write_back(const Band& b, int64_t c_base, Reg y) {
+    const int64_t tn = plan_.tn, tm0 = plan_.tm0, first = b.out_first * cv_.OW;
+    for (const auto& [p0, size] : b.blocks) {
+      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, b.pixels - p0);
       op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
                           imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
       if (valid <= 0) continue;
       for (int64_t jj = 0; jj < tn / n0_; ++jj) {
         int64_t src = ub + jj * size * n0_ * acc_;
-        if (epi_) {
-          std::map<std::string, Operand> columns;
-          for (const std::string& name : epi_->broadcasts()) {
-            const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
-            columns[name] = at(Buffer::GM, offset(name) + jj * n0_ * eb, eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
-          }
-          src = epi_->emit_block(p_, src, size, epi_base, columns);
-        }
-        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + p0 * Y_.pixel_bytes + jj * Y_.block_bytes, kYBase), at(Buffer::UB, src), imm(valid),
+        if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
+        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + (first + p0) * Y_.pixel_bytes + jj * Y_.block_bytes, y), at(Buffer::UB, src), imm(valid),
                             imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
       }
     }
@@ -561,7 +675,7 @@ class ConvEmitter {
   const isa::NpuMachine& m_;
   const Conv &orig_, &cv_;
   const tile::ConvPlan& plan_;
-  GemmEpilogue* epi_;
+  ConvEpilogue* epi_;
   NpuKernel& out_;
   npu::Program& p_;
   ConvCode code_;
@@ -570,8 +684,9 @@ class ConvEmitter {
   const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
   int64_t gm_ = 0, user_y_ = 0;
   ActivationLayout X_, Y_;
+  std::vector<Band> bands_;
   WeightLayout W_;
-  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0;
 };
 
 }  // namespace
@@ -586,10 +701,16 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& k, const i
 
 namespace {
 
+// UB past the two accumulator blocks: the epilogue's resident channel values, then two column
+// blocks' regions (ping-pong), which load_channels' scratch reuses.
+int64_t epilogue_ub_bytes(const ConvEpilogue& e, int64_t rows, int64_t channels) {
+  return e.resident_bytes(rows, channels) + std::max(2 * e.column_bytes(rows), e.scratch_bytes(channels));
+}
+
 // The convolution, its epilogue (if any) and the plan for `spec`; `unsupported` set when no plan fits.
 struct PlannedConv {
   Conv orig, cv;
-  std::unique_ptr<GemmEpilogue> epi;
+  std::unique_ptr<ConvEpilogue> epi;
   tile::ConvPlanResult result;
 };
 
@@ -602,16 +723,16 @@ PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::Np
     pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
     return pc;
   }
-  if (cv.epilogue) pc.epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
-  GemmEpilogue* epi = pc.epi.get();
-  std::function<int64_t(int64_t)> epi_bytes;
-  if (epi) epi_bytes = [epi](int64_t rows) { return epi->ub_bytes(rows); };
+  if (cv.epilogue) pc.epi = std::make_unique<ConvEpilogue>(k, h, cv.statement, cv.acc);
+  ConvEpilogue* epi = pc.epi.get();
+  std::function<int64_t(int64_t, int64_t)> epi_bytes;
+  if (epi) epi_bytes = [epi](int64_t rows, int64_t channels) { return epilogue_ub_bytes(*epi, rows, channels); };
   pc.result = tile::plan_conv(padded_geometry(pc.orig, m), m, spec, epi_bytes);
   if (!pc.result.plan || !epi) return pc;
   const tile::ConvPlan& p = *pc.result.plan;
   std::string why;
   if (epi->output() != cv.y || epi->output_type() != cv.out) why = "the epilogue's output is not the last statement's";
-  else if (2 * p.tm0 * p.tn * dtype_bytes(m.cube_f16.acc) + epi->ub_bytes(p.tm0) > m.capacity(Buffer::UB))
+  else if (2 * p.tm0 * p.tn * dtype_bytes(m.cube_f16.acc) + epilogue_ub_bytes(*epi, p.tm0, p.tn) > m.capacity(Buffer::UB))
     why = "the epilogue of a pixel block does not fit UB";
   if (!why.empty()) {
     pc.result.plan.reset();
