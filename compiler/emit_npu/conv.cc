@@ -283,6 +283,12 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
 // A band of output rows [out_first, out_first + out_rows) and its input window: rows
 // [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
 // it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
+// Write-back pieces to place between a band's channel slices: emit(i), i < pieces.
+struct Trailing {
+  int64_t pieces = 0;
+  std::function<void(int64_t)> emit;
+};
+
 struct Band {
   int64_t out_first = 0, out_rows = 0, in_first = 0, in_rows = 0, pad_top = 0, pad_bottom = 0, pixels = 0;
   std::vector<std::pair<int64_t, int64_t>> blocks;
@@ -469,14 +475,11 @@ class ConvEmitter {
       // trails it).
       op(Opcode::Mov, {reg(kPair), imm(0)});
       image(0);
-      image(1);
-      write_back(0);
+      image(1, trailing(0));
       if (iterations > 1) {
         op(Opcode::Loop, {reg(kPair), imm(1), imm(iterations), imm(1)});
-        image(0);
-        write_back(1);
-        image(1);
-        write_back(0);
+        image(0, trailing(1));
+        image(1, trailing(0));
         op(Opcode::EndLoop, {});
       }
       write_back(1);
@@ -507,9 +510,12 @@ class ConvEmitter {
       const int64_t half = two ? int64_t(i % 2) : 0;
       set_fmatrix(bands_[i]);
       load_band(bands_[i], half * plan_.fm_bytes);
-      slices(bands_[i], half * plan_.fm_bytes, c_base(half));
+      Trailing previous;
+      if (two && i > 0)
+        previous = {int64_t(bands_[i - 1].blocks.size()),
+                    [this, i, half](int64_t bi) { write_back_block(bands_[i - 1], c_base(1 - half), kYBase, bi); }};
+      slices(bands_[i], half * plan_.fm_bytes, c_base(half), previous);
       if (!two) write_back(bands_[i], c_base(half), kYBase);
-      else if (i > 0) write_back(bands_[i - 1], c_base(1 - half), kYBase);
     }
     if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
     if (images > 1) op(Opcode::EndLoop, {});
@@ -571,7 +577,12 @@ class ConvEmitter {
   }
 
   // One image of the pair: its feature map into L1, the channel slices, the write-back.
-  void image(int64_t half) {
+  // The write-back of the image in `half`, piece by piece.
+  Trailing trailing(int64_t half) {
+    return {int64_t(bands_[0].blocks.size()), [this, half](int64_t i) { write_back_block(bands_[0], c_base(half), y_base(half), i); }};
+  }
+
+  void image(int64_t half, const Trailing& trailing = {}) {
     const int64_t step_images = kt_loop() ? 1 : plan_.group;
     const int64_t fm_base = half * plan_.fm_bytes, c_base = this->c_base(half);
     const Reg y = y_base(half);
@@ -581,7 +592,7 @@ class ConvEmitter {
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
     image_bases(y);
     load_band(bands_[0], fm_base);
-    slices(bands_[0], fm_base, c_base);
+    slices(bands_[0], fm_base, c_base, trailing);
   }
 
   void image_bases(Reg y) {
@@ -600,42 +611,76 @@ class ConvEmitter {
   }
 
   // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
-  void slices(const Band& b, int64_t fm_base, int64_t c_base) {
+  // `trailing` pieces of an earlier write-back (one per pixel block) go between the first pairs
+  // (those iterations peeled), so the vector unit's work spreads over this band's mmads instead
+  // of holding the in-order scalar issue (and with it the cube) behind a full vector queue.
+  void slices(const Band& b, int64_t fm_base, int64_t c_base, const Trailing& trailing = {}) {
     const int64_t tn = plan_.tn, pairs = C1() / 2;
-    if (pairs > 0) {
-      op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
+    const int64_t peeled = trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
+    auto pair = [&] {
       op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
       op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
       op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
-      slice(0, reg(kInit), fm_base, c_base, b.blocks);
-      slice(1, imm(0), fm_base, c_base, b.blocks);
+      slice(0, reg(kInit), fm_base, c_base, b.blocks, true);
+      slice(1, imm(0), fm_base, c_base, b.blocks, false);
+    };
+    for (int64_t i = 0; i < peeled; ++i) {
+      op(Opcode::Mov, {reg(kSlice), imm(i)});
+      pair();
+      trailing.emit(i);
+    }
+    if (pairs - peeled > 1) {
+      op(Opcode::Loop, {reg(kSlice), imm(peeled), imm(pairs), imm(1)});
+      pair();
       op(Opcode::EndLoop, {});
+    } else if (pairs - peeled == 1) {
+      op(Opcode::Mov, {reg(kSlice), imm(peeled)});
+      pair();
     }
     if (C1() % 2) {
       op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
       op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
-      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks);
+      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks, false);
     }
+    for (int64_t i = peeled; i < trailing.pieces; ++i) trailing.emit(i);
+  }
+
+  // The weights of kernel-position group gi of slice `sub` L1 -> L0B (the next ping-pong half).
+  int64_t load_group(int64_t sub, size_t gi) {
+    const int64_t tn = plan_.tn, nb = tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
+    const auto [q0, qn] = plan_.kgroups[gi];
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
+                        imm(nb), imm(1), imm(1)});
+    return lb;
   }
 
   // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
-  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
-  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks) {
-    const int64_t tn = plan_.tn, nb = tn / n0_;
+  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad. The next group's weights are
+  // loaded after the second block's load3d (into the other L0B half), and with `load_next` the
+  // next slice's first group's, so MTE1 has them ready when the cube reaches them.
+  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks,
+             bool load_next) {
+    const int64_t tn = plan_.tn;
     const auto& kgroups = plan_.kgroups;
     op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
+    int64_t lb = sub == 1 && next_lb_ >= 0 ? next_lb_ : load_group(sub, 0);
+    next_lb_ = -1;
     for (size_t gi = 0; gi < kgroups.size(); ++gi) {
       const auto [q0, qn] = kgroups[gi];
-      const int64_t lb = (l0b_step_++ % 2) * plan_.l0b_half;
-      op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
-                          imm(nb), imm(1), imm(1)});
       if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
-      for (const auto& [p0, size] : blocks) {
+      int64_t next = -1;
+      for (size_t bi = 0; bi < blocks.size(); ++bi) {
+        const auto [p0, size] = blocks[bi];
         const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
         op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+        if (bi == std::min<size_t>(1, blocks.size() - 1)) {
+          if (gi + 1 < kgroups.size()) next = load_group(sub, gi + 1);
+          else if (load_next) next_lb_ = load_group(sub + 1, 0);
+        }
         op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * acc_), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
                           imm(qn * k0_), imm(tn), gi == 0 ? init_first : imm(0)});
       }
+      lb = next;
     }
   }
 
@@ -643,12 +688,16 @@ class ConvEmitter {
   // between column blocks) and the valid pixels to GM.
   void write_back(int64_t half) { write_back(bands_[0], c_base(half), y_base(half)); }
   void write_back(const Band& b, int64_t c_base, Reg y) {
+    for (size_t i = 0; i < b.blocks.size(); ++i) write_back_block(b, c_base, y, i);
+  }
+  void write_back_block(const Band& b, int64_t c_base, Reg y, size_t block) {
     const int64_t tn = plan_.tn, tm0 = plan_.tm0, first = b.out_first * cv_.OW;
-    for (const auto& [p0, size] : b.blocks) {
+    {
+      const auto [p0, size] = b.blocks[block];
       const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, b.pixels - p0);
       op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
                           imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
-      if (valid <= 0) continue;
+      if (valid <= 0) return;
       for (int64_t jj = 0; jj < tn / n0_; ++jj) {
         int64_t src = ub + jj * size * n0_ * acc_;
         if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
@@ -687,6 +736,7 @@ class ConvEmitter {
   std::vector<Band> bands_;
   WeightLayout W_;
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0;
+  int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
 };
 
 }  // namespace
