@@ -522,7 +522,7 @@ class ConvEmitter {
   }
 
   // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.
-  bool pipelined() const { return halves() == 2 && plan_.c_halves == 2; }
+  bool pipelined() const { return epi_ && halves() == 2 && plan_.c_halves == 2; }
   Reg y_base(int64_t half) const { return pipelined() && half == 1 ? kYBaseOdd : kYBase; }
   int64_t c_base(int64_t half) const { return (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * plan_.tn * acc_; }
 
