@@ -529,7 +529,7 @@ class ConvEmitter {
   // UB: two accumulator blocks, the epilogue's resident channel values, two column blocks' regions.
   int64_t ub_resident() const { return 2 * plan_.tm0 * plan_.tn * acc_; }
   int64_t ub_columns(int64_t set) const {
-    return ub_resident() + epi_->resident_bytes(plan_.tm0, plan_.tn) + set * epi_->column_bytes(plan_.tm0);
+    return ub_resident() + epi_->resident_bytes(plan_.tn) + set * epi_->column_bytes(plan_.tm0);
   }
 
   // The k-tile's per-channel epilogue values, once per k-tile.
@@ -541,7 +541,7 @@ class ConvEmitter {
       const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
       gm[name] = at(Buffer::GM, offset(name), eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
     }
-    epi_->load_channels(p_, gm, plan_.tn, plan_.tm0, ub_resident(), ub_columns(0));
+    epi_->load_channels(p_, gm, plan_.tn, ub_resident());
   }
 
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
@@ -752,9 +752,9 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& k, const i
 namespace {
 
 // UB past the two accumulator blocks: the epilogue's resident channel values, then two column
-// blocks' regions (ping-pong), which load_channels' scratch reuses.
+// blocks' regions (ping-pong).
 int64_t epilogue_ub_bytes(const ConvEpilogue& e, int64_t rows, int64_t channels) {
-  return e.resident_bytes(rows, channels) + std::max(2 * e.column_bytes(rows), e.scratch_bytes(channels));
+  return e.resident_bytes(channels) + 2 * e.column_bytes(rows);
 }
 
 // The convolution, its epilogue (if any) and the plan for `spec`; `unsupported` set when no plan fits.

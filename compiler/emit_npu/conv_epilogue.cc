@@ -24,10 +24,8 @@ ConvEpilogue::ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int
     if (check_.broadcast_dims(name) != std::vector<int>{rank - 1})
       throw not_pointwise("the epilogue reads " + name + " at other indices than the last (channel) one");
   }
-  for (const ir::Statement* s : statements_) {
-    regions_ += 1 + count_nodes(*s->rhs);
-    collect_leaves(*s->rhs);
-  }
+  for (const ir::Statement* s : statements_) collect_leaves(*s->rhs);
+  for (const ir::Statement* s : statements_) regions_ += 1 + per_element_nodes(*s->rhs);
   hoist_regions_ = static_cast<int>(check_.broadcasts().size());
   for (const ir::Expr* e : leaves_) hoist_regions_ += count_nodes(*e);
 }
@@ -49,24 +47,27 @@ void ConvEpilogue::collect_leaves(const ir::Expr& e) {
   for (const auto& a : e.args) collect_leaves(*a);
 }
 
-int64_t ConvEpilogue::resident_bytes(int64_t rows, int64_t channels) const {
-  return int64_t(leaves_.size()) * rows * channels * dtype_bytes(DType::F32);
+int ConvEpilogue::per_element_nodes(const ir::Expr& e) const {
+  if (std::find(leaves_.begin(), leaves_.end(), &e) != leaves_.end()) return 0;
+  int n = count_nodes(e);
+  for (const auto& a : e.args) n -= count_nodes(*a) - per_element_nodes(*a);
+  return n;
+}
+
+int64_t ConvEpilogue::resident_bytes(int64_t channels) const {
+  return int64_t(hoist_regions_) * channels * pattern_rows(m_) * dtype_bytes(DType::F32);
 }
 
 int64_t ConvEpilogue::column_bytes(int64_t rows) const {
   return int64_t(regions_) * rows * m_.cube_f16.n0 * dtype_bytes(DType::F32) + bytes_per_repeat_;
 }
 
-int64_t ConvEpilogue::scratch_bytes(int64_t channels) const {
-  return int64_t(hoist_regions_) * channels * pattern_rows(m_) * dtype_bytes(DType::F32);
-}
-
 void ConvEpilogue::load_channels(npu::Program& p, const std::map<std::string, npu::Operand>& channel_gm, int64_t channels,
-                                 int64_t rows, int64_t resident, int64_t scratch) {
+                                 int64_t resident) {
   p_ = &p;
   const int64_t n0 = m_.cube_f16.n0, pr = pattern_rows(m_), blocks = channels / n0;
   chunk_ = channels * pr;
-  region_base_ = scratch;
+  region_base_ = resident;
   next_region_ = 0;
   tensors_.clear();
   // Each tensor's tile as patterns [blocks][pr][n0]: one DMA per pattern row.
@@ -79,33 +80,19 @@ void ConvEpilogue::load_channels(npu::Program& p, const std::map<std::string, np
     tensors_[name] = {false, 0, pattern, t};
   }
   hoisting_ = true;
-  std::vector<Value> patterns;
-  for (const ir::Expr* e : leaves_) patterns.push_back(VectorCode::compile(*e, chunk_));
+  leaf_pattern_.clear();
+  for (const ir::Expr* e : leaves_) leaf_pattern_[e] = VectorCode::compile(*e, chunk_);
   hoisting_ = false;
-  // Expanded down the rows of a pixel block, column block by column block (x * 1: exact, signed
-  // zeros included), the source repeat stride 0 repeating the pattern's first repeat.
-  resident_ = resident, rows_ = rows;
-  leaf_type_.clear();
-  for (size_t i = 0; i < leaves_.size(); ++i) {
-    const Value& v = patterns[i];
-    const int64_t eb = dtype_bytes(v.type), reps = rows * n0 * eb / bytes_per_repeat_;
-    leaf_type_[leaves_[i]] = v.type;
-    for (int64_t jj = 0; jj < blocks; ++jj)
-      for (int64_t done = 0; done < reps; done += max_repeat_)
-        op(Opcode::Vmuls, {type(v.type), at(Buffer::UB, resident + int64_t(i) * rows * channels * 4 + jj * rows * n0 * eb + done * bytes_per_repeat_),
-                           at(Buffer::UB, v.region + jj * pr * n0 * eb), npu::Operand::float_(1), imm(std::min(max_repeat_, reps - done)),
-                           imm(1), imm(1), imm(repeat_blocks_), imm(0)});
-  }
-  channels_ = channels;
 }
 
 VectorCode::Value ConvEpilogue::compile(const ir::Expr& e, int64_t n) {
   if (!hoisting_) {
-    const auto it = std::find(leaves_.begin(), leaves_.end(), &e);
-    if (it != leaves_.end()) {
-      const int64_t i = it - leaves_.begin();
-      const DType t = leaf_type_.at(&e);
-      return {false, 0, resident_ + i * rows_ * channels_ * 4 + jj_ * rows_ * m_.cube_f16.n0 * dtype_bytes(t), t};
+    const auto it = leaf_pattern_.find(&e);
+    if (it != leaf_pattern_.end()) {  // the column block's pattern, repeated down the rows
+      Value v = it->second;
+      v.region += jj_ * pattern_rows(m_) * m_.cube_f16.n0 * dtype_bytes(v.type);
+      v.pattern = true;
+      return v;
     }
   }
   return VectorCode::compile(e, n);
@@ -124,7 +111,12 @@ int64_t ConvEpilogue::emit_column(npu::Program& p, int64_t acc_region, int64_t r
     if (v.scalar) v = vector_of(v, chunk_);
     tensors_[s->output] = v;
   }
-  const Value& out = tensors_.at(output());
+  Value& out = tensors_.at(output());
+  if (out.pattern) {  // a result of channel values only: written out whole
+    const Value whole{false, 0, fresh_region(), out.type};
+    with_scalar(Opcode::Vmuls, whole, out, 1, chunk_);
+    out = whole;
+  }
   if (out.type != output_type()) throw not_pointwise("the epilogue's result type differs from " + output());
   return out.region;
 }

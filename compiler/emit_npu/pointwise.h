@@ -28,6 +28,7 @@ class VectorCode {
     double constant = 0;
     int64_t region = 0;  // UB byte offset
     DType type = DType::F32;
+    bool pattern = false;  // one repeat of values, repeated over the whole region (source repeat stride 0)
   };
   VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
   virtual ~VectorCode() = default;
@@ -64,6 +65,7 @@ class VectorCode {
   void binary(npu::Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n);
   void with_scalar(npu::Opcode o, const Value& dst, const Value& a, double s, int64_t n);
   void unary(npu::Opcode o, const Value& dst, const Value& a, int64_t n);
+  int64_t source_stride(const Value& v) const { return v.pattern ? 0 : repeat_blocks_; }
   // A mapping may take over node kinds (accesses at other indices, conditions) by overriding.
   virtual Value compile(const ir::Expr& e, int64_t n);
   Value apply(const ir::Expr& e, int64_t n);
