@@ -715,7 +715,10 @@ class ConvEmitter {
                        plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
                        halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
                        plan_.kgroups.size(), plan_.kc, cv_.sh > 1 || cv_.sw > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw) : "",
-                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "");
+                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
+           (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
+                                            bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))
+                              : "");
   }
 
   UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
