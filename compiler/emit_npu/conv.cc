@@ -462,8 +462,8 @@ class ConvEmitter {
       op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(plan_.k_tiles)});
       op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
     }
-    load_weights();
     if (epi_) load_channels();
+    load_weights();
     const int64_t iterations = per_core_images() / halves();
     if (bands_.size() > 1) {
       banded_images();

@@ -26,7 +26,7 @@ ConvEpilogue::ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int
   }
   for (const ir::Statement* s : statements_) collect_leaves(*s->rhs);
   for (const ir::Statement* s : statements_) regions_ += 1 + per_element_nodes(*s->rhs);
-  hoist_regions_ = static_cast<int>(check_.broadcasts().size());
+  hoist_regions_ = 2 * static_cast<int>(check_.broadcasts().size());  // patterns and their spares
   for (const ir::Expr* e : leaves_) hoist_regions_ += count_nodes(*e);
 }
 
@@ -70,18 +70,31 @@ void ConvEpilogue::load_channels(npu::Program& p, const std::map<std::string, np
   region_base_ = resident;
   next_region_ = 0;
   tensors_.clear();
-  // Each tensor's tile as patterns [blocks][pr][n0]: one DMA per pattern row.
+  // Each tensor's tile as patterns [blocks][pr][n0]: one DMA per pattern row. The sync pass sees
+  // a DMA's hull (its last gap included): a spare region after the pattern keeps that hull off the
+  // next region.
   for (const std::string& name : check_.broadcasts()) {
     const DType t = k_.find_tensor(name)->dtype;
     const int64_t eb = dtype_bytes(t), pattern = fresh_region();
+    if (blocks > 1) fresh_region();
     for (int64_t r = 0; r < pr; ++r)
       op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * n0 * eb), channel_gm.at(name), imm(blocks), imm(n0 * eb), imm(0),
-                         imm((pr - 1) * n0 * eb)});
+                         imm(blocks > 1 ? (pr - 1) * n0 * eb : 0)});
     tensors_[name] = {false, 0, pattern, t};
   }
   hoisting_ = true;
   leaf_pattern_.clear();
-  for (const ir::Expr* e : leaves_) leaf_pattern_[e] = VectorCode::compile(*e, chunk_);
+  // A tensor read as it is gets a vector copy (x * 1, exact) too: then every pattern the column
+  // blocks read is written on V, right after its DMA, and that one MTE2 -> V pair orders it.
+  for (const ir::Expr* e : leaves_) {
+    Value v = VectorCode::compile(*e, chunk_);
+    if (e->kind == ir::ExprKind::Access) {
+      const Value copy{false, 0, fresh_region(), v.type};
+      with_scalar(Opcode::Vmuls, copy, v, 1, chunk_);
+      v = copy;
+    }
+    leaf_pattern_[e] = v;
+  }
   hoisting_ = false;
 }
 

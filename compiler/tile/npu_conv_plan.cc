@@ -109,10 +109,9 @@ class Planner {
       // than twice as many as of one.
       const int64_t one = band_rows(w_bytes, t, 1), two = band_rows(w_bytes, t, 2);
       const int64_t th = two > 0 && (two == g_.OH || ceil_div(g_.OH, two) <= 2 * ceil_div(g_.OH, std::max<int64_t>(one, 1))) ? two : one;
-      const int64_t fm1 = band_fm_bytes(1);
-      if (user_.tn && th == 0 && w_bytes + fm1 > cap_l1) {
-        r.no_fit = no_fit(Buffer::L1, w_bytes + fm1,
-                          fmt::format("weights of {} output channels {} + the input window of one output row {}", t, w_bytes, fm1), false);
+      if (user_.tn && th == 0 && w_bytes + band_fm_bytes(1) > cap_l1) {  // not even a band of one row fits next to them
+        r.no_fit = no_fit(Buffer::L1, w_bytes + p_.fm_bytes,
+                          fmt::format("weights of {} output channels {} + one image's feature map {}", t, w_bytes, p_.fm_bytes), false);
         return false;
       }
       if (user_.tn && th == 0) {
