@@ -29,7 +29,8 @@ Operand f16() { return Operand::type(DType::F16); }
 
 enum Reg : uint8_t {
   kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
-  kYBaseOdd  // the odd image's Y base while its write-back trails the next image's mmads
+  kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
+  kXSrc, kYDst, kPrivW  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
 };
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -168,7 +169,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
   g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw;
   g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
-  g.one_core = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
+  g.whole_k = g.K != c.K;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   return g;
 }
@@ -227,8 +228,13 @@ class ConvCode {
   // group). Chunks of groups keep every GM start aligned; the columns past the rows stay 0.
   // src rows hold `src_row` elements in GM (the first `plane` taken), dst rows `cols` in UB of which
   // `cols_valid` go to GM; `plane_out` >= plane dst rows per group (the rest 0).
+  // src_reg / dst_reg: base registers added to the GM addresses (a core's own image or copy).
   void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t);
+                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg = npu::kNoRegister,
+                       uint8_t dst_reg = npu::kNoRegister);
+  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB in chunks of whole GM
+  // alignment units of rows; GM addresses plus the base registers.
+  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t);
 
  private:
   static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
@@ -237,14 +243,34 @@ class ConvCode {
   npu::Program& p_;
 };
 
+void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to,
+                           DType t) {
+  const int64_t eb = dtype_bytes(t), wide = std::max(from, to), rows_aligned = std::max<int64_t>(1, gm_align() / eb);
+  int64_t cr = std::min(rows, (m_.capacity(Buffer::UB) / 2) / (wide * eb));
+  if (cr < rows) cr = std::max<int64_t>(1, cr / rows_aligned * rows_aligned);
+  for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+    const int64_t n = std::min(cr, rows - r0);
+    if (to > from) {
+      zero_ub(0, n * to * eb, t == DType::F32 ? DType::F32 : DType::F16);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(n), imm(from * eb), imm(0),
+                         imm((to - from) * eb)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, 0), imm(1), imm(n * to * eb), imm(0), imm(0)});
+    } else {
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(1), imm(n * from * eb), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, 0), imm(n), imm(to * eb),
+                          imm((from - to) * eb), imm(0)});
+    }
+  }
+}
+
 void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t) {
+                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
   const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
   const int64_t block = m_.vector_block_bytes, align = gm_align(), repeat = m_.vector_bytes_per_repeat;
   const int64_t plane_a = round_up(plane, per_block), cap = m_.capacity(Buffer::UB);
   // Chunks of `step` groups keep the GM starts of source and destination aligned.
   int64_t step = 1;
-  while ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align) ++step;
+  while (groups > 1 && ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align)) ++step;
   const int64_t raw_bytes = rows * plane_a * eb, out_bytes = plane_out * cols * eb;
   // UB keeps one f16 fractal spare past the two regions (as the layout transform always has)
   int64_t chunk = (cap - m_.fractal_bytes()) / (raw_bytes + out_bytes) / step * step;
@@ -261,7 +287,7 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
     const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, block);
     full_mask();
     zero_ub(out, g * out_bytes, dup);
-    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb), imm(g * rows), imm(plane * eb),
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb, src_reg), imm(g * rows), imm(plane * eb),
                        imm((src_row - plane) * eb), imm((plane_a - plane) * eb)});
     for (int64_t r = 0; r < rows; ++r) {
       mask_lane(r % lanes);
@@ -272,9 +298,10 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
                              imm(cols * eb / block)});
     }
     if (cols_valid == cols)
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb), at(Buffer::UB, out), imm(1), imm(g * out_bytes), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb, dst_reg), at(Buffer::UB, out), imm(1), imm(g * out_bytes),
+                          imm(0), imm(0)});
     else
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb), at(Buffer::UB, out), imm(g * plane_out),
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb, dst_reg), at(Buffer::UB, out), imm(g * plane_out),
                           imm(cols_valid * eb), imm((cols - cols_valid) * eb), imm(0)});
   }
   full_mask();
@@ -308,11 +335,16 @@ class ConvEmitter {
     out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
     place_tensors();
     set_layouts();
-    if (cv_.layout == Layout::Nchw) nchw_in();
+    if (per_core()) place_copies();
+    else if (cv_.layout == Layout::Nchw) nchw_in();
     else if (padded()) padded_in();
     main_loops();
-    if (cv_.layout == Layout::Nchw) nchw_out();
-    else if (padded()) padded_out();
+    if (per_core()) {
+    } else if (cv_.layout == Layout::Nchw) {
+      nchw_out();
+    } else if (padded()) {
+      padded_out();
+    }
     p_.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     out_.notes.push_back(summary());
     npu::validate_program(p_);
@@ -323,7 +355,13 @@ class ConvEmitter {
   int64_t RS() const { return cv_.R * cv_.S; }
   int64_t C1() const { return cv_.C / k0_; }
   bool padded() const { return cv_.C != orig_.C || cv_.K != orig_.K; }
-  int64_t cores_avail() const { return padded() || cv_.layout == Layout::Nchw ? 1 : m_.cores; }
+  int64_t cores_avail() const { return plan_.one_core ? 1 : m_.cores; }
+  // NCHW or padded channels with the copies made per core, of what the core reads and writes.
+  bool per_core() const { return (padded() || cv_.layout == Layout::Nchw) && !plan_.one_core; }
+  bool x_copied() const { return cv_.layout == Layout::Nchw || cv_.C != orig_.C; }
+  bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
+  int64_t x_slot_bytes() const { return round_up(cv_.H * cv_.W * cv_.C * in_, code_.gm_align()); }
+  int64_t w_slot_bytes() const { return round_up(RS() * cv_.C * cv_.K * in_, code_.gm_align()); }
   bool kt_loop() const { return plan_.k_tiles > cores_avail(); }
   int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
   // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
@@ -356,6 +394,62 @@ class ConvEmitter {
         Y_.block_bytes = u * u * eo_;
         W_.fractal = true, W_.KB = cv_.K / u;
         break;
+    }
+  }
+
+  // Per-core copies: X's images in two slots per core, each core's own copy of the weights, Y
+  // (NCHW or padded output channels) through an NHWC copy of which each core writes and reads back
+  // only its (image, channel tile) blocks. Nothing one core writes is read by another.
+  void place_copies() {
+    user_x_ = X_.base, user_w_ = W_.base, user_y_ = Y_.base;
+    const int64_t cores = m_.cores;
+    if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
+    W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
+    if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
+    if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    out_.notes.push_back(fmt::format("{}: per-core copies (channels padded to {} and {}) of each core's images, weights and "
+                                     "results on the vector unit / through UB; every core",
+                                     cv_.layout == Layout::Nchw ? "NCHW" : "channels not multiples of the fractal", cv_.C, cv_.K));
+  }
+
+  // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
+  void copy_weights() {
+    op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
+    if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
+      const int64_t tn = plan_.tn, crs = orig_.C * RS();
+      op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
+      code_.rows_to_columns(user_w_, W_.base, 1, std::min(tn, orig_.K), crs, crs, cv_.C * RS(), tn, tn, DType::F16, kXSrc, kPrivW);
+      return;
+    }
+    for (int64_t q = 0; q < RS(); ++q)
+      code_.resize_rows(user_w_ + q * orig_.C * orig_.K * in_, npu::kNoRegister, W_.base + q * cv_.C * cv_.K * in_, kPrivW, orig_.C,
+                        orig_.K, cv_.K, DType::F16);
+  }
+
+  // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
+  void copy_image_in(int64_t slot) {
+    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(orig_.C * cv_.H * cv_.W * in_)});
+    op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
+    if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    const int64_t HW = cv_.H * cv_.W;
+    if (cv_.layout == Layout::Nchw)
+      code_.rows_to_columns(user_x_, X_.base, 1, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16, kXSrc, kXBase);
+    else
+      code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16);
+  }
+
+  // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
+  void copy_image_out(Reg y) {
+    if (!y_copied()) return;
+    const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K);
+    op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(orig_.K * P() * eo_)});
+    if (cv_.layout == Layout::Nchw) {
+      op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * P() * eo_)});
+      op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
+      code_.rows_to_columns(Y_.base, user_y_, 1, P(), valid, cv_.K, valid, P(), round_up(P(), m_.block_elements(cv_.out)), cv_.out, y,
+                            kYDst);
+    } else {
+      code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out);
     }
   }
 
@@ -463,6 +557,7 @@ class ConvEmitter {
       op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
     }
     if (epi_) load_channels();
+    if (per_core()) copy_weights();
     load_weights();
     const int64_t iterations = per_core_images() / halves();
     if (bands_.size() > 1) {
@@ -489,6 +584,7 @@ class ConvEmitter {
       for (int64_t half = 0; half < halves(); ++half) {
         image(half);
         write_back(half);
+        if (per_core()) copy_image_out(y_base(half));
       }
       if (iterations > 1) op(Opcode::EndLoop, {});
     }
@@ -505,7 +601,7 @@ class ConvEmitter {
     else op(Opcode::Mov, {reg(kPair), imm(0)});
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
-    image_bases(kYBase);
+    image_bases(kYBase, 0);
     for (size_t i = 0; i < bands_.size(); ++i) {
       const int64_t half = two ? int64_t(i % 2) : 0;
       set_fmatrix(bands_[i]);
@@ -518,11 +614,12 @@ class ConvEmitter {
       if (!two) write_back(bands_[i], c_base(half), kYBase);
     }
     if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
+    if (per_core()) copy_image_out(kYBase);
     if (images > 1) op(Opcode::EndLoop, {});
   }
 
   // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.
-  bool pipelined() const { return epi_ && halves() == 2 && plan_.c_halves == 2; }
+  bool pipelined() const { return epi_ && !per_core() && halves() == 2 && plan_.c_halves == 2; }
   Reg y_base(int64_t half) const { return pipelined() && half == 1 ? kYBaseOdd : kYBase; }
   int64_t c_base(int64_t half) const { return (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * plan_.tn * acc_; }
 
@@ -541,7 +638,8 @@ class ConvEmitter {
       const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
       gm[name] = at(Buffer::GM, offset(name), eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
     }
-    epi_->load_channels(p_, gm, plan_.tn, ub_resident());
+    // one tile of padded channels: only the tensors' own K values (the rest of the pattern is unused)
+    epi_->load_channels(p_, gm, plan_.tn, plan_.k_tiles == 1 ? std::min(plan_.tn, orig_.K) : plan_.tn, ub_resident());
   }
 
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
@@ -554,7 +652,12 @@ class ConvEmitter {
                            imm(RS()), imm(tn * frow_), imm((C1() * W_.KB * cv_.unit - tn) * frow_), imm(0)});
       return;
     }
-    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+    if (per_core() && cv_.layout == Layout::Nchw) {
+      op(Opcode::Mov, {reg(kWCol), reg(kPrivW)});  // the core's copy holds its channel tile only
+    } else {
+      op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+      if (per_core()) op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kPrivW)});
+    }
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       for (int64_t q = 0; q < RS(); ++q)
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
@@ -590,13 +693,14 @@ class ConvEmitter {
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
-    image_bases(y);
+    image_bases(y, half);
     load_band(bands_[0], fm_base);
     slices(bands_[0], fm_base, c_base, trailing);
   }
 
-  void image_bases(Reg y) {
-    image_base(X_, kXBase);
+  void image_bases(Reg y, int64_t slot) {
+    if (per_core() && x_copied()) copy_image_in(slot);
+    else image_base(X_, kXBase);
     image_base(Y_, y);
     op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
     op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
@@ -734,7 +838,7 @@ class ConvEmitter {
   const int64_t n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
   const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
   const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
-  int64_t gm_ = 0, user_y_ = 0;
+  int64_t gm_ = 0, user_x_ = 0, user_w_ = 0, user_y_ = 0;
   ActivationLayout X_, Y_;
   std::vector<Band> bands_;
   WeightLayout W_;

@@ -63,7 +63,7 @@ int64_t ConvEpilogue::column_bytes(int64_t rows) const {
 }
 
 void ConvEpilogue::load_channels(npu::Program& p, const std::map<std::string, npu::Operand>& channel_gm, int64_t channels,
-                                 int64_t resident) {
+                                 int64_t valid, int64_t resident) {
   p_ = &p;
   const int64_t n0 = m_.cube_f16.n0, pr = pattern_rows(m_), blocks = channels / n0;
   chunk_ = channels * pr;
@@ -77,9 +77,15 @@ void ConvEpilogue::load_channels(npu::Program& p, const std::map<std::string, np
     const DType t = k_.find_tensor(name)->dtype;
     const int64_t eb = dtype_bytes(t), pattern = fresh_region();
     if (blocks > 1) fresh_region();
-    for (int64_t r = 0; r < pr; ++r)
-      op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * n0 * eb), channel_gm.at(name), imm(blocks), imm(n0 * eb), imm(0),
-                         imm(blocks > 1 ? (pr - 1) * n0 * eb : 0)});
+    const int64_t whole = valid / n0, rest = valid % n0;  // only the tensor's own values are read
+    npu::Operand tail = channel_gm.at(name);
+    tail.imm += whole * n0 * eb;
+    for (int64_t r = 0; r < pr; ++r) {
+      if (whole)
+        op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * n0 * eb), channel_gm.at(name), imm(whole), imm(n0 * eb), imm(0),
+                           imm(whole > 1 ? (pr - 1) * n0 * eb : 0)});
+      if (rest) op(Opcode::DmaIn, {at(Buffer::UB, pattern + (whole * pr + r) * n0 * eb), tail, imm(1), imm(rest * eb), imm(0), imm(0)});
+    }
     tensors_[name] = {false, 0, pattern, t};
   }
   hoisting_ = true;

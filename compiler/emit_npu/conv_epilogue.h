@@ -37,8 +37,10 @@ class ConvEpilogue : public VectorCode {
   // UB bytes of one column block's evaluation (rows x n0 elements).
   int64_t column_bytes(int64_t rows) const;
   // Once per channel tile: channel_gm[name] is the GM address of the tile's first value of each
-  // per-channel tensor; everything lands at `resident` (resident_bytes(channels) bytes).
-  void load_channels(npu::Program& p, const std::map<std::string, npu::Operand>& channel_gm, int64_t channels, int64_t resident);
+  // per-channel tensor, of which the first `valid` <= channels are read (the tensor's end); everything
+  // lands at `resident` (resident_bytes(channels) bytes).
+  void load_channels(npu::Program& p, const std::map<std::string, npu::Operand>& channel_gm, int64_t channels, int64_t valid,
+                     int64_t resident);
   // One column block `jj` (rows x n0 f32 at `acc_region`); UB from `region_base` on
   // (column_bytes(rows)). Returns the UB region of the result (output_type, rows x n0, row-major).
   int64_t emit_column(npu::Program& p, int64_t acc_region, int64_t rows, int64_t jj, int64_t region_base);

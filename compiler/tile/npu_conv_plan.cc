@@ -99,7 +99,7 @@ class Planner {
     const int64_t bw_a = bw(Buffer::L0A), bw_b = bw(Buffer::L0B);
     const int64_t cap_l1 = m_.capacity(Buffer::L1), cap_l0c = m_.capacity(Buffer::L0C), cap_l0b = m_.capacity(Buffer::L0B);
     std::optional<ConvPlan> best;
-    const int64_t first = user_.tn ? user_.tn : std::min<int64_t>(g_.K, kMaxChannelTileFractals * cube_.n0);
+    const int64_t first = user_.tn ? user_.tn : g_.whole_k ? g_.K : std::min<int64_t>(g_.K, kMaxChannelTileFractals * cube_.n0);
     for (int64_t t = first; t >= cube_.n0; t -= cube_.n0) {
       if (g_.K % t) continue;
       ConvPlan c = p_;
@@ -145,8 +145,9 @@ class Planner {
       c.cost = double(c.jobs_per_core) * c.bands * std::max(cube, mte1);
       c.fm_halves = w_bytes + 2 * c.fm_bytes <= cap_l1 ? 2 : 1;
       c.c_halves = 2 * acc_bytes(Pb, t) <= cap_l0c ? 2 : 1;
+      c.one_core = g_.one_core;
       if (!best || c.cost < best->cost * 0.999) best = c;
-      if (user_.tn) break;
+      if (user_.tn || g_.whole_k) break;
     }
     if (!best) {
       r.unsupported = fmt::format("the weights of {} output channels and the input window of one output row exceed L1, or "
@@ -238,7 +239,11 @@ class Planner {
 
 ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
                          const std::function<int64_t(int64_t rows, int64_t channels)>& epilogue_ub_bytes) {
-  return Planner(g, m, spec, epilogue_ub_bytes).run();
+  ConvPlanResult r = Planner(g, m, spec, epilogue_ub_bytes).run();
+  if (!g.whole_k || r.no_fit || (r.plan && r.plan->tn == g.K)) return r;
+  ConvGeometry one = g;  // no tile of all output channels (or the user's tile): the copies on one core
+  one.whole_k = false, one.one_core = true;
+  return Planner(one, m, spec, epilogue_ub_bytes).run();
 }
 
 }  // namespace tessel::tile

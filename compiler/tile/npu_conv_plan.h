@@ -37,7 +37,11 @@ struct ConvGeometry {
   int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;  // C, K padded to the fractal
   int64_t sh = 1, sw = 1, dh = 1, dw = 1;  // strides and dilations
   int64_t unit = 1;       // channels per step of the output-channel axis (the blocked layout's block)
-  bool one_core = false;  // scratch copies (NCHW, padded channels): cores cannot synchronise
+  // Scratch copies (NCHW, padded channels) are made per core, of what that core reads (cores
+  // cannot synchronise); with output channels padded, one channel tile of all K keeps each core's
+  // copy of its results whole, else (no such tile fits) one core copies everything.
+  bool one_core = false;
+  bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
   std::string an, ap, aq, ak, ac, ar, as;
   int64_t pixels() const { return OH * OW; }
@@ -65,6 +69,7 @@ struct ConvPlan {
   int64_t fm_bytes = 0;       // one band's feature map in L1 (C1HWC0, halo rows included)
   int64_t l0a_half = 0, l0b_half = 0;  // bytes of one L0A / L0B ping-pong half
   double cost = 0;         // the planner's estimate (cycles per core)
+  bool one_core = false;   // the geometry's scratch copies on one core (whole_k did not fit)
   bool operator==(const ConvPlan&) const = default;
 };
 
