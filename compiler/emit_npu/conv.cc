@@ -407,9 +407,12 @@ class ConvEmitter {
     W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
     if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
-    out_.notes.push_back(fmt::format("{}: per-core copies (channels padded to {} and {}) of each core's images, weights and "
-                                     "results on the vector unit / through UB; every core",
-                                     cv_.layout == Layout::Nchw ? "NCHW" : "channels not multiples of the fractal", cv_.C, cv_.K));
+    out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
+                                     "channel tile's weights and its results; every core",
+                                     cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed to NHWC / [C, R*S, tn] copies on the "
+                                                                  "vector unit, the result back to NCHW"
+                                                                : "channels not multiples of the fractal: zero-padded copies through UB",
+                                     cv_.C, cv_.K));
   }
 
   // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
