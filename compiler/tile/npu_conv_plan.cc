@@ -12,6 +12,9 @@ using npu::Buffer;
 // Policy: an output-channel tile spans at most this many cube fractals (its weights stay in L1
 // next to two feature maps; larger tiles leave cores idle on the seed problems).
 constexpr int64_t kMaxChannelTileFractals = 8;
+// Policy: kernel positions per L0 step leave room in an L0A half for pixel blocks of at least this
+// many fractal rows (a 7 x 7 kernel's 49 positions at once would leave blocks of one fractal).
+constexpr int64_t kMinPixelBlockFractals = 4;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -169,7 +172,8 @@ class Planner {
       return false;
     }
     if (!user_.kc) {
-      kc = std::min<int64_t>(RS, (m_.capacity(Buffer::L0B) / 2) / (k0 * tn * in_));
+      const int64_t min_rows = std::min(p_.padded_pixels, kMinPixelBlockFractals * cube_.m0);
+      kc = std::min<int64_t>({RS, (m_.capacity(Buffer::L0B) / 2) / (k0 * tn * in_), std::max<int64_t>(1, p_.l0a_half / (min_rows * k0 * in_))});
       kc = ceil_div(RS, ceil_div(RS, kc));
     }
     p_.kc = kc;
