@@ -169,7 +169,14 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
   g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw;
   g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
+  g.copies = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
   g.whole_k = g.K != c.K;
+  // the one-core copies of the weights in one piece through UB (nchw_in, padded_in)
+  const int64_t in = dtype_bytes(DType::F16), RS = c.R * c.S, cap = m.capacity(Buffer::UB);
+  if (c.layout == Layout::Nchw)
+    g.copies_fit_one_core = c.K * round_up(c.C * RS, m.block_elements(DType::F16)) * in + g.C * RS * g.K * in + m.fractal_bytes() <= cap;
+  else
+    g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   return g;
 }
@@ -232,9 +239,10 @@ class ConvCode {
   void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
                        int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg = npu::kNoRegister,
                        uint8_t dst_reg = npu::kNoRegister);
-  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB in chunks of whole GM
-  // alignment units of rows; GM addresses plus the base registers.
-  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t);
+  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
+  // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
+  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
+                   int64_t ub, int64_t ub_bytes);
 
  private:
   static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
@@ -244,20 +252,20 @@ class ConvCode {
 };
 
 void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to,
-                           DType t) {
+                           DType t, int64_t ub, int64_t ub_bytes) {
   const int64_t eb = dtype_bytes(t), wide = std::max(from, to), rows_aligned = std::max<int64_t>(1, gm_align() / eb);
-  int64_t cr = std::min(rows, (m_.capacity(Buffer::UB) / 2) / (wide * eb));
+  int64_t cr = std::min(rows, ub_bytes / (wide * eb));
   if (cr < rows) cr = std::max<int64_t>(1, cr / rows_aligned * rows_aligned);
   for (int64_t r0 = 0; r0 < rows; r0 += cr) {
     const int64_t n = std::min(cr, rows - r0);
     if (to > from) {
-      zero_ub(0, n * to * eb, t == DType::F32 ? DType::F32 : DType::F16);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(n), imm(from * eb), imm(0),
+      zero_ub(ub, n * to * eb, t == DType::F32 ? DType::F32 : DType::F16);
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(n), imm(from * eb), imm(0),
                          imm((to - from) * eb)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, 0), imm(1), imm(n * to * eb), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(1), imm(n * to * eb), imm(0), imm(0)});
     } else {
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(1), imm(n * from * eb), imm(0), imm(0)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, 0), imm(n), imm(to * eb),
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(1), imm(n * from * eb), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(n), imm(to * eb),
                           imm((from - to) * eb), imm(0)});
     }
   }
@@ -415,6 +423,11 @@ class ConvEmitter {
                                      cv_.C, cv_.K));
   }
 
+  // UB for the per-core copies: past the epilogue's resident channel values and column regions
+  // (they stay for the whole channel tile), else the lower half.
+  int64_t copy_ub() const { return epi_ ? ub_columns(2) : 0; }
+  int64_t copy_ub_bytes() const { return epi_ ? m_.capacity(Buffer::UB) - copy_ub() : m_.capacity(Buffer::UB) / 2; }
+
   // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
   void copy_weights() {
     op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
@@ -426,7 +439,7 @@ class ConvEmitter {
     }
     for (int64_t q = 0; q < RS(); ++q)
       code_.resize_rows(user_w_ + q * orig_.C * orig_.K * in_, npu::kNoRegister, W_.base + q * cv_.C * cv_.K * in_, kPrivW, orig_.C,
-                        orig_.K, cv_.K, DType::F16);
+                        orig_.K, cv_.K, DType::F16, copy_ub(), copy_ub_bytes());
   }
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
@@ -438,7 +451,7 @@ class ConvEmitter {
     if (cv_.layout == Layout::Nchw)
       code_.rows_to_columns(user_x_, X_.base, 1, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16, kXSrc, kXBase);
     else
-      code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16);
+      code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
   }
 
   // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
@@ -452,7 +465,7 @@ class ConvEmitter {
       code_.rows_to_columns(Y_.base, user_y_, 1, P(), valid, cv_.K, valid, P(), round_up(P(), m_.block_elements(cv_.out)), cv_.out, y,
                             kYDst);
     } else {
-      code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out);
+      code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
     }
   }
 

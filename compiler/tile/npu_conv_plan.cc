@@ -15,6 +15,9 @@ constexpr int64_t kMaxChannelTileFractals = 8;
 // Policy: kernel positions per L0 step leave room in an L0A half for pixel blocks of at least this
 // many fractal rows (a 7 x 7 kernel's 49 positions at once would leave blocks of one fractal).
 constexpr int64_t kMinPixelBlockFractals = 4;
+// Policy: GM round trips (read + write latency) per-core copies add to a core's chain (measured on the
+// small suite: NHWC 2x5x6x3 -> 4 runs 2.6x slower per core than on one).
+constexpr double kCopyRoundTrips = 8;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -243,11 +246,19 @@ class Planner {
 
 ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
                          const std::function<int64_t(int64_t rows, int64_t channels)>& epilogue_ub_bytes) {
+  if (!g.copies || g.one_core) return Planner(g, m, spec, epilogue_ub_bytes).run();
   ConvPlanResult r = Planner(g, m, spec, epilogue_ub_bytes).run();
-  if (!g.whole_k || r.no_fit || (r.plan && r.plan->tn == g.K)) return r;
-  ConvGeometry one = g;  // no tile of all output channels (or the user's tile): the copies on one core
+  if (r.no_fit) return r;
+  ConvGeometry one = g;  // the copies on one core, any channel tile
   one.whole_k = false, one.one_core = true;
-  return Planner(one, m, spec, epilogue_ub_bytes).run();
+  ConvPlanResult single = Planner(one, m, spec, epilogue_ub_bytes).run();
+  const bool multi = r.plan && (!g.whole_k || r.plan->tn == g.K);
+  // Per-core copies cost each core a chain of GM round trips (its images, weights and results out
+  // and back); worth it once one core's work is larger than that.
+  const double round_trips = kCopyRoundTrips * double(m.path(npu::Buffer::GM, npu::Buffer::UB).latency_cycles +
+                                                      m.path(npu::Buffer::UB, npu::Buffer::GM).latency_cycles);
+  if (multi && (!single.plan || !g.copies_fit_one_core || single.plan->cost > r.plan->cost + round_trips)) return r;
+  return single.plan || !multi ? single : r;
 }
 
 }  // namespace tessel::tile

@@ -40,6 +40,8 @@ struct ConvGeometry {
   // Scratch copies (NCHW, padded channels) are made per core, of what that core reads (cores
   // cannot synchronise); with output channels padded, one channel tile of all K keeps each core's
   // copy of its results whole, else (no such tile fits) one core copies everything.
+  bool copies = false;  // NCHW or padded channels: scratch copies
+  bool copies_fit_one_core = true;  // the one-core copies (whole tensors through UB) fit UB
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns

@@ -93,20 +93,29 @@ TEST_CASE("NCHW and padded-channel convolutions run on every core (per-core copi
     check_verifies("conv2d.tsl", "conv2d", "N=4,C=32,H=8,W=8,K=256,R=3,S=3", "", target);   // was: the weights transform did not fit UB
     check_verifies("conv2d.tsl", "conv2d", "N=3,C=20,H=9,W=11,K=24,R=3,S=3", "", target);   // NCHW and padded channels
     check_verifies("conv2d.tsl", "conv2d_stride2", "N=2,C=16,P=7,Q=5,K=32,R=3,S=3", "", target);
-    check_verifies("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=3,K=20,R=3,S=3", "", target);  // padded, fused epilogue
+    check_verifies("resnet50.tsl", "conv_bn_relu", "N=8,H=28,W=28,C=3,K=20,R=3,S=3", "", target);  // padded, fused epilogue
     check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=40,W=40,K=20,R=3,S=3", "", target);
   }
   // 4 images x 8 channel tiles of 32: every one of the 32 cores, each with its own copies.
   auto nchw = compile_case("conv2d.tsl", "conv2d", "N=4,C=32,H=8,W=8,K=256,R=3,S=3", "", false);
   CHECK(nchw->kernel.program.cores == 32);
-  // Padded output channels: one tile of all 32 padded channels; 4 images on 4 cores (was 1).
+  // Padded output channels: one tile of all 32 padded channels; 8 images on 8 cores (was 1).
+  auto padded = compile_case("resnet50.tsl", "conv_bn_relu", "N=8,H=28,W=28,C=3,K=20,R=3,S=3", "", false);
+  CHECK(padded->kernel.program.cores == 8);
+}
+
+TEST_CASE("tiny NCHW / padded convolutions keep their copies on one core (per-core copies would cost more than they save)") {
+  auto nchw = compile_case("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3", "", false);
+  CHECK(nchw->kernel.program.cores == 1);
   auto padded = compile_case("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=3,K=20,R=3,S=3", "", false);
-  CHECK(padded->kernel.program.cores == 4);
+  CHECK(padded->kernel.program.cores == 1);
 }
 
 TEST_CASE("the ResNet-50 stem (7x7, stride 2, padding 3, C = 3) in bands over several cores; 13 positions per L0 step") {
-  check_verifies("conv_halo.tsl", "conv_pad3_s2", "N=2,H=40,W=40,C=3,K=16,R=7,S=7,P=20,Q=20");
-  auto c = compile_case("conv_halo.tsl", "conv_pad3_s2", "N=2,H=40,W=40,C=3,K=16,R=7,S=7,P=20,Q=20", "", false);
+  // 56 x 56 x 16 f32 accumulators do not fit L0C twice: bands; 2 images on 2 cores with their own padded copies.
+  const std::string shape = "N=2,H=112,W=112,C=3,K=16,R=7,S=7,P=56,Q=56";
+  check_verifies("conv_halo.tsl", "conv_pad3_s2", shape);
+  auto c = compile_case("conv_halo.tsl", "conv_pad3_s2", shape, "", false);
   CHECK(c->kernel.program.cores == 2);
   bool groups_of_13 = false;
   for (const auto& n : c->kernel.notes) groups_of_13 |= n.find("4 kernel-position group(s) of 13") != std::string::npos;
