@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "compiler/emit_npu/conv.h"
+#include "isa/base/error.h"
 #include "isa/npu_machine.h"
 #include "npu_case.h"
 
@@ -120,4 +121,11 @@ TEST_CASE("the ResNet-50 stem (7x7, stride 2, padding 3, C = 3) in bands over se
   bool groups_of_13 = false;
   for (const auto& n : c->kernel.notes) groups_of_13 |= n.find("4 kernel-position group(s) of 13") != std::string::npos;
   CHECK(groups_of_13);
+}
+
+TEST_CASE("200 x 200 x 16 (1.28 MB, the former UserError example) maps in bands; one output row larger than L1 is still refused") {
+  auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=200,W=200,C=16,K=16,R=3,S=3", "", false);
+  CHECK(fmatrices(c->kernel).size() > 1);
+  CHECK_THROWS_WITH_AS(compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=4,W=40000,C=16,K=16,R=3,S=3", "", false),
+                       doctest::Contains("the input window of one output row exceed L1"), UserError);
 }
