@@ -1,7 +1,9 @@
 // The NPU convolution's tile policy (pass-free: a function of the problem, the machine model and
 // the tile spec). One place decides how an img2col convolution is cut for the NPU: the output-
 // channel tile whose weights stay in L1, images per core, kernel positions per L0 step, pixel
-// blocks per L0A half and whether feature maps / accumulators ping-pong. The emitter
+// blocks per L0A half, bands of output rows where one image does not fit L1 / L0C (input windows
+// with halos), whether feature maps / accumulators ping-pong, and whether NCHW / padded-channel
+// copies are made per core or on one core. The emitter
 // (compiler/emit_npu/conv.cc) carries the plan out; the tuner's fit check and analytic model
 // (compiler/tune/) read the same plan, so they never re-derive it or compile to find out.
 //
