@@ -129,3 +129,10 @@ TEST_CASE("200 x 200 x 16 (1.28 MB, the former UserError example) maps in bands;
   CHECK_THROWS_WITH_AS(compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=4,W=40000,C=16,K=16,R=3,S=3", "", false),
                        doctest::Contains("the input window of one output row exceed L1"), UserError);
 }
+
+TEST_CASE("NCHW images larger than UB: the layout copies in pieces (rows x plane); with bands; exact on 910 and 310") {
+  // 64 x 56 x 56 f16 = 401 KB per image: was "a layout transform ... does not fit the vector buffer"
+  check_verifies("conv2d.tsl", "conv2d", "N=1,C=64,H=56,W=56,K=64,R=3,S=3");
+  check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=56,W=56,K=20,R=3,S=3", "", kTarget310);  // padded channels, bands
+  check_verifies("conv2d.tsl", "conv2d", "N=1,C=5,H=100,W=90,K=24,R=3,S=3");                 // 10 bands of 10 rows
+}
