@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/conv.h"
+#include "compiler/emit_npu/conv_epilogue.h"
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
@@ -27,7 +28,9 @@ using npu::Operand;
 Operand f16() { return Operand::type(DType::F16); }
 
 enum Reg : uint8_t {
-  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner
+  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
+  kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
+  kXSrc, kYDst, kPrivW  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
 };
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -164,8 +167,16 @@ UserError conv_unsupported(const kernel::Kernel& k, const std::string& why) {
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   tile::ConvGeometry g;
   g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
+  g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw;
   g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
-  g.one_core = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
+  g.copies = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
+  g.whole_k = g.K != c.K;
+  // the one-core copies of the weights in one piece through UB (nchw_in, padded_in)
+  const int64_t in = dtype_bytes(DType::F16), RS = c.R * c.S, cap = m.capacity(Buffer::UB);
+  if (c.layout == Layout::Nchw)
+    g.copies_fit_one_core = c.K * round_up(c.C * RS, m.block_elements(DType::F16)) * in + g.C * RS * g.K * in + m.fractal_bytes() <= cap;
+  else
+    g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   return g;
 }
@@ -224,8 +235,18 @@ class ConvCode {
   // group). Chunks of groups keep every GM start aligned; the columns past the rows stay 0.
   // src rows hold `src_row` elements in GM (the first `plane` taken), dst rows `cols` in UB of which
   // `cols_valid` go to GM; `plane_out` >= plane dst rows per group (the rest 0).
+  // src_reg / dst_reg: base registers added to the GM addresses (a core's own image or copy).
   void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t);
+                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg = npu::kNoRegister,
+                       uint8_t dst_reg = npu::kNoRegister);
+  // One group too large for UB: the same transform in pieces of rows x plane elements (rows in whole
+  // vector repeats of columns), each piece's columns written with the GM row pitch.
+  void rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
+                              int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg);
+  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
+  // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
+  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
+                   int64_t ub, int64_t ub_bytes);
 
  private:
   static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
@@ -234,17 +255,87 @@ class ConvCode {
   npu::Program& p_;
 };
 
+void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to,
+                           DType t, int64_t ub, int64_t ub_bytes) {
+  const int64_t eb = dtype_bytes(t), wide = std::max(from, to), rows_aligned = std::max<int64_t>(1, gm_align() / eb);
+  int64_t cr = std::min(rows, ub_bytes / (wide * eb));
+  if (cr < rows) cr = std::max<int64_t>(1, cr / rows_aligned * rows_aligned);
+  for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+    const int64_t n = std::min(cr, rows - r0);
+    if (to > from) {
+      zero_ub(ub, n * to * eb, t == DType::F32 ? DType::F32 : DType::F16);
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(n), imm(from * eb), imm(0),
+                         imm((to - from) * eb)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(1), imm(n * to * eb), imm(0), imm(0)});
+    } else {
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(1), imm(n * from * eb), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(n), imm(to * eb),
+                          imm((from - to) * eb), imm(0)});
+    }
+  }
+}
+
+void ConvCode::rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
+                                      int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
+  const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
+  const int64_t block = m_.vector_block_bytes, repeat = m_.vector_bytes_per_repeat, room = m_.capacity(Buffer::UB) - m_.fractal_bytes();
+  const int64_t pitch = cols_valid == cols ? cols : cols_valid;  // dst rows in GM (as the one-piece transform writes them)
+  auto out_cols = [&](int64_t rp) { return rp == rows ? cols : round_up(rp, per_block); };
+  auto raw_of = [&](int64_t rp, int64_t pc) { return round_up(rp * round_up(pc, per_block) * eb, block); };
+  int64_t rp = rows, pc = plane;
+  while (raw_of(rp, pc) + pc * out_cols(rp) * eb > room) {
+    if (pc > per_block && (pc >= rp || rp <= lanes)) pc = std::max(per_block, pc / 2 / per_block * per_block);
+    else if (rp > lanes) rp = std::max(lanes, rp / 2 / lanes * lanes);
+    else
+      throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
+                                  "elements does not fit the vector buffer", k_.name, rows, plane));
+  }
+  const int64_t f16_block = m_.block_elements(DType::F16);
+  const int64_t rep_chunk = m_.vector_max_repeat / f16_block * f16_block / per_block * per_block;
+  const DType dup = t == DType::F32 ? DType::F32 : DType::F16;
+  const int64_t out = raw_of(rp, pc), cp = out_cols(rp);
+  for (int64_t r0 = 0; r0 < rows; r0 += rp) {
+    const int64_t nr = std::min(rp, rows - r0), valid = rp == rows ? cols_valid : std::min(nr, cols_valid - r0);
+    for (int64_t e0 = 0; e0 < plane; e0 += pc) {
+      const int64_t ne = std::min(pc, plane - e0), ne_a = round_up(ne, per_block);
+      full_mask();
+      zero_ub(out, ne * cp * eb, dup);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + (r0 * src_row + e0) * eb, src_reg), imm(nr), imm(ne * eb),
+                         imm((src_row - ne) * eb), imm((ne_a - ne) * eb)});
+      for (int64_t r = 0; r < nr; ++r) {
+        mask_lane(r % lanes);
+        for (int64_t e = 0; e < ne; e += rep_chunk)
+          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + e * cp * eb + (r / lanes) * repeat), at(Buffer::UB, (r * ne_a + e) * eb),
+                             imm(std::min(rep_chunk, ne - e)), imm(1), imm(cp * eb / block)});
+      }
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + (e0 * pitch + r0) * eb, dst_reg), at(Buffer::UB, out), imm(ne), imm(valid * eb),
+                          imm((cp - valid) * eb), imm((pitch - valid) * eb)});
+    }
+  }
+  // rows past the plane (plane_out > plane) are zero
+  full_mask();
+  const int64_t zero_rows = plane_out - plane, per = std::max<int64_t>(1, room / (pitch * eb));
+  for (int64_t z0 = 0; z0 < zero_rows; z0 += per) {
+    const int64_t n = std::min(per, zero_rows - z0);
+    zero_ub(0, n * pitch * eb, dup);
+    op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + (plane + z0) * pitch * eb, dst_reg), at(Buffer::UB, 0), imm(1), imm(n * pitch * eb), imm(0),
+                        imm(0)});
+  }
+}
+
 void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t) {
+                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
   const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
   const int64_t block = m_.vector_block_bytes, align = gm_align(), repeat = m_.vector_bytes_per_repeat;
   const int64_t plane_a = round_up(plane, per_block), cap = m_.capacity(Buffer::UB);
   // Chunks of `step` groups keep the GM starts of source and destination aligned.
   int64_t step = 1;
-  while ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align) ++step;
+  while (groups > 1 && ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align)) ++step;
   const int64_t raw_bytes = rows * plane_a * eb, out_bytes = plane_out * cols * eb;
   // UB keeps one f16 fractal spare past the two regions (as the layout transform always has)
   int64_t chunk = (cap - m_.fractal_bytes()) / (raw_bytes + out_bytes) / step * step;
+  if (chunk < 1 && groups == 1)
+    return rows_to_columns_pieces(src_gm, dst_gm, rows, plane, src_row, plane_out, cols_valid, cols, t, src_reg, dst_reg);
   if (chunk < std::min(groups, step))
     throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
                                 "elements does not fit the vector buffer", k_.name, rows, plane));
@@ -258,7 +349,7 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
     const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, block);
     full_mask();
     zero_ub(out, g * out_bytes, dup);
-    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb), imm(g * rows), imm(plane * eb),
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb, src_reg), imm(g * rows), imm(plane * eb),
                        imm((src_row - plane) * eb), imm((plane_a - plane) * eb)});
     for (int64_t r = 0; r < rows; ++r) {
       mask_lane(r % lanes);
@@ -269,32 +360,53 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
                              imm(cols * eb / block)});
     }
     if (cols_valid == cols)
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb), at(Buffer::UB, out), imm(1), imm(g * out_bytes), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb, dst_reg), at(Buffer::UB, out), imm(1), imm(g * out_bytes),
+                          imm(0), imm(0)});
     else
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb), at(Buffer::UB, out), imm(g * plane_out),
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb, dst_reg), at(Buffer::UB, out), imm(g * plane_out),
                           imm(cols_valid * eb), imm((cols - cols_valid) * eb), imm(0)});
   }
   full_mask();
 }
+
+// A band of output rows [out_first, out_first + out_rows) and its input window: rows
+// [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
+// it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
+// Write-back pieces to place between a band's channel slices: emit(i), i < pieces.
+struct Trailing {
+  int64_t pieces = 0;
+  std::function<void(int64_t)> emit;
+};
+
+struct Band {
+  int64_t out_first = 0, out_rows = 0, in_first = 0, in_rows = 0, pad_top = 0, pad_bottom = 0, pixels = 0;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+};
 
 // Carries out a ConvPlan (compiler/tile/npu_conv_plan.h) for one matched convolution: GM tensors,
 // scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
 class ConvEmitter {
  public:
   ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
-              const tile::ConvPlan& plan, GemmEpilogue* epi, NpuKernel& out)
+              const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out)
       : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
 
   void run() {
     p_.source_name = k_.name + ".npu";
+    make_bands();
     out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
     place_tensors();
     set_layouts();
-    if (cv_.layout == Layout::Nchw) nchw_in();
+    if (per_core()) place_copies();
+    else if (cv_.layout == Layout::Nchw) nchw_in();
     else if (padded()) padded_in();
     main_loops();
-    if (cv_.layout == Layout::Nchw) nchw_out();
-    else if (padded()) padded_out();
+    if (per_core()) {
+    } else if (cv_.layout == Layout::Nchw) {
+      nchw_out();
+    } else if (padded()) {
+      padded_out();
+    }
     p_.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     out_.notes.push_back(summary());
     npu::validate_program(p_);
@@ -305,12 +417,18 @@ class ConvEmitter {
   int64_t RS() const { return cv_.R * cv_.S; }
   int64_t C1() const { return cv_.C / k0_; }
   bool padded() const { return cv_.C != orig_.C || cv_.K != orig_.K; }
-  int64_t cores_avail() const { return padded() || cv_.layout == Layout::Nchw ? 1 : m_.cores; }
+  int64_t cores_avail() const { return plan_.one_core ? 1 : m_.cores; }
+  // NCHW or padded channels with the copies made per core, of what the core reads and writes.
+  bool per_core() const { return (padded() || cv_.layout == Layout::Nchw) && !plan_.one_core; }
+  bool x_copied() const { return cv_.layout == Layout::Nchw || cv_.C != orig_.C; }
+  bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
+  int64_t x_slot_bytes() const { return round_up(cv_.H * cv_.W * cv_.C * in_, code_.gm_align()); }
+  int64_t w_slot_bytes() const { return round_up(RS() * cv_.C * cv_.K * in_, code_.gm_align()); }
   bool kt_loop() const { return plan_.k_tiles > cores_avail(); }
   int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
   // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
   int64_t halves() const { return plan_.fm_halves == 2 && per_core_images() % 2 == 0 ? 2 : 1; }
-  int64_t w_l1() const { return halves() * plan_.fm_bytes; }  // the tile's weights after the feature maps
+  int64_t w_l1() const { return (bands_.size() > 1 ? plan_.fm_halves : halves()) * plan_.fm_bytes; }  // the tile's weights after the feature maps
   int64_t offset(const std::string& n) const { return p_.find_tensor(n)->gm_offset; }
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
 
@@ -338,6 +456,70 @@ class ConvEmitter {
         Y_.block_bytes = u * u * eo_;
         W_.fractal = true, W_.KB = cv_.K / u;
         break;
+    }
+  }
+
+  // Per-core copies: X's images in two slots per core, each core's own copy of the weights, Y
+  // (NCHW or padded output channels) through an NHWC copy of which each core writes and reads back
+  // only its (image, channel tile) blocks. Nothing one core writes is read by another.
+  void place_copies() {
+    user_x_ = X_.base, user_w_ = W_.base, user_y_ = Y_.base;
+    const int64_t cores = m_.cores;
+    if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
+    W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
+    if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
+    if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
+                                     "channel tile's weights and its results; every core",
+                                     cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed to NHWC / [C, R*S, tn] copies on the "
+                                                                  "vector unit, the result back to NCHW"
+                                                                : "channels not multiples of the fractal: zero-padded copies through UB",
+                                     cv_.C, cv_.K));
+  }
+
+  // UB for the per-core copies: past the epilogue's resident channel values and column regions
+  // (they stay for the whole channel tile), else the lower half.
+  int64_t copy_ub() const { return epi_ ? ub_columns(2) : 0; }
+  int64_t copy_ub_bytes() const { return epi_ ? m_.capacity(Buffer::UB) - copy_ub() : m_.capacity(Buffer::UB) / 2; }
+
+  // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
+  void copy_weights() {
+    op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
+    if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
+      const int64_t tn = plan_.tn, crs = orig_.C * RS();
+      op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
+      code_.rows_to_columns(user_w_, W_.base, 1, std::min(tn, orig_.K), crs, crs, cv_.C * RS(), tn, tn, DType::F16, kXSrc, kPrivW);
+      return;
+    }
+    for (int64_t q = 0; q < RS(); ++q)
+      code_.resize_rows(user_w_ + q * orig_.C * orig_.K * in_, npu::kNoRegister, W_.base + q * cv_.C * cv_.K * in_, kPrivW, orig_.C,
+                        orig_.K, cv_.K, DType::F16, copy_ub(), copy_ub_bytes());
+  }
+
+  // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
+  void copy_image_in(int64_t slot) {
+    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(orig_.C * cv_.H * cv_.W * in_)});
+    op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
+    if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    const int64_t HW = cv_.H * cv_.W;
+    if (cv_.layout == Layout::Nchw)
+      code_.rows_to_columns(user_x_, X_.base, 1, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16, kXSrc, kXBase);
+    else
+      code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
+  }
+
+  // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
+  void copy_image_out(Reg y) {
+    if (!y_copied()) return;
+    const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K);
+    op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(orig_.K * P() * eo_)});
+    if (cv_.layout == Layout::Nchw) {
+      op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * P() * eo_)});
+      op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
+      code_.rows_to_columns(Y_.base, user_y_, 1, P(), valid, cv_.K, valid, P(), round_up(P(), m_.block_elements(cv_.out)), cv_.out, y,
+                            kYDst);
+    } else {
+      code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
     }
   }
 
@@ -405,12 +587,37 @@ class ConvEmitter {
     out_.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig_.C, orig_.K, cv_.C, cv_.K));
   }
 
+  // The plan's bands: the whole image (its pad rows as the statement has them), or bands of
+  // band_rows output rows, each reading its rows x stride + halo input rows clipped to the image.
+  void make_bands() {
+    const int64_t th = plan_.band_rows ? plan_.band_rows : cv_.OH;
+    for (int64_t o0 = 0; o0 < cv_.OH; o0 += th) {
+      Band b;
+      b.out_first = o0, b.out_rows = std::min(th, cv_.OH - o0), b.pixels = b.out_rows * cv_.OW;
+      const int64_t lo = o0 * cv_.sh - cv_.pt, hi = (o0 + b.out_rows - 1) * cv_.sh + cv_.dh * (cv_.R - 1) - cv_.pt;
+      if (th == cv_.OH) {
+        b.in_first = 0, b.in_rows = cv_.H, b.pad_top = cv_.pt, b.pad_bottom = hi - (cv_.H - 1);
+      } else {
+        b.in_first = std::max<int64_t>(0, lo);
+        const int64_t last = std::min(cv_.H - 1, hi);
+        b.in_rows = last - b.in_first + 1, b.pad_top = b.in_first - lo, b.pad_bottom = hi - last;
+      }
+      const int64_t padded = round_up(b.pixels, m_.cube_f16.m0);
+      for (const auto& [p0, size] : plan_.blocks)
+        if (p0 < padded) b.blocks.push_back({p0, std::min(size, padded - p0)});
+      bands_.push_back(std::move(b));
+    }
+  }
+
+  void set_fmatrix(const Band& b) {
+    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
+    op(Opcode::SetFmatrix, {imm(b.in_rows), imm(cv_.W), imm(b.pad_top), imm(b.pad_bottom), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw),
+                            imm(cv_.R), imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+  }
+
   void main_loops() {
     p_.cores = static_cast<int>(plan_.cores);
-    const int64_t pb = (cv_.OH - 1) * cv_.sh + cv_.dh * (cv_.R - 1) + 1 - cv_.H - cv_.pt;
-    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
-    op(Opcode::SetFmatrix, {imm(cv_.H), imm(cv_.W), imm(cv_.pt), imm(pb), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw), imm(cv_.R),
-                            imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+    if (bands_.size() == 1) set_fmatrix(bands_[0]);
     if (kt_loop()) {
       op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});
       op(Opcode::Mov, {reg(kImage0), imm(0)});
@@ -419,17 +626,90 @@ class ConvEmitter {
       op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(plan_.k_tiles)});
       op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
     }
+    if (epi_) load_channels();
+    if (per_core()) copy_weights();
     load_weights();
-    if (epi_) {
-      op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
-      op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
-    }
     const int64_t iterations = per_core_images() / halves();
-    if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
-    else op(Opcode::Mov, {reg(kPair), imm(0)});
-    for (int64_t half = 0; half < halves(); ++half) image(half);
-    if (iterations > 1) op(Opcode::EndLoop, {});
+    if (bands_.size() > 1) {
+      banded_images();
+    } else if (pipelined()) {
+      // Image 2j + 1's mmads are issued before image 2j's write-back, and image 2j + 2's before
+      // image 2j + 1's: the vector unit's epilogue of one image overlaps the cube's next image (the
+      // scalar pipe issues in order, so a write-back issued right after its own mmads would hold
+      // the next image's mmads behind the vector queue). The first pair is peeled (no write-back
+      // trails it).
+      op(Opcode::Mov, {reg(kPair), imm(0)});
+      image(0);
+      image(1, trailing(0));
+      if (iterations > 1) {
+        op(Opcode::Loop, {reg(kPair), imm(1), imm(iterations), imm(1)});
+        image(0, trailing(1));
+        image(1, trailing(0));
+        op(Opcode::EndLoop, {});
+      }
+      write_back(1);
+    } else {
+      if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
+      else op(Opcode::Mov, {reg(kPair), imm(0)});
+      for (int64_t half = 0; half < halves(); ++half) {
+        image(half);
+        write_back(half);
+        if (per_core()) copy_image_out(y_base(half));
+      }
+      if (iterations > 1) op(Opcode::EndLoop, {});
+    }
     if (kt_loop()) op(Opcode::EndLoop, {});
+  }
+
+  // Feature maps larger than L1 (or accumulators larger than L0C): per image its bands in turn,
+  // each with its own geometry and input window (overlapping its neighbours' by the halo); bands
+  // ping-pong in L1 and L0C where both hold two, band b's write-back then trailing band b + 1's mmads.
+  void banded_images() {
+    const int64_t images = per_core_images(), step_images = kt_loop() ? 1 : plan_.group;
+    const bool two = plan_.fm_halves == 2 && plan_.c_halves == 2;
+    if (images > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(images), imm(1)});
+    else op(Opcode::Mov, {reg(kPair), imm(0)});
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(step_images)});
+    op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
+    image_bases(kYBase, 0);
+    for (size_t i = 0; i < bands_.size(); ++i) {
+      const int64_t half = two ? int64_t(i % 2) : 0;
+      set_fmatrix(bands_[i]);
+      load_band(bands_[i], half * plan_.fm_bytes);
+      Trailing previous;
+      if (two && i > 0)
+        previous = {int64_t(bands_[i - 1].blocks.size()),
+                    [this, i, half](int64_t bi) { write_back_block(bands_[i - 1], c_base(1 - half), kYBase, bi); }};
+      slices(bands_[i], half * plan_.fm_bytes, c_base(half), previous);
+      if (!two) write_back(bands_[i], c_base(half), kYBase);
+    }
+    if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
+    if (per_core()) copy_image_out(kYBase);
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.
+  bool pipelined() const { return epi_ && !per_core() && halves() == 2 && plan_.c_halves == 2; }
+  Reg y_base(int64_t half) const { return pipelined() && half == 1 ? kYBaseOdd : kYBase; }
+  int64_t c_base(int64_t half) const { return (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * plan_.tn * acc_; }
+
+  // UB: two accumulator blocks, the epilogue's resident channel values, two column blocks' regions.
+  int64_t ub_resident() const { return 2 * plan_.tm0 * plan_.tn * acc_; }
+  int64_t ub_columns(int64_t set) const {
+    return ub_resident() + epi_->resident_bytes(plan_.tn) + set * epi_->column_bytes(plan_.tm0);
+  }
+
+  // The k-tile's per-channel epilogue values, once per k-tile.
+  void load_channels() {
+    op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
+    op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
+    std::map<std::string, Operand> gm;
+    for (const std::string& name : epi_->channel_tensors()) {
+      const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
+      gm[name] = at(Buffer::GM, offset(name), eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
+    }
+    // one tile of padded channels: only the tensors' own K values (the rest of the pattern is unused)
+    epi_->load_channels(p_, gm, plan_.tn, plan_.k_tiles == 1 ? std::min(plan_.tn, orig_.K) : plan_.tn, ub_resident());
   }
 
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
@@ -442,7 +722,12 @@ class ConvEmitter {
                            imm(RS()), imm(tn * frow_), imm((C1() * W_.KB * cv_.unit - tn) * frow_), imm(0)});
       return;
     }
-    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+    if (per_core() && cv_.layout == Layout::Nchw) {
+      op(Opcode::Mov, {reg(kWCol), reg(kPrivW)});  // the core's copy holds its channel tile only
+    } else {
+      op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+      if (per_core()) op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kPrivW)});
+    }
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       for (int64_t q = 0; q < RS(); ++q)
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
@@ -465,80 +750,132 @@ class ConvEmitter {
   }
 
   // One image of the pair: its feature map into L1, the channel slices, the write-back.
-  void image(int64_t half) {
-    const int64_t tn = plan_.tn, step_images = kt_loop() ? 1 : plan_.group;
-    const int64_t fm_base = half * plan_.fm_bytes;
-    const int64_t c_base = (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * tn * acc_;
+  // The write-back of the image in `half`, piece by piece.
+  Trailing trailing(int64_t half) {
+    return {int64_t(bands_[0].blocks.size()), [this, half](int64_t i) { write_back_block(bands_[0], c_base(half), y_base(half), i); }};
+  }
+
+  void image(int64_t half, const Trailing& trailing = {}) {
+    const int64_t step_images = kt_loop() ? 1 : plan_.group;
+    const int64_t fm_base = half * plan_.fm_bytes, c_base = this->c_base(half);
+    const Reg y = y_base(half);
     // image = image0 + (pair * halves + half) * step_images
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
-    image_base(X_, kXBase);
-    image_base(Y_, kYBase);
-    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn / n0_ * Y_.block_bytes)});
-    op(Opcode::Add, {reg(kYBase), reg(kYBase), reg(kTmp)});
-    // The image's feature map as C1HWC0: one strided copy per fractal row of channels.
+    image_bases(y, half);
+    load_band(bands_[0], fm_base);
+    slices(bands_[0], fm_base, c_base, trailing);
+  }
+
+  void image_bases(Reg y, int64_t slot) {
+    if (per_core() && x_copied()) copy_image_in(slot);
+    else image_base(X_, kXBase);
+    image_base(Y_, y);
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
+    op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
+  }
+
+  // The band's input window as C1HWC0: one strided copy per fractal row of channels.
+  void load_band(const Band& b, int64_t fm_base) {
     for (int64_t c1 = 0; c1 < C1(); ++c1)
-      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * cv_.H * cv_.W * frow_), at(Buffer::GM, X_.base + c1 * X_.block_bytes, kXBase),
-                         imm(cv_.H * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
-    const int64_t pairs = C1() / 2;
-    if (pairs > 0) {
-      op(Opcode::Loop, {reg(kSlice), imm(0), imm(pairs), imm(1)});
+      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
+                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + c1 * X_.block_bytes, kXBase), imm(b.in_rows * cv_.W),
+                         imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+  }
+
+  // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
+  // `trailing` pieces of an earlier write-back (one per pixel block) go between the first pairs
+  // (those iterations peeled), so the vector unit's work spreads over this band's mmads instead
+  // of holding the in-order scalar issue (and with it the cube) behind a full vector queue.
+  void slices(const Band& b, int64_t fm_base, int64_t c_base, const Trailing& trailing = {}) {
+    const int64_t tn = plan_.tn, pairs = C1() / 2;
+    const int64_t peeled = trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
+    auto pair = [&] {
       op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
       op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
       op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
-      slice(0, reg(kInit), fm_base, c_base);
-      slice(1, imm(0), fm_base, c_base);
+      slice(0, reg(kInit), fm_base, c_base, b.blocks, true);
+      slice(1, imm(0), fm_base, c_base, b.blocks, false);
+    };
+    for (int64_t i = 0; i < peeled; ++i) {
+      op(Opcode::Mov, {reg(kSlice), imm(i)});
+      pair();
+      trailing.emit(i);
+    }
+    if (pairs - peeled > 1) {
+      op(Opcode::Loop, {reg(kSlice), imm(peeled), imm(pairs), imm(1)});
+      pair();
       op(Opcode::EndLoop, {});
+    } else if (pairs - peeled == 1) {
+      op(Opcode::Mov, {reg(kSlice), imm(peeled)});
+      pair();
     }
     if (C1() % 2) {
       op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
       op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
-      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base);
+      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks, false);
     }
-    write_back(c_base);
+    for (int64_t i = peeled; i < trailing.pieces; ++i) trailing.emit(i);
+  }
+
+  // The weights of kernel-position group gi of slice `sub` L1 -> L0B (the next ping-pong half).
+  int64_t load_group(int64_t sub, size_t gi) {
+    const int64_t tn = plan_.tn, nb = tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
+    const auto [q0, qn] = plan_.kgroups[gi];
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
+                        imm(nb), imm(1), imm(1)});
+    return lb;
   }
 
   // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
-  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad.
-  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base) {
-    const int64_t tn = plan_.tn, nb = tn / n0_;
+  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad. The next group's weights are
+  // loaded after the second block's load3d (into the other L0B half), and with `load_next` the
+  // next slice's first group's, so MTE1 has them ready when the cube reaches them.
+  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks,
+             bool load_next) {
+    const int64_t tn = plan_.tn;
     const auto& kgroups = plan_.kgroups;
     op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
+    int64_t lb = sub == 1 && next_lb_ >= 0 ? next_lb_ : load_group(sub, 0);
+    next_lb_ = -1;
     for (size_t gi = 0; gi < kgroups.size(); ++gi) {
       const auto [q0, qn] = kgroups[gi];
-      const int64_t lb = (l0b_step_++ % 2) * plan_.l0b_half;
-      op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
-                          imm(nb), imm(1), imm(1)});
       if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
-      for (const auto& [p0, size] : plan_.blocks) {
+      int64_t next = -1;
+      for (size_t bi = 0; bi < blocks.size(); ++bi) {
+        const auto [p0, size] = blocks[bi];
         const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
         op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+        if (bi == std::min<size_t>(1, blocks.size() - 1)) {
+          if (gi + 1 < kgroups.size()) next = load_group(sub, gi + 1);
+          else if (load_next) next_lb_ = load_group(sub + 1, 0);
+        }
         op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * acc_), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
                           imm(qn * k0_), imm(tn), gi == 0 ? init_first : imm(0)});
       }
+      lb = next;
     }
   }
 
-  // Per pixel block: the accumulator to UB, per column block the epilogue and the valid pixels to GM.
-  void write_back(int64_t c_base) {
-    const int64_t tn = plan_.tn, tm0 = plan_.tm0, epi_base = 2 * tm0 * tn * acc_;
-    for (const auto& [p0, size] : plan_.blocks) {
-      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, P() - p0);
+  // Per pixel block: the accumulator to UB, per column block the epilogue (its regions ping-pong
+  // between column blocks) and the valid pixels to GM.
+  void write_back(int64_t half) { write_back(bands_[0], c_base(half), y_base(half)); }
+  void write_back(const Band& b, int64_t c_base, Reg y) {
+    for (size_t i = 0; i < b.blocks.size(); ++i) write_back_block(b, c_base, y, i);
+  }
+  void write_back_block(const Band& b, int64_t c_base, Reg y, size_t block) {
+    const int64_t tn = plan_.tn, tm0 = plan_.tm0, first = b.out_first * cv_.OW;
+    {
+      const auto [p0, size] = b.blocks[block];
+      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, b.pixels - p0);
       op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
                           imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
-      if (valid <= 0) continue;
+      if (valid <= 0) return;
       for (int64_t jj = 0; jj < tn / n0_; ++jj) {
         int64_t src = ub + jj * size * n0_ * acc_;
-        if (epi_) {
-          std::map<std::string, Operand> columns;
-          for (const std::string& name : epi_->broadcasts()) {
-            const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
-            columns[name] = at(Buffer::GM, offset(name) + jj * n0_ * eb, eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
-          }
-          src = epi_->emit_block(p_, src, size, epi_base, columns);
-        }
-        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + p0 * Y_.pixel_bytes + jj * Y_.block_bytes, kYBase), at(Buffer::UB, src), imm(valid),
+        if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
+        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + (first + p0) * Y_.pixel_bytes + jj * Y_.block_bytes, y), at(Buffer::UB, src), imm(valid),
                             imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
       }
     }
@@ -552,7 +889,10 @@ class ConvEmitter {
                        plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
                        halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
                        plan_.kgroups.size(), plan_.kc, cv_.sh > 1 || cv_.sw > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw) : "",
-                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "");
+                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
+           (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
+                                            bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))
+                              : "");
   }
 
   UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
@@ -561,17 +901,19 @@ class ConvEmitter {
   const isa::NpuMachine& m_;
   const Conv &orig_, &cv_;
   const tile::ConvPlan& plan_;
-  GemmEpilogue* epi_;
+  ConvEpilogue* epi_;
   NpuKernel& out_;
   npu::Program& p_;
   ConvCode code_;
   const int64_t n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
   const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
   const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
-  int64_t gm_ = 0, user_y_ = 0;
+  int64_t gm_ = 0, user_x_ = 0, user_w_ = 0, user_y_ = 0;
   ActivationLayout X_, Y_;
+  std::vector<Band> bands_;
   WeightLayout W_;
-  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0;
+  int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
 };
 
 }  // namespace
@@ -586,10 +928,16 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& k, const i
 
 namespace {
 
+// UB past the two accumulator blocks: the epilogue's resident channel values, then two column
+// blocks' regions (ping-pong).
+int64_t epilogue_ub_bytes(const ConvEpilogue& e, int64_t rows, int64_t channels) {
+  return e.resident_bytes(channels) + 2 * e.column_bytes(rows);
+}
+
 // The convolution, its epilogue (if any) and the plan for `spec`; `unsupported` set when no plan fits.
 struct PlannedConv {
   Conv orig, cv;
-  std::unique_ptr<GemmEpilogue> epi;
+  std::unique_ptr<ConvEpilogue> epi;
   tile::ConvPlanResult result;
 };
 
@@ -602,16 +950,16 @@ PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::Np
     pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
     return pc;
   }
-  if (cv.epilogue) pc.epi = std::make_unique<GemmEpilogue>(k, h, cv.statement, cv.acc, /*skip_before=*/true);
-  GemmEpilogue* epi = pc.epi.get();
-  std::function<int64_t(int64_t)> epi_bytes;
-  if (epi) epi_bytes = [epi](int64_t rows) { return epi->ub_bytes(rows); };
+  if (cv.epilogue) pc.epi = std::make_unique<ConvEpilogue>(k, h, cv.statement, cv.acc);
+  ConvEpilogue* epi = pc.epi.get();
+  std::function<int64_t(int64_t, int64_t)> epi_bytes;
+  if (epi) epi_bytes = [epi](int64_t rows, int64_t channels) { return epilogue_ub_bytes(*epi, rows, channels); };
   pc.result = tile::plan_conv(padded_geometry(pc.orig, m), m, spec, epi_bytes);
   if (!pc.result.plan || !epi) return pc;
   const tile::ConvPlan& p = *pc.result.plan;
   std::string why;
   if (epi->output() != cv.y || epi->output_type() != cv.out) why = "the epilogue's output is not the last statement's";
-  else if (2 * p.tm0 * p.tn * dtype_bytes(m.cube_f16.acc) + epi->ub_bytes(p.tm0) > m.capacity(Buffer::UB))
+  else if (2 * p.tm0 * p.tn * dtype_bytes(m.cube_f16.acc) + epilogue_ub_bytes(*epi, p.tm0, p.tn) > m.capacity(Buffer::UB))
     why = "the epilogue of a pixel block does not fit UB";
   if (!why.empty()) {
     pc.result.plan.reset();

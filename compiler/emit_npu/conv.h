@@ -5,8 +5,16 @@
 // (MTE2, one strided copy per 16 channels; two images ping-pong), the geometry set once
 // (set_fmatrix, strides and dilations included), per 16-channel slice and group of kernel
 // positions the weights L1 -> L0B (load2d) and per pixel block load3d (img2col) -> L0A, mmad
-// accumulating in L0C (two images ping-pong), mov_l0c / dma_out of the valid pixels. NCHW and
-// channel counts not multiples of 16 go through NHWC scratch copies (one core). The user's tile
+// accumulating in L0C (two images ping-pong), mov_l0c / dma_out of the valid pixels.
+// Feature maps (or accumulators) larger than L1 (L0C) run in bands of output rows: each band loads
+// its input window (band rows x stride + (R - 1) x dilation halo rows, overlapping its neighbours'),
+// with its own set_fmatrix (zero rows only at the image's real border); bands ping-pong in L1 / L0C.
+// A fused epilogue (conv + bn + relu) is a ConvEpilogue (conv_epilogue.h): per-channel values once
+// per channel tile, per column block only the accumulator's operations, and its write-back trails
+// the next image's first slice pairs so the vector unit works while the cube computes.
+// NCHW and channel counts not multiples of 16 go through NHWC scratch copies: per core (each core
+// copies the images it reads, its channel tile's weights and its results; no core reads another's)
+// where one core's work outweighs the copies' GM round trips, else on one core. The user's tile
 // spec (Kernel::user_tile), when given, is read by the NPU convolution tile policy
 // (compiler/tile/npu_conv_plan.h), which sets the output-channel tile (outer k), the pixel block
 // (inner p x q) and the kernel positions per L0 step (inner r x s); README "Tile spec -> plan".

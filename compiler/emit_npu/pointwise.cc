@@ -124,15 +124,15 @@ VectorCode::Value VectorCode::vector_of(const Value& v, int64_t n) {
 
 void VectorCode::binary(Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
-           imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_), imm(repeat_blocks_)});
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(source_stride(a)), imm(source_stride(b))});
   }
 void VectorCode::with_scalar(Opcode o, const Value& dst, const Value& a, double s, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), Operand::float_(s),
-           imm(repeats(n, dst.type)), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+           imm(repeats(n, dst.type)), imm(1), imm(1), imm(repeat_blocks_), imm(source_stride(a))});
   }
 void VectorCode::unary(Opcode o, const Value& dst, const Value& a, int64_t n) {
     op(o, {type(dst.type), at(Buffer::UB, dst.region), at(Buffer::UB, a.region), imm(repeats(n, dst.type)), imm(1), imm(1),
-           imm(repeat_blocks_), imm(repeat_blocks_)});
+           imm(repeat_blocks_), imm(source_stride(a))});
   }
 
 VectorCode::Value VectorCode::compile(const ir::Expr& e, int64_t n) {
@@ -164,7 +164,7 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(t), dtype_bytes(a[0].type));
       const int64_t rep_dst = lanes * dtype_bytes(t) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(a[0].type) / m_.vector_block_bytes;
       op(Opcode::Vconv, {type(t), type(a[0].type), at(Buffer::UB, r.region), at(Buffer::UB, a[0].region),
-                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
+                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(a[0].pattern ? 0 : rep_src)});
       return r;
     }
     for (const auto& v : a)
@@ -238,7 +238,7 @@ void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
   const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(dst.type), dtype_bytes(src.type));
   const int64_t rep_dst = lanes * dtype_bytes(dst.type) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(src.type) / m_.vector_block_bytes;
   op(Opcode::Vconv, {type(dst.type), type(src.type), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
-                     imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
+                     imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(src.pattern ? 0 : rep_src)});
 }
 
 // The language's casts to i8: from a float, truncation toward zero saturating at the i8 range

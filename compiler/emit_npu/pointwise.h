@@ -31,6 +31,7 @@ class VectorCode {
     // A value per row of a tile, held as one repeat per row (the row pipeline of nest.cc; only its
     // own code reads such a value, expanding it before anything else sees it).
     bool per_row = false;
+    bool pattern = false;  // one repeat of values, repeated over the whole region (source repeat stride 0)
   };
   VectorCode(const kernel::Kernel& k, const isa::NpuMachine& m);
   virtual ~VectorCode() = default;
@@ -67,6 +68,7 @@ class VectorCode {
   void binary(npu::Opcode o, const Value& dst, const Value& a, const Value& b, int64_t n);
   void with_scalar(npu::Opcode o, const Value& dst, const Value& a, double s, int64_t n);
   void unary(npu::Opcode o, const Value& dst, const Value& a, int64_t n);
+  int64_t source_stride(const Value& v) const { return v.pattern ? 0 : repeat_blocks_; }
   // A mapping may take over node kinds (accesses at other indices, conditions) by overriding.
   virtual Value compile(const ir::Expr& e, int64_t n);
   // The region of node e's result, its operands' values `a`: a fresh one; a mapping that knows an

@@ -12,6 +12,12 @@ using npu::Buffer;
 // Policy: an output-channel tile spans at most this many cube fractals (its weights stay in L1
 // next to two feature maps; larger tiles leave cores idle on the seed problems).
 constexpr int64_t kMaxChannelTileFractals = 8;
+// Policy: kernel positions per L0 step leave room in an L0A half for pixel blocks of at least this
+// many fractal rows (a 7 x 7 kernel's 49 positions at once would leave blocks of one fractal).
+constexpr int64_t kMinPixelBlockFractals = 4;
+// Policy: GM round trips (read + write latency) per-core copies add to a core's chain (measured on the
+// small suite: NHWC 2x5x6x3 -> 4 runs 2.6x slower per core than on one).
+constexpr double kCopyRoundTrips = 8;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -43,13 +49,34 @@ UserSizes user_sizes(const ConvGeometry& g, const isa::CubeShape& cube, const Ti
 
 class Planner {
  public:
-  Planner(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec, const std::function<int64_t(int64_t)>& epi)
+  Planner(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec, const std::function<int64_t(int64_t, int64_t)>& epi)
       : g_(g), m_(m), cube_(m.cube_f16), user_(user_sizes(g, m.cube_f16, spec)), epi_(epi) {
     p_.padded_pixels = round_up(g.pixels(), cube_.m0);
     p_.fm_bytes = round_up(g.C * g.H * g.W * in_, m.granularity(Buffer::GM));
     const int64_t l0_align = m.alignment(Buffer::L0A);
     p_.l0a_half = m.capacity(Buffer::L0A) / 2 / l0_align * l0_align;
     p_.l0b_half = m.capacity(Buffer::L0B) / 2 / l0_align * l0_align;
+  }
+
+  // One band of `rows` output rows: its feature map in L1 (halo rows included) and its pixels
+  // rounded up to the fractal.
+  int64_t band_fm_bytes(int64_t rows) const {
+    return round_up(g_.C * g_.band_input_rows(rows) * g_.W * in_, m_.granularity(Buffer::GM));
+  }
+  int64_t band_pixels(int64_t rows) const { return round_up(rows * g_.OW, cube_.m0); }
+
+  // Output rows per band next to weights of w_bytes: the whole image when its feature map and
+  // accumulator fit (twice: ping-pong, else once), else the most rows whose input window and
+  // accumulator fit twice (then once), balanced over the bands; 0 when not even one row fits.
+  int64_t band_rows(int64_t w_bytes, int64_t t, int64_t copies) const {
+    const int64_t cap_l1 = m_.capacity(Buffer::L1), cap_l0c = m_.capacity(Buffer::L0C);
+    auto fits = [&](int64_t rows) {
+      return w_bytes + copies * band_fm_bytes(rows) <= cap_l1 && copies * acc_bytes(band_pixels(rows), t) <= cap_l0c;
+    };
+    int64_t rows = g_.OH;
+    while (rows > 0 && !fits(rows)) --rows;
+    if (rows <= 0) return 0;
+    return ceil_div(g_.OH, ceil_div(g_.OH, rows));
   }
 
   ConvPlanResult run() {
@@ -72,26 +99,30 @@ class Planner {
   // to two feature maps; the estimate (per core: cube cycles vs MTE1's img2col + weight loads)
   // picks among the tiles that fit, preferring more cores, then larger tiles.
   bool choose_channel_tile(ConvPlanResult& r) {
-    const int64_t Pp = p_.padded_pixels, RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
+    const int64_t RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
     const int64_t cores_avail = g_.one_core ? 1 : m_.cores, k0 = cube_.k0;
     auto bw = [&](Buffer to) { return std::max<int64_t>(1, m_.path(Buffer::L1, to).bandwidth_bytes_per_cycle); };
     const int64_t bw_a = bw(Buffer::L0A), bw_b = bw(Buffer::L0B);
     const int64_t cap_l1 = m_.capacity(Buffer::L1), cap_l0c = m_.capacity(Buffer::L0C), cap_l0b = m_.capacity(Buffer::L0B);
     std::optional<ConvPlan> best;
-    const int64_t first = user_.tn ? user_.tn : std::min<int64_t>(g_.K, kMaxChannelTileFractals * cube_.n0);
+    const int64_t first = user_.tn ? user_.tn : g_.whole_k ? g_.K : std::min<int64_t>(g_.K, kMaxChannelTileFractals * cube_.n0);
     for (int64_t t = first; t >= cube_.n0; t -= cube_.n0) {
       if (g_.K % t) continue;
       ConvPlan c = p_;
       c.tn = t, c.k_tiles = g_.K / t;
       const int64_t w_bytes = g_.C * RS * t * in_;
-      if (user_.tn && w_bytes + p_.fm_bytes > cap_l1) {
+      // Bands: ping-pong when the whole image fits twice or when bands of two copies are no more
+      // than twice as many as of one.
+      const int64_t one = band_rows(w_bytes, t, 1), two = band_rows(w_bytes, t, 2);
+      const int64_t th = two > 0 && (two == g_.OH || ceil_div(g_.OH, two) <= 2 * ceil_div(g_.OH, std::max<int64_t>(one, 1))) ? two : one;
+      if (user_.tn && th == 0 && w_bytes + band_fm_bytes(1) > cap_l1) {  // not even a band of one row fits next to them
         r.no_fit = no_fit(Buffer::L1, w_bytes + p_.fm_bytes,
                           fmt::format("weights of {} output channels {} + one image's feature map {}", t, w_bytes, p_.fm_bytes), false);
         return false;
       }
-      if (user_.tn && acc_bytes(Pp, t) > cap_l0c) {
-        r.no_fit = no_fit(Buffer::L0C, acc_bytes(Pp, t),
-                          fmt::format("one image's accumulator: {} pixel rows x {} channels x {}", Pp, t, acc_), false);
+      if (user_.tn && th == 0) {
+        r.no_fit = no_fit(Buffer::L0C, acc_bytes(band_pixels(1), t),
+                          fmt::format("the accumulator of one output row: {} pixel rows x {} channels x {}", band_pixels(1), t, acc_), false);
         return false;
       }
       if (user_.tn && !user_.kc && k0 * t * in_ > p_.l0b_half) {
@@ -99,7 +130,9 @@ class Planner {
                           fmt::format("2 x 1 kernel position x {} input channels x {} output channels x {}", k0, t, in_), true);
         return false;
       }
-      if (!user_.tn && (w_bytes + p_.fm_bytes > cap_l1 || acc_bytes(Pp, t) > cap_l0c || 2 * k0 * t * in_ > cap_l0b)) continue;
+      if (!user_.tn && (th == 0 || 2 * k0 * t * in_ > cap_l0b)) continue;
+      c.band_rows = th, c.bands = ceil_div(g_.OH, th);
+      c.padded_pixels = band_pixels(th), c.fm_bytes = band_fm_bytes(th);
       if (c.k_tiles <= cores_avail) {
         const int64_t per = cores_avail / c.k_tiles;
         for (int64_t grp = std::min(per, g_.N); grp >= 1; --grp)
@@ -112,17 +145,19 @@ class Planner {
         c.cores = cores_avail;
       }
       c.jobs_per_core = c.k_tiles <= cores_avail ? g_.N / c.group : ceil_div(c.k_tiles, c.cores) * g_.N;
-      const double cube = double(Pp / cube_.m0) * (t / cube_.n0) * C1 * RS;
-      const double mte1 = double(Pp) * g_.C * RS * in_ / bw_a + double(g_.C) * RS * t * in_ / bw_b;
-      c.cost = double(c.jobs_per_core) * std::max(cube, mte1);
-      c.fm_halves = w_bytes + 2 * p_.fm_bytes <= cap_l1 ? 2 : 1;
-      c.c_halves = 2 * acc_bytes(Pp, t) <= cap_l0c ? 2 : 1;
+      const int64_t Pb = c.padded_pixels;
+      const double cube = double(Pb / cube_.m0) * (t / cube_.n0) * C1 * RS;
+      const double mte1 = double(Pb) * g_.C * RS * in_ / bw_a + double(g_.C) * RS * t * in_ / bw_b;
+      c.cost = double(c.jobs_per_core) * c.bands * std::max(cube, mte1);
+      c.fm_halves = w_bytes + 2 * c.fm_bytes <= cap_l1 ? 2 : 1;
+      c.c_halves = 2 * acc_bytes(Pb, t) <= cap_l0c ? 2 : 1;
+      c.one_core = g_.one_core;
       if (!best || c.cost < best->cost * 0.999) best = c;
-      if (user_.tn) break;
+      if (user_.tn || g_.whole_k) break;
     }
     if (!best) {
-      r.unsupported = fmt::format("the weights of {} output channels and the feature map of one image exceed L1, or its "
-                                  "accumulator L0C", cube_.n0);
+      r.unsupported = fmt::format("the weights of {} output channels and the input window of one output row exceed L1, or "
+                                  "its accumulator L0C", cube_.n0);
       return false;
     }
     p_ = *best;
@@ -140,7 +175,8 @@ class Planner {
       return false;
     }
     if (!user_.kc) {
-      kc = std::min<int64_t>(RS, (m_.capacity(Buffer::L0B) / 2) / (k0 * tn * in_));
+      const int64_t min_rows = std::min(p_.padded_pixels, kMinPixelBlockFractals * cube_.m0);
+      kc = std::min<int64_t>({RS, (m_.capacity(Buffer::L0B) / 2) / (k0 * tn * in_), std::max<int64_t>(1, p_.l0a_half / (min_rows * k0 * in_))});
       kc = ceil_div(RS, ceil_div(RS, kc));
     }
     p_.kc = kc;
@@ -153,8 +189,8 @@ class Planner {
   bool choose_pixel_blocks(ConvPlanResult& r) {
     const int64_t Pp = p_.padded_pixels, m0 = cube_.m0, k0 = cube_.k0, tn = p_.tn, kc = p_.kc;
     const int64_t cap_ub = m_.capacity(Buffer::UB);
-    auto epi = [&](int64_t rows) { return epi_ ? epi_(rows) : 0; };
-    int64_t tm0 = user_.rows ? user_.rows : std::min<int64_t>(Pp, p_.l0a_half / (kc * k0 * in_) / m0 * m0);
+    auto epi = [&](int64_t rows) { return epi_ ? epi_(rows, tn) : 0; };
+    int64_t tm0 = user_.rows ? std::min(user_.rows, Pp) : std::min<int64_t>(Pp, p_.l0a_half / (kc * k0 * in_) / m0 * m0);
     if (user_.rows && tm0 * kc * k0 * in_ > p_.l0a_half) {
       r.no_fit = no_fit(Buffer::L0A, 2 * tm0 * kc * k0 * in_,
                         fmt::format("2 x {} pixel rows x {} kernel positions x {} input channels x {}", tm0, kc, k0, in_), true);
@@ -201,7 +237,7 @@ class Planner {
   const isa::NpuMachine& m_;
   const isa::CubeShape& cube_;
   const UserSizes user_;
-  const std::function<int64_t(int64_t)>& epi_;
+  const std::function<int64_t(int64_t, int64_t)>& epi_;
   const int64_t in_ = dtype_bytes(m_.cube_f16.a), acc_ = dtype_bytes(m_.cube_f16.acc);
   ConvPlan p_;
 };
@@ -209,8 +245,20 @@ class Planner {
 }  // namespace
 
 ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
-                         const std::function<int64_t(int64_t rows)>& epilogue_ub_bytes) {
-  return Planner(g, m, spec, epilogue_ub_bytes).run();
+                         const std::function<int64_t(int64_t rows, int64_t channels)>& epilogue_ub_bytes) {
+  if (!g.copies || g.one_core) return Planner(g, m, spec, epilogue_ub_bytes).run();
+  ConvPlanResult r = Planner(g, m, spec, epilogue_ub_bytes).run();
+  if (r.no_fit) return r;
+  ConvGeometry one = g;  // the copies on one core, any channel tile
+  one.whole_k = false, one.one_core = true;
+  ConvPlanResult single = Planner(one, m, spec, epilogue_ub_bytes).run();
+  const bool multi = r.plan && (!g.whole_k || r.plan->tn == g.K);
+  // Per-core copies cost each core a chain of GM round trips (its images, weights and results out
+  // and back); worth it once one core's work is larger than that.
+  const double round_trips = kCopyRoundTrips * double(m.path(npu::Buffer::GM, npu::Buffer::UB).latency_cycles +
+                                                      m.path(npu::Buffer::UB, npu::Buffer::GM).latency_cycles);
+  if (multi && (!single.plan || !g.copies_fit_one_core || single.plan->cost > r.plan->cost + round_trips)) return r;
+  return single.plan || !multi ? single : r;
 }
 
 }  // namespace tessel::tile

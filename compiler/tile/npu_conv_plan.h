@@ -1,13 +1,15 @@
 // The NPU convolution's tile policy (pass-free: a function of the problem, the machine model and
 // the tile spec). One place decides how an img2col convolution is cut for the NPU: the output-
 // channel tile whose weights stay in L1, images per core, kernel positions per L0 step, pixel
-// blocks per L0A half and whether feature maps / accumulators ping-pong. The emitter
+// blocks per L0A half, bands of output rows where one image does not fit L1 / L0C (input windows
+// with halos), whether feature maps / accumulators ping-pong, and whether NCHW / padded-channel
+// copies are made per core or on one core. The emitter
 // (compiler/emit_npu/conv.cc) carries the plan out; the tuner's fit check and analytic model
 // (compiler/tune/) read the same plan, so they never re-derive it or compile to find out.
 //
 // Input: ConvGeometry (sizes with the channel counts already padded to the cube's fractal, the
 // statement's axis names), the isa::NpuMachine, an optional tile spec, and the UB bytes a fused
-// epilogue needs for a pixel block of a given row count (empty: none).
+// epilogue needs for a pixel block of a given row count and output-channel tile (empty: none).
 // Output: a ConvPlan, or a FitFailure (a user's tile that does not fit a level: level, bytes,
 // capacity), or an `unsupported` reason (no plan fits at all). Never throws for a user's input.
 //
@@ -19,6 +21,7 @@
 // weight loads; ties to more cores, then larger tiles).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -34,11 +37,20 @@ namespace tessel::tile {
 
 struct ConvGeometry {
   int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;  // C, K padded to the fractal
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;  // strides and dilations
   int64_t unit = 1;       // channels per step of the output-channel axis (the blocked layout's block)
-  bool one_core = false;  // scratch copies (NCHW, padded channels): cores cannot synchronise
+  // Scratch copies (NCHW, padded channels) are made per core, of what that core reads (cores
+  // cannot synchronise); with output channels padded, one channel tile of all K keeps each core's
+  // copy of its results whole, else (no such tile fits) one core copies everything.
+  bool copies = false;  // NCHW or padded channels: scratch copies
+  bool copies_fit_one_core = true;  // the one-core copies (whole tensors through UB) fit UB
+  bool one_core = false;
+  bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
   std::string an, ap, aq, ak, ac, ar, as;
   int64_t pixels() const { return OH * OW; }
+  // Input rows a band of `rows` output rows reads (its halo included).
+  int64_t band_input_rows(int64_t rows) const { return std::min(H, (rows - 1) * sh + dh * (R - 1) + 1); }
   int64_t kernel_positions() const { return R * S; }
 };
 
@@ -52,12 +64,16 @@ struct ConvPlan {
   int64_t c_halves = 1;    // accumulators in L0C
   int64_t kc = 0;          // kernel positions per L0 step
   std::vector<std::pair<int64_t, int64_t>> kgroups;  // (first kernel position, count)
+  // Spatial tiling: bands of band_rows output rows (the last one may be shorter), each with its input
+  // window (band_rows x stride + halo rows) in L1; one band (band_rows == OH) when an image fits.
+  int64_t band_rows = 0, bands = 1;
   int64_t tm0 = 0;         // rows of the largest pixel block
   std::vector<std::pair<int64_t, int64_t>> blocks;   // pixel blocks (first row, rows)
-  int64_t padded_pixels = 0;  // pixels rounded up to the fractal
-  int64_t fm_bytes = 0;       // one image's feature map in L1 (C1HWC0)
+  int64_t padded_pixels = 0;  // one band's pixels rounded up to the fractal
+  int64_t fm_bytes = 0;       // one band's feature map in L1 (C1HWC0, halo rows included)
   int64_t l0a_half = 0, l0b_half = 0;  // bytes of one L0A / L0B ping-pong half
   double cost = 0;         // the planner's estimate (cycles per core)
+  bool one_core = false;   // the geometry's scratch copies on one core (whole_k did not fit)
   bool operator==(const ConvPlan&) const = default;
 };
 
@@ -68,6 +84,6 @@ struct ConvPlanResult {
 };
 
 ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
-                         const std::function<int64_t(int64_t rows)>& epilogue_ub_bytes = {});
+                         const std::function<int64_t(int64_t rows, int64_t channels)>& epilogue_ub_bytes = {});
 
 }  // namespace tessel::tile
