@@ -8,11 +8,7 @@
 D=${1:-build-cuda/dev}
 OUT=${OUT:-/tmp/tessel-gpu-out}
 mkdir -p $OUT
-export LD_LIBRARY_PATH=$PWD/$D/lib:${LD_LIBRARY_PATH:-}
-for m in cudnn cublas cuda_nvrtc cuda_runtime cu13; do
-  p=$(python3 -c "import importlib,os; m=importlib.import_module('nvidia.$m'); print(os.path.join(list(m.__path__)[0],'lib'))" 2>/dev/null) && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$p
-done
-export TESSEL_CACHE_DIR=$PWD/$D/nvrtc-cache
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $OUT/device.txt 2>&1
 ldd $D/bin/test_gpu_emit | grep "not found" >> $OUT/device.txt
 cat $OUT/device.txt

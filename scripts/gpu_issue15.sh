@@ -10,11 +10,7 @@
 D=${1:-build/dev}
 OUT=${OUT:-/tmp/tessel-gpu-out}
 mkdir -p $OUT
-export LD_LIBRARY_PATH=$PWD/$D/lib:${LD_LIBRARY_PATH:-}
-for m in cudnn cublas cuda_nvrtc cuda_runtime cu13; do
-  p=$(python3 -c "import importlib,os; m=importlib.import_module('nvidia.$m'); print(os.path.join(list(m.__path__)[0],'lib'))" 2>/dev/null) && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$p
-done
-export TESSEL_CACHE_DIR=$PWD/$D/nvrtc-cache
+source "$(dirname "$0")/gpu_env.sh"
 T=$PWD/$D/bin/tessel
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/device.txt
 if [ "${GPUTESTS:-1}" = 1 ]; then  # the GPU-side tests: every small-suite workload and the TensorCore cases verified

@@ -3,11 +3,7 @@
 # workloads/bert.tsl and vector.tsl at BERT sizes with the default tiles and with given row tiles
 # (--tile), CUDA graphs (`tessel run --report`), to choose how many rows a SIMT block takes.
 D=${1:-build/dev}
-export LD_LIBRARY_PATH=$PWD/$D/lib:${LD_LIBRARY_PATH:-}
-for m in cudnn cublas cuda_nvrtc cuda_runtime cu13; do
-  p=$(python3 -c "import importlib,os; m=importlib.import_module('nvidia.$m'); print(os.path.join(list(m.__path__)[0],'lib'))" 2>/dev/null) && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$p
-done
-export TESSEL_CACHE_DIR=$PWD/$D/nvrtc-cache
+source "$(dirname "$0")/gpu_env.sh"
 T=$D/bin/tessel
 for spec in "bert.tsl softmax M=4096,N=768" "bert.tsl layer_norm M=4096,N=768" "bert.tsl softmax M=4096,N=3072" "bert.tsl layer_norm M=4096,N=3072"; do
   set -- $spec

@@ -4,11 +4,7 @@
 # strings) through `tessel run --report` (CUDA graphs; cuBLAS beside it where the harness has it).
 # The medium-problem tiles of compiler/emit_cuda/tile_policy.cc were chosen from its output.
 D=build/dev
-export LD_LIBRARY_PATH=$PWD/$D/lib:${LD_LIBRARY_PATH:-}
-for m in cudnn cublas cuda_nvrtc cuda_runtime cu13; do
-  p=$(python3 -c "import importlib,os; m=importlib.import_module('nvidia.$m'); print(os.path.join(list(m.__path__)[0],'lib'))" 2>/dev/null) && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$p
-done
-export TESSEL_CACHE_DIR=$PWD/$D/nvrtc-cache
+source "$(dirname "$0")/gpu_env.sh"
 T=$D/bin/tessel
 C=${CANDIDATES:-"default 128x128x32/64x64/ks1/st4/mma 128x64x32/64x32/ks1/st4/mma 64x64x32/32x32/ks1/st4/mma 64x128x32/32x64/ks1/st4/mma 128x128x32/32x64/ks1/st4/mma 64x64x64/32x32/ks1/st3/mma 128x64x64/64x32/ks1/st3/mma 64x64x32/32x32/ks1/st4 128x64x32/64x32/ks1/st4 128x128x32/64x64/ks1/st4 64x64x32/32x32/ks2/st4/mma 128x128x64/64x64/ks1/st3/mma 64x32x32/32x32/ks1/st4/mma"}
 for spec in "matmul_nn M=1000,N=1000,K=200" "matmul_tn M=1000,N=1000,K=200" "matmul_nt M=777,N=555,K=129" "matmul_tt M=1000,N=1000,K=200" "matmul_nn M=500,N=700,K=100" "matmul_nn M=2000,N=1000,K=256"; do
