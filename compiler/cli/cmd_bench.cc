@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string target = std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml";
   int64_t size = 1024;  // sim: GEMM M = N = K
   int cores = 1;        // sim: cores the generated program uses
+  bool prepare = false;  // gpu: no GPU here, compile the kernels into the NVRTC cache
 };
 
 // `tessel bench sim`: the simulator's own speed on a generated double-buffered GEMM, functional and
@@ -110,7 +111,13 @@ constexpr Suite kSuites[] = {
     {"npu", "NPU backend: seed GEMMs, 1024^3/4096^3, seed conv, AKG ops: cycles, cube %, syncs naive->pruned (--target)", bench_npu},
     {"sim", "NPU simulator speed: generated GEMM, functional and timing-only (--size, --cores, --target)", bench_sim},
     {"gpu", "CUDA emitter vs cuBLAS/cuDNN: seed GEMM table, 1024^3/4096^3, seed conv; both harnesses (compiler/cli/bench_gpu.cc)",
-     [](const BenchOptions&) { return bench_gpu(""); }},
+     [](const BenchOptions& o) {
+       std::string why;
+       if (!o.prepare && !gpu_present(&why))
+         throw NoGpu("tessel bench gpu: no GPU here (" + why + "); `tessel bench gpu --prepare` compiles every kernel of the "
+                     "benchmark into the NVRTC cache instead");
+       return bench_gpu("");
+     }},
 };
 
 void add_bench_command(CLI::App& app, CommandContext& ctx) {
@@ -123,6 +130,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--target", opts->target, "hierarchy description (sim: an NPU)");
   cmd->add_option("--size", opts->size, "sim: GEMM M = N = K (default 1024)");
   cmd->add_option("--cores", opts->cores, "sim: cores the generated program uses (default 1)");
+  cmd->add_flag("--prepare", opts->prepare, "gpu: without a GPU, compile every kernel into the NVRTC cache (exit 0) instead of exit 2");
   cmd->callback([opts, &ctx] {
     const Suite* suite = nullptr;
     std::string known;

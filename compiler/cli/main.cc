@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/run_gpu.h"
 #include "compiler/poly/isl_util.h"
 #include "isa/base/error.h"
 #include "npu_sim/systemc_info.h"
@@ -70,6 +71,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;  // usage errors: status 2
+  } catch (const tessel::cli::NoGpu& e) {  // a missing GPU: status 2, like a usage error
+    std::cerr << "tessel: error: " << e.what() << "\n";
+    return 2;
   } catch (const tessel::UserError& e) {
     std::cerr << "tessel: error: " << e.what() << "\n";
     return 1;

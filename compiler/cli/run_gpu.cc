@@ -57,13 +57,19 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuF
 }
 
 #ifndef TESSEL_HAVE_CUDA
+bool gpu_present(std::string* why) {
+  *why = "this tessel was built without the CUDA toolkit";
+  return false;
+}
 GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool, const GpuFlags&) {
-  throw UserError("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
+  throw NoGpu("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
 }
 nlohmann::json bench_gpu(const std::string&) {
   throw UserError("tessel bench gpu: this tessel was built without the CUDA toolkit");
 }
 #else
+
+bool gpu_present(std::string* why) { return gpu::device_count(why) > 0; }
 
 namespace gpurun {
 
@@ -225,7 +231,7 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
   using namespace gpurun;
   std::string why;
   if (gpu::device_count(&why) == 0)
-    throw UserError("tessel run: no GPU here (" + why + "); `tessel compile --target " + c.hierarchy.source_file +
+    throw NoGpu("tessel run: no GPU here (" + why + "); `tessel compile --target " + c.hierarchy.source_file +
                     " -o k.cu` writes the CUDA source");
   gpu::Context& ctx = gpu::Context::get();
   LoadedProgram lp = load_program(c.kernel, gpu_options(c, tile_given, flags));

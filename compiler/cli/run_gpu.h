@@ -4,6 +4,8 @@
 // UserError saying so; the emitter itself never needs CUDA.
 #pragma once
 
+#include "isa/base/error.h"
+
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +24,14 @@ bool is_gpu_target(const Compilation& c);
 // `--gpu-tiles` and `--pdl` of `tessel compile` / `tessel run` (GPU targets): a tile configuration
 // instead of the emitter's first candidate (TcConfig::parse, the form --explain prints) and
 // programmatic dependent launch (sm_90+). A value owned by the command that parses it.
+// No GPU (or no GPU backend) where a command needs one: the CLI exits with status 2, at once.
+class NoGpu : public UserError {
+ public:
+  using UserError::UserError;
+};
+// Whether a GPU can be used here; `why` says why not.
+bool gpu_present(std::string* why);
+
 struct GpuFlags {
   std::string tiles;
   bool pdl = false;

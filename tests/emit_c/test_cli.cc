@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -127,4 +128,20 @@ TEST_CASE("the NPU runs division (divided indices split), the CUDA target runs i
   std::ifstream cu("/tmp/tessel-test-quasi.cu");
   const std::string src((std::istreambuf_iterator<char>(cu)), std::istreambuf_iterator<char>());
   CHECK(src.find("tessel_floordiv(") != std::string::npos);
+}
+
+TEST_CASE("without a GPU, run and bench gpu exit 2 at once naming why; bench gpu --prepare is the cache-priming mode") {
+  Result probe = run("run workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=16,N=16,K=16 --no-timing");
+  if (probe.output.find("no GPU here") == std::string::npos && probe.output.find("built without the CUDA toolkit") == std::string::npos) {
+    MESSAGE("skipped: a GPU is present");
+    return;
+  }
+  CHECK(probe.code == 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result bench = run("bench gpu");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(bench.code == 2);
+  CHECK(bench.output.find("tessel bench gpu: no GPU here") != std::string::npos);
+  CHECK(bench.output.find("--prepare") != std::string::npos);
+  CHECK(seconds < 10);  // at once, not after compiling the benchmark's kernels
 }
