@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/inputs.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/compare.h"
 #include "compiler/interp/interpreter.h"
@@ -54,13 +55,6 @@ interp::Sizes parse_shape(const std::string& text, const ir::Function& f) {
   return sizes;
 }
 
-std::pair<std::string, std::string> name_path(const std::string& text, const char* flag) {
-  const size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    throw UserError(std::string(flag) + ": expected NAME=FILE.npy, got '" + text + "'");
-  return {text.substr(0, eq), text.substr(eq + 1)};
-}
-
 std::string summary(const std::string& name, const NpyArray& a) {
   const int64_t n = a.element_count();
   double sum = 0, mn = INFINITY, mx = -INFINITY;
@@ -105,24 +99,6 @@ void add_eval_command(CLI::App& app, CommandContext& ctx) {
     const frontend::Module m = frontend::load_module(opts->file);
     const ir::Function& f = frontend::select_function(m, opts->def);
     const interp::Sizes sizes = parse_shape(opts->shape, f);
-    interp::Tensors inputs;
-    for (const std::string& item : opts->inputs) {
-      auto [name, path] = name_path(item, "--input");
-      const ir::Tensor* t = f.find_tensor(name);
-      if (!t || t->kind != ir::TensorKind::Input) throw UserError("--input: '" + name + "' is not an input of '" + f.name + "'");
-      NpyArray a = read_npy(path);
-      if (a.dtype != t->dtype)
-        throw UserError(path + ": has dtype " + std::string(dtype_name(a.dtype)) + " but input '" + name + "' is " +
-                        std::string(dtype_name(t->dtype)));
-      const std::vector<int64_t> want = interp::tensor_shape(*t, sizes);
-      if (a.shape != want) {
-        NpyArray w;
-        w.shape = want;
-        throw UserError(path + ": has shape " + a.shape_string() + " but input '" + name + "' needs " +
-                        w.shape_string() + " for the given sizes");
-      }
-      inputs[name] = std::move(a);
-    }
     std::vector<std::pair<std::string, std::string>> outputs;
     for (const std::string& item : opts->outputs) {
       auto [name, path] = name_path(item, "--output");
@@ -130,16 +106,8 @@ void add_eval_command(CLI::App& app, CommandContext& ctx) {
       if (!t || t->kind != ir::TensorKind::Output) throw UserError("--output: '" + name + "' is not an output of '" + f.name + "'");
       outputs.emplace_back(name, path);
     }
-    const interp::Tensors random = interp::random_inputs(f, sizes, opts->seed);
-    for (const auto& [name, a] : random)
-      if (!inputs.count(name)) {
-        if (!opts->inputs.empty()) std::cerr << "tessel eval: input '" << name << "' is random (seed " << opts->seed << ")\n";
-        inputs[name] = a;
-      }
-    if (!opts->save_inputs.empty()) {
-      std::filesystem::create_directories(opts->save_inputs);
-      for (const auto& [name, a] : inputs) write_npy(opts->save_inputs + "/" + name + ".npy", a);
-    }
+    const interp::Tensors inputs = operator_inputs(f, sizes, opts->inputs, opts->seed, "tessel eval");
+    if (!opts->save_inputs.empty()) save_inputs(opts->save_inputs, inputs);
     if (opts->threads > 0) interp::set_thread_count(opts->threads);
     const auto start = std::chrono::steady_clock::now();
     const interp::Tensors result = interp::evaluate(f, sizes, inputs);

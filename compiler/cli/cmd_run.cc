@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/inputs.h"
 #include "compiler/cli/pipeline_flags.h"
 #include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
@@ -72,13 +73,16 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     PipelineFlags flags;
     GpuFlags gpu;
     NpuOptions npu;
-    std::string report;
+    std::string report, save_inputs;
+    std::vector<std::string> inputs;
     uint64_t seed = 1;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Compile, execute and verify an operator against the reference interpreter");
   add_pipeline_flags(cmd, opts->flags);
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
+  cmd->add_option("--input", opts->inputs, "NAME=FILE.npy for an input (others are random), e.g. to reproduce a failure");
+  cmd->add_option("--save-inputs", opts->save_inputs, "write every input as DIR/NAME.npy (to replay the run with --input)");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
@@ -100,7 +104,8 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
-    Tensors inputs = interp::random_inputs(f, co.sizes, opts->seed);
+    Tensors inputs = operator_inputs(f, co.sizes, opts->inputs, opts->seed, "tessel run");
+    if (!opts->save_inputs.empty()) save_inputs(opts->save_inputs, inputs);
     BackendResult r = backend->execute(*c, inputs);
     Tensors expected = interp::evaluate(f, co.sizes, inputs);
     emit_c::Verification v = emit_c::verify(expected, r.outputs, emit_c::reassociated_sum_tolerance(f, co.sizes));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -144,4 +145,31 @@ TEST_CASE("without a GPU, run and bench gpu exit 2 at once naming why; bench gpu
   CHECK(bench.output.find("tessel bench gpu: no GPU here") != std::string::npos);
   CHECK(bench.output.find("--prepare") != std::string::npos);
   CHECK(seconds < 10);  // at once, not after compiling the benchmark's kernels
+}
+
+TEST_CASE("tessel run --input replays inputs saved by --save-inputs; a file of the wrong shape is exit 1 naming it") {
+  const std::string d1 = "/tmp/tessel-test-inputs1-" + std::to_string(::getpid()), d2 = "/tmp/tessel-test-inputs2-" + std::to_string(::getpid());
+  Result first = run("run workloads/matmul.tsl --target c --shape M=5,N=7,K=3 --seed 9 --save-inputs " + d1);
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  Result again = run("run workloads/matmul.tsl --target isa/targets/davinci-910.yaml --shape M=5,N=7,K=3 --seed 5 --input A=" + d1 +
+                     "/A.npy --input B=" + d1 + "/B.npy --save-inputs " + d2);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK(again.output.find(": verified") != std::string::npos);
+  auto bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(!bytes(d1 + "/A.npy").empty());
+  CHECK(bytes(d1 + "/A.npy") == bytes(d2 + "/A.npy"));  // the given file, not seed 5's random data
+  CHECK(bytes(d1 + "/B.npy") == bytes(d2 + "/B.npy"));
+  Result wrong = run("run workloads/matmul.tsl --target c --shape M=5,N=8,K=3 --input B=" + d1 + "/B.npy");
+  CHECK(wrong.code == 1);
+  CHECK(wrong.output.find(d1 + "/B.npy: has shape [3, 7] but input 'B' needs [3, 8] for the given sizes") != std::string::npos);
+  Result twice = run("run workloads/matmul.tsl --target c --shape M=5,N=7,K=3 --input A=" + d1 + "/A.npy --input A=" + d1 + "/A.npy");
+  CHECK(twice.code == 1);
+  CHECK(twice.output.find("--input: 'A' is given twice") != std::string::npos);
+  std::filesystem::remove_all(d1);
+  std::filesystem::remove_all(d2);
 }
