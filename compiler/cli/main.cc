@@ -66,6 +66,15 @@ int main(int argc, char** argv) {
     if (it == registry.end()) add_pending_command(app, ctx, name, help);
   }
   for (const auto& command : registry) command.add(app, ctx);
+  bool known_command = argc < 2 || argv[1][0] == '-';
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) known_command |= sub->get_name() == argv[1];
+  if (!known_command) {
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    std::cerr << "tessel: unknown command '" << argv[1] << "' (commands: " << known << "; tessel --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,13 +21,12 @@ std::string Source::line_text(int line) const {
 namespace {
 
 // Control and non-ASCII bytes are shown as '?' so that a caret under binary input stays aligned.
-std::string printable(const std::string& line, size_t limit) {
+std::string printable(const std::string& line, size_t from, size_t count) {
   std::string out;
-  for (size_t i = 0; i < line.size() && i < limit; ++i) {
+  for (size_t i = from; i < line.size() && i < from + count; ++i) {
     const unsigned char c = static_cast<unsigned char>(line[i]);
     out += (c == '\t' || (c >= 0x20 && c < 0x7f)) ? static_cast<char>(c) : '?';
   }
-  if (line.size() > limit) out += "...";
   return out;
 }
 
@@ -37,9 +36,13 @@ void Source::error(const ir::SourceLoc& at, const std::string& message) const {
   std::string text = file_ + ":" + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + message;
   const std::string line = line_text(at.line);
   const size_t col = at.col > 0 ? static_cast<size_t>(at.col) : 1;
-  const size_t limit = std::max<size_t>(200, col + 40);
-  text += "\n  " + printable(line, limit) + "\n  ";
-  for (size_t i = 0; i + 1 < col && i < limit; ++i) text += (i < line.size() && line[i] == '\t') ? '\t' : ' ';
+  // at most kWindow characters of the line, around the column (a 1 MB line is not echoed whole)
+  constexpr size_t kWindow = 160, kBefore = 80;
+  const size_t from = col > kBefore + 1 ? col - 1 - kBefore : 0;
+  const std::string lead = from > 0 ? "..." : "";
+  text += "\n  " + lead + printable(line, from, kWindow) + (line.size() > from + kWindow ? "..." : "") + "\n  " +
+          std::string(lead.size(), ' ');
+  for (size_t i = from; i + 1 < col && i < from + kWindow; ++i) text += (i < line.size() && line[i] == '\t') ? '\t' : ' ';
   text += "^";
   throw UserError(text);
 }

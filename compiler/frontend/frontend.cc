@@ -1,3 +1,4 @@
+#include <filesystem>
 #include "compiler/frontend/frontend.h"
 
 #include <fstream>
@@ -25,6 +26,8 @@ Module parse_module(const std::string& text, const std::string& file_name) {
 }
 
 Module load_module(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a directory, not an operator file (.tsl)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open operator file");
   std::stringstream s;

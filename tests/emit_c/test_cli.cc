@@ -173,3 +173,24 @@ TEST_CASE("tessel run --input replays inputs saved by --save-inputs; a file of t
   std::filesystem::remove_all(d1);
   std::filesystem::remove_all(d2);
 }
+
+TEST_CASE("usage and input mistakes get messages that say what is wrong: unknown command, a directory, a 1 MB line") {
+  Result cmd = run("frobnicate");
+  CHECK(cmd.code == 2);
+  CHECK(cmd.output.find("tessel: unknown command 'frobnicate' (commands: ") != std::string::npos);
+  CHECK(cmd.output.find("eval") != std::string::npos);
+  Result dir = run("check workloads/");
+  CHECK(dir.code == 1);
+  CHECK(dir.output.find("workloads/: is a directory, not an operator file (.tsl)") != std::string::npos);
+  const std::string path = "/tmp/tessel-test-long-line-" + std::to_string(::getpid()) + ".tsl";
+  {
+    std::ofstream out(path);
+    out << "def f(f32[N] A) -> (f32[N] B) {\n  B(i) = A(i)" << std::string(1 << 20, ' ') << " + @\n}\n";
+  }
+  Result longline = run("check " + path);
+  std::remove(path.c_str());
+  CHECK(longline.code == 1);
+  CHECK(longline.output.find(":2:1048593: unexpected '@'") != std::string::npos);
+  CHECK(longline.output.size() < 2000);  // an excerpt around the column, not the whole line
+  CHECK(longline.output.find("...") != std::string::npos);
+}
