@@ -288,7 +288,7 @@ void ConvCode::rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t ro
     else if (rp > lanes) rp = std::max(lanes, rp / 2 / lanes * lanes);
     else
       throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
-                                  "elements does not fit the vector buffer", k_.name, rows, plane));
+                                  "elements does not fit the vector buffer ({} bytes left of UB's {})", k_.name, rows, plane, room, m_.capacity(Buffer::UB)));
   }
   const int64_t f16_block = m_.block_elements(DType::F16);
   const int64_t rep_chunk = m_.vector_max_repeat / f16_block * f16_block / per_block * per_block;
@@ -338,7 +338,8 @@ void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, i
     return rows_to_columns_pieces(src_gm, dst_gm, rows, plane, src_row, plane_out, cols_valid, cols, t, src_reg, dst_reg);
   if (chunk < std::min(groups, step))
     throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
-                                "elements does not fit the vector buffer", k_.name, rows, plane));
+                                "elements does not fit the vector buffer ({} groups of {} bytes needed at once, UB holds {})",
+                                k_.name, rows, plane, std::min(groups, step), raw_bytes + out_bytes, cap));
   chunk = std::min(chunk, groups);
   // repeats per vbrcb: a multiple of an f16 block's elements (so of every dtype's) within the repeat
   // limit, so that every chunk's source starts on a block

@@ -133,7 +133,11 @@ class Builder {
     const int64_t narrow = round_up(chunk_rows * dst_cols, m_.vector_bytes_per_repeat);
     if (narrow + round_up(chunk_rows * dst_cols * dtype_bytes(DType::F16), m_.alignment(Buffer::UB)) > m_.capacity(Buffer::UB) ||
         chunk_rows * dst_cols > m_.vector_max_repeat * lanes)
-      throw UserError("an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer");
+      throw UserError("an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer (UB): a chunk of " +
+                      std::to_string(chunk_rows) + " rows needs " +
+                      std::to_string(narrow + round_up(chunk_rows * dst_cols * dtype_bytes(DType::F16), m_.alignment(Buffer::UB))) +
+                      " bytes and at most " + std::to_string(m_.vector_max_repeat * lanes) + " elements per repeat run; UB holds " +
+                      std::to_string(m_.capacity(Buffer::UB)) + " bytes");
     // vconv repeat strides in blocks: one repeat's f16 results and i8 sources
     const int64_t dst_blocks = lanes * dtype_bytes(DType::F16) / m_.vector_block_bytes;
     const int64_t src_blocks = lanes * dtype_bytes(DType::I8) / m_.vector_block_bytes;
@@ -783,7 +787,9 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     TESSEL_CHECK(a.rows_of_cols() && b.rows_of_cols() && c.rows_of_cols() && (nb > 1 || (a.row_step() == 1 && b.row_step() == 1)),
                  "emit_npu: a GEMM operand's unit-stride dimension is not its innermost one");
     if (nb > 1 && std::max({nb * a.rows * ac * ib, nb * b.rows * bc * ib, nb * M * g.N * eo}) > m.capacity(Buffer::UB))
-      throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece");
+      throw unsupported("batched matmul with tails whose batch does not fit the vector buffer in one piece (" +
+                        std::to_string(std::max({nb * a.rows * ac * ib, nb * b.rows * bc * ib, nb * M * g.N * eo})) +
+                        " bytes for the largest operand, UB holds " + std::to_string(m.capacity(Buffer::UB)) + " bytes)");
     g.a_off = place(A->name + "_padded", g.operand, {nb, ar, ac}, npu::TensorRole::Scratch);
     g.b_off = place(B->name + "_padded", g.operand, {nb, br, bc}, npu::TensorRole::Scratch);
     g.c_off = place(C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);

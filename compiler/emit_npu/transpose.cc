@@ -88,7 +88,9 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
   // UB: X as B*P rows of Cp elements (each row aligned), Y as B*C rows of Pp elements.
   const int64_t Cp = round_up(C, block), Pp = round_up(P, lanes);
   const int64_t x_bytes = round_up(B * P * Cp * eb, bytes_per_repeat), y_bytes = B * C * Pp * eb;
-  if (x_bytes + y_bytes > m.capacity(Buffer::UB)) throw unsupported("the tensor does not fit the vector buffer in one piece");
+  if (x_bytes + y_bytes > m.capacity(Buffer::UB))
+    throw unsupported(fmt::format("the tensor does not fit the vector buffer in one piece ({} bytes with its transpose, UB holds {} bytes)",
+                                  x_bytes + y_bytes, m.capacity(Buffer::UB)));
   constexpr int64_t kMaxPixelRows = 8192;  // not hardware: a bound on the unrolled code (two instructions per row)
   if (B * P > kMaxPixelRows)
     throw unsupported(fmt::format("more than {} pixel rows (one instruction pair per row)", kMaxPixelRows));
