@@ -3,6 +3,8 @@
 // the source line and a caret under the column.
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,8 +45,27 @@ TEST_CASE("every malformed program fails at its expected line:col with its expec
     const size_t second_nl = message.find('\n', first_nl + 1);
     REQUIRE(second_nl != std::string::npos);
     const std::string caret = message.substr(second_nl + 1);
-    CHECK(caret.size() == 2 + static_cast<size_t>(col));
+    const std::string shown = message.substr(first_nl + 1, second_nl - first_nl - 1);
     CHECK(caret.back() == '^');
+    if (col <= 81) {
+      CHECK(caret.size() == 2 + static_cast<size_t>(col));  // the line from its start
+    } else {
+      // a long line is shown as "..." and 160 characters around the column, the caret under it
+      CHECK(shown.rfind("  ...", 0) == 0);
+      CHECK(shown.size() <= 2 + 3 + 160 + 3);
+    }
+    // the caret points at the column's character in the line as shown
+    std::vector<std::string> lines;
+    for (size_t at = 0; at <= text.size();) {
+      const size_t nl = std::min(text.find('\n', at), text.size());
+      lines.push_back(text.substr(at, nl - at));
+      at = nl + 1;
+    }
+    const std::string& src = lines.at(line - 1);
+    if (static_cast<size_t>(col) <= src.size() && caret.size() <= shown.size()) {
+      const unsigned char c = static_cast<unsigned char>(src[col - 1]);
+      if (c >= 0x20 && c < 0x7f) CHECK(shown[caret.size() - 1] == src[col - 1]);
+    }
     CHECK(line >= 1);
   }
   CHECK(count >= 30);
