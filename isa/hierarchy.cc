@@ -181,7 +181,8 @@ class Fields {
     YAML::Node v = get(key, required);
     if (!v) return fallback;
     const long long x = scalar_of<long long>(v, key);
-    if (x < 0 || static_cast<unsigned long long>(x) > max)
+    if (x < 0) fail(v, key_path(key), "must not be negative (got " + std::to_string(x) + ")");
+    if (static_cast<unsigned long long>(x) > max)
       fail(v, key_path(key), "got " + std::to_string(x) + ", outside the plausible range 0.." + std::to_string(max));
     return static_cast<T>(x);
   }
