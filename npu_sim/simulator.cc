@@ -80,6 +80,7 @@ class Simulation {
       : program_(program),
         machine_(machine),
         options_(options),
+        max_cycles_(options.max_cycles == 0 ? kDefaultMaxCycles : options.max_cycles),
         record_(record),
         gm_(gm),
         partner_(npu::match_loops(program)),
@@ -322,8 +323,7 @@ class Simulation {
     auto charge = [&](int pc, uint64_t cycles) {
       record_instruction(c, Pipe::S, pc, local, local + cycles, local + cycles);
       local += cycles;
-      if (local > options_.max_cycles)
-        user_fault(c, pc, fmt::format("the run passed --max-cycles {}", options_.max_cycles));
+      if (local > max_cycles_) user_fault(c, pc, fmt::format("the run passed --max-cycles {}", max_cycles_));
     };
     const auto& code = program_.code;
     int pc = 0;
@@ -568,6 +568,7 @@ class Simulation {
   const npu::Program& program_;
   const isa::NpuMachine& machine_;
   SimOptions options_;
+  uint64_t max_cycles_;  // options_.max_cycles, 0 replaced by the default
   SimRecord& record_;
   std::vector<uint8_t>& gm_;
   std::vector<int> partner_;
@@ -656,8 +657,9 @@ SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
     throw UserError(fmt::format("{}: tensor '{}' ({} bytes at GM+{}) ends at byte {}, past the {} bytes of GM of {}",
                                 program.source_name, last->name, last->byte_size(), last->gm_offset, gm_extent,
                                 machine.buffer(Buffer::GM).capacity_bytes, machine.target_name));
-  if (options.max_cycles == 0 || options.max_cycles > kMaxCyclesLimit)
-    throw UserError(fmt::format("max cycles {} is outside 1..{}", options.max_cycles, kMaxCyclesLimit));
+  if (options.max_cycles > kMaxCyclesLimit)
+    throw UserError(fmt::format("max cycles {} is outside 0..{} (0: the default, {})", options.max_cycles, kMaxCyclesLimit,
+                                kDefaultMaxCycles));
   if (options.max_recorded_events == 0)
     throw UserError("the instruction limit must be at least 1");
   SimResult result;

@@ -28,7 +28,8 @@ inline constexpr uint64_t kDefaultMaxRecordedEvents = uint64_t(1) << 23;  // ~0.
 struct SimOptions {
   bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
   bool detect_races = true;
-  // A run whose scalar pipe passes this cycle stops with a UserError naming the instruction; 1..kMaxCyclesLimit.
+  // A run whose scalar pipe passes this cycle stops with a UserError naming the instruction; at most
+  // kMaxCyclesLimit; 0 means kDefaultMaxCycles (callers that brace-initialise this with 0 stay bounded).
   uint64_t max_cycles = kDefaultMaxCycles;
   // A run that executes more instructions (and stalls) than this stops with a UserError naming the instruction.
   uint64_t max_recorded_events = kDefaultMaxRecordedEvents;
