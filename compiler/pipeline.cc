@@ -1,9 +1,11 @@
 #include "compiler/pipeline.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <cstdlib>
 #include <filesystem>
@@ -48,6 +50,8 @@ std::map<std::string, int64_t> parse_shape(const std::string& text) {
     std::string v = e.substr(eq + 1);
     for (char c : v)
       if (!std::isdigit((unsigned char)c)) throw UserError("--shape: '" + e + "': size must be a positive integer");
+    if (v.size() > 18 && (v.size() > 19 || v > "9223372036854775807"))
+      throw UserError("--shape: '" + e + "': size must be at most 9223372036854775807");
     int64_t x = std::stoll(v);
     if (x < 1) throw UserError("--shape: '" + e + "': sizes must be at least 1");
     sizes[e.substr(0, eq)] = x;
@@ -121,6 +125,42 @@ isa::Hierarchy load_target_hierarchy(const std::string& target, const std::strin
   return isa::load_hierarchy(target);
 }
 
+namespace {
+
+// Each tensor's byte size with checked arithmetic (a shape from --shape may be absurd), and, on a
+// target whose description has global memory, the inputs and outputs together must fit it (NPU and
+// GPU kernels place them there; locals live on chip or in scratch the emitter sizes).
+void check_tensor_sizes(const ir::Function& f, const std::map<std::string, int64_t>& sizes, const isa::Hierarchy* target) {
+  const isa::Level* global = target ? target->level_with_role(isa::Role::Global) : nullptr;
+  uint64_t total = 0;
+  for (const ir::Tensor& t : f.tensors) {
+    std::string dims;
+    uint64_t bytes = dtype_bytes(t.dtype);
+    bool overflow = false;
+    for (const ir::AffineExpr& d : t.shape) {
+      const int64_t n = d.evaluate({}, sizes);
+      dims += (dims.empty() ? "" : " x ") + std::to_string(n);
+      if (n < 1) {  // an empty dimension: the frontend's checks name it
+        bytes = 0;
+        break;
+      }
+      overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(n), &bytes) || bytes > uint64_t(INT64_MAX);
+    }
+    if (overflow)
+      throw UserError(fmt::format("--shape: tensor '{}' ({} {}) needs more than {} bytes; its size overflows", t.name,
+                                  dtype_name(t.dtype), dims, INT64_MAX));
+    if (!global || t.kind == ir::TensorKind::Local) continue;
+    total += bytes;  // no overflow: each term is below 2^63 and checked against the capacity below
+    if (bytes > global->capacity_bytes || total > global->capacity_bytes)
+      throw UserError(fmt::format("--shape: tensor '{}' ({} {}) needs {} bytes; with the tensors before it the program "
+                                  "needs {} bytes of global memory, but {} of {} holds {} bytes",
+                                  t.name, dtype_name(t.dtype), dims, bytes, total, global->name, target->name,
+                                  global->capacity_bytes));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
   CompileOptions options = options_in;
   if (const char* t = std::getenv("TESSEL_TIME_PASSES"); t && std::string(t) == "1") options.time_passes = true;
@@ -145,6 +185,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   auto c = std::make_unique<Compilation>();
   c->function = &f;
   c->hierarchy = load_target_hierarchy(options.target, options.hierarchy);
+  check_tensor_sizes(f, options.sizes, options.target == "c" ? nullptr : &c->hierarchy);
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 

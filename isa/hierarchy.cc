@@ -6,9 +6,11 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "isa/base/error.h"
 
@@ -103,6 +105,17 @@ uint64_t Hierarchy::peak_macs_per_cycle(DType a, DType acc) const {
 // an unknown key (a typo) is an error naming its line instead of being ignored.
 namespace {
 
+// Plausible ranges of the description's integers (the largest real part, times a wide margin).
+constexpr uint64_t kMaxGlobalBytes = uint64_t(1) << 44;   // 16 TiB of device memory
+constexpr uint64_t kMaxOnChipBytes = uint64_t(1) << 30;   // 1 GiB for any on-chip buffer or cache
+constexpr uint64_t kMaxAlignmentBytes = uint64_t(1) << 20;
+constexpr uint64_t kMaxCycles = 1000000;
+constexpr uint64_t kMaxCount = 4096;
+constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
+constexpr uint64_t kMaxCores = 4096;
+
+uint64_t capacity_limit(Role role) { return role == Role::Global ? kMaxGlobalBytes : kMaxOnChipBytes; }
+
 class Fields {
  public:
   // `known` lists every key this map may hold; anything else is reported before any other problem
@@ -158,13 +171,20 @@ class Fields {
     }
   }
 
-  // Sizes: non-negative integers. Reading "-4" as unsigned would wrap, so read signed first.
-  uint64_t count(const std::string& key, bool required, uint64_t fallback = 0) {
+  // Sizes: integers in 0..max, the plausible range of the key (a number outside it is a typo or a
+  // unit slip, and would otherwise wrap, narrow or exhaust memory later). Reading "-4" as unsigned
+  // would wrap, so read signed first; T is the field's type and max must fit it (no narrowing).
+  template <typename T = uint64_t>
+  T count(const std::string& key, bool required, T fallback, uint64_t max) {
+    static_assert(std::is_unsigned_v<T>);
+    TESSEL_CHECK(max <= std::numeric_limits<T>::max(), "hierarchy parser: plausible range of '" + key + "' exceeds its type");
     YAML::Node v = get(key, required);
     if (!v) return fallback;
     const long long x = scalar_of<long long>(v, key);
     if (x < 0) fail(v, key_path(key), "must not be negative (got " + std::to_string(x) + ")");
-    return static_cast<uint64_t>(x);
+    if (static_cast<unsigned long long>(x) > max)
+      fail(v, key_path(key), "got " + std::to_string(x) + ", outside the plausible range 0.." + std::to_string(max));
+    return static_cast<T>(x);
   }
 
   double number(const std::string& key, bool required, double fallback = 0) {
@@ -254,15 +274,15 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
     f.fail(node["role"], f.key_path("role"),
            "unknown role '" + role + "' (expected global, stage, operand_a, operand_b, accumulator or vector)");
   l.role = *r;
-  l.capacity_bytes = f.count("capacity_bytes", true);
-  l.alignment_bytes = static_cast<uint32_t>(f.count("alignment_bytes", false, 1));
-  l.granularity_bytes = static_cast<uint32_t>(f.count("granularity_bytes", false, 1));
+  l.capacity_bytes = f.count<uint64_t>("capacity_bytes", true, 0, capacity_limit(l.role));
+  l.alignment_bytes = f.count<uint32_t>("alignment_bytes", false, 1, kMaxAlignmentBytes);
+  l.granularity_bytes = f.count<uint32_t>("granularity_bytes", false, 1, kMaxAlignmentBytes);
   l.layout = f.scalar<std::string>("layout", false, "nd");
-  l.banks = static_cast<uint32_t>(f.count("banks", false));
-  l.bank_width_bytes = static_cast<uint32_t>(f.count("bank_width_bytes", false));
+  l.banks = f.count<uint32_t>("banks", false, 0, kMaxCount);
+  l.bank_width_bytes = f.count<uint32_t>("bank_width_bytes", false, 0, kMaxAlignmentBytes);
   l.shared_bandwidth_bytes_per_cycle = f.number("shared_bandwidth_bytes_per_cycle", false);
-  l.read_latency_cycles = static_cast<uint32_t>(f.count("read_latency_cycles", false));
-  l.write_latency_cycles = static_cast<uint32_t>(f.count("write_latency_cycles", false));
+  l.read_latency_cycles = f.count<uint32_t>("read_latency_cycles", false, 0, kMaxCycles);
+  l.write_latency_cycles = f.count<uint32_t>("write_latency_cycles", false, 0, kMaxCycles);
   return l;
 }
 
@@ -283,7 +303,7 @@ MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const 
   s.a = f.dtype("a", true, DType::F16);
   s.b = f.dtype("b", true, DType::F16);
   s.acc = f.dtype("acc", true, DType::F32);
-  s.cycles = static_cast<uint32_t>(f.count("cycles", false, 1));
+  s.cycles = f.count<uint32_t>("cycles", false, 1, kMaxCycles);
   s.min_arch = f.scalar<std::string>("min_arch", false);
   return s;
 }
@@ -309,11 +329,11 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
       u.shapes.push_back(parse_shape(shapes[i], f.key_path(indexed("shapes", i)), file));
   if (YAML::Node dts = sequence(f, "dtypes", false))
     for (size_t i = 0; i < dts.size(); ++i) u.dtypes.push_back(f.dtype_of(dts[i], indexed("dtypes", i)));
-  u.bytes_per_repeat = static_cast<uint32_t>(f.count("bytes_per_repeat", false));
-  u.max_repeat = static_cast<uint32_t>(f.count("max_repeat", false));
-  u.mask_bits = static_cast<uint32_t>(f.count("mask_bits", false));
-  u.startup_cycles = static_cast<uint32_t>(f.count("startup_cycles", false));
-  u.count = static_cast<uint32_t>(f.count("count", false, 1));
+  u.bytes_per_repeat = f.count<uint32_t>("bytes_per_repeat", false, 0, kMaxAlignmentBytes);
+  u.max_repeat = f.count<uint32_t>("max_repeat", false, 0, kMaxRepeat);
+  u.mask_bits = f.count<uint32_t>("mask_bits", false, 0, kMaxCount);
+  u.startup_cycles = f.count<uint32_t>("startup_cycles", false, 0, kMaxCycles);
+  u.count = f.count<uint32_t>("count", false, 1, kMaxCount);
   return u;
 }
 
@@ -325,7 +345,7 @@ TransferPath parse_path(const YAML::Node& node, const std::string& where, const 
   p.to = f.scalar<std::string>("to", true);
   p.engine = f.scalar<std::string>("engine", true);
   p.bandwidth_bytes_per_cycle = f.number("bandwidth_bytes_per_cycle", true);
-  p.latency_cycles = static_cast<uint32_t>(f.count("latency_cycles", true));
+  p.latency_cycles = f.count<uint32_t>("latency_cycles", true, 0, kMaxCycles);
   p.transforms = f.names("transforms");
   return p;
 }
@@ -334,11 +354,11 @@ NpuSync parse_sync(const YAML::Node& node, const std::string& file) {
   Fields f(node, "sync", file,
            {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"});
   NpuSync s;
-  s.event_ids_per_pipe_pair = static_cast<uint32_t>(f.count("event_ids_per_pipe_pair", true));
-  s.queue_depth = static_cast<uint32_t>(f.count("queue_depth", true));
-  s.set_flag_cycles = static_cast<uint32_t>(f.count("set_flag_cycles", false, 1));
-  s.barrier_cycles = static_cast<uint32_t>(f.count("barrier_cycles", false, 1));
-  s.scalar_cycles = static_cast<uint32_t>(f.count("scalar_cycles", false, 1));
+  s.event_ids_per_pipe_pair = f.count<uint32_t>("event_ids_per_pipe_pair", true, 0, kMaxCount);
+  s.queue_depth = f.count<uint32_t>("queue_depth", true, 0, kMaxCount);
+  s.set_flag_cycles = f.count<uint32_t>("set_flag_cycles", false, 1, kMaxCycles);
+  s.barrier_cycles = f.count<uint32_t>("barrier_cycles", false, 1, kMaxCycles);
+  s.scalar_cycles = f.count<uint32_t>("scalar_cycles", false, 1, kMaxCycles);
   if (s.event_ids_per_pipe_pair == 0) f.fail(node["event_ids_per_pipe_pair"], "sync.event_ids_per_pipe_pair", "must be at least 1");
   if (s.queue_depth == 0) f.fail(node["queue_depth"], "sync.queue_depth", "must be at least 1");
   return s;
@@ -364,27 +384,27 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   const std::string expected_arch = "sm_" + std::to_string(g.compute_capability_major) + std::to_string(g.compute_capability_minor);
   if (g.arch != expected_arch)
     f.fail(node["arch"], "gpu.arch", "'" + g.arch + "' does not match compute_capability " + cc + " (expected " + expected_arch + ")");
-  g.warp_size = static_cast<uint32_t>(f.count("warp_size", true));
-  g.max_threads_per_block = static_cast<uint32_t>(f.count("max_threads_per_block", true));
-  g.registers_per_sm = static_cast<uint32_t>(f.count("registers_per_sm", true));
-  g.registers_per_block = static_cast<uint32_t>(f.count("registers_per_block", true));
-  g.shared_bytes_per_block = f.count("shared_bytes_per_block", true);
-  g.shared_bytes_per_block_optin = f.count("shared_bytes_per_block_optin", true);
-  g.shared_bytes_per_sm = f.count("shared_bytes_per_sm", true);
-  g.l2_cache_bytes = f.count("l2_cache_bytes", true);
+  g.warp_size = f.count<uint32_t>("warp_size", true, 0, kMaxCount);
+  g.max_threads_per_block = f.count<uint32_t>("max_threads_per_block", true, 0, kMaxRepeat);
+  g.registers_per_sm = f.count<uint32_t>("registers_per_sm", true, 0, kMaxRepeat);
+  g.registers_per_block = f.count<uint32_t>("registers_per_block", true, 0, kMaxRepeat);
+  g.shared_bytes_per_block = f.count<uint64_t>("shared_bytes_per_block", true, 0, kMaxOnChipBytes);
+  g.shared_bytes_per_block_optin = f.count<uint64_t>("shared_bytes_per_block_optin", true, 0, kMaxOnChipBytes);
+  g.shared_bytes_per_sm = f.count<uint64_t>("shared_bytes_per_sm", true, 0, kMaxOnChipBytes);
+  g.l2_cache_bytes = f.count<uint64_t>("l2_cache_bytes", true, 0, kMaxOnChipBytes);
   for (const char* key : {"warp_size", "max_threads_per_block", "registers_per_sm", "shared_bytes_per_sm"})
-    if (f.count(key, true) == 0) f.fail(node[key], std::string("gpu.") + key, "must be positive");
-  g.shared_bytes_reserved_per_block = f.count("shared_bytes_reserved_per_block", true);
-  g.vector_access_bytes = static_cast<uint32_t>(f.count("vector_access_bytes", true));
+    if (f.count<uint64_t>(key, true, 0, kMaxOnChipBytes) == 0) f.fail(node[key], std::string("gpu.") + key, "must be positive");
+  g.shared_bytes_reserved_per_block = f.count<uint64_t>("shared_bytes_reserved_per_block", true, 0, kMaxOnChipBytes);
+  g.vector_access_bytes = f.count<uint32_t>("vector_access_bytes", true, 0, kMaxAlignmentBytes);
   if (g.vector_access_bytes == 0 || (g.vector_access_bytes & (g.vector_access_bytes - 1)))
     f.fail(node["vector_access_bytes"], "gpu.vector_access_bytes", "must be a power of two");
   if (f.get("mma_sync_shape", false)) g.mma_sync_shape = parse_shape(node["mma_sync_shape"], "gpu.mma_sync_shape", file);
   if (f.get("wgmma_shape", false)) g.wgmma_shape = parse_shape(node["wgmma_shape"], "gpu.wgmma_shape", file);
-  g.warps_per_warpgroup = static_cast<uint32_t>(f.count("warps_per_warpgroup", false));
+  g.warps_per_warpgroup = f.count<uint32_t>("warps_per_warpgroup", false, 0, kMaxCount);
   if (g.wgmma_shape && g.warps_per_warpgroup == 0)
     f.fail(node["wgmma_shape"], "gpu.warps_per_warpgroup", "a description with wgmma_shape needs warps_per_warpgroup");
-  g.bulk_copy_alignment_bytes = static_cast<uint32_t>(f.count("bulk_copy_alignment_bytes", false));
-  g.cluster_max_blocks = static_cast<uint32_t>(f.count("cluster_max_blocks", false));
+  g.bulk_copy_alignment_bytes = f.count<uint32_t>("bulk_copy_alignment_bytes", false, 0, kMaxAlignmentBytes);
+  g.cluster_max_blocks = f.count<uint32_t>("cluster_max_blocks", false, 0, kMaxCount);
   g.features = f.names("features");
   if (std::find(g.features.begin(), g.features.end(), "bulk_copy") != g.features.end() && g.bulk_copy_alignment_bytes == 0)
     f.fail(node["features"], "gpu.bulk_copy_alignment_bytes", "a description with the bulk_copy feature needs bulk_copy_alignment_bytes");
@@ -423,7 +443,7 @@ Hierarchy parse_hierarchy(const std::string& text, const std::string& file) {
   else f.fail(root["kind"], "kind", "unknown target kind '" + kind + "' (expected npu or gpu)");
   h.clock_mhz = f.number("clock_mhz", true);
   if (!(h.clock_mhz > 0)) f.fail(root["clock_mhz"], "clock_mhz", "must be positive");
-  h.cores = static_cast<uint32_t>(f.count("cores", true));
+  h.cores = f.count<uint32_t>("cores", true, 0, kMaxCores);
   if (h.cores == 0) f.fail(root["cores"], "cores", "must be at least 1");
 
   YAML::Node levels = sequence(f, "levels", true);

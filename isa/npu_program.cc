@@ -8,6 +8,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -172,6 +173,13 @@ void validate_tensors(const Program& p) {
     for (int64_t d : t.shape)
       if (d <= 0) throw UserError(fmt::format("{}: tensor '{}' has a non-positive dimension {}", at, t.name, d));
     if (t.gm_offset < 0) throw UserError(fmt::format("{}: tensor '{}' has a negative GM offset", at, t.name));
+    // Sizes and ends in checked arithmetic: byte_size() and the overlap test below rely on them fitting.
+    int64_t bytes = dtype_bytes(t.dtype), end = 0;
+    for (int64_t d : t.shape)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        throw UserError(fmt::format("{}: tensor '{}' needs more than {} bytes; its size overflows", at, t.name, INT64_MAX));
+    if (__builtin_add_overflow(t.gm_offset, bytes, &end))
+      throw UserError(fmt::format("{}: tensor '{}' at GM+{} with {} bytes ends past {}", at, t.name, t.gm_offset, bytes, INT64_MAX));
     for (size_t j = 0; j < i; ++j) {
       const TensorBinding& u = p.tensors[j];
       if (u.name == t.name) throw UserError(fmt::format("{}: tensor '{}' is declared twice", at, t.name));

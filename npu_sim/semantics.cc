@@ -274,15 +274,16 @@ float float_op(Opcode op, float a, float b) {
 
 int64_t int_op(Opcode op, int64_t a, int64_t b) {
   switch (op) {
-    case Opcode::Vadd: case Opcode::Vadds: return a + b;
-    case Opcode::Vsub: return a - b;
-    case Opcode::Vmul: case Opcode::Vmuls: return a * b;
+    // In 64 bits, wrapping (a scalar operand may be any int64); store_int then wraps to the element type.
+    case Opcode::Vadd: case Opcode::Vadds: return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+    case Opcode::Vsub: return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+    case Opcode::Vmul: case Opcode::Vmuls: return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
     case Opcode::Vdiv:
       if (b == 0) fault("integer division by zero");
-      return a / b;
+      return b == -1 ? static_cast<int64_t>(0 - static_cast<uint64_t>(a)) : a / b;  // INT_MIN / -1 wraps
     case Opcode::Vmod:
       if (b == 0) fault("integer division by zero");
-      return a % b;
+      return b == -1 ? 0 : a % b;
     case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
     case Opcode::Vmin: return std::min(a, b);
     case Opcode::Vcmplt: return a < b ? 1 : 0;

@@ -24,6 +24,16 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Pipe;
 
+int64_t wrapping_add(int64_t x, int64_t y) { return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y)); }
+int64_t wrapping_sub(int64_t x, int64_t y) { return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y)); }
+
+// for (r = begin; r < end; r += step), step > 0: the number of iterations, without overflow.
+uint64_t trip_count(int64_t begin, int64_t end, int64_t step) {
+  if (begin >= end) return 0;
+  const uint64_t span = static_cast<uint64_t>(end) - static_cast<uint64_t>(begin);  // < 2^64: exact
+  return (span - 1) / static_cast<uint64_t>(step) + 1;
+}
+
 struct AbortRun {};  // unwinds a pipe thread when the run is aborted
 
 enum class PipeActivity : uint8_t { Idle, Running, WaitFlag, WaitBarrier, QueueFull, Done };
@@ -70,6 +80,7 @@ class Simulation {
       : program_(program),
         machine_(machine),
         options_(options),
+        max_cycles_(options.max_cycles == 0 ? kDefaultMaxCycles : options.max_cycles),
         record_(record),
         gm_(gm),
         partner_(npu::match_loops(program)),
@@ -221,7 +232,8 @@ class Simulation {
     switch (o.kind) {
       case npu::OperandKind::Register: return c.regs[o.reg];
       case npu::OperandKind::Immediate: return o.imm;
-      case npu::OperandKind::Address: return (o.reg == npu::kNoRegister ? 0 : c.regs[o.reg]) + o.imm;
+      case npu::OperandKind::Address:  // wraps like `add`; a wrapped address is then out of bounds
+        return wrapping_add(o.reg == npu::kNoRegister ? 0 : c.regs[o.reg], o.imm);
       default: return 0;
     }
   }
@@ -258,20 +270,33 @@ class Simulation {
       e.path_from = cost->path_from;
       e.path_to = cost->path_to;
     }
+    check_record_budget(c, pc);
     record_.instructions.push_back(e);
   }
 
+  // The record keeps every executed instruction; a run that would outgrow the budget (a runaway
+  // loop, a huge trip count) stops here instead of exhausting memory.
+  void check_record_budget(const CoreState& c, int pc) const {
+    if (record_.instructions.size() + record_.stalls.size() >= options_.max_recorded_events)
+      user_fault(c, pc, fmt::format("the run executed more than {} instructions (the simulator's record limit, "
+                                    "--max-instructions); a loop with a huge trip count?",
+                                    options_.max_recorded_events));
+  }
+
   void record_stall(const CoreState& c, Pipe pipe, int pc, StallKind kind, uint64_t start, uint64_t end) {
-    if (end > start) record_.stalls.push_back({c.id, pipe, pc, kind, start, end});
+    if (end <= start) return;
+    check_record_budget(c, pc);
+    record_.stalls.push_back({c.id, pipe, pc, kind, start, end});
   }
 
   int64_t scalar_op(const CoreState& c, int pc, Opcode op, int64_t x, int64_t y) const {
     switch (op) {
-      case Opcode::Add: return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
-      case Opcode::Sub: return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+      case Opcode::Add: return wrapping_add(x, y);
+      case Opcode::Sub: return wrapping_sub(x, y);
       case Opcode::Mul: return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
       case Opcode::Div:
         if (y == 0) user_fault(c, pc, "division by zero");
+        if (y == -1) return wrapping_sub(0, x);  // INT64_MIN / -1 wraps to INT64_MIN (isa/README.md)
         return x / y;
       case Opcode::Shl:
         if (y < 0 || y > 63) user_fault(c, pc, fmt::format("shift amount {} is outside 0..63", y));
@@ -283,10 +308,13 @@ class Simulation {
   }
 
   void scalar_thread(CoreState& c) {
+    // The trip count is fixed when the loop starts (overflow-free: the counter never has to pass
+    // `end`); iteration i sets the counter to begin + i * step, whatever the body wrote to it.
     struct Frame {
       int loop_pc;
       uint8_t reg;
-      int64_t end, step;
+      int64_t begin, step;
+      uint64_t trips, done;
     };
     std::vector<Frame> frames;
     PipeState& s = c.pipes[0];
@@ -295,8 +323,7 @@ class Simulation {
     auto charge = [&](int pc, uint64_t cycles) {
       record_instruction(c, Pipe::S, pc, local, local + cycles, local + cycles);
       local += cycles;
-      if (options_.max_cycles && local > options_.max_cycles)
-        user_fault(c, pc, fmt::format("the run passed --max-cycles {}", options_.max_cycles));
+      if (local > max_cycles_) user_fault(c, pc, fmt::format("the run passed --max-cycles {}", max_cycles_));
     };
     const auto& code = program_.code;
     int pc = 0;
@@ -322,9 +349,9 @@ class Simulation {
           const int64_t begin = value_of(c, ops[1]), end = value_of(c, ops[2]), step = value_of(c, ops[3]);
           if (step <= 0) user_fault(c, pc, fmt::format("loop step {} must be positive", step));
           charge(pc, machine_.scalar_cycles);
-          if (begin < end) {
+          if (const uint64_t trips = trip_count(begin, end, step); trips > 0) {
             c.regs[ops[0].reg] = begin;
-            frames.push_back({pc, ops[0].reg, end, step});
+            frames.push_back({pc, ops[0].reg, begin, step, trips, 0});
             ++pc;
           } else {
             pc = partner_[pc] + 1;
@@ -334,8 +361,10 @@ class Simulation {
         case Opcode::EndLoop: {
           Frame& f = frames.back();
           charge(pc, machine_.scalar_cycles);
-          c.regs[f.reg] += f.step;
-          if (c.regs[f.reg] < f.end) {
+          ++f.done;
+          // After the last iteration the counter holds begin + trips * step (wrapping, isa/README.md).
+          c.regs[f.reg] = wrapping_add(f.begin, static_cast<int64_t>(f.done * static_cast<uint64_t>(f.step)));
+          if (f.done < f.trips) {
             pc = f.loop_pc + 1;
           } else {
             frames.pop_back();
@@ -539,6 +568,7 @@ class Simulation {
   const npu::Program& program_;
   const isa::NpuMachine& machine_;
   SimOptions options_;
+  uint64_t max_cycles_;  // options_.max_cycles, 0 replaced by the default
   SimRecord& record_;
   std::vector<uint8_t>& gm_;
   std::vector<int> partner_;
@@ -617,12 +647,21 @@ SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
   if (program.cores > machine.cores)
     throw UserError(fmt::format("{}: .cores {} exceeds the {} cores of {}", program.source_name, program.cores,
                                 machine.cores, machine.target_name));
-  uint64_t gm_extent = 0;
-  for (const npu::TensorBinding& t : program.tensors)
-    gm_extent = std::max<uint64_t>(gm_extent, static_cast<uint64_t>(t.gm_offset + t.byte_size()));
+  uint64_t gm_extent = 0;  // validate_program checked that every tensor's end fits int64
+  const npu::TensorBinding* last = nullptr;
+  for (const npu::TensorBinding& t : program.tensors) {
+    const uint64_t end = static_cast<uint64_t>(t.gm_offset + t.byte_size());
+    if (end > gm_extent) gm_extent = end, last = &t;
+  }
   if (gm_extent > machine.buffer(Buffer::GM).capacity_bytes)
-    throw UserError(fmt::format("{}: the tensors need {} bytes of GM, the target has {}", program.source_name, gm_extent,
-                                machine.buffer(Buffer::GM).capacity_bytes));
+    throw UserError(fmt::format("{}: tensor '{}' ({} bytes at GM+{}) ends at byte {}, past the {} bytes of GM of {}",
+                                program.source_name, last->name, last->byte_size(), last->gm_offset, gm_extent,
+                                machine.buffer(Buffer::GM).capacity_bytes, machine.target_name));
+  if (options.max_cycles > kMaxCyclesLimit)
+    throw UserError(fmt::format("max cycles {} is outside 0..{} (0: the default, {})", options.max_cycles, kMaxCyclesLimit,
+                                kDefaultMaxCycles));
+  if (options.max_recorded_events == 0)
+    throw UserError("the instruction limit must be at least 1");
   SimResult result;
   if (!options.timing_only) result.gm.assign(gm_extent, 0);
   bind_inputs(program, machine, inputs, options.timing_only, result.gm);

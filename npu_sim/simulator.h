@@ -19,10 +19,20 @@
 
 namespace tessel::npu_sim {
 
+// A run's length is bounded twice: in cycles of the scalar pipe, and in executed instructions (the
+// record keeps one event per executed instruction, so this bounds its memory: ~56 bytes each).
+inline constexpr uint64_t kDefaultMaxCycles = 10'000'000'000;       // 10 s of a 1 GHz device
+inline constexpr uint64_t kMaxCyclesLimit = 1'000'000'000'000'000;  // SystemC time stays far from wrapping
+inline constexpr uint64_t kDefaultMaxRecordedEvents = uint64_t(1) << 23;  // ~0.5 GB of record
+
 struct SimOptions {
   bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
   bool detect_races = true;
-  uint64_t max_cycles = 0;  // > 0: a run whose scalar pipe passes this cycle stops with a UserError
+  // A run whose scalar pipe passes this cycle stops with a UserError naming the instruction; at most
+  // kMaxCyclesLimit; 0 means kDefaultMaxCycles (callers that brace-initialise this with 0 stay bounded).
+  uint64_t max_cycles = kDefaultMaxCycles;
+  // A run that executes more instructions (and stalls) than this stops with a UserError naming the instruction.
+  uint64_t max_recorded_events = kDefaultMaxRecordedEvents;
 };
 
 struct SimResult {

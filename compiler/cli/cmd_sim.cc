@@ -1,6 +1,6 @@
 // tessel sim PROGRAM.npu --target T.yaml [--input NAME=a.npy ...] [--output NAME=c.npy ...]
 //            [--report r.json] [--trace t.json] [--csv instr.csv] [--timing-only] [--no-race-check]
-//            [--max-cycles N] | --emit-binary P.npubin | --disassemble   (PROGRAM may be binary)
+//            [--max-cycles N] [--max-instructions N] | --emit-binary P.npubin | --disassemble   (PROGRAM may be binary)
 #include <fmt/format.h>
 
 #include <iostream>
@@ -31,7 +31,8 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     std::string report, trace, csv;
     bool timing_only = false;
     bool no_races = false;
-    uint64_t max_cycles = 0;
+    int64_t max_cycles = static_cast<int64_t>(npu_sim::kDefaultMaxCycles);  // signed: "-1" is an error, not 2^64-1
+    int64_t max_instructions = static_cast<int64_t>(npu_sim::kDefaultMaxRecordedEvents);
     std::string emit_binary;
     bool disassemble = false;
   };
@@ -46,10 +47,18 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--csv", opts->csv, "write one CSV row per executed instruction here");
   cmd->add_flag("--timing-only", opts->timing_only, "skip the arithmetic (no --output)");
   cmd->add_flag("--no-race-check", opts->no_races, "skip the happens-before race detector");
-  cmd->add_option("--max-cycles", opts->max_cycles, "stop with an error once the scalar pipe passes this cycle");
+  cmd->add_option("--max-cycles", opts->max_cycles,
+                  fmt::format("stop with an error once the scalar pipe passes this cycle (default {})", npu_sim::kDefaultMaxCycles));
+  cmd->add_option("--max-instructions", opts->max_instructions,
+                  fmt::format("stop with an error after this many executed instructions, which bounds the record's "
+                              "memory (default {})", npu_sim::kDefaultMaxRecordedEvents));
   cmd->add_option("--emit-binary", opts->emit_binary, "write the program's binary form here and exit");
   cmd->add_flag("--disassemble", opts->disassemble, "print the program as .npu text (the input may be binary) and exit");
   cmd->callback([opts, &ctx] {
+    if (opts->max_cycles < 1 || static_cast<uint64_t>(opts->max_cycles) > npu_sim::kMaxCyclesLimit)
+      throw UserError(fmt::format("--max-cycles {}: must be in 1..{}", opts->max_cycles, npu_sim::kMaxCyclesLimit));
+    if (opts->max_instructions < 1)
+      throw UserError(fmt::format("--max-instructions {}: must be at least 1", opts->max_instructions));
     const npu::Program program = npu::load_program(opts->program);
     if (!opts->emit_binary.empty() || opts->disassemble) {
       if (opts->disassemble) std::cout << npu::print_program(program);
@@ -76,7 +85,8 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     npu_sim::SimOptions options;
     options.timing_only = opts->timing_only;
     options.detect_races = !opts->no_races;
-    options.max_cycles = opts->max_cycles;
+    options.max_cycles = static_cast<uint64_t>(opts->max_cycles);
+    options.max_recorded_events = static_cast<uint64_t>(opts->max_instructions);
     const npu_sim::SimResult result = npu_sim::simulate(program, target, inputs, options);
     const npu_sim::SimRecord& r = result.record;
     for (const auto& [name, file] : outputs) write_npy(file, result.tensor(program, name));

@@ -835,8 +835,9 @@ constexpr VectorMapping kVectorMappings[] = {
 
 }  // namespace
 
-NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
-  if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
+namespace {
+
+NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const Machine m = isa::npu_machine(target);
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
@@ -876,6 +877,28 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
     reasons += (reasons.empty() ? "" : "; ") + why;
   }
   throw UserError(reasons);
+}
+
+// Every placement (inputs, outputs, scratch) ends inside the target's GM. The emitters' programs
+// passed npu::validate_program, so each tensor's end is an exact int64 (no wrapped offset).
+void check_gm_fit(const kernel::Kernel& k, const npu::Program& p, const Machine& m) {
+  const uint64_t capacity = m.buffer(Buffer::GM).capacity_bytes;
+  for (const npu::TensorBinding& t : p.tensors) {
+    const uint64_t end = static_cast<uint64_t>(t.gm_offset) + static_cast<uint64_t>(t.byte_size());
+    if (end > capacity)
+      throw UserError(fmt::format("kernel {}: tensor '{}' ({}, {} bytes at GM+{}) ends at byte {}, past the {} bytes of GM of {}",
+                                  k.name, t.name, npu::tensor_role_name(t.role), t.byte_size(), t.gm_offset, end,
+                                  capacity, m.target_name));
+  }
+}
+
+}  // namespace
+
+NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
+  NpuKernel out = emit_any(k, target);
+  check_gm_fit(k, out.program, isa::npu_machine(target));
+  return out;
 }
 
 }  // namespace tessel::emit_npu
