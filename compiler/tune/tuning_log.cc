@@ -25,6 +25,8 @@ std::string shape_text(const std::map<std::string, int64_t>& sizes) {
 std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem, size_t* torn_bytes) {
   std::vector<LogEntry> out;
   if (torn_bytes) *torn_bytes = 0;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return out;  // none yet, or a device (/dev/null, /dev/full)
   std::ifstream in(path, std::ios::binary);
   if (!in) return out;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

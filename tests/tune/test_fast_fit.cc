@@ -4,7 +4,13 @@
 // footprints and group tilings; and a 512^3 GEMM's space is built in seconds.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "compiler/frontend/frontend.h"
@@ -202,4 +208,39 @@ TEST_CASE("fast fit check: the 512^3 GEMM's default space is built in seconds") 
   CHECK(space.stats.full_checks <= 2);
   CHECK(calls > 1);
   CHECK(s < 20);  // generous for a loaded CI machine; ~1 s alone
+}
+
+TEST_CASE("tessel tune: bad options are refused at once (usage: exit 2; an unwritable log: exit 1 with the path)") {
+  const std::string base = std::string(TESSEL_CLI) + " tune " + TESSEL_SOURCE_DIR + "/workloads/matmul.tsl --target " +
+                           davinci() + " --shape M=1024,N=1024,K=1024 --db off --no-progress ";
+  auto run = [&](const std::string& args, std::string* out) {
+    FILE* p = popen((base + args + " 2>&1").c_str(), "r");
+    REQUIRE(p);
+    char buf[512];
+    out->clear();
+    while (fgets(buf, sizeof buf, p)) *out += buf;
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(run("--strategy bogus", &out) == 2);
+  CHECK_MESSAGE(out.find("--strategy") != std::string::npos, out);
+  CHECK(run("--trials 0", &out) == 2);
+  CHECK_MESSAGE(out.find("--trials") != std::string::npos, out);
+  CHECK(run("--measure-timeout -1", &out) == 2);
+  CHECK_MESSAGE(out.find("--measure-timeout") != std::string::npos, out);
+  CHECK(run("--model bogus", &out) == 2);
+  CHECK(run("--log /nonexistent-dir-tessel/x.jsonl", &out) == 1);
+  CHECK_MESSAGE(out.find("--log /nonexistent-dir-tessel/x.jsonl: the directory /nonexistent-dir-tessel does not exist") !=
+                    std::string::npos,
+                out);
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("tessel_fast_fit_" + std::to_string(::getpid()) + ".txt")).string();
+  { std::ofstream(file) << "a file\n"; }
+  CHECK(run("--log " + file + "/x.jsonl", &out) == 1);
+  std::filesystem::remove(file);
+  CHECK_MESSAGE(out.find("is not a directory") != std::string::npos, out);
+  CHECK(out.find("tune: space") == std::string::npos);  // refused before the space is built
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
 }
