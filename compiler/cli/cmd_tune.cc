@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -151,6 +152,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     co.target = o->pipeline.target;
     co.tile.reset();
     tune::FitChecker fit(f, co);
+    // every configuration through tile + promote (slow; for checking the fit check's model)
+    if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
     const tune::Problem& p = fit.problem();
     if (!o->predict.empty()) {
       std::vector<tile::TileSpec> specs;

@@ -112,7 +112,11 @@ FitChecker::~FitChecker() = default;
 bool FitChecker::fast() const { return fast_ && fast_->enabled; }
 std::string FitChecker::why_not_fast() const { return fast_ ? fast_->why_not : "not set up"; }
 void FitChecker::set_fast(bool on) {
-  if (!fast_) return;
+  if (!fast_ && on) return;
+  if (!fast_) {  // off before the first check: the accesses are never needed
+    fast_ = std::make_unique<FastModel>();
+    fast_->disable("turned off (set_fast)");
+  }
   if (!on) fast_->disable("turned off (set_fast)");
   cache_.clear();
   why_.clear();
