@@ -7,6 +7,9 @@
 // and storing the best tile spec in the database `tessel compile` / `tessel run` read.
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -20,6 +23,8 @@
 #include "compiler/cli/run_gpu.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/tune/cost_model.h"
+#include "compiler/tune/strategy.h"
 #include "compiler/tune/tuner.h"
 #include "compiler/tune/tuning_log.h"
 #include "isa/base/file_io.h"
@@ -71,6 +76,39 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   if (path != "-") write_file(path, file.str(), "--dump-space");
 }
 
+// A path the run will write: its parent must be a writable directory and the path, where it
+// exists, a writable file; checked before the space is built (exit 1 with the path).
+void check_writable(const std::string& path, const char* flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const auto st = fs::status(p, ec);
+  if (!ec && fs::exists(st)) {
+    if (fs::is_directory(st)) throw UserError(std::string(flag) + " " + path + ": is a directory");
+    if (access(path.c_str(), W_OK) != 0) throw UserError(std::string(flag) + " " + path + ": not writable");
+    return;
+  }
+  const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const auto ps = fs::status(parent, ec);
+  if (ec || !fs::exists(ps))
+    throw UserError(std::string(flag) + " " + path + ": the directory " + parent.string() + " does not exist");
+  if (!fs::is_directory(ps)) throw UserError(std::string(flag) + " " + path + ": " + parent.string() + " is not a directory");
+  if (access(parent.c_str(), W_OK) != 0)
+    throw UserError(std::string(flag) + " " + path + ": the directory " + parent.string() + " is not writable");
+}
+
+void check_output_paths(const TuneFlags& o) {
+  if (!o.predict.empty()) return;  // --predict writes nothing
+  if (!o.dump_space.empty()) {
+    if (o.dump_space != "-") check_writable(o.dump_space, "--dump-space");
+    return;
+  }
+  if (!o.log.empty()) check_writable(o.log, "--log");
+  if (!o.db.empty() && o.db != "off") check_writable(o.db, "--db");
+  if (!o.replay.empty() && access(o.replay.c_str(), R_OK) != 0)
+    throw UserError("--replay " + o.replay + ": cannot read the file");
+}
+
 void add_tune_command(CLI::App& app, CommandContext& ctx) {
   auto o = std::make_shared<TuneFlags>();
   CLI::App* cmd = app.add_subcommand("tune", "Search tile sizes for an operator on a target (simulator or GPU)");
@@ -78,16 +116,23 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--space", o->space,
                   "search space per axis: OUTER[/INNER], each a list A|B|C or a range MIN-MAX[:pow2][:xN] "
                   "(e.g. m=64-512:pow2/32|64,k=32-256:pow2/16|32; default: around the default tile spec)");
-  cmd->add_option("--strategy", o->strategy, "exhaustive, random, genetic or model (default model)");
-  cmd->add_option("--model", o->model, "cost model of the model-guided strategy: analytic or learned (XGBoost)");
-  cmd->add_option("--trials", o->trials, "configurations to measure in all, counting those the log holds (default 64)");
+  // Option values are checked while the command line is parsed (usage errors, exit 2), before the
+  // search space is built (issue 17 item 9).
+  cmd->add_option("--strategy", o->strategy, "exhaustive, random, genetic or model (default model)")
+      ->check(CLI::IsMember(tune::strategy_names()));
+  cmd->add_option("--model", o->model, "cost model of the model-guided strategy: analytic or learned (XGBoost)")
+      ->check(CLI::IsMember(tune::cost_model_names()));
+  cmd->add_option("--trials", o->trials, "configurations to measure in all, counting those the log holds (default 64)")
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
   cmd->add_option("--log", o->log, "JSON-lines log of every measurement; a later run resumes from it");
   cmd->add_option("--db", o->db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json; off: none)");
-  cmd->add_option("--jobs", o->jobs, "simulator measurements in parallel (default: the number of CPU cores)");
+  cmd->add_option("--jobs", o->jobs, "simulator measurements in parallel (default: the number of CPU cores)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--measure-timeout", o->timeout_s,
-                  "simulator: seconds one measurement (compile + simulation) may take before it counts as failed (default 120)");
-  cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)");
+                  "simulator: seconds one measurement (compile + simulation) may take before it counts as failed (default 120)")
+      ->check(CLI::Range(1e-3, 1e6));
+  cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
   cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
@@ -98,6 +143,7 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     if (o->pipeline.target == "c")
       throw UserError("tessel tune: --target must be a hierarchy description (isa/targets/*.yaml): the tuner measures on "
                       "the NPU simulator or the GPU");
+    check_output_paths(*o);
     frontend::Module m = frontend::load_module(o->pipeline.file);
     const ir::Function& f = frontend::select_function(m, o->pipeline.def);
     PipelineFlags pf = o->pipeline;
@@ -106,6 +152,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     co.target = o->pipeline.target;
     co.tile.reset();
     tune::FitChecker fit(f, co);
+    // every configuration through tile + promote (slow; for checking the fit check's model)
+    if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
     const tune::Problem& p = fit.problem();
     if (!o->predict.empty()) {
       std::vector<tile::TileSpec> specs;
@@ -130,11 +178,26 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
     const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
                                                   : tune::parse_space_spec(o->space);
-    const tune::Space space = tune::build_space(spec, fit);
+    const bool live = !o->no_progress && isatty(STDERR_FILENO);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    bool shown = false;
+    const tune::Space space = tune::build_space(spec, fit, [&](size_t done, size_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (o->no_progress || (done < total && now - last < std::chrono::milliseconds(live ? 200 : 2000))) return;
+      // quick builds print only the summary below
+      if (done < total ? now - t0 < std::chrono::milliseconds(500) : !shown) return;
+      shown = true;
+      last = now;
+      std::cerr << fmt::format("{}tune: building the space: {}/{} configurations checked ({:.1f} s){}", live ? "\r" : "",
+                               done, total, std::chrono::duration<double>(now - t0).count(), live && done < total ? "" : "\n")
+                << std::flush;
+    });
     std::cerr << fmt::format("tune: space {}: {} configurations fit ({} enumerated, {} dominated sizes removed, {} do not "
-                             "fit; {} promotion checks)\n",
+                             "fit; {} fit checks, {} by tile + promote; {:.1f} s)\n",
                              spec.to_string(), space.configs.size(), space.stats.enumerated, space.stats.dominated,
-                             space.stats.not_fitting, space.stats.fit_checks);
+                             space.stats.not_fitting, space.stats.fit_checks, space.stats.full_checks,
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!p.fixed_mapping.empty())
       std::cerr << "tune: note: " << p.fixed_mapping << ": the space keeps one configuration (" << space.stats.same_program
                 << " others are the same program)\n";

@@ -1,6 +1,12 @@
 #include "compiler/tune/best_db.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -55,6 +61,18 @@ std::optional<BestEntry> db_lookup(const std::string& path, const ProblemKey& ke
 
 bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& e) {
   if (path.empty()) return false;
+  // read-compare-replace under an advisory lock on PATH.lock (the database itself is replaced by
+  // a rename): tuners finishing together keep the better entry, not the last writer's
+  make_parent_dirs(path, "--db");
+  const std::string lock_path = path + ".lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) throw UserError("--db " + path + ": cannot create the lock file " + lock_path + ": " + std::strerror(errno));
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock};
+  while (::flock(lock, LOCK_EX) != 0)
+    if (errno != EINTR) throw UserError("--db " + path + ": cannot lock " + lock_path + ": " + std::strerror(errno));
   nlohmann::json j = load(path);
   auto& entries = j["entries"];
   const std::string k = key.to_string();

@@ -1,7 +1,22 @@
 // Which tile specs fit a target, by promotion's own capacity check (compiler/poly/promotion.h),
 // and their footprints: the features cost models read. The passes before tiling (scop,
-// dependences, schedule, fusion, intrinsics) run once, through tessel::compile; each check then
-// runs only `tile` and `promote` on that compilation's results, as the pipeline does.
+// dependences, schedule, fusion, intrinsics) run once, through tessel::compile; the full check
+// then runs only `tile` and `promote` on that compilation's results, as the pipeline does.
+//
+// The full check costs tens of milliseconds of isl work per configuration (a 512^3 GEMM's default
+// space has ~2,600), so check() answers from an arithmetic model of promotion instead (issue 17
+// item 9): the buffers promotion makes (tensor, level, role, double buffering, copies) do not
+// depend on the tile sizes once the groups' matmul matches are known, so one full check per
+// distinct set of matches gives them; each buffer's box is then the interval arithmetic of its
+// accesses' affine indices over one tile (a tiled index spans min(tile, extent) values from an
+// origin at 0, an untiled one its whole range), which is what isl's fixed box hull gives for
+// these accesses. The model is used only where it is exact by construction: affine accesses
+// without floor division, index ranges of tiled axes starting at 0 with the same range in every
+// statement of the group, the same coefficients of the tiled indices in every access a buffer
+// unites, and a fused schedule that tile_program accepted; each full check made for a match set
+// is compared with the model's answer, and any difference turns the model off (every check then
+// runs the full check). tests/tune/test_fast_fit.cc compares the two on GEMM, conv and fused
+// epilogue spaces.
 #pragma once
 
 #include <map>
@@ -72,11 +87,20 @@ class FitChecker {
   // The footprints when the spec fits every level, nullopt when promotion rejects it (`why`: its
   // message); for NPU convolutions also when the convolution tile policy's plan does not fit.
   std::optional<ConfigInfo> check(const tile::TileSpec& spec, std::string* why = nullptr);
+  // The same answer through `tile` + `promote` (isl) every time, not cached: what check() must
+  // agree with (the tests compare them).
+  std::optional<ConfigInfo> check_full(const tile::TileSpec& spec, std::string* why = nullptr);
+  // Whether check() answers from the arithmetic model (false: the problem is outside what the
+  // model handles exactly, or `set_fast(false)`); why not.
+  bool fast() const;
+  std::string why_not_fast() const;
+  void set_fast(bool on);
   const Problem& problem() const { return problem_; }
   // NPU convolutions: plans the samples (fitting tile specs) and the default; when every plan is
   // the same, sets Problem::fixed_mapping. Returns whether it is set.
   bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);
-  size_t checks() const { return checks_; }
+  size_t checks() const { return checks_; }            // configurations checked (not cached)
+  size_t full_checks() const { return full_checks_; }  // of which by tile + promote
 
  private:
   std::unique_ptr<Compilation> base_;
@@ -84,8 +108,14 @@ class FitChecker {
   CompileOptions options_;
   bool detected_ = false;
   std::optional<tile::ConvPlanResult> conv_plan(const tile::TileSpec* spec) const;
+  struct FullResult;
+  FullResult run_full(const tile::TileSpec& spec);
+  std::optional<ConfigInfo> finish(const tile::TileSpec& spec, std::optional<ConfigInfo> info, std::string reason,
+                                   std::string* why, bool store = true);
+  struct FastModel;
+  std::unique_ptr<FastModel> fast_;
   Problem problem_;
-  size_t checks_ = 0;
+  size_t checks_ = 0, full_checks_ = 0;
   std::map<std::string, std::optional<ConfigInfo>> cache_;
   std::map<std::string, std::string> why_;
 };

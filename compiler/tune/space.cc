@@ -228,7 +228,7 @@ bool contains(const std::vector<std::pair<int64_t, int64_t>>& a, const std::vect
 
 }  // namespace
 
-Space build_space(const SpaceSpec& spec_in, FitChecker& fit) {
+Space build_space(const SpaceSpec& spec_in, FitChecker& fit, const std::function<void(size_t, size_t)>& progress) {
   const Problem& p = fit.problem();
   // axes of the default spec the space does not name keep their default sizes
   SpaceSpec spec = spec_in;
@@ -246,8 +246,11 @@ Space build_space(const SpaceSpec& spec_in, FitChecker& fit) {
   const auto per_axis = axis_candidates(spec, p.extents, &space.stats);
   std::vector<size_t> idx(per_axis.size(), 0);
   std::vector<std::vector<std::pair<int64_t, int64_t>>> failing;
-  const size_t checks0 = fit.checks();
+  const size_t checks0 = fit.checks(), full0 = fit.full_checks();
+  size_t total = 1;
+  for (const auto& c : per_axis) total *= c.size();
   while (true) {
+    if (progress && space.stats.enumerated % 64 == 0) progress(space.stats.enumerated, total);
     std::vector<std::pair<int64_t, int64_t>> sizes;
     for (size_t a = 0; a < per_axis.size(); ++a) sizes.push_back(per_axis[a][idx[a]]);
     ++space.stats.enumerated;
@@ -286,6 +289,8 @@ Space build_space(const SpaceSpec& spec_in, FitChecker& fit) {
     space.index = {{config_key(keep), 0}};
   }
   space.stats.fit_checks = fit.checks() - checks0;
+  space.stats.full_checks = fit.full_checks() - full0;
+  if (progress) progress(space.stats.enumerated, total);
   return space;
 }
 

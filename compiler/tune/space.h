@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,7 +61,8 @@ struct SpaceStats {
   size_t enumerated = 0;   // product of the per-axis candidates
   size_t dominated = 0;    // removed as dominated
   size_t not_fitting = 0;  // rejected by promotion's capacity check
-  size_t fit_checks = 0;   // promotion runs (the rest inferred: a tile containing one that does not fit does not fit)
+  size_t fit_checks = 0;   // configurations checked (the rest inferred: a tile containing one that does not fit does not fit)
+  size_t full_checks = 0;  // of which by tile + promote (FitChecker's arithmetic model answers the others)
   std::vector<std::string> examples_not_fitting;  // a few keys, for messages and tests
   size_t same_program = 0;  // fitting configurations left out: the problem's mapping ignores the tile (Problem::fixed_mapping)
 };
@@ -77,7 +79,10 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> axis_candidates(const Spac
                                                                       const std::map<std::string, int64_t>& extents,
                                                                       SpaceStats* stats = nullptr);
 
-Space build_space(const SpaceSpec& spec, FitChecker& fit);
+// `progress` (optional) is called with (configurations visited, product of the candidates) as the
+// enumeration goes and once at the end.
+Space build_space(const SpaceSpec& spec, FitChecker& fit,
+                  const std::function<void(size_t done, size_t total)>& progress = nullptr);
 
 // The text key of a configuration (its tile spec text).
 inline std::string config_key(const tile::TileSpec& t) { return t.to_string(); }

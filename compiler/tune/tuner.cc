@@ -39,13 +39,22 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
     }
     r.trials.push_back({int(r.trials.size()) + 1, space.configs[size_t(i)].to_string(), cost, best, resumed});
   };
-  if (!options.log.empty())
-    for (const auto& e : read_log(options.log, options.problem)) {
+  // what the log holds: at the start (resume) and before every batch (another tuner sharing the
+  // log may have measured since: its records count as trials here too)
+  auto from_log = [&](bool first) {
+    if (options.log.empty()) return;
+    size_t torn = 0;
+    for (const auto& e : read_log(options.log, options.problem, &torn)) {
       const int i = space.index_of(e.tile);
       if (i < 0 || state.is_measured(i)) continue;
       note(i, e.ok ? e.cost : std::numeric_limits<double>::infinity(), true);
       ++r.resumed;
     }
+    if (torn && first)
+      std::cerr << "tune: " << options.log << ": skipping a torn last line (" << torn
+                << " bytes: a tuner stopped mid-record); the next record replaces it\n";
+  };
+  from_log(true);
   const int total = std::min<int>(options.trials, int(space.configs.size()));
   const auto t0 = std::chrono::steady_clock::now();
   auto progress = [&](bool final) {
@@ -60,6 +69,8 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
   };
   progress(false);
   while (int(r.trials.size()) < total) {
+    if (r.measured) from_log(false);
+    if (int(r.trials.size()) >= total) break;
     const int want = std::min(options.batch, total - int(r.trials.size()));
     std::vector<int> batch = strategy->next_batch(state, want);
     std::vector<int> fresh;

@@ -1,8 +1,15 @@
 #include "compiler/tune/tuning_log.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "isa/base/error.h"
 #include "isa/base/file_io.h"
@@ -15,21 +22,35 @@ std::string shape_text(const std::map<std::string, int64_t>& sizes) {
   return s;
 }
 
-std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem) {
+std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem, size_t* torn_bytes) {
   std::vector<LogEntry> out;
-  std::ifstream in(path);
+  if (torn_bytes) *torn_bytes = 0;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return out;  // none yet, or a device (/dev/null, /dev/full)
+  std::ifstream in(path, std::ios::binary);
   if (!in) return out;
-  std::string line;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
   int n = 0;
-  while (std::getline(in, line)) {
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      // a writer killed mid-record leaves a last line without its newline: never a record
+      if (torn_bytes) *torn_bytes = text.size() - pos;
+      break;
+    }
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const std::exception& e) {
-      // a run killed mid-write leaves a partial last line: ignore only that one
-      if (in.peek() == EOF) break;
+      if (pos >= text.size()) {  // a malformed last line: as a torn one
+        if (torn_bytes) *torn_bytes = line.size() + 1;
+        break;
+      }
       throw UserError(path + ":" + std::to_string(n) + ": not a JSON object (" + e.what() +
                       "); a tuning log holds one measurement per line");
     }
@@ -54,15 +75,59 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
   return out;
 }
 
-void append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e) {
+namespace {
+
+[[noreturn]] void cannot_write(const std::string& path, const std::string& step) {
+  throw UserError("--log " + path + ": cannot write (" + step + "): " + std::strerror(errno));
+}
+
+// An open file descriptor holding an exclusive flock until destroyed.
+struct LockedFile {
+  int fd = -1;
+  LockedFile(const std::string& path, int flags) {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+    if (fd < 0) cannot_write(path, "open");
+    while (::flock(fd, LOCK_EX) != 0)
+      if (errno != EINTR) cannot_write(path, "lock");
+  }
+  ~LockedFile() {
+    if (fd >= 0) ::close(fd);  // releases the lock
+  }
+  LockedFile(const LockedFile&) = delete;
+  LockedFile& operator=(const LockedFile&) = delete;
+};
+
+}  // namespace
+
+int append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e) {
+  make_parent_dirs(path, "--log");
+  LockedFile f(path, O_RDWR | O_CREAT | O_APPEND);
+  // under the lock: cut a torn tail (no newline) off, then count this problem's records
+  size_t torn = 0;
+  const std::vector<LogEntry> before = read_log(path, problem, &torn);
+  if (torn) {
+    const off_t size = ::lseek(f.fd, 0, SEEK_END);
+    if (size < 0 || ::ftruncate(f.fd, size - off_t(torn)) != 0) cannot_write(path, "truncate a torn last line");
+    std::cerr << "tune: " << path << ": dropped a torn last line (" << torn
+              << " bytes without a newline: a tuner stopped mid-record)\n";
+  }
+  const int trial = int(before.size()) + 1;
   nlohmann::json j = {{"op", problem.op},   {"target", problem.target}, {"shape", problem.shape},
                       {"tile", e.tile},     {"ok", e.ok},               {"unit", e.unit},
-                      {"strategy", e.strategy}, {"trial", e.trial},     {"predicted", e.predicted},
+                      {"strategy", e.strategy}, {"trial", trial},       {"predicted", e.predicted},
                       {"wall_s", e.wall_s}};
   if (e.ok) j["cost"] = e.cost;
   else j["error"] = e.error;
-  make_parent_dirs(path, "--log");
-  append_record(path, j.dump() + "\n", "--log");
+  const std::string line = j.dump() + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t w = ::write(f.fd, line.data() + done, line.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) cannot_write(path, "write");
+    done += size_t(w);
+  }
+  if (::fsync(f.fd) != 0) cannot_write(path, "fsync");
+  return trial;
 }
 
 }  // namespace tessel::tune

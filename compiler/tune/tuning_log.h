@@ -31,9 +31,14 @@ struct LogEntry {
 };
 
 // Entries of `path` for `problem`, in file order (no file: none). Malformed lines are a UserError
-// naming the file and line.
-std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem);
-// Appends one line (UserError when the file cannot be written).
-void append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e);
+// naming the file and line, except a last line without its newline (a writer killed mid-record):
+// skipped, its size in `torn_bytes` (when given).
+std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& problem, size_t* torn_bytes = nullptr);
+// Appends one record as a whole line under an advisory lock (flock) on the log, fsync'd before the
+// lock is released, so that tuners sharing a log never interleave or lose records: a torn last
+// line left by a killed writer is cut off first (reported on stderr), and `e.trial` is replaced by
+// the problem's record count in the log plus one (trial numbers stay unique across tuners).
+// Returns the trial number written. UserError naming the path when the file cannot be written.
+int append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e);
 
 }  // namespace tessel::tune
