@@ -9,33 +9,16 @@
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
 #include "isa/npu_program.h"
+#include "tests/isa/description_text.h"
 
 using namespace tessel;
 using namespace tessel::isa;
 
 namespace {
 
-std::string target_text(const std::string& name) {
-  std::ifstream in(std::string(TESSEL_SOURCE_DIR) + "/isa/targets/" + name);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  REQUIRE(at != std::string::npos);
-  return text.replace(at, from.size(), to);
-}
-
-std::string rejection(const std::string& text) {
-  try {
-    parse_hierarchy(text, "t.yaml");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string target_text(const std::string& name) { return testing::read_text(testing::target_path(name)); }
+using testing::rejection;
+using testing::replaced;
 
 std::string program_rejection(const std::string& text) {
   try {

@@ -11,38 +11,12 @@
 #include "isa/gpu_machine.h"
 #include "isa/hierarchy.h"
 #include "isa/hierarchy_report.h"
+#include "tests/isa/description_text.h"
 
 using namespace tessel;
 using namespace tessel::isa;
 
-namespace {
-
-std::string target_path(const std::string& name) { return std::string(TESSEL_SOURCE_DIR) + "/isa/targets/" + name; }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Parses `text` and returns the UserError message ("" when it parsed).
-std::string rejection(const std::string& text) {
-  try {
-    parse_hierarchy(text, "t.yaml");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  REQUIRE_MESSAGE(at != std::string::npos, "mutation anchor not found: " << from);
-  return text.replace(at, from.size(), to);
-}
-
-}  // namespace
+using namespace tessel::isa::testing;
 
 TEST_CASE("every shipped description validates") {
   for (const char* name : {"davinci-910.yaml", "davinci-310.yaml", "sm75.yaml", "sm80.yaml", "sm90.yaml"}) {
