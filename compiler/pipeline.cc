@@ -54,6 +54,9 @@ std::map<std::string, int64_t> parse_shape(const std::string& text) {
       throw UserError("--shape: '" + e + "': size must be at most 9223372036854775807");
     int64_t x = std::stoll(v);
     if (x < 1) throw UserError("--shape: '" + e + "': sizes must be at least 1");
+    if (sizes.count(e.substr(0, eq)))
+      throw UserError("--shape: '" + e.substr(0, eq) + "' is given twice (" + e.substr(0, eq) + "=" + std::to_string(sizes.at(e.substr(0, eq))) +
+                      " and " + e + ")");
     sizes[e.substr(0, eq)] = x;
   }
   return sizes;

@@ -43,6 +43,7 @@ interp::Sizes parse_shape(const std::string& text, const ir::Function& f) {
       for (const std::string& p : f.params) all += (all.empty() ? "" : ", ") + p;
       throw UserError("--shape: '" + name + "' is not a size parameter of '" + f.name + "' (" + all + ")");
     }
+    if (sizes.count(name)) throw UserError("--shape: '" + name + "' is given twice");
     sizes[name] = v;
   }
   sizes = ir::bind_sizes(f, sizes);

@@ -194,3 +194,15 @@ TEST_CASE("usage and input mistakes get messages that say what is wrong: unknown
   CHECK(longline.output.size() < 2000);  // an excerpt around the column, not the whole line
   CHECK(longline.output.find("...") != std::string::npos);
 }
+
+TEST_CASE("a size given twice in --shape is an error naming it, not last-wins (compile, run, eval)") {
+  Result c = run("compile workloads/matmul.tsl --target c --shape M=4,N=4,K=4,M=8");
+  CHECK(c.code == 1);
+  CHECK(c.output.find("--shape: 'M' is given twice (M=4 and M=8)") != std::string::npos);
+  Result r = run("run workloads/matmul.tsl --target c --shape M=4,N=4,K=4,K=4");
+  CHECK(r.code == 1);
+  CHECK(r.output.find("--shape: 'K' is given twice") != std::string::npos);
+  Result e = run("eval workloads/matmul.tsl --shape N=4,M=4,K=4,N=5");
+  CHECK(e.code == 1);
+  CHECK(e.output.find("--shape: 'N' is given twice") != std::string::npos);
+}
