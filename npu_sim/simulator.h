@@ -24,6 +24,10 @@ namespace tessel::npu_sim {
 inline constexpr uint64_t kDefaultMaxCycles = 10'000'000'000;       // 10 s of a 1 GHz device
 inline constexpr uint64_t kMaxCyclesLimit = 1'000'000'000'000'000;  // SystemC time stays far from wrapping
 inline constexpr uint64_t kDefaultMaxRecordedEvents = uint64_t(1) << 23;  // ~0.5 GB of record
+// Programs tessel generated (`run`, `tune`, `bench npu`) end by construction; their budget only
+// keeps a run that large from exhausting memory (the ResNet-50 conv+bn+relu seed shape of
+// `tessel bench npu` records about 2^24.6 events, 1.4 GB).
+inline constexpr uint64_t kGeneratedProgramMaxEvents = uint64_t(1) << 26;  // ~3.8 GB of record
 
 struct SimOptions {
   bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
