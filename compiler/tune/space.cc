@@ -228,11 +228,9 @@ bool contains(const std::vector<std::pair<int64_t, int64_t>>& a, const std::vect
 
 }  // namespace
 
-Space build_space(const SpaceSpec& spec_in, FitChecker& fit, const std::function<void(size_t, size_t)>& progress) {
-  const Problem& p = fit.problem();
-  // axes of the default spec the space does not name keep their default sizes
+SpaceSpec with_default_axes(const SpaceSpec& spec_in, const tile::TileSpec& defaults) {
   SpaceSpec spec = spec_in;
-  for (const auto& d : p.default_spec.axes) {
+  for (const auto& d : defaults.axes) {
     bool named = false;
     for (const auto& a : spec.axes) named = named || a.axis == d.axis;
     if (named) continue;
@@ -242,6 +240,12 @@ Space build_space(const SpaceSpec& spec_in, FitChecker& fit, const std::function
     a.inner.list = {d.inner};
     spec.axes.push_back(a);
   }
+  return spec;
+}
+
+Space build_space(const SpaceSpec& spec_in, FitChecker& fit, const std::function<void(size_t, size_t)>& progress) {
+  const Problem& p = fit.problem();
+  const SpaceSpec spec = with_default_axes(spec_in, p.default_spec);
   Space space;
   const auto per_axis = axis_candidates(spec, p.extents, &space.stats);
   std::vector<size_t> idx(per_axis.size(), 0);

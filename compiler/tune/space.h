@@ -81,6 +81,10 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> axis_candidates(const Spac
 
 // `progress` (optional) is called with (configurations visited, product of the candidates) as the
 // enumeration goes and once at the end.
+// `spec` with every axis of `defaults` it does not name added at its default sizes (what
+// build_space enumerates).
+SpaceSpec with_default_axes(const SpaceSpec& spec, const tile::TileSpec& defaults);
+
 Space build_space(const SpaceSpec& spec, FitChecker& fit,
                   const std::function<void(size_t done, size_t total)>& progress = nullptr);
 

@@ -79,17 +79,7 @@ Coverage compare(const char* source, const std::string& def, const std::map<std:
                                                                  fit.problem().units)
                                             : parse_space_spec(space_text);
   // the axes build_space adds (default sizes) for those the spec leaves out
-  SpaceSpec full = spec;
-  for (const auto& d : fit.problem().default_spec.axes) {
-    bool named = false;
-    for (const auto& a : full.axes) named = named || a.axis == d.axis;
-    if (named) continue;
-    AxisRange a;
-    a.axis = d.axis;
-    a.outer.list = {d.outer};
-    a.inner.list = {d.inner};
-    full.axes.push_back(a);
-  }
+  const SpaceSpec full = with_default_axes(spec, fit.problem().default_spec);
   const auto per_axis = axis_candidates(full, fit.problem().extents);
   size_t total = 1;
   for (const auto& c : per_axis) total *= c.size();
