@@ -13,6 +13,8 @@ packages=(
   doctest-dev                                 # tests
   libxgboost-dev                              # tuner's learned cost model (optional at build time)
   python3 python3-numpy python3-matplotlib    # scripts and plots
+  pybind11-dev python3-pybind11 python3-dev   # the Python module (build/python/tessel)
+  python3-distributed                         # Dask: sweeps, tuning batches, design-space exploration
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
 )
 
