@@ -1,4 +1,5 @@
 #include "compiler/emit_cuda/emit_simt.h"
+#include "compiler/kernel/divisibility.h"
 
 #include <algorithm>
 #include <functional>
@@ -39,6 +40,7 @@ struct SimtEmitter {
   std::ostringstream& os;
   std::map<int, std::string> buffer_ptr;  // buffer id -> pointer name in the current kernel
   int reductions = 0;                     // reduction nests emitted (they use red_smem_)
+  kernel::Divisors divisors;              // of the kernel's variables (box offsets' alignment)
   // Index arithmetic in 32 bits where every tensor, buffer and size fits (narrow_indices): 64-bit
   // division and remainder are long instruction sequences on the GPU.
   std::string ix = "long long", L = "LL";
@@ -142,28 +144,33 @@ struct SimtEmitter {
     const kernel::Buffer& box = k.buffers.at(out ? n.src : n.dst);
     const auto& t = tensor(n.tensor);
     const size_t r = box.extents.size();
-    // whole rows of a global tensor whose row is a multiple of 16 bytes: 128-bit accesses (the
-    // buffer starts 16-byte aligned, every row then too, and the row needs no bounds check)
+    // 128-bit accesses between a global tensor and a box where a chunk of V elements along the
+    // last dimension is 16-byte aligned on both sides and wholly inside or outside the tensor: the
+    // tensor's row and the box's row are multiples of V and the box's offset along it is one
+    // (kernel::divisor; the buffer starts 16-byte aligned)
     const int64_t V = 16 / int64_t(dtype_bytes(box.dtype));
-    const bool vec = r >= 1 && (out || n.src < 0) && V >= 2 && box.extents.back() == t.shape.back() &&
-                     t.shape.back() % V == 0 && box.offset.back().is_int() && box.offset.back().value == 0;
+    const int64_t off = r >= 1 ? kernel::divisor(box.offset.back(), divisors) : 1;
+    const bool vec = r >= 1 && (out || n.src < 0) && V >= 2 && box.extents.back() % V == 0 && t.shape.back() % V == 0 &&
+                     (off == 0 || off % V == 0);
     if (!after_barrier()) os << pad << "__syncthreads();\n";
     os << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << box.elements() / (vec ? V : 1)
        << L << "; e_ += blockDim.x) { /* copy " << (out ? "out " : "in ") << box.name << (vec ? ", 16 B per thread" : "") << " */\n";
-    os << pad << "  " << ix << " r_ = e_;\n";
+    const std::string ux = narrow ? "unsigned" : ix;
+    os << pad << "  " << ux << " r_ = e_;\n";
     std::vector<std::string> g(r);
     std::string in_tensor = "true", in_src = "true";
     for (int d = int(r) - 1; d >= 0; --d) {
       if (vec && d == int(r) - 1)
-        os << pad << "  const " << ix << " y" << d << " = (r_ % " << box.extents[d] / V << L << ") * " << V << "; r_ /= "
-           << box.extents[d] / V << L << ";\n";
+        os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + (" << ix << ")(r_ % " << box.extents[d] / V << L
+           << ") * " << V << "; r_ /= " << box.extents[d] / V << L << ";\n";
       else
-        os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + r_ % " << box.extents[d] << L << "; r_ /= "
-           << box.extents[d] << L << ";\n";
+        os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + (" << ix << ")(r_ % " << box.extents[d] << L
+           << "); r_ /= " << box.extents[d] << L << ";\n";
     }
     for (size_t d = 0; d < r; ++d) {
       g[d] = "y" + std::to_string(d);
-      if (!(vec && d + 1 == r)) in_tensor += " && " + g[d] + " >= 0 && " + g[d] + " < " + std::to_string(t.shape[d]) + L;
+      if (!(vec && d + 1 == r && box.extents[d] == t.shape[d] && off == 0))
+        in_tensor += " && " + g[d] + " >= 0 && " + g[d] + " < " + std::to_string(t.shape[d]) + L;
     }
     if (vec) {
       const std::string b = "*(uint4*)&" + storage(box.id, n.tensor) + "[" + linear(box.id, n.tensor, g) + "]";
@@ -426,22 +433,68 @@ struct SimtEmitter {
     }
     os << pad << "const " << ix << " total" << tag << "_ = " << total << ";\n";
   }
-  std::string decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad) {
-    os << pad << ix << " r" << tag << "_ = " << flat << ";\n";
+  // The flat index is non-negative: with 32-bit indices it is decoded as unsigned, whose division
+  // and remainder by a constant are a multiply-high and a shift (signed ones need sign fix-ups).
+  // With `split` > 1 the innermost dim (an exact count n, a multiple of split) is decoded only to
+  // its residue q_ in [0, n / split): the thread then runs the body for q_ + u * n / split, u in
+  // [0, split) (split_dim_value), so one decoding serves `split` iterations and neighbouring
+  // threads still touch neighbouring elements.
+  std::string decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad,
+                          int64_t split = 1) {
+    const std::string ux = narrow ? "unsigned" : ix;
+    os << pad << ux << " r" << tag << "_ = " << flat << ";\n";
     std::string real = "true";
     for (int i = int(dims.size()) - 1; i >= 0; --i) {
       const Dim& d = dims[i];
       const std::string id = tag + std::to_string(i);
       const std::string v = d.point ? d.point->var : d.loop->var;
-      os << pad << "const " << ix << " " << v << " = lo" << id << "_ + (r" << tag << "_ % n" << id << "_) * " << d.step << L << "; r" << tag
-         << "_ /= n" << id << "_;\n";
-      if (d.point)
-        os << pad << "const " << ix << " " << d.loop->var << " = lo" << id << "_ + ((" << v << " - lo" << id << "_) / " << d.loop->step
-           << L << ") * " << d.loop->step << L << ";\n";
+      const std::string n = "(" + ux + ")n" + id + "_";
+      if (split > 1 && i + 1 == int(dims.size())) {
+        os << pad << "const " << ix << " q" << tag << "_ = (" << ix << ")(r" << tag << "_ % (" << n << " / " << split << "u)); r" << tag
+           << "_ /= " << n << " / " << split << "u;\n";
+        continue;
+      }
+      os << pad << "const " << ix << " " << v << " = lo" << id << "_ + (" << ix << ")(r" << tag << "_ % " << n << ") * " << d.step << L
+         << "; r" << tag << "_ /= " << n << ";\n";
+      tile_of_point(d, id, pad);
       const TripCount tc = trip_count(d);
       if (!tc.exact && tc.bound) real += " && " + v + " < " + ie(d.hi);
     }
     return real;
+  }
+  // floor(x / step) for x >= 0 (a point's distance from its first tile's origin)
+  std::string tile_index(const std::string& x, int64_t step) const {
+    if (narrow) return "(int)((unsigned)(" + x + ") / " + std::to_string(step) + "u)";
+    return "((" + x + ") / " + std::to_string(step) + L + ")";
+  }
+  void tile_of_point(const Dim& d, const std::string& id, const std::string& pad) {
+    if (d.point)
+      os << pad << "const " << ix << " " << d.loop->var << " = lo" << id << "_ + " << tile_index(d.point->var + " - lo" + id + "_", d.loop->step)
+         << " * " << d.loop->step << L << ";\n";
+  }
+  // The innermost dim's variable for the u-th of `split` iterations (decode_dims with split).
+  void split_dim_value(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& u, const std::string& pad) {
+    const Dim& d = dims.back();
+    const std::string id = tag + std::to_string(dims.size() - 1);
+    const std::string v = d.point ? d.point->var : d.loop->var;
+    os << pad << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ + " << u << " * (n" << id << "_ / " << split << ")) * "
+       << d.step << L << ";\n";
+    tile_of_point(d, id, pad);
+  }
+  // How many iterations of the innermost mapped dim one thread runs per decoding: 4 or 2 where the
+  // dims' counts are exact, the innermost is a multiple of it and the block still has an iteration
+  // for every thread.
+  static int64_t inner_split(const std::vector<Dim>& dims) {
+    int64_t total = 1;
+    for (const auto& d : dims) {
+      const TripCount tc = trip_count(d);
+      if (!tc.exact) return 1;
+      total *= *tc.exact;
+    }
+    const int64_t n = *trip_count(dims.back()).exact;
+    for (int64_t s : {4, 2})
+      if (n % s == 0 && total / s >= int64_t(kThreads)) return s;
+    return 1;
   }
 
   void thread_node(const Node& n, const std::string& pad) {
@@ -486,12 +539,21 @@ struct SimtEmitter {
     const auto dims = dims_of(chain, 0, mapped);
     os << pad << "{ /* compute nest over threads: " << mapped << " parallel loop(s) */\n";
     count_dims(dims, "t", pad + "  ");
-    os << pad << "  for (" << ix << " it_ = threadIdx.x; it_ < totalt_; it_ += blockDim.x) {\n";
-    const std::string real = decode_dims(dims, "t", "it_", pad + "    ");
-    if (real != "true") os << pad << "    if (!(" << real << ")) continue;\n";
+    const int64_t split = inner_split(dims);
+    os << pad << "  for (" << ix << " it_ = threadIdx.x; it_ < totalt_" << (split > 1 ? " / " + std::to_string(split) : "")
+       << "; it_ += blockDim.x) {\n";
+    const std::string real = decode_dims(dims, "t", "it_", pad + "    ", split);
+    std::string p = pad + "    ";
+    if (real != "true") os << p << "if (!(" << real << ")) continue;\n";
+    if (split > 1) {
+      os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << split << "; ++u_) {\n";
+      p += "  ";
+      split_dim_value(dims, "t", split, "u_", p);
+    }
     for (size_t i = 0; i + 1 < mapped; ++i)
-      for (const Node* let : chain[i].lets) thread_node(*let, pad + "    ");
-    for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, pad + "    ");
+      for (const Node* let : chain[i].lets) thread_node(*let, p);
+    for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, p);
+    if (split > 1) os << pad << "    }\n";
     os << pad << "  }\n" << pad << "}\n" << pad << "__syncthreads();\n";
   }
 
@@ -552,9 +614,22 @@ struct SimtEmitter {
        << " reduced loop(s) over the group's lanes */\n";
     const std::string p1 = pad + "  ";
     count_dims(odims, "o", p1);
-    os << p1 << "int G_ = 32;\n"
-       << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (" + ix + ")blockDim.x) G_ *= 2;\n"
-       << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n"
+    // group size: a warp, doubled while the outputs still give every group of the block one
+    // (known when the output counts are; the block has kThreads threads)
+    std::optional<int64_t> outputs = 1;
+    for (const auto& d : odims) {
+      const TripCount tc = trip_count(d);
+      outputs = tc.exact && outputs ? std::optional<int64_t>(*outputs * *tc.exact) : std::nullopt;
+    }
+    if (outputs) {
+      int64_t G = 32;
+      while (G < int64_t(kThreads) && *outputs * 2 * G <= int64_t(kThreads)) G *= 2;
+      os << p1 << "constexpr int G_ = " << G << ";\n";
+    } else {
+      os << p1 << "int G_ = 32;\n"
+         << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (" + ix + ")blockDim.x) G_ *= 2;\n";
+    }
+    os << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n"
        << p1 << "for (" << ix << " base_ = 0; base_ < totalo_; base_ += groups_) {\n"
        << p1 << "  const " << ix << " o_ = base_ + group_;\n"
        << p1 << "  " << VT << " acc_ = " << reduction_identity(s.reduction, T) << ";\n"
@@ -575,8 +650,8 @@ struct SimtEmitter {
          << v << " < " << ie(d.hi) << "; " << v << " += " << d.step << L << (inner ? " * G_" : "") << ") {\n";
       p += "  ";
       if (d.point)
-        os << p << "const " << ix << " " << d.loop->var << " = " << ie(d.lo) << " + ((" << v << " - " << ie(d.lo) << ") / "
-           << d.loop->step << L << ") * " << d.loop->step << L << ";\n";
+        os << p << "const " << ix << " " << d.loop->var << " = " << ie(d.lo) << " + " << tile_index(v + " - " + ie(d.lo), d.loop->step)
+           << " * " << d.loop->step << L << ";\n";
       for (const ChainLevel& l : R)
         if (l.loop == d.loop || l.loop == d.point)
           for (const Node* let : l.lets) thread_node(*let, p);
@@ -736,6 +811,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     if (n->kind == NodeKind::Let) lets_seen.push_back(n.get());
   }
   const uint64_t budget = m.shared_bytes_per_block_optin;
+  const kernel::Divisors divisors = kernel::variable_divisors(k);
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Node& root = *groups[gi];
     // perfectly nested ParallelCores loops with constant bounds that carry no dependence -> grid
@@ -760,6 +836,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     std::ostringstream body;
     SimtEmitter e{k, body, {}};
     e.set_narrow(narrow_indices(k));
+    e.divisors = divisors;
     uint32_t shared = 0;
     uint64_t per_block_scratch = 0;
     std::ostringstream decl;
@@ -810,6 +887,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     {
       SimtEmitter h{k, before, e.buffer_ptr};
       h.set_narrow(e.narrow);
+      h.divisors = divisors;
       for (const Node* c : hoisted) h.uniform_node(*c, "  ");
     }
     if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step

@@ -481,3 +481,30 @@ TEST_CASE("SIMT: a reduction to a scalar is reduced by the whole block (no outpu
   CHECK(contains(p.source, "reduction over lanes: 0 output loop(s) to thread groups"));
   CHECK_FALSE(contains(p.source, "sequential: the nest's loops carry dependences"));
 }
+
+TEST_CASE("SIMT copies of tiles whose offsets are multiples of 8 halves move 16 bytes per thread; others stay scalar") {
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  {  // 64x64 tiles of a 4096x3072 f16 tensor: every tile origin is a multiple of 64
+    auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 4096}, {"N", 3072}});
+    const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+    CHECK(contains(s, "copy in X_registers_g0, 16 B per thread"));
+    CHECK(contains(s, "copy out Y_registers_g0, 16 B per thread"));
+    CHECK(contains(s, "*(uint4*)&t_X["));
+  }
+  {  // rows of 1001 halves: no chunk of 8 is 16-byte aligned in every row
+    auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 64}, {"N", 1001}});
+    const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+    CHECK_FALSE(contains(s, "16 B per thread"));
+  }
+}
+
+TEST_CASE("SIMT element-wise nests: one index decoding serves several iterations of the innermost loop") {
+  auto r = compile_for("bert.tsl", "softmax", {{"M", 4096}, {"N", 768}});
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+  CHECK(contains(s, "for (int u_ = 0; u_ < 4; ++u_)"));
+  CHECK(contains(s, "unsigned rt_ = it_;"));                   // non-negative flat index: unsigned division
+  CHECK(contains(s, "constexpr int G_ = 32;"));                 // 8 rows per block: a warp per row
+}
