@@ -41,6 +41,11 @@ struct SimtEmitter {
   std::map<int, std::string> buffer_ptr;  // buffer id -> pointer name in the current kernel
   int reductions = 0;                     // reduction nests emitted (they use red_smem_)
   kernel::Divisors divisors;              // of the kernel's variables (box offsets' alignment)
+  std::map<int, int64_t> pitch;           // buffer id -> elements between its rows, where padded
+  int64_t row_pitch(const kernel::Buffer& b) const {
+    auto it = pitch.find(b.id);
+    return it == pitch.end() ? b.extents.back() : it->second;
+  }
   // Index arithmetic in 32 bits where every tensor, buffer and size fits (narrow_indices): 64-bit
   // division and remainder are long instruction sequences on the GPU.
   std::string ix = "long long", L = "LL";
@@ -67,8 +72,10 @@ struct SimtEmitter {
     std::string s = "0" + L;
     if (buffer >= 0) {
       const auto& b = k.buffers.at(buffer);
-      for (size_t d = 0; d < g.size(); ++d)
-        s = "(" + s + " * " + std::to_string(b.extents[d]) + L + " + (" + g[d] + " - " + ie(b.offset[d]) + "))";
+      for (size_t d = 0; d < g.size(); ++d) {
+        const int64_t stride = d + 1 == g.size() ? row_pitch(b) : b.extents[d];
+        s = "(" + s + " * " + std::to_string(stride) + L + " + (" + g[d] + " - " + ie(b.offset[d]) + "))";
+      }
     } else {
       const auto& t = tensor(tname);
       for (size_t d = 0; d < g.size(); ++d) s = "(" + s + " * " + std::to_string(t.shape[d]) + L + " + " + g[d] + ")";
@@ -840,10 +847,23 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     uint32_t shared = 0;
     uint64_t per_block_scratch = 0;
     std::ostringstream decl;
+    const auto round_up = [&](uint64_t x) { return (x + m.vector_access_bytes - 1) / m.vector_access_bytes * m.vector_access_bytes; };
     for (int id : used) {
       const auto& b = k.buffers.at(id);
-      const uint64_t bytes = (uint64_t(b.bytes()) + m.vector_access_bytes - 1) / m.vector_access_bytes * m.vector_access_bytes;
+      uint64_t bytes = round_up(uint64_t(b.bytes()));
       const std::string ty = storage_type(b.dtype);
+      // Rows a whole number of bank rows long put a column in one bank: a thread per row reading
+      // a column (a transpose, a reduction over rows) would conflict 32 ways. Such rows get one
+      // vector access of padding (rows stay 16-byte aligned; a column spreads over 8 banks).
+      const uint64_t eb = dtype_bytes(b.dtype);
+      if (b.extents.size() >= 2 && b.elements() > b.extents.back() && (b.extents.back() * eb) % (uint64_t(m.shared_banks) * m.shared_bank_width_bytes) == 0) {
+        const int64_t padded = b.extents.back() + int64_t(m.vector_access_bytes / eb);
+        const uint64_t padded_bytes = round_up(uint64_t(b.elements() / b.extents.back() * padded) * eb);
+        if (shared + padded_bytes <= budget) {
+          e.pitch[id] = padded;
+          bytes = padded_bytes;
+        }
+      }
       if (shared + bytes <= budget) {
         decl << "  " << ty << "* " << b.name << " = (" << ty << "*)(smem_ + " << shared << "); /* " << b.level << " ("
              << isa::role_name(b.role) << "), shared */\n";
@@ -888,6 +908,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
       SimtEmitter h{k, before, e.buffer_ptr};
       h.set_narrow(e.narrow);
       h.divisors = divisors;
+      h.pitch = e.pitch;
       for (const Node* c : hoisted) h.uniform_node(*c, "  ");
     }
     if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step

@@ -508,3 +508,13 @@ TEST_CASE("SIMT element-wise nests: one index decoding serves several iterations
   CHECK(contains(s, "unsigned rt_ = it_;"));                   // non-negative flat index: unsigned division
   CHECK(contains(s, "constexpr int G_ = 32;"));                 // 8 rows per block: a warp per row
 }
+
+TEST_CASE("SIMT shared buffers whose rows are whole bank rows get 16 bytes of padding per row (transpose reads columns)") {
+  auto r = compile_for("vector.tsl", "transpose2d", {{"M", 4096}, {"N", 3072}});
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+  // 64 halves = 128 bytes = one row of 32 four-byte banks: the pitch becomes 72 halves
+  CHECK(contains(s, "X_registers_g0[((0 * 64 + (y0 - g0_m_o)) * 72 + (y1 - g0_n_o))]"));
+  CHECK(contains(s, "copy out Y_registers_g0, 16 B per thread"));  // rows stay 16-byte aligned
+}
