@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "isa/base/error.h"
+#include "isa/gpu_machine.h"
 
 namespace tessel {
 
@@ -32,8 +33,8 @@ bool halve_outer_tiles(tile::TileSpec& spec) {
 }  // namespace
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"fold_padding", "scop", "dependences", "schedule", "fusion",
-                                                 "intrinsics", "tile", "promote", "kernel", "contraction"};
+  static const std::vector<std::string> names = {"fold_padding", "split_reductions", "scop", "dependences", "schedule",
+                                                 "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
 
@@ -196,6 +197,19 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;
   }, [&] { return c->folded ? ir::to_string(*c->folded) : std::string("(no padding statement folded)"); });
+  // GPU targets: long reductions to few outputs run in two phases (compiler/poly/split_reductions.h);
+  // a user tile spec names the original indices, so it keeps the statements as written
+  timer.run("split_reductions", [&] {
+    if (c->hierarchy.kind != isa::TargetKind::Gpu || options.target == "c" || options.tile) return;
+    poly::SplitPolicy policy;
+    policy.parallel_units = isa::GpuMachine::from(c->hierarchy).sm_count;
+    c->split = poly::split_reductions(*c->function, options.sizes, policy, &c->splits);
+    if (c->split) c->function = &*c->split;
+  }, [&] {
+    std::string s;
+    for (const auto& x : c->splits) s += x.to_string() + "\n";
+    return c->split ? s + ir::to_string(*c->split) : std::string("(no reduction split)");
+  });
   const ir::Function& fn = *c->function;
   timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {
     return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +

@@ -1,5 +1,5 @@
 // The polyhedral pipeline, top to bottom (one function, compile()):
-//   fold_padding -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
+//   fold_padding -> split_reductions -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
 //   -> contraction
 // `dump_after` names passes whose result is printed to stderr ("all" for every pass);
 // TESSEL_TIME_PASSES=1 (or CompileOptions::time_passes) prints each pass's time.
@@ -24,6 +24,7 @@
 #include "compiler/poly/promotion.h"
 #include "compiler/poly/schedule.h"
 #include "compiler/poly/scop.h"
+#include "compiler/poly/split_reductions.h"
 #include "compiler/poly/tiling.h"
 #include "compiler/tile/tile_spec.h"
 #include "isa/hierarchy.h"
@@ -47,6 +48,8 @@ struct Compilation {
   isa::Hierarchy hierarchy;
   const ir::Function* function = nullptr;   // what the passes compile: the input or `folded`
   std::optional<ir::Function> folded;       // the input with padding statements folded
+  std::optional<ir::Function> split;        // then with long reductions in two phases (GPU)
+  std::vector<poly::ReductionSplit> splits;
   poly::Scop scop;
   poly::Dependences deps;
   poly::ScheduleResult schedule;

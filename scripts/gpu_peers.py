@@ -35,6 +35,9 @@ CASES = [
     ("bias_gelu_4096x3072", "vector.tsl", "bias_gelu", {"M": 4096, "N": 3072}, "mem", "bias_gelu"),
     ("transpose_4096x768", "vector.tsl", "transpose2d", {"M": 4096, "N": 768}, "mem", "transpose"),
     ("transpose_4096x3072", "vector.tsl", "transpose2d", {"M": 4096, "N": 3072}, "mem", "transpose"),
+    ("sum_16M", "vector.tsl", "total", {"N": 16777216}, "mem", "sum"),
+    ("row_sum_8x2M", "vector.tsl", "row_sum", {"M": 8, "N": 2097152}, "mem", "row_sum"),
+    ("bn_reduce_32x28x28x64", "batch_norm.tsl", "bn_reduce", {"N": 32, "H": 28, "W": 28, "C": 64}, "mem", "bn_reduce"),
     ("gemm_nn_1000x1000x200", "gemm_layouts.tsl", "matmul_nn", {"M": 1000, "N": 1000, "K": 200}, "gemm", "mm_nn"),
     ("gemm_tn_1000x1000x200", "gemm_layouts.tsl", "matmul_tn", {"M": 1000, "N": 1000, "K": 200}, "gemm", "mm_tn"),
     ("gemm_nt_777x555x129", "gemm_layouts.tsl", "matmul_nt", {"M": 777, "N": 555, "K": 129}, "gemm", "mm_nt"),
@@ -61,6 +64,16 @@ def torch_case(torch, key, s):
         x = torch.randn(s["M"], s["N"], device=dev, dtype=h)
         y = torch.empty(s["N"], s["M"], device=dev, dtype=h)
         return (lambda: y.copy_(x.t())), 2 * x.numel() * 2
+    if key == "sum":
+        x = torch.randn(s["N"], device=dev, dtype=f)
+        return (lambda: x.sum()), x.numel() * 4 + 4
+    if key == "row_sum":
+        x = torch.randn(s["M"], s["N"], device=dev, dtype=f)
+        return (lambda: x.sum(dim=1)), x.numel() * 4 + s["M"] * 4
+    if key == "bn_reduce":  # NHWC f16 in, per-channel f32 sum and sum of squares
+        x = torch.randn(s["N"], s["H"], s["W"], s["C"], device=dev, dtype=h)
+        d = (0, 1, 2)  # two one-pass f32 reductions (the norm's square root aside)
+        return (lambda: (torch.sum(x, dim=d, dtype=f), torch.linalg.vector_norm(x, 2, dim=d, dtype=f))), x.numel() * 2 + 2 * s["C"] * 4
     M, N, K = s["M"], s["N"], s["K"]
     a = torch.randn(M, K, device=dev, dtype=h) if key in ("mm_nn", "mm_nt") else torch.randn(K, M, device=dev, dtype=h)
     b = torch.randn(K, N, device=dev, dtype=h) if key in ("mm_nn", "mm_tn") else torch.randn(N, K, device=dev, dtype=h)

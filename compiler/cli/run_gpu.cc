@@ -48,6 +48,7 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuF
   emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, gpu_options(c, tile_given, flags));
   if (explain_out) {
     explain_out->clear();
+    for (const auto& x : c.splits) *explain_out += "reduction in two phases: " + x.to_string() + "\n";
     for (const auto& l : p.explain) *explain_out += l + "\n";
     for (const auto& l : p.launches)
       *explain_out += fmt::format("launch {}: grid {}x{}x{}, {} threads, {} B dynamic shared\n", l.kernel, l.grid[0], l.grid[1],

@@ -131,7 +131,7 @@ TEST_CASE("the NPU runs division (divided indices split), the CUDA target runs i
   CHECK(src.find("tessel_floordiv(") != std::string::npos);
 }
 
-TEST_CASE("without a GPU, run and bench gpu exit 2 at once naming why; bench gpu --prepare is the cache-priming mode") {
+TEST_CASE("without a GPU, run and bench gpu exit 2 at once naming why, bench gpu --prepare is the cache-priming mode") {
   Result probe = run("run workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=16,N=16,K=16 --no-timing");
   if (probe.output.find("no GPU here") == std::string::npos && probe.output.find("built without the CUDA toolkit") == std::string::npos) {
     MESSAGE("skipped: a GPU is present");
@@ -147,7 +147,7 @@ TEST_CASE("without a GPU, run and bench gpu exit 2 at once naming why; bench gpu
   CHECK(seconds < 10);  // at once, not after compiling the benchmark's kernels
 }
 
-TEST_CASE("tessel run --input replays inputs saved by --save-inputs; a file of the wrong shape is exit 1 naming it") {
+TEST_CASE("tessel run --input replays inputs saved by --save-inputs, a file of the wrong shape is exit 1 naming it") {
   const std::string d1 = "/tmp/tessel-test-inputs1-" + std::to_string(::getpid()), d2 = "/tmp/tessel-test-inputs2-" + std::to_string(::getpid());
   Result first = run("run workloads/matmul.tsl --target c --shape M=5,N=7,K=3 --seed 9 --save-inputs " + d1);
   INFO(first.output);

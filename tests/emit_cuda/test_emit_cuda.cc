@@ -117,7 +117,7 @@ TEST_CASE("no reduction, no TensorCores: relu and softmax are SIMT with a reason
   CHECK_FALSE(ps.tensor_cores);
 }
 
-TEST_CASE("i8 GEMM uses s8 -> s32 fragments; unsupported dtypes are explained") {
+TEST_CASE("i8 GEMM uses s8 -> s32 fragments, unsupported dtypes are explained") {
   auto r = compile_for("gemm_fused.tsl", "matmul_i8", {{"M", 32}, {"N", 32}, {"K", 32}});
   auto p = emit_cuda::emit_cuda(r.c->kernel);
   REQUIRE(p.tensor_cores);
@@ -153,7 +153,7 @@ TEST_CASE("element-wise statements after the GEMM are fused into the epilogue") 
   CHECK(emit_cuda::emit_cuda(b.c->kernel).tensor_cores);
 }
 
-TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
+TEST_CASE("tile candidates are legal, skinny GEMMs split K over warps") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
   const auto& c = r.c->kernel.contraction;
   REQUIRE(c);
@@ -165,7 +165,7 @@ TEST_CASE("tile candidates are legal; skinny GEMMs split K over warps") {
   CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
 }
 
-TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the decision is in --explain") {
+TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count, the decision is in --explain") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
   const auto& c = r.c->kernel.contraction;
   REQUIRE(c);
@@ -212,7 +212,7 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count; the deci
   CHECK_FALSE(emit_cuda::config_obstacle(*c, bad, "sm_90").empty());
 }
 
-TEST_CASE("tile configurations read back from their text (--gpu-tiles); bad text names the field") {
+TEST_CASE("tile configurations read back from their text (--gpu-tiles), bad text names the field") {
   for (const char* t : {"16x32x128/16x32/ks4/st5", "64x32x128/32x32/ks4/st2/kb4/cl", "128x256x64/64x256/ks1/st4/wg/cs", "256x128x64/128x128/ks1/st4/wg/cs/cf",
                         "128x128x64/64x128/ks1/st3/wgd", "16x16x512/16x16/ks8/st2/bc", "16x16x64/16x16/ks1/st6/mma/bc", "32x16x64/32x16/ks2/st3/kb4/red"})
     CHECK(emit_cuda::TcConfig::parse(t).to_string() == t);
@@ -482,7 +482,7 @@ TEST_CASE("SIMT: a reduction to a scalar is reduced by the whole block (no outpu
   CHECK_FALSE(contains(p.source, "sequential: the nest's loops carry dependences"));
 }
 
-TEST_CASE("SIMT copies of tiles whose offsets are multiples of 8 halves move 16 bytes per thread; others stay scalar") {
+TEST_CASE("SIMT copies of tiles whose offsets are multiples of 8 halves move 16 bytes per thread, others stay scalar") {
   emit_cuda::CudaOptions o;
   o.arch = "sm_90";
   {  // 64x64 tiles of a 4096x3072 f16 tensor: every tile origin is a multiple of 64

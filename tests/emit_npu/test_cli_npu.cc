@@ -50,7 +50,7 @@ TEST_CASE("tessel run on the NPU: summary on stdout, report with cycles, utiliza
   std::remove(trace.c_str());
 }
 
-TEST_CASE("tessel run --sync naive runs the naive program; a bad --sync value is a user error") {
+TEST_CASE("tessel run --sync naive runs the naive program, a bad --sync value is a user error") {
   const Result naive = cli("run workloads/add.tsl --shape N=2,C=3,H=4,W=5" + kTarget + " --sync naive");
   CHECK(naive.code == 0);
   CHECK(naive.output.find("(naive)") != std::string::npos);

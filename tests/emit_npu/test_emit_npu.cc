@@ -66,13 +66,13 @@ TEST_CASE("pruned softmax and layer-norm keep only needed syncs: removing any ke
   check_mutants_of("bert.tsl", "softmax", "M=300,N=64");
 }
 
-TEST_CASE("NHWC -> NCHW transpose (masked vbrcb per pixel row) is bit-exact, race-free; mutation") {
+TEST_CASE("NHWC -> NCHW transpose (masked vbrcb per pixel row) is bit-exact, race-free, mutation") {
   check_verifies("transpose.tsl", "transpose", "N=2,H=3,W=4,C=5");
   check_verifies("transpose.tsl", "transpose", "N=2,H=10,W=15,C=20");  // pixels past one 128-lane window
   check_mutants_of("transpose.tsl", "transpose", "N=2,H=10,W=15,C=20");
 }
 
-TEST_CASE("one-hot (vbrcb of the indices, clamped distance) is exact, out-of-range indices included; mutation") {
+TEST_CASE("one-hot (vbrcb of the indices, clamped distance) is exact, out-of-range indices included, mutation") {
   check_verifies("one_hot.tsl", "one_hot", "N=9,D=6");
   check_verifies("one_hot.tsl", "one_hot", "N=300,D=64");  // several chunks of rows
   check_mutants_of("one_hot.tsl", "one_hot", "N=300,D=64");
@@ -184,19 +184,19 @@ TEST_CASE("NHWC convolution through img2col (load3d) verifies, padding and parti
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=128,H=4,W=4,C=32,K=16,R=3,S=3");  // two jobs at a time, job loop
 }
 
-TEST_CASE("NHWC convolution with channel counts not multiples of 16 (zero-padded scratch copies) verifies; mutation") {
+TEST_CASE("NHWC convolution with channel counts not multiples of 16 (zero-padded scratch copies) verifies, mutation") {
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=2,H=5,W=6,C=3,K=4,R=3,S=3");
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=3,H=7,W=7,C=20,K=40,R=3,S=3");
   check_mutants_of("conv_seed.tsl", "conv2d_nhwc", "N=2,H=5,W=6,C=3,K=4,R=3,S=3");
 }
 
-TEST_CASE("depthwise convolution + relu6 on the vector unit verifies, race-free; mutation") {
+TEST_CASE("depthwise convolution + relu6 on the vector unit verifies, race-free, mutation") {
   check_within_bound("mobilenet.tsl", "depthwise_relu6", "N=2,H=5,W=4,C=3,R=3,S=3");
   check_within_bound("mobilenet.tsl", "depthwise_relu6", "N=2,H=6,W=7,C=40,R=3,S=3");
   check_mutants_of("mobilenet.tsl", "depthwise_relu6", "N=2,H=6,W=7,C=40,R=3,S=3");
 }
 
-TEST_CASE("convolution with a fused batch-norm + relu epilogue (per-channel broadcasts on UB) verifies; mutation") {
+TEST_CASE("convolution with a fused batch-norm + relu epilogue (per-channel broadcasts on UB) verifies, mutation") {
   check_within_bound("resnet50.tsl", "conv_bn_relu", "N=2,H=5,W=4,C=3,K=4,R=3,S=3");
   check_within_bound("resnet50.tsl", "conv_bn_relu", "N=4,H=6,W=6,C=32,K=48,R=3,S=3");
   // Mutation: every kept pair of the pruned program is needed (11 pairs).

@@ -57,7 +57,7 @@ TEST_CASE("blocked seed layout [N/16, H, W, C/16, 16, 16] maps directly (one str
   check_verifies("conv_seed.tsl", "conv2d_blocked", "NB=2,H=9,W=7,CB=2,KB=3,R=3,S=3");  // 63 pixels, 32 images, 3 blocks of K
 }
 
-TEST_CASE("NHWC convolution with pixel tails over several cores; weights of an output-channel tile stay in L1") {
+TEST_CASE("NHWC convolution with pixel tails over several cores, weights of an output-channel tile stay in L1") {
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=4,H=13,W=11,C=32,K=48,R=3,S=3");  // 143 pixels
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=6,H=5,W=5,C=16,K=64,R=3,S=3");
   // The seed convolution: tiles of 128 output channels (the largest whose weights and two feature
@@ -125,7 +125,7 @@ TEST_CASE("NHWC convolution: the tile spec's k chooses tn, its p x q the pixel b
                 "tiles of 64 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 4 core(s), pixel blocks of 48 (of 64)"}});
 }
 
-TEST_CASE("NHWC convolution: the tile spec's r x s chooses the kernel positions per L0 step; k rounded like the GEMM's") {
+TEST_CASE("NHWC convolution: the tile spec's r x s chooses the kernel positions per L0 step, k rounded like the GEMM's") {
   check_tiles("conv2d_nhwc", kSmallNhwc,
               {// one kernel row per L0 step (3 groups of 3), tn = 16: 4 tiles x 4 images = 16 cores
                {"k=16,r=1", "tiles of 16 whose weights stay in L1, 1 image(s) x 1 tile(s) per core over 16 core(s), pixel blocks of 64 "

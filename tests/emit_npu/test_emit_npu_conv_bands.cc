@@ -33,7 +33,7 @@ int count(const emit_npu::NpuKernel& k, npu::Opcode op) {
 
 }  // namespace
 
-TEST_CASE("a feature map larger than L1 runs in bands with halo rows: padded, strided, dilated; exact on 910 and 310") {
+TEST_CASE("a feature map larger than L1 runs in bands with halo rows: padded, strided, dilated, exact on 910 and 310") {
   // 80 x 80 x 256 f16 = 3.2 MB: no image fits L1 (1 MiB) next to its weights.
   const std::string shape = "N=2,H=80,W=80,C=256,K=32,R=3,S=3,P=40,Q=40";
   for (const std::string& target : {kTarget, kTarget310}) check_verifies("conv_halo.tsl", "conv_pad2_s2_d2", shape, "", target);
@@ -70,7 +70,7 @@ TEST_CASE("a feature map that fits L1 keeps one band: the set_fmatrix of the who
   CHECK(fm[0] == std::vector<int64_t>{14, 14, 1, 1, 1, 1, 1, 1, 3, 3, 1, 1});
 }
 
-TEST_CASE("conv + bn + relu: per-channel values loaded once per channel tile, hoisted, read as patterns; exact on 910 and 310") {
+TEST_CASE("conv + bn + relu: per-channel values loaded once per channel tile, hoisted, read as patterns, exact on 910 and 310") {
   for (const std::string& target : {kTarget, kTarget310}) {
     check_verifies("resnet50.tsl", "conv_bn_relu", "N=8,H=14,W=14,C=64,K=64,R=3,S=3", "", target);
     check_verifies("resnet50.tsl", "conv_bn_relu", "N=4,H=7,W=7,C=32,K=48,R=3,S=3", "", target);
@@ -89,7 +89,7 @@ TEST_CASE("conv + bn + relu with two images per core: the write-back trails the 
   check_mutants_of("resnet50.tsl", "conv_bn_relu", "N=2,H=6,W=6,C=32,K=16,R=3,S=3");
 }
 
-TEST_CASE("NCHW and padded-channel convolutions run on every core (per-core copies); exact and race-free on 910 and 310") {
+TEST_CASE("NCHW and padded-channel convolutions run on every core (per-core copies), exact and race-free on 910 and 310") {
   for (const std::string& target : {kTarget, kTarget310}) {
     check_verifies("conv2d.tsl", "conv2d", "N=4,C=32,H=8,W=8,K=256,R=3,S=3", "", target);   // was: the weights transform did not fit UB
     check_verifies("conv2d.tsl", "conv2d", "N=3,C=20,H=9,W=11,K=24,R=3,S=3", "", target);   // NCHW and padded channels
@@ -112,7 +112,7 @@ TEST_CASE("tiny NCHW / padded convolutions keep their copies on one core (per-co
   CHECK(padded->kernel.program.cores == 1);
 }
 
-TEST_CASE("the ResNet-50 stem (7x7, stride 2, padding 3, C = 3) in bands over several cores; 13 positions per L0 step") {
+TEST_CASE("the ResNet-50 stem (7x7, stride 2, padding 3, C = 3) in bands over several cores, 13 positions per L0 step") {
   // 56 x 56 x 16 f32 accumulators do not fit L0C twice: bands; 2 images on 2 cores with their own padded copies.
   const std::string shape = "N=2,H=112,W=112,C=3,K=16,R=7,S=7,P=56,Q=56";
   check_verifies("conv_halo.tsl", "conv_pad3_s2", shape);
@@ -123,14 +123,14 @@ TEST_CASE("the ResNet-50 stem (7x7, stride 2, padding 3, C = 3) in bands over se
   CHECK(groups_of_13);
 }
 
-TEST_CASE("200 x 200 x 16 (1.28 MB, the former UserError example) maps in bands; one output row larger than L1 is still refused") {
+TEST_CASE("200 x 200 x 16 (1.28 MB, the former UserError example) maps in bands, one output row larger than L1 is still refused") {
   auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=200,W=200,C=16,K=16,R=3,S=3", "", false);
   CHECK(fmatrices(c->kernel).size() > 1);
   CHECK_THROWS_WITH_AS(compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=4,W=40000,C=16,K=16,R=3,S=3", "", false),
                        doctest::Contains("the input window of one output row exceed L1"), UserError);
 }
 
-TEST_CASE("NCHW images larger than UB: the layout copies in pieces (rows x plane); with bands; exact on 910 and 310") {
+TEST_CASE("NCHW images larger than UB: the layout copies in pieces (rows x plane), with bands, exact on 910 and 310") {
   // 64 x 56 x 56 f16 = 401 KB per image: was "a layout transform ... does not fit the vector buffer"
   check_verifies("conv2d.tsl", "conv2d", "N=1,C=64,H=56,W=56,K=64,R=3,S=3");
   check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=56,W=56,K=20,R=3,S=3", "", kTarget310);  // padded channels, bands

@@ -53,7 +53,7 @@ TEST_CASE("tessel check prints every def's IR, or one with --def") {
   CHECK(one.output.find("func layer_norm") == std::string::npos);
 }
 
-TEST_CASE("tessel eval writes the interpreter's outputs; saved inputs given back reproduce them") {
+TEST_CASE("tessel eval writes the interpreter's outputs, saved inputs given back reproduce them") {
   const std::filesystem::path dir = scratch("eval");
   const std::string shape = "--shape M=6,N=5,K=7";
   const Result r = run("eval " + workload("gemm_fused.tsl") + " --def matmul_bias_relu " + shape + " --seed 9 --output D=" +

@@ -146,7 +146,7 @@ TEST_CASE("promotion never mixes two dtypes implicitly, in either order, and not
   CHECK(rejection("def f(f16[N] A) -> (i32[N] Y) {\n Y(i) = i32(A(i) > 0) + i32(A(i))\n}\n") == "");
 }
 
-TEST_CASE("a new local takes the dtype of its right-hand side; a literal-only one is i32 or f32") {
+TEST_CASE("a new local takes the dtype of its right-hand side, a literal-only one is i32 or f32") {
   const ir::Function f = one("def f(f16[N] A) -> (f32[N] Y) {\n"
                              "  T(i) = A(i) * A(i)\n  Z(i) = 1 where i in 0:N\n  R(i) = 1.5 where i in 0:N\n"
                              "  Y(i) = f32(T(i)) + f32(Z(i)) + R(i)\n}\n");
@@ -168,7 +168,7 @@ TEST_CASE("reduction operators: +=!, max=!, min=!, and += after an earlier write
   CHECK(f.statements[3].name == "S3");
 }
 
-TEST_CASE("comments, blank lines and free layout; bf16 and scalar (0-d) tensors") {
+TEST_CASE("comments, blank lines and free layout, bf16 and scalar (0-d) tensors") {
   const ir::Function f = one("# a comment\n\ndef f(bf16[N] A,   # trailing comment\n f32[] s)\n -> (f32[] T) {\n"
                              "  T() +=! f32(A(i)) * s()\n}\n");
   CHECK(f.tensors[0].dtype == DType::BF16);
@@ -195,7 +195,7 @@ TEST_CASE("an error shows the source line and a caret under the column") {
                "sqrt, rsqrt, tanh and the casts f16, bf16, f32, i8, u8, i32\n  \tY(m) = B(m)\n  \t       ^");
 }
 
-TEST_CASE("nesting up to the limit parses; beyond it is an error, not a crash") {
+TEST_CASE("nesting up to the limit parses, beyond it is an error, not a crash") {
   auto nested = [](int depth) {
     return "def f(f32[M] A) -> (f32[M] Y) {\n Y(m) = " + std::string(depth, '(') + "A(m)" + std::string(depth, ')') +
            "\n}\n";

@@ -148,7 +148,7 @@ TEST_CASE("inference does not fire for a size an input uses, nor for an index ra
   CHECK(c.inferred[0].param == "P");
 }
 
-TEST_CASE("suite entries may leave inferred sizes out; a disagreeing one names the entry") {
+TEST_CASE("suite entries may leave inferred sizes out, a disagreeing one names the entry") {
   frontend::Suite s = frontend::load_suite(workload("quasi.yaml"));
   CHECK_NOTHROW(frontend::check_suite(s));
   s.entries.resize(1);

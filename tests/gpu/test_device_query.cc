@@ -25,7 +25,7 @@ DeviceInfo fake_device_from(const isa::Hierarchy& h) {
 }
 }  // namespace
 
-TEST_CASE("device check: a device equal to the description has no mismatch; each changed property is named") {
+TEST_CASE("device check: a device equal to the description has no mismatch, each changed property is named") {
   const isa::Hierarchy h = target("sm90");
   DeviceInfo d = fake_device_from(h);
   auto rows = compare_with_device(h, d);

@@ -27,7 +27,7 @@ TEST_CASE("nvrtc: WMMA source compiles to a CUBIN for each GPU description's arc
   }
 }
 
-TEST_CASE("nvrtc: the second compile of the same source hits the cache; another source or arch misses") {
+TEST_CASE("nvrtc: the second compile of the same source hits the cache, another source or arch misses") {
   const std::string dir = test::use_fresh_cache_dir();
   const std::string src = std::string(test::kSimtSource) + "// cache test\n";
   const CompiledCubin first = compile_to_cubin(src, {.arch = "sm_75"});

@@ -68,7 +68,7 @@ TEST_CASE("runtime: dynamic shared memory above the default limit is raised with
                        doctest::Contains("cuFuncSetAttribute failed"), GpuError);
 }
 
-TEST_CASE("runtime: unknown kernel names are user errors; CUDA failures name the call") {
+TEST_CASE("runtime: unknown kernel names are user errors, CUDA failures name the call") {
   if (!test::have_gpu()) return;
   Context& ctx = Context::get();
   Module module(compile_to_cubin(test::kSimtSource, {.arch = ctx.device().properties.arch}).cubin);
@@ -77,7 +77,7 @@ TEST_CASE("runtime: unknown kernel names are user errors; CUDA failures name the
   CHECK_THROWS_WITH_AS(DeviceBuffer(size_t(1) << 62), doctest::Contains("cuMemAlloc failed"), GpuError);
 }
 
-TEST_CASE("timing: both harnesses give sane per-call times; the graph removes launch overhead") {
+TEST_CASE("timing: both harnesses give sane per-call times, the graph removes launch overhead") {
   if (!test::have_gpu()) return;
   Context& ctx = Context::get();
   Module module(compile_to_cubin(test::kSimtSource, {.arch = ctx.device().properties.arch}).cubin);

@@ -3,6 +3,8 @@
 // timings. No case here launches anything. Run from the repository root.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "compiler/cli/bench_gpu.h"
@@ -113,12 +115,20 @@ TEST_CASE("memory-bound JSON: the copy recorded once, each row with its bytes, t
   CHECK(j["rows"][2]["first_mismatch"] == "Y[0, 1]: expected 1, got 2.5");
 }
 
-TEST_CASE("memory_bound.yaml: softmax, layer norm, bias+GELU and transpose at BERT-base sizes, small softmax and layer norm") {
+TEST_CASE("memory_bound.yaml: softmax, layer norm, bias+GELU and transpose at BERT-base sizes, small softmax and layer norm, long reductions") {
   const frontend::Suite s = frontend::load_suite("workloads/memory_bound.yaml");
   frontend::check_suite(s);
   CHECK(s.name == "memory_bound");
   std::map<std::string, std::set<std::string>> shapes;  // def -> "MxN"
-  for (const auto& e : s.entries) shapes[e.def].insert(std::to_string(e.shape.at("M")) + "x" + std::to_string(e.shape.at("N")));
+  std::set<std::string> long_reductions;
+  for (const auto& e : s.entries) {
+    if (std::find(e.tags.begin(), e.tags.end(), "long_reduction") != e.tags.end()) {
+      long_reductions.insert(e.def);
+      continue;
+    }
+    shapes[e.def].insert(std::to_string(e.shape.at("M")) + "x" + std::to_string(e.shape.at("N")));
+  }
+  CHECK(long_reductions == std::set<std::string>{"total", "row_sum", "bn_reduce"});
   const std::set<std::string> bert = {"4096x768", "4096x3072"}, with_small = {"128x768", "4096x768", "4096x3072"};
   CHECK(shapes["softmax"] == with_small);
   CHECK(shapes["layer_norm"] == with_small);

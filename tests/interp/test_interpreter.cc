@@ -74,7 +74,7 @@ TEST_CASE("summation order: reduction indices innermost, ascending, in order of 
               {{"A", in2.at("A")}, {"B", array(DType::F32, {2}, {1, 1})}}, "Y") == std::vector<double>{1});
 }
 
-TEST_CASE("integers wrap around in two's complement; division and modulo by zero give 0") {
+TEST_CASE("integers wrap around in two's complement, division and modulo by zero give 0") {
   const std::string prog = "def f(i8[N] A, i8[N] B, i32[N] C) -> (i8[N] S, i32[N] P, i32[N] D, i32[N] R) {\n"
                            "  S(i) = A(i) + B(i)\n  P(i) = C(i) * C(i)\n  D(i) = C(i) / (C(i) - 5)\n"
                            "  R(i) = C(i) % (C(i) - 5)\n}\n";
@@ -107,7 +107,7 @@ TEST_CASE("casts: float to integer truncates and saturates, integer to integer w
   CHECK(values(out.at("H"))[3] == static_cast<double>(round_to_f16(0.1f)));
 }
 
-TEST_CASE("+= accumulates into the values of an earlier statement; max=! / min=! start from -inf / +inf") {
+TEST_CASE("+= accumulates into the values of an earlier statement, max=! / min=! start from -inf / +inf") {
   const std::string prog = "def f(f32[M, K] A) -> (f32[M] S, f32[M] X, i32[M] N) {\n"
                            "  S(m) +=! A(m, k)\n  S(m) += A(m, k) * 10\n  X(m) max=! A(m, k)\n  N(m) min=! i32(A(m, k))\n}\n";
   const Tensors out = interp::evaluate(fn(prog), {{"M", 2}, {"K", 3}},

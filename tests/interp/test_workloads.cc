@@ -479,7 +479,7 @@ TEST_CASE("workload depthwise_relu6 (MobileNet): bitwise") {
 }
 
 // gemm_layouts.tsl: the same sum over k ascending, each operand read where its layout stores it.
-TEST_CASE("workload gemm_layouts: every operand layout and batch position, bitwise; epilogues within 1 f16 ulp") {
+TEST_CASE("workload gemm_layouts: every operand layout and batch position, bitwise, epilogues within 1 f16 ulp") {
   for (const char* name : {"matmul_nn", "matmul_tn", "matmul_nt", "matmul_tt"}) {
     CAPTURE(name);
     const bool at = name[7] == 't', bt = name[8] == 't';

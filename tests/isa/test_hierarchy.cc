@@ -206,7 +206,7 @@ TEST_CASE("older architectures lack what they lack: sm80 has cp.async and mma.sy
   CHECK_FALSE(t.has(GpuFeature::CpAsync));
 }
 
-TEST_CASE("stock machines are found by architecture; an unknown architecture is a user error naming those there are") {
+TEST_CASE("stock machines are found by architecture, an unknown architecture is a user error naming those there are") {
   CHECK(stock_gpu_machine("sm_80").name == "sm80");
   CHECK(stock_gpu_machine("sm_90").sm_count == 132);
   try {

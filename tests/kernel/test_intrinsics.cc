@@ -18,7 +18,7 @@ poly::MatmulMatch match(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("matmul: A is the input indexed by C's row axis; row-major when k is its last index") {
+TEST_CASE("matmul: A is the input indexed by C's row axis, row-major when k is its last index") {
   auto m = match("def f(f16[M, K] A, f16[K, N] B) -> (f32[M, N] C) {\n C(m, n) +=! f32(A(m, k)) * f32(B(k, n))\n}\n");
   REQUIRE(m.matched);
   CHECK(m.a == "A");

@@ -49,7 +49,7 @@ nlohmann::json read_json(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("tessel sim gemm64.npu: output equals the reference; report, trace and CSV are written") {
+TEST_CASE("tessel sim gemm64.npu: output equals the reference, report, trace and CSV are written") {
   const fs::path d = scratch_dir();
   const NpyArray a = random_f16({64, 64}, 1), b = random_f16({64, 64}, 2);
   write_npy((d / "a.npy").string(), a);
@@ -146,7 +146,7 @@ TEST_CASE("tessel sim on the missing-sync example prints both racing instruction
                       "'load2d f16, L0A[0], L1[0], 1, 1, 0, 1, 0' (read)") != std::string::npos);
 }
 
-TEST_CASE("tessel bench: unknown suites are rejected with the list of known ones; sim writes JSON") {
+TEST_CASE("tessel bench: unknown suites are rejected with the list of known ones, sim writes JSON") {
   const Run bad = run_tessel("bench nosuch");
   CHECK(bad.status == 1);
   const size_t known = bad.output.find("unknown suite 'nosuch' (known suites: ");

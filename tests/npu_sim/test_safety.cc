@@ -106,7 +106,7 @@ TEST_CASE("input bindings: unknown name, wrong shape, wrong dtype, missing input
   CHECK(error_of(text, {}, false).find("input tensor 'A' is not bound (give --input A=FILE.npy)") != std::string::npos);
 }
 
-TEST_CASE("correct syncs between pipes produce no race; dropping the wait produces one") {
+TEST_CASE("correct syncs between pipes produce no race, dropping the wait produces one") {
   const std::string synced =
       ".tensor G f16 [16, 16] at GM+0 in\ndma_in L1[0], GM[0], 1, 512, 0, 0\nset_flag MTE2, MTE1, 0\n"
       "wait_flag MTE2, MTE1, 0\nload2d f16, L0A[0], L1[0], 1, 1, 0, 1, 0\npipe_barrier ALL\n";

@@ -50,7 +50,7 @@ TEST_CASE("div INT64_MIN, -1 wraps to INT64_MIN (issue 17's SIGFPE reproduction)
   CHECK(contains(e, "edge.npu:3:1: 'dma_in"));
 }
 
-TEST_CASE("div by -1 of any other value is the negation; div truncates toward zero") {
+TEST_CASE("div by -1 of any other value is the negation, div truncates toward zero") {
   CHECK(error_of("mov r2, 7\ndiv r1, r2, -1" + kShowR1).find("L1-7 (negative offset)") != std::string::npos);
   CHECK(error_of("div r1, -7, 2" + kShowR1).find("L1-3 (negative offset)") != std::string::npos);
   CHECK(error_of("div r1, 64, -1\ndiv r1, r1, -1" + kShowR1) == "");  // 64 / -1 / -1 = 64: a valid offset
@@ -117,7 +117,7 @@ TEST_CASE("a huge trip count stops at the instruction limit within seconds, with
   CHECK(seconds < 20.0);
 }
 
-TEST_CASE("the instruction and cycle limits are options; a run within them is unaffected") {
+TEST_CASE("the instruction and cycle limits are options, a run within them is unaffected") {
   SimOptions few;
   few.max_recorded_events = 10;
   CHECK(contains(error_of("loop r1, 0, 100, 1\nendloop\n", few), "edge.npu:2:1: 'endloop' on core 0: the run executed more than 10"));
@@ -134,7 +134,7 @@ TEST_CASE("the instruction and cycle limits are options; a run within them is un
   CHECK(contains(error_of("mov r1, 0\n", huge), "is outside 0..1000000000000000"));
 }
 
-TEST_CASE("vector i32 division and remainder of INT32_MIN by -1 wrap; they never trap") {
+TEST_CASE("vector i32 division and remainder of INT32_MIN by -1 wrap, they never trap") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor I i32 [2, 64] at GM+0 in
 .tensor O i32 [2, 64] at GM+512 out

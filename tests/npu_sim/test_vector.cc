@@ -93,7 +93,7 @@ pipe_barrier ALL
   CHECK(bits(out(2, 8)) == bits(mx));
 }
 
-TEST_CASE("vbrcb: every lane of repeat r is src[r]; masked lanes untouched; f32 and f16; timing like a vector repeat") {
+TEST_CASE("vbrcb: every lane of repeat r is src[r], masked lanes untouched, f32 and f16, timing like a vector repeat") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor X f32 [64] at GM+0 in
 .tensor O f32 [6, 64] at GM+256 out
@@ -134,7 +134,7 @@ pipe_barrier ALL
   CHECK(npu::print_program(q) == npu::print_program(p));
 }
 
-TEST_CASE("vmod: the remainder truncated toward zero (fmod on f32 and f16, % on i32); an integer divisor 0 faults") {
+TEST_CASE("vmod: the remainder truncated toward zero (fmod on f32 and f16, % on i32), an integer divisor 0 faults") {
   const npu::Program p = npu::assemble_program(R"(
 .tensor X f32 [64] at GM+0 in
 .tensor Y f32 [64] at GM+256 in
@@ -321,7 +321,7 @@ pipe_barrier ALL
   CHECK(bad == 0);
 }
 
-TEST_CASE("load2d i8 with transpose: pairs of 16x32 fractals transposed as 32x32 bytes; odd inner is a fault") {
+TEST_CASE("load2d i8 with transpose: pairs of 16x32 fractals transposed as 32x32 bytes, odd inner is a fault") {
   // B (32 k x 32 n, i8) as NZ in L1 (two fractals: k rows 0..15 and 16..31) -> ZN in L0B: fractal ni
   // holds 16 columns n of 32 contiguous k; then C = A x B checks the result against the plain sums.
   const npu::Program p = npu::assemble_program(R"(

@@ -43,7 +43,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-TEST_CASE("plain GEMM: M from A, N from B, K shared; row-major strides; fragments stored straight") {
+TEST_CASE("plain GEMM: M from A, N from B, K shared, row-major strides, fragments stored straight") {
   auto r = identify(test::kMatmul, {{"M", 64}, {"N", 32}, {"K", 48}});
   REQUIRE_MESSAGE(r.c, r.why);
   CHECK(r.why.empty());

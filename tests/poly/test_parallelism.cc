@@ -47,7 +47,7 @@ std::vector<kernel::Node*> loops_over(const kernel::Kernel& k, const std::string
 
 }  // namespace
 
-TEST_CASE("a row reduction's loops over the reduced axis carry a dependence; the rows and element-wise loops do not") {
+TEST_CASE("a row reduction's loops over the reduced axis carry a dependence, the rows and element-wise loops do not") {
   frontend::Module m;
   auto c = compile_text(kLayerNorm, {{"M", 8}, {"N", 300}}, "isa/targets/sm90.yaml", m);
   const kernel::Kernel& k = c->kernel;

@@ -9,7 +9,7 @@
 using namespace tessel;
 using tessel::test::same;
 
-TEST_CASE("scop: matmul domains have the sizes as parameters and an init statement; accesses are tagged") {
+TEST_CASE("scop: matmul domains have the sizes as parameters and an init statement, accesses are tagged") {
   frontend::Module m = frontend::parse_module(test::kMatmul, "mm.tsl");
   poly::IslContext isl;
   poly::Scop s = poly::build_scop(isl.ctx(), m.functions[0]);

@@ -200,7 +200,7 @@ TEST_CASE("fast fit check: the 512^3 GEMM's default space is built in seconds") 
   CHECK(s < 20);  // generous for a loaded CI machine; ~1 s alone
 }
 
-TEST_CASE("tessel tune: bad options are refused at once (usage: exit 2; an unwritable log: exit 1 with the path)") {
+TEST_CASE("tessel tune: bad options are refused at once (usage: exit 2, an unwritable log: exit 1 with the path)") {
   const std::string base = std::string(TESSEL_CLI) + " tune " + TESSEL_SOURCE_DIR + "/workloads/matmul.tsl --target " +
                            davinci() + " --shape M=1024,N=1024,K=1024 --db off --no-progress ";
   auto run = [&](const std::string& args, std::string* out) {

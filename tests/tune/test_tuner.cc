@@ -96,7 +96,7 @@ TEST_CASE("tuner: with a fixed seed every strategy is reproducible") {
   }
 }
 
-TEST_CASE("tuner: exhaustive finds the optimum; the best so far never gets worse") {
+TEST_CASE("tuner: exhaustive finds the optimum, the best so far never gets worse") {
   Fixture& fx = shared_fixture();
   FakeMeasurer m;
   const TuneResult r = run_tuning(fx.space, fx.fit, m, fx.options("exhaustive", 100000));
@@ -107,7 +107,7 @@ TEST_CASE("tuner: exhaustive finds the optimum; the best so far never gets worse
   for (size_t i = 1; i < r.trials.size(); ++i) CHECK(r.trials[i].best_so_far <= r.trials[i - 1].best_so_far);
 }
 
-TEST_CASE("tuner: strategies and options by name; user errors") {
+TEST_CASE("tuner: strategies and options by name, user errors") {
   for (const auto& n : strategy_names()) CHECK(make_strategy(n)->name() == n);
   CHECK_THROWS_WITH_AS(make_strategy("annealing"), doctest::Contains("unknown strategy 'annealing'"), UserError);
   Fixture& fx = shared_fixture();
@@ -115,7 +115,7 @@ TEST_CASE("tuner: strategies and options by name; user errors") {
   CHECK_THROWS_WITH_AS(run_tuning(fx.space, fx.fit, m, fx.options("random", 0)), doctest::Contains("--trials"), UserError);
 }
 
-TEST_CASE("best-config database: keeps the cheapest entry per problem; the compile hook reads it") {
+TEST_CASE("best-config database: keeps the cheapest entry per problem, the compile hook reads it") {
   const std::string db = temp_path("best.json");
   const ProblemKey k{"matmul", "tune-test-npu", "K=128,M=128,N=128"};
   CHECK(!db_lookup(db, k));

@@ -1,0 +1,168 @@
+#include "compiler/poly/split_reductions.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tessel::poly {
+
+namespace {
+
+ir::AffineExpr substitute(const ir::AffineExpr& e, const std::string& index, const ir::AffineExpr& by) {
+  ir::AffineExpr out = ir::AffineExpr::constant_of(e.constant);
+  for (const auto& [n, c] : e.index_coeffs) out = out + (n == index ? by.scaled(c) : ir::AffineExpr::index(n, c));
+  for (const auto& [p, c] : e.param_coeffs) out = out + ir::AffineExpr::param(p, c);
+  for (const auto& d : e.divs) out = out + ir::AffineExpr::floor_div_of(substitute(d.numerator, index, by), d.divisor).scaled(d.coeff);
+  return out;
+}
+
+ir::ExprPtr substitute(const ir::ExprPtr& e, const std::string& index, const ir::AffineExpr& by) {
+  auto x = std::make_shared<ir::Expr>(*e);
+  if (x->kind == ir::ExprKind::IndexValue) x->affine = substitute(x->affine, index, by);
+  for (auto& i : x->indices) i = substitute(i, index, by);
+  for (auto& a : x->args) a = substitute(a, index, by);
+  return x;
+}
+
+std::shared_ptr<ir::Expr> node(ir::ExprKind k, DType t, const ir::SourceLoc& loc) {
+  auto x = std::make_shared<ir::Expr>();
+  x->kind = k;
+  x->type = t;
+  x->loc = loc;
+  return x;
+}
+
+std::string fresh(const std::string& base, const std::set<std::string>& taken) {
+  std::string n = base;
+  for (int i = 2; taken.count(n); ++i) n = base + std::to_string(i);
+  return n;
+}
+
+}  // namespace
+
+std::string ReductionSplit::to_string() const {
+  return statement + ": the reduction over " + index + " (" + std::to_string(length) + " elements) runs in two phases: " +
+         std::to_string(chunks) + " chunks of " + std::to_string(chunk) + " into " + partial +
+         ", then the chunks in order";
+}
+
+std::optional<ir::Function> split_reductions(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
+                                             const SplitPolicy& policy, std::vector<ReductionSplit>* splits) {
+  if (policy.parallel_units <= 0) return std::nullopt;
+  ir::Function out = f;
+  out.statements.clear();
+  std::set<std::string> tensor_names;
+  for (const auto& t : f.tensors) tensor_names.insert(t.name);
+  bool changed = false;
+  for (const ir::Statement& s : f.statements) {
+    if (s.reduction == ir::Reduction::None || !s.init) {
+      out.statements.push_back(s);
+      continue;
+    }
+    int64_t outputs = 1, volume = 1;
+    const ir::IndexVar *longest = nullptr, *outermost = nullptr;
+    int64_t length = 0, outer_length = 0;
+    std::set<std::string> names(f.params.begin(), f.params.end());
+    for (const auto& iv : s.domain) {
+      names.insert(iv.name);
+      const int64_t n = std::max<int64_t>(0, iv.hi.evaluate({}, sizes) - iv.lo.evaluate({}, sizes));
+      if (!iv.is_reduction) {
+        outputs *= n;
+        continue;
+      }
+      volume = volume > (int64_t(1) << 40) / std::max<int64_t>(1, n) ? int64_t(1) << 40 : volume * n;
+      if (n > length) length = n, longest = &iv;
+      if (!outermost && n >= 2) outermost = &iv, outer_length = n;
+    }
+    if (!longest || outputs <= 0 || outputs >= policy.parallel_units || volume < policy.min_length) {
+      out.statements.push_back(s);
+      continue;
+    }
+    // one long index: aligned chunks of it; several short ones (a reduction over N, H, W): the
+    // outermost one in chunks of whole slices
+    const bool long_index = length >= policy.min_length;
+    if (!long_index) longest = outermost, length = outer_length;
+    const int64_t granule = long_index ? policy.granule : 1;
+    const int64_t target = (policy.chunks_per_unit * policy.parallel_units + outputs - 1) / outputs;
+    const int64_t per = (length + target - 1) / target;
+    const int64_t B = long_index ? std::min(std::max(granule, policy.max_chunk / granule * granule), (per + granule - 1) / granule * granule)
+                                 : per;
+    const int64_t C = (length + B - 1) / B;
+    if (C < 2) {
+      out.statements.push_back(s);
+      continue;
+    }
+    const std::string r = longest->name;
+    const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names);
+    const std::string partial = fresh(s.output + "_partial", tensor_names);
+    tensor_names.insert(partial);
+
+    // the partial tensor: one element per output index value and chunk
+    ir::Tensor pt;
+    pt.name = partial;
+    pt.dtype = s.acc_type;
+    pt.kind = ir::TensorKind::Local;
+    pt.loc = s.loc;
+    std::vector<ir::AffineExpr> pidx;     // T_partial's indices in terms of the output indices
+    std::vector<ir::IndexVar> out_dims;   // the statement's output indices
+    for (const auto& iv : s.domain)
+      if (!iv.is_reduction) {
+        out_dims.push_back(iv);
+        pt.shape.push_back(iv.hi - iv.lo);
+        pidx.push_back(ir::AffineExpr::index(iv.name) - iv.lo);
+      }
+    pt.shape.push_back(ir::AffineExpr::constant_of(C));
+    out.tensors.push_back(pt);
+
+    // phase one
+    ir::Statement p1 = s;
+    p1.output = partial;
+    p1.out_indices = pidx;
+    p1.out_indices.push_back(ir::AffineExpr::index(ci));
+    p1.domain = out_dims;
+    p1.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), false});
+    p1.domain.push_back({ji, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(B), true});
+    for (const auto& iv : s.domain)
+      if (iv.is_reduction && iv.name != r) p1.domain.push_back(iv);
+    const ir::AffineExpr offset = ir::AffineExpr::index(ci, B) + ir::AffineExpr::index(ji);
+    ir::ExprPtr body = substitute(s.rhs, r, longest->lo + offset);
+    if (length % B != 0) {
+      auto pos = node(ir::ExprKind::IndexValue, DType::I32, s.loc);
+      pos->affine = offset;
+      auto len = node(ir::ExprKind::Constant, DType::I32, s.loc);
+      len->value = double(length);
+      auto cond = node(ir::ExprKind::Apply, DType::I32, s.loc);
+      cond->op = ir::Op::Lt;
+      cond->args = {pos, len};
+      ir::ExprPtr other;
+      if (s.reduction == ir::Reduction::Sum) {
+        other = node(ir::ExprKind::Constant, s.rhs->type, s.loc);  // 0
+      } else {
+        other = substitute(s.rhs, r, longest->lo);  // the first element: max / min are idempotent
+      }
+      auto sel = node(ir::ExprKind::Apply, s.rhs->type, s.loc);
+      sel->op = ir::Op::Select;
+      sel->args = {cond, body, other};
+      body = sel;
+    }
+    p1.rhs = body;
+    out.statements.push_back(p1);
+
+    // phase two
+    ir::Statement p2 = s;
+    p2.domain = out_dims;
+    p2.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), true});
+    auto read = node(ir::ExprKind::Access, s.acc_type, s.loc);
+    read->name = partial;
+    read->indices = p1.out_indices;
+    p2.rhs = read;
+    out.statements.push_back(p2);
+
+    if (splits) splits->push_back({s.name, r, length, C, B, partial});
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  for (size_t i = 0; i < out.statements.size(); ++i) out.statements[i].name = "S" + std::to_string(i);
+  return out;
+}
+
+}  // namespace tessel::poly

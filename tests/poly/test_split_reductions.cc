@@ -1,0 +1,113 @@
+// poly::split_reductions: long reductions to few outputs in two phases, checked against the
+// reference interpreter on the original function (same outputs within the reassociation bound)
+// and on the rewritten function's structure.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "compiler/emit_c/run_c.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/pipeline.h"
+#include "compiler/poly/split_reductions.h"
+
+using namespace tessel;
+
+namespace {
+
+const char* kSource =
+    "def total(f32[N] X) -> (f32[] T) {\n  T() +=! X(i)\n}\n"
+    "def rowmax(f16[M, N] X) -> (f32[M] Y) {\n  Y(m) max=! f32(X(m, n))\n}\n"
+    "def shifted(f32[M, N] X) -> (f32[M] S) {\n  S(m) +=! X(m, n) * X(m, n) where n in 3:N\n}\n"
+    "def acc(f32[N] X, f32[] T0) -> (f32[] T) {\n  T() = T0()\n  T() += X(i)\n}\n";
+
+// The interpreter on the original and on the split function, element by element.
+void check_same(const ir::Function& f, const std::map<std::string, int64_t>& sizes, const poly::SplitPolicy& policy,
+                size_t expected_splits) {
+  std::vector<poly::ReductionSplit> splits;
+  auto g = poly::split_reductions(f, sizes, policy, &splits);
+  REQUIRE(splits.size() == expected_splits);
+  REQUIRE(g.has_value() == (expected_splits > 0));
+  if (!g) return;
+  const auto inputs = interp::random_inputs(f, sizes, 7);
+  const auto a = interp::evaluate(f, sizes, inputs);
+  const auto b = interp::evaluate(*g, sizes, inputs);
+  const emit_c::Verification v = emit_c::verify(a, b, emit_c::reassociated_sum_tolerance(f, sizes));
+  CHECK_MESSAGE(v.verified, v.first_mismatch);
+}
+
+}  // namespace
+
+TEST_CASE("a long sum to one value: chunks of a multiple of the granule, a guard for the last chunk") {
+  frontend::Module m = frontend::parse_module(kSource, "red.tsl");
+  const ir::Function& f = frontend::select_function(m, "total");
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  std::vector<poly::ReductionSplit> splits;
+  auto g = poly::split_reductions(f, {{"N", 1000003}}, p, &splits);
+  REQUIRE(g);
+  REQUIRE(splits.size() == 1);
+  // 4 x 132 = 528 chunks wanted: ceil(1000003 / 528) = 1894 -> 2048 per chunk -> 489 chunks
+  CHECK(splits[0].chunk == 2048);
+  CHECK(splits[0].chunks == 489);
+  CHECK(splits[0].index == "i");
+  CHECK(splits[0].partial == "T_partial");
+  REQUIRE(g->statements.size() == 2);
+  CHECK(g->statements[0].name == "S0");
+  CHECK(g->statements[1].name == "S1");
+  CHECK(g->statements[0].output == "T_partial");
+  CHECK(ir::to_string(*g).find("select(") != std::string::npos);  // 1000003 is not a multiple of 2048
+  check_same(f, {{"N", 1000003}}, p, 1);
+  check_same(f, {{"N", 1 << 20}}, p, 1);  // a multiple: no guard
+}
+
+TEST_CASE("max over long rows of few outputs, an offset range, and what stays in one phase") {
+  frontend::Module m = frontend::parse_module(kSource, "red.tsl");
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  check_same(frontend::select_function(m, "rowmax"), {{"M", 3}, {"N", 100001}}, p, 1);
+  check_same(frontend::select_function(m, "shifted"), {{"M", 2}, {"N", 70001}}, p, 1);
+  check_same(frontend::select_function(m, "rowmax"), {{"M", 3}, {"N", 1000}}, p, 0);     // short
+  check_same(frontend::select_function(m, "rowmax"), {{"M", 4096}, {"N", 65536}}, p, 0); // enough outputs
+  check_same(frontend::select_function(m, "acc"), {{"N", 1 << 20}}, p, 0);               // `+=` accumulates
+  p.parallel_units = 0;
+  check_same(frontend::select_function(m, "total"), {{"N", 1 << 20}}, p, 0);
+}
+
+TEST_CASE("GPU targets split in the pipeline, NPU targets and user tile specs do not") {
+  frontend::Module m = frontend::parse_module(kSource, "red.tsl");
+  const ir::Function& f = frontend::select_function(m, "total");
+  CompileOptions o;
+  o.sizes = {{"N", 1 << 22}};
+  o.target = "isa/targets/sm90.yaml";
+  auto c = compile(f, o);
+  REQUIRE(c->splits.size() == 1);
+  CHECK(c->function->statements.size() == 2);
+  CHECK(c->function != &f);
+  o.target = "isa/targets/davinci-910.yaml";
+  CHECK(compile(f, o)->splits.empty());
+  o.target = "isa/targets/sm90.yaml";
+  o.tile = "i=4096/4096";
+  CHECK(compile(f, o)->splits.empty());
+}
+
+TEST_CASE("a reduction over several short axes (batch norm over N, H, W) splits the outermost one") {
+  frontend::Module m = frontend::parse_module(
+      "def bn_reduce(f16[N, H, W, C] X) -> (f32[C] Sum, f32[C] SumSq) {\n"
+      "  Sum(c) +=! f32(X(n, h, w, c))\n  SumSq(c) +=! f32(X(n, h, w, c)) * f32(X(n, h, w, c))\n}\n",
+      "bn.tsl");
+  const ir::Function& f = m.functions[0];
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  const std::map<std::string, int64_t> sizes{{"N", 32}, {"H", 28}, {"W", 28}, {"C", 64}};
+  std::vector<poly::ReductionSplit> splits;
+  auto g = poly::split_reductions(f, sizes, p, &splits);
+  REQUIRE(splits.size() == 2);
+  // 4 x 132 / 64 outputs -> 9 chunks wanted: n in chunks of ceil(32 / 9) = 4 images, 8 chunks
+  CHECK(splits[0].index == "n");
+  CHECK(splits[0].chunk == 4);
+  CHECK(splits[0].chunks == 8);
+  CHECK(g->statements.size() == 4);
+  check_same(f, sizes, p, 2);
+  check_same(f, {{"N", 32}, {"H", 28}, {"W", 28}, {"C", 256}}, p, 0);  // 256 channels fill the SMs
+}
