@@ -144,6 +144,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       known += (known.empty() ? "" : ", ") + std::string(s.name);
     }
     if (!suite) throw UserError(fmt::format("tessel bench: unknown suite '{}' (known suites: {})", opts->suite, known));
+    if (!opts->set.empty() && opts->suite != "npu" && opts->suite != "sim")
+      throw UserError("tessel bench " + opts->suite + ": --set applies to the npu and sim suites only");
     const nlohmann::json result = suite->run(*opts);
     if (!opts->json_path.empty()) npu_sim::write_text_file(opts->json_path, result.dump(2) + "\n");
     ctx.exit_code = 0;
