@@ -124,9 +124,10 @@ poly::MatmulMatch no_reduction_match() {
 
 }  // namespace
 
-isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy) {
-  if (target == "c") return isa::load_hierarchy(hierarchy.empty() ? find_default_description() : hierarchy);
-  return isa::load_hierarchy(target);
+isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy,
+                                     const isa::Overrides& overrides) {
+  if (target == "c") return isa::load_hierarchy(hierarchy.empty() ? find_default_description() : hierarchy, overrides);
+  return isa::load_hierarchy(target, overrides);
 }
 
 namespace {
@@ -188,7 +189,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
 
   auto c = std::make_unique<Compilation>();
   c->function = &f;
-  c->hierarchy = load_target_hierarchy(options.target, options.hierarchy);
+  c->hierarchy = load_target_hierarchy(options.target, options.hierarchy, options.overrides);
   check_tensor_sizes(f, options.sizes, options.target == "c" ? nullptr : &c->hierarchy);
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);

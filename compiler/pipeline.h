@@ -34,6 +34,7 @@ namespace tessel {
 struct CompileOptions {
   std::string target = "c";       // "c" or a hierarchy description path
   std::string hierarchy;          // for target c: the description whose levels the buffers use
+  isa::Overrides overrides;       // --set: applied to the description before it is parsed (isa/hierarchy_override.h)
   std::map<std::string, int64_t> sizes;
   std::optional<std::string> tile;  // tile spec text; default from the hierarchy
   poly::SchedulerOptions scheduler;
@@ -73,8 +74,10 @@ const std::vector<std::string>& pass_names();
 std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options);
 
 // The description for a target: "c" -> the default description (davinci-910.yaml, found next to
-// the source tree or the binary) unless `hierarchy` is given; otherwise the path itself.
-isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy);
+// the source tree or the binary) unless `hierarchy` is given; otherwise the path itself; with
+// `overrides` applied.
+isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy,
+                                     const isa::Overrides& overrides = {});
 
 // "M=67,N=45" -> sizes; UserError on bad syntax.
 std::map<std::string, int64_t> parse_shape(const std::string& text);

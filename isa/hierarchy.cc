@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "isa/base/error.h"
+#include "isa/hierarchy_override.h"
 
 namespace tessel::isa {
 
@@ -115,6 +116,22 @@ constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
 constexpr uint64_t kMaxCores = 4096;
 
 uint64_t capacity_limit(Role role) { return role == Role::Global ? kMaxGlobalBytes : kMaxOnChipBytes; }
+
+// The keys each kind of map may hold (the schema of isa/README.md); the parser reads nothing else.
+const std::set<std::string> kTopKeys = {"name", "description", "kind", "clock_mhz", "cores", "levels", "units", "paths", "sync", "gpu"};
+const std::set<std::string> kLevelKeys = {"name", "role", "capacity_bytes", "alignment_bytes", "granularity_bytes", "layout", "banks",
+                                          "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles",
+                                          "write_latency_cycles"};
+const std::set<std::string> kShapeKeys = {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch"};
+const std::set<std::string> kUnitKeys = {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat",
+                                         "max_repeat", "mask_bits", "startup_cycles", "count"};
+const std::set<std::string> kPathKeys = {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"};
+const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"};
+const std::set<std::string> kGpuKeys = {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
+                                        "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin",
+                                        "shared_bytes_per_sm", "l2_cache_bytes", "shared_bytes_reserved_per_block",
+                                        "vector_access_bytes", "mma_sync_shape", "wgmma_shape", "warps_per_warpgroup",
+                                        "cluster_max_blocks", "bulk_copy_alignment_bytes", "features"};
 
 class Fields {
  public:
@@ -262,9 +279,7 @@ YAML::Node sequence(Fields& f, const std::string& key, bool required) {
 }
 
 Level parse_level(const YAML::Node& node, const std::string& where, const std::string& file) {
-  Fields f(node, where, file,
-           {"name", "role", "capacity_bytes", "alignment_bytes", "granularity_bytes", "layout", "banks",
-            "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles", "write_latency_cycles"});
+  Fields f(node, where, file, kLevelKeys);
   Level l;
   l.mark = f.mark();
   l.name = f.scalar<std::string>("name", true);
@@ -287,7 +302,7 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
 }
 
 MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const std::string& file) {
-  Fields f(node, where, file, {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch"});
+  Fields f(node, where, file, kShapeKeys);
   MatrixShape s;
   s.mark = f.mark();
   auto dim = [&](const char* key) {
@@ -309,9 +324,7 @@ MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const 
 }
 
 Unit parse_unit(const YAML::Node& node, const std::string& where, const std::string& file) {
-  Fields f(node, where, file,
-           {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat", "max_repeat",
-            "mask_bits", "startup_cycles", "count"});
+  Fields f(node, where, file, kUnitKeys);
   Unit u;
   u.mark = f.mark();
   u.name = f.scalar<std::string>("name", true);
@@ -338,7 +351,7 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
 }
 
 TransferPath parse_path(const YAML::Node& node, const std::string& where, const std::string& file) {
-  Fields f(node, where, file, {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"});
+  Fields f(node, where, file, kPathKeys);
   TransferPath p;
   p.mark = f.mark();
   p.from = f.scalar<std::string>("from", true);
@@ -351,8 +364,7 @@ TransferPath parse_path(const YAML::Node& node, const std::string& where, const 
 }
 
 NpuSync parse_sync(const YAML::Node& node, const std::string& file) {
-  Fields f(node, "sync", file,
-           {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"});
+  Fields f(node, "sync", file, kSyncKeys);
   NpuSync s;
   s.event_ids_per_pipe_pair = f.count<uint32_t>("event_ids_per_pipe_pair", true, 0, kMaxCount);
   s.queue_depth = f.count<uint32_t>("queue_depth", true, 0, kMaxCount);
@@ -365,11 +377,7 @@ NpuSync parse_sync(const YAML::Node& node, const std::string& file) {
 }
 
 GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
-  Fields f(node, "gpu", file,
-           {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
-            "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin", "shared_bytes_per_sm",
-            "l2_cache_bytes", "shared_bytes_reserved_per_block", "vector_access_bytes", "mma_sync_shape", "wgmma_shape",
-            "warps_per_warpgroup", "cluster_max_blocks", "bulk_copy_alignment_bytes", "features"});
+  Fields f(node, "gpu", file, kGpuKeys);
   GpuProperties g;
   g.arch = f.scalar<std::string>("arch", true);
   const std::string cc = f.scalar<std::string>("compute_capability", true);
@@ -420,19 +428,8 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   return g;
 }
 
-}  // namespace
-
-Hierarchy parse_hierarchy(const std::string& text, const std::string& file) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw UserError(file + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": invalid YAML: " + e.msg);
-  }
-  if (!root || root.IsNull()) throw UserError(file + ": empty hierarchy description");
-  Fields f(root, "", file,
-           {"name", "description", "kind", "clock_mhz", "cores", "levels", "units", "paths", "sync", "gpu"});
+Hierarchy parse_tree(const YAML::Node& root, const std::string& file) {
+  Fields f(root, "", file, kTopKeys);
   Hierarchy h;
   h.source_file = file;
   h.name = f.scalar<std::string>("name", true);
@@ -458,12 +455,47 @@ Hierarchy parse_hierarchy(const std::string& text, const std::string& file) {
   return h;
 }
 
-Hierarchy load_hierarchy(const std::string& path) {
+}  // namespace
+
+const std::set<std::string>& hierarchy_schema_keys(std::string_view section) {
+  static const std::map<std::string_view, const std::set<std::string>*> sections = {
+      {"top", &kTopKeys},   {"level", &kLevelKeys}, {"unit", &kUnitKeys}, {"path", &kPathKeys},
+      {"sync", &kSyncKeys}, {"gpu", &kGpuKeys},     {"shape", &kShapeKeys}};
+  auto it = sections.find(section);
+  TESSEL_CHECK(it != sections.end(), "hierarchy_schema_keys: no section '" + std::string(section) + "'");
+  return *it->second;
+}
+
+Hierarchy parse_hierarchy(const std::string& text, const std::string& file, const Overrides& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(file + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": invalid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) throw UserError(file + ": empty hierarchy description");
+  if (!root.IsMap()) parse_tree(root, file);  // the parser's own message for a document that is not a map
+  apply_overrides(root, overrides, file);
+  const std::string hash = description_hash(root);
+  Hierarchy h;
+  try {
+    h = parse_tree(root, file);
+  } catch (const UserError& e) {
+    if (overrides.empty()) throw;
+    throw UserError(std::string(e.what()) + " (in the variant with --set " + overrides.text() + ")");
+  }
+  h.description_hash = hash;
+  h.overrides = overrides.text();
+  return h;
+}
+
+Hierarchy load_hierarchy(const std::string& path, const Overrides& overrides) {
   std::ifstream in(path);
   if (!in) throw UserError(path + ": cannot open hierarchy description (no such file or not readable)");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_hierarchy(buffer.str(), path);
+  return parse_hierarchy(buffer.str(), path, overrides);
 }
 
 // ---------------------------------------------------------------------------------------------

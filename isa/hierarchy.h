@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "isa/base/dtype.h"
+#include "isa/hierarchy_override.h"
 
 namespace tessel::isa {
 
@@ -133,6 +135,8 @@ struct Hierarchy {
   std::string name;
   std::string description;
   std::string source_file;  // where it was loaded from
+  std::string description_hash;  // of the effective description (isa/hierarchy_override.h); "" if built in code
+  std::string overrides;         // the --set overrides applied, canonical ("" for none)
   TargetKind kind = TargetKind::Npu;
   double clock_mhz = 0;
   uint32_t cores = 0;  // NPU AI cores / GPU SMs
@@ -153,9 +157,14 @@ struct Hierarchy {
   uint64_t peak_macs_per_cycle(DType a, DType acc) const;
 };
 
-// Parse and validate. Throws UserError naming the file, the key, the line and the reason.
-Hierarchy load_hierarchy(const std::string& path);
-Hierarchy parse_hierarchy(const std::string& yaml_text, const std::string& source_name);
+// Parse and validate, after applying `overrides` to the YAML tree (isa/hierarchy_override.h).
+// Throws UserError naming the file, the key, the line and the reason.
+Hierarchy load_hierarchy(const std::string& path, const Overrides& overrides = {});
+Hierarchy parse_hierarchy(const std::string& yaml_text, const std::string& source_name, const Overrides& overrides = {});
+
+// The keys the parser accepts in each kind of map: section "top", "level", "unit", "path", "sync",
+// "gpu" or "shape" (a matrix unit's shape).
+const std::set<std::string>& hierarchy_schema_keys(std::string_view section);
 
 // The structural checks load_hierarchy runs (public so tests can build descriptions in code).
 void validate_hierarchy(const Hierarchy& h);

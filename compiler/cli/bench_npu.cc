@@ -43,7 +43,7 @@ struct EntryRun {
   NpuRunResult pruned, naive;
   bool timing_only = false;
 };
-std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::string& hierarchy_path,
+std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::string& hierarchy_path, const isa::Overrides& overrides,
                                     const std::optional<std::string>& tile,
                                     const std::function<void(const EntryRun&, NpuOptions&)>& mode) {
   auto r = std::make_unique<EntryRun>();
@@ -51,6 +51,7 @@ std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::st
   const ir::Function& f = frontend::select_function(r->module, e.def);
   CompileOptions o;
   o.target = hierarchy_path;
+  o.overrides = overrides;
   o.sizes = e.shape;
   o.tile = tile;
   r->compilation = compile(f, o);
@@ -72,7 +73,7 @@ std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::st
 // the operator's GM traffic (inputs read once, outputs written once) against the shared GM
 // bandwidth. Both from the description; large kernels run timing-only (verified by the tests at
 // smaller sizes).
-void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target, nlohmann::json& rows) {
+void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overrides, const isa::Hierarchy& target, nlohmann::json& rows) {
   const isa::NpuMachine m = isa::npu_machine(target);
   frontend::Suite suite = frontend::load_suite(std::string(TESSEL_SOURCE_DIR) + "/workloads/vector.yaml");
   std::cout << fmt::format("\nvector-bound kernels: vector peak {} cores x {} B/cycle ({} f16 / {} f32 lanes per cycle), "
@@ -87,7 +88,7 @@ void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target
     nlohmann::json row = {{"suite", suite.name}, {"workload", e.name}, {"shape", e.shape}};
     try {
       int64_t bytes = 0, elements = 0;
-      const auto r = run_entry(e, hierarchy_path, std::nullopt, [&](const EntryRun& x, NpuOptions& run) {
+      const auto r = run_entry(e, hierarchy_path, overrides, std::nullopt, [&](const EntryRun& x, NpuOptions& run) {
         for (const auto& t : x.compilation->kernel.tensors) {
           if (t.temporary) continue;
           int64_t n = 1;
@@ -134,9 +135,9 @@ void vector_rows(const std::string& hierarchy_path, const isa::Hierarchy& target
 
 }  // namespace
 
-nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
+nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overrides& overrides) {
   const std::string root = TESSEL_SOURCE_DIR;
-  const isa::Hierarchy target = isa::load_hierarchy(hierarchy_path);
+  const isa::Hierarchy target = isa::load_hierarchy(hierarchy_path, overrides);
   nlohmann::json rows = nlohmann::json::array();
   std::cout << fmt::format("tessel bench npu: {} ({} cores, peak {} f16 MACs/cycle/core)\n", target.name, target.cores,
                            target.peak_macs_per_cycle(DType::F16, DType::F32));
@@ -158,7 +159,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
         if (tile && *tile == default_tile) continue;  // the default is the large tile already
         nlohmann::json row = {{"suite", suite.name}, {"workload", name}, {"shape", e.shape}};
         try {
-          const auto r = run_entry(e, hierarchy_path, tile, [](const EntryRun& x, NpuOptions& run) {
+          const auto r = run_entry(e, hierarchy_path, overrides, tile, [](const EntryRun& x, NpuOptions& run) {
             run.timing_only = x.npu.kernel.macs > (uint64_t(1) << 26);
             run.detect_races = x.npu.kernel.macs <= (uint64_t(1) << 31);
           });
@@ -200,8 +201,12 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path) {
       }
     }
   }
-  vector_rows(hierarchy_path, target, rows);
-  return {{"suite", "npu"}, {"hierarchy", hierarchy_path}, {"rows", rows}};
+  vector_rows(hierarchy_path, overrides, target, rows);
+  return {{"suite", "npu"},
+          {"hierarchy", hierarchy_path},
+          {"description_hash", target.description_hash},
+          {"overrides", target.overrides},
+          {"rows", rows}};
 }
 
 }  // namespace tessel::cli

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_npu.h"
 #include "compiler/cli/run_gpu.h"
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
@@ -17,7 +19,6 @@
 namespace tessel::cli {
 
 nlohmann::json run_compile_bench(const std::string& hierarchy_path);  // bench_compile.cc
-nlohmann::json run_npu_bench(const std::string& hierarchy_path);      // bench_npu.cc
 
 namespace {
 
@@ -28,12 +29,13 @@ struct BenchOptions {
   int64_t size = 1024;  // sim: GEMM M = N = K
   int cores = 1;        // sim: cores the generated program uses
   bool prepare = false;  // gpu: no GPU here, compile the kernels into the NVRTC cache
+  std::vector<std::string> set;  // npu, sim: description overrides
 };
 
 // `tessel bench sim`: the simulator's own speed on a generated double-buffered GEMM, functional and
 // timing-only (with and without the race detector).
 nlohmann::json bench_sim(const BenchOptions& o) {
-  const isa::Hierarchy target = isa::load_hierarchy(o.target);
+  const isa::Hierarchy target = isa::load_hierarchy(o.target, isa::parse_overrides(o.set));
   npu_sim::GemmTiling tiling;
   tiling.m = tiling.n = tiling.k = o.size;
   tiling.cores = o.cores;
@@ -89,6 +91,8 @@ nlohmann::json bench_sim(const BenchOptions& o) {
   }
   return {{"suite", "sim"},
           {"target", target.name},
+          {"description_hash", target.description_hash},
+          {"overrides", target.overrides},
           {"gemm", {{"m", tiling.m}, {"n", tiling.n}, {"k", tiling.k}, {"tm", tiling.tm}, {"tn", tiling.tn}, {"tk", tiling.tk}}},
           {"cores", tiling.cores},
           {"program_instructions", program.code.size()},
@@ -98,7 +102,7 @@ nlohmann::json bench_sim(const BenchOptions& o) {
 // `tessel bench compile`: the polyhedral pipeline's compile time per workload (bench_compile.cc).
 nlohmann::json bench_compile(const BenchOptions& o) { return run_compile_bench(o.target); }
 
-nlohmann::json bench_npu(const BenchOptions& o) { return run_npu_bench(o.target); }
+nlohmann::json bench_npu(const BenchOptions& o) { return run_npu_bench(o.target, isa::parse_overrides(o.set)); }
 
 struct Suite {
   const char* name;
@@ -130,6 +134,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--target", opts->target, "hierarchy description (sim: an NPU)");
   cmd->add_option("--size", opts->size, "sim: GEMM M = N = K (default 1024)");
   cmd->add_option("--cores", opts->cores, "sim: cores the generated program uses (default 1)");
+  add_set_flag(cmd, opts->set);  // npu, sim
   cmd->add_flag("--prepare", opts->prepare, "gpu: without a GPU, compile every kernel into the NVRTC cache (exit 0) instead of exit 2");
   cmd->callback([opts, &ctx] {
     const Suite* suite = nullptr;
@@ -139,6 +144,8 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
       known += (known.empty() ? "" : ", ") + std::string(s.name);
     }
     if (!suite) throw UserError(fmt::format("tessel bench: unknown suite '{}' (known suites: {})", opts->suite, known));
+    if (!opts->set.empty() && opts->suite != "npu" && opts->suite != "sim")
+      throw UserError("tessel bench " + opts->suite + ": --set applies to the npu and sim suites only");
     const nlohmann::json result = suite->run(*opts);
     if (!opts->json_path.empty()) npu_sim::write_text_file(opts->json_path, result.dump(2) + "\n");
     ctx.exit_code = 0;

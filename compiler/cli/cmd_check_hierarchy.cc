@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/pipeline_flags.h"
 #include "isa/hierarchy.h"
 #include "isa/hierarchy_report.h"
 #ifdef TESSEL_HAVE_CUDA
@@ -41,6 +42,7 @@ void add_check_hierarchy_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     std::vector<std::string> files;
     bool device = false;
+    std::vector<std::string> set;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -49,13 +51,16 @@ void add_check_hierarchy_command(CLI::App& app, CommandContext& ctx) {
       ->required()
       ->expected(1, 2);
   cmd->add_flag("--device", opts->device, "compare a GPU description with the GPU present on this machine");
+  add_set_flag(cmd, opts->set);
   cmd->callback([opts, &ctx] {
     std::vector<isa::Hierarchy> hs;
+    const isa::Overrides overrides = isa::parse_overrides(opts->set);
     for (const std::string& f : opts->files) {
-      hs.push_back(isa::load_hierarchy(f));
+      hs.push_back(isa::load_hierarchy(f, overrides));
       if (opts->files.size() == 1) std::cout << isa::describe_hierarchy(hs.back());
       std::cout << f << ": valid " << isa::target_kind_name(hs.back().kind) << " description '" << hs.back().name
-                << "'\n";
+                << "', hash " << hs.back().description_hash
+                << (overrides.empty() ? "" : " (--set " + overrides.text() + ")") << "\n";
     }
     if (hs.size() == 2) {
       std::cout << "\n" << isa::format_comparison(hs[0], hs[1], isa::compare_hierarchies(hs[0], hs[1]));

@@ -30,16 +30,24 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
+  add_set_flag(cmd, f.set);
   cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
+}
+
+void add_set_flag(CLI::App* cmd, std::vector<std::string>& set) {
+  cmd->add_option("--set", set,
+                  "override description fields: KEY=VALUE[,...], KEY one of FIELD, LEVEL.FIELD, UNIT.FIELD, FROM->TO.FIELD, "
+                  "sync.FIELD; sizes may end in KiB, MiB, GiB (e.g. L1.capacity_bytes=1MiB)");
 }
 
 CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn) {
   CompileOptions o;
   o.target = f.target;
   o.hierarchy = f.hierarchy;
+  o.overrides = isa::parse_overrides(f.set);
   o.sizes = ir::bind_sizes(fn, parse_shape(f.shape));
   if (!f.tile.empty()) o.tile = f.tile;
-  else o.tile = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes);  // `tessel tune`'s best, if any
+  else o.tile = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes, o.overrides);  // `tessel tune`'s best, if any
   if (f.fusion == "max") o.scheduler.fusion = poly::FusionStrategy::Max;
   else if (f.fusion == "conservative") o.scheduler.fusion = poly::FusionStrategy::Conservative;
   else if (f.fusion == "none") {
@@ -73,7 +81,8 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
   auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
-  cmd->add_flag("--explain", *explain, "GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
+  cmd->add_flag("--explain", *explain,
+                "the description's hash; GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
   cmd->callback([opts, explain, &ctx] {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
@@ -105,6 +114,9 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
                  "-o");
       if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
     }
+    if (*explain)
+      std::cerr << "tessel compile: description " << c->hierarchy.name << " hash " << c->hierarchy.description_hash
+                << (c->hierarchy.overrides.empty() ? "" : " (--set " + c->hierarchy.overrides + ")") << "\n";
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
       std::string lines;
       compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, &lines);

@@ -108,7 +108,7 @@ void add_eval_command(CLI::App& app, CommandContext& ctx) {
       outputs.emplace_back(name, path);
     }
     const interp::Tensors inputs = operator_inputs(f, sizes, opts->inputs, opts->seed, "tessel eval");
-    if (!opts->save_inputs.empty()) save_inputs(opts->save_inputs, inputs);
+    if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
     if (opts->threads > 0) interp::set_thread_count(opts->threads);
     const auto start = std::chrono::steady_clock::now();
     const interp::Tensors result = interp::evaluate(f, sizes, inputs);

@@ -1,4 +1,5 @@
 // tessel run OP.tsl --target c --shape M=..,N=.. [--tile SPEC] [--def NAME] [--seed S] [--report r.json]
+//            [--set KEY=VALUE,...] [--input NAME=a.npy] [--save-inputs DIR] [--save-outputs DIR]
 // compile -> execute on the target's backend -> compare with the reference interpreter -> report.
 // Backends are a table keyed by target kind; the NPU (issue 6) and GPU (issue 7) add theirs.
 #include <chrono>
@@ -73,7 +74,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     PipelineFlags flags;
     GpuFlags gpu;
     NpuOptions npu;
-    std::string report, save_inputs;
+    std::string report, save_inputs, save_outputs;
     std::vector<std::string> inputs;
     uint64_t seed = 1;
   };
@@ -83,6 +84,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--input", opts->inputs, "NAME=FILE.npy for an input (others are random), e.g. to reproduce a failure");
   cmd->add_option("--save-inputs", opts->save_inputs, "write every input as DIR/NAME.npy (to replay the run with --input)");
+  cmd->add_option("--save-outputs", opts->save_outputs, "write every output the target computed as DIR/NAME.npy");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
@@ -105,8 +107,9 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       return;
     }
     Tensors inputs = operator_inputs(f, co.sizes, opts->inputs, opts->seed, "tessel run");
-    if (!opts->save_inputs.empty()) save_inputs(opts->save_inputs, inputs);
+    if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
     BackendResult r = backend->execute(*c, inputs);
+    if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
     Tensors expected = interp::evaluate(f, co.sizes, inputs);
     emit_c::Verification v = emit_c::verify(expected, r.outputs, emit_c::reassociated_sum_tolerance(f, co.sizes));
     std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile "
@@ -120,6 +123,9 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       j["target"] = opts->flags.target;
       j["backend"] = backend->name;
       j["tile"] = c->tile_spec.to_string();
+      j["description"] = c->hierarchy.name;
+      j["description_hash"] = c->hierarchy.description_hash;
+      j["overrides"] = c->hierarchy.overrides;
       j["verified"] = v.verified;
       j["max_abs_err"] = v.max_abs_err;
       j["mismatches"] = v.mismatches;

@@ -1,11 +1,13 @@
 // tessel sim PROGRAM.npu --target T.yaml [--input NAME=a.npy ...] [--output NAME=c.npy ...]
 //            [--report r.json] [--trace t.json] [--csv instr.csv] [--timing-only] [--no-race-check]
-//            [--max-cycles N] [--max-instructions N] | --emit-binary P.npubin | --disassemble   (PROGRAM may be binary)
+//            [--set KEY=VALUE,...] [--save-outputs DIR] [--max-cycles N] [--max-instructions N] | --emit-binary P.npubin | --disassemble   (PROGRAM may be binary)
 #include <fmt/format.h>
 
 #include <iostream>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/inputs.h"
+#include "compiler/cli/pipeline_flags.h"
 #include "isa/base/error.h"
 #include "isa/base/npy.h"
 #include "isa/hierarchy.h"
@@ -28,20 +30,23 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     std::string program;
     std::string target = std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml";
     std::vector<std::string> inputs, outputs;
-    std::string report, trace, csv;
+    std::string report, trace, csv, save_outputs;
     bool timing_only = false;
     bool no_races = false;
     int64_t max_cycles = static_cast<int64_t>(npu_sim::kDefaultMaxCycles);  // signed: "-1" is an error, not 2^64-1
     int64_t max_instructions = static_cast<int64_t>(npu_sim::kDefaultMaxRecordedEvents);
     std::string emit_binary;
     bool disassemble = false;
+    std::vector<std::string> set;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("sim", "Run an NPU program (.npu) on the SystemC simulator");
   cmd->add_option("program", opts->program, "NPU assembly program (.npu)")->required();
   cmd->add_option("--target", opts->target, "NPU hierarchy description (default: isa/targets/davinci-910.yaml)");
+  add_set_flag(cmd, opts->set);
   cmd->add_option("--input", opts->inputs, "NAME=FILE.npy: bind an input tensor")->take_all();
   cmd->add_option("--output", opts->outputs, "NAME=FILE.npy: write a tensor after the run")->take_all();
+  cmd->add_option("--save-outputs", opts->save_outputs, "write every output tensor of the program as DIR/NAME.npy");
   cmd->add_option("--report", opts->report, "write the JSON report here");
   cmd->add_option("--trace", opts->trace, "write a Chrome trace (Perfetto) here");
   cmd->add_option("--csv", opts->csv, "write one CSV row per executed instruction here");
@@ -68,7 +73,7 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
       }
       return;
     }
-    const isa::Hierarchy target = isa::load_hierarchy(opts->target);
+    const isa::Hierarchy target = isa::load_hierarchy(opts->target, isa::parse_overrides(opts->set));
     std::map<std::string, NpyArray> inputs;
     for (const std::string& b : opts->inputs) {
       auto [name, file] = split_binding("--input", b);
@@ -90,7 +95,19 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     const npu_sim::SimResult result = npu_sim::simulate(program, target, inputs, options);
     const npu_sim::SimRecord& r = result.record;
     for (const auto& [name, file] : outputs) write_npy(file, result.tensor(program, name));
-    if (!opts->report.empty()) npu_sim::write_text_file(opts->report, npu_sim::report_json(r).dump(2) + "\n");
+    if (!opts->save_outputs.empty()) {
+      if (opts->timing_only) throw UserError("--save-outputs " + opts->save_outputs + ": a --timing-only run computes no data");
+      std::map<std::string, NpyArray> all;
+      for (const npu::TensorBinding& t : program.tensors)
+        if (t.role == npu::TensorRole::Out) all[t.name] = result.tensor(program, t.name);
+      save_tensors(opts->save_outputs, all, "--save-outputs");
+    }
+    if (!opts->report.empty()) {
+      nlohmann::json report = npu_sim::report_json(r);
+      report["description_hash"] = target.description_hash;
+      report["overrides"] = target.overrides;
+      npu_sim::write_text_file(opts->report, report.dump(2) + "\n");
+    }
     if (!opts->trace.empty()) npu_sim::write_text_file(opts->trace, npu_sim::chrome_trace_json(r).dump() + "\n");
     if (!opts->csv.empty()) npu_sim::write_text_file(opts->csv, npu_sim::instruction_csv(r));
     std::cout << fmt::format("{}: {} cycles on {} core(s) of {} ({} instructions, {:.3f} s wall)\n", program.source_name,

@@ -175,7 +175,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 0;
       return;
     }
-    const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes)};
+    const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes), p.hierarchy.overrides,
+                                   p.hierarchy.description_hash};
     const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
                                                   : tune::parse_space_spec(o->space);
     const bool live = !o->no_progress && isatty(STDERR_FILENO);

@@ -45,11 +45,11 @@ interp::Tensors operator_inputs(const ir::Function& f, const interp::Sizes& size
   return inputs;
 }
 
-void save_inputs(const std::string& dir, const interp::Tensors& inputs) {
+void save_tensors(const std::string& dir, const interp::Tensors& tensors, const char* flag) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw UserError("--save-inputs " + dir + ": cannot create the directory (" + ec.message() + ")");
-  for (const auto& [name, a] : inputs) write_npy(dir + "/" + name + ".npy", a);
+  if (ec) throw UserError(std::string(flag) + " " + dir + ": cannot create the directory (" + ec.message() + ")");
+  for (const auto& [name, a] : tensors) write_npy(dir + "/" + name + ".npy", a);
 }
 
 }  // namespace tessel::cli

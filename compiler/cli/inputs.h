@@ -1,6 +1,7 @@
 // The operator inputs a command runs on: given .npy files (`--input NAME=FILE.npy`, checked against
 // the operator's dtype and shape at the given sizes), the others random and deterministic in the
-// seed; `--save-inputs DIR` writes them all so a run can be reproduced. Shared by `eval` and `run`.
+// seed; `--save-inputs DIR` writes them all so a run can be reproduced (`--save-outputs DIR` the
+// results). Shared by `eval`, `run` and `sim`.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ std::pair<std::string, std::string> name_path(const std::string& text, const cha
 interp::Tensors operator_inputs(const ir::Function& f, const interp::Sizes& sizes, const std::vector<std::string>& given,
                                 uint64_t seed, const std::string& command);
 
-// Writes every input as DIR/NAME.npy (UserError naming the path when a write fails).
-void save_inputs(const std::string& dir, const interp::Tensors& inputs);
+// Writes every tensor as DIR/NAME.npy (`--save-inputs`, `--save-outputs`: `flag` names the option
+// in a UserError when the directory cannot be made or a write fails).
+void save_tensors(const std::string& dir, const interp::Tensors& tensors, const char* flag);
 
 }  // namespace tessel::cli

@@ -1,5 +1,7 @@
-// Flags shared by `tessel compile` and `tessel run` (defined in cmd_compile.cc): the operator,
-// target, sizes, tile spec and scheduler options that become a tessel::CompileOptions.
+// Flags shared by `tessel compile`, `run` and `tune` (defined in cmd_compile.cc): the operator,
+// target, description overrides, sizes, tile spec and scheduler options that become a
+// tessel::CompileOptions. `--set` alone (add_set_flag) serves the commands that load a description
+// without compiling (check-hierarchy, bench, sim).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,10 +15,13 @@ namespace tessel::cli {
 struct PipelineFlags {
   std::string file, def, target = "c", shape, tile, hierarchy, fusion = "max";
   std::vector<std::string> dump_after;
+  std::vector<std::string> set;  // --set KEY=VALUE,... (isa/hierarchy_override.h)
   unsigned long max_operations = 2000000;
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
+// `--set KEY=VALUE[,KEY=VALUE...]` (repeatable) into `set`; isa::parse_overrides reads it.
+void add_set_flag(CLI::App* cmd, std::vector<std::string>& set);
 // The options for compiling `fn`; sizes from --shape plus those inferred (ir::bind_sizes).
 CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn);
 

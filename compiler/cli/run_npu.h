@@ -59,6 +59,6 @@ std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& targ
                              std::string& report_line);
 
 // `tessel bench npu`: the seed GEMM table, 1024^3 and 4096^3, the seed convolution, the AKG ops.
-nlohmann::json run_npu_bench(const std::string& hierarchy_path);
+nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overrides& overrides = {});
 
 }  // namespace tessel::cli

@@ -85,13 +85,13 @@ bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& 
 }
 
 std::optional<std::string> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
-                                          const std::map<std::string, int64_t>& sizes) {
+                                          const std::map<std::string, int64_t>& sizes, const isa::Overrides& overrides) {
   const std::string path = default_db_path();
   if (target == "c" || path.empty() || !std::filesystem::exists(path)) return std::nullopt;
   const frontend::Module m = frontend::load_module(file);
   const ir::Function& f = frontend::select_function(m, def);
-  const isa::Hierarchy h = isa::load_hierarchy(target);
-  auto e = db_lookup(path, {f.name, h.name, shape_text(sizes)});
+  const isa::Hierarchy h = isa::load_hierarchy(target, overrides);
+  auto e = db_lookup(path, {f.name, h.name, shape_text(sizes), h.overrides, h.description_hash});
   if (!e) return std::nullopt;
   std::cerr << "tessel: tile " << e->tile << " from the tuning database " << path << " (" << e->cost << " " << e->unit
             << "; --tile overrides, TESSEL_TUNE_DB=off ignores it)\n";

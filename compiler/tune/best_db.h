@@ -11,6 +11,7 @@
 #include <string>
 
 #include "compiler/tune/tuning_log.h"
+#include "isa/hierarchy_override.h"
 
 namespace tessel::tune {
 
@@ -27,8 +28,9 @@ std::optional<BestEntry> db_lookup(const std::string& path, const ProblemKey& ke
 bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& e);
 
 // The compile/run hook: the tuned tile spec for an operator file at these sizes on `target` (a
-// description path; "c" has none), when the database has one. Prints a note on stderr.
+// description path; "c" has none) with `overrides` (a variant is its own entry), when the
+// database has one. Prints a note on stderr.
 std::optional<std::string> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
-                                          const std::map<std::string, int64_t>& sizes);
+                                          const std::map<std::string, int64_t>& sizes, const isa::Overrides& overrides = {});
 
 }  // namespace tessel::tune

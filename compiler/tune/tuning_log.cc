@@ -57,6 +57,8 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
     try {
       if (j.value("op", "") != problem.op || j.value("target", "") != problem.target || j.value("shape", "") != problem.shape)
         continue;
+      const std::string variant = j.value("overrides", "").empty() ? "" : j.value("description_hash", "");
+      if (variant != problem.variant()) continue;
       LogEntry e;
       e.tile = j.at("tile").get<std::string>();
       e.ok = j.value("ok", false);
@@ -116,6 +118,8 @@ int append_log(const std::string& path, const ProblemKey& problem, const LogEntr
                       {"tile", e.tile},     {"ok", e.ok},               {"unit", e.unit},
                       {"strategy", e.strategy}, {"trial", trial},       {"predicted", e.predicted},
                       {"wall_s", e.wall_s}};
+  if (!problem.description_hash.empty()) j["description_hash"] = problem.description_hash;
+  if (!problem.overrides.empty()) j["overrides"] = problem.overrides;
   if (e.ok) j["cost"] = e.cost;
   else j["error"] = e.error;
   const std::string line = j.dump() + "\n";

@@ -1,8 +1,13 @@
 // The tuning log: one JSON object per line per measurement, appended as measurements arrive (a
 // run killed half-way keeps what it measured). A later run of the same problem (operator, target,
-// shape) reads it back and does not measure those configurations again. Scripts plot it.
+// shape, description variant) reads it back and does not measure those configurations again.
+// Scripts plot it.
 //   {"op":"matmul","target":"davinci-910","shape":"K=1024,M=1024,N=1024","tile":"m=128/64,...",
-//    "ok":true,"cost":15407,"unit":"cycles","strategy":"model","trial":12,"predicted":1.2e4,"wall_s":1.3}
+//    "ok":true,"cost":15407,"unit":"cycles","strategy":"model","trial":12,"predicted":1.2e4,"wall_s":1.3,
+//    "description_hash":"3f0c...","overrides":"L1.capacity_bytes=524288"}
+// A description variant (`--set`, isa/hierarchy_override.h) is its own problem: records match by
+// description_hash when the problem has overrides; records without overrides (or written before
+// the field existed) belong to the unmodified description.
 #pragma once
 
 #include <map>
@@ -15,9 +20,15 @@ namespace tessel::tune {
 
 struct ProblemKey {
   std::string op, target, shape;  // shape: NAME=VALUE sorted by name
-  bool operator<(const ProblemKey& o) const { return std::tie(op, target, shape) < std::tie(o.op, o.target, o.shape); }
-  bool operator==(const ProblemKey& o) const = default;
-  std::string to_string() const { return op + "|" + target + "|" + shape; }
+  std::string overrides;          // canonical --set text ("" for the description as written)
+  std::string description_hash;   // of the effective description (recorded; identifies a variant)
+  // The variant part of the key: "" for the description as written, else its hash.
+  std::string variant() const { return overrides.empty() ? "" : description_hash; }
+  bool operator<(const ProblemKey& o) const {
+    return std::make_tuple(op, target, shape, variant()) < std::make_tuple(o.op, o.target, o.shape, o.variant());
+  }
+  bool operator==(const ProblemKey& o) const { return !(*this < o) && !(o < *this); }
+  std::string to_string() const { return op + "|" + target + "|" + shape + (variant().empty() ? "" : "|" + variant()); }
 };
 std::string shape_text(const std::map<std::string, int64_t>& sizes);
 

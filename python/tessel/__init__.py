@@ -1,0 +1,280 @@
+"""tessel from Python: the CLI's commands as functions (issue 18).
+
+    import tessel
+    r = tessel.run("workloads/matmul.tsl", target="isa/targets/davinci-910.yaml",
+                   shape={"M": 128, "N": 128, "K": 128}, set={"L1.capacity_bytes": "512KiB"})
+    r["verified"], r["total_cycles"], r["description_hash"], r["outputs"]["C"]  # numpy array
+
+compile, run, simulate and tune run the `tessel` binary as a child process (SystemC allows one
+simulation per process; a failing simulation never touches the interpreter), so results are those
+of the CLI by construction: `run` returns the dict `tessel run --report` writes plus the inputs
+and outputs as numpy arrays. load_description and check_hierarchy run in-process (the pybind11
+binding `tessel._tessel`). Errors raise tessel.Error subclasses whose message is the CLI's.
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+
+from . import _tessel
+from ._config import SOURCE_DIR, TESSEL_CLI
+from ._errors import Error, InternalError, NoGpuError, TimeoutError, UsageError, UserError
+
+__all__ = [
+    "Error", "UserError", "UsageError", "NoGpuError", "InternalError", "TimeoutError",
+    "compile", "run", "simulate", "tune", "check_hierarchy", "load_description", "overrides_text", "cli_path",
+]
+
+DEFAULT_TIMEOUT_S = 600
+
+
+def cli_path():
+    """The `tessel` binary the functions run ($TESSEL_CLI, else the one built with this module)."""
+    return os.environ.get("TESSEL_CLI", TESSEL_CLI)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments as the CLI takes them
+
+def _override_pairs(set):
+    """`set` as (key, value) pairs: a dict {"L1.capacity_bytes": "1MiB"}, a list of pairs, or the
+    --set text "KEY=VALUE,..."."""
+    if set is None:
+        return []
+    if isinstance(set, str):
+        return _tessel.parse_overrides_text(set)
+    items = set.items() if isinstance(set, dict) else set
+    return [(str(k), _value_text(v)) for k, v in items]
+
+
+def _value_text(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def overrides_text(set):
+    """The canonical --set text of overrides (sorted by key, sizes expanded); "" for none."""
+    return _tessel.canonical_overrides(_override_pairs(set))
+
+
+def _shape_text(shape):
+    if shape is None:
+        return None
+    if isinstance(shape, str):
+        return shape
+    return ",".join(f"{k}={int(v)}" for k, v in shape.items())
+
+
+def _common_args(target, shape, tile, sync, set, def_):
+    args = []
+    if target is not None:
+        args += ["--target", str(target)]
+    if shape is not None:
+        args += ["--shape", _shape_text(shape)]
+    if tile is not None:
+        args += ["--tile", str(tile)]
+    if sync is not None:
+        args += ["--sync", str(sync)]
+    if def_ is not None:
+        args += ["--def", str(def_)]
+    text = overrides_text(set)
+    if text:
+        args += ["--set", text]
+    return args
+
+
+def _write_inputs(inputs, directory):
+    args = []
+    os.makedirs(directory, exist_ok=True)
+    for name, array in (inputs or {}).items():
+        path = os.path.join(directory, f"{name}.npy")
+        np.save(path, np.ascontiguousarray(np.asarray(array)))
+        args += ["--input", f"{name}={path}"]
+    return args
+
+
+def _read_tensors(directory):
+    if not os.path.isdir(directory):
+        return {}
+    return {f[:-4]: np.load(os.path.join(directory, f)) for f in sorted(os.listdir(directory)) if f.endswith(".npy")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The child process
+
+_ERROR_PREFIX = "tessel: error: "
+
+
+def _message(stderr):
+    """What the CLI said: the text after "tessel: error: " (to the end), else all of stderr."""
+    at = stderr.rfind(_ERROR_PREFIX)
+    text = stderr[at + len(_ERROR_PREFIX):] if at >= 0 else stderr
+    return text.rstrip("\n")
+
+
+def _raise_for(proc, command):
+    code, err = proc.returncode, proc.stderr
+    if code < 0:
+        raise InternalError(f"tessel {command}: the tessel process died with signal {-code}", code, proc.stdout, err)
+    cls = {1: UserError, 2: UsageError}.get(code, InternalError)
+    message = _message(err)
+    if code == 2 and "GPU" in message:
+        cls = NoGpuError
+    raise cls(message, code, proc.stdout, err)
+
+
+def _child(command, args, timeout, allowed=(0,)):
+    cmd = [cli_path(), command, *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError(f"tessel {command}: no result after {timeout} s (the process was killed)", None,
+                           e.stdout or "", e.stderr or "") from None
+    if proc.returncode not in allowed:
+        _raise_for(proc, command)
+    return proc
+
+
+# ---------------------------------------------------------------------------------------------
+# The commands
+
+def load_description(path, set=None):
+    """The description at `path` with overrides `set` applied, parsed and validated, as a dict with
+    the schema's keys plus description_hash, overrides and source_file. UserError when invalid."""
+    return _tessel.load_description(str(path), _override_pairs(set))
+
+
+def check_hierarchy(path, set=None):
+    """`tessel check-hierarchy PATH --set ...`: {"valid": True, "name", "kind", "description_hash",
+    "overrides", "text"} (text: the tables the CLI prints). UserError with the rule's message when
+    the description (or the variant) is invalid."""
+    d = load_description(path, set)
+    return {"valid": True, "name": d["name"], "kind": d["kind"], "description_hash": d["description_hash"],
+            "overrides": d["overrides"], "text": _tessel.describe(str(path), _override_pairs(set))}
+
+
+def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=None, hierarchy=None,
+            timeout=DEFAULT_TIMEOUT_S):
+    """`tessel compile PATH --target ... -o OUT --explain`: {"text": OUT's content (C source, the
+    .npu program, CUDA source or kernel IR), "format", "operator", "tile", "compile_ms",
+    "description_hash", "overrides", "log": what the CLI printed on stderr}."""
+    with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
+        out = os.path.join(tmp, "out")
+        args = [str(path), *_common_args(target, shape, tile, sync, set, def_), "--explain", "-o", out]
+        if hierarchy is not None:
+            args += ["--hierarchy", str(hierarchy)]
+        proc = _child("compile", args, timeout)
+        with open(out) as f:
+            text = f.read()
+    result = {"text": text, "log": proc.stderr, "target": str(target)}
+    m = re.search(r"^tessel compile: (\S+) \((.*)\) compiled in ([0-9.e+-]+) ms$", proc.stderr, re.M)
+    if m:
+        result.update(operator=m.group(1), tile=m.group(2), compile_ms=float(m.group(3)))
+    m = re.search(r"^tessel compile: description (\S+) hash ([0-9a-f]{16})(?: \(--set (.*)\))?$", proc.stderr, re.M)
+    if m:
+        result.update(description=m.group(1), description_hash=m.group(2), overrides=m.group(3) or "")
+    if str(target) == "c":
+        result["format"] = "c"
+    else:
+        result["format"] = "npu" if load_description(target, set)["kind"] == "npu" else "cuda"
+    return result
+
+
+def run(path, target="c", shape=None, tile=None, sync=None, inputs=None, set=None, def_=None, seed=None,
+        timeout=DEFAULT_TIMEOUT_S, extra_args=()):
+    """`tessel run PATH --report ...`: the report's dict (verified, total_cycles, utilization,
+    description_hash, ...) plus "inputs" and "outputs" (numpy arrays by tensor name) and "summary"
+    (what the CLI printed). `inputs` maps input names to numpy arrays (others are random from
+    `seed`). A result that does not verify is returned with verified False, as the report says."""
+    with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
+        report = os.path.join(tmp, "report.json")
+        args = [str(path), *_common_args(target, shape, tile, sync, set, def_), *_write_inputs(inputs, os.path.join(tmp, "given")),
+                "--report", report, "--save-inputs", os.path.join(tmp, "inputs"), "--save-outputs", os.path.join(tmp, "outputs")]
+        if seed is not None:
+            args += ["--seed", str(int(seed))]
+        proc = _child("run", [*args, *extra_args], timeout, allowed=(0, 1))
+        if proc.returncode != 0 and not os.path.exists(report):
+            _raise_for(proc, "run")
+        with open(report) as f:
+            result = json.load(f)
+        result["inputs"] = _read_tensors(os.path.join(tmp, "inputs"))
+        result["outputs"] = _read_tensors(os.path.join(tmp, "outputs"))
+    result["summary"] = proc.stdout
+    return result
+
+
+def simulate(program, target=None, inputs=None, set=None, timing_only=False, race_check=True, max_cycles=None,
+             max_instructions=None, timeout=DEFAULT_TIMEOUT_S):
+    """`tessel sim PROGRAM --report ...`: the simulator's report dict (total_cycles, per-pipe
+    statistics, races, ...) plus description_hash, "outputs" (numpy arrays) and "summary".
+    `program` is a .npu/.npubin path or the program's text; `target` defaults to davinci-910."""
+    with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
+        path = str(program)
+        if "\n" in path or not os.path.exists(path):
+            path = os.path.join(tmp, "program.npu")
+            with open(path, "w") as f:
+                f.write(str(program))
+        report = os.path.join(tmp, "report.json")
+        args = [path, "--report", report, *_write_inputs(inputs, os.path.join(tmp, "given"))]
+        if target is not None:
+            args += ["--target", str(target)]
+        text = overrides_text(set)
+        if text:
+            args += ["--set", text]
+        if timing_only:
+            args.append("--timing-only")
+        else:
+            args += ["--save-outputs", os.path.join(tmp, "outputs")]
+        if not race_check:
+            args.append("--no-race-check")
+        if max_cycles is not None:
+            args += ["--max-cycles", str(int(max_cycles))]
+        if max_instructions is not None:
+            args += ["--max-instructions", str(int(max_instructions))]
+        proc = _child("sim", args, timeout)
+        with open(report) as f:
+            result = json.load(f)
+        result["outputs"] = _read_tensors(os.path.join(tmp, "outputs"))
+    result["summary"] = proc.stdout
+    return result
+
+
+_BEST = re.compile(r"^tune (\S+) on (\S+) \((.*)\): best (\S+) = (\S+) (\S+) after (\d+) trials", re.M)
+
+
+def tune(path, target, shape=None, space=None, strategy="model", trials=64, set=None, def_=None, seed=None, jobs=None,
+         log=None, db="off", batch=None, measure_timeout=None, timeout=DEFAULT_TIMEOUT_S):
+    """`tessel tune PATH ...`: {"best_tile", "best_cost", "unit", "trials", "operator",
+    "description_hash", "overrides", "records": the log's records of this problem}. The log is
+    `log` (resumed like the CLI's) or a temporary one; `db` is the best-config database ("off":
+    none, the default here, so a script does not change what `tessel compile` picks)."""
+    with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
+        log_path = str(log) if log is not None else os.path.join(tmp, "tune.jsonl")
+        args = [str(path), *_common_args(target, shape, None, None, set, def_), "--strategy", str(strategy),
+                "--trials", str(int(trials)), "--log", log_path, "--db", str(db), "--no-progress"]
+        for flag, value in (("--space", space), ("--seed", seed), ("--jobs", jobs), ("--batch", batch),
+                            ("--measure-timeout", measure_timeout)):
+            if value is not None:
+                args += [flag, str(value)]
+        proc = _child("tune", args, timeout)
+        m = _BEST.search(proc.stdout)
+        if not m:
+            raise InternalError(f"tessel tune: no best configuration in its output:\n{proc.stdout}", 3, proc.stdout, proc.stderr)
+        description = load_description(target, set)
+        records = []
+        with open(log_path) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                same_variant = (r.get("overrides", "") == description["overrides"]) and (
+                    not description["overrides"] or r.get("description_hash") == description["description_hash"])
+                if r.get("op") == m.group(1) and r.get("target") == m.group(2) and r.get("shape") == m.group(3) and same_variant:
+                    records.append(r)
+    return {"operator": m.group(1), "best_tile": m.group(4), "best_cost": float(m.group(5)), "unit": m.group(6),
+            "trials": int(m.group(7)), "description_hash": description["description_hash"],
+            "overrides": description["overrides"], "records": records, "summary": proc.stdout}
