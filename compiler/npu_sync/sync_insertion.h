@@ -22,6 +22,7 @@
 // in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,13 @@ enum class SyncMode { Naive, Pruned };
 SyncMode parse_sync_mode(const std::string& text);  // "naive" | "pruned"; UserError otherwise
 const char* sync_mode_name(SyncMode m);
 
+// Called now and then while pruning: (candidate pairs decided, candidate pairs in all).
+using SyncProgress = std::function<void(int decided, int total)>;
+
 struct SyncOptions {
   SyncMode mode = SyncMode::Pruned;
   int omit_pair = -1;  // >= 0: leave out that pair (mutation tests: the race detector must fire)
+  SyncProgress progress = nullptr;
 };
 
 struct SyncResult {
