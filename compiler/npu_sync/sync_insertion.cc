@@ -105,7 +105,6 @@ class SyncPass {
     if (options.mode == SyncMode::Pruned) {
       pairs = merge_adjacent(pairs);
       pairs = drop_implied(pairs, options.progress);
-      if (options.progress) options.progress(static_cast<int>(pairs.size()), static_cast<int>(pairs.size()));
     }
     allocate_ids(pairs);
     if (std::any_of(pairs.begin(), pairs.end(), [](const Pair& p) { return p.barrier && !p.dropped; })) {
@@ -640,6 +639,7 @@ class SyncPass {
       // the candidate after the run stays (with the run gone, removing it too fails)
       i += good + (i + good < n ? 1 : 0);
     }
+    if (progress) progress(n, n);
     std::vector<Pair> kept;
     for (size_t i = 0; i < pairs.size(); ++i)
       if (!removed[i]) kept.push_back(pairs[i]);

@@ -57,3 +57,11 @@ expect_exit(emit_scratch_past_gm 1 "kernel matmul: tensor 'A_padded' (scratch, 4
             compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-8k-gm.yaml --shape M=40,N=24,K=33 -o /dev/null)
 expect_exit(shape_fits_not_with_others 1 "--shape: tensor 'B' (f16 33 x 24) needs 1584 bytes; with the tensors before it the program needs 4224 bytes of global memory, but GM of davinci-910 holds 4096 bytes"
             compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-4k-gm.yaml --shape M=40,N=24,K=33)
+
+# 5. many small operand tiles (256^3 in 16x16x16 operand tiles: ~180k naive sync pairs) compile in
+# seconds with the same pruned program as before (sync counts), and the time printed is the wall time
+add_test(NAME cli.hardening.compile_many_small_tiles
+  COMMAND ${T} compile ${SRC}/workloads/matmul.tsl --target ${D} --shape M=256,N=256,K=256
+          --tile m=128/16,n=128/16,k=64/16 -o ${CMAKE_CURRENT_BINARY_DIR}/many_small_tiles.npu)
+set_tests_properties(cli.hardening.compile_many_small_tiles PROPERTIES TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "4902 instructions \\(2451 pairs, 0 barrier fall-backs\\); naive 364344 -> pruned 4902\ntessel compile: matmul \\(m=128/16,n=128/16,k=64/16\\) compiled in [0-9.]+ ms")
