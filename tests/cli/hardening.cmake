@@ -65,3 +65,26 @@ add_test(NAME cli.hardening.compile_many_small_tiles
           --tile m=128/16,n=128/16,k=64/16 -o ${CMAKE_CURRENT_BINARY_DIR}/many_small_tiles.npu)
 set_tests_properties(cli.hardening.compile_many_small_tiles PROPERTIES TIMEOUT 30
   PASS_REGULAR_EXPRESSION "4902 instructions \\(2451 pairs, 0 barrier fall-backs\\); naive 364344 -> pruned 4902\ntessel compile: matmul \\(m=128/16,n=128/16,k=64/16\\) compiled in [0-9.]+ ms")
+
+# 14. NaN semantics: min/max propagate NaN (IEEE maximum/minimum) in the interpreter, the C target and
+# the NPU simulator alike; `run` compares every output element with the interpreter's (NaN matches NaN)
+# on inputs holding NaN and infinities, so a target that drops a NaN fails (exit 1, MISMATCH)
+foreach(def minsqrt rowmax rowmin relu)
+  foreach(target c davinci)
+    set(tgt ${target})
+    if(target STREQUAL "davinci")
+      set(tgt ${D})
+    endif()
+    add_test(NAME cli.hardening.nan_${def}_${target}
+      COMMAND ${T} run ${SRC}/tests/cli/nan/nan.tsl --def ${def} --target ${tgt} --shape M=4,N=512
+              --input X=${SRC}/tests/cli/nan/x.npy)
+    set_tests_properties(cli.hardening.nan_${def}_${target} PROPERTIES PASS_REGULAR_EXPRESSION "${def} on (c|npu) .*: verified")
+  endforeach()
+endforeach()
+add_test(NAME cli.hardening.nan_rowmax16_davinci
+  COMMAND ${T} run ${SRC}/tests/cli/nan/nan.tsl --def rowmax16 --target ${D} --shape M=4,N=512 --input X=${SRC}/tests/cli/nan/x16.npy)
+set_tests_properties(cli.hardening.nan_rowmax16_davinci PROPERTIES PASS_REGULAR_EXPRESSION "rowmax16 on npu .*: verified")
+# the interpreter's own values: NaN where an operand is NaN
+add_test(NAME cli.hardening.nan_interpreter_values
+  COMMAND ${CMAKE_COMMAND} -DT=${T} -DSRC=${SRC} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/nan_rowmax.npy
+          -P ${SRC}/tests/cli/nan/eval_rowmax.cmake)
