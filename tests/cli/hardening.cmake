@@ -88,3 +88,7 @@ set_tests_properties(cli.hardening.nan_rowmax16_davinci PROPERTIES PASS_REGULAR_
 add_test(NAME cli.hardening.nan_interpreter_values
   COMMAND ${CMAKE_COMMAND} -DT=${T} -DSRC=${SRC} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/nan_rowmax.npy
           -P ${SRC}/tests/cli/nan/eval_rowmax.cmake)
+
+# 13. a .tensor whose size wraps: exit 1 naming the line
+expect_exit(sim_tensor_wrap 1 "tensor_wrap.npu:1:1: tensor 'A' needs more than 9223372036854775807 bytes; its size overflows"
+            sim ${NPU}/tensor_wrap.npu --target ${D})
