@@ -112,6 +112,7 @@ constexpr uint64_t kMaxOnChipBytes = uint64_t(1) << 30;   // 1 GiB for any on-ch
 constexpr uint64_t kMaxAlignmentBytes = uint64_t(1) << 20;
 constexpr uint64_t kMaxCycles = 1000000;
 constexpr uint64_t kMaxCount = 4096;
+constexpr uint64_t kMaxMaskBits = 128;  // the vector mask is two 64-bit halves (set_vector_mask hi, lo)
 constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
 constexpr uint64_t kMaxCores = 4096;
 
@@ -204,10 +205,20 @@ class Fields {
     return static_cast<T>(x);
   }
 
+  // Finite numbers only: `.inf` or `.nan` would pass a "positive" check and poison every time.
   double number(const std::string& key, bool required, double fallback = 0) {
     YAML::Node v = get(key, required);
     if (!v) return fallback;
-    return scalar_of<double>(v, key);
+    const double x = scalar_of<double>(v, key);
+    if (!std::isfinite(x)) fail(v, key_path(key), "must be a finite number (got " + v.Scalar() + ")");
+    return x;
+  }
+
+  // A rate that may be left out but, when given, must be positive (0 would divide by zero later).
+  double positive_number(const std::string& key) {
+    const double x = number(key, false);
+    if (has(key) && !(x > 0)) fail(node_[key], key_path(key), "must be positive (got " + node_[key].Scalar() + ")");
+    return x;
   }
 
   std::vector<std::string> names(const std::string& key) {
@@ -295,7 +306,7 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
   l.layout = f.scalar<std::string>("layout", false, "nd");
   l.banks = f.count<uint32_t>("banks", false, 0, kMaxCount);
   l.bank_width_bytes = f.count<uint32_t>("bank_width_bytes", false, 0, kMaxAlignmentBytes);
-  l.shared_bandwidth_bytes_per_cycle = f.number("shared_bandwidth_bytes_per_cycle", false);
+  l.shared_bandwidth_bytes_per_cycle = f.positive_number("shared_bandwidth_bytes_per_cycle");
   l.read_latency_cycles = f.count<uint32_t>("read_latency_cycles", false, 0, kMaxCycles);
   l.write_latency_cycles = f.count<uint32_t>("write_latency_cycles", false, 0, kMaxCycles);
   return l;
@@ -344,7 +355,8 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
     for (size_t i = 0; i < dts.size(); ++i) u.dtypes.push_back(f.dtype_of(dts[i], indexed("dtypes", i)));
   u.bytes_per_repeat = f.count<uint32_t>("bytes_per_repeat", false, 0, kMaxAlignmentBytes);
   u.max_repeat = f.count<uint32_t>("max_repeat", false, 0, kMaxRepeat);
-  u.mask_bits = f.count<uint32_t>("mask_bits", false, 0, kMaxCount);
+  u.mask_bits = f.count<uint32_t>("mask_bits", false, 0, kMaxMaskBits);
+  if (f.has("mask_bits") && u.mask_bits == 0) f.fail(node["mask_bits"], f.key_path("mask_bits"), "must be at least 1 (got 0)");
   u.startup_cycles = f.count<uint32_t>("startup_cycles", false, 0, kMaxCycles);
   u.count = f.count<uint32_t>("count", false, 1, kMaxCount);
   return u;
@@ -428,6 +440,37 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   return g;
 }
 
+// One description per file: a second YAML document would be ignored silently.
+void check_single_document(const std::string& text, const std::string& file) {
+  std::vector<YAML::Node> docs = YAML::LoadAll(text);
+  if (docs.size() > 1) {
+    const YAML::Mark m = docs[1].Mark();
+    throw UserError(file + (m.is_null() ? "" : ":" + std::to_string(m.line + 1)) +
+                    ": a second YAML document; a hierarchy description is one document (remove the '---' and what follows)");
+  }
+}
+
+// A key given twice in one mapping: YAML keeps both and a lookup reads the first, so the second
+// would be ignored silently.
+void check_unique_keys(const YAML::Node& node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) check_unique_keys(item, file);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> seen;  // key -> line
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const int line = it->first.Mark().line + 1;
+    if (it->first.IsScalar()) {
+      const auto [prev, fresh] = seen.emplace(it->first.Scalar(), line);
+      if (!fresh)
+        throw UserError(file + ":" + std::to_string(line) + ": " + it->first.Scalar() + ": key given twice (first on line " +
+                        std::to_string(prev->second) + ")");
+    }
+    check_unique_keys(it->second, file);
+  }
+}
+
 Hierarchy parse_tree(const YAML::Node& root, const std::string& file) {
   Fields f(root, "", file, kTopKeys);
   Hierarchy h;
@@ -475,6 +518,8 @@ Hierarchy parse_hierarchy(const std::string& text, const std::string& file, cons
                     ": invalid YAML: " + e.msg);
   }
   if (!root || root.IsNull()) throw UserError(file + ": empty hierarchy description");
+  check_single_document(text, file);
+  check_unique_keys(root, file);
   if (!root.IsMap()) parse_tree(root, file);  // the parser's own message for a document that is not a map
   apply_overrides(root, overrides, file);
   const std::string hash = description_hash(root);
@@ -528,6 +573,10 @@ void validate_levels(const Hierarchy& h) {
       reject(file, {}, "levels", "missing role '" + std::string(role_name(static_cast<Role>(r))) +
                                      "': the scheduling core needs a level for each of global, stage, operand_a, "
                                      "operand_b, accumulator, vector");
+  if (h.kind == TargetKind::Npu)
+    if (auto g = by_role.find(Role::Global); g != by_role.end() && !(g->second->shared_bandwidth_bytes_per_cycle > 0))
+      reject(file, g->second->mark, "level '" + g->second->name + "' shared_bandwidth_bytes_per_cycle",
+             "required for an NPU description (its cores share the global memory's bandwidth)");
 }
 
 void check_level_names(const Hierarchy& h, const Unit& u, const std::vector<std::string>& names, const char* key) {

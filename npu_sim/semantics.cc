@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "isa/base/error.h"
+#include "isa/base/float_minmax.h"
 #include "isa/base/f16.h"
 #include "isa/npu_footprint.h"
 
@@ -258,9 +259,9 @@ float float_op(Opcode op, float a, float b) {
     case Opcode::Vcmplt: return a < b ? 1.0f : 0.0f;
     case Opcode::Vcmple: return a <= b ? 1.0f : 0.0f;
     case Opcode::Vcmpeq: return a == b ? 1.0f : 0.0f;
-    case Opcode::Vmax: case Opcode::Vmaxs: return std::max(a, b);
-    case Opcode::Vmin: return std::min(a, b);
-    case Opcode::Vrelu: return a > 0.0f ? a : 0.0f;
+    case Opcode::Vmax: case Opcode::Vmaxs: return nan_max(a, b);
+    case Opcode::Vmin: return nan_min(a, b);
+    case Opcode::Vrelu: return nan_max(a, 0.0f);
     case Opcode::Vabs: return std::fabs(a);
     case Opcode::Vexp: return std::exp(a);
     case Opcode::Vln: return std::log(a);
@@ -420,7 +421,7 @@ void execute_reduce(const isa::NpuMachine& m, const IssuedInstruction& in, const
     if (dtype_is_float(t)) {
       float acc = sum ? 0.0f : -INFINITY;
       for (int64_t l = 0; l < n; ++l)
-        if (lane_enabled(m, in, l)) acc = sum ? acc + load_float(t, src.at(r, l)) : std::max(acc, load_float(t, src.at(r, l)));
+        if (lane_enabled(m, in, l)) acc = sum ? acc + load_float(t, src.at(r, l)) : nan_max(acc, load_float(t, src.at(r, l)));
       store_float(t, dst + r * dtype_bytes(t), acc);
     } else {
       int64_t acc = sum ? 0 : INT64_MIN;

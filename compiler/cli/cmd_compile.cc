@@ -3,6 +3,7 @@
 //                [--max-operations N] [--hierarchy FILE] -o OUT
 // Runs the polyhedral pipeline (compiler/pipeline.h). Target c writes C source; a hierarchy
 // description writes the kernel IR text (the NPU and CUDA emitters consume the kernel IR).
+#include <chrono>
 #include <fstream>
 #include <iostream>
 
@@ -84,6 +85,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--explain", *explain,
                 "the description's hash; GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
   cmd->callback([opts, explain, &ctx] {
+    const auto started = std::chrono::steady_clock::now();  // the reported time is the command's wall time
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
     auto c = compile(f, to_compile_options(opts->flags, f));
@@ -122,8 +124,8 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, &lines);
       std::cerr << lines;
     }
-    std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in "
-              << c->total_ms << " ms\n";
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in " << wall_ms << " ms\n";
     ctx.exit_code = 0;
   });
 }

@@ -2,12 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "npu_sim/report.h"
 
 namespace tessel::cli {
+
+// A progress line on stderr once pruning has run for more than 2 s, then every second.
+npu_sync::SyncProgress sync_progress() {
+  using clock = std::chrono::steady_clock;
+  auto started = std::make_shared<clock::time_point>(clock::now());
+  auto shown = std::make_shared<clock::time_point>(clock::now());
+  return [started, shown](int decided, int total) {
+    const auto now = clock::now();
+    if (now - *started < std::chrono::seconds(2) || (now - *shown < std::chrono::seconds(1) && decided < total)) return;
+    *shown = now;
+    std::cerr << fmt::format("tessel: pruning syncs: {}/{} candidate pairs decided ({:.1f} s)\n", decided, total,
+                             std::chrono::duration<double>(now - *started).count());
+  };
+}
 
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
@@ -15,7 +31,7 @@ NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   for (const auto& t : k.tensors)
     if (t.shape.empty()) c.scalars.insert(t.name);
   c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});
-  c.pruned = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1});
+  c.pruned = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1, sync_progress()});
   return c;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "isa/base/error.h"
+#include "isa/base/float_minmax.h"
 
 namespace tessel::emit_npu {
 namespace {
@@ -178,8 +179,8 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
         case ir::Op::Mul: r = x * y; break;
         case ir::Op::Div: r = x / y; break;
         case ir::Op::Mod: r = std::fmod(x, y); break;
-        case ir::Op::Min: r = std::min(x, y); break;
-        case ir::Op::Max: r = std::max(x, y); break;
+        case ir::Op::Min: r = nan_min(x, y); break;
+        case ir::Op::Max: r = nan_max(x, y); break;
         case ir::Op::Neg: r = -x; break;
         case ir::Op::Abs: r = std::fabs(x); break;
         case ir::Op::Exp: r = std::exp(x); break;

@@ -1,5 +1,7 @@
 #include "compiler/interp/interpreter.h"
 
+#include "isa/base/float_minmax.h"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -221,8 +223,6 @@ inline double fin(float r) {
   else return r;
 }
 
-inline double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
-inline double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 
 // Operands of the operator nodes (templates below derive from these, so a factory can fill them in).
 struct Binary : Node {
@@ -685,8 +685,8 @@ struct Runner {
     const DType t = type;
     if (dtype_is_float(type)) {
       switch (st.reduction) {
-        case ir::Reduction::Max: return fn(-std::numeric_limits<double>::infinity(), nan_max);
-        case ir::Reduction::Min: return fn(std::numeric_limits<double>::infinity(), nan_min);
+        case ir::Reduction::Max: return fn(-std::numeric_limits<double>::infinity(), nan_max<double>);
+        case ir::Reduction::Min: return fn(std::numeric_limits<double>::infinity(), nan_min<double>);
         default: break;
       }
       switch (type) {

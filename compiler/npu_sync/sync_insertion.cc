@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <limits>
 #include <map>
+#include <queue>
 #include <set>
 #include <tuple>
 
@@ -102,7 +104,7 @@ class SyncPass {
     std::vector<Pair> pairs = naive_pairs();
     if (options.mode == SyncMode::Pruned) {
       pairs = merge_adjacent(pairs);
-      pairs = drop_implied(pairs);
+      pairs = drop_implied(pairs, options.progress);
     }
     allocate_ids(pairs);
     if (std::any_of(pairs.begin(), pairs.end(), [](const Pair& p) { return p.barrier && !p.dropped; })) {
@@ -210,29 +212,66 @@ class SyncPass {
     }
   }
 
+  // Where a node sits among the nodes of its body that issue work on `pipe`: `gap` counts those
+  // before it; `on` says whether it is one. Two positions are adjacent on the pipe (pipe_between
+  // false) exactly when their classes meet: two others in one gap, a pipe node and the gaps on
+  // either side, or two neighbouring pipe nodes.
+  struct PipeClass {
+    int on = 0, gap = 0;
+    auto operator<=>(const PipeClass&) const = default;
+  };
+  PipeClass pipe_class(int body, int position, Pipe pipe) const {
+    const auto& prefix = pipe_prefix_[body + 1];
+    const int q = static_cast<int>(pipe);
+    return {prefix[position + 1][q] - prefix[position][q], prefix[position][q]};
+  }
+  static std::vector<PipeClass> adjacent_classes(PipeClass c) {
+    if (c.on) return {{0, c.gap}, {0, c.gap + 1}, {1, c.gap - 1}, {1, c.gap}, {1, c.gap + 1}};
+    return {{0, c.gap}, {1, c.gap - 1}, {1, c.gap}};
+  }
+
   // Merges pairs of one body, direction and pipe pair that share one end and whose other ends are
   // adjacent on their pipe: one set after the later source, one wait before the earlier sink. Such a
   // merge delays no instruction (the shared set or wait was already waited for).
   std::vector<Pair> merge_adjacent(const std::vector<Pair>& in) const {
-    // Candidates share an end: indexed by (body, carried, pipes, set node) and by (.., wait node),
-    // each an ordered set of positions in `out`, so a pair meets only those (first one wins, as in
-    // a scan of `out` in order); kept in step when a merge moves an end.
-    using Key = std::tuple<int, bool, int, int, int>;
+    // Candidates share an end and have the other end adjacent: indexed by (body, carried, pipes,
+    // shared node, class of the other end), each an ordered set of positions in `out`, so a pair
+    // meets only those (first one wins, as in a scan of `out` in order); kept in step when a merge
+    // moves an end.
+    using Key = std::tuple<int, bool, int, int, int, PipeClass>;
     std::map<Key, std::set<int>> by_set, by_wait;
-    auto key = [](const Pair& p, int node) { return Key{p.body, p.carried, int(p.src), int(p.dst), node}; };
+    auto set_key = [&](const Pair& p, PipeClass wait) { return Key{p.body, p.carried, int(p.src), int(p.dst), p.set_after, wait}; };
+    auto wait_key = [&](const Pair& p, PipeClass set) { return Key{p.body, p.carried, int(p.src), int(p.dst), p.wait_before, set}; };
+    auto wait_class = [&](const Pair& p) { return pipe_class(p.body, s_.position[p.wait_before], p.dst); };
+    auto set_class = [&](const Pair& p) { return pipe_class(p.body, s_.position[p.set_after], p.src); };
+    auto index = [&](const Pair& p, int qi, bool add) {
+      auto& a = by_set[set_key(p, wait_class(p))];
+      auto& b = by_wait[wait_key(p, set_class(p))];
+      if (add) {
+        a.insert(qi);
+        b.insert(qi);
+      } else {
+        a.erase(qi);
+        b.erase(qi);
+      }
+    };
     std::vector<Pair> out;
     for (const Pair& p : in) {
+      // Every candidate set, read in increasing order all at once (the first match ends the scan).
+      std::vector<std::pair<std::set<int>::const_iterator, std::set<int>::const_iterator>> sources;
+      for (PipeClass c : adjacent_classes(wait_class(p)))
+        if (auto it = by_set.find(set_key(p, c)); it != by_set.end()) sources.push_back({it->second.begin(), it->second.end()});
+      for (PipeClass c : adjacent_classes(set_class(p)))
+        if (auto it = by_wait.find(wait_key(p, c)); it != by_wait.end()) sources.push_back({it->second.begin(), it->second.end()});
       int merged = -1;
-      const std::set<int>* a = nullptr;
-      const std::set<int>* b = nullptr;
-      if (auto it = by_set.find(key(p, p.set_after)); it != by_set.end()) a = &it->second;
-      if (auto it = by_wait.find(key(p, p.wait_before)); it != by_wait.end()) b = &it->second;
-      std::vector<int> candidates;
-      if (a) candidates.insert(candidates.end(), a->begin(), a->end());
-      if (b) candidates.insert(candidates.end(), b->begin(), b->end());
-      std::sort(candidates.begin(), candidates.end());
-      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-      for (int qi : candidates) {
+      for (int previous = -1;;) {
+        int qi = std::numeric_limits<int>::max();
+        for (auto& [it, end] : sources) {
+          while (it != end && *it <= previous) ++it;
+          if (it != end) qi = std::min(qi, *it);
+        }
+        if (qi == std::numeric_limits<int>::max()) break;
+        previous = qi;
         Pair& q = out[qi];
         const int set_a = s_.position[q.set_after], set_b = s_.position[p.set_after];
         const int wait_a = s_.position[q.wait_before], wait_b = s_.position[p.wait_before];
@@ -241,20 +280,17 @@ class SyncPass {
         const int set_after = set_a >= set_b ? q.set_after : p.set_after;
         const int wait_before = wait_a <= wait_b ? q.wait_before : p.wait_before;
         if (!p.carried && s_.position[set_after] >= s_.position[wait_before]) continue;
-        by_set[key(q, q.set_after)].erase(qi);
-        by_wait[key(q, q.wait_before)].erase(qi);
+        index(q, qi, false);
         q.set_after = set_after;
         q.wait_before = wait_before;
-        by_set[key(q, q.set_after)].insert(qi);
-        by_wait[key(q, q.wait_before)].insert(qi);
+        index(q, qi, true);
         merged = qi;
         break;
       }
       if (merged >= 0) continue;
       const int qi = static_cast<int>(out.size());
       out.push_back(p);
-      by_set[key(p, p.set_after)].insert(qi);
-      by_wait[key(p, p.wait_before)].insert(qi);
+      index(p, qi, true);
     }
     return out;
   }
@@ -355,128 +391,220 @@ class SyncPass {
     for (int q = 0; q < npu::kPipeCount; ++q) a[q] = std::max(a[q], b[q]);
   }
 
-  // Checks whether every dependence is ordered when a subset of the pairs is placed: each instance
-  // of one end is reached from the most recent earlier instance of the other end. Checked as the
-  // walk goes (at each instance, against the latest instance of every instruction it conflicts
-  // with), stopping at the first violation. The pairs are placed once; a check leaves out those
-  // marked in `skip` (the others keep their relative order); buffers are reused between checks.
+  // Checks whether every dependence stays ordered when a run of pairs is taken out of those still
+  // placed. The happens-before relation of the placed pairs (loops unrolled as above) is laid out
+  // once as a trace of events (instruction instances and sync instances, a fixed sequence number
+  // each: its index), and the vector clock after every event of the committed placement is kept.
+  // Leaving pairs out changes clocks only from their first event on, and only until the clocks
+  // agree with the committed ones again (every pipe's latest clock equal, and no set whose clock
+  // changed still waiting for its wait): a check walks from the last instruction before the run's
+  // first event (whose pipe clocks are kept as a snapshot), jumps over the stretches where it
+  // agrees, and stops at the first instance of an instruction that is no longer reached from the
+  // latest earlier instance of an instruction it conflicts with. Same answers as walking the whole
+  // program per check, at a cost near the stretch the run disturbs.
   class Checker {
    public:
     Checker(const SyncPass& pass, const std::vector<Pair>& pairs)
         : pass_(pass), pairs_(pairs), pl_(pass.place(pairs, std::vector<char>(pairs.size(), 0))),
-          sets_(pairs.size()), waited_(pairs.size(), 0), latest_(pass.p_.code.size(), -1),
-          partners_(pass.p_.code.size()) {
+          events_of_(pairs.size()), skip_(pairs.size(), 0), latest_(pass.p_.code.size(), -1),
+          partners_(pass.p_.code.size()), open_(pairs.size()), open_head_(pairs.size(), 0) {
       for (const auto& d : pass.deps_) {
         partners_[d.first].push_back(d.second);
         partners_[d.second].push_back(d.first);
       }
+      // The final pipe_barrier ALL orders nothing after it: not traced.
+      trace(0, static_cast<int>(pass_.p_.code.size()) - 1);
+      const int n = static_cast<int>(events_.size());
+      Clock unknown;
+      unknown.fill(std::numeric_limits<int>::min());  // differs from every clock: the first walk visits all
+      base_.assign(n, unknown);
+      overlay_.assign(n, unknown);
+      changed_.assign(n, 0);
+      snapshots_.resize(anchors_.size());
     }
 
-    bool all_ordered(const std::vector<char>& skip) {
-      skip_ = &skip;
-      seq_ = 0;
-      violated_ = false;
-      Clock none;
-      none.fill(-1);
-      last_.fill(none);
-      for (auto& v : sets_) v.clear();
-      std::fill(waited_.begin(), waited_.end(), 0);
-      std::fill(latest_.begin(), latest_.end(), -1);
-      // The final pipe_barrier ALL orders nothing after it: not walked.
-      walk(0, static_cast<int>(pass_.p_.code.size()) - 1);
-      return !violated_;
+    // Whether the placement, every pair in place: the first walk, which also records the clocks.
+    bool all_ordered() {
+      ++epoch_;
+      return walk({}, true, true);
     }
 
-    // Takes pair i out of the placement for good (a removal that a check accepted): later checks
-    // do not walk over its instructions at all.
-    void drop(int i) {
-      const Pair& pr = pairs_[i];
-      auto erase = [&](std::vector<int>& codes) {
-        std::erase_if(codes, [&](int code) { return code / 4 == i; });
-      };
-      erase(pl_.before[pr.wait_before]);
-      if (pr.set_after >= 0) erase(pl_.after[pr.set_after]);
-      if (pr.carried) {
-        erase(pl_.before[pr.body]);
-        erase(pl_.after[pr.body]);
+    // Whether the placed pairs without `run` order every dependence.
+    bool removable(const std::vector<int>& run) {
+      ++epoch_;
+      for (int i : run) skip_[i] = epoch_;
+      return walk(starts(run), false, false);
+    }
+
+    // Takes `run` out for good (a run that `removable` accepted); the kept clocks follow.
+    void commit(const std::vector<int>& run) {
+      ++epoch_;
+      for (int i : run) skip_[i] = epoch_;
+      TESSEL_CHECK(walk(starts(run), true, false), "sync pass: a removal the check accepted breaks an ordering");
+      for (int i : run) {
+        skip_[i] = kGone;
+        events_of_[i].clear();
       }
     }
 
    private:
-    void syncs(const std::vector<int>& codes) {
-      if (violated_) return;
+    enum Kind : uint8_t { Instr, Set, Wait };
+    struct Event {
+      Kind kind = Instr;
+      int8_t pipe = 0;
+      int pair = -1;    // syncs: the pair
+      int match = -1;   // waits: the set event it waits for (first in, first out per pair)
+      int anchor = -1;  // instructions: index in anchors_
+      Clock need{};     // instructions: per pipe, the latest earlier instance of a conflicting instruction (-1: none)
+    };
+    static constexpr int kGone = -1;  // skip_ of a committed removal
+
+    void add_syncs(const std::vector<int>& codes) {
       for (int code : codes) {
         const int i = code / 4, kind = code % 4;
-        if ((*skip_)[i]) continue;
         const Pair& pr = pairs_[i];
-        const int v = seq_++;
-        if (pr.barrier) {
-          Clock c = last_[0];
-          for (int q = 1; q < npu::kPipeCount; ++q) join(c, last_[q]);
-          last_.fill(c);
-          continue;
-        }
+        TESSEL_CHECK(!pr.barrier, "sync pass: barriers are placed after pruning");
         const bool set = kind == 0 || kind == 2;
-        const int pipe = static_cast<int>(set ? pr.src : pr.dst);
-        Clock c = last_[pipe];
-        if (!set) {
-          TESSEL_CHECK(waited_[i] < sets_[i].size(), "sync pass: a wait_flag precedes its set_flag (pair placement)");
-          join(c, sets_[i][waited_[i]++]);
+        Event ev;
+        ev.kind = set ? Set : Wait;
+        ev.pipe = static_cast<int8_t>(set ? pr.src : pr.dst);
+        ev.pair = i;
+        const int index = static_cast<int>(events_.size());
+        if (set) {
+          open_[i].push_back(index);
+        } else {
+          TESSEL_CHECK(open_head_[i] < open_[i].size(), "sync pass: a wait_flag precedes its set_flag (pair placement)");
+          ev.match = open_[i][open_head_[i]++];
         }
-        c[pipe] = v;
-        last_[pipe] = c;
-        if (set) sets_[i].push_back(c);
+        events_of_[i].push_back(index);
+        events_.push_back(ev);
       }
     }
 
-    void walk(int begin, int end) {
-      for (int pc = begin; pc < end && !violated_; ++pc) {
+    void trace(int begin, int end) {
+      for (int pc = begin; pc < end; ++pc) {
         if (pass_.p_.code[pc].opcode == Opcode::Loop) {
           const int loop = pc;
-          syncs(pl_.before[loop]);
-          for (int t = 0; t < pass_.times_[loop]; ++t) walk(loop + 1, pass_.s_.partner[loop]);
-          syncs(pl_.after[loop]);
+          add_syncs(pl_.before[loop]);
+          for (int t = 0; t < pass_.times_[loop]; ++t) trace(loop + 1, pass_.s_.partner[loop]);
+          add_syncs(pl_.after[loop]);
           pc = pass_.s_.partner[loop];
           continue;
         }
-        syncs(pl_.before[pc]);
-        const int pipe = pass_.pipe_[pc];
-        if (pipe >= 0) {
-          Clock& c = last_[pipe];
-          c[pipe] = seq_;
+        add_syncs(pl_.before[pc]);
+        if (const int pipe = pass_.pipe_[pc]; pipe >= 0) {
+          Event ev;
+          ev.pipe = static_cast<int8_t>(pipe);
+          ev.need.fill(-1);
           for (int other : partners_[pc]) {
-            const int e = latest_[other];  // the latest instance of `other` so far
-            if (e >= 0 && c[pass_.pipe_[other]] < e) {
-              violated_ = true;
-              return;
-            }
+            int& need = ev.need[pass_.pipe_[other]];
+            need = std::max(need, latest_[other]);
           }
-          latest_[pc] = seq_++;
+          const int index = static_cast<int>(events_.size());
+          ev.anchor = static_cast<int>(anchors_.size());
+          anchors_.push_back(index);
+          latest_[pc] = index;
+          events_.push_back(ev);
         }
-        syncs(pl_.after[pc]);
+        add_syncs(pl_.after[pc]);
       }
+    }
+
+    std::vector<int> starts(const std::vector<int>& run) const {
+      std::vector<int> s;
+      for (int i : run) s.insert(s.end(), events_of_[i].begin(), events_of_[i].end());
+      std::sort(s.begin(), s.end());
+      return s;
+    }
+
+    // Walks the trace with the pairs marked in skip_ for this epoch left out, from the start
+    // (`full`) or around `starts`; `commit`: the walked clocks become the kept ones.
+    bool walk(const std::vector<int>& starts, bool commit, bool full) {
+      const int n = static_cast<int>(events_.size());
+      std::array<Clock, npu::kPipeCount> last;
+      Clock none;
+      none.fill(-1);
+      last.fill(none);
+      std::array<bool, npu::kPipeCount> diff{};
+      int dirty = 0;  // sets whose clock changed and whose wait is still ahead
+      size_t next = 0;
+      int e = full ? 0 : -1;
+      int resume = -1;  // the last instruction event at or before starts[next] (-1: none)
+      size_t resume_for = starts.size();
+      while (e < n) {
+        if (!full && dirty == 0 && std::none_of(diff.begin(), diff.end(), [](bool d) { return d; })) {
+          while (next < starts.size() && starts[next] < e) ++next;
+          if (next == starts.size()) return true;  // agrees with the kept clocks from here on
+          if (resume_for != next) {
+            auto it = std::upper_bound(anchors_.begin(), anchors_.end(), starts[next]);
+            resume = it == anchors_.begin() ? -1 : *std::prev(it);
+            resume_for = next;
+          }
+          if (resume > e) {
+            e = resume;
+            last = snapshots_[events_[resume].anchor];
+          }
+          if (e < 0) e = 0;  // no instruction before: from the start, every clock -1
+        }
+        const Event& ev = events_[e];
+        const int index = e++;
+        if (ev.anchor >= 0 && commit) snapshots_[ev.anchor] = last;
+        if (ev.pair >= 0 && skip_[ev.pair] != 0) {
+          if (skip_[ev.pair] == epoch_) diff[ev.pipe] = true;  // left out now: the kept clock had it
+          if (skip_[ev.pair] == epoch_ || skip_[ev.pair] == kGone) continue;
+        }
+        Clock c = last[ev.pipe];
+        if (ev.kind == Wait) {
+          if (changed_[ev.match] == epoch_) {
+            join(c, overlay_[ev.match]);
+            --dirty;
+          } else {
+            join(c, base_[ev.match]);
+          }
+        }
+        c[ev.pipe] = index;
+        if (ev.kind == Instr)
+          for (int q = 0; q < npu::kPipeCount; ++q)
+            if (c[q] < ev.need[q]) return false;
+        const bool differs = c != base_[index];
+        diff[ev.pipe] = differs;
+        if (ev.kind == Set && differs) {
+          changed_[index] = epoch_;
+          overlay_[index] = c;
+          ++dirty;
+        }
+        if (commit) base_[index] = c;
+        last[ev.pipe] = c;
+      }
+      return true;
     }
 
     const SyncPass& pass_;
     const std::vector<Pair>& pairs_;
     Placement pl_;
-    const std::vector<char>* skip_ = nullptr;
-    std::array<Clock, npu::kPipeCount> last_{};  // per pipe: the clock of its latest event
-    std::vector<std::vector<Clock>> sets_;      // per pair: clocks of its set events in order
-    std::vector<size_t> waited_;                // per pair: sets already matched by a wait
-    std::vector<int> latest_;                   // per pc: sequence number of its latest instance, -1: none yet
-    std::vector<std::vector<int>> partners_;    // per pc: the pcs it has a dependence with
-    int seq_ = 0;
-    bool violated_ = false;
+    std::vector<Event> events_;
+    std::vector<std::vector<int>> events_of_;  // per pair: its events
+    std::vector<int> anchors_;                 // events of instructions, in order
+    std::vector<std::array<Clock, npu::kPipeCount>> snapshots_;  // per anchor: every pipe's kept clock before it
+    std::vector<Clock> base_;     // per event: the kept clock after it
+    std::vector<Clock> overlay_;  // per set event: its clock in the walk of this epoch, where it changed
+    std::vector<int> changed_;    // per set event: the epoch whose walk changed its clock
+    std::vector<int> skip_;       // per pair: epoch that leaves it out, or kGone
+    int epoch_ = 0;
+    // Only while tracing:
+    std::vector<int> latest_;                  // per pc: its latest instance so far, -1: none yet
+    std::vector<std::vector<int>> partners_;   // per pc: the pcs it has a dependence with
+    std::vector<std::vector<int>> open_;       // per pair: its set events
+    std::vector<size_t> open_head_;            // per pair: sets already matched by a wait
   };
 
   int depth(int body) const { return body == -1 ? 0 : static_cast<int>(s_.chain[body].size()) + 1; }
 
   // Drops every pair whose orderings the remaining pairs imply, innermost and carried pairs first.
-  std::vector<Pair> drop_implied(std::vector<Pair> pairs) const {
+  std::vector<Pair> drop_implied(std::vector<Pair> pairs, const SyncProgress& progress) const {
     Checker checker(*this, pairs);
     std::vector<char> removed(pairs.size(), 0);
-    TESSEL_CHECK(checker.all_ordered(removed), "sync pass: the merged pairs do not order every dependence");
+    TESSEL_CHECK(checker.all_ordered(), "sync pass: the merged pairs do not order every dependence");
     std::vector<int> order(pairs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -489,13 +617,10 @@ class SyncPass {
     // such run by galloping then bisection (the same decisions as candidate by candidate, with
     // O(log run) checks per run; most candidates go in long runs).
     const int n = static_cast<int>(order.size());
-    auto run_goes = [&](int from, int len) {  // whether order[from, from + len) can all go
-      for (int j = from; j < from + len; ++j) removed[order[j]] = 1;
-      const bool ok = checker.all_ordered(removed);
-      for (int j = from; j < from + len; ++j) removed[order[j]] = 0;
-      return ok;
-    };
+    auto run = [&](int from, int len) { return std::vector<int>(order.begin() + from, order.begin() + from + len); };
+    auto run_goes = [&](int from, int len) { return checker.removable(run(from, len)); };
     for (int i = 0; i < n;) {
+      if (progress) progress(i, n);
       int good = 0, bad = n - i + 1;  // run lengths known to pass / to fail (n - i + 1: past the end)
       for (int len = 1; len <= n - i; len *= 2) {
         if (run_goes(i, len)) {
@@ -509,13 +634,12 @@ class SyncPass {
         const int mid = good + (bad - good) / 2;
         if (run_goes(i, mid)) good = mid; else bad = mid;
       }
-      for (int j = i; j < i + good; ++j) {
-        removed[order[j]] = 1;
-        checker.drop(order[j]);
-      }
+      for (int j = i; j < i + good; ++j) removed[order[j]] = 1;
+      if (good > 0) checker.commit(run(i, good));
       // the candidate after the run stays (with the run gone, removing it too fails)
       i += good + (i + good < n ? 1 : 0);
     }
+    if (progress) progress(n, n);
     std::vector<Pair> kept;
     for (size_t i = 0; i < pairs.size(); ++i)
       if (!removed[i]) kept.push_back(pairs[i]);
@@ -524,19 +648,21 @@ class SyncPass {
 
   std::vector<Pair> merge_carried(const std::vector<Pair>& in) const {
     std::vector<Pair> out;
+    std::map<std::tuple<int, Pipe, Pipe>, size_t> first_carried;  // (loop, pipes) -> its carried pair in `out`
     for (Pair p : in) {
       if (p.dropped) continue;
       p.barrier = false;
       p.id = 0;
-      bool merged = false;
-      for (Pair& q : out)
-        if (p.carried && q.carried && q.body == p.body && q.src == p.src && q.dst == p.dst) {
+      if (p.carried) {
+        const auto [it, fresh] = first_carried.try_emplace({p.body, p.src, p.dst}, out.size());
+        if (!fresh) {
+          Pair& q = out[it->second];
           if (s_.position[p.set_after] > s_.position[q.set_after]) q.set_after = p.set_after;
           if (s_.position[p.wait_before] < s_.position[q.wait_before]) q.wait_before = p.wait_before;
-          merged = true;
-          break;
+          continue;
         }
-      if (!merged) out.push_back(p);
+      }
+      out.push_back(p);
     }
     return out;
   }
@@ -550,19 +676,35 @@ class SyncPass {
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return l.first[a] < l.first[b]; });
     std::map<std::pair<Pipe, Pipe>, std::vector<std::vector<int>>> colours;  // per pipe pair: per id: pairs
+    // What the live pairs of each id have in common, kept as pairs come and go: `first` only grows
+    // along `order`, so a pair no longer live stays so (expired from a heap by `last`).
+    struct LiveSet {
+      std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> by_last;  // (last, pair)
+      int carried = 0;
+      std::map<int, int> bodies;  // body -> live pairs
+      std::multiset<int> lasts;
+    };
+    std::map<std::pair<Pipe, Pipe>, std::vector<LiveSet>> live;
     for (int i : order) {
       Pair& pr = pairs[i];
       auto& ids = colours[{pr.src, pr.dst}];
       ids.resize(ids_per_pair_);
+      auto& live_ids = live[{pr.src, pr.dst}];
+      live_ids.resize(ids_per_pair_);
       int chosen = -1;
       for (int id = 0; id < ids_per_pair_ && chosen < 0; ++id) {
-        bool ok = true;
-        for (int j : ids[id]) {
-          if (l.last[j] < l.first[i]) continue;  // no longer live
-          const Pair& q = pairs[j];
-          const bool fifo = !q.carried && !pr.carried && q.body == pr.body && l.first[j] < l.first[i] && l.last[j] < l.last[i];
-          if (!fifo) ok = false;
+        LiveSet& ls = live_ids[id];
+        while (!ls.by_last.empty() && ls.by_last.top().first < l.first[i]) {  // no longer live
+          const int j = ls.by_last.top().second;
+          ls.by_last.pop();
+          ls.carried -= pairs[j].carried;
+          if (--ls.bodies[pairs[j].body] == 0) ls.bodies.erase(pairs[j].body);
+          ls.lasts.erase(ls.lasts.find(l.last[j]));
         }
+        // Every live pair must be a forward pair of this body set and waited before this one's.
+        const bool ok = ls.by_last.empty() ||
+                        (!pr.carried && ls.carried == 0 && ls.bodies.size() == 1 && ls.bodies.begin()->first == pr.body &&
+                         *ls.lasts.rbegin() < l.last[i]);
         if (ok) chosen = id;
       }
       if (chosen < 0 && pr.carried) {
@@ -586,6 +728,11 @@ class SyncPass {
       }
       pr.id = chosen;
       ids[chosen].push_back(i);
+      LiveSet& ls = live_ids[chosen];
+      ls.by_last.push({l.last[i], i});
+      ls.carried += pr.carried;
+      ++ls.bodies[pr.body];
+      ls.lasts.insert(l.last[i]);
     }
   }
 

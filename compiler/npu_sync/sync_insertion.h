@@ -14,14 +14,18 @@
 //           pipes are merged into one, (2) every pair whose ordering is already implied by other
 //           pairs, same-pipe order or barriers is dropped (reachability in the happens-before order
 //           of the program with every loop unrolled twice; every pipe is a chain, so one vector clock
-//           per dynamic instance answers it: linear per check, no transitive closure over all pairs;
-//           greedily in a fixed order, runs of removable pairs found by galloping + bisection since
-//           removal is monotone).
+//           per dynamic instance answers it, no transitive closure over all pairs; the clocks of the
+//           kept pairs are stored, so a check walks only the stretch a removal disturbs, until the
+//           clocks agree again; greedily in a fixed order, runs of removable pairs found by
+//           galloping + bisection since removal is monotone). Merge candidates are indexed by the
+//           shared end and the other end's place among its pipe's nodes, so each pair meets only
+//           adjacent ones: 256^3 GEMM in 16x16x16 operand tiles (~180k naive pairs) in ~3 s.
 // Both then allocate event ids per pipe pair within `sync.event_ids_per_pipe_pair` of the
 // description by liveness (interval colouring; pairs may share an id when their sets and waits are
 // in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,9 +38,13 @@ enum class SyncMode { Naive, Pruned };
 SyncMode parse_sync_mode(const std::string& text);  // "naive" | "pruned"; UserError otherwise
 const char* sync_mode_name(SyncMode m);
 
+// Called now and then while pruning: (candidate pairs decided, candidate pairs in all).
+using SyncProgress = std::function<void(int decided, int total)>;
+
 struct SyncOptions {
   SyncMode mode = SyncMode::Pruned;
   int omit_pair = -1;  // >= 0: leave out that pair (mutation tests: the race detector must fire)
+  SyncProgress progress = nullptr;
 };
 
 struct SyncResult {

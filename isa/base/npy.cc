@@ -60,6 +60,15 @@ NpyArray read_npy(const std::string& path) {
   in.read(header.data(), header_len);
   if (static_cast<uint32_t>(in.gcount()) != header_len) throw UserError(path + ": truncated .npy header");
 
+  // The header is one Python dict literal padded with spaces and a newline: nothing else around it.
+  const size_t first = header.find_first_not_of(' '), last = header.find_last_not_of(" \n");
+  if (first == std::string::npos || header[first] != '{' || header[last] != '}')
+    throw UserError(path + ": .npy header is not a dictionary ({...}) padded with spaces" +
+                    (last != std::string::npos && header.rfind('}') != std::string::npos && header.rfind('}') < last
+                         ? ": '" + header.substr(header.rfind('}') + 1, std::min<size_t>(20, last - header.rfind('}'))) +
+                               "' follows the closing brace"
+                         : std::string()));
+
   NpyArray array;
   std::smatch m;
   const std::string descr_part = dict_value(header, "descr", path);
@@ -89,13 +98,22 @@ NpyArray read_npy(const std::string& path) {
       throw UserError(path + ": bad dimension '" + dim + "' in .npy shape");
     }
   }
-  const int64_t bytes = array.element_count() * dtype_bytes(array.dtype);
-  if (bytes > (int64_t{1} << 36)) throw UserError(path + ": .npy array is too large");
+  int64_t bytes = dtype_bytes(array.dtype);
+  for (int64_t d : array.shape)
+    if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > (int64_t{1} << 36))
+      throw UserError(path + ": .npy array of shape " + array.shape_string() + " is too large (over 2^36 bytes)");
   array.data.resize(static_cast<size_t>(bytes));
   in.read(reinterpret_cast<char*>(array.data.data()), bytes);
   if (in.gcount() != bytes)
     throw UserError(path + ": truncated .npy data: expected " + std::to_string(bytes) + " bytes for shape " +
                     array.shape_string());
+  if (in.peek() != std::char_traits<char>::eof()) {
+    const std::streamoff at = in.tellg();
+    in.seekg(0, std::ios::end);
+    throw UserError(path + ": " + std::to_string(static_cast<int64_t>(in.tellg() - at)) +
+                    " bytes after the data of shape " + array.shape_string() + " (" + std::to_string(bytes) +
+                    " bytes); the file holds more than its header says");
+  }
   return array;
 }
 

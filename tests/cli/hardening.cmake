@@ -57,3 +57,38 @@ expect_exit(emit_scratch_past_gm 1 "kernel matmul: tensor 'A_padded' (scratch, 4
             compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-8k-gm.yaml --shape M=40,N=24,K=33 -o /dev/null)
 expect_exit(shape_fits_not_with_others 1 "--shape: tensor 'B' (f16 33 x 24) needs 1584 bytes; with the tensors before it the program needs 4224 bytes of global memory, but GM of davinci-910 holds 4096 bytes"
             compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-4k-gm.yaml --shape M=40,N=24,K=33)
+
+# 5. many small operand tiles (256^3 in 16x16x16 operand tiles: ~180k naive sync pairs) compile in
+# seconds with the same pruned program as before (sync counts), and the time printed is the wall time
+add_test(NAME cli.hardening.compile_many_small_tiles
+  COMMAND ${T} compile ${SRC}/workloads/matmul.tsl --target ${D} --shape M=256,N=256,K=256
+          --tile m=128/16,n=128/16,k=64/16 -o ${CMAKE_CURRENT_BINARY_DIR}/many_small_tiles.npu)
+set_tests_properties(cli.hardening.compile_many_small_tiles PROPERTIES TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "4902 instructions \\(2451 pairs, 0 barrier fall-backs\\); naive 364344 -> pruned 4902\ntessel compile: matmul \\(m=128/16,n=128/16,k=64/16\\) compiled in [0-9.]+ ms")
+
+# 14. NaN semantics: min/max propagate NaN (IEEE maximum/minimum) in the interpreter, the C target and
+# the NPU simulator alike; `run` compares every output element with the interpreter's (NaN matches NaN)
+# on inputs holding NaN and infinities, so a target that drops a NaN fails (exit 1, MISMATCH)
+foreach(def minsqrt rowmax rowmin relu)
+  foreach(target c davinci)
+    set(tgt ${target})
+    if(target STREQUAL "davinci")
+      set(tgt ${D})
+    endif()
+    add_test(NAME cli.hardening.nan_${def}_${target}
+      COMMAND ${T} run ${SRC}/tests/cli/nan/nan.tsl --def ${def} --target ${tgt} --shape M=4,N=512
+              --input X=${SRC}/tests/cli/nan/x.npy)
+    set_tests_properties(cli.hardening.nan_${def}_${target} PROPERTIES PASS_REGULAR_EXPRESSION "${def} on (c|npu) .*: verified")
+  endforeach()
+endforeach()
+add_test(NAME cli.hardening.nan_rowmax16_davinci
+  COMMAND ${T} run ${SRC}/tests/cli/nan/nan.tsl --def rowmax16 --target ${D} --shape M=4,N=512 --input X=${SRC}/tests/cli/nan/x16.npy)
+set_tests_properties(cli.hardening.nan_rowmax16_davinci PROPERTIES PASS_REGULAR_EXPRESSION "rowmax16 on npu .*: verified")
+# the interpreter's own values: NaN where an operand is NaN
+add_test(NAME cli.hardening.nan_interpreter_values
+  COMMAND ${CMAKE_COMMAND} -DT=${T} -DSRC=${SRC} -DOUT=${CMAKE_CURRENT_BINARY_DIR}/nan_rowmax.npy
+          -P ${SRC}/tests/cli/nan/eval_rowmax.cmake)
+
+# 13. a .tensor whose size wraps: exit 1 naming the line
+expect_exit(sim_tensor_wrap 1 "tensor_wrap.npu:1:1: tensor 'A' needs more than 9223372036854775807 bytes; its size overflows"
+            sim ${NPU}/tensor_wrap.npu --target ${D})

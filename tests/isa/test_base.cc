@@ -82,3 +82,29 @@ TEST_CASE("malformed .npy files are user errors naming the file") {
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
   CHECK_THROWS_WITH_AS(read_npy(path), doctest::Contains("truncated .npy data: expected 16 bytes for shape [4]"), UserError);
 }
+
+TEST_CASE(".npy: bytes after the data and characters after the header's dictionary are errors (issue 17 item 13)") {
+  const std::string path = (std::filesystem::temp_directory_path() / ("tessel_test_npy_" + std::to_string(::getpid()) + ".npy")).string();
+  NpyArray a;
+  a.dtype = DType::F32;
+  a.shape = {2, 3};
+  a.data.resize(24);
+  write_npy(path, a);
+  CHECK(read_npy(path).shape == std::vector<int64_t>{2, 3});  // the clean file reads
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << "xtra";
+  }
+  CHECK_THROWS_WITH_AS(read_npy(path), doctest::Contains("4 bytes after the data of shape [2, 3] (24 bytes)"), UserError);
+  write_npy(path, a);
+  {
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    std::string bytes((std::istreambuf_iterator<char>(io)), {});
+    const size_t brace = bytes.find('}');
+    io.seekp(static_cast<std::streamoff>(brace + 1));
+    io << "zz";  // over the padding: the header length stays right
+  }
+  CHECK_THROWS_WITH_AS(read_npy(path), doctest::Contains(".npy header is not a dictionary ({...}) padded with spaces: 'zz' follows the closing brace"),
+                       UserError);
+  std::filesystem::remove(path);
+}

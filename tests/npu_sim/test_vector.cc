@@ -380,3 +380,45 @@ pipe_barrier ALL
   }();
   CHECK(odd.find("inner must be even") != std::string::npos);
 }
+
+TEST_CASE("NaN propagates through vmax, vmin, vmaxs, vrelu and vcmax (compiler/README.md: IEEE maximum/minimum)") {
+  const npu::Program p = npu::assemble_program(R"(
+.tensor X f32 [64] at GM+0 in
+.tensor O f32 [5, 64] at GM+256 out
+dma_in UB[0], GM[0], 1, 256, 0, 0
+set_flag MTE2, V, 0
+wait_flag MTE2, V, 0
+vdup f32, UB[256], 0.0, 1, 1, 8
+vmax f32, UB[512], UB[0], UB[256], 1, 1, 1, 1, 8, 8, 8      # row 0: max(X, 0)
+vmin f32, UB[768], UB[256], UB[0], 1, 1, 1, 1, 8, 8, 8      # row 1: min(0, X)
+vmaxs f32, UB[1024], UB[0], 0.0, 1, 1, 1, 8, 8              # row 2: max(X, 0) with a scalar
+vrelu f32, UB[1280], UB[0], 1, 1, 1, 8, 8                   # row 3: relu(X)
+vcmax f32, UB[1536], UB[0], 1, 1, 8                         # row 4 [0]: max over X
+vcmax f32, UB[1568], UB[32], 1, 1, 8                        # row 4 [8]: max over X[8..64) and eight zeros
+set_flag V, MTE3, 0
+wait_flag V, MTE3, 0
+dma_out GM[256], UB[512], 1, 1280, 0, 0
+pipe_barrier ALL
+)",
+                                               "nan.npu");
+  NpyArray x;
+  x.dtype = DType::F32;
+  x.shape = {64};
+  x.data.resize(256);
+  for (int l = 0; l < 64; ++l) {
+    const float v = l == 3 ? NAN : l == 4 ? -INFINITY : float(l) - 20.0f;
+    std::memcpy(x.data.data() + 4 * l, &v, 4);
+  }
+  const SimResult r = simulate(p, davinci(), {{"X", x}});
+  const NpyArray o = r.tensor(p, "O");
+  auto out = [&](int row, int lane) { return f32_at(o, row * 64 + lane); };
+  for (int row = 0; row < 4; ++row) {
+    CAPTURE(row);
+    CHECK(std::isnan(out(row, 3)));       // NaN in, NaN out, whichever operand it is
+    CHECK(out(row, 0) == (row == 1 ? -20.0f : 0.0f));
+    CHECK(out(row, 30) == (row == 1 ? 0.0f : 10.0f));
+    CHECK(out(row, 4) == (row == 1 ? -INFINITY : 0.0f));
+  }
+  CHECK(std::isnan(out(4, 0)));  // a NaN lane makes the reduction NaN, not the largest number (43)
+  CHECK(out(4, 8) == 43.0f);     // without the NaN lane: the largest
+}
