@@ -114,6 +114,13 @@ constexpr uint64_t kMaxCount = 4096;
 constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
 constexpr uint64_t kMaxCores = 4096;
 
+// Energies (pJ): above these a number is a unit slip (nJ for pJ, per bit for per byte); the largest
+// published figures (off-chip DRAM at ~320 pJ per byte at 45 nm, Horowitz ISSCC 2014) sit well below.
+constexpr double kMaxEnergyPerByte = 1000;         // level reads/writes, copy engines
+constexpr double kMaxEnergyPerMac = 100;
+constexpr double kMaxEnergyPerRepeat = 100000;
+constexpr double kMaxEnergyPerInstruction = 10000;
+
 uint64_t capacity_limit(Role role) { return role == Role::Global ? kMaxGlobalBytes : kMaxOnChipBytes; }
 
 class Fields {
@@ -193,6 +200,17 @@ class Fields {
     return scalar_of<double>(v, key);
   }
 
+  // An energy in pJ: positive and at most `max` (absent: nullopt; whether it is required is the
+  // validator's business, which knows the target kind).
+  std::optional<double> energy(const std::string& key, double max) {
+    YAML::Node v = get(key, false);
+    if (!v) return std::nullopt;
+    const double x = scalar_of<double>(v, key);
+    if (!(x > 0) || x > max)
+      fail(v, key_path(key), "got " + v.Scalar() + " pJ, outside the plausible range (0, " + fmt_number(max) + "]");
+    return x;
+  }
+
   std::vector<std::string> names(const std::string& key) {
     YAML::Node v = get(key, false);
     std::vector<std::string> out;
@@ -232,6 +250,12 @@ class Fields {
     }
   }
 
+  static std::string fmt_number(double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  }
+
   template <typename T>
   static std::string type_word() {
     if constexpr (std::is_same_v<T, std::string>) return "text";
@@ -264,7 +288,8 @@ YAML::Node sequence(Fields& f, const std::string& key, bool required) {
 Level parse_level(const YAML::Node& node, const std::string& where, const std::string& file) {
   Fields f(node, where, file,
            {"name", "role", "capacity_bytes", "alignment_bytes", "granularity_bytes", "layout", "banks",
-            "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles", "write_latency_cycles"});
+            "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles", "write_latency_cycles",
+            "read_energy_pj_per_byte", "write_energy_pj_per_byte"});
   Level l;
   l.mark = f.mark();
   l.name = f.scalar<std::string>("name", true);
@@ -283,11 +308,13 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
   l.shared_bandwidth_bytes_per_cycle = f.number("shared_bandwidth_bytes_per_cycle", false);
   l.read_latency_cycles = f.count<uint32_t>("read_latency_cycles", false, 0, kMaxCycles);
   l.write_latency_cycles = f.count<uint32_t>("write_latency_cycles", false, 0, kMaxCycles);
+  l.read_energy_pj_per_byte = f.energy("read_energy_pj_per_byte", kMaxEnergyPerByte);
+  l.write_energy_pj_per_byte = f.energy("write_energy_pj_per_byte", kMaxEnergyPerByte);
   return l;
 }
 
 MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const std::string& file) {
-  Fields f(node, where, file, {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch"});
+  Fields f(node, where, file, {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch", "energy_pj_per_mac"});
   MatrixShape s;
   s.mark = f.mark();
   auto dim = [&](const char* key) {
@@ -305,13 +332,15 @@ MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const 
   s.acc = f.dtype("acc", true, DType::F32);
   s.cycles = f.count<uint32_t>("cycles", false, 1, kMaxCycles);
   s.min_arch = f.scalar<std::string>("min_arch", false);
+  s.energy_pj_per_mac = f.energy("energy_pj_per_mac", kMaxEnergyPerMac);
   return s;
 }
 
 Unit parse_unit(const YAML::Node& node, const std::string& where, const std::string& file) {
   Fields f(node, where, file,
            {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat", "max_repeat",
-            "mask_bits", "startup_cycles", "count"});
+            "mask_bits", "startup_cycles", "count", "energy_pj_per_repeat", "energy_pj_per_instruction",
+            "energy_pj_per_byte"});
   Unit u;
   u.mark = f.mark();
   u.name = f.scalar<std::string>("name", true);
@@ -334,6 +363,9 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
   u.mask_bits = f.count<uint32_t>("mask_bits", false, 0, kMaxCount);
   u.startup_cycles = f.count<uint32_t>("startup_cycles", false, 0, kMaxCycles);
   u.count = f.count<uint32_t>("count", false, 1, kMaxCount);
+  u.energy_pj_per_repeat = f.energy("energy_pj_per_repeat", kMaxEnergyPerRepeat);
+  u.energy_pj_per_instruction = f.energy("energy_pj_per_instruction", kMaxEnergyPerInstruction);
+  u.energy_pj_per_byte = f.energy("energy_pj_per_byte", kMaxEnergyPerByte);
   return u;
 }
 
@@ -608,6 +640,41 @@ void validate_reachability(const Hierarchy& h) {
   }
 }
 
+// Energy keys belong to the kind of unit that performs the operation they price; an NPU description
+// prices every level and operation (the simulator's report and the analytic model need them all).
+void validate_energy(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  const bool npu = h.kind == TargetKind::Npu;
+  auto engines_a_path = [&](const Unit& u) {
+    return std::any_of(h.paths.begin(), h.paths.end(), [&](const TransferPath& p) { return p.engine == u.name; });
+  };
+  for (const Unit& u : h.units) {
+    const std::string what = "unit '" + u.name + "'";
+    if (u.energy_pj_per_repeat && u.kind != UnitKind::Vector)
+      reject(file, u.mark, what + " energy_pj_per_repeat", "only vector units have repeats");
+    if (u.energy_pj_per_instruction && u.kind != UnitKind::Scalar)
+      reject(file, u.mark, what + " energy_pj_per_instruction", "only scalar units price instructions");
+    if (u.energy_pj_per_byte && !engines_a_path(u))
+      reject(file, u.mark, what + " energy_pj_per_byte", "the unit is the engine of no transfer path");
+    if (!npu) continue;
+    if (u.kind == UnitKind::Vector && !u.energy_pj_per_repeat)
+      reject(file, u.mark, what, "an NPU vector unit needs energy_pj_per_repeat");
+    if (u.kind == UnitKind::Scalar && !u.energy_pj_per_instruction)
+      reject(file, u.mark, what, "an NPU scalar unit needs energy_pj_per_instruction");
+    if (engines_a_path(u) && !u.energy_pj_per_byte)
+      reject(file, u.mark, what, "an NPU unit that moves data along a path needs energy_pj_per_byte");
+    for (const MatrixShape& s : u.shapes)
+      if (!s.energy_pj_per_mac)
+        reject(file, s.mark, what + " shape " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
+               "an NPU matrix shape needs energy_pj_per_mac");
+  }
+  if (!npu) return;
+  for (const Level& l : h.levels)
+    if (!l.read_energy_pj_per_byte || !l.write_energy_pj_per_byte)
+      reject(file, l.mark, "level '" + l.name + "'",
+             "an NPU level needs read_energy_pj_per_byte and write_energy_pj_per_byte");
+}
+
 }  // namespace
 
 void validate_hierarchy(const Hierarchy& h) {
@@ -616,6 +683,7 @@ void validate_hierarchy(const Hierarchy& h) {
   validate_units(h);
   validate_paths(h);
   validate_reachability(h);
+  validate_energy(h);
   if (h.kind == TargetKind::Npu && !h.sync)
     reject(file, {}, "sync", "an NPU description needs a sync section (event_ids_per_pipe_pair, queue_depth)");
   if (h.kind == TargetKind::Gpu && !h.gpu)
