@@ -10,7 +10,7 @@ pooled over the problems and per problem; it plots predicted against measured (P
 the statistics as JSON.
 
   # collect: sample the tuner's spaces of a GEMM, convolutions and the vector kernels (workloads/)
-  scripts/pipe_correlation.py --collect --out docs/figures/pipe_correlation [--trials 24]
+  scripts/pipe_correlation.py --collect --out docs/figures/pipe_correlation [--trials 16]
   # analyse existing logs (the CI test runs this on tests/tune/pipe_correlation_sample.jsonl)
   scripts/pipe_correlation.py --log A.jsonl [B.jsonl ...] [--out PREFIX] [--no-plot]
 
@@ -31,17 +31,17 @@ GOAL_RHO, GOAL_TOTAL_ERR = 0.95, 0.10
 
 # (label, .tsl, def, shape, space or None for tessel's default space). Small enough for 2 shared cores.
 PROBLEMS = [
-    ("gemm512", "workloads/matmul.tsl", "matmul", "M=512,N=512,K=512",
-     "m=64-256:pow2/32|64,n=64-256:pow2/32|64,k=32-256:pow2/16|32"),
-    ("gemm1024x256", "workloads/matmul.tsl", "matmul", "M=1024,N=256,K=512",
-     "m=64-256:pow2/32|64,n=64-256:pow2/32|64,k=32-128:pow2/16|32"),
-    ("conv_n4_14x14_256_512", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=4,H=14,W=14,C=256,K=512,R=3,S=3", None),
-    ("conv_n8_7x7_128_256", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=8,H=7,W=7,C=128,K=256,R=3,S=3", None),
-    ("conv_n2_28x28_64_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=2,H=28,W=28,C=64,K=128,R=3,S=3", None),
-    ("conv_n4_14x14_128_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=4,H=14,W=14,C=128,K=128,R=3,S=3", None),
-    ("softmax_1024x1024", "workloads/bert.tsl", "softmax", "M=1024,N=1024", None),
-    ("layer_norm_1024x768", "workloads/bert.tsl", "layer_norm", "M=1024,N=768", None),
-    ("bias_gelu_1024x3072", "workloads/vector.tsl", "bias_gelu", "M=1024,N=3072", None),
+    ("gemm256", "workloads/matmul.tsl", "matmul", "M=256,N=256,K=256",
+     "m=32-256:pow2/32|64,n=32-256:pow2/32|64,k=32-256:pow2/16|32"),
+    ("gemm512x128", "workloads/matmul.tsl", "matmul", "M=512,N=128,K=256",
+     "m=64-256:pow2/32|64,n=32-128:pow2/32|64,k=32-128:pow2/16|32"),
+    ("conv_n2_7x7_128_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=2,H=7,W=7,C=128,K=128,R=3,S=3", None),
+    ("conv_n4_7x7_64_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=4,H=7,W=7,C=64,K=128,R=3,S=3", None),
+    ("conv_n2_14x14_64_64", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=2,H=14,W=14,C=64,K=64,R=3,S=3", None),
+    ("conv_n1_14x14_128_256", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=1,H=14,W=14,C=128,K=256,R=3,S=3", None),
+    ("softmax_512x512", "workloads/bert.tsl", "softmax", "M=512,N=512", None),
+    ("layer_norm_512x768", "workloads/bert.tsl", "layer_norm", "M=512,N=768", None),
+    ("bias_gelu_512x1024", "workloads/vector.tsl", "bias_gelu", "M=512,N=1024", None),
 ]
 
 
@@ -189,16 +189,42 @@ def collect(args, tessel):
     return logs
 
 
+def repredict(args, tessel, logs_by_label):
+    """The model's predictions from the current binary (`tessel tune --dump-space`), joined by tile:
+    measure once, then iterate on the analytic model without simulating again."""
+    rows = []
+    for label, tsl, defn, shape, space in PROBLEMS:
+        log = logs_by_label.get(label)
+        if not log:
+            continue
+        cmd = [tessel, "tune", os.path.join(tc.ROOT, tsl), "--def", defn, "--target", args.target, "--shape", shape,
+               "--dump-space", "-", "--no-progress"]
+        if space:
+            cmd += ["--space", space]
+        table = {r["tile"]: r for r in tc.read_space_csv(tc.run(cmd, quiet=True))}
+        for r in load_rows([log]):
+            t = table.get(r["tile"])
+            if t is None:
+                continue
+            r["predicted"] = float(t["predicted"])
+            r["predicted_pipe_busy"] = {p: float(t["pipe_" + p]) for p in PIPES}
+            rows.append(r)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log", nargs="*", default=[], help="tuning logs with pipe_busy / predicted_pipe_busy")
     ap.add_argument("--collect", action="store_true", help="measure PROBLEMS first (tessel tune --strategy random)")
     ap.add_argument("--target", default=os.path.join(tc.ROOT, "isa/targets/davinci-910.yaml"))
-    ap.add_argument("--trials", type=int, default=24, help="configurations sampled per problem (default 24)")
+    ap.add_argument("--trials", type=int, default=16, help="configurations sampled per problem (default 16)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--work", default="/tmp/pipe_correlation", help="where --collect writes its logs")
     ap.add_argument("--out", help="write OUT.json (statistics) and OUT.png (plot)")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--repredict", action="store_true",
+                    help="with --collect: take the model's predictions from the current binary's --dump-space "
+                         "(the logs' measurements are kept; already-measured configurations are not simulated again)")
     ap.add_argument("--tessel")
     args = ap.parse_args()
     logs = list(args.log)
@@ -209,7 +235,13 @@ def main():
     for path in logs:
         if not os.path.exists(path):
             sys.exit("pipe_correlation: %s: no such file" % path)
-    rows = load_rows(logs)
+    if args.repredict:
+        if not args.collect:
+            ap.error("--repredict needs --collect (it looks the problems up in PROBLEMS)")
+        rows = repredict(args, tc.find_tessel(args.tessel),
+                         {os.path.basename(p)[:-len(".jsonl")]: p for p in logs})
+    else:
+        rows = load_rows(logs)
     if len(rows) < 2:
         sys.exit("pipe_correlation: fewer than 2 measurements with per-pipe data in %s" % ", ".join(logs))
     result = analyse(rows)

@@ -99,6 +99,15 @@ class Ledger {
       break;
     }
   }
+  // Each mmad's operands are handed over by flags: the operand pipe sets and waits one flag pair
+  // per mmad, as does the cube (a set_flag / wait_flag holds its pipe set_flag_cycles), measured on
+  // the simulator as about 2 set_flag_cycles per mmad on each of M and MTE1.
+  void operand_handoffs(double mmads_per_core) {
+    if (!h_.sync) return;
+    const double cycles = 2.0 * h_.sync->set_flag_cycles * mmads_per_core;
+    out_.pipe_busy_cycles["M"] += cycles;
+    out_.pipe_busy_cycles["MTE1"] += cycles;
+  }
   void instructions(double count) {
     for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Scalar)) {
       spend(u, count * u->energy_pj_per_instruction.value_or(0));
@@ -207,6 +216,7 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometr
   ledger.access(l0b, all_jobs * double(blocks) * C * RS * tn * in, 0);
   ledger.access(l0c, all_jobs * c_bytes * double(C1 * groups - 1), all_jobs * c_bytes * double(C1 * groups));
   ledger.instructions(all_jobs * (steps * 3 + 3) + double(plan.cores));
+  ledger.operand_handoffs(jobs * double(blocks * C1 * RS));  // one mmad per pixel block, channel slice and kernel position
   out.compute_cycles = jobs * cube;
   for (const auto& [e, c] : job) out.engine_cycles[e] += jobs * c;
   for (const auto& [e, c] : once) out.engine_cycles[e] += c;
@@ -262,6 +272,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       ledger.access(h.level(isa::Role::OperandB).name, mmads * tile_b, 0);
       ledger.access(h.level(isa::Role::Accumulator).name, (mmads - first_steps) * tile_c, mmads * tile_c);
       instructions += mmads;
+      ledger.operand_handoffs(double(Pc) * R * I);
     } else {
       double elems = 1;
       for (const auto& [axis, o] : outer) elems *= o;
