@@ -38,7 +38,6 @@ PROBLEMS = [
     ("conv_n2_7x7_128_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=2,H=7,W=7,C=128,K=128,R=3,S=3", None),
     ("conv_n4_7x7_64_128", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=4,H=7,W=7,C=64,K=128,R=3,S=3", None),
     ("conv_n2_14x14_64_64", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=2,H=14,W=14,C=64,K=64,R=3,S=3", None),
-    ("conv_n1_14x14_128_256", "workloads/conv_seed.tsl", "conv2d_nhwc", "N=1,H=14,W=14,C=128,K=256,R=3,S=3", None),
     ("softmax_512x512", "workloads/bert.tsl", "softmax", "M=512,N=512", None),
     ("layer_norm_512x768", "workloads/bert.tsl", "layer_norm", "M=512,N=768", None),
     ("bias_gelu_512x1024", "workloads/vector.tsl", "bias_gelu", "M=512,N=1024", None),
