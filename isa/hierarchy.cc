@@ -116,16 +116,24 @@ constexpr uint64_t kMaxMaskBits = 128;  // the vector mask is two 64-bit halves 
 constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
 constexpr uint64_t kMaxCores = 4096;
 
+// Energies (pJ): above these a number is a unit slip (nJ for pJ, per bit for per byte); the largest
+// published figures (off-chip DRAM at ~320 pJ per byte at 45 nm, Horowitz ISSCC 2014) sit well below.
+constexpr double kMaxEnergyPerByte = 1000;         // level reads/writes, copy engines
+constexpr double kMaxEnergyPerMac = 100;
+constexpr double kMaxEnergyPerRepeat = 100000;
+constexpr double kMaxEnergyPerInstruction = 10000;
+
 uint64_t capacity_limit(Role role) { return role == Role::Global ? kMaxGlobalBytes : kMaxOnChipBytes; }
 
 // The keys each kind of map may hold (the schema of isa/README.md); the parser reads nothing else.
 const std::set<std::string> kTopKeys = {"name", "description", "kind", "clock_mhz", "cores", "levels", "units", "paths", "sync", "gpu"};
 const std::set<std::string> kLevelKeys = {"name", "role", "capacity_bytes", "alignment_bytes", "granularity_bytes", "layout", "banks",
                                           "bank_width_bytes", "shared_bandwidth_bytes_per_cycle", "read_latency_cycles",
-                                          "write_latency_cycles"};
-const std::set<std::string> kShapeKeys = {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch"};
+                                          "write_latency_cycles", "read_energy_pj_per_byte", "write_energy_pj_per_byte"};
+const std::set<std::string> kShapeKeys = {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch", "energy_pj_per_mac"};
 const std::set<std::string> kUnitKeys = {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat",
-                                         "max_repeat", "mask_bits", "startup_cycles", "count"};
+                                         "max_repeat", "mask_bits", "startup_cycles", "count",
+                                         "energy_pj_per_repeat", "energy_pj_per_instruction", "energy_pj_per_byte"};
 const std::set<std::string> kPathKeys = {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"};
 const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"};
 const std::set<std::string> kGpuKeys = {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
@@ -221,6 +229,17 @@ class Fields {
     return x;
   }
 
+  // An energy in pJ: positive and at most `max` (absent: nullopt; whether it is required is the
+  // validator's business, which knows the target kind).
+  std::optional<double> energy(const std::string& key, double max) {
+    YAML::Node v = get(key, false);
+    if (!v) return std::nullopt;
+    const double x = scalar_of<double>(v, key);
+    if (!(x > 0) || x > max)
+      fail(v, key_path(key), "got " + v.Scalar() + " pJ, outside the plausible range (0, " + fmt_number(max) + "]");
+    return x;
+  }
+
   std::vector<std::string> names(const std::string& key) {
     YAML::Node v = get(key, false);
     std::vector<std::string> out;
@@ -258,6 +277,12 @@ class Fields {
     } catch (const YAML::Exception&) {
       fail(v, key_path(key), "cannot read '" + v.Scalar() + "' as a number");
     }
+  }
+
+  static std::string fmt_number(double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
   }
 
   template <typename T>
@@ -309,6 +334,8 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
   l.shared_bandwidth_bytes_per_cycle = f.positive_number("shared_bandwidth_bytes_per_cycle");
   l.read_latency_cycles = f.count<uint32_t>("read_latency_cycles", false, 0, kMaxCycles);
   l.write_latency_cycles = f.count<uint32_t>("write_latency_cycles", false, 0, kMaxCycles);
+  l.read_energy_pj_per_byte = f.energy("read_energy_pj_per_byte", kMaxEnergyPerByte);
+  l.write_energy_pj_per_byte = f.energy("write_energy_pj_per_byte", kMaxEnergyPerByte);
   return l;
 }
 
@@ -331,6 +358,7 @@ MatrixShape parse_shape(const YAML::Node& node, const std::string& where, const 
   s.acc = f.dtype("acc", true, DType::F32);
   s.cycles = f.count<uint32_t>("cycles", false, 1, kMaxCycles);
   s.min_arch = f.scalar<std::string>("min_arch", false);
+  s.energy_pj_per_mac = f.energy("energy_pj_per_mac", kMaxEnergyPerMac);
   return s;
 }
 
@@ -359,6 +387,9 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
   if (f.has("mask_bits") && u.mask_bits == 0) f.fail(node["mask_bits"], f.key_path("mask_bits"), "must be at least 1 (got 0)");
   u.startup_cycles = f.count<uint32_t>("startup_cycles", false, 0, kMaxCycles);
   u.count = f.count<uint32_t>("count", false, 1, kMaxCount);
+  u.energy_pj_per_repeat = f.energy("energy_pj_per_repeat", kMaxEnergyPerRepeat);
+  u.energy_pj_per_instruction = f.energy("energy_pj_per_instruction", kMaxEnergyPerInstruction);
+  u.energy_pj_per_byte = f.energy("energy_pj_per_byte", kMaxEnergyPerByte);
   return u;
 }
 
@@ -689,6 +720,41 @@ void validate_reachability(const Hierarchy& h) {
   }
 }
 
+// Energy keys belong to the kind of unit that performs the operation they price; an NPU description
+// prices every level and operation (the simulator's report and the analytic model need them all).
+void validate_energy(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  const bool npu = h.kind == TargetKind::Npu;
+  auto engines_a_path = [&](const Unit& u) {
+    return std::any_of(h.paths.begin(), h.paths.end(), [&](const TransferPath& p) { return p.engine == u.name; });
+  };
+  for (const Unit& u : h.units) {
+    const std::string what = "unit '" + u.name + "'";
+    if (u.energy_pj_per_repeat && u.kind != UnitKind::Vector)
+      reject(file, u.mark, what + " energy_pj_per_repeat", "only vector units have repeats");
+    if (u.energy_pj_per_instruction && u.kind != UnitKind::Scalar)
+      reject(file, u.mark, what + " energy_pj_per_instruction", "only scalar units price instructions");
+    if (u.energy_pj_per_byte && !engines_a_path(u))
+      reject(file, u.mark, what + " energy_pj_per_byte", "the unit is the engine of no transfer path");
+    if (!npu) continue;
+    if (u.kind == UnitKind::Vector && !u.energy_pj_per_repeat)
+      reject(file, u.mark, what, "an NPU vector unit needs energy_pj_per_repeat");
+    if (u.kind == UnitKind::Scalar && !u.energy_pj_per_instruction)
+      reject(file, u.mark, what, "an NPU scalar unit needs energy_pj_per_instruction");
+    if (engines_a_path(u) && !u.energy_pj_per_byte)
+      reject(file, u.mark, what, "an NPU unit that moves data along a path needs energy_pj_per_byte");
+    for (const MatrixShape& s : u.shapes)
+      if (!s.energy_pj_per_mac)
+        reject(file, s.mark, what + " shape " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k),
+               "an NPU matrix shape needs energy_pj_per_mac");
+  }
+  if (!npu) return;
+  for (const Level& l : h.levels)
+    if (!l.read_energy_pj_per_byte || !l.write_energy_pj_per_byte)
+      reject(file, l.mark, "level '" + l.name + "'",
+             "an NPU level needs read_energy_pj_per_byte and write_energy_pj_per_byte");
+}
+
 }  // namespace
 
 void validate_hierarchy(const Hierarchy& h) {
@@ -697,6 +763,7 @@ void validate_hierarchy(const Hierarchy& h) {
   validate_units(h);
   validate_paths(h);
   validate_reachability(h);
+  validate_energy(h);
   if (h.kind == TargetKind::Npu && !h.sync)
     reject(file, {}, "sync", "an NPU description needs a sync section (event_ids_per_pipe_pair, queue_depth)");
   if (h.kind == TargetKind::Gpu && !h.gpu)

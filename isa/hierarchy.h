@@ -56,6 +56,9 @@ struct Level {
   double shared_bandwidth_bytes_per_cycle = 0;
   uint32_t read_latency_cycles = 0;
   uint32_t write_latency_cycles = 0;
+  // Energy per byte read from / written into this level (pJ/B; isa/README.md "Energy"). Required in
+  // NPU descriptions, optional in GPU ones.
+  std::optional<double> read_energy_pj_per_byte, write_energy_pj_per_byte;
   SourceMark mark;
 };
 
@@ -68,6 +71,7 @@ struct MatrixShape {
   DType a = DType::F16, b = DType::F16, acc = DType::F32;
   uint32_t cycles = 1;              // cycles one shape occupies the unit (throughput)
   std::string min_arch;             // GPU: lowest architecture that has it ("sm_75"); empty: all
+  std::optional<double> energy_pj_per_mac;  // one multiply-accumulate of this shape's types
   SourceMark mark;
   uint64_t macs() const { return uint64_t(m) * n * k; }
 };
@@ -85,6 +89,11 @@ struct Unit {
   uint32_t mask_bits = 0;           // Vector: width of the lane mask
   uint32_t startup_cycles = 0;      // latency before the first result
   uint32_t count = 1;               // how many of this unit a core has (GPU: tensor cores per SM)
+  // Energy per operation (pJ; isa/README.md "Energy"); matrix units carry theirs per shape.
+  std::optional<double> energy_pj_per_repeat;       // Vector: one repeat (bytes_per_repeat bytes)
+  std::optional<double> energy_pj_per_instruction;  // Scalar: one instruction the unit issues
+  std::optional<double> energy_pj_per_byte;         // engine of a path: one byte it moves (the levels' own
+                                                    // read/write energy is charged separately)
   SourceMark mark;
 };
 

@@ -13,8 +13,9 @@ void read_units(const Hierarchy& h, NpuMachine& m) {
   for (const Unit& u : h.units) {
     if (u.pipe == "M" && u.kind == UnitKind::Matrix) {
       m.cube_startup_cycles = u.startup_cycles;
+      m.cube_unit = u.name;
       for (const MatrixShape& s : u.shapes) {
-        CubeShape c{true, s.m, s.n, s.k, s.a, s.acc, std::max<uint32_t>(1, s.cycles)};
+        CubeShape c{true, s.m, s.n, s.k, s.a, s.acc, std::max<uint32_t>(1, s.cycles), s.energy_pj_per_mac.value_or(0)};
         if (s.a == DType::F16 && s.acc == DType::F32) m.cube_f16 = c;
         if (s.a == DType::I8 && s.acc == DType::I32) m.cube_i8 = c;
       }
@@ -24,6 +25,12 @@ void read_units(const Hierarchy& h, NpuMachine& m) {
       m.vector_max_repeat = u.max_repeat;
       m.vector_mask_bits = u.mask_bits;
       m.vector_startup_cycles = u.startup_cycles;
+      m.vector_unit = u.name;
+      m.vector_energy_pj_per_repeat = u.energy_pj_per_repeat.value_or(0);
+    }
+    if (u.pipe == "S" && u.kind == UnitKind::Scalar) {
+      m.scalar_unit = u.name;
+      m.scalar_energy_pj_per_instruction = u.energy_pj_per_instruction.value_or(0);
     }
   }
 }
@@ -41,8 +48,10 @@ NpuMachine npu_machine(const Hierarchy& h) {
   m.cores = static_cast<int>(h.cores);
   for (int b = 0; b < npu::kBufferCount; ++b) {
     const Level& level = h.level(npu::buffer_role(static_cast<npu::Buffer>(b)));
+    // validate_hierarchy requires the energies of NPU levels and units (value_or: never read unset)
     m.buffers[b] = {level.name, level.capacity_bytes, std::max<uint32_t>(1, level.alignment_bytes),
-                    std::max<uint32_t>(1, level.granularity_bytes)};
+                    std::max<uint32_t>(1, level.granularity_bytes), level.read_energy_pj_per_byte.value_or(0),
+                    level.write_energy_pj_per_byte.value_or(0)};
   }
   for (int from = 0; from < npu::kBufferCount; ++from)
     for (int to = 0; to < npu::kBufferCount; ++to) {
@@ -51,7 +60,8 @@ NpuMachine npu_machine(const Hierarchy& h) {
       m.paths[from][to] = {true,
                            fmt::format("{}->{}", npu::buffer_name(static_cast<npu::Buffer>(from)),
                                        npu::buffer_name(static_cast<npu::Buffer>(to))),
-                           p->bandwidth_bytes_per_cycle, p->latency_cycles};
+                           p->bandwidth_bytes_per_cycle, p->latency_cycles, p->engine,
+                           h.find_unit(p->engine)->energy_pj_per_byte.value_or(0)};
     }
   m.gm_shared_bandwidth_bytes_per_cycle = h.level(Role::Global).shared_bandwidth_bytes_per_cycle;
   read_units(h, m);

@@ -26,6 +26,7 @@ struct NpuBufferSpec {
   uint64_t capacity_bytes = 0;
   uint32_t alignment_bytes = 1;    // start addresses are multiples of this
   uint32_t granularity_bytes = 1;  // smallest access unit
+  double read_energy_pj_per_byte = 0, write_energy_pj_per_byte = 0;
 };
 
 struct NpuPathSpec {
@@ -33,6 +34,8 @@ struct NpuPathSpec {
   std::string name;  // "GM->L1"
   double bandwidth_bytes_per_cycle = 0;  // per core
   uint32_t latency_cycles = 0;
+  std::string engine;                    // the unit that moves the data ("mte2")
+  double engine_energy_pj_per_byte = 0;  // the engine's own energy per byte moved
 };
 
 struct CubeShape {  // one fractal step of the cube: C[m0,n0] += A[m0,k0] * B[k0,n0]
@@ -40,6 +43,7 @@ struct CubeShape {  // one fractal step of the cube: C[m0,n0] += A[m0,k0] * B[k0
   int m0 = 0, n0 = 0, k0 = 0;
   DType a = DType::F16, acc = DType::F32;
   uint32_t cycles = 1;
+  double energy_pj_per_mac = 0;
   int64_t a_fractal_bytes() const { return int64_t(m0) * k0 * dtype_bytes(a); }   // one L0A fractal
   int64_t b_fractal_bytes() const { return int64_t(k0) * n0 * dtype_bytes(a); }   // one L0B fractal
   int64_t acc_fractal_elements() const { return int64_t(m0) * n0; }
@@ -61,6 +65,9 @@ struct NpuMachine {
   uint32_t fractal_row_bytes = 0;   // bytes of one fractal row: cube k0 x f16 size (C0 of the NZ layout)
   uint32_t event_ids_per_pipe_pair = 0, queue_depth = 0, set_flag_cycles = 0, barrier_cycles = 0,
            scalar_cycles = 0;
+  // Energy per operation of the units (pJ; per level and per path engine: in buffers / paths).
+  std::string cube_unit = "cube", vector_unit = "vector", scalar_unit = "scalar";  // the units' names
+  double vector_energy_pj_per_repeat = 0, scalar_energy_pj_per_instruction = 0;
 
   const NpuPathSpec& path(npu::Buffer from, npu::Buffer to) const {
     return paths[static_cast<size_t>(from)][static_cast<size_t>(to)];

@@ -14,16 +14,27 @@
 
 namespace tessel::npu_sim {
 
+// What an instruction's `ops` count (the operations its unit's energy is priced by).
+enum class OpKind : uint8_t { None, MacF16, MacI8, VectorRepeat };
+
 // One executed instruction on one pipe. Cycles count from the start of the run.
 struct InstructionEvent {
   int core = 0;
   npu::Pipe pipe = npu::Pipe::S;
+  OpKind op_kind = OpKind::None;
   int pc = 0;
   uint64_t start = 0;       // the pipe starts it
   uint64_t end = 0;         // the pipe is free again (start + occupancy)
   uint64_t completion = 0;  // its results are visible (end + latency)
   uint64_t bytes = 0;       // copies: bytes written to the destination
   int path_from = -1, path_to = -1;  // copies: buffers of the transfer path
+  uint64_t ops = 0;         // cube: multiply-accumulates; vector: repeats (op_kind says which)
+};
+
+// Bytes one core's instructions read from and wrote into one buffer: the exact footprints (a
+// copy's source and destination, a cube's L0A/L0B/L0C operands, a vector op's UB operands).
+struct BufferTraffic {
+  uint64_t bytes_read = 0, bytes_written = 0;
 };
 
 enum class StallKind : uint8_t { Flag, Barrier, QueueFull };
@@ -78,6 +89,7 @@ struct SimRecord {
   std::optional<std::string> deadlock;
   // Highest byte offset + 1 each core touched in each buffer (GM: shared, counted on core 0).
   std::vector<std::array<uint64_t, npu::kBufferCount>> peak_bytes;
+  std::vector<std::array<BufferTraffic, npu::kBufferCount>> traffic;  // [core][buffer] (GM: each core's own)
   double wall_seconds = 0;
 };
 

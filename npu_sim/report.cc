@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "isa/base/error.h"
@@ -71,6 +72,75 @@ uint64_t cube_macs(const SimRecord& r, const npu::Program& program) {
   return macs;
 }
 
+EnergyReport energy_report(const SimRecord& r) {
+  const isa::NpuMachine& m = r.machine;
+  EnergyReport e;
+  for (int b = 0; b < npu::kBufferCount; ++b) {
+    const isa::NpuBufferSpec& spec = m.buffers[b];
+    LevelEnergy l{spec.level_name};
+    for (const auto& core : r.traffic) l.bytes_read += core[b].bytes_read, l.bytes_written += core[b].bytes_written;
+    l.pj = double(l.bytes_read) * spec.read_energy_pj_per_byte + double(l.bytes_written) * spec.write_energy_pj_per_byte;
+    e.levels_pj += l.pj;
+    e.levels.push_back(l);
+  }
+  UnitEnergy cube{m.cube_unit}, vector{m.vector_unit}, scalar{m.scalar_unit};
+  for (const InstructionEvent& ev : r.instructions) {
+    if (ev.op_kind == OpKind::MacF16) cube.macs += ev.ops, cube.pj += double(ev.ops) * m.cube_f16.energy_pj_per_mac;
+    if (ev.op_kind == OpKind::MacI8) cube.macs += ev.ops, cube.pj += double(ev.ops) * m.cube_i8.energy_pj_per_mac;
+    if (ev.op_kind == OpKind::VectorRepeat) vector.repeats += ev.ops;
+    if (ev.pipe == npu::Pipe::S) ++scalar.instructions;
+  }
+  vector.pj = double(vector.repeats) * m.vector_energy_pj_per_repeat;
+  scalar.pj = double(scalar.instructions) * m.scalar_energy_pj_per_instruction;
+  e.units = {cube, vector, scalar};
+  for (int from = 0; from < npu::kBufferCount; ++from)
+    for (int to = 0; to < npu::kBufferCount; ++to) {
+      const isa::NpuPathSpec& p = m.paths[from][to];
+      if (!p.exists) continue;
+      auto it = std::find_if(e.units.begin(), e.units.end(), [&](const UnitEnergy& u) { return u.unit == p.engine; });
+      if (it == e.units.end()) it = e.units.insert(e.units.end(), UnitEnergy{p.engine});
+    }
+  for (const InstructionEvent& ev : r.instructions) {
+    if (ev.path_from < 0) continue;
+    const isa::NpuPathSpec& p = m.paths[ev.path_from][ev.path_to];
+    auto it = std::find_if(e.units.begin(), e.units.end(), [&](const UnitEnergy& u) { return u.unit == p.engine; });
+    it->bytes_moved += ev.bytes;
+    it->pj += double(ev.bytes) * p.engine_energy_pj_per_byte;
+  }
+  for (const UnitEnergy& u : e.units) e.units_pj += u.pj;
+  e.total_pj = e.levels_pj + e.units_pj;
+  e.macs = cube.macs;
+  return e;
+}
+
+json energy_json(const EnergyReport& e) {
+  json levels = json::object(), units = json::object();
+  for (const LevelEnergy& l : e.levels)
+    levels[l.level] = {{"bytes_read", l.bytes_read}, {"bytes_written", l.bytes_written}, {"pj", l.pj}};
+  for (const UnitEnergy& u : e.units) {
+    json uj = {{"pj", u.pj}};
+    if (u.macs) uj["macs"] = u.macs;
+    if (u.repeats) uj["repeats"] = u.repeats;
+    if (u.instructions) uj["instructions"] = u.instructions;
+    if (u.bytes_moved) uj["bytes_moved"] = u.bytes_moved;
+    units[u.unit] = uj;
+  }
+  return {{"levels", levels},   {"units", units},       {"levels_pj", e.levels_pj}, {"units_pj", e.units_pj},
+          {"total_pj", e.total_pj}, {"macs", e.macs}, {"pj_per_mac", e.pj_per_mac()}};
+}
+
+std::string energy_text(const EnergyReport& e) {
+  std::string out = fmt::format("energy: {:.4g} nJ", e.total_pj / 1000);
+  if (e.macs) out += fmt::format(" ({:.3f} pJ/MAC)", e.pj_per_mac());
+  out += fmt::format("; levels {:.4g} nJ:", e.levels_pj / 1000);
+  for (const LevelEnergy& l : e.levels)
+    if (l.pj > 0) out += fmt::format(" {} {:.4g}", l.level, l.pj / 1000);
+  out += fmt::format("; units {:.4g} nJ:", e.units_pj / 1000);
+  for (const UnitEnergy& u : e.units)
+    if (u.pj > 0) out += fmt::format(" {} {:.4g}", u.unit, u.pj / 1000);
+  return out;
+}
+
 json report_json(const SimRecord& r) {
   json j;
   j["program"] = r.program_name;
@@ -83,7 +153,8 @@ json report_json(const SimRecord& r) {
   j["units"] = {{"cycles", "core clock cycles from the start of the run"},
                 {"bytes", "bytes written to the destination of a transfer"},
                 {"utilization", "busy_cycles / total_cycles"},
-                {"peak_bytes", "highest byte offset + 1 any instruction touched in the buffer"}};
+                {"peak_bytes", "highest byte offset + 1 any instruction touched in the buffer"},
+                {"pj", "picojoules: counted events times the description's energy per access / operation"}};
   const auto stats = pipe_stats(r);
   json cores = json::array();
   for (int c = 0; c < r.cores; ++c) {
@@ -123,6 +194,7 @@ json report_json(const SimRecord& r) {
                      {"second", access_json(r, race.second)},
                      {"occurrences", race.occurrences}});
   j["races"] = races;
+  j["energy"] = energy_json(energy_report(r));
   j["deadlock"] = r.deadlock ? json(*r.deadlock) : json(nullptr);
   return j;
 }

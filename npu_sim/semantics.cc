@@ -154,6 +154,8 @@ InstructionCost cube_cost(const isa::NpuMachine& m, const IssuedInstruction& in)
   const uint64_t steps = uint64_t(in.value[4] / s.m0) * uint64_t(in.value[5] / s.k0) * uint64_t(in.value[6] / s.n0);
   cost.occupancy_cycles = steps * s.cycles;
   cost.latency_cycles = m.cube_startup_cycles;
+  cost.macs = steps * uint64_t(s.m0) * uint64_t(s.n0) * uint64_t(s.k0);
+  cost.i8 = s.a == DType::I8;
   return cost;
 }
 
@@ -165,6 +167,7 @@ InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstructi
   if (info.repeat_operand >= 0) {
     InstructionCost cost;
     cost.occupancy_cycles = static_cast<uint64_t>(in.value[info.repeat_operand]);
+    cost.repeats = cost.occupancy_cycles;
     cost.latency_cycles = m.vector_startup_cycles;
     return cost;
   }

@@ -44,6 +44,9 @@ struct InstructionCost {
   uint64_t gm_bytes = 0;          // GM bytes moved: the GM granules (granularity_bytes) the copy touches
   int path_from = -1, path_to = -1;
   bool uses_gm = false;           // competes for the shared GM bandwidth
+  uint64_t macs = 0;              // cube: multiply-accumulates
+  bool i8 = false;                // cube: the i8 shape (else f16)
+  uint64_t repeats = 0;           // vector: repeats
 };
 
 // Raised for an instruction the machine cannot execute (out of range, misaligned, bad count); the

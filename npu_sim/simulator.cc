@@ -34,6 +34,16 @@ uint64_t trip_count(int64_t begin, int64_t end, int64_t step) {
   return (span - 1) / static_cast<uint64_t>(step) + 1;
 }
 
+// The bytes of each access, into the core's per-buffer read / write counts (the energy events).
+void count_traffic(std::array<BufferTraffic, npu::kBufferCount>& traffic, const std::vector<Access>& accesses) {
+  for (const Access& a : accesses) {
+    uint64_t bytes = 0;
+    for (const Interval& r : a.ranges) bytes += r.end - r.begin;
+    BufferTraffic& t = traffic[static_cast<size_t>(a.buffer)];
+    (a.write ? t.bytes_written : t.bytes_read) += bytes;
+  }
+}
+
 struct AbortRun {};  // unwinds a pipe thread when the run is aborted
 
 enum class PipeActivity : uint8_t { Idle, Running, WaitFlag, WaitBarrier, QueueFull, Done };
@@ -111,6 +121,7 @@ class Simulation {
       cores_[c] = std::move(core);
     }
     record_.peak_bytes.assign(program.cores, {});
+    record_.traffic.assign(program.cores, {});
   }
 
   void run() {
@@ -269,6 +280,8 @@ class Simulation {
       e.bytes = cost->bytes;
       e.path_from = cost->path_from;
       e.path_to = cost->path_to;
+      if (cost->macs) e.op_kind = cost->i8 ? OpKind::MacI8 : OpKind::MacF16, e.ops = cost->macs;
+      if (cost->repeats) e.op_kind = OpKind::VectorRepeat, e.ops = cost->repeats;
     }
     check_record_budget(c, pc);
     record_.instructions.push_back(e);
@@ -550,6 +563,7 @@ class Simulation {
     }
     auto& peak = record_.peak_bytes[c.id];
     for (const Access& a : accesses_) peak[static_cast<size_t>(a.buffer)] = std::max(peak[static_cast<size_t>(a.buffer)], a.hi);
+    count_traffic(record_.traffic[c.id], accesses_);
     if (options_.detect_races) races_.on_accesses(c.id, pipe, in.pc, accesses_);
     if (!options_.timing_only) {
       try {

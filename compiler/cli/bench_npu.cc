@@ -20,6 +20,7 @@
 #include "compiler/pipeline.h"
 #include "isa/base/error.h"
 #include "isa/npu_machine.h"
+#include "npu_sim/report.h"
 
 namespace tessel::cli {
 namespace {
@@ -146,9 +147,10 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
   const double chip_peak = double(target.cores) * target.peak_macs_per_cycle(DType::F16, DType::F32);
   std::cout << "cube %: busy share of the M pipe (its flag instructions included), mean over the cores used; "
                "% peak: MACs/cycle vs those cores' peak; % chip: vs every core's\n";
-  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11}  {}\n", "workload", "cores",
-                           "cycles", "cube %", "MAC/cyc", "peak", "% peak", "% chip", "syncs n->p", "cyc naive", "cyc pruned",
-                           "mode");
+  std::cout << "pJ/MAC: the simulator's energy of the run (every level and unit, npu_sim/README.md \"Energy\") over its MACs\n";
+  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11} {:>7}  {}\n", "workload",
+                           "cores", "cycles", "cube %", "MAC/cyc", "peak", "% peak", "% chip", "syncs n->p", "cyc naive",
+                           "cyc pruned", "pJ/MAC", "mode");
   for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml", "workloads/small.yaml"}) {
     frontend::Suite suite = frontend::load_suite(root + "/" + suite_file);
     for (const auto& e : suite.entries) {
@@ -184,12 +186,15 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
           row["timing_only"] = timing_only;
           row["utilization"] = pruned.report["utilization"];
           row["mapping"] = npu.kernel.notes;
+          const npu_sim::EnergyReport energy = npu_sim::energy_report(pruned.record);
+          row["energy_pj"] = energy.total_pj;
+          row["pj_per_mac"] = energy.pj_per_mac();
           std::cout << fmt::format(
-              "{:<36} {:>5} {:>11} {:>6.1f}% {:>10.0f} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6} -> {:<5} {:>11} {:>11}  {}\n", name,
+              "{:<36} {:>5} {:>11} {:>6.1f}% {:>10.0f} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6} -> {:<5} {:>11} {:>11} {:>7.3f}  {}\n", name,
               npu.pruned.program.cores, pruned.record.total_cycles, 100 * pruned.cube_utilization, pruned.macs_per_cycle,
               pruned.peak_macs_per_cycle, 100 * pruned.macs_per_cycle / std::max(1.0, pruned.peak_macs_per_cycle),
               100 * pruned.macs_per_cycle / std::max(1.0, chip_peak), npu.naive.sync_instructions,
-              npu.pruned.sync_instructions, naive.record.total_cycles, pruned.record.total_cycles,
+              npu.pruned.sync_instructions, naive.record.total_cycles, pruned.record.total_cycles, energy.pj_per_mac(),
               timing_only ? "timing-only" : "functional");
         } catch (const UserError& err) {
           row["unsupported"] = err.what();

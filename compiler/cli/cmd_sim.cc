@@ -112,6 +112,7 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     if (!opts->csv.empty()) npu_sim::write_text_file(opts->csv, npu_sim::instruction_csv(r));
     std::cout << fmt::format("{}: {} cycles on {} core(s) of {} ({} instructions, {:.3f} s wall)\n", program.source_name,
                              r.total_cycles, r.cores, r.machine.target_name, r.instructions.size(), r.wall_seconds);
+    std::cout << npu_sim::energy_text(npu_sim::energy_report(r)) << "\n";
     for (const npu_sim::Race& race : r.races)
       std::cerr << fmt::format("race on {}[{}, {}): {} pc {} '{}' ({}) and {} pc {} '{}' ({}), {} time(s)\n",
                                npu::buffer_name(race.buffer), race.second.begin, race.second.end,

@@ -29,6 +29,7 @@
 #include "compiler/tune/tuning_log.h"
 #include "isa/base/file_io.h"
 #include "isa/base/error.h"
+#include "npu_sim/report.h"
 #include "npu_sim/simulator.h"
 
 namespace tessel::cli {
@@ -62,7 +63,10 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   for (const auto& path : p.hierarchy.paths)
     if (std::find(engines.begin(), engines.end(), path.engine) == engines.end()) engines.push_back(path.engine);
   for (const auto& e : engines) *os << ",engine_" << e;
-  *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used\n";
+  const std::vector<std::string> pipes = {"M", "V", "MTE1", "MTE2", "MTE3"};  // the analytic model's per-pipe busy cycles
+  if (p.hierarchy.kind == isa::TargetKind::Npu)
+    for (const auto& pipe : pipes) *os << ",pipe_" << pipe;
+  *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used,energy_pj\n";
   for (const auto& c : space.configs) {
     const auto info = fit.check(c);
     const auto b = tune::analytic_breakdown(p, *info);
@@ -70,8 +74,11 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
     for (const auto& a : c.axes) *os << "," << a.outer << "," << a.inner;
     for (const auto& l : levels) *os << "," << (info->level_bytes.count(l) ? info->level_bytes.at(l) : 0);
     for (const auto& e : engines) *os << fmt::format(",{:.1f}", b.engine_cycles.count(e) ? b.engine_cycles.at(e) : 0.0);
-    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{}\n", b.total, b.compute_cycles, b.latency_cycles,
-                       b.shared_global_cycles, b.tiles, b.cores_used);
+    if (p.hierarchy.kind == isa::TargetKind::Npu)
+      for (const auto& pipe : pipes)
+        *os << fmt::format(",{:.1f}", b.pipe_busy_cycles.count(pipe) ? b.pipe_busy_cycles.at(pipe) : 0.0);
+    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{},{:.1f}\n", b.total, b.compute_cycles, b.latency_cycles,
+                       b.shared_global_cycles, b.tiles, b.cores_used, b.energy_pj);
   }
   if (path != "-") write_file(path, file.str(), "--dump-space");
 }
@@ -171,6 +178,12 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                                  t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
         for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
         std::cout << fmt::format("; {} tiles on {} cores)\n", b.tiles, b.cores_used);
+        if (b.energy_pj > 0) {
+          std::cout << fmt::format("  energy {:.4g} nJ", b.energy_pj / 1000);
+          if (b.macs > 0) std::cout << fmt::format(" ({:.3f} pJ/MAC)", b.energy_pj / b.macs);
+          for (const auto& [pipe, busy] : b.pipe_busy_cycles) std::cout << fmt::format(", {} busy {:.1f}", pipe, busy);
+          std::cout << "\n";
+        }
       }
       ctx.exit_code = 0;
       return;
@@ -216,7 +229,14 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       measurer = tune::make_npu_sim_measurer(
           f, co,
           [](const npu::Program& prog, const isa::Hierarchy& h) {
-            return npu_sim::simulate(prog, h, {}, {true, false, 0}).record.total_cycles;
+            const npu_sim::SimRecord r = npu_sim::simulate(prog, h, {}, {true, false, 0}).record;
+            tune::SimSummary s{r.total_cycles, {}, npu_sim::energy_report(r).total_pj};
+            for (const auto& core : npu_sim::pipe_stats(r))
+              for (int p = 0; p < npu::kPipeCount; ++p) {
+                double& busy = s.pipe_busy_cycles[std::string(npu::pipe_name(static_cast<npu::Pipe>(p)))];
+                busy = std::max(busy, double(core[p].busy_cycles));
+              }
+            return s;
           },
           jobs, o->timeout_s);
     } else {

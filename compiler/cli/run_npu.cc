@@ -93,6 +93,9 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
   o << fmt::format("  syncs        {} ({}): naive {} -> pruned {} instructions ({} -> {} pairs, {} barrier fall-backs)\n",
                    s.sync_instructions, npu_sync::sync_mode_name(options.sync), c.naive.sync_instructions,
                    c.pruned.sync_instructions, c.naive.pairs, c.pruned.pairs, s.barriers);
+  const npu_sim::EnergyReport energy = npu_sim::energy_report(rec);
+  r.report["energy"] = npu_sim::energy_json(energy);
+  o << "  " << npu_sim::energy_text(energy) << "\n";
   for (const auto& n : c.kernel.notes) o << "  mapping      " << n << "\n";
   if (!rec.races.empty()) o << "  RACES        " << rec.races.size() << " (first: " << rec.races[0].first.text << " / " << rec.races[0].second.text << ")\n";
   if (rec.deadlock) o << "  DEADLOCK     " << *rec.deadlock << "\n";

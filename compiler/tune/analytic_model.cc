@@ -15,6 +15,14 @@
 //     latencies.
 // All stage tiles' global traffic also passes the global level's shared bandwidth; the result is
 // the larger of the per-core time and that.
+//
+// Beside the time, a Ledger counts what the same moves and operations cost each pipe (busy cycles
+// of the busiest core, for the per-pipe correlation with the simulator) and the whole run's energy:
+// each move reads its source level, writes its destination and is priced per byte by its engine;
+// each mmad (one per operand tile and reduction step) reads its L0A / L0B tiles, reads (after the
+// first reduction step) and writes its L0C tile; each vector repeat reads and writes one repeat of
+// the vector level; the scalar unit issues one instruction per modelled copy, mmad or vector
+// instruction (loop and address arithmetic are not modelled: the simulator counts more).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -34,18 +42,91 @@ struct Route {
   double bandwidth = 0;
   double latency = 0;
   std::string engine;
+  std::string from, to;
 };
+
+Route step_of(const isa::TransferPath& p) {
+  return {p.bandwidth_bytes_per_cycle, double(p.latency_cycles), p.engine, p.from, p.to};
+}
 
 // The path from -> to, or through one intermediate level (e.g. accumulator -> vector -> global).
 std::vector<Route> route(const isa::Hierarchy& h, const std::string& from, const std::string& to) {
-  if (const auto* p = h.find_path(from, to)) return {{p->bandwidth_bytes_per_cycle, double(p->latency_cycles), p->engine}};
+  if (const auto* p = h.find_path(from, to)) return {step_of(*p)};
   for (const auto& p1 : h.paths)
     if (p1.from == from)
-      if (const auto* p2 = h.find_path(p1.to, to))
-        return {{p1.bandwidth_bytes_per_cycle, double(p1.latency_cycles), p1.engine},
-                {p2->bandwidth_bytes_per_cycle, double(p2->latency_cycles), p2->engine}};
+      if (const auto* p2 = h.find_path(p1.to, to)) return {step_of(p1), step_of(*p2)};
   return {};
 }
+
+// Per-pipe busy cycles (busiest core) and energy (whole run) of the modelled moves and operations.
+class Ledger {
+ public:
+  Ledger(const isa::Hierarchy& h, AnalyticBreakdown& out) : h_(h), out_(out) {}
+
+  // `bytes` from -> to along its route: `per_core` times on the busiest core, `all` times in the run.
+  void move(const std::string& from, const std::string& to, double bytes, double per_core, double all) {
+    for (const Route& step : route(h_, from, to)) {
+      const isa::Unit* engine = h_.find_unit(step.engine);
+      if (step.bandwidth > 0) busy(engine, bytes * per_core / step.bandwidth);
+      access(step.from, bytes * all, 0);
+      access(step.to, 0, bytes * all);
+      spend(engine, bytes * all * engine->energy_pj_per_byte.value_or(0));
+    }
+  }
+  // Bytes the compute units read / write in a level (operands of mmads and vector instructions).
+  void access(const std::string& level, double read, double written) {
+    const isa::Level* l = h_.find_level(level);
+    if (!l || (read == 0 && written == 0)) return;
+    const double pj = read * l->read_energy_pj_per_byte.value_or(0) + written * l->write_energy_pj_per_byte.value_or(0);
+    out_.level_energy_pj[l->name] += pj;
+    out_.energy_pj += pj;
+  }
+  void matrix(double cycles_per_core, double macs, DType a, DType acc) {
+    for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Matrix)) {
+      busy(u, cycles_per_core);
+      for (const isa::MatrixShape& s : u->shapes)
+        if (s.a == a && s.acc == acc) spend(u, macs * s.energy_pj_per_mac.value_or(0));
+      break;
+    }
+    out_.macs += macs;
+  }
+  void vector(double repeats_per_core, double repeats) {
+    for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Vector)) {
+      busy(u, repeats_per_core);
+      spend(u, repeats * u->energy_pj_per_repeat.value_or(0));
+      const double bytes = repeats * u->bytes_per_repeat;
+      access(h_.level(isa::Role::Vector).name, bytes, bytes);
+      break;
+    }
+  }
+  // Each mmad's operands are handed over by flags: the operand pipe sets and waits one flag pair
+  // per mmad, as does the cube (a set_flag / wait_flag holds its pipe set_flag_cycles), measured on
+  // the simulator as about 2 set_flag_cycles per mmad on each of M and MTE1.
+  void operand_handoffs(double mmads_per_core) {
+    if (!h_.sync) return;
+    const double cycles = 2.0 * h_.sync->set_flag_cycles * mmads_per_core;
+    out_.pipe_busy_cycles["M"] += cycles;
+    out_.pipe_busy_cycles["MTE1"] += cycles;
+  }
+  void instructions(double count) {
+    for (const isa::Unit* u : h_.units_of_kind(isa::UnitKind::Scalar)) {
+      spend(u, count * u->energy_pj_per_instruction.value_or(0));
+      break;
+    }
+  }
+
+ private:
+  void busy(const isa::Unit* u, double cycles) {
+    if (u && !u->pipe.empty()) out_.pipe_busy_cycles[u->pipe] += cycles;
+  }
+  void spend(const isa::Unit* u, double pj) {
+    if (!u || pj == 0) return;
+    out_.unit_energy_pj[u->name] += pj;
+    out_.energy_pj += pj;
+  }
+  const isa::Hierarchy& h_;
+  AnalyticBreakdown& out_;
+};
 
 uint32_t matrix_unit_count(const isa::Hierarchy& h) {
   for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix)) return std::max<uint32_t>(1, u->count);
@@ -71,6 +152,7 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometr
   const tile::ConvPlanResult r = tile::plan_conv(cv, machine, spec);
   AnalyticBreakdown out;
   if (!r.plan) return out;
+  Ledger ledger(h, out);
   const tile::ConvPlan& plan = *r.plan;
   const isa::CubeShape& shape = machine.cube_f16;
   const int64_t m0 = shape.m0, k0 = shape.k0, unit_cycles = shape.cycles;
@@ -117,6 +199,24 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometr
   const double core_time = first + exposed_latency + jobs * (busiest + steps * handoff);
   const isa::Level& g = h.level(isa::Role::Global);
   const double global_bytes = double(plan.cores) * (double(C) * RS * tn * in + jobs * fm_bytes) + double(cv.N) * P * K * acc;
+  // The same moves for the per-pipe busy cycles and the energy: every job of the run (one image x
+  // one output-channel tile), the weights once per core.
+  const double all_jobs = double(cv.N) * double(plan.k_tiles);
+  ledger.move(gm, l1, double(fm_bytes), jobs, all_jobs);
+  ledger.move(l1, l0a, double(Pp) * C * RS * in, jobs, all_jobs);
+  ledger.move(l1, l0b, double(C) * RS * tn * in, jobs, all_jobs);
+  ledger.move(l0c, gm, double(Pp) * tn * acc, jobs, all_jobs);
+  ledger.move(gm, l1, double(C) * RS * tn * in, 1, double(plan.cores));
+  const double job_macs = double(Pp) * tn * C * RS;
+  ledger.matrix(jobs * double(Pp / m0) * (tn / shape.n0) * C1 * RS * unit_cycles / units, all_jobs * job_macs, shape.a, shape.acc);
+  // each step's mmad reads its pixel block's L0A operand and the group's weights, and accumulates
+  // into its L0C block (read after the first step of the block)
+  const double c_bytes = double(Pp) * tn * acc;
+  ledger.access(l0a, all_jobs * double(Pp) * C * RS * in, 0);
+  ledger.access(l0b, all_jobs * double(blocks) * C * RS * tn * in, 0);
+  ledger.access(l0c, all_jobs * c_bytes * double(C1 * groups - 1), all_jobs * c_bytes * double(C1 * groups));
+  ledger.instructions(all_jobs * (steps * 3 + 3) + double(plan.cores));
+  ledger.operand_handoffs(jobs * double(blocks * C1 * RS));  // one mmad per pixel block, channel slice and kernel position
   out.compute_cycles = jobs * cube;
   for (const auto& [e, c] : job) out.engine_cycles[e] += jobs * c;
   for (const auto& [e, c] : once) out.engine_cycles[e] += c;
@@ -137,10 +237,12 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
   const isa::Level& g = h.level(isa::Role::Global);
   const int64_t cores = std::max<uint32_t>(1, h.cores);
   AnalyticBreakdown out;
+  Ledger ledger(h, out);
+  double instructions = 0;  // issued copies, mmads and vector instructions (the scalar unit's work)
   for (size_t gi = 0; gi < config.groups.size(); ++gi) {
     const GroupTiling& t = config.groups[gi];
     int64_t P = 1, R = 1, I = 1;
-    std::map<std::string, int64_t> outer, inner;
+    std::map<std::string, int64_t> outer, inner, steps;  // steps: operand tiles per stage tile along an axis
     for (const auto& [axis, e] : t.extent) {
       const int64_t o = std::min(e, t.outer.count(axis) ? t.outer.at(axis) : e);
       const int64_t i = std::min(o, t.inner.count(axis) ? t.inner.at(axis) : o);
@@ -149,6 +251,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       const bool red = t.reduction.count(axis) && t.reduction.at(axis);
       (red ? R : P) *= ceil_div(e, o);
       I *= ceil_div(o, i);
+      steps[axis] = ceil_div(o, i);
     }
     const int64_t used = std::min(cores, P);
     const int64_t Pc = ceil_div(P, cores);
@@ -157,13 +260,30 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     double compute = 0;
     if (t.matched) {
       const int64_t frags = ceil_div(inner[t.m], t.unit_m) * ceil_div(inner[t.n], t.unit_n) * ceil_div(inner[t.k], t.unit_k);
-      compute = double(Pc) * R * I * frags * t.unit_cycles / matrix_unit_count(h) + double(Pc) * R * I * matrix_startup(h);
+      const double fragment_cycles = double(frags) * t.unit_cycles / matrix_unit_count(h);
+      compute = double(Pc) * R * I * fragment_cycles + double(Pc) * R * I * matrix_startup(h);
+      const double mmads = double(P) * R * I, in = dtype_bytes(t.in_type), acc = dtype_bytes(t.acc_type);
+      const double tile_a = double(inner[t.m]) * inner[t.k] * in, tile_b = double(inner[t.k]) * inner[t.n] * in;
+      const double tile_c = double(inner[t.m]) * inner[t.n] * acc;
+      const double first_steps = double(P) * steps[t.m] * steps[t.n];  // mmads that start an accumulation
+      ledger.matrix(double(Pc) * R * I * fragment_cycles,
+                    mmads * double(frags) * t.unit_m * t.unit_n * t.unit_k, t.in_type, t.acc_type);
+      ledger.access(h.level(isa::Role::OperandA).name, mmads * tile_a, 0);
+      ledger.access(h.level(isa::Role::OperandB).name, mmads * tile_b, 0);
+      ledger.access(h.level(isa::Role::Accumulator).name, (mmads - first_steps) * tile_c, mmads * tile_c);
+      instructions += mmads;
+      ledger.operand_handoffs(double(Pc) * R * I);
     } else {
       double elems = 1;
       for (const auto& [axis, o] : outer) elems *= o;
-      uint32_t bpr = 0, startup = 0;
-      for (const auto* u : h.units_of_kind(isa::UnitKind::Vector)) bpr = u->bytes_per_repeat, startup = u->startup_cycles;
-      if (bpr) compute = double(Pc) * R * (elems * 4 / bpr + startup);
+      uint32_t bpr = 0, startup = 0, max_repeat = 1;
+      for (const auto* u : h.units_of_kind(isa::UnitKind::Vector))
+        bpr = u->bytes_per_repeat, startup = u->startup_cycles, max_repeat = std::max<uint32_t>(1, u->max_repeat);
+      if (bpr) {
+        compute = double(Pc) * R * (elems * 4 / bpr + startup);
+        ledger.vector(double(Pc) * R * elems * 4 / bpr, double(P) * R * elems * 4 / bpr);
+        instructions += double(P) * R * std::ceil(elems * 4 / bpr / max_repeat);
+      }
     }
     // per reduction chunk (steady state), per stage tile (fill and drain)
     std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
@@ -189,6 +309,9 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       const double bytes = double(b.bytes);
       if (b.copy_in) {
         const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
+        const double uses = b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0);
+        ledger.move(src, b.level, bytes, double(Pc) * uses, double(P) * uses);
+        instructions += double(P) * uses;
         if (b.tile_level == poly::TileLevel::P) {
           fill += transfer(src, b.level, bytes);  // once per stage tile, before its first chunk
         } else {
@@ -202,6 +325,8 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       }
       if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
         drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
+        ledger.move(b.level, global, bytes, double(Pc), double(P));
+        instructions += double(P) * double(route(h, b.level, global).size());
         latency += lat(b.level, global);
         global_bytes += bytes;
       }
@@ -223,6 +348,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     out.shared_global_cycles += shared;
     out.total += std::max(core_time, shared);
   }
+  ledger.instructions(instructions);
   return out;
 }
 

@@ -42,6 +42,15 @@ struct AnalyticBreakdown {
   double shared_global_cycles = 0;         // all cores' global traffic over the shared bandwidth
   double total = 0;
   int64_t tiles = 0, cores_used = 0;
+  // Busy cycles of the busiest core per NPU pipe (M, V, MTE1, MTE2, MTE3: the pipe of each engine and
+  // unit): every byte it moves over its path's bandwidth, every fragment or repeat it computes. What
+  // scripts/pipe_correlation.py compares with the simulator's per-pipe busy cycles.
+  std::map<std::string, double> pipe_busy_cycles;
+  // Energy of the whole run over every core (pJ), from the description's energies (isa/README.md
+  // "Energy"): per level its bytes read and written, per unit its operations and bytes moved.
+  std::map<std::string, double> level_energy_pj, unit_energy_pj;
+  double energy_pj = 0;
+  double macs = 0;  // multiply-accumulates the matrix unit executes (padded to its shape)
 };
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config);
 

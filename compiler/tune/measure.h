@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct Measurement {
   std::string unit;      // "cycles" / "s"
   std::string error;     // when !ok
   double wall_s = 0;     // compile + run
+  // Simulator only: busy cycles per pipe of the busiest core ("M", "V", "MTE1", ...) and the run's
+  // energy (npu_sim/report.h), logged beside the analytic model's prediction of each.
+  std::map<std::string, double> pipe_busy_cycles;
+  double energy_pj = 0;
 };
 
 class Measurer {
@@ -38,8 +43,14 @@ class Measurer {
   virtual std::vector<Measurement> measure(const std::vector<tile::TileSpec>& specs) = 0;
 };
 
-// Total cycles of a program on a target (timing-only). The binary passes npu_sim::simulate.
-using SimulateFn = std::function<uint64_t(const npu::Program&, const isa::Hierarchy&)>;
+// What a timing-only simulation of a program gives the tuner. The binary passes a function over
+// npu_sim::simulate and its report.
+struct SimSummary {
+  uint64_t cycles = 0;
+  std::map<std::string, double> pipe_busy_cycles;  // per pipe, the busiest core
+  double energy_pj = 0;
+};
+using SimulateFn = std::function<SimSummary(const npu::Program&, const isa::Hierarchy&)>;
 // Seconds per run of a compilation on the GPU (the binary passes run_on_gpu).
 using GpuTimeFn = std::function<double(const Compilation&)>;
 

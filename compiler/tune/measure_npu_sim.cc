@@ -101,7 +101,7 @@ class NpuSimMeasurer : public Measurer {
   }
 
  private:
-  // "ok CYCLES" or "error MESSAGE"
+  // "ok CYCLES ENERGY_PJ PIPE=BUSY ..." or "error MESSAGE"
   std::string run_one(const tile::TileSpec& spec) {
     try {
       CompileOptions o = base_;
@@ -109,8 +109,12 @@ class NpuSimMeasurer : public Measurer {
       auto c = compile(f_, o);
       const emit_npu::NpuKernel k = emit_npu::emit_npu(c->kernel, c->hierarchy);
       const npu_sync::SyncResult s = npu_sync::insert_syncs(k.program, c->hierarchy, {npu_sync::SyncMode::Pruned, -1});
-      const uint64_t cycles = simulate_(s.program, c->hierarchy);
-      return "ok " + std::to_string(cycles) + "\n";
+      const SimSummary r = simulate_(s.program, c->hierarchy);
+      std::ostringstream line;
+      line.precision(17);
+      line << "ok " << r.cycles << " " << r.energy_pj;
+      for (const auto& [pipe, busy] : r.pipe_busy_cycles) line << " " << pipe << "=" << busy;
+      return line.str() + "\n";
     } catch (const std::exception& e) {
       std::string msg = e.what();
       for (char& ch : msg)
@@ -122,7 +126,11 @@ class NpuSimMeasurer : public Measurer {
   static void parse(const std::string& data, int status, Measurement& m) {
     if (data.rfind("ok ", 0) == 0) {
       m.ok = true;
-      m.cost = std::stod(data.substr(3));
+      std::istringstream in(data.substr(3));
+      in >> m.cost >> m.energy_pj;
+      for (std::string field; in >> field;)
+        if (const size_t eq = field.find('='); eq != std::string::npos)
+          m.pipe_busy_cycles[field.substr(0, eq)] = std::stod(field.substr(eq + 1));
     } else if (data.rfind("error ", 0) == 0) {
       m.error = data.substr(6);
       while (!m.error.empty() && m.error.back() == '\n') m.error.pop_back();

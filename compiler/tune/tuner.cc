@@ -96,6 +96,13 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
         e.trial = int(r.trials.size());
         e.predicted = analytic->predict(fit.problem(), state.info(fresh[k]));
         e.wall_s = m.wall_s;
+        if (!m.pipe_busy_cycles.empty()) {  // a simulator measurement: log the model's view beside it
+          const AnalyticBreakdown b = analytic_breakdown(fit.problem(), state.info(fresh[k]));
+          e.pipe_busy = m.pipe_busy_cycles;
+          e.predicted_pipe_busy = b.pipe_busy_cycles;
+          e.energy_pj = m.energy_pj;
+          e.predicted_energy_pj = b.energy_pj;
+        }
         append_log(options.log, options.problem, e);
       }
       if (!m.ok) {

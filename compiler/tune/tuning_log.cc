@@ -69,6 +69,10 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
       e.trial = j.value("trial", 0);
       e.predicted = j.value("predicted", 0.0);
       e.wall_s = j.value("wall_s", 0.0);
+      e.pipe_busy = j.value("pipe_busy", std::map<std::string, double>{});
+      e.predicted_pipe_busy = j.value("predicted_pipe_busy", std::map<std::string, double>{});
+      e.energy_pj = j.value("energy_pj", 0.0);
+      e.predicted_energy_pj = j.value("predicted_energy_pj", 0.0);
       out.push_back(e);
     } catch (const nlohmann::json::exception& e) {
       throw UserError(path + ":" + std::to_string(n) + ": bad tuning log entry (" + e.what() + ")");
@@ -122,6 +126,10 @@ int append_log(const std::string& path, const ProblemKey& problem, const LogEntr
   if (!problem.overrides.empty()) j["overrides"] = problem.overrides;
   if (e.ok) j["cost"] = e.cost;
   else j["error"] = e.error;
+  if (!e.pipe_busy.empty()) j["pipe_busy"] = e.pipe_busy;
+  if (!e.predicted_pipe_busy.empty()) j["predicted_pipe_busy"] = e.predicted_pipe_busy;
+  if (e.energy_pj > 0) j["energy_pj"] = e.energy_pj;
+  if (e.predicted_energy_pj > 0) j["predicted_energy_pj"] = e.predicted_energy_pj;
   const std::string line = j.dump() + "\n";
   size_t done = 0;
   while (done < line.size()) {

@@ -4,7 +4,8 @@
 // Scripts plot it.
 //   {"op":"matmul","target":"davinci-910","shape":"K=1024,M=1024,N=1024","tile":"m=128/64,...",
 //    "ok":true,"cost":15407,"unit":"cycles","strategy":"model","trial":12,"predicted":1.2e4,"wall_s":1.3,
-//    "description_hash":"3f0c...","overrides":"L1.capacity_bytes=524288"}
+//    "description_hash":"3f0c...","overrides":"L1.capacity_bytes=524288",
+//    "pipe_busy":{"M":8192,...},"predicted_pipe_busy":{"M":8192,...},"energy_pj":2.1e7,"predicted_energy_pj":2.0e7}
 // A description variant (`--set`, isa/hierarchy_override.h) is its own problem: records match by
 // description_hash when the problem has overrides; records without overrides (or written before
 // the field existed) belong to the unmodified description.
@@ -39,6 +40,11 @@ struct LogEntry {
   std::string unit, strategy, error;
   int trial = 0;
   double predicted = 0, wall_s = 0;
+  // Simulator measurements: the measured and the analytic model's per-pipe busy cycles (busiest
+  // core) and energy (pJ); written only when present ("pipe_busy", "predicted_pipe_busy",
+  // "energy_pj", "predicted_energy_pj"): scripts/pipe_correlation.py reads them.
+  std::map<std::string, double> pipe_busy, predicted_pipe_busy;
+  double energy_pj = 0, predicted_energy_pj = 0;
 };
 
 // Entries of `path` for `problem`, in file order (no file: none). Malformed lines are a UserError

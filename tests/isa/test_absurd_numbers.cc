@@ -42,9 +42,9 @@ TEST_CASE("a number past its key's plausible range names the key, the line and t
   const Case cases[] = {
       {"on-chip capacity of 2^63 - 1 (bad_alloc in run before)",
        replaced(npu, "capacity_bytes: 1048576", "capacity_bytes: 9223372036854775807"),
-       "t.yaml:34: levels[1].capacity_bytes: got 9223372036854775807, outside the plausible range 0..1073741824"},
+       "t.yaml:49: levels[1].capacity_bytes: got 9223372036854775807, outside the plausible range 0..1073741824"},
       {"cores of 2^32 + 1 (narrowed to 1 core before)", replaced(npu, "cores: 32", "cores: 4294967297"),
-       "t.yaml:19: cores: got 4294967297, outside the plausible range 0..4096"},
+       "t.yaml:32: cores: got 4294967297, outside the plausible range 0..4096"},
       {"global capacity past 16 TiB", replaced(npu, "capacity_bytes: 34359738368", "capacity_bytes: 17592186044417"),
        "levels[0].capacity_bytes: got 17592186044417, outside the plausible range 0..17592186044416"},
       {"a 32-bit field given 2^32 (would narrow to 0)", replaced(npu, "queue_depth: ", "queue_depth: 4294967296 #"),
@@ -52,7 +52,7 @@ TEST_CASE("a number past its key's plausible range names the key, the line and t
       {"a GPU count", replaced(gpu, "warp_size: 32", "warp_size: 4294967328"),
        "gpu.warp_size: got 4294967328, outside the plausible range 0..4096"},
       {"a number too large for 64 bits", replaced(npu, "cores: 32", "cores: 99999999999999999999"),
-       "t.yaml:19: cores: cannot read '99999999999999999999' as a number"},
+       "t.yaml:32: cores: cannot read '99999999999999999999' as a number"},
   };
   for (const Case& c : cases) {
     INFO(c.rule);

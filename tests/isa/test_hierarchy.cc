@@ -74,15 +74,15 @@ TEST_CASE("malformed descriptions are rejected with a specific message") {
   };
   const Case cases[] = {
       {"unknown key is an error, not ignored", replaced(good, "    layout: fractal_zz", "    layuot: fractal_zz"),
-       "t.yaml:43: levels[2].layuot: unknown key"},
+       "t.yaml:60: levels[2].layuot: unknown key"},
       {"zero capacity", replaced(good, "capacity_bytes: 65536", "capacity_bytes: 0"),
-       "t.yaml:38: level 'L0A' capacity_bytes: capacity must be positive (got 0)"},
+       "t.yaml:55: level 'L0A' capacity_bytes: capacity must be positive (got 0)"},
       {"negative capacity", replaced(good, "capacity_bytes: 1048576", "capacity_bytes: -5"),
-       "t.yaml:34: levels[1].capacity_bytes: must not be negative (got -5)"},
+       "t.yaml:49: levels[1].capacity_bytes: must not be negative (got -5)"},
       {"missing role", replaced(good, "role: operand_b", "role: operand_a"),
        "level 'L0B': role operand_a is already carried by level 'L0A'"},
       {"unknown role", replaced(good, "role: vector", "role: vectr"),
-       "t.yaml:57: levels[5].role: unknown role 'vectr'"},
+       "t.yaml:80: levels[5].role: unknown role 'vectr'"},
       {"path to an undefined level", replaced(good, "{from: GM, to: UB, engine: mte2", "{from: GM, to: UBB, engine: mte2"),
        "path GM -> UBB: 'to' names undefined level 'UBB'"},
       {"path with an undefined engine", replaced(good, "{from: GM, to: UB, engine: mte2", "{from: GM, to: UB, engine: mte9"),
@@ -102,12 +102,12 @@ TEST_CASE("malformed descriptions are rejected with a specific message") {
       {"unknown dtype", replaced(good, "a: i8, b: i8, acc: i32", "a: i7, b: i8, acc: i32"),
        "units[1].shapes[1].a: unknown dtype 'i7'"},
       {"missing required key", replaced(good, "clock_mhz: 1000 ", "# clock_mhz: 1000 "), "clock_mhz: required key is missing"},
-      {"zero cores", replaced(good, "cores: 32 ", "cores: 0 "), "t.yaml:19: cores: must be at least 1"},
+      {"zero cores", replaced(good, "cores: 32 ", "cores: 0 "), "t.yaml:32: cores: must be at least 1"},
       {"NPU pipe missing", replaced(good, "pipe: MTE3", "pipe: MTE2"), "units: no unit runs on NPU pipe MTE3"},
       {"event ids zero", replaced(good, "event_ids_per_pipe_pair: 4 ", "event_ids_per_pipe_pair: 0 "),
        "sync.event_ids_per_pipe_pair: must be at least 1"},
       {"NPU without sync section", good.substr(0, good.find("sync:")), "an NPU description needs a sync section"},
-      {"invalid YAML", replaced(good, "cores: 32 ", "cores: [32 "), "t.yaml:20:1: invalid YAML"},
+      {"invalid YAML", replaced(good, "cores: 32 ", "cores: [32 "), "t.yaml:33:1: invalid YAML"},
       {"accumulator cannot drain",
        replaced(replaced(good, "  - {from: L0C, to: UB, engine: vector", "  #"), "reads: [UB, L0C]", "reads: [UB]"),
        "level 'L0C': results in this accumulator level cannot reach the global level"},
@@ -123,6 +123,56 @@ TEST_CASE("malformed descriptions are rejected with a specific message") {
     const std::string message = rejection(c.text);
     CHECK_MESSAGE(message.find(c.expected) != std::string::npos, "got: " << message);
   }
+}
+
+// Energies (isa/README.md "Energy"): plausible, on the kind of unit whose operation they price, and
+// complete in NPU descriptions; optional in GPU ones.
+TEST_CASE("energy fields are validated like the other numbers") {
+  const std::string good = read_text(target_path("davinci-910.yaml"));
+  struct Case {
+    std::string rule;
+    std::string text;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"zero energy", replaced(good, "read_energy_pj_per_byte: 0.86 ", "read_energy_pj_per_byte: 0 "),
+       "t.yaml:61: levels[2].read_energy_pj_per_byte: got 0 pJ, outside the plausible range (0, 1000]"},
+      {"a unit slip (nJ for pJ)", replaced(good, "energy_pj_per_mac: 0.5}", "energy_pj_per_mac: 500}"),
+       "units[1].shapes[0].energy_pj_per_mac: got 500 pJ, outside the plausible range (0, 100]"},
+      {"negative", replaced(good, "energy_pj_per_repeat: 24 ", "energy_pj_per_repeat: -24 "),
+       "units[2].energy_pj_per_repeat: got -24 pJ, outside the plausible range (0, 100000]"},
+      {"text", replaced(good, "energy_pj_per_instruction: 17.5", "energy_pj_per_instruction: cheap"),
+       "units[0].energy_pj_per_instruction: cannot read 'cheap' as a number"},
+      {"NPU level without its read energy", replaced(good, "    read_energy_pj_per_byte: 3.1 ", "    # "),
+       "level 'L1': an NPU level needs read_energy_pj_per_byte and write_energy_pj_per_byte"},
+      {"NPU matrix shape without energy", replaced(good, ", energy_pj_per_mac: 0.075}", "}"),
+       "unit 'cube' shape 16x16x32: an NPU matrix shape needs energy_pj_per_mac"},
+      {"NPU vector unit without energy per repeat", replaced(good, "    energy_pj_per_repeat: 24 ", "    # "),
+       "unit 'vector': an NPU vector unit needs energy_pj_per_repeat"},
+      {"NPU path engine without energy per byte", replaced(good, "    energy_pj_per_byte: 0.4          # [K11] 0.5 mm inside", "    # "),
+       "unit 'mte1': an NPU unit that moves data along a path needs energy_pj_per_byte"},
+      {"energy per repeat on a copy engine",
+       replaced(good, "    energy_pj_per_byte: 2.0          # [K11] 2.5 mm to the memory side (assumed)\n  - name: mte3",
+                "    energy_pj_per_byte: 2.0\n    energy_pj_per_repeat: 3\n  - name: mte3"),
+       "unit 'mte2' energy_pj_per_repeat: only vector units have repeats"},
+      {"energy per byte on a unit that moves nothing", replaced(good, "    energy_pj_per_instruction: 17.5", "    energy_pj_per_instruction: 17.5\n    energy_pj_per_byte: 1"),
+       "unit 'scalar' energy_pj_per_byte: the unit is the engine of no transfer path"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.rule);
+    const std::string message = rejection(c.text);
+    CHECK_MESSAGE(message.find(c.expected) != std::string::npos, "got: " << message);
+  }
+  // every shipped NPU description prices everything; GPU descriptions may leave energy out
+  for (const char* name : {"davinci-910.yaml", "davinci-310.yaml"}) {
+    const Hierarchy h = load_hierarchy(target_path(name));
+    for (const Level& l : h.levels) CHECK((l.read_energy_pj_per_byte && l.write_energy_pj_per_byte));
+  }
+  CHECK_FALSE(load_hierarchy(target_path("sm90.yaml")).levels[0].read_energy_pj_per_byte.has_value());
+  const Hierarchy h = load_hierarchy(target_path("davinci-910.yaml"));
+  CHECK(*h.level(Role::Global).read_energy_pj_per_byte == 31.2);
+  CHECK(*h.find_unit("cube")->shapes[1].energy_pj_per_mac == 0.075);
+  CHECK(*h.find_unit("mte2")->energy_pj_per_byte == 2.0);
 }
 
 TEST_CASE("a GPU description's arch must match its compute capability") {

@@ -94,3 +94,42 @@ TEST_CASE("learned model: fitted on measurements it ranks them like the measurem
   for (const auto& i : infos) better += m->predict(fit.problem(), i) < pb;
   CHECK(better <= infos.size() / 4);
 }
+
+// The analytic model's energy and per-pipe busy cycles (compiler/tune/analytic_model.cc, "Ledger")
+// by hand. 64^3 GEMM, tile m=32/16,n=32/16,k=32/16 on tests/tune/small-npu.yaml (4 cores,
+// davinci-910's prices): P = 4 stage tiles (one per core), R = 2 chunks, I = 8 operand tiles per
+// chunk; buffers A, B in L1 (2048 B per chunk), in L0A / L0B (512 B per operand tile), C in L0C
+// (4096 B per stage tile, drained L0C -> UB -> GM).
+TEST_CASE("analytic model: energy and per-pipe busy cycles of a small GEMM equal the hand computation") {
+  SmallGemm g(64);
+  FitChecker fit(g.f, g.options);
+  const auto info = fit.check(tile::parse_tile_spec("m=32/16,n=32/16,k=32/16"));
+  REQUIRE(info.has_value());
+  const auto b = analytic_breakdown(fit.problem(), *info);
+  const double gm = 31.2, l1 = 3.1, l0ab = 0.86, l0c_ub = 1.64, mac = 0.5, scalar = 17.5, mte1 = 0.4, mte2 = 2, mte3 = 2,
+               vector_move = 0.4;
+  // moves: GM -> L1 2 x 2048 B x R x P = 32768 B; L1 -> L0A and -> L0B 512 B x R x I x P = 32768 B each;
+  // the drain 4096 B x P = 16384 B through UB. mmads: P x R x I = 64 of 16x16x16: 262144 MACs, each
+  // reading 512 B of L0A and of L0B and writing 1024 B of L0C, reading it after the first k step (64 - P x 2 x 2 = 48).
+  CHECK(b.macs == 262144);
+  CHECK(b.level_energy_pj.at("GM") == doctest::Approx((32768 + 16384) * gm));
+  CHECK(b.level_energy_pj.at("L1") == doctest::Approx((32768 + 65536) * l1));
+  CHECK(b.level_energy_pj.at("L0A") == doctest::Approx((32768 + 64 * 512) * l0ab));
+  CHECK(b.level_energy_pj.at("L0C") == doctest::Approx((16384 + 48 * 1024 + 64 * 1024) * l0c_ub));
+  CHECK(b.level_energy_pj.at("UB") == doctest::Approx((16384 + 16384) * l0c_ub));
+  CHECK(b.unit_energy_pj.at("cube") == doctest::Approx(262144 * mac));
+  CHECK(b.unit_energy_pj.at("mte1") == doctest::Approx(65536 * mte1));
+  CHECK(b.unit_energy_pj.at("vector") == doctest::Approx(16384 * vector_move));
+  // issued: 16 L1 copies, 128 L0A / L0B copies, 64 mmads, 8 drain moves
+  CHECK(b.unit_energy_pj.at("scalar") == doctest::Approx(216 * scalar));
+  const double hand = 49152 * gm + 98304 * l1 + 2 * 65536 * l0ab + 131072 * l0c_ub + 32768 * l0c_ub + 262144 * mac +
+                      65536 * mte1 + 32768 * mte2 + 16384 * mte3 + 16384 * vector_move + 216 * scalar;
+  CHECK(b.energy_pj == doctest::Approx(hand));  // 2,485,628.32 pJ: 9.48 pJ/MAC
+  // busy cycles of one core: 16 fragments; L0A 16 x 512 / 256 + L0B 16 x 512 / 128; 2 x 2 x 2048 / 87;
+  // the drain 4096 / 128 on V and 4096 / 87 on MTE3; M and MTE1 also hold 2 flag cycles per mmad (16)
+  CHECK(b.pipe_busy_cycles.at("M") == doctest::Approx(16 + 32));
+  CHECK(b.pipe_busy_cycles.at("MTE1") == doctest::Approx(32 + 64 + 32));
+  CHECK(b.pipe_busy_cycles.at("MTE2") == doctest::Approx(8192.0 / 87));
+  CHECK(b.pipe_busy_cycles.at("V") == doctest::Approx(32));
+  CHECK(b.pipe_busy_cycles.at("MTE3") == doctest::Approx(4096.0 / 87));
+}
