@@ -62,7 +62,7 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   for (const auto& path : p.hierarchy.paths)
     if (std::find(engines.begin(), engines.end(), path.engine) == engines.end()) engines.push_back(path.engine);
   for (const auto& e : engines) *os << ",engine_" << e;
-  *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used\n";
+  *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used,global_bytes,dram_bytes,stage_bytes\n";
   for (const auto& c : space.configs) {
     const auto info = fit.check(c);
     const auto b = tune::analytic_breakdown(p, *info);
@@ -70,8 +70,8 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
     for (const auto& a : c.axes) *os << "," << a.outer << "," << a.inner;
     for (const auto& l : levels) *os << "," << (info->level_bytes.count(l) ? info->level_bytes.at(l) : 0);
     for (const auto& e : engines) *os << fmt::format(",{:.1f}", b.engine_cycles.count(e) ? b.engine_cycles.at(e) : 0.0);
-    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{}\n", b.total, b.compute_cycles, b.latency_cycles,
-                       b.shared_global_cycles, b.tiles, b.cores_used);
+    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{},{:.0f},{:.0f},{:.0f}\n", b.total, b.compute_cycles, b.latency_cycles,
+                       b.shared_global_cycles, b.tiles, b.cores_used, b.global_bytes, b.dram_bytes, b.stage_bytes);
   }
   if (path != "-") write_file(path, file.str(), "--dump-space");
 }
@@ -170,7 +170,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
         std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
                                  t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
         for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
-        std::cout << fmt::format("; {} tiles on {} cores)\n", b.tiles, b.cores_used);
+        std::cout << fmt::format("; {} tiles on {} cores)", b.tiles, b.cores_used);
+        // bytes per level and the time at the description's clock (issue 19: compared with ncu)
+        std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}; {:.3f} us at {:g} MHz\n", b.global_bytes,
+                                 b.dram_bytes, b.stage_bytes, b.total / p.hierarchy.clock_mhz, p.hierarchy.clock_mhz);
       }
       ctx.exit_code = 0;
       return;
