@@ -19,7 +19,8 @@
 //                                      (f16/bf16) / m64n256k32 (s8) from shared descriptors (sm_90a);
 //                                      the detail names each path's rate.
 // A benchmark that fails (NVRTC, launch, a feature the driver lacks) gives a Measurement with the
-// error, never an exception; the other figures are still measured.
+// error, never an exception; the other figures are still measured. The wgmma paths and the TMA
+// copy run last: a kernel that faults leaves the context unusable for what follows it.
 #pragma once
 
 #include <vector>
