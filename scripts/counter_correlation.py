@@ -18,7 +18,11 @@ is counted and left out."""
 import argparse
 import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tune_common as tc  # noqa: E402
 
 PAIRS = [
     # name, predicted key, measured counters (summed), scale of measured into predicted's unit, unit
@@ -29,21 +33,6 @@ PAIRS = [
 ]
 TIME_RHO_GOAL = 0.9
 BYTES_ERROR_GOAL = 0.15
-
-
-def ranks(xs):
-    """Average ranks (1-based), ties sharing the mean of their positions."""
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            r[order[k]] = (i + j) / 2.0 + 1
-        i = j + 1
-    return r
 
 
 def pearson(xs, ys):
@@ -58,7 +47,7 @@ def pearson(xs, ys):
 
 
 def spearman(xs, ys):
-    return pearson(ranks(xs), ranks(ys))
+    return tc.spearman(xs, ys) if len(xs) >= 2 else float("nan")
 
 
 def median(v):

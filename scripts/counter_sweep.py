@@ -5,7 +5,9 @@ mma.sync and wgmma paths, two convolutions per description and the memory-bound 
 
   ncu --csv --print-units base --metrics <counters> tessel run ... --no-timing --report R.json
 
-(every launch of the program profiled; the counters summed over its launches), and asks the
+(every launch of the program profiled; the counters summed over its launches; GEMMs with
+--gpu-tiles set to one of the tile policy's candidates of the description's path, and --tile the
+same block and warp tiles), and asks the
 analytic model for the same configuration (`tessel tune ... --predict TILE`: predicted cycles,
 bytes per level). Writes one JSON record per kernel to OUT.jsonl, read by
 scripts/counter_correlation.py.
@@ -37,9 +39,7 @@ COUNTERS = [
     "sm__cycles_elapsed.avg",
 ]
 
-GEMM_TILES = ["m=128/64,n=128/64,k=32/16", "m=64/32,n=64/32,k=32/16", "m=128/32,n=64/32,k=32/16",
-              "m=64/32,n=128/64,k=32/16", "m=128/64,n=64/32,k=64/16", "m=256/64,n=128/64,k=32/16"]
-GEMM_SHAPES = ["M=1024,N=1024,K=1024", "M=2048,N=512,K=1024", "M=512,N=512,K=2048"]
+GEMM_SHAPES = ["M=1024,N=1024,K=1024", "M=2048,N=512,K=1024", "M=512,N=512,K=2048", "M=4096,N=4096,K=512"]
 CONV_SHAPES = ["N=8,H=14,W=14,C=64,K=128,R=3,S=3", "N=16,H=14,W=14,C=128,K=256,R=3,S=3"]
 MEMORY_BOUND = [  # workloads/memory_bound.yaml
     ("bert.tsl", "softmax", "M=128,N=768"), ("bert.tsl", "softmax", "M=4096,N=768"), ("bert.tsl", "softmax", "M=4096,N=3072"),
@@ -49,15 +49,49 @@ MEMORY_BOUND = [  # workloads/memory_bound.yaml
 ]
 
 
-def kernels(quick):
+def candidates(tessel, target, shape):
+    """The GPU tile policy's ranked TensorCore configurations (`tessel compile --explain`)."""
+    p = subprocess.run([tessel, "compile", "workloads/matmul.tsl", "--target", "isa/targets/%s.yaml" % target, "--shape", shape,
+                        "--explain", "-o", os.devnull], capture_output=True, text=True, timeout=120)
+    m = re.search(r"tile candidates \(ranked\): (.*)", p.stdout + p.stderr)
+    return [c.strip() for c in m.group(1).split(",")] if m else []
+
+
+def path_wanted(cfg, target):
+    """Per description the configurations of its path: WMMA (sm75), mma.sync (sm80), wgmma (sm90);
+    split-K across blocks (/kb) is left out (the analytic model has no view of it)."""
+    if "/kb" in cfg:
+        return False
+    if target == "sm90":
+        return "/wg" in cfg
+    if target == "sm80":
+        return "/mma" in cfg
+    return "/mma" not in cfg and "/wg" not in cfg
+
+
+def tile_spec(cfg):
+    """'128x128x64/64x128/ks1/st6/wg' -> the tile spec the analytic model reads: m=128/64,n=128/128,k=64/16."""
+    block, warp = cfg.split("/")[:2]
+    bm, bn, bk = block.split("x")
+    wm, wn = warp.split("x")
+    return "m=%s/%s,n=%s/%s,k=%s/16" % (bm, wm, bn, wn, bk)
+
+
+def kernels(tessel, quick):
     out = []
     for target in ("sm75", "sm80", "sm90"):
-        shapes = GEMM_SHAPES[:1] if quick else GEMM_SHAPES
-        for si, shape in enumerate(shapes):
-            tiles = GEMM_TILES if si == 0 else GEMM_TILES[:1]
-            for tile in (tiles[:2] if quick else tiles):
-                out.append(dict(name=f"gemm_{target}_{shape}_{tile}", file="workloads/matmul.tsl", def_name="matmul",
-                                target=target, shape=shape, tile=tile))
+        for si, shape in enumerate(GEMM_SHAPES[:1] if quick else GEMM_SHAPES):
+            want = (2 if quick else 6) if si == 0 else 2
+            chosen, seen = [], set()
+            cands = [c for c in candidates(tessel, target, shape) if path_wanted(c, target)]
+            for c in sorted(cands, key=lambda c: "/ks1/" not in c):  # unsplit K first, in rank order
+                key = c.split("/st")[0]
+                if key not in seen and len(chosen) < want:
+                    seen.add(key)
+                    chosen.append(c)
+            for c in chosen:
+                out.append(dict(name=f"gemm_{target}_{shape}_{c}", file="workloads/matmul.tsl", def_name="matmul",
+                                target=target, shape=shape, tile=tile_spec(c), gpu_tiles=c))
         for shape in (CONV_SHAPES[:1] if quick else CONV_SHAPES):
             out.append(dict(name=f"conv_{target}_{shape}", file="workloads/conv_seed.tsl", def_name="conv2d_nhwc",
                             target=target, shape=shape, tile=None))
@@ -136,6 +170,8 @@ def measure(k, args, ncu, counters, tmp):
            "--no-timing", "--report", base + ".json"]
     if k["tile"]:
         run += ["--tile", k["tile"]]
+    if k.get("gpu_tiles"):
+        run += ["--gpu-tiles", k["gpu_tiles"]]
     cmd = [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(counters),
            "--log-file", base + ".csv"] + run
     rec = dict(k)
@@ -182,7 +218,7 @@ def main():
         print("counter_sweep: no ncu on PATH or under /usr/local/cuda/bin", file=sys.stderr)
         return 2
     counters = known_counters(ncu)
-    ks = kernels(args.quick)
+    ks = kernels(args.tessel, args.quick)
     tmp = args.keep or tempfile.mkdtemp(prefix="tessel-ncu-")
     os.makedirs(tmp, exist_ok=True)
     print("counter_sweep: %d kernels, %d counters, ncu %s, %d jobs" % (len(ks), len(counters), ncu, args.jobs), flush=True)
