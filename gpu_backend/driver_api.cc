@@ -14,6 +14,7 @@ namespace {
 
 struct LoadedDriver {
   DriverApi api;
+  void* lib = nullptr;
   std::string failure;  // empty: loaded and initialised
 };
 
@@ -24,6 +25,7 @@ LoadedDriver load_driver() {
     d.failure = std::string("no CUDA driver on this machine (dlopen libcuda.so.1: ") + dlerror() + ")";
     return d;
   }
+  d.lib = lib;
   // The name each X expands to is the versioned ABI symbol cuda.h selects (cuMemAlloc_v2).
 #define TESSEL_X(fn)                                                                                \
   d.api.fn = reinterpret_cast<decltype(d.api.fn)>(dlsym(lib, TESSEL_STR(fn)));                      \
@@ -54,6 +56,11 @@ const DriverApi& driver() {
   const LoadedDriver& d = loaded();
   if (!d.failure.empty()) throw GpuError("cuInit", d.failure);
   return d.api;
+}
+
+TensorMapEncodeTiledFn tensor_map_encode_tiled() {
+  driver();  // throws when there is no driver
+  return reinterpret_cast<TensorMapEncodeTiledFn>(dlsym(loaded().lib, "cuTensorMapEncodeTiled"));
 }
 
 bool driver_available(std::string* why) {

@@ -65,6 +65,12 @@ struct DriverApi {
 // entry point, or cuInit fails (no GPU, driver/toolkit mismatch).
 const DriverApi& driver();
 
+// Entry points a driver may lack without tessel being unusable (looked up on first use; nullptr
+// where the driver has none): cuTensorMapEncodeTiled (CUDA 12+, TMA descriptors; the
+// microbenchmarks' TMA copy rate, gpu_backend/microbench.h).
+using TensorMapEncodeTiledFn = decltype(&::cuTensorMapEncodeTiled);
+TensorMapEncodeTiledFn tensor_map_encode_tiled();
+
 // True when driver() would succeed; otherwise *why says what is missing (for skip messages).
 bool driver_available(std::string* why = nullptr);
 

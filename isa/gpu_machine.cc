@@ -76,10 +76,21 @@ GpuMachine stock_gpu_machine(const std::string& arch) {
   for (const auto& root : roots) {
     if (!by_arch.empty()) break;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(root / "isa" / "targets", ec)) {
-      if (entry.path().extension() != ".yaml") continue;
-      Hierarchy h = load_hierarchy(entry.path().string());
-      if (h.kind == TargetKind::Gpu) by_arch.emplace(h.gpu->arch, GpuMachine::from(h));
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(root / "isa" / "targets", ec))
+      if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    // several parts of one architecture (sm90-h100, sm90-h200): the generic description named
+    // after the architecture (sm90 for sm_90) wins, else the first by file name
+    for (const auto& file : files) {
+      Hierarchy h = load_hierarchy(file.string());
+      if (h.kind != TargetKind::Gpu) continue;
+      std::string generic = h.gpu->arch;
+      generic.erase(std::remove(generic.begin(), generic.end(), '_'), generic.end());
+      if (h.name == generic)
+        by_arch.insert_or_assign(h.gpu->arch, GpuMachine::from(h));
+      else
+        by_arch.emplace(h.gpu->arch, GpuMachine::from(h));
     }
   }
   auto it = by_arch.find(arch);

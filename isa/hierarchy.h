@@ -125,6 +125,10 @@ struct GpuProperties {
   uint64_t shared_bytes_per_block_optin = 0;
   uint64_t shared_bytes_per_sm = 0;
   uint64_t l2_cache_bytes = 0;
+  // Optional (0: not described): the L2's bandwidth shared by all SMs, at clock_mhz, and the latency
+  // of a load that hits in L2 (SM cycles). `tessel check-hierarchy --device --measure` checks them.
+  double l2_bandwidth_bytes_per_cycle = 0;
+  uint32_t l2_hit_latency_cycles = 0;
   // What the CUDA emitter and the GPU tile policy need beyond the device's own properties
   // (isa/gpu_machine.h carries them to the compiler):
   uint64_t shared_bytes_reserved_per_block = 0;  // an SM keeps this much of its shared memory per resident block

@@ -225,7 +225,40 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometr
   out.tiles = cv.N * plan.k_tiles;
   out.cores_used = plan.cores;
   out.total = std::max(core_time, out.shared_global_cycles);
+  out.global_bytes = out.dram_bytes = global_bytes;
+  out.stage_bytes = double(plan.cores) * (double(C) * RS * tn * in + jobs * fm_bytes) +
+                    double(plan.cores) * jobs * (double(Pp) * C * RS * in + double(C) * RS * tn * in);
   return out;
+}
+
+// Every input read once and every output written once (the kernel's compulsory traffic).
+double compulsory_bytes(const Problem& problem) {
+  double bytes = 0;
+  if (!problem.function) return 0;
+  for (const auto& t : problem.function->tensors) {
+    if (t.kind == ir::TensorKind::Local) continue;
+    double n = 1;
+    for (const auto& d : t.shape) {
+      try {
+        n *= double(d.evaluate({}, problem.sizes));
+      } catch (const std::exception&) {
+        return 0;  // a size the problem does not bind: no estimate
+      }
+    }
+    bytes += n * double(dtype_bytes(t.dtype));
+  }
+  return bytes;
+}
+
+// The DRAM traffic behind the L2 (see AnalyticBreakdown::dram_bytes).
+double dram_estimate(const Problem& problem, double global_bytes) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const double compulsory = compulsory_bytes(problem);
+  if (!h.gpu || h.gpu->l2_cache_bytes == 0 || compulsory <= 0) return global_bytes;
+  const double l2 = double(h.gpu->l2_cache_bytes);
+  const double repeated = std::max(0.0, global_bytes - compulsory);
+  const double miss = compulsory <= l2 ? 0.0 : 1.0 - l2 / compulsory;
+  return std::min(global_bytes, compulsory) + repeated * miss;
 }
 
 }  // namespace
@@ -287,7 +320,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     }
     // per reduction chunk (steady state), per stage tile (fill and drain)
     std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
-    double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0;
+    double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0, stage_bytes = 0;
     bool overlap = true;
     auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
       double t = 0;
@@ -322,6 +355,9 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
         }
         if (!b.double_buffered && b.role != isa::Role::Accumulator) overlap = false;
         if (src == global) global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
+        // per stage tile: into the stage level once per copy, out of it I times per chunk
+        if (b.level == stage) stage_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
+        if (src == stage) stage_bytes += bytes * double(I) * double(R);
       }
       if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
         drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
@@ -347,8 +383,11 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     out.latency_cycles += double(Pc) * latency;
     out.shared_global_cycles += shared;
     out.total += std::max(core_time, shared);
+    out.global_bytes += global_bytes * double(P);
+    out.stage_bytes += stage_bytes * double(P);
   }
   ledger.instructions(instructions);
+  out.dram_bytes = dram_estimate(problem, out.global_bytes);
   return out;
 }
 

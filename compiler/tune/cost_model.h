@@ -51,6 +51,15 @@ struct AnalyticBreakdown {
   std::map<std::string, double> level_energy_pj, unit_energy_pj;
   double energy_pj = 0;
   double macs = 0;  // multiply-accumulates the matrix unit executes (padded to its shape)
+  // Bytes per level over the whole kernel (issue 19 item 2, compared with ncu's counters):
+  //   global_bytes: every stage tile's loads from and stores to the global level (on a GPU, the
+  //                 L2's traffic: each of them passes the L2);
+  //   dram_bytes:   what reaches the memory behind the L2: every input read once and every output
+  //                 written once when they fit the L2 (gpu.l2_cache_bytes), otherwise the repeated
+  //                 reads miss in the proportion of the footprint the L2 cannot hold; without an
+  //                 L2 in the description, global_bytes;
+  //   stage_bytes:  bytes written into and read out of the stage level (shared memory).
+  double global_bytes = 0, dram_bytes = 0, stage_bytes = 0;
 };
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config);
 

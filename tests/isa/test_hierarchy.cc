@@ -19,7 +19,8 @@ using namespace tessel::isa;
 using namespace tessel::isa::testing;
 
 TEST_CASE("every shipped description validates") {
-  for (const char* name : {"davinci-910.yaml", "davinci-310.yaml", "sm75.yaml", "sm80.yaml", "sm90.yaml"}) {
+  for (const char* name : {"davinci-910.yaml", "davinci-310.yaml", "sm75.yaml", "sm80.yaml", "sm90.yaml",
+                           "sm90-h100.yaml", "sm90-h200.yaml"}) {
     CAPTURE(name);
     const Hierarchy h = load_hierarchy(target_path(name));
     for (int r = 0; r < kRoleCount; ++r) CHECK(h.level_with_role(static_cast<Role>(r)) != nullptr);
@@ -61,6 +62,30 @@ TEST_CASE("sm90 carries the Hopper device properties") {
   CHECK(h.gpu->shared_bytes_per_block_optin == 227 * 1024);
   CHECK(h.level(Role::Stage).capacity_bytes == h.gpu->shared_bytes_per_sm);
   CHECK(h.cores == 132);
+}
+
+// Issue 17 item 16: one description per Hopper part, each matching what its GPU reports; the
+// compiler's view (GpuMachine: SMs, shared memory, shapes, features) is the same for all three.
+TEST_CASE("per-part Hopper descriptions: H100 and H200 differ in L2 and HBM only; sm90 stays the generic one") {
+  const Hierarchy h100 = load_hierarchy(target_path("sm90-h100.yaml"));
+  const Hierarchy h200 = load_hierarchy(target_path("sm90-h200.yaml"));
+  const Hierarchy generic = load_hierarchy(target_path("sm90.yaml"));
+  CHECK(h100.gpu->l2_cache_bytes == 50u * 1024 * 1024);   // what cuDeviceGetAttribute reports on an H100 SXM
+  CHECK(h200.gpu->l2_cache_bytes == 60u * 1024 * 1024);   // and on the H200 lent here
+  CHECK(generic.gpu->l2_cache_bytes == h200.gpu->l2_cache_bytes);
+  CHECK(h100.level(Role::Global).shared_bandwidth_bytes_per_cycle == 1830);  // 3.35 TB/s at 1830 MHz
+  CHECK(h200.level(Role::Global).shared_bandwidth_bytes_per_cycle == 2623);  // 4.8 TB/s at 1830 MHz
+  for (const Hierarchy* h : {&h100, &h200}) {
+    CHECK(h->cores == generic.cores);
+    CHECK(h->clock_mhz == generic.clock_mhz);
+    CHECK(h->gpu->shared_bytes_per_sm == generic.gpu->shared_bytes_per_sm);
+    CHECK(h->gpu->shared_bytes_per_block_optin == generic.gpu->shared_bytes_per_block_optin);
+    CHECK(h->gpu->features == generic.gpu->features);
+    CHECK(h->units.size() == generic.units.size());
+    CHECK(h->level(Role::Stage).capacity_bytes == generic.level(Role::Stage).capacity_bytes);
+  }
+  // several descriptions of sm_90: the one named after the architecture is the stock machine
+  CHECK(stock_gpu_machine("sm_90").name == "sm90");
 }
 
 // Each malformed description names the file, the key or element, the line where known, and the reason.
