@@ -324,3 +324,84 @@ def find_tessel(explicit=None):
         if os.path.exists(p):
             return p
     sys.exit("cannot find the tessel binary; build it (scripts/build.sh) or pass --tessel")
+
+
+# ---------------------------------------------------------------- search strategies on Dask
+
+def append_log(path, rec):
+    """One tuning-log line under the log's flock (the lock tessel's compiler/tune/tuning_log.cc takes)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class TuneRun:
+    """One search (strategy, seed) of one problem, driven from here: `tessel tune --propose` gives the next
+    batch from the run's log, Dask measures it (through the shared store: a configuration another run or an
+    earlier sweep measured is not measured again), the client appends the batch to the log in order."""
+
+    def __init__(self, file, defn, shape, target, space, strategy, seed, trials, log, model="analytic", sets=""):
+        self.file, self.defn, self.shape, self.target, self.space = file, defn, shape, target, space
+        self.strategy, self.seed, self.trials, self.log, self.model, self.sets = strategy, seed, trials, log, model, sets
+        self.done = False
+        self.logged = 0
+
+    def propose(self, tessel, batch):
+        cmd = [tessel, "tune", self.file, "--target", self.target, "--shape", self.shape, "--strategy", self.strategy,
+               "--seed", str(self.seed), "--trials", str(self.trials), "--model", self.model, "--log", self.log,
+               "--propose", str(batch), "--no-progress"]
+        if self.defn:
+            cmd += ["--def", self.defn]
+        if self.space:
+            cmd += ["--space", self.space]
+        if self.sets:
+            cmd += ["--set", self.sets]
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit("tessel tune --propose failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr[-2000:]))
+        return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+    def task(self, tile):
+        return Task(self.file, self.defn, self.shape, tile, self.target, self.sets)
+
+
+def tune_runs(client, runs, store, tessel, batch=8, timeout_s=300, progress=True):
+    """Drives `runs` (TuneRun) together, round by round: every unfinished run proposes its next batch, the union
+    of what the store lacks is measured on Dask in one go, each run's batch is appended to its log. A run ends
+    when it proposes nothing (its trials are logged or the space is exhausted)."""
+    tessel = os.path.abspath(tessel)
+    total = sum(r.trials for r in runs)
+    bar = Progress("tune", total, enabled=progress)
+    fresh = 0
+    best = {}
+    while True:
+        proposals = []
+        for r in runs:
+            if r.done:
+                continue
+            p = r.propose(tessel, batch)
+            if not p:
+                r.done = True
+                continue
+            proposals.append((r, p))
+        if not proposals:
+            break
+        tasks = [r.task(p["tile"]) for r, ps in proposals for p in ps]
+        stats = run_tasks(client, tasks, store, tessel, timeout_s=timeout_s, progress=False)
+        fresh += stats["measured"]
+        for r, ps in proposals:
+            for p in ps:
+                m = store.get(r.task(p["tile"]).key())
+                rec = {"op": p["op"], "target": p["target"], "shape": p["shape"], "tile": p["tile"], "ok": m["ok"],
+                       "unit": m.get("unit", "cycles"), "strategy": r.strategy, "trial": r.logged + 1,
+                       "predicted": p["predicted"], "wall_s": m.get("wall_s", 0)}
+                rec["cost" if m["ok"] else "error"] = m["cost"] if m["ok"] else m.get("error", "")
+                append_log(r.log, rec)
+                r.logged += 1
+                if m["ok"]:
+                    best[r.strategy] = min(best.get(r.strategy, float("inf")), m["cost"])
+        bar.update(sum(r.logged for r in runs), fresh,
+                   "  ".join("%s %.6g" % kv for kv in sorted(best.items())))
+    bar.finish()

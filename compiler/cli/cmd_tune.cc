@@ -178,8 +178,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                   "measure these tile specs ('default': the target's own tile policy, no tile) and print one log "
                   "record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
   cmd->add_option("--propose", o->propose,
-                  "print the strategy's next N configurations given the --log so far (one JSON object a line: tile, "
-                  "predicted) and exit; a driver measures them and appends them to the log")
+                  "print the strategy's next N configurations given the --log so far (one JSON object a line: op, "
+                  "target, shape, tile, predicted) and exit; a driver measures them and appends them to the log")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--replay", o->replay,
                   "answer measurements from an earlier log of the same problem instead of measuring (strategy studies)");
@@ -286,7 +286,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     if (o->propose > 0) {
       for (int i : tune::propose_batch(space, fit, to, o->propose)) {
         const auto info = fit.check(space.configs[size_t(i)]);
-        std::cout << nlohmann::json{{"tile", space.configs[size_t(i)].to_string()},
+        std::cout << nlohmann::json{{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape},
+                                    {"tile", space.configs[size_t(i)].to_string()},
                                     {"predicted", tune::analytic_breakdown(p, *info).total}}
                          .dump()
                   << "\n";
