@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Throughput scaling of NPU-simulator sweeps on Dask (issue 18 goal): the same sweep of CONFIGS tile
-configurations of a GEMM on davinci-910 measured with a LocalCluster of 1 worker and of N workers
+configurations (five small GEMM shapes x 45 tiles: short, even measurements) on davinci-910 measured with a LocalCluster of 1 worker and of N workers
 (fresh stores: every configuration measured in every run), printing a table and writing JSON with
 the throughput ratio. Needs only a built tessel binary and Debian's python3-distributed.
 
@@ -23,10 +23,10 @@ import tessel_dask as td  # noqa: E402
 ROOT = td.ROOT
 
 
-def space_tiles(tessel, args):
+def space_tiles(tessel, args, shape):
     import subprocess
     import csv
-    out = subprocess.run([tessel, "tune", args.op, "--target", args.target, "--shape", args.shape, "--space", args.space,
+    out = subprocess.run([tessel, "tune", args.op, "--target", args.target, "--shape", shape, "--space", args.space,
                           "--dump-space", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
     return [r["tile"] for r in csv.DictReader(out.stdout.splitlines())]
 
@@ -42,19 +42,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tessel")
     ap.add_argument("--workers", default="1,%d" % (os.cpu_count() or 1), help="worker counts, e.g. 1,2 or 1,16")
-    ap.add_argument("--configs", type=int, default=216, help="configurations per sweep (>= 200 for the goal)")
+    ap.add_argument("--configs", type=int, default=225, help="configurations per sweep (>= 200 for the goal)")
     ap.add_argument("--op", default=os.path.join(ROOT, "workloads", "matmul.tsl"))
     ap.add_argument("--target", default=os.path.join(ROOT, "isa", "targets", "davinci-910.yaml"))
-    ap.add_argument("--shape", default="M=256,N=256,K=256")
-    ap.add_argument("--space", default="m=16-256:pow2/16,n=16-256:pow2/16,k=16-256:pow2/16|32")
+    ap.add_argument("--shapes", default="M=64,N=64,K=64;M=128,N=64,K=64;M=64,N=128,K=64;M=64,N=64,K=128;M=128,N=128,K=64",
+                    help="GEMM shapes (';'-separated), each swept over --space")
+    ap.add_argument("--space", default="m=16-64:pow2/16,n=16-64:pow2/16,k=16-64:pow2/16|32")
     ap.add_argument("--out", help="JSON results")
     args = ap.parse_args()
     tessel = td.find_tessel(args.tessel)
-    tiles = space_tiles(tessel, args)
-    if len(tiles) < args.configs:
-        sys.exit("the space has %d configurations, fewer than --configs %d" % (len(tiles), args.configs))
-    tiles = tiles[:args.configs]
-    tasks = [td.Task(args.op, "", args.shape, t, args.target) for t in tiles]
+    tasks = [td.Task(args.op, "", shape, t, args.target) for shape in args.shapes.split(";")
+             for t in space_tiles(tessel, args, shape)]
+    if len(tasks) < args.configs:
+        sys.exit("the shapes' spaces have %d configurations, fewer than --configs %d" % (len(tasks), args.configs))
+    tasks = tasks[:args.configs]
     runs = []
     work = tempfile.mkdtemp(prefix="tessel_dask_scaling_")
     try:
@@ -74,7 +75,7 @@ def main():
                          "throughput_per_s": stats["measured"] / stats["wall_s"],
                          "mean_measure_wall_s": sum(r.get("task_wall_s", 0) for r in recs) / max(1, len(recs)),
                          "load_average_before": load0, "load_average_after": load()})
-            costs = {r["tile"]: r.get("cost") for r in recs}
+            costs = {(r["key_shape"], r["tile"]): r.get("cost") for r in recs}
             if len(runs) > 1 and costs != runs[0]["_costs"]:
                 sys.exit("the runs measured different cycles: the simulator should be deterministic")
             runs[-1]["_costs"] = costs
@@ -87,7 +88,7 @@ def main():
         del r["_costs"]
         print("%8d %8d %10.1f %14.3f %7.2fx" % (r["workers"], r["configs"], r["wall_s"], r["throughput_per_s"],
                                                r["ratio_to_first"]))
-    result = {"op": os.path.relpath(args.op, ROOT), "target": os.path.relpath(args.target, ROOT), "shape": args.shape,
+    result = {"op": os.path.relpath(args.op, ROOT), "target": os.path.relpath(args.target, ROOT), "shapes": args.shapes,
               "space": args.space, "configs": args.configs, "cpu_count": os.cpu_count(), "host": os.uname().nodename,
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs}
     if args.out:

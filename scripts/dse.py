@@ -52,10 +52,19 @@ def read_description(path):
     return out
 
 
+def size_value(v):
+    v = str(v).strip()
+    for suffix, scale in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if v.endswith(suffix):
+            return float(v[:-3]) * scale
+    return float(v)
+
+
 def effective(desc, sets):
     d = dict(desc)
     for k, v in sets.items():
-        d[k] = float(v) if "bandwidth" in k else int(v)
+        if k in d:
+            d[k] = size_value(v) if "bandwidth" in k or "clock" in k else int(size_value(v))
     return d
 
 
@@ -119,6 +128,8 @@ def main():
                     help="a second description measured as it is and marked on the plot")
     ap.add_argument("--variants", type=int, default=56, help="variants in all, the two descriptions included")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                    help="an explicit variant of --target (repeatable); with it, no variants are drawn from the grid")
     ap.add_argument("--tile-search", type=int, default=0, help="model-guided trials per layer and variant (0: default tile)")
     ap.add_argument("--out", default="out/dse/dse")
     ap.add_argument("--tessel")
@@ -129,7 +140,13 @@ def main():
     suite, layers = suite_layers(args.suite, [t for t in args.tags.split(",") if t], args.with_slow)
     if not layers:
         sys.exit("no entry of %s carries the tags %s" % (args.suite, args.tags))
-    vs = variants(args.target, args.reference, args.variants, args.seed)
+    if args.variant:
+        vs = variants(args.target, args.reference, 2, args.seed)
+        for v in args.variant:
+            name, _, text = v.partition(":")
+            vs.append((name, args.target, dict(e.split("=", 1) for e in text.split(",") if e)))
+    else:
+        vs = variants(args.target, args.reference, args.variants, args.seed)
     tasks = {}
     for vname, target, sets in vs:
         for lay in layers:
