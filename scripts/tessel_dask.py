@@ -107,12 +107,24 @@ def _trace(task):
         f.write(json.dumps({"key": list(task.key()), "pid": os.getpid(), "t": time.time()}) + "\n")
 
 
+def _die_with_parent():
+    """In the measurement child before exec: SIGKILL when the worker dies (Linux prctl PR_SET_PDEATHSIG), so a
+    killed worker leaves no simulation running."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    except OSError:
+        pass
+
+
 def measure(task, tessel, timeout_s=300):
     """Runs on a worker: the child tessel process; a record (ok false with the error on failure). Never raises
     for a failing configuration; writes nothing but the optional trace."""
     _trace(task)
     t0 = time.time()
-    r = subprocess.run(task.command(tessel, timeout_s), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(task.command(tessel, timeout_s), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       preexec_fn=_die_with_parent)
     rec = None
     for line in r.stdout.splitlines():
         if line.startswith("{"):
@@ -285,9 +297,10 @@ def best_text(records, unit="cycles"):
     return "%.6g %s (%s)" % (b["cost"], b.get("unit", unit), b["tile"])
 
 
-def run_tasks(client, tasks, store, tessel, label="measure", timeout_s=300, progress=True, on_record=None):
+def run_tasks(client, tasks, store, tessel, label="measure", timeout_s=300, progress=True, best=best_text):
     """Measures every task whose key the store lacks on the cluster; appends each result to the store as it
-    arrives. Returns {"total", "skipped", "measured", "written", "wall_s"}. Duplicate tasks (same key) count once."""
+    arrives. Returns {"total", "skipped", "measured", "written", "wall_s"}. Duplicate tasks (same key) count once.
+    `best(records)`: the progress line's best-so-far text over the records done."""
     from distributed import as_completed
     tessel = os.path.abspath(tessel)
     unique = {}
@@ -298,7 +311,7 @@ def run_tasks(client, tasks, store, tessel, label="measure", timeout_s=300, prog
     bar = Progress(label, len(unique), enabled=progress)
     done_records = [store.get(k) for k in unique if k in store]
     t0 = time.time()
-    bar.update(skipped, 0, best_text(done_records))
+    bar.update(skipped, 0, best(done_records))
     futures = [client.submit(measure, t, tessel, timeout_s, key=t.dask_key(), pure=False, retries=1) for t in todo]
     written = measured = 0
     for fut in as_completed(futures):
@@ -308,9 +321,7 @@ def run_tasks(client, tasks, store, tessel, label="measure", timeout_s=300, prog
         if store.append(rec):
             written += 1
         done_records.append(rec)
-        if on_record:
-            on_record(rec)
-        bar.update(skipped + measured, measured, best_text(done_records))
+        bar.update(skipped + measured, measured, best(done_records))
     bar.finish()
     return {"total": len(unique), "skipped": skipped, "measured": measured, "written": written,
             "wall_s": time.time() - t0}
