@@ -68,6 +68,27 @@ def effective(desc, sets):
     return d
 
 
+def materialize(base, sets, path):
+    """The description `base` with `sets` (cores, clock_mhz, LEVEL.FIELD) applied, written to `path`."""
+    import yaml
+    with open(base) as f:
+        d = yaml.safe_load(f)
+    levels = {lv["name"]: lv for lv in d["levels"]}
+    for k, v in sets.items():
+        v = size_value(v)
+        v = int(v) if v == int(v) else v
+        if "." in k:
+            name, field = k.split(".", 1)
+            levels[name][field] = v
+        else:
+            d[k] = v
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("# %s with %s (scripts/dse.py --materialize)\n" % (os.path.relpath(base, ROOT), sets_text(sets)))
+        yaml.safe_dump(d, f, sort_keys=False)
+    return os.path.abspath(path)
+
+
 def sram_bytes(d):
     return d["cores"] * sum(d[lv + ".capacity_bytes"] for lv in LEVELS)
 
@@ -134,6 +155,9 @@ def main():
     ap.add_argument("--out", default="out/dse/dse")
     ap.add_argument("--tessel")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--materialize", action="store_true",
+                    help="write each variant as a description file (OUT.variants/NAME.yaml) and measure on it, "
+                         "instead of passing --set to tessel (top-level and LEVEL.FIELD keys only)")
     td.add_cluster_args(ap)
     args = ap.parse_args()
     tessel = td.find_tessel(args.tessel)
@@ -147,8 +171,13 @@ def main():
             vs.append((name, args.target, dict(e.split("=", 1) for e in text.split(",") if e)))
     else:
         vs = variants(args.target, args.reference, args.variants, args.seed)
+    if args.materialize:
+        vs = [(n, materialize(t, sets, "%s.variants/%s.yaml" % (args.out, n)) if sets else t, {}, sets)
+              for n, t, sets in vs]
+    else:
+        vs = [(n, t, sets, sets) for n, t, sets in vs]
     tasks = {}
-    for vname, target, sets in vs:
+    for vname, target, sets, _ in vs:
         for lay in layers:
             tasks[(vname, lay["name"])] = td.Task(lay["file"], lay["def"], lay["shape"], "default", target,
                                                   sets_text(sets))
@@ -196,7 +225,7 @@ def main():
     wall = time.time() - t0
     base_desc, ref_desc = read_description(args.target), read_description(args.reference)
     rows = []
-    for vname, target, sets in vs:
+    for vname, target, _, sets in vs:
         d = effective(ref_desc if target == args.reference else base_desc, sets)
         total, failed, first_err, hashes = 0.0, 0, "", set()
         for lay in layers:
