@@ -256,7 +256,7 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
-    front = [r for r in rows if r["pareto"]]
+    front = sorted((r for r in rows if r["pareto"]), key=lambda r: r["sram_bytes"])
     print("dse: %d variants (%d feasible, %d on the Pareto front); %d measured, %d from the store; %.1f s wall" % (
         len(rows), len(ok), len(front), stats["measured"], stats["skipped"], wall))
     for r in rows[:2]:
@@ -270,7 +270,7 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4.6))
     xs = [rows[i]["sram_bytes"] / 2 ** 20 for i in ok]
     ys = [rows[i]["suite_cycles"] for i in ok]
-    ax.scatter(xs, ys, s=14, c="0.6", label="variants of %s (%d)" % (os.path.basename(args.target), len(ok)))
+    ax.scatter(xs, ys, s=14, c="0.6", label="feasible variants (%d of %d)" % (len(ok), len(rows)))
     fx = [r["sram_bytes"] / 2 ** 20 for r in front]
     fy = [r["suite_cycles"] for r in front]
     ax.step(fx, fy, where="post", color="C0", lw=1.2, label="Pareto front (%d)" % len(front))

@@ -25,11 +25,17 @@ def fail(msg):
     sys.exit(1)
 
 
+def has_set(tessel):
+    """Whether this tessel takes description overrides (--set); without, the variants are files (--materialize)."""
+    r = subprocess.run([tessel, "tune", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return "--set" in r.stdout
+
+
 def dse(tessel, out):
     cmd = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "dse.py"), "--suite",
            os.path.join(ROOT, "workloads", "bert_base_layers.yaml"), "--tags", "s128,b1", "--workers", "2",
            "--variant", "bigL1:L1.capacity_bytes=2MiB", "--variant", "nocores:cores=0", "--out", out,
-           "--tessel", tessel, "--no-plot"]
+           "--tessel", tessel, "--no-plot"] + ([] if has_set(tessel) else ["--materialize"])
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=280)
     if r.returncode != 0:
         fail("dse.py exited %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr[-3000:]))
