@@ -82,8 +82,9 @@ def main():
     # Pareto: 310 has the least SRAM, so it is on the front; a flagged row is beaten by no other
     feas = [r for r in rows.values() if r["suite_cycles"]]
     for r in feas:
-        beaten = any(int(o["sram_bytes"]) <= int(r["sram_bytes"]) and int(o["suite_cycles"]) < int(r["suite_cycles"])
-                     for o in feas if o is not r)
+        a = (int(r["sram_bytes"]), int(r["suite_cycles"]))
+        beaten = any(b[0] <= a[0] and b[1] <= a[1] and b != a
+                     for b in ((int(o["sram_bytes"]), int(o["suite_cycles"])) for o in feas if o is not r))
         if (r["pareto"] == "True") == beaten:
             fail("Pareto flag of %s: %s (beaten: %s)" % (r["variant"], r["pareto"], beaten))
     if rows["davinci-310"]["pareto"] != "True":
