@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Sweep tile sizes of an operator on a target with `tessel tune --strategy exhaustive` (simulator
-cycles on NPU descriptions, measured time on GPU ones), write a CSV of every configuration and a
-PNG heatmap of the best cost over m-tile x n-tile (best over the other axes).
+"""Sweep tile sizes of an operator on an NPU description: every configuration of the space that fits
+(`tessel tune --dump-space`) measured on the simulator, one Dask task each (scripts/tessel_dask.py:
+`--scheduler tcp://HOST:8786` or a LocalCluster of `--workers N`, default one per core); write a CSV
+of every configuration and a PNG heatmap of the best cycles over m-tile x n-tile (best over the
+other axes).
 
   scripts/sweep.py workloads/matmul.tsl --target isa/targets/davinci-910.yaml \
       --shape M=1024,N=1024,K=1024 --space 'm=128-512:pow2/64|128,n=128-512:pow2/64|128,k=32-256:pow2/16|32' \
       --out out/sweep/gemm1024
 
-The log (OUT.jsonl) is resumed: re-running continues an interrupted sweep."""
+The store (OUT.jsonl, also a tuning log `tessel tune --log` reads) is resumed: re-running measures
+only what an interrupted sweep left out. `--set` sweeps a description variant (overrides)."""
 import argparse
 import csv
 import math
@@ -15,6 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tessel_dask as td  # noqa: E402
 import tune_common as tc  # noqa: E402
 
 
@@ -23,22 +27,33 @@ def main():
     tc.add_problem_args(ap)
     ap.add_argument("--x", default="m", help="axis on the heatmap's x (outer tile size), default m")
     ap.add_argument("--y", default="n", help="axis on the heatmap's y, default n")
-    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--set", default="", help="description overrides, e.g. L1.capacity_bytes=1MiB")
+    ap.add_argument("--limit", type=int, default=0, help="measure only the first N configurations of the space")
+    ap.add_argument("--no-plot", action="store_true", help="CSV only")
+    td.add_cluster_args(ap)
     ap.add_argument("--out", default="out/sweep/sweep", help="prefix of OUT.jsonl, OUT.csv, OUT.png")
     ap.add_argument("--tessel")
     args = ap.parse_args()
     tessel = tc.find_tessel(args.tessel)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     log = args.out + ".jsonl"
-    cmd = tc.tune_cmd(tessel, args) + ["--strategy", "exhaustive", "--trials", "1000000", "--log", log, "--db", "off"]
-    if args.jobs:
-        cmd += ["--jobs", str(args.jobs)]
-    tc.run(cmd)
-    rows = [r for r in tc.read_log(log)]
-    space = tc.read_space_csv(tc.run(tc.tune_cmd(tessel, args) + ["--dump-space", "-"], quiet=True))
+    dump = tc.tune_cmd(tessel, args) + (["--set", args.set] if args.set else []) + ["--dump-space", "-"]
+    space = tc.read_space_csv(tc.run(dump, quiet=True))
+    if args.limit:
+        space = space[:args.limit]
     predicted = {r["tile"]: float(r["predicted"]) for r in space}
-    in_space = set(predicted)
-    rows = [r for r in rows if r["tile"] in in_space]
+    tasks = [td.Task(args.op, args.defn, args.shape, r["tile"], args.target, args.set) for r in space]
+    store = td.Store(log)
+    client, cluster = td.open_client(args.scheduler, args.workers)
+    try:
+        stats = td.run_tasks(client, tasks, store, tessel, "sweep", args.measure_timeout)
+    finally:
+        client.close()
+        if cluster:
+            cluster.close()
+    print("sweep: %d configurations: %d measured, %d already in %s; %.1f s" % (
+        stats["total"], stats["measured"], stats["skipped"], log, stats["wall_s"]))
+    rows = [store.get(t.key()) for t in tasks]
     axes = list(tc.parse_tile(rows[0]["tile"]).keys()) if rows else []
     with open(args.out + ".csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -54,6 +69,8 @@ def main():
         sys.exit("no successful measurement")
     best = min(ok, key=lambda r: r["cost"])
     print("best %s: %g %s" % (best["tile"], best["cost"], best["unit"]))
+    if args.no_plot:
+        return
     cell = {}
     for r in ok:
         t = tc.parse_tile(r["tile"])

@@ -3,7 +3,10 @@
 exhaustive optimum and its 5 % band. Each strategy runs `tessel tune --strategy S --trials N` for
 several seeds. With --replay LOG (an exhaustive log of the same problem, e.g. from sweep.py) the
 measurements are looked up instead of simulated again (the simulator is deterministic), so many
-seeds are cheap; without it every trial is measured.
+seeds are cheap. Without it every search runs on Dask (scripts/tessel_dask.py: `--scheduler
+tcp://HOST:8786` or a LocalCluster of `--workers N`): `tessel tune --propose` gives each search's
+next batch from its log, the batches of all searches are measured in parallel, each configuration
+once for all of them (the store OUT.store.jsonl, also fed by sweep.py's store given as --store).
 
   scripts/tuning_curve.py workloads/matmul.tsl --target isa/targets/davinci-910.yaml \
       --shape M=1024,N=1024,K=1024 --space '...' --trials 64 --seeds 20 \
@@ -15,6 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tessel_dask as td  # noqa: E402
 import tune_common as tc  # noqa: E402
 
 
@@ -37,7 +41,9 @@ def main():
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--replay", help="exhaustive tuning log of the same problem: look measurements up")
-    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=8, help="configurations a search proposes at once (default 8)")
+    ap.add_argument("--store", help="measurement store shared by the searches (default OUT.store.jsonl)")
+    td.add_cluster_args(ap)
     ap.add_argument("--out", default="out/tune/tuning_curve", help="prefix of OUT.png, OUT.json and the logs")
     ap.add_argument("--reuse", action="store_true", help="keep the logs of an earlier run of this script (only plot)")
     ap.add_argument("--tessel")
@@ -51,27 +57,35 @@ def main():
         optimum = min(r["cost"] for r in ok)
         unit = ok[0]["unit"]
     results = {}
+    logs = {}
     for s in args.strategies.split(","):
-        curves = []
         for seed in range(1, args.seeds + 1):
             log = "%s.%s.seed%d.jsonl" % (args.out, s, seed)
-            if args.reuse and os.path.exists(log):
-                curves.append(curve(tc.read_log(log), args.trials))
-                continue
-            if os.path.exists(log):
+            logs[(s, seed)] = log
+            if not (args.reuse and os.path.exists(log)) and os.path.exists(log):
                 os.remove(log)
-            cmd = tc.tune_cmd(tessel, args) + ["--strategy", s, "--trials", str(args.trials), "--seed", str(seed),
-                                               "--log", log, "--db", "off", "--no-progress", "--model", args.model]
-            if args.replay:
-                cmd += ["--replay", args.replay]
-            if args.jobs:
-                cmd += ["--jobs", str(args.jobs)]
-            tc.run(cmd, quiet=True)
-            rows = tc.read_log(log)
-            if rows:
-                unit = rows[0]["unit"]
-            curves.append(curve(rows, args.trials))
-        results[s] = curves
+    todo = [k for k, log in logs.items() if not os.path.exists(log)]
+    if todo and args.replay:
+        for s, seed in todo:
+            tc.run(tc.tune_cmd(tessel, args) + ["--strategy", s, "--trials", str(args.trials), "--seed", str(seed),
+                                                "--log", logs[(s, seed)], "--db", "off", "--no-progress", "--model",
+                                                args.model, "--replay", args.replay], quiet=True)
+    elif todo:
+        runs = [td.TuneRun(args.op, args.defn, args.shape, args.target, args.space, s, seed, args.trials,
+                           logs[(s, seed)], args.model) for s, seed in todo]
+        store = td.Store(args.store or args.out + ".store.jsonl")
+        client, cluster = td.open_client(args.scheduler, args.workers)
+        try:
+            td.tune_runs(client, runs, store, tessel, args.batch, args.measure_timeout)
+        finally:
+            client.close()
+            if cluster:
+                cluster.close()
+    for (s, seed), log in logs.items():
+        rows = tc.read_log(log)
+        if rows:
+            unit = rows[0]["unit"]
+        results.setdefault(s, []).append(curve(rows, args.trials))
     summary = {"op": args.op, "shape": args.shape, "target": args.target, "trials": args.trials, "seeds": args.seeds,
                "optimum": optimum, "unit": unit, "strategies": {}}
     for s, cs in results.items():

@@ -5,6 +5,7 @@
 // against the vector unit's and GM's peaks.
 // Large problems run in the simulator's timing-only mode. A table on stdout and the rows as JSON.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "compiler/frontend/suite.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/pipeline.h"
+#include "compiler/tune/progress.h"
 #include "isa/base/error.h"
 #include "isa/npu_machine.h"
 #include "npu_sim/report.h"
@@ -74,9 +76,9 @@ std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::st
 // the operator's GM traffic (inputs read once, outputs written once) against the shared GM
 // bandwidth. Both from the description; large kernels run timing-only (verified by the tests at
 // smaller sizes).
-void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overrides, const isa::Hierarchy& target, nlohmann::json& rows) {
+void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overrides, const isa::Hierarchy& target, nlohmann::json& rows,
+                 const frontend::Suite& suite, const std::function<void()>& step) {
   const isa::NpuMachine m = isa::npu_machine(target);
-  frontend::Suite suite = frontend::load_suite(std::string(TESSEL_SOURCE_DIR) + "/workloads/vector.yaml");
   std::cout << fmt::format("\nvector-bound kernels: vector peak {} cores x {} B/cycle ({} f16 / {} f32 lanes per cycle), "
                            "GM {} B/cycle shared\n",
                            m.cores, m.vector_bytes_per_repeat, m.cores * m.vector_lanes(DType::F16), m.cores * m.vector_lanes(DType::F32),
@@ -131,6 +133,7 @@ void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overri
       std::cout << fmt::format("{:<36} not mapped: {}\n", e.name, err.what());
     }
     rows.push_back(row);
+    step();
   }
 }
 
@@ -151,8 +154,19 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
   std::cout << fmt::format("{:<36} {:>5} {:>11} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11} {:>7}  {}\n", "workload",
                            "cores", "cycles", "cube %", "MAC/cyc", "peak", "% peak", "% chip", "syncs n->p", "cyc naive",
                            "cyc pruned", "pJ/MAC", "mode");
-  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml", "workloads/small.yaml"}) {
-    frontend::Suite suite = frontend::load_suite(root + "/" + suite_file);
+  std::vector<frontend::Suite> suites;
+  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml", "workloads/small.yaml", "workloads/vector.yaml"})
+    suites.push_back(frontend::load_suite(root + "/" + suite_file));
+  size_t total = 0, done = 0;
+  for (const auto& s : suites) total += s.entries.size();
+  // progress on stderr (the table is stdout): entries done of all four suites (no best: a benchmark, not a search)
+  tune::Progress progress("bench npu", int(total), true, isatty(STDERR_FILENO), std::cerr);
+  auto step = [&] {
+    ++done;
+    progress.update(int(done), int(done), "");
+  };
+  for (size_t si = 0; si + 1 < suites.size(); ++si) {
+    const frontend::Suite& suite = suites[si];
     for (const auto& e : suite.entries) {
       std::vector<std::pair<std::string, std::optional<std::string>>> variants{{e.name, std::nullopt}};
       if (large_tile_applies(e.shape, target.cores)) variants.push_back({e.name + " (256x256 tiles)", std::string(kLargeTile)});
@@ -204,9 +218,11 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
         }
         rows.push_back(row);
       }
+      step();
     }
   }
-  vector_rows(hierarchy_path, overrides, target, rows);
+  vector_rows(hierarchy_path, overrides, target, rows, suites.back(), step);
+  progress.finish();
   return {{"suite", "npu"},
           {"hierarchy", hierarchy_path},
           {"description_hash", target.description_hash},

@@ -1,10 +1,13 @@
 // tessel tune OP.tsl --target HIERARCHY.yaml --shape M=..,N=.. [--space SPEC] [--strategy S]
 //            [--trials N] [--seed S] [--log tune.jsonl] [--db best.json] [--jobs J] [--model M]
-//            [--dump-space FILE.csv] [--predict TILE ...]
+//            [--dump-space FILE.csv] [--predict TILE ...] [--measure TILE|default ...] [--propose N]
 // The auto-tuner (compiler/tune/, issue 8): builds the search space (tile configurations that fit
 // the description's levels), then measures what the strategy proposes on the simulator (NPU
 // descriptions, timing-only, `--jobs` processes in parallel) or the GPU, logging every measurement
 // and storing the best tile spec in the database `tessel compile` / `tessel run` read.
+// For drivers that measure elsewhere (scripts/tessel_dask.py, issue 18): `--measure` measures the
+// given configurations and prints one log record per line (stdout, no log or database written);
+// `--propose N` prints the strategy's next N configurations given the log, one JSON object a line.
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -39,7 +43,8 @@ namespace {
 struct TuneFlags {
   PipelineFlags pipeline;
   std::string space, strategy = "model", model = "analytic", log, db, dump_space, replay;
-  std::vector<std::string> predict;
+  std::vector<std::string> predict, measure;
+  int propose = 0;
   int trials = 64, jobs = 0, batch = 0;
   uint64_t seed = 1;
   double timeout_s = 120;
@@ -85,6 +90,45 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   if (path != "-") write_file(path, file.str(), "--dump-space");
 }
 
+// The simulator in timing-only mode: total cycles, the busiest core's busy cycles per pipe and the
+// energy of the run (what the tuning log records beside the analytic model's predictions).
+tune::SimulateFn simulate_timing_only() {
+  return [](const npu::Program& prog, const isa::Hierarchy& h) {
+    const npu_sim::SimRecord r = npu_sim::simulate(prog, h, {}, {true, false, 0}).record;
+    tune::SimSummary s{r.total_cycles, {}, npu_sim::energy_report(r).total_pj};
+    for (const auto& core : npu_sim::pipe_stats(r))
+      for (int p = 0; p < npu::kPipeCount; ++p) {
+        double& busy = s.pipe_busy_cycles[std::string(npu::pipe_name(static_cast<npu::Pipe>(p)))];
+        busy = std::max(busy, double(core[p].busy_cycles));
+      }
+    return s;
+  };
+}
+
+// --measure: each spec (or the target's own tile policy, "default") measured in a forked child
+// as the tuner measures, one log record per line on stdout in the order given.
+void measure_and_print(const ir::Function& f, const CompileOptions& co, tune::FitChecker& fit,
+                       const tune::ProblemKey& problem, const TuneFlags& o) {
+  std::vector<tile::TileSpec> specs;
+  for (const auto& t : o.measure) specs.push_back(t == "default" ? tile::TileSpec{} : tile::parse_tile_spec(t));
+  const int jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  auto measurer = tune::make_npu_sim_measurer(f, co, simulate_timing_only(), jobs, o.timeout_s);
+  const auto results = measurer->measure(specs);
+  auto analytic = tune::make_cost_model("analytic");
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const tune::Measurement& m = results[k];
+    nlohmann::json j = {{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape}, {"tile", o.measure[k]},
+                        {"ok", m.ok},       {"unit", m.unit},           {"strategy", "measure"}, {"wall_s", m.wall_s}};
+    j["description_hash"] = problem.description_hash;
+    if (!problem.overrides.empty()) j["overrides"] = problem.overrides;
+    if (m.ok) j["cost"] = m.cost;
+    else j["error"] = m.error;
+    if (!specs[k].axes.empty())
+      if (const auto info = fit.check(specs[k])) j["predicted"] = analytic->predict(fit.problem(), *info);
+    std::cout << j.dump() << "\n" << std::flush;
+  }
+}
+
 // A path the run will write: its parent must be a writable directory and the path, where it
 // exists, a writable file; checked before the space is built (exit 1 with the path).
 void check_writable(const std::string& path, const char* flag) {
@@ -107,7 +151,12 @@ void check_writable(const std::string& path, const char* flag) {
 }
 
 void check_output_paths(const TuneFlags& o) {
-  if (!o.predict.empty()) return;  // --predict writes nothing
+  if (!o.predict.empty() || !o.measure.empty()) return;  // --predict and --measure write nothing
+  if (o.propose > 0) {
+    if (!o.log.empty() && access(o.log.c_str(), F_OK) == 0 && access(o.log.c_str(), R_OK) != 0)
+      throw UserError("--log " + o.log + ": cannot read the file");
+    return;
+  }
   if (!o.dump_space.empty()) {
     if (o.dump_space != "-") check_writable(o.dump_space, "--dump-space");
     return;
@@ -145,6 +194,13 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
   cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
+  cmd->add_option("--measure", o->measure,
+                  "measure these tile specs ('default': the target's own tile policy, no tile) and print one log "
+                  "record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
+  cmd->add_option("--propose", o->propose,
+                  "print the strategy's next N configurations given the --log so far (one JSON object a line: op, "
+                  "target, shape, tile, predicted) and exit; a driver measures them and appends them to the log")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--replay", o->replay,
                   "answer measurements from an earlier log of the same problem instead of measuring (strategy studies)");
   cmd->add_flag("--no-progress", o->no_progress, "no live progress line");
@@ -195,6 +251,13 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     }
     const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes), p.hierarchy.overrides,
                                    p.hierarchy.description_hash};
+    if (!o->measure.empty()) {
+      if (p.hierarchy.kind != isa::TargetKind::Npu)
+        throw UserError("tessel tune --measure: only NPU descriptions (the simulator); use tessel run on GPU targets");
+      measure_and_print(f, co, fit, problem, *o);
+      ctx.exit_code = 0;
+      return;
+    }
     const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
                                                   : tune::parse_space_spec(o->space);
     const bool live = !o->no_progress && isatty(STDERR_FILENO);
@@ -231,19 +294,7 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       measurer = tune::make_replay_measurer(o->replay, problem);
     } else if (p.hierarchy.kind == isa::TargetKind::Npu) {
       const int jobs = o->jobs > 0 ? o->jobs : int(std::max(1u, std::thread::hardware_concurrency()));
-      measurer = tune::make_npu_sim_measurer(
-          f, co,
-          [](const npu::Program& prog, const isa::Hierarchy& h) {
-            const npu_sim::SimRecord r = npu_sim::simulate(prog, h, {}, {true, false, 0}).record;
-            tune::SimSummary s{r.total_cycles, {}, npu_sim::energy_report(r).total_pj};
-            for (const auto& core : npu_sim::pipe_stats(r))
-              for (int p = 0; p < npu::kPipeCount; ++p) {
-                double& busy = s.pipe_busy_cycles[std::string(npu::pipe_name(static_cast<npu::Pipe>(p)))];
-                busy = std::max(busy, double(core[p].busy_cycles));
-              }
-            return s;
-          },
-          jobs, o->timeout_s);
+      measurer = tune::make_npu_sim_measurer(f, co, simulate_timing_only(), jobs, o->timeout_s);
     } else {
       gpu_inputs = interp::random_inputs(f, co.sizes, 1);
       measurer = tune::make_gpu_measurer(f, co, [&gpu_inputs](const Compilation& c) {
@@ -260,7 +311,20 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     to.log = o->log;
     to.db = o->db == "off" ? "" : o->db.empty() ? tune::default_db_path() : o->db;
     to.progress = !o->no_progress;
+    to.terminal = live;
     if (o->batch > 0) to.batch = o->batch;
+    if (o->propose > 0) {
+      for (int i : tune::propose_batch(space, fit, to, o->propose)) {
+        const auto info = fit.check(space.configs[size_t(i)]);
+        std::cout << nlohmann::json{{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape},
+                                    {"tile", space.configs[size_t(i)].to_string()},
+                                    {"predicted", tune::analytic_breakdown(p, *info).total}}
+                         .dump()
+                  << "\n";
+      }
+      ctx.exit_code = 0;
+      return;
+    }
     const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
     if (r.best_tile.empty())
       throw UserError("tessel tune: no configuration could be measured (" + std::to_string(r.failed) +

@@ -39,7 +39,8 @@ class Measurer {
   virtual ~Measurer() = default;
   virtual std::string name() const = 0;
   virtual std::string unit() const = 0;
-  // One result per spec, in order. Never throws for a failing configuration (ok = false).
+  // One result per spec, in order. Never throws for a failing configuration (ok = false). An empty
+  // spec (no axes) compiles without a tile: the target's own tile policy, key "default".
   virtual std::vector<Measurement> measure(const std::vector<tile::TileSpec>& specs) = 0;
 };
 

@@ -88,7 +88,7 @@ class NpuSimMeasurer : public Measurer {
         int status = 0;
         waitpid(c.pid, &status, 0);
         Measurement& m = out[c.index];
-        m.key = specs[c.index].to_string();
+        m.key = specs[c.index].axes.empty() ? "default" : specs[c.index].to_string();
         m.unit = unit();
         m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.t0).count();
         parse(c.data, status, m);
@@ -105,7 +105,8 @@ class NpuSimMeasurer : public Measurer {
   std::string run_one(const tile::TileSpec& spec) {
     try {
       CompileOptions o = base_;
-      o.tile = spec.to_string();
+      if (spec.axes.empty()) o.tile.reset();  // no tile: the target's own tile policy
+      else o.tile = spec.to_string();
       auto c = compile(f_, o);
       const emit_npu::NpuKernel k = emit_npu::emit_npu(c->kernel, c->hierarchy);
       const npu_sync::SyncResult s = npu_sync::insert_syncs(k.program, c->hierarchy, {npu_sync::SyncMode::Pruned, -1});

@@ -1,4 +1,5 @@
-// Model-guided search: a random first batch, then per batch the cost model's top unmeasured
+// Model-guided search: a random first batch, then per batch (of the caller's size: the tuner's
+// --batch, or a Dask driver's proposal count) the cost model's top unmeasured
 // configurations (kTopShare of the batch) plus perturbations (neighbours) of the best measured
 // ones; the model is re-fitted on all measurements before each batch. A model that is not ready
 // (the learned one before enough measurements) ranks by the analytic model.
@@ -11,8 +12,6 @@ namespace tessel::tune {
 
 namespace {
 
-constexpr int kFirstBatch = 8;
-constexpr int kBatch = 8;
 constexpr double kTopShare = 0.75;
 
 class ModelGuided : public SearchStrategy {
@@ -21,7 +20,7 @@ class ModelGuided : public SearchStrategy {
   std::vector<int> next_batch(SearchState& state, int max) override {
     std::vector<int> out;
     if (state.measured().empty()) {
-      while (int(out.size()) < std::min(max, kFirstBatch)) {
+      while (int(out.size()) < max) {
         const int i = state.random_unmeasured(out);
         if (i < 0) break;
         out.push_back(i);
@@ -39,7 +38,7 @@ class ModelGuided : public SearchStrategy {
     for (int i = 0; i < int(state.space().configs.size()); ++i)
       if (!state.is_measured(i)) scored.push_back({ranker->predict(state.problem(), state.info(i)), i});
     std::stable_sort(scored.begin(), scored.end());
-    const int batch = std::min(max, kBatch);
+    const int batch = max;
     const int top = std::max(1, int(batch * kTopShare));
     for (const auto& [p, i] : scored) {
       if (int(out.size()) >= top) break;

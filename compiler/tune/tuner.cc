@@ -7,19 +7,31 @@
 
 #include <fmt/format.h>
 
+#include "compiler/tune/progress.h"
 #include "isa/base/error.h"
 
 namespace tessel::tune {
 
-namespace {
-
-std::string eta_text(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  const int t = int(s + 0.5);
-  return fmt::format("{}:{:02d}", t / 60, t % 60);
+std::vector<int> propose_batch(const Space& space, FitChecker& fit, const TuneOptions& options, int n) {
+  if (space.configs.empty()) throw UserError("tune: the search space is empty (no configuration fits the target)");
+  std::unique_ptr<CostModel> model = make_cost_model(options.model);
+  std::unique_ptr<SearchStrategy> strategy = make_strategy(options.strategy);
+  SearchState state(space, fit, model.get(), options.seed);
+  int logged = 0;
+  if (!options.log.empty())
+    for (const auto& e : read_log(options.log, options.problem)) {
+      const int i = space.index_of(e.tile);
+      if (i < 0 || state.is_measured(i)) continue;
+      state.record(i, e.ok ? e.cost : std::numeric_limits<double>::infinity());
+      ++logged;
+    }
+  const int want = std::min(n, std::min<int>(options.trials, int(space.configs.size())) - logged);
+  std::vector<int> fresh;
+  if (want <= 0) return fresh;
+  for (int i : strategy->next_batch(state, want))
+    if (!state.is_measured(i) && std::find(fresh.begin(), fresh.end(), i) == fresh.end()) fresh.push_back(i);
+  return fresh;
 }
-
-}  // namespace
 
 TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, const TuneOptions& options) {
   if (space.configs.empty()) throw UserError("tune: the search space is empty (no configuration fits the target)");
@@ -56,16 +68,11 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
   };
   from_log(true);
   const int total = std::min<int>(options.trials, int(space.configs.size()));
-  const auto t0 = std::chrono::steady_clock::now();
+  Progress line("tune " + options.strategy, total, options.progress, options.terminal, std::cerr);
   auto progress = [&](bool final) {
-    if (!options.progress) return;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const int done = int(r.trials.size());
-    const double eta = r.measured ? el / r.measured * (total - done) : -1;
-    std::cerr << fmt::format("\rtune {}: trial {}/{}  best {} {}  ({})  ETA {}   ", options.strategy, done, total,
-                             std::isfinite(best) ? fmt::format("{:.6g}", best) : std::string("-"), r.unit,
-                             r.best_tile.empty() ? "-" : r.best_tile, eta_text(eta))
-              << (final ? "\n" : "") << std::flush;
+    line.update(int(r.trials.size()), r.measured,
+                std::isfinite(best) ? fmt::format("{:.6g} {} ({})", best, r.unit, r.best_tile) : std::string());
+    if (final) line.finish();
   };
   progress(false);
   while (int(r.trials.size()) < total) {
@@ -107,7 +114,7 @@ TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, c
       }
       if (!m.ok) {
         if (r.failed++ == 0) r.first_error = m.key + ": " + m.error;
-        if (options.progress) std::cerr << "\ntune: " << m.key << ": " << m.error << "\n";
+        if (options.progress) std::cerr << (options.terminal ? "\n" : "") << "tune: " << m.key << ": " << m.error << "\n";
       }
     }
     progress(false);

@@ -22,7 +22,8 @@ struct TuneOptions {
   uint64_t seed = 1;
   std::string log;                 // "" : no log
   std::string db;                  // "" : no database update
-  bool progress = true;            // the live line on stderr
+  bool progress = true;            // the progress line on stderr (compiler/tune/progress.h)
+  bool terminal = false;           // stderr is a terminal: one line rewritten in place
   int batch = 8;                   // measured together (parallel on the simulator)
 };
 
@@ -44,6 +45,13 @@ struct TuneResult {
   std::string first_error;
   std::vector<Trial> trials;
 };
+
+// The strategy's next `n` configurations (indices into `space`), given what the log
+// (`options.log`, may be empty) holds for the problem: one step of the tuning loop without measuring,
+// for a driver that measures elsewhere (scripts/tessel_dask.py measures on Dask and appends the
+// results to the log, then asks again). Deterministic for a given seed and log. Empty: the strategy
+// is done or `options.trials` configurations are logged.
+std::vector<int> propose_batch(const Space& space, FitChecker& fit, const TuneOptions& options, int n);
 
 TuneResult run_tuning(const Space& space, FitChecker& fit, Measurer& measurer, const TuneOptions& options);
 
