@@ -45,6 +45,10 @@ if [ "${SAN:-1}" = 1 ]; then
         echo "$tool $t workloads/matmul.tsl matmul M=128,N=96,K=64"
         echo "$tool $t workloads/gemm_layouts.tsl matmul_tn M=100,N=60,K=40"
         echo "$tool $t workloads/quasi.tsl pixel_shuffle N=2,CI=13,H=3,W=4"
+        # long reductions in two phases (poly::split_reductions): a guard on the last chunk, rows, several axes
+        echo "$tool $t workloads/vector.tsl total N=1000003"
+        echo "$tool $t workloads/vector.tsl row_sum M=4,N=300001"
+        echo "$tool $t workloads/batch_norm.tsl bn_reduce N=32,H=28,W=28,C=64"
       done
     done
     # small (non-large) conformance instances on sm90 under racecheck, one per 3 (SIMT and TensorCore)

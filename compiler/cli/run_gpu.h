@@ -7,6 +7,7 @@
 #include "isa/base/error.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct GpuFlags {
   bool pdl = false;
   std::vector<std::string> pdl_prefetch;  // CudaOptions::pdl_prefetch
   bool no_timing = false;                 // `tessel run --no-timing`: verify only
+  bool library_output = false;            // `tessel run --verify library`: keep the library's output
 };
 // Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);
@@ -52,6 +54,11 @@ struct GpuRunResult {
   std::map<std::string, NpyArray> outputs;
   nlohmann::json report;  // device, kernel time in both harnesses, TFLOP/s, baseline and ratio
   std::string summary;    // lines printed by `tessel run`
+  // The library's result for the same inputs (cuBLAS f32 [M, N] / cuDNN f16 NHWC) when the kernel
+  // is a plain GEMM or NHWC convolution with no epilogue and timing ran or flags.library_output
+  // asked for it: `library` names it, `library_tensor` is the output it stands for.
+  std::optional<NpyArray> library_output;
+  std::string library, library_tensor;
 };
 
 // Compiles, launches, downloads the outputs, times ours and the library baseline (when the kernel

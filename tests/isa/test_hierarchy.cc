@@ -66,7 +66,7 @@ TEST_CASE("sm90 carries the Hopper device properties") {
 
 // Issue 17 item 16: one description per Hopper part, each matching what its GPU reports; the
 // compiler's view (GpuMachine: SMs, shared memory, shapes, features) is the same for all three.
-TEST_CASE("per-part Hopper descriptions: H100 and H200 differ in L2 and HBM only; sm90 stays the generic one") {
+TEST_CASE("per-part Hopper descriptions: H100 and H200 differ in L2 and HBM only, sm90 stays the generic one") {
   const Hierarchy h100 = load_hierarchy(target_path("sm90-h100.yaml"));
   const Hierarchy h200 = load_hierarchy(target_path("sm90-h200.yaml"));
   const Hierarchy generic = load_hierarchy(target_path("sm90.yaml"));

@@ -96,13 +96,14 @@ TEST_CASE("override: unknown levels, units, paths and fields are named with what
                "L0C->UB, UB->GM, UB->L1; sections: sync, gpu)");
   CHECK(rejected("L1.capcity_bytes=1") ==
         file + ": --set L1.capcity_bytes: unknown field 'capcity_bytes' of level 'L1' (fields: alignment_bytes, "
-               "bank_width_bytes, banks, capacity_bytes, granularity_bytes, layout, name, read_latency_cycles, role, "
-               "shared_bandwidth_bytes_per_cycle, write_latency_cycles)");
+               "bank_width_bytes, banks, capacity_bytes, granularity_bytes, layout, name, read_energy_pj_per_byte, "
+               "read_latency_cycles, role, shared_bandwidth_bytes_per_cycle, write_energy_pj_per_byte, write_latency_cycles)");
   CHECK(rejected("L0A->GM.latency_cycles=1") ==
         file + ": --set L0A->GM.latency_cycles: no transfer path L0A->GM (paths: GM->L1, GM->UB, GM->L0A, GM->L0B, "
                "L1->L0A, L1->L0B, L1->UB, L0C->UB, UB->GM, UB->L1)");
   CHECK(rejected("cube.speed=2") == file + ": --set cube.speed: unknown field 'speed' of unit 'cube' (fields: bytes_per_repeat, "
-                                           "count, dtypes, kind, mask_bits, max_repeat, name, pipe, reads, shapes, "
+                                           "count, dtypes, energy_pj_per_byte, energy_pj_per_instruction, "
+                                           "energy_pj_per_repeat, kind, mask_bits, max_repeat, name, pipe, reads, shapes, "
                                            "startup_cycles, writes)");
   CHECK(rejected("frequency=2") == file + ": --set frequency: unknown field 'frequency' of the description (fields: clock_mhz, "
                                           "cores, description, gpu, kind, levels, name, paths, sync, units)");
@@ -116,7 +117,7 @@ TEST_CASE("override: unknown levels, units, paths and fields are named with what
 
 TEST_CASE("override: a variant that breaks a rule is rejected with that rule") {
   CHECK(rejected("L1.capacity_bytes=0") ==
-        target_path("davinci-910.yaml") + ":32: level 'L1' capacity_bytes: capacity must be positive (got 0) "
+        target_path("davinci-910.yaml") + ":47: level 'L1' capacity_bytes: capacity must be positive (got 0) "
                                           "(in the variant with --set L1.capacity_bytes=0)");
   CHECK(has(rejected("L0A.alignment_bytes=48"), "level 'L0A' alignment_bytes: must be a power of two (got 48)"));
   CHECK(has(rejected("cores=0"), "cores: must be at least 1 (in the variant with --set cores=0)"));

@@ -92,7 +92,7 @@ TEST_CASE("an NPU description has no GPU figures") {
                        doctest::Contains("is not a GPU description"), UserError);
 }
 
-TEST_CASE("comparison: within tolerance agrees, beyond it is a mismatch naming both values; a failed benchmark is not measured") {
+TEST_CASE("comparison: within tolerance agrees, beyond it is a mismatch naming both values, a failed benchmark is not measured") {
   const Hierarchy h = load_hierarchy(target_path("sm90-h100.yaml"));
   const auto fs = described_figures(h);
   auto ms = fake(fs, 1.2, {{"global.read_bandwidth", 1281}, {"shared.latency", 29}});

@@ -80,7 +80,7 @@ TEST_CASE("propose_batch: a driver's loop measures each configuration once and s
   }
 }
 
-TEST_CASE("propose_batch: the model strategy's batches have the driver's size; the first is run_tuning's") {
+TEST_CASE("propose_batch: the model strategy's batches have the driver's size, the first is run_tuning's") {
   Driven& d = driven();
   const std::string log = temp_log("first");
   std::filesystem::remove(log);
@@ -97,7 +97,7 @@ TEST_CASE("propose_batch: the model strategy's batches have the driver's size; t
   CHECK(propose_batch(d.space, d.fit, d.options("model", 5, log), 8).empty());
 }
 
-TEST_CASE("progress: the line's fields; a plain line per step off a terminal, one rewritten line on it") {
+TEST_CASE("progress: the line's fields, a plain line per step off a terminal, one rewritten line on it") {
   CHECK(Progress::text("tune model", 16, 64, 8, "11176 cycles (m=256/128)", 4.0) ==
         "tune model: 16/64  best 11176 cycles (m=256/128)  2/s  ETA 0:24");
   // resumed steps (done 10, fresh 0) give no rate yet
