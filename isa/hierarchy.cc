@@ -1,5 +1,6 @@
 #include "isa/hierarchy.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -151,7 +152,9 @@ class Fields {
       : node_(node), where_(std::move(where)), file_(file), known_(std::move(known)) {
     if (!node.IsMap()) fail(node, where_.empty() ? "document" : where_, "expected a mapping of keys to values");
     for (auto it = node_.begin(); it != node_.end(); ++it) {
-      const std::string key = it->first.as<std::string>();
+      if (!it->first.IsScalar())
+        fail(it->first, where_.empty() ? "document" : where_, "a key must be a plain name (got a sequence or mapping as a key)");
+      const std::string key = it->first.Scalar();
       if (!known_.count(key)) {
         std::string list;
         for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
@@ -476,11 +479,38 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   return g;
 }
 
-// One description per file: a second YAML document would be ignored silently.
+// Records where the document it is given starts and ignores the rest of its events.
+class DocumentStart : public YAML::EventHandler {
+ public:
+  YAML::Mark mark;
+  void OnDocumentStart(const YAML::Mark& m) override { mark = m; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// One description per file: a second YAML document would be ignored silently. The parser is asked
+// for two documents at most (YAML::LoadAll loops without end on some malformed input after the
+// first document, as scripts/fuzz.sh found).
 void check_single_document(const std::string& text, const std::string& file) {
-  std::vector<YAML::Node> docs = YAML::LoadAll(text);
-  if (docs.size() > 1) {
-    const YAML::Mark m = docs[1].Mark();
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStart first, second;
+  bool has_second = false;
+  try {
+    parser.HandleNextDocument(first);
+    has_second = parser.HandleNextDocument(second);
+  } catch (const YAML::ParserException& e) {  // the first document parsed; a later one does not
+    throw UserError(file + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": invalid YAML: " + e.msg);
+  }
+  if (has_second) {
+    const YAML::Mark& m = second.mark;
     throw UserError(file + (m.is_null() ? "" : ":" + std::to_string(m.line + 1)) +
                     ": a second YAML document; a hierarchy description is one document (remove the '---' and what follows)");
   }

@@ -59,7 +59,7 @@ std::vector<std::string> path_names(const YAML::Node& paths) {
   std::vector<std::string> out;
   if (paths && paths.IsSequence())
     for (const YAML::Node& p : paths)
-      if (p.IsMap() && p["from"] && p["to"]) out.push_back(p["from"].as<std::string>() + "->" + p["to"].as<std::string>());
+      if (p.IsMap() && p["from"].IsScalar() && p["to"].IsScalar()) out.push_back(p["from"].as<std::string>() + "->" + p["to"].as<std::string>());
   return out;
 }
 
@@ -77,7 +77,7 @@ Target find_path(YAML::Node& root, const std::string& key, const std::string& pr
   YAML::Node paths = root["paths"];
   if (paths && paths.IsSequence())
     for (YAML::Node p : paths)
-      if (p.IsMap() && p["from"] && p["to"] && p["from"].as<std::string>() == from && p["to"].as<std::string>() == to)
+      if (p.IsMap() && p["from"].IsScalar() && p["to"].IsScalar() && p["from"].as<std::string>() == from && p["to"].as<std::string>() == to)
         return {p, "path", "path " + from + "->" + to};
   bad(key, "no transfer path " + from + "->" + to + " (paths: " + joined(path_names(paths)) + ")");
 }
