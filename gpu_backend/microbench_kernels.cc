@@ -213,7 +213,11 @@ MicrobenchModule wmma_module(const std::string& arch, DType a, DType acc) {
       "  for (int u = 0; u < 4; ++u) wmma::fill_fragment(c[u], ({1})0);\n",
       t.wmma_in, t.wmma_acc, t.one);
   const std::string body = "    #pragma unroll\n    for (int u = 0; u < 4; ++u) wmma::mma_sync(c[u], a, b, c[u]);\n";
-  const std::string fold = std::string("  ") + t.wmma_acc + " f = 0;\n  for (int u = 0; u < 4; ++u) f += c[u].x[0];\n  if (f == (" +
+  // every element of every accumulator feeds the sink: with only x[0] used, the compiler drops the
+  // HMMA that computes the other 8 columns of each 16x16 tile (measured: 2593 "MAC/cycle/SM" on an
+  // H200 against a 2048 peak)
+  const std::string fold = std::string("  ") + t.wmma_acc +
+                           " f = 0;\n  for (int u = 0; u < 4; ++u)\n    for (int i = 0; i < c[u].num_elements; ++i) f += c[u].x[i];\n  if (f == (" +
                            t.wmma_acc + ")-12345) sink[0] = 1;\n";
   const std::string name = std::string("mb_wmma_") + t.ptx_in;
   return {std::string("wmma_") + t.ptx_in, arch, tensor_frame(name, prelude, setup, body, fold), name, "wmma m16n16k16", a, acc,

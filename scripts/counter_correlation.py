@@ -162,6 +162,11 @@ def main():
         with open(args.json, "w") as f:
             json.dump(dict(counters=table, time_per_path=per_path, failed=failed), f, indent=1)
     if args.png and recs:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:  # e.g. the GPU machine's Python: plot later from the JSON lines
+            print("no plot: matplotlib is not installed here (run this script again where it is, on the same file)")
+            return 0
         plot(recs, args.png)
     return 0
 

@@ -92,7 +92,8 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
       continue;
     }
     const std::string r = longest->name;
-    const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names);
+    const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names), pi = fresh(r + "_part", names);
+    names.insert(ci), names.insert(ji), names.insert(pi);
     const std::string partial = fresh(s.output + "_partial", tensor_names);
     tensor_names.insert(partial);
 
@@ -147,13 +148,15 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
     p1.rhs = body;
     out.statements.push_back(p1);
 
-    // phase two
+    // phase two: its own name for the chunk index, so that its tile (all chunks in one block) is
+    // chosen apart from phase one's (chunks spread over the blocks)
     ir::Statement p2 = s;
     p2.domain = out_dims;
-    p2.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), true});
+    p2.domain.push_back({pi, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), true});
     auto read = node(ir::ExprKind::Access, s.acc_type, s.loc);
     read->name = partial;
-    read->indices = p1.out_indices;
+    read->indices = pidx;
+    read->indices.push_back(ir::AffineExpr::index(pi));
     p2.rhs = read;
     out.statements.push_back(p2);
 
