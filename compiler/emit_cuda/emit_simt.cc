@@ -628,7 +628,12 @@ struct SimtEmitter {
       const TripCount tc = trip_count(d);
       outputs = tc.exact && outputs ? std::optional<int64_t>(*outputs * *tc.exact) : std::nullopt;
     }
-    if (outputs) {
+    // a column reduction with a thread's worth of outputs per thread group: one thread per output,
+    // each walking its column (neighbouring threads read neighbouring elements; no combine)
+    const bool column = ir::is_column_reduction(s) && outputs && *outputs >= int64_t(kThreads) / 2;
+    if (column) {
+      os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output */\n";
+    } else if (outputs) {
       int64_t G = 32;
       while (G < int64_t(kThreads) && *outputs * 2 * G <= int64_t(kThreads)) G *= 2;
       os << p1 << "constexpr int G_ = " << G << ";\n";
@@ -675,8 +680,10 @@ struct SimtEmitter {
     }
     os << p3 << "}\n" << p1 << "  }\n";
     // combine: butterfly inside each warp, then the group's warps in order
-    os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
-       << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n"
+    if (!column)
+      os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
+         << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n";
+    os
        << p1 << "  if (G_ > 32) {\n"
        << p1 << "    __syncthreads();\n"
        << p1 << "    if (threadIdx.x % 32 == 0) ((" << VT << "*)red_smem_)[threadIdx.x / 32] = acc_;\n"

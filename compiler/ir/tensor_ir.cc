@@ -1,5 +1,8 @@
 #include "compiler/ir/tensor_ir.h"
 
+#include <functional>
+#include <set>
+
 #include <algorithm>
 #include <array>
 #include <sstream>
@@ -280,6 +283,29 @@ std::string loc_text(const SourceLoc& l) { return l.file + ":" + std::to_string(
 }  // namespace
 
 std::string division_use(const Function& f) { return function_division_use(f, false); }
+
+bool is_column_reduction(const Statement& s) {
+  if (s.reduction == Reduction::None || !s.rhs) return false;
+  std::set<std::string> reduced, out;
+  for (const auto& v : s.domain) (v.is_reduction ? reduced : out).insert(v.name);
+  bool any = false, column = true;
+  std::function<void(const Expr&)> visit = [&](const Expr& e) {
+    if (e.kind == ExprKind::Access && !e.indices.empty()) {
+      std::map<std::string, int64_t> idx, params;
+      e.indices.back().collect_names(&idx, &params);
+      bool uses_out = false;
+      for (const auto& [n, c] : idx) {
+        if (reduced.count(n)) column = false;
+        if (out.count(n)) uses_out = true;
+      }
+      column = column && uses_out;
+      any = true;
+    }
+    for (const auto& a : e.args) visit(*a);
+  };
+  visit(*s.rhs);
+  return any && column;
+}
 std::string index_division_use(const Function& f) { return function_division_use(f, true); }
 
 std::map<std::string, int64_t> bind_sizes(const Function& f, const std::map<std::string, int64_t>& given,

@@ -217,6 +217,14 @@ std::string division_use(const Function& f);
 // any emitter runs, so only indices reach the code it generates).
 std::string index_division_use(const Function& f);
 
+// A column reduction: a reduction statement whose every tensor read has, as its last (contiguous)
+// index, an expression of the statement's output indices and none of its reduced ones (batch-norm
+// statistics over N, H, W of an NHWC tensor: Sum(c) +=! X(n, h, w, c)). Neighbouring outputs then
+// read neighbouring elements, so a GPU maps outputs to threads (each reducing its own column)
+// instead of spreading one output's reduced elements over a warp's lanes. False when the
+// statement reads no tensor.
+bool is_column_reduction(const Statement& s);
+
 // The IR as text (`tessel check`): parameters, tensors, then each statement with its domain.
 std::string to_string(const Function& f);
 std::string to_string(const Expr& e);

@@ -1,5 +1,7 @@
 #include "compiler/poly/split_reductions.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <set>
 
@@ -53,9 +55,31 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
   std::set<std::string> tensor_names;
   for (const auto& t : f.tensors) tensor_names.insert(t.name);
   bool changed = false;
+  // Phase-two statements wait until a later statement touches their output (or the end), so that
+  // consecutive split reductions (a sum and a sum of squares over the same input) keep their phase
+  // ones together: fused into one pass over the input, the phase twos into another.
+  std::vector<ir::Statement> pending;
+  auto touches = [](const ir::Statement& st, const std::string& name) {
+    bool hit = st.output == name;
+    std::function<void(const ir::Expr&)> visit = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::Access && e.name == name) hit = true;
+      for (const auto& a : e.args) visit(*a);
+    };
+    if (st.rhs) visit(*st.rhs);
+    return hit;
+  };
+  auto place = [&](const ir::Statement& st) {
+    bool flush = false;
+    for (const auto& q : pending) flush = flush || touches(st, q.output);
+    if (flush) {
+      for (auto& q : pending) out.statements.push_back(std::move(q));
+      pending.clear();
+    }
+    out.statements.push_back(st);
+  };
   for (const ir::Statement& s : f.statements) {
     if (s.reduction == ir::Reduction::None || !s.init) {
-      out.statements.push_back(s);
+      place(s);
       continue;
     }
     int64_t outputs = 1, volume = 1;
@@ -74,21 +98,27 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
       if (!outermost && n >= 2) outermost = &iv, outer_length = n;
     }
     if (!longest || outputs <= 0 || outputs >= policy.parallel_units || volume < policy.min_length) {
-      out.statements.push_back(s);
+      place(s);
       continue;
     }
     // one long index: aligned chunks of it; several short ones (a reduction over N, H, W): the
     // outermost one in chunks of whole slices
     const bool long_index = length >= policy.min_length;
     if (!long_index) longest = outermost, length = outer_length;
-    const int64_t granule = long_index ? policy.granule : 1;
-    const int64_t target = (policy.chunks_per_unit * policy.parallel_units + outputs - 1) / outputs;
+    // A column reduction (ir::is_column_reduction: NHWC batch-norm statistics) maps outputs to
+    // threads, so it wants a block of threads' worth of outputs per unit: many small chunks, not
+    // a few long ones; its reduced index is not the contiguous one, so no granule either.
+    const bool column = ir::is_column_reduction(s);
+    const int64_t granule = long_index && !column ? policy.granule : 1;
+    const int64_t wanted = column ? policy.column_outputs_per_unit * policy.parallel_units : policy.chunks_per_unit * policy.parallel_units;
+    const int64_t target = (wanted + outputs - 1) / outputs;
     const int64_t per = (length + target - 1) / target;
-    const int64_t B = long_index ? std::min(std::max(granule, policy.max_chunk / granule * granule), (per + granule - 1) / granule * granule)
-                                 : per;
+    const int64_t B = long_index && !column
+                          ? std::min(std::max(granule, policy.max_chunk / granule * granule), (per + granule - 1) / granule * granule)
+                          : per;
     const int64_t C = (length + B - 1) / B;
     if (C < 2) {
-      out.statements.push_back(s);
+      place(s);
       continue;
     }
     const std::string r = longest->name;
@@ -146,7 +176,7 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
       body = sel;
     }
     p1.rhs = body;
-    out.statements.push_back(p1);
+    place(p1);
 
     // phase two: its own name for the chunk index, so that its tile (all chunks in one block) is
     // chosen apart from phase one's (chunks spread over the blocks)
@@ -158,11 +188,12 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
     read->indices = pidx;
     read->indices.push_back(ir::AffineExpr::index(pi));
     p2.rhs = read;
-    out.statements.push_back(p2);
+    pending.push_back(p2);  // after the phase ones that follow, until something reads it
 
     if (splits) splits->push_back({s.name, r, length, C, B, partial});
     changed = true;
   }
+  for (auto& q : pending) out.statements.push_back(std::move(q));
   if (!changed) return std::nullopt;
   for (size_t i = 0; i < out.statements.size(); ++i) out.statements[i].name = "S" + std::to_string(i);
   return out;

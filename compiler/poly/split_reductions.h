@@ -36,6 +36,8 @@ struct SplitPolicy {
   int64_t min_length = 8192;       // fewer reduced elements per output stay in one phase
   int64_t granule = 1024;          // chunk length multiple
   int64_t max_chunk = 8192;        // longer chunks are cut (more chunks): a chunk's box stays small
+  // a column reduction (ir::is_column_reduction) aims at this many outputs (threads) per unit
+  int64_t column_outputs_per_unit = 256;
 };
 
 struct ReductionSplit {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -149,6 +150,9 @@ namespace {
 // A GPU kernel without a contraction runs a block per stage tile (the SIMT code): halve the stage
 // tiles of the parallel axes, outermost first, until there are as many tiles as SMs (softmax over
 // 128 rows: 128 blocks of one row rather than 16 of eight) or every such tile is one point.
+// Outputs per block of a column reduction on a GPU: one per thread of the SIMT emitter's block.
+constexpr int64_t kColumnOutputs = 256;
+
 void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_t>& sizes, uint32_t cores, TileSpec& spec) {
   // divided indices: a halved tile may cut a quotient's box (promotion needs a fixed box hull)
   if (!ir::division_use(f).empty()) return;
@@ -171,6 +175,12 @@ void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_
       if (v.is_reduction) reduced.insert(v.name);
     }
   }
+  // a column reduction's output axes keep their block of kColumnOutputs (one output per thread)
+  std::set<std::string> pinned;
+  for (const auto& s : f.statements)
+    if (ir::is_column_reduction(s))
+      for (const auto& v : s.domain)
+        if (!v.is_reduction) pinned.insert(v.name);
   auto tiles = [&] {
     int64_t t = 1;
     for (const auto& a : spec.axes)
@@ -180,7 +190,7 @@ void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_
   while (tiles() < int64_t(cores)) {
     AxisTile* widest = nullptr;
     for (auto& a : spec.axes)
-      if (!reduced.count(a.axis) && a.outer > 1) {
+      if (!reduced.count(a.axis) && !pinned.count(a.axis) && a.outer > 1) {
         widest = &a;
         break;
       }
@@ -250,6 +260,30 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * shape->m));
       add(*par.back(), bn, std::min<int64_t>(bn, 4 * shape->n));
       add(*red[0], 8 * shape->k, 4 * shape->k);
+      continue;
+    }
+    // A column reduction (ir::is_column_reduction): a block of kColumnOutputs outputs, the
+    // innermost (contiguous) axis whole up to that, the next ones filling the rest; the reduced
+    // axes point by point but the innermost, so each thread walks its column.
+    if (h.kind == isa::TargetKind::Gpu && ir::is_column_reduction(s)) {
+      std::set<std::string> contiguous;  // output indices in the reads' last index
+      std::function<void(const ir::Expr&)> last_index = [&](const ir::Expr& e) {
+        if (e.kind == ir::ExprKind::Access && !e.indices.empty()) {
+          std::map<std::string, int64_t> idx, params;
+          e.indices.back().collect_names(&idx, &params);
+          for (const auto& [n, c] : idx) contiguous.insert(n);
+        }
+        for (const auto& a : e.args) last_index(*a);
+      };
+      last_index(*s.rhs);
+      std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) { return !contiguous.count(v->name); });
+      int64_t room = kColumnOutputs;
+      for (size_t i = par.size(); i-- > 0;) {  // the contiguous ones first, then inward out
+        const int64_t t = std::max<int64_t>(1, std::min(room, extent(*par[i])));
+        add(*par[i], t, t);
+        room = std::max<int64_t>(1, room / t);
+      }
+      for (size_t i = 0; i + 1 < red.size(); ++i) add(*red[i], 1, 1);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {

@@ -103,11 +103,49 @@ TEST_CASE("a reduction over several short axes (batch norm over N, H, W) splits 
   std::vector<poly::ReductionSplit> splits;
   auto g = poly::split_reductions(f, sizes, p, &splits);
   REQUIRE(splits.size() == 2);
-  // 4 x 132 / 64 outputs -> 9 chunks wanted: n in chunks of ceil(32 / 9) = 4 images, 8 chunks
+  // a column reduction (X's last index is the output's c): 256 x 132 / 64 outputs -> 528 chunks
+  // wanted, n in chunks of ceil(32 / 528) = 1 image, 32 chunks
+  CHECK(ir::is_column_reduction(f.statements[0]));
   CHECK(splits[0].index == "n");
-  CHECK(splits[0].chunk == 4);
-  CHECK(splits[0].chunks == 8);
-  CHECK(g->statements.size() == 4);
+  CHECK(splits[0].chunk == 1);
+  CHECK(splits[0].chunks == 32);
+  REQUIRE(g->statements.size() == 4);
+  // both phase ones first (one pass over X when fused), then both phase twos
+  CHECK(g->statements[0].output == "Sum_partial");
+  CHECK(g->statements[1].output == "SumSq_partial");
+  CHECK(g->statements[2].output == "Sum");
+  CHECK(g->statements[3].output == "SumSq");
   check_same(f, sizes, p, 2);
   check_same(f, {{"N", 32}, {"H", 28}, {"W", 28}, {"C", 256}}, p, 0);  // 256 channels fill the SMs
+}
+
+TEST_CASE("a phase two waits for the phase ones after it until a statement reads its output") {
+  // M2 reads Sum: Sum's phase two must come before M2's phase one; the result is unchanged
+  frontend::Module m = frontend::parse_module(
+      "def centred(f32[N, H, W, C] X) -> (f32[C] Sum, f32[C] M2) {\n"
+      "  Sum(c) +=! X(n, h, w, c)\n  M2(c) +=! (X(n, h, w, c) - Sum(c)) * (X(n, h, w, c) - Sum(c))\n}\n",
+      "c.tsl");
+  const ir::Function& f = m.functions[0];
+  CHECK(ir::is_column_reduction(f.statements[0]));
+  CHECK(ir::is_column_reduction(f.statements[1]));  // X(.., c) and Sum(c): last indices of outputs only
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  const std::map<std::string, int64_t> sizes{{"N", 16}, {"H", 16}, {"W", 32}, {"C", 64}};
+  std::vector<poly::ReductionSplit> splits;
+  auto g = poly::split_reductions(f, sizes, p, &splits);
+  REQUIRE(splits.size() == 2);
+  REQUIRE(g->statements.size() == 4);
+  CHECK(g->statements[0].output == "Sum_partial");
+  CHECK(g->statements[1].output == "Sum");
+  CHECK(g->statements[2].output == "M2_partial");
+  CHECK(g->statements[3].output == "M2");
+  check_same(f, sizes, p, 2);
+}
+
+TEST_CASE("column reductions: the reads' last index is an output index and no reduced one") {
+  frontend::Module m = frontend::parse_module(kSource, "red.tsl");
+  CHECK_FALSE(ir::is_column_reduction(frontend::select_function(m, "total").statements[0]));
+  CHECK_FALSE(ir::is_column_reduction(frontend::select_function(m, "rowmax").statements[0]));
+  frontend::Module c = frontend::parse_module("def colsum(f32[M, N] X) -> (f32[N] S) {\n  S(n) +=! X(m, n)\n}\n", "c.tsl");
+  CHECK(ir::is_column_reduction(c.functions[0].statements[0]));
 }
