@@ -284,6 +284,11 @@ def open_client(scheduler=None, workers=0, quiet=True):
         client.upload_file(os.path.abspath(__file__))  # workers elsewhere import this module for `measure`
         return client, None
     n = workers or os.cpu_count() or 1
+    # Debian's distributed 2022.12 calls .decode() on NVML's device name, which newer pynvml
+    # returns as str: on a GPU machine with pynvml the cluster fails to start. Measurements do not
+    # need its GPU diagnostics.
+    import dask
+    dask.config.set({"distributed.diagnostics.nvml": False})
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR if quiet else logging.WARNING)
     return Client(cluster), cluster
