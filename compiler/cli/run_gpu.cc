@@ -23,6 +23,9 @@ void add_gpu_flags(CLI::App* cmd, GpuFlags& flags) {
   cmd->add_option("--pdl-prefetch", flags.pdl_prefetch,
                   "with --pdl: inputs no earlier kernel writes (weights); their first tiles are copied before the wait")
       ->delimiter(',');
+  cmd->add_flag("--no-row-kernels", flags.no_row_kernels,
+                "GPU targets: map row programs (softmax, layer norm, ...) through the SIMT loop-tree walk instead of register row "
+                "kernels (for comparison)");
 }
 
 emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const GpuFlags& flags) {
@@ -34,6 +37,7 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const 
   o.tiles_from_kernel = tile_given;
   if (!flags.tiles.empty()) o.config = emit_cuda::TcConfig::parse(flags.tiles);
   o.pdl = flags.pdl;
+  o.row_kernels = !flags.no_row_kernels;
   o.pdl_prefetch = flags.pdl_prefetch;
   if (!o.pdl_prefetch.empty() && !o.pdl) throw UserError("--pdl-prefetch needs --pdl");
   for (const auto& t : o.pdl_prefetch) {

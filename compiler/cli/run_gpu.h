@@ -39,6 +39,7 @@ struct GpuFlags {
   std::vector<std::string> pdl_prefetch;  // CudaOptions::pdl_prefetch
   bool no_timing = false;                 // `tessel run --no-timing`: verify only
   bool library_output = false;            // `tessel run --verify library`: keep the library's output
+  bool no_row_kernels = false;            // --no-row-kernels: row programs through the SIMT walk
 };
 // Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);

@@ -7,6 +7,7 @@
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/emit_simt.h"
+#include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "isa/base/error.h"
 
@@ -152,7 +153,14 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
   }
   p.arch = options.arch;
   p.explain.push_back("SIMT: TensorCores not used: " + why);
-  emit_simt(k, m, os, p.launches, p.scratch_bytes);
+  std::optional<RowKernelPlan> rows;
+  if (options.row_kernels && !c) rows = plan_row_kernel(k, nullptr);
+  if (rows) {
+    p.explain.push_back(rows->explain);
+    emit_row_kernel(k, *rows, os, p.launches);
+  } else {
+    emit_simt(k, m, os, p.launches, p.scratch_bytes);
+  }
   if (c) p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());
   p.source = os.str();
   return p;

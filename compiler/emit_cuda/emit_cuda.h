@@ -77,6 +77,7 @@ struct CudaOptions {
   std::optional<TcConfig> config;        // TensorCore tiles; default: the tile policy's first candidate (tile_policy.h)
   bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
   bool allow_tensor_cores = true;        // false: always SIMT
+  bool row_kernels = true;               // row programs as register row kernels (row_kernel.h); false: the SIMT walk
   // sm_90+: programmatic dependent launch. The kernel lets the next kernel of the stream start
   // (griddepcontrol.launch_dependents) and waits for the previous one to finish and flush
   // (griddepcontrol.wait) before its first global memory access, so only the launch and the

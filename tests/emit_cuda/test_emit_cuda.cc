@@ -10,6 +10,7 @@
 
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
@@ -460,6 +461,7 @@ TEST_CASE("SIMT reductions: the reduced loops run over a thread group's lanes wi
   auto r = compile_for("bert.tsl", "layer_norm", {{"M", 4096}, {"N", 768}});
   emit_cuda::CudaOptions o;
   o.arch = "sm_90";
+  o.row_kernels = false;  // the loop-tree walk (row programs otherwise become row kernels)
   const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
   CHECK(contains(p.source, "reduction over lanes: 1 output loop(s) to thread groups"));
   CHECK(contains(p.source, "__shfl_xor_sync(0xffffffffu, acc_, s_)"));
@@ -485,6 +487,7 @@ TEST_CASE("SIMT: a reduction to a scalar is reduced by the whole block (no outpu
 TEST_CASE("SIMT copies of tiles whose offsets are multiples of 8 halves move 16 bytes per thread, others stay scalar") {
   emit_cuda::CudaOptions o;
   o.arch = "sm_90";
+  o.row_kernels = false;  // the loop-tree walk (row programs otherwise become row kernels)
   {  // 64x64 tiles of a 4096x3072 f16 tensor: every tile origin is a multiple of 64
     auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 4096}, {"N", 3072}});
     const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
@@ -503,6 +506,7 @@ TEST_CASE("SIMT element-wise nests: one index decoding serves several iterations
   auto r = compile_for("bert.tsl", "softmax", {{"M", 4096}, {"N", 768}});
   emit_cuda::CudaOptions o;
   o.arch = "sm_90";
+  o.row_kernels = false;  // the loop-tree walk (row programs otherwise become row kernels)
   const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
   CHECK(contains(s, "for (int u_ = 0; u_ < 4; ++u_)"));
   CHECK(contains(s, "unsigned rt_ = it_;"));                   // non-negative flat index: unsigned division
@@ -517,4 +521,40 @@ TEST_CASE("SIMT shared buffers whose rows are whole bank rows get 16 bytes of pa
   // 64 halves = 128 bytes = one row of 32 four-byte banks: the pitch becomes 72 halves
   CHECK(contains(s, "X_registers_g0[((0 * 64 + (y0 - g0_m_o)) * 72 + (y1 - g0_n_o))]"));
   CHECK(contains(s, "copy out Y_registers_g0, 16 B per thread"));  // rows stay 16-byte aligned
+}
+
+TEST_CASE("row programs become register row kernels: a group of threads per row, vector loads, one pass over global memory") {
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_90";
+  {  // softmax 4096 x 768: a warp per row, 3 x 8 halves per lane, lane 0's reduced values broadcast
+    auto r = compile_for("bert.tsl", "softmax", {{"M", 4096}, {"N", 768}});
+    const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.launches.size() == 1);
+    CHECK(p.launches[0].kernel == "tessel_row_g0");
+    CHECK(p.launches[0].grid[0] == 512);  // 8 rows per block of 256 threads
+    CHECK(contains(p.source, "__half m_X[24];"));
+    CHECK(contains(p.source, "*(uint4*)&(&m_X[j_ * 8])[0] = *(const uint4*)&(&t_X[row_ * 768LL + col0_])[0];"));
+    CHECK(contains(p.source, "acc_ = __shfl_sync(0xffffffffu, acc_, 0);"));
+    CHECK_FALSE(contains(p.source, "__syncthreads"));  // a warp per row needs no block barrier
+    CHECK(contains(p.explain.back(), "32 threads per row (8 row(s) per block, 3 x 8 elements per thread"));
+  }
+  {  // layer norm 4096 x 3072: 128 threads per row, the warps combined through shared memory in order
+    auto r = compile_for("bert.tsl", "layer_norm", {{"M", 4096}, {"N", 3072}});
+    const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
+    CHECK(contains(p.source, "acc_ = red_[grp_ * 4];"));
+    CHECK(contains(p.source, "c_gamma["));  // the column vectors in registers too
+  }
+  {  // rows of 130 f32: 2-element vectors (130 is not a multiple of 4)
+    auto r = compile_for("vector.tsl", "center_rows", {{"M", 77}, {"N", 130}});
+    const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
+    CHECK(contains(p.source, "*(uint2*)"));
+    CHECK(p.launches[0].grid[0] == 10);  // ceil(77 / 8)
+  }
+  {  // not row programs: a transpose reads X across rows; a user tile keeps the loop tree
+    auto r = compile_for("vector.tsl", "transpose2d", {{"M", 64}, {"N", 64}});
+    CHECK(emit_cuda::emit_cuda(r.c->kernel, o).launches[0].kernel != "tessel_row_g0");
+    std::string why;
+    CHECK_FALSE(emit_cuda::plan_row_kernel(r.c->kernel, &why));
+    CHECK(contains(why, "S0: "));
+  }
 }

@@ -1,0 +1,312 @@
+#include "compiler/emit_cuda/row_kernel.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/emit_simt.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+enum class Role { Matrix, Row, Col, Scalar };  // [M, N] at (row, col), [M] at row, [N] at col, []
+
+struct StatementPlan {
+  const ir::Statement* s = nullptr;
+  Role out = Role::Matrix;  // Matrix: element-wise; Row: a reduction over `col` or a row scalar
+  std::string row, col;     // the statement's row index; its col (Matrix) or reduced index ("": none)
+};
+
+struct TensorPlan {
+  Role role = Role::Matrix;
+  DType dtype = DType::F32;
+  bool input = false, output = false;
+  int producer = -1;  // statement index, -1 for an input
+};
+
+struct Analysis {
+  RowKernelPlan plan;
+  std::vector<StatementPlan> statements;
+  std::map<std::string, TensorPlan> tensors;
+};
+
+// The name of `e` when it is a plain index (coefficient 1, nothing else), else "".
+std::string plain_index(const ir::AffineExpr& e) {
+  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return "";
+  const auto& [name, coeff] = *e.index_coeffs.begin();
+  return coeff == 1 ? name : "";
+}
+
+void for_each_access(const ir::Expr& e, const std::function<void(const ir::Expr&)>& fn) {
+  if (e.kind == ir::ExprKind::Access) fn(e);
+  for (const auto& a : e.args) for_each_access(*a, fn);
+}
+
+std::optional<Analysis> analyze(const kernel::Kernel& k, std::string* why) {
+  auto no = [&](const std::string& reason) -> std::optional<Analysis> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!k.function) return no("no tensor function");
+  if (k.user_tile) return no("a tile spec was given (the loop tree's mapping is kept)");
+  const ir::Function& f = *k.function;
+  if (!ir::division_use(f).empty()) return no("floor division or modulo in the function");
+  auto shape_of = [&](const ir::Tensor& t) {
+    std::vector<int64_t> s;
+    for (const auto& d : t.shape) s.push_back(d.evaluate({}, k.sizes));
+    return s;
+  };
+  Analysis a;
+  int64_t M = -1, N = -1;
+  auto agree = [](int64_t& v, int64_t x) {
+    if (v < 0) v = x;
+    return v == x;
+  };
+  auto range = [&](const ir::IndexVar& v) { return std::make_pair(v.lo.evaluate({}, k.sizes), v.hi.evaluate({}, k.sizes)); };
+  for (size_t i = 0; i < f.statements.size(); ++i) {
+    const ir::Statement& s = f.statements[i];
+    const std::string at = s.name + ": ";
+    const ir::Tensor* out = f.find_tensor(s.output);
+    if (!out || !s.rhs) return no(at + "no output tensor");
+    StatementPlan sp;
+    sp.s = &s;
+    const auto oshape = shape_of(*out);
+    if (s.out_indices.empty() || s.out_indices.size() > 2) return no(at + "writes a tensor of rank other than 1 or 2");
+    sp.row = plain_index(s.out_indices[0]);
+    const ir::IndexVar* rv = sp.row.empty() ? nullptr : s.find_index(sp.row);
+    if (!rv || rv->is_reduction || range(*rv) != std::make_pair<int64_t, int64_t>(0, int64_t(oshape[0])) || !agree(M, oshape[0]))
+      return no(at + "does not write whole rows of " + s.output);
+    std::vector<const ir::IndexVar*> reduced, others;
+    for (const auto& v : s.domain)
+      if (v.name != sp.row) (v.is_reduction ? reduced : others).push_back(&v);
+    if (s.out_indices.size() == 2) {
+      sp.out = Role::Matrix;
+      sp.col = plain_index(s.out_indices[1]);
+      const ir::IndexVar* cv = sp.col.empty() ? nullptr : s.find_index(sp.col);
+      if (s.reduction != ir::Reduction::None || !reduced.empty() || others.size() != 1 || !cv || cv != others[0] ||
+          range(*cv) != std::make_pair<int64_t, int64_t>(0, int64_t(oshape[1])) || !agree(N, oshape[1]))
+        return no(at + "is not an element-wise statement over whole rows and columns of " + s.output);
+    } else {
+      sp.out = Role::Row;
+      if (!others.empty()) return no(at + "has an index besides its row and one reduced index");
+      if (s.reduction == ir::Reduction::None) {
+        if (!reduced.empty()) return no(at + "reads an index it does not reduce");
+      } else {
+        if (reduced.size() != 1 || !s.init) return no(at + "is not a reduction over one index from its identity");
+        const auto [lo, hi] = range(*reduced[0]);
+        if (lo != 0 || !agree(N, hi)) return no(at + "does not reduce over a whole row");
+        sp.col = reduced[0]->name;
+      }
+    }
+    // reads
+    std::string bad;
+    for_each_access(*s.rhs, [&](const ir::Expr& e) {
+      if (!bad.empty()) return;
+      const ir::Tensor* t = f.find_tensor(e.name);
+      if (!t) {
+        bad = "reads an unknown tensor " + e.name;
+        return;
+      }
+      const auto shape = shape_of(*t);
+      Role role;
+      if (e.indices.size() == 2 && !sp.col.empty() && plain_index(e.indices[0]) == sp.row && plain_index(e.indices[1]) == sp.col &&
+          shape[0] == M && agree(N, shape[1]))
+        role = Role::Matrix;
+      else if (e.indices.size() == 1 && plain_index(e.indices[0]) == sp.row && shape[0] == M)
+        role = Role::Row;
+      else if (e.indices.size() == 1 && !sp.col.empty() && plain_index(e.indices[0]) == sp.col && agree(N, shape[0]))
+        role = Role::Col;
+      else if (e.indices.empty() && shape.empty())
+        role = Role::Scalar;
+      else {
+        bad = "reads " + e.name + " other than at its row, column or both";
+        return;
+      }
+      auto [it, fresh] = a.tensors.emplace(e.name, TensorPlan{role, t->dtype, t->kind == ir::TensorKind::Input, false, -1});
+      if (!fresh && it->second.role != role) bad = "reads " + e.name + " in two shapes";
+      if (!fresh && it->second.producer == int(i)) bad = "reads its own output " + e.name;
+      if (fresh && t->kind != ir::TensorKind::Input) bad = "reads " + e.name + " before a statement writes it";
+    });
+    if (!bad.empty()) return no(at + bad);
+    auto [it, fresh] = a.tensors.emplace(s.output, TensorPlan{sp.out, out->dtype, false, out->kind == ir::TensorKind::Output, int(i)});
+    if (!fresh) return no(at + "writes " + s.output + " a second time");
+    a.statements.push_back(sp);
+  }
+  if (M < 1 || N < 1) return no("no row of columns (every statement writes a row tensor)");
+  int min_bytes = 4, matrix_tensors = 0;
+  for (const auto& [name, t] : a.tensors) {
+    if (t.dtype != DType::F16 && t.dtype != DType::F32) return no(name + " is " + std::string(dtype_name(t.dtype)) + " (f16 and f32 only)");
+    if (t.role == Role::Matrix || t.role == Role::Col) {
+      min_bytes = std::min(min_bytes, dtype_bytes(t.dtype));
+      ++matrix_tensors;
+    }
+  }
+  RowKernelPlan& p = a.plan;
+  p.rows = M;
+  p.cols = N;
+  p.threads_per_row = 32;
+  while ((N + p.threads_per_row - 1) / p.threads_per_row > 32 && p.threads_per_row < 1024) p.threads_per_row *= 2;
+  if ((N + p.threads_per_row - 1) / p.threads_per_row > 32) return no(fmt::format("rows of {} elements exceed 32 per thread at 1024 threads", N));
+  p.rows_per_block = std::max(1, 256 / p.threads_per_row);
+  p.vec = 16 / min_bytes;
+  while (p.vec > 1 && N % p.vec != 0) p.vec /= 2;
+  p.slots = int((N + int64_t(p.threads_per_row) * p.vec - 1) / (int64_t(p.threads_per_row) * p.vec));
+  // registers: every matrix and column tensor's J x vec elements per thread (4 bytes a register)
+  int64_t bytes = 0;
+  for (const auto& [name, t] : a.tensors)
+    if (t.role == Role::Matrix || t.role == Role::Col) bytes += int64_t(p.slots) * p.vec * dtype_bytes(t.dtype);
+  if (bytes / 4 > 160)
+    return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, bytes / 4));
+  p.explain = fmt::format(
+      "SIMT row kernel: {} statements on rows of {} elements held in registers, {} threads per row ({} row(s) per block, {} x {} "
+      "elements per thread, {}-element vector loads and stores), {} rows",
+      a.statements.size(), N, p.threads_per_row, p.rows_per_block, p.slots, p.vec, p.vec, M);
+  return a;
+}
+
+// A vector of `n` elements of `t` between a register array and global memory, as 16-, 8-, 4- or
+// 2-byte accesses (element by element below that).
+std::string move_vector(DType t, int n, const std::string& reg, const std::string& global, bool load, const std::string& pad) {
+  const int bytes = n * dtype_bytes(t), step = std::min(bytes, 16);
+  const char* word = step == 16 ? "uint4" : step == 8 ? "uint2" : step == 4 ? "unsigned int" : step == 2 ? "unsigned short" : nullptr;
+  std::string s;
+  if (!word || bytes % step != 0) {
+    for (int v = 0; v < n; ++v)
+      s += pad + (load ? reg + "[" + std::to_string(v) + "] = " + global + "[" + std::to_string(v) + "];\n"
+                       : global + "[" + std::to_string(v) + "] = " + reg + "[" + std::to_string(v) + "];\n");
+    return s;
+  }
+  const int per = step / dtype_bytes(t);
+  for (int q = 0; q < bytes / step; ++q) {
+    const std::string r = "*(" + std::string(word) + "*)&" + reg + "[" + std::to_string(q * per) + "]";
+    const std::string g = "*(" + std::string(load ? "const " : "") + word + "*)&" + global + "[" + std::to_string(q * per) + "]";
+    s += pad + (load ? r + " = " + g : g + " = " + r) + ";\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, std::string* why_not) {
+  auto a = analyze(k, why_not);
+  if (!a) return std::nullopt;
+  return a->plan;
+}
+
+void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::ostringstream& os, std::vector<Launch>& launches) {
+  std::string why;
+  const auto analysis = analyze(k, &why);
+  TESSEL_CHECK(analysis, "emit_row_kernel: not a row program: " + why);
+  const Analysis& a = *analysis;
+  const int T = plan.threads_per_row, R = plan.rows_per_block, V = plan.vec, J = plan.slots;
+  const int block = T * R;
+  const std::string M = std::to_string(plan.rows) + "LL", N = std::to_string(plan.cols) + "LL";
+  auto reg = [](const std::string& name, Role r) { return (r == Role::Matrix ? "m_" : r == Role::Col ? "c_" : "s_") + name; };
+  os << "\n/* " << plan.explain << " */\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
+     << "  __shared__ float red_[" << std::max(1, block / 32) << "];\n"
+     << "  (void)red_;\n"
+     << "  const int lane_ = threadIdx.x % " << T << ", grp_ = threadIdx.x / " << T << ";\n"
+     << "  for (long long base_ = (long long)blockIdx.x * " << R << "; base_ < " << M << "; base_ += (long long)gridDim.x * " << R
+     << ") {\n"
+     << "    const long long row_ = base_ + grp_;\n"
+     << "    const bool valid_ = row_ < " << M << ";\n";
+  const std::string slot_loop = "    #pragma unroll\n    for (int j_ = 0; j_ < " + std::to_string(J) +
+                                "; ++j_) {\n      const long long col0_ = ((long long)j_ * " + std::to_string(T) + " + lane_) * " +
+                                std::to_string(V) + ";\n";
+  // registers and the inputs' loads
+  for (const auto& [name, t] : a.tensors) {
+    const std::string st = storage_type(t.dtype), r = reg(name, t.role);
+    if (t.role == Role::Matrix || t.role == Role::Col)
+      os << "    " << st << " " << r << "[" << J * V << "];\n";
+    else
+      os << "    " << st << " " << r << ";\n";
+    if (!t.input) continue;
+    if (t.role == Role::Matrix || t.role == Role::Col) {
+      const std::string g = "t_" + name + "[" + (t.role == Role::Matrix ? "row_ * " + N + " + " : std::string()) + "col0_]";
+      os << slot_loop << "      if (" << (t.role == Role::Matrix ? "valid_ && " : "") << "col0_ < " << N << ") {\n"
+         << move_vector(t.dtype, V, "(&" + r + "[j_ * " + std::to_string(V) + "])", "(&" + g + ")", true, "        ")
+         << "      } else {\n"
+         << "        for (int v_ = 0; v_ < " << V << "; ++v_) " << r << "[j_ * " << V << " + v_] = " << store_value(t.dtype, "0")
+         << ";\n"
+         << "      }\n    }\n";
+    } else if (t.role == Role::Row) {
+      os << "    " << r << " = valid_ ? t_" << name << "[row_] : " << store_value(t.dtype, "0") << ";\n";
+    } else {
+      os << "    " << r << " = t_" << name << "[0];\n";
+    }
+  }
+  for (const StatementPlan& sp : a.statements) {
+    const ir::Statement& s = *sp.s;
+    const TensorPlan& out = a.tensors.at(s.output);
+    const DType T_out = out.dtype;
+    ValueContext ctx;
+    ctx.sizes = &k.sizes;
+    ctx.access = [&](const ir::Expr& e) {
+      const TensorPlan& t = a.tensors.at(e.name);
+      const std::string r = reg(e.name, t.role);
+      return t.role == Role::Matrix || t.role == Role::Col ? r + "[j_ * " + std::to_string(V) + " + v_]" : r;
+    };
+    ctx.affine = [&](const ir::AffineExpr& e) {
+      std::string s_ = "(" + std::to_string(e.constant) + "LL";
+      for (const auto& [n, c] : e.index_coeffs)
+        s_ += " + " + std::to_string(c) + "LL * " + (n == sp.row ? std::string("row_") : "(col0_ + v_)");
+      for (const auto& [n, c] : e.param_coeffs) s_ += " + " + std::to_string(c * k.sizes.at(n)) + "LL";
+      return s_ + ")";
+    };
+    const std::string value = value_expr(*s.rhs, ctx);
+    const std::string VT = value_type(T_out);
+    const std::string target = reg(s.output, sp.out);
+    os << "    /* " << s.name << ": " << s.output << " */\n";
+    if (sp.out == Role::Matrix) {
+      os << slot_loop << "      if (col0_ < " << N << ") {\n"
+         << "        #pragma unroll\n        for (int v_ = 0; v_ < " << V << "; ++v_) " << target << "[j_ * " << V << " + v_] = "
+         << store_value(T_out, "(" + VT + ")" + value) << ";\n"
+         << "      }\n    }\n";
+      if (out.output)
+        os << slot_loop << "      if (valid_ && col0_ < " << N << ") {\n"
+           << move_vector(T_out, V, "(&" + target + "[j_ * " + std::to_string(V) + "])", "(&t_" + s.output + "[row_ * " + N + " + col0_])", false,
+                          "        ")
+           << "      }\n    }\n";
+      continue;
+    }
+    if (s.reduction == ir::Reduction::None) {
+      os << "    " << target << " = " << store_value(T_out, "(" + VT + ")" + value) << ";\n";
+    } else {
+      const std::string op = reduce_values(s.reduction, T_out, "acc_", "x_");
+      os << "    {\n      " << VT << " acc_ = " << reduction_identity(s.reduction, T_out) << ";\n"
+         << slot_loop << "      if (col0_ < " << N << ") {\n"
+         << "        #pragma unroll\n        for (int v_ = 0; v_ < " << V << "; ++v_) { const " << VT << " x_ = (" << VT << ")" << value
+         << "; acc_ = " << op << "; }\n"
+         << "      }\n    }\n"
+         << "      for (int o_ = 16; o_ > 0; o_ >>= 1) { const " << VT << " x_ = __shfl_xor_sync(0xffffffffu, acc_, o_); acc_ = " << op
+         << "; }\n";
+      if (T == 32) {
+        os << "      acc_ = __shfl_sync(0xffffffffu, acc_, 0);  /* every lane uses lane 0's value */\n";
+      } else {
+        os << "      __syncthreads();\n"
+           << "      if (threadIdx.x % 32 == 0) red_[threadIdx.x / 32] = acc_;\n"
+           << "      __syncthreads();\n"
+           << "      acc_ = red_[grp_ * " << T / 32 << "];\n"
+           << "      for (int w_ = 1; w_ < " << T / 32 << "; ++w_) { const " << VT << " x_ = red_[grp_ * " << T / 32 << " + w_]; acc_ = "
+           << op << "; }\n";
+      }
+      os << "      " << target << " = " << store_value(T_out, "acc_") << ";\n    }\n";
+    }
+    if (out.output) os << "    if (valid_ && lane_ == 0) t_" << s.output << "[row_] = " << target << ";\n";
+  }
+  os << "  }\n}\n";
+  Launch l;
+  l.kernel = "tessel_row_g0";
+  const int64_t blocks = (plan.rows + R - 1) / R;
+  l.grid[0] = unsigned(std::min<int64_t>(blocks, int64_t(1) << 30));
+  l.block = unsigned(block);
+  launches.push_back(l);
+}
+
+}  // namespace tessel::emit_cuda
