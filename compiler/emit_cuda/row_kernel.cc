@@ -159,7 +159,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, std::string* why) {
   // registers: every matrix and column tensor's J x vec elements per thread (4 bytes a register)
   int64_t bytes = 0;
   for (const auto& [name, t] : a.tensors)
-    if (t.role == Role::Matrix) bytes += int64_t(p.slots) * p.vec * dtype_bytes(t.dtype);
+    if (t.role == Role::Matrix || t.role == Role::Col) bytes += int64_t(p.slots) * p.vec * dtype_bytes(t.dtype);
   if (bytes / 4 > 160)
     return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, bytes / 4));
   p.explain = fmt::format(
@@ -222,13 +222,12 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
   // registers and the inputs' loads
   for (const auto& [name, t] : a.tensors) {
     const std::string st = storage_type(t.dtype), r = reg(name, t.role);
-    if (t.role == Role::Col) continue;  // read where used, through the read-only cache (no registers)
-    if (t.role == Role::Matrix)
+    if (t.role == Role::Matrix || t.role == Role::Col)
       os << "    " << st << " " << r << "[" << J * V << "];\n";
     else
       os << "    " << st << " " << r << ";\n";
     if (!t.input) continue;
-    if (t.role == Role::Matrix) {
+    if (t.role == Role::Matrix || t.role == Role::Col) {
       const std::string g = "t_" + name + "[" + (t.role == Role::Matrix ? "row_ * " + N + " + " : std::string()) + "col0_]";
       os << slot_loop << "      if (" << (t.role == Role::Matrix ? "valid_ && " : "") << "col0_ < " << N << ") {\n"
          << move_vector(t.dtype, V, "(&" + r + "[j_ * " + std::to_string(V) + "])", "(&" + g + ")", true, "        ")
@@ -251,8 +250,7 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
     ctx.access = [&](const ir::Expr& e) {
       const TensorPlan& t = a.tensors.at(e.name);
       const std::string r = reg(e.name, t.role);
-      if (t.role == Role::Col) return "__ldg(&t_" + e.name + "[col0_ + v_])";
-      return t.role == Role::Matrix ? r + "[j_ * " + std::to_string(V) + " + v_]" : r;
+      return t.role == Role::Matrix || t.role == Role::Col ? r + "[j_ * " + std::to_string(V) + " + v_]" : r;
     };
     ctx.affine = [&](const ir::AffineExpr& e) {
       std::string s_ = "(" + std::to_string(e.constant) + "LL";

@@ -4,9 +4,8 @@
 // of T threads for the whole program: the row's inputs are read once with 16-byte vector loads,
 // every statement runs on the registers in program order (a reduction over the row combines the
 // group's values by warp shuffles, and across warps through shared memory), and outputs are written
-// once with vector stores; column vectors (gamma, beta, a bias) are read where used through the
-// read-only cache. Global memory sees each input element read once and each output element written
-// once (column vectors once per row, from the caches).
+// once with vector stores. Global memory sees each input element read once and each output element
+// written once.
 //
 // A kernel is a row program when, on the kernel IR's function at its sizes (no user tile spec, no
 // floor division):
