@@ -1,6 +1,7 @@
 #include "compiler/emit_cuda/row_kernel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -13,6 +14,8 @@
 namespace tessel::emit_cuda {
 
 namespace {
+
+constexpr int kRowElements = 32;  // elements of a row per thread, at most
 
 enum class Role { Matrix, Row, Col, Scalar };  // [M, N] at (row, col), [M] at row, [N] at col, []
 
@@ -149,12 +152,22 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, std::string* why) {
   RowKernelPlan& p = a.plan;
   p.rows = M;
   p.cols = N;
+  // elements of a row per thread: at most kRowElements (TESSEL_ROW_ELEMENTS overrides it, for
+  // measurements), T the smallest power of two from 32 that achieves it
+  static const int max_elements = [] {
+    const char* e = std::getenv("TESSEL_ROW_ELEMENTS");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 64 ? v : kRowElements;
+  }();
   p.threads_per_row = 32;
-  while ((N + p.threads_per_row - 1) / p.threads_per_row > 32 && p.threads_per_row < 1024) p.threads_per_row *= 2;
-  if ((N + p.threads_per_row - 1) / p.threads_per_row > 32) return no(fmt::format("rows of {} elements exceed 32 per thread at 1024 threads", N));
+  while ((N + p.threads_per_row - 1) / p.threads_per_row > max_elements && p.threads_per_row < 1024) p.threads_per_row *= 2;
+  if ((N + p.threads_per_row - 1) / p.threads_per_row > std::max(max_elements, 32))
+    return no(fmt::format("rows of {} elements exceed {} per thread at 1024 threads", N, std::max(max_elements, 32)));
   p.rows_per_block = std::max(1, 256 / p.threads_per_row);
+  // the widest vector that divides N, narrowed while a narrower one makes every slot whole
   p.vec = 16 / min_bytes;
   while (p.vec > 1 && N % p.vec != 0) p.vec /= 2;
+  while (p.vec > 2 && N % (int64_t(p.threads_per_row) * p.vec) != 0 && N % (int64_t(p.threads_per_row) * (p.vec / 2)) == 0) p.vec /= 2;
   p.slots = int((N + int64_t(p.threads_per_row) * p.vec - 1) / (int64_t(p.threads_per_row) * p.vec));
   // registers: every matrix and column tensor's J x vec elements per thread (4 bytes a register)
   int64_t bytes = 0;
