@@ -154,7 +154,7 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
   p.arch = options.arch;
   p.explain.push_back("SIMT: TensorCores not used: " + why);
   std::optional<RowKernelPlan> rows;
-  if (options.row_kernels && !c) rows = plan_row_kernel(k, nullptr);
+  if (options.row_kernels && !c) rows = plan_row_kernel(k, m, nullptr);
   if (rows) {
     p.explain.push_back(rows->explain);
     emit_row_kernel(k, *rows, os, p.launches);

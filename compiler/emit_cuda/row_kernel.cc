@@ -15,7 +15,7 @@ namespace tessel::emit_cuda {
 
 namespace {
 
-constexpr int kRowElements = 32;  // elements of a row per thread, at most
+constexpr int kRowElements = 16;  // elements of a row per thread, at most (see analyze)
 
 enum class Role { Matrix, Row, Col, Scalar };  // [M, N] at (row, col), [M] at row, [N] at col, []
 
@@ -50,7 +50,7 @@ void for_each_access(const ir::Expr& e, const std::function<void(const ir::Expr&
   for (const auto& a : e.args) for_each_access(*a, fn);
 }
 
-std::optional<Analysis> analyze(const kernel::Kernel& k, std::string* why) {
+std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::string* why) {
   auto no = [&](const std::string& reason) -> std::optional<Analysis> {
     if (why) *why = reason;
     return std::nullopt;
@@ -152,29 +152,39 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, std::string* why) {
   RowKernelPlan& p = a.plan;
   p.rows = M;
   p.cols = N;
-  // elements of a row per thread: at most kRowElements (TESSEL_ROW_ELEMENTS overrides it, for
-  // measurements), T the smallest power of two from 32 that achieves it
-  static const int max_elements = [] {
-    const char* e = std::getenv("TESSEL_ROW_ELEMENTS");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 64 ? v : kRowElements;
-  }();
-  p.threads_per_row = 32;
-  while ((N + p.threads_per_row - 1) / p.threads_per_row > max_elements && p.threads_per_row < 1024) p.threads_per_row *= 2;
-  if ((N + p.threads_per_row - 1) / p.threads_per_row > std::max(max_elements, 32))
-    return no(fmt::format("rows of {} elements exceed {} per thread at 1024 threads", N, std::max(max_elements, 32)));
-  p.rows_per_block = std::max(1, 256 / p.threads_per_row);
-  // the widest vector that divides N, narrowed while a narrower one makes every slot whole
-  p.vec = 16 / min_bytes;
-  while (p.vec > 1 && N % p.vec != 0) p.vec /= 2;
-  while (p.vec > 2 && N % (int64_t(p.threads_per_row) * p.vec) != 0 && N % (int64_t(p.threads_per_row) * (p.vec / 2)) == 0) p.vec /= 2;
-  p.slots = int((N + int64_t(p.threads_per_row) * p.vec - 1) / (int64_t(p.threads_per_row) * p.vec));
-  // registers: every matrix and column tensor's J x vec elements per thread (4 bytes a register)
-  int64_t bytes = 0;
-  for (const auto& [name, t] : a.tensors)
-    if (t.role == Role::Matrix || t.role == Role::Col) bytes += int64_t(p.slots) * p.vec * dtype_bytes(t.dtype);
-  if (bytes / 4 > 160)
-    return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, bytes / 4));
+  // The layout for at most E elements of a row per thread: T the smallest power of two from 32
+  // that achieves it; the widest vector dividing N, narrowed while a narrower one makes every slot
+  // whole; the registers (4 bytes) its matrix and column tensors take per thread.
+  auto layout = [&](int E, RowKernelPlan& q) {
+    q.threads_per_row = 32;
+    while ((N + q.threads_per_row - 1) / q.threads_per_row > E && q.threads_per_row < 1024) q.threads_per_row *= 2;
+    q.rows_per_block = std::max(1, 256 / q.threads_per_row);
+    q.vec = 16 / min_bytes;
+    while (q.vec > 1 && N % q.vec != 0) q.vec /= 2;
+    while (q.vec > 2 && N % (int64_t(q.threads_per_row) * q.vec) != 0 && N % (int64_t(q.threads_per_row) * (q.vec / 2)) == 0) q.vec /= 2;
+    q.slots = int((N + int64_t(q.threads_per_row) * q.vec - 1) / (int64_t(q.threads_per_row) * q.vec));
+    int64_t bytes = 0;
+    for (const auto& [name, t] : a.tensors)
+      if (t.role == Role::Matrix || t.role == Role::Col) bytes += int64_t(q.slots) * q.vec * dtype_bytes(t.dtype);
+    return bytes / 4;
+  };
+  // Elements per thread (measured on an H200, docs/figures/row_kernel_elements_h200.txt): 16, or 32
+  // for a program with a row reduction whose registers stay within 64 at 32 (a warp per row for
+  // rows up to 1024: no block barrier in its reductions); halved down to 8 while the rows do not
+  // give every SM a block's worth of threads. TESSEL_ROW_ELEMENTS overrides it (measurements).
+  bool reduces = false;
+  for (const auto& sp : a.statements) reduces = reduces || sp.s->reduction != ir::Reduction::None;
+  int E = kRowElements;
+  RowKernelPlan probe;
+  if (reduces && layout(32, probe) <= 64) E = 32;
+  while (sms > 0 && E > 8 && (layout(E, probe), M * probe.threads_per_row < int64_t(sms) * 256)) E /= 2;
+  if (const char* env = std::getenv("TESSEL_ROW_ELEMENTS"))
+    if (const int v = std::atoi(env); v >= 1 && v <= 64) E = v;
+  const int64_t registers = layout(E, p);
+  if ((N + p.threads_per_row - 1) / p.threads_per_row > std::max(E, 32))
+    return no(fmt::format("rows of {} elements exceed {} per thread at 1024 threads", N, std::max(E, 32)));
+  if (registers > 160)
+    return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, registers));
   p.explain = fmt::format(
       "SIMT row kernel: {} statements on rows of {} elements held in registers, {} threads per row ({} row(s) per block, {} x {} "
       "elements per thread, {}-element vector loads and stores), {} rows",
@@ -205,15 +215,15 @@ std::string move_vector(DType t, int n, const std::string& reg, const std::strin
 
 }  // namespace
 
-std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, std::string* why_not) {
-  auto a = analyze(k, why_not);
+std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, const isa::GpuMachine& m, std::string* why_not) {
+  auto a = analyze(k, m.sm_count, why_not);
   if (!a) return std::nullopt;
   return a->plan;
 }
 
 void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::ostringstream& os, std::vector<Launch>& launches) {
   std::string why;
-  const auto analysis = analyze(k, &why);
+  const auto analysis = analyze(k, 0, &why);
   TESSEL_CHECK(analysis, "emit_row_kernel: not a row program: " + why);
   const Analysis& a = *analysis;
   const int T = plan.threads_per_row, R = plan.rows_per_block, V = plan.vec, J = plan.slots;

@@ -16,7 +16,8 @@
 //     column vector [N] at the col-or-reduced index, or a scalar tensor; a tensor some statement
 //     writes is read only after that statement and only in its own shape;
 //   - every tensor is f16 or f32, and N fits the registers: at most 32 elements of a matrix per
-//     thread with T <= 1024 threads per row (T the smallest power of two from 32 with N / T <= 32).
+//     thread with T <= 1024 threads per row (T the smallest power of two from 32 with N / T <= E,
+//     E = 16 or 32 elements per thread, fewer for few rows: see analyze in row_kernel.cc).
 // The order of each row reduction is fixed (deterministic): a thread's elements in order, then the
 // xor butterfly over the warp, then the warps of the group in order; float sums are reassociated
 // (the reassociation tolerance of compiler/emit_c/run_c.h applies). Results do not depend on the
@@ -43,7 +44,8 @@ struct RowKernelPlan {
 };
 
 // The plan when `k` is a row program (see above), else nullopt and the reason in `why_not`.
-std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, std::string* why_not);
+// `m` gives the SM count (small row counts take more threads per row).
+std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, const isa::GpuMachine& m, std::string* why_not);
 
 // Appends the row kernel and its launch.
 void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::ostringstream& os, std::vector<Launch>& launches);
