@@ -35,27 +35,7 @@ TIME_RHO_GOAL = 0.9
 BYTES_ERROR_GOAL = 0.15
 
 
-def pearson(xs, ys):
-    n = len(xs)
-    if n < 2:
-        return float("nan")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else float("nan")
-
-
-def spearman(xs, ys):
-    return tc.spearman(xs, ys) if len(xs) >= 2 else float("nan")
-
-
-def median(v):
-    s = sorted(v)
-    n = len(s)
-    if n == 0:
-        return float("nan")
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+pearson, spearman, median = tc.pearson, tc.spearman, tc.median
 
 
 def load(path):

@@ -19,7 +19,6 @@ of PROBLEMS; the convolution mapping chooses its own tiles, so its space is samp
 Debian's python3 (numpy not needed; matplotlib for the PNG)."""
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -44,31 +43,7 @@ PROBLEMS = [
 ]
 
 
-def pearson(xs, ys):
-    n = len(xs)
-    if n < 2:
-        return float("nan")
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
-        return float("nan")
-    return sxy / math.sqrt(sxx * syy)
-
-
-def spearman(xs, ys):
-    if len(xs) < 2:
-        return float("nan")
-    return pearson(tc.ranks(xs), tc.ranks(ys))
-
-
-def median(xs):
-    s = sorted(xs)
-    n = len(s)
-    if n == 0:
-        return float("nan")
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+pearson, spearman, median = tc.pearson, tc.spearman, tc.median
 
 
 def pairs_of(rows, pipe):

@@ -79,14 +79,29 @@ def ranks(xs):
     return r
 
 
-def spearman(xs, ys):
-    rx, ry = ranks(xs), ranks(ys)
+def pearson(xs, ys):
+    """Pearson r of two equally long sequences; NaN for fewer than two points or a constant side."""
     n = len(xs)
-    mx, my = sum(rx) / n, sum(ry) / n
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    vx = sum((a - mx) ** 2 for a in rx)
-    vy = sum((b - my) ** 2 for b in ry)
-    return cov / (vx * vy) ** 0.5 if vx > 0 and vy > 0 else float("nan")
+    if n < 2:
+        return float("nan")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+
+
+def spearman(xs, ys):
+    """Spearman rho: Pearson r of the ranks (ties averaged); NaN for fewer than two points."""
+    return pearson(ranks(xs), ranks(ys)) if len(xs) >= 2 else float("nan")
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return float("nan")
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def parse_tile(tile):
