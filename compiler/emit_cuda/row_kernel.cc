@@ -218,6 +218,7 @@ std::string move_vector(DType t, int n, const std::string& reg, const std::strin
 std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, const isa::GpuMachine& m, std::string* why_not) {
   auto a = analyze(k, m.sm_count, why_not);
   if (!a) return std::nullopt;
+  a->plan.sm_count = m.sm_count;
   return a->plan;
 }
 
@@ -230,38 +231,75 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
   const int block = T * R;
   const std::string M = std::to_string(plan.rows) + "LL", N = std::to_string(plan.cols) + "LL";
   auto reg = [](const std::string& name, Role r) { return (r == Role::Matrix ? "m_" : r == Role::Col ? "c_" : "s_") + name; };
-  os << "\n/* " << plan.explain << " */\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
-     << "  __shared__ float red_[" << std::max(1, block / 32) << "];\n"
-     << "  (void)red_;\n"
-     << "  const int lane_ = threadIdx.x % " << T << ", grp_ = threadIdx.x / " << T << ";\n"
-     << "  for (long long base_ = (long long)blockIdx.x * " << R << "; base_ < " << M << "; base_ += (long long)gridDim.x * " << R
-     << ") {\n"
-     << "    const long long row_ = base_ + grp_;\n"
-     << "    const bool valid_ = row_ < " << M << ";\n";
+  // Measurement knobs: TESSEL_ROW_PREFETCH=1 loads the next row's matrix inputs before the current
+  // row's statements (a second register set); TESSEL_ROW_BLOCKS_PER_SM=B caps the grid at B blocks
+  // per SM (each block then walks several rows).
+  const bool prefetch = [] {
+    const char* e = std::getenv("TESSEL_ROW_PREFETCH");
+    return e && std::atoi(e) == 1;
+  }();
+  const int64_t per_sm = [] {
+    const char* e = std::getenv("TESSEL_ROW_BLOCKS_PER_SM");
+    return e ? int64_t(std::atoi(e)) : int64_t(0);
+  }();
   const std::string slot_loop = "    #pragma unroll\n    for (int j_ = 0; j_ < " + std::to_string(J) +
                                 "; ++j_) {\n      const long long col0_ = ((long long)j_ * " + std::to_string(T) + " + lane_) * " +
                                 std::to_string(V) + ";\n";
-  // registers and the inputs' loads
+  // a matrix input's row `row` (guarded by `ok`) into register array `r`
+  auto load_matrix = [&](const std::string& name, const TensorPlan& t, const std::string& r, const std::string& row,
+                         const std::string& ok) {
+    const std::string g = "t_" + name + "[" + (t.role == Role::Matrix ? row + " * " + N + " + " : std::string()) + "col0_]";
+    return slot_loop + "      if (" + ok + "col0_ < " + N + ") {\n" +
+           move_vector(t.dtype, V, "(&" + r + "[j_ * " + std::to_string(V) + "])", "(&" + g + ")", true, "        ") +
+           "      } else {\n" + "        for (int v_ = 0; v_ < " + std::to_string(V) + "; ++v_) " + r + "[j_ * " + std::to_string(V) +
+           " + v_] = " + store_value(t.dtype, "0") + ";\n" + "      }\n    }\n";
+  };
+  os << "\n/* " << plan.explain << (prefetch ? "; next row prefetched" : "") << " */\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
+     << "  __shared__ float red_[" << std::max(1, block / 32) << "];\n"
+     << "  (void)red_;\n"
+     << "  const int lane_ = threadIdx.x % " << T << ", grp_ = threadIdx.x / " << T << ";\n";
+  // loop-invariant inputs (column vectors, scalars) once per block
   for (const auto& [name, t] : a.tensors) {
+    if (!t.input || (t.role != Role::Col && t.role != Role::Scalar)) continue;
+    const std::string st = storage_type(t.dtype), r = reg(name, t.role);
+    if (t.role == Role::Col) {
+      os << "  " << st << " " << r << "[" << J * V << "];\n  {\n" << load_matrix(name, t, r, "", "") << "  }\n";
+    } else {
+      os << "  const " << st << " " << r << " = t_" << name << "[0];\n";
+    }
+  }
+  if (prefetch)
+    for (const auto& [name, t] : a.tensors)
+      if (t.input && t.role == Role::Matrix) {
+        const std::string st = storage_type(t.dtype);
+        os << "  " << st << " n_" << name << "[" << J * V << "];\n  {\n    const long long first_ = (long long)blockIdx.x * " << R
+           << " + grp_;\n"
+           << load_matrix(name, t, "n_" + name, "first_", "first_ < " + M + " && ") << "  }\n";
+      }
+  os << "  for (long long base_ = (long long)blockIdx.x * " << R << "; base_ < " << M << "; base_ += (long long)gridDim.x * " << R
+     << ") {\n"
+     << "    const long long row_ = base_ + grp_;\n"
+     << "    const bool valid_ = row_ < " << M << ";\n";
+  // per-row registers and loads
+  for (const auto& [name, t] : a.tensors) {
+    if (t.input && (t.role == Role::Col || t.role == Role::Scalar)) continue;
     const std::string st = storage_type(t.dtype), r = reg(name, t.role);
     if (t.role == Role::Matrix || t.role == Role::Col)
       os << "    " << st << " " << r << "[" << J * V << "];\n";
     else
       os << "    " << st << " " << r << ";\n";
     if (!t.input) continue;
-    if (t.role == Role::Matrix || t.role == Role::Col) {
-      const std::string g = "t_" + name + "[" + (t.role == Role::Matrix ? "row_ * " + N + " + " : std::string()) + "col0_]";
-      os << slot_loop << "      if (" << (t.role == Role::Matrix ? "valid_ && " : "") << "col0_ < " << N << ") {\n"
-         << move_vector(t.dtype, V, "(&" + r + "[j_ * " + std::to_string(V) + "])", "(&" + g + ")", true, "        ")
-         << "      } else {\n"
-         << "        for (int v_ = 0; v_ < " << V << "; ++v_) " << r << "[j_ * " << V << " + v_] = " << store_value(t.dtype, "0")
-         << ";\n"
-         << "      }\n    }\n";
+    if (t.role == Role::Matrix) {
+      if (prefetch) {
+        os << "    #pragma unroll\n    for (int i_ = 0; i_ < " << J * V << "; ++i_) " << r << "[i_] = n_" << name << "[i_];\n"
+           << "    {\n      const long long next_ = row_ + (long long)gridDim.x * " << R << ";\n"
+           << load_matrix(name, t, "n_" + name, "next_", "next_ < " + M + " && ") << "    }\n";
+      } else {
+        os << load_matrix(name, t, r, "row_", "valid_ && ");
+      }
     } else if (t.role == Role::Row) {
       os << "    " << r << " = valid_ ? t_" << name << "[row_] : " << store_value(t.dtype, "0") << ";\n";
-    } else {
-      os << "    " << r << " = t_" << name << "[0];\n";
     }
   }
   for (const StatementPlan& sp : a.statements) {
@@ -326,7 +364,8 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
   os << "  }\n}\n";
   Launch l;
   l.kernel = "tessel_row_g0";
-  const int64_t blocks = (plan.rows + R - 1) / R;
+  int64_t blocks = (plan.rows + R - 1) / R;
+  if (per_sm > 0 && plan.sm_count > 0) blocks = std::min<int64_t>(blocks, per_sm * plan.sm_count);
   l.grid[0] = unsigned(std::min<int64_t>(blocks, int64_t(1) << 30));
   l.block = unsigned(block);
   launches.push_back(l);

@@ -40,6 +40,7 @@ struct RowKernelPlan {
   int rows_per_block = 8;      // max(1, 256 / T)
   int vec = 8;                 // elements of a vector slot (a 16-byte access of the narrowest matrix)
   int slots = 0;               // vector slots per thread: ceil(N / (T * vec))
+  uint32_t sm_count = 0;       // the machine's SMs (grid caps)
   std::string explain;         // one line for --explain
 };
 
