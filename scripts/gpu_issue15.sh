@@ -39,6 +39,10 @@ if [ "${SAN:-1}" = 1 ]; then
     for tool in racecheck memcheck; do
       for t in sm90 sm75; do
         echo "$tool $t workloads/bert.tsl layer_norm M=64,N=768"
+        # row kernels: a block per row with the next row prefetched (rows 37 > blocks of the grid on
+        # a small problem: each block walks several rows), and odd rows
+        echo "$tool $t workloads/bert.tsl layer_norm M=600,N=3072"
+        echo "$tool $t workloads/bert.tsl softmax M=37,N=1000"
         echo "$tool $t workloads/bert.tsl softmax M=64,N=1024"
         echo "$tool $t workloads/vector.tsl bias_gelu M=64,N=512"
         echo "$tool $t workloads/vector.tsl transpose2d M=96,N=80"

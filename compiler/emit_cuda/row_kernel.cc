@@ -181,14 +181,25 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
   if (const char* env = std::getenv("TESSEL_ROW_ELEMENTS"))
     if (const int v = std::atoi(env); v >= 1 && v <= 64) E = v;
   const int64_t registers = layout(E, p);
+  // a block per row (T >= 256) with a row reduction: its barriers leave the loads idle, so a capped
+  // grid walks rows with the next one prefetched (H200, docs/figures/row_kernel_elements_h200.txt:
+  // layer norm 4096x3072 18.05 -> 13.00 us; the same for softmax, with two rows per block, or for
+  // bias + GELU, with no barrier, is slower)
+  if (reduces && p.rows_per_block == 1) {
+    p.prefetch = true;
+    p.blocks_per_sm = 4;
+  }
+  if (const char* env = std::getenv("TESSEL_ROW_PREFETCH")) p.prefetch = std::atoi(env) == 1;
+  if (const char* env = std::getenv("TESSEL_ROW_BLOCKS_PER_SM")) p.blocks_per_sm = std::max(0, std::atoi(env));
   if ((N + p.threads_per_row - 1) / p.threads_per_row > std::max(E, 32))
     return no(fmt::format("rows of {} elements exceed {} per thread at 1024 threads", N, std::max(E, 32)));
   if (registers > 160)
     return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, registers));
   p.explain = fmt::format(
       "SIMT row kernel: {} statements on rows of {} elements held in registers, {} threads per row ({} row(s) per block, {} x {} "
-      "elements per thread, {}-element vector loads and stores), {} rows",
-      a.statements.size(), N, p.threads_per_row, p.rows_per_block, p.slots, p.vec, p.vec, M);
+      "elements per thread, {}-element vector loads and stores), {} rows{}",
+      a.statements.size(), N, p.threads_per_row, p.rows_per_block, p.slots, p.vec, p.vec, M,
+      p.prefetch ? fmt::format("; at most {} blocks per SM, the next row prefetched", p.blocks_per_sm) : "");
   return a;
 }
 
@@ -231,17 +242,8 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
   const int block = T * R;
   const std::string M = std::to_string(plan.rows) + "LL", N = std::to_string(plan.cols) + "LL";
   auto reg = [](const std::string& name, Role r) { return (r == Role::Matrix ? "m_" : r == Role::Col ? "c_" : "s_") + name; };
-  // Measurement knobs: TESSEL_ROW_PREFETCH=1 loads the next row's matrix inputs before the current
-  // row's statements (a second register set); TESSEL_ROW_BLOCKS_PER_SM=B caps the grid at B blocks
-  // per SM (each block then walks several rows).
-  const bool prefetch = [] {
-    const char* e = std::getenv("TESSEL_ROW_PREFETCH");
-    return e && std::atoi(e) == 1;
-  }();
-  const int64_t per_sm = [] {
-    const char* e = std::getenv("TESSEL_ROW_BLOCKS_PER_SM");
-    return e ? int64_t(std::atoi(e)) : int64_t(0);
-  }();
+  const bool prefetch = plan.prefetch;
+  const int64_t per_sm = plan.blocks_per_sm;
   const std::string slot_loop = "    #pragma unroll\n    for (int j_ = 0; j_ < " + std::to_string(J) +
                                 "; ++j_) {\n      const long long col0_ = ((long long)j_ * " + std::to_string(T) + " + lane_) * " +
                                 std::to_string(V) + ";\n";
@@ -254,7 +256,7 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
            "      } else {\n" + "        for (int v_ = 0; v_ < " + std::to_string(V) + "; ++v_) " + r + "[j_ * " + std::to_string(V) +
            " + v_] = " + store_value(t.dtype, "0") + ";\n" + "      }\n    }\n";
   };
-  os << "\n/* " << plan.explain << (prefetch ? "; next row prefetched" : "") << " */\n"
+  os << "\n/* " << plan.explain << " */\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
      << "  __shared__ float red_[" << std::max(1, block / 32) << "];\n"
      << "  (void)red_;\n"

@@ -41,6 +41,11 @@ struct RowKernelPlan {
   int vec = 8;                 // elements of a vector slot (a 16-byte access of the narrowest matrix)
   int slots = 0;               // vector slots per thread: ceil(N / (T * vec))
   uint32_t sm_count = 0;       // the machine's SMs (grid caps)
+  // A block per row whose reductions wait at block barriers: the grid is capped at
+  // `blocks_per_sm` blocks per SM, each walking several rows with the next row's inputs loaded
+  // before the current row's statements (`prefetch`). 0 / false: a block per `rows_per_block` rows.
+  int blocks_per_sm = 0;
+  bool prefetch = false;
   std::string explain;         // one line for --explain
 };
 

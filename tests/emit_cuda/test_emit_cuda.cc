@@ -542,6 +542,11 @@ TEST_CASE("row programs become register row kernels: a group of threads per row,
     auto r = compile_for("bert.tsl", "layer_norm", {{"M", 4096}, {"N", 3072}});
     const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(r.c->kernel, o);
     CHECK(contains(p.source, "acc_ = red_[grp_ * 8];"));  // 256 threads per row: 16 elements per thread at most
+    // a block per row with barriers in its reductions: 4 blocks per SM walk the rows, the next row's
+    // X loaded before the current row's statements
+    CHECK(p.launches[0].grid[0] == 4 * 132);
+    CHECK(contains(p.source, "const long long next_ = row_ + (long long)gridDim.x * 1;"));
+    CHECK(contains(p.explain.back(), "at most 4 blocks per SM, the next row prefetched"));
     CHECK(contains(p.source, "c_gamma["));  // the column vectors in registers too
   }
   {  // rows of 130 f32: 2-element vectors (130 is not a multiple of 4)
