@@ -17,7 +17,9 @@ namespace tessel::npu_sim {
 // What an instruction's `ops` count (the operations its unit's energy is priced by).
 enum class OpKind : uint8_t { None, MacF16, MacI8, VectorRepeat };
 
-// One executed instruction on one pipe. Cycles count from the start of the run.
+// One executed instruction on one pipe. Cycles count from the start of the run. In a folded record
+// (SimRecord::folded) one entry per core, instruction and pipe sums all its executions: `count` of them,
+// `end - start` their busy cycles (start 0), bytes and ops summed, completion the last one.
 struct InstructionEvent {
   int core = 0;
   npu::Pipe pipe = npu::Pipe::S;
@@ -29,6 +31,7 @@ struct InstructionEvent {
   uint64_t bytes = 0;       // copies: bytes written to the destination
   int path_from = -1, path_to = -1;  // copies: buffers of the transfer path
   uint64_t ops = 0;         // cube: multiply-accumulates; vector: repeats (op_kind says which)
+  uint64_t count = 1;       // executions (folded records)
 };
 
 // Bytes one core's instructions read from and wrote into one buffer: the exact footprints (a
@@ -45,6 +48,7 @@ struct StallEvent {
   int pc = 0;  // the instruction that waited
   StallKind kind = StallKind::Flag;
   uint64_t start = 0, end = 0;
+  uint64_t count = 1;  // stalls summed (folded records: one entry per core, instruction and kind)
 };
 
 // One set_flag -> wait_flag hand-off (a flow arrow in the trace). wait_time is 0 while unmatched.
@@ -81,6 +85,12 @@ struct SimRecord {
   isa::NpuMachine machine;
   int cores = 1;
   bool timing_only = false;
+  // Folded (SimOptions::fold_events): `instructions` and `stalls` hold one summed entry per core,
+  // instruction and pipe (and stall kind), `flags` is empty, so the record's size is bounded by the program,
+  // not by the run's length; every statistic of report.h is the same, the trace and the CSV (which
+  // need every event) are refused.
+  bool folded = false;
+  uint64_t executed = 0;  // instructions executed (every record)
   uint64_t total_cycles = 0;
   std::vector<InstructionEvent> instructions;
   std::vector<StallEvent> stalls;

@@ -31,6 +31,13 @@ json access_json(const SimRecord& r, const RaceAccess& a) {
           {"end", a.end}};
 }
 
+// The trace and the CSV list every event: a folded record has only totals.
+void require_events(const SimRecord& r, const char* what) {
+  if (r.folded)
+    throw UserError(std::string(what) + " needs every event, but this run kept per-instruction totals only (a folded "
+                    "record: --timing-only without --trace / --csv)");
+}
+
 }  // namespace
 
 std::vector<std::array<PipeStats, npu::kPipeCount>> pipe_stats(const SimRecord& r) {
@@ -38,7 +45,7 @@ std::vector<std::array<PipeStats, npu::kPipeCount>> pipe_stats(const SimRecord& 
   for (const InstructionEvent& e : r.instructions) {
     PipeStats& s = stats[e.core][static_cast<size_t>(e.pipe)];
     s.busy_cycles += e.end - e.start;
-    ++s.instructions;
+    s.instructions += e.count;
   }
   for (const StallEvent& e : r.stalls) {
     PipeStats& s = stats[e.core][static_cast<size_t>(e.pipe)];
@@ -88,7 +95,7 @@ EnergyReport energy_report(const SimRecord& r) {
     if (ev.op_kind == OpKind::MacF16) cube.macs += ev.ops, cube.pj += double(ev.ops) * m.cube_f16.energy_pj_per_mac;
     if (ev.op_kind == OpKind::MacI8) cube.macs += ev.ops, cube.pj += double(ev.ops) * m.cube_i8.energy_pj_per_mac;
     if (ev.op_kind == OpKind::VectorRepeat) vector.repeats += ev.ops;
-    if (ev.pipe == npu::Pipe::S) ++scalar.instructions;
+    if (ev.pipe == npu::Pipe::S) scalar.instructions += ev.count;
   }
   vector.pj = double(vector.repeats) * m.vector_energy_pj_per_repeat;
   scalar.pj = double(scalar.instructions) * m.scalar_energy_pj_per_instruction;
@@ -200,6 +207,7 @@ json report_json(const SimRecord& r) {
 }
 
 json chrome_trace_json(const SimRecord& r) {
+  require_events(r, "the trace");
   json events = json::array();
   for (int c = 0; c < r.cores; ++c) {
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", c}, {"args", {{"name", fmt::format("core {}", c)}}}});
@@ -242,6 +250,7 @@ json chrome_trace_json(const SimRecord& r) {
 }
 
 std::string instruction_csv(const SimRecord& r) {
+  require_events(r, "the instruction CSV");
   std::string out = "core,pipe,pc,line,instruction,start_cycle,end_cycle,completion_cycle,bytes,path\n";
   for (const InstructionEvent& e : r.instructions) {
     std::string text = r.instruction_text[e.pc];

@@ -60,6 +60,9 @@ struct PipeState {
   int waiting_id = 0;
 };
 
+constexpr size_t kNoFlagEvent = ~size_t(0);  // a folded record keeps no flag events
+constexpr size_t kStallKinds = 3;
+
 struct PendingSet {
   uint64_t available_time;
   RaceDetector::Clock clock;
@@ -121,6 +124,11 @@ class Simulation {
       cores_[c] = std::move(core);
     }
     record_.peak_bytes.assign(program.cores, {});
+    record_.folded = options.fold_events;
+    if (options.fold_events) {
+      folded_instructions_.assign(size_t(program.cores) * program.code.size() * npu::kPipeCount, -1);
+      folded_stalls_.assign(size_t(program.cores) * program.code.size() * npu::kPipeCount * kStallKinds, -1);
+    }
     record_.traffic.assign(program.cores, {});
   }
 
@@ -284,13 +292,33 @@ class Simulation {
       if (cost->repeats) e.op_kind = OpKind::VectorRepeat, e.ops = cost->repeats;
     }
     check_record_budget(c, pc);
-    record_.instructions.push_back(e);
+    ++record_.executed;
+    if (!options_.fold_events) {
+      record_.instructions.push_back(e);
+      return;
+    }
+    int64_t& slot = folded_instructions_[(size_t(c.id) * record_.instruction_text.size() + size_t(pc)) * npu::kPipeCount +
+                                         static_cast<size_t>(pipe)];
+    if (slot < 0) {
+      slot = int64_t(record_.instructions.size());
+      e.end = e.end - e.start;
+      e.start = 0;
+      record_.instructions.push_back(e);
+      return;
+    }
+    InstructionEvent& f = record_.instructions[size_t(slot)];
+    f.end += end - start;
+    f.completion = std::max(f.completion, completion);
+    f.bytes += e.bytes;
+    f.ops += e.ops;
+    ++f.count;
   }
 
   // The record keeps every executed instruction; a run that would outgrow the budget (a runaway
   // loop, a huge trip count) stops here instead of exhausting memory.
   void check_record_budget(const CoreState& c, int pc) const {
-    if (record_.instructions.size() + record_.stalls.size() >= options_.max_recorded_events)
+    const uint64_t n = options_.fold_events ? record_.executed : record_.instructions.size() + record_.stalls.size();
+    if (n >= options_.max_recorded_events)
       user_fault(c, pc, fmt::format("the run executed more than {} instructions (the simulator's record limit, "
                                     "--max-instructions); a loop with a huge trip count?",
                                     options_.max_recorded_events));
@@ -299,7 +327,22 @@ class Simulation {
   void record_stall(const CoreState& c, Pipe pipe, int pc, StallKind kind, uint64_t start, uint64_t end) {
     if (end <= start) return;
     check_record_budget(c, pc);
-    record_.stalls.push_back({c.id, pipe, pc, kind, start, end});
+    if (!options_.fold_events) {
+      record_.stalls.push_back({c.id, pipe, pc, kind, start, end});
+      return;
+    }
+    int64_t& slot =
+        folded_stalls_[((size_t(c.id) * record_.instruction_text.size() + size_t(pc)) * npu::kPipeCount + static_cast<size_t>(pipe)) *
+                           kStallKinds +
+                       static_cast<size_t>(kind)];
+    if (slot < 0) {
+      slot = int64_t(record_.stalls.size());
+      record_.stalls.push_back({c.id, pipe, pc, kind, 0, end - start});
+      return;
+    }
+    StallEvent& f = record_.stalls[size_t(slot)];
+    f.end += end - start;
+    ++f.count;
   }
 
   int64_t scalar_op(const CoreState& c, int pc, Opcode op, int64_t x, int64_t y) const {
@@ -499,8 +542,8 @@ class Simulation {
       fe.available_time = std::max(t, ps.last_completion);
       slot.pending.push_back({fe.available_time,
                               options_.detect_races ? races_.clock(c.id, pipe) : RaceDetector::Clock{},
-                              record_.flags.size()});
-      record_.flags.push_back(fe);
+                              options_.fold_events ? kNoFlagEvent : record_.flags.size()});
+      if (!options_.fold_events) record_.flags.push_back(fe);
       slot.signalled.notify();
       wait_cycles(machine_.set_flag_cycles);
       record_instruction(c, pipe, in.pc, t, now(), now());
@@ -528,8 +571,10 @@ class Simulation {
       slot.pending.pop_front();
       ps.activity = PipeActivity::Running;
       if (options_.detect_races) races_.join(c.id, pipe, set.clock);
-      record_.flags[set.flag_event].wait_time = now();
-      record_.flags[set.flag_event].wait_pc = in.pc;
+      if (set.flag_event != kNoFlagEvent) {
+        record_.flags[set.flag_event].wait_time = now();
+        record_.flags[set.flag_event].wait_pc = in.pc;
+      }
       record_stall(c, pipe, in.pc, StallKind::Flag, start, now());
       const uint64_t t = now();
       wait_cycles(machine_.set_flag_cycles);
@@ -584,6 +629,10 @@ class Simulation {
   SimOptions options_;
   uint64_t max_cycles_;  // options_.max_cycles, 0 replaced by the default
   SimRecord& record_;
+  // folded records: the entry of each (core, pc, pipe) in record_.instructions and of each (core,
+  // pc, pipe, stall kind) in record_.stalls, -1 before its first (an instruction the scalar pipe
+  // issues to another pipe has an entry on each)
+  std::vector<int64_t> folded_instructions_, folded_stalls_;
   std::vector<uint8_t>& gm_;
   std::vector<int> partner_;
   RaceDetector races_;

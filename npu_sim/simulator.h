@@ -37,6 +37,10 @@ struct SimOptions {
   uint64_t max_cycles = kDefaultMaxCycles;
   // A run that executes more instructions (and stalls) than this stops with a UserError naming the instruction.
   uint64_t max_recorded_events = kDefaultMaxRecordedEvents;
+  // Keep per-instruction totals instead of every event (SimRecord::folded): the record's memory is
+  // bounded by the program (cores x instructions), so max_recorded_events then limits only the
+  // instructions executed (a runaway loop still stops), not memory.
+  bool fold_events = false;
 };
 
 struct SimResult {

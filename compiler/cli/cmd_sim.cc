@@ -92,6 +92,9 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     options.detect_races = !opts->no_races;
     options.max_cycles = static_cast<uint64_t>(opts->max_cycles);
     options.max_recorded_events = static_cast<uint64_t>(opts->max_instructions);
+    // a timing-only run that writes no trace or CSV keeps per-instruction totals: its memory is
+    // bounded by the program, not by how long it runs (issue 17 item 2)
+    options.fold_events = opts->timing_only && opts->trace.empty() && opts->csv.empty();
     const npu_sim::SimResult result = npu_sim::simulate(program, target, inputs, options);
     const npu_sim::SimRecord& r = result.record;
     for (const auto& [name, file] : outputs) write_npy(file, result.tensor(program, name));
@@ -111,7 +114,7 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     if (!opts->trace.empty()) npu_sim::write_text_file(opts->trace, npu_sim::chrome_trace_json(r).dump() + "\n");
     if (!opts->csv.empty()) npu_sim::write_text_file(opts->csv, npu_sim::instruction_csv(r));
     std::cout << fmt::format("{}: {} cycles on {} core(s) of {} ({} instructions, {:.3f} s wall)\n", program.source_name,
-                             r.total_cycles, r.cores, r.machine.target_name, r.instructions.size(), r.wall_seconds);
+                             r.total_cycles, r.cores, r.machine.target_name, r.executed, r.wall_seconds);
     std::cout << npu_sim::energy_text(npu_sim::energy_report(r)) << "\n";
     for (const npu_sim::Race& race : r.races)
       std::cerr << fmt::format("race on {}[{}, {}): {} pc {} '{}' ({}) and {} pc {} '{}' ({}), {} time(s)\n",

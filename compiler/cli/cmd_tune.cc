@@ -94,7 +94,12 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
 // energy of the run (what the tuning log records beside the analytic model's predictions).
 tune::SimulateFn simulate_timing_only() {
   return [](const npu::Program& prog, const isa::Hierarchy& h) {
-    const npu_sim::SimRecord r = npu_sim::simulate(prog, h, {}, {true, false, 0}).record;
+    npu_sim::SimOptions o;
+    o.timing_only = true;
+    o.detect_races = false;
+    o.max_cycles = 0;
+    o.fold_events = true;  // totals per instruction: the tuner reads cycles, per-pipe busy and energy only
+    const npu_sim::SimRecord r = npu_sim::simulate(prog, h, {}, o).record;
     tune::SimSummary s{r.total_cycles, {}, npu_sim::energy_report(r).total_pj};
     for (const auto& core : npu_sim::pipe_stats(r))
       for (int p = 0; p < npu::kPipeCount; ++p) {

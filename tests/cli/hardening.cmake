@@ -92,3 +92,13 @@ add_test(NAME cli.hardening.nan_interpreter_values
 # 13. a .tensor whose size wraps: exit 1 naming the line
 expect_exit(sim_tensor_wrap 1 "tensor_wrap.npu:1:1: tensor 'A' needs more than 9223372036854775807 bytes; its size overflows"
             sim ${NPU}/tensor_wrap.npu --target ${D})
+
+# Item 2: a timing-only run keeps per-instruction totals (a folded record), so 300 million executed
+# instructions run in a 4 GB address space (the full record would need ~17 GB: 56 bytes an event).
+add_test(NAME cli.hardening.sim_long_loop_bounded_memory
+         COMMAND bash -c "ulimit -v 4000000 && \"$<TARGET_FILE:tessel>\" sim ${NPU}/long_loop.npu --target ${D} --timing-only --max-instructions 1000000000")
+set_tests_properties(cli.hardening.sim_long_loop_bounded_memory PROPERTIES TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "300000003 cycles on 1 core\\(s\\) of davinci-910 \\(300000003 instructions")
+add_test(NAME cli.hardening.sim_timing_only_csv_keeps_events
+         COMMAND ${T} sim ${NPU}/loop_wrap.npu --target ${D} --timing-only --csv /dev/null)
+set_tests_properties(cli.hardening.sim_timing_only_csv_keeps_events PROPERTIES PASS_REGULAR_EXPRESSION "instructions")
