@@ -10,10 +10,14 @@
 #include <tuple>
 
 #include "compiler/npu_sync/footprint.h"
+#include <fmt/format.h>
+
 #include "isa/base/error.h"
 
 namespace tessel::npu_sync {
 namespace {
+
+constexpr size_t kMaxDependences = 20'000'000;
 
 using npu::Opcode;
 using npu::Operand;
@@ -145,7 +149,16 @@ class SyncPass {
       for (int y = x + 1; y < n; ++y) {
         if (fp_.accesses[y].empty()) continue;
         if (npu::executing_pipe(p_.code[x]) == npu::executing_pipe(p_.code[y])) continue;
-        if (conflict(fp_.accesses[x], fp_.accesses[y])) deps_.push_back({x, y});
+        if (!conflict(fp_.accesses[x], fp_.accesses[y])) continue;
+        deps_.push_back({x, y});
+        // each dependence becomes up to two pairs and their placements: past this many the pass
+        // would need tens of gigabytes (a 1024^3 GEMM in 16x16 operand tiles: killed at 24 GB)
+        if (deps_.size() > kMaxDependences)
+          throw UserError(fmt::format(
+              "{}: {} static instructions with more than {} conflicting pairs across pipes: too many for sync "
+              "insertion (its memory grows with them); use larger operand tiles (the inner sizes of --tile) or "
+              "fewer tiles per core",
+              p_.source_name, n, kMaxDependences));
       }
     }
   }

@@ -102,3 +102,10 @@ set_tests_properties(cli.hardening.sim_long_loop_bounded_memory PROPERTIES TIMEO
 add_test(NAME cli.hardening.sim_timing_only_csv_keeps_events
          COMMAND ${T} sim ${NPU}/loop_wrap.npu --target ${D} --timing-only --csv /dev/null)
 set_tests_properties(cli.hardening.sim_timing_only_csv_keeps_events PROPERTIES PASS_REGULAR_EXPRESSION "instructions")
+
+# A tile spec whose program has too many cross-pipe dependences for the sync pass: exit 1 in a few
+# seconds naming the counts and the remedy (it was killed at 24 GB after 80 s).
+expect_exit(compile_too_many_dependences 1
+  "matmul.npu: 42338 static instructions with more than 20000000 conflicting pairs across pipes: too many for sync insertion"
+  compile ${SRC}/workloads/matmul.tsl --target ${D} --shape M=1024,N=1024,K=1024 --tile m=1024/16,n=64/16,k=64/16 -o /dev/null)
+set_tests_properties(cli.hardening.compile_too_many_dependences PROPERTIES TIMEOUT 120)
