@@ -35,6 +35,7 @@ py::dict shape_dict(const isa::MatrixShape& s) {
   d["acc"] = std::string(dtype_name(s.acc));
   d["cycles"] = s.cycles;
   if (!s.min_arch.empty()) d["min_arch"] = s.min_arch;
+  if (s.energy_pj_per_mac) d["energy_pj_per_mac"] = *s.energy_pj_per_mac;
   return d;
 }
 
@@ -51,6 +52,8 @@ py::dict level_dict(const isa::Level& l) {
   d["shared_bandwidth_bytes_per_cycle"] = l.shared_bandwidth_bytes_per_cycle;
   d["read_latency_cycles"] = l.read_latency_cycles;
   d["write_latency_cycles"] = l.write_latency_cycles;
+  if (l.read_energy_pj_per_byte) d["read_energy_pj_per_byte"] = *l.read_energy_pj_per_byte;
+  if (l.write_energy_pj_per_byte) d["write_energy_pj_per_byte"] = *l.write_energy_pj_per_byte;
   return d;
 }
 
@@ -72,6 +75,9 @@ py::dict unit_dict(const isa::Unit& u) {
   d["mask_bits"] = u.mask_bits;
   d["startup_cycles"] = u.startup_cycles;
   d["count"] = u.count;
+  if (u.energy_pj_per_repeat) d["energy_pj_per_repeat"] = *u.energy_pj_per_repeat;
+  if (u.energy_pj_per_instruction) d["energy_pj_per_instruction"] = *u.energy_pj_per_instruction;
+  if (u.energy_pj_per_byte) d["energy_pj_per_byte"] = *u.energy_pj_per_byte;
   return d;
 }
 

@@ -126,6 +126,9 @@ class ModuleAgainstCli(unittest.TestCase):
         self.assertEqual(tessel.load_description(DAVINCI, set="L1.capacity_bytes=512KiB,GM->L1.bandwidth_bytes_per_cycle=8")
                          ["description_hash"], mine["description_hash"])
         self.assertEqual(d["levels"][1]["capacity_bytes"], 512 * 1024)
+        # energies are description fields like any other (issue 19): in the dict and overridable
+        self.assertEqual(tessel.load_description(DAVINCI, set="L1.read_energy_pj_per_byte=2.5")["levels"][1]
+                         ["read_energy_pj_per_byte"], 2.5)
         self.assertEqual([p for p in d["paths"] if p["from"] == "GM" and p["to"] == "L1"][0]["bandwidth_bytes_per_cycle"], 8)
         self.assertEqual(tessel.load_description(DAVINCI)["description_hash"], base["description_hash"])
 
