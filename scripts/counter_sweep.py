@@ -192,16 +192,36 @@ def measure(k, args, ncu, counters, tmp):
     rec["path"] = path_of(report)
     rec["measured"], rec["launches"] = parse_ncu_csv(base + ".csv")
     if rec["tile"]:
-        pred = subprocess.run([args.tessel, "tune", k["file"], "--def", k["def_name"], "--target", target, "--shape", k["shape"],
-                               "--predict", rec["tile"]], capture_output=True, text=True, timeout=120, env=env)
-        m = PREDICT_RE.search(pred.stdout)
-        if m:
-            rec["predicted"] = dict(cycles=float(m.group(1)), global_bytes=float(m.group(2)), dram_bytes=float(m.group(3)),
-                                    stage_bytes=float(m.group(4)), time_us=float(m.group(5)))
-        else:
-            rec["predict_error"] = (pred.stdout + pred.stderr).strip()[-300:]
+        predict(rec, args.tessel, env)
     rec["seconds"] = round(time.time() - t0, 1)
     return rec
+
+
+def predict(rec, tessel, env=None):
+    """The analytic model's prediction for a record's configuration (`tessel tune --predict`), into
+    rec["predicted"] (or rec["predict_error"])."""
+    rec.pop("predicted", None)
+    rec.pop("predict_error", None)
+    pred = subprocess.run([tessel, "tune", rec["file"], "--def", rec["def_name"], "--target", "isa/targets/%s.yaml" % rec["target"],
+                           "--shape", rec["shape"], "--predict", rec["tile"]], capture_output=True, text=True, timeout=120, env=env)
+    m = PREDICT_RE.search(pred.stdout)
+    if m:
+        rec["predicted"] = dict(cycles=float(m.group(1)), global_bytes=float(m.group(2)), dram_bytes=float(m.group(3)),
+                                stage_bytes=float(m.group(4)), time_us=float(m.group(5)))
+    else:
+        rec["predict_error"] = (pred.stdout + pred.stderr).strip()[-300:]
+
+
+def repredict(path, out, tessel):
+    """The recorded measurements of `path` with the present model's predictions (no GPU needed)."""
+    recs = [json.loads(line) for line in open(path) if line.strip()]
+    with open(out, "w") as f:
+        for rec in recs:
+            if rec.get("tile") and rec.get("measured"):
+                predict(rec, tessel)
+            f.write(json.dumps(rec) + "\n")
+    print("counter_sweep: %d records re-predicted into %s" % (len(recs), out))
+    return 0
 
 
 def main():
@@ -212,7 +232,11 @@ def main():
     ap.add_argument("--timeout", type=int, default=150, help="seconds per kernel (ncu + tessel run)")
     ap.add_argument("--quick", action="store_true", help="a dozen kernels (a smoke test)")
     ap.add_argument("--keep", help="directory for ncu's CSV and the run reports (default: a temporary one)")
+    ap.add_argument("--repredict", metavar="IN.jsonl",
+                    help="no measurement: the records of IN.jsonl with the present model's predictions, into --out")
     args = ap.parse_args()
+    if args.repredict:
+        return repredict(args.repredict, args.out, args.tessel)
     ncu = find_ncu()
     if not ncu:
         print("counter_sweep: no ncu on PATH or under /usr/local/cuda/bin", file=sys.stderr)

@@ -232,9 +232,14 @@ AnalyticBreakdown conv_breakdown(const Problem& problem, const tile::ConvGeometr
 }
 
 // Every input read once and every output written once (the kernel's compulsory traffic).
-double compulsory_bytes(const Problem& problem) {
-  double bytes = 0;
-  if (!problem.function) return 0;
+// Bytes of the function's inputs and outputs, each counted once (0 when a size is unbound).
+struct Compulsory {
+  double inputs = 0, outputs = 0;
+  double total() const { return inputs + outputs; }
+};
+Compulsory compulsory_bytes(const Problem& problem) {
+  Compulsory c;
+  if (!problem.function) return c;
   for (const auto& t : problem.function->tensors) {
     if (t.kind == ir::TensorKind::Local) continue;
     double n = 1;
@@ -242,23 +247,29 @@ double compulsory_bytes(const Problem& problem) {
       try {
         n *= double(d.evaluate({}, problem.sizes));
       } catch (const std::exception&) {
-        return 0;  // a size the problem does not bind: no estimate
+        return {};  // a size the problem does not bind: no estimate
       }
     }
-    bytes += n * double(dtype_bytes(t.dtype));
+    (t.kind == ir::TensorKind::Output ? c.outputs : c.inputs) += n * double(dtype_bytes(t.dtype));
   }
-  return bytes;
+  return c;
 }
 
-// The DRAM traffic behind the L2 (see AnalyticBreakdown::dram_bytes).
+// The DRAM traffic behind the L2 while the kernel runs (see AnalyticBreakdown::dram_bytes).
 double dram_estimate(const Problem& problem, double global_bytes) {
   const isa::Hierarchy& h = problem.hierarchy;
-  const double compulsory = compulsory_bytes(problem);
+  const Compulsory c = compulsory_bytes(problem);
+  const double compulsory = c.total();
   if (!h.gpu || h.gpu->l2_cache_bytes == 0 || compulsory <= 0) return global_bytes;
   const double l2 = double(h.gpu->l2_cache_bytes);
   const double repeated = std::max(0.0, global_bytes - compulsory);
   const double miss = compulsory <= l2 ? 0.0 : 1.0 - l2 / compulsory;
-  return std::min(global_bytes, compulsory) + repeated * miss;
+  double dram = std::min(global_bytes, compulsory) + repeated * miss;
+  // Outputs that fit the L2 with the inputs stay there, dirty, until after the kernel: their
+  // write-back is not the kernel's traffic (ncu's dram__bytes_write of a 1024^3 GEMM or a softmax
+  // whose data fits the L2 is ~0).
+  if (compulsory <= l2) dram = std::max(0.0, dram - c.outputs);
+  return dram;
 }
 
 }  // namespace

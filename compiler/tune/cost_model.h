@@ -54,10 +54,11 @@ struct AnalyticBreakdown {
   // Bytes per level over the whole kernel (issue 19 item 2, compared with ncu's counters):
   //   global_bytes: every stage tile's loads from and stores to the global level (on a GPU, the
   //                 L2's traffic: each of them passes the L2);
-  //   dram_bytes:   what reaches the memory behind the L2: every input read once and every output
-  //                 written once when they fit the L2 (gpu.l2_cache_bytes), otherwise the repeated
-  //                 reads miss in the proportion of the footprint the L2 cannot hold; without an
-  //                 L2 in the description, global_bytes;
+  //   dram_bytes:   what reaches the memory behind the L2 while the kernel runs: every input read
+  //                 once when inputs and outputs fit the L2 (gpu.l2_cache_bytes; the outputs stay
+  //                 there, written back after the kernel), otherwise every input and output once
+  //                 and the repeated reads missing in the proportion of the footprint the L2 cannot
+  //                 hold; without an L2 in the description, global_bytes;
   //   stage_bytes:  bytes written into and read out of the stage level (shared memory).
   double global_bytes = 0, dram_bytes = 0, stage_bytes = 0;
 };
