@@ -39,16 +39,7 @@ struct Analysis {
 };
 
 // The name of `e` when it is a plain index (coefficient 1, nothing else), else "".
-std::string plain_index(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return "";
-  const auto& [name, coeff] = *e.index_coeffs.begin();
-  return coeff == 1 ? name : "";
-}
-
-void for_each_access(const ir::Expr& e, const std::function<void(const ir::Expr&)>& fn) {
-  if (e.kind == ir::ExprKind::Access) fn(e);
-  for (const auto& a : e.args) for_each_access(*a, fn);
-}
+std::string index_name(const ir::AffineExpr& e) { return ir::plain_index(e).value_or(""); }
 
 std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::string* why) {
   auto no = [&](const std::string& reason) -> std::optional<Analysis> {
@@ -80,7 +71,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
     sp.s = &s;
     const auto oshape = shape_of(*out);
     if (s.out_indices.empty() || s.out_indices.size() > 2) return no(at + "writes a tensor of rank other than 1 or 2");
-    sp.row = plain_index(s.out_indices[0]);
+    sp.row = index_name(s.out_indices[0]);
     const ir::IndexVar* rv = sp.row.empty() ? nullptr : s.find_index(sp.row);
     if (!rv || rv->is_reduction || range(*rv) != std::make_pair<int64_t, int64_t>(0, int64_t(oshape[0])) || !agree(M, oshape[0]))
       return no(at + "does not write whole rows of " + s.output);
@@ -89,7 +80,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
       if (v.name != sp.row) (v.is_reduction ? reduced : others).push_back(&v);
     if (s.out_indices.size() == 2) {
       sp.out = Role::Matrix;
-      sp.col = plain_index(s.out_indices[1]);
+      sp.col = index_name(s.out_indices[1]);
       const ir::IndexVar* cv = sp.col.empty() ? nullptr : s.find_index(sp.col);
       if (s.reduction != ir::Reduction::None || !reduced.empty() || others.size() != 1 || !cv || cv != others[0] ||
           range(*cv) != std::make_pair<int64_t, int64_t>(0, int64_t(oshape[1])) || !agree(N, oshape[1]))
@@ -108,7 +99,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
     }
     // reads
     std::string bad;
-    for_each_access(*s.rhs, [&](const ir::Expr& e) {
+    ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
       if (!bad.empty()) return;
       const ir::Tensor* t = f.find_tensor(e.name);
       if (!t) {
@@ -117,12 +108,12 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
       }
       const auto shape = shape_of(*t);
       Role role;
-      if (e.indices.size() == 2 && !sp.col.empty() && plain_index(e.indices[0]) == sp.row && plain_index(e.indices[1]) == sp.col &&
+      if (e.indices.size() == 2 && !sp.col.empty() && index_name(e.indices[0]) == sp.row && index_name(e.indices[1]) == sp.col &&
           shape[0] == M && agree(N, shape[1]))
         role = Role::Matrix;
-      else if (e.indices.size() == 1 && plain_index(e.indices[0]) == sp.row && shape[0] == M)
+      else if (e.indices.size() == 1 && index_name(e.indices[0]) == sp.row && shape[0] == M)
         role = Role::Row;
-      else if (e.indices.size() == 1 && !sp.col.empty() && plain_index(e.indices[0]) == sp.col && agree(N, shape[0]))
+      else if (e.indices.size() == 1 && !sp.col.empty() && index_name(e.indices[0]) == sp.col && agree(N, shape[0]))
         role = Role::Col;
       else if (e.indices.empty() && shape.empty())
         role = Role::Scalar;

@@ -14,17 +14,7 @@ namespace tessel::interp {
 namespace {
 
 // The name of `e` when it is a plain index (coefficient 1, nothing else), else "".
-std::string plain_index(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return "";
-  const auto& [name, coeff] = *e.index_coeffs.begin();
-  return coeff == 1 ? name : "";
-}
-
-void for_each_access(const ir::ExprPtr& e, const std::function<void(const ir::Expr&)>& fn) {
-  if (!e) return;
-  if (e->kind == ir::ExprKind::Access) fn(*e);
-  for (const auto& a : e->args) for_each_access(a, fn);
-}
+std::string index_name(const ir::AffineExpr& e) { return ir::plain_index(e).value_or(""); }
 
 int64_t row_bytes(const NpyArray& a) {
   int64_t n = dtype_bytes(a.dtype);
@@ -46,7 +36,7 @@ RowSeparability row_separability(const ir::Function& f, const Sizes& sizes) {
   for (const auto& s : f.statements) {
     const ir::Tensor* t = f.find_tensor(s.output);
     if (!t || t->shape.empty() || s.out_indices.empty()) return fail(s, "writes a tensor without dimensions");
-    const std::string row = plain_index(s.out_indices[0]);
+    const std::string row = index_name(s.out_indices[0]);
     const ir::IndexVar* iv = row.empty() ? nullptr : s.find_index(row);
     if (!iv || iv->is_reduction) return fail(s, "does not write " + s.output + "'s first dimension through a plain index");
     const int64_t extent = t->shape[0].evaluate({}, sizes);
@@ -56,9 +46,9 @@ RowSeparability row_separability(const ir::Function& f, const Sizes& sizes) {
       return fail(s, fmt::format("writes {} rows where an earlier statement writes {}", extent, rows));
     rows = extent;
     std::string bad;
-    for_each_access(s.rhs, [&](const ir::Expr& a) {
+    if (s.rhs) ir::for_each_access(*s.rhs, [&](const ir::Expr& a) {
       if (!bad.empty() || !written.count(a.name)) return;
-      if (a.indices.empty() || plain_index(a.indices[0]) != row)
+      if (a.indices.empty() || index_name(a.indices[0]) != row)
         bad = "reads " + a.name + " (which a statement writes) at a row other than its own";
     });
     if (!bad.empty()) return fail(s, bad);
@@ -108,7 +98,7 @@ Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& 
   for (const RowBlock& b : blocks) {
     ir::Function g = f;
     for (auto& s : g.statements) {
-      const std::string row = plain_index(s.out_indices[0]);
+      const std::string row = index_name(s.out_indices[0]);
       for (auto& iv : s.domain)
         if (iv.name == row) {
           iv.lo = ir::AffineExpr::constant_of(b.begin);

@@ -284,13 +284,25 @@ std::string loc_text(const SourceLoc& l) { return l.file + ":" + std::to_string(
 
 std::string division_use(const Function& f) { return function_division_use(f, false); }
 
+std::optional<std::string> plain_index(const AffineExpr& e) {
+  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return std::nullopt;
+  const auto& [name, coeff] = *e.index_coeffs.begin();
+  if (coeff != 1) return std::nullopt;
+  return name;
+}
+
+void for_each_access(const Expr& e, const std::function<void(const Expr&)>& fn) {
+  if (e.kind == ExprKind::Access) fn(e);
+  for (const auto& a : e.args) for_each_access(*a, fn);
+}
+
 bool is_column_reduction(const Statement& s) {
   if (s.reduction == Reduction::None || !s.rhs) return false;
   std::set<std::string> reduced, out;
   for (const auto& v : s.domain) (v.is_reduction ? reduced : out).insert(v.name);
   bool any = false, column = true;
-  std::function<void(const Expr&)> visit = [&](const Expr& e) {
-    if (e.kind == ExprKind::Access && !e.indices.empty()) {
+  for_each_access(*s.rhs, [&](const Expr& e) {
+    if (!e.indices.empty()) {
       std::map<std::string, int64_t> idx, params;
       e.indices.back().collect_names(&idx, &params);
       bool uses_out = false;
@@ -301,9 +313,7 @@ bool is_column_reduction(const Statement& s) {
       column = column && uses_out;
       any = true;
     }
-    for (const auto& a : e.args) visit(*a);
-  };
-  visit(*s.rhs);
+  });
   return any && column;
 }
 std::string index_division_use(const Function& f) { return function_division_use(f, true); }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -216,6 +217,12 @@ std::string division_use(const Function& f);
 // The same for index expressions only (shapes and range bounds are evaluated to constants before
 // any emitter runs, so only indices reach the code it generates).
 std::string index_division_use(const Function& f);
+
+// The index name when `e` is exactly one index with coefficient 1 ("m"; not "m + 1", "2 m", "N").
+std::optional<std::string> plain_index(const AffineExpr& e);
+
+// `fn` on every tensor read (ExprKind::Access) in `e`, in pre-order.
+void for_each_access(const Expr& e, const std::function<void(const Expr&)>& fn);
 
 // A column reduction: a reduction statement whose every tensor read has, as its last (contiguous)
 // index, an expression of the statement's output indices and none of its reduced ones (batch-norm

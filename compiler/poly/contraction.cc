@@ -264,13 +264,6 @@ const ir::Expr* strip_cast(const ir::Expr* e) {
   return e;
 }
 
-std::optional<std::string> plain_index(const ir::AffineExpr& e) {
-  if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div()) return std::nullopt;
-  const auto& [name, coeff] = *e.index_coeffs.begin();
-  if (coeff != 1) return std::nullopt;
-  return name;
-}
-
 std::optional<Product> product_of_accesses(const ir::Statement& s, std::string* why) {
   auto fail = [&](const char* w) -> std::optional<Product> {
     if (why) *why = w;

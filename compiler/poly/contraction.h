@@ -37,8 +37,7 @@ namespace tessel::poly {
 // `e` without its casts: f32(f16(x)) -> x.
 const ir::Expr* strip_cast(const ir::Expr* e);
 
-// The index name when `e` is exactly one index with coefficient 1 ("m"; not "m + 1", "2 m", "N").
-std::optional<std::string> plain_index(const ir::AffineExpr& e);
+using ir::plain_index;  // the index name when `e` is exactly one index with coefficient 1
 
 // The two tensor reads of a `+=` / `+=!` statement whose right-hand side is their product, each
 // seen through its casts. nullopt with `why` set (when given) otherwise.

@@ -61,11 +61,7 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
   std::vector<ir::Statement> pending;
   auto touches = [](const ir::Statement& st, const std::string& name) {
     bool hit = st.output == name;
-    std::function<void(const ir::Expr&)> visit = [&](const ir::Expr& e) {
-      if (e.kind == ir::ExprKind::Access && e.name == name) hit = true;
-      for (const auto& a : e.args) visit(*a);
-    };
-    if (st.rhs) visit(*st.rhs);
+    if (st.rhs) ir::for_each_access(*st.rhs, [&](const ir::Expr& e) { hit = hit || e.name == name; });
     return hit;
   };
   auto place = [&](const ir::Statement& st) {

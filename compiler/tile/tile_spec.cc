@@ -267,15 +267,12 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
     // axes point by point but the innermost, so each thread walks its column.
     if (h.kind == isa::TargetKind::Gpu && ir::is_column_reduction(s)) {
       std::set<std::string> contiguous;  // output indices in the reads' last index
-      std::function<void(const ir::Expr&)> last_index = [&](const ir::Expr& e) {
-        if (e.kind == ir::ExprKind::Access && !e.indices.empty()) {
-          std::map<std::string, int64_t> idx, params;
-          e.indices.back().collect_names(&idx, &params);
-          for (const auto& [n, c] : idx) contiguous.insert(n);
-        }
-        for (const auto& a : e.args) last_index(*a);
-      };
-      last_index(*s.rhs);
+      ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
+        if (e.indices.empty()) return;
+        std::map<std::string, int64_t> idx, params;
+        e.indices.back().collect_names(&idx, &params);
+        for (const auto& [n, c] : idx) contiguous.insert(n);
+      });
       std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) { return !contiguous.count(v->name); });
       int64_t room = kColumnOutputs;
       for (size_t i = par.size(); i-- > 0;) {  // the contiguous ones first, then inward out
