@@ -96,8 +96,20 @@ int64_t img2col_c0(const NpuMachine& m) { return m.fractal_row_bytes / dtype_byt
 void img2col_source(const Formula& f, AccessPattern& p) {
   bool geometry = true;
   for (int field : {0, 1, 6, 7, 8, 9, 10, 11}) geometry = geometry && f.fmatrix(field) > 0;
+  for (int field : {2, 3, 4, 5}) geometry = geometry && f.fmatrix(field) >= 0;
   if (!geometry) {
-    f.reject("img2col geometry unset or invalid: run set_fmatrix with positive H, W, strides, kernel, dilation");
+    f.reject("img2col geometry unset or invalid: run set_fmatrix with positive H, W, strides, kernel, dilation and "
+             "non-negative pads");
+    p.unbounded = true;
+    return;
+  }
+  // the dilated kernel must fit the padded map (else there is no output pixel: an empty image)
+  const WideInt span_h = WideInt(f.fmatrix(10)) * (f.fmatrix(8) - 1) + 1, span_w = WideInt(f.fmatrix(11)) * (f.fmatrix(9) - 1) + 1;
+  const WideInt padded_h = WideInt(f.fmatrix(0)) + f.fmatrix(2) + f.fmatrix(3), padded_w = WideInt(f.fmatrix(1)) + f.fmatrix(4) + f.fmatrix(5);
+  if (span_h > padded_h || span_w > padded_w) {
+    f.reject(fmt::format("img2col: the dilated kernel ({} x {}) is larger than the padded feature map ({} x {}): no output pixel",
+                         static_cast<int64_t>(span_h), static_cast<int64_t>(span_w), static_cast<int64_t>(padded_h),
+                         static_cast<int64_t>(padded_w)));
     p.unbounded = true;
     return;
   }

@@ -109,3 +109,9 @@ expect_exit(compile_too_many_dependences 1
   "matmul.npu: 42338 static instructions with more than 20000000 conflicting pairs across pipes: too many for sync insertion"
   compile ${SRC}/workloads/matmul.tsl --target ${D} --shape M=1024,N=1024,K=1024 --tile m=1024/16,n=64/16,k=64/16 -o /dev/null)
 set_tests_properties(cli.hardening.compile_too_many_dependences PROPERTIES TIMEOUT 120)
+
+# Found by the .npu fuzzer: a dilated kernel larger than the padded map (no output pixel) divided
+# by zero in load3d (SIGFPE); now an error naming both sizes.
+expect_exit(sim_load3d_dilation_too_large 1
+  "load3d_dilation_too_large.npu:8:1: 'load3d f16, L0A[0], L1[0], 16, 0, 64, 0, 9' on core 0: img2col: the dilated kernel (3 x 11) is larger than the padded feature map (10 x 10): no output pixel"
+  sim ${NPU}/load3d_dilation_too_large.npu --target ${D})
