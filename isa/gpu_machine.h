@@ -25,6 +25,7 @@ enum class GpuFeature : uint8_t {
   ThreadBlockClusters,          // __cluster_dims__, distributed shared memory (mapa, ld.shared::cluster)
   BulkCopy,                     // cp.async.bulk completing on mbarrier transaction counts
   ProgrammaticDependentLaunch,  // griddepcontrol.wait / launch_dependents
+  TensorMaps,                   // TMA: cp.async.bulk.tensor through tensor maps (cuTensorMapEncodeTiled), setmaxnreg
 };
 
 // m x n x k of one matrix instruction (elements).

@@ -42,7 +42,7 @@ std::string_view target_kind_name(TargetKind k) { return k == TargetKind::Npu ? 
 
 const std::vector<std::string>& gpu_feature_names() {
   static const std::vector<std::string> names = {"cp_async", "thread_block_clusters", "bulk_copy",
-                                                 "programmatic_dependent_launch"};
+                                                 "programmatic_dependent_launch", "tensor_maps"};
   return names;
 }
 

@@ -201,7 +201,7 @@ bool selected(const std::string& name) {
 // with its TensorCore tile candidates for sm_90.
 std::vector<Entry> compile_suites(const std::string& source_dir, const std::string& target) {
   std::vector<Entry> entries;
-  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml"}) {
+  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/gemm_large.yaml", "workloads/conv.yaml"}) {
     frontend::Suite suite = frontend::load_suite(source_dir + "/" + suite_file);
     for (const auto& e : suite.entries) {
       if (e.def == "conv_bn_relu" || !selected(e.name)) continue;

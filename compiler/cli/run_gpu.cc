@@ -10,6 +10,8 @@
 
 #ifdef TESSEL_HAVE_CUDA
 #include "compiler/cli/run_gpu_internal.h"
+#include "gpu_backend/driver_api.h"
+#include "gpu_backend/error.h"
 #endif
 
 namespace tessel::cli {
@@ -122,12 +124,46 @@ DeviceTensors allocate(const kernel::Kernel& k, const std::map<std::string, NpyA
   return d;
 }
 
+namespace {
+
+// A launch's tensor map over its tensor's device buffer (cuTensorMapEncodeTiled)
+CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d) {
+  const auto encode = gpu::tensor_map_encode_tiled();
+  if (!encode) throw gpu::GpuError("cuTensorMapEncodeTiled", "the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
+  if (m.dtype != DType::F16) throw InternalError("tensor map of " + m.tensor + ": only f16 maps are generated");
+  const CUdeviceptr base = d.buffers.at(d.index.at(m.tensor)).ptr() + CUdeviceptr(m.base) * dtype_bytes(m.dtype);
+  const cuuint32_t rank = cuuint32_t(m.dims.size());
+  std::vector<cuuint64_t> dims(m.dims.begin(), m.dims.end()), strides(m.strides.begin(), m.strides.end());
+  std::vector<cuuint32_t> box(m.box.begin(), m.box.end()), elem_strides(rank, 1);
+  const CUtensorMapSwizzle swizzle = m.swizzle_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : m.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                     : m.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                             : CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUtensorMap map{};
+  gpu::check_cu(encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(),
+                       elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                "cuTensorMapEncodeTiled");
+  return map;
+}
+
+}  // namespace
+
 void launch_all(LoadedProgram& lp, DeviceTensors& d, CUstream s) {
-  std::vector<void*> params;
-  for (auto& p : d.ptrs) params.push_back(&p);
-  params.push_back(nullptr);
+  if (lp.maps_ptrs != d.ptrs) {  // encoded once per set of buffers (the maps hold their addresses)
+    lp.maps.clear();
+    for (const auto& l : lp.program.launches) {
+      lp.maps.emplace_back();
+      for (const auto& m : l.tensor_maps) lp.maps.back().push_back(encode_map(m, d));
+    }
+    lp.maps_ptrs = d.ptrs;
+  }
   for (size_t i = 0; i < lp.kernels.size(); ++i) {
     const auto& l = lp.program.launches[i];
+    std::vector<void*> params;
+    for (auto& p : d.ptrs) params.push_back(&p);
+    for (auto& m : lp.maps[i]) params.push_back(&m);
+    params.push_back(nullptr);
     lp.kernels[i].launch_raw({.grid = {l.grid[0], l.grid[1], l.grid[2]}, .block = {l.block, 1, 1},
                               .dynamic_shared_bytes = l.dynamic_shared_bytes,
                               .programmatic = l.pdl},

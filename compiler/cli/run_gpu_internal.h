@@ -26,6 +26,9 @@ struct LoadedProgram {
   uint64_t tensor_core_ops = 0;
   bool compile_from_cache = false;
   std::vector<std::string> notes;
+  // the launches' tensor maps (Launch::tensor_maps), encoded over the buffers of `maps_ptrs`
+  std::vector<std::vector<CUtensorMap>> maps;
+  std::vector<CUdeviceptr> maps_ptrs;
 };
 
 struct DeviceTensors {

@@ -61,7 +61,16 @@ struct TcConfig {
   // is one run) are fetched by the bulk copy engine (cp.async.bulk, one copy per row, issued by
   // one warp) completing on one mbarrier per stage, instead of 16-byte cp.async per thread
   bool bulk = false;
-  int warps() const { return wgmma ? 4 * (bm / wm) : (bm / wm) * (bn / wn) * k_split; }
+  // sm_90a wgmma, `/ws`: a persistent, warp-specialised kernel (kernel_wgmma_ws.h). A producer
+  // warpgroup issues TMA tensor-map copies (128-byte swizzle) into a ring of `stages` slots, each
+  // slot with a full and an empty mbarrier; the bm / wm consumer warpgroups run wgmma on a slot as
+  // soon as its bytes land and release it when their MMAs have read it (no block-wide barrier in
+  // the main loop); register reallocation (setmaxnreg) moves the producer's registers to the
+  // consumers; one block per SM walks the output tiles in grouped order, so the next tile's copies
+  // overlap this tile's epilogue. With k_blocks > 1 a work unit is one tile's range of K tiles
+  // (split-K across units), reduced by the last unit of the tile in split order.
+  bool tma_ws = false;
+  int warps() const { return wgmma ? 4 * (bm / wm + (tma_ws ? 1 : 0)) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
 };
@@ -90,14 +99,27 @@ struct CudaOptions {
   std::vector<std::string> pdl_prefetch;
 };
 
+// A TMA tensor map the runtime builds at launch (cuTensorMapEncodeTiled) over a global tensor's
+// buffer, passed by value after the scratch pointer (a __grid_constant__ 128-byte parameter).
+struct TensorMapSpec {
+  std::string tensor;              // the Kernel::tensors entry whose buffer the map covers
+  DType dtype = DType::F16;
+  int64_t base = 0;                // element offset of the view's origin in the buffer
+  std::vector<uint64_t> dims;      // elements per dimension, innermost first
+  std::vector<uint64_t> strides;   // bytes between steps of dims 1.. (dim 0 is contiguous)
+  std::vector<uint32_t> box;       // elements per dimension of one copy
+  int swizzle_bytes = 128;         // shared-memory swizzle span: 0 (none), 32, 64 or 128
+};
+
 // One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry
-// (in that order, temporaries included) followed by a scratch pointer.
+// (in that order, temporaries included) followed by a scratch pointer, then its tensor maps.
 struct Launch {
   std::string kernel;
   unsigned grid[3] = {1, 1, 1};
   unsigned block = 256;
   uint32_t dynamic_shared_bytes = 0;
   bool pdl = false;  // launch with programmatic stream serialisation (CudaOptions::pdl)
+  std::vector<TensorMapSpec> tensor_maps;
 };
 
 struct CudaProgram {

@@ -1,6 +1,7 @@
 #include "compiler/emit_cuda/emit_tensor_core.h"
 
 #include "compiler/emit_cuda/epilogue.h"
+#include "compiler/emit_cuda/kernel_wgmma_ws.h"
 #include "compiler/emit_cuda/launch_builder.h"
 #include "compiler/emit_cuda/mainloop.h"
 #include "isa/base/error.h"
@@ -29,9 +30,10 @@ void explain_mapping(const TcKernel& t) {
     t.explain.push_back("  implicit GEMM: " + std::string(t.c.a.producer ? t.c.a.producer->output : t.c.b.producer->output) +
                       " is not materialised; its padding guard and im2col addressing are in the shared-memory load");
   t.explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
-                    " warps, each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(t.fm * t.fn) + " fragments" +
+                    " warps" + (cfg.tma_ws ? " (one producer warpgroup)" : "") + ", each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(t.fm * t.fn) + " fragments" +
                     (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
-                    "; grid " + S(t.tiles_m * t.tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(t.c.size_batch()));
+                    (cfg.tma_ws ? std::string("; work units below")
+                                 : "; grid " + S(t.tiles_m * t.tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(t.c.size_batch())));
   if (cfg.k_blocks == 1 && sms > 0 && t.tiles_m * t.tiles_n * t.c.size_batch() * 2 <= sms && cfg.bm < 128)
     t.explain.push_back("  split-K across blocks: not used: " + S(t.tiles_m * t.tiles_n * t.c.size_batch()) + " output tiles for " + S(sms) +
                       " SMs, but split-K candidates (cluster / last-block / atomic reduction) measured slower than K split over the warps "
@@ -48,6 +50,9 @@ void explain_mapping(const TcKernel& t) {
                        : cfg.atomic_out ? std::string("partial tiles are atomically added into the zeroed output")
                                         : std::string("partial tiles in global scratch, the last block of a tile (atomic counter) sums them in "
                                                       "split order and runs the epilogue")));
+  if (cfg.tma_ws)
+    t.explain.push_back("  shared memory: " + S(cfg.stages) + " stages filled by the TMA unit (sm_90), 128-byte swizzle, " + S(t.smem) + " B");
+  else
   t.explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (t.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
                     "), rows padded by 16 B against bank conflicts, " + S(t.smem) + " B; A " +
                     (t.pa.vec > 1 ? "128-bit" : "scalar") + " loads, B " + (t.pb.vec > 1 ? "128-bit" : "scalar") + " loads");
@@ -69,6 +74,12 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
   explain_mapping(t);
   os << "\n/* TensorCore kernel for " << t.anchor.name << " (" << cfg.to_string() << ") */\n";
   emit_device_helpers(t);
+  if (cfg.tma_ws) {  // persistent warp-specialised kernel: its own body (kernel_wgmma_ws.h)
+    emit_wgmma_ws_helpers(t);
+    emit_kernel_signature(t);
+    emit_wgmma_ws_body(t);
+    return main_launch(t);
+  }
   emit_kernel_signature(t);
   emit_preamble(t);
   emit_operand_loaders(t);

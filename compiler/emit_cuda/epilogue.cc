@@ -122,11 +122,10 @@ void last_block_reduction(const TcKernel& t) {
   os << "  }\n  __syncthreads();\n  if (!last_) return;\n  __threadfence();\n";
 }
 
-// the element-wise statements on the reduced accumulators, then the global stores
-void elementwise_stores(const TcKernel& t) {
+}  // namespace
+
+void emit_element(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
-  const auto& cfg = t.cfg;
-  // the stores
   const ir::Function& f = *t.k.function;
   std::vector<std::string> out_vars;
   for (const auto& ix : t.anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
@@ -143,6 +142,48 @@ void elementwise_stores(const TcKernel& t) {
     DType dtype;
     std::string value;  // local holding the value (storage type)
   };
+  std::map<std::string, std::string> locals;  // tensor -> local (storage type)
+  std::vector<Store> stores;
+  const DType ct = t.anchor.acc_type;
+  os << pad << "const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
+  locals[t.anchor.output] = "ev_" + t.anchor.output;
+  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
+  auto anchor_var = [&](const std::string& v) -> std::string {
+    for (const auto& d : t.c.batch)
+      if (d.var == v) return "bv_" + v;
+    return "ov_" + v;
+  };
+  for (int si : t.c.epilogue) {
+    const ir::Statement& s = f.statements.at(si);
+    std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
+    for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
+    auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
+    ValueContext ctx;
+    ctx.sizes = &t.k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& a) { return t.affine(a, var); };
+    ctx.access = [&](const ir::Expr& a) -> std::string {
+      auto it = locals.find(a.name);
+      if (it != locals.end()) return it->second;
+      return "t_" + a.name + "[" + tensor_address(a.name, a.indices, var) + "]";
+    };
+    const DType T = s.acc_type;
+    os << pad << "const " << storage_type(T) << " ev_" << s.output << " = "
+       << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
+    locals[s.output] = "ev_" + s.output;
+    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) stores.push_back({s.output, T, locals[s.output]});
+  }
+  std::vector<ir::AffineExpr> out_idx;
+  for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
+  for (const auto& st : stores)
+    os << pad << "t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
+}
+
+namespace {
+
+// the element-wise statements on the reduced accumulators, then the global stores
+void elementwise_stores(const TcKernel& t) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
   if (cfg.cluster)  // each block of the cluster: a 1/k_blocks slice of the tile
     os << "  for (int e_ = threadIdx.x * " << cfg.k_blocks << " + blockIdx.y; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads * cfg.k_blocks
        << ") {\n";
@@ -177,46 +218,49 @@ void elementwise_stores(const TcKernel& t) {
   else
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
        << " + row_ * " << t.ldc << " + col_ + q_];\n";
-  std::map<std::string, std::string> locals;  // tensor -> local (storage type)
-  std::vector<Store> stores;
-  const DType ct = t.anchor.acc_type;
-  os << "      const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
-  locals[t.anchor.output] = "ev_" + t.anchor.output;
-  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
-  auto anchor_var = [&](const std::string& v) -> std::string {
-    for (const auto& d : t.c.batch)
-      if (d.var == v) return "bv_" + v;
-    return "ov_" + v;
-  };
-  for (int si : t.c.epilogue) {
-    const ir::Statement& s = f.statements.at(si);
-    std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
-    for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
-    auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
-    ValueContext ctx;
-    ctx.sizes = &t.k.sizes;
-    ctx.affine = [&](const ir::AffineExpr& a) { return t.affine(a, var); };
-    ctx.access = [&](const ir::Expr& a) -> std::string {
-      auto it = locals.find(a.name);
-      if (it != locals.end()) return it->second;
-      return "t_" + a.name + "[" + tensor_address(a.name, a.indices, var) + "]";
-    };
-    const DType T = s.acc_type;
-    os << "      const " << storage_type(T) << " ev_" << s.output << " = "
-       << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
-    locals[s.output] = "ev_" + s.output;
-    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) stores.push_back({s.output, T, locals[s.output]});
-  }
-  std::vector<ir::AffineExpr> out_idx;
-  for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
-  for (const auto& st : stores)
-    os << "      t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
+  emit_element(t, "      ");
   os << "    }\n  }\n";
   if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
 }
 
 }  // namespace
+
+void register_epilogue(const TcKernel& t, const std::string& pad) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  // accumulator element (i, j, q) of lane l: row i * 64 + (warp's 16 rows) + l / 4 (+ 8 for q >= 2),
+  // column j * 8 + (l % 4) * 2 (+ 1 for odd q): the m16n8 layout of each warp's wgmma slice
+  if (t.direct) {
+    t.explain.push_back("  epilogue from registers: accumulators stored straight to global memory (64-bit stores" +
+                        std::string(cfg.stream_out ? ", evict-first" : "") + ")");
+    os << pad << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)bz_ * " << t.M * t.N << "LL;\n";
+    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad
+       << "  for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+    os << pad << "    const int row_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4, col_ = n0_ + j * 8 + (lane_ % 4) * 2;\n";
+    const std::string st = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)" : "*(float2*)(out_ + (long long)";
+    const std::string mid = cfg.stream_out ? "), " : ") = (";
+    os << pad << "    if (col_ < " << t.N << ") {\n";
+    os << pad << "      if (row_ < " << t.M << ") " << st << "row_ * " << t.N << " + col_" << mid << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
+    os << pad << "      if (row_ + 8 < " << t.M << ") " << st << "(row_ + 8) * " << t.N << " + col_" << mid
+       << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
+    os << pad << "    }\n" << pad << "  }\n";
+    return;
+  }
+  if (!t.c.epilogue.empty()) t.explain.push_back("  epilogue from registers: the fused statements per accumulator element, then the global stores");
+  os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
+     << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad << "    for (int q_ = 0; q_ < 4; ++q_) {\n";
+  const std::string p2 = pad + "      ";
+  os << p2 << "const int m_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4 + (q_ >> 1) * 8, n_ = n0_ + j * 8 + (lane_ % 4) * 2 + (q_ & 1);\n";
+  os << p2 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
+  for (const auto& d : t.c.m) os << p2 << "int ov_" << d.var << ";\n";
+  t.decompose(p2, "m_", t.c.m, "ov_");
+  for (const auto& d : t.c.n) os << p2 << "int ov_" << d.var << ";\n";
+  t.decompose(p2, "n_", t.c.n, "ov_");
+  os << p2 << "const " << t.acct << " v_ = acc_[i][j][q_];\n";
+  emit_element(t, p2);
+  os << pad << "    }\n";
+}
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {
   if (t.direct && t.mma) return direct_mma_store(t);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/emit_cuda/emit_simt.h"
+#include "compiler/emit_cuda/tile_policy.h"
 
 namespace tessel::emit_cuda {
 
@@ -14,7 +15,7 @@ constexpr int kMaxAccumulatorsForTwoBlocks = 64;
 }  // namespace
 
 int min_blocks_per_sm(const TcKernel& t) {
-  if (!t.wg) return 1;
+  if (!t.wg || t.cfg.tma_ws) return 1;  // the persistent kernel: one block per SM
   // one block's prologue and epilogue overlap the other's main loop when both fit in an SM
   const int accumulators_per_thread = (t.cfg.wm / t.m.wgmma->m) * t.cfg.bn / 2;
   const bool fits_twice = 2 * (t.smem + int64_t(t.m.shared_bytes_reserved_per_block)) <= int64_t(t.m.shared_bytes_per_sm);
@@ -24,7 +25,8 @@ int min_blocks_per_sm(const TcKernel& t) {
 void emit_kernel_signature(const TcKernel& t) {
   const TcConfig& cfg = t.cfg;
   t.os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
-       << t.threads << (t.wg ? ", " + S(min_blocks_per_sm(t)) : "") << ") " << t.name << "(" << kernel_parameters(t.k) << ") {\n";
+       << t.threads << (t.wg ? ", " + S(min_blocks_per_sm(t)) : "") << ") " << t.name << "(" << kernel_parameters(t.k)
+       << (cfg.tma_ws ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "") << ") {\n";
 }
 
 Launch main_launch(const TcKernel& t) {
@@ -35,6 +37,11 @@ Launch main_launch(const TcKernel& t) {
   l.grid[2] = unsigned(t.c.size_batch());
   l.block = unsigned(t.threads);
   l.dynamic_shared_bytes = uint32_t(t.smem);
+  if (t.cfg.tma_ws) {  // persistent: one block per SM walks the work units; the operands' tensor maps
+    l.grid[0] = unsigned(std::min<int64_t>(output_tiles(t.c, t.cfg) * t.cfg.k_blocks, t.m.sm_count));
+    l.grid[1] = l.grid[2] = 1;
+    l.tensor_maps = {t.ta.map, t.tb.map};
+  }
   return l;
 }
 

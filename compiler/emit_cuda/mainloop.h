@@ -31,5 +31,7 @@ void mma_sync_k_tile(const TcKernel& t, int kslice);
 void emit_wgmma_helpers(const TcKernel& t);  // descriptor, fence / commit / wait, the m64nNk16 instruction
 void wgmma_accumulators(const TcKernel& t);
 void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads);
+// the MMAs of one K tile from slots as_ / bs_: fence, bk / 16 steps of fmx wgmma instructions, commit
+void wgmma_k_tile(const TcKernel& t, const std::string& pad);
 
 }  // namespace tessel::emit_cuda

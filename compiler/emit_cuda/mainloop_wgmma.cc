@@ -48,26 +48,11 @@ void wgmma_accumulators(const TcKernel& t) {
                     "-major in 128-byte-swizzled shared memory filled by cp.async; one MMA group in flight while the next tiles load");
 }
 
-void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads) {
+void wgmma_k_tile(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  // the MMAs of tile kt are issued first (the tensor cores always hold a queued group), then the
-  // copies of tile kt + D. D = stages - 2: their slot was last read by the MMAs of tile kt - 2,
-  // complete in every warpgroup (wait_group 1 in iteration kt - 1, then this iteration's
-  // barrier). wg_deep, D = stages - 1: slot of tile kt - 1, complete after this iteration's
-  // wait_group 1 and a second barrier.
-  const int S_ = cfg.stages;
-  const int D_ = cfg.wg_deep ? S_ - 1 : S_ - 2;
   const std::string ta = t.pa.k_inner ? "0" : "1", tb = t.pb.k_inner ? "0" : "1";
   const std::string fnname = "tessel_wgmma_n" + S(cfg.bn) + "_" + ta + tb;
-  os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
-  os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
-  os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
-  const std::string copies = "    { const int nt = kt + " + S(D_) + "; if (nt < kt_total_) { load_a(nt % " + S(S_) + ", kt0_ + nt); load_b(nt % " +
-                             S(S_) + ", kt0_ + nt); } tessel_cp_commit(); }\n";
-  if (cfg.copies_first) os << copies;  // /cf: the copies before the MMA issue (slot of tile kt - 2, free as above)
-  os << "    const " << t.ft << "* as_ = As_ + (kt % " << S_ << ") * " << t.a_stage << ";\n";
-  os << "    const " << t.ft << "* bs_ = Bs_ + (kt % " << S_ << ") * " << t.b_stage << ";\n";
   // descriptors: K-major rows of 128 B (8-row groups 1024 B apart, a K step of 16 = 32 B);
   // M/N-major 64-wide atoms bk*128 B apart (LBO), 8 K rows 1024 B apart (SBO), a K step = 2048 B
   const isa::GpuMmaShape w = *t.m.wgmma;
@@ -78,14 +63,35 @@ void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads) {
                                         : "as_ + (wg_ * " + S(cfg.wm / w.m) + " + i) * " + S(row * cfg.bk);
   // bytes per K step of the instruction: along a K-major row, or K rows of an M/N-major atom
   const int a_kstep = t.pa.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes, b_kstep = t.pb.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes;
-  os << "    tessel_wg_fence();\n";
-  os << "    #pragma unroll\n    for (int kq = 0; kq < " << cfg.bk / w.k << "; ++kq) {\n";
-  os << "      const unsigned long long db_ = tessel_wg_desc(bs_, " << b_lbo << ") + (unsigned long long)(kq * " << b_kstep / kDescriptorUnitBytes
+  os << pad << "tessel_wg_fence();\n";
+  os << pad << "#pragma unroll\n" << pad << "for (int kq = 0; kq < " << cfg.bk / w.k << "; ++kq) {\n";
+  os << pad << "  const unsigned long long db_ = tessel_wg_desc(bs_, " << b_lbo << ") + (unsigned long long)(kq * " << b_kstep / kDescriptorUnitBytes
      << ");\n";
-  os << "      #pragma unroll\n      for (int i = 0; i < " << t.fmx << "; ++i)\n        " << fnname << "(&acc_[i][0][0], tessel_wg_desc(" << a_base
+  os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "    " << fnname << "(&acc_[i][0][0], tessel_wg_desc(" << a_base
      << ", " << a_lbo << ") + (unsigned long long)(kq * " << a_kstep / kDescriptorUnitBytes << "), db_);\n";
-  os << "    }\n";
-  os << "    tessel_wg_commit();\n";
+  os << pad << "}\n";
+  os << pad << "tessel_wg_commit();\n";
+}
+
+void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  // the MMAs of tile kt are issued first (the tensor cores always hold a queued group), then the
+  // copies of tile kt + D. D = stages - 2: their slot was last read by the MMAs of tile kt - 2,
+  // complete in every warpgroup (wait_group 1 in iteration kt - 1, then this iteration's
+  // barrier). wg_deep, D = stages - 1: slot of tile kt - 1, complete after this iteration's
+  // wait_group 1 and a second barrier.
+  const int S_ = cfg.stages;
+  const int D_ = cfg.wg_deep ? S_ - 1 : S_ - 2;
+  os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
+  os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
+  os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
+  const std::string copies = "    { const int nt = kt + " + S(D_) + "; if (nt < kt_total_) { load_a(nt % " + S(S_) + ", kt0_ + nt); load_b(nt % " +
+                             S(S_) + ", kt0_ + nt); } tessel_cp_commit(); }\n";
+  if (cfg.copies_first) os << copies;  // /cf: the copies before the MMA issue (slot of tile kt - 2, free as above)
+  os << "    const " << t.ft << "* as_ = As_ + (kt % " << S_ << ") * " << t.a_stage << ";\n";
+  os << "    const " << t.ft << "* bs_ = Bs_ + (kt % " << S_ << ") * " << t.b_stage << ";\n";
+  wgmma_k_tile(t, "    ");
   if (cfg.wg_deep) os << "    tessel_wg_wait<1>();\n    __syncthreads();  /* tile kt - 1's slot is free in every warpgroup */\n";
   if (!cfg.copies_first) os << copies;
   if (!cfg.wg_deep) os << "    tessel_wg_wait<1>();\n";

@@ -146,6 +146,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
     if (ba.whole) pa.pad = 0;  // one copy per stage: the shared rows are the global ones
     if (bb.whole) pb.pad = 0;
   }
+  if (cfg.tma_ws) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m);
   i8 = c.in_type == DType::I8;
   ft = i8 ? "signed char" : "__half";
   acct = i8 ? "int" : "float";
@@ -158,7 +159,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   a_stage = pa.stage_elems(), b_stage = pb.stage_elems();
   const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
   direct = direct_store(c, cfg);
-  const int64_t epi_bytes = direct ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;
+  const int64_t epi_bytes = direct || cfg.tma_ws ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;  // tma_ws: epilogue from registers
   smem = (std::max(pipe_bytes, epi_bytes) + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes + (wg ? kSwizzleAlignBytes : 0);  // wgmma: stages on swizzle boundaries
   tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
   name = "tessel_wmma_" + k.name;

@@ -21,6 +21,7 @@
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/operand_plan.h"
+#include "compiler/emit_cuda/tma_plan.h"
 #include "isa/gpu_machine.h"
 
 namespace tessel::emit_cuda {
@@ -54,6 +55,7 @@ struct TcKernel {
   int threads = 0;
   OperandPlan pa, pb;
   BulkPlan ba, bb;      // TcConfig::bulk: which operands the bulk copy engine fetches
+  TmaPlan ta, tb;       // TcConfig::tma_ws: the operands' tensor maps
   std::string ft, acct;  // operand / accumulator C types
   std::string la, lb;    // WMMA layouts of matrix_a / matrix_b
   int warps_m = 0, warps_n = 0, fm = 0, fn = 0;  // warps along M / N, fragments per warp

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/emit_cuda/operand_plan.h"
+#include "compiler/emit_cuda/tma_plan.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -32,21 +33,33 @@ std::string over_budget(const isa::GpuMachine& m, int64_t pipe, int64_t epi) {
 // The wgmma-specific rules (sm_90a: warpgroups, swizzled operands, bk = 64).
 std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
   if (!m.wgmma || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
-  if (g.mma || g.k_split != 1 || g.k_blocks != 1) return "wgmma tiles take no K split and no mma.sync";
+  if (g.mma || g.k_split != 1 || (g.k_blocks != 1 && !g.tma_ws)) return "wgmma tiles take no K split and no mma.sync";
+  if (g.tma_ws) {
+    if (!m.has(GpuFeature::TensorMaps)) return "the persistent TMA kernel (/ws) needs tensor maps (sm_90)";
+    if (g.wg_deep || g.copies_first || g.keep_operands || g.bulk || g.cluster || g.atomic_out)
+      return "the persistent TMA kernel (/ws) takes none of /wgd /cf /el /bc /cl /red";
+    if (g.k_blocks != 1) return "the persistent TMA kernel (/ws) does not split K yet";
+  }
   if (g.stream_out && !direct_store(c, g)) return "streaming stores need a plain output";
   if (g.keep_operands && !g.stream_out) return "evict-last operand copies go with evict-first output stores";
   if (g.copies_first && g.wg_deep) return "copies before the MMA issue need the stages - 2 distance (no /wgd)";
   const int wgm = m.wgmma->m;
   if (g.bk != kWgmmaBk || g.wm % wgm || g.wn != g.bn || g.bn > m.wgmma->n || g.wm / wgm > kMaxWarpgroupTilesM)
     return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
-  if (g.stages < 3) return "wgmma tiles need at least 3 stages (one MMA group stays in flight)";
+  if (g.stages < (g.tma_ws ? 2 : 3)) return "wgmma tiles need at least 3 stages (one MMA group stays in flight; 2 with /ws)";
   if (g.warps() > kMaxWarpgroupsPerBlock * int(m.warps_per_warpgroup)) return "wgmma tiles take at most 3 warpgroups";
   const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m, true);
   const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m, true);
   if (a.vec == 1 || b.vec == 1) return "wgmma tiles need 16-byte loads of both operands";
   if ((!a.k_inner && g.wm % kWgmmaBk) || (!b.k_inner && g.bn % kWgmmaBk)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
+  if (g.tma_ws) {
+    const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m);
+    if (!ta.ok) return "TMA for " + c.a.tensor + ": " + ta.why;
+    if (!tb.ok) return "TMA for " + c.b.tensor + ": " + tb.why;
+  }
   const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes;
-  const int64_t epi = direct_store(c, g) ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
+  // the persistent kernel's epilogue runs from the registers
+  const int64_t epi = direct_store(c, g) || g.tma_ws ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
   return over_budget(m, pipe, epi);
 }
 
@@ -78,13 +91,13 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
-    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc], "
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws], "
                     "as `tessel compile --explain` prints them)");
   };
   auto split = [](const std::string& s, char sep) {
@@ -127,6 +140,7 @@ TcConfig TcConfig::parse(const std::string& text) {
     else if (f == "el") g.keep_operands = true;
     else if (f == "cf") g.copies_first = true;
     else if (f == "bc") g.bulk = true;
+    else if (f == "ws") g.wgmma = g.tma_ws = true;
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -191,6 +205,21 @@ struct CandidateList {
   void large_tiles() {
     const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
     if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
+      if (m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps)) {
+        // the persistent warp-specialised TMA kernel (kernel_wgmma_ws.h): 2 consumer warpgroups
+        for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                          {256, 128, 64, 128, 128, 1, 4},
+                                                          {128, 128, 64, 64, 128, 1, 6},
+                                                          {128, 64, 64, 64, 64, 1, 8}}) {
+          g.wgmma = g.tma_ws = true;
+          if (direct_store(c, g)) {
+            g.stream_out = true;
+            add(g);
+            g.stream_out = false;
+          }
+          add(g);
+        }
+      }
       if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
         // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
         // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a

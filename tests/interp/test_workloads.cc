@@ -79,7 +79,7 @@ TEST_CASE("the small suite covers every def of every workload file, and every su
       CHECK(covered.count(f.name));
     }
   }
-  for (const char* suite : {"small.yaml", "gemm.yaml", "conv.yaml", "quasi.yaml"}) {
+  for (const char* suite : {"small.yaml", "gemm.yaml", "gemm_large.yaml", "conv.yaml", "quasi.yaml"}) {
     CAPTURE(suite);
     frontend::check_suite(frontend::load_suite(workloads_dir() + "/" + suite));
   }

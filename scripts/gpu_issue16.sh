@@ -1,0 +1,52 @@
+#!/bin/bash
+# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): issue
+# 16's persistent warp-specialised TMA kernels (/ws) in one call. Writes under $OUT:
+#   verify.txt       tessel run of every /ws configuration on GEMMs of every majorness, odd sizes,
+#                    batches and fused epilogues, each verified against the reference interpreter
+#   sanitizer.txt    compute-sanitizer memcheck and racecheck on /ws kernels
+#   bench.{txt,json} tessel bench gpu on the selected entries (TESSEL_BENCH_FILTER, default the
+#                    square and BERT GEMMs): every ranked candidate timed, the best vs cuBLAS
+D=${1:-build/dev}
+OUT=${OUT:-/tmp/tessel-gpu-out}
+mkdir -p $OUT
+source "$(dirname "$0")/gpu_env.sh"
+T=$PWD/$D/bin/tessel
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/device.txt
+G=isa/targets/sm90.yaml
+one() {  # file def shape tiles
+  local r; r=$(timeout 120 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
+  echo "$2 $3 $4: $(echo "$r" | grep -oE 'verified[^,]*|MISMATCH.*|error.*' | head -1)"
+}
+if [ "${VERIFY:-1}" = 1 ]; then
+  {
+    for t in 128x256x64/64x256/ks1/st4/ws 256x128x64/128x128/ks1/st4/ws 128x128x64/64x128/ks1/st6/ws 128x64x64/64x64/ks1/st8/ws 128x128x64/64x128/ks1/st2/ws; do
+      one matmul.tsl matmul M=512,N=512,K=512 $t
+      one gemm_layouts.tsl matmul_tn M=1000,N=1000,K=200 $t
+      one gemm_layouts.tsl matmul_nt M=777,N=555,K=136 $t
+      one gemm_layouts.tsl matmul_tt M=384,N=200,K=328 $t
+      one gemm_layouts.tsl batch_matmul_mbk M=200,B=3,K=96,N=136 $t
+      one gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 $t
+      one gemm_layouts.tsl batch_matmul_scale_bias B=3,M=130,K=72,N=264 $t
+      one gemm_fused.tsl matmul_bias_relu M=300,N=256,K=512 $t
+    done
+    one matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/cs/ws
+  } > $OUT/verify.txt 2>&1
+  echo "verify: $(grep -c ': verified' $OUT/verify.txt) verified of $(wc -l < $OUT/verify.txt)"; grep -v ': verified' $OUT/verify.txt | head -20
+fi
+if [ "${SAN:-1}" = 1 ]; then
+  {
+    for tool in memcheck racecheck; do
+      for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=300,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
+                  "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws"; do
+        set -- $spec
+        r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
+        echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
+      done
+    done
+  } > $OUT/sanitizer.txt 2>&1
+  cat $OUT/sanitizer.txt
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  TESSEL_BENCH_FILTER=${FILTER:-gemm_1024x1024,gemm_4096,gemm_8192,bert} timeout ${BENCH_S:-400} $T bench gpu --json $OUT/bench.json > $OUT/bench.txt 2>&1
+  echo "bench rc=$?"; grep -vE "^\s*$" $OUT/bench.txt | tail -30
+fi
