@@ -19,7 +19,8 @@ one() {  # file def shape tiles
 }
 if [ "${VERIFY:-1}" = 1 ]; then
   {
-    for t in 128x256x64/64x256/ks1/st4/ws 256x128x64/128x128/ks1/st4/ws 128x128x64/64x128/ks1/st6/ws 128x64x64/64x64/ks1/st8/ws 128x128x64/64x128/ks1/st2/ws; do
+    for t in ${TILES:-128x256x64/64x256/ks1/st4/ws 256x128x64/128x128/ks1/st4/ws 128x128x64/64x128/ks1/st6/ws 128x64x64/64x64/ks1/st8/ws 128x128x64/64x128/ks1/st2/ws \
+             128x256x64/64x256/ks1/st4/ws/sk 256x128x64/128x128/ks1/st4/ws/sk 128x128x64/64x128/ks1/st6/ws/sk 128x64x64/64x64/ks1/st8/ws/sk}; do
       one matmul.tsl matmul M=512,N=512,K=512 $t
       one gemm_layouts.tsl matmul_tn M=1000,N=1000,K=200 $t
       one gemm_layouts.tsl matmul_nt M=777,N=555,K=136 $t
@@ -30,6 +31,8 @@ if [ "${VERIFY:-1}" = 1 ]; then
       one gemm_fused.tsl matmul_bias_relu M=300,N=256,K=512 $t
     done
     one matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/cs/ws
+    one matmul.tsl matmul M=4096,N=768,K=3072 128x256x64/64x256/ks1/st4/cs/ws/sk
+    one matmul.tsl matmul M=1000,N=1000,K=1000 128x128x64/64x128/ks1/st6/ws/sk
   } > $OUT/verify.txt 2>&1
   echo "verify: $(grep -c ': verified' $OUT/verify.txt) verified of $(wc -l < $OUT/verify.txt)"; grep -v ': verified' $OUT/verify.txt | head -20
 fi
@@ -37,10 +40,12 @@ if [ "${SAN:-1}" = 1 ]; then
   {
     for tool in memcheck racecheck; do
       for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=300,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
-                  "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws"; do
+                  "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws" \
+                  "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk"; do
         set -- $spec
         r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
         echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
+        echo "$r" | grep -q ': verified' || echo "$r" | tail -8 | sed 's/^/    /'
       done
     done
   } > $OUT/sanitizer.txt 2>&1

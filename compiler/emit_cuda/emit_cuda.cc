@@ -105,7 +105,7 @@ bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, con
   main.pdl = launch.pdl;
   p.arch = cfg->wgmma ? m.arch + "a" : options.arch;  // wgmma: the architecture-specific target
   p.launches.push_back(main);
-  p.scratch_bytes = tc_scratch_bytes(c, *cfg);
+  p.scratch_bytes = tc_scratch_bytes(c, *cfg, m);
   p.tensor_cores = true;
   p.config = cfg;
   p.flops = 2.0 * double(c.size_m()) * double(c.size_n()) * double(c.size_k()) * double(c.size_batch());

@@ -67,9 +67,13 @@ struct TcConfig {
   // soon as its bytes land and release it when their MMAs have read it (no block-wide barrier in
   // the main loop); register reallocation (setmaxnreg) moves the producer's registers to the
   // consumers; one block per SM walks the output tiles in grouped order, so the next tile's copies
-  // overlap this tile's epilogue. With k_blocks > 1 a work unit is one tile's range of K tiles
-  // (split-K across units), reduced by the last unit of the tile in split order.
+  // overlap this tile's epilogue.
   bool tma_ws = false;
+  // tma_ws, `/sk`: stream-K for the tiles of the last waves (tile_policy.h stream_k_split): the
+  // full waves but one take whole tiles, the rest of the tiles' K iterations are cut into one
+  // equal contiguous range per block; a tile cut between blocks is summed by the last of them to
+  // finish (a per-tile counter) from the partial tiles in global scratch, in block order
+  bool stream_k = false;
   int warps() const { return wgmma ? 4 * (bm / wm + (tma_ws ? 1 : 0)) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field

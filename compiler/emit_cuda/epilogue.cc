@@ -124,7 +124,7 @@ void last_block_reduction(const TcKernel& t) {
 
 }  // namespace
 
-void emit_element(const TcKernel& t, const std::string& pad) {
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
   auto& os = t.os;
   const ir::Function& f = *t.k.function;
   std::vector<std::string> out_vars;
@@ -174,8 +174,11 @@ void emit_element(const TcKernel& t, const std::string& pad) {
   }
   std::vector<ir::AffineExpr> out_idx;
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
-  for (const auto& st : stores)
-    os << pad << "t_" << st.tensor << "[" << tensor_address(st.tensor, out_idx, anchor_var) << "] = " << st.value << ";\n";
+  for (const auto& st : stores) {
+    const std::string at = "t_" + st.tensor + "[" + tensor_address(st.tensor, out_idx, anchor_var) + "]";
+    if (streaming) os << pad << "__stcs(&" << at << ", " << st.value << ");\n";
+    else os << pad << at << " = " << st.value << ";\n";
+  }
 }
 
 namespace {
@@ -218,7 +221,7 @@ void elementwise_stores(const TcKernel& t) {
   else
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
        << " + row_ * " << t.ldc << " + col_ + q_];\n";
-  emit_element(t, "      ");
+  emit_element(t, "      ", false);
   os << "    }\n  }\n";
   if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
@@ -247,7 +250,9 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     os << pad << "    }\n" << pad << "  }\n";
     return;
   }
-  if (!t.c.epilogue.empty()) t.explain.push_back("  epilogue from registers: the fused statements per accumulator element, then the global stores");
+  if (!t.c.epilogue.empty())
+    t.explain.push_back("  epilogue from registers: the fused statements per accumulator element, then the global stores" +
+                        std::string(cfg.stream_out ? " (evict-first)" : ""));
   os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
      << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad << "    for (int q_ = 0; q_ < 4; ++q_) {\n";
   const std::string p2 = pad + "      ";
@@ -258,7 +263,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   for (const auto& d : t.c.n) os << p2 << "int ov_" << d.var << ";\n";
   t.decompose(p2, "n_", t.c.n, "ov_");
   os << p2 << "const " << t.acct << " v_ = acc_[i][j][q_];\n";
-  emit_element(t, p2);
+  emit_element(t, p2, cfg.stream_out);
   os << pad << "    }\n";
 }
 

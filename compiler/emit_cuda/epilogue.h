@@ -23,8 +23,8 @@ void emit_epilogue(const TcKernel& t, std::vector<Launch>* before);
 // One output element: the fused element-wise statements on its accumulator value `v_` and the
 // global stores, with its M / N indices in locals `ov_<var>` and its batch indices in `bv_<var>`.
 // Shared by the epilogue above (values from shared memory) and the register epilogue of the
-// persistent kernel (kernel_wgmma_ws.h).
-void emit_element(const TcKernel& t, const std::string& pad);
+// persistent kernel (kernel_wgmma_ws.h). `streaming`: evict-first stores (__stcs).
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming);
 
 // The epilogue of the persistent kernel, from the wgmma accumulators (acc_, m16n8 layout per
 // warp) of the tile at (m0_, n0_), batch bz_: 64-bit stores for a plain output, else emit_element

@@ -1,6 +1,8 @@
 #include "compiler/emit_cuda/kernel_wgmma_ws.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 
 #include "compiler/emit_cuda/epilogue.h"
 #include "compiler/emit_cuda/mainloop.h"
@@ -12,26 +14,93 @@ namespace {
 
 constexpr int kRasterGroupRows = 8;  // block rows of one rasterisation group (they share B tiles in L2)
 
-// the coordinates of work unit u_: output tile origin (m0_, n0_), batch indices, K-tile range
-void unit_coordinates(const TcKernel& t, const std::string& pad) {
+// the coordinates of output tile tile_: origin (m0_, n0_), batch index bz_ and batch indices
+void tile_coordinates(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  const int64_t per = k_tiles_per_block(t.c, cfg), kt_total = k_tiles(t.c, cfg);
-  if (cfg.k_blocks > 1)
-    os << pad << "const int tile_ = u_ / " << cfg.k_blocks << ", split_ = u_ % " << cfg.k_blocks << ";\n";
-  else
-    os << pad << "const int tile_ = u_;\n";
   os << pad << "const int bz_ = tile_ / " << t.tiles_m * t.tiles_n << ", pid_ = tile_ % " << t.tiles_m * t.tiles_n << ";\n";
   os << pad << "const int group_ = " << kRasterGroupRows << " * " << t.tiles_n << ", first_m_ = (pid_ / group_) * " << kRasterGroupRows << ";\n";
   os << pad << "const int gsize_ = min(" << t.tiles_m << " - first_m_, " << kRasterGroupRows << ");\n";
   os << pad << "const int m0_ = (first_m_ + (pid_ % group_) % gsize_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
   for (const auto& d : t.c.batch) os << pad << "int bv_" << d.var << ";\n";
   t.decompose(pad, "bz_", t.c.batch, "bv_");
-  if (cfg.k_blocks > 1)
-    os << pad << "const int kt0_ = split_ * " << per << ", ktn_ = min(" << per << ", " << kt_total << " - kt0_);\n";
-  else
-    os << pad << "const int kt0_ = 0, ktn_ = " << kt_total << ";\n";
   os << pad << "(void)m0_; (void)n0_; (void)bz_;\n";
+}
+
+// The block's work, identical in the producer and the consumers: whole tiles (tile_, kt0_ = 0,
+// ktn_ = all K tiles), then its stream-K range cut at tile boundaries (persistent_split); `body`
+// emits the work of one piece (tile_, kt0_, ktn_, sk_ = a piece of a stream-K tile, head_ = the
+// block's first stream-K piece; its second argument: the stream-K part, where sk_tile_ numbers
+// the stream-K tiles).
+void work_loop(const TcKernel& t, const PersistentSplit& ps, const std::string& pad, const std::function<void(const std::string&, bool)>& body) {
+  auto& os = t.os;
+  if (ps.dp_tiles > 0) {
+    os << pad << "for (int tile_ = blockIdx.x; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks << ") {\n";
+    os << pad << "  const int kt0_ = 0, ktn_ = " << ps.k_tiles << ";\n";
+    os << pad << "  const bool sk_ = false, head_ = false;\n";
+    tile_coordinates(t, pad + "  ");
+    body(pad + "  ", false);
+    os << pad << "}\n";
+  }
+  if (ps.sk_tiles > 0) {
+    os << pad << "{  /* stream-K: this block's range of the last " << ps.sk_tiles << " tiles' " << ps.sk_iterations() << " K iterations */\n";
+    os << pad << "  const long long beg_ = (long long)blockIdx.x * " << ps.sk_iterations() << "LL / " << ps.blocks << ", end_ = (long long)(blockIdx.x + 1) * "
+       << ps.sk_iterations() << "LL / " << ps.blocks << ";\n";
+    os << pad << "  for (long long i_ = beg_; i_ < end_;) {\n";
+    os << pad << "    const int sk_tile_ = (int)(i_ / " << ps.k_tiles << "), kt0_ = (int)(i_ % " << ps.k_tiles << ");\n";
+    os << pad << "    const int ktn_ = (int)min((long long)(" << ps.k_tiles << " - kt0_), end_ - i_);\n";
+    os << pad << "    const int tile_ = " << ps.dp_tiles << " + sk_tile_;\n";
+    os << pad << "    const bool sk_ = ktn_ != " << ps.k_tiles << ", head_ = i_ == beg_;\n";
+    tile_coordinates(t, pad + "    ");
+    body(pad + "    ", true);
+    os << pad << "    i_ += ktn_;\n";
+    os << pad << "  }\n" << pad << "}\n";
+  }
+}
+
+// Stream-K fix-up of a piece of a tile cut between blocks: the piece's partial tile to this
+// block's scratch slot (head or tail piece), a fence, the tile's counter; the last piece of the
+// tile to arrive sums every piece's partial in block order (deterministic) into acc_ and goes on
+// to the epilogue, the others skip it. Consumer threads only (named barrier 1).
+void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::string& pad) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  const int ct = (cfg.bm / cfg.wm) * int(t.m.threads_per_warpgroup());  // consumer threads
+  const int64_t counters = (ps.sk_tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  const int64_t W = ps.sk_iterations(), G = ps.blocks, KT = ps.k_tiles;
+  const int regs4 = t.fmx * t.fn8;  // float4 groups per thread
+  os << pad << "if (sk_) {\n";
+  os << pad << "  const int ct_ = threadIdx.x - " << t.m.threads_per_warpgroup() << ";\n";
+  os << pad << "  float4* mine_ = (float4*)(scratch + " << counters << ") + ((long long)blockIdx.x * 2 + (head_ ? 0 : 1)) * " << int64_t(regs4) * ct << "LL;\n";
+  os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "    #pragma unroll\n" << pad << "    for (int j = 0; j < " << t.fn8
+     << "; ++j) __stcg(mine_ + (i * " << t.fn8 << " + j) * " << ct << " + ct_, make_float4(acc_[i][j][0], acc_[i][j][1], acc_[i][j][2], acc_[i][j][3]));\n";
+  os << pad << "  __threadfence();\n";
+  os << pad << "  asm volatile(\"bar.sync 1, " << ct << ";\\n\" ::: \"memory\");  /* every consumer's partial is stored */\n";
+  // the tile's pieces: blocks block_of(first iteration) .. block_of(last iteration)
+  auto block_of = [&](const std::string& i) { return "(int)(((" + i + " + 1) * " + S(G) + "LL + " + S(W - 1) + "LL) / " + S(W) + "LL - 1)"; };
+  os << pad << "  const int bfirst_ = " << block_of("(long long)sk_tile_ * " + S(KT)) << ", blast_ = " << block_of("((long long)sk_tile_ + 1) * " + S(KT) + " - 1")
+     << ";\n";
+  os << pad << "  if (ct_ == 0) {\n";
+  os << pad << "    unsigned* cnt_ = (unsigned*)scratch + sk_tile_;\n";
+  os << pad << "    const bool last_ = atomicAdd(cnt_, 1u) == (unsigned)(blast_ - bfirst_);\n";
+  os << pad << "    if (last_) atomicExch(cnt_, 0u);  /* ready for the next launch */\n";
+  os << pad << "    sk_last_ = last_;\n";
+  os << pad << "  }\n";
+  os << pad << "  asm volatile(\"bar.sync 1, " << ct << ";\\n\" ::: \"memory\");\n";
+  os << pad << "  if (!sk_last_) store_ = false;  /* another piece of the tile is still running: it finishes the tile */\n";
+  os << pad << "  else {\n";
+  os << pad << "    __threadfence();\n";
+  os << pad << "    #pragma unroll\n" << pad << "    for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "      #pragma unroll\n" << pad << "      for (int j = 0; j < "
+     << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+  os << pad << "    for (int b_ = bfirst_; b_ <= blast_; ++b_) {  /* in block order: the sum does not depend on who finished last */\n";
+  os << pad << "      const bool bhead_ = (long long)b_ * " << W << "LL / " << G << " / " << KT << " == sk_tile_;  /* block b_'s range starts in this tile */\n";
+  os << pad << "      const float4* part_ = (const float4*)(scratch + " << counters << ") + ((long long)b_ * 2 + (bhead_ ? 0 : 1)) * " << int64_t(regs4) * ct
+     << "LL;\n";
+  os << pad << "      #pragma unroll\n" << pad << "      for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "        #pragma unroll\n" << pad
+     << "        for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
+  os << pad << "          const float4 p_ = __ldcg(part_ + (i * " << t.fn8 << " + j) * " << ct << " + ct_);\n";
+  os << pad << "          acc_[i][j][0] += p_.x; acc_[i][j][1] += p_.y; acc_[i][j][2] += p_.z; acc_[i][j][3] += p_.w;\n";
+  os << pad << "        }\n" << pad << "    }\n" << pad << "  }\n" << pad << "}\n";
 }
 
 // the TMA copies of one operand's stage: `boxes` copies, coordinates per tma_plan.h
@@ -80,15 +149,15 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   const auto& cfg = t.cfg;
   const int S_ = cfg.stages;
   const int consumers = cfg.bm / cfg.wm;  // consumer warpgroups
-  const int wgt = int(t.m.threads_per_warpgroup()), wpg = int(t.m.warps_per_warpgroup);
-  const int64_t units = output_tiles(t.c, cfg) * cfg.k_blocks;
-  const int64_t grid = std::min<int64_t>(units, t.m.sm_count);
+  const int wpg = int(t.m.warps_per_warpgroup);
+  const PersistentSplit ps = persistent_split(t.c, cfg, t.m);
   os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
   os << "  unsigned char* smem_ = smem_raw_ + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023u)) & 1023u);\n";
   os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
   os << "  " << t.ft << "* Bs_ = (" << t.ft << "*)(smem_ + " << S_ * t.a_stage * t.eb << ");\n";
   os << "  __shared__ __align__(8) unsigned long long full_[" << S_ << "], empty_[" << S_ << "];\n";
   os << "  (void)scratch;\n";
+  if (ps.sk_tiles > 0) os << "  __shared__ int sk_last_;  /* stream-K: this block finishes the tile */\n";
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ", lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << S_ << "; ++s) {\n"
      << "      tessel_mbar_init(full_ + s, 1);  /* the producer's arrival + the copies' bytes */\n"
@@ -106,15 +175,17 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "      asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"(&tmap_a_) : \"memory\");\n";
   os << "      asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"(&tmap_b_) : \"memory\");\n";
   os << "      int it_ = 0;\n";
-  os << "      for (int u_ = blockIdx.x; u_ < " << units << "; u_ += gridDim.x) {\n";
-  unit_coordinates(t, "        ");
-  os << "        for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
-  os << "          const int s_ = it_ % " << S_ << ";\n";
-  os << "          tessel_mbar_wait(empty_ + s_, ((it_ / " << S_ << ") & 1) ^ 1);  /* the consumers released the slot (a fresh slot passes) */\n";
-  os << "          tessel_mbar_expect(full_ + s_, " << t.ta.stage_bytes + t.tb.stage_bytes << "u);\n";
-  tma_copies(t, t.ta, t.pa.k_inner, "As_", S(t.a_stage), "m0_", "tmap_a_", "          ");
-  tma_copies(t, t.tb, t.pb.k_inner, "Bs_", S(t.b_stage), "n0_", "tmap_b_", "          ");
-  os << "        }\n      }\n    }\n";
+  work_loop(t, ps, "      ", [&](const std::string& pad, bool) {
+    os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
+    os << pad << "  const int s_ = it_ % " << S_ << ";\n";
+    os << pad << "  tessel_mbar_wait(empty_ + s_, ((it_ / " << S_ << ") & 1) ^ 1);  /* the consumers released the slot (a fresh slot passes) */\n";
+    os << pad << "  tessel_mbar_expect(full_ + s_, " << t.ta.stage_bytes + t.tb.stage_bytes << "u);\n";
+    tma_copies(t, t.ta, t.pa.k_inner, "As_", S(t.a_stage), "m0_", "tmap_a_", pad + "  ");
+    tma_copies(t, t.tb, t.pb.k_inner, "Bs_", S(t.b_stage), "n0_", "tmap_b_", pad + "  ");
+    os << pad << "}\n";
+    os << pad << "(void)sk_; (void)head_;\n";
+  });
+  os << "    }\n";
   // ---- consumer warpgroups ----
   os << "  } else {\n";
   os << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
@@ -122,33 +193,45 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "    const int wm_ = wg_ * " << cfg.wm << " + (warp_ % " << wpg << ") * " << t.m.wgmma->m / wpg << ", wn_ = 0;\n";
   os << "    float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
   os << "    int it_ = 0;\n";
-  os << "    for (int u_ = blockIdx.x; u_ < " << units << "; u_ += gridDim.x) {\n";
-  unit_coordinates(t, "      ");
-  os << "      #pragma unroll\n      for (int i = 0; i < " << t.fmx << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << t.fn8
-     << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
-  os << "      for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
-  os << "        const int s_ = it_ % " << S_ << ";\n";
-  os << "        tessel_mbar_wait(full_ + s_, (it_ / " << S_ << ") & 1);  /* the slot's bytes have landed */\n";
-  os << "        const " << t.ft << "* as_ = As_ + s_ * " << t.a_stage << ";\n";
-  os << "        const " << t.ft << "* bs_ = Bs_ + s_ * " << t.b_stage << ";\n";
-  wgmma_k_tile(t, "        ");
-  os << "        tessel_wg_wait<1>();  /* the previous K tile's MMAs are done: release its slot */\n";
-  os << "        if (kt > 0 && lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
-  os << "      }\n";
-  os << "      tessel_wg_wait<0>();\n";
-  os << "      if (ktn_ > 0 && lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
-  os << "      #pragma unroll\n      for (int i = 0; i < " << t.fmx << "; ++i)\n        #pragma unroll\n        for (int j = 0; j < " << t.fn8
-     << "; ++j)\n          #pragma unroll\n          for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
-  register_epilogue(t, "      ");
-  os << "    }\n  }\n}\n";
+  work_loop(t, ps, "    ", [&](const std::string& pad, bool sk_part) {
+    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
+       << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+    os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
+    os << pad << "  const int s_ = it_ % " << S_ << ";\n";
+    os << pad << "  tessel_mbar_wait(full_ + s_, (it_ / " << S_ << ") & 1);  /* the slot's bytes have landed */\n";
+    os << pad << "  const " << t.ft << "* as_ = As_ + s_ * " << t.a_stage << ";\n";
+    os << pad << "  const " << t.ft << "* bs_ = Bs_ + s_ * " << t.b_stage << ";\n";
+    wgmma_k_tile(t, pad + "  ");
+    os << pad << "  tessel_wg_wait<1>();  /* the previous K tile's MMAs are done: release its slot */\n";
+    os << pad << "  if (kt > 0 && lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
+    os << pad << "}\n";
+    os << pad << "tessel_wg_wait<0>();\n";
+    os << pad << "if (lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
+    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
+       << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad
+       << "    for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
+    os << pad << "bool store_ = true;\n";
+    if (sk_part) stream_k_fixup(t, ps, pad);
+    else os << pad << "(void)sk_; (void)head_;\n";
+    os << pad << "if (store_) {\n";
+    register_epilogue(t, pad + "  ");
+    os << pad << "}\n";
+  });
+  os << "  }\n}\n";
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
                       S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
                       " registers); " + S(S_) + "-stage ring of " + S((t.ta.stage_bytes + t.tb.stage_bytes) / 1024) +
                       " KiB slots with full/empty mbarriers, 128-byte swizzle, no block-wide barrier in the main loop; cluster 1x1x1");
-  t.explain.push_back("  tile scheduler: persistent grid of " + S(grid) + " blocks (one per SM) over " + S(units) + " work units (" +
-                      S(output_tiles(t.c, cfg)) + " output tiles" + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) + " K ranges" : "") +
-                      ") in grouped order (" + S(kRasterGroupRows) + " block rows share B in L2); the next unit's copies overlap this unit's epilogue");
+  t.explain.push_back("  tile scheduler: persistent grid of " + S(ps.blocks) + " blocks (at most one per SM) over " + S(output_tiles(t.c, cfg)) +
+                      " output tiles in grouped order (" + S(kRasterGroupRows) + " block rows share B in L2); " + S(ps.dp_tiles) +
+                      " tiles taken whole, block b the tiles b, b + " + S(ps.blocks) + ", ...; the next tile's copies overlap this tile's epilogue");
+  if (ps.sk_tiles > 0)
+    t.explain.push_back("  stream-K: the last " + S(ps.sk_tiles) + " tiles' " + S(ps.sk_iterations()) + " K iterations cut into " + S(ps.blocks) +
+                        " equal ranges, one per block; a tile cut between blocks is summed from their partial tiles in global scratch by the "
+                        "last to finish (per-tile counter), in block order (deterministic)");
+  else if (cfg.stream_k)
+    t.explain.push_back("  stream-K: not needed, the tiles are whole waves");
   t.explain.push_back("  TMA: " + t.c.a.tensor + " " + S(t.ta.boxes) + " box(es) {" + S(t.ta.map.box[0]) + ", " + S(t.ta.map.box[1]) + "} and " +
                       t.c.b.tensor + " " + S(t.tb.boxes) + " box(es) {" + S(t.tb.map.box[0]) + ", " + S(t.tb.map.box[1]) +
                       "} per stage; tails past M, N, K zero-filled by the TMA unit");

@@ -38,7 +38,7 @@ Launch main_launch(const TcKernel& t) {
   l.block = unsigned(t.threads);
   l.dynamic_shared_bytes = uint32_t(t.smem);
   if (t.cfg.tma_ws) {  // persistent: one block per SM walks the work units; the operands' tensor maps
-    l.grid[0] = unsigned(std::min<int64_t>(output_tiles(t.c, t.cfg) * t.cfg.k_blocks, t.m.sm_count));
+    l.grid[0] = unsigned(persistent_split(t.c, t.cfg, t.m).blocks);
     l.grid[1] = l.grid[2] = 1;
     l.tensor_maps = {t.ta.map, t.tb.map};
   }

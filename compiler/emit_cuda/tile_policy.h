@@ -36,8 +36,20 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine&
 std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch);
 std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count = 0);
 
-// Global scratch bytes a configuration needs (split-K counters and partial tiles; 0 without).
-uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg);
+// Global scratch bytes a configuration needs (split-K and stream-K counters and partial tiles; 0
+// without). Stream-K needs the machine's SM count (the persistent grid).
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
+
+// The persistent kernel's split of the output tiles (TcConfig::tma_ws): `blocks` blocks (one per
+// SM, fewer when there are fewer tiles); `dp_tiles` tiles taken whole, block b the tiles b, b +
+// blocks, ...; with stream_k the other `sk_tiles` tiles' K iterations (sk_tiles x K tiles) cut
+// into `blocks` contiguous ranges, block b from b * W / blocks (W = sk_tiles x K tiles). Stream-K
+// applies when the tiles are not a whole number of waves: the last wave plus one full wave.
+struct PersistentSplit {
+  int64_t blocks = 0, dp_tiles = 0, sk_tiles = 0, k_tiles = 0;
+  int64_t sk_iterations() const { return sk_tiles * k_tiles; }
+};
+PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m);
 
 // Geometry shared by the policy and the kernel pieces.
 bool direct_store(const Contraction& c, const TcConfig& g);  // accumulators straight to a plain output
