@@ -63,6 +63,11 @@ TensorMapEncodeTiledFn tensor_map_encode_tiled() {
   return reinterpret_cast<TensorMapEncodeTiledFn>(dlsym(loaded().lib, "cuTensorMapEncodeTiled"));
 }
 
+TensorMapEncodeIm2colFn tensor_map_encode_im2col() {
+  driver();
+  return reinterpret_cast<TensorMapEncodeIm2colFn>(dlsym(loaded().lib, "cuTensorMapEncodeIm2col"));
+}
+
 bool driver_available(std::string* why) {
   const LoadedDriver& d = loaded();
   if (why) *why = d.failure;

@@ -70,6 +70,10 @@ const DriverApi& driver();
 // microbenchmarks' TMA copy rate, gpu_backend/microbench.h).
 using TensorMapEncodeTiledFn = decltype(&::cuTensorMapEncodeTiled);
 TensorMapEncodeTiledFn tensor_map_encode_tiled();
+// cuTensorMapEncodeIm2col (CUDA 12+): TMA descriptors whose copies gather convolution windows
+// (the persistent kernel's implicit-GEMM operand, compiler/emit_cuda/tma_plan.h)
+using TensorMapEncodeIm2colFn = decltype(&::cuTensorMapEncodeIm2col);
+TensorMapEncodeIm2colFn tensor_map_encode_im2col();
 
 // True when driver() would succeed; otherwise *why says what is missing (for skip messages).
 bool driver_available(std::string* why = nullptr);

@@ -29,19 +29,25 @@ if [ "${VERIFY:-1}" = 1 ]; then
       one gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 $t
       one gemm_layouts.tsl batch_matmul_scale_bias B=3,M=130,K=72,N=264 $t
       one gemm_fused.tsl matmul_bias_relu M=300,N=256,K=512 $t
+      # implicit GEMM through the TMA im2col mode (padding zero-filled by the TMA unit)
+      one conv_seed.tsl conv2d_nhwc N=2,H=14,W=14,C=64,K=128,R=3,S=3 $t
+      one conv_halo.tsl conv_pad1 N=3,H=7,W=9,C=128,K=64,R=3,S=3 $t
+      one resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 $t
+      one resnet50.tsl conv_bn_relu N=2,H=8,W=8,C=64,K=64,R=1,S=1 $t
     done
     one matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/cs/ws
     one matmul.tsl matmul M=4096,N=768,K=3072 128x256x64/64x256/ks1/st4/cs/ws/sk
     one matmul.tsl matmul M=1000,N=1000,K=1000 128x128x64/64x128/ks1/st6/ws/sk
   } > $OUT/verify.txt 2>&1
-  echo "verify: $(grep -c ': verified' $OUT/verify.txt) verified of $(wc -l < $OUT/verify.txt)"; grep -v ': verified' $OUT/verify.txt | head -20
+  echo "verify: $(grep -c ': verified' $OUT/verify.txt) verified of $(wc -l < $OUT/verify.txt)"; grep -v ': verified' $OUT/verify.txt | head -30
 fi
 if [ "${SAN:-1}" = 1 ]; then
   {
     for tool in memcheck racecheck; do
-      for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=300,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
+      for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=296,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
                   "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws" \
-                  "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk"; do
+                  "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk" \
+                  "resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 128x128x64/64x128/ks1/st6/cs/ws"; do
         set -- $spec
         r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
         echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
@@ -52,6 +58,6 @@ if [ "${SAN:-1}" = 1 ]; then
   cat $OUT/sanitizer.txt
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  TESSEL_BENCH_FILTER=${FILTER:-gemm_1024x1024,gemm_4096,gemm_8192,bert} timeout ${BENCH_S:-400} $T bench gpu --json $OUT/bench.json > $OUT/bench.txt 2>&1
+  TESSEL_BENCH_FILTER=${FILTER:-gemm_1024x1024,gemm_4096,gemm_8192,bert,conv} timeout ${BENCH_S:-400} $T bench gpu --json $OUT/bench.json > $OUT/bench.txt 2>&1
   echo "bench rc=$?"; grep -vE "^\s*$" $OUT/bench.txt | tail -30
 fi

@@ -140,6 +140,15 @@ CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d
                                      : m.swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                              : CU_TENSOR_MAP_SWIZZLE_NONE;
   CUtensorMap map{};
+  if (m.im2col) {
+    const auto im2col = gpu::tensor_map_encode_im2col();
+    if (!im2col) throw gpu::GpuError("cuTensorMapEncodeIm2col", "the CUDA driver has no cuTensorMapEncodeIm2col (driver older than CUDA 12)");
+    gpu::check_cu(im2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), m.lower.data(),
+                         m.upper.data(), m.channels, m.pixels, elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                  "cuTensorMapEncodeIm2col");
+    return map;
+  }
   gpu::check_cu(encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(),
                        elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),

@@ -113,6 +113,12 @@ struct TensorMapSpec {
   std::vector<uint64_t> strides;   // bytes between steps of dims 1.. (dim 0 is contiguous)
   std::vector<uint32_t> box;       // elements per dimension of one copy
   int swizzle_bytes = 128;         // shared-memory swizzle span: 0 (none), 32, 64 or 128
+  // im2col mode (cuTensorMapEncodeIm2col, a rank-4 NHWC tensor): each copy gathers `pixels`
+  // pixels of `channels` channels along the W, H, N walk of the bounding box whose corners are
+  // `lower` / `upper` (W first; offsets from the first and last pixel of each image); `box` unused
+  bool im2col = false;
+  std::vector<int> lower, upper;
+  uint32_t channels = 0, pixels = 0;
 };
 
 // One launch of the program, in order. Every kernel takes one pointer per Kernel::tensors entry

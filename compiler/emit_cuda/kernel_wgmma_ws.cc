@@ -108,6 +108,15 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
                 const std::string& origin, const std::string& map, const std::string& pad) {
   auto& os = t.os;
   const int rank = int(p.map.dims.size());
+  if (p.im2col) {  // one gather per stage: tile_outer output pixels from `origin`, 64 channels of one filter tap
+    const Im2colView& v = p.view;
+    const int64_t cb = v.C / t.cfg.bk;  // K tiles per tap
+    os << pad << "{ const int k_ = kt0_ + kt, tap_ = k_ / " << cb << ", c0_ = (k_ % " << cb << ") * " << t.cfg.bk << ";\n";
+    os << pad << "  tessel_tma_im2col4(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, c0_, " << origin << " % " << v.Q
+       << " + (" << v.w0 << "), (" << origin << " / " << v.Q << ") % " << v.P << " + (" << v.h0 << "), " << origin << " / " << v.P * v.Q
+       << ", (unsigned short)((tap_ % " << v.S << ") * " << v.dw << "), (unsigned short)((tap_ / " << v.S << ") * " << v.dh << ")); }\n";
+    return;
+  }
   std::string batch;
   for (const auto& v : p.batch_vars) batch += ", bv_" + v;
   for (int b = 0; b < p.boxes; ++b) {
@@ -122,7 +131,9 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
 
 void emit_wgmma_ws_helpers(const TcKernel& t) {
   auto& os = t.os;
-  std::set<int> ranks = {int(t.ta.map.dims.size()), int(t.tb.map.dims.size())};
+  std::set<int> ranks;
+  for (const TmaPlan* p : {&t.ta, &t.tb})
+    if (!p->im2col) ranks.insert(int(p->map.dims.size()));
   os << "struct __align__(64) tessel_tmap { unsigned long long v[16]; };  /* a CUtensorMap, passed as a __grid_constant__ parameter */\n";
   os << "static __device__ __forceinline__ void tessel_mbar_init(unsigned long long* bar, unsigned count) {\n"
         "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(count));\n}\n"
@@ -133,6 +144,12 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
         "static __device__ __forceinline__ void tessel_mbar_wait(unsigned long long* bar, unsigned parity) {\n"
         "  asm volatile(\"{\\n.reg .pred p;\\nTESSEL_WAIT_%=:\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n@!p bra TESSEL_WAIT_%=;\\n}\\n\"\n"
         "               ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(parity) : \"memory\");\n}\n";
+  if (t.ta.im2col || t.tb.im2col)
+    os << "static __device__ __forceinline__ void tessel_tma_im2col4(void* dst, const tessel_tmap* map, unsigned long long* bar, int c, int w, int h, int n,\n"
+          "                                                          unsigned short ow, unsigned short oh) {\n"
+          "  asm volatile(\"cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\\n\"\n"
+          "               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(c), \"r\"(w), \"r\"(h), \"r\"(n),\n"
+          "                 \"h\"(ow), \"h\"(oh) : \"memory\");\n}\n";
   for (int r : ranks) {
     os << "static __device__ __forceinline__ void tessel_tma_load" << r << "(void* dst, const tessel_tmap* map, unsigned long long* bar";
     for (int i = 0; i < r; ++i) os << ", int c" << i;
@@ -232,9 +249,13 @@ void emit_wgmma_ws_body(const TcKernel& t) {
                         "last to finish (per-tile counter), in block order (deterministic)");
   else if (cfg.stream_k)
     t.explain.push_back("  stream-K: not needed, the tiles are whole waves");
-  t.explain.push_back("  TMA: " + t.c.a.tensor + " " + S(t.ta.boxes) + " box(es) {" + S(t.ta.map.box[0]) + ", " + S(t.ta.map.box[1]) + "} and " +
-                      t.c.b.tensor + " " + S(t.tb.boxes) + " box(es) {" + S(t.tb.map.box[0]) + ", " + S(t.tb.map.box[1]) +
-                      "} per stage; tails past M, N, K zero-filled by the TMA unit");
+  auto copies = [&](const std::string& name, const TmaPlan& p) {
+    if (p.im2col)
+      return name + " 1 im2col gather of " + S(p.map.pixels) + " pixels x " + S(p.map.channels) + " channels (one filter tap; padding zero-filled)";
+    return name + " " + S(p.boxes) + " box(es) {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + "}";
+  };
+  t.explain.push_back("  TMA: " + copies(t.c.a.tensor, t.ta) + " and " + copies(t.c.b.tensor, t.tb) +
+                      " per stage; tails past M, N, K zero-filled by the TMA unit");
 }
 
 }  // namespace tessel::emit_cuda

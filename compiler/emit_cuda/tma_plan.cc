@@ -1,58 +1,246 @@
 #include "compiler/emit_cuda/tma_plan.h"
 
+#include <functional>
+#include <optional>
+
 namespace tessel::emit_cuda {
+
+namespace {
+
+// The element stride of `dims` (outer -> inner) read as one linear dim: each dim's stride is the
+// next inner one's times its extent. nullopt when they do not compose (or a dim is broadcast).
+std::optional<int64_t> linear_stride(const ContractionOperand& op, const std::vector<ContractionDim>& dims) {
+  std::optional<int64_t> inner;
+  int64_t expect = 0;
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    auto c = op.coeff.find(it->var);
+    if (c == op.coeff.end() || c->second <= 0) return std::nullopt;
+    if (inner && c->second != expect) return std::nullopt;
+    if (!inner) inner = c->second;
+    expect = c->second * it->extent;
+  }
+  return inner;
+}
+
+int64_t constant_of(const ir::AffineExpr& a, const std::map<std::string, int64_t>& sizes) {
+  int64_t v = a.constant;
+  for (const auto& [p, q] : a.param_coeffs) v += q * sizes.at(p);
+  return v;
+}
+
+// The integer value of a guard expression at `point` (index -> value); nullopt for anything but
+// integer arithmetic, comparisons and logic on indices and sizes.
+std::optional<int64_t> eval_guard(const ir::Expr& e, const std::map<std::string, int64_t>& point, const std::map<std::string, int64_t>& sizes) {
+  using ir::Op;
+  switch (e.kind) {
+    case ir::ExprKind::Constant: return e.value == double(int64_t(e.value)) ? std::optional<int64_t>(int64_t(e.value)) : std::nullopt;
+    case ir::ExprKind::SizeParam: return sizes.count(e.name) ? std::optional<int64_t>(sizes.at(e.name)) : std::nullopt;
+    case ir::ExprKind::IndexValue: {
+      int64_t v = constant_of(e.affine, sizes);
+      for (const auto& [x, q] : e.affine.index_coeffs) {
+        auto it = point.find(x);
+        if (it == point.end()) return std::nullopt;
+        v += q * it->second;
+      }
+      return v;
+    }
+    case ir::ExprKind::Access: return std::nullopt;
+    case ir::ExprKind::Apply: break;
+  }
+  std::vector<int64_t> a;
+  for (const auto& x : e.args) {
+    auto v = eval_guard(*x, point, sizes);
+    if (!v) return std::nullopt;
+    a.push_back(*v);
+  }
+  switch (e.op) {
+    case Op::Add: return a[0] + a[1];
+    case Op::Sub: return a[0] - a[1];
+    case Op::Mul: return a[0] * a[1];
+    case Op::Neg: return -a[0];
+    case Op::Lt: return a[0] < a[1];
+    case Op::Le: return a[0] <= a[1];
+    case Op::Gt: return a[0] > a[1];
+    case Op::Ge: return a[0] >= a[1];
+    case Op::Eq: return a[0] == a[1];
+    case Op::Ne: return a[0] != a[1];
+    case Op::And: return a[0] && a[1];
+    case Op::Or: return a[0] || a[1];
+    case Op::Not: return !a[0];
+    case Op::Min: return std::min(a[0], a[1]);
+    case Op::Max: return std::max(a[0], a[1]);
+    case Op::Select: return a[0] ? a[1] : a[2];
+    default: return std::nullopt;
+  }
+}
+
+// the read of `tensor` in a producer's right-hand side (its indices over the producer's indices)
+const ir::Expr* find_access(const ir::Expr& e, const std::string& tensor) {
+  if (e.kind == ir::ExprKind::Access && e.name == tensor) return &e;
+  for (const auto& a : e.args)
+    if (const ir::Expr* f = find_access(*a, tensor)) return f;
+  return nullptr;
+}
+
+// The padding guard of an inlined producer is exactly "the input element is in bounds": checked
+// at every point of the producer's domain over the indices the guard reads (at most 2^20 points).
+std::string guard_is_bounds(const ContractionOperand& op, const std::map<std::string, int64_t>& sizes) {
+  if (!op.guard) return "";
+  const ir::Expr* read = op.producer ? find_access(*op.producer->rhs, op.tensor) : nullptr;
+  if (!read) return "the padding guard's input read is not found";
+  std::vector<const ir::IndexVar*> vars;
+  std::function<void(const ir::Expr&)> collect = [&](const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::IndexValue)
+      for (const auto& [x, q] : e.affine.index_coeffs)
+        for (const auto& d : op.producer->domain)
+          if (d.name == x && std::find(vars.begin(), vars.end(), &d) == vars.end()) vars.push_back(&d);
+    for (const auto& a : e.args) collect(*a);
+  };
+  collect(*op.guard);
+  int64_t points = 1;
+  for (const auto* v : vars) points *= std::max<int64_t>(constant_of(v->hi, sizes) - constant_of(v->lo, sizes), 1);
+  if (points > (int64_t(1) << 20)) return "the padding guard spans too many points to check";
+  std::map<std::string, int64_t> point;
+  std::function<std::string(size_t)> walk = [&](size_t i) -> std::string {
+    if (i == vars.size()) {
+      auto g = eval_guard(*op.guard, point, sizes);
+      if (!g) return "the padding guard is not integer logic on indices";
+      bool in = true;
+      for (size_t d = 0; d < read->indices.size(); ++d) {
+        bool depends = false;
+        int64_t v = constant_of(read->indices[d], sizes);
+        for (const auto& [x, q] : read->indices[d].index_coeffs) {
+          auto it = point.find(x);
+          if (it == point.end()) continue;  // an index the guard does not read: not a bounded dim
+          depends = true;
+          v += q * it->second;
+        }
+        if (depends && (v < 0 || v >= op.shape[d])) in = false;
+      }
+      return (*g != 0) == in ? "" : "the padding guard is not the input's bounds";
+    }
+    for (int64_t x = constant_of(vars[i]->lo, sizes); x < constant_of(vars[i]->hi, sizes); ++x) {
+      point[vars[i]->name] = x;
+      if (std::string why = walk(i + 1); !why.empty()) return why;
+    }
+    return "";
+  };
+  return walk(0);
+}
+
+// The im2col view of `op` (the A operand of an NHWC convolution), or why there is none.
+std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& v) {
+  const ContractionOperand& op = *p.op;
+  if (op.indices.size() != 4 || op.shape.size() != 4) return "not a rank-4 (NHWC) input";
+  if (p.outer->size() != 3 || p.kdims->size() != 3) return "not an (n, p, q) x (r, s, c) convolution view";
+  const auto& m = *p.outer;
+  const auto& k = *p.kdims;
+  auto is = [&](const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
+    if (a.index_coeffs.size() != terms.size()) return false;
+    for (const auto& [x, q] : terms) {
+      auto it = a.index_coeffs.find(x);
+      if (it == a.index_coeffs.end() || it->second != q) return false;
+    }
+    return true;
+  };
+  const auto& ix = op.indices;
+  if (!is(ix[0], {{m[0].var, 1}}) || !is(ix[3], {{k[2].var, 1}})) return "batch or channel index is not plain";
+  if (constant_of(ix[0], c.sizes) != 0 || constant_of(ix[3], c.sizes) != 0) return "batch or channel index is shifted";
+  v.dh = ix[1].index_coeffs.count(k[0].var) ? ix[1].index_coeffs.at(k[0].var) : 0;
+  v.dw = ix[2].index_coeffs.count(k[1].var) ? ix[2].index_coeffs.at(k[1].var) : 0;
+  if (!is(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
+    return "the window is not stride 1 (h = p + d * r - pad)";
+  v.P = m[1].extent, v.Q = m[2].extent, v.R = k[0].extent, v.S = k[1].extent, v.C = k[2].extent;
+  v.h0 = constant_of(ix[1], c.sizes), v.w0 = constant_of(ix[2], c.sizes);
+  if (m[0].extent != op.shape[0] || v.C != op.shape[3]) return "the view does not cover the input's batch and channels";
+  // dense NHWC strides: the address of X(n, h, w, c) is ((n * H + h) * W + w) * C + c
+  const int64_t H = op.shape[1], W = op.shape[2], C = op.shape[3];
+  const std::map<std::string, int64_t> want = {{m[0].var, H * W * C}, {m[1].var, W * C}, {m[2].var, C},
+                                                {k[0].var, v.dh * W * C}, {k[1].var, v.dw * C}, {k[2].var, 1}};
+  for (const auto& [x, q] : want)
+    if (!op.coeff.count(x) || op.coeff.at(x) != q) return "the input is not a dense NHWC tensor";
+  if (op.base != v.h0 * W * C + v.w0 * C) return "the input view has an offset";
+  return "";
+}
+
+}  // namespace
 
 TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m) {
   TmaPlan t;
   const ContractionOperand& op = *p.op;
   const int eb = elem_bytes(op.dtype);
   if (!m.has(isa::GpuFeature::TensorMaps)) return t.why = "the machine has no tensor maps (TMA)", t;
-  if (op.producer || op.guard || !p.bounded.empty()) return t.why = "an im2col view (the TMA path takes plain operands)", t;
-  if (p.outer->size() != 1 || p.kdims->size() != 1) return t.why = "several outer or K dims", t;
   if (!p.swz) return t.why = "not the wgmma swizzled layout", t;
-  const std::string ov = p.outer->front().var, kv = p.kdims->front().var;
-  const int64_t co = op.coeff.count(ov) ? op.coeff.at(ov) : 0, ck = op.coeff.count(kv) ? op.coeff.at(kv) : 0;
   const int row = kSwizzleRowBytes / eb;  // elements per 128-byte swizzled row
   t.map.tensor = op.tensor;
   t.map.dtype = op.dtype;
-  t.map.base = op.base;
   t.map.swizzle_bytes = kSwizzleRowBytes;
-  int64_t stride1 = 0;
-  if (p.k_inner) {
-    if (ck != 1) return t.why = "K is not the contiguous dim", t;
-    if (p.bk != row || p.tile_outer > kTmaMaxBox) return t.why = "a K-inner stage must be one box of 64 x up to 256 rows", t;
-    t.map.dims = {uint64_t(c.size_k()), uint64_t(p.outer_size)};
-    t.map.box = {uint32_t(p.bk), uint32_t(p.tile_outer)};
-    stride1 = co;
+  if (op.producer || op.guard || !p.bounded.empty()) {  // a convolution window: the im2col mode
+    if (!p.k_inner) return t.why = "an im2col view with channels not innermost", t;
+    if (!c.batch.empty()) return t.why = "an im2col view with batch dims", t;
+    if (std::string why = im2col_view(p, c, t.view); !why.empty()) return t.why = "im2col: " + why, t;
+    if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return t.why = "im2col: " + why, t;
+    const Im2colView& v = t.view;
+    if (v.C % p.bk || p.bk != row) return t.why = "im2col: channels not a multiple of the 64-channel K tile", t;
+    if (p.tile_outer > kTmaMaxBox) return t.why = "im2col: more than 256 pixels per copy", t;
+    const int64_t H = op.shape[1], W = op.shape[2];
+    // the box of window origins: from (h0, w0) to the last output pixel's (P - 1 + h0, Q - 1 + w0),
+    // as offsets from each image's first and last pixel
+    const int64_t lo_h = v.h0, lo_w = v.w0, up_h = v.P - 1 + v.h0 - (H - 1), up_w = v.Q - 1 + v.w0 - (W - 1);
+    for (int64_t x : {lo_h, lo_w, up_h, up_w})
+      if (x < -128 || x > 127) return t.why = "im2col: a padding beyond the tensor map's corner range [-128, 127]", t;
+    if ((v.R - 1) * v.dh > 65535 || (v.S - 1) * v.dw > 65535) return t.why = "im2col: a filter window beyond 16-bit offsets", t;
+    t.im2col = true;
+    t.map.im2col = true;
+    t.map.base = 0;
+    t.map.dims = {uint64_t(op.shape[3]), uint64_t(W), uint64_t(H), uint64_t(op.shape[0])};
+    t.map.strides = {uint64_t(op.shape[3] * eb), uint64_t(W * op.shape[3] * eb), uint64_t(H * W * op.shape[3] * eb)};
+    t.map.lower = {int(lo_w), int(lo_h)};
+    t.map.upper = {int(up_w), int(up_h)};
+    t.map.channels = uint32_t(p.bk);
+    t.map.pixels = uint32_t(p.tile_outer);
     t.boxes = 1;
+    t.box_elems = int64_t(p.bk) * p.tile_outer;
   } else {
-    if (co != 1) return t.why = "the outer dim is not contiguous", t;
-    if (p.tile_outer % row || p.bk > kTmaMaxBox) return t.why = "an outer-inner stage must be 64-wide atoms", t;
-    t.map.dims = {uint64_t(p.outer_size), uint64_t(c.size_k())};
-    t.map.box = {uint32_t(row), uint32_t(p.bk)};
-    stride1 = ck;
-    t.boxes = p.tile_outer / row;
+    const std::optional<int64_t> co = linear_stride(op, *p.outer), ck = linear_stride(op, *p.kdims);
+    if (!co || !ck) return t.why = "outer or K dims that are not one linear stride", t;
+    t.map.base = op.base;
+    int64_t stride1 = 0;
+    if (p.k_inner) {
+      if (*ck != 1) return t.why = "K is not the contiguous dim", t;
+      if (p.bk != row || p.tile_outer > kTmaMaxBox) return t.why = "a K-inner stage must be one box of 64 x up to 256 rows", t;
+      t.map.dims = {uint64_t(c.size_k()), uint64_t(p.outer_size)};
+      t.map.box = {uint32_t(p.bk), uint32_t(p.tile_outer)};
+      stride1 = *co;
+      t.boxes = 1;
+    } else {
+      if (*co != 1) return t.why = "the outer dim is not contiguous", t;
+      if (p.tile_outer % row || p.bk > kTmaMaxBox) return t.why = "an outer-inner stage must be 64-wide atoms", t;
+      t.map.dims = {uint64_t(p.outer_size), uint64_t(c.size_k())};
+      t.map.box = {uint32_t(row), uint32_t(p.bk)};
+      stride1 = *ck;
+      t.boxes = p.tile_outer / row;
+    }
+    t.map.strides = {uint64_t(stride1 * eb)};
+    for (const auto& d : c.batch) {
+      auto it = op.coeff.find(d.var);
+      if (it == op.coeff.end() || it->second == 0) continue;  // broadcast over this batch index: no map dim
+      if (it->second < 0) return t.why = "a negative batch stride", t;
+      t.map.dims.push_back(uint64_t(d.extent));
+      t.map.strides.push_back(uint64_t(it->second * eb));
+      t.map.box.push_back(1);
+      t.batch_vars.push_back(d.var);
+    }
+    if (int(t.map.dims.size()) > kTmaMaxRank) return t.why = "more than 3 batch dims", t;
+    t.box_elems = int64_t(t.map.box[0]) * t.map.box[1];
   }
-  if (stride1 <= 0) return t.why = "a zero stride (broadcast operand)", t;
-  t.map.strides = {uint64_t(stride1 * eb)};
-  for (const auto& d : c.batch) {
-    auto it = op.coeff.find(d.var);
-    if (it == op.coeff.end() || it->second == 0) continue;  // broadcast over this batch index: no map dim
-    if (it->second < 0) return t.why = "a negative batch stride", t;
-    t.map.dims.push_back(uint64_t(d.extent));
-    t.map.strides.push_back(uint64_t(it->second * eb));
-    t.map.box.push_back(1);
-    t.batch_vars.push_back(d.var);
-  }
-  if (int(t.map.dims.size()) > kTmaMaxRank) return t.why = "more than 3 batch dims", t;
-  if ((op.base * eb) % kTmaAlignBytes) return t.why = "the operand's origin is not 16-byte aligned", t;
+  if ((t.map.base * eb) % kTmaAlignBytes) return t.why = "the operand's origin is not 16-byte aligned", t;
   for (uint64_t s : t.map.strides) {
     if (s % kTmaAlignBytes) return t.why = "a row stride of " + S(int64_t(s)) + " B (tensor maps need multiples of 16 B)", t;
     if (s >= (uint64_t(1) << 40)) return t.why = "a stride beyond 2^40 B", t;
   }
   for (uint64_t d : t.map.dims)
     if (d >= (uint64_t(1) << 32)) return t.why = "a dim beyond 2^32 elements", t;
-  t.box_elems = int64_t(t.map.box[0]) * t.map.box[1];
   t.stage_bytes = t.box_elems * t.boxes * eb;
   t.ok = true;
   return t;

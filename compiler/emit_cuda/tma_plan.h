@@ -12,7 +12,12 @@
 // of K, M, N need no guards) and still count their full bytes on the transaction barrier.
 // A K-inner stage is one box {64, tile_outer}: tile_outer rows of 128 B, which is exactly the
 // swizzled K-inner layout; an outer-inner stage is tile_outer / 64 boxes {64, bk}, one per
-// 64-wide atom, atom after atom. Used by the tile policy (legality) and the kernel emitter.
+// 64-wide atom, atom after atom. Several outer or K dims are one map dim where their strides
+// compose (a filter [R, S, C, K] read as [R*S*C, K]). A K-inner operand read through an NHWC
+// convolution window (the im2col view of the contraction, padding included) uses the im2col mode
+// instead: one copy per stage gathers tile_outer output pixels' 64 channels of one filter tap, the
+// padding zero-filled by the TMA unit (the padding guard is checked to be exactly the input's
+// bounds). Used by the tile policy (legality) and the kernel emitter.
 #pragma once
 
 #include <string>
@@ -23,6 +28,15 @@
 
 namespace tessel::emit_cuda {
 
+// The implicit-GEMM view of an NHWC convolution's input that the im2col mode gathers: output
+// pixel m = (n, p, q) over N x P x Q, K tile kt = (tap r, s; 64 channels from c0) over R x S x C
+// (channels innermost), input pixel (h, w) = (p + dh * r + h0, q + dw * s + w0).
+struct Im2colView {
+  int64_t P = 0, Q = 0, R = 0, S = 0, C = 0;
+  int64_t h0 = 0, w0 = 0;  // the window's offset (-padding)
+  int64_t dh = 1, dw = 1;  // dilation
+};
+
 struct TmaPlan {
   bool ok = false;
   std::string why;                     // why the operand cannot use TMA (when !ok)
@@ -31,6 +45,8 @@ struct TmaPlan {
   int64_t box_elems = 0;               // shared elements one copy fills (box_elems * boxes = the stage)
   int64_t stage_bytes = 0;             // bytes per stage (all boxes)
   std::vector<std::string> batch_vars; // coordinates after the first two: these batch indices, in map order
+  bool im2col = false;                 // the operand is an NHWC convolution input gathered in im2col mode
+  Im2colView view;
 };
 
 // The global-memory rules of tensor maps (CUDA driver API, cuTensorMapEncodeTiled): the base
