@@ -21,6 +21,14 @@ constexpr TensorOpcode kTensorOpcodes[] = {
     {0x9f0, "HGMMA", 90, 90},  // HGMMA.64xNx16 (wgmma.mma_async, sm_90a): one per wgmma in the PTX
 };
 
+// TMA copies (cp.async.bulk.tensor, sm_90): checked with `cuobjdump -sass` (CUDA 12.x on the GPU
+// machine) on a persistent /ws convolution kernel: tiled loads UTMALDG.2D (0x5b4), im2col loads
+// UTMALDG.4D.IM2COL (0x3b4); no other instruction of that kernel had either opcode.
+constexpr TensorOpcode kCopyOpcodes[] = {
+    {0x5b4, "UTMALDG", 90, 90},
+    {0x3b4, "UTMALDG", 90, 90},
+};
+
 constexpr int kMinSm = 75, kMaxSm = 90;
 
 constexpr uint16_t kEmCuda = 190;
@@ -125,6 +133,8 @@ SassScan scan_cubin(const std::vector<uint8_t>& cubin) {
       const uint16_t op = opcode_at(cubin, at);
       for (const TensorOpcode& t : kTensorOpcodes)
         if (t.opcode == op && e.sm >= t.min_sm && e.sm <= t.max_sm) ++scan.tensor_ops[t.mnemonic];
+      for (const TensorOpcode& t : kCopyOpcodes)
+        if (t.opcode == op && e.sm >= t.min_sm && e.sm <= t.max_sm) ++scan.copy_ops[t.mnemonic];
     }
   });
   return scan;

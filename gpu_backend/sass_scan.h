@@ -17,6 +17,7 @@ struct SassScan {
   int sm = 0;                                  // from the ELF header (90 for sm_90)
   uint64_t instructions = 0;                   // over every .text.* section
   std::map<std::string, uint64_t> tensor_ops;  // mnemonic ("HMMA", "IMMA", "HGMMA") -> count
+  std::map<std::string, uint64_t> copy_ops;    // TMA copies: "UTMALDG" -> count
   std::vector<std::string> kernels;            // names of the .text.* sections, without ".text."
   uint64_t tensor_op_count() const;
 };

@@ -12,6 +12,7 @@
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
+#include "compiler/emit_cuda/tma_plan.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
 #include "compiler/kernel/check_parallel.h"
@@ -180,10 +181,10 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count, the deci
   const int64_t blocks = (512 / g.bm) * (16 / g.bn) * g.k_blocks;
   CHECK(blocks >= sms / 2);
   CHECK(g.cluster);  // sm_90: the split blocks reduce through distributed shared memory
-  CHECK(emit_cuda::tc_scratch_bytes(*c, g) == 0);
+  CHECK(emit_cuda::tc_scratch_bytes(*c, g, isa::stock_gpu_machine("sm_90")) == 0);
   emit_cuda::TcConfig last = g;
   last.cluster = false;
-  CHECK(emit_cuda::tc_scratch_bytes(*c, last) > 0);
+  CHECK(emit_cuda::tc_scratch_bytes(*c, last, isa::stock_gpu_machine("sm_90")) > 0);
   CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_75").empty());
   for (const auto& x : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(*c, x, "sm_90").empty(), x.to_string());
   // no SM count: no split across blocks
@@ -215,7 +216,8 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count, the deci
 
 TEST_CASE("tile configurations read back from their text (--gpu-tiles), bad text names the field") {
   for (const char* t : {"16x32x128/16x32/ks4/st5", "64x32x128/32x32/ks4/st2/kb4/cl", "128x256x64/64x256/ks1/st4/wg/cs", "256x128x64/128x128/ks1/st4/wg/cs/cf",
-                        "128x128x64/64x128/ks1/st3/wgd", "16x16x512/16x16/ks8/st2/bc", "16x16x64/16x16/ks1/st6/mma/bc", "32x16x64/32x16/ks2/st3/kb4/red"})
+                        "128x128x64/64x128/ks1/st3/wgd", "16x16x512/16x16/ks8/st2/bc", "16x16x64/16x16/ks1/st6/mma/bc", "32x16x64/32x16/ks2/st3/kb4/red",
+                        "128x256x64/64x256/ks1/st4/cs/ws", "128x192x64/64x192/ks1/st5/ws/sk"})
     CHECK(emit_cuda::TcConfig::parse(t).to_string() == t);
   auto err = [](const std::string& t) {
     try {
@@ -231,6 +233,91 @@ TEST_CASE("tile configurations read back from their text (--gpu-tiles), bad text
   CHECK(contains(err("16x32x128/16x32/st5/ks4"), "third field must be ksN"));
   CHECK(contains(err("16x3a2x128/16x32/ks4/st5"), "bad block tile '3a2'"));
   CHECK(contains(err("16x32x128/16x32/ks4/st5/bc/kb2"), "out of order"));
+}
+
+TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, stream-K split, obstacles with the reason") {
+  const isa::GpuMachine m = isa::stock_gpu_machine("sm_90");
+  emit_cuda::TcConfig g = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st4/ws");
+  SUBCASE("GEMM: A K-inner one box {64, 128}, B N-inner four 64-wide boxes {64, 64}; the launch is one block per SM") {
+    auto r = compile_for("matmul.tsl", "matmul", {{"M", 1000}, {"N", 520}, {"K", 200}});
+    const auto& c = *r.c->kernel.contraction;
+    REQUIRE(emit_cuda::config_obstacle(c, g, m).empty());
+    emit_cuda::CudaOptions o;
+    o.config = g;
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    const auto& maps = p.launches.at(0).tensor_maps;
+    REQUIRE(maps.size() == 2);
+    CHECK(maps[0].tensor == "A");
+    CHECK(maps[0].dims == std::vector<uint64_t>{200, 1000});
+    CHECK(maps[0].strides == std::vector<uint64_t>{400});
+    CHECK(maps[0].box == std::vector<uint32_t>{64, 128});
+    CHECK(maps[1].dims == std::vector<uint64_t>{520, 200});
+    CHECK(maps[1].strides == std::vector<uint64_t>{1040});
+    CHECK(maps[1].box == std::vector<uint32_t>{64, 64});
+    CHECK(p.launches[0].grid[0] == 24);  // 8 x 3 tiles of 128 x 256, fewer than the 132 SMs
+    CHECK(p.launches[0].block == 384);   // producer + 2 consumer warpgroups
+    CHECK(contains(joined(p.explain), "tile scheduler: persistent grid of 24 blocks"));
+  }
+  SUBCASE("stream-K: the last wave and one full wave are cut into equal ranges, scratch for two partials per block") {
+    auto r = compile_for("matmul.tsl", "matmul", {{"M", 4096}, {"N", 4096}, {"K", 4096}});
+    const auto& c = *r.c->kernel.contraction;
+    g.stream_k = true;
+    const auto ps = emit_cuda::persistent_split(c, g, m);
+    CHECK(ps.blocks == 132);
+    CHECK(ps.dp_tiles == 264);  // 512 tiles = 3 waves + 116: two whole waves
+    CHECK(ps.sk_tiles == 248);
+    CHECK(ps.k_tiles == 64);
+    CHECK(emit_cuda::tc_scratch_bytes(c, g, m) == 1024 + 132 * 2 * 128 * 256 * 4);
+    auto r2 = compile_for("matmul.tsl", "matmul", {{"M", 4096}, {"N", 768}, {"K", 3072}});
+    const auto ps2 = emit_cuda::persistent_split(*r2.c->kernel.contraction, g, m);
+    CHECK(ps2.dp_tiles == 0);
+    CHECK(ps2.sk_tiles == 96);  // fewer tiles than SMs: every block gets 96 * 48 / 132 K iterations
+    CHECK(ps2.blocks == 132);
+    g.stream_k = false;
+    CHECK(emit_cuda::persistent_split(*r2.c->kernel.contraction, g, m).blocks == 96);
+  }
+  SUBCASE("NHWC convolution: the input through an im2col map (padding as the box corners), the filter [R*S*C, K] as one map") {
+    auto r = compile_for("conv_seed.tsl", "conv2d_nhwc", {{"N", 256}, {"H", 14}, {"W", 14}, {"C", 256}, {"K", 512}, {"R", 3}, {"S", 3}});
+    emit_cuda::CudaOptions o;
+    o.config = g;
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    const auto& a = p.launches.at(0).tensor_maps.at(0);
+    CHECK(a.im2col);
+    CHECK(a.dims == std::vector<uint64_t>{256, 14, 14, 256});
+    CHECK(a.strides == std::vector<uint64_t>{512, 7168, 100352});
+    CHECK(a.lower == std::vector<int>{-1, -1});
+    CHECK(a.upper == std::vector<int>{-1, -1});  // the last window origin (13 - 1) is 1 before the last pixel
+    CHECK(a.channels == 64);
+    CHECK(a.pixels == 128);
+    const auto& b = p.launches[0].tensor_maps.at(1);
+    CHECK_FALSE(b.im2col);
+    CHECK(b.dims == std::vector<uint64_t>{512, 2304});
+    CHECK(b.strides == std::vector<uint64_t>{1024});
+    CHECK(contains(p.source, "tessel_tma_im2col4("));
+    CHECK(contains(joined(p.explain), "im2col gather of 128 pixels x 64 channels"));
+  }
+  SUBCASE("refused with the reason: a strided window, a guard that is not the bounds, an unaligned row, no TMA on sm_80") {
+    auto err = [&](const Compiled& r) { return emit_cuda::config_obstacle(*r.c->kernel.contraction, g, m); };
+    CHECK(contains(err(compile_for("conv_halo.tsl", "conv_pad3_s2", {{"N", 2}, {"H", 9}, {"W", 9}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}, {"P", 4}, {"Q", 4}})),
+                   "im2col: the window is not stride 1"));
+    Compiled shifted;  // zero where h < 2 although X(n, h - 1, ...) is in bounds there: not padding
+    shifted.module = frontend::parse_module(
+        "def cs(f16[N, H, W, C] X, f16[R, S, C, K] Wt) -> (f32[N, H, W, K] Y) {\n"
+        "  Xp(n, h, w, c) = select(h >= 2 && h <= H && w >= 1 && w <= W, X(n, h - 1, w - 1, c), 0) where h in 0:H+2, w in 0:W+2\n"
+        "  Y(n, p, q, k) +=! f32(Xp(n, p + r, q + s, c)) * f32(Wt(r, s, c, k)) where p in 0:H, q in 0:W\n}\n",
+        "cs.tsl");
+    CompileOptions co;
+    co.target = target("sm90");
+    co.sizes = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}};
+    shifted.c = compile(shifted.module.functions[0], co);
+    CHECK(contains(err(shifted), "padding guard is not the input's bounds"));
+    for (const auto& x : emit_cuda::tc_candidates(*shifted.c->kernel.contraction, m)) CHECK_FALSE(x.tma_ws);  // the cp.async path keeps it
+    CHECK(contains(emit_cuda::config_obstacle(*compile_for("matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}}).c->kernel.contraction, g,
+                                              "sm_80"),
+                   "wgmma tiles need sm_90"));
+    g.k_blocks = 2;
+    CHECK(contains(err(compile_for("matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}})), "splits K by stream-K (/sk), not /kb"));
+  }
 }
 
 TEST_CASE("PDL prefetch: the named operand's prologue copies come before griddepcontrol.wait, the others after") {
@@ -365,7 +452,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
     }
     const auto& c = r.c->kernel.contraction;
     REQUIRE(c);
-    int n = 0;
+    int n = 0, n_ws = 0;
     for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {
       if (!g.wgmma) continue;
       CAPTURE(g.to_string());
@@ -380,7 +467,18 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
       CHECK(p.launches.at(0).pdl);
       auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
       CHECK_MESSAGE(!contains(cubin.log, "serializ"), cubin.log);
-      CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HGMMA"));
+      const auto scan = gpu::scan_cubin(cubin.cubin);
+      CHECK(scan.tensor_ops.count("HGMMA"));
+      if (g.tma_ws) {  // the persistent kernel: TMA loads (UTMALDG), its two tensor maps on the launch
+        CHECK(scan.copy_ops.count("UTMALDG"));
+        REQUIRE(p.launches.at(0).tensor_maps.size() == 2);
+        CHECK(p.launches[0].tensor_maps[0].im2col == (w.def == "conv2d_nhwc"));
+        CHECK(contains(p.source, "setmaxnreg.inc.sync.aligned.u32 232"));
+        CHECK_FALSE(contains(p.source, "__syncthreads();\n  if (warp_"));  // one barrier, before the roles split
+        ++n_ws;
+      } else {
+        CHECK(scan.copy_ops.empty());
+      }
       CHECK_THROWS_AS(gpu::compile_to_cubin(p.source, {.arch = "sm_90"}), gpu::CompileError);  // needs the sm_90a target (CompileError)
       if (std::getenv("TESSEL_DUMP_OPCODES")) {
         std::map<uint16_t, int> h;
@@ -393,6 +491,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
       ++n;
     }
     CHECK(n >= 3);
+    CHECK(n_ws >= 4);  // the persistent TMA kernel's candidates come first where TMA applies
   }
 }
 

@@ -229,6 +229,42 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
                            {{"M", 128}, {"N", 64}, {"K", 128}});
 }
 
+TEST_CASE("persistent TMA kernels (/ws, sm_90a) verify: every majorness, tails, batches, epilogues, stream-K, im2col convolutions, PDL") {
+  if (!have_sm90("wgmma")) return;
+  std::vector<emit_cuda::TcConfig> cfgs;
+  for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 64, 64, 256, 1, 4},
+                                                                          {256, 128, 64, 128, 128, 1, 4},
+                                                                          {128, 192, 64, 64, 192, 1, 5},
+                                                                          {128, 128, 64, 64, 128, 1, 2},
+                                                                          {128, 64, 64, 64, 64, 1, 8}}) {
+    g.wgmma = g.tma_ws = true;
+    for (bool sk : {false, true})
+      for (bool cs : {false, true}) {
+        g.stream_k = sk, g.stream_out = cs;
+        cfgs.push_back(g);
+      }
+  }
+  int ran = 0;
+  auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
+    const auto& c = r.c->kernel.contraction;
+    REQUIRE(c);
+    for (const auto& cfg : cfgs) {
+      if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
+      o.pdl = true;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
+      ++ran;
+    }
+  };
+  check_contraction_family(check_all, {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 200}, {"N", 192}, {"K", 96}}},
+                           {{"M", 256}, {"N", 128}, {"K", 192}},
+                           {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}},
+                           {{"M", 128}, {"N", 64}, {"K", 128}});
+  CHECK(ran >= 40);
+}
+
 TEST_CASE("skinny-GEMM variants verify: bulk operand copies, PDL with the weights prefetched, cluster split-K") {
   if (!have_sm90("bulk copies, clusters and PDL")) return;
   struct W {
