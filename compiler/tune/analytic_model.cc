@@ -272,6 +272,46 @@ double dram_estimate(const Problem& problem, double global_bytes) {
   return dram;
 }
 
+// Cycles one matched operand tile's fragments occupy the core's matrix units (all of them), on the
+// machine the problem is priced on: the description's shape of the matched types (not the
+// compile target's: `tessel tune --run-on` prices a kernel compiled for one description on
+// another), or, for a warp-level path (WMMA, mma.sync) on a GPU whose warp-level MMA issues below
+// the unit's peak (gpu.warp_mma_f16_macs_per_cycle: Hopper, where only wgmma reaches it), the
+// fragments' multiply-accumulates at that rate.
+double matched_fragment_cycles(const Problem& problem, const GroupTiling& t, int64_t frags) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const bool warp_level = problem.mma_path == MmaPath::Wmma || problem.mma_path == MmaPath::MmaSync;
+  const bool f16 = t.in_type == DType::F16 || t.in_type == DType::BF16;
+  if (warp_level && f16 && h.gpu && h.gpu->warp_mma_f16_macs_per_cycle > 0)
+    return double(frags) * t.unit_m * t.unit_n * t.unit_k / h.gpu->warp_mma_f16_macs_per_cycle;
+  uint32_t cycles = t.unit_cycles;
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const auto& shape : u->shapes)
+      if (shape.m == t.unit_m && shape.n == t.unit_n && shape.k == t.unit_k && shape.a == t.in_type) {
+        cycles = std::max<uint32_t>(1, shape.cycles);
+        return double(frags) * cycles / matrix_unit_count(h);
+      }
+  return double(frags) * cycles / matrix_unit_count(h);
+}
+
+// On a GPU whose description gives the L2's bandwidth, the global level's traffic is served by the
+// L2: every load and store of a stage tile passes it, and only the DRAM traffic (dram_estimate)
+// reaches the memory behind it. The description's global paths carry the DRAM's bandwidth split
+// over every SM (e.g. 1830 B/cycle / 132 SMs on an H100): right for a kernel streaming compulsory
+// data on all SMs, which the chip-wide DRAM bound below covers, but too slow for the repeated reads
+// of a GEMM's operands that hit in the L2. So a step to or from the global level moves at the L2's
+// bandwidth shared by the cores in use, at most what the core's stage level takes in (the fastest
+// path into it); nullopt where the description has no L2 figure (NPU, older GPU descriptions).
+std::optional<double> l2_share_per_core(const isa::Hierarchy& h, int64_t cores_used) {
+  if (!h.gpu || h.gpu->l2_bandwidth_bytes_per_cycle <= 0 || cores_used <= 0) return std::nullopt;
+  const std::string stage = h.level(isa::Role::Stage).name, global = h.level(isa::Role::Global).name;
+  double stage_in = 0;
+  for (const auto& p : h.paths)
+    if (p.to == stage && p.from != global) stage_in = std::max(stage_in, p.bandwidth_bytes_per_cycle);
+  const double share = h.gpu->l2_bandwidth_bytes_per_cycle / double(cores_used);
+  return stage_in > 0 ? std::min(share, stage_in) : share;
+}
+
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
@@ -304,7 +344,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     double compute = 0;
     if (t.matched) {
       const int64_t frags = ceil_div(inner[t.m], t.unit_m) * ceil_div(inner[t.n], t.unit_n) * ceil_div(inner[t.k], t.unit_k);
-      const double fragment_cycles = double(frags) * t.unit_cycles / matrix_unit_count(h);
+      const double fragment_cycles = matched_fragment_cycles(problem, t, frags);
       compute = double(Pc) * R * I * fragment_cycles + double(Pc) * R * I * matrix_startup(h);
       const double mmads = double(P) * R * I, in = dtype_bytes(t.in_type), acc = dtype_bytes(t.acc_type);
       const double tile_a = double(inner[t.m]) * inner[t.k] * in, tile_b = double(inner[t.k]) * inner[t.n] * in;
@@ -333,9 +373,17 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
     double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0, stage_bytes = 0;
     bool overlap = true;
+    const std::optional<double> l2_share = l2_share_per_core(h, used);
+    auto steps_of = [&](const std::string& from, const std::string& to) {
+      std::vector<Route> rt = route(h, from, to);
+      if (l2_share)
+        for (auto& step : rt)
+          if (step.from == global || step.to == global) step.bandwidth = *l2_share;
+      return rt;
+    };
     auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
       double t = 0;
-      for (const auto& step : route(h, from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
+      for (const auto& step : steps_of(from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
       return t;
     };
     auto lat = [&](const std::string& from, const std::string& to) {
@@ -344,9 +392,13 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       return l;
     };
     auto per_chunk = [&](const std::string& from, const std::string& to, double count, double bytes) {
-      for (const auto& step : route(h, from, to))
+      for (const auto& step : steps_of(from, to))
         if (step.bandwidth > 0) chunk[step.engine] += count * bytes / step.bandwidth;
     };
+    // wgmma reads its operands from the stage level through matrix descriptors: the tensor cores
+    // fetch them, no load instruction moves them (ncu's smsp__sass_data_bytes_mem_shared, the
+    // bytes of shared-memory instructions, does not see them)
+    const bool operands_by_instructions = problem.mma_path != MmaPath::Wgmma;
     const std::string stage = h.level(isa::Role::Stage).name;
     for (const auto& b : config.buffers) {
       if (b.group != int(gi)) continue;
@@ -368,7 +420,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
         if (src == global) global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
         // per stage tile: into the stage level once per copy, out of it I times per chunk
         if (b.level == stage) stage_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
-        if (src == stage) stage_bytes += bytes * double(I) * double(R);
+        if (src == stage && (operands_by_instructions || !t.matched)) stage_bytes += bytes * double(I) * double(R);
       }
       if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
         drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
@@ -389,7 +441,10 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     // core's next stage tile fills while the previous one drains, so the drain shows once per core
     const double steady = double(Pc) * double(R) * ((overlap ? busiest : sum) + handoff);
     const double core_time = double(Pc) * fill + steady + (overlap ? 1.0 : double(Pc)) * drain;
-    const double shared = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes * double(P) / g.shared_bandwidth_bytes_per_cycle : 0;
+    // all cores' global traffic over the chip's shared bandwidth: the L2's where the description
+    // gives it (the DRAM's part is bounded after the groups), otherwise the global level's
+    const double chip_bandwidth = l2_share ? h.gpu->l2_bandwidth_bytes_per_cycle : g.shared_bandwidth_bytes_per_cycle;
+    const double shared = chip_bandwidth > 0 ? global_bytes * double(P) / chip_bandwidth : 0;
     out.compute_cycles += compute;
     out.latency_cycles += double(Pc) * latency;
     out.shared_global_cycles += shared;
@@ -399,6 +454,12 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
   }
   ledger.instructions(instructions);
   out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  // with the L2 serving the global traffic, the DRAM's own share of it is a chip-wide bound too
+  if (l2_share_per_core(h, std::max<int64_t>(1, out.cores_used)) && g.shared_bandwidth_bytes_per_cycle > 0) {
+    const double dram_cycles = out.dram_bytes / g.shared_bandwidth_bytes_per_cycle;
+    out.shared_global_cycles = std::max(out.shared_global_cycles, dram_cycles);
+    out.total = std::max(out.total, dram_cycles);
+  }
   return out;
 }
 

@@ -20,6 +20,14 @@ uint32_t unit_cycles_of(const isa::Hierarchy& h, const poly::MatmulMatch& m) {
 
 }  // namespace
 
+MmaPath parse_mma_path(const std::string& name) {
+  if (name == "wmma") return MmaPath::Wmma;
+  if (name == "mma.sync") return MmaPath::MmaSync;
+  if (name == "wgmma") return MmaPath::Wgmma;
+  if (name == "simt" || name.empty()) return MmaPath::Unknown;
+  throw UserError("unknown tensor-core path '" + name + "' (known: wmma, mma.sync, wgmma, simt)");
+}
+
 FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
   CompileOptions o = options;
   o.tile.reset();

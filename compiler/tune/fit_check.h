@@ -62,6 +62,16 @@ struct ConfigInfo {
   std::map<std::string, uint64_t> level_bytes;  // with double buffering counted twice
 };
 
+// Which tensor-core instructions a GPU kernel issues (the CUDA emitter's path, chosen by the GPU
+// tile policy from the GPU tiles, compiler/emit_cuda/tile_policy.h). The analytic model prices
+// each at its own rate: warp-level WMMA and mma.sync at gpu.warp_mma_f16_macs_per_cycle where the
+// description gives it, wgmma at the matrix unit's peak. Unknown: the matrix unit's shape rate,
+// operands loaded by instructions.
+enum class MmaPath : uint8_t { Unknown, Wmma, MmaSync, Wgmma };
+// "wmma", "mma.sync", "wgmma" (the names `tessel run` reports); "simt" and "" give Unknown;
+// UserError naming the known paths otherwise.
+MmaPath parse_mma_path(const std::string& name);
+
 struct Problem {
   const ir::Function* function = nullptr;
   std::map<std::string, int64_t> sizes;
@@ -77,6 +87,8 @@ struct Problem {
   // The NPU convolution mapping (compiler/emit_npu/conv.cc) emits this kernel: the tile policy's
   // view of it; the fit check and the analytic model read its plan.
   std::optional<tile::ConvGeometry> npu_conv;
+  // GPU: the tensor-core path the kernel takes (set by `tessel tune --mma-path`).
+  MmaPath mma_path = MmaPath::Unknown;
 };
 
 class FitChecker {
