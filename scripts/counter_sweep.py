@@ -185,6 +185,8 @@ def measure(k, args, ncu, counters, tmp):
            "--kernel-name", "regex:^tessel_", "--log-file", base + ".csv"] + run
     rec = dict(k)
     rec["kernel_filter"] = "regex:^tessel_"  # what ncu profiled (scripts/counter_correlation.py reads it)
+    rec["tile_given"] = bool(k["tile"])
+    rec["row_kernels"] = True  # this tessel maps row programs run without --tile to register row kernels
     env = dict(os.environ, TESSEL_TUNE_DB=os.path.join(tmp, "no-db.json"))
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -207,6 +209,14 @@ def measure(k, args, ncu, counters, tmp):
     return rec
 
 
+def own_mapping(rec):
+    """Whether the record's kernel ran the target's own mapping, priced by `--predict default`: run
+    without --tile (records from before `tile_given` was recorded say so by having no --gpu-tiles)
+    by a tessel with the CUDA row kernels (`row_kernels`; false in records measured before they
+    existed, whose untiled kernels ran the SIMT walk of the tile the report names)."""
+    return not rec.get("tile_given", bool(rec.get("gpu_tiles"))) and rec.get("row_kernels", True)
+
+
 def predict(rec, tessel, env=None, run_on=None):
     """The analytic model's prediction for a record's configuration (`tessel tune --predict`), into
     rec["predicted"] (or rec["predict_error"]). The tile fits the description the kernel was compiled
@@ -215,8 +225,10 @@ def predict(rec, tessel, env=None, run_on=None):
     ran on an H100 runs at the H100's rates, not a T4's."""
     rec.pop("predicted", None)
     rec.pop("predict_error", None)
+    # a kernel run without --tile ran the target's own mapping (a GPU row kernel for softmax or layer
+    # norm, whatever the default tile the report names): 'default' prices that mapping
     cmd = [tessel, "tune", rec["file"], "--def", rec["def_name"], "--target", "isa/targets/%s.yaml" % rec["target"],
-           "--shape", rec["shape"], "--predict", rec["tile"]]
+           "--shape", rec["shape"], "--predict", "default" if own_mapping(rec) else rec["tile"]]
     if run_on:
         cmd += ["--run-on", run_on]
         rec["priced_on"] = run_on

@@ -225,7 +225,9 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
-  cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
+  cmd->add_option("--predict", o->predict,
+                  "print the analytic model's prediction for these tile specs ('default': the target's own mapping "
+                  "without a tile, e.g. a GPU row kernel) and exit");
   cmd->add_option("--run-on", o->run_on,
                   "with --predict: price the configurations on this description (the machine the kernel runs on, e.g. "
                   "isa/targets/sm90-h100.yaml for a kernel compiled for sm75 that ran on an H100); tile fit from --target")
@@ -264,17 +266,21 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       throw UserError("tessel tune: --run-on and --mma-path go with --predict");
     if (!o->predict.empty()) {
       const tune::Problem priced = priced_problem(p, o->run_on, o->mma_path);
+      // 'default': the target's own mapping without a tile spec (as `tessel run` without --tile)
+      auto spec_of = [&](const std::string& t) { return t == "default" ? fit.compiled_tile_spec() : tile::parse_tile_spec(t); };
       std::vector<tile::TileSpec> specs;
-      for (const auto& t : o->predict) specs.push_back(tile::parse_tile_spec(t));
+      for (const auto& t : o->predict) specs.push_back(spec_of(t));
       if (fit.detect_fixed_mapping(specs)) std::cout << "note: " << p.fixed_mapping << "\n";
       for (const auto& t : o->predict) {
+        std::optional<tune::AnalyticBreakdown> own = t == "default" ? tune::default_mapping_breakdown(priced) : std::nullopt;
         std::string why;
-        const auto info = fit.check(tile::parse_tile_spec(t), &why);
-        if (!info) {
+        const auto info = own ? std::nullopt : fit.check(spec_of(t), &why);
+        if (!own && !info) {
           std::cout << t << ": does not fit: " << why << "\n";
           continue;
         }
-        const auto b = tune::analytic_breakdown(priced, *info);
+        if (own && priced.gpu_row_kernel) std::cout << "note: default: the register row kernel, " << priced.gpu_row_kernel->explain << "\n";
+        const auto b = own ? *own : tune::analytic_breakdown(priced, *info);
         std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
                                  t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
         for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);

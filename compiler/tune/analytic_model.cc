@@ -16,6 +16,21 @@
 // All stage tiles' global traffic also passes the global level's shared bandwidth; the result is
 // the larger of the per-core time and that.
 //
+// GPU descriptions (issue 19 item 2, compared with Nsight Compute's counters):
+//   - the matrix rate is that of the problem's description (the machine the kernel runs on, which
+//     `tessel tune --predict --run-on` may set apart from the one it was compiled for) and of the
+//     kernel's tensor-core path (Problem::mma_path): WMMA and mma.sync at
+//     gpu.warp_mma_f16_macs_per_cycle where the description gives it (Hopper), wgmma at the unit's;
+//   - with gpu.l2_bandwidth_bytes_per_cycle, global loads and stores move at the L2's bandwidth
+//     shared by the cores in use (at most the fastest path into the stage level), all cores'
+//     global bytes over the L2's bandwidth and the DRAM bytes over the global level's bound the
+//     whole kernel;
+//   - stage bytes are those shared-memory instructions move: not wgmma's operand reads (matrix
+//     descriptors), and every buffer of an unmatched group (the SIMT walk keeps them all in shared
+//     memory), written and read once per copy;
+//   - default_mapping_breakdown prices the register row kernel the emitter maps a row program to
+//     when given no tile spec.
+//
 // Beside the time, a Ledger counts what the same moves and operations cost each pipe (busy cycles
 // of the busiest core, for the per-pipe correlation with the simulator) and the whole run's energy:
 // each move reads its source level, writes its destination and is priced per byte by its engine;
@@ -400,9 +415,15 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     // bytes of shared-memory instructions, does not see them)
     const bool operands_by_instructions = problem.mma_path != MmaPath::Wgmma;
     const std::string stage = h.level(isa::Role::Stage).name;
+    // The GPU's SIMT walk (compiler/emit_cuda/emit_simt.h) keeps every buffer of a group in shared
+    // memory, whatever level promotion placed it at: each copy writes it there and the compute
+    // reads it back (an output buffer the other way round), all by shared-memory instructions.
+    const bool simt_walk = h.gpu && !t.matched;
     for (const auto& b : config.buffers) {
       if (b.group != int(gi)) continue;
       const double bytes = double(b.bytes);
+      if (simt_walk && b.level != stage)
+        stage_bytes += 2.0 * bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0));
       if (b.copy_in) {
         const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
         const double uses = b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0);
@@ -460,6 +481,44 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     out.shared_global_cycles = std::max(out.shared_global_cycles, dram_cycles);
     out.total = std::max(out.total, dram_cycles);
   }
+  return out;
+}
+
+// The register row kernel (compiler/emit_cuda/row_kernel.h): each input element read once and
+// each output element written once, the rows spread over min(SMs, row blocks) cores. Per core its
+// share of those bytes at the global path's bandwidth (the L2's share where the description gives
+// it), behind one global read and one write latency, overlapped with the vector units' work (one
+// 4-byte pass over the rows per statement, as the tiled model counts it); the chip-wide L2 and DRAM
+// bounds as for tiled kernels. Its rows live in registers: no stage-level traffic counted (the
+// cross-warp reductions' few bytes through shared memory are left out).
+std::optional<AnalyticBreakdown> default_mapping_breakdown(const Problem& problem) {
+  if (!problem.gpu_row_kernel) return std::nullopt;
+  const emit_cuda::RowKernelPlan& plan = *problem.gpu_row_kernel;
+  const isa::Hierarchy& h = problem.hierarchy;
+  const isa::Level& g = h.level(isa::Role::Global);
+  AnalyticBreakdown out;
+  const Compulsory c = compulsory_bytes(problem);
+  out.global_bytes = c.total();
+  out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  const int64_t blocks = ceil_div(plan.rows, std::max(1, plan.rows_per_block));
+  out.tiles = plan.rows;
+  out.cores_used = std::max<int64_t>(1, std::min<int64_t>(std::max<uint32_t>(1, h.cores), blocks));
+  const std::string vector = h.level(isa::Role::Vector).name;
+  double bandwidth = 0;
+  if (const auto share = l2_share_per_core(h, out.cores_used)) bandwidth = *share;
+  else if (const auto* p = h.find_path(g.name, vector)) bandwidth = p->bandwidth_bytes_per_cycle;
+  const double per_core_bytes = out.global_bytes / double(out.cores_used);
+  const double memory = bandwidth > 0 ? per_core_bytes / bandwidth : 0;
+  double statements = problem.function ? double(problem.function->statements.size()) : 1.0;
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Vector))
+    if (u->bytes_per_repeat > 0)
+      out.compute_cycles = double(plan.rows) * double(plan.cols) * 4.0 * statements / u->bytes_per_repeat / double(out.cores_used);
+  out.latency_cycles = double(g.read_latency_cycles) + double(g.write_latency_cycles);
+  if (const auto* p = h.find_path(g.name, vector)) out.engine_cycles[p->engine] = memory;
+  const double l2 = h.gpu && h.gpu->l2_bandwidth_bytes_per_cycle > 0 ? out.global_bytes / h.gpu->l2_bandwidth_bytes_per_cycle : 0;
+  const double dram = g.shared_bandwidth_bytes_per_cycle > 0 ? out.dram_bytes / g.shared_bandwidth_bytes_per_cycle : 0;
+  out.shared_global_cycles = std::max(l2, dram);
+  out.total = std::max(std::max(memory, out.compute_cycles) + out.latency_cycles, out.shared_global_cycles);
   return out;
 }
 

@@ -54,6 +54,8 @@ FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
   options_ = o;
   if (base_->hierarchy.kind == isa::TargetKind::Npu)
     problem_.npu_conv = emit_npu::conv_geometry(base_->kernel, isa::npu_machine(base_->hierarchy));
+  else
+    problem_.gpu_row_kernel = emit_cuda::plan_row_kernel(base_->kernel, isa::GpuMachine::from(base_->hierarchy), nullptr);
 }
 
 std::optional<tile::ConvPlanResult> FitChecker::conv_plan(const tile::TileSpec* spec) const {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/pipeline.h"
 #include "compiler/tile/npu_conv_plan.h"
 
@@ -89,6 +90,10 @@ struct Problem {
   std::optional<tile::ConvGeometry> npu_conv;
   // GPU: the tensor-core path the kernel takes (set by `tessel tune --mma-path`).
   MmaPath mma_path = MmaPath::Unknown;
+  // GPU: the plan of the register row kernel (compiler/emit_cuda/row_kernel.h) the CUDA emitter
+  // maps this kernel to when it is given no tile spec (softmax, layer norm: each input read once,
+  // each output written once, whatever the default tile says); nullopt when it is not a row program.
+  std::optional<emit_cuda::RowKernelPlan> gpu_row_kernel;
 };
 
 class FitChecker {
@@ -108,6 +113,8 @@ class FitChecker {
   std::string why_not_fast() const;
   void set_fast(bool on);
   const Problem& problem() const { return problem_; }
+  // The tile spec the pipeline chose without one (what `tessel compile` / `run` without --tile use).
+  const tile::TileSpec& compiled_tile_spec() const { return base_->tile_spec; }
   // NPU convolutions: plans the samples (fitting tile specs) and the default; when every plan is
   // the same, sets Problem::fixed_mapping. Returns whether it is set.
   bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);
