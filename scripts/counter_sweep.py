@@ -43,6 +43,9 @@ COUNTERS = [
     "lts__t_bytes.sum",                             # every L2 access, bytes
     "smsp__sass_data_bytes_mem_shared.sum",         # shared bytes by SASS instructions (LDS/STS/LDSM)
     "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",  # shared wavefronts (information)
+    # L2 sectors by source (information): the SMs' own requests, and those arriving over the fabric
+    # between the two L2 partitions (A100 / H100), to see what lts__t_bytes counts beyond requests
+    "lts__t_sectors_srcunit_tex.sum", "lts__t_sectors_srcunit_ltcfabric.sum",
     "sm__cycles_elapsed.avg",
 ]
 

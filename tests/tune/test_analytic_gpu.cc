@@ -148,3 +148,17 @@ TEST_CASE("tensor-core paths are named as tessel run reports them") {
   CHECK(parse_mma_path("") == MmaPath::Unknown);
   CHECK_THROWS_WITH_AS(parse_mma_path("hmma"), doctest::Contains("unknown tensor-core path 'hmma'"), UserError);
 }
+
+TEST_CASE("analytic model: a fused group's stage tiles are over its tile axes only") {
+  // softmax 64 x 256 tiled m=2/2,n=16/16: its statements share one row tile (poly/fusion.h), the
+  // column index n of the element-wise statements is walked inside it as the reductions' is, so
+  // 64 / 2 = 32 stage tiles (not 32 x 256 / 16), and X is read once: 64 x 256 x 2 B in, Y as much out
+  Workload s("bert.tsl", "softmax", {{"M", 64}, {"N", 256}});
+  FitChecker fit(*s.f, s.options);
+  const auto info = fit.check(tile::parse_tile_spec("m=2/2,n=16/16"));
+  REQUIRE(info.has_value());
+  const AnalyticBreakdown b = analytic_breakdown(fit.problem(), *info);
+  CHECK(b.tiles == 32);
+  CHECK(b.cores_used == 32);
+  CHECK(b.global_bytes == 2.0 * 64 * 256 * 2);
+}
