@@ -140,6 +140,7 @@ const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth
 const std::set<std::string> kGpuKeys = {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
                                         "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin",
                                         "shared_bytes_per_sm", "l2_cache_bytes", "l2_bandwidth_bytes_per_cycle", "l2_hit_latency_cycles",
+                                        "warp_mma_f16_macs_per_cycle",
                                         "shared_bytes_reserved_per_block",
                                         "vector_access_bytes", "mma_sync_shape", "wgmma_shape", "warps_per_warpgroup",
                                         "cluster_max_blocks", "bulk_copy_alignment_bytes", "features"};
@@ -451,6 +452,9 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   if (!(g.l2_bandwidth_bytes_per_cycle >= 0 && g.l2_bandwidth_bytes_per_cycle <= 1e6))
     f.fail(node["l2_bandwidth_bytes_per_cycle"], "gpu.l2_bandwidth_bytes_per_cycle", "must be between 0 and 1e6");
   g.l2_hit_latency_cycles = f.count<uint32_t>("l2_hit_latency_cycles", false, 0, kMaxCycles);
+  g.warp_mma_f16_macs_per_cycle = f.number("warp_mma_f16_macs_per_cycle", false);
+  if (!(g.warp_mma_f16_macs_per_cycle >= 0 && g.warp_mma_f16_macs_per_cycle <= 1e6))
+    f.fail(node["warp_mma_f16_macs_per_cycle"], "gpu.warp_mma_f16_macs_per_cycle", "must be between 0 and 1e6");
   for (const char* key : {"warp_size", "max_threads_per_block", "registers_per_sm", "shared_bytes_per_sm"})
     if (f.count<uint64_t>(key, true, 0, kMaxOnChipBytes) == 0) f.fail(node[key], std::string("gpu.") + key, "must be positive");
   g.shared_bytes_reserved_per_block = f.count<uint64_t>("shared_bytes_reserved_per_block", true, 0, kMaxOnChipBytes);

@@ -129,6 +129,12 @@ struct GpuProperties {
   // of a load that hits in L2 (SM cycles). `tessel check-hierarchy --device --measure` checks them.
   double l2_bandwidth_bytes_per_cycle = 0;
   uint32_t l2_hit_latency_cycles = 0;
+  // Optional (0: the matrix unit's own shape rate): f16 / bf16 -> f32 multiply-accumulates per SM
+  // cycle that warp-level MMA reaches, where it is slower than the matrix unit's peak. On Hopper
+  // the peak is reached only by the warpgroup MMA (wgmma); mma.sync and WMMA (which compiles to
+  // the same HMMA.16816 instructions on sm_80+) issue at a lower rate. The analytic cost model
+  // prices WMMA and mma.sync kernels with it (compiler/tune/analytic_model.cc).
+  double warp_mma_f16_macs_per_cycle = 0;
   // What the CUDA emitter and the GPU tile policy need beyond the device's own properties
   // (isa/gpu_machine.h carries them to the compiler):
   uint64_t shared_bytes_reserved_per_block = 0;  // an SM keeps this much of its shared memory per resident block

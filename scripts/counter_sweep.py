@@ -13,6 +13,13 @@ bytes per level). Writes one JSON record per kernel to OUT.jsonl, read by
 scripts/counter_correlation.py.
 
   scripts/counter_sweep.py --tessel build/dev/bin/tessel --out /tmp/out/counters.jsonl [--jobs 6] [--quick]
+      [--run-on isa/targets/sm90-h100.yaml]
+  scripts/counter_sweep.py --tessel BIN --repredict IN.jsonl --out OUT.jsonl [--run-on HIERARCHY.yaml]
+
+Only kernels named tessel_* are profiled (ncu --kernel-name): the cuBLAS launches of `tessel run`'s
+library check are not ours. Predictions are priced with --run-on's description when given (the
+GPU the kernels run on; otherwise each kernel's own --target description) at the rate of the
+kernel's tensor-core path.
 
 ncu is looked up on PATH, then /usr/local/cuda/bin. Counters the device's ncu does not know are
 dropped (named on stderr)."""
@@ -36,6 +43,9 @@ COUNTERS = [
     "lts__t_bytes.sum",                             # every L2 access, bytes
     "smsp__sass_data_bytes_mem_shared.sum",         # shared bytes by SASS instructions (LDS/STS/LDSM)
     "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",  # shared wavefronts (information)
+    # L2 sectors by source (information): the SMs' own requests, and those arriving over the fabric
+    # between the two L2 partitions (A100 / H100), to see what lts__t_bytes counts beyond requests
+    "lts__t_sectors_srcunit_tex.sum", "lts__t_sectors_srcunit_ltcfabric.sum",
     "sm__cycles_elapsed.avg",
 ]
 
@@ -172,9 +182,14 @@ def measure(k, args, ncu, counters, tmp):
         run += ["--tile", k["tile"]]
     if k.get("gpu_tiles"):
         run += ["--gpu-tiles", k["gpu_tiles"]]
+    # only tessel's kernels (all named tessel_*): a large GEMM is verified against cuBLAS in the same
+    # process, whose launches would otherwise be summed with ours
     cmd = [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(counters),
-           "--log-file", base + ".csv"] + run
+           "--kernel-name", "regex:^tessel_", "--log-file", base + ".csv"] + run
     rec = dict(k)
+    rec["kernel_filter"] = "regex:^tessel_"  # what ncu profiled (scripts/counter_correlation.py reads it)
+    rec["tile_given"] = bool(k["tile"])
+    rec["row_kernels"] = True  # this tessel maps row programs run without --tile to register row kernels
     env = dict(os.environ, TESSEL_TUNE_DB=os.path.join(tmp, "no-db.json"))
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -192,18 +207,37 @@ def measure(k, args, ncu, counters, tmp):
     rec["path"] = path_of(report)
     rec["measured"], rec["launches"] = parse_ncu_csv(base + ".csv")
     if rec["tile"]:
-        predict(rec, args.tessel, env)
+        predict(rec, args.tessel, env, args.run_on)
     rec["seconds"] = round(time.time() - t0, 1)
     return rec
 
 
-def predict(rec, tessel, env=None):
+def own_mapping(rec):
+    """Whether the record's kernel ran the target's own mapping, priced by `--predict default`: run
+    without --tile (records from before `tile_given` was recorded say so by having no --gpu-tiles)
+    by a tessel with the CUDA row kernels (`row_kernels`; false in records measured before they
+    existed, whose untiled kernels ran the SIMT walk of the tile the report names)."""
+    return not rec.get("tile_given", bool(rec.get("gpu_tiles"))) and rec.get("row_kernels", True)
+
+
+def predict(rec, tessel, env=None, run_on=None):
     """The analytic model's prediction for a record's configuration (`tessel tune --predict`), into
-    rec["predicted"] (or rec["predict_error"])."""
+    rec["predicted"] (or rec["predict_error"]). The tile fits the description the kernel was compiled
+    for (rec["target"]); with `run_on` (the description of the GPU it ran on) the prediction is priced
+    there, at the rate of the record's tensor-core path (rec["path"]): a kernel compiled for sm75 that
+    ran on an H100 runs at the H100's rates, not a T4's."""
     rec.pop("predicted", None)
     rec.pop("predict_error", None)
-    pred = subprocess.run([tessel, "tune", rec["file"], "--def", rec["def_name"], "--target", "isa/targets/%s.yaml" % rec["target"],
-                           "--shape", rec["shape"], "--predict", rec["tile"]], capture_output=True, text=True, timeout=120, env=env)
+    # a kernel run without --tile ran the target's own mapping (a GPU row kernel for softmax or layer
+    # norm, whatever the default tile the report names): 'default' prices that mapping
+    cmd = [tessel, "tune", rec["file"], "--def", rec["def_name"], "--target", "isa/targets/%s.yaml" % rec["target"],
+           "--shape", rec["shape"], "--predict", "default" if own_mapping(rec) else rec["tile"]]
+    if run_on:
+        cmd += ["--run-on", run_on]
+        rec["priced_on"] = run_on
+    if rec.get("path"):
+        cmd += ["--mma-path", rec["path"]]
+    pred = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     m = PREDICT_RE.search(pred.stdout)
     if m:
         rec["predicted"] = dict(cycles=float(m.group(1)), global_bytes=float(m.group(2)), dram_bytes=float(m.group(3)),
@@ -212,13 +246,13 @@ def predict(rec, tessel, env=None):
         rec["predict_error"] = (pred.stdout + pred.stderr).strip()[-300:]
 
 
-def repredict(path, out, tessel):
+def repredict(path, out, tessel, run_on=None):
     """The recorded measurements of `path` with the present model's predictions (no GPU needed)."""
     recs = [json.loads(line) for line in open(path) if line.strip()]
     with open(out, "w") as f:
         for rec in recs:
             if rec.get("tile") and rec.get("measured"):
-                predict(rec, tessel)
+                predict(rec, tessel, run_on=run_on)
             f.write(json.dumps(rec) + "\n")
     print("counter_sweep: %d records re-predicted into %s" % (len(recs), out))
     return 0
@@ -234,9 +268,12 @@ def main():
     ap.add_argument("--keep", help="directory for ncu's CSV and the run reports (default: a temporary one)")
     ap.add_argument("--repredict", metavar="IN.jsonl",
                     help="no measurement: the records of IN.jsonl with the present model's predictions, into --out")
+    ap.add_argument("--run-on", metavar="HIERARCHY.yaml",
+                    help="the description of the GPU the kernels run on (isa/targets/sm90-h100.yaml on an H100): "
+                         "predictions are priced there, at each kernel's tensor-core path rate")
     args = ap.parse_args()
     if args.repredict:
-        return repredict(args.repredict, args.out, args.tessel)
+        return repredict(args.repredict, args.out, args.tessel, args.run_on)
     ncu = find_ncu()
     if not ncu:
         print("counter_sweep: no ncu on PATH or under /usr/local/cuda/bin", file=sys.stderr)

@@ -43,6 +43,7 @@ if [ "${SWEEP:-1}" = 1 ]; then
   t0=$(date +%s)
   Q=""; [ "${QUICK:-0}" = 1 ] && Q=--quick
   timeout ${SWEEP_S:-330} /usr/bin/python3 scripts/counter_sweep.py --tessel $T --out $OUT/counters.jsonl --jobs ${JOBS:-6} $Q \
+    --run-on isa/targets/$DESC.yaml \
     --keep /tmp/tessel-ncu > $OUT/sweep.txt 2>&1
   echo "sweep: rc=$? ($(( $(date +%s) - t0 )) s), $(grep -c ' ok' $OUT/sweep.txt) ok, $(grep -c FAILED $OUT/sweep.txt) failed"
   grep -E "FAILED|does not know|no ncu" $OUT/sweep.txt | head -8

@@ -1,6 +1,7 @@
 // tessel tune OP.tsl --target HIERARCHY.yaml --shape M=..,N=.. [--space SPEC] [--strategy S]
 //            [--trials N] [--seed S] [--log tune.jsonl] [--db best.json] [--jobs J] [--model M]
-//            [--dump-space FILE.csv] [--predict TILE ...] [--measure TILE|default ...] [--propose N]
+//            [--dump-space FILE.csv] [--predict TILE ... [--run-on HIERARCHY.yaml] [--mma-path P]]
+//            [--measure TILE|default ...] [--propose N]
 // The auto-tuner (compiler/tune/, issue 8): builds the search space (tile configurations that fit
 // the description's levels), then measures what the strategy proposes on the simulator (NPU
 // descriptions, timing-only, `--jobs` processes in parallel) or the GPU, logging every measurement
@@ -8,6 +9,9 @@
 // For drivers that measure elsewhere (scripts/tessel_dask.py, issue 18): `--measure` measures the
 // given configurations and prints one log record per line (stdout, no log or database written);
 // `--propose N` prints the strategy's next N configurations given the log, one JSON object a line.
+// `--predict` prints the analytic model's breakdown; with `--run-on` it is priced on another
+// description than `--target` (the machine a kernel compiled for --target ran on) and with
+// `--mma-path` at that tensor-core path's rate (issue 19 item 2: scripts/counter_sweep.py).
 #include <unistd.h>
 
 #include <chrono>
@@ -44,12 +48,35 @@ struct TuneFlags {
   PipelineFlags pipeline;
   std::string space, strategy = "model", model = "analytic", log, db, dump_space, replay;
   std::vector<std::string> predict, measure;
+  std::string run_on, mma_path;  // --predict: the machine the kernel runs on, its tensor-core path
   int propose = 0;
   int trials = 64, jobs = 0, batch = 0;
   uint64_t seed = 1;
   double timeout_s = 120;
   bool no_progress = false;
 };
+
+// The problem --predict prices: `p` (tile fit and buffers from --target) on the description
+// `run_on` (the machine the kernel runs on; "" keeps --target's) with the tensor-core path
+// `mma_path`. The run-on description must carry every level of the target's under the same role
+// (the buffers name them).
+tune::Problem priced_problem(const tune::Problem& p, const std::string& run_on, const std::string& mma_path) {
+  tune::Problem out = p;
+  out.mma_path = tune::parse_mma_path(mma_path);
+  if (run_on.empty()) return out;
+  isa::Hierarchy h = isa::load_hierarchy(run_on);
+  if (h.kind != p.hierarchy.kind)
+    throw UserError("--run-on " + run_on + ": a " + std::string(isa::target_kind_name(h.kind)) + " description, --target is " +
+                    std::string(isa::target_kind_name(p.hierarchy.kind)));
+  for (const auto& l : p.hierarchy.levels) {
+    const isa::Level* same = h.find_level(l.name);
+    if (!same || same->role != l.role)
+      throw UserError("--run-on " + run_on + ": no level '" + l.name + "' with role " + std::string(isa::role_name(l.role)) +
+                      " (the target " + p.hierarchy.name + " places buffers there)");
+  }
+  out.hierarchy = std::move(h);
+  return out;
+}
 
 void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::string& path) {
   std::ostringstream file;  // written through the checked writer at the end
@@ -198,7 +225,17 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
-  cmd->add_option("--predict", o->predict, "print the analytic model's prediction for these tile specs and exit");
+  cmd->add_option("--predict", o->predict,
+                  "print the analytic model's prediction for these tile specs ('default': the target's own mapping "
+                  "without a tile, e.g. a GPU row kernel) and exit");
+  cmd->add_option("--run-on", o->run_on,
+                  "with --predict: price the configurations on this description (the machine the kernel runs on, e.g. "
+                  "isa/targets/sm90-h100.yaml for a kernel compiled for sm75 that ran on an H100); tile fit from --target")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--mma-path", o->mma_path,
+                  "with --predict: the tensor-core path the kernel takes (wmma, mma.sync, wgmma or simt, as tessel run "
+                  "reports it); each is priced at its own rate (default: the matrix unit's shape rate)")
+      ->check(CLI::IsMember({"wmma", "mma.sync", "wgmma", "simt"}));
   cmd->add_option("--measure", o->measure,
                   "measure these tile specs ('default': the target's own tile policy, no tile) and print one log "
                   "record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
@@ -225,25 +262,32 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     // every configuration through tile + promote (slow; for checking the fit check's model)
     if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
     const tune::Problem& p = fit.problem();
+    if ((!o->run_on.empty() || !o->mma_path.empty()) && o->predict.empty())
+      throw UserError("tessel tune: --run-on and --mma-path go with --predict");
     if (!o->predict.empty()) {
+      const tune::Problem priced = priced_problem(p, o->run_on, o->mma_path);
+      // 'default': the target's own mapping without a tile spec (as `tessel run` without --tile)
+      auto spec_of = [&](const std::string& t) { return t == "default" ? fit.compiled_tile_spec() : tile::parse_tile_spec(t); };
       std::vector<tile::TileSpec> specs;
-      for (const auto& t : o->predict) specs.push_back(tile::parse_tile_spec(t));
+      for (const auto& t : o->predict) specs.push_back(spec_of(t));
       if (fit.detect_fixed_mapping(specs)) std::cout << "note: " << p.fixed_mapping << "\n";
       for (const auto& t : o->predict) {
+        std::optional<tune::AnalyticBreakdown> own = t == "default" ? tune::default_mapping_breakdown(priced) : std::nullopt;
         std::string why;
-        const auto info = fit.check(tile::parse_tile_spec(t), &why);
-        if (!info) {
+        const auto info = own ? std::nullopt : fit.check(spec_of(t), &why);
+        if (!own && !info) {
           std::cout << t << ": does not fit: " << why << "\n";
           continue;
         }
-        const auto b = tune::analytic_breakdown(p, *info);
+        if (own && priced.gpu_row_kernel) std::cout << "note: default: the register row kernel, " << priced.gpu_row_kernel->explain << "\n";
+        const auto b = own ? *own : tune::analytic_breakdown(priced, *info);
         std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
                                  t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
         for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
         std::cout << fmt::format("; {} tiles on {} cores)", b.tiles, b.cores_used);
         // bytes per level and the time at the description's clock (issue 19: compared with ncu)
         std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}; {:.3f} us at {:g} MHz\n", b.global_bytes,
-                                 b.dram_bytes, b.stage_bytes, b.total / p.hierarchy.clock_mhz, p.hierarchy.clock_mhz);
+                                 b.dram_bytes, b.stage_bytes, b.total / priced.hierarchy.clock_mhz, priced.hierarchy.clock_mhz);
         if (b.energy_pj > 0) {
           std::cout << fmt::format("  energy {:.4g} nJ", b.energy_pj / 1000);
           if (b.macs > 0) std::cout << fmt::format(" ({:.3f} pJ/MAC)", b.energy_pj / b.macs);

@@ -16,6 +16,21 @@
 // All stage tiles' global traffic also passes the global level's shared bandwidth; the result is
 // the larger of the per-core time and that.
 //
+// GPU descriptions (issue 19 item 2, compared with Nsight Compute's counters):
+//   - the matrix rate is that of the problem's description (the machine the kernel runs on, which
+//     `tessel tune --predict --run-on` may set apart from the one it was compiled for) and of the
+//     kernel's tensor-core path (Problem::mma_path): WMMA and mma.sync at
+//     gpu.warp_mma_f16_macs_per_cycle where the description gives it (Hopper), wgmma at the unit's;
+//   - with gpu.l2_bandwidth_bytes_per_cycle, global loads and stores move at the L2's bandwidth
+//     shared by the cores in use (at most the fastest path into the stage level), all cores'
+//     global bytes over the L2's bandwidth and the DRAM bytes over the global level's bound the
+//     whole kernel;
+//   - stage bytes are those shared-memory instructions move: not wgmma's operand reads (matrix
+//     descriptors), and every buffer of an unmatched group (the SIMT walk keeps them all in shared
+//     memory), written and read once per copy;
+//   - default_mapping_breakdown prices the register row kernel the emitter maps a row program to
+//     when given no tile spec.
+//
 // Beside the time, a Ledger counts what the same moves and operations cost each pipe (busy cycles
 // of the busiest core, for the per-pipe correlation with the simulator) and the whole run's energy:
 // each move reads its source level, writes its destination and is priced per byte by its engine;
@@ -272,6 +287,46 @@ double dram_estimate(const Problem& problem, double global_bytes) {
   return dram;
 }
 
+// Cycles one matched operand tile's fragments occupy the core's matrix units (all of them), on the
+// machine the problem is priced on: the description's shape of the matched types (not the
+// compile target's: `tessel tune --run-on` prices a kernel compiled for one description on
+// another), or, for a warp-level path (WMMA, mma.sync) on a GPU whose warp-level MMA issues below
+// the unit's peak (gpu.warp_mma_f16_macs_per_cycle: Hopper, where only wgmma reaches it), the
+// fragments' multiply-accumulates at that rate.
+double matched_fragment_cycles(const Problem& problem, const GroupTiling& t, int64_t frags) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const bool warp_level = problem.mma_path == MmaPath::Wmma || problem.mma_path == MmaPath::MmaSync;
+  const bool f16 = t.in_type == DType::F16 || t.in_type == DType::BF16;
+  if (warp_level && f16 && h.gpu && h.gpu->warp_mma_f16_macs_per_cycle > 0)
+    return double(frags) * t.unit_m * t.unit_n * t.unit_k / h.gpu->warp_mma_f16_macs_per_cycle;
+  uint32_t cycles = t.unit_cycles;
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const auto& shape : u->shapes)
+      if (shape.m == t.unit_m && shape.n == t.unit_n && shape.k == t.unit_k && shape.a == t.in_type) {
+        cycles = std::max<uint32_t>(1, shape.cycles);
+        return double(frags) * cycles / matrix_unit_count(h);
+      }
+  return double(frags) * cycles / matrix_unit_count(h);
+}
+
+// On a GPU whose description gives the L2's bandwidth, the global level's traffic is served by the
+// L2: every load and store of a stage tile passes it, and only the DRAM traffic (dram_estimate)
+// reaches the memory behind it. The description's global paths carry the DRAM's bandwidth split
+// over every SM (e.g. 1830 B/cycle / 132 SMs on an H100): right for a kernel streaming compulsory
+// data on all SMs, which the chip-wide DRAM bound below covers, but too slow for the repeated reads
+// of a GEMM's operands that hit in the L2. So a step to or from the global level moves at the L2's
+// bandwidth shared by the cores in use, at most what the core's stage level takes in (the fastest
+// path into it); nullopt where the description has no L2 figure (NPU, older GPU descriptions).
+std::optional<double> l2_share_per_core(const isa::Hierarchy& h, int64_t cores_used) {
+  if (!h.gpu || h.gpu->l2_bandwidth_bytes_per_cycle <= 0 || cores_used <= 0) return std::nullopt;
+  const std::string stage = h.level(isa::Role::Stage).name, global = h.level(isa::Role::Global).name;
+  double stage_in = 0;
+  for (const auto& p : h.paths)
+    if (p.to == stage && p.from != global) stage_in = std::max(stage_in, p.bandwidth_bytes_per_cycle);
+  const double share = h.gpu->l2_bandwidth_bytes_per_cycle / double(cores_used);
+  return stage_in > 0 ? std::min(share, stage_in) : share;
+}
+
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
@@ -304,7 +359,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     double compute = 0;
     if (t.matched) {
       const int64_t frags = ceil_div(inner[t.m], t.unit_m) * ceil_div(inner[t.n], t.unit_n) * ceil_div(inner[t.k], t.unit_k);
-      const double fragment_cycles = double(frags) * t.unit_cycles / matrix_unit_count(h);
+      const double fragment_cycles = matched_fragment_cycles(problem, t, frags);
       compute = double(Pc) * R * I * fragment_cycles + double(Pc) * R * I * matrix_startup(h);
       const double mmads = double(P) * R * I, in = dtype_bytes(t.in_type), acc = dtype_bytes(t.acc_type);
       const double tile_a = double(inner[t.m]) * inner[t.k] * in, tile_b = double(inner[t.k]) * inner[t.n] * in;
@@ -333,9 +388,17 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
     double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0, stage_bytes = 0;
     bool overlap = true;
+    const std::optional<double> l2_share = l2_share_per_core(h, used);
+    auto steps_of = [&](const std::string& from, const std::string& to) {
+      std::vector<Route> rt = route(h, from, to);
+      if (l2_share)
+        for (auto& step : rt)
+          if (step.from == global || step.to == global) step.bandwidth = *l2_share;
+      return rt;
+    };
     auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
       double t = 0;
-      for (const auto& step : route(h, from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
+      for (const auto& step : steps_of(from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
       return t;
     };
     auto lat = [&](const std::string& from, const std::string& to) {
@@ -344,13 +407,23 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
       return l;
     };
     auto per_chunk = [&](const std::string& from, const std::string& to, double count, double bytes) {
-      for (const auto& step : route(h, from, to))
+      for (const auto& step : steps_of(from, to))
         if (step.bandwidth > 0) chunk[step.engine] += count * bytes / step.bandwidth;
     };
+    // wgmma reads its operands from the stage level through matrix descriptors: the tensor cores
+    // fetch them, no load instruction moves them (ncu's smsp__sass_data_bytes_mem_shared, the
+    // bytes of shared-memory instructions, does not see them)
+    const bool operands_by_instructions = problem.mma_path != MmaPath::Wgmma;
     const std::string stage = h.level(isa::Role::Stage).name;
+    // The GPU's SIMT walk (compiler/emit_cuda/emit_simt.h) keeps every buffer of a group in shared
+    // memory, whatever level promotion placed it at: each copy writes it there and the compute
+    // reads it back (an output buffer the other way round), all by shared-memory instructions.
+    const bool simt_walk = h.gpu && !t.matched;
     for (const auto& b : config.buffers) {
       if (b.group != int(gi)) continue;
       const double bytes = double(b.bytes);
+      if (simt_walk && b.level != stage)
+        stage_bytes += 2.0 * bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0));
       if (b.copy_in) {
         const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
         const double uses = b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0);
@@ -368,7 +441,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
         if (src == global) global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
         // per stage tile: into the stage level once per copy, out of it I times per chunk
         if (b.level == stage) stage_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
-        if (src == stage) stage_bytes += bytes * double(I) * double(R);
+        if (src == stage && (operands_by_instructions || !t.matched)) stage_bytes += bytes * double(I) * double(R);
       }
       if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
         drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
@@ -389,7 +462,10 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
     // core's next stage tile fills while the previous one drains, so the drain shows once per core
     const double steady = double(Pc) * double(R) * ((overlap ? busiest : sum) + handoff);
     const double core_time = double(Pc) * fill + steady + (overlap ? 1.0 : double(Pc)) * drain;
-    const double shared = g.shared_bandwidth_bytes_per_cycle > 0 ? global_bytes * double(P) / g.shared_bandwidth_bytes_per_cycle : 0;
+    // all cores' global traffic over the chip's shared bandwidth: the L2's where the description
+    // gives it (the DRAM's part is bounded after the groups), otherwise the global level's
+    const double chip_bandwidth = l2_share ? h.gpu->l2_bandwidth_bytes_per_cycle : g.shared_bandwidth_bytes_per_cycle;
+    const double shared = chip_bandwidth > 0 ? global_bytes * double(P) / chip_bandwidth : 0;
     out.compute_cycles += compute;
     out.latency_cycles += double(Pc) * latency;
     out.shared_global_cycles += shared;
@@ -399,6 +475,50 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
   }
   ledger.instructions(instructions);
   out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  // with the L2 serving the global traffic, the DRAM's own share of it is a chip-wide bound too
+  if (l2_share_per_core(h, std::max<int64_t>(1, out.cores_used)) && g.shared_bandwidth_bytes_per_cycle > 0) {
+    const double dram_cycles = out.dram_bytes / g.shared_bandwidth_bytes_per_cycle;
+    out.shared_global_cycles = std::max(out.shared_global_cycles, dram_cycles);
+    out.total = std::max(out.total, dram_cycles);
+  }
+  return out;
+}
+
+// The register row kernel (compiler/emit_cuda/row_kernel.h): each input element read once and
+// each output element written once, the rows spread over min(SMs, row blocks) cores. Per core its
+// share of those bytes at the global path's bandwidth (the L2's share where the description gives
+// it), behind one global read and one write latency, overlapped with the vector units' work (one
+// 4-byte pass over the rows per statement, as the tiled model counts it); the chip-wide L2 and DRAM
+// bounds as for tiled kernels. Its rows live in registers: no stage-level traffic counted (the
+// cross-warp reductions' few bytes through shared memory are left out).
+std::optional<AnalyticBreakdown> default_mapping_breakdown(const Problem& problem) {
+  if (!problem.gpu_row_kernel) return std::nullopt;
+  const emit_cuda::RowKernelPlan& plan = *problem.gpu_row_kernel;
+  const isa::Hierarchy& h = problem.hierarchy;
+  const isa::Level& g = h.level(isa::Role::Global);
+  AnalyticBreakdown out;
+  const Compulsory c = compulsory_bytes(problem);
+  out.global_bytes = c.total();
+  out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  const int64_t blocks = ceil_div(plan.rows, std::max(1, plan.rows_per_block));
+  out.tiles = plan.rows;
+  out.cores_used = std::max<int64_t>(1, std::min<int64_t>(std::max<uint32_t>(1, h.cores), blocks));
+  const std::string vector = h.level(isa::Role::Vector).name;
+  double bandwidth = 0;
+  if (const auto share = l2_share_per_core(h, out.cores_used)) bandwidth = *share;
+  else if (const auto* p = h.find_path(g.name, vector)) bandwidth = p->bandwidth_bytes_per_cycle;
+  const double per_core_bytes = out.global_bytes / double(out.cores_used);
+  const double memory = bandwidth > 0 ? per_core_bytes / bandwidth : 0;
+  double statements = problem.function ? double(problem.function->statements.size()) : 1.0;
+  for (const auto* u : h.units_of_kind(isa::UnitKind::Vector))
+    if (u->bytes_per_repeat > 0)
+      out.compute_cycles = double(plan.rows) * double(plan.cols) * 4.0 * statements / u->bytes_per_repeat / double(out.cores_used);
+  out.latency_cycles = double(g.read_latency_cycles) + double(g.write_latency_cycles);
+  if (const auto* p = h.find_path(g.name, vector)) out.engine_cycles[p->engine] = memory;
+  const double l2 = h.gpu && h.gpu->l2_bandwidth_bytes_per_cycle > 0 ? out.global_bytes / h.gpu->l2_bandwidth_bytes_per_cycle : 0;
+  const double dram = g.shared_bandwidth_bytes_per_cycle > 0 ? out.dram_bytes / g.shared_bandwidth_bytes_per_cycle : 0;
+  out.shared_global_cycles = std::max(l2, dram);
+  out.total = std::max(std::max(memory, out.compute_cycles) + out.latency_cycles, out.shared_global_cycles);
   return out;
 }
 

@@ -59,10 +59,16 @@ struct AnalyticBreakdown {
   //                 there, written back after the kernel), otherwise every input and output once
   //                 and the repeated reads missing in the proportion of the footprint the L2 cannot
   //                 hold; without an L2 in the description, global_bytes;
-  //   stage_bytes:  bytes written into and read out of the stage level (shared memory).
+  //   stage_bytes:  bytes written into and read out of the stage level (shared memory) by
+  //                 instructions (on a GPU what smsp__sass_data_bytes_mem_shared counts: not wgmma's
+  //                 operand reads through matrix descriptors; the SIMT walk's buffers, all in shared).
   double global_bytes = 0, dram_bytes = 0, stage_bytes = 0;
 };
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config);
+// The breakdown of the mapping the target chooses itself when given no tile spec, where that
+// mapping ignores the default tile: the GPU register row kernel (Problem::gpu_row_kernel); nullopt
+// otherwise (the default tile spec is then an ordinary configuration, priced by analytic_breakdown).
+std::optional<AnalyticBreakdown> default_mapping_breakdown(const Problem& problem);
 
 // Per-configuration features (learned model, --dump-space): log2 tile sizes, tile counts,
 // per-level occupancy, and the analytic breakdown.

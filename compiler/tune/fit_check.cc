@@ -20,6 +20,14 @@ uint32_t unit_cycles_of(const isa::Hierarchy& h, const poly::MatmulMatch& m) {
 
 }  // namespace
 
+MmaPath parse_mma_path(const std::string& name) {
+  if (name == "wmma") return MmaPath::Wmma;
+  if (name == "mma.sync") return MmaPath::MmaSync;
+  if (name == "wgmma") return MmaPath::Wgmma;
+  if (name == "simt" || name.empty()) return MmaPath::Unknown;
+  throw UserError("unknown tensor-core path '" + name + "' (known: wmma, mma.sync, wgmma, simt)");
+}
+
 FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
   CompileOptions o = options;
   o.tile.reset();
@@ -46,6 +54,8 @@ FitChecker::FitChecker(const ir::Function& f, const CompileOptions& options) {
   options_ = o;
   if (base_->hierarchy.kind == isa::TargetKind::Npu)
     problem_.npu_conv = emit_npu::conv_geometry(base_->kernel, isa::npu_machine(base_->hierarchy));
+  else
+    problem_.gpu_row_kernel = emit_cuda::plan_row_kernel(base_->kernel, isa::GpuMachine::from(base_->hierarchy), nullptr);
 }
 
 std::optional<tile::ConvPlanResult> FitChecker::conv_plan(const tile::TileSpec* spec) const {
@@ -128,6 +138,15 @@ struct AxisRange {
   int64_t lo = 0, hi = 0;
 };
 
+// Whether an index of a group member is walked inside the group's stage tiles rather than spread
+// over them: the group's parallel tiles are over its tile axes only (poly/fusion.h), so an index
+// that is not one (a reduction, or the column index of softmax's element-wise statements fused into its row
+// reductions' group) is a loop inside every stage tile, whichever member it belongs to.
+bool walked_inside(const poly::Group& g, const ir::IndexVar& v) {
+  if (g.tile_axes.empty()) return v.is_reduction;
+  return std::find(g.tile_axes.begin(), g.tile_axes.end(), v.name) == g.tile_axes.end();
+}
+
 // The tile pass's view of group g under `spec` (poly::Tiler::group_tiles): axis ranges from the
 // first member that has the axis, sizes from the spec (one tile without an entry), and the match
 // undone when an axis besides m, n, k is not point-tiled.
@@ -150,7 +169,7 @@ GroupTiling group_tiling(const Compilation& c, size_t gi, const tile::TileSpec& 
     out.extent[axis] = std::max<int64_t>(1, r.hi - r.lo);
   }
   for (int s : g.members)
-    for (const auto& v : fn.statements[c.scop.statements[s].statement].domain) out.reduction[v.name] = v.is_reduction;
+    for (const auto& v : fn.statements[c.scop.statements[s].statement].domain) out.reduction[v.name] = walked_inside(g, v);
   poly::MatmulMatch m = c.matches[gi];
   if (m.matched)
     for (const auto& x : m.other_axes)
@@ -326,7 +345,7 @@ FitChecker::FullResult FitChecker::run_full(const tile::TileSpec& spec) {
     g.inner = tg.inner;
     for (const auto& [axis, lo] : tg.lo) g.extent[axis] = std::max<int64_t>(1, tg.hi.at(axis) - lo);
     for (int s : tg.group.members)
-      for (const auto& v : fn.statements[c.scop.statements[s].statement].domain) g.reduction[v.name] = v.is_reduction;
+      for (const auto& v : fn.statements[c.scop.statements[s].statement].domain) g.reduction[v.name] = walked_inside(tg.group, v);
     g.matched = tg.match.matched;
     if (g.matched) {
       g.m = tg.match.m;

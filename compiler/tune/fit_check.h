@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/pipeline.h"
 #include "compiler/tile/npu_conv_plan.h"
 
@@ -62,6 +63,16 @@ struct ConfigInfo {
   std::map<std::string, uint64_t> level_bytes;  // with double buffering counted twice
 };
 
+// Which tensor-core instructions a GPU kernel issues (the CUDA emitter's path, chosen by the GPU
+// tile policy from the GPU tiles, compiler/emit_cuda/tile_policy.h). The analytic model prices
+// each at its own rate: warp-level WMMA and mma.sync at gpu.warp_mma_f16_macs_per_cycle where the
+// description gives it, wgmma at the matrix unit's peak. Unknown: the matrix unit's shape rate,
+// operands loaded by instructions.
+enum class MmaPath : uint8_t { Unknown, Wmma, MmaSync, Wgmma };
+// "wmma", "mma.sync", "wgmma" (the names `tessel run` reports); "simt" and "" give Unknown;
+// UserError naming the known paths otherwise.
+MmaPath parse_mma_path(const std::string& name);
+
 struct Problem {
   const ir::Function* function = nullptr;
   std::map<std::string, int64_t> sizes;
@@ -77,6 +88,12 @@ struct Problem {
   // The NPU convolution mapping (compiler/emit_npu/conv.cc) emits this kernel: the tile policy's
   // view of it; the fit check and the analytic model read its plan.
   std::optional<tile::ConvGeometry> npu_conv;
+  // GPU: the tensor-core path the kernel takes (set by `tessel tune --mma-path`).
+  MmaPath mma_path = MmaPath::Unknown;
+  // GPU: the plan of the register row kernel (compiler/emit_cuda/row_kernel.h) the CUDA emitter
+  // maps this kernel to when it is given no tile spec (softmax, layer norm: each input read once,
+  // each output written once, whatever the default tile says); nullopt when it is not a row program.
+  std::optional<emit_cuda::RowKernelPlan> gpu_row_kernel;
 };
 
 class FitChecker {
@@ -96,6 +113,8 @@ class FitChecker {
   std::string why_not_fast() const;
   void set_fast(bool on);
   const Problem& problem() const { return problem_; }
+  // The tile spec the pipeline chose without one (what `tessel compile` / `run` without --tile use).
+  const tile::TileSpec& compiled_tile_spec() const { return base_->tile_spec; }
   // NPU convolutions: plans the samples (fitting tile specs) and the default; when every plan is
   // the same, sets Problem::fixed_mapping. Returns whether it is set.
   bool detect_fixed_mapping(const std::vector<tile::TileSpec>& samples);

@@ -309,3 +309,17 @@ TEST_CASE("the gpu keys of the machine model are validated") {
   CHECK(rejection(replaced(good, "  cluster_max_blocks: 8", "")).find("needs cluster_max_blocks") != std::string::npos);
   CHECK(rejection(replaced(good, "  bulk_copy_alignment_bytes: 16", "")).find("needs bulk_copy_alignment_bytes") != std::string::npos);
 }
+
+// Warp-level MMA on Hopper (issue 19 item 2): mma.sync and WMMA issue below the tensor cores' peak,
+// which only wgmma reaches; the descriptions carry the measured rate (MAC/cycle/SM, f16 -> f32).
+TEST_CASE("gpu.warp_mma_f16_macs_per_cycle: Hopper's measured warp-level MMA rate, absent before Hopper, validated") {
+  for (const char* part : {"sm90.yaml", "sm90-h100.yaml", "sm90-h200.yaml"}) {
+    const Hierarchy h = load_hierarchy(target_path(part));
+    CHECK(h.gpu->warp_mma_f16_macs_per_cycle == 1277);
+    CHECK(h.gpu->warp_mma_f16_macs_per_cycle < double(h.peak_macs_per_cycle(DType::F16, DType::F32)));  // 2048
+  }
+  for (const char* older : {"sm75.yaml", "sm80.yaml"}) CHECK(load_hierarchy(target_path(older)).gpu->warp_mma_f16_macs_per_cycle == 0);
+  const std::string good = read_text(target_path("sm90.yaml"));
+  CHECK(rejection(replaced(good, "warp_mma_f16_macs_per_cycle: 1277", "warp_mma_f16_macs_per_cycle: -5"))
+            .find("gpu.warp_mma_f16_macs_per_cycle: must be between 0 and 1e6") != std::string::npos);
+}
