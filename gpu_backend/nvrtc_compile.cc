@@ -140,8 +140,12 @@ CompiledCubin compile_to_cubin(const std::string& source, const CompileOptions& 
   CompiledCubin result;
   result.cache_key = h.hex();
   const fs::path cached = fs::path(cache_directory()) / "nvrtc" / (result.cache_key + "." + options.arch + ".cubin");
+  fs::path cached_log = cached;
+  cached_log.replace_extension(".log");
   if (options.use_cache && read_file(cached, result.cubin)) {
     result.from_cache = true;
+    std::vector<uint8_t> log;  // the warnings of the compile that filled the cache (ptxas serialisation notes)
+    if (read_file(cached_log, log)) result.log.assign(log.begin(), log.end());
     return result;
   }
 
@@ -168,7 +172,10 @@ CompiledCubin compile_to_cubin(const std::string& source, const CompileOptions& 
   TESSEL_CHECK(size > 0, "NVRTC produced an empty CUBIN for --gpu-architecture=" + options.arch);
   result.cubin.resize(size);
   TESSEL_NVRTC(nvrtcGetCUBIN(guard.prog, reinterpret_cast<char*>(result.cubin.data())));
-  if (options.use_cache) write_file_atomically(cached, result.cubin);
+  if (options.use_cache) {  // the log first: a cached cubin always has its log beside it
+    write_file_atomically(cached_log, std::vector<uint8_t>(result.log.begin(), result.log.end()));
+    write_file_atomically(cached, result.cubin);
+  }
   return result;
 }
 

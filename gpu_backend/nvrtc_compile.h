@@ -21,7 +21,7 @@ struct CompileOptions {
 
 struct CompiledCubin {
   std::vector<uint8_t> cubin;
-  std::string log;          // NVRTC's log (warnings), empty when none; not stored in the cache
+  std::string log;          // NVRTC's log (warnings), empty when none; kept beside the cached cubin
   bool from_cache = false;
   std::string cache_key;    // hex digest
 };

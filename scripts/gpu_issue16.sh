@@ -6,6 +6,8 @@
 #   sanitizer.txt    compute-sanitizer memcheck and racecheck on /ws kernels
 #   bench.{txt,json} tessel bench gpu on the selected entries (TESSEL_BENCH_FILTER, default the
 #                    square and BERT GEMMs): every ranked candidate timed, the best vs cuBLAS
+#   ncu.txt          (NCU=1) Nsight Compute on the 4096^3 GEMM, ours (NCU_TILES) and cuBLAS's kernel in
+#                    the same process (tessel run --verify library): SpeedOfLight and the tensor pipes
 D=${1:-build/dev}
 OUT=${OUT:-/tmp/tessel-gpu-out}
 mkdir -p $OUT
@@ -20,7 +22,8 @@ one() {  # file def shape tiles
 if [ "${VERIFY:-1}" = 1 ]; then
   {
     for t in ${TILES:-128x256x64/64x256/ks1/st4/ws 256x128x64/128x128/ks1/st4/ws 128x128x64/64x128/ks1/st6/ws 128x64x64/64x64/ks1/st8/ws 128x128x64/64x128/ks1/st2/ws \
-             128x256x64/64x256/ks1/st4/ws/sk 256x128x64/128x128/ks1/st4/ws/sk 128x128x64/64x128/ks1/st6/ws/sk 128x64x64/64x64/ks1/st8/ws/sk}; do
+             128x256x64/64x256/ks1/st4/ws/sk 256x128x64/128x128/ks1/st4/ws/sk 128x128x64/64x128/ks1/st6/ws/sk 128x64x64/64x64/ks1/st8/ws/sk \
+             128x192x64/64x192/ks1/st5/ws 128x128x64/128x128/ks1/st6/ws/pp 64x256x64/64x256/ks1/st3/cs/ws/pp}; do
       one matmul.tsl matmul M=512,N=512,K=512 $t
       one gemm_layouts.tsl matmul_tn M=1000,N=1000,K=200 $t
       one gemm_layouts.tsl matmul_nt M=777,N=555,K=136 $t
@@ -47,7 +50,8 @@ if [ "${SAN:-1}" = 1 ]; then
       for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=296,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
                   "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws" \
                   "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk" \
-                  "resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 128x128x64/64x128/ks1/st6/cs/ws"; do
+                  "resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 128x128x64/64x128/ks1/st6/cs/ws" \
+                  "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st6/ws/pp"; do
         set -- $spec
         r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
         echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
@@ -60,4 +64,13 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
   TESSEL_BENCH_FILTER=${FILTER:-gemm_1024x1024,gemm_4096,gemm_8192,bert,conv} timeout ${BENCH_S:-400} $T bench gpu --json $OUT/bench.json > $OUT/bench.txt 2>&1
   echo "bench rc=$?"; grep -vE "^\s*$" $OUT/bench.txt | tail -30
+fi
+if [ "${NCU:-0}" = 1 ]; then
+  {
+    args="run workloads/matmul.tsl --def matmul --target $G --shape M=4096,N=4096,K=4096 --gpu-tiles ${NCU_TILES:-128x256x64/64x256/ks1/st4/cs/ws} --verify library --no-timing"
+    timeout 240 ncu --section SpeedOfLight --launch-count 4 $T $args 2>&1 | grep -vE "^==PROF==|^\s*$" | head -80
+    timeout 240 ncu --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.sum,gpu__time_duration.sum \
+      --launch-count 4 $T $args 2>&1 | grep -vE "^==PROF==|^\s*$" | head -60
+  } > $OUT/ncu.txt 2>&1
+  grep -E "tessel_|sm90|gemm|Duration|Throughput|pipe_tensor" $OUT/ncu.txt | head -40
 fi

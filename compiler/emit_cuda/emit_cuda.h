@@ -74,7 +74,10 @@ struct TcConfig {
   // equal contiguous range per block; a tile cut between blocks is summed by the last of them to
   // finish (a per-tile counter) from the partial tiles in global scratch, in block order
   bool stream_k = false;
-  int warps() const { return wgmma ? 4 * (bm / wm + (tma_ws ? 1 : 0)) : (bm / wm) * (bn / wn) * k_split; }
+  // tma_ws, `/pp`: ping-pong consumers: bm == wm, the two consumer warpgroups take alternate tiles
+  // (each a whole bm x bn tile), so one's epilogue overlaps the other's main loop
+  bool pingpong = false;
+  int warps() const { return wgmma ? 4 * (tma_ws ? (pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
 };

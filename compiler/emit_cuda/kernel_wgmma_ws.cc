@@ -165,7 +165,8 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
   const int S_ = cfg.stages;
-  const int consumers = cfg.bm / cfg.wm;  // consumer warpgroups
+  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
+  const int readers = cfg.pingpong ? 1 : consumers;          // warpgroups reading each slot
   const int wpg = int(t.m.warps_per_warpgroup);
   const PersistentSplit ps = persistent_split(t.c, cfg, t.m);
   os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
@@ -178,7 +179,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ", lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << S_ << "; ++s) {\n"
      << "      tessel_mbar_init(full_ + s, 1);  /* the producer's arrival + the copies' bytes */\n"
-     << "      tessel_mbar_init(empty_ + s, " << consumers * wpg << ");  /* one arrival per consumer warp */\n    }\n"
+     << "      tessel_mbar_init(empty_ + s, " << readers * wpg << ");  /* one arrival per warp that reads the slot */\n    }\n"
      << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
   os << "  __syncthreads();\n";
   if (t.launch.pdl) {
@@ -206,11 +207,13 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   // ---- consumer warpgroups ----
   os << "  } else {\n";
   os << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
-  os << "    const int wg_ = warp_ / " << wpg << " - 1;\n";
+  if (cfg.pingpong)  // warpgroup cw_ takes the block's tiles cw_, cw_ + 2, ...: whole tiles, rows from 0
+    os << "    const int cw_ = __shfl_sync(0xffffffffu, warp_ / " << wpg << ", 0) - 1, wg_ = 0;  /* warp-uniform (a uniform register) */\n";
+  else
+    os << "    const int wg_ = warp_ / " << wpg << " - 1;\n";
   os << "    const int wm_ = wg_ * " << cfg.wm << " + (warp_ % " << wpg << ") * " << t.m.wgmma->m / wpg << ", wn_ = 0;\n";
   os << "    float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
-  os << "    int it_ = 0;\n";
-  work_loop(t, ps, "    ", [&](const std::string& pad, bool sk_part) {
+  auto consumer_body = [&](const std::string& pad, bool sk_part) {
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
        << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
     os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
@@ -233,13 +236,32 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << pad << "if (store_) {\n";
     register_epilogue(t, pad + "  ");
     os << pad << "}\n";
-  });
+  };
+  if (cfg.pingpong) {
+    // the block's j-th tile is j * grid + blockIdx.x and fills slots from j * K tiles on; each
+    // warpgroup walks its own tiles (no branch around the MMAs: ptxas would serialise them)
+    os << "    for (int lt_ = cw_;; lt_ += 2) {\n";
+    os << "      const int tile_ = blockIdx.x + lt_ * " << ps.blocks << ";\n";
+    os << "      if (tile_ >= " << ps.dp_tiles << ") break;\n";
+    os << "      const int kt0_ = 0, ktn_ = " << ps.k_tiles << ";\n";
+    os << "      const bool sk_ = false, head_ = false;\n";
+    os << "      int it_ = lt_ * " << ps.k_tiles << ";\n";
+    tile_coordinates(t, "      ");
+    consumer_body("      ", false);
+    os << "    }\n";
+  } else {
+    os << "    int it_ = 0;\n";
+    work_loop(t, ps, "    ", consumer_body);
+  }
   os << "  }\n}\n";
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
                       S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
                       " registers); " + S(S_) + "-stage ring of " + S((t.ta.stage_bytes + t.tb.stage_bytes) / 1024) +
                       " KiB slots with full/empty mbarriers, 128-byte swizzle, no block-wide barrier in the main loop; cluster 1x1x1");
+  if (cfg.pingpong)
+    t.explain.push_back("  ping-pong: the 2 consumer warpgroups take alternate tiles of the block (each a whole " + S(cfg.bm) + "x" + S(cfg.bn) +
+                        " tile), so one's epilogue overlaps the other's main loop");
   t.explain.push_back("  tile scheduler: persistent grid of " + S(ps.blocks) + " blocks (at most one per SM) over " + S(output_tiles(t.c, cfg)) +
                       " output tiles in grouped order (" + S(kRasterGroupRows) + " block rows share B in L2); " + S(ps.dp_tiles) +
                       " tiles taken whole, block b the tiles b, b + " + S(ps.blocks) + ", ...; the next tile's copies overlap this tile's epilogue");

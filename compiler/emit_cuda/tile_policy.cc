@@ -77,6 +77,7 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
   if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
   if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
   if (g.stream_k && !g.tma_ws) return "stream-K (/sk) is a variant of the persistent TMA kernel (/ws)";
+  if (g.pingpong && (!g.tma_ws || g.bm != g.wm || g.stream_k)) return "ping-pong consumers (/pp) need /ws, bm = wm (a tile per warpgroup) and no /sk";
   if (g.bulk) {
     if (!m.has(GpuFeature::BulkCopy) || g.wgmma || g.k_blocks != 1)
       return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
@@ -92,13 +93,13 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
-    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk], "
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp], "
                     "as `tessel compile --explain` prints them)");
   };
   auto split = [](const std::string& s, char sep) {
@@ -143,6 +144,7 @@ TcConfig TcConfig::parse(const std::string& text) {
     else if (f == "bc") g.bulk = true;
     else if (f == "ws") g.wgmma = g.tma_ws = true;
     else if (f == "sk") g.stream_k = true;
+    else if (f == "pp") g.pingpong = true;
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -235,10 +237,13 @@ struct CandidateList {
                                                           {256, 128, 64, 128, 128, 1, 4},
                                                           {128, 192, 64, 64, 192, 1, 5},
                                                           {128, 128, 64, 64, 128, 1, 6},
-                                                          {128, 64, 64, 64, 64, 1, 8}}) {
+                                                          {128, 64, 64, 64, 64, 1, 8},
+                                                          {128, 128, 64, 128, 128, 1, 6},    // ping-pong: a tile per consumer
+                                                          {64, 256, 64, 64, 256, 1, 5}}) {
           g.wgmma = g.tma_ws = true;
+          g.pingpong = g.bm == g.wm;
           for (bool sk : {false, true}) {  // stream-K for the last waves where the tiles are not whole waves
-            if (sk && output_tiles(c, g) % m.sm_count == 0) continue;
+            if (sk && (output_tiles(c, g) % m.sm_count == 0 || g.pingpong)) continue;
             g.stream_k = sk;
             g.stream_out = true;  // evict-first stores first (measured 1.1-1.8x faster on an H200: the output leaves the operands in L2)
             add(g);

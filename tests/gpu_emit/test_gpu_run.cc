@@ -244,6 +244,12 @@ TEST_CASE("persistent TMA kernels (/ws, sm_90a) verify: every majorness, tails, 
         cfgs.push_back(g);
       }
   }
+  for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 128, 64, 128, 128, 1, 6}, {64, 256, 64, 64, 256, 1, 3}}) {
+    g.wgmma = g.tma_ws = g.pingpong = true;  // ping-pong consumers: alternate tiles per warpgroup
+    cfgs.push_back(g);
+    g.stream_out = true;
+    cfgs.push_back(g);
+  }
   int ran = 0;
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
     const auto& c = r.c->kernel.contraction;
