@@ -38,7 +38,7 @@ if [ "${VERIFY:-1}" = 1 ]; then
       one resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 $t
       one resnet50.tsl conv_bn_relu N=2,H=8,W=8,C=64,K=64,R=1,S=1 $t
     done
-    one matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/cs/ws
+    for t in ${BIG_TILES:-128x256x64/64x256/ks1/st4/cs/ws}; do one matmul.tsl matmul M=4096,N=4096,K=4096 $t; done
     one matmul.tsl matmul M=4096,N=768,K=3072 128x256x64/64x256/ks1/st4/cs/ws/sk
     one matmul.tsl matmul M=1000,N=1000,K=1000 128x128x64/64x128/ks1/st6/ws/sk
   } > $OUT/verify.txt 2>&1

@@ -176,10 +176,15 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "  __shared__ __align__(8) unsigned long long full_[" << S_ << "], empty_[" << S_ << "];\n";
   os << "  (void)scratch;\n";
   if (ps.sk_tiles > 0) os << "  __shared__ int sk_last_;  /* stream-K: this block finishes the tile */\n";
+  // ping-pong: order_[w] completes a phase when warpgroup w has issued a tile's MMAs; the other
+  // warpgroup starts its next tile only then, so it never waits on a slot's barrier more than one
+  // phase ahead (the parity test cannot tell phases two apart)
+  if (cfg.pingpong) os << "  __shared__ __align__(8) unsigned long long order_[2];\n";
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ", lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << S_ << "; ++s) {\n"
      << "      tessel_mbar_init(full_ + s, 1);  /* the producer's arrival + the copies' bytes */\n"
      << "      tessel_mbar_init(empty_ + s, " << readers * wpg << ");  /* one arrival per warp that reads the slot */\n    }\n"
+     << (cfg.pingpong ? "    tessel_mbar_init(order_, " + S(wpg) + ");\n    tessel_mbar_init(order_ + 1, " + S(wpg) + ");\n" : std::string())
      << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
   os << "  __syncthreads();\n";
   if (t.launch.pdl) {
@@ -214,6 +219,8 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "    const int wm_ = wg_ * " << cfg.wm << " + (warp_ % " << wpg << ") * " << t.m.wgmma->m / wpg << ", wn_ = 0;\n";
   os << "    float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
   auto consumer_body = [&](const std::string& pad, bool sk_part) {
+    if (cfg.pingpong)  // the other warpgroup has issued the MMAs of the block's previous tile
+      os << pad << "if (lt_ > 0) tessel_mbar_wait(order_ + (1 - cw_), ((lt_ - 1) >> 1) & 1);\n";
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
        << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
     os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
@@ -225,6 +232,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << pad << "  tessel_wg_wait<1>();  /* the previous K tile's MMAs are done: release its slot */\n";
     os << pad << "  if (kt > 0 && lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
     os << pad << "}\n";
+    if (cfg.pingpong) os << pad << "__syncwarp();\n" << pad << "if (lane_ == 0) tessel_mbar_arrive(order_ + cw_);  /* this tile's MMAs are issued */\n";
     os << pad << "tessel_wg_wait<0>();\n";
     os << pad << "if (lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
