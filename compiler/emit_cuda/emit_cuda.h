@@ -77,6 +77,11 @@ struct TcConfig {
   // tma_ws, `/pp`: ping-pong consumers: bm == wm, the two consumer warpgroups take alternate tiles
   // (each a whole bm x bn tile), so one's epilogue overlaps the other's main loop
   bool pingpong = false;
+  // tma_ws, `/mc`: 2-block thread-block clusters along M; the two blocks take M-adjacent tiles of
+  // one column and share its B tile: each fetches half of B's boxes and the TMA unit multicasts
+  // them into both blocks' shared memory (half the L2 -> SM traffic for B); a slot is refilled
+  // when the consumers of both blocks have released it
+  bool multicast = false;
   int warps() const { return wgmma ? 4 * (tma_ws ? (pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field

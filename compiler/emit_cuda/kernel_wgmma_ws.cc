@@ -18,10 +18,16 @@ constexpr int kRasterGroupRows = 8;  // block rows of one rasterisation group (t
 void tile_coordinates(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  os << pad << "const int bz_ = tile_ / " << t.tiles_m * t.tiles_n << ", pid_ = tile_ % " << t.tiles_m * t.tiles_n << ";\n";
+  // multicast: tile_ numbers pairs of M-adjacent tiles (rows of 2 * bm); cluster rank crank_ takes one
+  const int64_t rows = cfg.multicast ? (t.tiles_m + 1) / 2 : t.tiles_m;
+  os << pad << "const int bz_ = tile_ / " << rows * t.tiles_n << ", pid_ = tile_ % " << rows * t.tiles_n << ";\n";
   os << pad << "const int group_ = " << kRasterGroupRows << " * " << t.tiles_n << ", first_m_ = (pid_ / group_) * " << kRasterGroupRows << ";\n";
-  os << pad << "const int gsize_ = min(" << t.tiles_m << " - first_m_, " << kRasterGroupRows << ");\n";
-  os << pad << "const int m0_ = (first_m_ + (pid_ % group_) % gsize_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
+  os << pad << "const int gsize_ = min(" << rows << " - first_m_, " << kRasterGroupRows << ");\n";
+  if (cfg.multicast)
+    os << pad << "const int m0_ = ((first_m_ + (pid_ % group_) % gsize_) * 2 + (int)crank_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn
+       << ";\n";
+  else
+    os << pad << "const int m0_ = (first_m_ + (pid_ % group_) % gsize_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
   for (const auto& d : t.c.batch) os << pad << "int bv_" << d.var << ";\n";
   t.decompose(pad, "bz_", t.c.batch, "bv_");
   os << pad << "(void)m0_; (void)n0_; (void)bz_;\n";
@@ -35,7 +41,10 @@ void tile_coordinates(const TcKernel& t, const std::string& pad) {
 void work_loop(const TcKernel& t, const PersistentSplit& ps, const std::string& pad, const std::function<void(const std::string&, bool)>& body) {
   auto& os = t.os;
   if (ps.dp_tiles > 0) {
-    os << pad << "for (int tile_ = blockIdx.x; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks << ") {\n";
+    if (t.cfg.multicast)  // a pair of tiles per cluster
+      os << pad << "for (int tile_ = blockIdx.x / 2; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks / 2 << ") {\n";
+    else
+      os << pad << "for (int tile_ = blockIdx.x; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks << ") {\n";
     os << pad << "  const int kt0_ = 0, ktn_ = " << ps.k_tiles << ";\n";
     os << pad << "  const bool sk_ = false, head_ = false;\n";
     tile_coordinates(t, pad + "  ");
@@ -119,11 +128,15 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
   }
   std::string batch;
   for (const auto& v : p.batch_vars) batch += ", bv_" + v;
+  const bool shared = t.cfg.multicast && &p == &t.tb;  // B of a 2-block cluster: this block fetches every other box for both
   for (int b = 0; b < p.boxes; ++b) {
     const std::string dst = smem + " + s_ * " + stage_elems + (b ? " + " + S(b * p.box_elems) : "");
-    const std::string coords = k_inner ? "(kt0_ + kt) * " + S(t.cfg.bk) + ", " + origin
+    const std::string coords = k_inner ? "(kt0_ + kt) * " + S(t.cfg.bk) + ", " + origin + (b ? " + " + S(b * int64_t(p.map.box[1])) : "")
                                        : origin + (b ? " + " + S(b * int64_t(p.map.box[0])) : "") + ", (kt0_ + kt) * " + S(t.cfg.bk);
-    os << pad << "tessel_tma_load" << rank << "(" << dst << ", &" << map << ", full_ + s_, " << coords << batch << ");\n";
+    if (shared)
+      os << pad << "if (crank_ == " << b % 2 << "u) tessel_tma_load" << rank << "_mc(" << dst << ", &" << map << ", full_ + s_, " << coords << batch << ");\n";
+    else
+      os << pad << "tessel_tma_load" << rank << "(" << dst << ", &" << map << ", full_ + s_, " << coords << batch << ");\n";
   }
 }
 
@@ -158,7 +171,20 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
     os << "}], [%2];\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar))";
     for (int i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
     os << " : \"memory\");\n}\n";
+    if (!t.cfg.multicast) continue;
+    // the same copy landing at the same offset in both blocks of the cluster, completing on each one's barrier
+    os << "static __device__ __forceinline__ void tessel_tma_load" << r << "_mc(void* dst, const tessel_tmap* map, unsigned long long* bar";
+    for (int i = 0; i < r; ++i) os << ", int c" << i;
+    os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {";
+    for (int i = 0; i < r; ++i) os << (i ? ", " : "") << "%" << i + 4;
+    os << "}], [%2], %3;\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"h\"((unsigned short)3)";
+    for (int i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
+    os << " : \"memory\");\n}\n";
   }
+  if (t.cfg.multicast)
+    os << "static __device__ __forceinline__ void tessel_mbar_arrive_peer(unsigned long long* bar, unsigned rank) {  /* the barrier at the same offset in block `rank` */\n"
+          "  unsigned a;\n  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(a) : \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(rank));\n"
+          "  asm volatile(\"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\\n\" ::\"r\"(a) : \"memory\");\n}\n";
 }
 
 void emit_wgmma_ws_body(const TcKernel& t) {
@@ -183,10 +209,16 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ", lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << S_ << "; ++s) {\n"
      << "      tessel_mbar_init(full_ + s, 1);  /* the producer's arrival + the copies' bytes */\n"
-     << "      tessel_mbar_init(empty_ + s, " << readers * wpg << ");  /* one arrival per warp that reads the slot */\n    }\n"
+     << "      tessel_mbar_init(empty_ + s, " << readers * wpg * (cfg.multicast ? 2 : 1) << ");  /* one arrival per warp that reads the slot"
+     << (cfg.multicast ? ", in both blocks of the cluster" : "") << " */\n    }\n"
      << (cfg.pingpong ? "    tessel_mbar_init(order_, " + S(wpg) + ");\n    tessel_mbar_init(order_ + 1, " + S(wpg) + ");\n" : std::string())
      << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
-  os << "  __syncthreads();\n";
+  if (cfg.multicast) {  // both blocks' barriers exist before either block's copies or arrivals reach them
+    os << "  unsigned crank_;\n  asm volatile(\"mov.u32 %0, %%cluster_ctarank;\\n\" : \"=r\"(crank_));\n";
+    os << "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n";
+  } else {
+    os << "  __syncthreads();\n";
+  }
   if (t.launch.pdl) {
     os << "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  /* PDL: the previous kernel has finished and flushed */\n";
     os << "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  /* PDL: the next kernel may launch */\n";
@@ -218,6 +250,10 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << "    const int wg_ = warp_ / " << wpg << " - 1;\n";
   os << "    const int wm_ = wg_ * " << cfg.wm << " + (warp_ % " << wpg << ") * " << t.m.wgmma->m / wpg << ", wn_ = 0;\n";
   os << "    float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
+  // a consumer warp's release of a slot: its own block's empty barrier, and with multicast the peer's
+  auto release = [&](const std::string& bar) {
+    return cfg.multicast ? "{ tessel_mbar_arrive(" + bar + "); tessel_mbar_arrive_peer(" + bar + ", crank_ ^ 1u); }" : "tessel_mbar_arrive(" + bar + ");";
+  };
   auto consumer_body = [&](const std::string& pad, bool sk_part) {
     if (cfg.pingpong)  // the other warpgroup has issued the MMAs of the block's previous tile
       os << pad << "if (lt_ > 0) tessel_mbar_wait(order_ + (1 - cw_), ((lt_ - 1) >> 1) & 1);\n";
@@ -230,11 +266,11 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << pad << "  const " << t.ft << "* bs_ = Bs_ + s_ * " << t.b_stage << ";\n";
     wgmma_k_tile(t, pad + "  ");
     os << pad << "  tessel_wg_wait<1>();  /* the previous K tile's MMAs are done: release its slot */\n";
-    os << pad << "  if (kt > 0 && lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
+    os << pad << "  if (kt > 0 && lane_ == 0) " << release("empty_ + (it_ + " + S(S_ - 1) + ") % " + S(S_)) << "\n";
     os << pad << "}\n";
     if (cfg.pingpong) os << pad << "__syncwarp();\n" << pad << "if (lane_ == 0) tessel_mbar_arrive(order_ + cw_);  /* this tile's MMAs are issued */\n";
     os << pad << "tessel_wg_wait<0>();\n";
-    os << pad << "if (lane_ == 0) tessel_mbar_arrive(empty_ + (it_ + " << S_ - 1 << ") % " << S_ << ");\n";
+    os << pad << "if (lane_ == 0) " << release("empty_ + (it_ + " + S(S_ - 1) + ") % " + S(S_)) << "\n";
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
        << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad
        << "    for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
@@ -261,12 +297,18 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << "    int it_ = 0;\n";
     work_loop(t, ps, "    ", consumer_body);
   }
-  os << "  }\n}\n";
+  os << "  }\n";
+  if (cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
+    os << "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n";
+  os << "}\n";
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
                       S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
                       " registers); " + S(S_) + "-stage ring of " + S((t.ta.stage_bytes + t.tb.stage_bytes) / 1024) +
                       " KiB slots with full/empty mbarriers, 128-byte swizzle, no block-wide barrier in the main loop; cluster 1x1x1");
+  if (cfg.multicast)
+    t.explain.push_back("  TMA multicast: 2-block clusters along M share each B tile; each block fetches half of its boxes into both blocks' "
+                        "shared memory; a slot is refilled once the consumers of both blocks released it; cluster 2x1x1");
   if (cfg.pingpong)
     t.explain.push_back("  ping-pong: the 2 consumer warpgroups take alternate tiles of the block (each a whole " + S(cfg.bm) + "x" + S(cfg.bn) +
                         " tile), so one's epilogue overlaps the other's main loop");

@@ -24,7 +24,8 @@ int min_blocks_per_sm(const TcKernel& t) {
 
 void emit_kernel_signature(const TcKernel& t) {
   const TcConfig& cfg = t.cfg;
-  t.os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "") << "__launch_bounds__("
+  t.os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "")
+       << (cfg.multicast ? "__cluster_dims__(2, 1, 1) " : "") << "__launch_bounds__("
        << t.threads << (t.wg ? ", " + S(min_blocks_per_sm(t)) : "") << ") " << t.name << "(" << kernel_parameters(t.k)
        << (cfg.tma_ws ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "") << ") {\n";
 }

@@ -146,7 +146,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
     if (ba.whole) pa.pad = 0;  // one copy per stage: the shared rows are the global ones
     if (bb.whole) pb.pad = 0;
   }
-  if (cfg.tma_ws) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m);
+  if (cfg.tma_ws) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m, cfg.multicast ? 2 : 1);
   i8 = c.in_type == DType::I8;
   ft = i8 ? "signed char" : "__half";
   acct = i8 ? "int" : "float";

@@ -53,7 +53,7 @@ std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::G
   if (a.vec == 1 || b.vec == 1) return "wgmma tiles need 16-byte loads of both operands";
   if ((!a.k_inner && g.wm % kWgmmaBk) || (!b.k_inner && g.bn % kWgmmaBk)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
   if (g.tma_ws) {
-    const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m);
+    const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m, g.multicast ? 2 : 1);
     if (!ta.ok) return "TMA for " + c.a.tensor + ": " + ta.why;
     if (!tb.ok) return "TMA for " + c.b.tensor + ": " + tb.why;
   }
@@ -78,6 +78,8 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
   if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
   if (g.stream_k && !g.tma_ws) return "stream-K (/sk) is a variant of the persistent TMA kernel (/ws)";
   if (g.pingpong && (!g.tma_ws || g.bm != g.wm || g.stream_k)) return "ping-pong consumers (/pp) need /ws, bm = wm (a tile per warpgroup) and no /sk";
+  if (g.multicast && (!g.tma_ws || g.stream_k || g.pingpong || !m.has(GpuFeature::ThreadBlockClusters) || m.cluster_max_blocks < 2))
+    return "TMA multicast (/mc) needs /ws without /sk or /pp, and thread-block clusters (sm_90)";
   if (g.bulk) {
     if (!m.has(GpuFeature::BulkCopy) || g.wgmma || g.k_blocks != 1)
       return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
@@ -93,13 +95,13 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp /mc (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
-    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp], "
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp][/mc], "
                     "as `tessel compile --explain` prints them)");
   };
   auto split = [](const std::string& s, char sep) {
@@ -145,6 +147,7 @@ TcConfig TcConfig::parse(const std::string& text) {
     else if (f == "ws") g.wgmma = g.tma_ws = true;
     else if (f == "sk") g.stream_k = true;
     else if (f == "pp") g.pingpong = true;
+    else if (f == "mc") g.multicast = true;
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -165,6 +168,12 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
   PersistentSplit p;
   const int64_t tiles = output_tiles(c, g);
   p.k_tiles = k_tiles(c, g);
+  if (g.multicast) {  // units are pairs of M-adjacent tiles, one per 2-block cluster
+    const int64_t pairs = c.size_batch() * ((c.size_m() + 2 * g.bm - 1) / (2 * g.bm)) * ((c.size_n() + g.bn - 1) / g.bn);
+    p.blocks = 2 * std::min<int64_t>(pairs, m.sm_count / 2);
+    p.dp_tiles = pairs;
+    return p;
+  }
   p.blocks = std::min<int64_t>(tiles, m.sm_count);
   p.dp_tiles = tiles;
   const int64_t sms = m.sm_count;
@@ -251,6 +260,12 @@ struct CandidateList {
             add(g);
           }
           g.stream_k = false;
+          if (!g.pingpong) {  // B multicast across a 2-block cluster
+            g.multicast = true;
+            g.stream_out = true;
+            add(g);
+            g.multicast = g.stream_out = false;
+          }
         }
       }
       if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
@@ -332,6 +347,14 @@ struct CandidateList {
       }
       add(g);
     }
+    // the persistent TMA kernel with small tiles (measured with the others, ranked after the medium tiles)
+    if (m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps) && M >= 128 && N >= 64)
+      for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 4}, {128, 128, 64, 64, 128, 1, 4}, {64, 128, 64, 64, 128, 1, 4}}) {
+        g.wgmma = g.tma_ws = true;
+        g.pingpong = g.bm == g.wm;
+        g.stream_out = direct_store(c, g);
+        add(g);
+      }
   }
 
   // skinny and small problems: few output tiles, so the K range of a tile is split over warps

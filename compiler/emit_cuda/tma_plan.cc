@@ -165,7 +165,7 @@ std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& 
 
 }  // namespace
 
-TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m) {
+TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m, int min_boxes) {
   TmaPlan t;
   const ContractionOperand& op = *p.op;
   const int eb = elem_bytes(op.dtype);
@@ -177,6 +177,7 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
   t.map.swizzle_bytes = kSwizzleRowBytes;
   if (op.producer || op.guard || !p.bounded.empty()) {  // a convolution window: the im2col mode
     if (!p.k_inner) return t.why = "an im2col view with channels not innermost", t;
+    if (min_boxes > 1) return t.why = "an im2col view split between blocks", t;
     if (!c.batch.empty()) return t.why = "an im2col view with batch dims", t;
     if (std::string why = im2col_view(p, c, t.view); !why.empty()) return t.why = "im2col: " + why, t;
     if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return t.why = "im2col: " + why, t;
@@ -209,10 +210,11 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     if (p.k_inner) {
       if (*ck != 1) return t.why = "K is not the contiguous dim", t;
       if (p.bk != row || p.tile_outer > kTmaMaxBox) return t.why = "a K-inner stage must be one box of 64 x up to 256 rows", t;
+      if (p.tile_outer % (8 * min_boxes)) return t.why = "a K-inner stage that does not split into " + S(min_boxes) + " boxes of whole 8-row swizzle groups", t;
       t.map.dims = {uint64_t(c.size_k()), uint64_t(p.outer_size)};
-      t.map.box = {uint32_t(p.bk), uint32_t(p.tile_outer)};
+      t.map.box = {uint32_t(p.bk), uint32_t(p.tile_outer / min_boxes)};
       stride1 = *co;
-      t.boxes = 1;
+      t.boxes = min_boxes;
     } else {
       if (*co != 1) return t.why = "the outer dim is not contiguous", t;
       if (p.tile_outer % row || p.bk > kTmaMaxBox) return t.why = "an outer-inner stage must be 64-wide atoms", t;
@@ -220,6 +222,7 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
       t.map.box = {uint32_t(row), uint32_t(p.bk)};
       stride1 = *ck;
       t.boxes = p.tile_outer / row;
+      if (t.boxes % min_boxes) return t.why = S(t.boxes) + " boxes per stage do not split between " + S(min_boxes) + " blocks", t;
     }
     t.map.strides = {uint64_t(stride1 * eb)};
     for (const auto& d : c.batch) {

@@ -55,6 +55,8 @@ inline constexpr int kTmaAlignBytes = 16;
 inline constexpr int kTmaMaxBox = 256;
 inline constexpr int kTmaMaxRank = 5;
 
-TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m);
+// `min_boxes`: at least this many copies per stage (a K-inner stage split along its rows), so
+// that the blocks of a cluster can each fetch a share (TcConfig::multicast)
+TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m, int min_boxes = 1);
 
 }  // namespace tessel::emit_cuda

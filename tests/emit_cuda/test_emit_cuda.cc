@@ -217,7 +217,8 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count, the deci
 TEST_CASE("tile configurations read back from their text (--gpu-tiles), bad text names the field") {
   for (const char* t : {"16x32x128/16x32/ks4/st5", "64x32x128/32x32/ks4/st2/kb4/cl", "128x256x64/64x256/ks1/st4/wg/cs", "256x128x64/128x128/ks1/st4/wg/cs/cf",
                         "128x128x64/64x128/ks1/st3/wgd", "16x16x512/16x16/ks8/st2/bc", "16x16x64/16x16/ks1/st6/mma/bc", "32x16x64/32x16/ks2/st3/kb4/red",
-                        "128x256x64/64x256/ks1/st4/cs/ws", "128x192x64/64x192/ks1/st5/ws/sk"})
+                        "128x256x64/64x256/ks1/st4/cs/ws", "128x192x64/64x192/ks1/st5/ws/sk",
+                        "128x128x64/128x128/ks1/st6/cs/ws/pp", "256x128x64/128x128/ks1/st4/cs/ws/mc"})
     CHECK(emit_cuda::TcConfig::parse(t).to_string() == t);
   auto err = [](const std::string& t) {
     try {

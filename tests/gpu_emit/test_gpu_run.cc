@@ -250,6 +250,10 @@ TEST_CASE("persistent TMA kernels (/ws, sm_90a) verify: every majorness, tails, 
     g.stream_out = true;
     cfgs.push_back(g);
   }
+  for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 64, 64, 256, 1, 4}, {128, 128, 64, 64, 128, 1, 2}}) {
+    g.wgmma = g.tma_ws = g.multicast = true;  // B multicast across 2-block clusters (odd tile rows: a block with no rows)
+    cfgs.push_back(g);
+  }
   int ran = 0;
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
     const auto& c = r.c->kernel.contraction;
