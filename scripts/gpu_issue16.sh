@@ -52,7 +52,7 @@ if [ "${SAN:-1}" = 1 ]; then
                   "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws" \
                   "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk" \
                   "resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 128x128x64/64x128/ks1/st6/cs/ws" \
-                  "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st6/ws/pp" "gemm_layouts.tsl matmul_tt M=900,N=256,K=328 128x256x64/64x256/ks1/st4/ws/mc"; do
+                  "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st6/ws/pp" "gemm_layouts.tsl matmul_tt M=896,N=256,K=328 128x256x64/64x256/ks1/st4/ws/mc"; do
         set -- $spec
         r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
         echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
