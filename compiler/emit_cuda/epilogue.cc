@@ -176,7 +176,8 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
   for (const auto& st : stores) {
     const std::string at = "t_" + st.tensor + "[" + tensor_address(st.tensor, out_idx, anchor_var) + "]";
-    if (streaming) os << pad << "__stcs(&" << at << ", " << st.value << ");\n";
+    if (streaming && (st.dtype == DType::F32 || st.dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
+      os << pad << "tessel_stcs(&" << at << ", " << st.value << ");\n";
     else os << pad << at << " = " << st.value << ";\n";
   }
 }
@@ -253,18 +254,25 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   if (!t.c.epilogue.empty())
     t.explain.push_back("  epilogue from registers: the fused statements per accumulator element, then the global stores" +
                         std::string(cfg.stream_out ? " (evict-first)" : ""));
-  os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
-     << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad << "    for (int q_ = 0; q_ < 4; ++q_) {\n";
-  const std::string p2 = pad + "      ";
-  os << p2 << "const int m_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4 + (q_ >> 1) * 8, n_ = n0_ + j * 8 + (lane_ % 4) * 2 + (q_ & 1);\n";
-  os << p2 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
-  for (const auto& d : t.c.m) os << p2 << "int ov_" << d.var << ";\n";
-  t.decompose(p2, "m_", t.c.m, "ov_");
+  // rows outer (each row's index decoding once), the columns of a row inner: the unrolled body
+  // stays small (the code of every element is fetched once per tile)
+  os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad
+     << "  for (int h_ = 0; h_ < 2; ++h_) {\n";
+  const std::string p1 = pad + "    ";
+  os << p1 << "const int m_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4 + h_ * 8;\n";
+  os << p1 << "if (m_ >= " << t.M << ") continue;\n";
+  for (const auto& d : t.c.m) os << p1 << "int ov_" << d.var << ";\n";
+  t.decompose(p1, "m_", t.c.m, "ov_");
+  os << p1 << "#pragma unroll\n" << p1 << "for (int j = 0; j < " << t.fn8 << "; ++j)\n" << p1 << "  #pragma unroll\n" << p1
+     << "  for (int q_ = 0; q_ < 2; ++q_) {\n";
+  const std::string p2 = p1 + "    ";
+  os << p2 << "const int n_ = n0_ + j * 8 + (lane_ % 4) * 2 + q_;\n";
+  os << p2 << "if (n_ >= " << t.N << ") continue;\n";
   for (const auto& d : t.c.n) os << p2 << "int ov_" << d.var << ";\n";
   t.decompose(p2, "n_", t.c.n, "ov_");
-  os << p2 << "const " << t.acct << " v_ = acc_[i][j][q_];\n";
+  os << p2 << "const " << t.acct << " v_ = acc_[i][j][h_ * 2 + q_];\n";
   emit_element(t, p2, cfg.stream_out);
-  os << pad << "    }\n";
+  os << p1 << "  }\n" << pad << "  }\n";
 }
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {

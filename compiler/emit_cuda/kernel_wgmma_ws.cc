@@ -148,6 +148,10 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
   for (const TmaPlan* p : {&t.ta, &t.tb})
     if (!p->im2col) ranks.insert(int(p->map.dims.size()));
   os << "struct __align__(64) tessel_tmap { unsigned long long v[16]; };  /* a CUtensorMap, passed as a __grid_constant__ parameter */\n";
+  // evict-first stores of the register epilogue without __stcs's memory clobber, so the compiler
+  // may share loads (per-column operands of the fused statements) between the rows of a thread
+  os << "static __device__ __forceinline__ void tessel_stcs(float* p, float v) { asm volatile(\"st.global.cs.f32 [%0], %1;\\n\" ::\"l\"(p), \"f\"(v)); }\n"
+        "static __device__ __forceinline__ void tessel_stcs(__half* p, __half v) { asm volatile(\"st.global.cs.b16 [%0], %1;\\n\" ::\"l\"(p), \"h\"(__half_as_ushort(v))); }\n";
   os << "static __device__ __forceinline__ void tessel_mbar_init(unsigned long long* bar, unsigned count) {\n"
         "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(count));\n}\n"
         "static __device__ __forceinline__ void tessel_mbar_expect(unsigned long long* bar, unsigned bytes) {\n"
