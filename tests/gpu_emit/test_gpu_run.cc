@@ -2,6 +2,8 @@
 // case skips with a message where no GPU is present (CI). Run from the repository root.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_gpu_internal.h"
 #include "compiler/emit_c/run_c.h"
@@ -175,6 +177,29 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
                            {{"M", 64}, {"N", 48}, {"K", 80}});
 }
 
+// Verifies every configuration of `cfgs` the contraction can use (sm_90), with and without PDL
+// (and with B prefetched before the wait when `prefetch`); counts them in `ran`.
+std::function<void(const Compiled&, const std::map<std::string, int64_t>&, const std::string&)> verifier(
+    const std::vector<emit_cuda::TcConfig>& cfgs, bool prefetch, int* ran = nullptr) {
+  return [&cfgs, prefetch, ran](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
+    const auto& c = r.c->kernel.contraction;
+    REQUIRE(c);
+    for (const auto& cfg : cfgs) {
+      if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
+      emit_cuda::CudaOptions o;
+      o.config = cfg;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
+      o.pdl = true;
+      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
+      if (prefetch) {
+        o.pdl_prefetch = {c->b.tensor};
+        check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL, B prefetched");
+      }
+      if (ran) ++*ran;
+    }
+  };
+}
+
 TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, direct and epilogue stores, convolutions, with and without PDL") {
   if (!have_sm90("wgmma")) return;
   std::vector<emit_cuda::TcConfig> cfgs;
@@ -209,20 +234,7 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
     g.copies_first = true;
     cfgs.push_back(g);
   }
-  auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
-    const auto& c = r.c->kernel.contraction;
-    REQUIRE(c);
-    for (const auto& cfg : cfgs) {
-      if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
-      emit_cuda::CudaOptions o;
-      o.config = cfg;
-      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
-      o.pdl = true;
-      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
-      o.pdl_prefetch = {c->b.tensor};
-      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL, B prefetched");
-    }
-  };
+  auto check_all = verifier(cfgs, true);
   check_contraction_family(check_all, {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 200}, {"N", 192}, {"K", 96}}},
                            {{"M", 256}, {"N", 128}, {"K", 192}},
                            {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 32}, {"K", 64}, {"R", 3}, {"S", 3}},
@@ -255,19 +267,7 @@ TEST_CASE("persistent TMA kernels (/ws, sm_90a) verify: every majorness, tails, 
     cfgs.push_back(g);
   }
   int ran = 0;
-  auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
-    const auto& c = r.c->kernel.contraction;
-    REQUIRE(c);
-    for (const auto& cfg : cfgs) {
-      if (!emit_cuda::config_obstacle(*c, cfg, "sm_90").empty()) continue;
-      emit_cuda::CudaOptions o;
-      o.config = cfg;
-      check_verifies(r, sizes, o, true, label + " " + cfg.to_string());
-      o.pdl = true;
-      check_verifies(r, sizes, o, true, label + " " + cfg.to_string() + " PDL");
-      ++ran;
-    }
-  };
+  auto check_all = verifier(cfgs, false, &ran);
   check_contraction_family(check_all, {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 200}, {"N", 192}, {"K", 96}}},
                            {{"M", 256}, {"N", 128}, {"K", 192}},
                            {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}},

@@ -303,7 +303,7 @@ TEST_CASE("the gpu keys of the machine model are validated") {
   CHECK(rejection(replaced(good, "  vector_access_bytes: 16", "  vector_access_bytes: 12")).find("gpu.vector_access_bytes: must be a power of two") !=
         std::string::npos);
   CHECK(rejection(replaced(good, "  vector_access_bytes: 16", "")).find("vector_access_bytes") != std::string::npos);
-  CHECK(rejection(replaced(good, "programmatic_dependent_launch]", "warp_specialisation]")).find("unknown feature 'warp_specialisation'") !=
+  CHECK(rejection(replaced(good, "tensor_maps]", "warp_specialisation]")).find("unknown feature 'warp_specialisation'") !=
         std::string::npos);
   CHECK(rejection(replaced(good, "  warps_per_warpgroup: 4", "")).find("needs warps_per_warpgroup") != std::string::npos);
   CHECK(rejection(replaced(good, "  cluster_max_blocks: 8", "")).find("needs cluster_max_blocks") != std::string::npos);
