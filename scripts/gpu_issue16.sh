@@ -49,7 +49,7 @@ if [ "${SAN:-1}" = 1 ]; then
   {
     for tool in memcheck racecheck; do
       for spec in "matmul.tsl matmul M=512,N=384,K=256 128x128x64/64x128/ks1/st2/ws" "gemm_layouts.tsl matmul_tn M=296,N=200,K=136 128x256x64/64x256/ks1/st4/ws" \
-                  "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st4/ws" \
+                  "gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 256x128x64/128x128/ks1/st3/ws" \
                   "matmul.tsl matmul M=512,N=512,K=512 128x128x64/64x128/ks1/st6/ws/sk" "gemm_fused.tsl matmul_bias_relu M=300,N=256,K=1000 128x256x64/64x256/ks1/st4/ws/sk" \
                   "resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 128x128x64/64x128/ks1/st6/cs/ws" \
                   "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st6/ws/pp" "gemm_layouts.tsl matmul_tt M=896,N=256,K=328 128x256x64/64x256/ks1/st4/ws/mc"; do

@@ -251,28 +251,43 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     os << pad << "    }\n" << pad << "  }\n";
     return;
   }
-  if (!t.c.epilogue.empty())
-    t.explain.push_back("  epilogue from registers: the fused statements per accumulator element, then the global stores" +
-                        std::string(cfg.stream_out ? " (evict-first)" : ""));
-  // rows outer (each row's index decoding once), the columns of a row inner: the unrolled body
-  // stays small (the code of every element is fetched once per tile)
-  os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad
-     << "  for (int h_ = 0; h_ < 2; ++h_) {\n";
-  const std::string p1 = pad + "    ";
-  os << p1 << "const int m_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4 + h_ * 8;\n";
-  os << p1 << "if (m_ >= " << t.M << ") continue;\n";
-  for (const auto& d : t.c.m) os << p1 << "int ov_" << d.var << ";\n";
-  t.decompose(p1, "m_", t.c.m, "ov_");
-  os << p1 << "#pragma unroll\n" << p1 << "for (int j = 0; j < " << t.fn8 << "; ++j)\n" << p1 << "  #pragma unroll\n" << p1
-     << "  for (int q_ = 0; q_ < 2; ++q_) {\n";
-  const std::string p2 = p1 + "    ";
-  os << p2 << "const int n_ = n0_ + j * 8 + (lane_ % 4) * 2 + q_;\n";
-  os << p2 << "if (n_ >= " << t.N << ") continue;\n";
-  for (const auto& d : t.c.n) os << p2 << "int ov_" << d.var << ";\n";
-  t.decompose(p2, "n_", t.c.n, "ov_");
-  os << p2 << "const " << t.acct << " v_ = acc_[i][j][h_ * 2 + q_];\n";
-  emit_element(t, p2, cfg.stream_out);
-  os << p1 << "  }\n" << pad << "  }\n";
+  // fused statements or a layout the accumulators cannot be stored in straight: each consumer
+  // warpgroup stages 64-column chunks of its rows in shared memory (its own buffer, its own named
+  // barrier) and walks them row-major, so the statements' per-column operands and the stores are
+  // coalesced and the element code is one loop body
+  const int cw = kStagedChunkColumns, ld = cw + kAccumulatorRowPad;
+  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;
+  t.explain.push_back("  epilogue: each consumer warpgroup stages " + S(cfg.wm) + "x" + S(cw) +
+                      " accumulator chunks in shared memory, then the fused statements and coalesced stores" +
+                      std::string(cfg.stream_out ? " (evict-first)" : ""));
+  os << pad << "{\n";
+  const std::string p1 = pad + "  ";
+  os << p1 << "const int ew_ = " << (cfg.pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
+     << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ";\n";
+  os << p1 << "float* es_ = Es_ + ew_ * " << cfg.wm * ld << ";\n";
+  os << p1 << "const int wt_ = threadIdx.x % " << t.m.threads_per_warpgroup() << ", wr_ = wm_ - wrow0_;\n";
+  os << p1 << "#pragma unroll\n" << p1 << "for (int c_ = 0; c_ < " << cfg.bn / cw << "; ++c_) {\n";
+  const std::string p2 = p1 + "  ";
+  os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk before is read */\n";
+  os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
+     << "; ++jj) {\n";
+  os << p2 << "    float* p_ = es_ + (i * " << t.rstep << " + wr_ + lane_ / 4) * " << ld << " + jj * 8 + (lane_ % 4) * 2;\n";
+  os << p2 << "    *(float2*)p_ = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][0], acc_[i][c_ * " << cw / 8 << " + jj][1]);\n";
+  os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
+  os << p2 << "  }\n";
+  os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk is staged */\n";
+  os << p2 << "#pragma unroll 1\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
+  const std::string p3 = p2 + "  ";
+  os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << cw << ", n_ = n0_ + c_ * " << cw << " + e_ % " << cw << ";\n";
+  os << p3 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
+  for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
+  t.decompose(p3, "m_", t.c.m, "ov_");
+  for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";
+  t.decompose(p3, "n_", t.c.n, "ov_");
+  os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
+  emit_element(t, p3, cfg.stream_out);
+  os << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
+  (void)consumers;
 }
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {

@@ -204,6 +204,8 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
   os << "  " << t.ft << "* Bs_ = (" << t.ft << "*)(smem_ + " << S_ * t.a_stage * t.eb << ");\n";
   os << "  __shared__ __align__(8) unsigned long long full_[" << S_ << "], empty_[" << S_ << "];\n";
+  if (ws_epilogue_bytes(t.c, cfg) > 0)
+    os << "  float* Es_ = (float*)(smem_ + " << S_ * (t.a_stage + t.b_stage) * t.eb << ");  /* the epilogue's staging chunks */\n";
   os << "  (void)scratch;\n";
   if (ps.sk_tiles > 0) os << "  __shared__ int sk_last_;  /* stream-K: this block finishes the tile */\n";
   // ping-pong: order_[w] completes a phase when warpgroup w has issued a tile's MMAs; the other

@@ -57,8 +57,8 @@ std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::G
     if (!ta.ok) return "TMA for " + c.a.tensor + ": " + ta.why;
     if (!tb.ok) return "TMA for " + c.b.tensor + ": " + tb.why;
   }
-  const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes;
-  // the persistent kernel's epilogue runs from the registers
+  const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes + ws_epilogue_bytes(c, g);
+  // the persistent kernel's epilogue runs from the registers (its staging chunks are in `pipe`)
   const int64_t epi = direct_store(c, g) || g.tma_ws ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
   return over_budget(m, pipe, epi);
 }
@@ -152,6 +152,12 @@ TcConfig TcConfig::parse(const std::string& text) {
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
   return g;
+}
+
+int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g) {
+  if (!g.tma_ws || direct_store(c, g)) return 0;
+  const int consumers = g.pingpong ? 2 : g.bm / g.wm;
+  return int64_t(consumers) * g.wm * (kStagedChunkColumns + kAccumulatorRowPad) * kAccumulatorBytes;
 }
 
 bool direct_store(const Contraction& c, const TcConfig& g) {
@@ -251,6 +257,7 @@ struct CandidateList {
                                                           {64, 256, 64, 64, 256, 1, 5}}) {
           g.wgmma = g.tma_ws = true;
           g.pingpong = g.bm == g.wm;
+          while (g.stages > 3 && !config_obstacle(c, g, m).empty()) --g.stages;  // room for the epilogue staging
           for (bool sk : {false, true}) {  // stream-K for the last waves where the tiles are not whole waves
             if (sk && (output_tiles(c, g) % m.sm_count == 0 || g.pingpong)) continue;
             g.stream_k = sk;

@@ -51,6 +51,12 @@ struct PersistentSplit {
 };
 PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m);
 
+// The persistent kernel's epilogue staging (TcConfig::tma_ws, outputs that are not stored straight
+// from the accumulators): per consumer warpgroup a wm x 64 f32 chunk of its accumulators, rows
+// padded by 4 (0 for a plain output).
+inline constexpr int kStagedChunkColumns = 64;
+int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g);
+
 // Geometry shared by the policy and the kernel pieces.
 bool direct_store(const Contraction& c, const TcConfig& g);  // accumulators straight to a plain output
 int64_t k_tiles(const Contraction& c, const TcConfig& g);

@@ -242,6 +242,11 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
   SUBCASE("GEMM: A K-inner one box {64, 128}, B N-inner four 64-wide boxes {64, 64}; the launch is one block per SM") {
     auto r = compile_for("matmul.tsl", "matmul", {{"M", 1000}, {"N", 520}, {"K", 200}});
     const auto& c = *r.c->kernel.contraction;
+    // M = 1000 rows: the epilogue stages 64-column chunks in shared memory (2 x 128 x 68 x 4 B),
+    // which leaves room for 3 stages of 48 KiB, not 4
+    CHECK(emit_cuda::ws_epilogue_bytes(c, g) == 2 * 64 * 68 * 4);
+    CHECK(contains(emit_cuda::config_obstacle(c, g, m), "shared memory over the"));
+    g.stages = 3;
     REQUIRE(emit_cuda::config_obstacle(c, g, m).empty());
     emit_cuda::CudaOptions o;
     o.config = g;
