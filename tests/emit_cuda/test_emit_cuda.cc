@@ -302,6 +302,30 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     CHECK(contains(p.source, "tessel_tma_im2col4("));
     CHECK(contains(joined(p.explain), "im2col gather of 128 pixels x 64 channels"));
   }
+  SUBCASE("multicast: 2-block clusters, B's K-inner stage split into two boxes, one per block; ping-pong: 3 warpgroups") {
+    auto r = compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 1024}, {"N", 512}, {"K", 256}});  // B [N, K]: K-inner
+    emit_cuda::CudaOptions o;
+    o.config = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/ws/mc");
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    const auto& b = p.launches.at(0).tensor_maps.at(1);
+    CHECK(b.box == std::vector<uint32_t>{64, 128});  // two boxes of 128 rows per 256-row stage
+    CHECK(p.launches[0].grid[0] == 16);              // (8 tile rows / 2) x 2 tile columns = 8 clusters of 2
+    CHECK(contains(p.source, "__cluster_dims__(2, 1, 1)"));
+    CHECK(contains(p.source, "if (crank_ == 1u) tessel_tma_load2_mc("));
+    CHECK(contains(p.source, "tessel_mbar_init(empty_ + s, 16)"));  // both blocks' 8 consumer warps
+    const auto pp = emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st4/ws/pp");
+    CHECK(pp.warps() == 12);
+    CHECK(contains(emit_cuda::config_obstacle(*r.c->kernel.contraction, emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/ws/pp"), m),
+                   "bm = wm"));
+  }
+  SUBCASE("fused statements: the candidates keep room for the epilogue's staging chunks (fewer stages)") {
+    auto r = compile_for("resnet50.tsl", "conv_bn_relu", {{"N", 256}, {"H", 14}, {"W", 14}, {"C", 256}, {"K", 512}, {"R", 3}, {"S", 3}});
+    const auto& c = *r.c->kernel.contraction;
+    const auto cands = emit_cuda::tc_candidates(c, m);
+    REQUIRE_FALSE(cands.empty());
+    CHECK(cands[0].to_string() == "128x256x64/64x256/ks1/st3/cs/ws");  // 4 stages of 48 KiB + 34 KiB of chunks do not fit
+    for (const auto& x : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(c, x, m).empty(), x.to_string());
+  }
   SUBCASE("refused with the reason: a strided window, a guard that is not the bounds, an unaligned row, no TMA on sm_80") {
     auto err = [&](const Compiled& r) { return emit_cuda::config_obstacle(*r.c->kernel.contraction, g, m); };
     CHECK(contains(err(compile_for("conv_halo.tsl", "conv_pad3_s2", {{"N", 2}, {"H", 9}, {"W", 9}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}, {"P", 4}, {"Q", 4}})),
