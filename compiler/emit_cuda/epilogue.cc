@@ -256,7 +256,6 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   // barrier) and walks them row-major, so the statements' per-column operands and the stores are
   // coalesced and the element code is one loop body
   const int cw = kStagedChunkColumns, ld = cw + kAccumulatorRowPad;
-  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;
   t.explain.push_back("  epilogue: each consumer warpgroup stages " + S(cfg.wm) + "x" + S(cw) +
                       " accumulator chunks in shared memory, then the fused statements and coalesced stores" +
                       std::string(cfg.stream_out ? " (evict-first)" : ""));
@@ -287,7 +286,6 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
   emit_element(t, p3, cfg.stream_out);
   os << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
-  (void)consumers;
 }
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {

@@ -99,8 +99,7 @@ void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::str
   os << pad << "  if (!sk_last_) store_ = false;  /* another piece of the tile is still running: it finishes the tile */\n";
   os << pad << "  else {\n";
   os << pad << "    __threadfence();\n";
-  os << pad << "    #pragma unroll\n" << pad << "    for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "      #pragma unroll\n" << pad << "      for (int j = 0; j < "
-     << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+  zero_accumulators(t, t.fmx, pad + "    ");
   os << pad << "    for (int b_ = bfirst_; b_ <= blast_; ++b_) {  /* in block order: the sum does not depend on who finished last */\n";
   os << pad << "      const bool bhead_ = (long long)b_ * " << W << "LL / " << G << " / " << KT << " == sk_tile_;  /* block b_'s range starts in this tile */\n";
   os << pad << "      const float4* part_ = (const float4*)(scratch + " << counters << ") + ((long long)b_ * 2 + (bhead_ ? 0 : 1)) * " << int64_t(regs4) * ct
@@ -167,23 +166,24 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
           "  asm volatile(\"cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\\n\"\n"
           "               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(c), \"r\"(w), \"r\"(h), \"r\"(n),\n"
           "                 \"h\"(ow), \"h\"(oh) : \"memory\");\n}\n";
+  // tessel_tma_load<r>: one tiled copy completing on `bar`; with multicast also tessel_tma_load<r>_mc,
+  // the same copy landing at the same offset in both blocks of the cluster (mask 0b11), completing
+  // on each one's barrier
+  auto load_helper = [&](int r, bool mc) {
+    os << "static __device__ __forceinline__ void tessel_tma_load" << r << (mc ? "_mc" : "") << "(void* dst, const tessel_tmap* map, unsigned long long* bar";
+    for (int i = 0; i < r; ++i) os << ", int c" << i;
+    os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.shared::cluster.global.mbarrier::complete_tx::bytes" << (mc ? ".multicast::cluster" : "")
+       << " [%0], [%1, {";
+    const int first = mc ? 4 : 3;  // operands 0-2: dst, map, bar; 3: the cluster mask
+    for (int i = 0; i < r; ++i) os << (i ? ", " : "") << "%" << i + first;
+    os << "}], [%2]" << (mc ? ", %3" : "") << ";\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar))"
+       << (mc ? ", \"h\"((unsigned short)3)" : "");
+    for (int i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
+    os << " : \"memory\");\n}\n";
+  };
   for (int r : ranks) {
-    os << "static __device__ __forceinline__ void tessel_tma_load" << r << "(void* dst, const tessel_tmap* map, unsigned long long* bar";
-    for (int i = 0; i < r; ++i) os << ", int c" << i;
-    os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {";
-    for (int i = 0; i < r; ++i) os << (i ? ", " : "") << "%" << i + 3;
-    os << "}], [%2];\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar))";
-    for (int i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
-    os << " : \"memory\");\n}\n";
-    if (!t.cfg.multicast) continue;
-    // the same copy landing at the same offset in both blocks of the cluster, completing on each one's barrier
-    os << "static __device__ __forceinline__ void tessel_tma_load" << r << "_mc(void* dst, const tessel_tmap* map, unsigned long long* bar";
-    for (int i = 0; i < r; ++i) os << ", int c" << i;
-    os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {";
-    for (int i = 0; i < r; ++i) os << (i ? ", " : "") << "%" << i + 4;
-    os << "}], [%2], %3;\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"h\"((unsigned short)3)";
-    for (int i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
-    os << " : \"memory\");\n}\n";
+    load_helper(r, false);
+    if (t.cfg.multicast) load_helper(r, true);
   }
   if (t.cfg.multicast)
     os << "static __device__ __forceinline__ void tessel_mbar_arrive_peer(unsigned long long* bar, unsigned rank) {  /* the barrier at the same offset in block `rank` */\n"
@@ -221,7 +221,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
      << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
   if (cfg.multicast) {  // both blocks' barriers exist before either block's copies or arrivals reach them
     os << "  unsigned crank_;\n  asm volatile(\"mov.u32 %0, %%cluster_ctarank;\\n\" : \"=r\"(crank_));\n";
-    os << "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n";
+    os << "  tessel_cluster_sync();\n";
   } else {
     os << "  __syncthreads();\n";
   }
@@ -263,8 +263,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   auto consumer_body = [&](const std::string& pad, bool sk_part) {
     if (cfg.pingpong)  // the other warpgroup has issued the MMAs of the block's previous tile
       os << pad << "if (lt_ > 0) tessel_mbar_wait(order_ + (1 - cw_), ((lt_ - 1) >> 1) & 1);\n";
-    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
-       << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+    zero_accumulators(t, t.fmx, pad);
     os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
     os << pad << "  const int s_ = it_ % " << S_ << ";\n";
     os << pad << "  tessel_mbar_wait(full_ + s_, (it_ / " << S_ << ") & 1);  /* the slot's bytes have landed */\n";
@@ -277,9 +276,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     if (cfg.pingpong) os << pad << "__syncwarp();\n" << pad << "if (lane_ == 0) tessel_mbar_arrive(order_ + cw_);  /* this tile's MMAs are issued */\n";
     os << pad << "tessel_wg_wait<0>();\n";
     os << pad << "if (lane_ == 0) " << release("empty_ + (it_ + " + S(S_ - 1) + ") % " + S(S_)) << "\n";
-    os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
-       << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad
-       << "    for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
+    fence_accumulators(t, pad);
     os << pad << "bool store_ = true;\n";
     if (sk_part) stream_k_fixup(t, ps, pad);
     else os << pad << "(void)sk_; (void)head_;\n";
@@ -305,7 +302,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   }
   os << "  }\n";
   if (cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
-    os << "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n";
+    os << "  tessel_cluster_sync();\n";
   os << "}\n";
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +

@@ -71,6 +71,17 @@ void cp_async_pipeline(const TcKernel& t, const std::string& prologue_loads) {
 
 }  // namespace
 
+void zero_accumulators(const TcKernel& t, int rows, const std::string& pad) {
+  t.os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << rows << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
+       << t.fn8 << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+}
+
+void fence_accumulators(const TcKernel& t, const std::string& pad) {
+  t.os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad << "  for (int j = 0; j < "
+       << t.fn8 << "; ++j)\n" << pad << "    #pragma unroll\n" << pad
+       << "    for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
+}
+
 void emit_mainloop(const TcKernel& t) {
   if (t.wg) wgmma_accumulators(t);
   else if (t.mma) mma_sync_accumulators(t);

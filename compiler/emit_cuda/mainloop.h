@@ -21,6 +21,11 @@ namespace tessel::emit_cuda {
 // Accumulators, K range, PDL entry and the K loop of the configuration's main loop.
 void emit_mainloop(const TcKernel& t);
 
+// mainloop.cc: the m16n8-layout accumulators acc_[rows][fn8][4] (mma.sync and wgmma) set to zero,
+// and the compiler fence that keeps their reads after the MMAs' completion wait
+void zero_accumulators(const TcKernel& t, int rows, const std::string& pad);
+void fence_accumulators(const TcKernel& t, const std::string& pad);
+
 // mainloop_wmma.cc
 void wmma_accumulators(const TcKernel& t);
 void wmma_k_tile(const TcKernel& t, int kslice);

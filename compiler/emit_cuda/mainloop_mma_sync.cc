@@ -8,8 +8,7 @@ void mma_sync_accumulators(const TcKernel& t) {
   auto& os = t.os;
   os << "  const int lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  float acc_[" << t.fm << "][" << t.fn8 << "][4];\n";
-  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fm << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8
-     << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+  zero_accumulators(t, t.fm, "  ");
   // ldmatrix lane addresses (x4: lanes 8q..8q+7 address the rows of matrix q)
   if (t.pa.k_inner)  // [m][k]: a0..a3 = (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
     os << "  const int a_lrow_ = lane_ & 15, a_lcol_ = (lane_ >> 4) * 8;  /* A ldmatrix: row m, col k */\n";

@@ -41,8 +41,7 @@ void wgmma_accumulators(const TcKernel& t) {
   const auto& cfg = t.cfg;
   os << "  const int lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
-  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8
-     << "; ++j) acc_[i][j][0] = acc_[i][j][1] = acc_[i][j][2] = acc_[i][j][3] = 0.0f;\n";
+  zero_accumulators(t, t.fmx, "  ");
   t.explain.push_back("  wgmma path (sm_90a): " + S(cfg.warps() / int(t.m.warps_per_warpgroup)) + " warpgroup(s), each " + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) +
                     "k16 f16 -> f32 per 16-deep K step; A " + (t.pa.k_inner ? "K" : "M") + "-major, B " + (t.pb.k_inner ? "K" : "N") +
                     "-major in 128-byte-swizzled shared memory filled by cp.async; one MMA group in flight while the next tiles load");
@@ -97,8 +96,7 @@ void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads) {
   if (!cfg.wg_deep) os << "    tessel_wg_wait<1>();\n";
   os << "  }\n";
   os << "  tessel_wg_wait<0>();\n";
-  os << "  #pragma unroll\n  for (int i = 0; i < " << t.fmx << "; ++i)\n    #pragma unroll\n    for (int j = 0; j < " << t.fn8
-     << "; ++j)\n      #pragma unroll\n      for (int q = 0; q < 4; ++q) asm volatile(\"\" : \"+f\"(acc_[i][j][q]) :: \"memory\");  /* MMAs done */\n";
+  fence_accumulators(t, "  ");
 }
 
 }  // namespace tessel::emit_cuda

@@ -190,6 +190,9 @@ void TcKernel::decompose(const std::string& pad, const std::string& lin, const s
 void emit_device_helpers(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
+  if (cfg.multicast)  // the persistent kernel's cluster barrier (set-up and exit); cluster split-K has its own helpers below
+    os << "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
+          "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
   if (cfg.cluster) {
     os << "static __device__ __forceinline__ unsigned tessel_cluster_addr(const void* p, unsigned rank) {\n"
           "  unsigned r;\n"
