@@ -50,7 +50,7 @@ const kernel::CValueDialect kDialect = {
 
 std::string value_expr(const ir::Expr& e, const ValueContext& ctx) {
   return kernel::c_value(e, {kDialect, ctx.affine, [&](const ir::Expr& a) { return load_value(a.type, ctx.access(a)); },
-                             ctx.sizes});
+                             ctx.sizes, ctx.replace});
 }
 
 std::string reduction_identity(ir::Reduction r, DType t) {

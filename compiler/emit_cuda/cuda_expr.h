@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/ir/tensor_ir.h"
@@ -31,6 +32,8 @@ struct ValueContext {
   // Access -> C expression of the element as stored (storage_type of the access's dtype).
   std::function<std::string(const ir::Expr&)> access;
   const std::map<std::string, int64_t>* sizes = nullptr;
+  // optional: a subtree already held in a local -> that local, as a value (CValueContext::replace)
+  std::function<std::optional<std::string>(const ir::Expr&)> replace = {};
 };
 
 std::string value_expr(const ir::Expr& e, const ValueContext& ctx);

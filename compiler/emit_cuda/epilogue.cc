@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/emit_simt.h"
@@ -124,19 +126,152 @@ void last_block_reduction(const TcKernel& t) {
 
 }  // namespace
 
-void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
-  auto& os = t.os;
-  const ir::Function& f = *t.k.function;
+namespace {
+
+// the anchor's output index variables (outer -> inner)
+std::vector<std::string> anchor_out_vars(const TcKernel& t) {
   std::vector<std::string> out_vars;
   for (const auto& ix : t.anchor.out_indices) out_vars.push_back(ix.index_coeffs.begin()->first);
-  auto tensor_address = [&](const std::string& tname, const std::vector<ir::AffineExpr>& idx,
-                            const std::function<std::string(const std::string&)>& var) {
-    const auto* tensor = t.k.find_tensor(tname);
-    TESSEL_CHECK(tensor, "emit_cuda: epilogue tensor " + tname + " is not global");
-    std::string s = "0LL";
-    for (size_t d = 0; d < idx.size(); ++d) s = "(" + s + " * " + S(tensor->shape[d]) + "LL + " + t.affine(idx[d], var) + ")";
-    return s;
-  };
+  return out_vars;
+}
+
+// C name of anchor index `v` in the element code: bv_<v> for a batch dim, else ov_<v>
+std::string anchor_local(const TcKernel& t, const std::string& v) {
+  for (const auto& d : t.c.batch)
+    if (d.var == v) return "bv_" + v;
+  return "ov_" + v;
+}
+
+// epilogue statement s's index -> the anchor index at the same output position
+std::map<std::string, std::string> to_anchor_map(const TcKernel& t, const ir::Statement& s) {
+  const auto out_vars = anchor_out_vars(t);
+  std::map<std::string, std::string> to_anchor;
+  for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
+  return to_anchor;
+}
+
+std::string tensor_address(const TcKernel& t, const std::string& tname, const std::vector<ir::AffineExpr>& idx,
+                           const std::function<std::string(const std::string&)>& var) {
+  const auto* tensor = t.k.find_tensor(tname);
+  TESSEL_CHECK(tensor, "emit_cuda: epilogue tensor " + tname + " is not global");
+  std::string s = "0LL";
+  for (size_t d = 0; d < idx.size(); ++d) s = "(" + s + " * " + S(tensor->shape[d]) + "LL + " + t.affine(idx[d], var) + ")";
+  return s;
+}
+
+// The maximal subtrees of the fused statements' right-hand sides whose value depends on the
+// output column only: every access reads a global tensor (not the accumulator or an earlier fused
+// result) at indices over N and batch dims, every index value likewise, and the subtree reads at
+// least one tensor (constants alone the compiler folds). Select branches and the right operand of
+// && / || are only taken whole: hoisted out of their condition they could read where the
+// condition keeps the element code from reading.
+std::vector<std::pair<int, const ir::Expr*>> column_subtrees(const TcKernel& t) {
+  const ir::Function& f = *t.k.function;
+  std::set<std::string> produced{t.anchor.output};
+  std::set<std::string> column_vars;
+  for (const auto& d : t.c.n) column_vars.insert(d.var);
+  for (const auto& d : t.c.batch) column_vars.insert(d.var);
+  std::vector<std::pair<int, const ir::Expr*>> found;
+  for (int si : t.c.epilogue) {
+    const ir::Statement& s = f.statements.at(si);
+    const auto to_anchor = to_anchor_map(t, s);
+    auto over_columns = [&](const ir::AffineExpr& a) {
+      std::map<std::string, int64_t> indices, params;
+      a.collect_names(&indices, &params);  // also inside division terms
+      for (const auto& [v, unused] : indices) {
+        const std::string av = to_anchor.count(v) ? to_anchor.at(v) : v;
+        if (!column_vars.count(av)) return false;
+      }
+      return true;
+    };
+    // (column only, reads a tensor)
+    std::function<std::pair<bool, bool>(const ir::Expr&)> classify = [&](const ir::Expr& e) -> std::pair<bool, bool> {
+      switch (e.kind) {
+        case ir::ExprKind::Constant:
+        case ir::ExprKind::SizeParam: return {true, false};
+        case ir::ExprKind::IndexValue: return {over_columns(e.affine), false};
+        case ir::ExprKind::Access: {
+          if (produced.count(e.name) || !t.k.find_tensor(e.name)) return {false, false};
+          for (const auto& ix : e.indices)
+            if (!over_columns(ix)) return {false, true};
+          return {true, true};
+        }
+        case ir::ExprKind::Apply: break;
+      }
+      bool col = true, reads = false;
+      for (const auto& a : e.args) {
+        const auto [c, r] = classify(*a);
+        col = col && c;
+        reads = reads || r;
+      }
+      return {col, reads};
+    };
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+      const auto [col, reads] = classify(e);
+      if (col && reads) {
+        found.push_back({si, &e});
+        return;
+      }
+      if (e.kind != ir::ExprKind::Apply) return;
+      const bool guarded = e.op == ir::Op::Select || e.op == ir::Op::And || e.op == ir::Op::Or;
+      for (size_t i = 0; i < e.args.size(); ++i)
+        if (!guarded || i == 0) walk(*e.args[i]);
+    };
+    walk(*s.rhs);
+    produced.insert(s.output);
+  }
+  return found;
+}
+
+}  // namespace
+
+ColumnValues emit_column_values(const TcKernel& t, const std::string& pad, const std::string& first_column, int columns) {
+  ColumnValues cv;
+  const auto subtrees = column_subtrees(t);
+  if (subtrees.empty()) return cv;
+  auto& os = t.os;
+  const ir::Function& f = *t.k.function;
+  const bool one = columns == 1;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < subtrees.size(); ++i) {
+    const ir::Expr& e = *subtrees[i].second;
+    names.push_back("hv" + S(int64_t(i)) + "_");
+    os << pad << value_type(e.type) << " " << names.back() << (one ? "" : "[" + S(int64_t(columns)) + "]") << ";\n";
+    cv.local[&e] = one ? names.back() : names.back() + "[q_]";
+  }
+  std::string p = pad;
+  if (!one) {
+    os << pad << "#pragma unroll\n" << pad << "for (int q_ = 0; q_ < " << columns << "; ++q_) {\n";
+    p += "  ";
+  } else {
+    os << pad << "{\n";
+    p += "  ";
+  }
+  os << p << "const int n_ = " << first_column << (one ? "" : " + q_") << ";\n";
+  for (const auto& d : t.c.n) os << p << "int ov_" << d.var << ";\n";
+  t.decompose(p, "n_", t.c.n, "ov_");
+  os << p << "if (n_ < " << t.N << ") {\n";
+  for (size_t i = 0; i < subtrees.size(); ++i) {
+    const ir::Statement& s = f.statements.at(subtrees[i].first);
+    const auto to_anchor = to_anchor_map(t, s);
+    auto var = [&](const std::string& v) { return anchor_local(t, to_anchor.count(v) ? to_anchor.at(v) : v); };
+    ValueContext ctx;
+    ctx.sizes = &t.k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& a) { return t.affine(a, var); };
+    ctx.access = [&](const ir::Expr& a) { return "t_" + a.name + "[" + tensor_address(t, a.name, a.indices, var) + "]"; };
+    os << p << "  " << cv.local.at(subtrees[i].second) << " = " << value_expr(*subtrees[i].second, ctx) << ";\n";
+  }
+  os << p << "} else {\n";
+  for (const auto& [si, e] : subtrees) os << p << "  " << cv.local.at(e) << " = 0;  /* a column past N: never used */\n";
+  os << p << "}\n" << pad << "}\n";
+  t.explain.push_back("  " + S(int64_t(subtrees.size())) + " column-only subexpression(s) of the fused statements evaluated once per column, outside the element loop");
+  return cv;
+}
+
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns) {
+  auto& os = t.os;
+  const ir::Function& f = *t.k.function;
+  const std::vector<std::string> out_vars = anchor_out_vars(t);
   struct Store {
     std::string tensor;
     DType dtype;
@@ -148,15 +283,10 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
   os << pad << "const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
   locals[t.anchor.output] = "ev_" + t.anchor.output;
   if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
-  auto anchor_var = [&](const std::string& v) -> std::string {
-    for (const auto& d : t.c.batch)
-      if (d.var == v) return "bv_" + v;
-    return "ov_" + v;
-  };
+  auto anchor_var = [&](const std::string& v) { return anchor_local(t, v); };
   for (int si : t.c.epilogue) {
     const ir::Statement& s = f.statements.at(si);
-    std::map<std::string, std::string> to_anchor;  // epilogue index -> anchor index
-    for (size_t d = 0; d < s.out_indices.size(); ++d) to_anchor[s.out_indices[d].index_coeffs.begin()->first] = out_vars[d];
+    const auto to_anchor = to_anchor_map(t, s);
     auto var = [&](const std::string& v) { return anchor_var(to_anchor.count(v) ? to_anchor.at(v) : v); };
     ValueContext ctx;
     ctx.sizes = &t.k.sizes;
@@ -164,8 +294,14 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
     ctx.access = [&](const ir::Expr& a) -> std::string {
       auto it = locals.find(a.name);
       if (it != locals.end()) return it->second;
-      return "t_" + a.name + "[" + tensor_address(a.name, a.indices, var) + "]";
+      return "t_" + a.name + "[" + tensor_address(t, a.name, a.indices, var) + "]";
     };
+    if (columns)
+      ctx.replace = [&](const ir::Expr& e) -> std::optional<std::string> {
+        auto it = columns->local.find(&e);
+        if (it == columns->local.end()) return std::nullopt;
+        return it->second;
+      };
     const DType T = s.acc_type;
     os << pad << "const " << storage_type(T) << " ev_" << s.output << " = "
        << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
@@ -175,7 +311,7 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming) {
   std::vector<ir::AffineExpr> out_idx;
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
   for (const auto& st : stores) {
-    const std::string at = "t_" + st.tensor + "[" + tensor_address(st.tensor, out_idx, anchor_var) + "]";
+    const std::string at = "t_" + st.tensor + "[" + tensor_address(t, st.tensor, out_idx, anchor_var) + "]";
     if (streaming && (st.dtype == DType::F32 || st.dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
       os << pad << "tessel_stcs(&" << at << ", " << st.value << ");\n";
     else os << pad << at << " = " << st.value << ";\n";
@@ -188,11 +324,13 @@ namespace {
 void elementwise_stores(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  if (cfg.cluster)  // each block of the cluster: a 1/k_blocks slice of the tile
-    os << "  for (int e_ = threadIdx.x * " << cfg.k_blocks << " + blockIdx.y; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads * cfg.k_blocks
-       << ") {\n";
-  else
-    os << "  for (int e_ = threadIdx.x; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << t.threads << ") {\n";
+  // each block of a cluster: a 1/k_blocks slice of the tile
+  const std::string e0 = cfg.cluster ? "threadIdx.x * " + S(cfg.k_blocks) + " + blockIdx.y" : std::string("threadIdx.x");
+  const int step = cfg.cluster ? t.threads * cfg.k_blocks : t.threads;
+  // a thread keeps to the same 4 columns when its step is a whole number of tile rows
+  ColumnValues columns;
+  if (step % (cfg.bn / 4) == 0) columns = emit_column_values(t, "  ", "n0_ + ((" + e0 + ") % " + S(cfg.bn / 4) + ") * 4", 4);
+  os << "  for (int e_ = " << e0 << "; e_ < " << cfg.bm * cfg.bn / 4 << "; e_ += " << step << ") {\n";
   os << "    const int row_ = e_ / " << cfg.bn / 4 << ", col_ = (e_ % " << cfg.bn / 4 << ") * 4;\n";
   os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << t.M << ") continue;\n";
   for (const auto& d : t.c.m) os << "    int ov_" << d.var << ";\n";
@@ -222,7 +360,7 @@ void elementwise_stores(const TcKernel& t) {
   else
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
        << " + row_ * " << t.ldc << " + col_ + q_];\n";
-  emit_element(t, "      ", false);
+  emit_element(t, "      ", false, &columns);
   os << "    }\n  }\n";
   if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
@@ -267,6 +405,9 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p1 << "const int wt_ = threadIdx.x % " << t.m.threads_per_warpgroup() << ", wr_ = wm_ - wrow0_;\n";
   os << p1 << "#pragma unroll\n" << p1 << "for (int c_ = 0; c_ < " << cfg.bn / cw << "; ++c_) {\n";
   const std::string p2 = p1 + "  ";
+  // a thread's elements e_ = wt_ + i * (threads per warpgroup) all lie in column wt_ % cw
+  TESSEL_CHECK(t.m.threads_per_warpgroup() % cw == 0, "emit_cuda: staged epilogue chunk wider than a warpgroup's step");
+  const ColumnValues columns = emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk before is read */\n";
   os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
      << "; ++jj) {\n";
@@ -275,7 +416,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
   os << p2 << "  }\n";
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk is staged */\n";
-  os << p2 << "#pragma unroll 1\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
+  os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
   const std::string p3 = p2 + "  ";
   os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << cw << ", n_ = n0_ + c_ * " << cw << " + e_ % " << cw << ";\n";
   os << p3 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
@@ -284,7 +425,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";
   t.decompose(p3, "n_", t.c.n, "ov_");
   os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
-  emit_element(t, p3, cfg.stream_out);
+  emit_element(t, p3, cfg.stream_out, &columns);
   os << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
 }
 

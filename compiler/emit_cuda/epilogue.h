@@ -12,6 +12,8 @@
 //     per element and the global stores.
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "compiler/emit_cuda/tc_kernel.h"
@@ -20,11 +22,23 @@ namespace tessel::emit_cuda {
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before);
 
+struct ColumnValues {
+  std::map<const ir::Expr*, std::string> local;  // fused-statement subtree -> the C expression of its value
+};
+
 // One output element: the fused element-wise statements on its accumulator value `v_` and the
 // global stores, with its M / N indices in locals `ov_<var>` and its batch indices in `bv_<var>`.
 // Shared by the epilogue above (values from shared memory) and the register epilogue of the
 // persistent kernel (kernel_wgmma_ws.h). `streaming`: evict-first stores (__stcs).
-void emit_element(const TcKernel& t, const std::string& pad, bool streaming);
+// `columns`: subtrees already evaluated for the element's column (emit_column_values).
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns = nullptr);
+
+// The fused statements' column-only subexpressions (every tensor read indexed by N and batch dims
+// only, e.g. a batch norm's gamma[k] * rsqrt(var[k] + eps)), evaluated into locals hv<i>_ for the
+// columns first_column + q, q in [0, columns) (an array indexed by q_ when columns > 1; a column
+// past N holds 0), for an element loop whose threads each keep to those columns. Emitted at `pad`;
+// adds a line to the explanation. Empty when the statements have none.
+ColumnValues emit_column_values(const TcKernel& t, const std::string& pad, const std::string& first_column, int columns);
 
 // The epilogue of the persistent kernel, from the wgmma accumulators (acc_, m16n8 layout per
 // warp) of the tile at (m0_, n0_), batch bz_: 64-bit stores for a plain output, else emit_element

@@ -55,6 +55,8 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
 // from the accumulators): per consumer warpgroup a wm x 64 f32 chunk of its accumulators, rows
 // padded by 4 (0 for a plain output).
 inline constexpr int kStagedChunkColumns = 64;
+// unrolling of the staged epilogue's element loop (independent elements in flight per thread)
+inline constexpr int kStagedElementUnroll = 4;
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g);
 
 // Geometry shared by the policy and the kernel pieces.

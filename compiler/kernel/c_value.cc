@@ -113,6 +113,10 @@ class Printer {
 
 }  // namespace
 
-std::string c_value(const ir::Expr& e, const CValueContext& ctx) { return Printer(e, ctx).leaf(); }
+std::string c_value(const ir::Expr& e, const CValueContext& ctx) {
+  if (ctx.replace)
+    if (auto r = ctx.replace(e)) return *r;
+  return Printer(e, ctx).leaf();
+}
 
 }  // namespace tessel::kernel

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/ir/tensor_ir.h"
@@ -43,6 +44,9 @@ struct CValueContext {
   // access -> C expression of the element as a value (value_type of the access's dtype)
   std::function<std::string(const ir::Expr&)> access;
   const std::map<std::string, int64_t>* sizes;  // size parameter values
+  // optional: a subtree whose value is already held in a local (e.g. evaluated once per column
+  // outside an element loop) -> that local, as a value; nullopt: printed as usual
+  std::function<std::optional<std::string>(const ir::Expr&)> replace = {};
 };
 
 std::string c_value(const ir::Expr& e, const CValueContext& ctx);

@@ -155,6 +155,62 @@ TEST_CASE("element-wise statements after the GEMM are fused into the epilogue") 
   CHECK(emit_cuda::emit_cuda(b.c->kernel).tensor_cores);
 }
 
+TEST_CASE("fused epilogue: column-only subexpressions are evaluated once per column, outside the element loop") {
+  // the element loop's body is the text after the loop header; the per-column locals come before it
+  auto loop_body = [](const std::string& src, const std::string& header) {
+    const auto at = src.find(header);
+    REQUIRE(at != std::string::npos);
+    return src.substr(at);
+  };
+  SUBCASE("conv + batch norm + relu: mean[k], gamma[k] * rsqrt(var[k] + eps) and beta[k] per column") {
+    auto r = compile_for("resnet50.tsl", "conv_bn_relu", {{"N", 2}, {"H", 14}, {"W", 14}, {"C", 64}, {"K", 128}, {"R", 3}, {"S", 3}});
+    for (const char* tiles : {"128x128x64/64x128/ks1/st4/cs/ws", "128x128x64/64x128/ks1/st4/wgd"}) {
+      CAPTURE(tiles);
+      emit_cuda::CudaOptions o;
+      o.config = emit_cuda::TcConfig::parse(tiles);
+      const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+      REQUIRE(p.tensor_cores);
+      CHECK(contains(joined(p.explain), "3 column-only subexpression(s) of the fused statements evaluated once per column"));
+      const bool ws = contains(tiles, "/ws");
+      // the staged chunks: one column per thread (64-column chunks, 128 threads per warpgroup);
+      // the cp.async epilogue: 4 columns per thread (32 threads per 128-column row, 256 threads)
+      CHECK(contains(p.source, ws ? "const int n_ = n0_ + c_ * 64 + wt_ % 64;" : "const int n_ = n0_ + ((threadIdx.x) % 32) * 4 + q_;"));
+      CHECK(contains(p.source, ws ? "float hv1_;" : "float hv1_[4];"));
+      CHECK(contains(p.source, "sqrtf(((float)(((float)t_var["));
+      const std::string body = loop_body(p.source, ws ? "for (int e_ = wt_;" : "for (int e_ = threadIdx.x;");
+      CHECK_FALSE(contains(body, "sqrtf"));
+      CHECK_FALSE(contains(body, "t_gamma"));
+      CHECK_FALSE(contains(body, "t_mean"));
+      CHECK(contains(body, ws ? "((float)ev_Acc) - ((float)hv0_)" : "((float)ev_Acc) - ((float)hv0_[q_])"));
+    }
+  }
+  SUBCASE("a row operand and a guarded read stay in the element loop; the guard's whole select is hoisted when column-only") {
+    const std::string src = R"(
+def f(f16[M, K] A, f16[K, N] B, f32[N] s, f32[M, N] R) -> (f32[M, N] D) {
+  C(m, n) +=! f32(A(m, k)) * f32(B(k, n))
+  D(m, n) = C(m, n) * s(n) + R(m, n) + select(m < 7, s(n), 0) + select(n < 5, s(n) * 2, 1)
+}
+)";
+    Compiled r;
+    r.module = frontend::parse_module(src, "hoist.tsl");
+    CompileOptions co;
+    co.target = target("sm90");
+    co.sizes = {{"M", 256}, {"N", 128}, {"K", 64}};
+    r.c = compile(frontend::select_function(r.module, "f"), co);
+    emit_cuda::CudaOptions o;
+    o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.tensor_cores);
+    // s(n) (the product's operand) and select(n < 5, s(n) * 2, 1); not s(n) under m < 7, not R
+    CHECK(contains(joined(p.explain), "2 column-only subexpression(s)"));
+    const std::string body = loop_body(p.source, "for (int e_ = wt_;");
+    CHECK(contains(body, "t_R["));
+    CHECK(contains(body, "? t_s["));  // the row-guarded read keeps its guard
+    CHECK(contains(body, "hv0_"));
+    CHECK(contains(body, "hv1_"));
+  }
+}
+
 TEST_CASE("tile candidates are legal, skinny GEMMs split K over warps") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
   const auto& c = r.c->kernel.contraction;
