@@ -6,6 +6,9 @@
 #   sanitizer.txt    compute-sanitizer memcheck and racecheck on /ws kernels
 #   bench.{txt,json} tessel bench gpu on the selected entries (TESSEL_BENCH_FILTER, default the
 #                    square and BERT GEMMs): every ranked candidate timed, the best vs cuBLAS
+#   epilogue.txt     (EPI=1) the fused epilogues (column-only subexpressions evaluated once per
+#                    column) verified on every TensorCore path of sm90 and sm75, and Nsight Compute on
+#                    the ResNet-50 conv+bn+relu seed layer (EPI_NCU_TILES) next to the plain convolution
 #   ncu.txt          (NCU=1) Nsight Compute on the 4096^3 GEMM, ours (NCU_TILES) and cuBLAS's kernel in
 #                    the same process (tessel run --verify library): SpeedOfLight and the tensor pipes
 D=${1:-build/dev}
@@ -65,6 +68,32 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
   TESSEL_BENCH_FILTER=${FILTER:-gemm_1024x1024,gemm_4096,gemm_8192,bert,conv} timeout ${BENCH_S:-400} $T bench gpu --json $OUT/bench.json > $OUT/bench.txt 2>&1
   echo "bench rc=$?"; grep -vE "^\s*$" $OUT/bench.txt | tail -30
+fi
+if [ "${EPI:-0}" = 1 ]; then
+  {
+    for t in ${EPI_TILES:-128x256x64/64x256/ks1/st3/cs/ws 128x128x64/128x128/ks1/st4/cs/ws/pp 128x256x64/64x256/ks1/st3/cs/ws/mc \
+             128x128x64/64x128/ks1/st4/wgd 128x128x32/64x64/ks1/st3/mma 64x64x32/32x32/ks1/st2}; do
+      one resnet50.tsl conv_bn_relu N=2,H=14,W=14,C=128,K=256,R=3,S=3 $t
+      one resnet50.tsl conv_bn_relu N=3,H=7,W=7,C=64,K=200,R=3,S=3 $t
+      one gemm_layouts.tsl batch_matmul_scale_bias B=3,M=130,K=72,N=264 $t
+      one gemm_layouts.tsl batch_matmul_bias_gelu B=2,M=256,K=64,N=384 $t
+      one gemm_fused.tsl matmul_bias_relu M=300,N=256,K=512 $t
+    done
+    G=isa/targets/sm75.yaml
+    for t in 64x64x32/32x32/ks1/st2 128x128x32/64x64/ks1/st2; do
+      one resnet50.tsl conv_bn_relu N=3,H=7,W=7,C=64,K=200,R=3,S=3 $t
+      one gemm_fused.tsl matmul_bias_relu M=300,N=256,K=512 $t
+    done
+  } > $OUT/epilogue.txt 2>&1
+  echo "epilogue: $(grep -c ': verified' $OUT/epilogue.txt) verified of $(grep -c . $OUT/epilogue.txt)"; grep -v ': verified' $OUT/epilogue.txt | head -20
+  for t in ${EPI_NCU_TILES-128x256x64/64x256/ks1/st3/cs/ws}; do  # EPI_NCU_TILES= (empty): no ncu
+    for def in conv_bn_relu; do
+      timeout 200 ncu --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy -k regex:tessel --launch-count 1 \
+        $T run workloads/resnet50.tsl --def $def --target isa/targets/sm90.yaml --shape N=256,H=14,W=14,C=256,K=512,R=3,S=3 --gpu-tiles $t --verify none --no-timing 2>&1 \
+        | grep -vE "^==PROF==|^\s*$" | head -90
+    done
+  done >> $OUT/epilogue.txt 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Stall|Warp Cycles Per Issued|Registers" $OUT/epilogue.txt | head -30
 fi
 if [ "${NCU:-0}" = 1 ]; then
   {

@@ -268,7 +268,30 @@ ColumnValues emit_column_values(const TcKernel& t, const std::string& pad, const
   return cv;
 }
 
-void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns) {
+std::vector<std::pair<std::string, DType>> element_outputs(const TcKernel& t) {
+  const ir::Function& f = *t.k.function;
+  std::vector<std::pair<std::string, DType>> outs;
+  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) outs.push_back({t.anchor.output, t.anchor.acc_type});
+  for (int si : t.c.epilogue) {
+    const ir::Statement& s = f.statements.at(si);
+    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) outs.push_back({s.output, s.acc_type});
+  }
+  return outs;
+}
+
+bool dense_output_layout(const TcKernel& t, const std::string& tensor) {
+  std::vector<std::string> expect;
+  std::vector<int64_t> extents;
+  for (const auto* dims : {&t.c.batch, &t.c.m, &t.c.n})
+    for (const auto& d : *dims) {
+      expect.push_back(d.var);
+      extents.push_back(d.extent);
+    }
+  const auto* g = t.k.find_tensor(tensor);
+  return g && anchor_out_vars(t) == expect && g->shape == extents;
+}
+
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns, const std::string& store_slot) {
   auto& os = t.os;
   const ir::Function& f = *t.k.function;
   const std::vector<std::string> out_vars = anchor_out_vars(t);
@@ -311,6 +334,10 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming, con
   std::vector<ir::AffineExpr> out_idx;
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
   for (const auto& st : stores) {
+    if (!store_slot.empty()) {  // the caller stores the vector
+      os << pad << "sv_" << st.tensor << "[" << store_slot << "] = " << st.value << ";\n";
+      continue;
+    }
     const std::string at = "t_" + st.tensor + "[" + tensor_address(t, st.tensor, out_idx, anchor_var) + "]";
     if (streaming && (st.dtype == DType::F32 || st.dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
       os << pad << "tessel_stcs(&" << at << ", " << st.value << ");\n";
@@ -319,6 +346,35 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming, con
 }
 
 namespace {
+
+// columns per thread of an epilogue that stores vectors: 4 where every output is a dense
+// [batch.., M.., N] tensor with N a multiple of 4 (aligned vector stores), else 1
+int vector_store_width(const TcKernel& t) {
+  constexpr int kVec = 4;
+  if (t.N % kVec != 0 || t.i8) return 1;
+  for (const auto& [tensor, dtype] : element_outputs(t))
+    if (!dense_output_layout(t, tensor)) return 1;
+  return kVec;
+}
+
+// C type moving `vec` elements of storage type `dt` in one access
+std::string vector_type(DType dt, int vec) {
+  const int bytes = dtype_bytes(dt) * vec;
+  return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "unsigned" : bytes == 2 ? "unsigned short" : "";
+}
+
+// after the statements of `vec` adjacent columns (values in sv_<tensor>[q]): one vector store per
+// output at element offset `at`
+void vector_stores(const TcKernel& t, const std::string& pad, const std::string& at, int vec, bool streaming) {
+  for (const auto& [tensor, dt] : element_outputs(t)) {
+    const std::string V = vector_type(dt, vec);
+    TESSEL_CHECK(!V.empty(), "emit_cuda: no vector type for " + S(int64_t(vec)) + " elements of the output " + tensor);
+    const std::string ptr = "(" + V + "*)(t_" + tensor + " + " + at + ")";
+    if (streaming && V != "unsigned short")
+      t.os << pad << "__stcs(" << ptr << ", *(const " << V << "*)sv_" << tensor << ");\n";
+    else t.os << pad << "*" << ptr << " = *(const " << V << "*)sv_" << tensor << ";\n";
+  }
+}
 
 // the element-wise statements on the reduced accumulators, then the global stores
 void elementwise_stores(const TcKernel& t) {
@@ -347,8 +403,14 @@ void elementwise_stores(const TcKernel& t) {
     os << "    #pragma unroll\n    for (int s_ = 0; s_ < " << parts
        << "; ++s_) { cw_[0] += cv_[s_].x; cw_[1] += cv_[s_].y; cw_[2] += cv_[s_].z; cw_[3] += cv_[s_].w; }\n";
   }
+  const bool vec = vector_store_width(t) == 4;  // the 4 columns' outputs in one store each
+  if (vec) {
+    os << "    if (n0_ + col_ >= " << t.N << ") continue;\n";
+    for (const auto& [tensor, dt] : element_outputs(t)) os << "    __align__(16) " << storage_type(dt) << " sv_" << tensor << "[4];\n";
+  }
   os << "    #pragma unroll\n    for (int q_ = 0; q_ < 4; ++q_) {\n";
-  os << "      const int n_ = n0_ + col_ + q_;\n      if (n_ >= " << t.N << ") break;\n";
+  os << "      const int n_ = n0_ + col_ + q_;\n";
+  if (!vec) os << "      if (n_ >= " << t.N << ") break;\n";
   for (const auto& d : t.c.n) os << "      int ov_" << d.var << ";\n";
   t.decompose("      ", "n_", t.c.n, "ov_");
   os << "      " << t.acct << " v_ = 0;\n";
@@ -360,10 +422,46 @@ void elementwise_stores(const TcKernel& t) {
   else
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_split << "; ++s_) v_ += ((" << t.acct << "*)smem_)[s_ * " << cfg.bm * t.ldc
        << " + row_ * " << t.ldc << " + col_ + q_];\n";
-  emit_element(t, "      ", false, &columns);
-  os << "    }\n  }\n";
+  emit_element(t, "      ", false, &columns, vec ? "q_" : "");
+  os << "    }\n";
+  if (vec) vector_stores(t, "    ", "((long long)blockIdx.z * " + S(t.M) + "LL + m_) * " + S(t.N) + "LL + n0_ + col_", 4, false);
+  os << "  }\n";
   if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
+}
+
+}  // namespace
+
+namespace {
+
+// the staged chunk's element loop, vec adjacent columns per thread: a 16-byte shared read, the
+// statements per column (unrolled), one vector store per output at the dense address
+// ((bz_ * M + m_) * N + n_)
+void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnValues& columns, int vec) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  const int cw = kStagedChunkColumns, ld = cw + kAccumulatorRowPad, gpr = cw / vec;  // column groups per row
+  const auto outs = element_outputs(t);
+  os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * gpr << "; e_ += "
+     << t.m.threads_per_warpgroup() << ") {\n";
+  const std::string p3 = p2 + "  ";
+  os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << gpr << ", nb_ = n0_ + c_ * " << cw << " + (e_ % " << gpr << ") * " << vec << ";\n";
+  os << p3 << "if (m_ >= " << t.M << " || nb_ >= " << t.N << ") continue;\n";
+  for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
+  t.decompose(p3, "m_", t.c.m, "ov_");
+  const std::string vt = t.acct == "float" ? "float4" : "int4";
+  os << p3 << "const " << vt << " w_ = *(const " << vt << "*)(es_ + (e_ / " << gpr << ") * " << ld << " + (e_ % " << gpr << ") * " << vec << ");\n";
+  for (const auto& [tensor, dt] : outs) os << p3 << "__align__(16) " << storage_type(dt) << " sv_" << tensor << "[" << vec << "];\n";
+  os << p3 << "#pragma unroll\n" << p3 << "for (int q_ = 0; q_ < " << vec << "; ++q_) {\n";
+  const std::string p4 = p3 + "  ";
+  os << p4 << "const int n_ = nb_ + q_;\n";
+  for (const auto& d : t.c.n) os << p4 << "int ov_" << d.var << ";\n";
+  t.decompose(p4, "n_", t.c.n, "ov_");
+  os << p4 << "const " << t.acct << " v_ = (&w_.x)[q_];\n";
+  emit_element(t, p4, cfg.stream_out, &columns, "q_");
+  os << p3 << "}\n";
+  vector_stores(t, p3, "(long long)(bz_ * " + S(t.M) + "LL + m_) * " + S(t.N) + "LL + nb_", vec, cfg.stream_out);
+  os << p2 << "}\n";
 }
 
 }  // namespace
@@ -407,7 +505,12 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const std::string p2 = p1 + "  ";
   // a thread's elements e_ = wt_ + i * (threads per warpgroup) all lie in column wt_ % cw
   TESSEL_CHECK(t.m.threads_per_warpgroup() % cw == 0, "emit_cuda: staged epilogue chunk wider than a warpgroup's step");
-  const ColumnValues columns = emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
+  // with vec > 1 a thread takes vec adjacent columns (one 16-byte shared read, one vector store per
+  // output): still the same columns on every step
+  const int vec = vector_store_width(t);
+  const ColumnValues columns =
+      vec > 1 ? emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + (wt_ % " + S(cw / vec) + ") * " + S(vec), vec)
+              : emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk before is read */\n";
   os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
      << "; ++jj) {\n";
@@ -416,17 +519,22 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
   os << p2 << "  }\n";
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk is staged */\n";
-  os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
-  const std::string p3 = p2 + "  ";
-  os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << cw << ", n_ = n0_ + c_ * " << cw << " + e_ % " << cw << ";\n";
-  os << p3 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
-  for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
-  t.decompose(p3, "m_", t.c.m, "ov_");
-  for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";
-  t.decompose(p3, "n_", t.c.n, "ov_");
-  os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
-  emit_element(t, p3, cfg.stream_out, &columns);
-  os << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
+  if (vec > 1) {
+    staged_vector_loop(t, p2, columns, vec);
+  } else {
+    os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
+    const std::string p3 = p2 + "  ";
+    os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << cw << ", n_ = n0_ + c_ * " << cw << " + e_ % " << cw << ";\n";
+    os << p3 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
+    for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
+    t.decompose(p3, "m_", t.c.m, "ov_");
+    for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";
+    t.decompose(p3, "n_", t.c.n, "ov_");
+    os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
+    emit_element(t, p3, cfg.stream_out, &columns);
+    os << p2 << "}\n";
+  }
+  os << p1 << "}\n" << pad << "}\n";
 }
 
 void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {

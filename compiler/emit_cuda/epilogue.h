@@ -31,7 +31,16 @@ struct ColumnValues {
 // Shared by the epilogue above (values from shared memory) and the register epilogue of the
 // persistent kernel (kernel_wgmma_ws.h). `streaming`: evict-first stores (__stcs).
 // `columns`: subtrees already evaluated for the element's column (emit_column_values).
-void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns = nullptr);
+// `store_slot` (non-empty): each output's value goes to the caller's array sv_<tensor>[store_slot]
+// instead of global memory (the caller stores the vector; element_outputs names the arrays).
+void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns = nullptr,
+                  const std::string& store_slot = "");
+// The global outputs emit_element stores: the anchor's output if global, then each fused
+// statement's output that is global, with their dtypes.
+std::vector<std::pair<std::string, DType>> element_outputs(const TcKernel& t);
+// Whether `tensor` is laid out as the dense row-major [batch.., M.., N..] of the contraction's dims,
+// so its element (bz, m, n) is at (bz * M + m) * N + n.
+bool dense_output_layout(const TcKernel& t, const std::string& tensor);
 
 // The fused statements' column-only subexpressions (every tensor read indexed by N and batch dims
 // only, e.g. a batch norm's gamma[k] * rsqrt(var[k] + eps)), evaluated into locals hv<i>_ for the

@@ -172,16 +172,19 @@ TEST_CASE("fused epilogue: column-only subexpressions are evaluated once per col
       REQUIRE(p.tensor_cores);
       CHECK(contains(joined(p.explain), "3 column-only subexpression(s) of the fused statements evaluated once per column"));
       const bool ws = contains(tiles, "/ws");
-      // the staged chunks: one column per thread (64-column chunks, 128 threads per warpgroup);
-      // the cp.async epilogue: 4 columns per thread (32 threads per 128-column row, 256 threads)
-      CHECK(contains(p.source, ws ? "const int n_ = n0_ + c_ * 64 + wt_ % 64;" : "const int n_ = n0_ + ((threadIdx.x) % 32) * 4 + q_;"));
-      CHECK(contains(p.source, ws ? "float hv1_;" : "float hv1_[4];"));
+      // 4 adjacent columns per thread: the staged chunks (64 columns, 16 groups of 4 per row, 128
+      // threads per warpgroup) and the cp.async epilogue (32 groups per 128-column row, 256 threads)
+      CHECK(contains(p.source, ws ? "const int n_ = n0_ + c_ * 64 + (wt_ % 16) * 4 + q_;" : "const int n_ = n0_ + ((threadIdx.x) % 32) * 4 + q_;"));
+      CHECK(contains(p.source, "float hv1_[4];"));
+      // Y is a dense [N*H*W, K] f16 tensor: the 4 columns' results leave in one 8-byte store
+      CHECK(contains(p.source, ws ? "__stcs((uint2*)(t_Y + (long long)(bz_ * 392LL + m_) * 128LL + nb_), *(const uint2*)sv_Y);"
+                                  : "*(uint2*)(t_Y + ((long long)blockIdx.z * 392LL + m_) * 128LL + n0_ + col_) = *(const uint2*)sv_Y;"));
       CHECK(contains(p.source, "sqrtf(((float)(((float)t_var["));
       const std::string body = loop_body(p.source, ws ? "for (int e_ = wt_;" : "for (int e_ = threadIdx.x;");
       CHECK_FALSE(contains(body, "sqrtf"));
       CHECK_FALSE(contains(body, "t_gamma"));
       CHECK_FALSE(contains(body, "t_mean"));
-      CHECK(contains(body, ws ? "((float)ev_Acc) - ((float)hv0_)" : "((float)ev_Acc) - ((float)hv0_[q_])"));
+      CHECK(contains(body, "((float)ev_Acc) - ((float)hv0_[q_])"));
     }
   }
   SUBCASE("a row operand and a guarded read stay in the element loop; the guard's whole select is hoisted when column-only") {
@@ -208,6 +211,17 @@ def f(f16[M, K] A, f16[K, N] B, f32[N] s, f32[M, N] R) -> (f32[M, N] D) {
     CHECK(contains(body, "? t_s["));  // the row-guarded read keeps its guard
     CHECK(contains(body, "hv0_"));
     CHECK(contains(body, "hv1_"));
+    CHECK(contains(body, "__stcs((uint4*)(t_D + "));  // 4 f32 results in one 16-byte store
+  }
+  SUBCASE("an output not laid out [batch, M, N] keeps one column per thread and scalar stores") {
+    auto r = compile_for("gemm_layouts.tsl", "batch_matmul_out_mbn", {{"B", 2}, {"M", 64}, {"N", 64}, {"K", 64}});
+    emit_cuda::CudaOptions o;
+    o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.tensor_cores);
+    CHECK(contains(p.source, "const int m_ = m0_ + wrow0_ + e_ / 64, n_ = n0_ + c_ * 64 + e_ % 64;"));
+    CHECK(contains(p.source, "tessel_stcs(&t_Z["));
+    CHECK_FALSE(contains(p.source, "sv_Z"));
   }
 }
 
