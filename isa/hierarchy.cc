@@ -113,6 +113,7 @@ constexpr uint64_t kMaxOnChipBytes = uint64_t(1) << 30;   // 1 GiB for any on-ch
 constexpr uint64_t kMaxAlignmentBytes = uint64_t(1) << 20;
 constexpr uint64_t kMaxCycles = 1000000;
 constexpr uint64_t kMaxCount = 4096;
+constexpr uint64_t kMaxL2Partitions = 64;  // two on A100, H100 and H200
 constexpr uint64_t kMaxMaskBits = 128;  // the vector mask is two 64-bit halves (set_vector_mask hi, lo)
 constexpr uint64_t kMaxRepeat = uint64_t(1) << 24;
 constexpr uint64_t kMaxCores = 4096;
@@ -140,7 +141,7 @@ const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth
 const std::set<std::string> kGpuKeys = {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
                                         "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin",
                                         "shared_bytes_per_sm", "l2_cache_bytes", "l2_bandwidth_bytes_per_cycle", "l2_hit_latency_cycles",
-                                        "warp_mma_f16_macs_per_cycle",
+                                        "l2_partitions", "warp_mma_f16_macs_per_cycle",
                                         "shared_bytes_reserved_per_block",
                                         "vector_access_bytes", "mma_sync_shape", "wgmma_shape", "warps_per_warpgroup",
                                         "cluster_max_blocks", "bulk_copy_alignment_bytes", "features"};
@@ -452,6 +453,10 @@ GpuProperties parse_gpu(const YAML::Node& node, const std::string& file) {
   if (!(g.l2_bandwidth_bytes_per_cycle >= 0 && g.l2_bandwidth_bytes_per_cycle <= 1e6))
     f.fail(node["l2_bandwidth_bytes_per_cycle"], "gpu.l2_bandwidth_bytes_per_cycle", "must be between 0 and 1e6");
   g.l2_hit_latency_cycles = f.count<uint32_t>("l2_hit_latency_cycles", false, 0, kMaxCycles);
+  g.l2_partitions = f.count<uint32_t>("l2_partitions", false, 0, kMaxL2Partitions);
+  if (g.l2_partitions > 1 && g.l2_cache_bytes % g.l2_partitions != 0)
+    f.fail(node["l2_partitions"], "gpu.l2_partitions",
+           "must divide l2_cache_bytes (" + std::to_string(g.l2_cache_bytes) + "): each partition holds an equal share");
   g.warp_mma_f16_macs_per_cycle = f.number("warp_mma_f16_macs_per_cycle", false);
   if (!(g.warp_mma_f16_macs_per_cycle >= 0 && g.warp_mma_f16_macs_per_cycle <= 1e6))
     f.fail(node["warp_mma_f16_macs_per_cycle"], "gpu.warp_mma_f16_macs_per_cycle", "must be between 0 and 1e6");

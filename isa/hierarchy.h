@@ -129,6 +129,11 @@ struct GpuProperties {
   // of a load that hits in L2 (SM cycles). `tessel check-hierarchy --device --measure` checks them.
   double l2_bandwidth_bytes_per_cycle = 0;
   uint32_t l2_hit_latency_cycles = 0;
+  // Optional (0 or 1: one L2): the L2's partitions joined by a fabric (A100, H100, H200: 2). An SM's
+  // access is looked up in the slice of its own partition; one homed in another partition is looked
+  // up again there after crossing the fabric, so Nsight Compute's lts__t_bytes counts the
+  // (partitions - 1) / partitions of the accesses that cross twice (compiler/tune/analytic_model.cc).
+  uint32_t l2_partitions = 0;
   // Optional (0: the matrix unit's own shape rate): f16 / bf16 -> f32 multiply-accumulates per SM
   // cycle that warp-level MMA reaches, where it is slower than the matrix unit's peak. On Hopper
   // the peak is reached only by the warpgroup MMA (wgmma); mma.sync and WMMA (which compiles to

@@ -323,3 +323,18 @@ TEST_CASE("gpu.warp_mma_f16_macs_per_cycle: Hopper's measured warp-level MMA rat
   CHECK(rejection(replaced(good, "warp_mma_f16_macs_per_cycle: 1277", "warp_mma_f16_macs_per_cycle: -5"))
             .find("gpu.warp_mma_f16_macs_per_cycle: must be between 0 and 1e6") != std::string::npos);
 }
+
+// The partitioned L2 (issue 19 item 2): A100, H100 and H200 split their L2 into two partitions
+// joined by the L2 fabric ([L2P] in the descriptions); a T4's L2 is one. The count must divide the
+// L2 (every partition holds an equal share) and stay plausible.
+TEST_CASE("gpu.l2_partitions: two on A100 and Hopper, none described on Turing, validated") {
+  for (const char* part : {"sm80.yaml", "sm90.yaml", "sm90-h100.yaml", "sm90-h200.yaml"})
+    CHECK(load_hierarchy(target_path(part)).gpu->l2_partitions == 2);
+  CHECK(load_hierarchy(target_path("sm75.yaml")).gpu->l2_partitions == 0);
+  const std::string good = read_text(target_path("sm90-h100.yaml"));  // 52428800 B of L2
+  CHECK(rejection(replaced(good, "l2_partitions: 2 ", "l2_partitions: 3 "))
+            .find("gpu.l2_partitions: must divide l2_cache_bytes (52428800)") != std::string::npos);
+  CHECK(rejection(replaced(good, "l2_partitions: 2 ", "l2_partitions: 128 ")).find("outside the plausible range 0..64") !=
+        std::string::npos);
+  CHECK(rejection(replaced(good, "l2_partitions: 2 ", "l2_partitions: 1 ")).empty());  // one L2: nothing crosses
+}
