@@ -99,7 +99,7 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
   if (p.hierarchy.kind == isa::TargetKind::Npu)
     for (const auto& pipe : pipes) *os << ",pipe_" << pipe;
   *os << ",predicted,compute_cycles,latency_cycles,shared_global_cycles,tiles,cores_used,energy_pj,global_bytes,dram_bytes,"
-         "stage_bytes\n";
+         "stage_bytes,l2_fabric_bytes\n";
   for (const auto& c : space.configs) {
     const auto info = fit.check(c);
     const auto b = tune::analytic_breakdown(p, *info);
@@ -110,9 +110,9 @@ void dump_space(const tune::Space& space, tune::FitChecker& fit, const std::stri
     if (p.hierarchy.kind == isa::TargetKind::Npu)
       for (const auto& pipe : pipes)
         *os << fmt::format(",{:.1f}", b.pipe_busy_cycles.count(pipe) ? b.pipe_busy_cycles.at(pipe) : 0.0);
-    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{},{:.1f},{:.0f},{:.0f},{:.0f}\n", b.total, b.compute_cycles,
+    *os << fmt::format(",{:.1f},{:.1f},{:.1f},{:.1f},{},{},{:.1f},{:.0f},{:.0f},{:.0f},{:.0f}\n", b.total, b.compute_cycles,
                        b.latency_cycles, b.shared_global_cycles, b.tiles, b.cores_used, b.energy_pj, b.global_bytes,
-                       b.dram_bytes, b.stage_bytes);
+                       b.dram_bytes, b.stage_bytes, b.l2_fabric_bytes);
   }
   if (path != "-") write_file(path, file.str(), "--dump-space");
 }
@@ -286,8 +286,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
         for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
         std::cout << fmt::format("; {} tiles on {} cores)", b.tiles, b.cores_used);
         // bytes per level and the time at the description's clock (issue 19: compared with ncu)
-        std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}; {:.3f} us at {:g} MHz\n", b.global_bytes,
-                                 b.dram_bytes, b.stage_bytes, b.total / priced.hierarchy.clock_mhz, priced.hierarchy.clock_mhz);
+        // (l2 fabric: the global bytes looked up again in their home partition of a partitioned L2)
+        std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}, l2 fabric {:.0f}; {:.3f} us at {:g} MHz\n",
+                                 b.global_bytes, b.dram_bytes, b.stage_bytes, b.l2_fabric_bytes,
+                                 b.total / priced.hierarchy.clock_mhz, priced.hierarchy.clock_mhz);
         if (b.energy_pj > 0) {
           std::cout << fmt::format("  energy {:.4g} nJ", b.energy_pj / 1000);
           if (b.macs > 0) std::cout << fmt::format(" ({:.3f} pJ/MAC)", b.energy_pj / b.macs);

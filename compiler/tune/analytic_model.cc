@@ -29,7 +29,11 @@
 //     descriptors), and every buffer of an unmatched group (the SIMT walk keeps them all in shared
 //     memory), written and read once per copy;
 //   - default_mapping_breakdown prices the register row kernel the emitter maps a row program to
-//     when given no tile spec.
+//     when given no tile spec;
+//   - with gpu.l2_partitions, the global bytes homed in another partition than the requesting SM's
+//     cross the L2 fabric and are looked up twice (l2_fabric_bytes: what ncu's lts__t_bytes counts
+//     beyond the SMs' requests); the time is unchanged: the L2 bandwidth is measured in the SMs'
+//     request bytes (`check-hierarchy --measure`), fabric crossings included.
 //
 // Beside the time, a Ledger counts what the same moves and operations cost each pipe (busy cycles
 // of the busiest core, for the per-pipe correlation with the simulator) and the whole run's energy:
@@ -287,6 +291,19 @@ double dram_estimate(const Problem& problem, double global_bytes) {
   return dram;
 }
 
+// The global bytes looked up a second time in a partitioned L2 (AnalyticBreakdown::l2_fabric_bytes):
+// an SM's access goes to the L2 slice of its own partition, and the (partitions - 1) / partitions of
+// the accesses whose addresses are homed elsewhere cross the fabric to their home slice. Operands
+// read by many blocks are no exception: the SM's partition keeps few of the far lines it served
+// (the WMMA and mma.sync GEMMs of the recorded H100 sweeps, operands read by 8 to 64 blocks each,
+// count 1.3-1.9x their requests in lts__t_bytes, as streaming kernels count 1.6x; the wgmma GEMMs'
+// 0.9-1.1x is open, compiler/tune/README.md).
+double l2_fabric_bytes(const isa::Hierarchy& h, double global_bytes) {
+  if (!h.gpu || h.gpu->l2_partitions < 2) return 0;
+  const double partitions = double(h.gpu->l2_partitions);
+  return global_bytes * (partitions - 1) / partitions;
+}
+
 // Cycles one matched operand tile's fragments occupy the core's matrix units (all of them), on the
 // machine the problem is priced on: the description's shape of the matched types (not the
 // compile target's: `tessel tune --run-on` prices a kernel compiled for one description on
@@ -475,6 +492,7 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
   }
   ledger.instructions(instructions);
   out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  out.l2_fabric_bytes = l2_fabric_bytes(h, out.global_bytes);
   // with the L2 serving the global traffic, the DRAM's own share of it is a chip-wide bound too
   if (l2_share_per_core(h, std::max<int64_t>(1, out.cores_used)) && g.shared_bandwidth_bytes_per_cycle > 0) {
     const double dram_cycles = out.dram_bytes / g.shared_bandwidth_bytes_per_cycle;
@@ -500,6 +518,7 @@ std::optional<AnalyticBreakdown> default_mapping_breakdown(const Problem& proble
   const Compulsory c = compulsory_bytes(problem);
   out.global_bytes = c.total();
   out.dram_bytes = dram_estimate(problem, out.global_bytes);
+  out.l2_fabric_bytes = l2_fabric_bytes(h, out.global_bytes);
   const int64_t blocks = ceil_div(plan.rows, std::max(1, plan.rows_per_block));
   out.tiles = plan.rows;
   out.cores_used = std::max<int64_t>(1, std::min<int64_t>(std::max<uint32_t>(1, h.cores), blocks));

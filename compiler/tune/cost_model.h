@@ -61,8 +61,14 @@ struct AnalyticBreakdown {
   //                 hold; without an L2 in the description, global_bytes;
   //   stage_bytes:  bytes written into and read out of the stage level (shared memory) by
   //                 instructions (on a GPU what smsp__sass_data_bytes_mem_shared counts: not wgmma's
-  //                 operand reads through matrix descriptors; the SIMT walk's buffers, all in shared).
-  double global_bytes = 0, dram_bytes = 0, stage_bytes = 0;
+  //                 operand reads through matrix descriptors; the SIMT walk's buffers, all in shared);
+  //   l2_fabric_bytes: on a GPU whose L2 is split into gpu.l2_partitions partitions, the part of
+  //                 global_bytes homed in a partition other than the requesting SM's: looked up in
+  //                 the SM's own partition and again, after the L2 fabric, in its home partition
+  //                 ((partitions - 1) / partitions of it, addresses spread evenly over them). The
+  //                 L2's lookups (ncu's lts__t_bytes) are global_bytes + l2_fabric_bytes; those of
+  //                 the SMs' requests alone (lts__t_sectors_srcunit_tex) are global_bytes.
+  double global_bytes = 0, dram_bytes = 0, stage_bytes = 0, l2_fabric_bytes = 0;
 };
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config);
 // The breakdown of the mapping the target chooses itself when given no tile spec, where that

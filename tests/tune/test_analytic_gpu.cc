@@ -100,6 +100,36 @@ TEST_CASE("analytic model, GPU: global traffic moves at the L2's bandwidth share
   CHECK(dram_paths.shared_global_cycles == doctest::Approx(786432 / 1830.0));
 }
 
+TEST_CASE("analytic model, GPU: a partitioned L2 looks the accesses homed in the other partition up twice") {
+  // sm90-h100: gpu.l2_partitions 2. Every global byte is looked up in the requesting SM's partition;
+  // the half homed in the other one crosses the L2 fabric and is looked up again there (ncu's
+  // lts__t_bytes = global + fabric; lts__t_sectors_srcunit_tex = global alone)
+  Priced g("sm90-h100");
+  const AnalyticBreakdown b = g.on(MmaPath::Wgmma);
+  const double global = 4 * 8 * 16384 + 256 * 256 * 4;  // A and B of every chunk, C once: 786432
+  CHECK(b.global_bytes == global);
+  CHECK(b.l2_fabric_bytes == global / 2);  // 393216
+  // the path does not change what crosses: WMMA moves the same tiles
+  CHECK(g.on(MmaPath::Wmma).l2_fabric_bytes == global / 2);
+  // four partitions: an access is homed elsewhere 3 times in 4; one L2 (a T4's): nothing crosses
+  Problem p = g.fit.problem();
+  p.hierarchy.gpu->l2_partitions = 4;
+  const AnalyticBreakdown four = analytic_breakdown(p, g.info);
+  CHECK(four.l2_fabric_bytes == global * 3 / 4);
+  p.hierarchy.gpu->l2_partitions = 1;
+  CHECK(analytic_breakdown(p, g.info).l2_fabric_bytes == 0);
+  CHECK(Priced("sm75").on(MmaPath::Wmma).l2_fabric_bytes == 0);
+  // the time is not changed by it: the L2 bandwidth is measured in the SMs' request bytes
+  CHECK(four.total == doctest::Approx(b.total));
+  CHECK(four.shared_global_cycles == doctest::Approx(b.shared_global_cycles));
+  // the register row kernel too: softmax 4096 x 768 f16 reads X and writes Y once, half of it far
+  Workload s("bert.tsl", "softmax", {{"M", 4096}, {"N", 768}});
+  FitChecker fit(*s.f, s.options);
+  const auto row = default_mapping_breakdown(fit.problem());
+  REQUIRE(row.has_value());
+  CHECK(row->l2_fabric_bytes == 4096.0 * 768 * 2);  // (2 x 4096 x 768 x 2 B) / 2
+}
+
 TEST_CASE("analytic model, GPU: stage bytes are those of shared-memory instructions") {
   Priced g("sm90-h100");
   const double copied_in = 4 * 8 * 16384;         // A and B into shared, every chunk of every tile
