@@ -9,8 +9,10 @@ mma.sync and wgmma paths, two convolutions per description and the memory-bound 
 --gpu-tiles set to one of the tile policy's candidates of the description's path, and --tile the
 same block and warp tiles), and asks the
 analytic model for the same configuration (`tessel tune ... --predict TILE`: predicted cycles,
-bytes per level). Writes one JSON record per kernel to OUT.jsonl, read by
-scripts/counter_correlation.py.
+bytes per level, the L2 fabric's share of the L2 lookups). Writes one JSON record per kernel to
+OUT.jsonl, read by scripts/counter_correlation.py. Besides lts__t_bytes the L2's sectors are
+recorded by source (the SMs' requests, the fabric between the L2 partitions), so that the model's
+request bytes can be compared with the SMs' own lookups.
 
   scripts/counter_sweep.py --tessel build/dev/bin/tessel --out /tmp/out/counters.jsonl [--jobs 6] [--quick]
       [--run-on isa/targets/sm90-h100.yaml]
@@ -43,9 +45,19 @@ COUNTERS = [
     "lts__t_bytes.sum",                             # every L2 access, bytes
     "smsp__sass_data_bytes_mem_shared.sum",         # shared bytes by SASS instructions (LDS/STS/LDSM)
     "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",  # shared wavefronts (information)
-    # L2 sectors by source (information): the SMs' own requests, and those arriving over the fabric
-    # between the two L2 partitions (A100 / H100), to see what lts__t_bytes counts beyond requests
+    # L2 sectors by source: lts__t_bytes is 32 B x lts__t_sectors, every lookup of every L2 slice.
+    # srcunit_tex: the SMs' own requests (L1TEX: loads, stores, cp.async, TMA), looked up in the slice
+    # of the SM's partition: what the model's global_bytes predicts ("L2 bytes from the SMs" in
+    # scripts/counter_correlation.py), split into reads and writes; its lookup hits say how many far
+    # lines the SM's partition kept. srcunit_ltcfabric: lookups of requests that crossed the fabric
+    # between the two L2 partitions (A100 / H100 / H200) to their home slice (the model's
+    # l2_fabric_bytes). NVIDIA Developer Forums, "What's the meaning of performance counter:
+    # lts__t_sectors_srcunit_ltcfabric" (2022): "srcunit_ltcfabric means another L2 partition send
+    # data to current L2 partition"; the fabric joins the L2 partitions of the A100 whitepaper.
+    "lts__t_sectors.sum",
     "lts__t_sectors_srcunit_tex.sum", "lts__t_sectors_srcunit_ltcfabric.sum",
+    "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum",
+    "lts__t_sectors_srcunit_tex_lookup_hit.sum",
     "sm__cycles_elapsed.avg",
 ]
 
@@ -160,7 +172,9 @@ def parse_ncu_csv(path):
     return sums, len(launches)
 
 
-PREDICT_RE = re.compile(r"predicted ([0-9.]+) cycles.*bytes: global ([0-9.]+), dram ([0-9.]+), stage ([0-9.]+); ([0-9.]+) us")
+# the L2 fabric figure is printed by tessel builds since the partitioned L2 (isa gpu.l2_partitions)
+PREDICT_RE = re.compile(r"predicted ([0-9.]+) cycles.*bytes: global ([0-9.]+), dram ([0-9.]+), stage ([0-9.]+)"
+                        r"(?:, l2 fabric ([0-9.]+))?; ([0-9.]+) us")
 
 
 def path_of(report):
@@ -241,7 +255,9 @@ def predict(rec, tessel, env=None, run_on=None):
     m = PREDICT_RE.search(pred.stdout)
     if m:
         rec["predicted"] = dict(cycles=float(m.group(1)), global_bytes=float(m.group(2)), dram_bytes=float(m.group(3)),
-                                stage_bytes=float(m.group(4)), time_us=float(m.group(5)))
+                                stage_bytes=float(m.group(4)), time_us=float(m.group(6)))
+        if m.group(5) is not None:
+            rec["predicted"]["l2_fabric_bytes"] = float(m.group(5))
     else:
         rec["predict_error"] = (pred.stdout + pred.stderr).strip()[-300:]
 
