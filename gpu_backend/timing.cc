@@ -78,13 +78,14 @@ Timing time_on_stream(const TimedCall& call, CUstream stream, const TimingOption
   return summarize("stream", std::move(samples), o.calls_per_sample);
 }
 
-Timing time_in_graph(const TimedCall& call, CUstream stream, const TimingOptions& o) {
-  check_options(o);
+namespace {
+
+// `calls_per_sample` calls of `call` captured into a graph (after the warm-up calls outside the
+// capture) and launched three times
+void capture(const TimedCall& call, CUstream stream, const TimingOptions& o, GraphExec& g) {
   // Warm up outside the capture: lazy module loading, library workspaces and autotuning happen here.
   for (int i = 0; i < std::max(1, o.warmup_calls); ++i) call(stream);
   TESSEL_CU(cuStreamSynchronize(stream));
-
-  GraphExec g;
   TESSEL_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   try {
     for (int i = 0; i < o.calls_per_sample; ++i) call(stream);
@@ -96,18 +97,39 @@ Timing time_in_graph(const TimedCall& call, CUstream stream, const TimingOptions
   }
   TESSEL_CU(cuStreamEndCapture(stream, &g.graph));
   TESSEL_CU(cuGraphInstantiate(&g.exec, g.graph, 0));
-
   for (int i = 0; i < 3; ++i) TESSEL_CU(cuGraphLaunch(g.exec, stream));
   TESSEL_CU(cuStreamSynchronize(stream));
+}
+
+double graph_sample(const GraphExec& g, CUstream stream, const TimingOptions& o) {
   Event start, stop;
+  start.record(stream);
+  TESSEL_CU(cuGraphLaunch(g.exec, stream));
+  stop.record(stream);
+  return 1000.0 * elapsed_ms(start, stop) / o.calls_per_sample;
+}
+
+}  // namespace
+
+Timing time_in_graph(const TimedCall& call, CUstream stream, const TimingOptions& o) {
+  check_options(o);
+  GraphExec g;
+  capture(call, stream, o, g);
   std::vector<double> samples;
-  for (int r = 0; r < o.repeats; ++r) {
-    start.record(stream);
-    TESSEL_CU(cuGraphLaunch(g.exec, stream));
-    stop.record(stream);
-    samples.push_back(1000.0 * elapsed_ms(start, stop) / o.calls_per_sample);
-  }
+  for (int r = 0; r < o.repeats; ++r) samples.push_back(graph_sample(g, stream, o));
   return summarize("graph", std::move(samples), o.calls_per_sample);
+}
+
+std::vector<Timing> time_interleaved_in_graph(const std::vector<TimedCall>& calls, CUstream stream, const TimingOptions& o) {
+  check_options(o);
+  std::vector<GraphExec> graphs(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) capture(calls[i], stream, o, graphs[i]);
+  std::vector<std::vector<double>> samples(calls.size());
+  for (int r = 0; r < o.repeats; ++r)
+    for (size_t i = 0; i < calls.size(); ++i) samples[i].push_back(graph_sample(graphs[i], stream, o));
+  std::vector<Timing> out;
+  for (auto& s : samples) out.push_back(summarize("graph (interleaved)", std::move(s), o.calls_per_sample));
+  return out;
 }
 
 }  // namespace tessel::gpu

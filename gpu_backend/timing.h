@@ -38,6 +38,10 @@ struct Timing {
 
 Timing time_on_stream(const TimedCall& call, CUstream stream, const TimingOptions& options = {});
 Timing time_in_graph(const TimedCall& call, CUstream stream, const TimingOptions& options = {});
+// Several calls timed in the graph harness with their samples interleaved (sample r of every call,
+// then sample r + 1 ...), so that each sees the same clock and temperature drift: the fair way to
+// compare a kernel with a library's on a GPU whose clocks move under load. One Timing per call.
+std::vector<Timing> time_interleaved_in_graph(const std::vector<TimedCall>& calls, CUstream stream, const TimingOptions& options = {});
 
 // Median of a non-empty sample (the mean of the two middle values for an even count).
 double median(std::vector<double> values);

@@ -237,8 +237,16 @@ std::optional<Baseline> find_baseline(const kernel::Kernel& k) {
 }
 
 BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::map<std::string, NpyArray>& inputs, gpu::Stream& stream,
-                         const gpu::TimingOptions& o) {
+                         const gpu::TimingOptions& o, const std::vector<gpu::TimedCall>& interleave) {
   BaselineRun r;
+  auto time = [&](const gpu::TimedCall& call) {
+    r.stream = gpu::time_on_stream(call, stream, o);
+    r.graph = gpu::time_in_graph(call, stream, o);
+    if (interleave.empty()) return;
+    std::vector<gpu::TimedCall> calls{call};
+    calls.insert(calls.end(), interleave.begin(), interleave.end());
+    r.interleaved = gpu::time_interleaved_in_graph(calls, stream, o);
+  };
   if (b.kind == Baseline::Gemm) {
     gpu::CublasHandle h;
     gpu::DeviceBuffer c(size_t(b.gemm.m * b.gemm.n) * 4);
@@ -251,8 +259,7 @@ BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::m
     r.output.data.resize(size_t(b.gemm.m * b.gemm.n) * 4);
     gpu::download_npy(c, r.output);
     r.library = "cuBLAS";
-    r.stream = gpu::time_on_stream(call, stream, o);
-    r.graph = gpu::time_in_graph(call, stream, o);
+    time(call);
     return r;
   }
   gpu::CudnnConv conv(b.conv);
@@ -269,8 +276,7 @@ BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::m
   r.output.data.resize(ny * 2);
   gpu::download_npy(y, r.output);
   r.library = "cuDNN " + conv.algorithm_name();
-  r.stream = gpu::time_on_stream(call, stream, o);
-  r.graph = gpu::time_in_graph(call, stream, o);
+  time(call);
   return r;
 }
 

@@ -49,6 +49,9 @@ struct BaselineRun {
   std::string library;
   NpyArray output;  // cuBLAS: f32 [M, N]; cuDNN: f16 NHWC
   gpu::Timing stream, graph;
+  // with `interleave` calls given to run_baseline: the library's graph timing and theirs, samples
+  // interleaved (gpu::time_interleaved_in_graph); [0] the library, then the calls in order
+  std::vector<gpu::Timing> interleaved;
 };
 
 std::string device_arch();
@@ -57,7 +60,9 @@ DeviceTensors allocate(const kernel::Kernel& k, const std::map<std::string, NpyA
 void launch_all(LoadedProgram& lp, DeviceTensors& d, CUstream s);
 std::map<std::string, NpyArray> download_outputs(const kernel::Kernel& k, const DeviceTensors& d);
 std::optional<Baseline> find_baseline(const kernel::Kernel& k);
+// The library's run of the problem: its output and its timings; `interleave`: calls (ours) whose
+// graph timings are taken interleaved with the library's (BaselineRun::interleaved).
 BaselineRun run_baseline(const Baseline& b, const DeviceTensors& d, const std::map<std::string, NpyArray>& inputs, gpu::Stream& stream,
-                         const gpu::TimingOptions& o);
+                         const gpu::TimingOptions& o, const std::vector<gpu::TimedCall>& interleave = {});
 
 }  // namespace tessel::cli::gpurun

@@ -114,6 +114,21 @@ TEST_CASE("timing: both harnesses give sane per-call times, the graph removes la
   CHECK(big.median_us > 10 * on_stream.median_us);
   CHECK(std::abs(big_graph.median_us - big.median_us) < 0.2 * big.median_us);
   CHECK(gbps > 100.0);
+
+  // interleaved: one Timing per call, in order, each with its own samples; saxpy on half the
+  // elements takes about half as long as on all of them
+  const TimedCall half_call = [&](CUstream st) {
+    saxpy.launch({.grid = {unsigned(n / 512), 1, 1}, .block = {256, 1, 1}}, st, 2.0f, x.ptr(), y.ptr(), n / 2);
+  };
+  const auto both = time_interleaved_in_graph({saxpy_call, half_call}, s, {.warmup_calls = 2, .calls_per_sample = 5, .repeats = 6});
+  REQUIRE(both.size() == 2);
+  CHECK(both[0].harness == "graph (interleaved)");
+  CHECK(both[0].samples_us.size() == 6);
+  CHECK(both[1].samples_us.size() == 6);
+  MESSAGE("interleaved: saxpy " << both[0].median_us << " us, half " << both[1].median_us << " us");
+  CHECK(std::abs(both[0].median_us - big_graph.median_us) < 0.2 * big_graph.median_us);
+  CHECK(both[1].median_us > 0.35 * both[0].median_us);
+  CHECK(both[1].median_us < 0.65 * both[0].median_us);
 }
 
 TEST_CASE("timing: bad options are user errors") {
