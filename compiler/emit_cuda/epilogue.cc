@@ -446,7 +446,7 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
      << t.m.threads_per_warpgroup() << ") {\n";
   const std::string p3 = p2 + "  ";
   os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << gpr << ", nb_ = n0_ + c_ * " << cw << " + (e_ % " << gpr << ") * " << vec << ";\n";
-  os << p3 << "if (m_ >= " << t.M << " || nb_ >= " << t.N << ") continue;\n";
+  os << p3 << "if (m_ >= mend_ || nb_ >= " << t.N << ") continue;\n";
   for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
   t.decompose(p3, "m_", t.c.m, "ov_");
   const std::string vt = t.acct == "float" ? "float4" : "int4";
@@ -481,8 +481,8 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     const std::string st = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)" : "*(float2*)(out_ + (long long)";
     const std::string mid = cfg.stream_out ? "), " : ") = (";
     os << pad << "    if (col_ < " << t.N << ") {\n";
-    os << pad << "      if (row_ < " << t.M << ") " << st << "row_ * " << t.N << " + col_" << mid << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
-    os << pad << "      if (row_ + 8 < " << t.M << ") " << st << "(row_ + 8) * " << t.N << " + col_" << mid
+    os << pad << "      if (row_ < mend_) " << st << "row_ * " << t.N << " + col_" << mid << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
+    os << pad << "      if (row_ + 8 < mend_) " << st << "(row_ + 8) * " << t.N << " + col_" << mid
        << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
     os << pad << "    }\n" << pad << "  }\n";
     return;
@@ -525,7 +525,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";
     const std::string p3 = p2 + "  ";
     os << p3 << "const int m_ = m0_ + wrow0_ + e_ / " << cw << ", n_ = n0_ + c_ * " << cw << " + e_ % " << cw << ";\n";
-    os << p3 << "if (m_ >= " << t.M << " || n_ >= " << t.N << ") continue;\n";
+    os << p3 << "if (m_ >= mend_ || n_ >= " << t.N << ") continue;\n";
     for (const auto& d : t.c.m) os << p3 << "int ov_" << d.var << ";\n";
     t.decompose(p3, "m_", t.c.m, "ov_");
     for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";

@@ -26,11 +26,17 @@ void tile_coordinates(const TcKernel& t, const std::string& pad) {
   if (cfg.multicast)
     os << pad << "const int m0_ = ((first_m_ + (pid_ % group_) % gsize_) * 2 + (int)crank_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn
        << ";\n";
-  else
+  else if (const int64_t seg = m_segment(t.c, cfg); seg > 0) {  // tiles cut per segment of seg rows; rows past it are not stored
+    const int64_t per = (seg + cfg.bm - 1) / cfg.bm;
+    os << pad << "const int mt_ = first_m_ + (pid_ % group_) % gsize_, n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
+    os << pad << "const int m0_ = (mt_ / " << per << ") * " << seg << " + (mt_ % " << per << ") * " << cfg.bm << ", mend_ = (mt_ / " << per << ") * " << seg
+       << " + " << seg << ";\n";
+  } else
     os << pad << "const int m0_ = (first_m_ + (pid_ % group_) % gsize_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
+  if (m_segment(t.c, cfg) == 0) os << pad << "const int mend_ = " << t.M << ";  /* rows from mend_ on are not stored */\n";
   for (const auto& d : t.c.batch) os << pad << "int bv_" << d.var << ";\n";
   t.decompose(pad, "bz_", t.c.batch, "bv_");
-  os << pad << "(void)m0_; (void)n0_; (void)bz_;\n";
+  os << pad << "(void)m0_; (void)n0_; (void)bz_; (void)mend_;\n";
 }
 
 // The block's work, identical in the producer and the consumers: whole tiles (tile_, kt0_ = 0,
@@ -123,6 +129,26 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
     os << pad << "  tessel_tma_im2col4(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, c0_, " << origin << " % " << v.Q
        << " + (" << v.w0 << "), (" << origin << " / " << v.Q << ") % " << v.P << " + (" << v.h0 << "), " << origin << " / " << v.P * v.Q
        << ", (unsigned short)((tap_ % " << v.S << ") * " << v.dw << "), (unsigned short)((tap_ / " << v.S << ") * " << v.dh << ")); }\n";
+    return;
+  }
+  if (p.blocked) {  // the window's tap and channel blocks of K tile kt; a padding row fetches a box wholly past W
+    const BlockedWindow& v = p.bview;
+    const int64_t seg = v.Q * v.NI, kpt = v.CB * v.CI;  // M rows per output row, K per tap
+    os << pad << "{ const int k_ = (kt0_ + kt) * " << t.cfg.bk << ", tap_ = k_ / " << kpt << ", cb_ = (k_ % " << kpt << ") / " << v.CI << ";\n";
+    os << pad << "  const int row_ = " << origin << " / " << seg << ", h_ = row_ % " << v.P << " + (tap_ / " << v.S << ") * " << v.dh << " + (" << v.h0
+       << "), w_ = (" << origin << " % " << seg << ") / " << v.NI << " + (tap_ % " << v.S << ") * " << v.dw << " + (" << v.w0 << ");\n";
+    os << pad << "  const bool in_ = h_ >= 0 && h_ < " << v.H << ";\n";
+    os << pad << "  tessel_tma_load5(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, 0, cb_, 0, in_ ? w_ : " << v.W << ", (row_ / "
+       << v.P << ") * " << v.H << " + (in_ ? h_ : 0)); }\n";
+    return;
+  }
+  if (p.split_outer) {  // box b: the 64-wide atom from origin + 64 b, as (o_hi, o_lo) blocks; K as (k_hi, k_lo)
+    const int row = int(p.map.box[0] * p.map.box[1]);
+    for (int b = 0; b < p.boxes; ++b) {
+      const std::string dst = smem + " + s_ * " + stage_elems + (b ? " + " + S(b * p.box_elems) : "");
+      os << pad << "tessel_tma_load4(" << dst << ", &" << map << ", full_ + s_, 0, (" << origin << (b ? " + " + S(int64_t(b) * row) : "") << ") / "
+         << p.sview.OL << ", 0, (kt0_ + kt) * " << t.cfg.bk / p.sview.KL << ");\n";
+    }
     return;
   }
   std::string batch;
@@ -327,6 +353,14 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   auto copies = [&](const std::string& name, const TmaPlan& p) {
     if (p.im2col)
       return name + " 1 im2col gather of " + S(p.map.pixels) + " pixels x " + S(p.map.channels) + " channels (one filter tap; padding zero-filled)";
+    if (p.blocked)
+      return name + " 1 box {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + ", " + S(p.map.box[2]) + ", " + S(p.map.box[3]) +
+             ", 1} over {ci, cb, ni, w, nb * H + h} (" + S(p.map.box[3]) + " pixels of one output row x " + S(p.map.box[2]) +
+             " images, 64 channels of one filter tap; padding and pixels past the row zero-filled; M tiles cut per output row of " +
+             S(p.m_segment) + " rows)";
+    if (p.split_outer)
+      return name + " " + S(p.boxes) + " box(es) {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + ", " + S(p.map.box[2]) + ", " + S(p.map.box[3]) +
+             "} over {o_lo, o_hi, k_lo, k_hi} (a blocked dim per 64-wide atom)";
     return name + " " + S(p.boxes) + " box(es) {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + "}";
   };
   t.explain.push_back("  TMA: " + copies(t.c.a.tensor, t.ta) + " and " + copies(t.c.b.tensor, t.tb) +

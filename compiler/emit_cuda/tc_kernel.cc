@@ -162,7 +162,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   const int64_t epi_bytes = direct || cfg.tma_ws ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;  // tma_ws: epilogue from registers
   smem = (std::max(pipe_bytes, epi_bytes) + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes + (wg ? kSwizzleAlignBytes : 0);  // wgmma: stages on swizzle boundaries
   if (cfg.tma_ws) smem += ws_epilogue_bytes(c, cfg);  // the epilogue's staging chunks, after the stages
-  tiles_m = (M + cfg.bm - 1) / cfg.bm, tiles_n = (N + cfg.bn - 1) / cfg.bn;
+  tiles_m = m_tiles(c, cfg), tiles_n = (N + cfg.bn - 1) / cfg.bn;
   name = "tessel_wmma_" + k.name;
   mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
   fn8 = m.mma_sync ? cfg.wn / m.mma_sync->n : 0;  // m16n8 accumulator tiles along N (mma.sync and wgmma layout)

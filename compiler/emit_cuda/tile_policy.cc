@@ -56,6 +56,7 @@ std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::G
     const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m, g.multicast ? 2 : 1);
     if (!ta.ok) return "TMA for " + c.a.tensor + ": " + ta.why;
     if (!tb.ok) return "TMA for " + c.b.tensor + ": " + tb.why;
+    if (g.multicast && ta.m_segment > 0) return "TMA multicast (/mc) pairs M tiles; a blocked window's tiles are cut per output row";
   }
   const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes + ws_epilogue_bytes(c, g);
   // the persistent kernel's epilogue runs from the registers (its staging chunks are in `pipe`)
@@ -166,8 +167,20 @@ bool direct_store(const Contraction& c, const TcConfig& g) {
 
 int64_t k_tiles(const Contraction& c, const TcConfig& g) { return (c.size_k() + g.bk - 1) / g.bk; }
 int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g) { return (k_tiles(c, g) + g.k_blocks - 1) / g.k_blocks; }
+int64_t m_segment(const Contraction& c, const TcConfig& g) {
+  BlockedWindow v;
+  if (!g.tma_ws || !blocked_window(c.a, c.m, c.k, c.sizes, v).empty()) return 0;
+  return v.Q * v.NI;
+}
+
+int64_t m_tiles(const Contraction& c, const TcConfig& g) {
+  const int64_t seg = m_segment(c, g);
+  if (seg > 0) return c.size_m() / seg * ((seg + g.bm - 1) / g.bm);
+  return (c.size_m() + g.bm - 1) / g.bm;
+}
+
 int64_t output_tiles(const Contraction& c, const TcConfig& g) {
-  return c.size_batch() * ((c.size_m() + g.bm - 1) / g.bm) * ((c.size_n() + g.bn - 1) / g.bn);
+  return c.size_batch() * m_tiles(c, g) * ((c.size_n() + g.bn - 1) / g.bn);
 }
 
 PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {

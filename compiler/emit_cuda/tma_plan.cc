@@ -7,6 +7,9 @@ namespace tessel::emit_cuda {
 
 namespace {
 
+TmaPlan& finish(TmaPlan& t, int eb);
+TmaPlan split_outer_plan(const OperandPlan& p, const Contraction& c, int min_boxes, TmaPlan& t);
+
 // The element stride of `dims` (outer -> inner) read as one linear dim: each dim's stride is the
 // next inner one's times its extent. nullopt when they do not compose (or a dim is broadcast).
 std::optional<int64_t> linear_stride(const ContractionOperand& op, const std::vector<ContractionDim>& dims) {
@@ -165,6 +168,41 @@ std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& 
 
 }  // namespace
 
+std::string blocked_window(const ContractionOperand& op, const std::vector<ContractionDim>& m, const std::vector<ContractionDim>& k,
+                           const std::map<std::string, int64_t>& sizes, BlockedWindow& v) {
+  if (op.indices.size() != 6 || op.shape.size() != 6) return "not a rank-6 blocked input";
+  if (m.size() != 4 || k.size() != 4) return "not an (nb, p, q, ni) x (r, s, cb, ci) convolution view";
+  auto is = [&](const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
+    if (a.has_div() || a.index_coeffs.size() != terms.size()) return false;
+    for (const auto& [x, q] : terms) {
+      auto it = a.index_coeffs.find(x);
+      if (it == a.index_coeffs.end() || it->second != q) return false;
+    }
+    return true;
+  };
+  const auto& ix = op.indices;
+  if (!is(ix[0], {{m[0].var, 1}}) || !is(ix[3], {{k[2].var, 1}}) || !is(ix[4], {{m[3].var, 1}}) || !is(ix[5], {{k[3].var, 1}}))
+    return "the batch, channel-block or inner indices are not plain";
+  for (int d : {0, 3, 4, 5})
+    if (constant_of(ix[d], sizes) != 0) return "an index other than the window is shifted";
+  v.dh = ix[1].index_coeffs.count(k[0].var) ? ix[1].index_coeffs.at(k[0].var) : 0;
+  v.dw = ix[2].index_coeffs.count(k[1].var) ? ix[2].index_coeffs.at(k[1].var) : 0;
+  if (!is(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
+    return "the window is not stride 1 (h = p + d * r - pad)";
+  v.NB = op.shape[0], v.H = op.shape[1], v.W = op.shape[2], v.CB = op.shape[3], v.NI = op.shape[4], v.CI = op.shape[5];
+  v.P = m[1].extent, v.Q = m[2].extent, v.R = k[0].extent, v.S = k[1].extent;
+  v.h0 = constant_of(ix[1], sizes), v.w0 = constant_of(ix[2], sizes);
+  if (m[0].extent != v.NB || k[2].extent != v.CB || m[3].extent != v.NI || k[3].extent != v.CI)
+    return "the view does not cover the input's batch blocks and channels";
+  const int64_t e = v.NI * v.CI, wst = v.CB * e, hst = v.W * wst;
+  const std::map<std::string, int64_t> want = {{m[0].var, v.H * hst}, {m[1].var, hst}, {m[2].var, wst}, {m[3].var, v.CI},
+                                                {k[0].var, v.dh * hst}, {k[1].var, v.dw * wst}, {k[2].var, e}, {k[3].var, 1}};
+  for (const auto& [x, q] : want)
+    if (!op.coeff.count(x) || op.coeff.at(x) != q) return "the input is not a dense blocked tensor";
+  if (op.base != v.h0 * hst + v.w0 * wst) return "the input view has an offset";
+  return "";
+}
+
 TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachine& m, int min_boxes) {
   TmaPlan t;
   const ContractionOperand& op = *p.op;
@@ -175,7 +213,27 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
   t.map.tensor = op.tensor;
   t.map.dtype = op.dtype;
   t.map.swizzle_bytes = kSwizzleRowBytes;
-  if (op.producer || op.guard || !p.bounded.empty()) {  // a convolution window: the im2col mode
+  BlockedWindow bw;
+  const bool blocked = p.outer && p.kdims && blocked_window(op, *p.outer, *p.kdims, c.sizes, bw).empty();
+  if (blocked) {  // a blocked-layout convolution input: a tiled map with the window in its coordinates
+    if (!p.k_inner) return t.why = "a blocked window with channels not innermost", t;
+    if (min_boxes > 1) return t.why = "a blocked window split between blocks", t;
+    if (!c.batch.empty()) return t.why = "a blocked window with batch dims", t;
+    BlockedWindow& v = t.bview = bw;
+    if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return t.why = "blocked window: " + why, t;
+    if (p.bk != row || row % v.CI || (v.CB * v.CI) % row) return t.why = "blocked window: a 64-wide K tile is not whole channel blocks of one tap", t;
+    if (p.tile_outer % v.NI || p.tile_outer / v.NI > kTmaMaxBox || v.NI > kTmaMaxBox) return t.why = "blocked window: M tile not whole pixels", t;
+    if (v.NB * v.H >= (int64_t(1) << 31) || v.W + p.tile_outer / v.NI >= (int64_t(1) << 31)) return t.why = "blocked window: coordinates beyond 2^31", t;
+    t.blocked = true;
+    t.map.base = 0;
+    t.map.dims = {uint64_t(v.CI), uint64_t(v.CB), uint64_t(v.NI), uint64_t(v.W), uint64_t(v.NB * v.H)};
+    const int64_t e = v.NI * v.CI * eb;
+    t.map.strides = {uint64_t(e), uint64_t(v.CI * eb), uint64_t(v.CB * e), uint64_t(v.W * v.CB * e)};
+    t.map.box = {uint32_t(v.CI), uint32_t(row / v.CI), uint32_t(v.NI), uint32_t(p.tile_outer / v.NI), 1};
+    t.m_segment = v.Q * v.NI;
+    t.boxes = 1;
+    t.box_elems = int64_t(row) * p.tile_outer;
+  } else if (op.producer || op.guard || !p.bounded.empty()) {  // a convolution window: the im2col mode
     if (!p.k_inner) return t.why = "an im2col view with channels not innermost", t;
     if (min_boxes > 1) return t.why = "an im2col view split between blocks", t;
     if (!c.batch.empty()) return t.why = "an im2col view with batch dims", t;
@@ -204,6 +262,8 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     t.box_elems = int64_t(p.bk) * p.tile_outer;
   } else {
     const std::optional<int64_t> co = linear_stride(op, *p.outer), ck = linear_stride(op, *p.kdims);
+    if (!co && !p.k_inner && p.outer->size() == 2 && p.kdims->size() >= 2 && c.batch.empty())
+      return split_outer_plan(p, c, min_boxes, t);
     if (!co || !ck) return t.why = "outer or K dims that are not one linear stride", t;
     t.map.base = op.base;
     int64_t stride1 = 0;
@@ -237,6 +297,13 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     if (int(t.map.dims.size()) > kTmaMaxRank) return t.why = "more than 3 batch dims", t;
     t.box_elems = int64_t(t.map.box[0]) * t.map.box[1];
   }
+  return finish(t, eb);
+}
+
+namespace {
+
+// the rules every map obeys (alignment, stride and dim ranges); the stage's bytes
+TmaPlan& finish(TmaPlan& t, int eb) {
   if ((t.map.base * eb) % kTmaAlignBytes) return t.why = "the operand's origin is not 16-byte aligned", t;
   for (uint64_t s : t.map.strides) {
     if (s % kTmaAlignBytes) return t.why = "a row stride of " + S(int64_t(s)) + " B (tensor maps need multiples of 16 B)", t;
@@ -248,5 +315,38 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
   t.ok = true;
   return t;
 }
+
+}  // namespace
+
+namespace {
+
+TmaPlan split_outer_plan(const OperandPlan& p, const Contraction& c, int min_boxes, TmaPlan& t) {
+  const ContractionOperand& op = *p.op;
+  const int eb = elem_bytes(op.dtype);
+  const int row = kSwizzleRowBytes / eb;
+  const auto& o = *p.outer;
+  const auto& k = *p.kdims;
+  auto coeff = [&](const std::string& v) { return op.coeff.count(v) ? op.coeff.at(v) : 0; };
+  const ContractionDim &ohi = o[0], &olo = o[1], &klo = k.back();
+  const std::vector<ContractionDim> khi(k.begin(), k.end() - 1);
+  const std::optional<int64_t> ckh = linear_stride(op, khi);
+  if (coeff(olo.var) != 1 || coeff(ohi.var) <= 0 || coeff(klo.var) <= 0 || !ckh)
+    return t.why = "outer or K dims that are not one linear stride (nor a split outer dim)", t;
+  const int64_t OL = olo.extent, KL = klo.extent;
+  if (row % OL || p.tile_outer % row || p.bk % KL || p.bk / KL > kTmaMaxBox || KL > kTmaMaxBox)
+    return t.why = "split outer dim: 64-wide atoms are not whole inner blocks", t;
+  t.split_outer = true;
+  t.sview = {OL, KL};
+  t.map.base = op.base;
+  t.map.dims = {uint64_t(OL), uint64_t(ohi.extent), uint64_t(KL), uint64_t(c.size_k() / KL)};
+  t.map.strides = {uint64_t(coeff(ohi.var) * eb), uint64_t(coeff(klo.var) * eb), uint64_t(*ckh * eb)};
+  t.map.box = {uint32_t(OL), uint32_t(row / OL), uint32_t(KL), uint32_t(p.bk / KL)};
+  t.boxes = p.tile_outer / row;
+  if (t.boxes % min_boxes) return t.why = S(t.boxes) + " boxes per stage do not split between " + S(min_boxes) + " blocks", t;
+  t.box_elems = int64_t(row) * p.bk;
+  return finish(t, eb);
+}
+
+}  // namespace
 
 }  // namespace tessel::emit_cuda

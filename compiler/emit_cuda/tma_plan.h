@@ -20,6 +20,7 @@
 // bounds). Used by the tile policy (legality) and the kernel emitter.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,29 @@ struct Im2colView {
   int64_t dh = 1, dw = 1;  // dilation
 };
 
+// The implicit-GEMM view of a convolution input in a blocked layout X[NB, H, W, CB, NI, CI] (NI
+// images and CI channels innermost, e.g. 16 x 16): M = (nb, p, q, ni) over NB x P x Q x NI, K =
+// (r, s, cb, ci) over R x S x CB x CI, input pixel (h, w) = (p + dh * r + h0, q + dw * s + w0).
+// A tiled map gathers it: dims {ci, cb, ni, w, nb * H + h} (strides not in increasing order), one
+// box {CI, 64 / CI, NI, tile_outer / NI, 1} per stage = tile_outer rows (tile_outer / NI pixels of
+// one output row times NI images) of 64 K elements, which is the K-inner swizzled layout. The
+// M tiles are cut per output row (segments of Q * NI rows, m_segment): pixels past Q and the
+// columns of the padding are zero-filled as out of bounds; a tap whose input row is padding
+// fetches a box wholly past W (all zeros).
+struct BlockedWindow {
+  int64_t NB = 0, H = 0, W = 0, CB = 0, NI = 0, CI = 0;
+  int64_t P = 0, Q = 0, R = 0, S = 0;
+  int64_t h0 = 0, w0 = 0, dh = 1, dw = 1;
+};
+
+// An outer-inner operand whose outer dim is split in two (o_hi, o_lo) with o_lo contiguous and
+// its K dims (k_hi.., k_lo) with k_lo strided, e.g. a blocked filter [R, S, CB, KB, 16 ci, 16 ki]
+// read as K = (r, s, cb, ci) x N = (kb, ki): dims {o_lo, o_hi, k_lo, k_hi}, one box {OL, 64 / OL,
+// KL, bk / KL} per 64-wide atom.
+struct SplitOuter {
+  int64_t OL = 0, KL = 0;
+};
+
 struct TmaPlan {
   bool ok = false;
   std::string why;                     // why the operand cannot use TMA (when !ok)
@@ -47,7 +71,17 @@ struct TmaPlan {
   std::vector<std::string> batch_vars; // coordinates after the first two: these batch indices, in map order
   bool im2col = false;                 // the operand is an NHWC convolution input gathered in im2col mode
   Im2colView view;
+  bool blocked = false;                // a blocked-layout convolution input (BlockedWindow)
+  BlockedWindow bview;
+  int64_t m_segment = 0;               // blocked: M rows per output row (Q * NI); M tiles do not cross them
+  bool split_outer = false;            // an outer-inner operand with a split outer dim (SplitOuter)
+  SplitOuter sview;
 };
+
+// The blocked-layout window of `op` read with M dims `m` and K dims `k` (BlockedWindow), or why
+// not. A pure function of the contraction, so that the tile count (m_tiles) needs no plan.
+std::string blocked_window(const ContractionOperand& op, const std::vector<ContractionDim>& m, const std::vector<ContractionDim>& k,
+                           const std::map<std::string, int64_t>& sizes, BlockedWindow& v);
 
 // The global-memory rules of tensor maps (CUDA driver API, cuTensorMapEncodeTiled): the base
 // address and every byte stride 16-byte aligned, strides below 2^40, box sides at most 256.

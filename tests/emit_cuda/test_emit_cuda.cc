@@ -12,6 +12,7 @@
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
+#include "compiler/emit_cuda/tile_policy.h"
 #include "compiler/emit_cuda/tma_plan.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
@@ -372,6 +373,37 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     CHECK(contains(p.source, "tessel_tma_im2col4("));
     CHECK(contains(joined(p.explain), "im2col gather of 128 pixels x 64 channels"));
   }
+  SUBCASE("blocked-layout convolution: the input through a tiled map over {ci, cb, ni, w, nb * H + h}, M tiles cut per output row") {
+    // X [NB=16, H=14, W=14, CB=16, 16, 16], filter [3, 3, CB=16, KB=32, 16, 16]
+    auto r = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 16}, {"H", 14}, {"W", 14}, {"CB", 16}, {"KB", 32}, {"R", 3}, {"S", 3}});
+    const auto& c = *r.c->kernel.contraction;
+    emit_cuda::CudaOptions o;
+    o.config = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/cs/ws");
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    const auto& a = p.launches.at(0).tensor_maps.at(0);
+    CHECK_FALSE(a.im2col);
+    CHECK(a.dims == std::vector<uint64_t>{16, 16, 16, 14, 16 * 14});
+    // cb 512 B, ni 32 B (not in increasing order), w 16 x 512 B, (nb, h) 14 x 8 KiB
+    CHECK(a.strides == std::vector<uint64_t>{512, 32, 8192, 114688});
+    CHECK(a.box == std::vector<uint32_t>{16, 4, 16, 8, 1});  // 8 pixels x 16 images = 128 rows of 64 channels
+    const auto& b = p.launches[0].tensor_maps.at(1);
+    CHECK(b.dims == std::vector<uint64_t>{16, 32, 16, 3 * 3 * 16});
+    CHECK(b.strides == std::vector<uint64_t>{512, 32, 16384});
+    CHECK(b.box == std::vector<uint32_t>{16, 4, 16, 4});
+    // 256 * 14 output rows (nb, p) of 14 pixels x 16 images = 224 rows: 2 M tiles each (128 + 96)
+    CHECK(emit_cuda::m_segment(c, *o.config) == 224);
+    CHECK(emit_cuda::m_tiles(c, *o.config) == 16 * 14 * 2);
+    CHECK(emit_cuda::output_tiles(c, *o.config) == 16 * 14 * 2 * 2);
+    CHECK(contains(p.source, "const int m0_ = (mt_ / 2) * 224 + (mt_ % 2) * 128, mend_ = (mt_ / 2) * 224 + 224;"));
+    // a tap whose input row is padding fetches a box wholly past W = 14 (zero-filled)
+    CHECK(contains(p.source, "tessel_tma_load5(As_ + s_ * 8192, &tmap_a_, full_ + s_, 0, cb_, 0, in_ ? w_ : 14, (row_ / 14) * 14 + (in_ ? h_ : 0));"));
+    CHECK(contains(p.source, "tessel_tma_load4(Bs_ + s_ * 16384 + 12288, &tmap_b_, full_ + s_, 0, (n0_ + 192) / 16, 0, (kt0_ + kt) * 4);"));
+    CHECK(contains(joined(p.explain), "M tiles cut per output row of 224 rows"));
+    // the cp.async kernels keep one M range
+    CHECK(emit_cuda::m_segment(c, emit_cuda::TcConfig::parse("256x128x64/128x128/ks1/st4/wg")) == 0);
+    // multicast pairs M tiles: refused with the reason
+    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/ws/mc"), m), "cut per output row"));
+  }
   SUBCASE("multicast: 2-block clusters, B's K-inner stage split into two boxes, one per block; ping-pong: 3 warpgroups") {
     auto r = compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 1024}, {"N", 512}, {"K", 256}});  // B [N, K]: K-inner
     emit_cuda::CudaOptions o;
@@ -537,7 +569,9 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
   const std::string mt = "def mt(f16[K, M] A, f16[N, K] B) -> (f32[M, N] C) {\n  C(m, n) +=! f32(A(k, m)) * f32(B(n, k))\n}\n";
   const W ws[] = {{"matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}}},
                   {"conv_seed.tsl", "conv2d_nhwc", {{"N", 64}, {"H", 14}, {"W", 14}, {"C", 64}, {"K", 256}, {"R", 3}, {"S", 3}}},
-                  {"", "mt", {{"M", 1024}, {"N", 1024}, {"K", 256}}}};
+                  {"", "mt", {{"M", 1024}, {"N", 1024}, {"K", 256}}},
+                  // the blocked layout: its /ws candidates (tiled maps over the window, M tiles per output row)
+                  {"conv_seed.tsl", "conv2d_blocked", {{"NB", 4}, {"H", 14}, {"W", 14}, {"CB", 4}, {"KB", 16}, {"R", 3}, {"S", 3}}}};
   for (const auto& w : ws) {
     CAPTURE(w.def);
     Compiled r;
@@ -554,7 +588,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
     REQUIRE(c);
     int n = 0, n_ws = 0;
     for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {
-      if (!g.wgmma) continue;
+      if (!g.wgmma || (w.def == "conv2d_blocked" && !g.tma_ws)) continue;
       CAPTURE(g.to_string());
       CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_80").empty());
       emit_cuda::CudaOptions o;
