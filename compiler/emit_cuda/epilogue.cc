@@ -349,12 +349,49 @@ namespace {
 
 // columns per thread of an epilogue that stores vectors: 4 where every output is a dense
 // [batch.., M.., N] tensor with N a multiple of 4 (aligned vector stores), else 1
+//
+// A blocked output (e.g. [NB, H, W, KB, 16, 16] over M = (nb, p, q, ni), N = (kb, ki)) qualifies
+// too where the innermost N dim is its contiguous dim with an extent that is a multiple of 4 and
+// every other stride is a multiple of 4: the 4 columns of a group are then adjacent and aligned.
+bool groups_adjacent(const TcKernel& t, const std::string& tensor, int vec) {
+  if (dense_output_layout(t, tensor)) return true;
+  const auto* g = t.k.find_tensor(tensor);
+  const auto vars = anchor_out_vars(t);
+  if (!g || g->shape.size() != vars.size() || t.c.n.empty() || t.c.n.back().extent % vec) return false;
+  int64_t stride = 1;
+  for (size_t d = vars.size(); d-- > 0;) {
+    if (vars[d] == t.c.n.back().var ? stride != 1 : stride % vec != 0) return false;
+    stride *= g->shape[d];
+  }
+  return true;
+}
+
 int vector_store_width(const TcKernel& t) {
   constexpr int kVec = 4;
   if (t.N % kVec != 0 || t.i8) return 1;
   for (const auto& [tensor, dtype] : element_outputs(t))
-    if (!dense_output_layout(t, tensor)) return 1;
+    if (!groups_adjacent(t, tensor, kVec)) return 1;
   return kVec;
+}
+
+// the element offset in `tensor` of the group whose first column is `first` (a dense output:
+// ((batch * M + m_) * N + first); else through the N indices of `first` decomposed into gv_<var>)
+std::string group_address(const TcKernel& t, const std::string& tensor, const std::string& batch, const std::string& first) {
+  if (dense_output_layout(t, tensor)) return "((long long)" + batch + " * " + S(t.M) + "LL + m_) * " + S(t.N) + "LL + " + first;
+  std::set<std::string> nvars;
+  for (const auto& d : t.c.n) nvars.insert(d.var);
+  std::vector<ir::AffineExpr> idx;
+  for (const auto& v : anchor_out_vars(t)) idx.push_back(ir::AffineExpr::index(v));
+  return tensor_address(t, tensor, idx, [&](const std::string& v) { return nvars.count(v) ? "gv_" + v : anchor_local(t, v); });
+}
+
+// the N indices of column `first` as gv_<var>, where an output is not dense
+void group_indices(const TcKernel& t, const std::string& pad, const std::string& first) {
+  bool any = false;
+  for (const auto& [tensor, dt] : element_outputs(t)) any = any || !dense_output_layout(t, tensor);
+  if (!any) return;
+  for (const auto& d : t.c.n) t.os << pad << "int gv_" << d.var << ";\n";
+  t.decompose(pad, first, t.c.n, "gv_");
 }
 
 // C type moving `vec` elements of storage type `dt` in one access
@@ -364,12 +401,13 @@ std::string vector_type(DType dt, int vec) {
 }
 
 // after the statements of `vec` adjacent columns (values in sv_<tensor>[q]): one vector store per
-// output at element offset `at`
-void vector_stores(const TcKernel& t, const std::string& pad, const std::string& at, int vec, bool streaming) {
+// output at the group of first column `first` (group_address; batch index `batch`)
+void vector_stores(const TcKernel& t, const std::string& pad, const std::string& batch, const std::string& first, int vec, bool streaming) {
+  group_indices(t, pad, first);
   for (const auto& [tensor, dt] : element_outputs(t)) {
     const std::string V = vector_type(dt, vec);
     TESSEL_CHECK(!V.empty(), "emit_cuda: no vector type for " + S(int64_t(vec)) + " elements of the output " + tensor);
-    const std::string ptr = "(" + V + "*)(t_" + tensor + " + " + at + ")";
+    const std::string ptr = "(" + V + "*)(t_" + tensor + " + " + group_address(t, tensor, batch, first) + ")";
     if (streaming && V != "unsigned short")
       t.os << pad << "__stcs(" << ptr << ", *(const " << V << "*)sv_" << tensor << ");\n";
     else t.os << pad << "*" << ptr << " = *(const " << V << "*)sv_" << tensor << ";\n";
@@ -424,7 +462,7 @@ void elementwise_stores(const TcKernel& t) {
        << " + row_ * " << t.ldc << " + col_ + q_];\n";
   emit_element(t, "      ", false, &columns, vec ? "q_" : "");
   os << "    }\n";
-  if (vec) vector_stores(t, "    ", "((long long)blockIdx.z * " + S(t.M) + "LL + m_) * " + S(t.N) + "LL + n0_ + col_", 4, false);
+  if (vec) vector_stores(t, "    ", "blockIdx.z", "n0_ + col_", 4, false);
   os << "  }\n";
   if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
@@ -460,7 +498,7 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
   os << p4 << "const " << t.acct << " v_ = (&w_.x)[q_];\n";
   emit_element(t, p4, cfg.stream_out, &columns, "q_");
   os << p3 << "}\n";
-  vector_stores(t, p3, "(long long)(bz_ * " + S(t.M) + "LL + m_) * " + S(t.N) + "LL + nb_", vec, cfg.stream_out);
+  vector_stores(t, p3, "bz_", "nb_", vec, cfg.stream_out);
   os << p2 << "}\n";
 }
 

@@ -138,17 +138,13 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
     os << pad << "  const int row_ = " << origin << " / " << seg << ", h_ = row_ % " << v.P << " + (tap_ / " << v.S << ") * " << v.dh << " + (" << v.h0
        << "), w_ = (" << origin << " % " << seg << ") / " << v.NI << " + (tap_ % " << v.S << ") * " << v.dw << " + (" << v.w0 << ");\n";
     os << pad << "  const bool in_ = h_ >= 0 && h_ < " << v.H << ";\n";
-    os << pad << "  tessel_tma_load5(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, 0, cb_, 0, in_ ? w_ : " << v.W << ", (row_ / "
+    os << pad << "  tessel_tma_load5(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, 0, 0, in_ ? w_ : " << v.W << ", cb_, (row_ / "
        << v.P << ") * " << v.H << " + (in_ ? h_ : 0)); }\n";
     return;
   }
-  if (p.split_outer) {  // box b: the 64-wide atom from origin + 64 b, as (o_hi, o_lo) blocks; K as (k_hi, k_lo)
-    const int row = int(p.map.box[0] * p.map.box[1]);
-    for (int b = 0; b < p.boxes; ++b) {
-      const std::string dst = smem + " + s_ * " + stage_elems + (b ? " + " + S(b * p.box_elems) : "");
-      os << pad << "tessel_tma_load4(" << dst << ", &" << map << ", full_ + s_, 0, (" << origin << (b ? " + " + S(int64_t(b) * row) : "") << ") / "
-         << p.sview.OL << ", 0, (kt0_ + kt) * " << t.cfg.bk / p.sview.KL << ");\n";
-    }
+  if (p.split_outer) {  // the tile from origin as (o_hi, o_lo) blocks; K as (k_hi, k_lo)
+    os << pad << "tessel_tma_load4(" << smem << " + s_ * " << stage_elems << ", &" << map << ", full_ + s_, 0, 0, " << origin << " / " << p.sview.OL
+       << ", (kt0_ + kt) * " << t.cfg.bk / p.sview.KL << ");\n";
     return;
   }
   std::string batch;
@@ -355,12 +351,12 @@ void emit_wgmma_ws_body(const TcKernel& t) {
       return name + " 1 im2col gather of " + S(p.map.pixels) + " pixels x " + S(p.map.channels) + " channels (one filter tap; padding zero-filled)";
     if (p.blocked)
       return name + " 1 box {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + ", " + S(p.map.box[2]) + ", " + S(p.map.box[3]) +
-             ", 1} over {ci, cb, ni, w, nb * H + h} (" + S(p.map.box[3]) + " pixels of one output row x " + S(p.map.box[2]) +
-             " images, 64 channels of one filter tap; padding and pixels past the row zero-filled; M tiles cut per output row of " +
-             S(p.m_segment) + " rows)";
+             ", 1} over {ci, ni, w, cb, nb * H + h} (" + S(p.map.box[2]) + " pixels of one output row x " + S(p.map.box[1]) + " images x " +
+             S(p.map.box[3]) + " channel blocks of one filter tap, 32-byte swizzle; padding and pixels past the row zero-filled; M tiles cut per "
+             "output row of " + S(p.m_segment) + " rows)";
     if (p.split_outer)
-      return name + " " + S(p.boxes) + " box(es) {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + ", " + S(p.map.box[2]) + ", " + S(p.map.box[3]) +
-             "} over {o_lo, o_hi, k_lo, k_hi} (a blocked dim per 64-wide atom)";
+      return name + " 1 box {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + ", " + S(p.map.box[2]) + ", " + S(p.map.box[3]) +
+             "} over {o_lo, k_lo, o_hi, k_hi} (blocked outer dim, 32-byte swizzle)";
     return name + " " + S(p.boxes) + " box(es) {" + S(p.map.box[0]) + ", " + S(p.map.box[1]) + "}";
   };
   t.explain.push_back("  TMA: " + copies(t.c.a.tensor, t.ta) + " and " + copies(t.c.b.tensor, t.tb) +

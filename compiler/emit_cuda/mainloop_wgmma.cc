@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tma_plan.h"
+#include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
 
@@ -17,6 +19,9 @@ void emit_wgmma_helpers(const TcKernel& t) {
   os << "static __device__ __forceinline__ unsigned long long tessel_wg_desc(const void* p, unsigned lbo) {\n"
         "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 128-byte swizzle, SBO 1024 B */\n"
         "  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);\n}\n"
+        "static __device__ __forceinline__ unsigned long long tessel_wg_desc32(const void* p, unsigned lbo, unsigned sbo) {\n"
+        "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 32-byte swizzle */\n"
+        "  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32) | (3ull << 62);\n}\n"
         "static __device__ __forceinline__ void tessel_wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
         "static __device__ __forceinline__ void tessel_wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n"
         "template <int N> static __device__ __forceinline__ void tessel_wg_wait() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\"); }\n"
@@ -62,12 +67,25 @@ void wgmma_k_tile(const TcKernel& t, const std::string& pad) {
                                         : "as_ + (wg_ * " + S(cfg.wm / w.m) + " + i) * " + S(row * cfg.bk);
   // bytes per K step of the instruction: along a K-major row, or K rows of an M/N-major atom
   const int a_kstep = t.pa.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes, b_kstep = t.pb.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes;
+  // 32-byte swizzle (blocked operands, tma_plan.h kNarrowSwizzleBytes): a K-major A is one slice of
+  // bm rows x 32 B per 16-deep K step (8-row groups 256 B apart); an N-major B holds 16-wide atoms
+  // of 16 K rows (512 B apart, LBO), 8 K rows 256 B apart (SBO), a K step = bn x 32 B
+  const int nb32 = kNarrowSwizzleBytes, g8 = 8 * nb32;
+  const bool a32 = cfg.tma_ws && t.ta.map.swizzle_bytes == nb32, b32 = cfg.tma_ws && t.tb.map.swizzle_bytes == nb32;
+  const std::string adesc =
+      a32 ? "tessel_wg_desc32(as_ + (wg_ * " + S(cfg.wm) + " + i * " + S(w.m) + ") * " + S(nb32 / t.eb) + ", 16, " + S(g8) + ") + (unsigned long long)(kq * " +
+                S(cfg.bm * nb32 / kDescriptorUnitBytes) + ")"
+          : "tessel_wg_desc(" + a_base + ", " + S(a_lbo) + ") + (unsigned long long)(kq * " + S(a_kstep / kDescriptorUnitBytes) + ")";
+  const std::string bdesc =
+      b32 ? "tessel_wg_desc32(bs_, " + S(w.k * nb32) + ", " + S(g8) + ") + (unsigned long long)(kq * " + S(cfg.bn * nb32 / kDescriptorUnitBytes) + ")"
+          : "tessel_wg_desc(bs_, " + S(b_lbo) + ") + (unsigned long long)(kq * " + S(b_kstep / kDescriptorUnitBytes) + ")";
+  TESSEL_CHECK(!a32 || t.pa.k_inner, "emit_cuda: a 32-byte-swizzled A must be K-inner");
+  TESSEL_CHECK(!b32 || !t.pb.k_inner, "emit_cuda: a 32-byte-swizzled B must be N-inner");
   os << pad << "tessel_wg_fence();\n";
   os << pad << "#pragma unroll\n" << pad << "for (int kq = 0; kq < " << cfg.bk / w.k << "; ++kq) {\n";
-  os << pad << "  const unsigned long long db_ = tessel_wg_desc(bs_, " << b_lbo << ") + (unsigned long long)(kq * " << b_kstep / kDescriptorUnitBytes
-     << ");\n";
-  os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "    " << fnname << "(&acc_[i][0][0], tessel_wg_desc(" << a_base
-     << ", " << a_lbo << ") + (unsigned long long)(kq * " << a_kstep / kDescriptorUnitBytes << "), db_);\n";
+  os << pad << "  const unsigned long long db_ = " << bdesc << ";\n";
+  os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "    " << fnname << "(&acc_[i][0][0], " << adesc
+     << ", db_);\n";
   os << pad << "}\n";
   os << pad << "tessel_wg_commit();\n";
 }

@@ -221,15 +221,17 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     if (!c.batch.empty()) return t.why = "a blocked window with batch dims", t;
     BlockedWindow& v = t.bview = bw;
     if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return t.why = "blocked window: " + why, t;
+    if (v.CI * eb != kNarrowSwizzleBytes) return t.why = "blocked window: channel blocks of " + S(v.CI * eb) + " B (32 B needed)", t;
     if (p.bk != row || row % v.CI || (v.CB * v.CI) % row) return t.why = "blocked window: a 64-wide K tile is not whole channel blocks of one tap", t;
     if (p.tile_outer % v.NI || p.tile_outer / v.NI > kTmaMaxBox || v.NI > kTmaMaxBox) return t.why = "blocked window: M tile not whole pixels", t;
     if (v.NB * v.H >= (int64_t(1) << 31) || v.W + p.tile_outer / v.NI >= (int64_t(1) << 31)) return t.why = "blocked window: coordinates beyond 2^31", t;
     t.blocked = true;
     t.map.base = 0;
-    t.map.dims = {uint64_t(v.CI), uint64_t(v.CB), uint64_t(v.NI), uint64_t(v.W), uint64_t(v.NB * v.H)};
+    t.map.swizzle_bytes = kNarrowSwizzleBytes;
+    t.map.dims = {uint64_t(v.CI), uint64_t(v.NI), uint64_t(v.W), uint64_t(v.CB), uint64_t(v.NB * v.H)};
     const int64_t e = v.NI * v.CI * eb;
-    t.map.strides = {uint64_t(e), uint64_t(v.CI * eb), uint64_t(v.CB * e), uint64_t(v.W * v.CB * e)};
-    t.map.box = {uint32_t(v.CI), uint32_t(row / v.CI), uint32_t(v.NI), uint32_t(p.tile_outer / v.NI), 1};
+    t.map.strides = {uint64_t(v.CI * eb), uint64_t(v.CB * e), uint64_t(e), uint64_t(v.W * v.CB * e)};
+    t.map.box = {uint32_t(v.CI), uint32_t(v.NI), uint32_t(p.tile_outer / v.NI), uint32_t(row / v.CI), 1};
     t.m_segment = v.Q * v.NI;
     t.boxes = 1;
     t.box_elems = int64_t(row) * p.tile_outer;
@@ -323,7 +325,6 @@ namespace {
 TmaPlan split_outer_plan(const OperandPlan& p, const Contraction& c, int min_boxes, TmaPlan& t) {
   const ContractionOperand& op = *p.op;
   const int eb = elem_bytes(op.dtype);
-  const int row = kSwizzleRowBytes / eb;
   const auto& o = *p.outer;
   const auto& k = *p.kdims;
   auto coeff = [&](const std::string& v) { return op.coeff.count(v) ? op.coeff.at(v) : 0; };
@@ -333,17 +334,20 @@ TmaPlan split_outer_plan(const OperandPlan& p, const Contraction& c, int min_box
   if (coeff(olo.var) != 1 || coeff(ohi.var) <= 0 || coeff(klo.var) <= 0 || !ckh)
     return t.why = "outer or K dims that are not one linear stride (nor a split outer dim)", t;
   const int64_t OL = olo.extent, KL = klo.extent;
-  if (row % OL || p.tile_outer % row || p.bk % KL || p.bk / KL > kTmaMaxBox || KL > kTmaMaxBox)
-    return t.why = "split outer dim: 64-wide atoms are not whole inner blocks", t;
+  if (OL * eb != kNarrowSwizzleBytes) return t.why = "split outer dim: inner blocks of " + S(OL * eb) + " B (32 B needed)", t;
+  if (min_boxes > 1) return t.why = "split outer dim: one box per stage, not split between blocks", t;
+  if (KL != 16) return t.why = "split outer dim: K blocks of " + S(KL) + " (16, one wgmma K step, needed)", t;
+  if (p.tile_outer % OL || p.tile_outer / OL > kTmaMaxBox || p.bk % KL || p.bk / KL > kTmaMaxBox || KL > kTmaMaxBox)
+    return t.why = "split outer dim: tiles that are not whole inner blocks", t;
   t.split_outer = true;
   t.sview = {OL, KL};
   t.map.base = op.base;
-  t.map.dims = {uint64_t(OL), uint64_t(ohi.extent), uint64_t(KL), uint64_t(c.size_k() / KL)};
-  t.map.strides = {uint64_t(coeff(ohi.var) * eb), uint64_t(coeff(klo.var) * eb), uint64_t(*ckh * eb)};
-  t.map.box = {uint32_t(OL), uint32_t(row / OL), uint32_t(KL), uint32_t(p.bk / KL)};
-  t.boxes = p.tile_outer / row;
-  if (t.boxes % min_boxes) return t.why = S(t.boxes) + " boxes per stage do not split between " + S(min_boxes) + " blocks", t;
-  t.box_elems = int64_t(row) * p.bk;
+  t.map.swizzle_bytes = kNarrowSwizzleBytes;
+  t.map.dims = {uint64_t(OL), uint64_t(KL), uint64_t(ohi.extent), uint64_t(c.size_k() / KL)};
+  t.map.strides = {uint64_t(coeff(klo.var) * eb), uint64_t(coeff(ohi.var) * eb), uint64_t(*ckh * eb)};
+  t.map.box = {uint32_t(OL), uint32_t(KL), uint32_t(p.tile_outer / OL), uint32_t(p.bk / KL)};
+  t.boxes = 1;
+  t.box_elems = int64_t(p.tile_outer) * p.bk;
   return finish(t, eb);
 }
 

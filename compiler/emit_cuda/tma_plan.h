@@ -38,25 +38,33 @@ struct Im2colView {
   int64_t dh = 1, dw = 1;  // dilation
 };
 
+// Blocked layouts have inner blocks of 32 B (16 f16), narrower than the 128-byte swizzle. The TMA
+// unit gives each inner row of a box its own swizzle-wide row in shared memory (measured on an
+// H100, tests/gpu/test_runtime.cc), so 32-byte runs of different blocks cannot be packed into
+// one 128-byte row: these operands use the 32-byte swizzle, whose rows are exactly one block,
+// and the wgmma descriptors of that layout (mainloop_wgmma.cc).
+inline constexpr int kNarrowSwizzleBytes = 32;
+
 // The implicit-GEMM view of a convolution input in a blocked layout X[NB, H, W, CB, NI, CI] (NI
 // images and CI channels innermost, e.g. 16 x 16): M = (nb, p, q, ni) over NB x P x Q x NI, K =
 // (r, s, cb, ci) over R x S x CB x CI, input pixel (h, w) = (p + dh * r + h0, q + dw * s + w0).
-// A tiled map gathers it: dims {ci, cb, ni, w, nb * H + h} (strides not in increasing order), one
-// box {CI, 64 / CI, NI, tile_outer / NI, 1} per stage = tile_outer rows (tile_outer / NI pixels of
-// one output row times NI images) of 64 K elements, which is the K-inner swizzled layout. The
-// M tiles are cut per output row (segments of Q * NI rows, m_segment): pixels past Q and the
-// columns of the padding are zero-filled as out of bounds; a tap whose input row is padding
-// fetches a box wholly past W (all zeros).
+// A tiled map gathers it: dims {ci, ni, w, cb, nb * H + h} (strides not in increasing order), one
+// box {CI, NI, tile_outer / NI, 64 / CI, 1} per stage: for each channel block of the K tile, the
+// tile's rows (tile_outer / NI pixels of one output row times NI images) of CI = 16 channels, 32 B
+// each, 32-byte swizzle (a K-major slice per 16-deep K step). The M tiles are cut per output row
+// (segments of Q * NI rows, m_segment): pixels past Q and the columns of the padding are
+// zero-filled as out of bounds; a tap whose input row is padding fetches a box wholly past W.
 struct BlockedWindow {
   int64_t NB = 0, H = 0, W = 0, CB = 0, NI = 0, CI = 0;
   int64_t P = 0, Q = 0, R = 0, S = 0;
   int64_t h0 = 0, w0 = 0, dh = 1, dw = 1;
 };
 
-// An outer-inner operand whose outer dim is split in two (o_hi, o_lo) with o_lo contiguous and
-// its K dims (k_hi.., k_lo) with k_lo strided, e.g. a blocked filter [R, S, CB, KB, 16 ci, 16 ki]
-// read as K = (r, s, cb, ci) x N = (kb, ki): dims {o_lo, o_hi, k_lo, k_hi}, one box {OL, 64 / OL,
-// KL, bk / KL} per 64-wide atom.
+// An outer-inner operand whose outer dim is split in two (o_hi, o_lo) with o_lo contiguous (32 B)
+// and its K dims (k_hi.., k_lo) with k_lo strided, e.g. a blocked filter [R, S, CB, KB, 16 ci,
+// 16 ki] read as K = (r, s, cb, ci) x N = (kb, ki): dims {o_lo, k_lo, o_hi, k_hi}, one box {OL,
+// KL, tile_outer / OL, bk / KL} per stage: rows of OL outer elements, KL rows per outer block,
+// 32-byte swizzle (the N-major layout with 16-wide atoms).
 struct SplitOuter {
   int64_t OL = 0, KL = 0;
 };

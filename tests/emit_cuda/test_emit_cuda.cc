@@ -178,7 +178,7 @@ TEST_CASE("fused epilogue: column-only subexpressions are evaluated once per col
       CHECK(contains(p.source, ws ? "const int n_ = n0_ + c_ * 64 + (wt_ % 16) * 4 + q_;" : "const int n_ = n0_ + ((threadIdx.x) % 32) * 4 + q_;"));
       CHECK(contains(p.source, "float hv1_[4];"));
       // Y is a dense [N*H*W, K] f16 tensor: the 4 columns' results leave in one 8-byte store
-      CHECK(contains(p.source, ws ? "__stcs((uint2*)(t_Y + (long long)(bz_ * 392LL + m_) * 128LL + nb_), *(const uint2*)sv_Y);"
+      CHECK(contains(p.source, ws ? "__stcs((uint2*)(t_Y + ((long long)bz_ * 392LL + m_) * 128LL + nb_), *(const uint2*)sv_Y);"
                                   : "*(uint2*)(t_Y + ((long long)blockIdx.z * 392LL + m_) * 128LL + n0_ + col_) = *(const uint2*)sv_Y;"));
       CHECK(contains(p.source, "sqrtf(((float)(((float)t_var["));
       const std::string body = loop_body(p.source, ws ? "for (int e_ = wt_;" : "for (int e_ = threadIdx.x;");
@@ -214,15 +214,24 @@ def f(f16[M, K] A, f16[K, N] B, f32[N] s, f32[M, N] R) -> (f32[M, N] D) {
     CHECK(contains(body, "hv1_"));
     CHECK(contains(body, "__stcs((uint4*)(t_D + "));  // 4 f32 results in one 16-byte store
   }
-  SUBCASE("an output not laid out [batch, M, N] keeps one column per thread and scalar stores") {
-    auto r = compile_for("gemm_layouts.tsl", "batch_matmul_out_mbn", {{"B", 2}, {"M", 64}, {"N", 64}, {"K", 64}});
+  SUBCASE("an output row of 90 elements (not whole groups of 4) keeps one column per thread and scalar stores") {
+    auto r = compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 64}, {"N", 90}, {"K", 64}});
     emit_cuda::CudaOptions o;
     o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
     const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
     REQUIRE(p.tensor_cores);
     CHECK(contains(p.source, "const int m_ = m0_ + wrow0_ + e_ / 64, n_ = n0_ + c_ * 64 + e_ % 64;"));
-    CHECK(contains(p.source, "tessel_stcs(&t_Z["));
-    CHECK_FALSE(contains(p.source, "sv_Z"));
+    CHECK(contains(p.source, "tessel_stcs(&t_C["));
+    CHECK_FALSE(contains(p.source, "sv_C"));
+  }
+  SUBCASE("a blocked output [NB, H, W, KB, 16, 16]: 4 adjacent columns of one 16-wide block in one store") {
+    auto r = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 2}, {"H", 7}, {"W", 7}, {"CB", 4}, {"KB", 4}, {"R", 3}, {"S", 3}});
+    emit_cuda::CudaOptions o;
+    o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.tensor_cores);
+    CHECK(contains(p.source, "gv_ki = r_ % 16;"));
+    CHECK(contains(p.source, "* 16LL + (0 + 1 * (ov_ni))) * 16LL + (0 + 1 * (gv_ki)))), *(const uint4*)sv_Y);"));
   }
 }
 
@@ -373,7 +382,7 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     CHECK(contains(p.source, "tessel_tma_im2col4("));
     CHECK(contains(joined(p.explain), "im2col gather of 128 pixels x 64 channels"));
   }
-  SUBCASE("blocked-layout convolution: the input through a tiled map over {ci, cb, ni, w, nb * H + h}, M tiles cut per output row") {
+  SUBCASE("blocked-layout convolution: the input through a tiled map over {ci, ni, w, cb, nb * H + h}, M tiles cut per output row") {
     // X [NB=16, H=14, W=14, CB=16, 16, 16], filter [3, 3, CB=16, KB=32, 16, 16]
     auto r = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 16}, {"H", 14}, {"W", 14}, {"CB", 16}, {"KB", 32}, {"R", 3}, {"S", 3}});
     const auto& c = *r.c->kernel.contraction;
@@ -382,27 +391,33 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
     const auto& a = p.launches.at(0).tensor_maps.at(0);
     CHECK_FALSE(a.im2col);
-    CHECK(a.dims == std::vector<uint64_t>{16, 16, 16, 14, 16 * 14});
-    // cb 512 B, ni 32 B (not in increasing order), w 16 x 512 B, (nb, h) 14 x 8 KiB
-    CHECK(a.strides == std::vector<uint64_t>{512, 32, 8192, 114688});
-    CHECK(a.box == std::vector<uint32_t>{16, 4, 16, 8, 1});  // 8 pixels x 16 images = 128 rows of 64 channels
+    CHECK(a.dims == std::vector<uint64_t>{16, 16, 14, 16, 16 * 14});
+    // ni 32 B, w 16 x 512 B, cb 512 B (not in increasing order), (nb, h) 14 x 8 KiB
+    CHECK(a.strides == std::vector<uint64_t>{32, 8192, 512, 114688});
+    // per channel block: 8 pixels x 16 images = 128 rows of 16 channels (32 B, 32-byte swizzle)
+    CHECK(a.box == std::vector<uint32_t>{16, 16, 8, 4, 1});
+    CHECK(a.swizzle_bytes == 32);
     const auto& b = p.launches[0].tensor_maps.at(1);
-    CHECK(b.dims == std::vector<uint64_t>{16, 32, 16, 3 * 3 * 16});
-    CHECK(b.strides == std::vector<uint64_t>{512, 32, 16384});
-    CHECK(b.box == std::vector<uint32_t>{16, 4, 16, 4});
+    CHECK(b.dims == std::vector<uint64_t>{16, 16, 32, 3 * 3 * 16});  // {ki, ci, kb, (r, s, cb)}
+    CHECK(b.strides == std::vector<uint64_t>{32, 512, 16384});
+    CHECK(b.box == std::vector<uint32_t>{16, 16, 16, 4});
+    CHECK(b.swizzle_bytes == 32);
+    // the 32-byte-swizzle descriptors: A slices of 128 rows x 32 B per K step, B 16-wide atoms 512 B apart
+    CHECK(contains(p.source, "tessel_wg_desc32(as_ + (wg_ * 64 + i * 64) * 16, 16, 256) + (unsigned long long)(kq * 256)"));
+    CHECK(contains(p.source, "tessel_wg_desc32(bs_, 512, 256) + (unsigned long long)(kq * 512)"));
     // 256 * 14 output rows (nb, p) of 14 pixels x 16 images = 224 rows: 2 M tiles each (128 + 96)
     CHECK(emit_cuda::m_segment(c, *o.config) == 224);
     CHECK(emit_cuda::m_tiles(c, *o.config) == 16 * 14 * 2);
     CHECK(emit_cuda::output_tiles(c, *o.config) == 16 * 14 * 2 * 2);
     CHECK(contains(p.source, "const int m0_ = (mt_ / 2) * 224 + (mt_ % 2) * 128, mend_ = (mt_ / 2) * 224 + 224;"));
     // a tap whose input row is padding fetches a box wholly past W = 14 (zero-filled)
-    CHECK(contains(p.source, "tessel_tma_load5(As_ + s_ * 8192, &tmap_a_, full_ + s_, 0, cb_, 0, in_ ? w_ : 14, (row_ / 14) * 14 + (in_ ? h_ : 0));"));
-    CHECK(contains(p.source, "tessel_tma_load4(Bs_ + s_ * 16384 + 12288, &tmap_b_, full_ + s_, 0, (n0_ + 192) / 16, 0, (kt0_ + kt) * 4);"));
+    CHECK(contains(p.source, "tessel_tma_load5(As_ + s_ * 8192, &tmap_a_, full_ + s_, 0, 0, in_ ? w_ : 14, cb_, (row_ / 14) * 14 + (in_ ? h_ : 0));"));
+    CHECK(contains(p.source, "tessel_tma_load4(Bs_ + s_ * 16384, &tmap_b_, full_ + s_, 0, 0, n0_ / 16, (kt0_ + kt) * 4);"));
     CHECK(contains(joined(p.explain), "M tiles cut per output row of 224 rows"));
     // the cp.async kernels keep one M range
     CHECK(emit_cuda::m_segment(c, emit_cuda::TcConfig::parse("256x128x64/128x128/ks1/st4/wg")) == 0);
-    // multicast pairs M tiles: refused with the reason
-    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/ws/mc"), m), "cut per output row"));
+    // multicast splits B's stage between the blocks of a cluster: refused with the reason
+    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/ws/mc"), m), "not split between blocks"));
   }
   SUBCASE("multicast: 2-block clusters, B's K-inner stage split into two boxes, one per block; ping-pong: 3 warpgroups") {
     auto r = compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 1024}, {"N", 512}, {"K", 256}});  // B [N, K]: K-inner

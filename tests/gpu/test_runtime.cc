@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gpu_backend/driver_api.h"
 #include "gpu_backend/error.h"
 #include "gpu_backend/nvrtc_compile.h"
 #include "gpu_backend/runtime.h"
@@ -154,4 +155,86 @@ TEST_CASE("runtime: NpyArray bytes go to the device and come back unchanged") {
   CHECK(back.data == a.data);
   NpyArray wrong{.dtype = DType::F32, .shape = {3, 5}, .data = std::vector<uint8_t>(30, 0)};
   CHECK_THROWS_AS(download_npy(d, wrong), InternalError);
+}
+
+// The persistent kernel's blocked-layout operands (compiler/emit_cuda/tma_plan.h
+// kNarrowSwizzleBytes) rely on how the TMA unit lays out a box whose inner dim is 16 halves
+// (32 B): X[w = 2][cb = 4][ni = 4][ci = 16] (element = its index) read through 4-d maps whose
+// strides are not increasing.
+//   - 128-byte swizzle, dims {ci, cb, ni, w}: each 32-byte inner row gets a 128-byte row of its own
+//     (row j = the inner row's index in box order), its 16-byte chunks moved by the row index
+//     (address bits 4-6 ^= bits 7-9): runs of different blocks cannot share a 128-byte row.
+//   - 32-byte swizzle, dims {ci, ni, w, cb}: rows of 32 B packed densely, chunk ^= address bit 7.
+TEST_CASE("TMA: a 32-byte inner box row takes a whole 128-byte swizzle row; with the 32-byte swizzle rows are packed") {
+  if (!test::have_gpu()) return;
+  Context& ctx = Context::get();
+  if (ctx.device().properties.arch < std::string("sm_90")) return;
+  const auto encode = tensor_map_encode_tiled();
+  REQUIRE(bool(encode));
+  const char* src = R"(
+struct __align__(64) tmap { unsigned long long v[16]; };
+extern "C" __global__ void tma_box(const __grid_constant__ tmap m, unsigned short* out) {
+  __shared__ __align__(1024) unsigned short s[2048];
+  __shared__ __align__(8) unsigned long long bar;
+  for (int i = threadIdx.x; i < 2048; i += blockDim.x) s[i] = 0xffff;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((unsigned)__cvta_generic_to_shared(&bar)));
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(&bar)), "r"(1024) : "memory");
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+                 ::"r"((unsigned)__cvta_generic_to_shared(s)), "l"(&m), "r"((unsigned)__cvta_generic_to_shared(&bar)), "r"(0), "r"(0), "r"(0), "r"(0) : "memory");
+    asm volatile("{\n.reg .pred p;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n@!p bra W_%=;\n}\n" ::"r"((unsigned)__cvta_generic_to_shared(&bar)) : "memory");
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2048; i += blockDim.x) out[i] = s[i];
+}
+)";
+  Module module(compile_to_cubin(src, {.arch = "sm_90a"}).cubin);
+  Kernel k = module.function("tma_box");
+  std::vector<uint16_t> host(512);
+  for (int i = 0; i < 512; ++i) host[i] = uint16_t(i);
+  DeviceBuffer x(1024), out(4096);
+  x.upload(host.data(), 1024);
+  const uint64_t CB = 128, NI = 32, W = 512;  // byte strides of cb, ni, w
+  auto run = [&](bool wide, std::vector<uint16_t>& got) {
+    // wide: {ci, cb, ni, w}, 128-byte swizzle; else {ci, ni, w, cb}, 32-byte swizzle
+    cuuint64_t dims[4] = {16, wide ? 4u : 4u, wide ? 4u : 2u, wide ? 2u : 4u};
+    cuuint64_t strides[3] = {wide ? CB : NI, wide ? NI : W, wide ? W : CB};
+    cuuint32_t box[4] = {16, uint32_t(dims[1]), uint32_t(dims[2]), uint32_t(dims[3])}, es[4] = {1, 1, 1, 1};
+    CUtensorMap map{};
+    check_cu(encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, reinterpret_cast<void*>(x.ptr()), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    wide ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_32B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+             "cuTensorMapEncodeTiled");
+    Stream s;
+    k.launch({.grid = {1, 1, 1}, .block = {128, 1, 1}}, s, map, out.ptr());
+    s.synchronize();
+    got.resize(2048);
+    out.download(got.data(), 4096);
+  };
+  std::vector<uint16_t> got;
+  run(true, got);
+  int ok = 0;
+  for (int w = 0; w < 2; ++w)
+    for (int ni = 0; ni < 4; ++ni)
+      for (int cb = 0; cb < 4; ++cb)
+        for (int ci = 0; ci < 16; ++ci) {
+          const int j = (w * 4 + ni) * 4 + cb, off = j * 128 + ci * 2;  // inner row j at the start of 128-byte row j
+          const int swz = (off & ~0x70) | ((((off >> 4) & 7) ^ ((off >> 7) & 7)) << 4);
+          ok += got[swz / 2] == uint16_t(((w * 4 + cb) * 4 + ni) * 16 + ci);
+        }
+  CHECK(ok == 512);
+  run(false, got);
+  ok = 0;
+  for (int cb = 0; cb < 4; ++cb)
+    for (int w = 0; w < 2; ++w)
+      for (int ni = 0; ni < 4; ++ni)
+        for (int ci = 0; ci < 16; ++ci) {
+          const int j = (cb * 2 + w) * 4 + ni, off = j * 32 + ci * 2;  // rows of 32 B in box order
+          const int swz = off ^ (((off >> 7) & 1) << 4);
+          ok += got[swz / 2] == uint16_t(((w * 4 + cb) * 4 + ni) * 16 + ci);
+        }
+  CHECK(ok == 512);
 }
