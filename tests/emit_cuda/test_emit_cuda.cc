@@ -214,22 +214,22 @@ def f(f16[M, K] A, f16[K, N] B, f32[N] s, f32[M, N] R) -> (f32[M, N] D) {
     CHECK(contains(body, "hv1_"));
     CHECK(contains(body, "__stcs((uint4*)(t_D + "));  // 4 f32 results in one 16-byte store
   }
-  SUBCASE("an output row of 90 elements (not whole groups of 4) keeps one column per thread and scalar stores") {
-    auto r = compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 64}, {"N", 90}, {"K", 64}});
+  // the 128x128 persistent kernel's source
+  auto ws_source = [](const Compiled& r) {
     emit_cuda::CudaOptions o;
     o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
     const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
     REQUIRE(p.tensor_cores);
+    return p;
+  };
+  SUBCASE("an output row of 90 elements (not whole groups of 4) keeps one column per thread and scalar stores") {
+    const auto p = ws_source(compile_for("gemm_layouts.tsl", "matmul_nt", {{"M", 64}, {"N", 90}, {"K", 64}}));
     CHECK(contains(p.source, "const int m_ = m0_ + wrow0_ + e_ / 64, n_ = n0_ + c_ * 64 + e_ % 64;"));
     CHECK(contains(p.source, "tessel_stcs(&t_C["));
     CHECK_FALSE(contains(p.source, "sv_C"));
   }
   SUBCASE("a blocked output [NB, H, W, KB, 16, 16]: 4 adjacent columns of one 16-wide block in one store") {
-    auto r = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 2}, {"H", 7}, {"W", 7}, {"CB", 4}, {"KB", 4}, {"R", 3}, {"S", 3}});
-    emit_cuda::CudaOptions o;
-    o.config = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/cs/ws");
-    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
-    REQUIRE(p.tensor_cores);
+    const auto p = ws_source(compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 2}, {"H", 7}, {"W", 7}, {"CB", 4}, {"KB", 4}, {"R", 3}, {"S", 3}}));
     CHECK(contains(p.source, "gv_ki = r_ % 16;"));
     CHECK(contains(p.source, "* 16LL + (0 + 1 * (ov_ni))) * 16LL + (0 + 1 * (gv_ki)))), *(const uint4*)sv_Y);"));
   }
