@@ -482,6 +482,9 @@ struct CandidateList {
           }
           if (g.bm >= 128 && blocks < int64_t(sm_f)) return 0.8;  // big tiles that leave SMs idle
         }
+        // the blocked-window TMA kernel (32-byte-swizzled maps) after the cp.async wgmma tiles:
+        // measured 463 us against /wg's 427 us on the blocked seed convolution (H100)
+        if (g.bm >= 128 && g.tma_ws && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
         // split-K blocks: measured slower than K split over the warps of one block on an H200 in
