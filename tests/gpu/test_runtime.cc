@@ -165,7 +165,7 @@ TEST_CASE("runtime: NpyArray bytes go to the device and come back unchanged") {
 //     (row j = the inner row's index in box order), its 16-byte chunks moved by the row index
 //     (address bits 4-6 ^= bits 7-9): runs of different blocks cannot share a 128-byte row.
 //   - 32-byte swizzle, dims {ci, ni, w, cb}: rows of 32 B packed densely, chunk ^= address bit 7.
-TEST_CASE("TMA: a 32-byte inner box row takes a whole 128-byte swizzle row; with the 32-byte swizzle rows are packed") {
+TEST_CASE("TMA: a 32-byte inner box row takes a whole 128-byte swizzle row, under the 32-byte swizzle rows are packed") {
   if (!test::have_gpu()) return;
   Context& ctx = Context::get();
   if (ctx.device().properties.arch < std::string("sm_90")) return;
