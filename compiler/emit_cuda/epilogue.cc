@@ -279,6 +279,10 @@ std::vector<std::pair<std::string, DType>> element_outputs(const TcKernel& t) {
   return outs;
 }
 
+namespace {
+
+// whether `tensor` is laid out as the dense row-major [batch.., M.., N..] of the contraction's
+// dims, so its element (bz, m, n) is at (bz * M + m) * N + n
 bool dense_output_layout(const TcKernel& t, const std::string& tensor) {
   std::vector<std::string> expect;
   std::vector<int64_t> extents;
@@ -291,21 +295,16 @@ bool dense_output_layout(const TcKernel& t, const std::string& tensor) {
   return g && anchor_out_vars(t) == expect && g->shape == extents;
 }
 
+}  // namespace
+
 void emit_element(const TcKernel& t, const std::string& pad, bool streaming, const ColumnValues* columns, const std::string& store_slot) {
   auto& os = t.os;
   const ir::Function& f = *t.k.function;
   const std::vector<std::string> out_vars = anchor_out_vars(t);
-  struct Store {
-    std::string tensor;
-    DType dtype;
-    std::string value;  // local holding the value (storage type)
-  };
-  std::map<std::string, std::string> locals;  // tensor -> local (storage type)
-  std::vector<Store> stores;
+  std::map<std::string, std::string> locals;  // tensor -> local ev_<tensor> (storage type)
   const DType ct = t.anchor.acc_type;
   os << pad << "const " << storage_type(ct) << " ev_" << t.anchor.output << " = " << store_value(ct, "v_") << ";\n";
   locals[t.anchor.output] = "ev_" + t.anchor.output;
-  if (f.find_tensor(t.anchor.output)->kind == ir::TensorKind::Output) stores.push_back({t.anchor.output, ct, locals[t.anchor.output]});
   auto anchor_var = [&](const std::string& v) { return anchor_local(t, v); };
   for (int si : t.c.epilogue) {
     const ir::Statement& s = f.statements.at(si);
@@ -329,19 +328,19 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming, con
     os << pad << "const " << storage_type(T) << " ev_" << s.output << " = "
        << store_value(T, "(" + value_type(T) + ")" + value_expr(*s.rhs, ctx)) << ";\n";
     locals[s.output] = "ev_" + s.output;
-    if (f.find_tensor(s.output)->kind == ir::TensorKind::Output) stores.push_back({s.output, T, locals[s.output]});
   }
   std::vector<ir::AffineExpr> out_idx;
   for (const auto& v : out_vars) out_idx.push_back(ir::AffineExpr::index(v));
-  for (const auto& st : stores) {
+  for (const auto& [tensor, dtype] : element_outputs(t)) {
+    const std::string& value = locals.at(tensor);
     if (!store_slot.empty()) {  // the caller stores the vector
-      os << pad << "sv_" << st.tensor << "[" << store_slot << "] = " << st.value << ";\n";
+      os << pad << "sv_" << tensor << "[" << store_slot << "] = " << value << ";\n";
       continue;
     }
-    const std::string at = "t_" + st.tensor + "[" + tensor_address(t, st.tensor, out_idx, anchor_var) + "]";
-    if (streaming && (st.dtype == DType::F32 || st.dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
-      os << pad << "tessel_stcs(&" << at << ", " << st.value << ");\n";
-    else os << pad << at << " = " << st.value << ";\n";
+    const std::string at = "t_" + tensor + "[" + tensor_address(t, tensor, out_idx, anchor_var) + "]";
+    if (streaming && (dtype == DType::F32 || dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
+      os << pad << "tessel_stcs(&" << at << ", " << value << ");\n";
+    else os << pad << at << " = " << value << ";\n";
   }
 }
 

@@ -38,9 +38,6 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming, con
 // The global outputs emit_element stores: the anchor's output if global, then each fused
 // statement's output that is global, with their dtypes.
 std::vector<std::pair<std::string, DType>> element_outputs(const TcKernel& t);
-// Whether `tensor` is laid out as the dense row-major [batch.., M.., N..] of the contraction's dims,
-// so its element (bz, m, n) is at (bz * M + m) * N + n.
-bool dense_output_layout(const TcKernel& t, const std::string& tensor);
 
 // The fused statements' column-only subexpressions (every tensor read indexed by N and batch dims
 // only, e.g. a batch norm's gamma[k] * rsqrt(var[k] + eps)), evaluated into locals hv<i>_ for the

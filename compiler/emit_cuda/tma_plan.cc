@@ -131,6 +131,16 @@ std::string guard_is_bounds(const ContractionOperand& op, const std::map<std::st
   return walk(0);
 }
 
+// `a` is exactly these index terms (index -> coefficient; constants aside, no division)
+bool is_terms(const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
+  if (a.has_div() || a.index_coeffs.size() != terms.size()) return false;
+  for (const auto& [x, q] : terms) {
+    auto it = a.index_coeffs.find(x);
+    if (it == a.index_coeffs.end() || it->second != q) return false;
+  }
+  return true;
+}
+
 // The im2col view of `op` (the A operand of an NHWC convolution), or why there is none.
 std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& v) {
   const ContractionOperand& op = *p.op;
@@ -138,20 +148,12 @@ std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& 
   if (p.outer->size() != 3 || p.kdims->size() != 3) return "not an (n, p, q) x (r, s, c) convolution view";
   const auto& m = *p.outer;
   const auto& k = *p.kdims;
-  auto is = [&](const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
-    if (a.index_coeffs.size() != terms.size()) return false;
-    for (const auto& [x, q] : terms) {
-      auto it = a.index_coeffs.find(x);
-      if (it == a.index_coeffs.end() || it->second != q) return false;
-    }
-    return true;
-  };
   const auto& ix = op.indices;
-  if (!is(ix[0], {{m[0].var, 1}}) || !is(ix[3], {{k[2].var, 1}})) return "batch or channel index is not plain";
+  if (!is_terms(ix[0], {{m[0].var, 1}}) || !is_terms(ix[3], {{k[2].var, 1}})) return "batch or channel index is not plain";
   if (constant_of(ix[0], c.sizes) != 0 || constant_of(ix[3], c.sizes) != 0) return "batch or channel index is shifted";
   v.dh = ix[1].index_coeffs.count(k[0].var) ? ix[1].index_coeffs.at(k[0].var) : 0;
   v.dw = ix[2].index_coeffs.count(k[1].var) ? ix[2].index_coeffs.at(k[1].var) : 0;
-  if (!is(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
+  if (!is_terms(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is_terms(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
     return "the window is not stride 1 (h = p + d * r - pad)";
   v.P = m[1].extent, v.Q = m[2].extent, v.R = k[0].extent, v.S = k[1].extent, v.C = k[2].extent;
   v.h0 = constant_of(ix[1], c.sizes), v.w0 = constant_of(ix[2], c.sizes);
@@ -172,22 +174,14 @@ std::string blocked_window(const ContractionOperand& op, const std::vector<Contr
                            const std::map<std::string, int64_t>& sizes, BlockedWindow& v) {
   if (op.indices.size() != 6 || op.shape.size() != 6) return "not a rank-6 blocked input";
   if (m.size() != 4 || k.size() != 4) return "not an (nb, p, q, ni) x (r, s, cb, ci) convolution view";
-  auto is = [&](const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
-    if (a.has_div() || a.index_coeffs.size() != terms.size()) return false;
-    for (const auto& [x, q] : terms) {
-      auto it = a.index_coeffs.find(x);
-      if (it == a.index_coeffs.end() || it->second != q) return false;
-    }
-    return true;
-  };
   const auto& ix = op.indices;
-  if (!is(ix[0], {{m[0].var, 1}}) || !is(ix[3], {{k[2].var, 1}}) || !is(ix[4], {{m[3].var, 1}}) || !is(ix[5], {{k[3].var, 1}}))
+  if (!is_terms(ix[0], {{m[0].var, 1}}) || !is_terms(ix[3], {{k[2].var, 1}}) || !is_terms(ix[4], {{m[3].var, 1}}) || !is_terms(ix[5], {{k[3].var, 1}}))
     return "the batch, channel-block or inner indices are not plain";
   for (int d : {0, 3, 4, 5})
     if (constant_of(ix[d], sizes) != 0) return "an index other than the window is shifted";
   v.dh = ix[1].index_coeffs.count(k[0].var) ? ix[1].index_coeffs.at(k[0].var) : 0;
   v.dw = ix[2].index_coeffs.count(k[1].var) ? ix[2].index_coeffs.at(k[1].var) : 0;
-  if (!is(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
+  if (!is_terms(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is_terms(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
     return "the window is not stride 1 (h = p + d * r - pad)";
   v.NB = op.shape[0], v.H = op.shape[1], v.W = op.shape[2], v.CB = op.shape[3], v.NI = op.shape[4], v.CI = op.shape[5];
   v.P = m[1].extent, v.Q = m[2].extent, v.R = k[0].extent, v.S = k[1].extent;
