@@ -131,7 +131,9 @@ CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d
   const auto encode = gpu::tensor_map_encode_tiled();
   if (!encode) throw gpu::GpuError("cuTensorMapEncodeTiled", "the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
   if (m.dtype != DType::F16) throw InternalError("tensor map of " + m.tensor + ": only f16 maps are generated");
-  const CUdeviceptr base = d.buffers.at(d.index.at(m.tensor)).ptr() + CUdeviceptr(m.base) * dtype_bytes(m.dtype);
+  // an operand's copy in scratch (repack_plan.h) or a kernel tensor's buffer
+  const CUdeviceptr origin = m.in_scratch ? d.scratch.ptr() + CUdeviceptr(m.scratch_offset) : d.buffers.at(d.index.at(m.tensor)).ptr();
+  const CUdeviceptr base = origin + CUdeviceptr(m.base) * dtype_bytes(m.dtype);
   const cuuint32_t rank = cuuint32_t(m.dims.size());
   std::vector<cuuint64_t> dims(m.dims.begin(), m.dims.end()), strides(m.strides.begin(), m.strides.end());
   std::vector<cuuint32_t> box(m.box.begin(), m.box.end()), elem_strides(rank, 1);

@@ -98,7 +98,8 @@ bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, con
     return std::find(options.pdl_prefetch.begin(), options.pdl_prefetch.end(), t) != options.pdl_prefetch.end();
   };
   TcLaunchOptions launch;
-  launch.pdl = options.pdl && m.has(isa::GpuFeature::ProgrammaticDependentLaunch) && !cfg->atomic_out;  // one kernel
+  // one kernel (atomic split-K zeroes the output and operand copies fill scratch in kernels of their own)
+  launch.pdl = options.pdl && m.has(isa::GpuFeature::ProgrammaticDependentLaunch) && !cfg->atomic_out && !cfg->repack;
   launch.prefetch_a = named(c.a.tensor);
   launch.prefetch_b = named(c.b.tensor);
   Launch main = emit_tensor_core(k, c, *cfg, m, launch, os, p.explain, &p.launches);

@@ -82,6 +82,11 @@ struct TcConfig {
   // them into both blocks' shared memory (half the L2 -> SM traffic for B); a slot is refilled
   // when the consumers of both blocks have released it
   bool multicast = false;
+  // tma_ws, `/rp`: an operand the TMA unit cannot read in 128-byte rows in its own layout (a
+  // blocked layout's 32-byte runs) is first copied into global scratch in the canonical order of
+  // its role by a memory-bound kernel of the same program, and the kernel reads the copy
+  // (repack_plan.h)
+  bool repack = false;
   int warps() const { return wgmma ? 4 * (tma_ws ? (pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
@@ -115,6 +120,10 @@ struct CudaOptions {
 // buffer, passed by value after the scratch pointer (a __grid_constant__ 128-byte parameter).
 struct TensorMapSpec {
   std::string tensor;              // the Kernel::tensors entry whose buffer the map covers
+  // the map covers the program's global scratch from this byte offset instead (an operand's copy,
+  // repack_plan.h); `tensor` names the copy
+  bool in_scratch = false;
+  uint64_t scratch_offset = 0;
   DType dtype = DType::F16;
   int64_t base = 0;                // element offset of the view's origin in the buffer
   std::vector<uint64_t> dims;      // elements per dimension, innermost first

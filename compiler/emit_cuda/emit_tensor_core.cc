@@ -4,6 +4,9 @@
 #include "compiler/emit_cuda/kernel_wgmma_ws.h"
 #include "compiler/emit_cuda/launch_builder.h"
 #include "compiler/emit_cuda/mainloop.h"
+#include "compiler/emit_cuda/repack_kernel.h"
+#include "compiler/emit_cuda/repack_plan.h"
+#include "compiler/emit_cuda/tile_policy.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -65,11 +68,41 @@ void explain_mapping(const TcKernel& t) {
 
 }  // namespace
 
-Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m,
+namespace {
+
+// The copy kernels of /rp (launched first) and the `--explain` line of each copy
+RepackPlan emit_copies(const kernel::Kernel& k, const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m,
+                       std::ostringstream& os, std::vector<std::string>& explain, std::vector<Launch>* before) {
+  RepackPlan r = plan_repack(c, cfg, m, repack_scratch_offset(c, cfg, m));
+  if (!r.ok) throw InternalError("CUDA emitter: operand copies of a legal configuration: " + r.why);
+  if (!before) throw InternalError("CUDA emitter: operand copies need the program's launch list");
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) s += (s.empty() ? "" : ",") + S(x);
+    return "[" + s + "]";
+  };
+  for (size_t i = 0; i < r.copies.size(); ++i) {
+    const OperandCopy& cp = r.copies[i];
+    before->push_back(emit_repack_kernel(k, cp, "tessel_copy" + S(int64_t(i)) + "_" + cp.source, m, os));
+    std::string perm;
+    for (int d : cp.perm) perm += (perm.empty() ? "" : ",") + S(d);
+    explain.push_back("  operand copy (/rp): " + cp.source + " " + dims(cp.source_shape) + " is copied once per call into scratch as " +
+                      dims(cp.shape) + " (its dims " + perm + ", " + S(int64_t(cp.bytes)) + " B, " + S(cp.move_bytes) +
+                      "-byte moves) by a kernel launched first, so that the TMA unit reads it in 128-byte rows");
+  }
+  return r;
+}
+
+}  // namespace
+
+Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c0, const TcConfig& cfg, const isa::GpuMachine& m,
                         const TcLaunchOptions& launch, std::ostringstream& os, std::vector<std::string>& explain,
                         std::vector<Launch>* before) {
-  const std::string obstacle = config_obstacle(c, cfg, m);
+  const std::string obstacle = config_obstacle(c0, cfg, m);
   if (!obstacle.empty()) throw UserError("CUDA emitter: tile configuration " + cfg.to_string() + ": " + obstacle);
+  // with /rp the kernel reads the operands' copies: the repacked contraction (repack_plan.h)
+  const RepackPlan copies = cfg.repack ? emit_copies(k, c0, cfg, m, os, explain, before) : RepackPlan{};
+  const Contraction& c = cfg.repack ? copies.contraction : c0;
   const TcKernel t(k, c, cfg, m, launch, os, explain);
   explain_mapping(t);
   os << "\n/* TensorCore kernel for " << t.anchor.name << " (" << cfg.to_string() << ") */\n";
@@ -78,7 +111,11 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c, const TcC
     emit_wgmma_ws_helpers(t);
     emit_kernel_signature(t);
     emit_wgmma_ws_body(t);
-    return main_launch(t);
+    Launch l = main_launch(t);
+    for (auto& map : l.tensor_maps)  // a copied operand's map covers its copy in scratch
+      for (const OperandCopy& cp : copies.copies)
+        if (map.tensor == kScratchCopyPrefix + cp.source) map.in_scratch = true, map.scratch_offset = cp.offset;
+    return l;
   }
   emit_kernel_signature(t);
   emit_preamble(t);

@@ -313,10 +313,35 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
       for (const auto& [n, c] : e.param_coeffs) s_ += " + " + std::to_string(c * k.sizes.at(n)) + "LL";
       return s_ + ")";
     };
+    // An f32 division by a row value (reads of row tensors, sizes, constants, the row index) is a
+    // multiplication by its reciprocal, computed once per row: a correctly rounded division per
+    // element costs more issue slots than a memory-bound row kernel has (softmax's E / Den). The
+    // product is within 1.5 ulp of f32 of the quotient (row_kernel.h).
+    std::ostringstream reciprocals;
+    int n_rcp = 0;
+    std::function<bool(const ir::Expr&)> row_value = [&](const ir::Expr& e) {
+      if (e.kind == ir::ExprKind::Access) return a.tensors.count(e.name) && a.tensors.at(e.name).role == Role::Row;
+      if (e.kind == ir::ExprKind::IndexValue) {
+        for (const auto& [n, c] : e.affine.index_coeffs)
+          if (n != sp.row) return false;
+        return true;
+      }
+      for (const auto& x : e.args)
+        if (!row_value(*x)) return false;
+      return true;
+    };
+    ctx.replace = [&](const ir::Expr& e) -> std::optional<std::string> {
+      if (e.kind != ir::ExprKind::Apply || e.op != ir::Op::Div || e.type != DType::F32 || e.args.size() != 2 || !row_value(*e.args[1]) ||
+          row_value(*e.args[0]))
+        return std::nullopt;
+      const std::string r = "rcp" + std::to_string(n_rcp++) + "_";
+      reciprocals << "    const float " << r << " = 1.0f / (float)(" << value_expr(*e.args[1], ctx) << ");\n";
+      return "((float)(" + value_expr(*e.args[0], ctx) + ") * " + r + ")";
+    };
     const std::string value = value_expr(*s.rhs, ctx);
     const std::string VT = value_type(T_out);
     const std::string target = reg(s.output, sp.out);
-    os << "    /* " << s.name << ": " << s.output << " */\n";
+    os << "    /* " << s.name << ": " << s.output << " */\n" << reciprocals.str();
     if (sp.out == Role::Matrix) {
       os << slot_loop << "      if (col0_ < " << N << ") {\n"
          << "        #pragma unroll\n        for (int v_ = 0; v_ < " << V << "; ++v_) " << target << "[j_ * " << V << " + v_] = "

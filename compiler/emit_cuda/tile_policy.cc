@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/emit_cuda/operand_plan.h"
+#include "compiler/emit_cuda/repack_plan.h"
 #include "compiler/emit_cuda/tma_plan.h"
 #include "isa/base/error.h"
 
@@ -96,13 +97,13 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "") + (repack ? "/rp" : "");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp /mc (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp /mc /rp (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
-    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp][/mc], "
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp][/mc][/rp], "
                     "as `tessel compile --explain` prints them)");
   };
   auto split = [](const std::string& s, char sep) {
@@ -149,6 +150,7 @@ TcConfig TcConfig::parse(const std::string& text) {
     else if (f == "sk") g.stream_k = true;
     else if (f == "pp") g.pingpong = true;
     else if (f == "mc") g.multicast = true;
+    else if (f == "rp") g.repack = true;
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -169,7 +171,8 @@ int64_t k_tiles(const Contraction& c, const TcConfig& g) { return (c.size_k() + 
 int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g) { return (k_tiles(c, g) + g.k_blocks - 1) / g.k_blocks; }
 int64_t m_segment(const Contraction& c, const TcConfig& g) {
   BlockedWindow v;
-  if (!g.tma_ws || !blocked_window(c.a, c.m, c.k, c.sizes, v).empty()) return 0;
+  // a repacked kernel reads copies, never a blocked window (repack_plan.h refuses a narrow copy)
+  if (!g.tma_ws || g.repack || !blocked_window(c.a, c.m, c.k, c.sizes, v).empty()) return 0;
   return v.Q * v.NI;
 }
 
@@ -204,7 +207,10 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
   return p;
 }
 
-uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+namespace {
+
+// split-K and stream-K scratch (before any operand copies)
+uint64_t counter_scratch_bytes(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
   if (g.tma_ws && g.stream_k) {  // a counter per stream-K tile, two partial tiles per block (its first and last range piece)
     const PersistentSplit p = persistent_split(c, g, m);
     if (p.sk_tiles == 0) return 0;
@@ -217,7 +223,26 @@ uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g, const isa::Gp
   return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
 }
 
+}  // namespace
+
+uint64_t repack_scratch_offset(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  return (counter_scratch_bytes(c, g, m) + kCopyAlignBytes - 1) / kCopyAlignBytes * kCopyAlignBytes;
+}
+
+uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  if (!g.repack) return counter_scratch_bytes(c, g, m);
+  const RepackPlan r = plan_repack(c, g, m, repack_scratch_offset(c, g, m));
+  return r.ok ? r.scratch_end : 0;
+}
+
 std::string config_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
+  if (g.repack) {  // the rules apply to the contraction the kernel reads (the copies)
+    const RepackPlan r = plan_repack(c, g, m, 0);
+    if (!r.ok) return "operand copies (/rp): " + r.why;
+    TcConfig plain = g;
+    plain.repack = false;
+    return config_obstacle(r.contraction, plain, m);
+  }
   const isa::GpuMmaShape f = m.wmma;
   if (g.bm % f.m || g.bn % f.n || g.wm % f.m || g.wn % f.n || g.bk % f.k) return "tile sizes must be multiples of 16";
   if (g.bm % g.wm || g.bn % g.wn) return "the warp tile must divide the block tile";
@@ -252,6 +277,13 @@ struct CandidateList {
   void add(const TcConfig& g) {
     if (config_obstacle(c, g, m).empty()) out.push_back(g);
   }
+  // a persistent-kernel tile, then the same tile reading copies of the operands that the TMA unit
+  // cannot read in 128-byte rows in their own layout (repack_plan.h; legal only where one is)
+  void add_ws(TcConfig g) {
+    add(g);
+    g.repack = true;
+    add(g);
+  }
   int round_frag(int64_t v) const { return int((v + m.wmma.k - 1) / m.wmma.k * m.wmma.k); }
 
   // large problems (many 128x128 output tiles): wgmma, then mma.sync, then WMMA tiles
@@ -275,15 +307,15 @@ struct CandidateList {
             if (sk && (output_tiles(c, g) % m.sm_count == 0 || g.pingpong)) continue;
             g.stream_k = sk;
             g.stream_out = true;  // evict-first stores first (measured 1.1-1.8x faster on an H200: the output leaves the operands in L2)
-            add(g);
+            add_ws(g);
             g.stream_out = false;
-            add(g);
+            add_ws(g);
           }
           g.stream_k = false;
           if (!g.pingpong) {  // B multicast across a 2-block cluster
             g.multicast = true;
             g.stream_out = true;
-            add(g);
+            add_ws(g);
             g.multicast = g.stream_out = false;
           }
         }

@@ -36,9 +36,11 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine&
 std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const std::string& arch);
 std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count = 0);
 
-// Global scratch bytes a configuration needs (split-K and stream-K counters and partial tiles; 0
-// without). Stream-K needs the machine's SM count (the persistent grid).
+// Global scratch bytes a configuration needs (split-K and stream-K counters and partial tiles,
+// then the operand copies of /rp; 0 without). Stream-K needs the machine's SM count (the
+// persistent grid). The copies start at repack_scratch_offset.
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
+uint64_t repack_scratch_offset(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
 
 // The persistent kernel's split of the output tiles (TcConfig::tma_ws): `blocks` blocks (one per
 // SM, fewer when there are fewer tiles); `dp_tiles` tiles taken whole, block b the tiles b, b +

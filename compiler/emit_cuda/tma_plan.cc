@@ -85,6 +85,58 @@ const ir::Expr* find_access(const ir::Expr& e, const std::string& tensor) {
   return nullptr;
 }
 
+// `a` is exactly these index terms (index -> coefficient; constants aside, no division)
+bool is_terms(const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
+  if (a.has_div() || a.index_coeffs.size() != terms.size()) return false;
+  for (const auto& [x, q] : terms) {
+    auto it = a.index_coeffs.find(x);
+    if (it == a.index_coeffs.end() || it->second != q) return false;
+  }
+  return true;
+}
+
+// The im2col view of `op` (the A operand of an NHWC convolution), or why there is none: tensor
+// dims [n.., h, w, c..] read as (m[0..g) plain; p + dh * r + h0; q + dw * s + w0; k[2..] plain).
+std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& v) {
+  const ContractionOperand& op = *p.op;
+  const auto& m = *p.outer;
+  const auto& k = *p.kdims;
+  if (m.size() < 3 || k.size() < 3) return "not an (n, p, q) x (r, s, c) convolution view";
+  const size_t gn = m.size() - 2, gc = k.size() - 2, rank = gn + 2 + gc;
+  if (op.indices.size() != rank || op.shape.size() != rank) return "not an NHWC input (dims [n.., h, w, c..])";
+  const auto& ix = op.indices;
+  for (size_t d = 0; d < rank; ++d) {
+    if (d == gn || d == gn + 1) continue;
+    const ContractionDim& x = d < gn ? m[d] : k[d - gn];
+    if (!is_terms(ix[d], {{x.var, 1}})) return "batch or channel index is not plain";
+    if (constant_of(ix[d], c.sizes) != 0) return "batch or channel index is shifted";
+    if (x.extent != op.shape[d]) return "the view does not cover the input's batch and channels";
+  }
+  const ContractionDim &pv = m[gn], &qv = m[gn + 1], &rv = k[0], &sv = k[1];
+  v.dh = ix[gn].index_coeffs.count(rv.var) ? ix[gn].index_coeffs.at(rv.var) : 0;
+  v.dw = ix[gn + 1].index_coeffs.count(sv.var) ? ix[gn + 1].index_coeffs.at(sv.var) : 0;
+  if (!is_terms(ix[gn], {{pv.var, 1}, {rv.var, v.dh}}) || !is_terms(ix[gn + 1], {{qv.var, 1}, {sv.var, v.dw}}) || v.dh < 1 || v.dw < 1)
+    return "the window is not stride 1 (h = p + d * r - pad)";
+  v.P = pv.extent, v.Q = qv.extent, v.R = rv.extent, v.S = sv.extent;
+  v.h0 = constant_of(ix[gn], c.sizes), v.w0 = constant_of(ix[gn + 1], c.sizes);
+  v.H = op.shape[gn], v.W = op.shape[gn + 1];
+  v.N = v.C = 1;
+  for (size_t d = 0; d < gn; ++d) v.N *= op.shape[d];
+  for (size_t d = gn + 2; d < rank; ++d) v.C *= op.shape[d];
+  // dense strides: the address of X(n, h, w, c) is ((n * H + h) * W + w) * C + c, n and c composed
+  std::map<std::string, int64_t> want = {{pv.var, v.W * v.C}, {qv.var, v.C}, {rv.var, v.dh * v.W * v.C}, {sv.var, v.dw * v.C}};
+  int64_t inner = 1;
+  for (size_t d = rank; d-- > gn + 2;) want[k[d - gn].var] = inner, inner *= op.shape[d];
+  inner = v.H * v.W * v.C;
+  for (size_t d = gn; d-- > 0;) want[m[d].var] = inner, inner *= op.shape[d];
+  for (const auto& [x, q] : want)
+    if (!op.coeff.count(x) || op.coeff.at(x) != q) return "the input is not a dense NHWC tensor";
+  if (op.base != v.h0 * v.W * v.C + v.w0 * v.C) return "the input view has an offset";
+  return "";
+}
+
+}  // namespace
+
 // The padding guard of an inlined producer is exactly "the input element is in bounds": checked
 // at every point of the producer's domain over the indices the guard reads (at most 2^20 points).
 std::string guard_is_bounds(const ContractionOperand& op, const std::map<std::string, int64_t>& sizes) {
@@ -130,45 +182,6 @@ std::string guard_is_bounds(const ContractionOperand& op, const std::map<std::st
   };
   return walk(0);
 }
-
-// `a` is exactly these index terms (index -> coefficient; constants aside, no division)
-bool is_terms(const ir::AffineExpr& a, std::initializer_list<std::pair<std::string, int64_t>> terms) {
-  if (a.has_div() || a.index_coeffs.size() != terms.size()) return false;
-  for (const auto& [x, q] : terms) {
-    auto it = a.index_coeffs.find(x);
-    if (it == a.index_coeffs.end() || it->second != q) return false;
-  }
-  return true;
-}
-
-// The im2col view of `op` (the A operand of an NHWC convolution), or why there is none.
-std::string im2col_view(const OperandPlan& p, const Contraction& c, Im2colView& v) {
-  const ContractionOperand& op = *p.op;
-  if (op.indices.size() != 4 || op.shape.size() != 4) return "not a rank-4 (NHWC) input";
-  if (p.outer->size() != 3 || p.kdims->size() != 3) return "not an (n, p, q) x (r, s, c) convolution view";
-  const auto& m = *p.outer;
-  const auto& k = *p.kdims;
-  const auto& ix = op.indices;
-  if (!is_terms(ix[0], {{m[0].var, 1}}) || !is_terms(ix[3], {{k[2].var, 1}})) return "batch or channel index is not plain";
-  if (constant_of(ix[0], c.sizes) != 0 || constant_of(ix[3], c.sizes) != 0) return "batch or channel index is shifted";
-  v.dh = ix[1].index_coeffs.count(k[0].var) ? ix[1].index_coeffs.at(k[0].var) : 0;
-  v.dw = ix[2].index_coeffs.count(k[1].var) ? ix[2].index_coeffs.at(k[1].var) : 0;
-  if (!is_terms(ix[1], {{m[1].var, 1}, {k[0].var, v.dh}}) || !is_terms(ix[2], {{m[2].var, 1}, {k[1].var, v.dw}}) || v.dh < 1 || v.dw < 1)
-    return "the window is not stride 1 (h = p + d * r - pad)";
-  v.P = m[1].extent, v.Q = m[2].extent, v.R = k[0].extent, v.S = k[1].extent, v.C = k[2].extent;
-  v.h0 = constant_of(ix[1], c.sizes), v.w0 = constant_of(ix[2], c.sizes);
-  if (m[0].extent != op.shape[0] || v.C != op.shape[3]) return "the view does not cover the input's batch and channels";
-  // dense NHWC strides: the address of X(n, h, w, c) is ((n * H + h) * W + w) * C + c
-  const int64_t H = op.shape[1], W = op.shape[2], C = op.shape[3];
-  const std::map<std::string, int64_t> want = {{m[0].var, H * W * C}, {m[1].var, W * C}, {m[2].var, C},
-                                                {k[0].var, v.dh * W * C}, {k[1].var, v.dw * C}, {k[2].var, 1}};
-  for (const auto& [x, q] : want)
-    if (!op.coeff.count(x) || op.coeff.at(x) != q) return "the input is not a dense NHWC tensor";
-  if (op.base != v.h0 * W * C + v.w0 * C) return "the input view has an offset";
-  return "";
-}
-
-}  // namespace
 
 std::string blocked_window(const ContractionOperand& op, const std::vector<ContractionDim>& m, const std::vector<ContractionDim>& k,
                            const std::map<std::string, int64_t>& sizes, BlockedWindow& v) {
@@ -238,7 +251,7 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     const Im2colView& v = t.view;
     if (v.C % p.bk || p.bk != row) return t.why = "im2col: channels not a multiple of the 64-channel K tile", t;
     if (p.tile_outer > kTmaMaxBox) return t.why = "im2col: more than 256 pixels per copy", t;
-    const int64_t H = op.shape[1], W = op.shape[2];
+    const int64_t H = v.H, W = v.W;
     // the box of window origins: from (h0, w0) to the last output pixel's (P - 1 + h0, Q - 1 + w0),
     // as offsets from each image's first and last pixel
     const int64_t lo_h = v.h0, lo_w = v.w0, up_h = v.P - 1 + v.h0 - (H - 1), up_w = v.Q - 1 + v.w0 - (W - 1);
@@ -248,8 +261,8 @@ TmaPlan tma_plan(const OperandPlan& p, const Contraction& c, const isa::GpuMachi
     t.im2col = true;
     t.map.im2col = true;
     t.map.base = 0;
-    t.map.dims = {uint64_t(op.shape[3]), uint64_t(W), uint64_t(H), uint64_t(op.shape[0])};
-    t.map.strides = {uint64_t(op.shape[3] * eb), uint64_t(W * op.shape[3] * eb), uint64_t(H * W * op.shape[3] * eb)};
+    t.map.dims = {uint64_t(v.C), uint64_t(W), uint64_t(H), uint64_t(v.N)};
+    t.map.strides = {uint64_t(v.C * eb), uint64_t(W * v.C * eb), uint64_t(H * W * v.C * eb)};
     t.map.lower = {int(lo_w), int(lo_h)};
     t.map.upper = {int(up_w), int(up_h)};
     t.map.channels = uint32_t(p.bk);

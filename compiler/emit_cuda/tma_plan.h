@@ -31,8 +31,11 @@ namespace tessel::emit_cuda {
 
 // The implicit-GEMM view of an NHWC convolution's input that the im2col mode gathers: output
 // pixel m = (n, p, q) over N x P x Q, K tile kt = (tap r, s; 64 channels from c0) over R x S x C
-// (channels innermost), input pixel (h, w) = (p + dh * r + h0, q + dw * s + w0).
+// (channels innermost), input pixel (h, w) = (p + dh * r + h0, q + dw * s + w0). N and C may each
+// be several plain dims that compose densely (a repacked blocked input [NB, NI, H, W, CB, CI]:
+// M = (nb, ni, p, q), K = (r, s, cb, ci); repack_plan.h).
 struct Im2colView {
+  int64_t N = 0, H = 0, W = 0;  // the input's images and rows / columns
   int64_t P = 0, Q = 0, R = 0, S = 0, C = 0;
   int64_t h0 = 0, w0 = 0;  // the window's offset (-padding)
   int64_t dh = 1, dw = 1;  // dilation
@@ -90,6 +93,10 @@ struct TmaPlan {
 // not. A pure function of the contraction, so that the tile count (m_tiles) needs no plan.
 std::string blocked_window(const ContractionOperand& op, const std::vector<ContractionDim>& m, const std::vector<ContractionDim>& k,
                            const std::map<std::string, int64_t>& sizes, BlockedWindow& v);
+
+// The padding guard of an inlined producer is exactly "the input element is in bounds" ("" when
+// it is, or when there is no guard), so that out-of-bounds reads may be zero-filled instead.
+std::string guard_is_bounds(const ContractionOperand& op, const std::map<std::string, int64_t>& sizes);
 
 // The global-memory rules of tensor maps (CUDA driver API, cuTensorMapEncodeTiled): the base
 // address and every byte stride 16-byte aligned, strides below 2^40, box sides at most 256.

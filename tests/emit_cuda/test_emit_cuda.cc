@@ -12,6 +12,7 @@
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/row_kernel.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
+#include "compiler/emit_cuda/repack_plan.h"
 #include "compiler/emit_cuda/tile_policy.h"
 #include "compiler/emit_cuda/tma_plan.h"
 #include "compiler/frontend/frontend.h"
@@ -467,6 +468,82 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
   }
 }
 
+TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are repacked into scratch and read through 128-byte maps") {
+  const auto m = isa::stock_gpu_machine("sm_90");
+  // X [NB=16, H=14, W=14, CB=16, 16, 16], filter [3, 3, CB=16, KB=32, 16, 16]
+  auto r = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 16}, {"H", 14}, {"W", 14}, {"CB", 16}, {"KB", 32}, {"R", 3}, {"S", 3}});
+  const auto& c = *r.c->kernel.contraction;
+  const auto g = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st3/cs/ws/rp");
+  REQUIRE(emit_cuda::config_obstacle(c, g, m) == "");
+  SUBCASE("the plan: canonical orders, scratch placement, M walked as (nb, ni, p, q)") {
+    const auto rp = emit_cuda::plan_repack(c, g, m, 1000);
+    REQUIRE(rp.ok);
+    REQUIRE(rp.copies.size() == 2);
+    const auto &x = rp.copies[0], &w = rp.copies[1];
+    CHECK(x.source == "X");
+    CHECK(x.perm == std::vector<int>{0, 4, 1, 2, 3, 5});  // [NB, 16 ni, H, W, CB, 16 ci]: NHWC with N = (nb, ni), C = (cb, ci)
+    CHECK(x.shape == std::vector<int64_t>{16, 16, 14, 14, 16, 16});
+    CHECK(x.offset == 1024);  // 1000 rounded up to the copy alignment
+    CHECK(x.bytes == 16ull * 16 * 14 * 14 * 256 * 2);
+    CHECK(x.move_bytes == 16);
+    CHECK(w.perm == std::vector<int>{0, 1, 2, 4, 3, 5});  // [R, S, CB, 16 ci, KB, 16 ki]: [R*S*C, K]
+    CHECK(w.offset == 1024 + x.bytes);                   // already 1024-aligned
+    CHECK(rp.scratch_end == w.offset + w.bytes);
+    const auto& rc = rp.contraction;
+    std::vector<std::string> mv;
+    for (const auto& d : rc.m) mv.push_back(d.var);
+    CHECK(mv == std::vector<std::string>{"nb", "ni", "p", "q"});
+    CHECK(rc.a.tensor == "scratch:X");
+    CHECK(rc.a.producer == nullptr);
+    CHECK(rc.a.coeff.at("ni") == 14 * 14 * 256);
+    CHECK(rc.a.coeff.at("cb") == 16);
+    CHECK(rc.a.base == -(14 * 256) - 256);  // the window's (-1, -1) origin in the copy
+    CHECK(rc.b.coeff.at("ci") == 512);
+  }
+  SUBCASE("the program: copy kernels first, the main kernel's maps over scratch (im2col for the input)") {
+    emit_cuda::CudaOptions o;
+    o.config = g;
+    o.pdl = true;  // refused for a program of several kernels
+    const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+    REQUIRE(p.launches.size() == 3);
+    CHECK(p.launches[0].kernel == "tessel_copy0_X");
+    CHECK(p.launches[1].kernel == "tessel_copy1_Wt");
+    CHECK_FALSE(p.launches[2].pdl);
+    CHECK(p.scratch_bytes == 16ull * 16 * 14 * 14 * 256 * 2 + 3 * 3 * 256 * 512 * 2);
+    const auto& a = p.launches[2].tensor_maps.at(0);
+    CHECK(a.in_scratch);
+    CHECK(a.scratch_offset == 0);
+    CHECK(a.im2col);
+    CHECK(a.dims == std::vector<uint64_t>{256, 14, 14, 256});  // {C, W, H, N}: the seed's NHWC map
+    CHECK(a.strides == std::vector<uint64_t>{512, 7168, 100352});
+    CHECK(a.swizzle_bytes == 128);
+    const auto& b = p.launches[2].tensor_maps.at(1);
+    CHECK(b.in_scratch);
+    CHECK(b.scratch_offset == 16ull * 16 * 14 * 14 * 256 * 2);
+    CHECK(b.dims == std::vector<uint64_t>{512, 2304});
+    CHECK(b.strides == std::vector<uint64_t>{1024});
+    // the input's copy: 16-byte moves in copy order, the source offset from the copy's index
+    CHECK(contains(p.source, "src_at_ += (r_ % 16u) * 32u; r_ /= 16u;"));  // cb: 256 halves = 32 moves apart in X
+    CHECK(contains(p.source, "src_at_ += (r_ % 16u) * 2u; r_ /= 16u;"));   // ni: 16 halves = 2 moves apart
+    CHECK(contains(joined(p.explain), "operand copy (/rp): X [16,14,14,16,16,16] is copied once per call into scratch as [16,16,14,14,16,16]"));
+    const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+    const auto scan = gpu::scan_cubin(cubin.cubin);
+    CHECK(scan.tensor_ops.count("HGMMA"));
+    CHECK(scan.copy_ops.count("UTMALDG"));
+  }
+  SUBCASE("refused with the reason: no /ws, or no operand that needs a copy") {
+    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/rp"), m), "persistent TMA kernel"));
+    auto mm = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
+    CHECK(contains(emit_cuda::config_obstacle(*mm.c->kernel.contraction, g, m), "no operand needs a copy (A and B have 128-byte TMA plans)"));
+    bool any = false;
+    for (const auto& x : emit_cuda::tc_candidates(*mm.c->kernel.contraction, m)) any |= x.repack;
+    CHECK_FALSE(any);
+    bool blocked_rp = false;
+    for (const auto& x : emit_cuda::tc_candidates(c, m)) blocked_rp |= x.repack;
+    CHECK(blocked_rp);
+  }
+}
+
 TEST_CASE("PDL prefetch: the named operand's prologue copies come before griddepcontrol.wait, the others after") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
   emit_cuda::CudaOptions o;
@@ -603,7 +680,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
     REQUIRE(c);
     int n = 0, n_ws = 0;
     for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {
-      if (!g.wgmma || (w.def == "conv2d_blocked" && !g.tma_ws)) continue;
+      if (!g.wgmma || g.repack || (w.def == "conv2d_blocked" && !g.tma_ws)) continue;  // /rp: its own case
       CAPTURE(g.to_string());
       CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_80").empty());
       emit_cuda::CudaOptions o;

@@ -1,0 +1,173 @@
+#include "compiler/emit_cuda/repack_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/emit_cuda/operand_plan.h"
+#include "compiler/emit_cuda/tma_plan.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+int64_t constant_of(const ir::AffineExpr& a, const std::map<std::string, int64_t>& sizes) {
+  int64_t v = a.constant;
+  for (const auto& [p, q] : a.param_coeffs) v += q * sizes.at(p);
+  return v;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// The TMA plan of `op` (outer dims `outer`) with the configuration's tiles; `narrow`: it reads
+// 32-byte rows (a blocked window or a split outer dim).
+TmaPlan own_plan(const ContractionOperand& op, const Contraction& c, const std::vector<ContractionDim>& outer, int tile_outer,
+                 int64_t outer_size, const TcConfig& g, const isa::GpuMachine& m, int min_boxes) {
+  const OperandPlan p = plan_operand(op, c, c.sizes, outer, c.k, tile_outer, g.bk, outer_size, m, true);
+  return tma_plan(p, c, m, min_boxes);
+}
+
+bool narrow(const TmaPlan& t) { return t.blocked || t.split_outer; }
+
+enum Group { kOther = 0, kOuter, kWindow, kInner };
+
+// The copy of `op` in canonical order (repack_plan.h), or why there is none.
+std::string canonical_copy(const ContractionOperand& op, const Contraction& c, const std::vector<ContractionDim>& outer, OperandCopy& cp) {
+  const size_t rank = op.indices.size();
+  if (rank == 0 || op.shape.size() != rank) return "a scalar operand";
+  std::set<std::string> outer_vars, k_vars;
+  for (const auto& d : outer) outer_vars.insert(d.var);
+  for (const auto& d : c.k) k_vars.insert(d.var);
+  auto k_position = [&](const ir::AffineExpr& a) {
+    size_t best = c.k.size();
+    for (size_t i = 0; i < c.k.size(); ++i)
+      if (a.index_coeffs.count(c.k[i].var)) best = std::min(best, i);
+    return best;
+  };
+  std::vector<int> role(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (op.indices[d].has_div()) return "floor division in an index";
+    bool o = false, k = false;
+    for (const auto& [v, q] : op.indices[d].index_coeffs) o |= outer_vars.count(v) > 0, k |= k_vars.count(v) > 0;
+    role[d] = o && k ? kWindow : o ? kOuter : k ? kInner : kOther;
+  }
+  const int contiguous = role[rank - 1];  // kOuter or kInner: the group that stays innermost
+  if (contiguous != kOuter && contiguous != kInner) return "the innermost dim is a window or batch dim";
+  const int other_pure = contiguous == kOuter ? kInner : kOuter;
+  std::vector<int> perm;
+  for (int group : {int(kOther), other_pure, int(kWindow), contiguous}) {
+    std::vector<int> dims;
+    for (size_t d = 0; d < rank; ++d)
+      if (role[d] == group) dims.push_back(int(d));
+    if (group == kInner)  // K-only dims in the contraction's K order, so that K composes in its order
+      std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) { return k_position(op.indices[x]) < k_position(op.indices[y]); });
+    perm.insert(perm.end(), dims.begin(), dims.end());
+  }
+  if (perm.back() != int(rank - 1)) return "the innermost dim would move (a shared-memory transpose, not generated)";
+  bool identity = true;
+  for (size_t d = 0; d < rank; ++d) identity &= perm[d] == int(d);
+  if (identity) return "the operand is already in canonical order";
+  cp.source = op.tensor;
+  cp.dtype = op.dtype;
+  cp.source_shape = op.shape;
+  cp.perm = perm;
+  cp.shape.clear();
+  for (int d : perm) cp.shape.push_back(op.shape[size_t(d)]);
+  const int eb = elem_bytes(op.dtype);
+  const int64_t run = op.shape[rank - 1] * eb;
+  cp.move_bytes = eb;
+  for (int w : {16, 8, 4, 2})
+    if (w >= eb && run % w == 0) {
+      cp.move_bytes = w;
+      break;
+    }
+  return "";
+}
+
+// `op` re-described over its copy: indices and shape permuted, strides of the dense copy, no
+// padding producer (out-of-shape indices read as 0).
+ContractionOperand copied_operand(const ContractionOperand& op, const OperandCopy& cp, const std::map<std::string, int64_t>& sizes) {
+  ContractionOperand n;
+  n.tensor = kScratchCopyPrefix + op.tensor;
+  n.dtype = op.dtype;
+  n.shape = cp.shape;
+  std::vector<int64_t> stride(cp.shape.size(), 1);
+  for (size_t d = cp.shape.size(); d-- > 1;) stride[d - 1] = stride[d] * cp.shape[d];
+  n.base = 0;
+  for (size_t d = 0; d < cp.perm.size(); ++d) {
+    const ir::AffineExpr& ix = op.indices[size_t(cp.perm[d])];
+    n.indices.push_back(ix);
+    n.base += constant_of(ix, sizes) * stride[d];
+    for (const auto& [v, q] : ix.index_coeffs) n.coeff[v] += q * stride[d];
+  }
+  for (auto it = n.coeff.begin(); it != n.coeff.end();) it = it->second == 0 ? n.coeff.erase(it) : std::next(it);
+  return n;
+}
+
+// `dims` ordered by decreasing stride in `op` (indices it does not read first), stably
+std::vector<ContractionDim> by_stride(const std::vector<ContractionDim>& dims, const ContractionOperand& op) {
+  std::vector<ContractionDim> out = dims;
+  auto stride = [&](const ContractionDim& d) { return op.coeff.count(d.var) ? op.coeff.at(d.var) : INT64_MAX; };
+  std::stable_sort(out.begin(), out.end(), [&](const ContractionDim& x, const ContractionDim& y) { return stride(x) > stride(y); });
+  return out;
+}
+
+}  // namespace
+
+bool in_scratch(const std::string& tensor) { return tensor.rfind(kScratchCopyPrefix, 0) == 0; }
+
+int64_t OperandCopy::elements() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m, uint64_t scratch_offset) {
+  RepackPlan r;
+  r.contraction = c;
+  if (!g.tma_ws) return r.why = "operand copies (/rp) feed the persistent TMA kernel (/ws)", r;
+  if (!m.has(isa::GpuFeature::TensorMaps)) return r.why = "the machine has no tensor maps (TMA)", r;
+  uint64_t cursor = scratch_offset;
+  std::vector<std::string> kept;
+  for (int which = 0; which < 2; ++which) {
+    const ContractionOperand& op = which == 0 ? c.a : c.b;
+    const std::vector<ContractionDim>& outer = which == 0 ? c.m : c.n;
+    const int tile_outer = which == 0 ? g.bm : g.bn;
+    const int64_t outer_size = which == 0 ? c.size_m() : c.size_n();
+    const int min_boxes = which == 1 && g.multicast ? 2 : 1;
+    const TmaPlan own = own_plan(op, c, outer, tile_outer, outer_size, g, m, min_boxes);
+    if (own.ok && !narrow(own)) {
+      kept.push_back(op.tensor);
+      continue;
+    }
+    OperandCopy cp;
+    if (std::string why = canonical_copy(op, c, outer, cp); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
+    if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
+    cp.offset = align_up(cursor, kCopyAlignBytes);
+    cp.bytes = uint64_t(cp.elements()) * uint64_t(elem_bytes(op.dtype));
+    cursor = cp.offset + cp.bytes;
+    ContractionOperand n = copied_operand(op, cp, c.sizes);
+    std::vector<ContractionDim> order = by_stride(outer, n);
+    bool reordered = false;
+    for (size_t i = 0; i < order.size(); ++i) reordered |= order[i].var != outer[i].var;
+    if (reordered) r.contraction.plain_output = false;  // the output is no longer dense in M / N order
+    (which == 0 ? r.contraction.m : r.contraction.n) = order;
+    (which == 0 ? r.contraction.a : r.contraction.b) = std::move(n);
+    r.copies.push_back(std::move(cp));
+  }
+  if (r.copies.empty()) return r.why = "no operand needs a copy (" + kept[0] + " and " + kept[1] + " have 128-byte TMA plans)", r;
+  // the copies must read as 128-byte rows with these tiles
+  const Contraction& rc = r.contraction;
+  for (int which = 0; which < 2; ++which) {
+    const ContractionOperand& op = which == 0 ? rc.a : rc.b;
+    if (!in_scratch(op.tensor)) continue;
+    const TmaPlan t = own_plan(op, rc, which == 0 ? rc.m : rc.n, which == 0 ? g.bm : g.bn, which == 0 ? rc.size_m() : rc.size_n(), g, m,
+                               which == 1 && g.multicast ? 2 : 1);
+    if (!t.ok) return r.why = "the copy " + op.tensor + " has no TMA plan: " + t.why, r;
+    if (narrow(t)) return r.why = "the copy " + op.tensor + " still reads 32-byte rows", r;
+  }
+  r.scratch_end = cursor;
+  r.ok = true;
+  return r;
+}
+
+}  // namespace tessel::emit_cuda
