@@ -515,7 +515,10 @@ struct CandidateList {
           if (g.bm >= 128 && blocks < int64_t(sm_f)) return 0.8;  // big tiles that leave SMs idle
         }
         // the blocked-window TMA kernel (32-byte-swizzled maps) after the cp.async wgmma tiles:
-        // measured 463 us against /wg's 427 us on the blocked seed convolution (H100)
+        // measured 463 us against /wg's 427 us on the blocked seed convolution (H100); the same
+        // tiles over operand copies (/rp, added right after each /ws tile, so first among equals)
+        // measured 189-197 us for the best four against /wg's 431 us (H200,
+        // docs/figures/bench_gpu_h200_session27_conv.json)
         if (g.bm >= 128 && g.tma_ws && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
