@@ -130,7 +130,8 @@ namespace {
 CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d) {
   const auto encode = gpu::tensor_map_encode_tiled();
   if (!encode) throw gpu::GpuError("cuTensorMapEncodeTiled", "the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
-  if (m.dtype != DType::F16) throw InternalError("tensor map of " + m.tensor + ": only f16 maps are generated");
+  if (m.dtype != DType::F16 && m.dtype != DType::F32) throw InternalError("tensor map of " + m.tensor + ": only f16 and f32 maps are generated");
+  const CUtensorMapDataType type = m.dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   // an operand's copy in scratch (repack_plan.h) or a kernel tensor's buffer
   const CUdeviceptr origin = m.in_scratch ? d.scratch.ptr() + CUdeviceptr(m.scratch_offset) : d.buffers.at(d.index.at(m.tensor)).ptr();
   const CUdeviceptr base = origin + CUdeviceptr(m.base) * dtype_bytes(m.dtype);
@@ -145,13 +146,13 @@ CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d
   if (m.im2col) {
     const auto im2col = gpu::tensor_map_encode_im2col();
     if (!im2col) throw gpu::GpuError("cuTensorMapEncodeIm2col", "the CUDA driver has no cuTensorMapEncodeIm2col (driver older than CUDA 12)");
-    gpu::check_cu(im2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), m.lower.data(),
+    gpu::check_cu(im2col(&map, type, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), m.lower.data(),
                          m.upper.data(), m.channels, m.pixels, elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                   "cuTensorMapEncodeIm2col");
     return map;
   }
-  gpu::check_cu(encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(),
+  gpu::check_cu(encode(&map, type, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(),
                        elem_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                 "cuTensorMapEncodeTiled");

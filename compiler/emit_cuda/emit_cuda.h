@@ -87,6 +87,11 @@ struct TcConfig {
   // its role by a memory-bound kernel of the same program, and the kernel reads the copy
   // (repack_plan.h)
   bool repack = false;
+  // tma_ws, `/ts`: a plain f32 output leaves through shared memory and the TMA unit: each consumer
+  // warpgroup writes 32-column chunks of its rows into a 128-byte-swizzled double buffer and one
+  // thread issues a tensor-map store per chunk (cp.async.bulk.tensor ... bulk_group), which the
+  // TMA unit clips at the tensor's edges, instead of 64-bit stores from the registers
+  bool tma_store = false;
   int warps() const { return wgmma ? 4 * (tma_ws ? (pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split; }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field

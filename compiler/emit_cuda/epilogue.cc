@@ -503,11 +503,70 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
 
 }  // namespace
 
+TensorMapSpec output_store_map(const TcKernel& t) {
+  TensorMapSpec s;
+  s.tensor = t.anchor.output;
+  s.dtype = DType::F32;
+  s.dims = {uint64_t(t.N), uint64_t(t.M)};
+  s.strides = {uint64_t(t.N) * 4};
+  s.box = {uint32_t(kTmaStoreChunkColumns), uint32_t(t.cfg.wm)};
+  if (!t.c.batch.empty()) {
+    s.dims.push_back(uint64_t(t.c.size_batch()));
+    s.strides.push_back(uint64_t(t.M) * uint64_t(t.N) * 4);
+    s.box.push_back(1);
+  }
+  s.swizzle_bytes = kSwizzleRowBytes;
+  return s;
+}
+
+void emit_tma_store_helpers(const TcKernel& t) {
+  const int r = t.c.batch.empty() ? 2 : 3;
+  t.os << "static __device__ __forceinline__ void tessel_tma_store" << r << "(const tessel_tmap* map, const void* src";
+  for (int i = 0; i < r; ++i) t.os << ", int c" << i;
+  t.os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.global.shared::cta.bulk_group [%0, {";
+  for (int i = 0; i < r; ++i) t.os << (i ? ", " : "") << "%" << i + 2;
+  t.os << "}], [%1];\\n\" ::\"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(src))";
+  for (int i = 0; i < r; ++i) t.os << ", \"r\"(c" << i << ")";
+  t.os << " : \"memory\");\n  asm volatile(\"cp.async.bulk.commit_group;\\n\" ::: \"memory\");\n}\n";
+}
+
 void register_epilogue(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
   // accumulator element (i, j, q) of lane l: row i * 64 + (warp's 16 rows) + l / 4 (+ 8 for q >= 2),
   // column j * 8 + (l % 4) * 2 (+ 1 for odd q): the m16n8 layout of each warp's wgmma slice
+  if (cfg.tma_store) {
+    // 32-column chunks of the warpgroup's wm rows: rows of 128 B, 16-byte unit u of row r at u ^ (r % 8)
+    // (the tensor map's 128-byte swizzle), two buffers: a chunk is written while the TMA unit reads
+    // the one before; one thread per warpgroup waits for the reads and issues the stores
+    const int cw = kTmaStoreChunkColumns, wpgt = int(t.m.threads_per_warpgroup());
+    t.explain.push_back("  epilogue through the TMA unit: each consumer warpgroup writes " + S(cfg.wm) + "x" + S(cw) +
+                        " chunks of its accumulators into a 128-byte-swizzled double buffer in shared memory; one thread issues a "
+                        "tensor-map store per chunk (clipped at the output's edges)");
+    os << pad << "{\n";
+    const std::string p1 = pad + "  ";
+    os << p1 << "const int ew_ = " << (cfg.pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
+       << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ", wr_ = wm_ - wrow0_;\n";
+    os << p1 << "const bool lead_ = threadIdx.x % " << wpgt << " == 0;\n";
+    os << p1 << "#pragma unroll\n" << p1 << "for (int c_ = 0; c_ < " << cfg.bn / cw << "; ++c_) {\n";
+    const std::string p2 = p1 + "  ";
+    os << p2 << "float* buf_ = Es_ + (ew_ * 2 + (c_ & 1)) * " << cfg.wm * cw << ";\n";
+    os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 1;\\n\" ::: \"memory\");  /* this buffer's last store has read it */\n";
+    os << p2 << "asm volatile(\"bar.sync %0, " << wpgt << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
+    os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < "
+       << cw / 8 << "; ++jj) {\n";
+    os << p2 << "    const int r_ = i * " << t.rstep << " + wr_ + lane_ / 4, u_ = jj * 2 + (lane_ % 4) / 2;\n";
+    os << p2 << "    float* p_ = buf_ + r_ * " << cw << " + ((u_ ^ (r_ & 7)) << 2) + (lane_ & 1) * 2;  /* row r_ + 8: the same unit */\n";
+    os << p2 << "    *(float2*)p_ = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][0], acc_[i][c_ * " << cw / 8 << " + jj][1]);\n";
+    os << p2 << "    *(float2*)(p_ + 8 * " << cw << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
+    os << p2 << "  }\n";
+    os << p2 << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");  /* the writes, visible to the TMA unit */\n";
+    os << p2 << "asm volatile(\"bar.sync %0, " << wpgt << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
+    os << p2 << "if (lead_) tessel_tma_store" << (t.c.batch.empty() ? 2 : 3) << "(&tmap_c_, buf_, n0_ + c_ * " << cw << ", m0_ + wrow0_"
+       << (t.c.batch.empty() ? "" : ", bz_") << ");\n";
+    os << p1 << "}\n" << pad << "}\n";
+    return;
+  }
   if (t.direct) {
     t.explain.push_back("  epilogue from registers: accumulators stored straight to global memory (64-bit stores" +
                         std::string(cfg.stream_out ? ", evict-first" : "") + ")");

@@ -49,6 +49,14 @@ ColumnValues emit_column_values(const TcKernel& t, const std::string& pad, const
 // The epilogue of the persistent kernel, from the wgmma accumulators (acc_, m16n8 layout per
 // warp) of the tile at (m0_, n0_), batch bz_: 64-bit stores for a plain output, else emit_element
 // per element (bounds-checked). No shared memory and no barrier.
+// With TcConfig::tma_store (a plain f32 output): 32-column chunks of each consumer warpgroup's rows
+// through a 128-byte-swizzled double buffer (Es_) and a tensor-map store per chunk, issued by the
+// warpgroup's first thread (it waits for the buffer's previous store to have read it; the kernel's
+// consumers wait for all their stores before exiting).
 void register_epilogue(const TcKernel& t, const std::string& pad);
+// The output's tensor map of the TMA stores ({N, M[, batch]}, box {32, wm}, 128-byte swizzle) and
+// the store helper (tessel_tma_store2 / 3: one copy and its bulk group).
+TensorMapSpec output_store_map(const TcKernel& t);
+void emit_tma_store_helpers(const TcKernel& t);
 
 }  // namespace tessel::emit_cuda

@@ -207,6 +207,7 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
     load_helper(r, false);
     if (t.cfg.multicast) load_helper(r, true);
   }
+  if (t.cfg.tma_store) emit_tma_store_helpers(t);
   if (t.cfg.multicast)
     os << "static __device__ __forceinline__ void tessel_mbar_arrive_peer(unsigned long long* bar, unsigned rank) {  /* the barrier at the same offset in block `rank` */\n"
           "  unsigned a;\n  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(a) : \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(rank));\n"
@@ -322,6 +323,8 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << "    int it_ = 0;\n";
     work_loop(t, ps, "    ", consumer_body);
   }
+  if (cfg.tma_store)  // the buffers stay valid until the TMA unit has read them (and the stores are issued)
+    os << "    if (threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0) asm volatile(\"cp.async.bulk.wait_group 0;\\n\" ::: \"memory\");\n";
   os << "  }\n";
   if (cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
     os << "  tessel_cluster_sync();\n";

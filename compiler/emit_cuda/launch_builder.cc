@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/emit_cuda/emit_simt.h"
+#include "compiler/emit_cuda/epilogue.h"
 #include "compiler/emit_cuda/tile_policy.h"
 
 namespace tessel::emit_cuda {
@@ -27,7 +28,8 @@ void emit_kernel_signature(const TcKernel& t) {
   t.os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "")
        << (cfg.multicast ? "__cluster_dims__(2, 1, 1) " : "") << "__launch_bounds__("
        << t.threads << (t.wg ? ", " + S(min_blocks_per_sm(t)) : "") << ") " << t.name << "(" << kernel_parameters(t.k)
-       << (cfg.tma_ws ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "") << ") {\n";
+       << (cfg.tma_ws ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "")
+       << (cfg.tma_ws && cfg.tma_store ? ", const __grid_constant__ tessel_tmap tmap_c_" : "") << ") {\n";
 }
 
 Launch main_launch(const TcKernel& t) {
@@ -42,6 +44,7 @@ Launch main_launch(const TcKernel& t) {
     l.grid[0] = unsigned(persistent_split(t.c, t.cfg, t.m).blocks);
     l.grid[1] = l.grid[2] = 1;
     l.tensor_maps = {t.ta.map, t.tb.map};
+    if (t.cfg.tma_store) l.tensor_maps.push_back(output_store_map(t));  // the output's, for the TMA stores
   }
   return l;
 }

@@ -82,6 +82,14 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
   if (g.pingpong && (!g.tma_ws || g.bm != g.wm || g.stream_k)) return "ping-pong consumers (/pp) need /ws, bm = wm (a tile per warpgroup) and no /sk";
   if (g.multicast && (!g.tma_ws || g.stream_k || g.pingpong || !m.has(GpuFeature::ThreadBlockClusters) || m.cluster_max_blocks < 2))
     return "TMA multicast (/mc) needs /ws without /sk or /pp, and thread-block clusters (sm_90)";
+  if (g.tma_store) {
+    if (!g.tma_ws || g.stream_out) return "TMA stores (/ts) are an epilogue of the persistent TMA kernel (/ws), without /cs";
+    // the TMA unit clips the tails: unlike the register stores, any M
+    if (!c.plain_output || c.acc_type != DType::F32) return "TMA stores (/ts) need a plain f32 output (no fused statements)";
+    if (g.bn % (2 * kTmaStoreChunkColumns)) return "TMA stores (/ts) need bn a multiple of 64 (pairs of 32-column chunks)";
+    if ((c.size_n() * kAccumulatorBytes) % kTmaAlignBytes) return "TMA stores (/ts): output rows not a multiple of 16 bytes";
+    if (c.batch.size() > 1) return "TMA stores (/ts): at most one batch dim";
+  }
   if (g.bulk) {
     if (!m.has(GpuFeature::BulkCopy) || g.wgmma || g.k_blocks != 1)
       return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
@@ -97,13 +105,13 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 std::string TcConfig::to_string() const {
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "") + (repack ? "/rp" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "") + (repack ? "/rp" : "") + (tma_store ? "/ts" : "");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
-  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp /mc /rp (to_string's form)
+  // "BMxBNxBK/WMxWN/ksK/stS" then any of /kbN /mma /red /cl /wg /wgd /cs /el /cf /bc /ws /sk /pp /mc /rp /ts (to_string's form)
   auto fail = [&](const std::string& why) -> TcConfig {
-    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp][/mc][/rp], "
+    throw UserError("GPU tiles '" + text + "': " + why + " (expected BMxBNxBK/WMxWN/ksK/stS[/kbN][/mma][/red][/cl][/wg|/wgd][/cs][/el][/cf][/bc][/ws][/sk][/pp][/mc][/rp][/ts], "
                     "as `tessel compile --explain` prints them)");
   };
   auto split = [](const std::string& s, char sep) {
@@ -151,6 +159,7 @@ TcConfig TcConfig::parse(const std::string& text) {
     else if (f == "pp") g.pingpong = true;
     else if (f == "mc") g.multicast = true;
     else if (f == "rp") g.repack = true;
+    else if (f == "ts") g.tma_store = true;
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -158,8 +167,9 @@ TcConfig TcConfig::parse(const std::string& text) {
 }
 
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g) {
-  if (!g.tma_ws || direct_store(c, g)) return 0;
   const int consumers = g.pingpong ? 2 : g.bm / g.wm;
+  if (g.tma_ws && g.tma_store) return int64_t(consumers) * 2 * g.wm * kTmaStoreChunkColumns * kAccumulatorBytes;
+  if (!g.tma_ws || direct_store(c, g)) return 0;
   return int64_t(consumers) * g.wm * (kStagedChunkColumns + kAccumulatorRowPad) * kAccumulatorBytes;
 }
 
@@ -281,6 +291,13 @@ struct CandidateList {
   // cannot read in 128-byte rows in their own layout (repack_plan.h; legal only where one is)
   void add_ws(TcConfig g) {
     add(g);
+    if (g.stream_out && !g.stream_k && !g.multicast) {  // the same tile with TMA stores of a plain output
+      TcConfig s = g;
+      s.stream_out = false;
+      s.tma_store = true;
+      while (s.stages > 3 && !config_obstacle(c, s, m).empty()) --s.stages;  // room for the store buffers
+      add(s);
+    }
     g.repack = true;
     add(g);
   }

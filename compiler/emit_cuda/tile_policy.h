@@ -55,8 +55,11 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
 
 // The persistent kernel's epilogue staging (TcConfig::tma_ws, outputs that are not stored straight
 // from the accumulators): per consumer warpgroup a wm x 64 f32 chunk of its accumulators, rows
-// padded by 4 (0 for a plain output).
+// padded by 4 (0 for a plain output); with TMA stores two unpadded wm x 32 chunks.
 inline constexpr int kStagedChunkColumns = 64;
+// TcConfig::tma_store: chunks of 32 f32 columns (one 128-byte swizzle row), two buffers per consumer
+// warpgroup
+inline constexpr int kTmaStoreChunkColumns = 32;
 // unrolling of the staged epilogue's element loop (independent elements in flight per thread)
 inline constexpr int kStagedElementUnroll = 4;
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g);

@@ -544,6 +544,45 @@ TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are re
   }
 }
 
+TEST_CASE("TMA stores (/ts): a plain f32 output leaves through a swizzled double buffer and tensor-map stores") {
+  const auto m = isa::stock_gpu_machine("sm_90");
+  auto r = compile_for("matmul.tsl", "matmul", {{"M", 1000}, {"N", 1024}, {"K", 512}});
+  const auto& c = *r.c->kernel.contraction;
+  emit_cuda::CudaOptions o;
+  o.config = emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/ws/pp/ts");
+  REQUIRE(emit_cuda::config_obstacle(c, *o.config, m) == "");
+  const auto p = emit_cuda::emit_cuda(r.c->kernel, o);
+  REQUIRE(p.launches.size() == 1);
+  REQUIRE(p.launches[0].tensor_maps.size() == 3);
+  const auto& out = p.launches[0].tensor_maps[2];
+  CHECK(out.tensor == "C");
+  CHECK(out.dtype == DType::F32);
+  CHECK(out.dims == std::vector<uint64_t>{1024, 1000});  // rows past M = 1000 are clipped by the TMA unit
+  CHECK(out.strides == std::vector<uint64_t>{4096});
+  CHECK(out.box == std::vector<uint32_t>{32, 128});  // one warpgroup's 128 rows of 32 columns (128 B)
+  CHECK(out.swizzle_bytes == 128);
+  // the ping-pong warpgroups' double buffers: 2 x 2 x 128 x 32 f32 after the 5 stages
+  CHECK(emit_cuda::ws_epilogue_bytes(c, *o.config) == 2 * 2 * 128 * 32 * 4);
+  CHECK(contains(p.source, "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"));
+  CHECK(contains(p.source, "cp.async.bulk.wait_group.read 1;"));
+  CHECK(contains(p.source, "fence.proxy.async.shared::cta;"));
+  CHECK(contains(p.source, "((u_ ^ (r_ & 7)) << 2)"));  // the 128-byte swizzle of the map
+  CHECK(contains(p.source, "if (lead_) tessel_tma_store2(&tmap_c_, buf_, n0_ + c_ * 32, m0_ + wrow0_);"));
+  CHECK(contains(p.source, "cp.async.bulk.wait_group 0;"));  // before the consumers exit
+  CHECK_FALSE(contains(p.source, "*(float2*)(out_"));        // no register stores
+  const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+  CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HGMMA"));
+  SUBCASE("refused with the reason") {
+    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/cs/ws/pp/ts"), m), "without /cs"));
+    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/ts"), m), "persistent TMA kernel"));
+    auto f = compile_for("gemm_fused.tsl", "matmul_bias_relu", {{"M", 1024}, {"N", 1024}, {"K", 512}});
+    CHECK(contains(emit_cuda::config_obstacle(*f.c->kernel.contraction, *o.config, m), "plain f32 output"));
+    bool ts = false;
+    for (const auto& g : emit_cuda::tc_candidates(c, m)) ts |= g.tma_store;
+    CHECK(ts);  // offered next to the register-store tiles
+  }
+}
+
 TEST_CASE("PDL prefetch: the named operand's prologue copies come before griddepcontrol.wait, the others after") {
   auto r = compile_for("matmul.tsl", "matmul", {{"M", 512}, {"N", 16}, {"K", 512}});
   emit_cuda::CudaOptions o;
@@ -697,7 +736,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
       CHECK(scan.tensor_ops.count("HGMMA"));
       if (g.tma_ws) {  // the persistent kernel: TMA loads (UTMALDG), its two tensor maps on the launch
         CHECK(scan.copy_ops.count("UTMALDG"));
-        REQUIRE(p.launches.at(0).tensor_maps.size() == 2);
+        REQUIRE(p.launches.at(0).tensor_maps.size() == (g.tma_store ? 3u : 2u));  // /ts: the output's map too
         CHECK(p.launches[0].tensor_maps[0].im2col == (w.def == "conv2d_nhwc"));
         CHECK(contains(p.source, "setmaxnreg.inc.sync.aligned.u32 232"));
         CHECK_FALSE(contains(p.source, "__syncthreads();\n  if (warp_"));  // one barrier, before the roles split
