@@ -571,7 +571,10 @@ TEST_CASE("TMA stores (/ts): a plain f32 output leaves through a swizzled double
   CHECK(contains(p.source, "cp.async.bulk.wait_group 0;"));  // before the consumers exit
   CHECK_FALSE(contains(p.source, "*(float2*)(out_"));        // no register stores
   const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
-  CHECK(gpu::scan_cubin(cubin.cubin).tensor_ops.count("HGMMA"));
+  const auto scan = gpu::scan_cubin(cubin.cubin);
+  CHECK(scan.tensor_ops.count("HGMMA"));
+  CHECK(scan.copy_ops.count("UTMALDG"));
+  CHECK(scan.copy_ops.count("UTMASTG"));  // the stores are TMA stores in the SASS
   SUBCASE("refused with the reason") {
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/cs/ws/pp/ts"), m), "without /cs"));
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/ts"), m), "persistent TMA kernel"));
