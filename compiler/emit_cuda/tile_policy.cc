@@ -287,9 +287,20 @@ struct CandidateList {
   void add(const TcConfig& g) {
     if (config_obstacle(c, g, m).empty()) out.push_back(g);
   }
-  // a persistent-kernel tile, then the same tile reading copies of the operands that the TMA unit
+  // legal as it is, or reading copies of the operands (/rp)
+  bool fits(TcConfig x) const {
+    if (config_obstacle(c, x, m).empty()) return true;
+    x.repack = true;
+    return config_obstacle(c, x, m).empty();
+  }
+  // a persistent-kernel tile, each variant also reading copies of the operands that the TMA unit
   // cannot read in 128-byte rows in their own layout (repack_plan.h; legal only where one is)
   void add_ws(TcConfig g) {
+    auto with_copies = [&](TcConfig x) {
+      add(x);
+      x.repack = true;
+      add(x);
+    };
     // a plain output: the same tile with TMA stores first (the fastest of every square and BERT
     // GEMM on an H200: 4096x3072x768 1.18x cuBLAS against 1.04x with evict-first register stores,
     // docs/figures/bench_gpu_h200_session27_tma_store.txt)
@@ -297,12 +308,10 @@ struct CandidateList {
       TcConfig s = g;
       s.stream_out = false;
       s.tma_store = true;
-      while (s.stages > 3 && !config_obstacle(c, s, m).empty()) --s.stages;  // room for the store buffers
-      add(s);
+      while (s.stages > 3 && !fits(s)) --s.stages;  // room for the store buffers
+      with_copies(s);
     }
-    add(g);
-    g.repack = true;
-    add(g);
+    with_copies(g);
   }
   int round_frag(int64_t v) const { return int((v + m.wmma.k - 1) / m.wmma.k * m.wmma.k); }
 
@@ -322,7 +331,10 @@ struct CandidateList {
                                                           {64, 256, 64, 64, 256, 1, 5}}) {
           g.wgmma = g.tma_ws = true;
           g.pingpong = g.bm == g.wm;
-          while (g.stages > 3 && !config_obstacle(c, g, m).empty()) --g.stages;  // room for the epilogue staging
+          // room for the epilogue staging: stages come off only while the tile is over the budget,
+          // as itself or reading operand copies (an operand the TMA unit cannot read in place is
+          // not a reason to shorten the ring)
+          while (g.stages > 3 && !fits(g)) --g.stages;
           for (bool sk : {false, true}) {  // stream-K for the last waves where the tiles are not whole waves
             if (sk && (output_tiles(c, g) % m.sm_count == 0 || g.pingpong)) continue;
             g.stream_k = sk;

@@ -531,6 +531,25 @@ TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are re
     CHECK(scan.tensor_ops.count("HGMMA"));
     CHECK(scan.copy_ops.count("UTMALDG"));
   }
+  SUBCASE("a GEMM whose A splits K around M ([K1, M, K2]): A copied to [M, K1, K2], then TMA stores of the plain output") {
+    Compiled s;
+    s.module = frontend::parse_module("def split_k(f16[K1, M, K2] A, f16[K1, K2, N] B) -> (f32[M, N] C) {\n"
+                                      "  C(m, n) +=! f32(A(k1, m, k2)) * f32(B(k1, k2, n))\n}\n", "split_k.tsl");
+    CompileOptions co;
+    co.target = target("sm90");
+    co.sizes = {{"K1", 4}, {"M", 4096}, {"K2", 64}, {"N", 4096}};
+    s.c = compile(s.module.functions[0], co);
+    const auto& sc = *s.c->kernel.contraction;
+    const auto plain = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st4/ws/ts");
+    CHECK(contains(emit_cuda::config_obstacle(sc, plain, m), "not one linear stride"));  // A's K dims do not compose in place
+    const auto g2 = emit_cuda::TcConfig::parse("128x256x64/64x256/ks1/st4/ws/rp/ts");
+    REQUIRE(emit_cuda::config_obstacle(sc, g2, m) == "");
+    const auto rp = emit_cuda::plan_repack(sc, g2, m, 0);
+    REQUIRE(rp.copies.size() == 1);  // B [K1, K2, N] composes: read in place
+    CHECK(rp.copies[0].perm == std::vector<int>{1, 0, 2});
+    CHECK(rp.contraction.plain_output);  // M keeps its order: the output stays plain
+    CHECK(emit_cuda::tc_candidates(sc, m).front().to_string() == "128x256x64/64x256/ks1/st4/ws/rp/ts");
+  }
   SUBCASE("refused with the reason: no /ws, or no operand that needs a copy") {
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/rp"), m), "persistent TMA kernel"));
     auto mm = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
