@@ -177,6 +177,34 @@ void rsck_to_blocked(const NpyArray& w, NpyArray& b) {
         }
 }
 
+// `x` with its dims permuted: output dim d is input dim perm[d] (NHWC <-> NCHW, RSCK -> KCRS)
+template <int Bytes>
+NpyArray permuted(const NpyArray& x, const std::vector<int>& perm) {
+  NpyArray y;
+  y.dtype = x.dtype;
+  const size_t rank = x.shape.size();
+  std::vector<int64_t> in_stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) in_stride[d - 1] = in_stride[d] * x.shape[d];
+  for (int p : perm) y.shape.push_back(x.shape[size_t(p)]);
+  y.data.resize(x.data.size());
+  const int64_t n = int64_t(x.data.size()) / Bytes;
+  std::vector<int64_t> idx(rank, 0);  // the output index, odometer order
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d) src += idx[d] * in_stride[size_t(perm[d])];
+    std::memcpy(&y.data[size_t(o) * Bytes], &x.data[size_t(src) * Bytes], Bytes);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < y.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+// The seed convolution in another layout than NHWC (workloads/conv.yaml, conv_layouts.yaml), timed against cuDNN's
+// NHWC run on the same data: the blocked layout, or NCHW with a KCRS filter (conv2d.tsl conv2d)
+bool nchw_seed(const Entry& en) { return en.e.def == "conv2d"; }
+
 double geomean(const std::vector<double>& v) {
   if (v.empty()) return 0;
   double s = 0;
@@ -202,7 +230,7 @@ bool selected(const std::string& name) {
 // for sm_90.
 std::vector<Entry> compile_suites(const std::string& source_dir, const std::string& target) {
   std::vector<Entry> entries;
-  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/gemm_large.yaml", "workloads/conv.yaml"}) {
+  for (const char* suite_file : {"workloads/gemm.yaml", "workloads/gemm_large.yaml", "workloads/conv.yaml", "workloads/conv_layouts.yaml"}) {
     frontend::Suite suite = frontend::load_suite(source_dir + "/" + suite_file);
     for (const auto& e : suite.entries) {
       if (!selected(e.name)) continue;
@@ -414,11 +442,12 @@ std::optional<BaselineRun> check_against_library(const Entry& en, DeviceTensors&
     if (!cmp.ok) row["first_mismatch"] = cmp.first_mismatch;
     check = cmp.ok ? "=lib" : "MISMATCH";
     if (conv) nhwc = {inputs, br};
-  } else if (en.e.def == "conv2d_blocked" && nhwc.baseline) {
+  } else if ((en.e.def == "conv2d_blocked" || nchw_seed(en)) && nhwc.baseline) {
     br = nhwc.baseline;  // the same problem in NHWC through cuDNN
     br->interleaved.clear();  // those samples were interleaved with the NHWC kernel, not this one
     NpyArray ours;
-    blocked_to_nhwc<4>(outs.at("Y"), ours);
+    if (nchw_seed(en)) ours = permuted<4>(outs.at("Y"), {0, 2, 3, 1});
+    else blocked_to_nhwc<4>(outs.at("Y"), ours);
     auto cmp = interp::compare(br->output, ours, 0.25, 1e-2, "Y");
     row["matches_library"] = cmp.ok;
     row["max_abs_err_vs_library"] = cmp.max_abs_err;
@@ -543,6 +572,9 @@ nlohmann::json bench_entry(const Entry& en, Harness& h, NhwcReference& nhwc, See
   if (en.e.def == "conv2d_blocked" && nhwc.inputs.count("X")) {
     nhwc_to_blocked<2>(nhwc.inputs.at("X"), inputs["X"]);
     rsck_to_blocked(nhwc.inputs.at("Wt"), inputs["Wt"]);
+  } else if (nchw_seed(en) && nhwc.inputs.count("X")) {
+    inputs["X"] = permuted<2>(nhwc.inputs.at("X"), {0, 3, 1, 2});    // [N, C, H, W]
+    inputs["Wt"] = permuted<2>(nhwc.inputs.at("Wt"), {3, 2, 0, 1});  // [K, C, R, S]
   } else {
     inputs = interp::random_inputs(*en.c->function, en.e.shape, 1);
   }

@@ -87,8 +87,9 @@ RepackPlan emit_copies(const kernel::Kernel& k, const Contraction& c, const TcCo
     std::string perm;
     for (int d : cp.perm) perm += (perm.empty() ? "" : ",") + S(d);
     explain.push_back("  operand copy (/rp): " + cp.source + " " + dims(cp.source_shape) + " is copied once per call into scratch as " +
-                      dims(cp.shape) + " (its dims " + perm + ", " + S(int64_t(cp.bytes)) + " B, " + S(cp.move_bytes) +
-                      "-byte moves) by a kernel launched first, so that the TMA unit reads it in 128-byte rows");
+                      dims(cp.shape) + " (its dims " + perm + ", " + S(int64_t(cp.bytes)) + " B, " +
+                      (cp.perm.back() == int(cp.perm.size()) - 1 ? S(cp.move_bytes) + "-byte moves" : std::string("a tiled transpose")) +
+                      ") by a kernel launched first, so that the TMA unit reads it in 128-byte rows");
   }
   return r;
 }

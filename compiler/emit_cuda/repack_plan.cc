@@ -50,8 +50,10 @@ std::string canonical_copy(const ContractionOperand& op, const Contraction& c, c
     for (const auto& [v, q] : op.indices[d].index_coeffs) o |= outer_vars.count(v) > 0, k |= k_vars.count(v) > 0;
     role[d] = o && k ? kWindow : o ? kOuter : k ? kInner : kOther;
   }
-  const int contiguous = role[rank - 1];  // kOuter or kInner: the group that stays innermost
-  if (contiguous != kOuter && contiguous != kInner) return "the innermost dim is a window or batch dim";
+  // the group that ends innermost: the innermost dim's, or K for a window dim (an NCHW input
+  // becomes NHWC, channels innermost for the im2col gather; the copy then transposes)
+  const int contiguous = role[rank - 1] == kWindow ? int(kInner) : role[rank - 1];
+  if (contiguous != kOuter && contiguous != kInner) return "the innermost dim is read by batch indices only";
   const int other_pure = contiguous == kOuter ? kInner : kOuter;
   std::vector<int> perm;
   for (int group : {int(kOther), other_pure, int(kWindow), contiguous}) {
@@ -62,7 +64,7 @@ std::string canonical_copy(const ContractionOperand& op, const Contraction& c, c
       std::stable_sort(dims.begin(), dims.end(), [&](int x, int y) { return k_position(op.indices[x]) < k_position(op.indices[y]); });
     perm.insert(perm.end(), dims.begin(), dims.end());
   }
-  if (perm.back() != int(rank - 1)) return "the innermost dim would move (a shared-memory transpose, not generated)";
+  if (role[size_t(perm.back())] != contiguous) return "no dim of the contiguous group";
   bool identity = true;
   for (size_t d = 0; d < rank; ++d) identity &= perm[d] == int(d);
   if (identity) return "the operand is already in canonical order";
@@ -75,11 +77,12 @@ std::string canonical_copy(const ContractionOperand& op, const Contraction& c, c
   const int eb = elem_bytes(op.dtype);
   const int64_t run = op.shape[rank - 1] * eb;
   cp.move_bytes = eb;
-  for (int w : {16, 8, 4, 2})
-    if (w >= eb && run % w == 0) {
-      cp.move_bytes = w;
-      break;
-    }
+  if (perm.back() == int(rank - 1))  // the innermost dim stays: moves of its runs (a transpose moves elements)
+    for (int w : {16, 8, 4, 2})
+      if (w >= eb && run % w == 0) {
+        cp.move_bytes = w;
+        break;
+      }
   return "";
 }
 
@@ -128,24 +131,51 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
   if (!m.has(isa::GpuFeature::TensorMaps)) return r.why = "the machine has no tensor maps (TMA)", r;
   uint64_t cursor = scratch_offset;
   std::vector<std::string> kept;
+  auto needs_copy = [&](int which, const Contraction& x) {
+    const TmaPlan own = own_plan(which == 0 ? x.a : x.b, x, which == 0 ? x.m : x.n, which == 0 ? g.bm : g.bn,
+                                 which == 0 ? x.size_m() : x.size_n(), g, m, which == 1 && g.multicast ? 2 : 1);
+    return !own.ok || narrow(own);
+  };
+  // A copied operand read through a window gets the K order of the im2col gather: the window's K
+  // indices first (in the order of its window dims), then the others in the contraction's order
+  // (an NCHW input's (c, r, s) becomes (r, s, c)); the other operand is then judged in that order.
   for (int which = 0; which < 2; ++which) {
+    if (!needs_copy(which, c)) continue;
     const ContractionOperand& op = which == 0 ? c.a : c.b;
-    const std::vector<ContractionDim>& outer = which == 0 ? c.m : c.n;
-    const int tile_outer = which == 0 ? g.bm : g.bn;
-    const int64_t outer_size = which == 0 ? c.size_m() : c.size_n();
-    const int min_boxes = which == 1 && g.multicast ? 2 : 1;
-    const TmaPlan own = own_plan(op, c, outer, tile_outer, outer_size, g, m, min_boxes);
-    if (own.ok && !narrow(own)) {
+    std::set<std::string> outer_vars;
+    for (const auto& d : which == 0 ? c.m : c.n) outer_vars.insert(d.var);
+    std::vector<ContractionDim> order;
+    auto has = [&](const std::string& v) {
+      return std::any_of(order.begin(), order.end(), [&](const ContractionDim& d) { return d.var == v; });
+    };
+    for (const auto& ix : op.indices) {
+      bool window = false;
+      for (const auto& [v, q] : ix.index_coeffs) window |= outer_vars.count(v) > 0;
+      if (!window) continue;
+      for (const auto& d : c.k)
+        if (ix.index_coeffs.count(d.var) && !has(d.var)) order.push_back(d);
+    }
+    if (order.empty()) continue;
+    for (const auto& d : c.k)
+      if (!has(d.var)) order.push_back(d);
+    r.contraction.k = order;
+    break;
+  }
+  const Contraction base = r.contraction;  // the K order the copies follow
+  for (int which = 0; which < 2; ++which) {
+    const ContractionOperand& op = which == 0 ? base.a : base.b;
+    const std::vector<ContractionDim>& outer = which == 0 ? base.m : base.n;
+    if (!needs_copy(which, base)) {
       kept.push_back(op.tensor);
       continue;
     }
     OperandCopy cp;
-    if (std::string why = canonical_copy(op, c, outer, cp); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
-    if (std::string why = guard_is_bounds(op, c.sizes); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
+    if (std::string why = canonical_copy(op, base, outer, cp); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
+    if (std::string why = guard_is_bounds(op, base.sizes); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
     cp.offset = align_up(cursor, kCopyAlignBytes);
     cp.bytes = uint64_t(cp.elements()) * uint64_t(elem_bytes(op.dtype));
     cursor = cp.offset + cp.bytes;
-    ContractionOperand n = copied_operand(op, cp, c.sizes);
+    ContractionOperand n = copied_operand(op, cp, base.sizes);
     std::vector<ContractionDim> order = by_stride(outer, n);
     bool reordered = false;
     for (size_t i = 0; i < order.size(); ++i) reordered |= order[i].var != outer[i].var;

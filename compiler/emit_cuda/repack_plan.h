@@ -22,13 +22,17 @@
 //   1. dims whose index reads no outer or K index (batch indices, constants);
 //   2. the group that is not the contiguous one (outer-only or K-only dims);
 //   3. window dims (an index reading outer and K indices: h = p + r - 1);
-//   4. the contiguous group: the group of the tensor's innermost dim, K-only dims in the
-//      contraction's K order.
+//   4. the contiguous group: the group of the tensor's innermost dim (K-only dims when that is a
+//      window dim), K-only dims in the contraction's K order.
+// An operand read through a window that needs a copy sets the K order first: the window's K
+// indices, then the others (the im2col gather's (r, s, c)); the other operand is judged, and
+// copied if it must be, in that order.
 // So the blocked input [NB, H, W, CB, 16 ni, 16 ci] becomes [NB, 16 ni, H, W, CB, 16 ci] (an NHWC
 // tensor with N = (nb, ni) and C = (cb, ci); M is then walked as (nb, ni, p, q)) and the blocked
-// filter [R, S, CB, KB, 16 ci, 16 ki] becomes [R, S, CB, 16 ci, KB, 16 ki] ([R*S*C, K]). The
-// innermost dim stays innermost, so the copy moves runs of it (16-byte moves where it is a
-// multiple of 16 B); an operand whose innermost dim would move is not repacked.
+// filter [R, S, CB, KB, 16 ci, 16 ki] becomes [R, S, CB, 16 ci, KB, 16 ki] ([R*S*C, K]); an NCHW
+// input [N, C, H, W] becomes NHWC and its filter [K, C, R, S] becomes [K, R, S, C]. Where the
+// innermost dim stays, the copy moves runs of it (16-byte moves where it is a multiple of 16 B);
+// where it moves, the copy kernel transposes through shared memory (repack_kernel.h).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +59,7 @@ struct OperandCopy {
   std::vector<int64_t> source_shape;
   std::vector<int> perm;             // copy dim d is source dim perm[d]
   std::vector<int64_t> shape;        // the copy's shape (source_shape permuted)
-  int move_bytes = 0;                // bytes per move of the copy kernel (a divisor of the innermost run)
+  int move_bytes = 0;                // bytes per move of the copy kernel (a divisor of the innermost run; one element when it transposes)
   uint64_t offset = 0, bytes = 0;    // where the copy lies in scratch
   int64_t elements() const;
 };

@@ -523,7 +523,8 @@ TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are re
     CHECK(b.dims == std::vector<uint64_t>{512, 2304});
     CHECK(b.strides == std::vector<uint64_t>{1024});
     // the input's copy: 16-byte moves in copy order, the source offset from the copy's index
-    CHECK(contains(p.source, "src_at_ += (r_ % 16u) * 32u; r_ /= 16u;"));  // cb: 256 halves = 32 moves apart in X
+    // (h, w, cb) stay adjacent: one dim of 14 * 14 * 16 whose steps are 256 halves = 32 moves in X
+    CHECK(contains(p.source, "src_at_ += (r_ % 3136u) * 32u; r_ /= 3136u;"));
     CHECK(contains(p.source, "src_at_ += (r_ % 16u) * 2u; r_ /= 16u;"));   // ni: 16 halves = 2 moves apart
     CHECK(contains(joined(p.explain), "operand copy (/rp): X [16,14,14,16,16,16] is copied once per call into scratch as [16,16,14,14,16,16]"));
     const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});

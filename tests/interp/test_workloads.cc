@@ -79,7 +79,7 @@ TEST_CASE("the small suite covers every def of every workload file, and every su
       CHECK(covered.count(f.name));
     }
   }
-  for (const char* suite : {"small.yaml", "gemm.yaml", "gemm_large.yaml", "conv.yaml", "quasi.yaml"}) {
+  for (const char* suite : {"small.yaml", "gemm.yaml", "gemm_large.yaml", "conv.yaml", "conv_layouts.yaml", "quasi.yaml"}) {
     CAPTURE(suite);
     frontend::check_suite(frontend::load_suite(workloads_dir() + "/" + suite));
   }
@@ -520,6 +520,19 @@ TEST_CASE("workload gemm_layouts: every operand layout and batch position, bitwi
           Z.at({b, m, n}) = acc;
         }
     CHECK(bitwise_difference(Z, r.out.at("Z"), "Z") == "");
+  }
+  {
+    Run r = run("matmul_ksplit");  // K split around M in A: k1 outer, k2 inner
+    View A{r.in.at("A")}, B{r.in.at("B")};
+    Expected C({r["M"], r["N"]});
+    for (int64_t m = 0; m < r["M"]; ++m)
+      for (int64_t n = 0; n < r["N"]; ++n) {
+        float acc = 0;
+        for (int64_t k1 = 0; k1 < r["K1"]; ++k1)
+          for (int64_t k2 = 0; k2 < r["K2"]; ++k2) acc += A.f({k1, m, k2}) * B.f({k1, k2, n});
+        C.at({m, n}) = acc;
+      }
+    CHECK(bitwise_difference(C, r.out.at("C"), "C") == "");
   }
   {
     Run r = run("batch_matmul_out_mbn");
