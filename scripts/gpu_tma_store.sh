@@ -9,28 +9,19 @@
 OUT=${OUT:-/tmp/tessel-gpu-out}; mkdir -p $OUT
 export D=build/dev; source scripts/gpu_env.sh
 T=$PWD/build/dev/bin/tessel; G=isa/targets/sm90.yaml
-one() {  # file def shape tiles
-  local r; r=$(timeout 120 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
-  echo "$2 $3 $4: $(echo "$r" | grep -oE 'verified[^,]*|MISMATCH.*|error.*' | head -1)"
-}
+source scripts/gpu_lib.sh
 for t in ${TILES:-128x256x64/64x256/ks1/st3/ws/ts 128x128x64/128x128/ks1/st5/ws/pp/ts 256x128x64/128x128/ks1/st3/ws/ts 128x64x64/64x64/ks1/st6/ws/ts 128x192x64/64x192/ks1/st4/ws/ts}; do
-  one matmul.tsl matmul M=512,N=512,K=512 $t
-  one matmul.tsl matmul M=1000,N=1024,K=520 $t
-  one gemm_layouts.tsl matmul_tn M=1000,N=1000,K=200 $t
-  one gemm_layouts.tsl matmul_tt M=384,N=200,K=328 $t
-  one gemm_layouts.tsl batch_matmul_mbk M=200,B=3,K=96,N=136 $t
-  one conv_seed.tsl conv2d_nhwc N=2,H=14,W=14,C=64,K=128,R=3,S=3 $t
-  one conv_halo.tsl conv_pad1 N=3,H=7,W=9,C=128,K=64,R=3,S=3 $t
+  tessel_verify matmul.tsl matmul M=512,N=512,K=512 $t
+  tessel_verify matmul.tsl matmul M=1000,N=1024,K=520 $t
+  tessel_verify gemm_layouts.tsl matmul_tn M=1000,N=1000,K=200 $t
+  tessel_verify gemm_layouts.tsl matmul_tt M=384,N=200,K=328 $t
+  tessel_verify gemm_layouts.tsl batch_matmul_mbk M=200,B=3,K=96,N=136 $t
+  tessel_verify conv_seed.tsl conv2d_nhwc N=2,H=14,W=14,C=64,K=128,R=3,S=3 $t
+  tessel_verify conv_halo.tsl conv_pad1 N=3,H=7,W=9,C=128,K=64,R=3,S=3 $t
 done > $OUT/ts_verify.txt 2>&1
-one matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/ws/ts >> $OUT/ts_verify.txt
+tessel_verify matmul.tsl matmul M=4096,N=4096,K=4096 128x256x64/64x256/ks1/st4/ws/ts >> $OUT/ts_verify.txt
 echo "verified $(grep -c ': verified' $OUT/ts_verify.txt) of $(wc -l < $OUT/ts_verify.txt)"; grep -v ": verified" $OUT/ts_verify.txt | head
-for tool in memcheck racecheck; do
-  for spec in "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st5/ws/pp/ts" "gemm_layouts.tsl batch_matmul_mbk M=200,B=3,K=96,N=136 128x256x64/64x256/ks1/st3/ws/ts"; do
-    set -- $spec
-    r=$(timeout 200 compute-sanitizer --tool $tool --print-limit 5 $T run workloads/$1 --def $2 --target $G --shape $3 --gpu-tiles $4 --no-timing 2>&1)
-    echo "$tool $2 $3 $4: $(echo "$r" | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tr '\n' ' ') $(echo "$r" | grep -oE ': verified|MISMATCH' | head -1)"
-  done
-done > $OUT/ts_sanitizer.txt 2>&1
+tessel_sanitize "memcheck racecheck" "matmul.tsl matmul M=1000,N=520,K=200 128x128x64/128x128/ks1/st5/ws/pp/ts" "gemm_layouts.tsl batch_matmul_mbk M=200,B=3,K=96,N=136 128x256x64/64x256/ks1/st3/ws/ts" > $OUT/ts_sanitizer.txt 2>&1
 cat $OUT/ts_sanitizer.txt
 $T compile workloads/matmul.tsl --target $G --shape M=1024,N=1024,K=1024 --gpu-tiles 128x256x64/64x256/ks1/st3/ws/ts -o /tmp/ts.cu > /dev/null 2>&1
 nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -I/usr/local/cuda/include -o /tmp/ts.cubin /tmp/ts.cu > $OUT/ts_sass.txt 2>&1
