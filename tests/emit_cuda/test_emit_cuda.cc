@@ -551,6 +551,33 @@ TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are re
     CHECK(rp.contraction.plain_output);  // M keeps its order: the output stays plain
     CHECK(emit_cuda::tc_candidates(sc, m).front().to_string() == "128x256x64/64x256/ks1/st4/ws/rp/ts");
   }
+  SUBCASE("an NCHW convolution: both operands transposed (the innermost dim moves), K in the gather's order (r, s, c)") {
+    auto n = compile_for("conv2d.tsl", "conv2d", {{"N", 8}, {"C", 64}, {"H", 14}, {"W", 14}, {"K", 256}, {"R", 3}, {"S", 3}});
+    const auto& nc = *n.c->kernel.contraction;
+    const auto g3 = emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st4/ws/pp/rp");
+    REQUIRE(emit_cuda::config_obstacle(nc, g3, m) == "");
+    const auto rp = emit_cuda::plan_repack(nc, g3, m, 0);
+    REQUIRE(rp.copies.size() == 2);
+    std::vector<std::string> kv;
+    for (const auto& d : rp.contraction.k) kv.push_back(d.var);
+    CHECK(kv == std::vector<std::string>{"r", "s", "c"});  // was (c, r, s)
+    for (const auto& cp : rp.copies) {
+      CAPTURE(cp.source);
+      CHECK(cp.perm == std::vector<int>{0, 2, 3, 1});  // X [N, C, H, W] -> NHWC; Wt [K, C, R, S] -> [K, R, S, C]
+    }
+    emit_cuda::CudaOptions o;
+    o.config = g3;
+    const auto p = emit_cuda::emit_cuda(n.c->kernel, o);
+    REQUIRE(p.launches.size() == 3);
+    // the input's transpose: (h, w) merged into one 196-wide dim, 32 x 32 tiles of (hw, c)
+    CHECK(contains(p.source, "__shared__ unsigned short tile_[32][33];"));
+    CHECK(contains(p.source, "tile_[y_][tx_] = src_[so_ + a_ + (unsigned)b_ * 196u];"));
+    CHECK(contains(p.source, "dst_[do_ + b_ + (unsigned)a_ * 64u] = tile_[tx_][y_];"));
+    CHECK(p.launches[2].tensor_maps.at(1).im2col);  // B (the input, operands swapped) gathered in im2col mode
+    CHECK(contains(joined(p.explain), "a tiled transpose"));
+    const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+    CHECK(gpu::scan_cubin(cubin.cubin).copy_ops.count("UTMALDG"));
+  }
   SUBCASE("refused with the reason: no /ws, or no operand that needs a copy") {
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/rp"), m), "persistent TMA kernel"));
     auto mm = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
@@ -561,6 +588,20 @@ TEST_CASE("operand copies (/rp): a blocked convolution's input and filter are re
     bool blocked_rp = false;
     for (const auto& x : emit_cuda::tc_candidates(c, m)) blocked_rp |= x.repack;
     CHECK(blocked_rp);
+    // a guard that is not the input's bounds (a row of the image masked off) cannot become the
+    // copy's zero fill
+    Compiled q;
+    q.module = frontend::parse_module(
+        "def masked(f16[N, C, H, W] X, f16[K, C, R, S] Wt) -> (f32[N, K, H, W] Y) {\n"
+        "  Xp(n, c, h, w) = select(h >= 2 && h <= H && w >= 1 && w <= W, X(n, c, h - 1, w - 1), 0)\n"
+        "      where h in 0:H+2, w in 0:W+2\n"
+        "  Y(n, k, p, q) +=! f32(Xp(n, c, p + r, q + s)) * f32(Wt(k, c, r, s))\n}\n", "masked.tsl");
+    CompileOptions mo;
+    mo.target = target("sm90");
+    mo.sizes = {{"N", 8}, {"C", 64}, {"H", 14}, {"W", 14}, {"K", 256}, {"R", 3}, {"S", 3}};
+    q.c = compile(q.module.functions[0], mo);
+    CHECK(contains(emit_cuda::config_obstacle(*q.c->kernel.contraction, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st4/ws/pp/rp"), m),
+                   "the padding guard is not the input's bounds"));
   }
 }
 
