@@ -497,7 +497,17 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
   os << p4 << "const " << t.acct << " v_ = (&w_.x)[q_];\n";
   emit_element(t, p4, cfg.stream_out, &columns, "q_");
   os << p3 << "}\n";
-  vector_stores(t, p3, "bz_", "nb_", vec, cfg.stream_out);
+  if (cfg.tma_store) {  // into the chunk's output buffer (rows of 128 B, unit u of row r at u ^ (r % 8)), for the TMA store
+    const auto& [tensor, dt] = outs.at(0);
+    const int per_row = kSwizzleRowBytes / dtype_bytes(dt), per_unit = kDescriptorUnitBytes / dtype_bytes(dt);
+    os << p3 << "{ const int rr_ = e_ / " << gpr << ", cc_ = (e_ % " << gpr << ") * " << vec << ", bx_ = cc_ / " << per_row << ", u_ = (cc_ % "
+       << per_row << ") / " << per_unit << ";\n";
+    os << p3 << "  " << vector_type(dt, vec) << "* o_ = (" << vector_type(dt, vec) << "*)(ob_ + bx_ * " << cfg.wm * per_row << " + rr_ * " << per_row
+       << " + ((u_ ^ (rr_ & 7)) * " << per_unit << ") + cc_ % " << per_unit << ");\n";
+    os << p3 << "  *o_ = *(const " << vector_type(dt, vec) << "*)sv_" << tensor << "; }\n";
+  } else {
+    vector_stores(t, p3, "bz_", "nb_", vec, cfg.stream_out);
+  }
   os << p2 << "}\n";
 }
 
@@ -505,14 +515,15 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
 
 TensorMapSpec output_store_map(const TcKernel& t) {
   TensorMapSpec s;
-  s.tensor = t.anchor.output;
-  s.dtype = DType::F32;
+  s.tensor = t.c.plain_output ? t.anchor.output : t.c.stored_outputs.at(0).first;
+  s.dtype = t.c.plain_output ? DType::F32 : t.c.stored_outputs.at(0).second;
+  const uint64_t eb = uint64_t(dtype_bytes(s.dtype));
   s.dims = {uint64_t(t.N), uint64_t(t.M)};
-  s.strides = {uint64_t(t.N) * 4};
-  s.box = {uint32_t(kTmaStoreChunkColumns), uint32_t(t.cfg.wm)};
+  s.strides = {uint64_t(t.N) * eb};
+  s.box = {uint32_t(kSwizzleRowBytes / eb), uint32_t(t.cfg.wm)};  // one 128-byte swizzle row of columns
   if (!t.c.batch.empty()) {
     s.dims.push_back(uint64_t(t.c.size_batch()));
-    s.strides.push_back(uint64_t(t.M) * uint64_t(t.N) * 4);
+    s.strides.push_back(uint64_t(t.M) * uint64_t(t.N) * eb);
     s.box.push_back(1);
   }
   s.swizzle_bytes = kSwizzleRowBytes;
@@ -535,7 +546,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const auto& cfg = t.cfg;
   // accumulator element (i, j, q) of lane l: row i * 64 + (warp's 16 rows) + l / 4 (+ 8 for q >= 2),
   // column j * 8 + (l % 4) * 2 (+ 1 for odd q): the m16n8 layout of each warp's wgmma slice
-  if (cfg.tma_store) {
+  if (cfg.tma_store && t.c.plain_output) {
     // 32-column chunks of the warpgroup's wm rows: rows of 128 B, 16-byte unit u of row r at u ^ (r % 8)
     // (the tensor map's 128-byte swizzle), two buffers: a chunk is written while the TMA unit reads
     // the one before; one thread per warpgroup waits for the reads and issues the stores
@@ -589,14 +600,23 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   // coalesced and the element code is one loop body
   const int cw = kStagedChunkColumns, ld = cw + kAccumulatorRowPad;
   t.explain.push_back("  epilogue: each consumer warpgroup stages " + S(cfg.wm) + "x" + S(cw) +
-                      " accumulator chunks in shared memory, then the fused statements and coalesced stores" +
-                      std::string(cfg.stream_out ? " (evict-first)" : ""));
+                      " accumulator chunks in shared memory, then the fused statements and " +
+                      (cfg.tma_store ? std::string("the results into a 128-byte-swizzled chunk of the output that one thread stores through "
+                                                   "the TMA unit (clipped at the output's edges)")
+                                     : "coalesced stores" + std::string(cfg.stream_out ? " (evict-first)" : "")));
   os << pad << "{\n";
   const std::string p1 = pad + "  ";
   os << p1 << "const int ew_ = " << (cfg.pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
      << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ";\n";
   os << p1 << "float* es_ = Es_ + ew_ * " << cfg.wm * ld << ";\n";
   os << p1 << "const int wt_ = threadIdx.x % " << t.m.threads_per_warpgroup() << ", wr_ = wm_ - wrow0_;\n";
+  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;
+  std::string out_type;
+  if (cfg.tma_store) {  // the fused output's chunk per consumer warpgroup, after the accumulator chunks, for the TMA store
+    out_type = storage_type(t.c.stored_outputs.at(0).second);
+    os << p1 << out_type << "* ob_ = (" << out_type << "*)(Es_ + " << consumers * cfg.wm * ld << ") + ew_ * " << cfg.wm * cw << ";\n";
+    os << p1 << "const bool lead_ = threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0;\n";
+  }
   os << p1 << "#pragma unroll\n" << p1 << "for (int c_ = 0; c_ < " << cfg.bn / cw << "; ++c_) {\n";
   const std::string p2 = p1 + "  ";
   // a thread's elements e_ = wt_ + i * (threads per warpgroup) all lie in column wt_ % cw
@@ -607,6 +627,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const ColumnValues columns =
       vec > 1 ? emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + (wt_ % " + S(cw / vec) + ") * " + S(vec), vec)
               : emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
+  if (cfg.tma_store) os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 0;\\n\" ::: \"memory\");  /* the last store has read ob_ */\n";
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk before is read */\n";
   os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
      << "; ++jj) {\n";
@@ -615,7 +636,18 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
   os << p2 << "  }\n";
   os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk is staged */\n";
-  if (vec > 1) {
+  if (cfg.tma_store) {
+    TESSEL_CHECK(vec > 1, "emit_cuda: TMA stores of fused outputs need the 4-column groups");
+    staged_vector_loop(t, p2, columns, vec);
+    const int per_row = kSwizzleRowBytes / dtype_bytes(t.c.stored_outputs.at(0).second);
+    os << p2 << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");  /* the writes, visible to the TMA unit */\n";
+    os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
+    os << p2 << "if (lead_) {\n";
+    for (int b = 0; b < cw / per_row; ++b)
+      os << p2 << "  tessel_tma_store" << (t.c.batch.empty() ? 2 : 3) << "(&tmap_c_, ob_ + " << b * cfg.wm * per_row << ", n0_ + c_ * " << cw << " + "
+         << b * per_row << ", m0_ + wrow0_" << (t.c.batch.empty() ? "" : ", bz_") << ");\n";
+    os << p2 << "}\n";
+  } else if (vec > 1) {
     staged_vector_loop(t, p2, columns, vec);
   } else {
     os << p2 << "#pragma unroll " << kStagedElementUnroll << "\n" << p2 << "for (int e_ = wt_; e_ < " << cfg.wm * cw << "; e_ += " << t.m.threads_per_warpgroup() << ") {\n";

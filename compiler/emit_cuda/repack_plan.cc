@@ -179,7 +179,7 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
     std::vector<ContractionDim> order = by_stride(outer, n);
     bool reordered = false;
     for (size_t i = 0; i < order.size(); ++i) reordered |= order[i].var != outer[i].var;
-    if (reordered) r.contraction.plain_output = false;  // the output is no longer dense in M / N order
+    if (reordered) r.contraction.plain_output = r.contraction.dense_output = false;  // no longer dense in M / N order
     (which == 0 ? r.contraction.m : r.contraction.n) = order;
     (which == 0 ? r.contraction.a : r.contraction.b) = std::move(n);
     r.copies.push_back(std::move(cp));

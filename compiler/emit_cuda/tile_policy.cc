@@ -85,9 +85,11 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
   if (g.tma_store) {
     if (!g.tma_ws || g.stream_out) return "TMA stores (/ts) are an epilogue of the persistent TMA kernel (/ws), without /cs";
     // the TMA unit clips the tails: unlike the register stores, any M
-    if (!c.plain_output || c.acc_type != DType::F32) return "TMA stores (/ts) need a plain f32 output (no fused statements)";
+    if (!c.plain_output && !tma_store_fused(c)) return "TMA stores (/ts) need a plain f32 output or one dense f16 / f32 output of the fused statements";
+    if (c.plain_output && c.acc_type != DType::F32) return "TMA stores (/ts) of a plain output need f32 accumulators";
     if (g.bn % (2 * kTmaStoreChunkColumns)) return "TMA stores (/ts) need bn a multiple of 64 (pairs of 32-column chunks)";
-    if ((c.size_n() * kAccumulatorBytes) % kTmaAlignBytes) return "TMA stores (/ts): output rows not a multiple of 16 bytes";
+    const int ob = c.plain_output ? kAccumulatorBytes : dtype_bytes(c.stored_outputs[0].second);
+    if ((c.size_n() * ob) % kTmaAlignBytes) return "TMA stores (/ts): output rows not a multiple of 16 bytes";
     if (c.batch.size() > 1) return "TMA stores (/ts): at most one batch dim";
   }
   if (g.bulk) {
@@ -168,9 +170,17 @@ TcConfig TcConfig::parse(const std::string& text) {
 
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g) {
   const int consumers = g.pingpong ? 2 : g.bm / g.wm;
-  if (g.tma_ws && g.tma_store) return int64_t(consumers) * 2 * g.wm * kTmaStoreChunkColumns * kAccumulatorBytes;
+  if (g.tma_ws && g.tma_store && c.plain_output) return int64_t(consumers) * 2 * g.wm * kTmaStoreChunkColumns * kAccumulatorBytes;
   if (!g.tma_ws || direct_store(c, g)) return 0;
-  return int64_t(consumers) * g.wm * (kStagedChunkColumns + kAccumulatorRowPad) * kAccumulatorBytes;
+  const int64_t staged = int64_t(consumers) * g.wm * (kStagedChunkColumns + kAccumulatorRowPad) * kAccumulatorBytes;
+  if (!g.tma_store || !tma_store_fused(c)) return staged;
+  // then each consumer warpgroup's chunk of the fused output, which the TMA unit stores
+  return staged + int64_t(consumers) * g.wm * kStagedChunkColumns * dtype_bytes(c.stored_outputs[0].second);
+}
+
+bool tma_store_fused(const Contraction& c) {
+  return !c.plain_output && c.dense_output && c.stored_outputs.size() == 1 &&
+         (c.stored_outputs[0].second == DType::F16 || c.stored_outputs[0].second == DType::F32) && c.size_n() % 4 == 0;
 }
 
 bool direct_store(const Contraction& c, const TcConfig& g) {

@@ -56,6 +56,11 @@ struct Contraction {
   // row-major element strides (an epilogue writes its output at the same positions)
   std::vector<std::string> out_vars;
   std::map<std::string, int64_t> out_coeff;
+  // the global tensors the kernel stores, in order: the anchor's output if it is an Output, then
+  // each epilogue statement's that is (with their dtypes); and whether they are dense [batch...,
+  // m..., n...] tensors in the dims' order (out_vars), so that a tile of M x N is a box of them
+  std::vector<std::pair<std::string, DType>> stored_outputs;
+  bool dense_output = false;
   std::map<std::string, int64_t> sizes;  // the kernel's parameter values
   int64_t size_m() const, size_n() const, size_k() const, size_batch() const;
 };

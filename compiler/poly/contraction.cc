@@ -250,6 +250,17 @@ std::optional<Contraction> identify(const kernel::Kernel& k, std::string& why) {
   if (std::string w = collect_epilogue(k, c); !w.empty()) return fail(w);
   c.plain_output = is_plain_output(f, c, out_vars);
   c.out_vars = out_vars;
+  std::vector<std::string> dense_order;
+  std::vector<int64_t> dense_shape;
+  for (const auto* dims : {&c.batch, &c.m, &c.n})
+    for (const auto& d : *dims) dense_order.push_back(d.var), dense_shape.push_back(d.extent);
+  c.dense_output = dense_order == out_vars && shape_of(k, s.output) == dense_shape;
+  auto stored = [&](int si) {
+    const ir::Statement& st = f.statements[size_t(si)];
+    if (f.find_tensor(st.output)->kind == ir::TensorKind::Output) c.stored_outputs.push_back({st.output, st.acc_type});
+  };
+  stored(c.anchor);
+  for (int si : c.epilogue) stored(si);
   ContractionOperand out;
   linearise(shape_of(k, s.output), s.out_indices, k.sizes, out);
   c.out_coeff = out.coeff;

@@ -636,11 +636,38 @@ TEST_CASE("TMA stores (/ts): a plain f32 output leaves through a swizzled double
   CHECK(scan.tensor_ops.count("HGMMA"));
   CHECK(scan.copy_ops.count("UTMALDG"));
   CHECK(scan.copy_ops.count("UTMASTG"));  // the stores are TMA stores in the SASS
+  SUBCASE("the fused statements' dense f16 output: the staged results through a swizzled chunk and a tensor-map store") {
+    auto f = compile_for("resnet50.tsl", "conv_bn_relu", {{"N", 2}, {"H", 14}, {"W", 14}, {"C", 128}, {"K", 256}, {"R", 3}, {"S", 3}});
+    const auto& fc = *f.c->kernel.contraction;
+    CHECK(emit_cuda::tma_store_fused(fc));
+    emit_cuda::CudaOptions fo;
+    fo.config = emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st3/ws/pp/ts");
+    REQUIRE(emit_cuda::config_obstacle(fc, *fo.config, m) == "");
+    // the accumulator chunks (2 x 128 x 68 f32) and the output chunks (2 x 128 x 64 f16)
+    CHECK(emit_cuda::ws_epilogue_bytes(fc, *fo.config) == 2 * 128 * 68 * 4 + 2 * 128 * 64 * 2);
+    const auto fp = emit_cuda::emit_cuda(f.c->kernel, fo);
+    const auto& y = fp.launches.at(0).tensor_maps.at(2);
+    CHECK(y.tensor == "Y");
+    CHECK(y.dtype == DType::F16);
+    CHECK(y.dims == std::vector<uint64_t>{256, 2 * 14 * 14});  // [N, H, W, K] as {K, N*H*W}
+    CHECK(y.box == std::vector<uint32_t>{64, 128});             // 64 halves: one 128-byte swizzle row
+    CHECK(contains(fp.source, "uint2* o_ = (uint2*)(ob_ + bx_ * 8192 + rr_ * 64 + ((u_ ^ (rr_ & 7)) * 8) + cc_ % 8);"));
+    CHECK(contains(fp.source, "tessel_tma_store2(&tmap_c_, ob_ + 0, n0_ + c_ * 64 + 0, m0_ + wrow0_);"));
+    CHECK(contains(fp.source, "cp.async.bulk.wait_group.read 0;"));
+    CHECK_FALSE(contains(fp.source, "*(uint2*)(t_Y"));  // no vector stores of Y
+    const auto fcub = gpu::compile_to_cubin(fp.source, {.arch = fp.arch});
+    CHECK(gpu::scan_cubin(fcub.cubin).copy_ops.count("UTMASTG"));
+    // the blocked layout's output is not dense in (M, N) order: no TMA store
+    auto b = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 2}, {"H", 7}, {"W", 7}, {"CB", 4}, {"KB", 4}, {"R", 3}, {"S", 3}});
+    CHECK_FALSE(emit_cuda::tma_store_fused(*b.c->kernel.contraction));
+  }
   SUBCASE("refused with the reason") {
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/cs/ws/pp/ts"), m), "without /cs"));
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/ts"), m), "persistent TMA kernel"));
-    auto f = compile_for("gemm_fused.tsl", "matmul_bias_relu", {{"M", 1024}, {"N", 1024}, {"K", 512}});
-    CHECK(contains(emit_cuda::config_obstacle(*f.c->kernel.contraction, *o.config, m), "plain f32 output"));
+    // the blocked layout's output is not dense in (M, N) order
+    auto f = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 16}, {"H", 14}, {"W", 14}, {"CB", 16}, {"KB", 32}, {"R", 3}, {"S", 3}});
+    CHECK(contains(emit_cuda::config_obstacle(*f.c->kernel.contraction, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st4/ws/pp/ts"), m),
+                   "plain f32 output or one dense"));
     bool ts = false;
     for (const auto& g : emit_cuda::tc_candidates(c, m)) ts |= g.tma_store;
     CHECK(ts);  // offered next to the register-store tiles
