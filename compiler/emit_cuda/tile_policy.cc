@@ -311,17 +311,19 @@ struct CandidateList {
       x.repack = true;
       add(x);
     };
-    // a plain output: the same tile with TMA stores first (the fastest of every square and BERT
-    // GEMM on an H200: 4096x3072x768 1.18x cuBLAS against 1.04x with evict-first register stores,
-    // docs/figures/bench_gpu_h200_session27_tma_store.txt)
-    if (g.stream_out && !g.stream_k && !g.multicast) {
-      TcConfig s = g;
-      s.stream_out = false;
-      s.tma_store = true;
-      while (s.stages > 3 && !fits(s)) --s.stages;  // room for the store buffers
-      with_copies(s);
-    }
+    // the same tile with TMA stores: first for a plain output (the fastest of every square and
+    // BERT GEMM on an H200: 4096x3072x768 1.18x cuBLAS against 1.04x with evict-first register
+    // stores, docs/figures/bench_gpu_h200_session27_tma_store.txt); after the register stores for
+    // a fused output, whose output chunk costs a stage (conv+bn+relu 193.6 against 178.3 us, H200,
+    // docs/figures/bench_gpu_h200_session27_tma_store_fused.json)
+    TcConfig s = g;
+    s.stream_out = false;
+    s.tma_store = true;
+    while (s.stages > 3 && !fits(s)) --s.stages;  // room for the store buffers
+    const bool ts = g.stream_out && !g.stream_k && !g.multicast;
+    if (ts && c.plain_output) with_copies(s);
     with_copies(g);
+    if (ts && !c.plain_output) with_copies(s);
   }
   int round_frag(int64_t v) const { return int((v + m.wmma.k - 1) / m.wmma.k * m.wmma.k); }
 
