@@ -114,6 +114,30 @@ std::vector<ContractionDim> by_stride(const std::vector<ContractionDim>& dims, c
   return out;
 }
 
+// The K order of the im2col gather for `op` read through a window: the K indices of its window
+// dims first (in the order of those dims), then the others in `k`'s order (an NCHW input's (c, r,
+// s) becomes (r, s, c)); empty when no dim of `op` is a window.
+std::vector<ContractionDim> gather_k_order(const ContractionOperand& op, const std::vector<ContractionDim>& outer,
+                                           const std::vector<ContractionDim>& k) {
+  std::set<std::string> outer_vars;
+  for (const auto& d : outer) outer_vars.insert(d.var);
+  std::vector<ContractionDim> order;
+  auto has = [&](const std::string& v) {
+    return std::any_of(order.begin(), order.end(), [&](const ContractionDim& d) { return d.var == v; });
+  };
+  for (const auto& ix : op.indices) {
+    bool window = false;
+    for (const auto& [v, q] : ix.index_coeffs) window |= outer_vars.count(v) > 0;
+    if (!window) continue;
+    for (const auto& d : k)
+      if (ix.index_coeffs.count(d.var) && !has(d.var)) order.push_back(d);
+  }
+  if (order.empty()) return order;
+  for (const auto& d : k)
+    if (!has(d.var)) order.push_back(d);
+  return order;
+}
+
 }  // namespace
 
 bool in_scratch(const std::string& tensor) { return tensor.rfind(kScratchCopyPrefix, 0) == 0; }
@@ -131,34 +155,22 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
   if (!m.has(isa::GpuFeature::TensorMaps)) return r.why = "the machine has no tensor maps (TMA)", r;
   uint64_t cursor = scratch_offset;
   std::vector<std::string> kept;
-  auto needs_copy = [&](int which, const Contraction& x) {
-    const TmaPlan own = own_plan(which == 0 ? x.a : x.b, x, which == 0 ? x.m : x.n, which == 0 ? g.bm : g.bn,
-                                 which == 0 ? x.size_m() : x.size_n(), g, m, which == 1 && g.multicast ? 2 : 1);
-    return !own.ok || narrow(own);
+  // operand `which` of `x` (0: A, 1: B) as the TMA unit reads it with these tiles
+  auto plan_of = [&](int which, const Contraction& x) {
+    return own_plan(which == 0 ? x.a : x.b, x, which == 0 ? x.m : x.n, which == 0 ? g.bm : g.bn, which == 0 ? x.size_m() : x.size_n(), g, m,
+                    which == 1 && g.multicast ? 2 : 1);
   };
-  // A copied operand read through a window gets the K order of the im2col gather: the window's K
-  // indices first (in the order of its window dims), then the others in the contraction's order
-  // (an NCHW input's (c, r, s) becomes (r, s, c)); the other operand is then judged in that order.
+  auto needs_copy = [&](int which, const Contraction& x) {
+    const TmaPlan t = plan_of(which, x);
+    return !t.ok || narrow(t);
+  };
+  // A copied operand read through a window sets the K order (gather_k_order); the other operand
+  // is then judged in that order.
   for (int which = 0; which < 2; ++which) {
     if (!needs_copy(which, c)) continue;
-    const ContractionOperand& op = which == 0 ? c.a : c.b;
-    std::set<std::string> outer_vars;
-    for (const auto& d : which == 0 ? c.m : c.n) outer_vars.insert(d.var);
-    std::vector<ContractionDim> order;
-    auto has = [&](const std::string& v) {
-      return std::any_of(order.begin(), order.end(), [&](const ContractionDim& d) { return d.var == v; });
-    };
-    for (const auto& ix : op.indices) {
-      bool window = false;
-      for (const auto& [v, q] : ix.index_coeffs) window |= outer_vars.count(v) > 0;
-      if (!window) continue;
-      for (const auto& d : c.k)
-        if (ix.index_coeffs.count(d.var) && !has(d.var)) order.push_back(d);
-    }
+    std::vector<ContractionDim> order = gather_k_order(which == 0 ? c.a : c.b, which == 0 ? c.m : c.n, c.k);
     if (order.empty()) continue;
-    for (const auto& d : c.k)
-      if (!has(d.var)) order.push_back(d);
-    r.contraction.k = order;
+    r.contraction.k = std::move(order);
     break;
   }
   const Contraction base = r.contraction;  // the K order the copies follow
@@ -190,8 +202,7 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
   for (int which = 0; which < 2; ++which) {
     const ContractionOperand& op = which == 0 ? rc.a : rc.b;
     if (!in_scratch(op.tensor)) continue;
-    const TmaPlan t = own_plan(op, rc, which == 0 ? rc.m : rc.n, which == 0 ? g.bm : g.bn, which == 0 ? rc.size_m() : rc.size_n(), g, m,
-                               which == 1 && g.multicast ? 2 : 1);
+    const TmaPlan t = plan_of(which, rc);
     if (!t.ok) return r.why = "the copy " + op.tensor + " has no TMA plan: " + t.why, r;
     if (narrow(t)) return r.why = "the copy " + op.tensor + " still reads 32-byte rows", r;
   }
