@@ -513,6 +513,34 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
 
 }  // namespace
 
+namespace {
+
+// the consumer warpgroup's named barrier (2 + ew_) of the staged epilogues
+std::string warpgroup_barrier(const TcKernel& t) {
+  return "asm volatile(\"bar.sync %0, " + S(t.m.threads_per_warpgroup()) + ";\\n\" ::\"r\"(2 + ew_) : \"memory\");";
+}
+
+// a chunk written to shared memory leaves through the TMA unit: the writes fenced to the async
+// proxy, the warpgroup's barrier, then its first thread (lead_) stores each box (source, column)
+void issue_tma_stores(const TcKernel& t, const std::string& pad, const std::vector<std::pair<std::string, std::string>>& boxes) {
+  auto& os = t.os;
+  os << pad << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");  /* the writes, visible to the TMA unit */\n";
+  os << pad << warpgroup_barrier(t) << "\n";
+  auto store = [&](const std::pair<std::string, std::string>& b) {
+    return "tessel_tma_store" + S(t.c.batch.empty() ? 2 : 3) + "(&tmap_c_, " + b.first + ", " + b.second + ", m0_ + wrow0_" +
+           (t.c.batch.empty() ? "" : ", bz_") + ");";
+  };
+  if (boxes.size() == 1) {
+    os << pad << "if (lead_) " << store(boxes[0]) << "\n";
+    return;
+  }
+  os << pad << "if (lead_) {\n";
+  for (const auto& b : boxes) os << pad << "  " << store(b) << "\n";
+  os << pad << "}\n";
+}
+
+}  // namespace
+
 TensorMapSpec output_store_map(const TcKernel& t) {
   TensorMapSpec s;
   s.tensor = t.c.plain_output ? t.anchor.output : t.c.stored_outputs.at(0).first;
@@ -563,7 +591,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     const std::string p2 = p1 + "  ";
     os << p2 << "float* buf_ = Es_ + (ew_ * 2 + (c_ & 1)) * " << cfg.wm * cw << ";\n";
     os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 1;\\n\" ::: \"memory\");  /* this buffer's last store has read it */\n";
-    os << p2 << "asm volatile(\"bar.sync %0, " << wpgt << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
+    os << p2 << warpgroup_barrier(t) << "\n";
     os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < "
        << cw / 8 << "; ++jj) {\n";
     os << p2 << "    const int r_ = i * " << t.rstep << " + wr_ + lane_ / 4, u_ = jj * 2 + (lane_ % 4) / 2;\n";
@@ -571,10 +599,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     os << p2 << "    *(float2*)p_ = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][0], acc_[i][c_ * " << cw / 8 << " + jj][1]);\n";
     os << p2 << "    *(float2*)(p_ + 8 * " << cw << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
     os << p2 << "  }\n";
-    os << p2 << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");  /* the writes, visible to the TMA unit */\n";
-    os << p2 << "asm volatile(\"bar.sync %0, " << wpgt << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
-    os << p2 << "if (lead_) tessel_tma_store" << (t.c.batch.empty() ? 2 : 3) << "(&tmap_c_, buf_, n0_ + c_ * " << cw << ", m0_ + wrow0_"
-       << (t.c.batch.empty() ? "" : ", bz_") << ");\n";
+    issue_tma_stores(t, p2, {{"buf_", "n0_ + c_ * " + S(cw)}});
     os << p1 << "}\n" << pad << "}\n";
     return;
   }
@@ -628,25 +653,21 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
       vec > 1 ? emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + (wt_ % " + S(cw / vec) + ") * " + S(vec), vec)
               : emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
   if (cfg.tma_store) os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 0;\\n\" ::: \"memory\");  /* the last store has read ob_ */\n";
-  os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk before is read */\n";
+  os << p2 << warpgroup_barrier(t) << "  /* the chunk before is read */\n";
   os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
      << "; ++jj) {\n";
   os << p2 << "    float* p_ = es_ + (i * " << t.rstep << " + wr_ + lane_ / 4) * " << ld << " + jj * 8 + (lane_ % 4) * 2;\n";
   os << p2 << "    *(float2*)p_ = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][0], acc_[i][c_ * " << cw / 8 << " + jj][1]);\n";
   os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
   os << p2 << "  }\n";
-  os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");  /* the chunk is staged */\n";
+  os << p2 << warpgroup_barrier(t) << "  /* the chunk is staged */\n";
   if (cfg.tma_store) {
     TESSEL_CHECK(vec > 1, "emit_cuda: TMA stores of fused outputs need the 4-column groups");
     staged_vector_loop(t, p2, columns, vec);
     const int per_row = kSwizzleRowBytes / dtype_bytes(t.c.stored_outputs.at(0).second);
-    os << p2 << "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");  /* the writes, visible to the TMA unit */\n";
-    os << p2 << "asm volatile(\"bar.sync %0, " << t.m.threads_per_warpgroup() << ";\\n\" ::\"r\"(2 + ew_) : \"memory\");\n";
-    os << p2 << "if (lead_) {\n";
-    for (int b = 0; b < cw / per_row; ++b)
-      os << p2 << "  tessel_tma_store" << (t.c.batch.empty() ? 2 : 3) << "(&tmap_c_, ob_ + " << b * cfg.wm * per_row << ", n0_ + c_ * " << cw << " + "
-         << b * per_row << ", m0_ + wrow0_" << (t.c.batch.empty() ? "" : ", bz_") << ");\n";
-    os << p2 << "}\n";
+    std::vector<std::pair<std::string, std::string>> boxes;
+    for (int b = 0; b < cw / per_row; ++b) boxes.push_back({"ob_ + " + S(b * cfg.wm * per_row), "n0_ + c_ * " + S(cw) + " + " + S(b * per_row)});
+    issue_tma_stores(t, p2, boxes);
   } else if (vec > 1) {
     staged_vector_loop(t, p2, columns, vec);
   } else {
