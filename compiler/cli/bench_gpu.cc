@@ -130,62 +130,17 @@ struct Entry {
 
 constexpr size_t kMaxCandidates = 40;
 
-// blocked [NB,H,W,CB,16,16] <-> NHWC [NB*16,H,W,CB*16] (16 images x 16 channels innermost)
+// `x` read as a dense tensor of shape `view` (its own shape when empty) with the dims permuted:
+// output dim d is view dim perm[d] (NHWC <-> NCHW, RSCK -> KCRS, NHWC <-> blocked)
 template <int Bytes>
-void nhwc_to_blocked(const NpyArray& x, NpyArray& b) {
-  const int64_t N = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3];
-  b.dtype = x.dtype;
-  b.shape = {N / 16, H, W, C / 16, 16, 16};
-  b.data.resize(x.data.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w)
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t src = ((n * H + h) * W + w) * C + c;
-          const int64_t dst = ((((n / 16 * H + h) * W + w) * (C / 16) + c / 16) * 16 + n % 16) * 16 + c % 16;
-          std::memcpy(&b.data[dst * Bytes], &x.data[src * Bytes], Bytes);
-        }
-}
-template <int Bytes>
-void blocked_to_nhwc(const NpyArray& b, NpyArray& x) {
-  const int64_t NB = b.shape[0], H = b.shape[1], W = b.shape[2], CB = b.shape[3];
-  x.dtype = b.dtype;
-  x.shape = {NB * 16, H, W, CB * 16};
-  x.data.resize(b.data.size());
-  for (int64_t n = 0; n < NB * 16; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w)
-        for (int64_t c = 0; c < CB * 16; ++c) {
-          const int64_t dst = ((n * H + h) * W + w) * CB * 16 + c;
-          const int64_t src = ((((n / 16 * H + h) * W + w) * CB + c / 16) * 16 + n % 16) * 16 + c % 16;
-          std::memcpy(&x.data[dst * Bytes], &b.data[src * Bytes], Bytes);
-        }
-}
-// filter [R,S,C,K] -> [R,S,C/16,K/16,16(c),16(k)]
-void rsck_to_blocked(const NpyArray& w, NpyArray& b) {
-  const int64_t R = w.shape[0], S = w.shape[1], C = w.shape[2], K = w.shape[3];
-  b.dtype = w.dtype;
-  b.shape = {R, S, C / 16, K / 16, 16, 16};
-  b.data.resize(w.data.size());
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < K; ++k) {
-          const int64_t src = ((r * S + s) * C + c) * K + k;
-          const int64_t dst = ((((r * S + s) * (C / 16) + c / 16) * (K / 16) + k / 16) * 16 + c % 16) * 16 + k % 16;
-          std::memcpy(&b.data[dst * 2], &w.data[src * 2], 2);
-        }
-}
-
-// `x` with its dims permuted: output dim d is input dim perm[d] (NHWC <-> NCHW, RSCK -> KCRS)
-template <int Bytes>
-NpyArray permuted(const NpyArray& x, const std::vector<int>& perm) {
+NpyArray permuted(const NpyArray& x, const std::vector<int>& perm, std::vector<int64_t> view = {}) {
+  if (view.empty()) view = x.shape;
   NpyArray y;
   y.dtype = x.dtype;
-  const size_t rank = x.shape.size();
+  const size_t rank = view.size();
   std::vector<int64_t> in_stride(rank, 1);
-  for (size_t d = rank; d-- > 1;) in_stride[d - 1] = in_stride[d] * x.shape[d];
-  for (int p : perm) y.shape.push_back(x.shape[size_t(p)]);
+  for (size_t d = rank; d-- > 1;) in_stride[d - 1] = in_stride[d] * view[d];
+  for (int p : perm) y.shape.push_back(view[size_t(p)]);
   y.data.resize(x.data.size());
   const int64_t n = int64_t(x.data.size()) / Bytes;
   std::vector<int64_t> idx(rank, 0);  // the output index, odometer order
@@ -199,6 +154,24 @@ NpyArray permuted(const NpyArray& x, const std::vector<int>& perm) {
     }
   }
   return y;
+}
+
+// blocked [NB,H,W,CB,16,16] <-> NHWC [NB*16,H,W,CB*16] (16 images x 16 channels innermost)
+template <int Bytes>
+NpyArray nhwc_to_blocked(const NpyArray& x) {
+  const int64_t N = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3];
+  return permuted<Bytes>(x, {0, 2, 3, 4, 1, 5}, {N / 16, 16, H, W, C / 16, 16});
+}
+template <int Bytes>
+NpyArray blocked_to_nhwc(const NpyArray& b) {
+  NpyArray x = permuted<Bytes>(b, {0, 4, 1, 2, 3, 5});  // [NB, 16 n, H, W, CB, 16 c]
+  x.shape = {b.shape[0] * 16, b.shape[1], b.shape[2], b.shape[3] * 16};
+  return x;
+}
+// filter [R,S,C,K] -> [R,S,C/16,K/16,16(c),16(k)]
+NpyArray rsck_to_blocked(const NpyArray& w) {
+  const int64_t R = w.shape[0], S = w.shape[1], C = w.shape[2], K = w.shape[3];
+  return permuted<2>(w, {0, 1, 2, 4, 3, 5}, {R, S, C / 16, 16, K / 16, 16});
 }
 
 // The seed convolution in another layout than NHWC (workloads/conv.yaml, conv_layouts.yaml), timed against cuDNN's
@@ -447,7 +420,7 @@ std::optional<BaselineRun> check_against_library(const Entry& en, DeviceTensors&
     br->interleaved.clear();  // those samples were interleaved with the NHWC kernel, not this one
     NpyArray ours;
     if (nchw_seed(en)) ours = permuted<4>(outs.at("Y"), {0, 2, 3, 1});
-    else blocked_to_nhwc<4>(outs.at("Y"), ours);
+    else ours = blocked_to_nhwc<4>(outs.at("Y"));
     auto cmp = interp::compare(br->output, ours, 0.25, 1e-2, "Y");
     row["matches_library"] = cmp.ok;
     row["max_abs_err_vs_library"] = cmp.max_abs_err;
@@ -570,8 +543,8 @@ nlohmann::json bench_entry(const Entry& en, Harness& h, NhwcReference& nhwc, See
   }
   std::map<std::string, NpyArray> inputs;
   if (en.e.def == "conv2d_blocked" && nhwc.inputs.count("X")) {
-    nhwc_to_blocked<2>(nhwc.inputs.at("X"), inputs["X"]);
-    rsck_to_blocked(nhwc.inputs.at("Wt"), inputs["Wt"]);
+    inputs["X"] = nhwc_to_blocked<2>(nhwc.inputs.at("X"));
+    inputs["Wt"] = rsck_to_blocked(nhwc.inputs.at("Wt"));
   } else if (nchw_seed(en) && nhwc.inputs.count("X")) {
     inputs["X"] = permuted<2>(nhwc.inputs.at("X"), {0, 3, 1, 2});    // [N, C, H, W]
     inputs["Wt"] = permuted<2>(nhwc.inputs.at("Wt"), {3, 2, 0, 1});  // [K, C, R, S]
