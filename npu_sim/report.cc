@@ -59,6 +59,19 @@ std::vector<std::array<PipeStats, npu::kPipeCount>> pipe_stats(const SimRecord& 
   return stats;
 }
 
+PipeUtilization pipe_utilization(const SimRecord& r) {
+  PipeUtilization u;
+  const auto stats = pipe_stats(r);
+  const double cycles = double(r.total_cycles), chip_cores = double(std::max(r.machine.cores, r.cores));
+  if (stats.empty() || cycles == 0) return u;
+  for (const auto& core : stats)
+    for (int p = 0; p < npu::kPipeCount; ++p) {
+      u.cores_used[p] += core[p].utilization / double(stats.size());
+      u.chip[p] += double(core[p].busy_cycles) / (cycles * chip_cores);
+    }
+  return u;
+}
+
 std::map<std::string, uint64_t> bytes_per_path(const SimRecord& r) {
   std::map<std::string, uint64_t> bytes;
   for (const InstructionEvent& e : r.instructions)
@@ -159,7 +172,7 @@ json report_json(const SimRecord& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["units"] = {{"cycles", "core clock cycles from the start of the run"},
                 {"bytes", "bytes written to the destination of a transfer"},
-                {"utilization", "busy_cycles / total_cycles"},
+                {"utilization", "busy_cycles / total_cycles (utilization_chip: over every core of the chip)"},
                 {"peak_bytes", "highest byte offset + 1 any instruction touched in the buffer"},
                 {"pj", "picojoules: counted events times the description's energy per access / operation"}};
   const auto stats = pipe_stats(r);
@@ -182,6 +195,15 @@ json report_json(const SimRecord& r) {
     cores.push_back({{"core", c}, {"pipes", pipes}, {"peak_bytes", peak}});
   }
   j["per_core"] = cores;
+  const PipeUtilization util = pipe_utilization(r);
+  json used = json::object(), chip = json::object();
+  for (int p = 0; p < npu::kPipeCount; ++p) {
+    used[pipe_str(static_cast<npu::Pipe>(p))] = util.cores_used[p];
+    chip[pipe_str(static_cast<npu::Pipe>(p))] = util.chip[p];
+  }
+  j["chip_cores"] = r.machine.cores;
+  j["utilization_cores_used"] = used;
+  j["utilization_chip"] = chip;
   json paths = json::object();
   for (const auto& [name, bytes] : bytes_per_path(r)) paths[name] = bytes;
   j["bytes_per_path"] = paths;

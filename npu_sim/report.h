@@ -23,6 +23,13 @@ struct PipeStats {
 
 // [core][pipe]
 std::vector<std::array<PipeStats, npu::kPipeCount>> pipe_stats(const SimRecord& record);
+// Busy share of each pipe two ways: the mean over the cores the program used (what a mapping makes
+// of its cores) and over every core of the chip (the same busy cycles over machine cores x total
+// cycles), so a mapping on fewer cores never looks busier than a faster one on the whole chip.
+struct PipeUtilization {
+  std::array<double, npu::kPipeCount> cores_used{}, chip{};
+};
+PipeUtilization pipe_utilization(const SimRecord& record);
 // "GM->L1" -> bytes written through that path, over every core.
 std::map<std::string, uint64_t> bytes_per_path(const SimRecord& record);
 // Multiply-accumulates the cube executed (from the recorded mmad instructions).

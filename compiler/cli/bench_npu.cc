@@ -1,6 +1,7 @@
 // `tessel bench npu`: the NPU backend on the seed GEMM table, 1024^3 and 4096^3 GEMMs, the seed
-// convolution and the AKG single operators (workloads/gemm.yaml, conv.yaml, small.yaml): cycles,
-// cube utilization, achieved MACs per cycle vs the peak of the cores used and of the whole chip, syncs
+// convolution and the AKG single operators (workloads/gemm.yaml, conv.yaml, small.yaml): cycles, the
+// roofline with the % reached and the bound that binds, cube utilization over the cores used and
+// over the chip, achieved MACs per cycle vs the peak of the cores used and of the whole chip, syncs
 // naive -> pruned, cycles naive vs pruned; then the vector-bound kernels (workloads/vector.yaml)
 // against the vector unit's and GM's peaks.
 // Large problems run in the simulator's timing-only mode. A table on stdout and the rows as JSON.
@@ -71,6 +72,14 @@ std::unique_ptr<EntryRun> run_entry(const frontend::SuiteEntry& e, const std::st
   return r;
 }
 
+// The roofline of the entry (compiler/kernel/roofline.h) and the fraction the pruned run reached.
+void add_roofline(nlohmann::json& row, const NpuCompiled& npu, const NpuRunResult& pruned) {
+  row["roofline"] = roofline_json(npu.roofline, pruned.record.total_cycles);
+  row["roofline_cycles"] = npu.roofline.cycles;
+  row["roofline_fraction"] = pruned.roofline_fraction;
+  row["roofline_binds"] = kernel::roofline_bound_name(npu.roofline.binds);
+}
+
 // The vector-bound kernels (workloads/vector.yaml): the vector unit's busy share against the
 // chip's vector peak (every core's V pipe busy every cycle: cores x bytes_per_repeat per cycle), and
 // the operator's GM traffic (inputs read once, outputs written once) against the shared GM
@@ -85,8 +94,9 @@ void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overri
                            m.gm_shared_bandwidth_bytes_per_cycle);
   std::cout << "vector %: V busy share over every core of the chip (a repeat counts its 256 B whatever its mask), V B/cyc the "
                "rate it achieves; GM %: the operator's bytes (inputs + outputs once) per cycle vs the shared GM bandwidth\n";
-  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>9} {:>8} {:>7} {:>14} {:>11} {:>11}  {}\n", "workload", "cores", "cycles",
-                           "vector %", "V B/cyc", "GM %", "syncs n->p", "cyc naive", "cyc pruned", "mode");
+  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>9} {:>7} {:>7} {:>9} {:>8} {:>7} {:>14} {:>11} {:>11}  {}\n", "workload", "cores",
+                           "cycles", "roofline", "% roof", "bound", "vector %", "V B/cyc", "GM %", "syncs n->p", "cyc naive",
+                           "cyc pruned", "mode");
   for (const auto& e : suite.entries) {
     nlohmann::json row = {{"suite", suite.name}, {"workload", e.name}, {"shape", e.shape}};
     try {
@@ -122,9 +132,12 @@ void vector_rows(const std::string& hierarchy_path, const isa::Overrides& overri
       row["races_pruned"] = pruned.record.races.size();
       row["timing_only"] = timing_only;
       row["utilization"] = pruned.report["utilization"];
+      row["utilization_chip"] = pruned.report["utilization_chip"];
+      add_roofline(row, npu, pruned);
       row["mapping"] = npu.kernel.notes;
-      std::cout << fmt::format("{:<36} {:>5} {:>11} {:>8.1f}% {:>8.0f} {:>6.1f}% {:>6} -> {:<5} {:>11} {:>11}  {}\n", e.name,
-                               npu.pruned.program.cores, pruned.record.total_cycles, 100 * vector,
+      std::cout << fmt::format("{:<36} {:>5} {:>11} {:>9.0f} {:>6.1f}% {:>7} {:>8.1f}% {:>8.0f} {:>6.1f}% {:>6} -> {:<5} {:>11} {:>11}  {}\n",
+                               e.name, npu.pruned.program.cores, pruned.record.total_cycles, npu.roofline.cycles,
+                               100 * pruned.roofline_fraction, kernel::roofline_bound_name(npu.roofline.binds), 100 * vector,
                                vector * m.cores * m.vector_bytes_per_repeat, 100 * gm,
                                npu.naive.sync_instructions, npu.pruned.sync_instructions, naive.record.total_cycles,
                                pruned.record.total_cycles, timing_only ? "timing-only" : "functional");
@@ -145,15 +158,18 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
   nlohmann::json rows = nlohmann::json::array();
   std::cout << fmt::format("tessel bench npu: {} ({} cores, peak {} f16 MACs/cycle/core)\n", target.name, target.cores,
                            target.peak_macs_per_cycle(DType::F16, DType::F32));
-  // cube %: mean busy share of the cube over the cores used; % peak: MACs/cycle against the peak of
-  // the cores used; % chip: against the whole chip's peak (every core), the figure a user sees.
+  // cube %: busy share of the cube, mean over the cores used and over every core of the chip; % peak:
+  // MACs/cycle against the peak of the cores used; % chip: against the whole chip's peak (every
+  // core), the figure a user sees; roofline: the operator's bound on the whole chip.
   const double chip_peak = double(target.cores) * target.peak_macs_per_cycle(DType::F16, DType::F32);
-  std::cout << "cube %: busy share of the M pipe (its flag instructions included), mean over the cores used; "
-               "% peak: MACs/cycle vs those cores' peak; % chip: vs every core's\n";
+  std::cout << "roofline: the operator's fewest cycles on the whole chip (compiler/kernel/README.md \"Roofline\"), % roof: "
+               "roofline / cycles, bound: the bound that binds\n";
+  std::cout << "cube % used / chip: busy share of the M pipe (its flag instructions included), mean over the cores used / over "
+               "every core of the chip; % peak: MACs/cycle vs the used cores' peak; % chip: vs every core's\n";
   std::cout << "pJ/MAC: the simulator's energy of the run (every level and unit, npu_sim/README.md \"Energy\") over its MACs\n";
-  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11} {:>7}  {}\n", "workload",
-                           "cores", "cycles", "cube %", "MAC/cyc", "peak", "% peak", "% chip", "syncs n->p", "cyc naive",
-                           "cyc pruned", "pJ/MAC", "mode");
+  std::cout << fmt::format("{:<36} {:>5} {:>11} {:>9} {:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>6} {:>6} {:>14} {:>11} {:>11} {:>7}  {}\n",
+                           "workload", "cores", "cycles", "roofline", "% roof", "bound", "cube %", "chip %", "MAC/cyc", "peak",
+                           "% peak", "% chip", "syncs n->p", "cyc naive", "cyc pruned", "pJ/MAC", "mode");
   std::vector<frontend::Suite> suites;
   for (const char* suite_file : {"workloads/gemm.yaml", "workloads/conv.yaml", "workloads/small.yaml", "workloads/vector.yaml"})
     suites.push_back(frontend::load_suite(root + "/" + suite_file));
@@ -190,6 +206,7 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
           row["cycles_naive"] = naive.record.total_cycles;
           row["cycles_pruned"] = pruned.record.total_cycles;
           row["cube_utilization"] = pruned.cube_utilization;
+          row["cube_utilization_chip"] = pruned.cube_utilization_chip;
           row["macs_per_cycle"] = pruned.macs_per_cycle;
           row["peak_macs_per_cycle"] = pruned.peak_macs_per_cycle;
           row["chip_peak_macs_per_cycle"] = chip_peak;
@@ -199,13 +216,18 @@ nlohmann::json run_npu_bench(const std::string& hierarchy_path, const isa::Overr
           row["races_pruned"] = pruned.record.races.size();
           row["timing_only"] = timing_only;
           row["utilization"] = pruned.report["utilization"];
+          row["utilization_chip"] = pruned.report["utilization_chip"];
+          add_roofline(row, npu, pruned);
           row["mapping"] = npu.kernel.notes;
           const npu_sim::EnergyReport energy = npu_sim::energy_report(pruned.record);
           row["energy_pj"] = energy.total_pj;
           row["pj_per_mac"] = energy.pj_per_mac();
           std::cout << fmt::format(
-              "{:<36} {:>5} {:>11} {:>6.1f}% {:>10.0f} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6} -> {:<5} {:>11} {:>11} {:>7.3f}  {}\n", name,
-              npu.pruned.program.cores, pruned.record.total_cycles, 100 * pruned.cube_utilization, pruned.macs_per_cycle,
+              "{:<36} {:>5} {:>11} {:>9.0f} {:>6.1f}% {:>7} {:>6.1f}% {:>6.1f}% {:>10.0f} {:>10.0f} {:>5.1f}% {:>5.1f}% {:>6} -> {:<5} "
+              "{:>11} {:>11} {:>7.3f}  {}\n",
+              name, npu.pruned.program.cores, pruned.record.total_cycles, npu.roofline.cycles, 100 * pruned.roofline_fraction,
+              kernel::roofline_bound_name(npu.roofline.binds), 100 * pruned.cube_utilization,
+              100 * pruned.cube_utilization_chip, pruned.macs_per_cycle,
               pruned.peak_macs_per_cycle, 100 * pruned.macs_per_cycle / std::max(1.0, pruned.peak_macs_per_cycle),
               100 * pruned.macs_per_cycle / std::max(1.0, chip_peak), npu.naive.sync_instructions,
               npu.pruned.sync_instructions, naive.record.total_cycles, pruned.record.total_cycles, energy.pj_per_mac(),

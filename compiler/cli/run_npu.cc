@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "isa/npu_machine.h"
 #include "npu_sim/report.h"
 
 namespace tessel::cli {
@@ -25,9 +27,48 @@ npu_sync::SyncProgress sync_progress() {
   };
 }
 
+namespace {
+
+std::string utilization_line(const std::string& over, const std::array<double, npu::kPipeCount>& u) {
+  return fmt::format("  utilization  cube {:.1f}%  vector {:.1f}%  MTE1 {:.1f}%  MTE2 {:.1f}%  MTE3 {:.1f}%  scalar {:.1f}%  ({})\n",
+                     100 * u[int(npu::Pipe::M)], 100 * u[int(npu::Pipe::V)], 100 * u[int(npu::Pipe::MTE1)],
+                     100 * u[int(npu::Pipe::MTE2)], 100 * u[int(npu::Pipe::MTE3)], 100 * u[int(npu::Pipe::S)], over);
+}
+
+}  // namespace
+
+nlohmann::json roofline_json(const kernel::NpuRoofline& r, uint64_t cycles) {
+  nlohmann::json macs = nlohmann::json::object();
+  for (const auto& [dtype, n] : r.work.contraction_macs) macs[std::string(dtype_name(dtype))] = n;
+  return {{"cycles", r.cycles},
+          {"binds", kernel::roofline_bound_name(r.binds)},
+          {"fraction", r.fraction_of(cycles)},
+          {"cores", r.cores},
+          {"cube_cycles", r.cube_cycles},
+          {"vector_cycles", r.vector_cycles},
+          {"scalar_cycles", r.scalar_cycles},
+          {"gm_cycles", r.gm_cycles},
+          {"latency_cycles", r.latency_cycles},
+          {"macs", r.work.macs()},
+          {"macs_per_dtype", macs},
+          {"cube_macs", r.cube_macs},
+          {"vector_ops", r.vector_ops},
+          {"vector_op_bytes", r.vector_op_bytes},
+          {"gm_read_bytes", r.work.gm_read_bytes},
+          {"gm_write_bytes", r.work.gm_write_bytes}};
+}
+
+std::string roofline_text(const kernel::NpuRoofline& r, uint64_t cycles) {
+  return fmt::format("roofline     {:.0f} cycles, {} bound (cube {:.0f}, vector {:.0f}, scalar {:.0f}, GM {:.0f}, latency {:.0f} "
+                     "on {} cores): {:.1f}% of roofline",
+                     r.cycles, kernel::roofline_bound_name(r.binds), r.cube_cycles, r.vector_cycles, r.scalar_cycles,
+                     r.gm_cycles, r.latency_cycles, r.cores, 100 * r.fraction_of(cycles));
+}
+
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
   c.kernel = emit_npu::emit_npu(k, target);
+  c.roofline = kernel::npu_roofline(k, isa::npu_machine(target));
   for (const auto& t : k.tensors)
     if (t.shape.empty()) c.scalars.insert(t.name);
   c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});
@@ -55,19 +96,26 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
         if (c.scalars.count(t.name)) r.outputs[t.name].shape.clear();
       }
   const auto& rec = sim.record;
-  const auto stats = npu_sim::pipe_stats(rec);
-  nlohmann::json util;
-  std::array<double, npu::kPipeCount> mean{};
-  for (const auto& core : stats)
-    for (int q = 0; q < npu::kPipeCount; ++q) mean[q] += core[q].utilization / double(stats.size());
-  for (int q = 0; q < npu::kPipeCount; ++q) util[std::string(npu::pipe_name(static_cast<npu::Pipe>(q)))] = mean[q];
+  const npu_sim::PipeUtilization utilization = npu_sim::pipe_utilization(rec);
+  const auto& mean = utilization.cores_used;
+  const auto& chip = utilization.chip;
+  nlohmann::json util, util_chip;
+  for (int q = 0; q < npu::kPipeCount; ++q) {
+    util[std::string(npu::pipe_name(static_cast<npu::Pipe>(q)))] = mean[q];
+    util_chip[std::string(npu::pipe_name(static_cast<npu::Pipe>(q)))] = chip[q];
+  }
   r.cube_utilization = mean[static_cast<int>(npu::Pipe::M)];
+  r.cube_utilization_chip = chip[static_cast<int>(npu::Pipe::M)];
   const double cycles = double(std::max<uint64_t>(1, rec.total_cycles));
   r.macs_per_cycle = double(c.kernel.macs) / cycles;
   r.peak_macs_per_cycle = double(target.peak_macs_per_cycle(DType::F16, DType::F32)) * p.cores;
+  r.chip_peak_macs_per_cycle = double(target.peak_macs_per_cycle(DType::F16, DType::F32)) * target.cores;
+  r.roofline_fraction = c.roofline.fraction_of(rec.total_cycles);
   r.report = {{"total_cycles", rec.total_cycles},
               {"utilization", util},
+              {"utilization_chip", util_chip},
               {"cores", p.cores},
+              {"chip_cores", target.cores},
               {"sync", npu_sync::sync_mode_name(options.sync)},
               {"syncs_naive", c.naive.sync_instructions},
               {"syncs_pruned", c.pruned.sync_instructions},
@@ -80,16 +128,21 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
               {"macs", c.kernel.macs},
               {"macs_per_cycle", r.macs_per_cycle},
               {"peak_macs_per_cycle", r.peak_macs_per_cycle},
+              {"chip_peak_macs_per_cycle", r.chip_peak_macs_per_cycle},
+              {"roofline", roofline_json(c.roofline, rec.total_cycles)},
               {"mapping", c.kernel.notes},
               {"timing_only", options.timing_only}};
   std::ostringstream o;
   o << fmt::format("NPU {} ({}), {} core(s): {} cycles ({:.1f} us at {} MHz)\n", target.name, p.source_name, p.cores,
                    rec.total_cycles, cycles / target.clock_mhz, target.clock_mhz);
-  o << fmt::format("  utilization  cube {:.1f}%  vector {:.1f}%  MTE1 {:.1f}%  MTE2 {:.1f}%  MTE3 {:.1f}%  scalar {:.1f}%\n",
-                   100 * mean[int(npu::Pipe::M)], 100 * mean[int(npu::Pipe::V)], 100 * mean[int(npu::Pipe::MTE1)],
-                   100 * mean[int(npu::Pipe::MTE2)], 100 * mean[int(npu::Pipe::MTE3)], 100 * mean[int(npu::Pipe::S)]);
-  o << fmt::format("  MACs/cycle   {:.0f} of peak {:.0f} ({:.1f}%)\n", r.macs_per_cycle, r.peak_macs_per_cycle,
-                   r.peak_macs_per_cycle > 0 ? 100 * r.macs_per_cycle / r.peak_macs_per_cycle : 0.0);
+  o << "  " << roofline_text(c.roofline, rec.total_cycles) << "\n";
+  o << utilization_line(fmt::format("over the {} core(s) used", p.cores), mean);
+  o << utilization_line(fmt::format("over the chip's {} cores", target.cores), chip);
+  o << fmt::format("  MACs/cycle   {:.0f} of peak {:.0f} on the cores used ({:.1f}%), {:.1f}% of the chip's {:.0f}\n",
+                   r.macs_per_cycle, r.peak_macs_per_cycle,
+                   r.peak_macs_per_cycle > 0 ? 100 * r.macs_per_cycle / r.peak_macs_per_cycle : 0.0,
+                   r.chip_peak_macs_per_cycle > 0 ? 100 * r.macs_per_cycle / r.chip_peak_macs_per_cycle : 0.0,
+                   r.chip_peak_macs_per_cycle);
   o << fmt::format("  syncs        {} ({}): naive {} -> pruned {} instructions ({} -> {} pairs, {} barrier fall-backs)\n",
                    s.sync_instructions, npu_sync::sync_mode_name(options.sync), c.naive.sync_instructions,
                    c.pruned.sync_instructions, c.naive.pairs, c.pruned.pairs, s.barriers);

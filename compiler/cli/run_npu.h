@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/kernel/roofline.h"
 #include "compiler/npu_sync/sync_insertion.h"
 #include "isa/base/npy.h"
 #include "isa/hierarchy.h"
@@ -31,6 +32,7 @@ struct NpuCompiled {
   emit_npu::NpuKernel kernel;
   npu_sync::SyncResult naive, pruned;  // both counted; `chosen` is the one run
   std::set<std::string> scalars;       // 0-d kernel tensors, bound as one element in the program
+  kernel::NpuRoofline roofline;        // the operator's bound on the whole chip (compiler/kernel/roofline.h)
   const npu_sync::SyncResult& chosen(npu_sync::SyncMode m) const { return m == npu_sync::SyncMode::Naive ? naive : pruned; }
 };
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target);
@@ -40,11 +42,20 @@ struct NpuRunResult {
   npu_sim::SimRecord record;
   nlohmann::json report;    // total_cycles, utilization per pipe, syncs_naive, syncs_pruned, races, ...
   std::string summary;      // one screen
-  double cube_utilization = 0;
-  double macs_per_cycle = 0, peak_macs_per_cycle = 0;
+  double cube_utilization = 0;       // mean over the cores used
+  double cube_utilization_chip = 0;  // over every core of the chip
+  double macs_per_cycle = 0, peak_macs_per_cycle = 0, chip_peak_macs_per_cycle = 0;
+  double roofline_fraction = 0;      // roofline cycles / cycles
 };
 NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const std::map<std::string, NpyArray>& inputs,
                      const NpuOptions& options);
+
+// Writers over a roofline and the cycles a run took: the report's "roofline" object (each bound in
+// cycles, bytes, MACs, vector operations, the bound that binds, the fraction reached) and one line
+// ("roofline 1476 cycles, cube bound (cube 1024, vector 0, scalar 0, GM 753, latency 452 on 32 cores):
+// 44.6% of roofline").
+nlohmann::json roofline_json(const kernel::NpuRoofline& r, uint64_t cycles);
+std::string roofline_text(const kernel::NpuRoofline& r, uint64_t cycles);
 
 // CLI glue: `--sync naive|pruned` and `--trace FILE` on a command, filling `options` (owned by the
 // command, outliving the parse).
