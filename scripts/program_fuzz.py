@@ -4,7 +4,9 @@
   scripts/program_fuzz.py [--tessel build/compiler/cli/tessel] [--seed S] [--seconds T | --count N]
       [--index I] [--targets c,davinci-910,davinci-310,sm75,sm90] [--sync naive,pruned] [--jobs J]
       [--timeout S] [--out DIR] [--json OUT] [--minimize-seconds S] [--keep-going]
-  scripts/program_fuzz.py --replay FILE_OR_DIR...      # regression corpus (tests/fuzz_programs/)
+  scripts/program_fuzz.py --replay FILE_OR_DIR...      # regression corpus (tests/fuzz_programs/): each
+                                                       # file's header names its shape and columns
+                                                       # (`COLUMN=refused` where a clean refusal is right)
   scripts/program_fuzz.py --print --seed S --index I   # the program and its --shape, nothing run
 
 Program I of seed S comes from scripts/program_fuzz_gen.py (deterministic: the same (S, I) is the
@@ -453,8 +455,16 @@ def replay(args, runner):
 
     def one(path):
         text, meta = read_corpus_file(path)
-        cols = [column_by_name(c) for c in meta["columns"].split(",") if c]
-        return path, test_program(runner, text, meta["shape"], cols, os.path.basename(path)[:-4])
+        expect = {}  # column -> the outcome it must have: pass, or refused where written `COLUMN=refused`
+        for c in meta["columns"].split(","):
+            name, _, want = c.strip().partition("=")
+            if name:
+                expect[name] = want or "pass"
+        cols = [column_by_name(c) for c in expect]
+        r = test_program(runner, text, meta["shape"], cols, os.path.basename(path)[:-4])
+        for x in r["results"]:
+            x["expected"] = expect.get(x["column"], "pass")
+        return path, r
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for path, r in pool.map(one, files):
@@ -463,13 +473,14 @@ def replay(args, runner):
                 failed += 1
                 print(f"FAIL  {name}: the interpreter: {r['status']}: {r['eval_reason']}")
                 continue
-            bad = [x for x in r["results"] if x["outcome"] not in ("pass", "known", "skipped")]
+            bad = [x for x in r["results"] if x["outcome"] not in (x["expected"], "known", "skipped")]
             for x in r["results"]:
                 table[x["column"]][x["outcome"]] += 1
             if bad:
                 failed += 1
                 for x in bad:
-                    print(f"FAIL  {name} [{x['column']}]: {x['outcome']}: {x['reason']}\n      {x['command']}")
+                    print(f"FAIL  {name} [{x['column']}]: {x['outcome']} (expected {x['expected']}): {x['reason']}\n"
+                          f"      {x['command']}")
                     print("      " + "\n      ".join(x["output"].strip().splitlines()[-12:]))
             else:
                 notes = [f"{x['column']}: known {x['known']}" for x in r["results"] if x["outcome"] == "known"]

@@ -837,8 +837,55 @@ constexpr VectorMapping kVectorMappings[] = {
 
 namespace {
 
+// The dtypes the vector unit computes in (the description's vector `dtypes`); i8 counts when i32
+// does, since the lowerings compute i8 in i32 (nest.cc, compute_type).
+bool vector_computes(const isa::Hierarchy& target, DType t) {
+  for (const isa::Unit* u : target.units_of_kind(isa::UnitKind::Vector)) {
+    const auto& ts = u->dtypes;
+    if (std::find(ts.begin(), ts.end(), t) != ts.end()) return true;
+    if (t == DType::I8 && std::find(ts.begin(), ts.end(), DType::I32) != ts.end()) return true;
+  }
+  return false;
+}
+
+// Why a statement computes, converts or reduces values of a dtype the vector unit does not take
+// (u8 or bf16 on the DaVinci descriptions), or "". Reads only moved (stored as they are) need no
+// vector type: the copies move bytes. Checked before any mapping, so no template emits an
+// instruction with an element type the program format refuses (issue 31: a u8 cast's vconv).
+std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  if (!k.function) return "";
+  auto place = [](const ir::SourceLoc& l) {
+    return l.line ? fmt::format(" ({}:{}:{})", l.file, l.line, l.col) : std::string();
+  };
+  for (const ir::Statement& s : k.function->statements) {
+    std::string why;
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+      if (!why.empty() || e.kind != ir::ExprKind::Apply) return;
+      for (const auto& a : e.args)
+        if (!vector_computes(target, a->type) || !vector_computes(target, e.type)) {
+          const DType t = vector_computes(target, e.type) ? a->type : e.type;
+          why = fmt::format("{} values{}", dtype_name(t), place(e.loc));
+          return;
+        }
+      for (const auto& a : e.args) walk(*a);
+    };
+    walk(*s.rhs);
+    if (why.empty() && s.reduction != ir::Reduction::None && !vector_computes(target, s.acc_type))
+      why = fmt::format("a reduction in {}", dtype_name(s.acc_type));
+    if (why.empty()) continue;
+    std::string types;
+    for (const isa::Unit* u : target.units_of_kind(isa::UnitKind::Vector))
+      for (DType t : u->dtypes) types += (types.empty() ? "" : ", ") + std::string(dtype_name(t));
+    return fmt::format("kernel {}: statement {}{} computes with {}: the NPU has no mapping for them (the vector unit "
+                       "of {} takes {})",
+                       k.name, s.name, place(s.loc), why, target.name, types);
+  }
+  return "";
+}
+
 NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const Machine m = isa::npu_machine(target);
+  if (const std::string why = why_not_vector_dtypes(k, target); !why.empty()) throw UserError(why);
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
   if (const std::string use = ir::division_use(*k.function); !use.empty()) {

@@ -221,7 +221,13 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
         default: break;
       }
     }
-    const Value vx = vector_of(x, n), vy = vector_of(y, n);
+    // A constant operand is broadcast in the operation's type: the front end may leave a weak
+    // literal's node in i32 beside an f16 operand (`min(2, X(i))` under a select and a cast).
+    auto in_op_type = [&](Value v) {
+      if (v.scalar) v.type = r.type;
+      return vector_of(v, n);
+    };
+    const Value vx = in_op_type(x), vy = in_op_type(y);
     switch (e.op) {
       case ir::Op::Add: binary(Opcode::Vadd, r, vx, vy, n); return r;
       case ir::Op::Sub: binary(Opcode::Vsub, r, vx, vy, n); return r;
