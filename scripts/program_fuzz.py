@@ -68,6 +68,8 @@ GPU_TARGETS = ("sm75", "sm90")
 # Exit-1 messages that are clean refusals: the program is outside what the target maps today.
 # (column regex, message regex, why it is acceptable)
 REFUSALS = [
+    (r"davinci", r"the NPU backend maps matmul and element-wise kernels only so far",
+     "no NPU mapping accepts the kernel; the message lists every mapping's reason (emit_npu.cc, emit_any)"),
     (r"^c$", r"dtype bf16 is not supported by the C emitter",
      "bf16 is a dtype 'where a target has it' (DESIGN.md); the C target has none"),
     (r"^sm", r"CUDA emitter: dtype bf16 is not supported",
@@ -179,8 +181,15 @@ def child_env(work):
 
 def run_cmd(cmd, timeout, env, cwd=None):
     """(rc, stdout, stderr, timed_out); the whole process group is killed on a timeout."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
-                         start_new_session=True, text=True, errors="replace")
+    for attempt in range(5):  # a binary being relinked cannot be executed for a moment
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
+                                 start_new_session=True, text=True, errors="replace")
+            break
+        except OSError as e:
+            if attempt == 4:
+                return 127, "", f"could not start {cmd[0]}: {e}", False
+            time.sleep(2)
     try:
         out, err = p.communicate(timeout=timeout)
         return p.returncode, out, err, False

@@ -109,6 +109,7 @@ class Nest : public VectorCode {
     range_ = 1;
     pads_.clear();
     reach_.clear();
+    pad_refusal_.clear();
     for (int pass = 0; pass < 2; ++pass) {  // the second with the reads outside their tensors padded
       plans_.clear();
       for (const auto& s : f->statements) {
@@ -118,6 +119,7 @@ class Nest : public VectorCode {
       }
       if (pass == 0 && !plan_pads()) break;
     }
+    if (!pad_refusal_.empty()) return pad_refusal_;
     fz_ = Fused{};
     if (!try_fused()) choose_partition();
     if (!fz_.on)
@@ -368,14 +370,25 @@ class Nest : public VectorCode {
 
   // Reads outside a tensor are zeros (the kernel IR's copy semantics, which padding folding relies
   // on): such a tensor is read from a zero-padded copy. True when one is needed.
+  // A local the kernel writes and reads outside its shape (a select-guarded read of a statement's
+  // result, issue 31) lives in its zero-padded buffer: its writer stores inside the margins, which
+  // stay zero. An output so read has no such buffer (its GM place is the caller's): refused.
   bool plan_pads() {
     std::set<std::string> written;
     for (const auto& st : k_.function->statements) written.insert(st.output);
     for (const auto& [name, r] : reach_) {
-      if (written.count(name)) continue;
       const ir::Tensor* t = k_.function->find_tensor(name);
       const std::vector<int64_t> shape = sizes_of(*t);
+      const bool local = written.count(name) && t->kind != ir::TensorKind::Output;
+      if (written.count(name) && !local) {
+        for (size_t j = 0; j < shape.size(); ++j)
+          if (r[j].first < 0 || r[j].second > shape[j] - 1)
+            pad_refusal_ = "the output " + name + " is read outside its shape (a guarded read of a result; only inputs and "
+                           "locals get a zero-padded buffer)";
+        continue;
+      }
       Pad pad;
+      pad.written = local;
       bool needed = false;
       for (size_t j = 0; j < shape.size(); ++j) {
         const int64_t before = std::max<int64_t>(0, -r[j].first), after = std::max<int64_t>(0, r[j].second - (shape[j] - 1));
@@ -406,6 +419,7 @@ class Nest : public VectorCode {
                           imm(std::min(max_repeat_, (zero - done) / bytes_per_repeat_)), imm(1), imm(repeat_blocks_)});
       for (int64_t off = 0; off < total; off += zero)
         op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + off), at(Buffer::UB, 0), imm(1), imm(std::min(zero, total - off)), imm(0), imm(0)});
+      if (pad.written) continue;  // its writer stores into the buffer
       const size_t r = pad.source.size();
       const int64_t w = pad.source[r - 1], h = r >= 2 ? pad.source[r - 2] : 1;
       const int64_t rows = std::max<int64_t>(1, std::min(h, ub / (w * eb)));
@@ -1821,7 +1835,9 @@ class Nest : public VectorCode {
     std::string name;
     DType type = DType::F32;
     std::vector<int64_t> source, shape, before;  // the tensor's sizes, the copy's, the leading margins
+    bool written = false;  // a local the kernel writes: kept in the padded buffer itself, nothing copied in
   };
+  std::string pad_refusal_;  // an output read outside its shape (plan_pads)
   std::map<std::string, Pad> pads_;                                         // by the tensor read
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> reach_;  // index range per dimension
   double max_issued_ = kMaxIssued;
