@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 #include "isa/hierarchy_override.h"
 
 namespace tessel::isa {
@@ -39,6 +40,18 @@ std::optional<Role> parse_role(std::string_view name) {
 }
 
 std::string_view target_kind_name(TargetKind k) { return k == TargetKind::Npu ? "npu" : "gpu"; }
+
+std::string_view implemented_layout(TargetKind kind, Role role) {
+  switch (role) {
+    case Role::Global: return "nd";
+    case Role::Stage: return kind == TargetKind::Npu ? "nd" : "banked";
+    case Role::OperandA: return kind == TargetKind::Npu ? "fractal_zz" : "fragment";
+    case Role::OperandB: return kind == TargetKind::Npu ? "fractal_zn" : "fragment";
+    case Role::Accumulator: return kind == TargetKind::Npu ? "fractal_nz" : "fragment";
+    case Role::Vector: return "nd";
+  }
+  return "nd";
+}
 
 const std::vector<std::string>& gpu_feature_names() {
   static const std::vector<std::string> names = {"cp_async", "thread_block_clusters", "bulk_copy",
@@ -334,7 +347,7 @@ Level parse_level(const YAML::Node& node, const std::string& where, const std::s
   l.capacity_bytes = f.count<uint64_t>("capacity_bytes", true, 0, capacity_limit(l.role));
   l.alignment_bytes = f.count<uint32_t>("alignment_bytes", false, 1, kMaxAlignmentBytes);
   l.granularity_bytes = f.count<uint32_t>("granularity_bytes", false, 1, kMaxAlignmentBytes);
-  l.layout = f.scalar<std::string>("layout", false, "nd");
+  l.layout = f.scalar<std::string>("layout", false, "");  // absent: the role's own (parse_tree fills it in)
   l.banks = f.count<uint32_t>("banks", false, 0, kMaxCount);
   l.bank_width_bytes = f.count<uint32_t>("bank_width_bytes", false, 0, kMaxAlignmentBytes);
   l.shared_bandwidth_bytes_per_cycle = f.positive_number("shared_bandwidth_bytes_per_cycle");
@@ -569,6 +582,8 @@ Hierarchy parse_tree(const YAML::Node& root, const std::string& file) {
   for (size_t i = 0; i < paths.size(); ++i) h.paths.push_back(parse_path(paths[i], indexed("paths", i), file));
   if (YAML::Node s = f.get("sync", false)) h.sync = parse_sync(s, file);
   if (YAML::Node g = f.get("gpu", false)) h.gpu = parse_gpu(g, file);
+  for (Level& l : h.levels)
+    if (l.layout.empty()) l.layout = std::string(implemented_layout(h.kind, l.role));
   validate_hierarchy(h);
   return h;
 }
@@ -611,11 +626,7 @@ Hierarchy parse_hierarchy(const std::string& text, const std::string& file, cons
 }
 
 Hierarchy load_hierarchy(const std::string& path, const Overrides& overrides) {
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot open hierarchy description (no such file or not readable)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_hierarchy(buffer.str(), path, overrides);
+  return parse_hierarchy(read_bounded_file(path, "hierarchy description", kMaxDescriptionBytes), path, overrides);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -799,6 +810,111 @@ void validate_energy(const Hierarchy& h) {
              "an NPU level needs read_energy_pj_per_byte and write_energy_pj_per_byte");
 }
 
+
+std::string level_key(const Level& l, const std::string& field) { return l.name + "." + field; }
+
+// Layouts are not read by any backend: each role has the one its backend implements. Another value
+// would be accepted with no effect (but a different description hash), so it is refused.
+void validate_layouts(const Hierarchy& h) {
+  static const std::set<std::string> known = {"nd", "fractal_zz", "fractal_zn", "fractal_nz", "fragment", "banked"};
+  for (const Level& l : h.levels) {
+    if (l.layout.empty()) continue;  // built in code without one: the role's own
+    const std::string what = "level '" + l.name + "' layout";
+    if (!known.count(l.layout))
+      reject(h.source_file, l.mark, what, "unknown layout '" + l.layout + "' (expected nd, fractal_zz, fractal_zn, fractal_nz, fragment or banked)");
+    const std::string_view want = implemented_layout(h.kind, l.role);
+    if (l.layout != want)
+      reject(h.source_file, l.mark, what,
+             "'" + l.layout + "' is not implemented for role " + std::string(role_name(l.role)) + " on " +
+                 std::string(target_kind_name(h.kind)) + " targets; the " + std::string(target_kind_name(h.kind)) +
+                 " backend lays this level out as '" + std::string(want) + "' (leave the key out or write that)");
+  }
+}
+
+// Bandwidths within the plausible range (hierarchy.h): every cycle count derived from them stays
+// far inside 64 bits.
+void validate_bandwidths(const Hierarchy& h) {
+  auto check = [&](double bw, const SourceMark& mark, const std::string& what) {
+    if (bw > 0 && (bw < kMinBandwidthBytesPerCycle || bw > kMaxBandwidthBytesPerCycle)) {
+      std::ostringstream os;
+      os << "got " << bw << " bytes/cycle, outside the plausible range 1/1024.." << uint64_t(kMaxBandwidthBytesPerCycle)
+         << " (2^30); cycle counts derived from it would leave 64 bits or mean nothing";
+      reject(h.source_file, mark, what, os.str());
+    }
+  };
+  for (const TransferPath& p : h.paths) check(p.bandwidth_bytes_per_cycle, p.mark, "path " + p.from + " -> " + p.to + " bandwidth_bytes_per_cycle");
+  for (const Level& l : h.levels)
+    check(l.shared_bandwidth_bytes_per_cycle, l.mark, "level '" + l.name + "' shared_bandwidth_bytes_per_cycle");
+}
+
+// What the NPU compiler and simulator rely on (isa/README.md, "What the validator checks"):
+// the vector unit's geometry, where buffers may start, and the least each on-chip level must hold.
+void validate_npu_rules(const Hierarchy& h) {
+  const std::string& file = h.source_file;
+  const Level& gm = h.level(Role::Global);
+  const Level& ub = h.level(Role::Vector);
+  if (gm.alignment_bytes != 1)
+    reject(file, gm.mark, "level '" + gm.name + "' alignment_bytes",
+           "must be 1 on an NPU (got " + std::to_string(gm.alignment_bytes) +
+               "): the compiler addresses global tensors at element offsets (a row of i8 may start at any byte)");
+  for (const Level& l : h.levels) {
+    if (l.role == Role::Global) continue;
+    if (l.granularity_bytes % l.alignment_bytes != 0)
+      reject(file, l.mark, "level '" + l.name + "' granularity_bytes and alignment_bytes",
+             "granularity " + std::to_string(l.granularity_bytes) + " must be a multiple of the alignment " +
+                 std::to_string(l.alignment_bytes) + ": the compiler places buffers on whole granules, so an alignment that does not divide them would not be honoured");
+  }
+  // The vector unit: operands are blocks of UB's granularity; a repeat is bytes_per_repeat bytes.
+  const Unit* vector = nullptr;
+  for (const Unit& u : h.units)
+    if (u.kind == UnitKind::Vector && u.pipe == "V") vector = &u;
+  if (!vector) reject(file, {}, "units", "an NPU description needs a vector unit on pipe V");
+  const uint32_t block = ub.granularity_bytes, bpr = vector->bytes_per_repeat;
+  const std::string vu = "unit '" + vector->name + "' ";
+  if (!is_power_of_two(block) || block < 4)
+    reject(file, ub.mark, "level '" + ub.name + "' granularity_bytes",
+           "the vector unit's block must be a power of two of at least 4 bytes (got " + std::to_string(block) +
+               "): vector operands are whole blocks of whole f32 elements, and lanes of every type divide a repeat");
+  const MatrixShape* f16 = nullptr;
+  for (const Unit* u : h.units_of_kind(UnitKind::Matrix))
+    for (const MatrixShape& s : u->shapes)
+      if (s.a == DType::F16 && s.acc == DType::F32) f16 = &s;
+  const uint32_t acc_row = f16 ? uint32_t(f16->n) * 4 : 64;  // one accumulator fractal row of f32
+  if (!is_power_of_two(bpr) || bpr < 2 * block || bpr < acc_row)
+    reject(file, vector->mark, vu + "bytes_per_repeat",
+           "got " + std::to_string(bpr) + "; a repeat must be a power of two of at least two vector blocks (2 x " + level_key(ub, "granularity_bytes") +
+               " = " + std::to_string(2 * block) + ") and one f32 accumulator row (" + std::to_string(acc_row) +
+               "): casts write half a repeat in whole blocks, and accumulator rows move as repeats");
+  if (vector->mask_bits * 2 < bpr)
+    reject(file, vector->mark, vu + "mask_bits",
+           "got " + std::to_string(vector->mask_bits) + "; every f16 lane of a repeat needs its own mask bit (bytes_per_repeat " +
+               std::to_string(bpr) + " / 2 = " + std::to_string(bpr / 2) + ")");
+  if (vector->max_repeat < block)
+    reject(file, vector->mark, vu + "max_repeat",
+           "got " + std::to_string(vector->max_repeat) + "; the compiler walks rows in runs of whole blocks of the narrowest type, so one instruction must take at least " +
+               std::to_string(block) + " repeats (the i8 elements of a block, " + level_key(ub, "granularity_bytes") + ")");
+  // The least each on-chip level must hold: two of the cube's fractals (double buffering), two
+  // accumulator fractals, 16 repeats of the vector unit.
+  uint64_t a_frac = 0, b_frac = 0, c_frac = 0;
+  for (const Unit* u : h.units_of_kind(UnitKind::Matrix))
+    for (const MatrixShape& s : u->shapes) {
+      a_frac = std::max<uint64_t>(a_frac, uint64_t(s.m) * s.k * dtype_bytes(s.a));
+      b_frac = std::max<uint64_t>(b_frac, uint64_t(s.k) * s.n * dtype_bytes(s.b));
+      c_frac = std::max<uint64_t>(c_frac, uint64_t(s.m) * s.n * dtype_bytes(s.acc));
+    }
+  auto at_least = [&](Role r, uint64_t least, const std::string& why) {
+    const Level& l = h.level(r);
+    if (l.capacity_bytes < least)
+      reject(file, l.mark, "level '" + l.name + "' capacity_bytes",
+             "got " + std::to_string(l.capacity_bytes) + ", less than the " + std::to_string(least) + " bytes the compiler needs at least (" + why + ")");
+  };
+  at_least(Role::OperandA, 2 * a_frac, "two left-operand fractals, double buffered");
+  at_least(Role::OperandB, 2 * b_frac, "two right-operand fractals, double buffered");
+  at_least(Role::Accumulator, 2 * c_frac, "two accumulator fractals");
+  at_least(Role::Stage, 2 * (a_frac + b_frac), "a fractal of each operand, double buffered");
+  at_least(Role::Vector, 16 * uint64_t(bpr), "16 repeats of the vector unit");
+}
+
 }  // namespace
 
 void validate_hierarchy(const Hierarchy& h) {
@@ -814,6 +930,9 @@ void validate_hierarchy(const Hierarchy& h) {
     reject(file, {}, "gpu", "a GPU description needs a gpu section (arch, compute_capability, ...)");
   if (h.kind == TargetKind::Npu && h.gpu) reject(file, {}, "gpu", "an NPU description cannot have a gpu section");
   if (h.kind == TargetKind::Gpu && h.sync) reject(file, {}, "sync", "a GPU description cannot have an NPU sync section");
+  validate_layouts(h);
+  validate_bandwidths(h);
+  if (h.kind == TargetKind::Npu) validate_npu_rules(h);
 }
 
 }  // namespace tessel::isa

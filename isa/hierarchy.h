@@ -190,7 +190,20 @@ Hierarchy parse_hierarchy(const std::string& yaml_text, const std::string& sourc
 // "gpu" or "shape" (a matrix unit's shape).
 const std::set<std::string>& hierarchy_schema_keys(std::string_view section);
 
-// The structural checks load_hierarchy runs (public so tests can build descriptions in code).
+// The structural checks load_hierarchy runs (public so tests can build descriptions in code),
+// including the rules the compiler and the simulator rely on (isa/README.md, "What the validator
+// checks"): a description they would not honour is refused here, naming the key and the rule.
 void validate_hierarchy(const Hierarchy& h);
+
+// The layout a backend implements for a role (NPU: fractal_zz / fractal_zn / fractal_nz for the cube's
+// operands and accumulator, nd elsewhere; GPU: banked shared memory, fragments, nd elsewhere). No
+// other layout is implemented, so a description may only name this one (or leave it out).
+std::string_view implemented_layout(TargetKind kind, Role role);
+
+// Plausible range of every bandwidth in bytes per cycle (transfer paths, the global level's shared
+// bandwidth): below it a transfer of a few KiB already takes years of cycles, above it no cycle
+// count could tell two descriptions apart.
+inline constexpr double kMinBandwidthBytesPerCycle = 1.0 / 1024;
+inline constexpr double kMaxBandwidthBytesPerCycle = double(uint64_t(1) << 30);
 
 }  // namespace tessel::isa

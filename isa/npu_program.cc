@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 
 namespace tessel::npu {
 namespace {
@@ -554,11 +555,7 @@ Program assemble_program(const std::string& text, const std::string& source_name
 }
 
 Program load_program(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot open the program");
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string bytes = s.str();
+  const std::string bytes = read_bounded_file(path, "program", kMaxProgramBytes);
   if (bytes.size() >= 4 && bytes.compare(0, 4, "TNPU") == 0)  // the binary form (encode_program)
     return decode_program(std::vector<uint8_t>(bytes.begin(), bytes.end()), path);
   return assemble_program(bytes, path);

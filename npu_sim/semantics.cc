@@ -22,7 +22,17 @@ using npu::Opcode;
 DType type_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].dtype; }
 Buffer buffer_operand(const IssuedInstruction& in, int i) { return in.instr->operands[i].buffer; }
 
-uint64_t ceil_div(uint64_t a, double b) { return static_cast<uint64_t>(std::ceil(static_cast<double>(a) / b)); }
+}  // namespace
+
+uint64_t cycles_for(uint64_t bytes, double bytes_per_cycle) {
+  const double q = std::ceil(static_cast<double>(bytes) / bytes_per_cycle);
+  if (!(q < static_cast<double>(kSaturatedCycles))) return kSaturatedCycles;  // NaN and infinity included
+  return static_cast<uint64_t>(q);
+}
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, double b) { return cycles_for(a, b); }
 
 // The dispatched instruction's operands, exactly: a broken operand rule is a fault.
 class ExactValues final : public isa::OperandValues {

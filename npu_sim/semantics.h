@@ -4,6 +4,7 @@
 // isa/README.md "Timing"), and its effect on the buffers (bit-exact arithmetic).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -48,6 +49,13 @@ struct InstructionCost {
   bool i8 = false;                // cube: the i8 shape (else f16)
   uint64_t repeats = 0;           // vector: repeats
 };
+
+// Cycle arithmetic saturates at kSaturatedCycles instead of wrapping (a tiny bandwidth can make a
+// transfer last longer than 64 bits of cycles); the simulator stops any run that reaches
+// --max-cycles, which is far below it, so a saturated count is always reported as that limit.
+inline constexpr uint64_t kSaturatedCycles = uint64_t(1) << 62;
+uint64_t cycles_for(uint64_t bytes, double bytes_per_cycle);  // ceil(bytes / rate), saturating
+inline uint64_t add_cycles(uint64_t a, uint64_t b) { return a >= kSaturatedCycles - std::min(b, kSaturatedCycles) ? kSaturatedCycles : a + b; }
 
 // Raised for an instruction the machine cannot execute (out of range, misaligned, bad count); the
 // simulator turns it into a UserError naming the instruction.

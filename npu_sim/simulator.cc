@@ -1,9 +1,12 @@
 #include "npu_sim/simulator.h"
 
+#include <sys/mman.h>
+
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -89,7 +92,7 @@ struct CoreState {
 class Simulation {
  public:
   Simulation(const npu::Program& program, const isa::NpuMachine& machine, const SimOptions& options, SimRecord& record,
-             std::vector<uint8_t>& gm, uint64_t gm_extent)
+             GmBytes& gm, uint64_t gm_extent)
       : program_(program),
         machine_(machine),
         options_(options),
@@ -217,6 +220,9 @@ class Simulation {
   [[noreturn]] void user_fault(const CoreState& c, int pc, const std::string& reason) const {
     throw UserError(fmt::format("{} on core {}: {}", where(pc), c.id, reason));
   }
+  [[noreturn]] void limit_fault(const CoreState& c, int pc, const std::string& reason) const {
+    throw RunLimit(fmt::format("{} on core {}: {}", where(pc), c.id, reason));
+  }
 
   std::string describe_deadlock() const {
     std::string s = fmt::format("deadlock at cycle {}: no pipe can make progress.", now());
@@ -319,7 +325,7 @@ class Simulation {
   void check_record_budget(const CoreState& c, int pc) const {
     const uint64_t n = options_.fold_events ? record_.executed : record_.instructions.size() + record_.stalls.size();
     if (n >= options_.max_recorded_events)
-      user_fault(c, pc, fmt::format("the run executed more than {} instructions (the simulator's record limit, "
+      limit_fault(c, pc, fmt::format("the run executed more than {} instructions (the simulator's record limit, "
                                     "--max-instructions); a loop with a huge trip count?",
                                     options_.max_recorded_events));
   }
@@ -379,7 +385,7 @@ class Simulation {
     auto charge = [&](int pc, uint64_t cycles) {
       record_instruction(c, Pipe::S, pc, local, local + cycles, local + cycles);
       local += cycles;
-      if (local > max_cycles_) user_fault(c, pc, fmt::format("the run passed --max-cycles {}", max_cycles_));
+      if (local > max_cycles_) limit_fault(c, pc, fmt::format("the run passed --max-cycles {}", max_cycles_));
     };
     const auto& code = program_.code;
     int pc = 0;
@@ -603,9 +609,14 @@ class Simulation {
     uint64_t occupancy = cost.occupancy_cycles;
     if (cost.uses_gm) {  // the shared GM bandwidth is one next-free-time resource for every core
       const uint64_t gm_start = std::max(start, gm_next_free_);
-      gm_next_free_ = gm_start + static_cast<uint64_t>(std::ceil(double(cost.gm_bytes) / machine_.gm_shared_bandwidth_bytes_per_cycle));
+      gm_next_free_ = add_cycles(gm_start, cycles_for(cost.gm_bytes, machine_.gm_shared_bandwidth_bytes_per_cycle));
       occupancy = std::max(occupancy, gm_next_free_ - start);
     }
+    // Saturating sums: an instruction that would end past --max-cycles stops the run before SystemC
+    // time is advanced (which would wrap at 2^64 ps).
+    if (add_cycles(add_cycles(start, occupancy), cost.latency_cycles) > max_cycles_)
+      limit_fault(c, in.pc, fmt::format("the run passed --max-cycles {} (the instruction alone takes {}{} cycles)", max_cycles_,
+                                       occupancy >= kSaturatedCycles ? "more than " : "", std::min(occupancy, kSaturatedCycles)));
     auto& peak = record_.peak_bytes[c.id];
     for (const Access& a : accesses_) peak[static_cast<size_t>(a.buffer)] = std::max(peak[static_cast<size_t>(a.buffer)], a.hi);
     count_traffic(record_.traffic[c.id], accesses_);
@@ -633,7 +644,7 @@ class Simulation {
   // pc, pipe, stall kind) in record_.stalls, -1 before its first (an instruction the scalar pipe
   // issues to another pipe has an entry on each)
   std::vector<int64_t> folded_instructions_, folded_stalls_;
-  std::vector<uint8_t>& gm_;
+  GmBytes& gm_;
   std::vector<int> partner_;
   RaceDetector races_;
   std::vector<std::unique_ptr<CoreState>> cores_;
@@ -658,7 +669,7 @@ void quiet_systemc() {
 }
 
 void bind_inputs(const npu::Program& program, const isa::NpuMachine& machine, const std::map<std::string, NpyArray>& inputs,
-                 bool timing_only, std::vector<uint8_t>& gm) {
+                 bool timing_only, GmBytes& gm) {
   for (const auto& [name, array] : inputs) {
     const npu::TensorBinding* t = program.find_tensor(name);
     if (!t) {
@@ -688,6 +699,29 @@ void bind_inputs(const npu::Program& program, const isa::NpuMachine& machine, co
 }
 
 }  // namespace
+
+GmBytes& GmBytes::operator=(GmBytes&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, size_);
+    data_ = o.data_, size_ = o.size_;
+    o.data_ = nullptr, o.size_ = 0;
+  }
+  return *this;
+}
+
+GmBytes::~GmBytes() {
+  if (data_) ::munmap(data_, size_);
+}
+
+void GmBytes::allocate(uint64_t bytes) {
+  if (data_) ::munmap(data_, size_);
+  data_ = nullptr, size_ = 0;
+  if (bytes == 0) return;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw UserError(fmt::format("cannot map {} bytes of simulated GM ({})", bytes, std::strerror(errno)));
+  data_ = static_cast<uint8_t*>(p), size_ = bytes;
+}
 
 NpyArray SimResult::tensor(const npu::Program& program, const std::string& name) const {
   const npu::TensorBinding* t = program.find_tensor(name);
@@ -726,7 +760,7 @@ SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
   if (options.max_recorded_events == 0)
     throw UserError("the instruction limit must be at least 1");
   SimResult result;
-  if (!options.timing_only) result.gm.assign(gm_extent, 0);
+  if (!options.timing_only) result.gm.allocate(gm_extent);
   bind_inputs(program, machine, inputs, options.timing_only, result.gm);
 
   SimRecord& record = result.record;
@@ -745,6 +779,20 @@ SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
   }
   record.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;
+}
+
+SimResult simulate_emitted(const npu::Program& program, const isa::Hierarchy& target,
+                           const std::map<std::string, NpyArray>& inputs, const SimOptions& options) {
+  try {
+    return simulate(program, target, inputs, options);
+  } catch (const RunLimit&) {
+    throw;
+  } catch (const UserError& e) {
+    std::string op = program.source_name;
+    if (op.size() > 4 && op.compare(op.size() - 4, 4, ".npu") == 0) op.resize(op.size() - 4);
+    throw InternalError(fmt::format("tessel bug: the simulator refused the program tessel emitted for operator '{}' on {}: {}",
+                                    op, target.name, e.what()));
+  }
 }
 
 }  // namespace tessel::npu_sim

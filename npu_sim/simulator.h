@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 
+#include "isa/base/error.h"
 #include "isa/base/npy.h"
 #include "isa/hierarchy.h"
 #include "isa/npu_program.h"
@@ -29,6 +30,14 @@ inline constexpr uint64_t kDefaultMaxRecordedEvents = uint64_t(1) << 23;  // ~0.
 // `tessel bench npu` records about 2^24.6 events, 1.4 GB).
 inline constexpr uint64_t kGeneratedProgramMaxEvents = uint64_t(1) << 26;  // ~3.8 GB of record
 
+// A run stopped by one of the bounds above (--max-cycles, the instruction limit): the program may be
+// right but too long for them, unlike every other UserError of the simulator, which says that the
+// program is malformed or faults (for a program tessel emitted, a tessel bug: compiler/cli/run_npu.cc).
+class RunLimit : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 struct SimOptions {
   bool timing_only = false;  // skip the arithmetic (and buffer contents); timing and checks stay
   bool detect_races = true;
@@ -43,9 +52,32 @@ struct SimOptions {
   bool fold_events = false;
 };
 
+// GM's bytes, mapped as zero pages that the kernel backs only when they are first touched: a program
+// that declares a large tensor and touches little of it costs what it touches, not what it declares.
+class GmBytes {
+ public:
+  GmBytes() = default;
+  GmBytes(GmBytes&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+  GmBytes& operator=(GmBytes&& o) noexcept;
+  GmBytes(const GmBytes&) = delete;
+  GmBytes& operator=(const GmBytes&) = delete;
+  ~GmBytes();
+  void allocate(uint64_t bytes);  // zero-filled (untouched); UserError when the mapping is refused
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const uint8_t* begin() const { return data_; }
+  const uint8_t* end() const { return data_ + size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 struct SimResult {
   SimRecord record;
-  std::vector<uint8_t> gm;  // final GM bytes (empty in timing-only runs)
+  GmBytes gm;  // final GM bytes (empty in timing-only runs)
   // The final contents of a declared tensor. Throws UserError for an unknown name or a timing-only run.
   NpyArray tensor(const npu::Program& program, const std::string& name) const;
 };
@@ -56,5 +88,12 @@ struct SimResult {
 // A deadlock or races do not throw: they are in the record.
 SimResult simulate(const npu::Program& program, const isa::Hierarchy& target,
                    const std::map<std::string, NpyArray>& inputs, const SimOptions& options = {});
+
+// simulate() for a program tessel emitted (`tessel run`, `bench npu`): its refusal by the simulator
+// (malformed, misaligned, out of range, a fault) is tessel's fault, so every UserError but RunLimit
+// becomes an InternalError "tessel bug: the simulator refused the program tessel emitted for
+// operator 'NAME' on TARGET: <the simulator's message, naming the instruction>" (exit 3).
+SimResult simulate_emitted(const npu::Program& program, const isa::Hierarchy& target,
+                           const std::map<std::string, NpyArray>& inputs, const SimOptions& options);
 
 }  // namespace tessel::npu_sim

@@ -64,7 +64,7 @@ nlohmann::json bench_sim(const BenchOptions& o) {
     npu_sim::SimOptions options;
     options.timing_only = m.timing_only;
     options.detect_races = m.races;
-    const npu_sim::SimResult r = npu_sim::simulate(program, target, m.timing_only ? std::map<std::string, NpyArray>{} : inputs, options);
+    const npu_sim::SimResult r = npu_sim::simulate_emitted(program, target, m.timing_only ? std::map<std::string, NpyArray>{} : inputs, options);
     const npu_sim::SimRecord& rec = r.record;
     if (rec.deadlock) throw InternalError("bench sim: the generated GEMM deadlocked: " + *rec.deadlock);
     const double wall = rec.wall_seconds;

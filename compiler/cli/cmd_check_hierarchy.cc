@@ -44,11 +44,7 @@ std::string today() {
 }
 
 std::string read_description_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw UserError(path + ": cannot read the description again for --write-measured");
-  return text.str();
+  return read_bounded_file(path, "hierarchy description (read again for --write-measured)", kMaxDescriptionBytes);
 }
 
 #ifdef TESSEL_HAVE_CUDA

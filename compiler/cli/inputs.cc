@@ -23,17 +23,19 @@ interp::Tensors operator_inputs(const ir::Function& f, const interp::Sizes& size
     const ir::Tensor* t = f.find_tensor(name);
     if (!t || t->kind != ir::TensorKind::Input) throw UserError("--input: '" + name + "' is not an input of '" + f.name + "'");
     if (inputs.count(name)) throw UserError("--input: '" + name + "' is given twice");
-    NpyArray a = read_npy(path);
-    if (a.dtype != t->dtype)
-      throw UserError(path + ": has dtype " + std::string(dtype_name(a.dtype)) + " but input '" + name + "' is " +
-                      std::string(dtype_name(t->dtype)));
     const std::vector<int64_t> want = interp::tensor_shape(*t, sizes);
-    if (a.shape != want) {
-      NpyArray w;
-      w.shape = want;
-      throw UserError(path + ": has shape " + a.shape_string() + " but input '" + name + "' needs " + w.shape_string() +
-                      " for the given sizes");
-    }
+    // checked from the header, before the data is allocated
+    NpyArray a = read_npy(path, [&](const NpyArray& header) {
+      if (header.dtype != t->dtype)
+        throw UserError(path + ": has dtype " + std::string(dtype_name(header.dtype)) + " but input '" + name + "' is " +
+                        std::string(dtype_name(t->dtype)));
+      if (header.shape != want) {
+        NpyArray w;
+        w.shape = want;
+        throw UserError(path + ": has shape " + header.shape_string() + " but input '" + name + "' needs " + w.shape_string() +
+                        " for the given sizes");
+      }
+    });
     inputs[name] = std::move(a);
   }
   const interp::Tensors random = interp::random_inputs(f, sizes, seed);

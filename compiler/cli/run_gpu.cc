@@ -91,7 +91,13 @@ LoadedProgram load_program(const kernel::Kernel& k, emit_cuda::CudaOptions o) {
   }
   lp.program = emit_cuda::emit_cuda(k, o);
   // wgmma kernels need the architecture-specific target (sm_90a); everything else the device's
-  gpu::CompiledCubin cubin = gpu::compile_to_cubin(lp.program.source, {.arch = lp.program.arch, .options = {"-fmad=false"}});
+  gpu::CompiledCubin cubin;
+  try {
+    cubin = gpu::compile_to_cubin(lp.program.source, {.arch = lp.program.arch, .options = {"-fmad=false"}});
+  } catch (const gpu::CompileError& e) {  // CUDA tessel emitted that NVRTC refuses: a tessel bug (exit 3)
+    throw InternalError("tessel bug: NVRTC refused the CUDA tessel emitted for operator '" + k.name + "' (" + lp.program.arch +
+                        "): " + e.what());
+  }
   lp.compile_from_cache = cubin.from_cache;
   lp.tensor_core_ops = gpu::cubin_tensor_core_op_count(cubin.cubin);
   lp.module = std::make_unique<gpu::Module>(cubin.cubin);

@@ -87,7 +87,7 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
         bound[t.name] = inputs.at(t.name);
         if (c.scalars.count(t.name)) bound[t.name].shape = t.shape;
       }
-  npu_sim::SimResult sim = npu_sim::simulate(p, target, bound, {options.timing_only, options.detect_races, 0, npu_sim::kGeneratedProgramMaxEvents});
+  npu_sim::SimResult sim = npu_sim::simulate_emitted(p, target, bound, {options.timing_only, options.detect_races, 0, npu_sim::kGeneratedProgramMaxEvents});
   NpuRunResult r;
   if (!options.timing_only)
     for (const auto& t : p.tensors)

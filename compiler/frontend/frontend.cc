@@ -7,6 +7,7 @@
 #include "compiler/frontend/lower.h"
 #include "compiler/frontend/parser.h"
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 
 namespace tessel::frontend {
 
@@ -28,12 +29,7 @@ Module parse_module(const std::string& text, const std::string& file_name) {
 Module load_module(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a directory, not an operator file (.tsl)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot open operator file");
-  std::stringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw UserError(path + ": cannot read operator file");
-  return parse_module(s.str(), path);
+  return parse_module(read_bounded_file(path, "operator file", kMaxOperatorBytes), path);
 }
 
 const ir::Function& select_function(const Module& m, const std::string& name) {

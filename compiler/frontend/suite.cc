@@ -7,6 +7,7 @@
 
 #include "compiler/frontend/frontend.h"
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 
 namespace tessel::frontend {
 
@@ -32,9 +33,7 @@ std::string scalar(const std::string& path, const YAML::Node& parent, const char
 Suite load_suite(const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw UserError(path + ": cannot open shape suite");
+    root = YAML::Load(read_bounded_file(path, "shape suite", kMaxDescriptionBytes));
   } catch (const YAML::Exception& e) {
     throw UserError(path + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }

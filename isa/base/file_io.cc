@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "isa/base/error.h"
@@ -67,6 +69,25 @@ void replace_file(const std::string& path, std::string_view bytes, const std::st
     std::filesystem::remove(tmp, ec);
     fail(what, path, "renaming the new file over it failed");
   }
+}
+
+std::string read_bounded_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a directory, not a " + what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot open " + what);
+  std::string bytes;
+  char chunk[65536];
+  while (in) {  // read at most max_bytes + 1: one byte past the limit is enough to refuse
+    const uint64_t room = max_bytes + 1 - bytes.size();
+    in.read(chunk, static_cast<std::streamsize>(std::min<uint64_t>(sizeof chunk, room)));
+    bytes.append(chunk, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > max_bytes)
+      throw UserError(path + ": " + what + " is larger than " + std::to_string(max_bytes) +
+                      " bytes (no such file needs that much; is it the right file?)");
+  }
+  if (in.bad()) throw UserError(path + ": cannot read " + what);
+  return bytes;
 }
 
 }  // namespace tessel

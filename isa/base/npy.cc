@@ -1,7 +1,9 @@
 #include "isa/base/npy.h"
 #include "isa/base/file_io.h"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -35,7 +37,7 @@ std::string dict_value(const std::string& header, const std::string& key, const 
 
 }  // namespace
 
-NpyArray read_npy(const std::string& path) {
+NpyArray read_npy(const std::string& path, const std::function<void(const NpyArray&)>& check_header) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open .npy file");
   char magic[8] = {};
@@ -102,11 +104,29 @@ NpyArray read_npy(const std::string& path) {
   for (int64_t d : array.shape)
     if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > (int64_t{1} << 36))
       throw UserError(path + ": .npy array of shape " + array.shape_string() + " is too large (over 2^36 bytes)");
-  array.data.resize(static_cast<size_t>(bytes));
-  in.read(reinterpret_cast<char*>(array.data.data()), bytes);
-  if (in.gcount() != bytes)
-    throw UserError(path + ": truncated .npy data: expected " + std::to_string(bytes) + " bytes for shape " +
-                    array.shape_string());
+  if (check_header) check_header(array);
+  // A regular file's size is known: the data must be there before it is allocated.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  const int64_t data_start = static_cast<int64_t>(in.tellg());
+  if (!ec && std::filesystem::is_regular_file(status)) {
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && data_start >= 0 && static_cast<uintmax_t>(data_start) + static_cast<uintmax_t>(bytes) > size)
+      throw UserError(path + ": truncated .npy data: expected " + std::to_string(bytes) + " bytes for shape " +
+                      array.shape_string() + ", the file holds " + std::to_string(size - std::min<uintmax_t>(size, data_start)) +
+                      " after its header");
+  }
+  // Otherwise (a pipe) the data is read in pieces, so memory follows what actually arrives.
+  constexpr int64_t kPiece = int64_t(1) << 24;
+  for (int64_t done = 0; done < bytes;) {
+    const int64_t n = std::min(kPiece, bytes - done);
+    array.data.resize(static_cast<size_t>(done + n));
+    in.read(reinterpret_cast<char*>(array.data.data() + done), n);
+    done += in.gcount();
+    if (in.gcount() != n)
+      throw UserError(path + ": truncated .npy data: expected " + std::to_string(bytes) + " bytes for shape " +
+                      array.shape_string() + ", got " + std::to_string(done));
+  }
   if (in.peek() != std::char_traits<char>::eof()) {
     const std::streamoff at = in.tellg();
     in.seekg(0, std::ios::end);

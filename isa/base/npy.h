@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,11 @@ struct NpyArray {
 };
 
 // Throws UserError naming the path and what is wrong (missing file, bad magic, Fortran order,
-// unsupported dtype, truncated data).
-NpyArray read_npy(const std::string& path);
+// unsupported dtype, truncated data). Sizes are checked before memory is spent: the header's shape
+// against the file's size (a 640-byte file claiming 4 GiB fails at once), and, when `check_header` is
+// given, by the caller against what it expects (it receives the array with dtype and shape set and no
+// data, and throws to refuse) before the data is allocated and read.
+NpyArray read_npy(const std::string& path, const std::function<void(const NpyArray&)>& check_header = {});
 void write_npy(const std::string& path, const NpyArray& array);
 
 }  // namespace tessel
