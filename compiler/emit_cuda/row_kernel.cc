@@ -334,7 +334,8 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
       if (e.kind != ir::ExprKind::Apply || e.op != ir::Op::Div || e.type != DType::F32 || e.args.size() != 2 || !row_value(*e.args[1]) ||
           row_value(*e.args[0]))
         return std::nullopt;
-      const std::string r = "rcp" + std::to_string(n_rcp++) + "_";
+      // named by statement too: every statement's reciprocals share the kernel's scope (issue 31)
+      const std::string r = "rcp" + s.name + "_" + std::to_string(n_rcp++) + "_";
       reciprocals << "    const float " << r << " = 1.0f / (float)(" << value_expr(*e.args[1], ctx) << ");\n";
       return "((float)(" + value_expr(*e.args[0], ctx) + ") * " + r + ")";
     };
