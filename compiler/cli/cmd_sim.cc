@@ -8,7 +8,9 @@
 #include "compiler/cli/commands.h"
 #include "compiler/cli/inputs.h"
 #include "compiler/cli/pipeline_flags.h"
+#include "compiler/cli/run_npu.h"
 #include "isa/base/error.h"
+#include "isa/base/file_io.h"
 #include "isa/base/npy.h"
 #include "isa/hierarchy.h"
 #include "isa/npu_program.h"
@@ -105,8 +107,12 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
         if (t.role == npu::TensorRole::Out) all[t.name] = result.tensor(program, t.name);
       save_tensors(opts->save_outputs, all, "--save-outputs");
     }
+    // the operator's roofline, where `tessel compile` recorded it in the program (a text program)
+    const std::optional<kernel::NpuRoofline> roofline =
+        recorded_roofline(read_bounded_file(opts->program, "the program", kMaxProgramBytes));
     if (!opts->report.empty()) {
       nlohmann::json report = npu_sim::report_json(r);
+      if (roofline) report["roofline"] = roofline_json(*roofline, r.total_cycles);
       report["description_hash"] = target.description_hash;
       report["overrides"] = target.overrides;
       npu_sim::write_text_file(opts->report, report.dump(2) + "\n");
@@ -115,6 +121,11 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     if (!opts->csv.empty()) npu_sim::write_text_file(opts->csv, npu_sim::instruction_csv(r));
     std::cout << fmt::format("{}: {} cycles on {} core(s) of {} ({} instructions, {:.3f} s wall)\n", program.source_name,
                              r.total_cycles, r.cores, r.machine.target_name, r.executed, r.wall_seconds);
+    if (roofline) std::cout << roofline_text(*roofline, r.total_cycles) << "\n";
+    const npu_sim::PipeUtilization util = npu_sim::pipe_utilization(r);
+    std::cout << fmt::format("cube utilization {:.1f}% of the {} core(s) used, {:.1f}% of the chip's {}; vector {:.1f}% / {:.1f}%\n",
+                             100 * util.cores_used[int(npu::Pipe::M)], r.cores, 100 * util.chip[int(npu::Pipe::M)],
+                             r.machine.cores, 100 * util.cores_used[int(npu::Pipe::V)], 100 * util.chip[int(npu::Pipe::V)]);
     std::cout << npu_sim::energy_text(npu_sim::energy_report(r)) << "\n";
     for (const npu_sim::Race& race : r.races)
       std::cerr << fmt::format("race on {}[{}, {}): {} pc {} '{}' ({}) and {} pc {} '{}' ({}), {} time(s)\n",

@@ -175,6 +175,12 @@ const char* roofline_bound_name(RooflineBound b) {
   return kNames[static_cast<size_t>(b)];
 }
 
+std::optional<RooflineBound> parse_roofline_bound(const std::string& name) {
+  for (int b = 0; b <= static_cast<int>(RooflineBound::Latency); ++b)
+    if (name == roofline_bound_name(static_cast<RooflineBound>(b))) return static_cast<RooflineBound>(b);
+  return std::nullopt;
+}
+
 double NpuRoofline::fraction_of(uint64_t measured_cycles) const {
   return measured_cycles ? cycles / double(measured_cycles) : 0.0;
 }

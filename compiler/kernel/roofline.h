@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/kernel/kernel_ir.h"
@@ -68,6 +69,7 @@ enum class RooflineBound : uint8_t {
 #undef TESSEL_X
 };
 const char* roofline_bound_name(RooflineBound b);
+std::optional<RooflineBound> parse_roofline_bound(const std::string& name);
 
 struct NpuRoofline {
   KernelWork work;

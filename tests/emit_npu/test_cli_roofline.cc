@@ -81,3 +81,25 @@ TEST_CASE("utilization of the chip: a slower 8-core tile is busier on its cores 
   CHECK(chip32 == doctest::Approx(used32));
   CHECK(eight.report["roofline"]["fraction"].get<double>() < all.report["roofline"]["fraction"].get<double>());
 }
+
+TEST_CASE("tessel compile records the roofline in the program; tessel sim prints the % reached and reports it") {
+  const std::string base = "/tmp/tessel-test-roofline-sim-" + std::to_string(::getpid());
+  const std::string cd = "cd " TESSEL_SOURCE_DIR " && " + std::string(TESSEL_CLI);
+  REQUIRE(std::system((cd + " compile " + kGemm512 + " -o " + base + ".npu > /dev/null 2>&1").c_str()) == 0);
+  const int rc = std::system((cd + " sim --timing-only " + base + ".npu --report " + base + ".json > " + base + ".txt 2>&1").c_str());
+  CHECK(WEXITSTATUS(rc) == 0);
+  std::stringstream out;
+  out << std::ifstream(base + ".txt").rdbuf();
+  CHECK(out.str().find("roofline     1476 cycles, cube bound") != std::string::npos);
+  CHECK(out.str().find("of the chip's 32") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(base + ".json"));
+  CHECK(j["roofline"]["cycles"].get<double>() == doctest::Approx(1476));
+  CHECK(j["roofline"]["fraction"].get<double>() == doctest::Approx(1476 / j["total_cycles"].get<double>()));
+  CHECK(j["utilization_chip"].contains("M"));
+  // a program without the comment (hand-written) has no roofline: nothing printed, no field
+  std::ofstream(base + "-bare.npu") << ".cores 1\npipe_barrier ALL\n";
+  const int bare = std::system((cd + " sim " + base + "-bare.npu --report " + base + ".json > " + base + ".txt 2>&1").c_str());
+  CHECK(WEXITSTATUS(bare) == 0);
+  CHECK(!nlohmann::json::parse(std::ifstream(base + ".json")).contains("roofline"));
+  for (const char* ext : {".npu", "-bare.npu", ".json", ".txt"}) std::remove((base + ext).c_str());
+}
