@@ -6,6 +6,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "isa/npu_machine.h"
@@ -63,6 +64,31 @@ std::string roofline_text(const kernel::NpuRoofline& r, uint64_t cycles) {
                      "on {} cores): {:.1f}% of roofline",
                      r.cycles, kernel::roofline_bound_name(r.binds), r.cube_cycles, r.vector_cycles, r.scalar_cycles,
                      r.gm_cycles, r.latency_cycles, r.cores, 100 * r.fraction_of(cycles));
+}
+
+std::optional<kernel::NpuRoofline> recorded_roofline(const std::string& program_text) {
+  const size_t at = program_text.find(kRooflineComment);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t from = at + std::string(kRooflineComment).size();
+  const nlohmann::json j = nlohmann::json::parse(program_text.substr(from, program_text.find('\n', from) - from), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  kernel::NpuRoofline r;
+  try {
+    r.cycles = j.at("cycles"), r.cube_cycles = j.at("cube_cycles"), r.vector_cycles = j.at("vector_cycles");
+    r.scalar_cycles = j.at("scalar_cycles"), r.gm_cycles = j.at("gm_cycles"), r.latency_cycles = j.at("latency_cycles");
+    r.cores = j.at("cores"), r.cube_macs = j.at("cube_macs"), r.vector_ops = j.at("vector_ops");
+    r.vector_op_bytes = j.at("vector_op_bytes");
+    r.work.gm_read_bytes = j.at("gm_read_bytes"), r.work.gm_write_bytes = j.at("gm_write_bytes");
+    for (const auto& [name, macs] : j.at("macs_per_dtype").items())
+      if (const auto t = parse_dtype(name)) r.work.contraction_macs[*t] = macs.get<uint64_t>();
+    const std::string binds = j.at("binds");
+    const auto bound = kernel::parse_roofline_bound(binds);
+    if (!bound) return std::nullopt;
+    r.binds = *bound;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  return r;
 }
 
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
@@ -184,6 +210,9 @@ std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& targ
   std::string text;
   for (const auto& n : c.kernel.notes) text += "# " + n + "\n";
   text += "# " + report_line + "\n";
+  nlohmann::json roofline = roofline_json(c.roofline, 0);
+  roofline.erase("fraction");  // of a run: `tessel sim` adds it
+  text += std::string(kRooflineComment) + roofline.dump() + "\n";
   return text + npu::print_program(s.program);
 }
 

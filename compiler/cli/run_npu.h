@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
 // 44.6% of roofline").
 nlohmann::json roofline_json(const kernel::NpuRoofline& r, uint64_t cycles);
 std::string roofline_text(const kernel::NpuRoofline& r, uint64_t cycles);
+// `tessel compile -o P.npu` records the operator's roofline in the program as one comment line
+// (kRooflineComment followed by roofline_json); `tessel sim P.npu` reads it back (nullopt: none, or
+// not readable: a hand-written or edited program).
+inline constexpr const char* kRooflineComment = "# roofline ";
+std::optional<kernel::NpuRoofline> recorded_roofline(const std::string& program_text);
 
 // CLI glue: `--sync naive|pruned` and `--trace FILE` on a command, filling `options` (owned by the
 // command, outliving the parse).
