@@ -94,7 +94,7 @@ std::optional<kernel::NpuRoofline> recorded_roofline(const std::string& program_
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
   c.kernel = emit_npu::emit_npu(k, target);
-  c.roofline = kernel::npu_roofline(k, isa::npu_machine(target));
+  if (k.function) c.roofline = kernel::npu_roofline(k, isa::npu_machine(target));  // every pipeline kernel has one
   for (const auto& t : k.tensors)
     if (t.shape.empty()) c.scalars.insert(t.name);
   c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});

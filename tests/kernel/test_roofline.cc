@@ -133,3 +133,15 @@ TEST_CASE("a tiny kernel is latency bound; a padding producer folded into the co
   CHECK(c.roofline.cube_macs == 147456);
   CHECK(c.roofline.vector_ops == 0);
 }
+
+TEST_CASE("an i8 contraction takes the cube's 16x16x32 i8 shape") {
+  const char* i8_matmul = "def mm(i8[M, K] A, i8[K, N] B) -> (i32[M, N] C) {\n  C(m, n) +=! i32(A(m, k)) * i32(B(k, n))\n}\n";
+  const kernel::NpuRoofline r = roofline_of(i8_matmul, {{"M", 256}, {"N", 256}, {"K", 512}}).roofline;
+  // 256 x 256 x 512 = 33,554,432 MACs / (32 cores x 16 x 16 x 32 = 262,144 per cycle) = 128 cycles
+  CHECK(r.work.contraction_macs.at(DType::I8) == 33554432);
+  CHECK(r.cube_cycles == doctest::Approx(128));
+  // GM: A 131,072 + B 131,072 read, C 262,144 written: 524,288 / 2,784 = 188.3 < latency 452
+  CHECK(r.gm_cycles == doctest::Approx(524288.0 / 2784));
+  CHECK(r.binds == kernel::RooflineBound::Latency);
+  CHECK(r.cycles == doctest::Approx(188.3 + 452).epsilon(0.001));
+}
