@@ -125,6 +125,8 @@ class Nest : public VectorCode {
     if (!fz_.on)
       for (auto& p : plans_)
         if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+    for (const Plan& p : plans_)
+      if (std::string w = unmovable_read(p); !w.empty()) return "statement " + p.s->name + ": " + w;
     // A bound on the program's length in time: tiles x instructions per tile, per core.
     double issued = 0;
     for (const Plan& p : plans_) {
@@ -973,6 +975,20 @@ class Nest : public VectorCode {
   void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep) {
     op(o, {type(t), at(Buffer::UB, dst), at(Buffer::UB, a), at(Buffer::UB, b), imm(repeat), imm(1), imm(1), imm(1), imm(rep),
            imm(rep), imm(rep)});
+  }
+
+  // A read of a dtype the vector unit has no instructions for (u8, bf16: moved by DMA only) that
+  // load() would spread over lanes or rows with vbrcb / vmuls (issue 31), or "".
+  std::string unmovable_read(const Plan& p) const {
+    for (const Access& a : p.reads) {
+      if (a.type != DType::U8 && a.type != DType::BF16) continue;
+      const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
+      if ((sv == 0 && p.cols > 1) || (su == 0 && sv == 1 && p.rows > 1))
+        return "a read of the " + std::string(dtype_name(a.type)) + " tensor " + a.tensor +
+               " broadcast over the tile (the vector unit has no " + std::string(dtype_name(a.type)) +
+               " instructions; such values are moved by DMA only)";
+    }
+    return "";
   }
 
   // Loads access `a` as a rows x pitch tile (cols valid lanes per row).

@@ -229,6 +229,7 @@ std::optional<Contraction> identify(const kernel::Kernel& k, std::string& why) {
     if (!v) return fail(s.name + ": output index " + e.to_string() + " is not a plain index");
     out_vars.push_back(*v);
   }
+  if (out_vars.empty()) return fail(s.name + ": a 0-d output (a dot product) has no M or N index");
   for (const auto& v : s.domain)
     if (param_value(v.lo, k.sizes) != 0) return fail(s.name + ": index " + v.name + " does not start at 0");
   const Product product = *product_of_accesses(s);
