@@ -1,5 +1,8 @@
 #include "compiler/pipeline.h"
 
+#include <cctype>
+#include <sstream>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -124,6 +127,36 @@ poly::MatmulMatch no_reduction_match() {
 
 }  // namespace
 
+std::string PlanSource::kind_name() const {
+  switch (kind) {
+    case Kind::Policy: return "policy";
+    case Kind::Given: return "given";
+    case Kind::Tuned: return "tuning_database";
+  }
+  return "policy";
+}
+
+std::string PlanSource::describe() const {
+  switch (kind) {
+    case Kind::Policy: return "the target's tile policy";
+    case Kind::Given: return "--tile";
+    case Kind::Tuned: {
+      std::ostringstream os;
+      os << "the tuning database " << database << ", key " << key << " (measured " << cost << " " << unit
+         << "; --no-tuned ignores it)";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+bool is_gpu_plan_text(const std::string& text) {
+  // block tile "BMxBNxBK" first: digits and 'x' up to the first '/'
+  const std::string head = text.substr(0, text.find('/'));
+  return !head.empty() && std::isdigit(static_cast<unsigned char>(head[0])) && head.find('x') != std::string::npos &&
+         head.find('=') == std::string::npos;
+}
+
 isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy,
                                      const isa::Overrides& overrides) {
   if (target == "c") return isa::load_hierarchy(hierarchy.empty() ? find_default_description() : hierarchy, overrides);
@@ -190,6 +223,12 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   auto c = std::make_unique<Compilation>();
   c->function = &f;
   c->hierarchy = load_target_hierarchy(options.target, options.hierarchy, options.overrides);
+  c->plan_source = options.plan_source;
+  if (options.gpu_plan && (options.target == "c" || c->hierarchy.kind != isa::TargetKind::Gpu))
+    throw UserError("--tile " + *options.gpu_plan + ": a GPU plan (block tile x warp tile / options), but " +
+                    (options.target == "c" ? std::string("target c") : c->hierarchy.name) +
+                    " is not a GPU description; NPU and c targets take tile specs such as m=128/64,n=128/32,k=64/16" +
+                    (options.plan_source.kind == PlanSource::Kind::Tuned ? " (" + options.plan_source.describe() + ")" : ""));
   check_tensor_sizes(f, options.sizes, options.target == "c" ? nullptr : &c->hierarchy);
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
@@ -289,6 +328,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
             [&] { return kernel::to_string(c->kernel); });
   timer.run("contraction", [&] { poly::record_contraction(c->kernel); }, [&] { return poly::contraction_to_string(c->kernel); });
   if (user_tile) c->kernel.user_tile = c->tile_spec;
+  if (options.gpu_plan) c->kernel.gpu_plan = *options.gpu_plan;
   return c;
 }
 

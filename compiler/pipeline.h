@@ -31,12 +31,29 @@
 
 namespace tessel {
 
+// Where a kernel's plan came from; `tessel run`, `compile --explain`, the reports and the Python
+// result say it, so a plan taken from the tuning database is never a silent change.
+struct PlanSource {
+  enum class Kind { Policy, Given, Tuned };
+  Kind kind = Kind::Policy;   // Policy: the target's tile policy; Given: --tile; Tuned: the database
+  std::string database, key;  // Tuned: the database file and the entry's key
+  double cost = 0;            // Tuned: the measured cost recorded with the entry
+  std::string unit;
+  std::string kind_name() const;  // "policy", "given", "tuning_database"
+  std::string describe() const;   // one line for people
+};
+
 struct CompileOptions {
   std::string target = "c";       // "c" or a hierarchy description path
   std::string hierarchy;          // for target c: the description whose levels the buffers use
   isa::Overrides overrides;       // --set: applied to the description before it is parsed (isa/hierarchy_override.h)
   std::map<std::string, int64_t> sizes;
   std::optional<std::string> tile;  // tile spec text; default from the hierarchy
+  // A GPU target's plan in its own text form ("128x128x64/64x64/ks1/st4/wg/ws", what --explain
+  // prints); the kernel IR records it (Kernel::gpu_plan). A GPU plan for a non-GPU target is a
+  // user error.
+  std::optional<std::string> gpu_plan;
+  PlanSource plan_source;
   poly::SchedulerOptions scheduler;
   bool fuse = true;
   std::set<std::string> dump_after;
@@ -57,6 +74,7 @@ struct Compilation {
   std::vector<poly::Group> groups;
   std::vector<poly::MatmulMatch> matches;  // per group (anchor)
   tile::TileSpec tile_spec;
+  PlanSource plan_source;
   poly::TiledProgram tiled;
   poly::Promotion promotion;
   kernel::Kernel kernel;
@@ -78,6 +96,10 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
 // `overrides` applied.
 isa::Hierarchy load_target_hierarchy(const std::string& target, const std::string& hierarchy,
                                      const isa::Overrides& overrides = {});
+
+// Whether a --tile text is a GPU plan ("128x128x64/64x64/...": block tile first) rather than a
+// tile spec ("m=128/64,n=...").
+bool is_gpu_plan_text(const std::string& text);
 
 // "M=67,N=45" -> sizes; UserError on bad syntax.
 std::map<std::string, int64_t> parse_shape(const std::string& text);

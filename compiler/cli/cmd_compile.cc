@@ -27,7 +27,13 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--def", f.def, "which def of the file (default: the only one)");
   cmd->add_option("--target", f.target, "c, or a hierarchy description (isa/targets/*.yaml)");
   cmd->add_option("--shape", f.shape, "size parameters, e.g. M=1024,N=1024,K=1024")->required();
-  cmd->add_option("--tile", f.tile, "tile spec, e.g. m=128/64,n=128/32,k=64/16 (default: from the hierarchy)");
+  cmd->add_option("--tile", f.tile,
+                  "the plan to run: a tile spec (m=128/64,n=128/32,k=64/16) or, on GPU targets, a GPU plan in the form "
+                  "--explain prints (128x128x64/64x64/ks1/st4/wg/ws); one the target cannot run is exit 1 with the reason "
+                  "(default: the tuning database's entry, else the target's tile policy)");
+  cmd->add_flag("--no-tuned", f.no_tuned,
+                "ignore the tuning database (tessel tune's best plans; path: $TESSEL_TUNE_DB, else "
+                "$XDG_CACHE_HOME/tessel/best.json or ~/.cache/tessel/best.json)");
   cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
@@ -47,8 +53,19 @@ CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn
   o.hierarchy = f.hierarchy;
   o.overrides = isa::parse_overrides(f.set);
   o.sizes = ir::bind_sizes(fn, parse_shape(f.shape));
-  if (!f.tile.empty()) o.tile = f.tile;
-  else o.tile = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes, o.overrides);  // `tessel tune`'s best, if any
+  auto take = [&o](const std::string& text) {
+    if (is_gpu_plan_text(text)) o.gpu_plan = text;
+    else o.tile = text;
+  };
+  if (!f.tile.empty()) {
+    take(f.tile);
+    o.plan_source.kind = PlanSource::Kind::Given;
+  } else if (!f.no_tuned) {
+    if (auto t = tune::tuned_tile_for(f.file, f.def, f.target, o.sizes, o.overrides)) {  // `tessel tune`'s best, if any
+      take(t->tile);
+      o.plan_source = {PlanSource::Kind::Tuned, t->database, t->key, t->cost, t->unit};
+    }
+  }
   if (f.fusion == "max") o.scheduler.fusion = poly::FusionStrategy::Max;
   else if (f.fusion == "conservative") o.scheduler.fusion = poly::FusionStrategy::Conservative;
   else if (f.fusion == "none") {
@@ -58,6 +75,17 @@ CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn
   o.scheduler.max_operations = f.max_operations;
   o.dump_after.insert(f.dump_after.begin(), f.dump_after.end());
   return o;
+}
+
+nlohmann::json plan_source_json(const PlanSource& s) {
+  nlohmann::json j{{"kind", s.kind_name()}};
+  if (s.kind == PlanSource::Kind::Tuned) {
+    j["database"] = s.database;
+    j["key"] = s.key;
+    j["cost"] = s.cost;
+    j["unit"] = s.unit;
+  }
+  return j;
 }
 
 namespace {
@@ -111,18 +139,25 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       write_file(opts->out,
                  opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
                  : npu                     ? compile_npu_text(c->kernel, c->hierarchy, opts->npu, npu_line)
-                 : is_gpu_target(*c)       ? compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, nullptr)
+                 : is_gpu_target(*c)       ? compile_gpu_source(*c, c->kernel.user_tile.has_value(), opts->gpu, nullptr)
                                            : kernel::to_string(c->kernel),
                  "-o");
       if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
     }
-    if (*explain)
+    // a GPU plan or tile the kernel cannot run is refused here too, not only when CUDA is written
+    const bool gpu = opts->flags.target != "c" && is_gpu_target(*c);
+    if (gpu && opts->out.empty() && !*explain && (!c->kernel.gpu_plan.empty() || c->kernel.user_tile || !opts->gpu.tiles.empty()))
+      compile_gpu_source(*c, c->kernel.user_tile.has_value(), opts->gpu, nullptr);
+    if (*explain) {
       std::cerr << "tessel compile: description " << c->hierarchy.name << " hash " << c->hierarchy.description_hash
                 << (c->hierarchy.overrides.empty() ? "" : " (--set " + c->hierarchy.overrides + ")") << "\n";
+      if (!gpu)
+        std::cerr << "tessel compile: plan " << c->tile_spec.to_string() << " from " << c->plan_source.describe() << "\n";
+    }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
       std::string lines;
-      compile_gpu_source(*c, !opts->flags.tile.empty(), opts->gpu, &lines);
-      std::cerr << lines;
+      compile_gpu_source(*c, c->kernel.user_tile.has_value(), opts->gpu, &lines);
+      std::cerr << "tessel compile: plan from " << c->plan_source.describe() << "\n" << lines;
     }
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in " << wall_ms << " ms\n";

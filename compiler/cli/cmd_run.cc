@@ -108,7 +108,7 @@ std::vector<Backend> backends(const GpuFlags& gpu, const NpuOptions& npu) {
        }},
       {"gpu", [](const std::string& t, const Compilation& c) { return t != "c" && is_gpu_target(c); },
        [&gpu](const Compilation& c, const Tensors& in) {  // compiler/cli/run_gpu.h: prints time, TFLOP/s, library ratio
-         GpuRunResult g = run_on_gpu(c, in, false, !gpu.no_timing, gpu);
+         GpuRunResult g = run_on_gpu(c, in, c.kernel.user_tile.has_value(), !gpu.no_timing, gpu);
          std::cout << g.summary;
          return BackendResult{std::move(g.outputs), std::move(g.report), std::move(g.library_output), g.library,
                               g.library_tensor};
@@ -194,20 +194,24 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     }
     const emit_c::Verification& v = check.v;
     const bool verified = check.mode != "none" && v.verified;
-    std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile "
-              << c->tile_spec.to_string() << ": "
+    const std::string plan = !c->kernel.gpu_plan.empty() ? c->kernel.gpu_plan : c->tile_spec.to_string();
+    std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile " << plan
+              << (c->plan_source.kind == PlanSource::Kind::Tuned ? " (from the tuning database)" : "") << ": "
               << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
     if (check.mode != "none") std::cout << ", max_abs_err " << v.max_abs_err;
     std::cout << ", compile " << c->total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
     if (!v.verified && check.mode != "none")
       std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
     for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
+    if (c->plan_source.kind == PlanSource::Kind::Tuned) std::cout << "  plan from " << c->plan_source.describe() << "\n";
     if (!opts->report.empty()) {
       nlohmann::json j = r.report;
       j["operator"] = f.name;
       j["target"] = opts->flags.target;
       j["backend"] = backend->name;
       j["tile"] = c->tile_spec.to_string();
+      if (!c->kernel.gpu_plan.empty()) j["gpu_plan"] = c->kernel.gpu_plan;
+      j["plan_source"] = plan_source_json(c->plan_source);
       j["description"] = c->hierarchy.name;
       j["description_hash"] = c->hierarchy.description_hash;
       j["overrides"] = c->hierarchy.overrides;

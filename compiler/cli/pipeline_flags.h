@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct PipelineFlags {
   std::vector<std::string> dump_after;
   std::vector<std::string> set;  // --set KEY=VALUE,... (isa/hierarchy_override.h)
   unsigned long max_operations = 2000000;
+  bool no_tuned = false;  // --no-tuned: ignore the tuning database
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
@@ -24,5 +26,8 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
 void add_set_flag(CLI::App* cmd, std::vector<std::string>& set);
 // The options for compiling `fn`; sizes from --shape plus those inferred (ir::bind_sizes).
 CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn);
+// {"kind": "policy"|"given"|"tuning_database", "database": FILE, "key": KEY, "cost": .., "unit": ..}
+// (the last four for a tuned plan): what reports and the Python result carry.
+nlohmann::json plan_source_json(const PlanSource& s);
 
 }  // namespace tessel::cli

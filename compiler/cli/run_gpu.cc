@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_cuda/tile_policy.h"
 #include "isa/base/error.h"
 
 #ifdef TESSEL_HAVE_CUDA
@@ -20,7 +21,7 @@ bool is_gpu_target(const Compilation& c) { return c.hierarchy.kind == isa::Targe
 
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags) {
   cmd->add_option("--gpu-tiles", flags.tiles,
-                  "GPU targets: TensorCore tiles, e.g. 64x32x128/64x32/ks4/st2/kb4/cl (the form --explain prints; default: the emitter's choice)");
+                  "GPU targets: the same as --tile with a GPU plan, e.g. 64x32x128/64x32/ks4/st2/kb4/cl (kept for scripts)");
   cmd->add_flag("--pdl", flags.pdl, "GPU targets (sm_90+): programmatic dependent launch");
   cmd->add_option("--pdl-prefetch", flags.pdl_prefetch,
                   "with --pdl: inputs no earlier kernel writes (weights); their first tiles are copied before the wait")
@@ -36,8 +37,15 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const 
     o.arch = c.hierarchy.gpu->arch;
     o.machine = isa::GpuMachine::from(c.hierarchy);
   }
-  o.tiles_from_kernel = tile_given;
-  if (!flags.tiles.empty()) o.config = emit_cuda::TcConfig::parse(flags.tiles);
+  o.tiles_from_kernel = tile_given || c.kernel.user_tile.has_value();
+  if (!flags.tiles.empty() && !c.kernel.gpu_plan.empty() && flags.tiles != c.kernel.gpu_plan)
+    throw UserError("--gpu-tiles " + flags.tiles + " and the plan " + c.kernel.gpu_plan + " (" + c.plan_source.describe() +
+                    ") disagree; give one");
+  const std::string& plan = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : flags.tiles;
+  if (!plan.empty()) {
+    o.config = emit_cuda::TcConfig::parse(plan);
+    o.plan_required = true;
+  }
   o.pdl = flags.pdl;
   o.row_kernels = !flags.no_row_kernels;
   o.pdl_prefetch = flags.pdl_prefetch;
@@ -61,6 +69,18 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuF
                                   l.grid[2], l.block, l.dynamic_shared_bytes);
   }
   return p.source;
+}
+
+std::vector<std::string> gpu_plan_space(const Compilation& c) {
+  if (!c.kernel.contraction) return {};
+  emit_cuda::CudaOptions o = gpu_options(c, false);
+  o.config.reset();
+  o.plan_required = false;
+  const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, o);
+  if (!p.tensor_cores) return {};
+  std::vector<std::string> out;
+  for (const auto& g : emit_cuda::tc_candidates(*c.kernel.contraction, emit_cuda::machine_for(o))) out.push_back(g.to_string());
+  return out;
 }
 
 #ifndef TESSEL_HAVE_CUDA

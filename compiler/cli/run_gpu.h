@@ -51,6 +51,10 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const 
 // `tessel compile --target <gpu>.yaml -o k.cu`: the CUDA text; `explain` lines go to `explain_out`.
 std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuFlags& flags, std::string* explain_out);
 
+// The GPU plan space of a compilation: the tile policy's legal TensorCore plans, ranked (its best
+// guess first, emit_cuda/tile_policy.h), as --tile texts; empty when the kernel runs as SIMT code.
+std::vector<std::string> gpu_plan_space(const Compilation& c);
+
 struct GpuRunResult {
   std::map<std::string, NpyArray> outputs;
   nlohmann::json report;  // device, kernel time in both harnesses, TFLOP/s, baseline and ratio

@@ -66,25 +66,42 @@ std::optional<TcConfig> tiles_from_kernel(const kernel::Kernel& k, const Contrac
   return g;
 }
 
-// The tile configuration: the caller's, else the kernel IR's when usable (--tile), else the tile
-// policy's first candidate (whose ranked list goes to `explain`).
+// The tile configuration: the caller's, else the kernel IR's (--tile as a tile spec: the policy's
+// best-ranked candidate with those block and warp tiles, else those tiles with the defaults), else
+// the tile policy's first candidate (whose ranked list goes to `explain`). A configuration the user
+// asked for that cannot run is a UserError naming the reason.
 std::optional<TcConfig> choose_config(const kernel::Kernel& k, const Contraction& c, const CudaOptions& options, const isa::GpuMachine& m,
                                       std::vector<std::string>& explain) {
+  const auto cands = tc_candidates(c, m);
   std::optional<TcConfig> cfg = options.config;
+  std::string asked = cfg ? "plan " + cfg->to_string() : "";
   if (!cfg && options.tiles_from_kernel) {
     cfg = tiles_from_kernel(k, c);
-    if (cfg && !config_obstacle(c, *cfg, m).empty()) {
-      explain.push_back("kernel IR tiles " + cfg->to_string() + " not usable (" + config_obstacle(c, *cfg, m) + "); using the emitter's choice");
-      cfg.reset();
+    if (!cfg) throw UserError("--tile " + (k.user_tile ? k.user_tile->to_string() : std::string()) + ": " + k.name +
+                              " has several M, N or K indices; give a GPU plan (tessel compile --explain lists them)");
+    asked = "tile spec " + k.user_tile->to_string() + " (block " + std::to_string(cfg->bm) + "x" + std::to_string(cfg->bn) + "x" +
+            std::to_string(cfg->bk) + ", warp " + std::to_string(cfg->wm) + "x" + std::to_string(cfg->wn) + ")";
+    for (const auto& g : cands)
+      if (g.bm == cfg->bm && g.bn == cfg->bn && g.bk == cfg->bk && g.wm == cfg->wm && g.wn == cfg->wn) {
+        cfg = g;
+        break;
+      }
+  }
+  if (cfg) {
+    const std::string why = config_obstacle(c, *cfg, m);
+    if (!why.empty()) {
+      std::string legal;
+      for (size_t i = 0; i < cands.size() && i < 3; ++i) legal += (i ? ", " : "") + cands[i].to_string();
+      throw UserError(k.name + ": " + asked + " cannot run on " + m.arch + ": " + why +
+                      (legal.empty() ? "" : "; plans that can: " + legal + " (--explain lists all)"));
     }
+    explain.push_back("  plan " + cfg->to_string() + " (given)");
+    return cfg;
   }
-  if (!cfg) {
-    const auto cands = tc_candidates(c, m);
-    if (!cands.empty()) cfg = cands.front();
-    std::string list;
-    for (const auto& g : cands) list += (list.empty() ? "" : ", ") + g.to_string();
-    if (!cands.empty()) explain.push_back("  tile candidates (ranked): " + list);
-  }
+  if (!cands.empty()) cfg = cands.front();
+  std::string list;
+  for (const auto& g : cands) list += (list.empty() ? "" : ", ") + g.to_string();
+  if (!cands.empty()) explain.push_back("  tile candidates (ranked): " + list);
   return cfg;
 }
 
@@ -148,6 +165,9 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
                           kernel::layout_name(n.matmul.b_layout) + "), operand tile " + std::to_string(n.matmul.tile_m) + "x" +
                           std::to_string(n.matmul.tile_n) + "x" + std::to_string(n.matmul.tile_k));
   });
+  if (options.config && options.plan_required && !(c && why.empty()))
+    throw UserError(k.name + ": plan " + options.config->to_string() + " is a TensorCore plan, but the kernel runs as SIMT code: " +
+                    why + " (without --tile the SIMT mapping is chosen)");
   if (c && why.empty()) {
     if (emit_tensor_core_program(k, *c, options, m, os, p)) return p;
     why = "no tile configuration fits the shared memory of " + options.arch;

@@ -107,6 +107,9 @@ struct CudaOptions {
   std::optional<isa::GpuMachine> machine;
   std::optional<TcConfig> config;        // TensorCore tiles; default: the tile policy's first candidate (tile_policy.h)
   bool tiles_from_kernel = false;        // take block/warp tiles from the kernel IR's buffers (--tile given)
+  // `config` (or the kernel IR's tiles) is what the user asked for: a plan the kernel cannot run
+  // is a UserError with the reason, never replaced by the policy's choice
+  bool plan_required = false;
   bool allow_tensor_cores = true;        // false: always SIMT
   bool row_kernels = true;               // row programs as register row kernels (row_kernel.h); false: the SIMT walk
   // sm_90+: programmatic dependent launch. The kernel lets the next kernel of the stream start

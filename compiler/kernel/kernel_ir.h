@@ -240,6 +240,10 @@ struct Kernel {
   // The user's tile spec (--tile), absent without one: read by the target tile policies that plan
   // a mapping beyond the loop tree (the NPU convolution, compiler/tile/npu_conv_plan.h).
   std::optional<tile::TileSpec> user_tile;
+  // The GPU plan given as text (--tile in the GPU form "128x128x64/64x64/ks1/st4/wg/ws", or from
+  // the tuning database), empty for the tile policy's own choice: the CUDA emitter carries it out
+  // or refuses it with the reason (emit_cuda::TcConfig, tile_policy.h config_obstacle).
+  std::string gpu_plan;
   // The contraction the polyhedral core matched (compiler/poly/contraction.h, pass "contraction"),
   // or nullopt with `no_contraction` saying why nothing matched.
   std::optional<Contraction> contraction;

@@ -84,18 +84,24 @@ bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& 
   return true;
 }
 
-std::optional<std::string> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
+std::optional<TunedPlan> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
                                           const std::map<std::string, int64_t>& sizes, const isa::Overrides& overrides) {
   const std::string path = default_db_path();
   if (target == "c" || path.empty() || !std::filesystem::exists(path)) return std::nullopt;
   const frontend::Module m = frontend::load_module(file);
   const ir::Function& f = frontend::select_function(m, def);
   const isa::Hierarchy h = isa::load_hierarchy(target, overrides);
-  auto e = db_lookup(path, {f.name, h.name, shape_text(sizes), h.overrides, h.description_hash});
+  const ProblemKey key{f.name, h.name, shape_text(sizes), h.overrides, h.description_hash};
+  auto e = db_lookup(path, key);
   if (!e) return std::nullopt;
-  std::cerr << "tessel: tile " << e->tile << " from the tuning database " << path << " (" << e->cost << " " << e->unit
-            << "; --tile overrides, TESSEL_TUNE_DB=off ignores it)\n";
-  return e->tile;
+  if (e->tile == "default") {  // tune measured the target's own plan best: nothing to change
+    std::cerr << "tessel: the tuning database " << path << ", key " << key.to_string()
+              << ": the target's own plan measured best (" << e->cost << " " << e->unit << ")\n";
+    return std::nullopt;
+  }
+  std::cerr << "tessel: plan " << e->tile << " from the tuning database " << path << ", key " << key.to_string() << " ("
+            << e->cost << " " << e->unit << "; --tile overrides, --no-tuned or TESSEL_TUNE_DB=off ignores it)\n";
+  return TunedPlan{e->tile, path, key.to_string(), e->cost, e->unit};
 }
 
 }  // namespace tessel::tune

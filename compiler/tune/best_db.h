@@ -27,10 +27,18 @@ std::optional<BestEntry> db_lookup(const std::string& path, const ProblemKey& ke
 // Stores `e` when the problem has no entry or a costlier one (same unit). Returns whether it did.
 bool db_update(const std::string& path, const ProblemKey& key, const BestEntry& e);
 
-// The compile/run hook: the tuned tile spec for an operator file at these sizes on `target` (a
+// A plan found in the database: its text (a tile spec, or a GPU plan) and where it came from.
+struct TunedPlan {
+  std::string tile;
+  std::string database, key;
+  double cost = 0;
+  std::string unit;
+};
+
+// The compile/run hook: the tuned plan for an operator file at these sizes on `target` (a
 // description path; "c" has none) with `overrides` (a variant is its own entry), when the
-// database has one. Prints a note on stderr.
-std::optional<std::string> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
+// database has one. Prints a note on stderr naming the file and the key.
+std::optional<TunedPlan> tuned_tile_for(const std::string& file, const std::string& def, const std::string& target,
                                           const std::map<std::string, int64_t>& sizes, const isa::Overrides& overrides = {});
 
 }  // namespace tessel::tune

@@ -69,8 +69,8 @@ def _shape_text(shape):
     return ",".join(f"{k}={int(v)}" for k, v in shape.items())
 
 
-def _common_args(target, shape, tile, sync, set, def_):
-    args = []
+def _common_args(target, shape, tile, sync, set, def_, no_tuned=False):
+    args = ["--no-tuned"] if no_tuned else []
     if target is not None:
         args += ["--target", str(target)]
     if shape is not None:
@@ -158,13 +158,15 @@ def check_hierarchy(path, set=None):
 
 
 def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=None, hierarchy=None,
-            timeout=DEFAULT_TIMEOUT_S):
+            timeout=DEFAULT_TIMEOUT_S, no_tuned=False):
     """`tessel compile PATH --target ... -o OUT --explain`: {"text": OUT's content (C source, the
     .npu program, CUDA source or kernel IR), "format", "operator", "tile", "compile_ms",
-    "description_hash", "overrides", "log": what the CLI printed on stderr}."""
+    "description_hash", "overrides", "plan_source": where the plan came from (the tile policy,
+    --tile, or the tuning database with its file and key), "log": what the CLI printed on stderr}.
+    `no_tuned`: ignore the tuning database (--no-tuned)."""
     with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
         out = os.path.join(tmp, "out")
-        args = [str(path), *_common_args(target, shape, tile, sync, set, def_), "--explain", "-o", out]
+        args = [str(path), *_common_args(target, shape, tile, sync, set, def_, no_tuned), "--explain", "-o", out]
         if hierarchy is not None:
             args += ["--hierarchy", str(hierarchy)]
         proc = _child("compile", args, timeout)
@@ -177,6 +179,9 @@ def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=N
     m = re.search(r"^tessel compile: description (\S+) hash ([0-9a-f]{16})(?: \(--set (.*)\))?$", proc.stderr, re.M)
     if m:
         result.update(description=m.group(1), description_hash=m.group(2), overrides=m.group(3) or "")
+    m = re.search(r"^tessel compile: plan (?:\S+ )?from (.*)$", proc.stderr, re.M)
+    if m:
+        result["plan_source"] = m.group(1)
     if str(target) == "c":
         result["format"] = "c"
     else:
@@ -185,14 +190,15 @@ def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=N
 
 
 def run(path, target="c", shape=None, tile=None, sync=None, inputs=None, set=None, def_=None, seed=None,
-        timeout=DEFAULT_TIMEOUT_S, extra_args=()):
+        timeout=DEFAULT_TIMEOUT_S, extra_args=(), no_tuned=False):
     """`tessel run PATH --report ...`: the report's dict (verified, total_cycles, utilization,
     description_hash, ...) plus "inputs" and "outputs" (numpy arrays by tensor name) and "summary"
     (what the CLI printed). `inputs` maps input names to numpy arrays (others are random from
     `seed`). A result that does not verify is returned with verified False, as the report says."""
     with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
         report = os.path.join(tmp, "report.json")
-        args = [str(path), *_common_args(target, shape, tile, sync, set, def_), *_write_inputs(inputs, os.path.join(tmp, "given")),
+        args = [str(path), *_common_args(target, shape, tile, sync, set, def_, no_tuned),
+                *_write_inputs(inputs, os.path.join(tmp, "given")),
                 "--report", report, "--save-inputs", os.path.join(tmp, "inputs"), "--save-outputs", os.path.join(tmp, "outputs")]
         if seed is not None:
             args += ["--seed", str(int(seed))]
