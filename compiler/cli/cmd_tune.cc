@@ -32,6 +32,8 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/tune/cost_model.h"
+#include "compiler/emit_c/run_c.h"
+#include "compiler/tune/plan_search.h"
 #include "compiler/tune/strategy.h"
 #include "compiler/tune/tuner.h"
 #include "compiler/tune/tuning_log.h"
@@ -53,6 +55,7 @@ struct TuneFlags {
   int trials = 64, jobs = 0, batch = 0;
   uint64_t seed = 1;
   double timeout_s = 120;
+  double max_slowdown = 4;
   bool no_progress = false;
 };
 
@@ -199,6 +202,65 @@ void check_output_paths(const TuneFlags& o) {
     throw UserError("--replay " + o.replay + ": cannot read the file");
 }
 
+// `tessel tune --target <gpu>.yaml` on a kernel that runs on TensorCores: the tile policy's plans
+// are the space (compiler/tune/plan_search.h), each run on the GPU and checked against the default
+// plan's outputs (a plan that computes something else is a failed measurement, not a result).
+// Returns false (nothing done) when the kernel runs as SIMT code: tile specs are then the space.
+bool tune_gpu_plans(const ir::Function& f, const CompileOptions& co, const TuneFlags& o, bool live) {
+  auto c = compile(f, co);
+  const std::vector<std::string> plans = gpu_plan_space(*c);
+  if (plans.empty()) return false;
+  const tune::ProblemKey problem{f.name, c->hierarchy.name, tune::shape_text(co.sizes), c->hierarchy.overrides,
+                                 c->hierarchy.description_hash};
+  const auto inputs = interp::random_inputs(f, co.sizes, 1);
+  std::optional<std::map<std::string, NpyArray>> reference;  // the default plan's outputs
+  const double tolerance = emit_c::reassociated_sum_tolerance(f, co.sizes);
+  auto measure = [&](const std::string& plan) {
+    tune::Measurement m;
+    m.unit = "s";
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c->kernel.gpu_plan = plan;  // "" : the policy's own plan
+      const GpuRunResult g = run_on_gpu(*c, inputs, false, true);
+      const double us = g.report.value("graph_us", 0.0) > 0 ? g.report.value("graph_us", 0.0) : g.report.value("stream_us", 0.0);
+      if (!reference) reference = g.outputs;
+      const emit_c::Verification v = emit_c::verify(*reference, g.outputs, tolerance);
+      if (!v.verified) m.error = "outputs differ from the default plan's at " + v.first_mismatch;
+      else if (us <= 0) m.error = "no time measured";
+      else m.ok = true, m.cost = us * 1e-6;
+    } catch (const NoGpu&) {
+      throw;  // no GPU here: nothing to tune (exit 2), never a logged failure
+    } catch (const std::exception& e) {
+      m.error = e.what();
+    }
+    m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  };
+  std::string why;
+  if (!gpu_present(&why)) throw NoGpu("tessel tune: " + why);
+  tune::TuneOptions to;
+  to.problem = problem;
+  to.trials = o.trials;
+  to.log = o.log;
+  to.db = o.db == "off" ? "" : o.db.empty() ? tune::default_db_path() : o.db;
+  to.progress = !o.no_progress;
+  to.terminal = live;
+  std::cerr << "tune: " << plans.size() << " TensorCore plans (the tile policy's ranking); tuning database "
+            << (to.db.empty() ? std::string("off") : to.db) << (to.log.empty() ? "" : ", log " + to.log) << "\n";
+  const tune::TuneResult r = tune::run_plan_search(plans, measure, to);
+  if (!std::isfinite(r.best_cost))
+    throw UserError("tessel tune: no plan could be measured (" + std::to_string(r.failed) + " failed; first: " + r.first_error + ")");
+  std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n", f.name,
+                           c->hierarchy.name, problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(), r.measured,
+                           r.resumed);
+  if (r.default_cost > 0 && std::isfinite(r.default_cost))
+    std::cout << fmt::format("tune: default plan = {:.6g} {}; best {}\n", r.default_cost, r.unit,
+                             r.best_tile == "default" ? std::string("is the default plan")
+                                                      : fmt::format("{:.3f}x faster", r.default_cost / r.best_cost));
+  if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
+  return true;
+}
+
 void add_tune_command(CLI::App& app, CommandContext& ctx) {
   auto o = std::make_shared<TuneFlags>();
   CLI::App* cmd = app.add_subcommand("tune", "Search tile sizes for an operator on a target (simulator or GPU)");
@@ -223,6 +285,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                   "simulator: seconds one measurement (compile + simulation) may take before it counts as failed (default 120)")
       ->check(CLI::Range(1e-3, 1e6));
   cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--max-predicted-slowdown", o->max_slowdown,
+                  "skip (with a note) configurations the analytic model predicts more than this many times slower than the "
+                  "default plan, which is always measured first (default 4; 0: measure whatever the strategy proposes)")
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--dump-space", o->dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
   cmd->add_option("--predict", o->predict,
@@ -258,6 +324,15 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     CompileOptions co = to_compile_options(pf, f);
     co.target = o->pipeline.target;
     co.tile.reset();
+    co.gpu_plan.reset();
+    co.plan_source = {};
+    const bool plain_search = o->space.empty() && o->predict.empty() && o->measure.empty() && o->propose == 0 &&
+                              o->dump_space.empty() && o->replay.empty();
+    if (plain_search && isa::load_hierarchy(co.target, co.overrides).kind == isa::TargetKind::Gpu &&
+        tune_gpu_plans(f, co, *o, !o->no_progress && isatty(STDERR_FILENO))) {
+      ctx.exit_code = 0;
+      return;
+    }
     tune::FitChecker fit(f, co);
     // every configuration through tile + promote (slow; for checking the fit check's model)
     if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
@@ -363,6 +438,7 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     to.db = o->db == "off" ? "" : o->db.empty() ? tune::default_db_path() : o->db;
     to.progress = !o->no_progress;
     to.terminal = live;
+    to.max_predicted_slowdown = o->max_slowdown;
     if (o->batch > 0) to.batch = o->batch;
     if (o->propose > 0) {
       for (int i : tune::propose_batch(space, fit, to, o->propose)) {
@@ -376,6 +452,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 0;
       return;
     }
+    std::cerr << "tune: tuning database " << (to.db.empty() ? std::string("off") : to.db)
+              << (to.log.empty() ? "" : ", log " + to.log) << "\n";
     const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
     if (r.best_tile.empty())
       throw UserError("tessel tune: no configuration could be measured (" + std::to_string(r.failed) +
@@ -384,6 +462,12 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n",
                              f.name, p.hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(),
                              r.measured, r.resumed);
+    if (r.default_cost > 0)
+      std::cout << fmt::format("tune: default plan ({}) = {:.6g} {}; best {}{}\n", fit.compiled_tile_spec().to_string(),
+                               r.default_cost, r.unit,
+                               r.best_tile == "default" ? std::string("is the default plan")
+                                                        : fmt::format("{:.3f}x faster", r.default_cost / r.best_cost),
+                               r.skipped ? fmt::format("; {} skipped for their predicted time", r.skipped) : "");
     if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
     ctx.exit_code = r.best_tile.empty() ? 1 : 0;
   });

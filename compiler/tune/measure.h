@@ -42,6 +42,14 @@ class Measurer {
   // One result per spec, in order. Never throws for a failing configuration (ok = false). An empty
   // spec (no axes) compiles without a tile: the target's own tile policy, key "default".
   virtual std::vector<Measurement> measure(const std::vector<tile::TileSpec>& specs) = 0;
+  // Called with each result as it lands (spec index, result), before measure returns: the
+  // tuner's progress line moves per measured trial, not per batch.
+  std::function<void(size_t, const Measurement&)> on_result;
+
+ protected:
+  void landed(size_t index, const Measurement& m) const {
+    if (on_result) on_result(index, m);
+  }
 };
 
 // What a timing-only simulation of a program gives the tuner. The binary passes a function over

@@ -17,12 +17,13 @@ class GpuMeasurer : public Measurer {
     std::vector<Measurement> out;
     for (const auto& s : specs) {
       Measurement m;
-      m.key = s.to_string();
+      m.key = s.axes.empty() ? "default" : s.to_string();
       m.unit = unit();
       const auto t0 = std::chrono::steady_clock::now();
       try {
         CompileOptions o = base_;
-        o.tile = m.key;
+        if (s.axes.empty()) o.tile.reset();  // no tile: the target's own plan
+        else o.tile = m.key;
         auto c = compile(f_, o);
         m.cost = time_(*c);
         m.ok = m.cost > 0;
@@ -31,6 +32,7 @@ class GpuMeasurer : public Measurer {
         m.error = e.what();
       }
       m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      landed(out.size(), m);
       out.push_back(m);
     }
     return out;

@@ -93,6 +93,7 @@ class NpuSimMeasurer : public Measurer {
         m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.t0).count();
         parse(c.data, status, m);
         if (c.killed) m.error = "timed out after " + std::to_string(int(timeout_s_)) + " s (compile + simulation)";
+        landed(c.index, m);
         running.erase(running.begin() + long(i));
         pfds.erase(pfds.begin() + long(i));
       }

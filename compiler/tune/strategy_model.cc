@@ -1,8 +1,10 @@
-// Model-guided search: a random first batch, then per batch (of the caller's size: the tuner's
-// --batch, or a Dask driver's proposal count) the cost model's top unmeasured
-// configurations (kTopShare of the batch) plus perturbations (neighbours) of the best measured
-// ones; the model is re-fitted on all measurements before each batch. A model that is not ready
-// (the learned one before enough measurements) ranks by the analytic model.
+// Model-guided search: per batch (of the caller's size: the tuner's --batch, or a Dask driver's
+// proposal count) the cost model's top unmeasured configurations (kTopShare of the batch, all of
+// the first batch) plus perturbations (neighbours) of the best measured ones; the model is
+// re-fitted on all measurements before each batch. A model that is not ready (the learned one
+// before enough measurements) ranks by the analytic model, so the first batch is the analytic
+// model's best guesses, not random draws (a random draw can cost minutes of compilation for a
+// configuration the model knows to be many times slower).
 #include <algorithm>
 #include <limits>
 
@@ -19,19 +21,11 @@ class ModelGuided : public SearchStrategy {
   std::string name() const override { return "model"; }
   std::vector<int> next_batch(SearchState& state, int max) override {
     std::vector<int> out;
-    if (state.measured().empty()) {
-      while (int(out.size()) < max) {
-        const int i = state.random_unmeasured(out);
-        if (i < 0) break;
-        out.push_back(i);
-      }
-      return out;
-    }
     CostModel* model = state.model();
     std::vector<Measured> data;
     for (const auto& [i, c] : state.measured())
       if (c < std::numeric_limits<double>::infinity()) data.push_back({&state.info(i), c});
-    if (model) model->fit(state.problem(), data);
+    if (model && !data.empty()) model->fit(state.problem(), data);
     if (!analytic_) analytic_ = make_cost_model("analytic");
     const CostModel* ranker = model && model->ready() ? model : analytic_.get();
     std::vector<std::pair<double, int>> scored;

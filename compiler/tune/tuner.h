@@ -1,7 +1,15 @@
-// The tuning loop: a strategy proposes batches, the measurer measures them, every measurement is
-// appended to the log and recorded in the search state, a progress line shows trial i/N, the best
+// The tuning loop: the target's own plan (no tile spec, key "default") is measured first, then a
+// strategy proposes batches, the measurer measures them, every measurement is appended to the log
+// and recorded in the search state, a progress line shows trial i/N per measured trial, the best
 // so far and the ETA. Configurations the log already holds for this problem count as trials and
-// are never measured again. The best configuration goes to the database.
+// are never measured again, except failures: a configuration whose measurements all failed is
+// measured again until it has failed `max_attempts` times (a transient failure is retried, and
+// says so). A proposed configuration the analytic model predicts more than
+// `max_predicted_slowdown` times slower than the default plan is skipped with a note (its compile
+// and simulation would cost minutes for a result that cannot win by the model; 0: no skipping).
+// The best configuration goes to the database, and only when it beats the default plan; when
+// the default wins, the database records "default" (the target's own plan), so a worse entry
+// from an earlier run no longer applies.
 #pragma once
 
 #include <functional>
@@ -25,6 +33,9 @@ struct TuneOptions {
   bool progress = true;            // the progress line on stderr (compiler/tune/progress.h)
   bool terminal = false;           // stderr is a terminal: one line rewritten in place
   int batch = 8;                   // measured together (parallel on the simulator)
+  bool measure_default = true;     // the target's own plan first (a trial of its own, key "default")
+  double max_predicted_slowdown = 4;  // skip configurations predicted this much slower than the default (0: off)
+  int max_attempts = 2;            // failed measurements of one configuration before it counts as failed
 };
 
 struct Trial {
@@ -42,6 +53,9 @@ struct TuneResult {
   int measured = 0;  // measured by this run
   int resumed = 0;   // taken from the log
   int failed = 0;    // measurements of this run that failed
+  int retried = 0;   // configurations that had failed in the log, measured again
+  int skipped = 0;   // proposed configurations skipped for their predicted time
+  double default_cost = 0;  // the default plan's measured cost (+inf when it failed; 0 when not measured)
   std::string first_error;
   std::vector<Trial> trials;
 };

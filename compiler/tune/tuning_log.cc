@@ -142,4 +142,15 @@ int append_log(const std::string& path, const ProblemKey& problem, const LogEntr
   return trial;
 }
 
+std::map<std::string, LoggedResult> logged_results(const std::string& path, const ProblemKey& problem, size_t* torn_bytes) {
+  std::map<std::string, LoggedResult> out;
+  if (path.empty()) return out;
+  for (const auto& e : read_log(path, problem, torn_bytes)) {
+    LoggedResult& l = out[e.tile];
+    if (e.ok) l.cost = std::min(l.cost, e.cost);
+    else ++l.failures;
+  }
+  return out;
+}
+
 }  // namespace tessel::tune

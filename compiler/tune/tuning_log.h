@@ -11,6 +11,7 @@
 // the field existed) belong to the unmodified description.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,5 +58,19 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
 // the problem's record count in the log plus one (trial numbers stay unique across tuners).
 // Returns the trial number written. UserError naming the path when the file cannot be written.
 int append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e);
+
+// What a log holds for one configuration: its best successful cost (+inf when none) and how many
+// of its measurements failed. A configuration is settled (a trial, not measured again) once it
+// was measured, or failed `max_attempts` times: a transient failure is retried, a persistent one
+// is not retried forever.
+struct LoggedResult {
+  double cost = std::numeric_limits<double>::infinity();
+  int failures = 0;
+  bool ok() const { return cost < std::numeric_limits<double>::infinity(); }
+  bool settled(int max_attempts) const { return ok() || failures >= max_attempts; }
+};
+// The log's records of `problem` by tile text (no log or "" : none).
+std::map<std::string, LoggedResult> logged_results(const std::string& path, const ProblemKey& problem,
+                                                   size_t* torn_bytes = nullptr);
 
 }  // namespace tessel::tune

@@ -30,6 +30,7 @@ struct Driven {
     o.seed = 3;
     o.log = log;
     o.progress = false;
+    o.measure_default = false;  // a driver proposes the strategy's configurations
     return o;
   }
   // The driver's loop: propose, measure (fake), append; the tiles in log order.

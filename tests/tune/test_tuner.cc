@@ -36,6 +36,7 @@ struct Fixture {
     o.trials = trials;
     o.seed = seed;
     o.progress = false;
+    o.measure_default = false;  // the cases below count the strategy's own trials
     return o;
   }
 };
@@ -115,6 +116,80 @@ TEST_CASE("tuner: strategies and options by name, user errors") {
   CHECK_THROWS_WITH_AS(run_tuning(fx.space, fx.fit, m, fx.options("random", 0)), doctest::Contains("--trials"), UserError);
 }
 
+TEST_CASE("tuner: the default plan is measured first; a best worse than it is never recorded") {
+  Fixture& fx = shared_fixture();
+  const std::string db = temp_path("default_best.json");
+  auto o = fx.options("model", 6);
+  o.measure_default = true;
+  o.db = db;
+  FakeMeasurer slow_default;  // the default costs more than every configuration
+  const TuneResult a = run_tuning(fx.space, fx.fit, slow_default, o);
+  REQUIRE(!slow_default.keys.empty());
+  CHECK(slow_default.keys.front() == "default");
+  CHECK(a.trials.front().tile == "default");
+  CHECK(a.trials.size() == 6);  // the default is one of the trials
+  CHECK(a.default_cost == 1e9);
+  CHECK(a.best_tile != "default");
+  CHECK(db_lookup(db, o.problem)->tile == a.best_tile);
+  FakeMeasurer fast_default;  // the default beats every configuration: the database says so
+  fast_default.default_cost = 1;
+  const TuneResult b = run_tuning(fx.space, fx.fit, fast_default, o);
+  CHECK(b.best_tile == "default");
+  CHECK(b.best_cost == 1);
+  CHECK(db_lookup(db, o.problem)->tile == "default");  // the earlier, worse entry no longer applies
+  std::filesystem::remove(db);
+}
+
+TEST_CASE("tuner: configurations predicted far slower than the default plan are skipped, not measured") {
+  Fixture& fx = shared_fixture();
+  auto o = fx.options("random", 40, 5);
+  o.measure_default = true;
+  o.max_predicted_slowdown = 1.0;  // only configurations the model puts at or below the default
+  FakeMeasurer m;
+  const TuneResult r = run_tuning(fx.space, fx.fit, m, o);
+  CHECK(r.skipped > 0);
+  auto analytic = make_cost_model("analytic");
+  const auto def = fx.fit.check(fx.fit.compiled_tile_spec());
+  REQUIRE(def);
+  const double bar = analytic->predict(fx.fit.problem(), *def);
+  for (const auto& k : m.keys) {
+    if (k == "default") continue;
+    CAPTURE(k);
+    const auto info = fx.fit.check(tile::parse_tile_spec(k));
+    REQUIRE(info);
+    CHECK(analytic->predict(fx.fit.problem(), *info) <= bar * (1 + 1e-9));
+  }
+  o.max_predicted_slowdown = 0;  // off: nothing skipped
+  FakeMeasurer all;
+  CHECK(run_tuning(fx.space, fx.fit, all, o).skipped == 0);
+}
+
+TEST_CASE("tuner: a failed measurement is measured again on resume, at most max_attempts times in all") {
+  Fixture& fx = shared_fixture();
+  const std::string log = temp_path("retry.jsonl");
+  auto o = fx.options("exhaustive", 3);
+  o.log = log;
+  FakeMeasurer dry;  // the strategy's order, to pick its second configuration
+  run_tuning(fx.space, fx.fit, dry, fx.options("exhaustive", 3));
+  REQUIRE(dry.keys.size() == 3);
+  const std::string bad = dry.keys[1];
+  FakeMeasurer first;
+  first.fail = {bad};
+  const TuneResult a = run_tuning(fx.space, fx.fit, first, o);
+  CHECK(a.failed == 1);
+  FakeMeasurer second;  // the failure was transient: measured again, first
+  second.fail = {bad};
+  const TuneResult b = run_tuning(fx.space, fx.fit, second, o);
+  REQUIRE(!second.keys.empty());
+  CHECK(second.keys.front() == bad);
+  CHECK(b.retried == 1);
+  FakeMeasurer third;  // failed twice: a failed trial now, not measured again
+  const TuneResult c = run_tuning(fx.space, fx.fit, third, o);
+  CHECK(std::find(third.keys.begin(), third.keys.end(), bad) == third.keys.end());
+  CHECK(c.retried == 0);
+  std::filesystem::remove(log);
+}
+
 TEST_CASE("best-config database: keeps the cheapest entry per problem, the compile hook reads it") {
   const std::string db = temp_path("best.json");
   const ProblemKey k{"matmul", "tune-test-npu", "K=128,M=128,N=128"};
@@ -128,7 +203,12 @@ TEST_CASE("best-config database: keeps the cheapest entry per problem, the compi
   const std::string tsl = temp_path("matmul.tsl");
   std::ofstream(tsl) << testing::kMatmul;
   setenv("TESSEL_TUNE_DB", db.c_str(), 1);
-  CHECK(tuned_tile_for(tsl, "", testing::small_target(), {{"M", 128}, {"N", 128}, {"K", 128}}) == "m=64/64,n=32/32,k=32/16");
+  const auto tuned = tuned_tile_for(tsl, "", testing::small_target(), {{"M", 128}, {"N", 128}, {"K", 128}});
+  REQUIRE(tuned);
+  CHECK(tuned->tile == "m=64/64,n=32/32,k=32/16");
+  CHECK(tuned->database == db);  // the plan says where it came from (issue: a hidden cache changed results)
+  CHECK(tuned->key == "matmul|tune-test-npu|K=128,M=128,N=128");
+  CHECK(tuned->cost == 400);
   CHECK(!tuned_tile_for(tsl, "", "c", {{"M", 128}, {"N", 128}, {"K", 128}}));
   setenv("TESSEL_TUNE_DB", "off", 1);
   CHECK(!tuned_tile_for(tsl, "", testing::small_target(), {{"M", 128}, {"N", 128}, {"K", 128}}));

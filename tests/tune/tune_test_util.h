@@ -38,11 +38,13 @@ class FakeMeasurer : public Measurer {
     std::vector<Measurement> out;
     for (const auto& s : specs) {
       Measurement m;
-      m.key = s.to_string();
-      m.ok = true;
+      m.key = s.axes.empty() ? "default" : s.to_string();
+      m.ok = !fail.count(m.key);
       m.unit = unit();
-      m.cost = cost(s);
+      m.cost = m.ok ? (s.axes.empty() ? default_cost : cost(s)) : 0;
+      if (!m.ok) m.error = "fake failure";
       keys.push_back(m.key);
+      landed(out.size(), m);
       out.push_back(m);
     }
     return out;
@@ -53,6 +55,8 @@ class FakeMeasurer : public Measurer {
     return c + double(std::hash<std::string>{}(s.to_string()) % 50);
   }
   std::vector<std::string> keys;
+  double default_cost = 1e9;        // the target's own plan (an empty spec)
+  std::set<std::string> fail;       // keys whose measurement fails
 };
 
 }  // namespace tessel::tune::testing
