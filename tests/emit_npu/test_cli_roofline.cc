@@ -38,7 +38,7 @@ const std::string kGemm512 = "workloads/matmul.tsl --shape M=512,N=512,K=512 --t
 
 }  // namespace
 
-TEST_CASE("tessel run --report carries the roofline's parts; the summary prints the % reached and the bound") {
+TEST_CASE("tessel run --report carries the roofline parts and the summary prints the % reached and the bound") {
   const Run r = run_with_report(kGemm512);
   REQUIRE(r.code == 0);
   const nlohmann::json& roof = r.report["roofline"];
@@ -82,7 +82,7 @@ TEST_CASE("utilization of the chip: a slower 8-core tile is busier on its cores 
   CHECK(eight.report["roofline"]["fraction"].get<double>() < all.report["roofline"]["fraction"].get<double>());
 }
 
-TEST_CASE("tessel compile records the roofline in the program; tessel sim prints the % reached and reports it") {
+TEST_CASE("tessel compile records the roofline in the program, tessel sim prints the % reached and reports it") {
   const std::string base = "/tmp/tessel-test-roofline-sim-" + std::to_string(::getpid());
   const std::string cd = "cd " TESSEL_SOURCE_DIR " && " + std::string(TESSEL_CLI);
   REQUIRE(std::system((cd + " compile " + kGemm512 + " -o " + base + ".npu > /dev/null 2>&1").c_str()) == 0);

@@ -115,7 +115,7 @@ TEST_CASE("an f32 contraction has no cube shape on davinci-910: a multiply and a
   CHECK(r.vector_cycles == doctest::Approx(256));
 }
 
-TEST_CASE("a tiny kernel is latency bound; a padding producer folded into the contraction's loads costs no vector work") {
+TEST_CASE("a tiny kernel is latency bound, a padding producer folded into the contraction's loads costs no vector work") {
   const kernel::NpuRoofline tiny = roofline_of(kRelu, {{"N", 1}, {"C", 1}, {"H", 4}, {"W", 4}}).roofline;
   CHECK(tiny.binds == kernel::RooflineBound::Latency);
   // 16 f16 elements: GM 64 B / 2,784, vector 32 B / 8,192, but one vector instruction to issue:
