@@ -259,8 +259,11 @@ def main():
     rng = random.Random(seed)
     print(f"description_fuzz: seed {seed}", flush=True)
 
+    import shutil
     import tempfile
     tmp = tempfile.TemporaryDirectory(prefix="tessel_dfuzz_")
+    # a private copy of the binary: a rebuild during a long run does not pull it away mid-draw
+    args.tessel = shutil.copy2(args.tessel, os.path.join(tmp.name, "tessel"))
     keys = {t: numeric_keys(t) for t in TARGETS}
     stock = {}
     for t in TARGETS:  # the stock description must verify on every operator: the baseline
