@@ -613,6 +613,7 @@ def fuzz(args, runner, cols):
                          "command": hits[0][1]["command"]} for sig, hits in bugs.items()],
                "refusals": dict(refusals.most_common()),
                "invalid_programs": [{"program": i, "reason": why} for i, why in invalid]}
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
