@@ -201,7 +201,7 @@ bool selected(const std::string& name) {
 
 // The GEMM and convolution suites compiled for `target`, each with its TensorCore tile candidates
 // for sm_90.
-std::vector<Entry> compile_suites(const std::string& source_dir, const std::string& target) {
+std::vector<Entry> compile_suites(const std::string& source_dir, const std::string& target, bool exhaustive) {
   std::vector<Entry> entries;
   for (const char* suite_file : {"workloads/gemm.yaml", "workloads/gemm_large.yaml", "workloads/conv.yaml", "workloads/conv_layouts.yaml"}) {
     frontend::Suite suite = frontend::load_suite(source_dir + "/" + suite_file);
@@ -215,7 +215,7 @@ std::vector<Entry> compile_suites(const std::string& source_dir, const std::stri
   // the polyhedral compiles are independent: run them side by side
   std::vector<std::future<void>> jobs;
   for (auto& en : entries)
-    jobs.push_back(std::async(std::launch::async, [&en, &target] {
+    jobs.push_back(std::async(std::launch::async, [&en, &target, exhaustive] {
       en.module = frontend::load_module(en.e.file);
       CompileOptions o;
       o.target = target;
@@ -224,6 +224,7 @@ std::vector<Entry> compile_suites(const std::string& source_dir, const std::stri
       en.machine = isa::GpuMachine::from(en.c->hierarchy);
       if (const auto& contraction = en.c->kernel.contraction) en.candidates = emit_cuda::tc_candidates(*contraction, *en.machine);
       if (en.candidates.size() > kMaxCandidates) en.candidates.resize(kMaxCandidates);
+      if (!exhaustive) en.candidates = emit_cuda::tc_shortlist(en.candidates);
     }));
   for (auto& j : jobs) j.get();
   return entries;
@@ -669,13 +670,13 @@ nlohmann::json summary(const std::string& device, const nlohmann::json& rows, co
 
 }  // namespace
 
-nlohmann::json bench_gpu(const std::string& source_dir_in) {
+nlohmann::json bench_gpu(const std::string& source_dir_in, bool exhaustive) {
   // "" : the source tree this tessel was built from, else the working directory (a GPU machine)
   const std::string source_dir = !source_dir_in.empty()                                        ? source_dir_in
                                  : std::filesystem::exists(TESSEL_SOURCE_DIR "/workloads/gemm.yaml") ? TESSEL_SOURCE_DIR
                                                                                                       : ".";
   const std::string target = source_dir + "/isa/targets/sm90.yaml";
-  std::vector<Entry> entries = compile_suites(source_dir, target);
+  std::vector<Entry> entries = compile_suites(source_dir, target, exhaustive);
   const std::vector<MemoryEntry> memory = compile_memory_bound(source_dir, target);
   std::string why;
   if (gpu::device_count(&why) == 0) return prepare_cache(entries, memory, why);

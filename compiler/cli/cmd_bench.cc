@@ -29,6 +29,7 @@ struct BenchOptions {
   int64_t size = 1024;  // sim: GEMM M = N = K
   int cores = 1;        // sim: cores the generated program uses
   bool prepare = false;  // gpu: no GPU here, compile the kernels into the NVRTC cache
+  bool exhaustive = false;  // gpu: time every tile candidate (up to 40), not the policy's shortlist
   std::vector<std::string> set;  // npu, sim: description overrides
 };
 
@@ -120,7 +121,7 @@ constexpr Suite kSuites[] = {
        if (!o.prepare && !gpu_present(&why))
          throw NoGpu("tessel bench gpu: no GPU here (" + why + "); `tessel bench gpu --prepare` compiles every kernel of the "
                      "benchmark into the NVRTC cache instead");
-       return bench_gpu("");
+       return bench_gpu("", o.exhaustive);
      }},
 };
 
@@ -135,6 +136,9 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--size", opts->size, "sim: GEMM M = N = K (default 1024)");
   cmd->add_option("--cores", opts->cores, "sim: cores the generated program uses (default 1)");
   add_set_flag(cmd, opts->set);  // npu, sim
+  cmd->add_flag("--exhaustive", opts->exhaustive,
+                "gpu: time every tile candidate of each row (up to 40; over 12 minutes on an H100) instead of the tile "
+                "policy's shortlist of 10 (the best of each plan family)");
   cmd->add_flag("--prepare", opts->prepare, "gpu: without a GPU, compile every kernel into the NVRTC cache (exit 0) instead of exit 2");
   cmd->callback([opts, &ctx] {
     const Suite* suite = nullptr;

@@ -91,7 +91,7 @@ bool gpu_present(std::string* why) {
 GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool, const GpuFlags&) {
   throw NoGpu("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
 }
-nlohmann::json bench_gpu(const std::string&) {
+nlohmann::json bench_gpu(const std::string&, bool) {
   throw UserError("tessel bench gpu: this tessel was built without the CUDA toolkit");
 }
 #else

@@ -72,8 +72,9 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
                         bool timing = true, const GpuFlags& flags = {});
 
 // `tessel bench gpu`: seed GEMM table, 1024^3, 4096^3 and the seed convolution, ours (best of the
-// emitter's tile candidates, measured) vs cuBLAS / cuDNN in both harnesses. `source_dir` holds
-// workloads/ and isa/ ("": the build's source tree when present, else the working directory).
-nlohmann::json bench_gpu(const std::string& source_dir);
+// tile policy's shortlist, emit_cuda::tc_shortlist, measured; `exhaustive`: of every candidate up
+// to 40) vs cuBLAS / cuDNN in both harnesses. `source_dir` holds workloads/ and isa/ ("": the
+// build's source tree when present, else the working directory).
+nlohmann::json bench_gpu(const std::string& source_dir, bool exhaustive = false);
 
 }  // namespace tessel::cli

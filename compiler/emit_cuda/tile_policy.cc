@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "compiler/emit_cuda/operand_plan.h"
 #include "compiler/emit_cuda/repack_plan.h"
@@ -607,6 +608,22 @@ std::vector<TcConfig> candidates(const Contraction& c, const isa::GpuMachine& m,
 
 std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine& m, bool split_k_across_blocks) {
   return candidates(c, m, split_k_across_blocks ? int(m.sm_count) : 0);
+}
+
+std::vector<TcConfig> tc_shortlist(const std::vector<TcConfig>& ranked, size_t n, size_t head) {
+  auto family = [](const TcConfig& g) {
+    const int kind = g.tma_ws ? 3 : g.wgmma ? 2 : g.mma ? 1 : 0;
+    return std::make_tuple(g.bm, g.bn, g.wm, g.wn, g.k_split, kind, g.pingpong, g.k_blocks > 1);
+  };
+  std::vector<TcConfig> out;
+  std::set<decltype(family(ranked.front()))> seen;
+  for (size_t i = 0; i < ranked.size() && i < head && out.size() < n; ++i) {
+    out.push_back(ranked[i]);
+    seen.insert(family(ranked[i]));
+  }
+  for (size_t i = head; i < ranked.size() && out.size() < n; ++i)
+    if (seen.insert(family(ranked[i])).second) out.push_back(ranked[i]);
+  return out;
 }
 
 std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arch, int sm_count) {

@@ -30,6 +30,16 @@ std::string config_obstacle(const Contraction& c, const TcConfig& cfg, const isa
 // last), unless `split_k_across_blocks` is false.
 std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine& m, bool split_k_across_blocks = true);
 
+// The plans worth timing when only a few are (`tessel bench gpu` without --exhaustive, a quick
+// sweep): the first `head` of the ranked list, then the best-ranked plan of every other family
+// (block tile, warp tile, K split, main loop kind, ping-pong, split-K across blocks) in rank
+// order, until `n`. The ranking orders variants within a family well (TMA stores first, H100 and
+// H200 measurements) but not families against each other (wave quantisation: 128x192 or the
+// ping-pong 128x128 win the BERT GEMMs, 128x64 the 1024^3 GEMM), so every family's best variant is
+// timed rather than the top n of one family. On the session-27 H100 and H200 candidate timings
+// (docs/figures/bench_gpu_*_tma_store.json) n = 10 keeps the fastest of 40 on every GEMM row.
+std::vector<TcConfig> tc_shortlist(const std::vector<TcConfig>& ranked, size_t n = 10, size_t head = 2);
+
 // The same for callers that know only an architecture name (the stock description of `arch`,
 // isa/gpu_machine.h). `sm_count` replaces the description's SM count for split-K across blocks;
 // 0 leaves K unsplit across blocks.
