@@ -857,8 +857,30 @@ void validate_npu_rules(const Hierarchy& h) {
     reject(file, gm.mark, "level '" + gm.name + "' alignment_bytes",
            "must be 1 on an NPU (got " + std::to_string(gm.alignment_bytes) +
                "): the compiler addresses global tensors at element offsets (a row of i8 may start at any byte)");
+  if (!is_power_of_two(gm.granularity_bytes) || gm.granularity_bytes < 4 || gm.granularity_bytes > 512)
+    reject(file, gm.mark, "level '" + gm.name + "' granularity_bytes",
+           "got " + std::to_string(gm.granularity_bytes) +
+               "; an NPU's global granule must be a power of two between 4 (the widest element, f32 / i32) and 512: the "
+               "compiler places tensors and pads rows on whole granules, and beyond 512 bytes that padding runs away");
+  // Where the compiler places buffers: on-chip levels at multiples of one fractal row (stage, vector),
+  // one operand fractal (L0A, L0B) or one accumulator fractal (L0C); an alignment must divide that.
+  uint64_t row = 32, a_frac = 0, b_frac = 0, c_frac = 0;
+  for (const Unit* u : h.units_of_kind(UnitKind::Matrix))
+    for (const MatrixShape& s : u->shapes) {
+      if (s.a == DType::F16 && s.acc == DType::F32) row = uint64_t(s.k) * dtype_bytes(DType::F16);
+      a_frac = std::max<uint64_t>(a_frac, uint64_t(s.m) * s.k * dtype_bytes(s.a));
+      b_frac = std::max<uint64_t>(b_frac, uint64_t(s.k) * s.n * dtype_bytes(s.b));
+      c_frac = std::max<uint64_t>(c_frac, uint64_t(s.m) * s.n * dtype_bytes(s.acc));
+    }
   for (const Level& l : h.levels) {
     if (l.role == Role::Global) continue;
+    const uint64_t placed = l.role == Role::OperandA ? a_frac : l.role == Role::OperandB ? b_frac : l.role == Role::Accumulator ? c_frac : row;
+    if (placed > 0 && placed % l.alignment_bytes != 0)
+      reject(file, l.mark, "level '" + l.name + "' alignment_bytes",
+             "got " + std::to_string(l.alignment_bytes) + "; the compiler places " + std::string(role_name(l.role)) +
+                 " buffers at multiples of " + std::to_string(placed) + " bytes (" +
+                 (l.role == Role::Accumulator ? "one accumulator fractal" : l.role == Role::OperandA || l.role == Role::OperandB ? "one operand fractal" : "one fractal row") +
+                 "), so the alignment must divide that");
     if (l.granularity_bytes % l.alignment_bytes != 0)
       reject(file, l.mark, "level '" + l.name + "' granularity_bytes and alignment_bytes",
              "granularity " + std::to_string(l.granularity_bytes) + " must be a multiple of the alignment " +
@@ -871,10 +893,11 @@ void validate_npu_rules(const Hierarchy& h) {
   if (!vector) reject(file, {}, "units", "an NPU description needs a vector unit on pipe V");
   const uint32_t block = ub.granularity_bytes, bpr = vector->bytes_per_repeat;
   const std::string vu = "unit '" + vector->name + "' ";
-  if (!is_power_of_two(block) || block < 4)
+  if (!is_power_of_two(block) || block < 4 || row % block != 0)
     reject(file, ub.mark, "level '" + ub.name + "' granularity_bytes",
-           "the vector unit's block must be a power of two of at least 4 bytes (got " + std::to_string(block) +
-               "): vector operands are whole blocks of whole f32 elements, and lanes of every type divide a repeat");
+           "the vector unit's block must be a power of two of at least 4 bytes that divides one fractal row (" + std::to_string(row) +
+               " bytes) (got " + std::to_string(block) +
+               "): vector operands are whole blocks of whole f32 elements, and fractal rows (img2col, accumulators) land in UB as whole blocks");
   const MatrixShape* f16 = nullptr;
   for (const Unit* u : h.units_of_kind(UnitKind::Matrix))
     for (const MatrixShape& s : u->shapes)
@@ -895,13 +918,6 @@ void validate_npu_rules(const Hierarchy& h) {
                std::to_string(block) + " repeats (the i8 elements of a block, " + level_key(ub, "granularity_bytes") + ")");
   // The least each on-chip level must hold: two of the cube's fractals (double buffering), two
   // accumulator fractals, 16 repeats of the vector unit.
-  uint64_t a_frac = 0, b_frac = 0, c_frac = 0;
-  for (const Unit* u : h.units_of_kind(UnitKind::Matrix))
-    for (const MatrixShape& s : u->shapes) {
-      a_frac = std::max<uint64_t>(a_frac, uint64_t(s.m) * s.k * dtype_bytes(s.a));
-      b_frac = std::max<uint64_t>(b_frac, uint64_t(s.k) * s.n * dtype_bytes(s.b));
-      c_frac = std::max<uint64_t>(c_frac, uint64_t(s.m) * s.n * dtype_bytes(s.acc));
-    }
   auto at_least = [&](Role r, uint64_t least, const std::string& why) {
     const Level& l = h.level(r);
     if (l.capacity_bytes < least)

@@ -15,7 +15,7 @@ expect_exit(variant_ub_granule_3 1 "level 'UB' granularity_bytes: the vector uni
             run ${RELU} --target ${D} --shape ${RELU_SHAPE} --set UB.granularity_bytes=3,UB.alignment_bytes=1)
 expect_exit(variant_tiny_bandwidth 1 "path GM -> UB bandwidth_bytes_per_cycle: got 1e-20 bytes/cycle, outside the plausible range"
             run ${RELU} --target ${D} --shape ${RELU_SHAPE} "--set=GM->UB.bandwidth_bytes_per_cycle=1e-20")
-expect_exit(variant_ub_alignment 1 "level 'UB' granularity_bytes and alignment_bytes: granularity 32 must be a multiple of the alignment 512"
+expect_exit(variant_ub_alignment 1 "level 'UB' alignment_bytes: got 512; the compiler places vector buffers at multiples of 32 bytes"
             run ${RELU} --target ${D} --shape ${RELU_SHAPE} --set UB.alignment_bytes=512)
 expect_exit(variant_layout 1 "level 'L0A' layout: 'fractal_nz' is not implemented for role operand_a"
             run ${RELU} --target ${D} --shape ${RELU_SHAPE} --set L0A.layout=fractal_nz)

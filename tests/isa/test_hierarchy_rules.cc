@@ -50,9 +50,10 @@ TEST_CASE("vector geometry: a repeat is whole blocks, every f16 lane has a mask 
   refused("vector.bytes_per_repeat=96", "unit 'vector' bytes_per_repeat: got 96");
   refused("vector.bytes_per_repeat=32", "(2 x UB.granularity_bytes = 64)");  // one block: casts write half of it
   refused("UB.granularity_bytes=1", "level 'UB' granularity_bytes and alignment_bytes: granularity 1 must be a multiple of the alignment 32");
-  refused("UB.granularity_bytes=3,UB.alignment_bytes=1", "level 'UB' granularity_bytes: the vector unit's block must be a power of two of at least 4 bytes (got 3)");
+  refused("UB.granularity_bytes=3,UB.alignment_bytes=1", "level 'UB' granularity_bytes: the vector unit's block must be a power of two of at least 4 bytes that divides one fractal row (32 bytes) (got 3)");
   refused("UB.granularity_bytes=48,UB.alignment_bytes=16", "(got 48)");
-  refused("UB.granularity_bytes=256", "bytes_per_repeat: got 256; a repeat must be a power of two of at least two vector blocks (2 x UB.granularity_bytes = 512)");
+  refused("UB.granularity_bytes=128", "level 'UB' granularity_bytes: the vector unit's block must be a power of two of at least 4 bytes that divides one fractal row (32 bytes) (got 128)");  // conv2d mismatched
+  refused("UB.granularity_bytes=64,UB.alignment_bytes=64", "level 'UB' alignment_bytes: got 64; the compiler places vector buffers at multiples of 32 bytes");
   refused("vector.bytes_per_repeat=512", "unit 'vector' mask_bits: got 128; every f16 lane of a repeat needs its own mask bit (bytes_per_repeat 512 / 2 = 256)");
   refused("vector.mask_bits=64", "unit 'vector' mask_bits: got 64");
   refused("vector.max_repeat=7", "unit 'vector' max_repeat: got 7; the compiler walks rows in runs of whole blocks");
@@ -60,18 +61,28 @@ TEST_CASE("vector geometry: a repeat is whole blocks, every f16 lane has a mask 
   accepted("vector.bytes_per_repeat=128");
   accepted("vector.bytes_per_repeat=64,vector.mask_bits=32");
   accepted("UB.granularity_bytes=16,UB.alignment_bytes=16");
-  accepted("UB.granularity_bytes=128");
+  accepted("UB.granularity_bytes=8,UB.alignment_bytes=8");
   accepted("vector.max_repeat=32");
   accepted("vector.max_repeat=16777216");
 }
 
 TEST_CASE("alignments the compiler honours: GM at any byte, on-chip levels dividing their granule") {
   refused("GM.alignment_bytes=32", "level 'GM' alignment_bytes: must be 1 on an NPU (got 32)");
-  refused("UB.alignment_bytes=512", "level 'UB' granularity_bytes and alignment_bytes: granularity 32 must be a multiple of the alignment 512");
-  refused("L0C.alignment_bytes=2048", "level 'L0C' granularity_bytes and alignment_bytes: granularity 1024");
+  refused("UB.alignment_bytes=512", "level 'UB' alignment_bytes: got 512; the compiler places vector buffers at multiples of 32 bytes (one fractal row), so the alignment must divide that");
+  refused("L0C.granularity_bytes=4096,L0C.alignment_bytes=4096", "level 'L0C' alignment_bytes: got 4096; the compiler places accumulator buffers at multiples of 1024 bytes (one accumulator fractal)");
+  refused("L1.granularity_bytes=4096,L1.alignment_bytes=4096", "level 'L1' alignment_bytes: got 4096; the compiler places stage buffers at multiples of 32 bytes");
+  refused("L0A.alignment_bytes=1024,L0A.granularity_bytes=1024", "level 'L0A' alignment_bytes: got 1024; the compiler places operand_a buffers at multiples of 512 bytes (one operand fractal)");
+  refused("UB.granularity_bytes=16", "level 'UB' granularity_bytes and alignment_bytes: granularity 16 must be a multiple of the alignment 32");
   accepted("L1.alignment_bytes=4");
-  accepted("L0A.alignment_bytes=1024,L0A.granularity_bytes=1024");
-  accepted("L1.granularity_bytes=512,L1.alignment_bytes=512");
+  accepted("L0A.granularity_bytes=1024");
+  accepted("L1.granularity_bytes=512");
+  // the global granule: one_hot divided by zero below 4 bytes (SIGFPE), conv2d placed L1 buffers off their
+  // alignment at 3 and 48, and one_hot's row padding ran away (minutes, gigabytes) at 1024
+  refused("GM.granularity_bytes=2", "level 'GM' granularity_bytes: got 2; an NPU's global granule must be a power of two between 4 (the widest element, f32 / i32) and 512");
+  refused("GM.granularity_bytes=48", "level 'GM' granularity_bytes: got 48");
+  refused("GM.granularity_bytes=1024", "level 'GM' granularity_bytes: got 1024");
+  accepted("GM.granularity_bytes=4");
+  accepted("GM.granularity_bytes=512");
 }
 
 TEST_CASE("layouts: each role has the one its backend implements; another value is refused, not ignored") {
