@@ -434,8 +434,15 @@ class Gen:
                 return None
             a = self.value(ctx, dtype, depth, exact)
             return E("neg" if rng.random() < 0.5 else "call", dtype, [a], text="abs", exact=a.exact, bound=a.bound)
-        fn = rng.choice(("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "tanh"))
+        fn = rng.choice(("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "tanh", "zsign"))
         a = self.value(ctx, dtype, depth, exact)
+        if fn == "zsign" and a.exact:
+            # select(a == 0, 1 / a, a): the sign of a zero made visible (+-inf), e.g. max(0, -0.0)
+            zero = E("cmp", "cond", [a, E("lit", "int", text="0")], text="==")
+            inv = E("bin", dtype, [E("lit", "int", text="1"), a], text="/", exact=True, bound=a.bound)
+            return E("select", dtype, [zero, inv, a], text="select", exact=True, bound=a.bound)
+        if fn == "zsign":
+            fn = "tanh"
         if fn == "neg":
             return E("neg", dtype, [a], exact=a.exact, bound=a.bound)
         if fn == "abs":

@@ -855,12 +855,26 @@ class Nest : public VectorCode {
     const bool narrow = p.out.type != compute_type(p.out.type);  // through part() in the output type
     const int64_t n = acc_elements(p), ub = narrow ? part() : acc();
     const Value total{false, 0, acc(), compute_type(p.out.type)}, staged{false, 0, part(), p.out.type};
+    if (narrow && !to_ub && p.s->reduction == ir::Reduction::Sum) wrap_to_i8(total, part(), n);
     if (narrow && !to_ub) convert(staged, total, n);
     if (p.out_dim(p.v))
       move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
     else
       move(to_ub, p, p.out, ub, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
     if (narrow && to_ub) convert(total, staged, n);
+  }
+
+  // An i8 sum accumulated in i32, wrapped in place to [-128, 127] as the language's i8 sum wraps
+  // after every step (wrapping commutes with the sum; vconv to i8 would saturate: issue 31).
+  // `scratch` holds n i32 values (the constant 256).
+  void wrap_to_i8(const Value& x, int64_t scratch, int64_t n) {
+    const Value k256{false, 0, scratch, DType::I32};
+    op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, scratch), Operand::float_(256), imm(repeats(n, DType::I32)), imm(1),
+                      imm(repeat_blocks_)});
+    binary(Opcode::Vmod, x, x, k256, n);
+    with_scalar(Opcode::Vadds, x, x, 384, n);
+    binary(Opcode::Vmod, x, x, k256, n);
+    with_scalar(Opcode::Vadds, x, x, -128, n);
   }
 
   // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.

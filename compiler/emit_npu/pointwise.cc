@@ -214,7 +214,12 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       switch (e.op) {
         case ir::Op::Add: with_scalar(Opcode::Vadds, r, v, s, n); return r;
         case ir::Op::Mul: with_scalar(Opcode::Vmuls, r, v, s, n); return r;
-        case ir::Op::Max: with_scalar(Opcode::Vmaxs, r, v, s, n); return r;
+        case ir::Op::Max:
+          // vmaxs keeps its vector operand on a tie, the language the first operand: max(0, -0.0)
+          // is 0 (compiler/README.md), so a zero constant first takes the two-vector vmax (issue 31).
+          if (x.scalar && s == 0) break;
+          with_scalar(Opcode::Vmaxs, r, v, s, n);
+          return r;
         case ir::Op::Sub:
           if (y.scalar) { with_scalar(Opcode::Vadds, r, x, -s, n); return r; }
           break;
