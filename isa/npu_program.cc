@@ -240,7 +240,10 @@ class LineParser {
     const size_t start = pos_;
     size_t p = pos_;
     if (p < text_.size() && (text_[p] == '-' || text_[p] == '+')) ++p;
-    if (p >= text_.size() || !(std::isdigit(static_cast<unsigned char>(text_[p])) || text_[p] == '.')) return false;
+    // inf and nan, as format_operand prints them (a program tessel compiled must assemble back)
+    const bool word = (text_.compare(p, 3, "inf") == 0 || text_.compare(p, 3, "nan") == 0) &&
+                      (p + 3 >= text_.size() || !std::isalnum(static_cast<unsigned char>(text_[p + 3])));
+    if (p >= text_.size() || !(std::isdigit(static_cast<unsigned char>(text_[p])) || text_[p] == '.' || word)) return false;
     while (p < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[p])) || text_[p] == '.' ||
                                 ((text_[p] == '-' || text_[p] == '+') && (text_[p - 1] == 'e' || text_[p - 1] == 'E'))))
       ++p;
@@ -248,7 +251,7 @@ class LineParser {
     pos_ = p;
     const bool hex = lit.find("0x") != std::string::npos || lit.find("0X") != std::string::npos;
     is_float = !hex && lit.find_first_of(".eE") != std::string::npos;
-    if (lit == "inf" || lit == "-inf") is_float = true;
+    if (word) is_float = true;
     try {
       size_t used = 0;
       if (is_float) {
@@ -489,7 +492,9 @@ std::vector<int> match_loops(const Program& program) {
   return partner;
 }
 
-void validate_program(const Program& p) {
+namespace {
+
+void check_program(const Program& p) {
   if (p.cores < 1) throw UserError(p.source_name + ": a program runs on at least one core");
   validate_tensors(p);
   std::vector<size_t> open;
@@ -507,6 +512,18 @@ void validate_program(const Program& p) {
   if (!open.empty()) throw UserError(where(p, p.code[open.back()], open.back()) + ": 'loop' is never closed by 'endloop'");
   if (p.code.empty() || p.code.back().opcode != Opcode::PipeBarrier || p.code.back().operands[0].pipe != Pipe::All)
     throw UserError(p.source_name + ": a program must end with 'pipe_barrier ALL' (so every pipe has drained)");
+}
+
+}  // namespace
+
+void validate_program(const Program& p) {
+  try {
+    check_program(p);
+  } catch (const ProgramError&) {
+    throw;
+  } catch (const UserError& e) {
+    throw ProgramError(e.what());
+  }
 }
 
 Program assemble_program(const std::string& text, const std::string& source_name) {
@@ -567,6 +584,7 @@ std::string format_operand(const Operand& o) {
     case OperandKind::Immediate: return std::to_string(o.imm);
     case OperandKind::FloatImmediate: {
       if (std::isinf(o.fimm)) return o.fimm > 0 ? "inf" : "-inf";
+      if (std::isnan(o.fimm)) return std::signbit(o.fimm) ? "-nan" : "nan";
       std::string s = fmt::format("{}", o.fimm);  // shortest text that reads back to the same double
       if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
       return s;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "isa/base/dtype.h"
+#include "isa/base/error.h"
 #include "isa/npu_isa.h"
 
 namespace tessel::npu {
@@ -103,6 +104,12 @@ std::vector<int> match_loops(const Program& program);
 // Structural checks: operand kinds match the format, buffers allowed for each address, element
 // types allowed per opcode, loops nest, the program ends with `pipe_barrier ALL`, tensors are
 // valid and do not overlap. Throws UserError naming source:line:col (or the instruction index).
+// A program the format refuses (ProgramError, a UserError: exit 1 for a user's .npu; for a program
+// tessel emitted, the CLI reports it as a tessel bug, exit 3: compiler/cli/run_npu.cc).
+class ProgramError : public UserError {
+ public:
+  using UserError::UserError;
+};
 void validate_program(const Program& program);
 
 // Text form. assemble_program throws UserError "source:line:col: reason" for malformed input.

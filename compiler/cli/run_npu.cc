@@ -91,14 +91,28 @@ std::optional<kernel::NpuRoofline> recorded_roofline(const std::string& program_
   return r;
 }
 
+// The program format refusing a program tessel emitted (npu::ProgramError) is tessel's fault, not
+// the input's: an InternalError naming the operator and the instruction (exit 3).
+template <typename F>
+auto emitted(const kernel::Kernel& k, const isa::Hierarchy& target, F step) {
+  try {
+    return step();
+  } catch (const npu::ProgramError& e) {
+    throw InternalError("tessel bug: the NPU backend emitted a program the program format refuses for operator '" + k.name +
+                        "' on " + target.name + ": " + e.what());
+  }
+}
+
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
-  c.kernel = emit_npu::emit_npu(k, target);
+  c.kernel = emitted(k, target, [&] { return emit_npu::emit_npu(k, target); });
   if (k.function) c.roofline = kernel::npu_roofline(k, isa::npu_machine(target));  // every pipeline kernel has one
   for (const auto& t : k.tensors)
     if (t.shape.empty()) c.scalars.insert(t.name);
-  c.naive = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1});
-  c.pruned = npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1, sync_progress()});
+  c.naive = emitted(k, target, [&] { return npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1}); });
+  c.pruned = emitted(k, target, [&] {
+    return npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Pruned, -1, sync_progress()});
+  });
   return c;
 }
 

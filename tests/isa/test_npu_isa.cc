@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -153,4 +154,18 @@ TEST_CASE("malformed binaries are rejected, never read out of bounds") {
   }
   bytes[0] ^= 0xff;
   CHECK_THROWS_WITH_AS(decode_program(bytes, "bad"), "bad: byte 4: not a tessel NPU program (bad magic)", UserError);
+}
+
+TEST_CASE("infinite and NaN float immediates print and assemble back (a compiled softmax's -inf)") {
+  // issue 31: `tessel compile` of softmax wrote 'vdup f32, UB[1024], -inf, ...', which `tessel sim`
+  // could not read back ("expected an operand")
+  const std::string text = ".tensor G f32 [64] at GM+0 inout\nvdup f32, UB[0], -inf, 1, 1, 8\nvdup f32, UB[0], inf, 1, 1, 8\n"
+                           "vdup f32, UB[0], nan, 1, 1, 8\nvadds f32, UB[0], UB[0], -inf, 1, 1, 1, 8, 8\npipe_barrier ALL\n";
+  const npu::Program p = npu::assemble_program(text, "inf.npu");
+  CHECK(std::isinf(p.code[0].operands[2].fimm));
+  CHECK(p.code[0].operands[2].fimm < 0);
+  CHECK(std::isnan(p.code[2].operands[2].fimm));
+  const std::string printed = npu::print_program(p);
+  CHECK(npu::print_program(npu::assemble_program(printed, "inf2.npu")) == printed);
+  CHECK_THROWS_AS(npu::assemble_program(".tensor G f32 [64] at GM+0 inout\nvdup f32, UB[0], info, 1, 1, 8\npipe_barrier ALL\n", "x.npu"), UserError);
 }
