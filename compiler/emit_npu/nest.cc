@@ -1007,7 +1007,10 @@ class Nest : public VectorCode {
 
   // Loads access `a` as a rows x pitch tile (cols valid lanes per row).
   Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols) {
-    const Value v{false, 0, fresh_region(), a.type};
+    // rows x pitch values in whole repeats (a row block of the pipeline may be wider than the chunk
+    // of the statement that reads it: a broadcast wrote past its region into the next set, issue 31)
+    const int64_t tile = rows * p.pitch;
+    const Value v{false, 0, tile > chunk_ ? fresh_bytes(tile * 4) : fresh_region(), a.type};
     const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
     if (sv == 0 && cols > 1) {
       broadcast_rows(p, a, v, rows);
