@@ -169,3 +169,11 @@ TEST_CASE("infinite and NaN float immediates print and assemble back (a compiled
   CHECK(npu::print_program(npu::assemble_program(printed, "inf2.npu")) == printed);
   CHECK_THROWS_AS(npu::assemble_program(".tensor G f32 [64] at GM+0 inout\nvdup f32, UB[0], info, 1, 1, 8\npipe_barrier ALL\n", "x.npu"), UserError);
 }
+
+TEST_CASE("validate_program refuses with npu::ProgramError, which the CLI reports as a tessel bug for emitted programs") {
+  npu::Program p;
+  p.source_name = "emitted.npu";
+  p.add(npu::Opcode::Mov, {npu::Operand::reg_(1), npu::Operand::imm_(0)});  // no final pipe_barrier ALL
+  CHECK_THROWS_WITH_AS(npu::validate_program(p), doctest::Contains("emitted.npu: a program must end with 'pipe_barrier ALL'"), npu::ProgramError);
+  CHECK_THROWS_AS(npu::assemble_program("mov r1, 0\n", "user.npu"), UserError);  // a user's .npu: exit 1
+}
