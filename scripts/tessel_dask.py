@@ -132,7 +132,12 @@ def measure(task, tessel, timeout_s=300):
     if r.returncode != 0 or rec is None:
         err = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
         rec = {"op": task.defn, "shape": task.shape, "tile": task.tile, "ok": False, "unit": "cycles",
-               "error": "tessel exited %d: %s" % (r.returncode, err)}
+               "error": "tessel exited %d: %s" % (r.returncode, err),
+               # exit 1: the input is wrong (a variant the validator refuses): the same every time. Else (no
+               # device, exit 2; a signal; an internal error) it may not recur on another worker or run.
+               "retryable": r.returncode != 1}
+    elif not rec.get("ok"):
+        rec["retryable"] = "timed out" in rec.get("error", "")
     rec.update({"file": task.file, "def": task.defn, "key_op": task.op(), "key_shape": task.shape, "tile": task.tile,
                 "set": task.sets, "variant": task.variant, "task_wall_s": time.time() - t0})
     rec["worker_host"] = os.uname().nodename
@@ -145,40 +150,55 @@ def record_key(rec):
 
 # ---------------------------------------------------------------- the store
 
+MAX_ATTEMPTS = 2  # a failed measurement is run again until it has failed this many times
+
+
 class Store:
-    """Append-only JSON lines, one record per key; written by the client only. A torn last line (a client
-    killed mid-write) is cut off before the next append."""
+    """Append-only JSON lines, written by the client only. A key is settled (not measured again) once it has a
+    successful record, a failure that would recur (`"retryable": false`: tessel refused the input), or
+    MAX_ATTEMPTS failed ones: any other failure (a timeout, a missing device, a crashed worker) is stored as a
+    failure and measured again by a later run, never taken for a result. A torn last line (a client killed
+    mid-write) is cut off before the next append."""
 
     def __init__(self, path):
         self.path = path
         self.records = {}
+        self.failures = {}
         d = os.path.dirname(os.path.abspath(path))
         os.makedirs(d, exist_ok=True)
         self._read()
 
     def _read(self):
-        self.records = {}
+        self.records, self.failures = {}, {}
         if not os.path.exists(self.path):
             return
         with open(self.path) as f:
-            for line in f:
-                if not line.endswith("\n"):
-                    break  # torn
-                line = line.strip()
-                if not line:
-                    continue
-                rec = json.loads(line)
-                if "key_op" in rec:
-                    self.records.setdefault(record_key(rec), rec)
+            self._read_text(f.read())
+
+    def _note(self, rec):
+        key = record_key(rec)
+        if rec.get("ok"):
+            if not (self.records.get(key) or {}).get("ok"):
+                self.records[key] = rec
+        else:
+            self.failures[key] = self.failures.get(key, 0) + 1
+            if key not in self.records:
+                self.records[key] = rec
 
     def __contains__(self, key):
-        return key in self.records
+        """Whether `key` is settled: measured, refused for good, or failed MAX_ATTEMPTS times."""
+        rec = self.records.get(key)
+        return rec is not None and (rec.get("ok") or rec.get("retryable", True) is False or
+                                    self.failures.get(key, 0) >= MAX_ATTEMPTS)
+
+    def failed_before(self, key):
+        return self.failures.get(key, 0)
 
     def get(self, key):
         return self.records.get(key)
 
     def append(self, rec):
-        """Writes `rec` unless its key is stored (re-read under the lock: another client may share the store).
+        """Writes `rec` unless its key is settled (re-read under the lock: another client may share the store).
         Returns whether it was written."""
         key = record_key(rec)
         with open(self.path, "a+") as f:
@@ -190,17 +210,17 @@ class Store:
                 f.truncate(cut)
                 print("tessel_dask: %s: dropped a torn last line (%d bytes)" % (self.path, len(text) - cut),
                       file=sys.stderr)
-            if len(text) != getattr(self, "_seen", -1):
-                self._read_text(text)
-            if key in self.records:
+                text = text[:cut]
+            self.records, self.failures = {}, {}
+            self._read_text(text)
+            if key in self:
                 return False
             line = json.dumps(rec, sort_keys=True) + "\n"
             f.seek(0, os.SEEK_END)
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
-            self._seen = len(text) + len(line)
-            self.records[key] = rec
+            self._note(rec)
             return True
 
     def _read_text(self, text):
@@ -208,7 +228,7 @@ class Store:
             if line.endswith("\n") and line.strip():
                 rec = json.loads(line)
                 if "key_op" in rec:
-                    self.records.setdefault(record_key(rec), rec)
+                    self._note(rec)
 
 
 # ---------------------------------------------------------------- progress
@@ -269,12 +289,49 @@ def add_cluster_args(ap):
                     "(default: a LocalCluster on this machine)")
     ap.add_argument("--workers", type=int, default=0,
                     help="LocalCluster worker processes (default: one per core); ignored with --scheduler")
+    ap.add_argument("--gpus", default="0",
+                    help="GPU measurements: a LocalCluster of one worker per GPU, each pinned to its device "
+                    "(CUDA_VISIBLE_DEVICES); N, or 'all' for every GPU nvidia-smi lists (default 0: CPU workers). With "
+                    "--scheduler, start one worker per GPU yourself, each with its own CUDA_VISIBLE_DEVICES")
     ap.add_argument("--measure-timeout", type=float, default=300, help="seconds one measurement may take")
 
 
-def open_client(scheduler=None, workers=0, quiet=True):
+def visible_gpus():
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES's entries where it is set, else nvidia-smi's list."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g for g in env.split(",") if g.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, _ in enumerate(l for l in out.splitlines() if l.startswith("GPU "))]
+
+
+def gpu_count(text):
+    """--gpus: 'all' or a number; an error naming the value when it is neither or exceeds the GPUs here."""
+    have = visible_gpus()
+    if text in ("", "0"):
+        return 0
+    n = len(have) if text == "all" else int(text) if text.isdigit() else -1
+    if n < 0:
+        sys.exit("--gpus: %r is not a number or 'all'" % text)
+    if n == 0 or n > len(have):
+        sys.exit("--gpus %s: %d GPU(s) visible here" % (text, len(have)))
+    return n
+
+
+def _pin_gpu(device):
+    """On a worker: every child it starts (the tessel measurement) sees only `device`."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    return device
+
+
+def open_client(scheduler=None, workers=0, quiet=True, gpus=0):
     """A distributed.Client on `scheduler`, or on a new LocalCluster of `workers` (0: os.cpu_count())
-    single-threaded worker processes. Returns (client, cluster or None)."""
+    single-threaded worker processes, or with `gpus` > 0 of one worker per GPU, each pinned to its own device
+    (a measurement then never shares a GPU with another). Returns (client, cluster or None)."""
     import logging
     from distributed import Client, LocalCluster
     if quiet:
@@ -283,7 +340,7 @@ def open_client(scheduler=None, workers=0, quiet=True):
         client = Client(scheduler)
         client.upload_file(os.path.abspath(__file__))  # workers elsewhere import this module for `measure`
         return client, None
-    n = workers or os.cpu_count() or 1
+    n = gpus or workers or os.cpu_count() or 1
     # Debian's distributed 2022.12 calls .decode() on NVML's device name, which newer pynvml
     # returns as str: on a GPU machine with pynvml the cluster fails to start. Measurements do not
     # need its GPU diagnostics.
@@ -291,7 +348,13 @@ def open_client(scheduler=None, workers=0, quiet=True):
     dask.config.set({"distributed.diagnostics.nvml": False})
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                            silence_logs=logging.ERROR if quiet else logging.WARNING)
-    return Client(cluster), cluster
+    client = Client(cluster)
+    if gpus:
+        devices = visible_gpus()
+        addresses = sorted(client.scheduler_info()["workers"])
+        for device, address in zip(devices, addresses):
+            client.run(_pin_gpu, device, workers=[address])
+    return client, cluster
 
 
 def best_text(records, unit="cycles"):

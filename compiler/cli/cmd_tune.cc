@@ -14,7 +14,9 @@
 // `--mma-path` at that tensor-core path's rate (issue 19 item 2: scripts/counter_sweep.py).
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +48,13 @@ namespace tessel::cli {
 
 namespace {
 
+// One line on stdout, checked: stdout is a driver's data channel (scripts/tessel_dask.py reads the
+// records), so a write that fails (a full disk, a closed pipe) is an error, never a silent loss.
+void write_stdout_line(const std::string& line) {
+  std::cout << line << "\n" << std::flush;
+  if (!std::cout) throw UserError("tessel tune: cannot write to standard output (" + std::string(std::strerror(errno)) + ")");
+}
+
 struct TuneFlags {
   PipelineFlags pipeline;
   std::string space, strategy = "model", model = "analytic", log, db, dump_space, replay;
@@ -57,6 +66,7 @@ struct TuneFlags {
   double timeout_s = 120;
   double max_slowdown = 4;
   bool no_progress = false;
+  bool list_plans = false;
 };
 
 // The problem --predict prices: `p` (tile fit and buffers from --target) on the description
@@ -160,7 +170,7 @@ void measure_and_print(const ir::Function& f, const CompileOptions& co, tune::Fi
     else j["error"] = m.error;
     if (!specs[k].axes.empty())
       if (const auto info = fit.check(specs[k])) j["predicted"] = analytic->predict(fit.problem(), *info);
-    std::cout << j.dump() << "\n" << std::flush;
+    write_stdout_line(j.dump());
   }
 }
 
@@ -202,44 +212,92 @@ void check_output_paths(const TuneFlags& o) {
     throw UserError("--replay " + o.replay + ": cannot read the file");
 }
 
-// `tessel tune --target <gpu>.yaml` on a kernel that runs on TensorCores: the tile policy's plans
-// are the space (compiler/tune/plan_search.h), each run on the GPU and checked against the default
-// plan's outputs (a plan that computes something else is a failed measurement, not a result).
-// Returns false (nothing done) when the kernel runs as SIMT code: tile specs are then the space.
-bool tune_gpu_plans(const ir::Function& f, const CompileOptions& co, const TuneFlags& o, bool live) {
-  auto c = compile(f, co);
-  const std::vector<std::string> plans = gpu_plan_space(*c);
-  if (plans.empty()) return false;
-  const tune::ProblemKey problem{f.name, c->hierarchy.name, tune::shape_text(co.sizes), c->hierarchy.overrides,
-                                 c->hierarchy.description_hash};
-  const auto inputs = interp::random_inputs(f, co.sizes, 1);
-  std::optional<std::map<std::string, NpyArray>> reference;  // the default plan's outputs
-  const double tolerance = emit_c::reassociated_sum_tolerance(f, co.sizes);
-  auto measure = [&](const std::string& plan) {
+// GPU measurements of one operator: each plan run on the GPU (CUDA-graph harness) and checked
+// against the library's output for the same inputs (cuBLAS / cuDNN, where the kernel has a library
+// twin) or else the default plan's outputs; a plan that computes something else is a failed
+// measurement, never a result. Plans ("" : the default) share one compilation; a tile spec
+// compiles its own.
+class GpuPlanMeasurer {
+ public:
+  GpuPlanMeasurer(const ir::Function& f, const CompileOptions& co)
+      : f_(f), co_(co), c_(compile(f, co)), inputs_(interp::random_inputs(f, co.sizes, 1)),
+        tolerance_(emit_c::reassociated_sum_tolerance(f, co.sizes)) {}
+  Compilation& compilation() { return *c_; }
+
+  tune::Measurement measure(const std::string& plan) {
     tune::Measurement m;
+    m.key = plan.empty() ? "default" : plan;
     m.unit = "s";
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      c->kernel.gpu_plan = plan;  // "" : the policy's own plan
-      const GpuRunResult g = run_on_gpu(*c, inputs, false, true);
-      const double us = g.report.value("graph_us", 0.0) > 0 ? g.report.value("graph_us", 0.0) : g.report.value("stream_us", 0.0);
-      if (!reference) reference = g.outputs;
-      const emit_c::Verification v = emit_c::verify(*reference, g.outputs, tolerance);
-      if (!v.verified) m.error = "outputs differ from the default plan's at " + v.first_mismatch;
+      std::unique_ptr<Compilation> own;
+      Compilation* c = c_.get();
+      if (!plan.empty() && !is_gpu_plan_text(plan)) {  // a tile spec: the kernel IR changes
+        CompileOptions o = co_;
+        o.tile = plan;
+        own = compile(f_, o);
+        c = own.get();
+      } else {
+        c->kernel.gpu_plan = plan;
+      }
+      const GpuRunResult g = run_on_gpu(*c, inputs_, c->kernel.user_tile.has_value(), true);
+      const double graph = g.report.value("graph_us", 0.0), us = graph > 0 ? graph : g.report.value("stream_us", 0.0);
+      const std::string why = check(g);
+      if (!why.empty()) m.error = why;
       else if (us <= 0) m.error = "no time measured";
       else m.ok = true, m.cost = us * 1e-6;
     } catch (const NoGpu&) {
-      throw;  // no GPU here: nothing to tune (exit 2), never a logged failure
+      throw;  // no GPU here: nothing to measure (exit 2), never a logged failure
     } catch (const std::exception& e) {
       m.error = e.what();
     }
     m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return m;
-  };
+  }
+
+ private:
+  // "" when the outputs agree with the library's (or, without one, the default plan's)
+  std::string check(const GpuRunResult& g) {
+    if (g.library_output) {
+      const auto ours = g.outputs.find(g.library_tensor);
+      if (ours == g.outputs.end()) return "no output " + g.library_tensor;
+      const auto v = emit_c::verify({{g.library_tensor, *g.library_output}}, {{g.library_tensor, ours->second}}, tolerance_);
+      return v.verified ? "" : "output differs from " + g.library + "'s at " + v.first_mismatch;
+    }
+    if (!reference_) {
+      if (!c_->kernel.gpu_plan.empty()) {  // the default plan's outputs first
+        const std::string plan = c_->kernel.gpu_plan;
+        c_->kernel.gpu_plan.clear();
+        reference_ = run_on_gpu(*c_, inputs_, false, false).outputs;
+        c_->kernel.gpu_plan = plan;
+      } else {
+        reference_ = g.outputs;
+      }
+    }
+    const auto v = emit_c::verify(*reference_, g.outputs, tolerance_);
+    return v.verified ? "" : "outputs differ from the default plan's at " + v.first_mismatch;
+  }
+
+  const ir::Function& f_;
+  CompileOptions co_;
+  std::unique_ptr<Compilation> c_;
+  std::map<std::string, NpyArray> inputs_;
+  double tolerance_;
+  std::optional<std::map<std::string, NpyArray>> reference_;
+};
+
+// `tessel tune --target <gpu>.yaml` on a kernel that runs on TensorCores: the tile policy's plans
+// are the space (compiler/tune/plan_search.h). Returns false (nothing done) when the kernel runs
+// as SIMT code: tile specs are then the space.
+bool tune_gpu_plans(const ir::Function& f, const CompileOptions& co, const TuneFlags& o, bool live) {
+  GpuPlanMeasurer measurer(f, co);
+  const Compilation& c = measurer.compilation();
+  const std::vector<std::string> plans = gpu_plan_space(c);
+  if (plans.empty()) return false;
   std::string why;
   if (!gpu_present(&why)) throw NoGpu("tessel tune: " + why);
   tune::TuneOptions to;
-  to.problem = problem;
+  to.problem = {f.name, c.hierarchy.name, tune::shape_text(co.sizes), c.hierarchy.overrides, c.hierarchy.description_hash};
   to.trials = o.trials;
   to.log = o.log;
   to.db = o.db == "off" ? "" : o.db.empty() ? tune::default_db_path() : o.db;
@@ -247,11 +305,12 @@ bool tune_gpu_plans(const ir::Function& f, const CompileOptions& co, const TuneF
   to.terminal = live;
   std::cerr << "tune: " << plans.size() << " TensorCore plans (the tile policy's ranking); tuning database "
             << (to.db.empty() ? std::string("off") : to.db) << (to.log.empty() ? "" : ", log " + to.log) << "\n";
-  const tune::TuneResult r = tune::run_plan_search(plans, measure, to);
+  const tune::TuneResult r =
+      tune::run_plan_search(plans, [&](const std::string& plan) { return measurer.measure(plan); }, to);
   if (!std::isfinite(r.best_cost))
     throw UserError("tessel tune: no plan could be measured (" + std::to_string(r.failed) + " failed; first: " + r.first_error + ")");
   std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n", f.name,
-                           c->hierarchy.name, problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(), r.measured,
+                           c.hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(), r.measured,
                            r.resumed);
   if (r.default_cost > 0 && std::isfinite(r.default_cost))
     std::cout << fmt::format("tune: default plan = {:.6g} {}; best {}\n", r.default_cost, r.unit,
@@ -259,6 +318,26 @@ bool tune_gpu_plans(const ir::Function& f, const CompileOptions& co, const TuneF
                                                       : fmt::format("{:.3f}x faster", r.default_cost / r.best_cost));
   if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
   return true;
+}
+
+// --measure on a GPU description: each plan (or tile spec, or "default") measured in this process,
+// one log record per line on stdout in the order given (what scripts/tessel_dask.py's GPU workers
+// run, one per GPU).
+void measure_gpu_and_print(const ir::Function& f, const CompileOptions& co, const TuneFlags& o) {
+  std::string why;
+  if (!gpu_present(&why)) throw NoGpu("tessel tune --measure: " + why);
+  GpuPlanMeasurer measurer(f, co);
+  const Compilation& c = measurer.compilation();
+  for (const auto& t : o.measure) {
+    const tune::Measurement m = measurer.measure(t == "default" ? std::string() : t);
+    nlohmann::json j = {{"op", f.name},   {"target", c.hierarchy.name}, {"shape", tune::shape_text(co.sizes)}, {"tile", t},
+                        {"ok", m.ok},     {"unit", m.unit},             {"strategy", "measure"},               {"wall_s", m.wall_s}};
+    j["description_hash"] = c.hierarchy.description_hash;
+    if (!c.hierarchy.overrides.empty()) j["overrides"] = c.hierarchy.overrides;
+    if (m.ok) j["cost"] = m.cost;
+    else j["error"] = m.error;
+    write_stdout_line(j.dump());
+  }
 }
 
 void add_tune_command(CLI::App& app, CommandContext& ctx) {
@@ -303,8 +382,8 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
                   "reports it); each is priced at its own rate (default: the matrix unit's shape rate)")
       ->check(CLI::IsMember({"wmma", "mma.sync", "wgmma", "simt"}));
   cmd->add_option("--measure", o->measure,
-                  "measure these tile specs ('default': the target's own tile policy, no tile) and print one log "
-                  "record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
+                  "measure these tile specs or, on GPU descriptions, plans ('default': the target's own plan) and print one "
+                  "log record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
   cmd->add_option("--propose", o->propose,
                   "print the strategy's next N configurations given the --log so far (one JSON object a line: op, "
                   "target, shape, tile, predicted) and exit; a driver measures them and appends them to the log")
@@ -312,6 +391,9 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--replay", o->replay,
                   "answer measurements from an earlier log of the same problem instead of measuring (strategy studies)");
   cmd->add_flag("--no-progress", o->no_progress, "no live progress line");
+  cmd->add_flag("--list-plans", o->list_plans,
+                "GPU descriptions: print the tile policy's TensorCore plans, ranked, one per line (the --tile texts a GPU "
+                "sweep measures) and exit");
   cmd->callback([o, &ctx] {
     if (o->pipeline.target == "c")
       throw UserError("tessel tune: --target must be a hierarchy description (isa/targets/*.yaml): the tuner measures on "
@@ -328,8 +410,22 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     co.plan_source = {};
     const bool plain_search = o->space.empty() && o->predict.empty() && o->measure.empty() && o->propose == 0 &&
                               o->dump_space.empty() && o->replay.empty();
-    if (plain_search && isa::load_hierarchy(co.target, co.overrides).kind == isa::TargetKind::Gpu &&
-        tune_gpu_plans(f, co, *o, !o->no_progress && isatty(STDERR_FILENO))) {
+    const bool gpu = isa::load_hierarchy(co.target, co.overrides).kind == isa::TargetKind::Gpu;
+    if (gpu && o->list_plans) {
+      GpuPlanMeasurer listing(f, co);  // compiles only: no GPU needed to list
+      const auto plans = gpu_plan_space(listing.compilation());
+      if (plans.empty()) throw UserError("tessel tune --list-plans: " + f.name + " runs as SIMT code on " + co.target + " (no TensorCore plans); tile specs are its space (--dump-space)");
+      for (const auto& pl : plans) write_stdout_line(pl);
+      ctx.exit_code = 0;
+      return;
+    }
+    if (o->list_plans) throw UserError("tessel tune --list-plans: GPU descriptions only (NPU plans: --dump-space)");
+    if (gpu && !o->measure.empty()) {
+      measure_gpu_and_print(f, co, *o);
+      ctx.exit_code = 0;
+      return;
+    }
+    if (plain_search && gpu && tune_gpu_plans(f, co, *o, !o->no_progress && isatty(STDERR_FILENO))) {
       ctx.exit_code = 0;
       return;
     }
@@ -378,8 +474,6 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes), p.hierarchy.overrides,
                                    p.hierarchy.description_hash};
     if (!o->measure.empty()) {
-      if (p.hierarchy.kind != isa::TargetKind::Npu)
-        throw UserError("tessel tune --measure: only NPU descriptions (the simulator); use tessel run on GPU targets");
       measure_and_print(f, co, fit, problem, *o);
       ctx.exit_code = 0;
       return;
@@ -443,11 +537,10 @@ void add_tune_command(CLI::App& app, CommandContext& ctx) {
     if (o->propose > 0) {
       for (int i : tune::propose_batch(space, fit, to, o->propose)) {
         const auto info = fit.check(space.configs[size_t(i)]);
-        std::cout << nlohmann::json{{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape},
-                                    {"tile", space.configs[size_t(i)].to_string()},
-                                    {"predicted", tune::analytic_breakdown(p, *info).total}}
-                         .dump()
-                  << "\n";
+        write_stdout_line(nlohmann::json{{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape},
+                                         {"tile", space.configs[size_t(i)].to_string()},
+                                         {"predicted", tune::analytic_breakdown(p, *info).total}}
+                              .dump());
       }
       ctx.exit_code = 0;
       return;

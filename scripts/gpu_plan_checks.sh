@@ -1,0 +1,88 @@
+#!/bin/bash
+# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh) and, for the
+# sweep, Debian's dask/distributed carried as .pydask (pure Python, put on PYTHONPATH): the checks of the
+# plan and tuning work, each step's log under $OUT.
+#   tune     `tessel tune` 512^3 GEMM on sm90 (16 trials): time to the first result, total, best vs the default
+#   plans    `tessel run --tile PLAN` on the sm90, sm80 and sm75 descriptions (verified on the GPU at hand),
+#            and a plan the kernel cannot run (exit 1 with the reason)
+#   bench    `tessel bench gpu` (the tile policy's shortlist) and its wall time; with EXHAUSTIVE_FILTER (a
+#            TESSEL_BENCH_FILTER value) the same rows again with --exhaustive, for the ratio comparison
+#   sweep    scripts/gpu_sweep.py over SWEEP_PLANS plans of a 4096^3 GEMM on 1 GPU and on all GPUs (a first
+#            pass fills the NVRTC cache so both timed passes compile nothing)
+# STEPS selects (default "tune plans bench sweep").
+D=${D:-build/dev}
+OUT=${OUT:-/tmp/tessel-gpu-out}
+mkdir -p $OUT
+source "$(dirname "$0")/gpu_env.sh"
+T=$D/bin/tessel
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/device.txt 2>&1
+cat $OUT/device.txt
+has() { [[ " ${STEPS:-tune plans bench sweep} " == *" $1 "* ]]; }
+stamp() { python3 -c 'import time; print(time.time())'; }
+since() { python3 -c "import time; print('%.1f' % (time.time() - $1))"; }
+# each line of stdin prefixed with the seconds since the pipe started
+timestamps() { python3 -u -c 'import sys, time
+t = time.time()
+for line in sys.stdin: print("%6.1f s  %s" % (time.time() - t, line), end="", flush=True)'; }
+
+if has tune; then
+  rm -f /tmp/tune_gpu.jsonl /tmp/tune_gpu_db.json
+  t0=$(stamp)
+  timeout 300 $T tune workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=512,N=512,K=512 --trials 16 \
+    --log /tmp/tune_gpu.jsonl --db /tmp/tune_gpu_db.json 2>&1 | timestamps > $OUT/tune.log
+  echo "== tune"; tail -6 $OUT/tune.log
+  # what run then runs: the database's plan, named as such
+  TESSEL_TUNE_DB=/tmp/tune_gpu_db.json timeout 120 $T run workloads/matmul.tsl --target isa/targets/sm90.yaml \
+    --shape M=512,N=512,K=512 2>&1 | grep -E "tile|plan|verified|MISMATCH|us" | head -8 >> $OUT/tune.log
+  tail -8 $OUT/tune.log
+fi
+
+if has plans; then
+  {
+    for spec in "sm90 64x128x64/64x64/ks1/st4/mma" "sm90 128x128x64/64x128/ks1/st6/ws/ts" "sm90 m=128/64,n=128/64,k=32/16" \
+                "sm80 128x128x32/64x64/ks1/st4/mma" "sm80 m=64/32,n=64/32,k=32/16" "sm75 64x64x32/32x32/ks1/st2" \
+                "sm75 m=128/64,n=128/64,k=32/16"; do
+      set -- $spec
+      echo "== $1 --tile $2"
+      timeout 120 $T run workloads/matmul.tsl --target isa/targets/$1.yaml --shape M=1000,N=776,K=520 --tile $2 2>&1 |
+        grep -E "tile|verified|MISMATCH|error|us/call" | head -4
+      echo "rc=${PIPESTATUS[0]}"
+    done
+    echo "== sm90 --tile m=256/128,n=128/64,k=64/16 (cannot run: exit 1 expected)"
+    timeout 60 $T run workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=1000,N=776,K=520 --tile m=256/128,n=128/64,k=64/16 2>&1 | tail -2
+    echo "rc=${PIPESTATUS[0]}"
+  } > $OUT/plans.log 2>&1
+  echo "== plans"; cat $OUT/plans.log
+fi
+
+if has bench; then
+  t0=$(stamp)
+  timeout 420 $T bench gpu --json $OUT/bench.json > $OUT/bench.log 2>&1
+  echo "bench gpu (shortlist): rc=$? $(since $t0) s" | tee -a $OUT/bench.log
+  grep -A40 "tessel bench gpu on" $OUT/bench.log | head -45
+  if [ -n "${EXHAUSTIVE_FILTER:-}" ]; then
+    t0=$(stamp)
+    TESSEL_BENCH_FILTER=$EXHAUSTIVE_FILTER timeout 420 $T bench gpu --exhaustive --json $OUT/bench_exhaustive.json > $OUT/bench_exhaustive.log 2>&1
+    echo "bench gpu --exhaustive ($EXHAUSTIVE_FILTER): rc=$? $(since $t0) s" | tee -a $OUT/bench_exhaustive.log
+    grep -A20 "tessel bench gpu on" $OUT/bench_exhaustive.log | head -24
+  fi
+fi
+
+if has sweep; then
+  export PYTHONPATH=$PWD/.pydask:${PYTHONPATH:-}
+  n=${SWEEP_PLANS:-64}
+  S="python3 scripts/gpu_sweep.py workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 --limit $n --tessel $T"
+  $S --gpus all --out /tmp/sweep_prime > $OUT/sweep_prime.log 2>&1; echo "prime: rc=$?"; tail -2 $OUT/sweep_prime.log
+  $S --gpus 1 --out /tmp/sweep_1 > $OUT/sweep_1.log 2>&1; echo "1 GPU: rc=$?"; tail -2 $OUT/sweep_1.log
+  $S --gpus all --out /tmp/sweep_all > $OUT/sweep_all.log 2>&1; echo "all GPUs: rc=$?"; tail -2 $OUT/sweep_all.log
+  cp /tmp/sweep_1.json $OUT/sweep_1.json 2>/dev/null; cp /tmp/sweep_all.json $OUT/sweep_all.json 2>/dev/null
+  python3 - <<'EOF'
+import json
+a = json.load(open("/tmp/sweep_1.json")); b = json.load(open("/tmp/sweep_all.json"))
+ra = {r["plan"]: r["us"] for r in a["results"]}; rb = {r["plan"]: r["us"] for r in b["results"]}
+common = [p for p in ra if ra[p] and rb.get(p)]
+worst = max(abs(ra[p] / rb[p] - 1) for p in common) if common else float("nan")
+print("sweep: %d plans; 1 GPU %.1f s, %d GPUs %.1f s: %.2fx; best %s / %s; largest per-plan time difference %.1f %%"
+      % (a["plans"], a["wall_s"], b["gpus"], b["wall_s"], a["wall_s"] / b["wall_s"], a["best"], b["best"], 100 * worst))
+EOF
+fi
