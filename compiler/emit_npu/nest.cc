@@ -1781,10 +1781,12 @@ class Nest : public VectorCode {
       const Plan& p = plans_[i];
       const bool row = role_of(i) == Role::Row;
       enter(p, origin, rows);
+      // this statement's chunk before its loads: their regions (a widened i8 read, a broadcast) were
+      // sized by the previous statement's, and overwrote the next block set (issue 31)
+      use_chunk(row ? fz_.rows * fz_.pitch : (fz_.rows + p.unit - 1) / p.unit * p.unit);
       loaded_.clear();
       for (const Access& a : p.reads) loaded_.push_back(fused_read(i, a, rows));
       const int64_t n = row ? rows * fz_.pitch : rows;
-      use_chunk(row ? fz_.rows * fz_.pitch : (fz_.rows + p.unit - 1) / p.unit * p.unit);
       if (!p.is_reduction()) {
         const Value x = result(p, n);
         resident_[p.s->output] = resident_of(i, x);
