@@ -80,7 +80,16 @@ void add_sim_command(CLI::App& app, CommandContext& ctx) {
     for (const std::string& b : opts->inputs) {
       auto [name, file] = split_binding("--input", b);
       if (inputs.count(name)) throw UserError("--input " + name + " is given twice");
-      inputs[name] = read_npy(file);
+      // checked against the program's declaration from the header, before the data is allocated
+      const npu::TensorBinding* t = program.find_tensor(name);
+      inputs[name] = read_npy(file, [&](const NpyArray& header) {
+        if (t && (header.dtype != t->dtype || header.shape != t->shape)) {
+          NpyArray declared;
+          declared.shape = t->shape;
+          throw UserError(fmt::format("--input {}: the .npy holds {} {}, the program declares {} {}", name, dtype_name(header.dtype),
+                                      header.shape_string(), dtype_name(t->dtype), declared.shape_string()));
+        }
+      });
     }
     std::vector<std::pair<std::string, std::string>> outputs;
     for (const std::string& b : opts->outputs) {

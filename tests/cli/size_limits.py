@@ -46,6 +46,12 @@ with open(program, "w") as f:
     f.write(".tensor X f16 [2147483648] at GM+0 in\npipe_barrier ALL\n")
 expect("npy_4gib_sim", ["sim", program, "--target", TARGET, "--input", "X=" + big], 1,
        "truncated .npy data: expected 4294967296 bytes for shape [2147483648], the file holds 512 after its header")
+# ... and against the program's declaration, from the header (a 4 GiB claim for a 16-element input)
+small = os.path.join(WORK, "in_16.npu")
+with open(small, "w") as f:
+    f.write(".tensor X f16 [16] at GM+0 in\npipe_barrier ALL\n")
+expect("npy_4gib_sim_declared", ["sim", small, "--target", TARGET, "--input", "X=" + big], 1,
+       "--input X: the .npy holds f16 [2147483648], the program declares f16 [16]")
 # the operator's shapes are checked from the header too (before the data is read)
 expect("npy_4gib_eval", ["eval", os.path.join(SRC, "workloads/relu.tsl"), "--shape", "N=1,C=1,H=1,W=16", "--input", "X=" + big], 1,
        "has shape [2147483648] but input 'X' needs [1, 1, 1, 16]")
