@@ -7,7 +7,7 @@
   scripts/program_fuzz.py --replay FILE_OR_DIR...      # regression corpus (tests/fuzz_programs/): each
                                                        # file's header names its shape and columns
                                                        # (`COLUMN=refused` where a clean refusal is right)
-  scripts/program_fuzz.py --print --seed S --index I   # the program and its --shape, nothing run
+  scripts/program_fuzz.py --print --seed S --index I   # the program as a corpus file (shape, columns), nothing run
 
 Program I of seed S comes from scripts/program_fuzz_gen.py (deterministic: the same (S, I) is the
 same program on every machine). Each program is first evaluated by the reference interpreter
@@ -657,7 +657,8 @@ def main(argv=None):
         return nvrtc_compile(args.nvrtc_compile, args.arch)
     if args.print:
         p = program_fuzz_gen.generate(args.seed, args.index or 0)
-        print(header(p.shape_arg(), [], f"scripts/program_fuzz.py --seed {args.seed} --index {args.index or 0}",
+        cols = make_columns([t for t in args.targets.split(",") if t], [s for s in args.sync.split(",") if s])
+        print(header(p.shape_arg(), [c.name for c in cols], f"scripts/program_fuzz.py --seed {args.seed} --index {args.index or 0}",
                      None, None) + p.render(), end="")
         return 0
     if not os.access(args.tessel, os.X_OK):
