@@ -70,6 +70,9 @@ GPU_TARGETS = ("sm75", "sm90")
 REFUSALS = [
     (r"davinci", r"the NPU backend maps matmul and element-wise kernels only so far",
      "no NPU mapping accepts the kernel; the message lists every mapping's reason (emit_npu.cc, emit_any)"),
+    (r"davinci", r"the NPU backend does not map this matmul yet",
+     "the cube paths' refusal (a contraction beside statements that are neither a padding copy nor an "
+     "element-wise epilogue) where the general lowering cannot take the kernel either"),
     (r"^c$", r"dtype bf16 is not supported by the C emitter",
      "bf16 is a dtype 'where a target has it' (DESIGN.md); the C target has none"),
     (r"^sm", r"CUDA emitter: dtype bf16 is not supported",

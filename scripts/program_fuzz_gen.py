@@ -701,6 +701,34 @@ class Gen:
         self.p.notes.append(f"contract b{nb}k{nk}")
         return self.finish(ctx, acc, op, rhs, exact=not (is_float(acc) and nk), bound=rhs.bound * n_k)
 
+    def s_epilogue(self, c):
+        """An element-wise statement over a contraction's result (bias, activation, cast): what the
+        cube / TensorCore paths fuse into their epilogue."""
+        rng = self.rng
+        lhs = [f"i{d}" for d in range(len(c.axes))]
+        ctx = Ctx(lhs, dict(zip(lhs, c.axes)), reduce=False)
+        ctx.plain.update(lhs)
+        e = E("read", c.dtype, tensor=c, index=list(lhs), exact=c.exact, bound=c.bound)
+        if rng.random() < 0.7 and lhs:  # a bias over one output axis
+            j = rng.randrange(len(lhs))
+            bias = self.new_input(c.dtype, [c.axes[j]])
+            e = E("bin", c.dtype, [e, E("read", c.dtype, tensor=bias, index=[lhs[j]], bound=INPUT_BOUND[c.dtype])],
+                  text="+", exact=c.exact, bound=e.bound + INPUT_BOUND[c.dtype])
+        act = rng.choice(("relu", "clip", "scale", "none"))
+        if act == "relu":
+            e = E("minmax", c.dtype, [e, E("lit", "int", text="0")], text="max", exact=e.exact, bound=e.bound)
+        elif act == "clip":
+            e = E("minmax", c.dtype, [E("minmax", c.dtype, [e, E("lit", "int", text="0")], text="max", exact=e.exact,
+                                        bound=e.bound), E("lit", "int", text="6")], text="min", exact=e.exact, bound=6)
+        elif act == "scale" and is_float(c.dtype):
+            e = E("bin", c.dtype, [e, E("lit", "real", text="0.5")], text="*", exact=e.exact, bound=e.bound / 2)
+        out = c.dtype
+        if c.dtype == "f32" and rng.random() < 0.5 and e.bound < FLOAT_LIMIT["f16"]:
+            out = "f16"
+            e = self.cast("f16", e)
+        self.p.notes.append("epilogue")
+        return self.finish(ctx, out, "=", e, e.exact, e.bound)
+
     def s_pad(self, src):
         """Xp = select(h >= a && h < H + a, T(h - a), 0) where h in 0:H + 2a (one or two dims)."""
         rng = self.rng
@@ -818,7 +846,9 @@ class Gen:
             elif kind == "reduce":
                 self.s_reduce()
             elif kind == "contract":
-                self.s_contract()
+                t = self.s_contract()
+                if t.kind == "local" and len(t.axes) >= 1 and rng.random() < 0.5:
+                    self.s_epilogue(t)
             elif kind == "pad":
                 src = rng.choice(locals_) if locals_ and rng.random() < 0.6 else None
                 if src is None or not src.axes:
