@@ -394,6 +394,14 @@ class ConvEmitter {
 
   void run() {
     p_.source_name = k_.name + ".npu";
+    // A strided window that stops short of the image's last rows or columns (a 1x1 stride-2
+    // convolution of an even H) has a negative bottom or right pad, which is no img2col geometry
+    // (the simulator refused set_fmatrix, issue 31): refused here, the general lowering maps it.
+    const int64_t reach_h = (cv_.OH - 1) * cv_.sh + cv_.dh * (cv_.R - 1) + 1 - cv_.pt;
+    const int64_t reach_w = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.pl;
+    if (reach_h < cv_.H || reach_w < cv_.W)
+      throw UserError(fmt::format("kernel {}: the windows stop short of the image ({} of {} rows, {} of {} columns "
+                                  "reached): img2col has no negative padding", k_.name, reach_h, cv_.H, reach_w, cv_.W));
     make_bands();
     out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
     place_tensors();
