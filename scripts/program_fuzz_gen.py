@@ -805,6 +805,47 @@ class Gen:
         t.window_quasi = quasi
         return t
 
+    def s_conv2d(self):
+        """A 2-D convolution in NHWC or NCHW with a stride, a dilation and an image that may be larger
+        than the windows reach (the cube's img2col path): Y(n, p, q, k) +=! X(n, p*s + r*d, ...) * W(...)."""
+        rng = self.rng
+        dt, acc = rng.choice((("f16", "f32"), ("f16", "f32"), ("i8", "i32"), ("f32", "f32")))
+        s, d = rng.choice(((1, 1), (2, 1), (2, 1), (1, 2), (3, 1)))
+        R, S = rng.choice(((1, 1), (3, 3), (3, 3), (1, 3), (2, 2)))
+        N = self.param(rng.choice((1, 1, 2)))
+        P, Q = self.param(rng.randint(1, 8)), self.param(rng.randint(1, 8))
+        C, K = self.param(rng.choice((3, 5, 16, 16, 32))), self.param(rng.choice((2, 7, 16, 16, 32)))
+        Ra, Sa = self.param(R), self.param(S)
+        H = self.param(s * (P.value - 1) + d * (R - 1) + 1 + rng.choice((0, 0, 1, s)), "D")
+        W = self.param(s * (Q.value - 1) + d * (S - 1) + 1 + rng.choice((0, 0, 1, s)), "D")
+        pe = lambda o, w: (f"{o} * {s}" if s > 1 else o) + " + " + (f"{w} * {d}" if d > 1 else w)  # noqa: E731
+        nchw = rng.random() < 0.3
+        if nchw:
+            X = self.new_input(dt, [N, C, H, W])
+            xi = ["n", "c", pe("p", "r"), pe("q", "t")]
+            Wt = self.new_input(dt, [K, C, Ra, Sa])
+            wi = ["k", "c", "r", "t"]
+            lhs, axes = ["n", "k", "p", "q"], [N, K, P, Q]
+        else:
+            X = self.new_input(dt, [N, H, W, C])
+            xi = ["n", pe("p", "r"), pe("q", "t"), "c"]
+            Wt = self.new_input(dt, [Ra, Sa, C, K])
+            wi = ["r", "t", "c", "k"]
+            lhs, axes = ["n", "p", "q", "k"], [N, P, Q, K]
+        idx_axes = dict(zip(lhs, axes)) | {"r": Ra, "t": Sa, "c": C}
+        if math.prod(a.value for a in idx_axes.values()) > self.points_limit:
+            return self.s_map()
+        ctx = Ctx(lhs, idx_axes, reduce=True)
+        ctx.plain.update(["n", "c", "k", "r", "t"])
+        rx = self.cast(acc, E("read", dt, tensor=X, index=xi, bound=INPUT_BOUND[dt]))
+        rw = self.cast(acc, E("read", dt, tensor=Wt, index=wi, bound=INPUT_BOUND[dt])) if acc != dt else \
+            E("read", dt, tensor=Wt, index=wi, bound=INPUT_BOUND[dt])
+        if acc == dt:
+            rx = rx.children[0] if rx.kind == "cast" else rx
+        rhs = E("bin", acc, [rx, rw], text="*", bound=rx.bound * rw.bound)
+        self.p.notes.append(f"conv2d {'nchw' if nchw else 'nhwc'} s{s}d{d} {R}x{S}")
+        return self.finish(ctx, acc, "+=!", rhs, exact=not is_float(acc), bound=rhs.bound * R * S * C.value)
+
     def s_accumulate(self, t):
         """`T(..) += expr` onto a tensor written earlier (one statement later)."""
         rng = self.rng
@@ -835,8 +876,8 @@ class Gen:
             n = rng.choice((2, 3, 4, 4, 5))
         else:
             self.axes = [self.param(self.size()) for _ in range(rng.randint(1, 4))]
-            kinds = ("map", "reduce", "contract", "pad", "window", "quasi", "accumulate")
-            weights = (28, 26, 12, 8, 10, 10, 6)
+            kinds = ("map", "reduce", "contract", "pad", "window", "quasi", "accumulate", "conv2d")
+            weights = (28, 26, 12, 8, 10, 10, 6, 8)
             n = rng.choice((1, 2, 2, 3, 3, 4))
         for _ in range(n):
             kind = rng.choices(kinds, weights)[0]
@@ -856,6 +897,10 @@ class Gen:
                 self.s_pad(src)
             elif kind == "window":
                 self.s_window()
+            elif kind == "conv2d":
+                t = self.s_conv2d()
+                if t.kind == "local" and rng.random() < 0.4:
+                    self.s_epilogue(t)
             elif kind == "quasi":
                 axes = self.choose_axes(1, 3)
                 lhs = self.fresh_names("i", len(axes))
