@@ -92,6 +92,11 @@ KNOWN_ISSUES = [
      "without its m / n tile loops while the matmul node still uses g0_m_o ...: the kernel IR the core "
      "builds (compiler/tile, post-tiling fusion) is wrong, every emitter prints the undeclared names; "
      "--fusion none avoids it (tests/fuzz_programs/known_fused_0d_statement_tile_loops.tsl)"),
+    ("quasi-affine-footprint-no-box", r".", r"promotion\.cc:\d+: invariant `box\.is_valid\(\)` violated",
+     "a read through several quasi-affine index forms at once (X(i0 * 2 + i1, i1 % 2, K - 1 - i1)) in a "
+     "kernel of two statements has a footprint with no fixed box hull, and promotion's invariant fails "
+     "(exit 3 on every target): the tile pass must give it boxes (compiler/poly/promotion.cc, the core's "
+     "owners; tests/fuzz_programs/known_quasi_affine_footprint_no_box.tsl)"),
 ]
 
 
@@ -589,6 +594,7 @@ def fuzz(args, runner, cols):
             print(f"  seed {args.seed} program {i}: {why}")
     if bugs:
         print("\nbugs (signature: programs; first reproducer):")
+    minimised = set()  # (program, reason without its column family): one reproducer for a shared failure
     for sig, hits in bugs.items():
         i, x, prog = hits[0]
         known = x["known"]
@@ -596,7 +602,11 @@ def fuzz(args, runner, cols):
             new_bugs += 1
         print(f"  {'known ' + known if known else 'NEW'}  {sig}  ({len(hits)} runs, first: seed {args.seed} program {i})")
         print(f"      {x['reason'][:300]}")
-        if args.out and not known:
+        shared = (i, sig.split(": ", 1)[1])
+        if args.out and not known and shared in minimised:
+            print("      (the same failure as a reproducer above)")
+        elif args.out and not known:
+            minimised.add(shared)
             col = column_by_name(x["column"])
             small, tries = prog, 0
             if args.minimize_seconds > 0:
