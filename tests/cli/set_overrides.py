@@ -79,13 +79,15 @@ with tempfile.TemporaryDirectory() as tmp:
     # the tuner's forked measurement children compile and simulate the overridden description
     log = os.path.join(tmp, "tune.jsonl")
     tune = [TESSEL, "tune", MATMUL, "--target", TARGET, "--shape", SHAPE, "--space", "m=128/64,n=128/64,k=64/32",
-            "--strategy", "exhaustive", "--trials", "1", "--log", log, "--db", "off", "--no-progress", "--jobs", "1"]
+            "--strategy", "exhaustive", "--trials", "2", "--log", log, "--db", "off", "--no-progress", "--jobs", "1"]
+    # two trials: the default plan (always measured first) and the one configuration of the space
     p = subprocess.run(tune + ["--set", "GM->L1.bandwidth_bytes_per_cycle=8"], capture_output=True, text=True, timeout=300)
     check(p.returncode == 0, "tessel tune --set exits 0" + ("" if p.returncode == 0 else ": " + p.stderr))
     with open(log) as f:
         records = [json.loads(line) for line in f]
-    check(len(records) == 1 and records[0]["tile"] == TILE, f"one measurement of {TILE}")
-    r = records[0]
+    check(len(records) == 2 and records[0]["tile"] == "default" and records[1]["tile"] == TILE,
+          f"the default plan, then one measurement of {TILE}")
+    r = records[1]
     check(r.get("overrides") == "GM->L1.bandwidth_bytes_per_cycle=8" and r.get("description_hash") == slow_path["description_hash"],
           "the tuning log record carries the variant's overrides and hash")
     check(r["cost"] == slow_path["total_cycles"],
@@ -94,8 +96,8 @@ with tempfile.TemporaryDirectory() as tmp:
     p = subprocess.run(tune, capture_output=True, text=True, timeout=300)
     with open(log) as f:
         records = [json.loads(line) for line in f]
-    check(p.returncode == 0 and len(records) == 2 and records[1]["cost"] == base["total_cycles"]
-          and "overrides" not in records[1] and records[1]["description_hash"] == base["description_hash"],
+    check(p.returncode == 0 and len(records) == 4 and records[3]["tile"] == TILE and records[3]["cost"] == base["total_cycles"]
+          and "overrides" not in records[3] and records[3]["description_hash"] == base["description_hash"],
           "tuning the unmodified description measures again (not resumed from the variant's record)")
 
 if failures:
