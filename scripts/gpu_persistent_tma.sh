@@ -1,6 +1,6 @@
 #!/bin/bash
-# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): issue
-# 16's persistent warp-specialised TMA kernels (/ws) in one call. Writes under $OUT:
+# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): the
+# persistent warp-specialised TMA kernels (/ws) in one call. Writes under $OUT:
 #   verify.txt       tessel run of every /ws configuration on GEMMs of every majorness, odd sizes,
 #                    batches and fused epilogues, each verified against the reference interpreter
 #   sanitizer.txt    compute-sanitizer memcheck and racecheck on /ws kernels

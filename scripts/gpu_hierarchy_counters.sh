@@ -1,6 +1,7 @@
 #!/bin/bash
 # On a GPU machine (H100 or H200), from the repository root, with BUILD/dev carried
-# (scripts/gpu_pack.sh): issue 19's GPU side in one call (about 8 minutes). Writes under $OUT:
+# (scripts/gpu_pack.sh): the GPU description checked against the device (check-hierarchy --device,
+# --measure) and the cost model against Nsight Compute counters, in one call (about 8 minutes). Writes under $OUT:
 #   device.txt                     nvidia-smi's name, driver, clocks
 #   check_<desc>.txt               `check-hierarchy --device` on sm90, sm90-h100 and sm90-h200 (the
 #                                  part's own description must agree; issue 17 item 16)

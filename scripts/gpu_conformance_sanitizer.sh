@@ -1,6 +1,7 @@
 #!/bin/bash
-# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): issue
-# 15's GPU verification in one call. Writes under $OUT:
+# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): the GPU
+# correctness checks in one call (conformance suite, compute-sanitizer, GPU tests) and the memory-bound
+# and PyTorch comparisons. Writes under $OUT:
 #   conformance.json / conformance.txt  the whole conformance suite on sm90 and sm75 (verify only)
 #   sanitizer.txt                       compute-sanitizer racecheck + memcheck: every SIMT kernel of
 #                                       a conformance sample and the row kernels, a TensorCore sample
