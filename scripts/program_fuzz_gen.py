@@ -601,11 +601,11 @@ class Gen:
         ctx = Ctx(lhs, dict(zip(lhs + red, out_axes + red_axes)), reduce=True)
         return ctx, red
 
-    def covering_read(self, ctx, red, dtype):
+    def covering_read(self, ctx, red, dtype, exclude=None):
         """A read that uses every reduction index (and some output indices), in a random order."""
         names = list(red) + [i for i in ctx.lhs if self.rng.random() < 0.7]
         self.rng.shuffle(names)
-        cands = [t for t in self.p.tensors if t.dtype == dtype and len(t.axes) == len(names)
+        cands = [t for t in self.p.tensors if t.dtype == dtype and len(t.axes) == len(names) and t is not exclude
                  and [a.text for a in t.axes] == [ctx.idx_axes[i].text for i in names]]
         if cands and self.rng.random() < 0.5:
             t = self.rng.choice(cands)
@@ -853,7 +853,7 @@ class Gen:
         red_ax = rng.choice(self.axes)
         ctx = Ctx(lhs, dict(zip(lhs, t.axes)) | {"r0": red_ax}, reduce=True)
         op = rng.choice(("+=", "max=", "min="))
-        core = self.covering_read(ctx, ["r0"], t.dtype)
+        core = self.covering_read(ctx, ["r0"], t.dtype, exclude=t)  # never its own output (KNOWN_ISSUES)
         if op == "+=" and is_float(t.dtype):
             n = red_ax.value
             if core.bound * n + t.bound > FLOAT_LIMIT[t.dtype] or t.dtype != "f32":
