@@ -24,7 +24,7 @@ constexpr TensorOpcode kTensorOpcodes[] = {
 // TMA copies (cp.async.bulk.tensor, sm_90): checked with `cuobjdump -sass` (CUDA 12.x on the GPU
 // machine) on a persistent /ws convolution kernel: tiled loads UTMALDG.2D (0x5b4), im2col loads
 // UTMALDG.4D.IM2COL (0x3b4); no other instruction of that kernel had either opcode. Tiled stores
-// UTMASTG.2D (0x3b5, encoding 0x...73b5) on a /ts GEMM kernel (docs/figures/ts_sass_h200_session27.txt).
+// UTMASTG.2D (0x3b5, encoding 0x...73b5) on a /ts GEMM kernel (docs/results/tma_store_sass_h200.txt).
 constexpr TensorOpcode kCopyOpcodes[] = {
     {0x5b4, "UTMALDG", 90, 90},
     {0x3b4, "UTMALDG", 90, 90},

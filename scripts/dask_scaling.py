@@ -4,7 +4,7 @@ configurations (five small GEMM shapes x 45 tiles: short, even measurements) on 
 (fresh stores: every configuration measured in every run), printing a table and writing JSON with
 the throughput ratio. Needs only a built tessel binary and Debian's python3-distributed.
 
-  scripts/dask_scaling.py --tessel build/compiler/cli/tessel --workers 1,2 --out docs/figures/dask_scaling_2core.json
+  scripts/dask_scaling.py --tessel build/compiler/cli/tessel --workers 1,2 --out docs/results/dask_scaling_2core.json
   scripts/dask_scaling.py --tessel build/compiler/cli/tessel --workers 1,16 --out dask_scaling_16core.json
 
 Each measurement is one child `tessel tune --measure` (compile + pruned syncs + timing-only simulation),

@@ -159,7 +159,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
       if (t.role == Role::Matrix || t.role == Role::Col) bytes += int64_t(q.slots) * q.vec * dtype_bytes(t.dtype);
     return bytes / 4;
   };
-  // Elements per thread (measured on an H200, docs/figures/row_kernel_elements_h200.txt): 16, or 32
+  // Elements per thread (measured on an H200, docs/results/row_kernel_elements_h200.txt): 16, or 32
   // for a program with a row reduction whose registers stay within 64 at 32 (a warp per row for
   // rows up to 1024: no block barrier in its reductions); halved down to 8 while the rows do not
   // give every SM a block's worth of threads. TESSEL_ROW_ELEMENTS overrides it (measurements).
@@ -173,7 +173,7 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
     if (const int v = std::atoi(env); v >= 1 && v <= 64) E = v;
   const int64_t registers = layout(E, p);
   // a block per row (T >= 256) with a row reduction: its barriers leave the loads idle, so a capped
-  // grid walks rows with the next one prefetched (H200, docs/figures/row_kernel_elements_h200.txt:
+  // grid walks rows with the next one prefetched (H200, docs/results/row_kernel_elements_h200.txt:
   // layer norm 4096x3072 18.05 -> 13.00 us; the same for softmax, with two rows per block, or for
   // bias + GELU, with no barrier, is slower)
   if (reduces && p.rows_per_block == 1) {

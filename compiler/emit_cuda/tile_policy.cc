@@ -314,9 +314,9 @@ struct CandidateList {
     };
     // the same tile with TMA stores: first for a plain output (the fastest of every square and
     // BERT GEMM on an H200: 4096x3072x768 1.18x cuBLAS against 1.04x with evict-first register
-    // stores, docs/figures/bench_gpu_h200_session27_tma_store.txt); after the register stores for
+    // stores, docs/results/bench_gpu_gemm_tma_store_h200.txt); after the register stores for
     // a fused output, whose output chunk costs a stage (conv+bn+relu 193.6 against 178.3 us, H200,
-    // docs/figures/bench_gpu_h200_session27_tma_store_fused.json)
+    // docs/results/bench_gpu_fused_tma_store_h200.json)
     TcConfig s = g;
     s.stream_out = false;
     s.tma_store = true;
@@ -563,7 +563,7 @@ struct CandidateList {
         // measured 463 us against /wg's 427 us on the blocked seed convolution (H100); the same
         // tiles over operand copies (/rp, added right after each /ws tile, so first among equals)
         // measured 189-197 us for the best four against /wg's 431 us (H200,
-        // docs/figures/bench_gpu_h200_session27_conv.json)
+        // docs/results/bench_gpu_conv_blocked_h200.json)
         if (g.bm >= 128 && g.tma_ws && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;

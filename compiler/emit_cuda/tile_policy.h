@@ -37,7 +37,7 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine&
 // H200 measurements) but not families against each other (wave quantisation: 128x192 or the
 // ping-pong 128x128 win the BERT GEMMs, 128x64 the 1024^3 GEMM), so every family's best variant is
 // timed rather than the top n of one family. On the session-27 H100 and H200 candidate timings
-// (docs/figures/bench_gpu_*_tma_store.json) n = 10 keeps the fastest of 40 on every GEMM row.
+// (docs/results/bench_gpu_gemm_tma_store_h{100,200}.json) n = 10 keeps the fastest of 40 on every GEMM row.
 std::vector<TcConfig> tc_shortlist(const std::vector<TcConfig>& ranked, size_t n = 10, size_t head = 2);
 
 // The same for callers that know only an architecture name (the stock description of `arch`,
