@@ -73,16 +73,22 @@ if has sweep; then
   n=${SWEEP_PLANS:-64}
   S="python3 scripts/gpu_sweep.py workloads/matmul.tsl --target isa/targets/sm90.yaml --shape M=4096,N=4096,K=4096 --limit $n --tessel $T"
   $S --gpus all --out /tmp/sweep_prime > $OUT/sweep_prime.log 2>&1; echo "prime: rc=$?"; tail -2 $OUT/sweep_prime.log
-  $S --gpus 1 --out /tmp/sweep_1 > $OUT/sweep_1.log 2>&1; echo "1 GPU: rc=$?"; tail -2 $OUT/sweep_1.log
-  $S --gpus all --out /tmp/sweep_all > $OUT/sweep_all.log 2>&1; echo "all GPUs: rc=$?"; tail -2 $OUT/sweep_all.log
-  cp /tmp/sweep_1.json $OUT/sweep_1.json 2>/dev/null; cp /tmp/sweep_all.json $OUT/sweep_all.json 2>/dev/null
-  python3 - <<'EOF'
-import json
-a = json.load(open("/tmp/sweep_1.json")); b = json.load(open("/tmp/sweep_all.json"))
-ra = {r["plan"]: r["us"] for r in a["results"]}; rb = {r["plan"]: r["us"] for r in b["results"]}
-common = [p for p in ra if ra[p] and rb.get(p)]
-worst = max(abs(ra[p] / rb[p] - 1) for p in common) if common else float("nan")
-print("sweep: %d plans; 1 GPU %.1f s, %d GPUs %.1f s: %.2fx; best %s / %s; largest per-plan time difference %.1f %%"
-      % (a["plans"], a["wall_s"], b["gpus"], b["wall_s"], a["wall_s"] / b["wall_s"], a["best"], b["best"], 100 * worst))
+  for g in ${SWEEP_GPUS:-1 2 all}; do
+    $S --gpus $g --out /tmp/sweep_$g > $OUT/sweep_$g.log 2>&1; echo "$g GPU(s): rc=$?"; tail -1 $OUT/sweep_$g.log
+  done
+  python3 - ${SWEEP_GPUS:-1 2 all} > $OUT/sweep.txt <<'EOF'
+import json, sys
+runs = [json.load(open("/tmp/sweep_%s.json" % g)) for g in sys.argv[1:]]
+base = runs[0]
+times = lambda r: {x["plan"]: x["us"] for x in r["results"] if x["us"]}
+for r in runs:
+    a, b = times(base), times(r)
+    common = [p for p in a if p in b]
+    diff = max(abs(b[p] / a[p] - 1) for p in common) if common else float("nan")
+    print("%d plans on %d GPU(s): %.1f s, %.2fx the 1-GPU run; best %s; %d failed; largest per-plan time "
+          "difference from the 1-GPU run %.1f %%" % (r["plans"], r["gpus"], r["wall_s"], base["wall_s"] / r["wall_s"],
+                                                     r["best"], r["failed"], 100 * diff))
 EOF
+  cat $OUT/sweep.txt
+  cp /tmp/sweep_all.json $OUT/sweep_all.json 2>/dev/null
 fi

@@ -3,12 +3,14 @@
 //                [--max-operations N] [--hierarchy FILE] -o OUT
 // Runs the polyhedral pipeline (compiler/pipeline.h). Target c writes C source; a hierarchy
 // description writes the kernel IR text (the NPU and CUDA emitters consume the kernel IR).
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 
 #include "compiler/kernel/check_parallel.h"
 #include "compiler/cli/commands.h"
+#include "compiler/cli/explain_plan.h"
 #include "compiler/cli/pipeline_flags.h"
 #include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
@@ -30,7 +32,7 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--tile", f.tile,
                   "the plan to run: a tile spec (m=128/64,n=128/32,k=64/16) or, on GPU targets, a GPU plan in the form "
                   "--explain prints (128x128x64/64x64/ks1/st4/wg/ws); one the target cannot run is exit 1 with the reason "
-                  "(default: the tuning database's entry, else the target's tile policy)");
+                  "('default': the target's own plan; without --tile: the tuning database's entry, else the target's tile policy)");
   cmd->add_flag("--no-tuned", f.no_tuned,
                 "ignore the tuning database (tessel tune's best plans; path: $TESSEL_TUNE_DB, else "
                 "$XDG_CACHE_HOME/tessel/best.json or ~/.cache/tessel/best.json)");
@@ -57,7 +59,9 @@ CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn
     if (is_gpu_plan_text(text)) o.gpu_plan = text;
     else o.tile = text;
   };
-  if (!f.tile.empty()) {
+  if (f.tile == "default") {
+    // the target's own plan, whatever the tuning database holds (the key tune's logs give it)
+  } else if (!f.tile.empty()) {
     take(f.tile);
     o.plan_source.kind = PlanSource::Kind::Given;
   } else if (!f.no_tuned) {
@@ -109,14 +113,27 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
                 "touching one element with a write (exit 3 if one does: a tessel bug)");
   add_npu_flags(cmd, opts->npu);
   add_gpu_flags(cmd, opts->gpu);
-  auto explain = std::make_shared<bool>(false);  // GPU targets (compiler/cli/run_gpu.h)
-  cmd->add_flag("--explain", *explain,
-                "the description's hash; GPU targets: how the kernel maps onto the GPU (TensorCores, or why not)");
-  cmd->callback([opts, explain, &ctx] {
+  auto explain_top = std::make_shared<std::string>();  // "" : no --explain; a count or "all" (explain_plan.h)
+  cmd->add_flag("--explain{5}", *explain_top,
+                "the description's hash, the plan and where it came from, the bound it targets, the top 5 alternative "
+                "plans with their predicted times (--explain=all: every one); GPU targets: how the kernel maps onto the "
+                "GPU (TensorCores, or why not)")
+      ->check([](const std::string& v) {
+        if (v == "all") return std::string();
+        for (char ch : v)
+          if (!std::isdigit(static_cast<unsigned char>(ch))) return std::string("a positive count or 'all'");
+        return v.empty() || std::stoi(v) < 1 ? std::string("a positive count or 'all'") : std::string();
+      });
+  cmd->callback([opts, explain_top, &ctx] {
+    const bool* explain = nullptr;
+    const bool explaining = !explain_top->empty();
+    explain = &explaining;
+    const int top = !explaining ? 5 : *explain_top == "all" ? 0 : std::stoi(*explain_top);
     const auto started = std::chrono::steady_clock::now();  // the reported time is the command's wall time
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
-    auto c = compile(f, to_compile_options(opts->flags, f));
+    const CompileOptions co = to_compile_options(opts->flags, f);
+    auto c = compile(f, co);
     if (opts->print_schedule) {
       std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
                 << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"
@@ -153,11 +170,12 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
                 << (c->hierarchy.overrides.empty() ? "" : " (--set " + c->hierarchy.overrides + ")") << "\n";
       if (!gpu)
         std::cerr << "tessel compile: plan " << c->tile_spec.to_string() << " from " << c->plan_source.describe() << "\n";
+      explain_plan(f, co, *c, top, std::cerr);
     }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
       std::string lines;
       compile_gpu_source(*c, c->kernel.user_tile.has_value(), opts->gpu, &lines);
-      std::cerr << "tessel compile: plan from " << c->plan_source.describe() << "\n" << lines;
+      std::cerr << lines;
     }
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in " << wall_ms << " ms\n";

@@ -161,8 +161,9 @@ def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=N
             timeout=DEFAULT_TIMEOUT_S, no_tuned=False):
     """`tessel compile PATH --target ... -o OUT --explain`: {"text": OUT's content (C source, the
     .npu program, CUDA source or kernel IR), "format", "operator", "tile", "compile_ms",
-    "description_hash", "overrides", "plan_source": where the plan came from (the tile policy,
-    --tile, or the tuning database with its file and key), "log": what the CLI printed on stderr}.
+    "description_hash", "overrides", "plan" (a tile spec, or a GPU plan), "plan_source": where it came from
+    (the tile policy, --tile, or the tuning database with its file and key), "log": what the CLI printed on
+    stderr, with the bound and the alternative plans}.
     `no_tuned`: ignore the tuning database (--no-tuned)."""
     with tempfile.TemporaryDirectory(prefix="tessel-py-") as tmp:
         out = os.path.join(tmp, "out")
@@ -179,9 +180,9 @@ def compile(path, target="c", shape=None, tile=None, sync=None, set=None, def_=N
     m = re.search(r"^tessel compile: description (\S+) hash ([0-9a-f]{16})(?: \(--set (.*)\))?$", proc.stderr, re.M)
     if m:
         result.update(description=m.group(1), description_hash=m.group(2), overrides=m.group(3) or "")
-    m = re.search(r"^tessel compile: plan (?:\S+ )?from (.*)$", proc.stderr, re.M)
+    m = re.search(r"^plan: (\S+) \(from (.*)\)", proc.stderr, re.M)
     if m:
-        result["plan_source"] = m.group(1)
+        result.update(plan=m.group(1), plan_source=m.group(2))
     if str(target) == "c":
         result["format"] = "c"
     else:

@@ -150,8 +150,9 @@ class ModuleAgainstCli(unittest.TestCase):
 
     def test_tune_returns_best_and_records(self):
         r = tessel.tune(MATMUL, target=DAVINCI, shape={"M": 128, "N": 128, "K": 128}, strategy="exhaustive",
-                        space="m=64|128/64,n=64/64,k=64/32", trials=2, jobs=1)
-        self.assertEqual(len(r["records"]), 2)
+                        space="m=64|128/64,n=64/64,k=64/32", trials=3, jobs=1)
+        self.assertEqual(len(r["records"]), 3)
+        self.assertEqual(r["records"][0]["tile"], "default")  # the target's own plan is measured first
         self.assertEqual(r["best_cost"], min(rec["cost"] for rec in r["records"]))
         self.assertIn(r["best_tile"], [rec["tile"] for rec in r["records"]])
         self.assertEqual(r["unit"], "cycles")

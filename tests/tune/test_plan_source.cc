@@ -112,3 +112,29 @@ TEST_CASE("tile language: GPU plans on GPU targets, refused with the reason wher
   CHECK(simt.code == 1);
   CHECK_MESSAGE(simt.out.find("is a TensorCore plan, but the kernel runs as SIMT code") != std::string::npos, simt.out);
 }
+
+TEST_CASE("compile --explain: the plan, the bound it targets and the alternatives with predicted times") {
+  const std::string npu = "compile " + kMatmul + " --target " + kNpu + " --shape M=256,N=256,K=256 --explain";
+  const Cli five = run_cli(npu);
+  CHECK_MESSAGE(five.code == 0, five.out);
+  CHECK(five.out.find("plan: ") != std::string::npos);
+  CHECK(five.out.find("bound: roofline ") != std::string::npos);
+  CHECK(five.out.find(" bound (cube ") != std::string::npos);  // the bound that binds, then each part
+  const auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(five.out.find("alternatives (5 of ") != std::string::npos);
+  CHECK(count(five.out, " cycles ") >= 5);  // five alternatives, each with its predicted cycles and microseconds
+  const Cli all = run_cli(npu + "=all");
+  CHECK(all.code == 0);
+  CHECK(count(all.out, "x the chosen plan's") > count(five.out, "x the chosen plan's"));
+  const Cli gpu = run_cli("compile " + kMatmul + " --target " + kSm90 + " --shape M=4096,N=768,K=768 --explain=3");
+  CHECK_MESSAGE(gpu.code == 0, gpu.out);
+  CHECK(gpu.out.find("plan: 128x256x64/64x256/ks1/st4/ws/ts (from the target's tile policy), predicted ") != std::string::npos);
+  CHECK(gpu.out.find("alternatives (3 of ") != std::string::npos);
+  const Cli bad = run_cli(npu + "=0");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("a positive count or 'all'") != std::string::npos);
+}
