@@ -262,7 +262,11 @@ def main():
     for r in rows[:2]:
         print("  %s: %s cycles, %.2f MiB SRAM" % (r["variant"], r["suite_cycles"], r["sram_bytes"] / 2 ** 20))
     print("wrote %s.csv" % args.out)
-    if args.no_plot or not ok:
+    if not ok:
+        # nothing feasible is not a result: say why (tessel's own message for the first variant) and fail
+        sys.exit("dse: no feasible variant: %d of %d measured; first: %s: %s" % (
+            stats["measured"] + stats["skipped"], len(rows), rows[0]["variant"], rows[0]["first_error"] or "not measured"))
+    if args.no_plot:
         return
     import matplotlib
     matplotlib.use("Agg")

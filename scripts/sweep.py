@@ -66,7 +66,9 @@ def main():
     print("wrote %s.csv (%d configurations)" % (args.out, len(rows)))
     ok = [r for r in rows if r["ok"]]
     if not ok:
-        sys.exit("no successful measurement")
+        first = next((r for r in rows if r), {})
+        sys.exit("sweep: no successful measurement of %d configurations; first: %s: %s" % (
+            len(rows), first.get("tile", "?"), first.get("error", "not measured")))
     best = min(ok, key=lambda r: r["cost"])
     print("best %s: %g %s" % (best["tile"], best["cost"], best["unit"]))
     if args.no_plot:

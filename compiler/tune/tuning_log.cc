@@ -35,7 +35,12 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
   while (pos < text.size()) {
     const size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) {
-      // a writer killed mid-record leaves a last line without its newline: never a record
+      // a writer killed mid-record leaves a last line without its newline: never a record. Only
+      // the start of a record is taken for one; other text means the file is not a tuning log,
+      // and is never cut off by the next append
+      if (text.find_first_not_of(" \t\r", pos) != std::string::npos && text[text.find_first_not_of(" \t\r", pos)] != '{')
+        throw UserError(path + ":" + std::to_string(n + 1) + ": not a tessel tuning log (a line that is not a JSON record); "
+                        "give --log a new file or one tessel tune wrote");
       if (torn_bytes) *torn_bytes = text.size() - pos;
       break;
     }
@@ -47,13 +52,17 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
     try {
       j = nlohmann::json::parse(line);
     } catch (const std::exception& e) {
-      if (pos >= text.size()) {  // a malformed last line: as a torn one
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (pos >= text.size() && line[first] == '{') {  // a malformed last record: as a torn one
         if (torn_bytes) *torn_bytes = line.size() + 1;
         break;
       }
       throw UserError(path + ":" + std::to_string(n) + ": not a JSON object (" + e.what() +
-                      "); a tuning log holds one measurement per line");
+                      "); not a tessel tuning log, which holds one measurement per line");
     }
+    if (!j.is_object() || !j.contains("op") || !j.contains("tile"))
+      throw UserError(path + ":" + std::to_string(n) + ": not a tessel tuning log record (a JSON object with op, target, "
+                      "shape, tile and ok); give --log a new file or one tessel tune wrote");
     try {
       if (j.value("op", "") != problem.op || j.value("target", "") != problem.target || j.value("shape", "") != problem.shape)
         continue;

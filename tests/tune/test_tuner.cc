@@ -230,6 +230,21 @@ TEST_CASE("tuning log: a partial last line (a killed run) is ignored, a bad line
   std::filesystem::remove(log);
 }
 
+TEST_CASE("tuning log: a file that is not a tuning log is refused, never cut as a torn record") {
+  const ProblemKey k{"matmul", "t", "M=1"};
+  for (const std::string text : {"my notes", "my notes\n", "[1, 2]\n", "{\"name\": \"x\"}\n"}) {
+    CAPTURE(text);
+    const std::string log = temp_path("notes.txt");
+    { std::ofstream(log) << text; }
+    CHECK_THROWS_WITH_AS(read_log(log, k), doctest::Contains("not a tessel tuning log"), UserError);
+    CHECK_THROWS_AS(append_log(log, k, {"m=16/16", true, 10, "cycles", "random", "", 1, 0, 0}), UserError);
+    std::ifstream in(log);
+    const std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(after == text);  // untouched
+    std::filesystem::remove(log);
+  }
+}
+
 TEST_CASE("tessel tune: simulator measurements in worker processes, resumed from the log") {
   const std::string log = temp_path("cli.jsonl"), db = temp_path("cli_best.json");
   const std::string base = std::string(TESSEL_CLI) + " tune " + TESSEL_SOURCE_DIR + "/workloads/matmul.tsl --target " +
