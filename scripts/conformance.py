@@ -3,7 +3,7 @@
 
   scripts/conformance.py --tessel build/compiler/tessel [--targets c,davinci-910,davinci-310,sm90,sm75]
       [--sync naive,pruned] [--sample N | --all] [--filter REGEX] [--jobs J] [--timeout S]
-      [--json out.json] [--keep DIR] [--seed S] [--quasi-affine] [--strict] [--check-parallel]
+      [--json out.json] [--keep DIR] [--seed S] [--quasi-affine] [--strict] [--check-parallel | --nvrtc]
 
 The instances come from scripts/conformance_gen.py (fixed seed: the same list every time). Each is
 written to a temporary directory (or --keep DIR) and run as
@@ -19,7 +19,9 @@ or, with --check-parallel (no GPU needed), as
 
 which executes the kernel IR's control flow and checks every loop the polyhedral core marked
 parallel for two iterations touching one element with a write (compiler/kernel/check_parallel.h);
-such a column passes when it reports 0 conflicts. Classified:
+such a column passes when it reports 0 conflicts; or, with --nvrtc (GPU descriptions, no GPU
+needed), as `tessel compile ... -o K.cu` and NVRTC on K.cu for the description's architecture
+(sm_90a where the kernel uses wgmma): it passes when NVRTC accepts the source. Classified:
   pass    exit 0, output verified against the reference interpreter, no race, no deadlock
           (`tessel run`'s bounds: f16 2e-3; f32 1e-5, or max(1e-5, 8·sqrt(n)·2^-24) for a function
           with an f32 sum of n terms, which a vector unit adds as a tree while the interpreter adds
@@ -77,6 +79,10 @@ def parse_args(argv):
     ap.add_argument("--list", action="store_true", help="list the selected instances and exit")
     ap.add_argument("--check-parallel", action="store_true",
                     help="compile only and check the parallel loops of the kernel IR (tessel compile --check-parallel)")
+    ap.add_argument("--nvrtc", action="store_true",
+                    help="GPU descriptions, no GPU needed: write each instance's CUDA (tessel compile -o) and compile it "
+                    "with NVRTC for the description's architecture (sm_90a where the kernel needs it), as tessel run "
+                    "would; a source NVRTC rejects is a tessel bug (error)")
     return ap.parse_args(argv)
 
 
@@ -132,6 +138,10 @@ def columns(args):
         name = os.path.basename(path)[:-len(".yaml")]
         if args.check_parallel:
             cols.append((f"{name}/check", path, None))
+        elif args.nvrtc:
+            if not is_gpu_description(path):
+                sys.exit(f"conformance.py: --nvrtc: {t} is not a GPU description")
+            cols.append((f"{name}/nvrtc", path, None))
         elif is_gpu_description(path):
             cols.append((name, path, None))
         else:
@@ -184,8 +194,43 @@ def classify(rc, stdout, stderr, tsl_path):
     return "error", f"exit {rc}: " + first_error_line(stderr)
 
 
+def nvrtc_one(tessel, inst, tsl_path, target, timeout):
+    """(outcome, reason, rc) of `tessel compile -o K.cu` then NVRTC on K.cu (scripts/program_fuzz.py's
+    ctypes compile, in a child process)."""
+    cu = tsl_path[:-len(".tsl")] + "." + os.path.basename(target)[:-len(".yaml")] + ".cu"
+    p = subprocess.run([tessel, "compile", tsl_path, "--target", target, "--shape", inst.shape_arg(), "-o", cu],
+                       capture_output=True, text=True, timeout=timeout, errors="replace")
+    if p.returncode != 0:
+        outcome, reason = classify(p.returncode, p.stdout, p.stderr, tsl_path)
+        return outcome, reason, p.returncode
+    with open(cu) as f:
+        source = f.read()
+    fuzz = os.path.join(SOURCE_DIR, "scripts", "program_fuzz.py")
+    sys.path.insert(0, os.path.dirname(fuzz))
+    import program_fuzz
+    arch = program_fuzz.gpu_arch(target, source)
+    q = subprocess.run([sys.executable, fuzz, "--nvrtc-compile", cu, "--arch", arch], capture_output=True, text=True,
+                       timeout=timeout, errors="replace")
+    if q.returncode == 0:
+        return "pass", "", 0
+    if q.returncode == 2:
+        return "reject", "NVRTC not found", 2
+    first = next((l.strip() for l in q.stdout.splitlines() if "error" in l), q.stdout.strip()[:200])
+    return "error", f"NVRTC ({arch}) rejects the emitted CUDA: {first}", 3
+
+
 def run_one(tessel, inst, tsl_path, column, timeout):
     name, target, sync = column
+    if name.endswith("/nvrtc"):
+        start = time.monotonic()
+        try:
+            outcome, reason, rc = nvrtc_one(tessel, inst, tsl_path, target, timeout)
+        except subprocess.TimeoutExpired:
+            outcome, reason, rc = "error", f"timeout after {timeout:g} s", None
+        return {"instance": inst.name, "family": inst.family, "shape_class": inst.shape_class, "dtype": inst.dtype,
+                "column": name, "outcome": outcome, "reason": reason, "exit_status": rc,
+                "seconds": round(time.monotonic() - start, 3),
+                "command": f"tessel compile {inst.name}.tsl --target {os.path.basename(target)} -o K.cu; NVRTC"}
     if name.endswith("/check"):
         cmd = [tessel, "compile", tsl_path, "--target", target, "--shape", inst.shape_arg(), "--check-parallel"]
     else:
