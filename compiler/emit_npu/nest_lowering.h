@@ -1,0 +1,192 @@
+// The general NPU vector lowering as one object (nest.h states its contract): class Nest holds
+// the kernel's statement plans (nest_plan.h) and the state of the code being emitted, and its
+// methods are defined by concern in four files:
+//   nest_plan.cc      the analysis: each statement modelled as loops and accesses, zero-padded
+//                     copies, the partition over cores, the tile (u, v, rows x pitch) and the
+//                     bounds that refuse a kernel (why_not: "" or why, never throwing);
+//   nest_values.cc    GM <-> UB moves, the loads of a tile and the expression compiler (values in
+//                     UB regions, equal subexpressions once, values per row in the pipeline);
+//   nest_pipeline.cc  the row pipeline: chosen (try_fused), sized by emitting a block into a
+//                     throwaway program, and emitted per core (prologue, hoisted reads, blocks in
+//                     S value sets with their loads ahead);
+//   nest.cc           the driver: the program, GM binding, padded copies, the split over cores and
+//                     the statement-by-statement loop nests (levels, reductions, double buffering),
+//                     and the entry points of nest.h.
+// why_not decides everything emit carries out: emit calls it first and throws its reason.
+// Internal to compiler/emit_npu/nest*.cc.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/emit_npu/nest_plan.h"
+
+namespace tessel::emit_npu::nest {
+
+class Nest : public VectorCode {
+ public:
+  Nest(const kernel::Kernel& k, const isa::NpuMachine& m, double max_issued = kMaxIssued)
+      : VectorCode(k, m), max_issued_(max_issued) {}
+  std::string why_not();
+  std::string why_not_message() { return message(why_not(), "general vector lowering"); }
+  int row_pipeline_cores() { return why_not().empty() && fz_.on ? cores_ : 0; }
+  NpuKernel emit();
+
+ private:
+  // The linear form of an index expression over the plan's dimensions: k + sum(c[d] * t_d).
+  struct Lin {
+    std::vector<int64_t> c;
+    int64_t k = 0;
+  };
+  // What a plan is in the pipeline: once per core over the lanes, over blocks of rows and the lanes,
+  // over blocks of rows only.
+  enum class Role { Prologue, Row, PerRow };
+  // Where a result stays in UB: R x pitch (a row tile), R values (one per row), pitch values (one
+  // per lane, the same for every row).
+  enum class Layout { Row, PerRow, PerLane };
+  struct Resident {
+    Value v;
+    Layout layout = Layout::Row;
+    int64_t offset = 0, su = 0, sv = 0;  // the producer's output access (element offset, strides)
+  };
+  struct Fused {
+    bool on = false;
+    int prologue = 0;                   // statements [0, prologue) run once per core
+    int64_t lanes = 1, pitch = 1, rows = 1;
+    int64_t persist = 0, block_bytes = 0;  // UB bytes of the per-core values, of one block's set
+    int64_t prefetch_bytes = 0;            // the part of a set its block's loads take
+    int sets = 2;                          // value sets the blocks cycle through (loads sets - 1 ahead)
+    int64_t vector_cycles = 0, load_cycles = 0;  // one block's vector work and loads (the model)
+  };
+  struct Pad {
+    std::string name;
+    DType type = DType::F32;
+    std::vector<int64_t> source, shape, before;  // the tensor's sizes, the copy's, the leading margins
+    bool written = false;  // a local the kernel writes: kept in the padded buffer itself, nothing copied in
+  };
+
+  // nest_plan.cc: the analysis (statements modelled, pads, partition, tiles; "" or why not)
+  std::string lin_of(const ir::AffineExpr& e, const Plan& p, Lin& out) const;
+  std::string split_divisions(const ir::Statement& s, Plan& p);
+  std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const Plan& p, Access& a);
+  std::string model(const ir::Statement& s, Plan& p);
+  void coalesce(Plan& p, const std::string& keep) const;
+  static bool walk_as_one(const Plan& p, size_t d);
+  static void merge(Plan& p, size_t d);
+  bool plan_pads();
+  std::vector<std::string> partition_indices(int pos, int64_t& extent, size_t first = 0) const;
+  void choose_partition();
+  std::string tile(Plan& p);
+  int count_regions(const Plan& p);
+  std::string unmovable_read(const Plan& p) const;
+  static bool transposable(const Plan& p, const Access& a);
+
+  // nest_values.cc: GM <-> UB moves, loads and the expression compiler
+  Operand gm_operand(const Plan& p, const Access& a, int64_t extra);
+  void move(bool to_ub, const Plan& p, const Access& a, int64_t region, int64_t rows, int64_t cols, int64_t pitch,
+      int64_t su, int64_t sv);
+  Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols);
+  Value load_transposed(const Plan& p, const Access& a, const Value& v, int64_t rows, int64_t cols);
+  void broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows);
+  void sequence(const Plan& p);
+  Value index_value(const Plan& p, const Access& a, int64_t n);
+  Value compile(const ir::Expr& e, int64_t n) override;
+  Value compile_rows(const ir::Expr& e, int64_t n);
+  Value row_op(const ir::Expr& e, int64_t n);
+  int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) override;
+  bool dies(const ir::Expr& x, int64_t region);
+  bool kept(int64_t region) const;
+  Value expand(const Value& v);
+  Value compile_node(const ir::Expr& e, int64_t n);
+  Value narrow_op(const ir::Expr& e, int64_t n);
+  Value condition(const Value& c, int64_t n);
+  Value compare(const ir::Expr& e, int64_t n);
+  Value select(const ir::Expr& e, int64_t n);
+
+  // nest_pipeline.cc: the row pipeline (chosen, sized, emitted)
+  Role role_of(size_t i) const;
+  Layout layout_of(size_t i) const;
+  Resident resident_of(size_t i, const Value& v) const;
+  int reads_resident(size_t i, const Access& a, const Resident& r) const;
+  bool stored(const std::string& tensor) const;
+  bool try_fused();
+  bool fuse(int prologue);
+  bool fits_pipeline();
+  bool size_pipeline();
+  bool fits_rows(int64_t r);
+  void set_plan_rows(int64_t r);
+  std::string fused_note() const;
+  void fused_core(int64_t range);
+  void enter(const Plan& p, const Pos& origin, int64_t rows);
+  void fused_prologue();
+  void fused_hoist();
+  std::string key_of(const Plan& p, const Access& a) const;
+  bool prefetched(size_t i, const Access& a) const;
+  void prefetch(const Pos& origin, int64_t rows, int set);
+  int64_t fresh_bytes(int64_t bytes);
+  bool used_after(size_t i, const std::string& key);
+  void fused_block(const Pos& origin, int64_t rows, int set);
+  Value result(const Plan& p, int64_t n);
+  void store(const Plan& p, Value x, int64_t rows);
+  Value fused_read(size_t i, const Access& a, int64_t rows);
+
+  // nest.cc: the program (GM, padded copies, cores) and the statement-by-statement loop nests
+  void emit_pads();
+  void bind(npu::Program& p);
+  void run_core(int64_t range);
+  void statement(const Plan& p);
+  void levels(const Plan& p, size_t i, bool output);
+  double identity(const Plan& p) const;
+  Opcode combine_op(const Plan& p) const;
+  void store_acc(const Plan& p, bool to_ub);
+  void wrap_to_i8(const Value& x, int64_t scratch, int64_t n);
+  void reduction(const Plan& p);
+  void body(const Plan& p);
+  void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1);
+  void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep);
+
+  int64_t stride_of(const Access& a, int d) const { return d >= 0 ? a.stride[d] : 0; }
+  int64_t extent_of(const Plan& p, int d) const { return d == p.partition ? range_now_ : p.dims[d].extent; }
+  int64_t block_of(const Plan& p, int d) const { return d == p.u ? p.rows : d == p.v ? p.cols : 1; }
+  int64_t cur(int d) const { return d >= 0 ? size_[d] : 1; }
+  // Accumulator shape: [rows of u if u is an output dim][pitch if v is one, else 1 packed].
+  int64_t acc_rows(const Plan& p) const { return p.out_dim(p.u) ? cur(p.u) : 1; }
+  int64_t acc_elements(const Plan& p) const { return acc_rows(p) * (p.out_dim(p.v) ? p.pitch : 1); }
+  size_t index_of(const Plan& p) const { return static_cast<size_t>(&p - plans_.data()); }
+  void use_chunk(int64_t elements) { chunk_ = elements; }
+  // Bytes of one value per row (R of them).
+  int64_t per_row_bytes() const { return fz_.rows * 4; }
+
+  std::string pad_refusal_;  // an output read outside its shape (plan_pads)
+  std::map<std::string, Pad> pads_;                                         // by the tensor read
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> reach_;  // index range per dimension
+  double max_issued_ = kMaxIssued;
+  std::vector<Plan> plans_;
+  int cores_ = 1;
+  int64_t range_ = 1, range_now_ = 1, partition_extent_ = 1;
+  std::map<std::string, int64_t> gm_;
+  const Plan* plan_ = nullptr;
+  std::vector<Pos> pos_;
+  std::vector<int64_t> size_;
+  std::vector<Value> loaded_;
+  std::map<std::string, Value> memo_;  // this tile's values by expression text
+  int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
+  int64_t accs_[kMaxSets] = {}, parts_[kMaxSets] = {}, rowvals_of_[kMaxSets] = {};
+  int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
+  int db_dim_ = -1;            // the double-buffered loop's dimension
+  bool db_out_ = false;        // ... an output one (the accumulators alternate too)
+  Fused fz_;
+  bool sizing_ = false;                        // measuring the pipeline's regions (GM not bound yet)
+  std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
+  std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
+  std::map<std::string, Value> block_loads_;   // this block's loads, by access key
+  std::map<std::string, Value> prefetched_[kMaxSets];  // each set's loads ahead of its compute, by access key
+  std::string memo_prefix_;                    // the statement's dimensions (memo_ spans a block's statements)
+  int64_t acc() const { return accs_[acc_set_]; }
+  int64_t part() const { return parts_[set_]; }
+  int64_t rowvals() const { return rowvals_of_[set_]; }
+};
+
+}  // namespace tessel::emit_npu::nest

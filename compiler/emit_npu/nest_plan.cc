@@ -1,0 +1,500 @@
+// The general NPU vector lowering's analysis (nest_lowering.h, nest.h): each statement modelled as
+// loops over its index dimensions with affine accesses (divided indices split into quotient and
+// remainder, dimensions walked as one coalesced), the zero-padded copies of reads outside a tensor,
+// the partition of the rows over cores, each statement's tile (u, v, rows x pitch, loop order) and
+// the bounds that refuse a kernel. why_not runs these steps and returns "" or the reason; it
+// decides what nest.cc and nest_pipeline.cc then emit and never throws.
+#include "compiler/emit_npu/nest_lowering.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "compiler/emit_npu/operands.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu::nest {
+
+namespace {
+
+void collect_types(const ir::Expr& e, std::set<int>& bytes) {
+  bytes.insert(dtype_bytes(e.type));
+  for (const auto& a : e.args) collect_types(*a, bytes);
+}
+
+}  // namespace
+
+std::string Nest::why_not() {
+  const ir::Function* f = k_.function;
+  if (!f) return "no tensor IR attached";
+  if (f->statements.empty()) return "no statements";
+  cores_ = 1;
+  range_ = 1;
+  pads_.clear();
+  reach_.clear();
+  pad_refusal_.clear();
+  for (int pass = 0; pass < 2; ++pass) {  // the second with the reads outside their tensors padded
+    plans_.clear();
+    for (const auto& s : f->statements) {
+      Plan p;
+      if (std::string w = model(s, p); !w.empty()) return "statement " + s.name + ": " + w;
+      plans_.push_back(std::move(p));
+    }
+    if (pass == 0 && !plan_pads()) break;
+  }
+  if (!pad_refusal_.empty()) return pad_refusal_;
+  fz_ = Fused{};
+  if (!try_fused()) choose_partition();
+  if (!fz_.on)
+    for (auto& p : plans_)
+      if (std::string w = tile(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+  for (const Plan& p : plans_)
+    if (std::string w = unmovable_read(p); !w.empty()) return "statement " + p.s->name + ": " + w;
+  // A bound on the program's length in time: tiles x instructions per tile, per core.
+  double issued = 0;
+  for (const Plan& p : plans_) {
+    double tiles = 1;
+    for (size_t d = 0; d < p.dims.size(); ++d) {
+      const int64_t ext = static_cast<int>(d) == p.partition ? range_ : p.dims[d].extent;
+      const int64_t blk = static_cast<int>(d) == p.u ? p.rows : static_cast<int>(d) == p.v ? p.cols : 1;
+      tiles *= double((ext + blk - 1) / blk);
+    }
+    issued += tiles * double(8 + 4 * p.reads.size() + p.body_regions + 2 * p.rows);
+  }
+  if (issued > max_issued_)
+    return fmt::format("about {:.3g} vector-unit instructions per core (more than {:.3g}: too slow to be a mapping)", issued,
+                       max_issued_);
+  return "";
+}
+
+std::string Nest::lin_of(const ir::AffineExpr& e, const Plan& p, Lin& out) const {
+  out.c.assign(p.dims.size(), 0);
+  out.k = e.constant;
+  for (const auto& [q, coeff] : e.param_coeffs) out.k += coeff * k_.sizes.at(q);
+  auto index = [&](const std::string& name, int64_t coeff) {
+    if (auto sp = p.splits.find(name); sp != p.splits.end()) {
+      out.c[sp->second.hi] += coeff * sp->second.divisor;
+      out.c[sp->second.low] += coeff;
+      out.k += coeff * sp->second.lo;
+      return;
+    }
+    auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& d) { return d.name == name; });
+    TESSEL_CHECK(it != p.dims.end(), "nest: index outside the statement's domain");
+    out.c[it - p.dims.begin()] += coeff;
+    out.k += coeff * it->lo;
+  };
+  for (const auto& [name, coeff] : e.index_coeffs) index(name, coeff);
+  for (const auto& t : e.divs) {  // k * floor((i + c) / d) = k * ((lo + c) / d + hi), split_divisions checked
+    const std::string& i = t.numerator.index_coeffs.begin()->first;
+    const Plan::Split& sp = p.splits.at(i);
+    int64_t c = t.numerator.constant;
+    for (const auto& [q, coeff] : t.numerator.param_coeffs) c += coeff * k_.sizes.at(q);
+    out.c[sp.hi] += t.coeff;
+    out.k += t.coeff * ((sp.lo + c) / sp.divisor);
+  }
+  return "";
+}
+
+// Splits every index that appears divided by a constant; "" or why the division is not taken.
+std::string Nest::split_divisions(const ir::Statement& s, Plan& p) {
+  std::map<std::string, std::pair<int64_t, std::set<int64_t>>> divisors;  // index -> divisor, residues of lo + c
+  std::string why;
+  auto scan = [&](const ir::AffineExpr& e) {
+    for (const auto& t : e.divs) {
+      const ir::AffineExpr& num = t.numerator;
+      if (num.index_coeffs.size() != 1 || num.index_coeffs.begin()->second != 1 || num.has_div()) {
+        why = "an index divides " + num.to_string() + " (only an index plus a constant is split)";
+        return;
+      }
+      const std::string& i = num.index_coeffs.begin()->first;
+      int64_t c = num.constant;
+      for (const auto& [q, coeff] : num.param_coeffs) c += coeff * k_.sizes.at(q);
+      auto& d = divisors[i];
+      if (d.first != 0 && d.first != t.divisor) why = "index " + i + " divided by two constants";
+      d.first = t.divisor;
+      d.second.insert(c);
+    }
+  };
+  for (const auto& e : s.out_indices) scan(e);
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    for (const auto& x : e.indices) scan(x);
+    if (e.kind == ir::ExprKind::IndexValue) scan(e.affine);
+    for (const auto& x : e.args) walk(*x);
+  };
+  walk(*s.rhs);
+  if (!why.empty()) return why;
+  for (const auto& [i, d] : divisors) {
+    auto it = std::find_if(p.dims.begin(), p.dims.end(), [&](const Dim& x) { return x.name == i; });
+    TESSEL_CHECK(it != p.dims.end(), "nest: a divided index outside the statement's domain");
+    const int64_t q = d.first;
+    if (it->extent % q != 0) return fmt::format("index {} of extent {} divided by {} (not a multiple)", i, it->extent, q);
+    for (int64_t c : d.second)
+      if (((it->lo + c) % q + q) % q != 0)
+        return fmt::format("floor(({} + {}) / {}) does not start a quotient at the range's start", i, c, q);
+    const int at = static_cast<int>(it - p.dims.begin());
+    Dim hi = *it, low = *it;
+    hi.name = i + "/" + std::to_string(q);
+    hi.extent = it->extent / q;
+    low.name = i + "%" + std::to_string(q);
+    low.extent = q;
+    const int64_t lo = it->lo;
+    p.dims[at] = hi;
+    p.dims.insert(p.dims.begin() + at + 1, low);
+    for (auto& [name, sp] : p.splits) {
+      if (sp.hi > at) ++sp.hi;
+      if (sp.low > at) ++sp.low;
+    }
+    p.splits[i] = {at, at + 1, q, lo};
+  }
+  return "";
+}
+
+std::string Nest::access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const Plan& p,
+    Access& a) {
+  const ir::Tensor* t = k_.function->find_tensor(tensor);
+  TESSEL_CHECK(t != nullptr, "nest: access to an undeclared tensor");
+  std::vector<int64_t> shape = sizes_of(*t);
+  if (shape.size() != idx.size()) return "access to " + tensor + " with a wrong number of indices";
+  const auto pad = pads_.find(tensor);
+  a.tensor = pad == pads_.end() ? tensor : pad->second.name;
+  if (pad != pads_.end()) shape = pad->second.shape;
+  a.type = t->dtype;
+  a.stride.assign(p.dims.size(), 0);
+  auto& reach = reach_[tensor];
+  reach.resize(shape.size(), {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
+  int64_t st = 1;
+  for (size_t j = shape.size(); j-- > 0;) {
+    Lin l;
+    if (std::string w = lin_of(idx[j], p, l); !w.empty()) return w;
+    int64_t c = l.k + (pad != pads_.end() ? pad->second.before[j] : 0);
+    int64_t lo = 0, hi = 0;
+    for (size_t d = 0; d < p.dims.size(); ++d) {
+      a.stride[d] += st * l.c[d];
+      (l.c[d] < 0 ? lo : hi) += l.c[d] * (p.dims[d].extent - 1);
+    }
+    reach[j].first = std::min(reach[j].first, c + lo);
+    reach[j].second = std::max(reach[j].second, c + hi);
+    a.offset += st * c;
+    st *= shape[j];
+  }
+  return "";
+}
+
+std::string Nest::model(const ir::Statement& s, Plan& p) {
+  p.s = &s;
+  for (const auto& iv : s.domain) {
+    Dim d{iv.name, iv.lo.evaluate({}, k_.sizes), 0, iv.is_reduction};
+    d.extent = iv.hi.evaluate({}, k_.sizes) - d.lo;
+    if (d.extent <= 0) return "empty range of " + iv.name;
+    p.dims.push_back(d);
+  }
+  if (std::string w = split_divisions(s, p); !w.empty()) return w;
+  if (std::string w = access_of(s.output, s.out_indices, p, p.out); !w.empty()) return w;
+  std::string why;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::Access && why.empty()) {
+      Access a;
+      why = access_of(e.name, e.indices, p, a);
+      auto it = std::find(p.reads.begin(), p.reads.end(), a);
+      p.read_of[&e] = static_cast<int>(it - p.reads.begin());
+      if (it == p.reads.end()) p.reads.push_back(a);
+    }
+    if (e.kind == ir::ExprKind::IndexValue) {
+      Access a;
+      a.type = DType::I32;
+      Lin l;
+      lin_of(e.affine, p, l);
+      a.stride = l.c;
+      a.offset = l.k;
+      p.values[&e] = a;
+    }
+    for (const auto& x : e.args) walk(*x);
+  };
+  walk(*s.rhs);
+  return why;
+}
+
+// Merges adjacent dimensions of one kind that every access walks as one (stride of the outer =
+// stride of the inner x its extent): the tile then covers them together.
+void Nest::coalesce(Plan& p, const std::string& keep) const {
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (size_t d = 0; d + 1 < p.dims.size() && !merged; ++d) {
+      if (p.dims[d].name == keep || p.dims[d + 1].name == keep) continue;
+      if (walk_as_one(p, d)) merge(p, d), merged = true;
+    }
+  }
+}
+
+// Dimensions d and d + 1 are of one kind and every access walks them as one.
+bool Nest::walk_as_one(const Plan& p, size_t d) {
+  if (p.dims[d].reduction != p.dims[d + 1].reduction) return false;
+  auto walks = [&](const Access& a) { return a.stride[d] == a.stride[d + 1] * p.dims[d + 1].extent; };
+  if (!walks(p.out) || !std::all_of(p.reads.begin(), p.reads.end(), walks)) return false;
+  return std::all_of(p.values.begin(), p.values.end(), [&](const auto& v) { return walks(v.second); });
+}
+
+void Nest::merge(Plan& p, size_t d) {
+  p.dims[d].extent *= p.dims[d + 1].extent;
+  p.dims[d].name += "*" + p.dims[d + 1].name;
+  p.dims.erase(p.dims.begin() + d + 1);
+  auto drop = [&](Access& a) {
+    a.stride[d] = a.stride[d + 1];
+    a.stride.erase(a.stride.begin() + d + 1);
+  };
+  drop(p.out);
+  for (auto& a : p.reads) drop(a);
+  for (auto& [e, a] : p.values) drop(a);
+}
+
+// Reads outside a tensor are zeros (the kernel IR's copy semantics, which padding folding relies
+// on): such a tensor is read from a zero-padded copy. True when one is needed.
+// A local the kernel writes and reads outside its shape (a select-guarded read of a statement's
+// result, issue 31) lives in its zero-padded buffer: its writer stores inside the margins, which
+// stay zero. An output so read has no such buffer (its GM place is the caller's): refused.
+bool Nest::plan_pads() {
+  std::set<std::string> written;
+  for (const auto& st : k_.function->statements) written.insert(st.output);
+  for (const auto& [name, r] : reach_) {
+    const ir::Tensor* t = k_.function->find_tensor(name);
+    const std::vector<int64_t> shape = sizes_of(*t);
+    const bool local = written.count(name) && t->kind != ir::TensorKind::Output;
+    if (written.count(name) && !local) {
+      for (size_t j = 0; j < shape.size(); ++j)
+        if (r[j].first < 0 || r[j].second > shape[j] - 1)
+          pad_refusal_ = "the output " + name + " is read outside its shape (a guarded read of a result; only inputs and "
+                         "locals get a zero-padded buffer)";
+      continue;
+    }
+    Pad pad;
+    pad.written = local;
+    bool needed = false;
+    for (size_t j = 0; j < shape.size(); ++j) {
+      const int64_t before = std::max<int64_t>(0, -r[j].first), after = std::max<int64_t>(0, r[j].second - (shape[j] - 1));
+      pad.before.push_back(before);
+      pad.shape.push_back(shape[j] + before + after);
+      needed = needed || before > 0 || after > 0;
+    }
+    if (!needed) continue;
+    pad.name = name + "_zero_padded";
+    pad.type = t->dtype;
+    pad.source = shape;
+    pads_[name] = pad;
+  }
+  reach_.clear();
+  return !pads_.empty();
+}
+
+// The partition: the dimension writing dim 0 of every statement's output, when each statement
+// reads the kernel's own results only at that row (then a core's rows depend on its rows only).
+// The index writing dimension `pos` of every statement's output (0: the leading one, -1: the
+// last), when each statement reads the kernel's own results only at that index in that dimension
+// (then a core's share depends on its share only). Empty when there is none.
+std::vector<std::string> Nest::partition_indices(int pos, int64_t& extent, size_t first) const {
+  std::set<std::string> written;
+  std::vector<std::string> chosen;
+  extent = -1;
+  auto at = [&](const std::vector<ir::AffineExpr>& idx) -> const ir::AffineExpr* {
+    if (idx.empty()) return nullptr;
+    return &idx[pos >= 0 ? static_cast<size_t>(pos) : idx.size() - 1];
+  };
+  for (size_t i = first; i < plans_.size(); ++i) {
+    const ir::Statement& s = *plans_[i].s;
+    const ir::AffineExpr* e = at(s.out_indices);
+    if (!e || e->index_coeffs.size() != 1 || !e->param_coeffs.empty() || e->constant != 0 || e->has_div() ||
+        e->index_coeffs.begin()->second != 1)
+      return {};
+    const std::string d = e->index_coeffs.begin()->first;
+    const ir::IndexVar* iv = s.find_index(d);
+    const int64_t n = iv->hi.evaluate({}, k_.sizes) - iv->lo.evaluate({}, k_.sizes);
+    if (iv->lo.evaluate({}, k_.sizes) != 0 || (extent >= 0 && n != extent)) return {};
+    extent = n;
+    bool ok = true;
+    std::function<void(const ir::Expr&)> check = [&](const ir::Expr& x) {
+      if (x.kind == ir::ExprKind::Access && written.count(x.name)) {
+        const ir::AffineExpr* r = at(x.indices);
+        if (!r || !(*r == ir::AffineExpr::index(d))) ok = false;
+      }
+      for (const auto& a : x.args) check(*a);
+    };
+    check(*s.rhs);
+    if (!ok) return {};
+    written.insert(s.output);
+    chosen.push_back(d);
+  }
+  return chosen;
+}
+
+// The partition: rows of the leading output dimension, else of the last (channels), over the cores.
+void Nest::choose_partition() {
+  int64_t extent = -1;
+  std::vector<std::string> dim0 = partition_indices(0, extent);
+  bool lanes = false;  // split along the last dimension: keep a vector repeat of it per core
+  if (dim0.empty() || extent <= 1) dim0 = partition_indices(-1, extent), lanes = true;
+  const bool ok = !dim0.empty();
+  for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], ok ? dim0[i] : "");
+  if (!ok || extent <= 1 || !pads_.empty()) {  // padded copies: every core would read the one copy
+    cores_ = 1;
+    return;
+  }
+  const int64_t want = std::min<int64_t>(m_.cores, lanes ? std::max<int64_t>(1, extent / m_.vector_lanes(DType::F32)) : extent);
+  range_ = (extent + want - 1) / want;
+  cores_ = static_cast<int>((extent + range_ - 1) / range_);
+  partition_extent_ = extent;
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    Plan& p = plans_[i];
+    for (size_t d = 0; d < p.dims.size(); ++d)
+      if (p.dims[d].name == dim0[i]) p.partition = static_cast<int>(d);
+  }
+  if (std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return p.partition < 0; })) {  // split by a division
+    for (Plan& p : plans_) p.partition = -1;
+    cores_ = 1;
+    range_ = 1;
+    return;
+  }
+  if (cores_ == 1) range_ = extent;
+}
+
+// Chooses u, v and the tile; "" or why not.
+std::string Nest::tile(Plan& p) {
+  const int nd = static_cast<int>(p.dims.size());
+  if (nd > kMaxLevels) return fmt::format("{} loop dimensions (at most {})", nd, kMaxLevels);
+  std::vector<const Access*> all{&p.out};
+  for (const auto& a : p.reads) all.push_back(&a);
+  const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
+  const bool has_out = std::any_of(p.dims.begin(), p.dims.end(), [](const Dim& d) { return !d.reduction; });
+  // v: the dimension the most elements are contiguous along (each access counts the elements it
+  // touches); ties go to output dimensions, then inner ones.
+  auto touched = [&](const Access& a) {
+    int64_t n = 1;
+    for (int d = 0; d < nd; ++d)
+      if (a.stride[d] != 0) n *= p.dims[d].extent;
+    return n;
+  };
+  int best = -1;
+  int64_t best_score = 0;
+  for (int d = 0; d < nd; ++d) {
+    if (half_sum && has_out && p.dims[d].reduction) continue;
+    int64_t score = 0;
+    for (const Access* a : all) score += a->stride[d] == 1 ? 4 * touched(*a) : 0;
+    score += p.dims[d].reduction ? 0 : 2;
+    score += 1;
+    if (score > 3 && score >= best_score) best = d, best_score = score;
+  }
+  if (best < 0)
+    for (int d = nd - 1; d >= 0 && best < 0; --d)
+      if (!p.dims[d].reduction || !has_out) best = d;
+  p.v = best;
+  // u: the output dimension the output is densest along, else the innermost reduction one.
+  int64_t best_stride = std::numeric_limits<int64_t>::max();
+  for (int d = 0; d < nd; ++d) {
+    if (d == p.v || p.dims[d].reduction) continue;
+    const int64_t st = std::abs(p.out.stride[d]);
+    if (p.u < 0 || (st > 0 && st <= best_stride)) p.u = d, best_stride = st > 0 ? st : best_stride;
+  }
+  if (p.u < 0)
+    for (int d = nd - 1; d >= 0 && p.u < 0; --d)
+      if (d != p.v) p.u = d;
+  if (p.partition >= 0 && p.partition != p.u && p.partition != p.v && p.dims[p.partition].reduction)
+    return "partition dimension is a reduction";
+  for (const Access* a : all)
+    for (int d : {p.u, p.v})
+      if (d >= 0 && a->stride[d] < 0) return "reversed index " + p.dims[d].name + " in an access to " + a->tensor;
+  // The tile: pitch a whole number of repeats for the narrowest type, regions within UB.
+  std::set<int> bytes{dtype_bytes(p.out.type), 4};
+  for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));
+  collect_types(*p.s->rhs, bytes);
+  p.unit = m_.vector_lanes(*bytes.begin());
+  // A tile's values, counted by compiling the right-hand side once into a throwaway program (the
+  // count does not depend on the tile's size); two sets of them (double buffering).
+  p.body_regions = count_regions(p);
+  p.regions = kFixedRegions + 2 * (3 + p.body_regions);
+  const int64_t ub = m_.capacity(Buffer::UB);
+  int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
+  cap = cap / p.unit * p.unit;
+  if (cap < p.unit)
+    return fmt::format("{} values of one vector repeat each need {} bytes, more than UB's {}", p.regions,
+                       p.regions * p.unit * 4, ub);
+  int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
+  if (p.v >= 0 && p.v == p.partition) ev = std::min(ev, range_);
+  const int64_t padded = (ev + p.unit - 1) / p.unit * p.unit;
+  // A transposed read turns 16 x 16 blocks: leave room for 16 rows when the rows allow it.
+  const bool turns = std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return transposable(p, a); });
+  const int64_t eu0 = p.u >= 0 ? std::min(p.dims[p.u].extent, p.u == p.partition ? range_ : p.dims[p.u].extent) : 1;
+  const int64_t lane_cap = turns && eu0 >= 16 ? std::max<int64_t>(p.unit, cap / 16 / p.unit * p.unit) : cap;
+  p.cols = padded <= lane_cap ? ev : lane_cap;
+  p.pitch = padded <= lane_cap ? padded : lane_cap;
+  if (p.v == p.partition && p.v >= 0) p.cols = std::min(p.cols, range_);
+  const int64_t eu = p.u >= 0 ? p.dims[p.u].extent : 1;
+  p.rows = std::max<int64_t>(1, std::min({eu, cap / p.pitch, max_repeat_}));
+  if (p.u == p.partition && p.u >= 0) p.rows = std::min(p.rows, range_);
+  // Loop order: partition first, output dimensions, u and v innermost of their kind.
+  auto place = [&](bool reduction) {
+    std::vector<int> order;
+    if (!reduction && p.partition >= 0 && p.partition != p.u && p.partition != p.v) order.push_back(p.partition);
+    for (int d = 0; d < nd; ++d)
+      if (p.dims[d].reduction == reduction && d != p.u && d != p.v && d != p.partition) order.push_back(d);
+    for (int d : {p.u, p.v})
+      if (d >= 0 && p.dims[d].reduction == reduction) order.push_back(d);
+    if (!reduction && p.partition >= 0 && (p.partition == p.u || p.partition == p.v)) {
+      order.erase(std::find(order.begin(), order.end(), p.partition));
+      order.insert(order.begin(), p.partition);
+    }
+    return order;
+  };
+  p.out_levels = place(false);
+  p.red_levels = place(true);
+  return "";
+}
+
+// Regions one tile uses: its loads (and their i32 widenings), the expression's values (equal
+// subexpressions once), the conversion to the output type.
+int Nest::count_regions(const Plan& p) {
+  npu::Program scratch;
+  npu::Program* saved = p_;
+  const Plan* saved_plan = plan_;
+  p_ = &scratch;
+  plan_ = &p;
+  chunk_ = 1;
+  region_base_ = next_region_ = 0;
+  pos_.assign(p.dims.size(), Pos{});
+  size_.assign(p.dims.size(), 1);
+  loaded_.clear();
+  memo_.clear();
+  for (const Access& a : p.reads) loaded_.push_back(Value{false, 0, fresh_region(), compute_type(a.type)});
+  for (const Access& a : p.reads) {
+    if (a.type != compute_type(a.type)) fresh_region();
+    if (transposable(p, a)) fresh_region(), fresh_region();
+  }
+  vector_of(compile(*p.s->rhs, 1), 1);
+  const int regions = static_cast<int>(next_region_ / 4) + 2;
+  p_ = saved;
+  plan_ = saved_plan;
+  return regions;
+}
+
+// A read of a dtype the vector unit has no instructions for (u8, bf16: moved by DMA only) that
+// load() would spread over lanes or rows with vbrcb / vmuls (issue 31), or "".
+std::string Nest::unmovable_read(const Plan& p) const {
+  for (const Access& a : p.reads) {
+    if (a.type != DType::U8 && a.type != DType::BF16) continue;
+    const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
+    if ((sv == 0 && p.cols > 1) || (su == 0 && sv == 1 && p.rows > 1))
+      return "a read of the " + std::string(dtype_name(a.type)) + " tensor " + a.tensor +
+             " broadcast over the tile (the vector unit has no " + std::string(dtype_name(a.type)) +
+             " instructions; such values are moved by DMA only)";
+  }
+  return "";
+}
+
+// A 2-byte operand contiguous along the rows and strided along the lanes (a transposed read).
+bool Nest::transposable(const Plan& p, const Access& a) {
+  return a.type == DType::F16 && p.u >= 0 && p.v >= 0 && a.stride[p.u] == 1 && a.stride[p.v] > 1;
+}
+
+}  // namespace tessel::emit_npu::nest

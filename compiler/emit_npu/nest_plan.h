@@ -1,0 +1,94 @@
+// The general NPU vector lowering's plan (nest.h states the lowering's contract): what the
+// analysis of nest_plan.cc decides for each statement and the other parts carry out. A statement
+// is loops over its index dimensions (Dim, after divided indices are split and walked-as-one
+// dimensions coalesced); every access is an element offset plus a stride per dimension (Access);
+// the Plan records the tile dimensions u (rows) and v (lanes), the tile rows x cols of rows x pitch,
+// the loop order and the partition over cores. Pos is where a dimension's current tile starts
+// while code is emitted. Also the registers the emitted code uses and the lowering's limits (none
+// of them a hardware number: those come from the machine model).
+// Internal to compiler/emit_npu/nest*.cc.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/emit_npu/pointwise.h"
+
+namespace tessel::emit_npu::nest {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+// Registers: level i of a statement counts its blocks in r(kLevel0 + i); the core's first row of
+// the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
+constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
+// The row pipeline: core 0 alone stores what the once-per-core statements write (kFirst = core_id == 0).
+constexpr uint8_t kFirst = 24, kFirstLoop = 25;
+constexpr int kMaxLevels = 14;
+// not hardware: the longest program (instructions issued per core) the lowering produces, so a
+// contraction refused by the cube cannot turn into an hours-long simulation.
+constexpr double kMaxIssued = 1 << 23;
+// not hardware: the fewest blocks of rows a core's share is cut into where it can be (the first
+// block's load and the last one's store are not overlapped: 1/kMinBlocks of the time at most).
+constexpr int64_t kMinBlocks = 8;
+// Value sets a tile loop alternates: two (double buffering), three in the row pipeline where a
+// block's vector work is shorter than a load's latency (its loads then run two blocks ahead).
+constexpr int kMaxSets = 3;
+constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
+
+struct Dim {
+  std::string name;
+  int64_t lo = 0, extent = 1;
+  bool reduction = false;
+};
+
+// Element offset of an access at relative positions t_d (0 <= t_d < extent_d) of the dimensions:
+// offset + sum(stride[d] * t_d).
+struct Access {
+  std::string tensor;
+  DType type = DType::F32;
+  int64_t offset = 0;
+  std::vector<int64_t> stride;
+  bool operator==(const Access& o) const { return tensor == o.tensor && offset == o.offset && stride == o.stride; }
+};
+
+// One statement's loops and tile (nest.h).
+struct Plan {
+  const ir::Statement* s = nullptr;
+  std::vector<Dim> dims;
+  Access out;
+  std::vector<Access> reads;               // distinct accesses
+  std::map<const ir::Expr*, int> read_of;  // access node -> index in reads
+  std::map<const ir::Expr*, Access> values;  // index used as a value: offset + sum(stride_d * t_d)
+  // An index divided by a constant d (floor((i + c) / d), (i + c) % d) is split into two
+  // dimensions, i = lo + d * hi + low: the quotient moves with hi, the remainder is low.
+  struct Split {
+    int hi = -1, low = -1;
+    int64_t divisor = 1, lo = 0;
+  };
+  std::map<std::string, Split> splits;
+  int u = -1, v = -1;                      // tile dimensions (rows, lanes); -1: none
+  int64_t rows = 1, cols = 1, pitch = 1;   // full tile: rows x cols used of rows x pitch
+  std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
+  int partition = -1;                      // the dimension split over cores (out_levels[0])
+  int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
+  int regions = 0, body_regions = 0;  // all values of a tile (both sets), one set's
+  bool is_reduction() const { return s->reduction != ir::Reduction::None; }
+  bool red(int d) const { return d >= 0 && dims[d].reduction; }
+  bool out_dim(int d) const { return d >= 0 && !dims[d].reduction; }
+};
+
+// Where a dimension's current tile starts (an element index relative to its lo): c + sum(reg * mul).
+struct Pos {
+  int64_t c = 0;
+  std::vector<std::pair<uint8_t, int64_t>> regs;
+};
+
+// The vector unit has no i8 arithmetic: i8 values are computed in i32 (wrapped to the i8 range
+// after each operation, the language's i8 semantics) and narrowed by vconv when stored.
+inline DType compute_type(DType t) { return t == DType::I8 ? DType::I32 : t; }
+
+}  // namespace tessel::emit_npu::nest

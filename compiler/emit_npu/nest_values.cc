@@ -1,0 +1,421 @@
+// The general NPU vector lowering's values (nest_lowering.h): moves between GM and UB at the
+// current tile origin, the loads of a tile (contiguous rows, strided lanes, a value per row
+// broadcast by vbrcb, f16 reads turned by vtranspose, i8 widened to i32), indices used as values,
+// and the expression compiler over UB regions: equal subexpressions computed once per tile,
+// conditions as f32 1 / 0, selects by vselv, i8 arithmetic in i32 wrapped to the i8 range, and in
+// the row pipeline values per row kept as one repeat per row and operations run in place on
+// operands that die.
+#include "compiler/emit_npu/nest_lowering.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "compiler/emit_npu/operands.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_npu::nest {
+
+// GM operand of access `a` at the current tile origin, plus `extra` bytes (address in kAddr).
+Operand Nest::gm_operand(const Plan& p, const Access& a, int64_t extra) {
+  const int eb = dtype_bytes(a.type);
+  int64_t c = (sizing_ ? 0 : gm_.at(a.tensor)) + eb * a.offset + extra;  // (sizing: before GM is bound)
+  std::map<uint8_t, int64_t> terms;
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    c += eb * a.stride[d] * pos_[d].c;
+    for (const auto& [r, mul] : pos_[d].regs) terms[r] += eb * a.stride[d] * mul;
+  }
+  bool first = true;
+  for (const auto& [r, mul] : terms) {
+    if (mul == 0) continue;
+    op(Opcode::Mul, {reg(first ? kAddr : kTmp), reg(r), imm(mul)});
+    if (!first) op(Opcode::Add, {reg(kAddr), reg(kAddr), reg(kTmp)});
+    first = false;
+  }
+  return at(Buffer::GM, c, first ? npu::kNoRegister : kAddr);
+}
+
+// Moves `rows` rows of `cols` elements between UB (row r at region + r * pitch elements) and GM
+// (element (r, c) at the access's origin + r * su + c * sv). su, sv >= 0.
+void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int64_t rows, int64_t cols,
+    int64_t pitch, int64_t su, int64_t sv) {
+  const int eb = dtype_bytes(a.type);
+  const Operand gm = gm_operand(p, a, 0);
+  auto dma = [&](int64_t ub, int64_t gm_extra, int64_t n, int64_t burst, int64_t ub_gap, int64_t gm_gap) {
+    Operand g = gm;
+    g.imm += gm_extra;
+    if (to_ub) op(Opcode::DmaIn, {at(Buffer::UB, ub), g, imm(n), imm(burst), imm(gm_gap), imm(ub_gap)});
+    else op(Opcode::DmaOut, {g, at(Buffer::UB, ub), imm(n), imm(burst), imm(ub_gap), imm(gm_gap)});
+  };
+  if (rows == 1) su = cols;  // no second row: any gap
+  if (cols == 1 && pitch == 1) {  // contiguous elements in UB
+    if (su == 1 || rows == 1) dma(region, 0, 1, rows * eb, 0, 0);
+    else dma(region, 0, rows, eb, 0, (su - 1) * eb);
+    TESSEL_CHECK(su >= 1 || rows == 1, "nest: a column move with stride 0");
+    return;
+  }
+  if (sv == 1 || cols == 1) {
+    if (su >= cols) {
+      dma(region, 0, rows, cols * eb, (pitch - cols) * eb, (su - cols) * eb);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) dma(region + r * pitch * eb, r * su * eb, 1, cols * eb, 0, 0);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) dma(region + r * pitch * eb, r * su * eb, cols, eb, 0, (sv - 1) * eb);
+}
+
+// Loads access `a` as a rows x pitch tile (cols valid lanes per row).
+Nest::Value Nest::load(const Plan& p, const Access& a, int64_t rows, int64_t cols) {
+  // rows x pitch values in whole repeats (a row block of the pipeline may be wider than the chunk
+  // of the statement that reads it: a broadcast wrote past its region into the next set, issue 31)
+  const int64_t tile = rows * p.pitch;
+  const Value v{false, 0, tile > chunk_ ? fresh_bytes(tile * 4) : fresh_region(), a.type};
+  const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
+  if (sv == 0 && cols > 1) {
+    broadcast_rows(p, a, v, rows);
+    return Value{false, 0, v.region, compute_type(a.type)};
+  }
+  // (rows >= 8: the 16-row blocks written fit the value's region, which holds rows x pitch 4-byte values)
+  if (transposable(p, a) && rows >= 8 && sv >= rows) return load_transposed(p, a, v, rows, cols);
+  if (su == 0 && sv == 1 && rows > 1 && a.type == compute_type(a.type)) {  // the same row for every row: load once, copy
+    move(true, p, a, v.region, 1, cols, p.pitch, 0, 1);
+    const int64_t k = p.pitch * dtype_bytes(a.type) / bytes_per_repeat_, rep = k * repeat_blocks_;
+    for (int64_t j = 0; j < k; ++j)
+      op(Opcode::Vmuls, {type(a.type), at(Buffer::UB, v.region + p.pitch * dtype_bytes(a.type) + j * bytes_per_repeat_),
+                         at(Buffer::UB, v.region + j * bytes_per_repeat_), Operand::float_(1), imm(rows - 1), imm(1), imm(1),
+                         imm(rep), imm(0)});
+    return v;
+  }
+  move(true, p, a, v.region, rows, cols, p.pitch, su, sv == 0 ? 1 : sv);
+  if (a.type == compute_type(a.type)) return v;
+  const Value w{false, 0, fresh_region(), compute_type(a.type)};
+  convert(w, v, rows * p.pitch);
+  return w;
+}
+
+// Loads the tile transposed (lanes as rows: one dma_in of contiguous row segments) into the two
+// regions after `v`, then turns each 16 x 16 block with vtranspose into the rows x pitch tile.
+Nest::Value Nest::load_transposed(const Plan& p, const Access& a, const Value& v, int64_t rows, int64_t cols) {
+  const int64_t t = fresh_region();
+  fresh_region();  // the transposed tile takes up to two regions (rows >= 8)
+  const int64_t tp = (rows + 15) / 16 * 16, cp = (cols + 15) / 16 * 16;  // its pitch and row count
+  move(true, p, a, t, cols, rows, tp, stride_of(a, p.v), 1);
+  const int64_t bb = m_.vector_block_bytes, eb = 2;
+  for (int64_t bc = 0; bc < cp / 16; ++bc)
+    for (int64_t br = 0; br < tp / 16; ++br)
+      op(Opcode::Vtranspose, {type(DType::F16), at(Buffer::UB, v.region + (br * 16 * p.pitch + bc * 16) * eb),
+                              at(Buffer::UB, t + (bc * 16 * tp + br * 16) * eb), imm(2), imm(p.pitch * eb / bb), imm(tp * eb / bb),
+                              imm(8 * p.pitch * eb / bb), imm(8 * tp * eb / bb)});
+  return v;
+}
+
+// A value per row (the access does not move along the lanes): gathered, then spread over the
+// row's lanes (vbrcb per repeat of the row; one value for all rows: one repeat, copied).
+void Nest::broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows) {
+  const DType t = compute_type(a.type);
+  const int64_t su = stride_of(a, p.u);
+  const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
+  // The row values, widened in place past the gathered ones when the type has no arithmetic.
+  int64_t values = rowvals();
+  auto widen = [&](int64_t count) {
+    if (t == a.type) return;
+    values = rowvals() + (count * dtype_bytes(a.type) + 31) / 32 * 32;
+    convert(Value{false, 0, values, t}, Value{false, 0, rowvals(), a.type}, count);
+  };
+  if (su == 0 || rows == 1) {
+    move(true, p, a, rowvals(), 1, 1, 1, 1, 0);
+    widen(1);
+    op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(1), imm(1), imm(repeat_blocks_)});
+    if (rows * k > 1)
+      op(Opcode::Vmuls, {type(t), at(Buffer::UB, v.region + bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
+                         imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
+    return;
+  }
+  move(true, p, a, rowvals(), rows, 1, 1, su, 0);
+  widen(rows);
+  for (int64_t j = 0; j < k; ++j)
+    op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, values), imm(rows), imm(1), imm(rep)});
+}
+
+// seq_ = 0, 1, 2, ... (i32) over the region: lane l of every repeat set by a masked vdup, then
+// each repeat offset by its first index.
+void Nest::sequence(const Plan& p) {
+  const int64_t w = m_.vector_lanes(DType::I32), reps = p.rows * p.pitch / w;
+  for (int64_t l = 0; l < w; ++l) {
+    const int64_t bit = l % m_.vector_mask_bits;
+    const uint64_t b = uint64_t{1} << (bit % 64);
+    op(Opcode::SetVectorMask, {imm(bit < 64 ? 0 : static_cast<int64_t>(b)), imm(bit < 64 ? static_cast<int64_t>(b) : 0)});
+    op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, seq_), Operand::float_(double(l)), imm(reps), imm(1), imm(repeat_blocks_)});
+  }
+  op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  for (int64_t j = 1; j < reps; ++j)
+    op(Opcode::Vadds, {type(DType::I32), at(Buffer::UB, seq_ + j * bytes_per_repeat_), at(Buffer::UB, seq_ + j * bytes_per_repeat_),
+                       Operand::float_(double(j * w)), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+}
+
+// An index used as a value on the tile (i32): stride_v x lane + stride_u x row + the tile origin's
+// value (a register sum).
+Nest::Value Nest::index_value(const Plan& p, const Access& a, int64_t n) {
+  const int64_t w = m_.vector_lanes(DType::I32), k = p.pitch / w, rep = k * repeat_blocks_, rows = cur(p.u);
+  const int64_t sv = stride_of(a, p.v), su = stride_of(a, p.u);
+  const Value r{false, 0, fresh_region(), DType::I32};
+  op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, r.region), Operand::float_(0), imm(repeats(n, DType::I32)), imm(1), imm(repeat_blocks_)});
+  if (sv != 0) {  // lanes: the sequence's first row in every row
+    const Value l{false, 0, fresh_region(), DType::I32};
+    for (int64_t j = 0; j < k; ++j)
+      op(Opcode::Vmuls, {type(DType::I32), at(Buffer::UB, l.region + j * bytes_per_repeat_), at(Buffer::UB, seq_ + j * bytes_per_repeat_),
+                         Operand::float_(double(sv)), imm(rows), imm(1), imm(1), imm(rep), imm(0)});
+    binary(Opcode::Vadd, r, r, l, n);
+  }
+  if (su != 0) {  // rows: element r of the sequence across row r
+    const Value q{false, 0, fresh_region(), DType::I32};
+    for (int64_t j = 0; j < k; ++j)
+      op(Opcode::Vbrcb, {type(DType::I32), at(Buffer::UB, q.region + j * bytes_per_repeat_), at(Buffer::UB, seq_), imm(rows), imm(1), imm(rep)});
+    with_scalar(Opcode::Vmuls, q, q, double(su), n);
+    binary(Opcode::Vadd, r, r, q, n);
+  }
+  int64_t c = a.offset;
+  std::map<uint8_t, int64_t> terms;
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    c += a.stride[d] * pos_[d].c;
+    for (const auto& [reg_, mul] : pos_[d].regs) terms[reg_] += a.stride[d] * mul;
+  }
+  op(Opcode::Mov, {reg(kAddr), imm(c)});
+  for (const auto& [reg_, mul] : terms) {
+    op(Opcode::Mul, {reg(kTmp), reg(reg_), imm(mul)});
+    op(Opcode::Add, {reg(kAddr), reg(kAddr), reg(kTmp)});
+  }
+  op(Opcode::Vadds, {type(DType::I32), at(Buffer::UB, r.region), at(Buffer::UB, r.region), reg(kAddr), imm(repeats(n, DType::I32)),
+                     imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+  return r;
+}
+
+// Equal subexpressions are computed once per tile (GELU's z appears five times).
+Nest::Value Nest::compile(const ir::Expr& e, int64_t n) {
+  const Value v = compile_rows(e, n);
+  if (!v.per_row) return v;
+  const std::string key = memo_prefix_ + ir::to_string(e) + "#expanded";
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Value x = expand(v);
+  memo_[key] = x;
+  return x;
+}
+
+// The same, but a value per row may stay one (row pipeline: operations with a value per row read
+// its one repeat per row with repeat stride 0).
+Nest::Value Nest::compile_rows(const ir::Expr& e, int64_t n) {
+  const std::string key = memo_prefix_ + ir::to_string(e);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Value v = fz_.on || sizing_ ? row_op(e, n) : compile_node(e, n);
+  memo_[key] = v;
+  return v;
+}
+
+// A binary operation of which one or both operands are values per row.
+Nest::Value Nest::row_op(const ir::Expr& e, int64_t n) {
+  static const std::map<ir::Op, Opcode> ops{{ir::Op::Add, Opcode::Vadd}, {ir::Op::Sub, Opcode::Vsub}, {ir::Op::Mul, Opcode::Vmul},
+                                            {ir::Op::Div, Opcode::Vdiv}, {ir::Op::Max, Opcode::Vmax}, {ir::Op::Min, Opcode::Vmin}};
+  const auto o = ops.find(e.op);
+  if (e.kind != ir::ExprKind::Apply || o == ops.end() || e.args.size() != 2 || e.type == DType::I8) return compile_node(e, n);
+  const Value a = compile_rows(*e.args[0], n), b = compile_rows(*e.args[1], n);
+  if (!(a.per_row || b.per_row) || a.scalar || b.scalar || a.type != e.type || b.type != e.type) return compile_node(e, n);
+  const DType t = e.type;
+  const int64_t rows = cur(plan_->u);
+  Value r{false, 0, 0, t};
+  if (a.per_row && b.per_row) {
+    r.region = fresh_bytes(fz_.rows * bytes_per_repeat_);
+    r.per_row = true;
+    vop(o->second, t, r.region, a.region, b.region, rows, repeat_blocks_);
+    return r;
+  }
+  r.region = result_region(e, {a, b});
+  const int64_t k = fz_.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
+  auto src = [&](const Value& v, int64_t j) { return v.per_row ? v.region : v.region + j * bytes_per_repeat_; };
+  for (int64_t j = 0; j < k; ++j)
+    op(o->second, {type(t), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, src(a, j)), at(Buffer::UB, src(b, j)),
+                   imm(rows), imm(1), imm(1), imm(1), imm(rep), imm(a.per_row ? repeat_blocks_ : rep),
+                   imm(b.per_row ? repeat_blocks_ : rep)});
+  return r;
+}
+
+// In the row pipeline an element-wise operation overwrites an operand of its own element size
+// that no other node of the block reads (its text occurs once in the block's statements) and that
+// is neither a load nor a kept result; a cast to a narrower type gets a region of its size.
+int64_t Nest::result_region(const ir::Expr& e, const std::vector<Value>& a) {
+  if (!fz_.on && !sizing_) return fresh_region();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].scalar && !a[i].per_row && dtype_bytes(a[i].type) == dtype_bytes(e.type) && dies(*e.args[i], a[i].region))
+      return a[i].region;
+  if (e.op == ir::Op::Cast && dtype_bytes(e.type) < 4) return fresh_bytes(chunk_ * dtype_bytes(e.type));
+  return fresh_region();
+}
+
+bool Nest::dies(const ir::Expr& x, int64_t region) {
+  if (x.kind != ir::ExprKind::Apply || x.op == ir::Op::Cast) return false;  // (a cast may be its operand's value)
+  const std::string key = memo_prefix_ + ir::to_string(x);
+  int uses = 0;
+  for (size_t j = fz_.prologue; j < plans_.size(); ++j) {
+    std::string prefix;
+    for (const Dim& d : plans_[j].dims) prefix += fmt::format("{}@{}:{},", d.name, d.lo, d.extent);
+    prefix += "|";
+    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& y) {
+      for (const auto& c : y.args) {
+        if (prefix + ir::to_string(*c) == key) ++uses;
+        walk(*c);
+      }
+    };
+    walk(*plans_[j].s->rhs);
+    if (prefix + ir::to_string(*plans_[j].s->rhs) == key) uses += 2;  // a statement's value: kept
+  }
+  return uses == 1 && !kept(region);
+}
+
+// Is `region` a load (hoisted, this block's) or a result kept in UB? (A cast to the same type
+// is its operand's value, so an expression's value may be one of them.)
+bool Nest::kept(int64_t region) const {
+  auto held = [&](const std::map<std::string, Value>& m) {
+    return std::any_of(m.begin(), m.end(), [&](const auto& v) { return v.second.region == region; });
+  };
+  if (held(hoisted_) || held(block_loads_) || held(prefetched_[set_])) return true;
+  return std::any_of(resident_.begin(), resident_.end(), [&](const auto& r) { return r.second.v.region == region; });
+}
+
+// A value per row spread over the row's lanes.
+Nest::Value Nest::expand(const Value& v) {
+  const Value r{false, 0, fresh_region(), v.type};
+  const int64_t k = fz_.pitch / m_.vector_lanes(v.type), rep = k * repeat_blocks_;
+  for (int64_t j = 0; j < k; ++j)
+    op(Opcode::Vmuls, {type(v.type), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
+                       imm(cur(plan_->u)), imm(1), imm(1), imm(rep), imm(repeat_blocks_)});
+  return r;
+}
+
+Nest::Value Nest::compile_node(const ir::Expr& e, int64_t n) {
+  if (e.kind == ir::ExprKind::Access) return loaded_.at(plan_->read_of.at(&e));
+  if (e.kind == ir::ExprKind::IndexValue) {
+    if (e.affine.is_constant()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, DType::I32};
+    return index_value(*plan_, plan_->values.at(&e), n);
+  }
+  if (e.kind != ir::ExprKind::Apply) return VectorCode::compile(e, n);
+  switch (e.op) {
+    case ir::Op::Lt: case ir::Op::Le: case ir::Op::Gt: case ir::Op::Ge: case ir::Op::Eq: case ir::Op::Ne:
+      return compare(e, n);
+    case ir::Op::And: case ir::Op::Or: {
+      const Value a = condition(compile(*e.args[0], n), n), b = condition(compile(*e.args[1], n), n);
+      if (a.scalar && b.scalar) return {true, e.op == ir::Op::And ? double(a.constant && b.constant) : double(a.constant || b.constant), 0, DType::F32};
+      const Value r{false, 0, fresh_region(), DType::F32};
+      binary(e.op == ir::Op::And ? Opcode::Vmul : Opcode::Vmax, r, vector_of(a, n), vector_of(b, n), n);
+      return r;
+    }
+    case ir::Op::Not: {
+      const Value a = condition(compile(*e.args[0], n), n);
+      if (a.scalar) return {true, double(a.constant == 0), 0, DType::F32};
+      const Value r{false, 0, fresh_region(), DType::F32};
+      with_scalar(Opcode::Vmuls, r, a, -1, n);
+      with_scalar(Opcode::Vadds, r, r, 1, n);
+      return r;
+    }
+    case ir::Op::Select: return select(e, n);
+    default: break;
+  }
+  if (e.type == DType::I8) return narrow_op(e, n);
+  return VectorCode::compile(e, n);
+}
+
+// An i8 operation or cast to i8 computed in i32 and wrapped to [-128, 127] (from floats: truncated
+// and saturated), the result kept in i32.
+Nest::Value Nest::narrow_op(const ir::Expr& e, int64_t n) {
+  if (e.op == ir::Op::Cast && dtype_is_float(e.args[0]->type)) {
+    Value x = compile(*e.args[0], n);
+    if (x.scalar) return {true, std::clamp(std::trunc(x.constant), -128.0, 127.0), 0, DType::I32};
+    x = truncate_to_i32(x, n);
+    const Value r{false, 0, fresh_region(), DType::I32};
+    with_scalar(Opcode::Vmaxs, r, x, -128, n);
+    binary(Opcode::Vmin, r, r, vector_of(Value{true, 127, 0, DType::I32}, n), n);
+    return r;
+  }
+  ir::Expr wide = e;
+  wide.type = DType::I32;
+  Value x = e.op == ir::Op::Cast ? compile(*e.args[0], n) : VectorCode::compile(wide, n);
+  if (x.scalar) return {true, double(static_cast<int8_t>(static_cast<int64_t>(x.constant))), 0, DType::I32};
+  if (dtype_is_float(x.type) || x.type == DType::I8) return x;  // (not reached: handled above)
+  const Value k256 = vector_of(Value{true, 256, 0, DType::I32}, n), w{false, 0, fresh_region(), DType::I32};
+  binary(Opcode::Vmod, w, x, k256, n);
+  with_scalar(Opcode::Vadds, w, w, 384, n);
+  binary(Opcode::Vmod, w, w, k256, n);
+  with_scalar(Opcode::Vadds, w, w, -128, n);
+  return w;
+}
+
+// A condition as f32 1 / 0 (compares give it in their operands' type).
+Nest::Value Nest::condition(const Value& c, int64_t n) {
+  if (c.scalar || c.type == DType::F32) return c;
+  const Value r{false, 0, fresh_region(), DType::F32};
+  convert(r, c, n);
+  return r;
+}
+
+Nest::Value Nest::compare(const ir::Expr& e, int64_t n) {
+  Value a = compile(*e.args[0], n), b = compile(*e.args[1], n);
+  if (a.scalar && b.scalar) {
+    const double x = a.constant, y = b.constant;
+    bool r = false;
+    switch (e.op) {
+      case ir::Op::Lt: r = x < y; break;
+      case ir::Op::Le: r = x <= y; break;
+      case ir::Op::Gt: r = x > y; break;
+      case ir::Op::Ge: r = x >= y; break;
+      case ir::Op::Eq: r = x == y; break;
+      default: r = x != y; break;
+    }
+    return {true, double(r), 0, DType::F32};
+  }
+  const DType t = a.scalar ? b.type : a.type;
+  a.type = b.type = t;
+  a = vector_of(a, n);
+  b = vector_of(b, n);
+  const bool swap = e.op == ir::Op::Gt || e.op == ir::Op::Ge;
+  const Opcode o = e.op == ir::Op::Lt || e.op == ir::Op::Gt ? Opcode::Vcmplt
+                   : e.op == ir::Op::Le || e.op == ir::Op::Ge ? Opcode::Vcmple : Opcode::Vcmpeq;
+  const Value r{false, 0, fresh_region(), t};
+  binary(o, r, swap ? b : a, swap ? a : b, n);
+  Value c = condition(r, n);
+  if (e.op == ir::Op::Ne) {
+    const Value q{false, 0, fresh_region(), DType::F32};
+    with_scalar(Opcode::Vmuls, q, c, -1, n);
+    with_scalar(Opcode::Vadds, q, q, 1, n);
+    c = q;
+  }
+  return c;
+}
+
+Nest::Value Nest::select(const ir::Expr& e, int64_t n) {
+  const Value c = condition(compile(*e.args[0], n), n);
+  Value a = compile(*e.args[1], n), b = compile(*e.args[2], n);
+  const DType t = compute_type(e.type);
+  if (c.scalar) {
+    Value r = c.constant != 0 ? a : b;
+    r.type = t;
+    return r;
+  }
+  a.type = a.scalar ? t : a.type;
+  b.type = b.scalar ? t : b.type;
+  a = vector_of(a, n);
+  b = vector_of(b, n);
+  Value ct = c;
+  if (t != DType::F32) {
+    ct = {false, 0, fresh_region(), t};
+    convert(ct, c, n);
+  }
+  const Value r{false, 0, fresh_region(), t};
+  op(Opcode::Vselv, {type(t), at(Buffer::UB, r.region), at(Buffer::UB, ct.region), at(Buffer::UB, a.region), at(Buffer::UB, b.region),
+                     imm(repeats(n, t)), imm(1), imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_),
+                     imm(repeat_blocks_), imm(repeat_blocks_)});
+  return r;
+}
+
+}  // namespace tessel::emit_npu::nest
