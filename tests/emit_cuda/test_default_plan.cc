@@ -1,0 +1,60 @@
+// A default plan exists on GPU targets whatever the sizes (compiler/pipeline.cc): the kernel IR's
+// boxes never limit a GPU mapping (TensorCore kernels take their tiles from the plan; the SIMT walk
+// keeps what does not fit in scratch), so a size change never turns a compiling operator into a fit
+// error. Case: causal attention written as six statements, whose softmax-and-context group holds a
+// whole key row and V panel per query tile: 128 tokens always fitted, 512 was "tile does not fit:
+// level registers (vector) of sm90 needs 137480 bytes".
+#include <doctest/doctest.h>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/nvrtc_compile.h"
+#endif
+
+using namespace tessel;
+
+namespace {
+
+constexpr const char* kAttention = R"(
+def attention(f16[B, S, H, D] Q, f16[B, S, H, D] K, f16[B, S, H, D] V) -> (f32[B, S, H, D] O) {
+  Sc(b, h, i, j) +=! f32(Q(b, i, h, d)) * f32(K(b, j, h, d))
+  Sm(b, h, i, j) = select(j <= i, Sc(b, h, i, j) * 0.125, -10000.0)
+  Mx(b, h, i) max=! Sm(b, h, i, j)
+  E(b, h, i, j) = exp(Sm(b, h, i, j) - Mx(b, h, i))
+  Z(b, h, i) +=! E(b, h, i, j)
+  O(b, i, h, d) +=! E(b, h, i, j) * f32(V(b, j, h, d)) / Z(b, h, i)
+}
+)";
+
+}  // namespace
+
+TEST_CASE("default plan on GPU targets: six-statement attention compiles at 128 and 512 tokens, NVRTC accepts it") {
+  const frontend::Module m = frontend::parse_module(kAttention, "attention.tsl");
+  for (const char* arch : {"sm90", "sm75"})
+    for (int64_t s : {128, 512}) {
+      CAPTURE(arch);
+      CAPTURE(s);
+      CompileOptions o;
+      o.target = std::string("isa/targets/") + arch + ".yaml";
+      o.sizes = {{"B", 1}, {"S", s}, {"H", 2}, {"D", 64}};
+      std::unique_ptr<Compilation> c;
+      REQUIRE_NOTHROW(c = compile(frontend::select_function(m, ""), o));
+      emit_cuda::CudaOptions co;
+      co.arch = c->hierarchy.gpu->arch;
+      const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c->kernel, co);
+      CHECK(!p.launches.empty());
+#ifdef TESSEL_HAVE_CUDA
+      CHECK_NOTHROW(gpu::compile_to_cubin(p.source, {.arch = p.arch}));
+#endif
+    }
+  // a user's tile is what runs: a spec whose boxes do not fit is still refused with the reason
+  CompileOptions o;
+  o.target = "isa/targets/sm90.yaml";
+  o.sizes = {{"B", 1}, {"S", 512}, {"H", 2}, {"D", 64}};
+  o.tile = "b=1/1,h=1/1,i=64/64,j=512/512,d=64/64";
+  CHECK_THROWS_AS(compile(frontend::select_function(m, ""), o), UserError);
+}
