@@ -324,7 +324,10 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
       c->promotion.overflow.reset();
       break;
     }
-    throw UserError(c->promotion.overflow->message());
+    if (user_tile) throw UserError(c->promotion.overflow->message());
+    throw UserError(fmt::format("{}: no tile fits {}: the default tile, shrunk to {}, still does not fit: {}; smaller sizes "
+                                "(--shape) or a description with more room (--set) can",
+                                f.name, c->hierarchy.name, c->tile_spec.to_string(), c->promotion.overflow->what()));
   }
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->deps, c->tiled, c->promotion, c->hierarchy); },
