@@ -308,6 +308,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->deps, c->tiled, c->hierarchy); },
               [&] { return c->promotion.to_string(); });
     if (!c->promotion.overflow) break;
+    const bool gpu = c->hierarchy.kind == isa::TargetKind::Gpu;
     if (!user_tile && attempt <= 12 && halve_outer_tiles(c->tile_spec)) continue;
     // The NPU maps kernels without a matmul from the tensor IR with its own UB tiles
     // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree. The GPU's
@@ -317,8 +318,8 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     // plan, not from these buffers, and the SIMT walk keeps what does not fit in scratch; so a
     // default plan exists whatever the sizes (issue: a 6-statement attention at 512 tokens).
     const bool vector_only = std::none_of(c->matches.begin(), c->matches.end(), [](const poly::MatmulMatch& m) { return m.matched; });
-    if (!user_tile && ((vector_only && c->hierarchy.kind == isa::TargetKind::Npu) || c->hierarchy.kind == isa::TargetKind::Gpu)) {
-      c->warnings.push_back(c->promotion.overflow->message() +
+    if (!user_tile && ((vector_only && c->hierarchy.kind == isa::TargetKind::Npu) || gpu)) {
+      c->warnings.push_back("the default tile " + c->tile_spec.to_string() + " overflows: " + c->promotion.overflow->what() +
                             (c->hierarchy.kind == isa::TargetKind::Npu ? " (the NPU's vector lowering tiles rows itself)"
                                                                        : " (the SIMT code keeps the larger boxes in global scratch)"));
       c->promotion.overflow.reset();

@@ -7,6 +7,9 @@
 #            and a plan the kernel cannot run (exit 1 with the reason)
 #   bench    `tessel bench gpu` (the tile policy's shortlist) and its wall time; with EXHAUSTIVE_FILTER (a
 #            TESSEL_BENCH_FILTER value) the same rows again with --exhaustive, for the ratio comparison
+#   attention  the six-statement causal attention (tests/gpu_emit/data) at 512 tokens on the sm90 and sm75
+#            descriptions, verified against the interpreter, and compute-sanitizer memcheck of the sm90 run
+#   gputests the GPU-side doctest binary (test_gpu_emit)
 #   sweep    scripts/gpu_sweep.py over SWEEP_PLANS plans of a 4096^3 GEMM on 1 GPU and on all GPUs (a first
 #            pass fills the NVRTC cache so both timed passes compile nothing)
 # STEPS selects (default "tune plans bench sweep").
@@ -66,6 +69,22 @@ if has bench; then
     echo "bench gpu --exhaustive ($EXHAUSTIVE_FILTER): rc=$? $(since $t0) s" | tee -a $OUT/bench_exhaustive.log
     grep -A20 "tessel bench gpu on" $OUT/bench_exhaustive.log | head -24
   fi
+fi
+
+if has attention; then
+  A=tests/gpu_emit/data/attention_causal_bshd.tsl
+  {
+    for t in sm90 sm75; do
+      echo "== $t"; timeout 240 $T run $A --target isa/targets/$t.yaml --shape B=1,S=512,H=2,D=64 2>&1 | grep -vE "^\s*$" | tail -6
+    done
+    echo "== memcheck sm90"
+    timeout 240 compute-sanitizer --tool memcheck $T run $A --target isa/targets/sm90.yaml --shape B=1,S=512,H=2,D=64 --no-timing 2>&1 | tail -4
+  } > $OUT/attention.log 2>&1
+  echo "== attention"; cat $OUT/attention.log
+fi
+
+if has gputests; then
+  timeout ${TEST_S:-300} $D/bin/test_gpu_emit > $OUT/test_gpu_emit.log 2>&1; echo "test_gpu_emit: rc=$?"; tail -4 $OUT/test_gpu_emit.log
 fi
 
 if has sweep; then
