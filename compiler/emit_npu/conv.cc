@@ -1,5 +1,6 @@
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/conv_epilogue.h"
+#include "compiler/emit_npu/conv_layout.h"
 #include "compiler/emit_npu/operands.h"
 
 #include "compiler/emit_npu/pointwise.h"
@@ -163,6 +164,18 @@ UserError conv_unsupported(const kernel::Kernel& k, const std::string& why) {
   return UserError("kernel " + k.name + ": the NPU backend does not map this convolution yet: " + why);
 }
 
+// A strided window that stops short of the image's last rows or columns (a 1x1 stride-2
+// convolution of an even H) has a negative bottom or right pad, which is no img2col geometry
+// (the simulator refused set_fmatrix, issue 31): refused (the UserError text), the general lowering
+// maps it. "" when the windows reach the image's end.
+std::string windows_stop_short(const kernel::Kernel& k, const Conv& cv) {
+  const int64_t reach_h = (cv.OH - 1) * cv.sh + cv.dh * (cv.R - 1) + 1 - cv.pt;
+  const int64_t reach_w = (cv.OW - 1) * cv.sw + cv.dw * (cv.S - 1) + 1 - cv.pl;
+  if (reach_h >= cv.H && reach_w >= cv.W) return "";
+  return fmt::format("kernel {}: the windows stop short of the image ({} of {} rows, {} of {} columns "
+                     "reached): img2col has no negative padding", k.name, reach_h, cv.H, reach_w, cv.W);
+}
+
 // The planner's view of a matched convolution: channel counts padded to the cube's fractal.
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   tile::ConvGeometry g;
@@ -197,179 +210,6 @@ struct WeightLayout {
   int64_t KB = 0;                // fractal: output-channel blocks
 };
 
-// Instruction helpers over the machine model: vector fills and masks, scratch tensors in GM, and the
-// rows -> columns layout transform on the vector unit.
-class ConvCode {
- public:
-  ConvCode(const kernel::Kernel& k, const isa::NpuMachine& m, npu::Program& p) : k_(k), m_(m), p_(p) {}
-  void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
-  int64_t gm_align() const { return m_.granularity(Buffer::GM); }
-
-  // A tensor in GM at `gm` (advanced past it, aligned).
-  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role, int64_t& gm) {
-    npu::TensorBinding b{name, t, std::move(shape), gm, role, {}};
-    gm = round_up(gm + b.byte_size(), gm_align());
-    p_.tensors.push_back(b);
-    return b.gm_offset;
-  }
-  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, int64_t& gm) {
-    return place(name, t, std::move(shape), npu::TensorRole::Scratch, gm);
-  }
-  void zero_ub(int64_t at_bytes, int64_t bytes, DType t = DType::F16) {
-    const int64_t per_repeat = m_.vector_bytes_per_repeat, most = m_.vector_max_repeat;
-    const int64_t reps = (bytes + per_repeat - 1) / per_repeat;
-    for (int64_t done = 0; done < reps; done += most)
-      op(Opcode::Vdup, {type(t), at(Buffer::UB, at_bytes + done * per_repeat), Operand::float_(0),
-                        imm(std::min<int64_t>(most, reps - done)), imm(1), imm(m_.blocks_per_repeat())});
-  }
-  // The mask register is written as two 64-bit halves (hi, lo).
-  void mask_lane(int64_t lane) {
-    const uint64_t bit = uint64_t(1) << (lane % kMaskHalfBits);
-    op(Opcode::SetVectorMask, {imm(lane >= kMaskHalfBits ? int64_t(bit) : 0), imm(lane < kMaskHalfBits ? int64_t(bit) : 0)});
-  }
-  void full_mask() { op(Opcode::SetVectorMask, {imm(-1), imm(-1)}); }
-
-  // Rows (planes) of `plane` elements -> columns: src [rows][plane] (NCHW planes, f16 or f32) in GM,
-  // dst [group][plane][cols] with column `row % rows_per_group` of row; used for NCHW -> NHWC (X,
-  // rows = channels, cols = padded channels) and for the weights [K][C R S] -> [C R S][Kp] (one
-  // group). Chunks of groups keep every GM start aligned; the columns past the rows stay 0.
-  // src rows hold `src_row` elements in GM (the first `plane` taken), dst rows `cols` in UB of which
-  // `cols_valid` go to GM; `plane_out` >= plane dst rows per group (the rest 0).
-  // src_reg / dst_reg: base registers added to the GM addresses (a core's own image or copy).
-  void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg = npu::kNoRegister,
-                       uint8_t dst_reg = npu::kNoRegister);
-  // One group too large for UB: the same transform in pieces of rows x plane elements (rows in whole
-  // vector repeats of columns), each piece's columns written with the GM row pitch.
-  void rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
-                              int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg);
-  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
-  // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
-  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
-                   int64_t ub, int64_t ub_bytes);
-
- private:
-  static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
-  const kernel::Kernel& k_;
-  const isa::NpuMachine& m_;
-  npu::Program& p_;
-};
-
-void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to,
-                           DType t, int64_t ub, int64_t ub_bytes) {
-  const int64_t eb = dtype_bytes(t), wide = std::max(from, to), rows_aligned = std::max<int64_t>(1, gm_align() / eb);
-  int64_t cr = std::min(rows, ub_bytes / (wide * eb));
-  if (cr < rows) cr = std::max<int64_t>(1, cr / rows_aligned * rows_aligned);
-  for (int64_t r0 = 0; r0 < rows; r0 += cr) {
-    const int64_t n = std::min(cr, rows - r0);
-    if (to > from) {
-      zero_ub(ub, n * to * eb, t == DType::F32 ? DType::F32 : DType::F16);
-      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(n), imm(from * eb), imm(0),
-                         imm((to - from) * eb)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(1), imm(n * to * eb), imm(0), imm(0)});
-    } else {
-      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, src_gm + r0 * from * eb, src_reg), imm(1), imm(n * from * eb), imm(0), imm(0)});
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + r0 * to * eb, dst_reg), at(Buffer::UB, ub), imm(n), imm(to * eb),
-                          imm((from - to) * eb), imm(0)});
-    }
-  }
-}
-
-void ConvCode::rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
-                                      int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
-  const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
-  const int64_t block = m_.vector_block_bytes, repeat = m_.vector_bytes_per_repeat, room = m_.capacity(Buffer::UB) - m_.fractal_bytes();
-  const int64_t pitch = cols_valid == cols ? cols : cols_valid;  // dst rows in GM (as the one-piece transform writes them)
-  auto out_cols = [&](int64_t rp) { return rp == rows ? cols : round_up(rp, per_block); };
-  auto raw_of = [&](int64_t rp, int64_t pc) { return round_up(rp * round_up(pc, per_block) * eb, block); };
-  int64_t rp = rows, pc = plane;
-  while (raw_of(rp, pc) + pc * out_cols(rp) * eb > room) {
-    if (pc > per_block && (pc >= rp || rp <= lanes)) pc = std::max(per_block, pc / 2 / per_block * per_block);
-    else if (rp > lanes) rp = std::max(lanes, rp / 2 / lanes * lanes);
-    else
-      throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
-                                  "elements does not fit the vector buffer ({} bytes left of UB's {})", k_.name, rows, plane, room, m_.capacity(Buffer::UB)));
-  }
-  const int64_t f16_block = m_.block_elements(DType::F16);
-  const int64_t rep_chunk = m_.vector_max_repeat / f16_block * f16_block / per_block * per_block;
-  const DType dup = t == DType::F32 ? DType::F32 : DType::F16;
-  const int64_t out = raw_of(rp, pc), cp = out_cols(rp);
-  for (int64_t r0 = 0; r0 < rows; r0 += rp) {
-    const int64_t nr = std::min(rp, rows - r0), valid = rp == rows ? cols_valid : std::min(nr, cols_valid - r0);
-    for (int64_t e0 = 0; e0 < plane; e0 += pc) {
-      const int64_t ne = std::min(pc, plane - e0), ne_a = round_up(ne, per_block);
-      full_mask();
-      zero_ub(out, ne * cp * eb, dup);
-      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + (r0 * src_row + e0) * eb, src_reg), imm(nr), imm(ne * eb),
-                         imm((src_row - ne) * eb), imm((ne_a - ne) * eb)});
-      for (int64_t r = 0; r < nr; ++r) {
-        mask_lane(r % lanes);
-        for (int64_t e = 0; e < ne; e += rep_chunk)
-          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + e * cp * eb + (r / lanes) * repeat), at(Buffer::UB, (r * ne_a + e) * eb),
-                             imm(std::min(rep_chunk, ne - e)), imm(1), imm(cp * eb / block)});
-      }
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + (e0 * pitch + r0) * eb, dst_reg), at(Buffer::UB, out), imm(ne), imm(valid * eb),
-                          imm((cp - valid) * eb), imm((pitch - valid) * eb)});
-    }
-  }
-  // rows past the plane (plane_out > plane) are zero
-  full_mask();
-  const int64_t zero_rows = plane_out - plane, per = std::max<int64_t>(1, room / (pitch * eb));
-  for (int64_t z0 = 0; z0 < zero_rows; z0 += per) {
-    const int64_t n = std::min(per, zero_rows - z0);
-    zero_ub(0, n * pitch * eb, dup);
-    op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + (plane + z0) * pitch * eb, dst_reg), at(Buffer::UB, 0), imm(1), imm(n * pitch * eb), imm(0),
-                        imm(0)});
-  }
-}
-
-void ConvCode::rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
-                               int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
-  const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);
-  const int64_t block = m_.vector_block_bytes, align = gm_align(), repeat = m_.vector_bytes_per_repeat;
-  const int64_t plane_a = round_up(plane, per_block), cap = m_.capacity(Buffer::UB);
-  // Chunks of `step` groups keep the GM starts of source and destination aligned.
-  int64_t step = 1;
-  while (groups > 1 && ((step * rows * src_row * eb) % align || (step * plane_out * cols_valid * eb) % align)) ++step;
-  const int64_t raw_bytes = rows * plane_a * eb, out_bytes = plane_out * cols * eb;
-  // UB keeps one f16 fractal spare past the two regions (as the layout transform always has)
-  int64_t chunk = (cap - m_.fractal_bytes()) / (raw_bytes + out_bytes) / step * step;
-  if (chunk < 1 && groups == 1)
-    return rows_to_columns_pieces(src_gm, dst_gm, rows, plane, src_row, plane_out, cols_valid, cols, t, src_reg, dst_reg);
-  if (chunk < std::min(groups, step))
-    throw UserError(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a layout transform of {} x {} "
-                                "elements does not fit the vector buffer ({} groups of {} bytes needed at once, UB holds {})",
-                                k_.name, rows, plane, std::min(groups, step), raw_bytes + out_bytes, cap));
-  chunk = std::min(chunk, groups);
-  // repeats per vbrcb: a multiple of an f16 block's elements (so of every dtype's) within the repeat
-  // limit, so that every chunk's source starts on a block
-  const int64_t f16_block = m_.block_elements(DType::F16);
-  const int64_t rep_chunk = m_.vector_max_repeat / f16_block * f16_block / per_block * per_block;
-  const DType dup = t == DType::F32 ? DType::F32 : DType::F16;
-  for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
-    const int64_t g = std::min(chunk, groups - g0), out = round_up(g * raw_bytes, block);
-    full_mask();
-    zero_ub(out, g * out_bytes, dup);
-    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_gm + g0 * rows * src_row * eb, src_reg), imm(g * rows), imm(plane * eb),
-                       imm((src_row - plane) * eb), imm((plane_a - plane) * eb)});
-    for (int64_t r = 0; r < rows; ++r) {
-      mask_lane(r % lanes);
-      for (int64_t gi = 0; gi < g; ++gi)
-        for (int64_t e0 = 0; e0 < plane; e0 += rep_chunk)
-          op(Opcode::Vbrcb, {type(t), at(Buffer::UB, out + (gi * plane_out + e0) * cols * eb + (r / lanes) * repeat),
-                             at(Buffer::UB, ((gi * rows + r) * plane_a + e0) * eb), imm(std::min(rep_chunk, plane - e0)), imm(1),
-                             imm(cols * eb / block)});
-    }
-    if (cols_valid == cols)
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols * eb, dst_reg), at(Buffer::UB, out), imm(1), imm(g * out_bytes),
-                          imm(0), imm(0)});
-    else
-      op(Opcode::DmaOut, {at(Buffer::GM, dst_gm + g0 * plane_out * cols_valid * eb, dst_reg), at(Buffer::UB, out), imm(g * plane_out),
-                          imm(cols_valid * eb), imm((cols - cols_valid) * eb), imm(0)});
-  }
-  full_mask();
-}
-
 // A band of output rows [out_first, out_first + out_rows) and its input window: rows
 // [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
 // it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
@@ -389,19 +229,12 @@ struct Band {
 class ConvEmitter {
  public:
   ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
-              const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out)
-      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program) {}
+              const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out, std::string* refusal = nullptr)
+      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program, refusal) {}
 
   void run() {
     p_.source_name = k_.name + ".npu";
-    // A strided window that stops short of the image's last rows or columns (a 1x1 stride-2
-    // convolution of an even H) has a negative bottom or right pad, which is no img2col geometry
-    // (the simulator refused set_fmatrix, issue 31): refused here, the general lowering maps it.
-    const int64_t reach_h = (cv_.OH - 1) * cv_.sh + cv_.dh * (cv_.R - 1) + 1 - cv_.pt;
-    const int64_t reach_w = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.pl;
-    if (reach_h < cv_.H || reach_w < cv_.W)
-      throw UserError(fmt::format("kernel {}: the windows stop short of the image ({} of {} rows, {} of {} columns "
-                                  "reached): img2col has no negative padding", k_.name, reach_h, cv_.H, reach_w, cv_.W));
+    TESSEL_CHECK(windows_stop_short(k_, cv_).empty(), "conv: windows that stop short of the image (why_not_conv refuses them)");
     make_bands();
     out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
     place_tensors();
@@ -409,6 +242,7 @@ class ConvEmitter {
     if (per_core()) place_copies();
     else if (cv_.layout == Layout::Nchw) nchw_in();
     else if (padded()) padded_in();
+    if (code_.refused()) return;  // (a dry run only: refusals throw otherwise)
     main_loops();
     if (per_core()) {
     } else if (cv_.layout == Layout::Nchw) {
@@ -416,6 +250,7 @@ class ConvEmitter {
     } else if (padded()) {
       padded_out();
     }
+    if (code_.refused()) return;
     p_.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     out_.notes.push_back(summary());
     npu::validate_program(p_);
@@ -567,7 +402,8 @@ class ConvEmitter {
       op(Opcode::DmaOut, {at(Buffer::GM, X_.base + r0 * cv_.C * in_), at(Buffer::UB, 0), imm(1), imm(n * cv_.C * in_), imm(0), imm(0)});
     }
     // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
-    if (RS() * orig_.C * cv_.K * in_ > cap_ub / 2) throw unsupported("the weights do not fit the vector buffer for channel padding");
+    if (RS() * orig_.C * cv_.K * in_ > cap_ub / 2)
+      return code_.refuse(unsupported("the weights do not fit the vector buffer for channel padding").what());
     if (cv_.K > orig_.K) code_.zero_ub(0, RS() * orig_.C * cv_.K * in_);
     op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS() * orig_.C), imm(orig_.K * in_), imm(0),
                        imm((cv_.K - orig_.K) * in_)});
@@ -950,7 +786,9 @@ struct PlannedConv {
   tile::ConvPlanResult result;
 };
 
-PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const tile::TileSpec* spec) {
+// `refusal`: null to throw the epilogue's UserError, else set to its text (then nothing is planned).
+PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const tile::TileSpec* spec,
+                 std::string* refusal = nullptr) {
   PlannedConv pc;
   pc.orig = *match(k, m.cube_f16.m0);
   Conv& cv = pc.cv = pc.orig;
@@ -959,7 +797,12 @@ PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::Np
     pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
     return pc;
   }
-  if (cv.epilogue) pc.epi = std::make_unique<ConvEpilogue>(k, h, cv.statement, cv.acc);
+  if (cv.epilogue && refusal) {
+    pc.epi = std::make_unique<ConvEpilogue>(k, h, cv.statement, cv.acc, *refusal);
+    if (!refusal->empty()) return pc;
+  } else if (cv.epilogue) {
+    pc.epi = std::make_unique<ConvEpilogue>(k, h, cv.statement, cv.acc);
+  }
   ConvEpilogue* epi = pc.epi.get();
   std::function<int64_t(int64_t, int64_t)> epi_bytes;
   if (epi) epi_bytes = [epi](int64_t rows, int64_t channels) { return epilogue_ub_bytes(*epi, rows, channels); };
@@ -983,11 +826,38 @@ tile::ConvPlanResult plan_convolution(const kernel::Kernel& k, const isa::Hierar
   return plan(k, h, isa::npu_machine(h), spec).result;
 }
 
+namespace {
+
+// The kernel planned for the user's tile (else the policy's), and "" or the UserError text of why
+// the convolution path does not take it, in the order the checks apply: the epilogue's form, the
+// plan's fit, the windows' reach.
+std::string plan_or_refusal(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, PlannedConv& pc) {
+  std::string why;
+  pc = plan(k, h, m, k.user_tile ? &*k.user_tile : nullptr, &why);
+  if (!why.empty()) return why;
+  if (pc.result.no_fit) return pc.result.no_fit->message(k.name, k.user_tile->to_string());
+  if (!pc.result.plan) return conv_unsupported(k, pc.result.unsupported).what();
+  return windows_stop_short(k, pc.cv);
+}
+
+}  // namespace
+
+std::string why_not_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  PlannedConv pc;
+  if (std::string why = plan_or_refusal(k, h, m, pc); !why.empty()) return why;
+  // Whether the layout transforms fit UB depends on the emitter's copies: a dry run into a
+  // throwaway program decides it, recording the first refusal instead of throwing it.
+  NpuKernel scratch;
+  std::string refusal;
+  ConvEmitter(k, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), scratch, &refusal).run();
+  return refusal;
+}
+
 NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   const isa::NpuMachine m = isa::npu_machine(h);
-  const PlannedConv pc = plan(k, h, m, k.user_tile ? &*k.user_tile : nullptr);
-  if (pc.result.no_fit) throw UserError(pc.result.no_fit->message(k.name, k.user_tile->to_string()));
-  if (!pc.result.plan) throw conv_unsupported(k, pc.result.unsupported);
+  PlannedConv pc;
+  if (std::string why = plan_or_refusal(k, h, m, pc); !why.empty()) throw UserError(why);
   NpuKernel out;
   ConvEmitter(k, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
   return out;

@@ -40,6 +40,11 @@ std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& kernel, co
 // The plan emit_conv carries out for `spec` (null: the policy's own choice), with the fused
 // epilogue's UB needs and checks; the kernel must be a convolution (is_nhwc_convolution).
 tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::Hierarchy& target, const tile::TileSpec* spec);
+// "" when emit_conv maps the kernel (a convolution: is_nhwc_convolution), else the UserError text
+// it would throw: the fused epilogue's form, the plan's fit (the user's tile or the policy's),
+// windows that stop short of the image, a layout copy that does not fit UB (found by a dry run of
+// the emitter into a throwaway program). Decided before emitting; never throws for those.
+std::string why_not_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

@@ -17,17 +17,31 @@ int64_t pattern_rows(const isa::NpuMachine& m) { return m.vector_bytes_per_repea
 
 ConvEpilogue::ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int conv_statement, const std::string& accumulator)
     : VectorCode(k, isa::npu_machine(h)), check_(k, h, conv_statement, accumulator, /*skip_before=*/true), accumulator_(accumulator) {
-  const ir::Function& f = *k.function;
+  if (std::string why = analyse(conv_statement); !why.empty()) throw not_pointwise(why);
+}
+
+ConvEpilogue::ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int conv_statement, const std::string& accumulator,
+                           std::string& refusal)
+    : VectorCode(k, isa::npu_machine(h)), check_(k, h, conv_statement, accumulator, /*skip_before=*/true, refusal),
+      accumulator_(accumulator) {
+  if (!refusal.empty()) return;
+  const std::string why = analyse(conv_statement);
+  refusal = why.empty() ? why : std::string(not_pointwise(why).what());
+}
+
+std::string ConvEpilogue::analyse(int conv_statement) {
+  const ir::Function& f = *k_.function;
   for (int i = conv_statement + 1; i < static_cast<int>(f.statements.size()); ++i) statements_.push_back(&f.statements[i]);
   for (const std::string& name : check_.broadcasts()) {
     const int rank = static_cast<int>(statements_.front()->out_indices.size());
     if (check_.broadcast_dims(name) != std::vector<int>{rank - 1})
-      throw not_pointwise("the epilogue reads " + name + " at other indices than the last (channel) one");
+      return "the epilogue reads " + name + " at other indices than the last (channel) one";
   }
   for (const ir::Statement* s : statements_) collect_leaves(*s->rhs);
   for (const ir::Statement* s : statements_) regions_ += 1 + per_element_nodes(*s->rhs);
   hoist_regions_ = 2 * static_cast<int>(check_.broadcasts().size());  // patterns and their spares
   for (const ir::Expr* e : leaves_) hoist_regions_ += count_nodes(*e);
+  return "";
 }
 
 bool ConvEpilogue::channel_only(const ir::Expr& e) const {

@@ -28,6 +28,10 @@ class ConvEpilogue : public VectorCode {
  public:
   // Throws UserError (naming the kernel) when the statements are not such an epilogue.
   ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int conv_statement, const std::string& accumulator);
+  // The same, but a form it does not take sets `refusal` to that UserError's text (else "") and
+  // leaves the object unusable: emit_conv decides with it before it emits.
+  ConvEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int conv_statement, const std::string& accumulator,
+               std::string& refusal);
   const std::string& output() const { return check_.output(); }
   DType output_type() const { return check_.output_type(); }
   const std::vector<std::string>& channel_tensors() const { return check_.broadcasts(); }
@@ -49,6 +53,9 @@ class ConvEpilogue : public VectorCode {
   Value compile(const ir::Expr& e, int64_t n) override;
 
  private:
+  // "" or why the per-channel tensors are not read at the channel index alone; then the leaves
+  // and region counts.
+  std::string analyse(int conv_statement);
   bool channel_only(const ir::Expr& e) const;
   void collect_leaves(const ir::Expr& e);
   int per_element_nodes(const ir::Expr& e) const;  // nodes evaluated per column block (leaves: none)

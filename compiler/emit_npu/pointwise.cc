@@ -474,49 +474,77 @@ std::vector<int> output_dims_of(const ir::Expr& e, const ir::Statement& s) {
 GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
                            const std::string& accumulator, bool skip_before)
     : VectorCode(k, isa::npu_machine(h)), accumulator_(accumulator) {
+  if (std::string why = analyse(matmul_statement, skip_before); !why.empty()) throw not_pointwise(why);
+}
+
+GemmEpilogue::GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement,
+                           const std::string& accumulator, bool skip_before, std::string& refusal)
+    : VectorCode(k, isa::npu_machine(h)), accumulator_(accumulator) {
+  const std::string why = analyse(matmul_statement, skip_before);
+  refusal = why.empty() ? why : std::string(not_pointwise(why).what());
+}
+
+std::string GemmEpilogue::analyse(int matmul_statement, bool skip_before) {
+  const kernel::Kernel& k = k_;
   const ir::Function* f = k.function;
-  if (!f) throw not_pointwise("no tensor IR attached");
-  std::vector<std::string> known = {accumulator};
+  if (!f) return "no tensor IR attached";
+  std::vector<std::string> known = {accumulator_};
   for (int i = 0; i < static_cast<int>(f->statements.size()); ++i) {
     if (i == matmul_statement || (skip_before && i < matmul_statement)) continue;
     const ir::Statement& s = f->statements[i];
     if (s.reduction != ir::Reduction::None || s.out_indices.size() < 2)
-      throw not_pointwise("epilogue statement " + s.name + " is not element-wise over [M, N]");
+      return "epilogue statement " + s.name + " is not element-wise over [M, N]";
+    std::string why;  // the first refusal in the walk's order
     std::function<void(const ir::Expr&)> check = [&](const ir::Expr& e) {
-      if (e.kind == ir::ExprKind::IndexValue) throw not_pointwise("epilogue statement " + s.name + " uses an index as a value");
+      if (!why.empty()) return;
+      if (e.kind == ir::ExprKind::IndexValue) {
+        why = "epilogue statement " + s.name + " uses an index as a value";
+        return;
+      }
       if (e.kind == ir::ExprKind::Access) {
         if (e.indices == s.out_indices) {
-          if (std::find(known.begin(), known.end(), e.name) == known.end())
-            throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile");
+          if (std::find(known.begin(), known.end(), e.name) == known.end()) {
+            why = "epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile";
+            return;
+          }
         } else if (std::vector<int> dims = output_dims_of(e, s); !dims.empty() && dims.size() < s.out_indices.size()) {
           const kernel::GlobalTensor* t = k.find_tensor(e.name);
-          if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16))
-            throw not_pointwise("epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input");
-          if (broadcast_dims_.count(e.name) && broadcast_dims_.at(e.name) != dims)
-            throw not_pointwise("epilogue statements read " + e.name + " at different indices");
+          if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16)) {
+            why = "epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input";
+            return;
+          }
+          if (broadcast_dims_.count(e.name) && broadcast_dims_.at(e.name) != dims) {
+            why = "epilogue statements read " + e.name + " at different indices";
+            return;
+          }
           if (std::find(broadcasts_.begin(), broadcasts_.end(), e.name) == broadcasts_.end()) broadcasts_.push_back(e.name);
           broadcast_dims_[e.name] = dims;
         } else {
-          throw not_pointwise("epilogue statement " + s.name + " reads " + e.name + " at other indices");
+          why = "epilogue statement " + s.name + " reads " + e.name + " at other indices";
+          return;
         }
       }
-      if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32)
-        throw not_pointwise(fmt::format("{} arithmetic in the epilogue", dtype_name(e.type)));
+      if (e.kind == ir::ExprKind::Apply && e.type != DType::F16 && e.type != DType::F32) {
+        why = fmt::format("{} arithmetic in the epilogue", dtype_name(e.type));
+        return;
+      }
       for (const auto& a : e.args) check(*a);
     };
     check(*s.rhs);
+    if (!why.empty()) return why;
     known.push_back(s.output);
     statements_.push_back(&s);
     regions_ += 1 + count_nodes(*s.rhs);
     const kernel::GlobalTensor* out = k.find_tensor(s.output);
     if (out && out->kind == ir::TensorKind::Output) {
-      if (!output_.empty()) throw not_pointwise("the epilogue writes two outputs");
+      if (!output_.empty()) return "the epilogue writes two outputs";
       output_ = out->name;
       output_type_ = out->dtype;
     }
   }
-  if (output_.empty()) throw not_pointwise("the epilogue writes no output");
+  if (output_.empty()) return "the epilogue writes no output";
   regions_ += 2 * static_cast<int>(broadcasts_.size()) + 1;
+  return "";
 }
 
 int64_t GemmEpilogue::ub_bytes(int64_t rows) const {

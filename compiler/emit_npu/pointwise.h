@@ -28,7 +28,7 @@ class VectorCode {
     double constant = 0;
     int64_t region = 0;  // UB byte offset
     DType type = DType::F32;
-    // A value per row of a tile, held as one repeat per row (the row pipeline of nest.cc; only its
+    // A value per row of a tile, held as one repeat per row (the row pipeline of nest_pipeline.cc; only its
     // own code reads such a value, expanding it before anything else sees it).
     bool per_row = false;
     bool pattern = false;  // one repeat of values, repeated over the whole region (source repeat stride 0)
@@ -101,6 +101,10 @@ class GemmEpilogue : public VectorCode {
   // skip_before: statements before the matmul one are not part of it (a convolution's padding).
   GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement, const std::string& accumulator,
                bool skip_before = false);
+  // The same, but a form it does not take sets `refusal` to that UserError's text (else "") and
+  // leaves the object unusable: the cube paths decide with it before they emit.
+  GemmEpilogue(const kernel::Kernel& k, const isa::Hierarchy& h, int matmul_statement, const std::string& accumulator,
+               bool skip_before, std::string& refusal);
   const std::string& output() const { return output_; }
   DType output_type() const { return output_type_; }
   const std::vector<std::string>& broadcasts() const { return broadcasts_; }
@@ -126,6 +130,9 @@ class GemmEpilogue : public VectorCode {
                      const std::map<std::string, BroadcastSource>& sources);
 
  private:
+  // "" or why the statements after the matmul one are not such an epilogue; fills the members.
+  std::string analyse(int matmul_statement, bool skip_before);
+
   std::vector<const ir::Statement*> statements_;
   std::vector<std::string> broadcasts_;
   std::map<std::string, std::vector<int>> broadcast_dims_;

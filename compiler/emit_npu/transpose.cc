@@ -40,6 +40,7 @@ Form matched(const kernel::Kernel& k, const char* mapping, std::string (*match)(
 }
 
 constexpr const char* kTranspose = "not a last-axis transpose";
+constexpr int64_t kMaxPixelRows = 8192;  // not hardware: a bound on the unrolled code (two instructions per row)
 constexpr const char* kOneHot = "not a one-hot";
 
 struct Transpose {
@@ -67,12 +68,40 @@ std::string match_transpose(const kernel::Kernel& k, Transpose& t) {
   return "";
 }
 
+// Why the matched transpose does not fit the mapping (the UserError text), "" when it does: C
+// within one vbrcb's repeats, X and its transpose in UB at once, the unrolled rows bounded.
+std::string transpose_fit(const kernel::Kernel& k, const Transpose& t, const isa::NpuMachine& m) {
+  auto unsupported = [&](const std::string& why) { return message(k, kTranspose, why); };
+  const kernel::GlobalTensor* X = t.X;
+  const size_t rank = X->shape.size();
+  const int eb = dtype_bytes(X->dtype);
+  const int64_t B = X->shape[0], C = X->shape.back();
+  int64_t P = 1;
+  for (size_t i = 1; i + 1 < rank; ++i) P *= X->shape[i];
+  const int64_t bytes_per_repeat = m.vector_bytes_per_repeat, max_repeat = m.vector_max_repeat;
+  const int64_t lanes = m.vector_lanes(X->dtype), block = m.block_elements(X->dtype);
+  if (C > max_repeat) return unsupported(fmt::format("{} channels (one vbrcb repeat each, at most {})", C, max_repeat));
+  // UB: X as B*P rows of Cp elements (each row aligned), Y as B*C rows of Pp elements.
+  const int64_t Cp = round_up(C, block), Pp = round_up(P, lanes);
+  const int64_t x_bytes = round_up(B * P * Cp * eb, bytes_per_repeat), y_bytes = B * C * Pp * eb;
+  if (x_bytes + y_bytes > m.capacity(Buffer::UB))
+    return unsupported(fmt::format("the tensor does not fit the vector buffer in one piece ({} bytes with its transpose, UB holds {} bytes)",
+                                   x_bytes + y_bytes, m.capacity(Buffer::UB)));
+  if (B * P > kMaxPixelRows) return unsupported(fmt::format("more than {} pixel rows (one instruction pair per row)", kMaxPixelRows));
+  return "";
+}
+
 }  // namespace
 
 std::string why_not_transpose(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kTranspose, match_transpose); }
 
+std::string why_not_transpose_fit(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  Transpose t;
+  if (!match_transpose(k, t).empty()) return "";  // not the form: why_not_transpose says so
+  return transpose_fit(k, t, isa::npu_machine(h));
+}
+
 NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError(message(k, kTranspose, why)); };
   const Transpose t = matched(k, kTranspose, match_transpose);
   const kernel::GlobalTensor* X = t.X;
   const kernel::GlobalTensor* Y = t.Y;
@@ -84,16 +113,10 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
   for (size_t i = 1; i + 1 < rank; ++i) P *= X->shape[i];
   const int64_t bytes_per_repeat = m.vector_bytes_per_repeat, max_repeat = m.vector_max_repeat, blocks = m.blocks_per_repeat();
   const int64_t lanes = m.vector_lanes(X->dtype), block = m.block_elements(X->dtype);
-  if (C > max_repeat) throw unsupported(fmt::format("{} channels (one vbrcb repeat each, at most {})", C, max_repeat));
+  if (std::string why = transpose_fit(k, t, m); !why.empty()) throw UserError(why);
   // UB: X as B*P rows of Cp elements (each row aligned), Y as B*C rows of Pp elements.
   const int64_t Cp = round_up(C, block), Pp = round_up(P, lanes);
   const int64_t x_bytes = round_up(B * P * Cp * eb, bytes_per_repeat), y_bytes = B * C * Pp * eb;
-  if (x_bytes + y_bytes > m.capacity(Buffer::UB))
-    throw unsupported(fmt::format("the tensor does not fit the vector buffer in one piece ({} bytes with its transpose, UB holds {} bytes)",
-                                  x_bytes + y_bytes, m.capacity(Buffer::UB)));
-  constexpr int64_t kMaxPixelRows = 8192;  // not hardware: a bound on the unrolled code (two instructions per row)
-  if (B * P > kMaxPixelRows)
-    throw unsupported(fmt::format("more than {} pixel rows (one instruction pair per row)", kMaxPixelRows));
 
   NpuKernel out;
   npu::Program& p = out.program;
@@ -176,12 +199,35 @@ std::string match_one_hot(const kernel::Kernel& k, OneHot& o) {
   return "";
 }
 
+constexpr int64_t kChunkRows = 128;  // not hardware: the emitter's chunk of rows
+
+// Rows per chunk: a multiple of the indices per GM alignment, so every chunk's offset stays aligned.
+int64_t one_hot_rows(const isa::NpuMachine& m) {
+  const int64_t unit = m.granularity(Buffer::GM) / dtype_bytes(DType::I32);
+  return std::min<int64_t>(kChunkRows, m.vector_max_repeat) / unit * unit;
+}
+
+// Why the matched one-hot does not fit the mapping (the UserError text), "" when it does: a row
+// within one f32 repeat, six chunk regions in UB.
+std::string one_hot_fit(const kernel::Kernel& k, const OneHot& o, const isa::NpuMachine& m) {
+  auto unsupported = [&](const std::string& why) { return message(k, kOneHot, why); };
+  const int64_t D = o.Y->shape[1], W = m.vector_lanes(DType::F32);
+  if (D > W) return unsupported(fmt::format("{} columns (at most {})", D, W));
+  if (6 * one_hot_rows(m) * m.vector_bytes_per_repeat > m.capacity(Buffer::UB)) return unsupported("the vector buffer is too small");
+  return "";
+}
+
 }  // namespace
 
 std::string why_not_one_hot(const kernel::Kernel& k, const isa::NpuMachine&) { return why_not(k, kOneHot, match_one_hot); }
 
+std::string why_not_one_hot_fit(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  OneHot o;
+  if (!match_one_hot(k, o).empty()) return "";  // not the form: why_not_one_hot says so
+  return one_hot_fit(k, o, isa::npu_machine(h));
+}
+
 NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  auto unsupported = [&](const std::string& why) { return UserError(message(k, kOneHot, why)); };
   const OneHot o = matched(k, kOneHot, match_one_hot);
   const kernel::GlobalTensor* I = o.I;
   const kernel::GlobalTensor* Y = o.Y;
@@ -190,13 +236,9 @@ NpuKernel emit_one_hot(const kernel::Kernel& k, const isa::Hierarchy& h) {
   const int64_t N = Y->shape[0], D = Y->shape[1];
   const int64_t bytes_per_repeat = m.vector_bytes_per_repeat, blocks = m.blocks_per_repeat();
   const int64_t W = m.vector_lanes(DType::F32);
-  if (D > W) throw unsupported(fmt::format("{} columns (at most {})", D, W));
-  // Chunks of rows: a multiple of the indices per GM alignment, so every chunk's offset stays aligned.
-  constexpr int64_t kChunkRows = 128;  // not hardware: the emitter's chunk of rows
-  const int64_t unit = m.granularity(Buffer::GM) / dtype_bytes(DType::I32);
-  const int64_t rows = std::min<int64_t>(kChunkRows, m.vector_max_repeat) / unit * unit;
+  if (std::string why = one_hot_fit(k, o, m); !why.empty()) throw UserError(why);
+  const int64_t rows = one_hot_rows(m);
   const int64_t region = rows * bytes_per_repeat;
-  if (6 * region > m.capacity(Buffer::UB)) throw unsupported("the vector buffer is too small");
 
   NpuKernel out;
   npu::Program& p = out.program;

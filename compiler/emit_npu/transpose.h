@@ -11,14 +11,17 @@
 
 namespace tessel::emit_npu {
 
-// "" when the kernel is that copy (then emit_transpose maps it, or throws UserError when it does
-// not fit UB), else the UserError message saying why not; never throws.
+// "" when the kernel is that copy, else the UserError message saying why not; never throws.
 std::string why_not_transpose(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// For that copy: "" when emit_transpose maps it, else the UserError text of why it does not fit
+// (too many channels or pixel rows, not in UB at once); "" for another kernel. Never throws.
+std::string why_not_transpose_fit(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_transpose(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 // One-hot Y(n, d) = select(d == idx(n), a, b) for i32 idx[N] -> f32 Y[N, D], D <= 64 (transpose.cc).
-// why_not_one_hot: as why_not_transpose.
+// why_not_one_hot, why_not_one_hot_fit: as why_not_transpose and why_not_transpose_fit.
 std::string why_not_one_hot(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+std::string why_not_one_hot_fit(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_one_hot(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

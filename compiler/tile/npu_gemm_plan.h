@@ -1,5 +1,5 @@
 // The NPU GEMM's tile policy below the loop tree: from the kernel's stage and operand boxes (the
-// polyhedral core's tiles) to the tiles the GEMM emitter (compiler/emit_npu/emit_npu.cc) carries
+// polyhedral core's tiles) to the tiles the GEMM emitter (compiler/emit_npu/gemm.cc) carries
 // out — each rounded up to the cube's fractal, shrunk to divide the (padded) sizes and to fit the
 // levels of the isa::NpuMachine — and the pipeline depth: which levels double-buffer, how many K
 // chunks the L1 ring holds and how many of them are computed block by block so that the write-back

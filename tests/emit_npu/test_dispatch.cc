@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "compiler/emit_npu/channels.h"
+#include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/depthwise.h"
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/emit_npu/gemm.h"
 #include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
@@ -100,6 +102,54 @@ TEST_CASE("the depthwise convolution is recognised from the statement, not as a 
   CHECK(emit_npu::why_not_depthwise(k, isa::npu_machine(c.compilation->hierarchy)).empty());
   const Compiled relu = compile_kernel("relu.tsl", "relu", "N=2,C=3,H=4,W=5");
   CHECK(emit_npu::why_not_depthwise(relu.compilation->kernel, isa::npu_machine(relu.compilation->hierarchy)) != "");
+}
+
+// A template that recognises a kernel but cannot place it says why before emitting (no exception
+// picks a mapping): the general lowering then maps it and the refusal is its first note.
+void check_refused_first(const Compiled& c, const std::string& why) {
+  CAPTURE(why);
+  CHECK_FALSE(why.empty());
+  const emit_npu::NpuKernel out = emit_npu::emit_npu(c.compilation->kernel, c.compilation->hierarchy);
+  REQUIRE_FALSE(out.notes.empty());
+  CHECK(out.notes.front() == "refused (" + why + "): the general vector lowering maps it");
+}
+
+TEST_CASE("a cube template's refusal is decided before emitting and becomes the general lowering's first note") {
+  const Compiled ksplit = compile_kernel("gemm_layouts.tsl", "matmul_ksplit", "K1=3,M=20,K2=24,N=16");
+  const kernel::Kernel& k = ksplit.compilation->kernel;
+  const isa::NpuMachine m = isa::npu_machine(ksplit.compilation->hierarchy);
+  const kernel::Node* mm = emit_npu::find_matmul(k);
+  REQUIRE(mm != nullptr);
+  const std::string why = emit_npu::why_not_gemm(k, mm->matmul, m, ksplit.compilation->hierarchy);
+  CHECK(why.find("more than one M, N, K or batch index") != std::string::npos);
+  check_refused_first(ksplit, why);
+  CHECK_THROWS_WITH_AS(emit_npu::emit_gemm(k, mm->matmul, m, ksplit.compilation->hierarchy), why.c_str(), UserError);
+
+  // windows that stop short of the image (1x1 stride 2 of an even H): no img2col geometry
+  const Compiled proj = compile_kernel("resnet50_layers.tsl", "conv1x1_s2", "N=1,H=8,W=8,C=16,K=16,R=1,S=1,P=4,Q=4");
+  const std::string conv_why = emit_npu::why_not_conv(proj.compilation->kernel, proj.compilation->hierarchy);
+  CHECK(conv_why.find("the windows stop short of the image") != std::string::npos);
+  check_refused_first(proj, conv_why);
+
+  // must not fire: a plain GEMM and a 3x3 convolution are taken
+  const Compiled gemm = compile_kernel("matmul.tsl", "matmul", "M=64,N=64,K=64");
+  const kernel::Node* g = emit_npu::find_matmul(gemm.compilation->kernel);
+  REQUIRE(g != nullptr);
+  CHECK(emit_npu::why_not_gemm(gemm.compilation->kernel, g->matmul, isa::npu_machine(gemm.compilation->hierarchy),
+                               gemm.compilation->hierarchy) == "");
+  const Compiled conv = compile_kernel("resnet50_layers.tsl", "conv3x3", "N=1,H=8,W=8,C=16,K=16,R=3,S=3");
+  CHECK(emit_npu::why_not_conv(conv.compilation->kernel, conv.compilation->hierarchy) == "");
+}
+
+TEST_CASE("a transpose whose channels exceed one vbrcb's repeats is refused by why_not_transpose_fit, not while emitting") {
+  const Compiled wide = compile_kernel("transpose.tsl", "transpose", "N=1,H=2,W=2,C=300");
+  const kernel::Kernel& k = wide.compilation->kernel;
+  CHECK(emit_npu::why_not_transpose(k, isa::npu_machine(wide.compilation->hierarchy)) == "");  // the form matches
+  const std::string why = emit_npu::why_not_transpose_fit(k, wide.compilation->hierarchy);
+  CHECK(why.find("300 channels") != std::string::npos);
+  check_refused_first(wide, why);
+  const Compiled small = compile_kernel("transpose.tsl", "transpose", "N=2,H=3,W=4,C=5");
+  CHECK(emit_npu::why_not_transpose_fit(small.compilation->kernel, small.compilation->hierarchy) == "");
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+// Instruction helpers of the NPU convolution (conv.h) over the machine model: scratch tensors in
+// GM, vector fills and lane masks, and the layout transforms on the vector unit that the NCHW and
+// padded-channel copies use (rows -> columns, rows resized). A transform that cannot fit UB is the
+// convolution's refusal (refuse: a UserError, or recorded in why_not_conv's dry run). Part of
+// compiler/emit_npu, used by conv.cc only.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/emit_npu/emit_npu.h"
+#include "compiler/emit_npu/operands.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::emit_npu {
+
+class ConvCode {
+ public:
+  // `refusal` non-null: a dry run deciding whether the convolution maps (why_not_conv); the first
+  // refusal's UserError text is recorded there instead of thrown, and the refused step emits nothing.
+  ConvCode(const kernel::Kernel& k, const isa::NpuMachine& m, npu::Program& p, std::string* refusal = nullptr)
+      : k_(k), m_(m), p_(p), refusal_(refusal) {}
+  // Throws UserError(why), or records it (the first one) in a dry run.
+  void refuse(const std::string& why);
+  bool refused() const { return refusal_ && !refusal_->empty(); }
+  void op(npu::Opcode o, std::vector<npu::Operand> v) { p_.add(o, std::move(v)); }
+  int64_t gm_align() const { return m_.granularity(npu::Buffer::GM); }
+
+  // A tensor in GM at `gm` (advanced past it, aligned).
+  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role, int64_t& gm);
+  int64_t place(const std::string& name, DType t, std::vector<int64_t> shape, int64_t& gm) {
+    return place(name, t, std::move(shape), npu::TensorRole::Scratch, gm);
+  }
+  void zero_ub(int64_t at_bytes, int64_t bytes, DType t = DType::F16) {
+    const int64_t per_repeat = m_.vector_bytes_per_repeat, most = m_.vector_max_repeat;
+    const int64_t reps = (bytes + per_repeat - 1) / per_repeat;
+    for (int64_t done = 0; done < reps; done += most)
+      op(npu::Opcode::Vdup, {type(t), at(npu::Buffer::UB, at_bytes + done * per_repeat), npu::Operand::float_(0),
+                             imm(std::min<int64_t>(most, reps - done)), imm(1), imm(m_.blocks_per_repeat())});
+  }
+  // The mask register is written as two 64-bit halves (hi, lo).
+  void mask_lane(int64_t lane) {
+    const uint64_t bit = uint64_t(1) << (lane % kMaskHalfBits);
+    op(npu::Opcode::SetVectorMask, {imm(lane >= kMaskHalfBits ? int64_t(bit) : 0), imm(lane < kMaskHalfBits ? int64_t(bit) : 0)});
+  }
+  void full_mask() { op(npu::Opcode::SetVectorMask, {imm(-1), imm(-1)}); }
+
+  // Rows (planes) of `plane` elements -> columns: src [rows][plane] (NCHW planes, f16 or f32) in GM,
+  // dst [group][plane][cols] with column `row % rows_per_group` of row; used for NCHW -> NHWC (X,
+  // rows = channels, cols = padded channels) and for the weights [K][C R S] -> [C R S][Kp] (one
+  // group). Chunks of groups keep every GM start aligned; the columns past the rows stay 0.
+  // src rows hold `src_row` elements in GM (the first `plane` taken), dst rows `cols` in UB of which
+  // `cols_valid` go to GM; `plane_out` >= plane dst rows per group (the rest 0).
+  // src_reg / dst_reg: base registers added to the GM addresses (a core's own image or copy).
+  void rows_to_columns(int64_t src_gm, int64_t dst_gm, int64_t groups, int64_t rows, int64_t plane, int64_t src_row,
+                       int64_t plane_out, int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg = npu::kNoRegister,
+                       uint8_t dst_reg = npu::kNoRegister);
+  // One group too large for UB: the same transform in pieces of rows x plane elements (rows in whole
+  // vector repeats of columns), each piece's columns written with the GM row pitch.
+  void rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
+                              int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg);
+  // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
+  // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
+  void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
+                   int64_t ub, int64_t ub_bytes);
+
+ private:
+  static constexpr int64_t kMaskHalfBits = 64;  // not hardware: the width of one mask operand (int64)
+  const kernel::Kernel& k_;
+  const isa::NpuMachine& m_;
+  npu::Program& p_;
+  std::string* refusal_ = nullptr;
+};
+
+}  // namespace tessel::emit_npu

@@ -1,0 +1,945 @@
+// The GEMM path of the NPU emitter (emit_npu.h; README "Matmul kernels"): a matched matmul node
+// C[M,N] (+)= A[M,K] * B[K,N] (batched, operands stored either way, an optional fused element-wise
+// epilogue) carried out on the cube: setup_gemm decides everything first (the operands' form, the
+// epilogue, the strides, the tile policy's plan, the broadcast tensors' registers, the tails'
+// copies) and returns "" or the UserError text of why the GEMM path does not take the kernel;
+// emit_gemm carries the setup out: GM placement, GemmLoop (tile origins per core, the L1 ring, DMA
+// interleaving, the L0 rings, mmads, the accumulator's write-back through UB) and, for sizes that
+// are not whole fractals, zero-padded copies on one core (Builder).
+#include "compiler/emit_npu/gemm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "compiler/emit_npu/operands.h"
+#include "compiler/emit_npu/pointwise.h"
+#include "compiler/tile/npu_gemm_plan.h"
+#include "isa/base/error.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+using npu::Pipe;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+
+
+// Registers of the generated code.
+enum Reg : uint8_t {
+  kTile = 1, kTileM, kTileN, kTmp, kGmA, kGmB, kChunk, kGmAChunk, kGmBChunk, kInit, kGmC, kCopy, kCopySrc, kCopyDst,
+  kBatch, kRest,
+  kBroadcast  // the first of one register per broadcast tensor of the epilogue (its tile's byte offset)
+};
+
+using Machine = isa::NpuMachine;
+
+// A GEMM C[M,N] (+)= A[M,K] * B[K,N] on GM tensors whose sizes are multiples of the tile, each
+// operand stored with one unit-stride dimension: A [m][k] or transposed [k][m], B [k][n] or
+// transposed [n][k], C [m][n]; the batch index anywhere (its own GM stride per tensor).
+struct GemmShape : tile::GemmPlan {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t batch = 1;                  // independent GEMMs
+  int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
+  // GM element strides of A(m, k), B(k, n), C(m, n) and of the batch index in each
+  int64_t a_sm = 0, a_sk = 1, a_sb = 0, b_sk = 0, b_sn = 1, b_sb = 0, c_sm = 0, c_sb = 0;
+  bool a_transposed() const { return a_sk != 1; }  // A stored [k][m]: its rows are K
+  bool b_transposed() const { return b_sn != 1; }  // B stored [n][k]: its rows are N
+  DType out = DType::F32;
+  DType operand = DType::F16;  // the cube shape used: f16, or i8 (isa::NpuMachine::cube_i8, i32 accumulation)
+  int64_t unit_m = 0, unit_n = 0;  // tile multiples beyond the fractal (tile::GemmRequest)
+  bool int_out = false;  // i8 operands on the f16 cube (converted to f16, exact) -> i32: the f32 accumulator converted on UB
+  int cores = 1;
+  GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
+  struct Broadcast {  // an epilogue tensor read at some of the output's indices
+    int64_t gm = 0;
+    int eb = 4;                           // element bytes
+    int64_t s_b = 0, s_m = 0, s_n = 0;    // element strides along the batch, M and N indices
+    uint8_t reg = 0;                      // holds the tile's byte offset in it
+  };
+  std::map<std::string, Broadcast> broadcast;
+};
+
+// Rows per chunk of Builder::widen_i8: a whole GM alignment unit of i8 rows per chunk, within a
+// quarter of UB and one instruction's repeats.
+int64_t widen_i8_chunk_rows(const Machine& m, int64_t rows, int64_t dst_cols) {
+  const int64_t lanes = m.vector_lanes(DType::F16), unit = m.granularity(Buffer::GM) / dtype_bytes(DType::I8);
+  int64_t chunk_rows = std::max<int64_t>(unit, (m.capacity(Buffer::UB) / 4) / dst_cols / unit * unit);
+  chunk_rows = std::min(chunk_rows, std::max<int64_t>(1, m.vector_max_repeat * lanes / dst_cols / unit * unit));
+  return std::min(chunk_rows, rows);
+}
+
+// "" when Builder::widen_i8 can widen `rows` i8 rows of `cols` elements to `dst_cols`, else the
+// UserError text of why a chunk does not fit UB or one repeat run.
+std::string widen_i8_refusal(const Machine& m, int64_t rows, int64_t cols, int64_t dst_cols) {
+  const int64_t lanes = m.vector_lanes(DType::F16), chunk_rows = widen_i8_chunk_rows(m, rows, dst_cols);
+  const int64_t narrow = round_up(chunk_rows * dst_cols, m.vector_bytes_per_repeat);
+  const int64_t needed = narrow + round_up(chunk_rows * dst_cols * dtype_bytes(DType::F16), m.alignment(Buffer::UB));
+  if (needed <= m.capacity(Buffer::UB) && chunk_rows * dst_cols <= m.vector_max_repeat * lanes) return "";
+  return "an i8 operand row of " + std::to_string(cols) + " elements does not fit the vector buffer (UB): a chunk of " +
+         std::to_string(chunk_rows) + " rows needs " + std::to_string(needed) + " bytes and at most " +
+         std::to_string(m.vector_max_repeat * lanes) + " elements per repeat run; UB holds " + std::to_string(m.capacity(Buffer::UB)) +
+         " bytes";
+}
+
+class Builder {
+ public:
+  Builder(npu::Program& p, const Machine& m) : p_(p), m_(m) {}
+  void op(Opcode o, std::vector<Operand> operands) { p_.add(o, std::move(operands)); }
+
+  // Copies `rows` rows of `row_bytes` from GM[src] (row stride src_stride) to GM[dst] (row stride
+  // dst_stride >= row_bytes, the rest of each row zero) through UB, `chunk_rows` rows at a time.
+  void padded_copy(int64_t src, int64_t dst, int64_t rows, int64_t row_bytes, int64_t src_stride, int64_t dst_stride) {
+    int64_t chunk_rows = std::max<int64_t>(1, (m_.capacity(Buffer::UB) / 2) / dst_stride);
+    chunk_rows = std::min(chunk_rows, rows);
+    const int64_t region = round_up(chunk_rows * dst_stride, m_.vector_bytes_per_repeat);
+    if (dst_stride > row_bytes) zero_ub(0, region);
+    const int64_t full = rows / chunk_rows, rest = rows % chunk_rows;
+    auto copy = [&](uint8_t base, int64_t src_off, int64_t dst_off, int64_t n) {
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src_off, base), imm(n), imm(row_bytes),
+                         imm(src_stride - row_bytes), imm(dst_stride - row_bytes)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst_off, base == npu::kNoRegister ? npu::kNoRegister : uint8_t(kCopyDst)), at(Buffer::UB, 0),
+                          imm(1), imm(n * dst_stride), imm(0), imm(0)});
+    };
+    if (full > 1) {
+      op(Opcode::Loop, {reg(kCopy), imm(0), imm(full), imm(1)});
+      op(Opcode::Mul, {reg(kCopySrc), reg(kCopy), imm(chunk_rows * src_stride)});
+      op(Opcode::Mul, {reg(kCopyDst), reg(kCopy), imm(chunk_rows * dst_stride)});
+      copy(kCopySrc, src, dst, chunk_rows);
+      op(Opcode::EndLoop, {});
+    } else if (full == 1) {
+      copy(npu::kNoRegister, src, dst, chunk_rows);
+    }
+    if (rest) copy(npu::kNoRegister, src + full * chunk_rows * src_stride, dst + full * chunk_rows * dst_stride, rest);
+  }
+
+  // i8 [rows, cols] (row-major, GM offset aligned) -> f16 [rows, dst_cols] zero-padded (dst_cols a
+  // multiple of the fractal), through UB: rows in chunks of a whole GM alignment unit of i8 rows (so
+  // that every chunk's source is aligned), the i8 rows spread to dst_cols bytes, vconv to f16, out.
+  void widen_i8(int64_t src, int64_t dst, int64_t rows, int64_t cols, int64_t dst_cols) {
+    TESSEL_CHECK(widen_i8_refusal(m_, rows, cols, dst_cols).empty(), "emit_npu: i8 rows that do not fit UB (setup_gemm refuses them)");
+    const int64_t lanes = m_.vector_lanes(DType::F16);
+    const int64_t chunk_rows = widen_i8_chunk_rows(m_, rows, dst_cols);
+    const int64_t narrow = round_up(chunk_rows * dst_cols, m_.vector_bytes_per_repeat);
+    // vconv repeat strides in blocks: one repeat's f16 results and i8 sources
+    const int64_t dst_blocks = lanes * dtype_bytes(DType::F16) / m_.vector_block_bytes;
+    const int64_t src_blocks = lanes * dtype_bytes(DType::I8) / m_.vector_block_bytes;
+    for (int64_t done = 0; done < rows; done += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, rows - done);
+      if (dst_cols > cols) zero_ub(0, narrow);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src + done * cols), imm(n), imm(cols), imm(0), imm(dst_cols - cols)});
+      const int64_t elems = n * dst_cols;
+      op(Opcode::Vconv, {type(DType::F16), type(DType::I8), at(Buffer::UB, narrow), at(Buffer::UB, 0),
+                         imm((elems + lanes - 1) / lanes), imm(1), imm(1), imm(dst_blocks), imm(src_blocks)});
+      op(Opcode::DmaOut, {at(Buffer::GM, dst + done * dst_cols * dtype_bytes(DType::F16)), at(Buffer::UB, narrow), imm(1),
+                          imm(elems * dtype_bytes(DType::F16)), imm(0), imm(0)});
+    }
+  }
+
+  // Batched tails: per-batch offsets of the unpadded tensors are not aligned, so the whole batch
+  // goes through UB in one aligned DMA on the unpadded side and one aligned DMA per batch on the
+  // padded side. In: the tensor's batch*rows rows of row_bytes, in memory order (batch b's row r is
+  // row b * batch_step + r * row_step: the batch anywhere), each at an aligned UB row of dst_stride
+  // -> [batch, rows_p, cols_p] (rows past `rows` left as the scratch tensor's zeros); out: the
+  // reverse, clipped. Both fit UB (checked by the caller).
+  void batched_pad_in(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t dst_stride,
+                      int64_t row_step, int64_t batch_step) {
+    if (dst_stride > row_bytes) zero_ub(0, round_up(batch * rows * dst_stride, m_.vector_bytes_per_repeat));
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, src), imm(batch * rows), imm(row_bytes), imm(0), imm(dst_stride - row_bytes)});
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::GM, dst + b * rows_p * dst_stride), from = at(Buffer::UB, b * batch_step * dst_stride);
+      if (row_step == 1) op(Opcode::DmaOut, {to, from, imm(1), imm(rows * dst_stride), imm(0), imm(0)});
+      else op(Opcode::DmaOut, {to, from, imm(rows), imm(dst_stride), imm((row_step - 1) * dst_stride), imm(0)});
+    }
+  }
+  void batched_pad_out(int64_t src, int64_t dst, int64_t batch, int64_t rows, int64_t rows_p, int64_t row_bytes, int64_t src_stride,
+                       int64_t row_step, int64_t batch_step) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const Operand to = at(Buffer::UB, b * batch_step * src_stride), from = at(Buffer::GM, src + b * rows_p * src_stride);
+      if (row_step == 1) op(Opcode::DmaIn, {to, from, imm(1), imm(rows * src_stride), imm(0), imm(0)});
+      else op(Opcode::DmaIn, {to, from, imm(rows), imm(src_stride), imm(0), imm((row_step - 1) * src_stride)});
+    }
+    op(Opcode::DmaOut, {at(Buffer::GM, dst), at(Buffer::UB, 0), imm(batch * rows), imm(row_bytes), imm(src_stride - row_bytes), imm(0)});
+  }
+
+  void zero_ub(int64_t offset, int64_t bytes) {
+    const int64_t repeats = bytes / m_.vector_bytes_per_repeat;
+    for (int64_t done = 0; done < repeats;) {
+      const int64_t n = std::min<int64_t>(repeats - done, m_.vector_max_repeat);
+      op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, offset + done * m_.vector_bytes_per_repeat), Operand::float_(0),
+                        imm(n), imm(1), imm(m_.blocks_per_repeat())});
+      done += n;
+    }
+  }
+
+ private:
+  npu::Program& p_;
+  const Machine& m_;
+};
+
+// The GEMM main loop for one plan (GemmShape): tile indices per core, the K chunks through the L1
+// ring (loads interleaved with the compute in program order), the operand tiles through the L0
+// rings, the cube's mmads and each accumulator block's write-back through UB.
+class GemmLoop {
+ public:
+  GemmLoop(npu::Program& p, const Machine& m, const GemmShape& g)
+      : p_(p), m_(m), g_(g), cube_(m.cube(g.operand)), in_(dtype_bytes(cube_.a)), acc_(dtype_bytes(cube_.acc)) {
+    eo_ = dtype_bytes(g.out);
+    tiles_m_ = g.M / g.tm, tiles_n_ = g.N / g.tn, tiles_ = g.batch * tiles_m_ * tiles_n_, chunks_ = g.K / g.tk;
+    // On-chip layout: halves of each double-buffered tile.
+    l1_a_ = g.tm * g.tk * in_;
+    l1_half_ = round_up(l1_a_ + g.tk * g.tn * in_, m.alignment(Buffer::L1));
+    l0a_half_ = round_up(g.tm0 * g.tk0 * in_, m.operand_alignment()), l0b_half_ = round_up(g.tk0 * g.tn0 * in_, m.operand_alignment());
+    sub_c_ = g.tm0 * g.tn0 * acc_;
+    ub_half_ = round_up(g.tm0 * g.tn0 * (g.epilogue ? acc_ : eo_), m.alignment(Buffer::UB));
+    epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half_, m.alignment(Buffer::UB));
+    // One tile per core needs no tile loop (and no sync carried from one tile to the next).
+    tile_loop_ = tiles_ > g.cores;
+    pieces_ = g.tk / g.tk0;
+    a_tile_bytes_ = g.tm0 * g.tk0 * in_, b_tile_bytes_ = g.tk0 * g.tn0 * in_;
+    moved_ = g.epilogue || g.int_out ? cube_.acc : g.out;
+    column_bytes_ = g.tm0 * cube_.n0 * acc_;  // one column block in L0C (NZ: contiguous)
+    blocks_m_ = g.tm / g.tm0, blocks_n_ = g.tn / g.tn0;
+  }
+
+  void run() {
+    if (tile_loop_) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles_), reg(npu::kRegCoreCount)});
+    else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
+    tile_origins();
+    if (!g_.double_l1) single_buffered();
+    else pipelined();
+    if (tile_loop_) op(Opcode::EndLoop, {});
+  }
+
+ private:
+  // What a queued DMA brings: A tile (kk, i) (j < 0) or B tiles (kk, j..) (i < 0); j = -2: all.
+  struct Dma {
+    int64_t chunk, kk, i, j;
+    std::function<void()> emit;
+  };
+  enum class Order { Pieces, Fine, Blocks };
+
+  void op(Opcode o, std::vector<Operand> operands) { p_.add(o, std::move(operands)); }
+
+  // The tile's row / column indices and the GM bases of its A rows, B columns and C block.
+  void tile_origins() {
+    const GemmShape& g = g_;
+    uint8_t within = kTile;  // tile index inside one GEMM of the batch
+    if (g.batch > 1) {
+      op(Opcode::Div, {reg(kBatch), reg(kTile), imm(tiles_m_ * tiles_n_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(tiles_m_ * tiles_n_)});
+      op(Opcode::Sub, {reg(kRest), reg(kTile), reg(kTmp)});
+      within = kRest;
+    }
+    op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n_)});
+    op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
+    op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.a_sm * in_)});
+    op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * g.b_sn * in_)});
+    op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.c_sm * eo_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo_)});
+    op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    if (g.batch > 1) {
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.a_sb * in_)});
+      op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.b_sb * in_)});
+      op(Opcode::Add, {reg(kGmB), reg(kGmB), reg(kTmp)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.c_sb * eo_)});
+      op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
+    }
+    for (const auto& [name, t] : g.broadcast) {  // byte offset of the tile's first element in each broadcast tensor
+      op(Opcode::Mul, {reg(t.reg), reg(kTileN), imm(g.tn * t.s_n * t.eb)});
+      if (t.s_m) {
+        op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(g.tm * t.s_m * t.eb)});
+        op(Opcode::Add, {reg(t.reg), reg(t.reg), reg(kTmp)});
+      }
+      if (t.s_b && g.batch > 1) {
+        op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(t.s_b * t.eb)});
+        op(Opcode::Add, {reg(t.reg), reg(t.reg), reg(kTmp)});
+      }
+    }
+  }
+
+  // L1 slot layout (per K chunk): operand tile by operand tile, each contiguous NZ — A piece kk
+  // (tk0 columns of K) row block i (tm0 rows), then B piece kk column block j (tn0 columns) — so
+  // that one operand tile can be loaded and computed on without the rest of the chunk, and every
+  // load2d reads one contiguous range (the sync pass's footprints are intervals). A transposed
+  // operand's tile is the NZ of its GM block as stored (A^T: tk0 rows of tm0; B^T: tn0 rows of
+  // tk0), whose fractals are already in the L0 order: load2d then transposes A's fractals and
+  // copies B's (ZN fractals are B^T's row-major ones).
+  int64_t a_at(int64_t kk, int64_t i) const { return (kk * blocks_m_ + i) * a_tile_bytes_; }
+  int64_t b_at(int64_t kk, int64_t j) const { return l1_a_ + (kk * blocks_n_ + j) * b_tile_bytes_; }
+  int64_t slot_at(int64_t slot) const { return g_.double_l1 ? slot * l1_half_ : 0; }
+
+  // A K chunk is loaded (MTE2) into one L1 slot and computed (MTE1 + M) from it. The scalar pipe
+  // dispatches in program order into queues of bounded depth, so the program interleaves the
+  // pipes in the order they should run: a load's DMAs are queued (`pending_`) and emitted inside
+  // the compute before it — each DMA of the chunk being computed right before the first mmad that
+  // needs it, the DMAs of later chunks spread evenly over the mmads (software pipelining without
+  // starving one queue while another is full).
+  // Fine: one DMA per operand tile, in the order the cube needs them (the first chunk: the cube
+  // starts after one operand tile of A and of B instead of a whole piece); otherwise one DMA per
+  // piece of B and per operand tile of A.
+  void load(int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, Order order) {
+    const GemmShape& g = g_;
+    const int64_t l1 = slot_at(slot);
+    auto a_tile = [&](int64_t kk, int64_t i) {
+      const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
+      const Operand gm = at(Buffer::GM, g.a_off + (i * g.tm0 * g.a_sm + k0 * g.a_sk) * in_, a_base);
+      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(kk, i)), gm};
+      if (g.a_transposed()) ops.insert(ops.end(), {imm(g.tk0), imm(g.tm0), imm(g.a_sk)});
+      else ops.insert(ops.end(), {imm(g.tm0), imm(g.tk0), imm(g.a_sm)});
+      pending_.push_back({chunk, kk, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
+    };
+    auto b_tiles = [&](int64_t kk, int64_t j, int64_t cols) {
+      const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
+      if (g.b_transposed()) {  // one DMA per operand tile: tn0 rows of B^T, contiguous NZ in L1
+        for (int64_t jj = j; jj < j + cols / g.tn0; ++jj) {
+          std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, jj)),
+                                   at(Buffer::GM, g.b_off + (k0 * g.b_sk + jj * g.tn0 * g.b_sn) * in_, b_base), imm(g.tn0),
+                                   imm(g.tk0), imm(g.b_sn)};
+          pending_.push_back({chunk, kk, -1, jj, [this, ops] { op(Opcode::DmaInNz, ops); }});
+        }
+        return;
+      }
+      std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, j)),
+                               at(Buffer::GM, g.b_off + (k0 * g.b_sk + j * g.tn0) * in_, b_base), imm(g.tk0), imm(cols), imm(g.b_sk)};
+      pending_.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
+    };
+    if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
+      for (int64_t j = 0; j < blocks_n_; ++j)
+        for (int64_t i = 0; i < blocks_m_; ++i) {
+          if (j == 0)
+            for (int64_t kk = 0; kk < pieces_; ++kk) a_tile(kk, i);
+          if (i == 0)
+            for (int64_t kk = 0; kk < pieces_; ++kk) b_tiles(kk, j, g.tn0);
+        }
+      return;
+    }
+    for (int64_t kk = 0; kk < pieces_; ++kk) {
+      a_tile(kk, 0);
+      if (order == Order::Fine) {
+        for (int64_t j = 0; j < blocks_n_; ++j) b_tiles(kk, j, g.tn0);
+      } else {
+        b_tiles(kk, 0, g.tn);  // NZ of tk0 rows: the column blocks j one after the other, as laid out
+      }
+      for (int64_t i = 1; i < blocks_m_; ++i) a_tile(kk, i);
+    }
+  }
+
+  void emit_pending(size_t n) {
+    for (; n > 0 && !pending_.empty(); --n) {
+      pending_.front().emit();
+      pending_.pop_front();
+    }
+  }
+
+  // Before mmad (kk, i, j) of `chunk`, the `left`-th last mmad of this compute: the pending DMAs
+  // it needs (a prefix of its chunk's, in load order), then a share of the later chunks' DMAs.
+  void flush(int64_t chunk, int64_t kk, int64_t i, int64_t j, int64_t left) {
+    auto needed = [&](const Dma& d) {
+      if (d.chunk != chunk) return false;
+      if (d.kk != kk) return d.kk < kk;
+      return d.j < 0 ? d.i <= i : (d.j == -2 || d.j <= j);
+    };
+    size_t last = 0;
+    for (size_t n = 0; n < pending_.size(); ++n)
+      if (needed(pending_[n])) last = n + 1;
+    emit_pending(last);
+    size_t later = 0;
+    for (const Dma& d : pending_) later += d.chunk > chunk;
+    emit_pending((later + left - 1) / std::max<int64_t>(left, 1));
+  }
+
+  // One operand tile from the chunk in L1 slot `slot` into the L0A / L0B rings.
+  // A: L1 fractal (r, c) of the NZ tile at c * rows + r; ZZ wants (r, c) at r * (tk0 / k0) + c. A^T
+  // is stored as its k x m NZ, whose fractal (c, r) sits at r * (tk0 / k0) + c: the ZZ index, each
+  // fractal transposed. B: ZN wants fractal (r, c) at r * (tn0 / n0) + c, transposed; B^T's NZ has
+  // it there already, in the column-major order ZN wants.
+  int64_t load_a(int64_t slot, int64_t kk, int64_t i) {
+    const int64_t l0a = (l0a_step_++ % g_.l0a_slots) * l0a_half_, rows = g_.tm0 / cube_.m0, cols = g_.tk0 / cube_.k0;
+    const Operand src = at(Buffer::L1, slot_at(slot) + a_at(kk, i));
+    if (g_.a_transposed() && pairs()) {
+      // i8 A^T: per k slice ki, the pairs (2 ki, 2 ki + 1) of each 32-column block are its m rows
+      // 0..15 and 16..31; the slices go one after the other ([ki][mi], each slice ZZ), one mmad each
+      for (int64_t ki = 0; ki < cols; ++ki)
+        op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a + ki * rows * cube_.a_fractal_bytes()),
+                            at(Buffer::L1, slot_at(slot) + a_at(kk, i) + 2 * ki * cube_.a_fractal_bytes()), imm(rows / 2), imm(2),
+                            imm(2 * cols), imm(1), imm(1)});
+    } else if (g_.a_transposed())
+      op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(cols), imm(1), imm(1)});
+    else
+      op(Opcode::Load2d, {type(cube_.a), at(Buffer::L0A, l0a), src, imm(rows), imm(cols), imm(1), imm(rows), imm(0)});
+    return l0a;
+  }
+  int64_t load_b(int64_t slot, int64_t kk, int64_t j) {
+    const int64_t l0b = (l0b_step_++ % g_.l0b_slots) * l0b_half_;
+    load_b_columns(at(Buffer::L0B, l0b), slot, kk, j, 0, g_.tn0 / cube_.n0);
+    return l0b;
+  }
+  // i8 fractals are transposed in pairs (a k0 x k0 square of bytes: isa/README.md, load2d).
+  bool pairs() const { return cube_.a == DType::I8; }
+  // Column blocks [first, first + count) of B's operand tile (kk, j) into L0B at `dst`.
+  void load_b_columns(Operand dst, int64_t slot, int64_t kk, int64_t j, int64_t first, int64_t count) {
+    const int64_t rows = g_.tk0 / cube_.k0, cols = g_.tn0 / cube_.n0, fractal = cube_.b_fractal_bytes();
+    const int64_t tile = slot_at(slot) + b_at(kk, j);
+    if (!g_.b_transposed() && pairs()) {  // per k slice ki: its pairs of 16-row fractals (2 ki, 2 ki + 1) of each 32-column block
+      TESSEL_CHECK(first == 0 && count == cols, "emit_npu: i8 B tiles are loaded whole");
+      for (int64_t ki = 0; ki < rows; ++ki)
+        op(Opcode::Load2d, {type(cube_.a), npu::Operand::addr(dst.buffer, dst.imm + ki * cols * fractal), at(Buffer::L1, tile + 2 * ki * fractal),
+                            imm(cols / 2), imm(2), imm(2 * rows), imm(1), imm(1)});
+      return;
+    }
+    if (g_.b_transposed())
+      op(Opcode::Load2d, {type(cube_.a), dst, at(Buffer::L1, tile + first * fractal), imm(rows), imm(count), imm(cols), imm(1), imm(0)});
+    else
+      op(Opcode::Load2d, {type(cube_.a), dst, at(Buffer::L1, tile + first * rows * fractal), imm(rows), imm(count), imm(1), imm(rows),
+                          imm(1)});
+  }
+  int64_t block_at(int64_t i, int64_t j) const { return (j * blocks_m_ + i) * sub_c_; }  // accumulator block in L0C
+  void mmad(int64_t i, int64_t j, int64_t l0a, int64_t l0b, Operand init) { mmad_at(block_at(i, j), l0a, l0b, g_.tn0, init); }
+  // C (L0C) (+)= the A operand tile at l0a x the B operand tile of n columns at l0b; an i8 A^T tile
+  // holds its k slices one after the other (load_a): one mmad per slice.
+  void mmad_at(int64_t c, int64_t l0a, int64_t l0b, int64_t n, Operand init) {
+    if (!(g_.a_transposed() && pairs())) {
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(g_.tm0), imm(g_.tk0), imm(n), init});
+      return;
+    }
+    for (int64_t ki = 0; ki < g_.tk0 / cube_.k0; ++ki)
+      op(Opcode::Mmad, {type(cube_.a), at(Buffer::L0C, c), at(Buffer::L0A, l0a + ki * (g_.tm0 / cube_.m0) * cube_.a_fractal_bytes()),
+                        at(Buffer::L0B, l0b + ki * (n / cube_.n0) * cube_.b_fractal_bytes()), imm(g_.tm0), imm(cube_.k0), imm(n),
+                        ki == 0 ? init : imm(0)});
+  }
+
+  // i32 results: the whole block moved, its integer-valued f32 (|x| <= 2^24) converted in place: exact.
+  void convert_block_to_i32(int64_t c, int64_t ub) {
+    const GemmShape& g = g_;
+    op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, ub), at(Buffer::L0C, c), imm(g.tm0 * g.tn0 / cube_.acc_fractal_elements()), imm(0)});
+    const int64_t lanes = m_.vector_lanes(DType::F32), block = m_.blocks_per_repeat();
+    for (int64_t done = 0; done < g.tm0 * g.tn0;) {
+      const int64_t n = std::min<int64_t>(g.tm0 * g.tn0 - done, m_.vector_max_repeat * lanes);
+      op(Opcode::Vconv, {type(DType::I32), type(DType::F32), at(Buffer::UB, ub + done * acc_), at(Buffer::UB, ub + done * acc_),
+                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(block), imm(block)});
+      done += n;
+    }
+  }
+
+  // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one fractal column
+  // block at a time (MTE3 starts after a quarter of the move; i32 results: the whole block,
+  // converted). `columns`: emits the mmads of column block jj before its move (null: none).
+  void write_back(int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
+    const GemmShape& g = g_;
+    const int64_t c = block_at(i, j), n0 = cube_.n0, em = dtype_bytes(moved_);
+    const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half_ : 0;
+    if (g.int_out) convert_block_to_i32(c, ub);
+    for (int64_t jj = 0; jj < g.tn0 / n0; ++jj) {
+      if (columns) columns(jj);
+      const int64_t gm = g.c_off + (i * g.tm0 * g.c_sm + j * g.tn0 + jj * n0) * eo_;
+      int64_t src = ub + jj * g.tm0 * n0 * em;
+      if (!g.int_out)
+        op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(g.tm0 / cube_.m0), imm(0)});
+      if (g.epilogue) {
+        std::map<std::string, GemmEpilogue::BroadcastSource> sources;
+        for (const auto& [name, t] : g.broadcast)
+          sources[name] = {at(Buffer::GM, t.gm + (i * g.tm0 * t.s_m + (j * g.tn0 + jj * n0) * t.s_n) * t.eb, t.reg), t.s_m != 0,
+                           t.s_n != 0, t.s_m * t.eb};
+        src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, sources);
+      }
+      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0), imm(n0 * eo_), imm(0), imm((g.c_sm - n0) * eo_)});
+    }
+  }
+
+  // The last block column block by column block (mmads one fractal wide, its A operand tiles loaded
+  // once into the L0A ring): its columns complete one after the other, so only the last one's move
+  // and write-back follow the cube.
+  void last_block_by_columns(const std::vector<int64_t>& slots, int64_t i, int64_t j, Operand first) {
+    const GemmShape& g = g_;
+    std::vector<int64_t> a;
+    for (size_t h = 0; h < slots.size(); ++h)
+      for (int64_t kk = 0; kk < pieces_; ++kk) a.push_back(load_a(slots[h], kk, i));
+    const int64_t c = block_at(i, j);
+    write_back(i, j, [&](int64_t jj) {
+      for (size_t h = 0; h < slots.size(); ++h)
+        for (int64_t kk = 0; kk < pieces_; ++kk) {
+          const int64_t l0b = (l0b_step_++ % g.l0b_slots) * l0b_half_;
+          load_b_columns(at(Buffer::L0B, l0b), slots[h], kk, j, jj, 1);
+          mmad_at(c + jj * column_bytes_, a[h * pieces_ + kk], l0b, cube_.n0, kk == 0 && h == 0 ? first : imm(0));
+        }
+    });
+  }
+
+  // The chunks in `slots` (ascending K), one accumulator block after the other, each block's
+  // write-back right after its last mmad in program order: it runs (V, MTE3) while the cube
+  // computes the next block. The last block column block by column block, except in a tile loop
+  // (there the next tile's start hides the drain).
+  void compute_blocks(const std::vector<int64_t>& slots, Operand first) {
+    const GemmShape& g = g_;
+    const int64_t tiles = static_cast<int64_t>(slots.size()) * pieces_;
+    for (int64_t j = 0; j < blocks_n_; ++j)
+      for (int64_t i = 0; i < blocks_m_; ++i) {
+        // The pending DMAs this block needs (a prefix: loaded in block order), the rest later.
+        size_t last = 0;
+        for (size_t n = 0; n < pending_.size(); ++n)
+          if (pending_[n].j < 0 ? pending_[n].i <= i || j > 0 : pending_[n].j == -2 || pending_[n].j <= j) last = n + 1;
+        emit_pending(last);
+        if (j == blocks_n_ - 1 && i == blocks_m_ - 1 && !tile_loop_ && g.tn0 > cube_.n0 && !g.int_out && tiles <= g.l0a_slots &&
+            !(pairs() && (g.a_transposed() || !g.b_transposed()))) {  // (i8 transposes: whole tiles, fewer instructions)
+          last_block_by_columns(slots, i, j, first);
+          continue;
+        }
+        for (size_t h = 0; h < slots.size(); ++h)
+          for (int64_t kk = 0; kk < pieces_; ++kk) {
+            const int64_t l0a = load_a(slots[h], kk, i);
+            mmad(i, j, l0a, load_b(slots[h], kk, j), kk == 0 && h == 0 ? first : imm(0));
+          }
+        write_back(i, j);
+      }
+  }
+
+  // One chunk, piece by piece (the order of its loads): A's operand tile reused across the columns.
+  void compute(int64_t chunk, int64_t slot, Operand first) {
+    int64_t left = pieces_ * blocks_m_ * blocks_n_;
+    for (int64_t kk = 0; kk < pieces_; ++kk)
+      for (int64_t i = 0; i < blocks_m_; ++i) {
+        flush(chunk, kk, i, 0, left);
+        const int64_t l0a = load_a(slot, kk, i);
+        for (int64_t j = 0; j < blocks_n_; ++j) {
+          flush(chunk, kk, i, j, left--);
+          mmad(i, j, l0a, load_b(slot, kk, j), kk == 0 ? first : imm(0));
+        }
+      }
+  }
+
+  // The chunk's GM bases: kGmA / kGmB advanced by `chunks_per_step` chunks per kChunk.
+  void chunk_bases(int64_t chunks_per_step) {
+    op(Opcode::Mul, {reg(kGmAChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.a_sk * in_)});
+    op(Opcode::Add, {reg(kGmAChunk), reg(kGmAChunk), reg(kGmA)});
+    op(Opcode::Mul, {reg(kGmBChunk), reg(kChunk), imm(chunks_per_step * g_.tk * g_.b_sk * in_)});
+    op(Opcode::Add, {reg(kGmBChunk), reg(kGmBChunk), reg(kGmB)});
+  }
+
+  // One L1 slot: the chunks one after the other, the write-back after the last.
+  void single_buffered() {
+    if (chunks_ <= 1) {
+      load(0, kGmA, kGmB, 0, 0, Order::Blocks);
+      compute_blocks({0}, imm(1));
+      return;
+    }
+    op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks_), imm(1)});
+    op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
+    chunk_bases(1);
+    load(0, kGmAChunk, kGmBChunk, 0, 0, Order::Pieces);
+    compute(0, 0, reg(kInit));
+    op(Opcode::EndLoop, {});
+    for (int64_t j = 0; j < blocks_n_; ++j)
+      for (int64_t i = 0; i < blocks_m_; ++i) write_back(i, j);
+  }
+
+  // Software pipeline over the chunks c (L1 slot c % S, S = l1_slots): the loads run S - 1 chunks
+  // ahead (load c + S - 1 is queued before computing c: its slot is the one chunk c - 1 freed). The
+  // first `peeled` chunks are straight-line code (their loads are waited for right before their
+  // own MTE1 loads, not all at a loop's entry), the middle chunks run in a loop unrolled S times
+  // (every L1 address a constant), the last tail_chunks chunks are computed block by block.
+  void pipelined() {
+    const GemmShape& g = g_;
+    const int64_t S = g.l1_slots, ahead = S - 1, body_end = chunks_ - g.tail_chunks;  // chunks [0, body_end) chunk-wise
+    int64_t loaded = 0;
+    auto load_static = [&](int64_t upto) {  // queues the loads of chunks < upto not queued yet
+      for (; loaded < std::min(upto, chunks_); ++loaded)
+        load(loaded % S, kGmA, kGmB, loaded, loaded,
+             loaded >= body_end ? Order::Blocks : loaded == 0 && !tile_loop_ ? Order::Fine : Order::Pieces);
+    };
+    load_static(ahead);
+    const int64_t peeled = std::min(g.peeled, body_end);
+    for (int64_t c = 0; c < peeled; ++c) {
+      load_static(c + ahead + 1);
+      compute(c, c % S, imm(c == 0 ? 1 : 0));
+    }
+    // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
+    const int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
+    if (iterations > 0) {
+      op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
+      chunk_bases(S);
+      for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
+        load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead, Order::Pieces);
+        compute(peeled + p, (peeled + p) % S, imm(0));
+      }
+      op(Opcode::EndLoop, {});
+      loaded = peeled + S * iterations + ahead;
+    }
+    for (int64_t c = peeled + S * iterations; c < body_end; ++c) {
+      load_static(c + ahead + 1);
+      compute(c, c % S, imm(0));
+    }
+    load_static(chunks_);
+    std::vector<int64_t> tail;
+    for (int64_t c = std::max<int64_t>(0, body_end); c < chunks_; ++c) tail.push_back(c % S);
+    compute_blocks(tail, imm(body_end <= 0 ? 1 : 0));
+  }
+
+  npu::Program& p_;
+  const Machine& m_;
+  const GemmShape& g_;
+  const isa::CubeShape& cube_;
+  const int64_t in_, acc_;  // operand and accumulator element bytes
+  int64_t eo_ = 0, tiles_m_ = 0, tiles_n_ = 0, tiles_ = 0, chunks_ = 0;
+  int64_t l1_a_ = 0, l1_half_ = 0, l0a_half_ = 0, l0b_half_ = 0, sub_c_ = 0, ub_half_ = 0, epilogue_base_ = 0;
+  bool tile_loop_ = false;
+  int64_t pieces_ = 0, a_tile_bytes_ = 0, b_tile_bytes_ = 0, column_bytes_ = 0, blocks_m_ = 0, blocks_n_ = 0;
+  DType moved_ = DType::F32;
+  std::deque<Dma> pending_;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+};
+
+
+// The box of `buffer` (a tile of the tensor whose dimensions are indexed by `indices`) along anchor
+// index `var`; 0 when no dimension reads it.
+int64_t box_along(const kernel::Buffer& buffer, const std::vector<ir::AffineExpr>& indices, const std::string& var) {
+  for (size_t d = 0; d < indices.size() && d < buffer.extents.size(); ++d)
+    if (indices[d].index_coeffs.count(var)) return buffer.extents[d];
+  return 0;
+}
+
+// The GEMM tile policy's request from the kernel's boxes: the accumulator's m x n, A's stage k (or
+// its operand box's), A's operand m x k and B's operand n — each read along its index, whatever
+// the dimension order of the tensor (transposed operands, a batch anywhere).
+tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, const kernel::MatmulOp& mm) {
+  const kernel::Contraction& con = *k.contraction;
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var;
+  const kernel::Buffer& a0 = k.buffers.at(mm.a);
+  const kernel::Buffer& b0 = k.buffers.at(mm.b);
+  const kernel::Buffer& c = k.buffers.at(mm.c);
+  std::vector<ir::AffineExpr> c_indices;
+  for (const std::string& v : con.out_vars) c_indices.push_back(ir::AffineExpr::index(v));
+  int64_t tk = 0;
+  for (const auto& b : k.buffers)
+    if (b.role == isa::Role::Stage && b.tensor == mm.a_tensor && b.extents.size() >= 2) tk = box_along(b, con.a.indices, vk);
+  if (tk == 0) tk = box_along(a0, con.a.indices, vk);
+  tile::GemmRequest r;
+  r.M = g.M, r.N = g.N, r.K = g.K;
+  r.box_m = box_along(c, c_indices, vm), r.box_n = box_along(c, c_indices, vn), r.box_k = tk;
+  r.box_m0 = box_along(a0, con.a.indices, vm), r.box_k0 = box_along(a0, con.a.indices, vk), r.box_n0 = box_along(b0, con.b.indices, vn);
+  r.out = g.out, r.int_out = g.int_out, r.has_epilogue = g.epilogue != nullptr;
+  r.operand = g.operand, r.unit_m = g.unit_m, r.unit_n = g.unit_n;
+  if (g.epilogue) r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
+  return r;
+}
+
+// One GEMM operand as stored in GM: `rows` x `cols` (rows of `row_stride` elements), `batch_stride`
+// elements apart per batch. Its unit-stride dimension is the innermost, so the tensor is
+// batch x rows rows of `cols` elements, matrix row r of batch b being row b * batch_step() +
+// r * row_step().
+struct StoredMatrix {
+  int64_t rows = 0, cols = 0, row_stride = 0, batch_stride = 0;
+  int64_t row_step() const { return row_stride / cols; }
+  int64_t batch_step() const { return batch_stride / cols; }
+  bool rows_of_cols() const { return row_stride % cols == 0 && batch_stride % cols == 0; }
+};
+
+int64_t stride_of(const std::map<std::string, int64_t>& coeff, const std::string& var) {
+  auto it = coeff.find(var);
+  return it == coeff.end() ? 0 : it->second;
+}
+
+// What the GEMM path decides before it writes an instruction (emit_gemm carries it out): the
+// operands, the fused epilogue, the GM strides, the plan and the broadcast tensors' registers.
+struct GemmSetup {
+  const kernel::GlobalTensor *A = nullptr, *B = nullptr, *C = nullptr;
+  std::unique_ptr<GemmEpilogue> epilogue;
+  GemmShape g;
+  bool i8 = false, native_i8 = false, aligned = false;
+  int64_t M = 0, N = 0, K = 0;
+};
+
+// The tails' zero-padded copies [batch, rows, cols] (each operand's rows and columns as stored,
+// padded to the fractal): the operands as stored and their padded rows and columns.
+struct TailCopies {
+  StoredMatrix a, b, c;
+  int64_t ar = 0, ac = 0, br = 0, bc = 0;
+};
+TailCopies tail_copies(const GemmShape& g, int64_t M, int64_t N, int64_t K) {
+  TailCopies t;
+  t.a = g.a_transposed() ? StoredMatrix{K, M, g.a_sk, g.a_sb} : StoredMatrix{M, K, g.a_sm, g.a_sb};
+  t.b = g.b_transposed() ? StoredMatrix{N, K, g.b_sn, g.b_sb} : StoredMatrix{K, N, g.b_sk, g.b_sb};
+  t.c = StoredMatrix{M, N, g.c_sm, g.c_sb};
+  t.ar = g.a_transposed() ? g.K : g.M, t.ac = g.a_transposed() ? g.M : g.K;
+  t.br = g.b_transposed() ? g.N : g.K, t.bc = g.b_transposed() ? g.K : g.N;
+  return t;
+}
+
+std::string gemm_unsupported(const kernel::Kernel& k, const std::string& why) {
+  return "kernel " + k.name + ": the NPU backend does not map this matmul yet: " + why;
+}
+
+// The operands' form: global inputs read whole, one M, N, K and batch index, an output accumulator
+// or an epilogue, a unit-stride matrix dimension each, f16 (or plain i8 -> i32) types, no other
+// tensor. "" or the UserError text.
+std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target,
+                           GemmSetup& s) {
+  auto unsupported = [&](const std::string& why) { return gemm_unsupported(k, why); };
+  const kernel::GlobalTensor* A = s.A = k.find_tensor(mm.a_tensor);
+  const kernel::GlobalTensor* B = s.B = k.find_tensor(mm.b_tensor);
+  const kernel::GlobalTensor*& C = s.C = k.find_tensor(mm.c_tensor);
+  if (!A || !B || A->temporary || B->temporary) return unsupported("A and B must be global inputs");
+  if (!k.contraction) return unsupported("no contraction was recorded (" + k.no_contraction + ")");
+  const kernel::Contraction& con = *k.contraction;
+  if (con.a.tensor != A->name || con.b.tensor != B->name || con.a.producer || con.b.producer || con.a.base || con.b.base)
+    return unsupported("operands other than whole global inputs read directly");
+  if (con.m.size() != 1 || con.n.size() != 1 || con.k.size() != 1 || con.batch.size() > 1)
+    return unsupported("more than one M, N, K or batch index");
+  if (!C) {
+    std::string refusal;
+    s.epilogue = std::make_unique<GemmEpilogue>(k, target, mm.statement, mm.c_tensor, false, refusal);
+    if (!refusal.empty()) return refusal;
+  } else if (C->kind != ir::TensorKind::Output) {
+    return unsupported("the accumulator is a global temporary");
+  }
+  if (s.epilogue) C = k.find_tensor(s.epilogue->output());
+  // GM strides from the contraction record: each operand needs a unit-stride matrix dimension.
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var, vb = con.batch.empty() ? "" : con.batch[0].var;
+  GemmShape& g = s.g;
+  g.a_sm = stride_of(con.a.coeff, vm), g.a_sk = stride_of(con.a.coeff, vk), g.a_sb = stride_of(con.a.coeff, vb);
+  g.b_sk = stride_of(con.b.coeff, vk), g.b_sn = stride_of(con.b.coeff, vn), g.b_sb = stride_of(con.b.coeff, vb);
+  g.c_sm = stride_of(con.out_coeff, vm), g.c_sb = stride_of(con.out_coeff, vb);
+  if ((g.a_sk != 1 && g.a_sm != 1) || (g.b_sn != 1 && g.b_sk != 1) || stride_of(con.out_coeff, vn) != 1)
+    return unsupported("an operand whose matrix dimensions both have a stride other than 1 (the batch is innermost)");
+  // i8 x i8 -> i32: on the cube's i8 shape (i32 accumulation, exact for any K), or, where the
+  // description has none, on the f16 cube (every i8 is an f16, every product |p| <= 2^14 is exact,
+  // every partial sum is an integer of magnitude <= K * 2^14 <= 2^24 for K <= 1024, so exact in f32).
+  s.i8 = A->dtype == DType::I8 && B->dtype == DType::I8;
+  s.native_i8 = s.i8 && m.cube_i8.exists && m.cube_i8.acc == DType::I32;
+  if (s.i8) {
+    if (C->dtype != DType::I32 || s.epilogue || (!s.native_i8 && A->shape.size() != 2))
+      return unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
+    // not hardware: 2^24 / 2^14, the exactness of the f32 sums
+    if (!s.native_i8 && con.k[0].extent > 1024) return unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
+  } else {
+    if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16) return unsupported("operands other than f16");
+    if (C->dtype != DType::F32 && C->dtype != DType::F16) return unsupported("an output other than f32 / f16");
+  }
+  for (const auto& t : k.tensors) {
+    const bool broadcast = s.epilogue && std::count(s.epilogue->broadcasts().begin(), s.epilogue->broadcasts().end(), t.name);
+    if (t.name != A->name && t.name != B->name && t.name != C->name && !broadcast) return unsupported("extra tensor " + t.name);
+  }
+  return "";
+}
+
+// The sizes padded to the cube's shape and the tile policy's plan. "" or the fit failure's text.
+std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, GemmSetup& s) {
+  const kernel::Contraction& con = *k.contraction;
+  GemmShape& g = s.g;
+  s.M = con.m[0].extent, s.K = con.k[0].extent, s.N = con.n[0].extent;
+  g.batch = con.batch.empty() ? 1 : con.batch[0].extent;
+  g.out = s.C->dtype;
+  g.int_out = s.i8 && !s.native_i8;
+  g.epilogue = s.epilogue.get();
+  const isa::CubeShape& cube = s.native_i8 ? m.cube_i8 : m.cube_f16;
+  g.operand = cube.a;
+  if (s.native_i8) {  // i8 transposes move k0 x k0 squares of bytes (pairs of fractals)
+    if (g.a_transposed()) g.unit_m = cube.k0;
+    if (!g.b_transposed()) g.unit_n = cube.k0;
+  }
+  const int64_t mu = std::max<int64_t>(cube.m0, g.unit_m), nu = std::max<int64_t>(cube.n0, g.unit_n);
+  s.aligned = s.M % mu == 0 && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out;
+  g.M = round_up(s.M, mu), g.N = round_up(s.N, nu), g.K = round_up(s.K, cube.k0);
+  const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
+  if (planned.no_fit) return "kernel " + k.name + ": " + planned.no_fit->what();
+  static_cast<tile::GemmPlan&>(g) = *planned.plan;
+  return "";
+}
+
+// Each epilogue tensor's register and strides along the batch, M and N (its GM place comes with
+// the placement). "" or why one cannot be read per tile that way.
+std::string setup_broadcasts(const kernel::Kernel& k, const Machine& m, GemmSetup& s) {
+  const kernel::Contraction& con = *k.contraction;
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var;
+  GemmShape& g = s.g;
+  for (const std::string& name : s.epilogue->broadcasts()) {
+    const kernel::GlobalTensor* t = k.find_tensor(name);
+    GemmShape::Broadcast& b = g.broadcast[name];
+    b.eb = dtype_bytes(t->dtype);
+    b.reg = static_cast<uint8_t>(kBroadcast + g.broadcast.size() - 1);
+    const std::vector<int>& dims = s.epilogue->broadcast_dims(name);
+    int64_t stride = 1;
+    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+      const std::string& v = con.out_vars.at(dims[d]);
+      (v == vm ? b.s_m : v == vn ? b.s_n : b.s_b) = stride;
+      stride *= t->shape[d];
+    }
+    if (b.reg >= npu::kGeneralRegisterCount || b.s_n > 1 || (!b.s_m && !b.s_n))
+      return gemm_unsupported(k, "epilogue tensor " + name + " (at most " + std::to_string(npu::kGeneralRegisterCount - kBroadcast) +
+                                     " broadcast tensors, each varying along N with unit stride or along M)");
+    if (!s.aligned && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
+      return gemm_unsupported(k, "epilogue tensor " + name +
+                                     " with tails: only [N] or [M] tensors, or per-batch ones whose batches are aligned in GM");
+  }
+  return "";
+}
+
+// Tails go through zero-padded copies on one core: a batch's copies fit UB in one piece, i8 rows
+// widen through UB. "" or why not.
+std::string setup_tails(const kernel::Kernel& k, const Machine& m, const GemmSetup& s) {
+  const GemmShape& g = s.g;
+  const TailCopies t = tail_copies(g, s.M, s.N, s.K);
+  const int64_t nb = g.batch, ib = dtype_bytes(g.operand), eo = dtype_bytes(g.out);
+  TESSEL_CHECK(t.a.rows_of_cols() && t.b.rows_of_cols() && t.c.rows_of_cols() && (nb > 1 || (t.a.row_step() == 1 && t.b.row_step() == 1)),
+               "emit_npu: a GEMM operand's unit-stride dimension is not its innermost one");
+  const int64_t largest = std::max({nb * t.a.rows * t.ac * ib, nb * t.b.rows * t.bc * ib, nb * s.M * g.N * eo});
+  if (nb > 1 && largest > m.capacity(Buffer::UB))
+    return gemm_unsupported(k, "batched matmul with tails whose batch does not fit the vector buffer in one piece (" +
+                                   std::to_string(largest) + " bytes for the largest operand, UB holds " +
+                                   std::to_string(m.capacity(Buffer::UB)) + " bytes)");
+  if (g.int_out) {
+    if (std::string why = widen_i8_refusal(m, t.a.rows, t.a.cols, t.ac); !why.empty()) return why;
+    if (std::string why = widen_i8_refusal(m, t.b.rows, t.b.cols, t.bc); !why.empty()) return why;
+  }
+  return "";
+}
+
+// Every decision of the GEMM path, in the order its checks apply. "" or the UserError text of why
+// it does not take the kernel.
+std::string setup_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target,
+                       GemmSetup& s) {
+  if (std::string why = setup_operands(k, mm, m, target, s); !why.empty()) return why;
+  if (std::string why = setup_plan(k, mm, m, s); !why.empty()) return why;
+  if (s.epilogue)
+    if (std::string why = setup_broadcasts(k, m, s); !why.empty()) return why;
+  if (!s.aligned) return setup_tails(k, m, s);
+  return "";
+}
+
+// The notes of the setup: the i8 cube shape, the plan's, the operands' storage.
+void gemm_notes(const Machine& m, const GemmSetup& s, std::vector<std::string>& notes) {
+  const GemmShape& g = s.g;
+  if (s.native_i8) {
+    const isa::CubeShape& cube = m.cube_i8;
+    notes.push_back(fmt::format("i8 on the cube's {}x{}x{} i8 shape, i32 accumulation{}", cube.m0, cube.n0, cube.k0,
+                                g.a_transposed() || !g.b_transposed() ? " (load2d transposes i8 fractal pairs)" : ""));
+  }
+  notes.insert(notes.end(), g.notes.begin(), g.notes.end());
+  if (g.a_transposed() || g.b_transposed())
+    notes.push_back(fmt::format("operands as stored: A {}, B {}, each loaded as stored (dma_in_nz), load2d transposing {}",
+                                g.a_transposed() ? "[k][m]" : "[m][k]", g.b_transposed() ? "[n][k]" : "[k][n]",
+                                g.a_transposed() && g.b_transposed() ? "A only" : g.a_transposed() ? "A and B" : "neither"));
+}
+
+// Tails: the zero-padded copies in, the main loop on the padded sizes (one core: cores do not
+// synchronise with each other), the output copied back.
+void emit_gemm_tails(npu::Program& p, const Machine& m, GemmSetup& s, int64_t a_user, int64_t b_user, int64_t c_user,
+                     const std::function<int64_t(const std::string&, DType, std::vector<int64_t>, npu::TensorRole)>& place,
+                     std::vector<std::string>& notes) {
+  GemmShape& g = s.g;
+  const int64_t M = s.M, N = s.N, K = s.K, nb = g.batch, ib = dtype_bytes(g.operand), eo = dtype_bytes(g.out);
+  const TailCopies t = tail_copies(g, M, N, K);
+  const StoredMatrix &a = t.a, &b = t.b, &c = t.c;
+  const int64_t ar = t.ar, ac = t.ac, br = t.br, bc = t.bc;
+  g.a_off = place(s.A->name + "_padded", g.operand, {nb, ar, ac}, npu::TensorRole::Scratch);
+  g.b_off = place(s.B->name + "_padded", g.operand, {nb, br, bc}, npu::TensorRole::Scratch);
+  g.c_off = place(s.C->name + "_padded", g.out, {nb, g.M, g.N}, npu::TensorRole::Scratch);
+  (g.a_transposed() ? g.a_sk : g.a_sm) = ac, g.a_sb = ar * ac;
+  (g.b_transposed() ? g.b_sn : g.b_sk) = bc, g.b_sb = br * bc;
+  g.c_sm = g.N, g.c_sb = g.M * g.N;
+  p.cores = g.cores = 1;
+  Builder build(p, m);
+  if (g.int_out) {
+    build.widen_i8(a_user, g.a_off, a.rows, a.cols, ac);
+    build.widen_i8(b_user, g.b_off, b.rows, b.cols, bc);
+  } else if (nb > 1) {
+    build.batched_pad_in(a_user, g.a_off, nb, a.rows, ar, a.cols * ib, ac * ib, a.row_step(), a.batch_step());
+    build.batched_pad_in(b_user, g.b_off, nb, b.rows, br, b.cols * ib, bc * ib, b.row_step(), b.batch_step());
+  } else {
+    build.padded_copy(a_user, g.a_off, a.rows, a.cols * ib, a.cols * ib, ac * ib);
+    build.padded_copy(b_user, g.b_off, b.rows, b.cols * ib, b.cols * ib, bc * ib);
+  }
+  GemmLoop(p, m, g).run();
+  if (nb > 1) build.batched_pad_out(g.c_off, c_user, nb, M, g.M, N * eo, g.N * eo, c.row_step(), c.batch_step());
+  else build.padded_copy(g.c_off, c_user, M, N * eo, g.N * eo, N * eo);
+  notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
+}
+
+}  // namespace
+
+const kernel::Node* find_matmul(const kernel::Kernel& k) {
+  const kernel::Node* found = nullptr;
+  int count = 0;
+  kernel::for_each_node(k.body, [&](const kernel::Node& n, int) {
+    if (n.kind == kernel::NodeKind::Matmul) {
+      if (!found) found = &n;
+      ++count;
+    }
+  });
+  if (count > 1) {
+    for (const kernel::Node* n = found; n;) {  // several nodes of one statement are fine
+      bool same = true;
+      kernel::for_each_node(k.body, [&](const kernel::Node& m, int) {
+        if (m.kind == kernel::NodeKind::Matmul && m.matmul.statement != n->matmul.statement) same = false;
+      });
+      if (!same) throw UserError("kernel " + k.name + ": the NPU backend maps one matmul statement per kernel");
+      break;
+    }
+  }
+  return found;
+}
+
+std::string why_not_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
+  GemmSetup s;
+  return setup_gemm(k, mm, m, target, s);
+}
+
+NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, const isa::Hierarchy& target) {
+  GemmSetup s;
+  if (std::string why = setup_gemm(k, mm, m, target, s); !why.empty()) throw UserError(why);
+  GemmShape& g = s.g;
+  NpuKernel out;
+  npu::Program& p = out.program;
+  p.source_name = k.name + ".npu";
+  out.macs = uint64_t(g.batch) * s.M * s.N * s.K;
+  gemm_notes(m, s, out.notes);
+  int64_t gm = 0;
+  auto place = [&](const std::string& name, DType t, std::vector<int64_t> shape, npu::TensorRole role) {
+    npu::TensorBinding b{name, t, shape, gm, role, {}};
+    gm = round_up(gm + b.byte_size(), m.granularity(Buffer::GM));
+    p.tensors.push_back(b);
+    return b.gm_offset;
+  };
+  const int64_t a_user = place(s.A->name, s.A->dtype, s.A->shape, npu::TensorRole::In);
+  const int64_t b_user = place(s.B->name, s.B->dtype, s.B->shape, npu::TensorRole::In);
+  const int64_t c_user = place(s.C->name, g.out, s.C->shape, npu::TensorRole::Out);
+  if (s.epilogue) {
+    for (const std::string& name : s.epilogue->broadcasts()) {
+      const kernel::GlobalTensor* t = k.find_tensor(name);
+      g.broadcast.at(name).gm = place(name, t->dtype, t->shape, npu::TensorRole::In);
+    }
+    // Column blocks past N read up to one block of elements beyond a broadcast tensor's end: keep them in GM.
+    place("guard", DType::F32, {m.cube_f16.n0}, npu::TensorRole::Scratch);
+    out.notes.push_back("fused epilogue on UB per " + std::to_string(m.cube_f16.n0) + "-column block: " +
+                        std::to_string(s.epilogue->broadcasts().size()) + " broadcast tensor(s), output " + s.C->name);
+  }
+  if (s.aligned) {
+    g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
+    const int64_t tiles = g.batch * (g.M / g.tm) * (g.N / g.tn);
+    g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));
+    p.cores = g.cores;
+    GemmLoop(p, m, g).run();
+  } else {
+    emit_gemm_tails(p, m, s, a_user, b_user, c_user, place, out.notes);
+  }
+  p.add(Opcode::PipeBarrier, {Operand::pipe_(Pipe::All)});
+  out.notes.push_back(fmt::format("{} output tiles over {} core(s)", g.batch * (g.M / g.tm) * (g.N / g.tn), p.cores));
+  npu::validate_program(p);
+  return out;
+}
+
+}  // namespace tessel::emit_npu
