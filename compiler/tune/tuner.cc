@@ -60,16 +60,25 @@ class TuningRun {
     if (o_.measure_default) measure_default();
     progress();
     while (int(r_.trials.size()) < total_) {
-      if (r_.measured) read_log(false);
+      if (r_.measured || r_.claimed_elsewhere) read_log(false);
       if (int(r_.trials.size()) >= total_) break;
+      const int before = r_.claimed_elsewhere;
       const std::vector<int> fresh = next_batch(std::min(o_.batch, total_ - int(r_.trials.size())));
-      if (fresh.empty()) break;
-      measure_batch(fresh);
+      if (fresh.empty() && r_.claimed_elsewhere == before) break;
+      if (!fresh.empty()) measure_batch(fresh);
     }
     if (r_.skipped && o_.progress)
       std::cerr << (o_.terminal ? "\n" : "") << "tune: skipped " << r_.skipped << " configuration(s) predicted more than "
                 << o_.max_predicted_slowdown << "x slower than the default plan\n";
     line_.finish();
+    if (default_elsewhere_) {  // the default plan another tuner measured: the bar for the database too
+      const auto logged = logged_results(o_.log, o_.problem, nullptr);
+      if (auto it = logged.find(kDefaultKey); it != logged.end() && it->second.ok()) {
+        r_.default_cost = it->second.cost;
+        note(kDefaultKey, -1, it->second.cost, true);
+        ++r_.resumed;
+      }
+    }
     r_.best_cost = best_;
     if (!o_.db.empty() && std::isfinite(best_))
       db_update(o_.db, o_.problem, {r_.best_tile, best_, r_.unit, o_.strategy, int(r_.trials.size())});
@@ -92,11 +101,12 @@ class TuningRun {
     size_t torn = 0;
     for (const auto& [tile, l] : logged_results(o_.log, o_.problem, &torn)) {
       const int i = space_.index_of(tile);
-      if (tile == kDefaultKey || i < 0 || state_.is_measured(i)) continue;
+      if (tile == kDefaultKey || i < 0 || (state_.is_measured(i) && !elsewhere_.count(i))) continue;
       if (!l.settled(o_.max_attempts)) {
         if (first) retry_.insert(i);
         continue;
       }
+      elsewhere_.erase(i);  // measured by the tuner that claimed it
       note(tile, i, l.cost, true);
       ++r_.resumed;
     }
@@ -115,13 +125,16 @@ class TuningRun {
       cost = it->second.cost;
       note(kDefaultKey, -1, cost, true);
       ++r_.resumed;
+    } else if (claim_configurations(o_.log, o_.problem, {kDefaultKey}, o_.claim_hold_s, o_.max_attempts).empty()) {
+      default_elsewhere_ = true;  // another tuner sharing the log measures it: taken from the log at the end
+      ++r_.claimed_elsewhere;
     } else {
       const Measurement m = measurer_.measure({tile::TileSpec{}}).at(0);
       cost = m.ok ? m.cost : kInf;
       note(kDefaultKey, -1, cost, false);
       log_result(m, nullptr);
     }
-    r_.default_cost = cost;
+    r_.default_cost = default_elsewhere_ ? 0 : cost;
     // the model's view of the default plan: the bar a proposed configuration must come near
     const Problem& p = fit_.problem();
     if (auto own = default_mapping_breakdown(p)) default_predicted_ = own->total;
@@ -147,7 +160,26 @@ class TuningRun {
       }
       if (!any) break;
     }
-    return fresh;
+    return claim(fresh);
+  }
+
+  // The configurations of `fresh` this tuner may measure: those another tuner sharing the log has
+  // claimed are left to it (kept out of the strategy's proposals until its result is in the log).
+  std::vector<int> claim(const std::vector<int>& fresh) {
+    if (o_.log.empty() || fresh.empty()) return fresh;
+    std::vector<std::string> tiles;
+    for (int i : fresh) tiles.push_back(space_.configs[size_t(i)].to_string());
+    const std::vector<std::string> mine = claim_configurations(o_.log, o_.problem, tiles, o_.claim_hold_s, o_.max_attempts);
+    std::vector<int> out;
+    for (int i : fresh)
+      if (std::find(mine.begin(), mine.end(), space_.configs[size_t(i)].to_string()) != mine.end()) {
+        out.push_back(i);
+      } else {
+        state_.record(i, kInf);  // not proposed again; its result replaces this when it is logged
+        elsewhere_.insert(i);
+        ++r_.claimed_elsewhere;
+      }
+    return out;
   }
 
   // Predicted more than max_predicted_slowdown x the default plan: recorded as skipped (never
@@ -232,6 +264,8 @@ class TuningRun {
   double best_ = kInf;
   double default_predicted_ = 0;
   std::set<int> retry_;
+  std::set<int> elsewhere_;  // claimed by another tuner sharing the log
+  bool default_elsewhere_ = false;
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 // says so). A proposed configuration the analytic model predicts more than
 // `max_predicted_slowdown` times slower than the default plan is skipped with a note (its compile
 // and simulation would cost minutes for a result that cannot win by the model; 0: no skipping).
+// Tuners sharing a log claim each batch before measuring it (tuning_log.h claim_configurations):
+// what another has claimed is left to it and counted when its result reaches the log.
 // The best configuration goes to the database, and only when it beats the default plan; when
 // the default wins, the database records "default" (the target's own plan), so a worse entry
 // from an earlier run no longer applies.
@@ -36,6 +38,7 @@ struct TuneOptions {
   bool measure_default = true;     // the target's own plan first (a trial of its own, key "default")
   double max_predicted_slowdown = 4;  // skip configurations predicted this much slower than the default (0: off)
   int max_attempts = 2;            // failed measurements of one configuration before it counts as failed
+  double claim_hold_s = 1800;      // how long a claim on a configuration (tuning_log.h) holds without its result
 };
 
 struct Trial {
@@ -55,6 +58,7 @@ struct TuneResult {
   int failed = 0;    // measurements of this run that failed
   int retried = 0;   // configurations that had failed in the log, measured again
   int skipped = 0;   // proposed configurations skipped for their predicted time
+  int claimed_elsewhere = 0;  // proposed configurations another tuner sharing the log had claimed
   double default_cost = 0;  // the default plan's measured cost (+inf when it failed; 0 when not measured)
   std::string first_error;
   std::vector<Trial> trials;

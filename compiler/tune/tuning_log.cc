@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <ctime>
+#include <sstream>
+#include <set>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -160,6 +164,61 @@ std::map<std::string, LoggedResult> logged_results(const std::string& path, cons
     else ++l.failures;
   }
   return out;
+}
+
+namespace {
+
+bool process_alive(const std::string& host, int64_t pid) {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  if (host != name) return true;  // another machine's claim: trust its deadline
+  return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace
+
+std::vector<std::string> claim_configurations(const std::string& log, const ProblemKey& problem,
+                                              const std::vector<std::string>& tiles, double hold_s, int max_attempts) {
+  if (log.empty()) return tiles;
+  const std::string path = log + ".claims";
+  make_parent_dirs(path, "--log");
+  LockedFile f(path, O_RDWR | O_CREAT);
+  const auto logged = logged_results(log, problem);
+  const double now = double(std::time(nullptr));
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const int64_t me = int64_t(::getpid());
+  // the live claims of others, and the claims file rewritten without the lapsed ones
+  std::string text, kept;
+  {
+    std::ifstream in(path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::set<std::string> taken;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("until", 0.0) < now || !process_alive(j.value("host", ""), j.value("pid", int64_t(0)))) continue;
+    kept += line + "\n";
+    if (j.value("pid", int64_t(0)) == me && j.value("host", "") == host) continue;
+    if (j.value("op", "") == problem.op && j.value("target", "") == problem.target && j.value("shape", "") == problem.shape &&
+        j.value("variant", "") == problem.variant())
+      taken.insert(j.value("tile", ""));
+  }
+  std::vector<std::string> mine;
+  for (const auto& t : tiles) {
+    auto it = logged.find(t);
+    if (taken.count(t) || (it != logged.end() && it->second.settled(max_attempts))) continue;
+    mine.push_back(t);
+    kept += nlohmann::json{{"op", problem.op},     {"target", problem.target}, {"shape", problem.shape},
+                           {"variant", problem.variant()}, {"tile", t},   {"host", host},
+                           {"pid", me},            {"until", now + hold_s}}
+                .dump() +
+            "\n";
+  }
+  if (::ftruncate(f.fd, 0) != 0 || ::pwrite(f.fd, kept.data(), kept.size(), 0) != ssize_t(kept.size()))
+    cannot_write(path, "write the claims");
+  return mine;
 }
 
 }  // namespace tessel::tune

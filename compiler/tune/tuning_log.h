@@ -59,6 +59,15 @@ std::vector<LogEntry> read_log(const std::string& path, const ProblemKey& proble
 // Returns the trial number written. UserError naming the path when the file cannot be written.
 int append_log(const std::string& path, const ProblemKey& problem, const LogEntry& e);
 
+// Claims of configurations being measured, beside the log in LOG.claims (JSON lines: op, target,
+// shape, variant, tile, host, pid, until): tuners sharing a log claim what they are about to
+// measure, under the claims file's lock, so two tuners never measure one configuration at the same
+// time (two with the same seed used to measure the same 16). A claim lapses when its `until`
+// (seconds since the epoch) has passed or its process is gone from this host. Returns the tiles
+// of `tiles` this process now holds (the others: settled in the log, or claimed by another).
+std::vector<std::string> claim_configurations(const std::string& log, const ProblemKey& problem,
+                                              const std::vector<std::string>& tiles, double hold_s, int max_attempts);
+
 // What a log holds for one configuration: its best successful cost (+inf when none) and how many
 // of its measurements failed. A configuration is settled (a trial, not measured again) once it
 // was measured, or failed `max_attempts` times: a transient failure is retried, a persistent one

@@ -60,7 +60,7 @@ TEST_CASE("tile shortlist: every plan family's best variant, in rank order, the 
   }
 }
 
-TEST_CASE("tile shortlist: a list shorter than n is kept whole; n bounds it") {
+TEST_CASE("tile shortlist: a list shorter than n is kept whole, n bounds it") {
   const auto all = ranked(4096, 768, 768);
   CHECK(emit_cuda::tc_shortlist(all, 1, 2).size() == 1);
   const std::vector<emit_cuda::TcConfig> two(all.begin(), all.begin() + 2);

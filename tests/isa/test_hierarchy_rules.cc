@@ -85,7 +85,7 @@ TEST_CASE("alignments the compiler honours: GM at any byte, on-chip levels divid
   accepted("GM.granularity_bytes=512");
 }
 
-TEST_CASE("layouts: each role has the one its backend implements; another value is refused, not ignored") {
+TEST_CASE("layouts: each role has the one its backend implements, another value is refused, not ignored") {
   refused("L0A.layout=fractal_nz", "level 'L0A' layout: 'fractal_nz' is not implemented for role operand_a on npu targets; the npu backend lays this level out as 'fractal_zz'");
   refused("UB.layout=banked", "level 'UB' layout: 'banked' is not implemented");
   refused("L1.layout=tiled", "level 'L1' layout: unknown layout 'tiled'");

@@ -52,7 +52,7 @@ TEST_CASE("a 6 GiB scratch tensor costs the pages a run touches, not 6 GB") {
   CHECK(u.ru_maxrss < 2 * 1024 * 1024);  // KiB: well below the 6 GiB declared
 }
 
-TEST_CASE("a program tessel emitted that the simulator refuses is a tessel bug (InternalError, exit 3); a run limit stays a user error") {
+TEST_CASE("a program tessel emitted that the simulator refuses is a tessel bug (InternalError, exit 3), a run limit stays a user error") {
   // issue 31 item 3: such refusals used to exit 1 ("your input was wrong")
   const npu::Program bad = npu::assemble_program(".tensor G f16 [64, 64] at GM+0 inout\ndma_in UB[1], GM[0], 1, 64, 0, 0\npipe_barrier ALL\n", "relu.npu");
   CHECK_THROWS_WITH_AS(simulate_emitted(bad, davinci(), {}, {}),

@@ -51,7 +51,7 @@ const std::string kSm90 = kSrc + "/isa/targets/sm90.yaml";
 
 }  // namespace
 
-TEST_CASE("plan source: a tuned plan is named with its database and key; --no-tuned ignores it") {
+TEST_CASE("plan source: a tuned plan is named with its database and key, --no-tuned ignores it") {
   const std::string db = scratch("best.json"), report = scratch("report.json");
   const isa::Hierarchy h = isa::load_hierarchy(kNpu);
   const tune::ProblemKey key{"matmul", h.name, "K=64,M=64,N=64", "", h.description_hash};

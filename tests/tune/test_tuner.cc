@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "compiler/tune/best_db.h"
@@ -116,7 +117,7 @@ TEST_CASE("tuner: strategies and options by name, user errors") {
   CHECK_THROWS_WITH_AS(run_tuning(fx.space, fx.fit, m, fx.options("random", 0)), doctest::Contains("--trials"), UserError);
 }
 
-TEST_CASE("tuner: the default plan is measured first; a best worse than it is never recorded") {
+TEST_CASE("tuner: the default plan is measured first, a best worse than it is never recorded") {
   Fixture& fx = shared_fixture();
   const std::string db = temp_path("default_best.json");
   auto o = fx.options("model", 6);
@@ -243,6 +244,30 @@ TEST_CASE("tuning log: a file that is not a tuning log is refused, never cut as 
     CHECK(after == text);  // untouched
     std::filesystem::remove(log);
   }
+}
+
+TEST_CASE("tessel tune: two tuners with one seed sharing a log claim configurations: none is measured twice") {
+  const std::string log = temp_path("shared.jsonl");
+  std::filesystem::remove(log + ".claims");
+  const std::string cmd = std::string(TESSEL_CLI) + " tune " + TESSEL_SOURCE_DIR + "/workloads/matmul.tsl --target " +
+                          testing::small_target() + " --shape M=64,N=64,K=64 --space m=16-64:pow2/16,n=16-64:pow2/16,k=32/16" +
+                          " --strategy model --seed 3 --jobs 1 --batch 2 --trials 8 --no-progress --db off --log " + log + " 2>&1";
+  FILE* a = popen(cmd.c_str(), "r");
+  FILE* b = popen(cmd.c_str(), "r");
+  REQUIRE(a);
+  REQUIRE(b);
+  std::string out;
+  char buf[512];
+  for (FILE* p : {a, b}) {
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    CHECK(pclose(p) == 0);
+  }
+  std::map<std::string, int> measured;
+  for (const auto& e : read_log(log, {"matmul", "tune-test-npu", "K=64,M=64,N=64"})) ++measured[e.tile];
+  CHECK_MESSAGE(measured.size() >= 8, out);
+  for (const auto& [tile, n] : measured) CHECK_MESSAGE(n == 1, tile << " measured " << n << " times\n" << out);
+  std::filesystem::remove(log);
+  std::filesystem::remove(log + ".claims");
 }
 
 TEST_CASE("tessel tune: simulator measurements in worker processes, resumed from the log") {
