@@ -16,6 +16,7 @@ namespace tessel::emit_cuda {
 namespace {
 
 constexpr int kRowElements = 16;  // elements of a row per thread, at most (see analyze)
+constexpr int kBlockThreads = 256;  // threads of a block when several rows share it (a choice, not hardware)
 
 enum class Role { Matrix, Row, Col, Scalar };  // [M, N] at (row, col), [M] at row, [N] at col, []
 
@@ -41,7 +42,9 @@ struct Analysis {
 // The name of `e` when it is a plain index (coefficient 1, nothing else), else "".
 std::string index_name(const ir::AffineExpr& e) { return ir::plain_index(e).value_or(""); }
 
-std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::string* why) {
+// `machine`: sm_count, warp_size, max_threads and vector_bytes of the plan are read (the rest is set here)
+std::optional<Analysis> analyze(const kernel::Kernel& k, const RowKernelPlan& machine, std::string* why) {
+  const uint32_t sms = machine.sm_count;
   auto no = [&](const std::string& reason) -> std::optional<Analysis> {
     if (why) *why = reason;
     return std::nullopt;
@@ -141,16 +144,20 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
     }
   }
   RowKernelPlan& p = a.plan;
+  p.sm_count = machine.sm_count;
+  p.warp_size = machine.warp_size;
+  p.max_threads = machine.max_threads;
+  p.vector_bytes = machine.vector_bytes;
   p.rows = M;
   p.cols = N;
-  // The layout for at most E elements of a row per thread: T the smallest power of two from 32
-  // that achieves it; the widest vector dividing N, narrowed while a narrower one makes every slot
+  // The layout for at most E elements of a row per thread: T the smallest power of two from a warp
+  // that achieves it (at most the block limit); the widest vector dividing N, narrowed while a narrower one makes every slot
   // whole; the registers (4 bytes) its matrix and column tensors take per thread.
   auto layout = [&](int E, RowKernelPlan& q) {
-    q.threads_per_row = 32;
-    while ((N + q.threads_per_row - 1) / q.threads_per_row > E && q.threads_per_row < 1024) q.threads_per_row *= 2;
-    q.rows_per_block = std::max(1, 256 / q.threads_per_row);
-    q.vec = 16 / min_bytes;
+    q.threads_per_row = p.warp_size;
+    while ((N + q.threads_per_row - 1) / q.threads_per_row > E && q.threads_per_row < p.max_threads) q.threads_per_row *= 2;
+    q.rows_per_block = std::max(1, kBlockThreads / q.threads_per_row);
+    q.vec = p.vector_bytes / min_bytes;
     while (q.vec > 1 && N % q.vec != 0) q.vec /= 2;
     while (q.vec > 2 && N % (int64_t(q.threads_per_row) * q.vec) != 0 && N % (int64_t(q.threads_per_row) * (q.vec / 2)) == 0) q.vec /= 2;
     q.slots = int((N + int64_t(q.threads_per_row) * q.vec - 1) / (int64_t(q.threads_per_row) * q.vec));
@@ -162,15 +169,13 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
   // Elements per thread (measured on an H200, docs/results/row_kernel_elements_h200.txt): 16, or 32
   // for a program with a row reduction whose registers stay within 64 at 32 (a warp per row for
   // rows up to 1024: no block barrier in its reductions); halved down to 8 while the rows do not
-  // give every SM a block's worth of threads. TESSEL_ROW_ELEMENTS overrides it (measurements).
+  // give every SM a block's worth of threads.
   bool reduces = false;
   for (const auto& sp : a.statements) reduces = reduces || sp.s->reduction != ir::Reduction::None;
   int E = kRowElements;
   RowKernelPlan probe;
   if (reduces && layout(32, probe) <= 64) E = 32;
-  while (sms > 0 && E > 8 && (layout(E, probe), M * probe.threads_per_row < int64_t(sms) * 256)) E /= 2;
-  if (const char* env = std::getenv("TESSEL_ROW_ELEMENTS"))
-    if (const int v = std::atoi(env); v >= 1 && v <= 64) E = v;
+  while (sms > 0 && E > 8 && (layout(E, probe), M * probe.threads_per_row < int64_t(sms) * kBlockThreads)) E /= 2;
   const int64_t registers = layout(E, p);
   // a block per row (T >= 256) with a row reduction: its barriers leave the loads idle, so a capped
   // grid walks rows with the next one prefetched (H200, docs/results/row_kernel_elements_h200.txt:
@@ -180,10 +185,8 @@ std::optional<Analysis> analyze(const kernel::Kernel& k, uint32_t sms, std::stri
     p.prefetch = true;
     p.blocks_per_sm = 4;
   }
-  if (const char* env = std::getenv("TESSEL_ROW_PREFETCH")) p.prefetch = std::atoi(env) == 1;
-  if (const char* env = std::getenv("TESSEL_ROW_BLOCKS_PER_SM")) p.blocks_per_sm = std::max(0, std::atoi(env));
   if ((N + p.threads_per_row - 1) / p.threads_per_row > std::max(E, 32))
-    return no(fmt::format("rows of {} elements exceed {} per thread at 1024 threads", N, std::max(E, 32)));
+    return no(fmt::format("rows of {} elements exceed {} per thread at {} threads", N, std::max(E, 32), p.max_threads));
   if (registers > 160)
     return no(fmt::format("{} matrix tensors of {} elements per thread need {} registers", matrix_tensors, p.slots * p.vec, registers));
   p.explain = fmt::format(
@@ -218,18 +221,28 @@ std::string move_vector(DType t, int n, const std::string& reg, const std::strin
 }  // namespace
 
 std::optional<RowKernelPlan> plan_row_kernel(const kernel::Kernel& k, const isa::GpuMachine& m, std::string* why_not) {
-  auto a = analyze(k, m.sm_count, why_not);
+  if (m.warp_size != 32) {  // the full-warp shuffle masks (0xffffffff) are written for 32 lanes
+    if (why_not) *why_not = "row kernels are written for 32-lane warps (the description's warp_size is " + std::to_string(m.warp_size) + ")";
+    return std::nullopt;
+  }
+  RowKernelPlan machine;
+  machine.sm_count = m.sm_count;
+  machine.warp_size = int(m.warp_size);
+  machine.max_threads = int(m.max_threads_per_block);
+  machine.vector_bytes = int(m.vector_access_bytes);
+  auto a = analyze(k, machine, why_not);
   if (!a) return std::nullopt;
-  a->plan.sm_count = m.sm_count;
   return a->plan;
 }
 
 void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::ostringstream& os, std::vector<Launch>& launches) {
   std::string why;
-  const auto analysis = analyze(k, 0, &why);
+  RowKernelPlan machine = plan;
+  machine.sm_count = 0;  // the statements' analysis only: the layout is the plan's
+  const auto analysis = analyze(k, machine, &why);
   TESSEL_CHECK(analysis, "emit_row_kernel: not a row program: " + why);
   const Analysis& a = *analysis;
-  const int T = plan.threads_per_row, R = plan.rows_per_block, V = plan.vec, J = plan.slots;
+  const int T = plan.threads_per_row, R = plan.rows_per_block, V = plan.vec, J = plan.slots, W = plan.warp_size;
   const int block = T * R;
   const std::string M = std::to_string(plan.rows) + "LL", N = std::to_string(plan.cols) + "LL";
   auto reg = [](const std::string& name, Role r) { return (r == Role::Matrix ? "m_" : r == Role::Col ? "c_" : "s_") + name; };
@@ -249,7 +262,7 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
   };
   os << "\n/* " << plan.explain << " */\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
-     << "  __shared__ float red_[" << std::max(1, block / 32) << "];\n"
+     << "  __shared__ float red_[" << std::max(1, block / W) << "];\n"
      << "  (void)red_;\n"
      << "  const int lane_ = threadIdx.x % " << T << ", grp_ = threadIdx.x / " << T << ";\n";
   // loop-invariant inputs (column vectors, scalars) once per block
@@ -364,16 +377,16 @@ void emit_row_kernel(const kernel::Kernel& k, const RowKernelPlan& plan, std::os
          << "        #pragma unroll\n        for (int v_ = 0; v_ < " << V << "; ++v_) { const " << VT << " x_ = (" << VT << ")" << value
          << "; acc_ = " << op << "; }\n"
          << "      }\n    }\n"
-         << "      for (int o_ = 16; o_ > 0; o_ >>= 1) { const " << VT << " x_ = __shfl_xor_sync(0xffffffffu, acc_, o_); acc_ = " << op
+         << "      for (int o_ = " << W / 2 << "; o_ > 0; o_ >>= 1) { const " << VT << " x_ = __shfl_xor_sync(0xffffffffu, acc_, o_); acc_ = " << op
          << "; }\n";
-      if (T == 32) {
+      if (T == W) {
         os << "      acc_ = __shfl_sync(0xffffffffu, acc_, 0);  /* every lane uses lane 0's value */\n";
       } else {
         os << "      __syncthreads();\n"
-           << "      if (threadIdx.x % 32 == 0) red_[threadIdx.x / 32] = acc_;\n"
+           << "      if (threadIdx.x % " << W << " == 0) red_[threadIdx.x / " << W << "] = acc_;\n"
            << "      __syncthreads();\n"
-           << "      acc_ = red_[grp_ * " << T / 32 << "];\n"
-           << "      for (int w_ = 1; w_ < " << T / 32 << "; ++w_) { const " << VT << " x_ = red_[grp_ * " << T / 32 << " + w_]; acc_ = "
+           << "      acc_ = red_[grp_ * " << T / W << "];\n"
+           << "      for (int w_ = 1; w_ < " << T / W << "; ++w_) { const " << VT << " x_ = red_[grp_ * " << T / W << " + w_]; acc_ = "
            << op << "; }\n";
       }
       os << "      " << target << " = " << store_value(T_out, "acc_") << ";\n    }\n";

@@ -39,11 +39,14 @@ namespace tessel::emit_cuda {
 
 struct RowKernelPlan {
   int64_t rows = 0, cols = 0;  // M, N
-  int threads_per_row = 32;    // T: a power of two, 32 to 1024
+  int threads_per_row = 32;    // T: a power of two, a warp to the block limit
   int rows_per_block = 8;      // max(1, 256 / T)
   int vec = 8;                 // elements of a vector slot (a 16-byte access of the narrowest matrix)
   int slots = 0;               // vector slots per thread: ceil(N / (T * vec))
   uint32_t sm_count = 0;       // the machine's SMs (grid caps)
+  // the machine model's numbers the layout and the code use (isa::GpuMachine): lanes of a warp (the
+  // shuffles and per-warp partials), the most threads of a block, the widest access of a thread
+  int warp_size = 32, max_threads = 1024, vector_bytes = 16;
   // A block per row whose reductions wait at block barriers: the grid is capped at
   // `blocks_per_sm` blocks per SM, each walking several rows with the next row's inputs loaded
   // before the current row's statements (`prefetch`). 0 / false: a block per `rows_per_block` rows.
