@@ -34,7 +34,6 @@ enum Reg : uint8_t {
   kXSrc, kYDst, kPrivW  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
 };
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Tensor layouts of a convolution; positions of the dimensions in X, Wt and Y.
 enum class Layout { Nhwc, Nchw, Blocked };

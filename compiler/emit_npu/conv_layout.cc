@@ -14,7 +14,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
 

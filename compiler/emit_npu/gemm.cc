@@ -33,7 +33,6 @@ using npu::Opcode;
 using npu::Operand;
 using npu::Pipe;
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 
 

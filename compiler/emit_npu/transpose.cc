@@ -14,7 +14,6 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 constexpr int kMaskHalfBits = 64;  // not hardware: the int64 halves (hi, lo) of set_vector_mask's operand
 

@@ -77,7 +77,7 @@ std::string read_bounded_file(const std::string& path, const std::string& what, 
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open " + what);
   std::string bytes;
-  char chunk[65536];
+  char chunk[64 * 1024];  // not hardware: the read buffer of the bounded reader
   while (in) {  // read at most max_bytes + 1: one byte past the limit is enough to refuse
     const uint64_t room = max_bytes + 1 - bytes.size();
     in.read(chunk, static_cast<std::streamsize>(std::min<uint64_t>(sizeof chunk, room)));
