@@ -53,6 +53,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,9 @@ def run_c_check(args, inst, tsl):
     except subprocess.TimeoutExpired:
         row.update(status="timeout", reason=f"c check: timeout after {args.timeout:g} s")
         return row
+    except OSError as e:
+        row.update(status="error", reason=f"c check: {e}")
+        return row
     ok = p.returncode == 0 and re.search(r": verified,", p.stdout)
     row.update(status="ok" if ok else "error",
                reason="" if ok else "c check at the small shape: " + (first_error_line(p.stderr) or "not verified"))
@@ -221,6 +225,9 @@ def run_measured(args, inst, tsl, col, report_dir):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, errors="replace")
     except subprocess.TimeoutExpired:
         row.update(status="timeout", reason=f"still running after {args.timeout:g} s", seconds=args.timeout)
+        return row
+    except OSError as e:
+        row.update(status="error", reason=str(e))
         return row
     row["seconds"] = round(time.monotonic() - start, 2)
     report = None
@@ -265,6 +272,8 @@ def compile_only(args, inst, tsl, col):
         row.update(status={"pass": "ok"}.get(outcome, outcome), reason=reason, exit_status=rc)
     except subprocess.TimeoutExpired:
         row.update(status="timeout", reason=f"compile still running after {args.timeout:g} s")
+    except OSError as e:
+        row.update(status="error", reason=str(e))
     row["seconds"] = round(time.monotonic() - start, 2)
     row["command"] = ("tessel compile -o K.cu; NVRTC" if kind == "gpu" else "tessel compile") + f" --target {name}"
     return row
@@ -304,9 +313,6 @@ def add_torch_peers(instances, cols, results):
     import torch
     import gpu_peers
     import roofline_torch
-    if not torch.cuda.is_available():
-        print("roofline_suite.py: --peers torch: no GPU", file=sys.stderr)
-        sys.exit(1)
     bw = gpu_peers.copy_bandwidth(torch)
     for inst in instances:
         try:
@@ -347,14 +353,15 @@ def cell_npu(row):
             f"{100 * frac:.1f}%" if frac is not None else "-", row["status"])
 
 
-def cell_gpu(row):
+def cell_gpu(row, inst):
     if row is None:
-        return ("-", "-", "-", "-")
+        return ("-", "-", "-", "-", "-")
     us = row.get("graph_us")
     speed = row.get("speed_vs_torch")
     copy = row.get("fraction_of_copy")
-    return (f"{us:.2f}" if us else "-", f"{speed:.2f}x" if speed else "-", f"{100 * copy:.0f}%" if copy else "-",
-            row["status"])
+    gbs = inst.bytes_moved() / (us * 1e3) if us else None
+    return (f"{us:.2f}" if us else "-", f"{gbs:.0f}" if gbs else "-", f"{speed:.2f}x" if speed else "-",
+            f"{100 * copy:.0f}%" if copy else "-", row["status"])
 
 
 def print_table(instances, cols, results, args):
@@ -365,7 +372,7 @@ def print_table(instances, cols, results, args):
         elif kind == "npu":
             heads.append((name, ("cycles", "bound", "% roof", "status"), (12, 8, 7, 8)))
         else:
-            heads.append((name, ("us", "vs torch", "% copy", "status"), (9, 8, 7, 8)))
+            heads.append((name, ("us", "GB/s", "vs torch", "% copy", "status"), (9, 6, 8, 7, 8)))
     name_w = max(len(i.name) for i in instances) + 1
     c_w = 0 if args.no_c_check else 4
     line1 = f"{'':<{name_w}} {'':>13}" + (f" {'':>{c_w}}" if c_w else "")
@@ -387,7 +394,7 @@ def print_table(instances, cols, results, args):
             if args.dry_run:
                 cells = (row["status"] if row else "-",)
             else:
-                cells = cell_npu(row) if kind == "npu" else cell_gpu(row)
+                cells = cell_npu(row) if kind == "npu" else cell_gpu(row, inst)
             line += " | " + " ".join(f"{c:>{wd}}" for c, wd in zip(cells, widths))
         print(line)
 
@@ -484,7 +491,7 @@ def write_baseline(args, instances, cols, results):
 
 
 def write_json(path, args, instances, cols, results, summ, elapsed, copy_bw):
-    doc = {"tessel": args.tessel, "targets": [c[0] for c in cols], "dry_run": args.dry_run,
+    doc = {"tessel": getattr(args, "tessel_given", args.tessel), "targets": [c[0] for c in cols], "dry_run": args.dry_run,
            "instances": len(instances), "seconds": round(elapsed, 1), "jobs": args.jobs,
            "timeout_s": args.timeout, "summary": summ,
            "definitions": {i.name: {"def": i.def_name, "family": i.family, "kind": i.kind, "dtype": i.dtype,
@@ -509,6 +516,13 @@ def main(argv=None):
             usage_error("--baseline: one NPU target, measured (not --dry-run)")
     if args.peers and not any(c[2] == "gpu" for c in cols):
         usage_error("--peers torch: no GPU description in --targets")
+    if args.peers:  # before the runs: a missing peer is a usage error, not a table of blanks
+        try:
+            import torch
+        except ImportError:
+            usage_error("--peers torch: PyTorch is not importable by this interpreter")
+        if not torch.cuda.is_available():
+            usage_error("--peers torch: no GPU visible to PyTorch")
     instances = select(args)
     if args.list:
         for i in instances:
@@ -521,6 +535,11 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="tessel-roofline-") as tmp:
         inst_dir = args.keep or tmp
         roofline_gen.write(instances, inst_dir)
+        # A copy of the binary: a rebuild in the shared build directory during the run neither
+        # breaks a run (the file is replaced while linking) nor mixes two compilers in one table.
+        snapshot = os.path.join(tmp, "tessel")
+        shutil.copy2(args.tessel, snapshot)
+        args.tessel_given, args.tessel = args.tessel, snapshot
         start = time.monotonic()
         results = run_all(args, instances, cols, inst_dir)
         elapsed = time.monotonic() - start

@@ -102,20 +102,21 @@ def conv_peer(torch, F, key, s, r, cl):
 
 def norm_pool_move_peer(torch, F, key, s, r, cl, h, f):
     g = s.get
+    # Parameters in the input dtype: PyTorch's fused kernels compute in f32 inside, as the defs do.
     if key == "layer_norm":
-        x, gamma, beta = r(g("M"), g("N")), r(g("N"), dtype=f), r(g("N"), dtype=f)
-        return lambda: F.layer_norm(x.to(f), (g("N"),), gamma, beta, 1e-5).to(h)
+        x, gamma, beta = r(g("M"), g("N")), r(g("N")), r(g("N"))
+        return lambda: F.layer_norm(x, (g("N"),), gamma, beta, 1e-5)
     if key == "rms_norm":
-        x, gamma = r(g("M"), g("N")), r(g("N"), dtype=f)
-        return lambda: (x.to(f) * torch.rsqrt(x.to(f).pow(2).mean(-1, keepdim=True) + 1e-5) * gamma).to(h)
+        x, gamma = r(g("M"), g("N")), r(g("N"))
+        return lambda: F.rms_norm(x, (g("N"),), gamma, 1e-5)
     if key == "group_norm":  # [N, I, G, E]: channels G*E last, so the channel-first view is a permute
         x = r(g("N"), g("I"), g("G") * g("E"))
         gamma, beta = r(g("G") * g("E")), r(g("G") * g("E"))
         return lambda: F.group_norm(x.transpose(1, 2), g("G"), gamma, beta, 1e-5)
     if key == "bn_train_nhwc":
         x = cl(r(g("N"), g("C"), g("H"), g("W")))
-        gamma, beta = r(g("C"), dtype=f), r(g("C"), dtype=f)
-        return lambda: F.batch_norm(x, None, None, gamma.to(h), beta.to(h), training=True, eps=1e-5)
+        gamma, beta = r(g("C")), r(g("C"))
+        return lambda: F.batch_norm(x, None, None, gamma, beta, training=True, eps=1e-5)
     if key == "bn_infer_nchw":
         x = r(g("N"), g("C"), g("H"), g("W"))
         mean, var, gamma, beta = (r(g("C")) for _ in range(4))
@@ -167,12 +168,12 @@ def norm_pool_move_peer(torch, F, key, s, r, cl, h, f):
         a, b = r(M, N), r(M, N)
         return lambda: (a * b - a) + b
     if key == "bias_gelu":
-        x, b = r(M, N), r(N, dtype=f)
-        return lambda: F.gelu(x + b, approximate="tanh").to(h)
+        x, b = r(M, N), r(N)
+        return lambda: F.gelu(x + b, approximate="tanh")
     if key == "silu_mul":
         a, b = r(M, N), r(M, N)
         return lambda: F.silu(a) * b
     if key == "scale_bias_relu_nchw":
-        x, sc, t = r(g("N"), g("C"), g("H"), g("W")), r(g("C"), dtype=f), r(g("C"), dtype=f)
-        return lambda: torch.relu(x * sc[:, None, None] + t[:, None, None]).to(h)
+        x, sc, t = r(g("N"), g("C"), g("H"), g("W")), r(g("C"), 1, 1), r(g("C"), 1, 1)
+        return lambda: torch.relu(torch.addcmul(t, x, sc))
     return None
