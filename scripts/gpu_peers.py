@@ -38,6 +38,15 @@ CASES = [
     ("sum_16M", "vector.tsl", "total", {"N": 16777216}, "mem", "sum"),
     ("row_sum_8x2M", "vector.tsl", "row_sum", {"M": 8, "N": 2097152}, "mem", "row_sum"),
     ("bn_reduce_32x28x28x64", "batch_norm.tsl", "bn_reduce", {"N": 32, "H": 28, "W": 28, "C": 64}, "mem", "bn_reduce"),
+    # the general SIMT walk (issue 35): several/non-trailing reduced axes, short reductions, global
+    # pooling, floor division in indices, a permutation
+    ("group_norm_2x196x8x16", "pool_norm_resample.tsl", "group_norm", {"N": 2, "I": 196, "G": 8, "E": 16}, "mem", "group_norm"),
+    ("depthwise_s2_2x29x29x32", "quasi.tsl", "depthwise_stride2", {"N": 2, "H": 29, "W": 29, "C": 32, "R": 3, "S": 3}, "mem",
+     "depthwise_s2"),
+    ("global_avg_pool_32x7x7x2048", "pool_norm_resample.tsl", "global_avg_pool", {"N": 32, "H": 7, "W": 7, "C": 2048}, "mem",
+     "avg_pool"),
+    ("upsample2x_16x56x56x64", "pool_norm_resample.tsl", "upsample2x", {"N": 16, "H": 56, "W": 56, "C": 64}, "mem", "upsample2x"),
+    ("permute3d_256x128x256", "pool_norm_resample.tsl", "permute3d", {"A": 256, "B": 128, "C": 256}, "mem", "permute3d"),
     ("gemm_nn_1000x1000x200", "gemm_layouts.tsl", "matmul_nn", {"M": 1000, "N": 1000, "K": 200}, "gemm", "mm_nn"),
     ("gemm_tn_1000x1000x200", "gemm_layouts.tsl", "matmul_tn", {"M": 1000, "N": 1000, "K": 200}, "gemm", "mm_tn"),
     ("gemm_nt_777x555x129", "gemm_layouts.tsl", "matmul_nt", {"M": 777, "N": 555, "K": 129}, "gemm", "mm_nt"),
@@ -74,6 +83,24 @@ def torch_case(torch, key, s):
         x = torch.randn(s["N"], s["H"], s["W"], s["C"], device=dev, dtype=h)
         d = (0, 1, 2)  # two one-pass f32 reductions (the norm's square root aside)
         return (lambda: (torch.sum(x, dim=d, dtype=f), torch.linalg.vector_norm(x, 2, dim=d, dtype=f))), x.numel() * 2 + 2 * s["C"] * 4
+    if key == "group_norm":  # X / its (i, e) group sums
+        x = torch.randn(s["N"], s["I"], s["G"], s["E"], device=dev, dtype=f)
+        return (lambda: x / x.sum(dim=(1, 3), keepdim=True)), 2 * x.numel() * 4
+    if key == "depthwise_s2":  # NHWC (channels_last) f16, 3x3 stride 2, no padding
+        x = torch.randn(s["N"], s["C"], s["H"], s["W"], device=dev, dtype=h).to(memory_format=torch.channels_last)
+        w = torch.randn(s["C"], 1, s["R"], s["S"], device=dev, dtype=h)
+        p, q = (s["H"] - s["R"]) // 2 + 1, (s["W"] - s["S"]) // 2 + 1
+        return (lambda: torch.nn.functional.conv2d(x, w, stride=2, groups=s["C"])), x.numel() * 2 + w.numel() * 2 + s["N"] * p * q * s["C"] * 4
+    if key == "avg_pool":  # NHWC mean over (h, w)
+        x = torch.randn(s["N"], s["H"], s["W"], s["C"], device=dev, dtype=f)
+        return (lambda: x.mean(dim=(1, 2))), x.numel() * 4 + s["N"] * s["C"] * 4
+    if key == "upsample2x":  # NHWC (channels_last) nearest
+        x = torch.randn(s["N"], s["C"], s["H"], s["W"], device=dev, dtype=f).to(memory_format=torch.channels_last)
+        return (lambda: torch.nn.functional.interpolate(x, scale_factor=2, mode="nearest")), 5 * x.numel() * 4
+    if key == "permute3d":
+        x = torch.randn(s["A"], s["B"], s["C"], device=dev, dtype=f)
+        y = torch.empty(s["C"], s["A"], s["B"], device=dev, dtype=f)
+        return (lambda: y.copy_(x.permute(2, 0, 1))), 2 * x.numel() * 4
     M, N, K = s["M"], s["N"], s["K"]
     a = torch.randn(M, K, device=dev, dtype=h) if key in ("mm_nn", "mm_nt") else torch.randn(K, M, device=dev, dtype=h)
     b = torch.randn(K, N, device=dev, dtype=h) if key in ("mm_nn", "mm_tn") else torch.randn(N, K, device=dev, dtype=h)

@@ -17,9 +17,14 @@ using kernel::Expr;
 using kernel::Node;
 using kernel::NodeKind;
 
+// threads of a block unless a group has fewer block tiles than SMs (then up to the machine's
+// block limit, see block_threads)
 constexpr unsigned kThreads = 256;
 // registers per thread assumed when sizing the grid (the generated code's loops and a few values)
 constexpr unsigned kRegistersPerThread = 32;
+// iterations of a reduction's lane loop unrolled: their loads are independent (only the
+// accumulation is a chain), so a lane keeps this many in flight
+constexpr int kReductionUnroll = 8;
 
 void expr_vars(const Expr& e, std::set<std::string>& out) {
   if (e.kind == kernel::ExprKind::Var) out.insert(e.name);
@@ -35,6 +40,9 @@ bool constant_expr(const Expr& e, int64_t* v) {
   }
 }
 
+// The index lists of `t`'s reads in `e`.
+void reads_of(const ir::Expr& e, const std::string& t, std::vector<const std::vector<ir::AffineExpr>*>& out);
+
 struct SimtEmitter {
   const kernel::Kernel& k;
   std::ostringstream& os;
@@ -42,6 +50,12 @@ struct SimtEmitter {
   int reductions = 0;                     // reduction nests emitted (they use red_smem_)
   kernel::Divisors divisors;              // of the kernel's variables (box offsets' alignment)
   std::map<int, int64_t> pitch;           // buffer id -> elements between its rows, where padded
+  std::set<int> direct;                   // copy-in boxes read straight from global (direct_buffers)
+  std::set<int> direct_out;               // copy-out boxes written straight to global (direct_buffers)
+  std::set<std::string> owned_loop_vars;  // see owner_stable
+  bool barrier_left_to_loop = false;      // a nest left its closing barrier to the enclosing loop
+  const ir::Statement* reading = nullptr;  // the statement whose right-hand side is being printed
+  unsigned threads = kThreads;            // of the block
   int64_t row_pitch(const kernel::Buffer& b) const {
     auto it = pitch.find(b.id);
     return it == pitch.end() ? b.extents.back() : it->second;
@@ -94,7 +108,34 @@ struct SimtEmitter {
     const int b = it == binding.end() ? -1 : it->second;
     std::vector<std::string> g;
     for (const auto& e : idx) g.push_back(affine(e));
+    if (b >= 0 && direct.count(b)) return direct_read(tname, idx, g);
+    if (b >= 0 && direct_out.count(b)) return "t_" + tname + "[" + linear(-1, tname, g) + "]";
     return storage(b, tname) + "[" + linear(b, tname, g) + "]";
+  }
+  // An element of a copy-in box read from the tensor itself: zero outside the tensor, as the copy
+  // would have filled it (folded padding reads there). A dim indexed by one index variable alone
+  // is inside the tensor (its range is inferred from, or checked against, the dimension).
+  std::string direct_read(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::vector<std::string>& g) {
+    const auto& t = tensor(tname);
+    std::string inside;
+    for (size_t d = 0; d < g.size(); ++d) {
+      const auto& e = idx[d];
+      const bool bare = e.is_affine() && e.param_coeffs.empty() && e.constant == 0 && e.index_coeffs.size() == 1 &&
+                        e.index_coeffs.begin()->second == 1;
+      if (bare && reading) {
+        const ir::IndexVar* v = reading->find_index(e.index_coeffs.begin()->first);
+        bool within = false;
+        try {
+          within = v && v->lo.evaluate({}, k.sizes) >= 0 && v->hi.evaluate({}, k.sizes) <= t.shape[d];
+        } catch (...) {  // a size the kernel does not bind: keep the guard
+        }
+        if (within) continue;
+      }
+      inside += std::string(inside.empty() ? "" : " && ") + "(unsigned long long)(" + g[d] + ") < " + std::to_string(t.shape[d]) + "ULL";
+    }
+    const std::string el = "t_" + tname + "[" + linear(-1, tname, g) + "]";
+    if (inside.empty()) return el;
+    return "((" + inside + ") ? " + el + " : " + store_value(t.dtype, "0") + ")";
   }
 
   // Whether the code so far ends with a block barrier (a second one right after it is redundant).
@@ -122,7 +163,10 @@ struct SimtEmitter {
     ctx.sizes = &k.sizes;
     ctx.affine = [&](const ir::AffineExpr& e) { return affine(e); };
     ctx.access = [&](const ir::Expr& e) { return access(e.name, e.indices, n.binding); };
-    return value_expr(*s.rhs, ctx);
+    reading = &s;
+    std::string v = value_expr(*s.rhs, ctx);
+    reading = nullptr;
+    return v;
   }
 
   void compute(const Node& n, const std::string& pad) {
@@ -491,7 +535,7 @@ struct SimtEmitter {
   // How many iterations of the innermost mapped dim one thread runs per decoding: 4 or 2 where the
   // dims' counts are exact, the innermost is a multiple of it and the block still has an iteration
   // for every thread.
-  static int64_t inner_split(const std::vector<Dim>& dims) {
+  int64_t inner_split(const std::vector<Dim>& dims) const {
     int64_t total = 1;
     for (const auto& d : dims) {
       const TripCount tc = trip_count(d);
@@ -500,7 +544,7 @@ struct SimtEmitter {
     }
     const int64_t n = *trip_count(dims.back()).exact;
     for (int64_t s : {4, 2})
-      if (n % s == 0 && total / s >= int64_t(kThreads)) return s;
+      if (n % s == 0 && total / s >= int64_t(threads)) return s;
     return 1;
   }
 
@@ -630,13 +674,33 @@ struct SimtEmitter {
     }
     // a column reduction with a thread's worth of outputs per thread group: one thread per output,
     // each walking its column (neighbouring threads read neighbouring elements; no combine)
-    const bool column = ir::is_column_reduction(s) && outputs && *outputs >= int64_t(kThreads) / 2;
+    const bool column = ir::is_column_reduction(s) && outputs && *outputs >= int64_t(threads) / 2;
+    // the reduced elements of one output, all R dims flattened over the lanes where their bounds
+    // read no R variable; a short reduction takes fewer lanes (at least 4 elements each, down to
+    // a thread per output: its elements in the interpreter's order)
+    const bool flat = rdims.size() > 1 && bounds_independent(rdims, r_vars);
+    std::optional<int64_t> reduced = 1;
+    for (size_t i = flat ? 0 : rdims.size() - 1; i < rdims.size(); ++i) {
+      const TripCount tc = trip_count(rdims[i]);
+      const std::optional<int64_t> c = tc.exact ? tc.exact : tc.bound;
+      reduced = c && reduced ? std::optional<int64_t>(*reduced * *c) : std::nullopt;
+    }
+    int64_t lanes_cap = int64_t(threads);
+    if (reduced) {
+      lanes_cap = 1;
+      while (lanes_cap < int64_t(threads) && lanes_cap * 2 * 4 <= *reduced) lanes_cap *= 2;
+    }
+    int64_t G = 0;  // known group size (0: decided at run time)
     if (column) {
+      G = 1;
       os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output */\n";
-    } else if (outputs) {
-      int64_t G = 32;
-      while (G < int64_t(kThreads) && *outputs * 2 * G <= int64_t(kThreads)) G *= 2;
-      os << p1 << "constexpr int G_ = " << G << ";\n";
+    } else if (outputs || lanes_cap < 32) {
+      G = 32;
+      if (outputs)
+        while (G < int64_t(threads) && *outputs * 2 * G <= int64_t(threads)) G *= 2;
+      G = std::min(G, lanes_cap);
+      os << p1 << "constexpr int G_ = " << G << ";" << (G < 32 ? " /* a short reduction: " + std::to_string(*reduced) + " element(s) per output */" : "")
+         << "\n";
     } else {
       os << p1 << "int G_ = 32;\n"
          << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (" + ix + ")blockDim.x) G_ *= 2;\n";
@@ -654,10 +718,20 @@ struct SimtEmitter {
       for (const Node* let : l.lets) thread_node(*let, p3);
     // R loops: outer ones whole, the innermost dim strided by lane
     std::string p = p3;
-    for (size_t i = 0; i < rdims.size(); ++i) {
+    if (flat) {
+      count_dims(rdims, "r", p);
+      os << p << "#pragma unroll " << kReductionUnroll << "\n" << p << "for (" << ix << " f_ = lane_; f_ < totalr_; f_ += G_) {\n";
+      p += "  ";
+      const std::string rreal = decode_dims(rdims, "r", "f_", p);
+      if (rreal != "true") os << p << "if (!(" << rreal << ")) continue;\n";
+      for (const ChainLevel& l : R)
+        for (const Node* let : l.lets) thread_node(*let, p);
+    }
+    for (size_t i = 0; i < (flat ? 0 : rdims.size()); ++i) {
       const Dim& d = rdims[i];
       const bool inner = i + 1 == rdims.size();
       const std::string v = d.point ? d.point->var : d.loop->var;
+      if (inner) os << p << "#pragma unroll " << kReductionUnroll << "\n";
       os << p << "for (" << ix << " " << v << " = " << ie(d.lo) << (inner ? " + lane_ * " + std::to_string(d.step) + L : "") << "; "
          << v << " < " << ie(d.hi) << "; " << v << " += " << d.step << L << (inner ? " * G_" : "") << ") {\n";
       p += "  ";
@@ -674,14 +748,17 @@ struct SimtEmitter {
     os << p << "  const " << VT << " v_ = (" << VT << ")" << update_value(*update, s) << ";\n"
        << p << "  acc_ = " << reduce_values(s.reduction, T, "acc_", "v_") << ";\n"
        << p << "}\n";
-    for (size_t i = 0; i < rdims.size(); ++i) {
+    for (size_t i = 0; i < (flat ? 1 : rdims.size()); ++i) {
       p.resize(p.size() - 2);
       os << p << "}\n";
     }
     os << p3 << "}\n" << p1 << "  }\n";
     // combine: butterfly inside each warp, then the group's warps in order
-    if (!column)
+    if (G == 0 || G >= 32)
       os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
+         << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n";
+    else if (G > 1)  // groups inside a warp: xor offsets below G stay in the group
+      os << p1 << "  for (int s_ = " << G / 2 << "; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
          << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n";
     os
        << p1 << "  if (G_ > 32) {\n"
@@ -701,9 +778,39 @@ struct SimtEmitter {
        << p1 << "    " << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", "acc_")) << ";\n"
        << p1 << "  }\n"
        << p1 << "}\n"
-       << pad << "}\n"
-       << pad << "__syncthreads();\n";
+       << pad << "}\n";
+    if (owner_stable(odims, s, *update))
+      barrier_left_to_loop = true;
+    else
+      os << pad << "__syncthreads();\n";
     return true;
+  }
+
+  // Inside a sequential loop whose body is this reduction nest alone (owned_loop_vars: the loop's
+  // variable and the lets of its body), a thread finds the same outputs in every iteration when
+  // the output dims' bounds read none of those variables and the update reads no element of its
+  // own output: then only it touches its outputs across iterations and the block barrier between
+  // iterations can go (one after the loop instead), so a thread's loads of successive iterations
+  // overlap.
+  bool owner_stable(const std::vector<Dim>& odims, const ir::Statement& s, const Node& update) const {
+    if (owned_loop_vars.empty() || !bounds_independent(odims, owned_loop_vars)) return false;
+    std::vector<const std::vector<ir::AffineExpr>*> reads;
+    reads_of(*s.rhs, s.output, reads);
+    return reads.empty() && update.kind == NodeKind::Compute;
+  }
+  // The loop of a block-uniform walk whose body is Lets, copies of boxes read or written straight
+  // from global memory (no code) and one loop nest: owner_stable may then leave the nest's barrier
+  // to the end of the loop.
+  std::set<std::string> loop_private_candidate(const Node& n) const {
+    std::set<std::string> vars{n.var};
+    int nests = 0;
+    for (const auto& c : n.children) {
+      if (c->kind == NodeKind::Let) vars.insert(c->var);
+      else if (c->kind == NodeKind::Copy && ((c->dst >= 0 && direct.count(c->dst)) || (c->dst < 0 && direct_out.count(c->src)))) continue;
+      else if (c->kind == NodeKind::Loop && compute_nest(*c)) ++nests;
+      else return {};
+    }
+    return nests == 1 ? vars : std::set<std::string>{};
   }
 
   void uniform_node(const Node& n, const std::string& pad) {
@@ -725,8 +832,14 @@ struct SimtEmitter {
         }
         os << pad << "for (" << ix << " " << n.var << " = " << ie(n.lo) << "; " << n.var << " < " << ie(n.hi) << "; "
            << n.var << " += " << n.step << L << ") { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
+        const std::set<std::string> outer_owned = owned_loop_vars;
+        owned_loop_vars = loop_private_candidate(n);
+        barrier_left_to_loop = false;
         for (const auto& c : n.children) uniform_node(*c, pad + "  ");
+        owned_loop_vars = outer_owned;
         os << pad << "}\n";
+        if (barrier_left_to_loop) os << pad << "/* the nest kept each output on one thread in every iteration */ __syncthreads();\n";
+        barrier_left_to_loop = false;
         return;
       }
       case NodeKind::If:
@@ -739,7 +852,11 @@ struct SimtEmitter {
         os << pad << "}\n";
         return;
       case NodeKind::Let: os << pad << n.var << " = " << ie(n.value) << ";\n"; return;
-      case NodeKind::Copy: copy(n, pad); return;
+      case NodeKind::Copy:
+        if (n.dst >= 0 && direct.count(n.dst)) return;  // its readers read the tensor
+        if (n.dst < 0 && direct_out.count(n.src)) return;  // its writers wrote the tensor
+        copy(n, pad);
+        return;
       case NodeKind::Compute:
         os << pad << "if (threadIdx.x == 0) {\n";
         compute(n, pad + "  ");
@@ -765,6 +882,109 @@ void buffers_used(const Node& n, std::set<int>& out) {
   }
   for (const auto& c : n.children) buffers_used(*c, out);
   for (const auto& c : n.else_children) buffers_used(*c, out);
+}
+
+void reads_of(const ir::Expr& e, const std::string& t, std::vector<const std::vector<ir::AffineExpr>*>& out) {
+  if (e.kind == ir::ExprKind::Access && e.name == t) out.push_back(&e.indices);
+  for (const auto& a : e.args) reads_of(*a, t, out);
+}
+
+// Whether a read's innermost index walks the tensor's contiguous dim with the index the block's
+// threads take innermost: the output's last index (a compute nest over threads, a column
+// reduction), or the last reduction index (strided over a reduction's lanes).
+bool contiguous_read(const ir::Statement& s, const std::vector<ir::AffineExpr>& idx) {
+  if (idx.empty()) return true;
+  const auto& last = idx.back();
+  if (last.has_div()) return false;
+  std::string inner_out, inner_red;
+  if (!s.out_indices.empty()) {
+    const auto& o = s.out_indices.back();
+    if (!o.has_div() && o.index_coeffs.size() == 1 && o.index_coeffs.begin()->second == 1) inner_out = o.index_coeffs.begin()->first;
+  }
+  for (const auto& v : s.domain)
+    if (v.is_reduction) inner_red = v.name;
+  for (const auto& [v, c] : last.index_coeffs)
+    if (c == 1 && (v == inner_out || v == inner_red)) return true;
+  return false;
+}
+
+// Copy-in boxes of a group whose readers read the input tensor itself (global memory, through the
+// L1 cache) instead: boxes of inputs filled only by copies from global memory, read only by compute
+// statements, each read walking the tensor's contiguous dim with the threads' innermost index (so a
+// warp's reads coalesce). Staging such a box in shared memory costs a block barrier and a round trip
+// through shared memory and keeps a block's loads from overlapping its arithmetic; a box read
+// across the threads' order (a transpose) keeps its coalescing copy.
+// Likewise copy-out boxes written straight to the output tensor: boxes only copied out, written
+// only by element-wise statements (no reduction, so no init and no read-back) whose output's last
+// index is the threads' innermost, and read by nothing.
+struct DirectBuffers {
+  std::set<int> in, out;
+};
+DirectBuffers direct_buffers(const kernel::Kernel& k, const kernel::NodePtr& root) {
+  std::set<int> copied_in, kept, copied_out, kept_out;
+  std::set<std::string> written;  // tensors the group copies out to
+  kernel::for_each_node(root, [&](const Node& n, int) {
+    if (n.kind == NodeKind::Copy) {
+      if (n.dst < 0) written.insert(n.tensor);
+      if (n.dst >= 0 && n.src < 0) {
+        copied_in.insert(n.dst);
+        kept_out.insert(n.dst);
+      } else if (n.dst < 0 && n.src >= 0) {
+        copied_out.insert(n.src);
+        kept.insert(n.src);
+      } else {
+        if (n.src >= 0) kept.insert(n.src), kept_out.insert(n.src);
+        if (n.dst >= 0) kept.insert(n.dst), kept_out.insert(n.dst);
+      }
+    } else if (n.kind == NodeKind::Matmul) {
+      kept.insert({n.matmul.a, n.matmul.b, n.matmul.c});
+      kept_out.insert({n.matmul.a, n.matmul.b, n.matmul.c});
+    } else if (n.kind == NodeKind::Compute) {
+      const ir::Statement& s = k.function->statements.at(n.statement);
+      for (const auto& [t, b] : n.binding) {
+        if (b < 0) continue;
+        if (t == s.output) {
+          kept.insert(b);
+          const auto& o = s.out_indices;
+          const bool inner_last = !o.empty() && !o.back().has_div() && o.back().index_coeffs.size() == 1 &&
+                                  o.back().index_coeffs.begin()->second == 1 && o.back().param_coeffs.empty();
+          if (s.reduction != ir::Reduction::None || !inner_last) kept_out.insert(b);
+          std::vector<const std::vector<ir::AffineExpr>*> reads;
+          reads_of(*s.rhs, t, reads);
+          if (!reads.empty()) kept_out.insert(b);
+          continue;
+        }
+        if (n.init) continue;
+        std::vector<const std::vector<ir::AffineExpr>*> reads;
+        reads_of(*s.rhs, t, reads);
+        if (!reads.empty()) kept_out.insert(b);  // read by a statement
+        for (const auto* r : reads)
+          if (!contiguous_read(s, *r)) kept.insert(b);
+      }
+    }
+  });
+  DirectBuffers out;
+  for (int b : copied_in) {
+    if (kept.count(b)) continue;
+    // an input, or a temporary an earlier kernel wrote and this one does not
+    const kernel::GlobalTensor* t = k.find_tensor(k.buffers.at(b).tensor);
+    if (t && (t->kind == ir::TensorKind::Input || (t->temporary && !written.count(t->name)))) out.in.insert(b);
+  }
+  for (int b : copied_out)
+    if (!kept_out.count(b)) out.out.insert(b);
+  return out;
+}
+
+// Threads of a group's blocks: kThreads, or, where the group has fewer block tiles than the machine
+// has SMs (a tile's work then decides the time), doubled up to the machine's block limit while each
+// thread keeps at least 4 elements of the group's largest buffer.
+unsigned block_threads(const kernel::Kernel& k, const isa::GpuMachine& m, const std::set<int>& buffers, int64_t blocks) {
+  unsigned threads = kThreads;
+  if (blocks >= int64_t(m.sm_count)) return threads;
+  int64_t largest = 0;
+  for (int id : buffers) largest = std::max(largest, k.buffers.at(id).elements());
+  while (threads * 2 <= m.max_threads_per_block && int64_t(threads) * 2 * 4 <= largest) threads *= 2;
+  return threads;
 }
 
 // Whether every index value of the kernel fits 32-bit arithmetic with room to spare: tensor and
@@ -851,6 +1071,12 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     SimtEmitter e{k, body, {}};
     e.set_narrow(narrow_indices(k));
     e.divisors = divisors;
+    const DirectBuffers direct = direct_buffers(k, groups[gi]);
+    e.direct = direct.in;
+    e.direct_out = direct.out;
+    e.threads = block_threads(k, m, used, blocks);
+    for (int id : e.direct) used.erase(id);
+    for (int id : e.direct_out) used.erase(id);
     uint32_t shared = 0;
     uint64_t per_block_scratch = 0;
     std::ostringstream decl;
@@ -916,23 +1142,26 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
       h.set_narrow(e.narrow);
       h.divisors = divisors;
       h.pitch = e.pitch;
+      h.direct = e.direct;
+      h.direct_out = e.direct_out;
+      h.threads = e.threads;
       for (const Node* c : hoisted) h.uniform_node(*c, "  ");
     }
     if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
       decl << "  unsigned char* red_smem_ = smem_ + " << shared << "; /* reduction nests: a value per warp */\n";
-      shared += uint32_t(8 * ((kThreads + m.warp_size - 1) / m.warp_size));
+      shared += uint32_t(8 * ((e.threads + m.warp_size - 1) / m.warp_size));
     }
     // one wave of resident blocks (shared memory and registers per SM from the machine model, a
-    // block of kThreads at up to kRegistersPerThread each); the blocks loop over the tiles
+    // block of e.threads at up to kRegistersPerThread each); the blocks loop over the tiles
     const uint64_t by_shared = m.shared_bytes_per_sm / std::max<uint64_t>(1, shared + m.shared_bytes_reserved_per_block);
-    const uint64_t by_registers = m.registers_per_sm / (kThreads * kRegistersPerThread);
+    const uint64_t by_registers = m.registers_per_sm / (uint64_t(e.threads) * kRegistersPerThread);
     const int64_t resident = int64_t(std::max<uint64_t>(1, std::min(by_shared, by_registers)));
     const int64_t wave = int64_t(std::max<uint32_t>(1, m.sm_count)) * resident;
     const int64_t grid = std::max<int64_t>(1, std::min<int64_t>({blocks, per_block_scratch ? 1024 : (1 << 20), wave}));
     const std::string name = "tessel_simt_g" + std::to_string(gi);
     os << "\n/* group " << gi << ": " << pcs.size() << " ParallelCores loop(s) -> " << blocks << " block tiles, " << shared
        << " B shared, " << per_block_scratch << " B scratch per block */\n";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
     os << "  extern __shared__ __align__(16) unsigned char smem_[];\n";
     os << "  unsigned char* scratch_block_ = scratch + " << scratch_bytes << "LL + (long long)blockIdx.x * " << per_block_scratch
        << "LL;\n  (void)scratch_block_;\n";
@@ -949,7 +1178,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     Launch l;
     l.kernel = name;
     l.grid[0] = unsigned(grid);
-    l.block = kThreads;
+    l.block = e.threads;
     l.dynamic_shared_bytes = shared;
     launches.push_back(l);
   }

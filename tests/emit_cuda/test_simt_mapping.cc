@@ -1,0 +1,135 @@
+// The SIMT walk's mapping (compiler/emit_cuda/emit_simt.h), CI side (no GPU): block threads from
+// the machine model and the block-tile count, copy-in boxes read straight from global memory where
+// the reads coalesce (and kept where they would not: a transpose), reductions over several or
+// non-trailing axes flattened over a group's lanes, short reductions on one thread per output, and
+// that each generated source compiles through NVRTC for sm_75 and sm_90.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/nvrtc_compile.h"
+#endif
+
+using namespace tessel;
+
+namespace {
+
+struct Simt {
+  emit_cuda::CudaProgram program;
+  std::unique_ptr<Compilation> c;
+};
+
+Simt simt_for(const std::string& file, const std::string& def, const std::map<std::string, int64_t>& sizes,
+              const std::string& arch = "sm90") {
+  frontend::Module module = frontend::load_module("workloads/" + file);
+  CompileOptions o;
+  o.target = "isa/targets/" + arch + ".yaml";
+  o.sizes = sizes;
+  Simt r;
+  r.c = compile(frontend::select_function(module, def), o);
+  emit_cuda::CudaOptions co;
+  co.arch = arch == "sm75" ? "sm_75" : "sm_90";
+  r.program = emit_cuda::emit_cuda(r.c->kernel, co);
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+void compiles_under_nvrtc(const emit_cuda::CudaProgram& p) {
+#ifdef TESSEL_HAVE_CUDA
+  std::string log;
+  try {
+    gpu::compile_to_cubin(p.source, {.arch = p.arch});
+  } catch (const std::exception& ex) {
+    log = ex.what();
+  }
+  CHECK_MESSAGE(log.empty(), log);
+#else
+  (void)p;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("group norm: 16 block tiles on 132 SMs take 512 threads, X read from global, the (i, e) sums flattened over 512 lanes") {
+  auto r = simt_for("pool_norm_resample.tsl", "group_norm", {{"N", 2}, {"I", 196}, {"G", 8}, {"E", 16}});
+  const auto& p = r.program;
+  REQUIRE(p.launches.size() == 1);
+  CHECK(p.launches[0].grid[0] == 16);
+  CHECK(p.launches[0].block == 512);
+  CHECK(p.launches[0].dynamic_shared_bytes < 1024);  // no X or Y box in shared memory
+  CHECK(contains(p.source, "__launch_bounds__(512)"));
+  CHECK(contains(p.source, "constexpr int G_ = 512;"));
+  CHECK(contains(p.source, "for (int f_ = lane_; f_ < totalr_; f_ += G_)"));  // both reduced axes over the lanes
+  CHECK_FALSE(contains(p.source, "copy in X"));
+  CHECK_FALSE(contains(p.source, "copy out Y"));
+  CHECK(contains(p.source, "t_Y[((((0 * 2 + i_n) * 196 + i_i) * 8 + i_g) * 16 + i_e)] ="));
+  compiles_under_nvrtc(p);
+}
+
+TEST_CASE("depthwise stride-2 convolution: three taps per output reduce on one thread each (no shuffles), inputs from global with the window guard") {
+  auto r = simt_for("quasi.tsl", "depthwise_stride2", {{"N", 2}, {"H", 29}, {"W", 29}, {"C", 32}, {"R", 3}, {"S", 3}});
+  const auto& p = r.program;
+  REQUIRE(p.launches.size() == 1);
+  CHECK(p.launches[0].block == 256);  // 56 tiles, but a 256-element output box: 256 threads keep 1 element each
+  CHECK(contains(p.source, "constexpr int G_ = 1; /* a short reduction: 3 element(s) per output */"));
+  CHECK_FALSE(contains(p.source, "__shfl_xor_sync"));
+  CHECK_FALSE(contains(p.source, "copy in X"));
+  CHECK_FALSE(contains(p.source, "copy in Wt"));
+  CHECK(contains(p.source, "< 29ULL"));  // rows and columns of the window checked against H and W
+  compiles_under_nvrtc(p);
+}
+
+TEST_CASE("global average pool: a column reduction, a thread per (n, c), reads straight from global and unrolled") {
+  auto r = simt_for("pool_norm_resample.tsl", "global_avg_pool", {{"N", 32}, {"H", 7}, {"W", 7}, {"C", 2048}});
+  const auto& p = r.program;
+  REQUIRE(!p.launches.empty());
+  CHECK(p.launches[0].block == 256);
+  CHECK(contains(p.source, "constexpr int G_ = 1; /* column reduction: a thread per output */"));
+  CHECK(contains(p.source, "#pragma unroll 8"));
+  CHECK_FALSE(contains(p.source, "copy in X"));
+  compiles_under_nvrtc(p);
+}
+
+TEST_CASE("16M-element sum: phase one 1024 block tiles of 256 threads, 128 lanes per partial reading global memory, phase two one block") {
+  auto r = simt_for("vector.tsl", "total", {{"N", 16777216}});
+  const auto& p = r.program;
+  REQUIRE(p.launches.size() == 2);
+  CHECK(p.launches[0].grid[0] == 1024);
+  CHECK(p.launches[0].block == 256);
+  CHECK(p.launches[1].grid[0] == 1);
+  CHECK(contains(p.source, "constexpr int G_ = 128;"));
+  CHECK_FALSE(contains(p.source, "copy in X"));
+  compiles_under_nvrtc(p);
+}
+
+TEST_CASE("upsampling writes its output straight to global; a permutation keeps its coalescing copy-in and writes straight to global") {
+  auto up = simt_for("pool_norm_resample.tsl", "upsample2x", {{"N", 2}, {"H", 7}, {"W", 6}, {"C", 8}});
+  CHECK_FALSE(contains(up.program.source, "copy in X"));
+  CHECK_FALSE(contains(up.program.source, "copy out Y"));
+  CHECK(contains(up.program.source, "tessel_floordiv"));
+  compiles_under_nvrtc(up.program);
+  auto perm = simt_for("pool_norm_resample.tsl", "permute3d", {{"A", 64}, {"B", 32}, {"C", 48}});
+  CHECK(contains(perm.program.source, "copy in X"));  // read across the threads' order: staged
+  CHECK_FALSE(contains(perm.program.source, "copy out Y"));
+  compiles_under_nvrtc(perm.program);
+}
+
+TEST_CASE("the same mappings compile for sm_75") {
+  for (const auto& [file, def, sizes] :
+       std::vector<std::tuple<std::string, std::string, std::map<std::string, int64_t>>>{
+           {"pool_norm_resample.tsl", "group_norm", {{"N", 2}, {"I", 196}, {"G", 8}, {"E", 16}}},
+           {"quasi.tsl", "depthwise_stride2", {{"N", 2}, {"H", 29}, {"W", 29}, {"C", 32}, {"R", 3}, {"S", 3}}},
+           {"pool_norm_resample.tsl", "global_avg_pool", {{"N", 4}, {"H", 7}, {"W", 7}, {"C", 256}}},
+           {"pool_norm_resample.tsl", "upsample2x", {{"N", 2}, {"H", 7}, {"W", 6}, {"C", 8}}}}) {
+    CAPTURE(def);
+    auto r = simt_for(file, def, sizes, "sm75");
+    CHECK_FALSE(r.program.tensor_cores);
+    compiles_under_nvrtc(r.program);
+  }
+}
