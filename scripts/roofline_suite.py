@@ -408,16 +408,19 @@ def summaries(instances, cols, results):
         s = {"runs": len(rows), "ok": sum(r["status"] == "ok" for r in rows),
              "timeouts": sum(r["status"] == "timeout" for r in rows)}
         if kind == "npu":
-            fr = [r["roofline"]["fraction"] for r in rows if (r.get("roofline") or {}).get("fraction")]
+            measured = [r for r in rows if r["status"] == "ok" and (r.get("roofline") or {}).get("fraction")]
+            fr = [r["roofline"]["fraction"] for r in measured]
             s["measured"] = len(fr)
+            s["lowest"] = [[r["instance"], r["roofline"]["fraction"]]
+                           for r in sorted(measured, key=lambda r: r["roofline"]["fraction"])[:5]]
             s["geomean_fraction_of_roofline"] = geomean(fr)
             s["below_10_percent"] = sum(f < LOW_FRACTION for f in fr)
             s["binds"] = dict(collections.Counter(r["roofline"]["binds"] for r in rows if r.get("roofline")))
         else:
-            sp = [r["speed_vs_torch"] for r in rows if r.get("speed_vs_torch")]
+            sp = [r["speed_vs_torch"] for r in rows if r["status"] == "ok" and r.get("speed_vs_torch")]
             s["geomean_speed_vs_torch"] = geomean(sp)
             s["below_half_torch"] = sum(x < 0.5 for x in sp)
-            cp = [r["fraction_of_copy"] for r in rows if r.get("fraction_of_copy")]
+            cp = [r["fraction_of_copy"] for r in rows if r["status"] == "ok" and r.get("fraction_of_copy")]
             s["geomean_fraction_of_copy"] = geomean(cp)
         out[name] = s
     return out
@@ -436,6 +439,8 @@ def print_summaries(summ, cols, args):
                   if g else f"{name}: no instance gave a figure", end="")
             print(f"; {s['below_10_percent']} below 10%; {s['timeouts']} timed out (no figure, not in the geomean);"
                   f" {s['ok']} verified")
+            if s["lowest"]:
+                print("  lowest: " + ", ".join(f"{n} {100 * f:.2f}%" for n, f in s["lowest"]))
         else:
             g, c = s["geomean_speed_vs_torch"], s["geomean_fraction_of_copy"]
             print(f"{name}: geomean speed vs torch " + (f"{g:.2f}x" if g else "-") + f"; {s['below_half_torch']} below"
