@@ -23,7 +23,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 DTYPE_BYTES = {"f16": 2, "f32": 4, "i8": 1, "i32": 4}
 MIN_MACS = 1e7

@@ -85,7 +85,8 @@ def parse_args(argv):
                     help="tessel run --verify for the measured shape (default: each instance's own, mostly auto)")
     ap.add_argument("--no-c-check", action="store_true", help="skip the small-shape check on --target c")
     ap.add_argument("--json", metavar="OUT", help="write every result as JSON")
-    ap.add_argument("--keep", metavar="DIR", help="write the instances (and reports) here instead of a temporary directory")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="write the instances (and reports) here instead of a temporary directory")
     ap.add_argument("--list", action="store_true", help="list the selected instances and exit")
     ap.add_argument("--dry-run", "--nvrtc", dest="dry_run", action="store_true",
                     help="GPU descriptions, no GPU needed: tessel compile -o K.cu and NVRTC for the description's "
@@ -173,9 +174,11 @@ def first_error_line(stderr):
 
 def status_of(rc, stdout, stderr, report):
     """(status, reason) of one `tessel run`."""
-    if "MISMATCH" in stdout or (report and report.get("verified") is False and rc in (0, 1) and report.get("mismatches")):
+    mismatched = report and report.get("verified") is False and rc in (0, 1) and report.get("mismatches")
+    if "MISMATCH" in stdout or mismatched:
         m = re.search(r"^\s*first mismatch: (.*)$", stdout, re.M)
-        return "mismatch", "mismatch: " + (m.group(1).strip() if m else report.get("first_mismatch", "") if report else "")
+        first = m.group(1).strip() if m else (report or {}).get("first_mismatch", "")
+        return "mismatch", "mismatch: " + first
     for what in ("RACES", "DEADLOCK"):
         m = re.search(rf"^\s*{what}\s+(.*)$", stdout, re.M)
         if m:
@@ -268,7 +271,8 @@ def compile_only(args, inst, tsl, col):
             p = subprocess.run([args.tessel, "compile", tsl, "--target", path, "--shape", inst.shape_arg()],
                                capture_output=True, text=True, timeout=args.timeout, errors="replace")
             rc = p.returncode
-            outcome, reason = ("pass", "") if rc == 0 else ("reject" if rc == 1 else "error", first_error_line(p.stderr))
+            outcome = "pass" if rc == 0 else "reject" if rc == 1 else "error"
+            reason = "" if rc == 0 else first_error_line(p.stderr)
         row.update(status={"pass": "ok"}.get(outcome, outcome), reason=reason, exit_status=rc)
     except subprocess.TimeoutExpired:
         row.update(status="timeout", reason=f"compile still running after {args.timeout:g} s")
@@ -429,7 +433,8 @@ def summaries(instances, cols, results):
 def print_summaries(summ, cols, args):
     if args.dry_run:
         for name, s in summ.items():
-            print(f"{name}: {s['ok']} of {s['runs']} compile" + (" (NVRTC)" if dict((c[0], c[2]) for c in cols)[name] == "gpu" else ""))
+            gpu = dict((c[0], c[2]) for c in cols)[name] == "gpu"
+            print(f"{name}: {s['ok']} of {s['runs']} compile" + (" (NVRTC)" if gpu else ""))
         return
     for name, _, kind in cols:
         s = summ[name]
@@ -496,7 +501,8 @@ def write_baseline(args, instances, cols, results):
 
 
 def write_json(path, args, instances, cols, results, summ, elapsed, copy_bw):
-    doc = {"tessel": getattr(args, "tessel_given", args.tessel), "targets": [c[0] for c in cols], "dry_run": args.dry_run,
+    doc = {"tessel": getattr(args, "tessel_given", args.tessel), "targets": [c[0] for c in cols],
+           "dry_run": args.dry_run,
            "instances": len(instances), "seconds": round(elapsed, 1), "jobs": args.jobs,
            "timeout_s": args.timeout, "summary": summ,
            "definitions": {i.name: {"def": i.def_name, "family": i.family, "kind": i.kind, "dtype": i.dtype,
@@ -531,7 +537,8 @@ def main(argv=None):
     instances = select(args)
     if args.list:
         for i in instances:
-            print(f"{i.name:<40} {i.kind:<12} {i.size_label():>14}  --shape {i.shape_arg()}  (small {i.shape_arg(True)})")
+            print(f"{i.name:<40} {i.kind:<12} {i.size_label():>14}  --shape {i.shape_arg()}"
+                  f"  (small {i.shape_arg(True)})")
         return 0
     if not instances:
         usage_error("no instance selected")
