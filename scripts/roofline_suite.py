@@ -4,7 +4,8 @@ every target with the bound that binds and the fraction of it reached.
 
   scripts/roofline_suite.py [--tessel build/compiler/cli/tessel] [--targets davinci-910,davinci-310]
       [--filter REGEX] [--jobs J] [--timeout S] [--verify MODE] [--json OUT] [--keep DIR] [--list]
-      [--baseline FILE [--update-baseline]]
+      [--baseline FILE [--update-baseline]] [--plot PNG]
+  scripts/roofline_suite.py --plot-from OUT.json --plot PNG      (redraw from an earlier --json)
   scripts/roofline_suite.py --targets sm90[,sm75] --dry-run     (no GPU: tessel compile -o K.cu, NVRTC)
   scripts/roofline_suite.py --targets sm90 [--peers torch]      (on a GPU machine)
 
@@ -92,6 +93,8 @@ def parse_args(argv):
                     help="GPU descriptions, no GPU needed: tessel compile -o K.cu and NVRTC for the description's "
                     "architecture; NPU descriptions: tessel compile only")
     ap.add_argument("--peers", choices=("torch",), help="GPU descriptions: time the same operator in PyTorch")
+    ap.add_argument("--plot", metavar="PNG", help="NPU targets: a bar chart of the %% of roofline per instance")
+    ap.add_argument("--plot-from", metavar="JSON", help="draw --plot from an earlier --json instead of running")
     ap.add_argument("--baseline", metavar="FILE", help="compare total_cycles with FILE's (its target and instances)")
     ap.add_argument("--update-baseline", action="store_true", help="with --baseline: rewrite FILE from this run")
     ap.add_argument("--tolerance", type=float, default=0.02, help="with --baseline: allowed slowdown (0.02 = 2 %%)")
@@ -453,6 +456,48 @@ def print_summaries(summ, cols, args):
                   + f"; {s['ok']} of {s['runs']} verified")
 
 
+def plot(doc, path):
+    """Horizontal bars: % of roofline per instance (log scale), one bar per NPU target; a run with no
+    figure is marked with its status at the left edge. Lines at the issue's goals (10 %, 50 %)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(doc["definitions"])
+    res = {(r["instance"], r["target"]): r for r in doc["results"]}
+    targets = [t for t in doc["targets"] if any("total_cycles" in r for r in doc["results"] if r["target"] == t)]
+    if not targets:
+        usage_error("--plot: no NPU target with cycle counts in the results")
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(names) * len(targets) + 1.5))
+    height = 0.8 / len(targets)
+    floor = 1e-3
+    for k, t in enumerate(targets):
+        ys = [i + k * height for i in range(len(names))]
+        fr = []
+        for n in names:
+            r = res.get((n, t)) or {}
+            f = (r.get("roofline") or {}).get("fraction") if r.get("status") == "ok" else None
+            fr.append(f)
+        ax.barh(ys, [f or 0 for f in fr], height=height, left=0, label=t)
+        for y, f, n in zip(ys, fr, names):
+            if f is None:
+                ax.text(floor * 1.1, y, (res.get((n, t)) or {}).get("status", "-"), va="center", fontsize=6)
+    for goal in (0.1, 0.5):
+        ax.axvline(goal, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(floor, 1.2)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))])
+    ax.set_yticklabels(names, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("fraction of roofline (simulated cycles; pruned sync)")
+    summ = doc.get("summary", {})
+    title = "; ".join(f"{t} geomean {100 * summ[t]['geomean_fraction_of_roofline']:.1f} %" for t in targets
+                      if summ.get(t, {}).get("geomean_fraction_of_roofline"))
+    ax.set_title(f"tessel roofline suite: {title}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+
+
 def failures(instances, cols, results):
     bad = []
     for inst in instances:
@@ -501,6 +546,7 @@ def write_baseline(args, instances, cols, results):
 
 
 def write_json(path, args, instances, cols, results, summ, elapsed, copy_bw):
+    """The run as one document (written to path when given); --plot draws from it."""
     doc = {"tessel": getattr(args, "tessel_given", args.tessel), "targets": [c[0] for c in cols],
            "dry_run": args.dry_run,
            "instances": len(instances), "seconds": round(elapsed, 1), "jobs": args.jobs,
@@ -511,13 +557,21 @@ def write_json(path, args, instances, cols, results, summ, elapsed, copy_bw):
            "results": [results[k] for k in sorted(results)]}
     if copy_bw:
         doc["copy_bytes_per_s"] = copy_bw
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    if path:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+    return doc
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.plot_from:
+        if not args.plot:
+            usage_error("--plot-from needs --plot PNG")
+        with open(args.plot_from) as f:
+            plot(json.load(f), args.plot)
+        return 0
     cols = targets(args.targets)
     if args.baseline:
         target, _ = load_baseline(args.baseline)
@@ -591,8 +645,9 @@ def main(argv=None):
                 print("  faster than the baseline: refresh it (--update-baseline)")
             if not regress and not faster and not within:
                 print("  every instance as in the baseline")
-    if args.json:
-        write_json(args.json, args, instances, cols, results, summ, elapsed, copy_bw)
+    doc = write_json(args.json, args, instances, cols, results, summ, elapsed, copy_bw)
+    if args.plot:
+        plot(doc, args.plot)
     return 1 if bad or regress else 0
 
 
