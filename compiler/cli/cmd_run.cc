@@ -10,6 +10,7 @@
 // twin, else `sample` where the function is row-separable, else `full`. The choice and its coverage
 // are printed and reported.
 // Backends are a table keyed by target kind; the NPU (issue 6) and GPU (issue 7) add theirs.
+#include <cmath>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -51,23 +52,38 @@ struct Check {
   emit_c::Verification v;
 };
 
+// --tf32 (GPU): f32 contractions read their operands rounded to TF32 (10-bit mantissa, unit
+// roundoff 2^-11), so a product carries up to ~2^-10 relative error and a sum of K of them grows
+// like sqrt(K): f32 outputs are compared with 4 * 2^-11 * sqrt(K) (relative and absolute) instead of
+// the reassociation tolerance, and the run says so.
+double tf32_tolerance(const ir::Function& f, const std::map<std::string, int64_t>& sizes) {
+  double terms = 1;
+  for (const auto& s : f.statements) {
+    if (s.reduction != ir::Reduction::Sum) continue;
+    double n = 1;
+    for (const auto& iv : s.domain)
+      if (iv.is_reduction) n *= double(iv.hi.evaluate({}, sizes) - iv.lo.evaluate({}, sizes));
+    terms = std::max(terms, n);
+  }
+  return std::max(emit_c::reassociated_sum_tolerance(f, sizes), 4 * std::ldexp(1.0, -11) * std::sqrt(terms));
+}
+
 Check check_full(const ir::Function& f, const std::map<std::string, int64_t>& sizes, const Tensors& inputs, const Tensors& outputs,
-                 double points) {
+                 double points, double f32_tolerance) {
   if (points > 1e9)
     std::cerr << fmt::format("tessel run: verifying on the reference interpreter ({:.3g} iteration points)...\n", points)
               << std::flush;
   Check c{"full", "every output element against the reference interpreter", {}};
-  c.v = emit_c::verify(interp::evaluate(f, sizes, inputs), outputs, emit_c::reassociated_sum_tolerance(f, sizes));
+  c.v = emit_c::verify(interp::evaluate(f, sizes, inputs), outputs, f32_tolerance);
   return c;
 }
 
 Check check_sample(const ir::Function& f, const std::map<std::string, int64_t>& sizes, const Tensors& inputs,
-                   const Tensors& outputs, double points, int64_t rows, uint64_t seed) {
+                   const Tensors& outputs, double points, int64_t rows, uint64_t seed, double f32_tolerance) {
   const int64_t per_block = std::max<int64_t>(1, int64_t(kSamplePoints / (points / double(rows)) / kSampleBlocks));
   const auto blocks = interp::choose_row_blocks(rows, kSampleBlocks, per_block, seed);
   Check c{"sample", "sampled rows against the reference interpreter: " + interp::describe_row_blocks(blocks, rows), {}};
-  c.v = emit_c::verify(interp::evaluate_rows(f, sizes, inputs, blocks), interp::take_rows(outputs, blocks),
-                       emit_c::reassociated_sum_tolerance(f, sizes));
+  c.v = emit_c::verify(interp::evaluate_rows(f, sizes, inputs, blocks), interp::take_rows(outputs, blocks), f32_tolerance);
   c.v.first_mismatch = interp::unsample_position(c.v.first_mismatch, blocks);
   return c;
 }
@@ -173,6 +189,8 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
     BackendResult r = backend->execute(*c, inputs);
     if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
+    const bool tf32 = opts->gpu.tf32 && backend->name == std::string("gpu");
+    const double f32_tolerance = tf32 ? tf32_tolerance(f, co.sizes) : emit_c::reassociated_sum_tolerance(f, co.sizes);
     Check check;
     if (mode == "none") {
       check.mode = "none";
@@ -185,12 +203,11 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       check.coverage = "every element of " + r.library_tensor + " against " + r.library + " on the same inputs";
       const auto ours = r.outputs.find(r.library_tensor);
       if (ours == r.outputs.end()) throw InternalError("--verify library: no output " + r.library_tensor);
-      check.v = emit_c::verify(Tensors{{r.library_tensor, *r.library_output}}, Tensors{{r.library_tensor, ours->second}},
-                               emit_c::reassociated_sum_tolerance(f, co.sizes));
+      check.v = emit_c::verify(Tensors{{r.library_tensor, *r.library_output}}, Tensors{{r.library_tensor, ours->second}}, f32_tolerance);
     } else if (mode == "sample" || (mode == "auto" && large && sep.separable)) {
-      check = check_sample(f, co.sizes, inputs, r.outputs, points, sep.rows, opts->seed);
+      check = check_sample(f, co.sizes, inputs, r.outputs, points, sep.rows, opts->seed, f32_tolerance);
     } else {
-      check = check_full(f, co.sizes, inputs, r.outputs, points);
+      check = check_full(f, co.sizes, inputs, r.outputs, points, f32_tolerance);
     }
     const emit_c::Verification& v = check.v;
     const bool verified = check.mode != "none" && v.verified;
@@ -200,6 +217,10 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
               << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
     if (check.mode != "none") std::cout << ", max_abs_err " << v.max_abs_err;
     std::cout << ", compile " << c->total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
+    if (tf32 && check.mode != "none")
+      std::cout << fmt::format("  tolerance: --tf32: f32 outputs compared with {:.3g} (relative and absolute) instead of {:.3g}: the "
+                               "operands were rounded to TF32 (10-bit mantissa)\n",
+                               f32_tolerance, emit_c::reassociated_sum_tolerance(f, co.sizes));
     if (!v.verified && check.mode != "none")
       std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
     for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
@@ -217,6 +238,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       j["overrides"] = c->hierarchy.overrides;
       j["verified"] = verified;  // false with --verify none (not checked)
       j["verify"] = check.mode;
+      if (tf32) j["tf32_tolerance"] = f32_tolerance;
       j["verify_coverage"] = check.coverage;
       j["max_abs_err"] = v.max_abs_err;
       j["mismatches"] = v.mismatches;

@@ -1,5 +1,7 @@
 #include "compiler/cli/explain_plan.h"
 
+#include "compiler/emit_cuda/simt_gemm_policy.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
 #include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/emit_cuda/simt_gemm_policy.h"
 #include "compiler/emit_cuda/tile_policy.h"
 #include "compiler/kernel/roofline.h"
 #include "compiler/tune/cost_model.h"
@@ -99,6 +102,19 @@ const char* mma_path(const emit_cuda::TcConfig& g) { return g.wgmma ? "wgmma" : 
 void explain_gpu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
   const std::vector<std::string> all = gpu_plan_space(c);
   if (all.empty()) return;  // SIMT: the emitter's explanation says why
+  if (emit_cuda::SimtGemmPlan::is_plan_text(all.front())) {  // the SIMT contraction kernel: its policy's ranking, no analytic price
+    const std::string chosen_text = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : all.front();
+    os << "plan: " << chosen_text << " (from " << c.plan_source.describe() << "; register-blocked SIMT contraction kernel)\n";
+    std::vector<Priced> alternatives;
+    for (const auto& g : all)
+      if (g != chosen_text) alternatives.push_back({g, 0.0, ""});
+    print_alternatives(alternatives, 0.0, c.hierarchy.clock_mhz, top, os);
+    const isa::GpuMachine m = isa::GpuMachine::from(c.hierarchy);
+    std::string tf32;
+    for (const auto& g : emit_cuda::simt_gemm_candidates(*c.kernel.contraction, m, true)) tf32 += (tf32.empty() ? "" : ", ") + g.to_string();
+    if (!tf32.empty()) os << "  with --tf32 (TensorCores, TF32 inputs): " << tf32 << "\n";
+    return;
+  }
   std::vector<emit_cuda::TcConfig> ranked;
   for (const auto& p : all) ranked.push_back(emit_cuda::TcConfig::parse(p));
   std::vector<emit_cuda::TcConfig> order = emit_cuda::tc_shortlist(ranked, ranked.size());

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "compiler/emit_cuda/contraction.h"
+#include "compiler/emit_cuda/simt_gemm_policy.h"
 #include "compiler/emit_cuda/tile_policy.h"
 #include "isa/base/error.h"
 
@@ -26,6 +27,10 @@ void add_gpu_flags(CLI::App* cmd, GpuFlags& flags) {
   cmd->add_option("--pdl-prefetch", flags.pdl_prefetch,
                   "with --pdl: inputs no earlier kernel writes (weights); their first tiles are copied before the wait")
       ->delimiter(',');
+  cmd->add_flag("--tf32", flags.tf32,
+                "GPU targets, sm_80+: run f32 contractions on the TensorCores with TF32 inputs (each operand rounded to a 10-bit "
+                "mantissa, about 1e-3 relative error per product) and f32 accumulation (mma.sync m16n8k8); off by default. `tessel run` "
+                "then verifies f32 outputs with a wider tolerance and says so");
   cmd->add_flag("--no-row-kernels", flags.no_row_kernels,
                 "GPU targets: map row programs (softmax, layer norm, ...) through the SIMT loop-tree walk instead of register row "
                 "kernels (for comparison)");
@@ -43,9 +48,11 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const 
                     ") disagree; give one");
   const std::string& plan = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : flags.tiles;
   if (!plan.empty()) {
-    o.config = emit_cuda::TcConfig::parse(plan);
+    if (emit_cuda::SimtGemmPlan::is_plan_text(plan)) o.simt_plan = emit_cuda::SimtGemmPlan::parse(plan);
+    else o.config = emit_cuda::TcConfig::parse(plan);
     o.plan_required = true;
   }
+  o.tf32 = flags.tf32;
   o.pdl = flags.pdl;
   o.row_kernels = !flags.no_row_kernels;
   o.pdl_prefetch = flags.pdl_prefetch;
@@ -75,8 +82,14 @@ std::vector<std::string> gpu_plan_space(const Compilation& c) {
   if (!c.kernel.contraction) return {};
   emit_cuda::CudaOptions o = gpu_options(c, false);
   o.config.reset();
+  o.simt_plan.reset();
   o.plan_required = false;
   const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c.kernel, o);
+  if (p.simt_gemm) {  // the register-blocked SIMT (or TF32) contraction kernel's plans
+    std::vector<std::string> out;
+    for (const auto& g : emit_cuda::simt_gemm_candidates(*c.kernel.contraction, emit_cuda::machine_for(o), o.tf32)) out.push_back(g.to_string());
+    return out;
+  }
   if (!p.tensor_cores) return {};
   std::vector<std::string> out;
   for (const auto& g : emit_cuda::tc_candidates(*c.kernel.contraction, emit_cuda::machine_for(o))) out.push_back(g.to_string());
@@ -215,7 +228,7 @@ std::map<std::string, NpyArray> download_outputs(const kernel::Kernel& k, const 
     if (t.kind != ir::TensorKind::Output || t.temporary) continue;
     NpyArray a;
     a.dtype = t.dtype;
-    a.shape = t.shape;
+    a.shape = t.user_shape();
     a.data.resize(size_t(a.element_count()) * dtype_bytes(t.dtype));
     gpu::download_npy(d.buffers[d.index.at(t.name)], a);
     out[t.name] = std::move(a);
@@ -339,6 +352,9 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
     r.library = br.library;
     r.library_tensor = plain_out;
     r.library_output = std::move(br.output);
+    const auto ours = r.outputs.find(plain_out);  // the library's result in the same (declared) shape
+    if (r.library_output && ours != r.outputs.end() && r.library_output->element_count() == ours->second.element_count())
+      r.library_output->shape = ours->second.shape;
   };
   if (!timing) {
     if (flags.library_output && !plain_out.empty()) {

@@ -40,6 +40,7 @@ struct GpuFlags {
   bool no_timing = false;                 // `tessel run --no-timing`: verify only
   bool library_output = false;            // `tessel run --verify library`: keep the library's output
   bool no_row_kernels = false;            // --no-row-kernels: row programs through the SIMT walk
+  bool tf32 = false;                      // --tf32: f32 contractions on the TensorCores as TF32 (CudaOptions::tf32)
 };
 // Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);

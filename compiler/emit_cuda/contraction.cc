@@ -4,12 +4,14 @@
 
 namespace tessel::emit_cuda {
 
+bool dtype_has_tensor_core_shape(const Contraction& c) {
+  return (c.in_type == DType::F16 && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32);
+}
+
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine) {
   const std::string& arch = machine.arch;
   const isa::GpuMmaShape& f = machine.wmma;  // the fragment every TensorCore path pads to
-  const bool f16 = c.in_type == DType::F16 && c.acc_type == DType::F32;
-  const bool i8 = c.in_type == DType::I8 && c.acc_type == DType::I32;
-  if (!f16 && !i8)
+  if (!dtype_has_tensor_core_shape(c))
     return "dtypes " + std::string(dtype_name(c.in_type)) + " -> " + std::string(dtype_name(c.acc_type)) +
            " have no WMMA shape on " + arch + " (f16 -> f32 and i8 -> i32 do)";
   // partial fragments are zero-filled by the loads and masked in the stores, so any size works;

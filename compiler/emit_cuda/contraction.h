@@ -19,4 +19,8 @@ using kernel::substitute;
 // multiples of 16 that padded fragments would waste over a third of the work), or "".
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine);
 
+// Whether the contraction's dtypes have a TensorCore shape (f16 -> f32, i8 -> i32); the others
+// run on the register-blocked SIMT contraction kernel (simt_gemm.h).
+bool dtype_has_tensor_core_shape(const Contraction& c);
+
 }  // namespace tessel::emit_cuda

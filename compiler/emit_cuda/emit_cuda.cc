@@ -8,6 +8,8 @@
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/emit_simt.h"
 #include "compiler/emit_cuda/row_kernel.h"
+#include "compiler/emit_cuda/simt_gemm.h"
+#include "compiler/emit_cuda/simt_gemm_policy.h"
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "isa/base/error.h"
 
@@ -131,6 +133,41 @@ bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, con
   return true;
 }
 
+// The register-blocked SIMT (or, asked for, TF32) contraction program of `c`: the caller's plan,
+// else the policy's first candidate (the ranked list goes to `explain`).
+void emit_simt_gemm_program(const kernel::Kernel& k, const Contraction& c, const CudaOptions& options, const isa::GpuMachine& m,
+                            std::ostringstream& os, CudaProgram& p) {
+  std::optional<SimtGemmPlan> plan = options.simt_plan;
+  if (plan) {
+    if (plan->tf32 != options.tf32)
+      throw UserError(k.name + ": plan " + plan->to_string() + (plan->tf32 ? " runs on the TensorCores as TF32, which needs --tf32"
+                                                                               : " is a SIMT plan, but --tf32 asks for TF32 (a .../tf32 plan)"));
+    const std::string why = simt_plan_obstacle(c, *plan, m);
+    if (!why.empty()) {
+      std::string legal;
+      const auto cands = simt_gemm_candidates(c, m, options.tf32);
+      for (size_t i = 0; i < cands.size() && i < 3; ++i) legal += (i ? ", " : "") + cands[i].to_string();
+      throw UserError(k.name + ": plan " + plan->to_string() + " cannot run on " + m.arch + ": " + why +
+                      (legal.empty() ? "" : "; plans that can: " + legal + " (--explain lists all)"));
+    }
+  } else {
+    const auto cands = simt_gemm_candidates(c, m, options.tf32);
+    if (cands.empty()) throw InternalError("CUDA emitter: no SIMT contraction plan for " + k.name + " although the contraction qualifies");
+    plan = cands.front();
+  }
+  os << "#include <mma.h>\n" << async_copy_helpers(m);
+  p.launches.push_back(emit_simt_gemm(k, c, *plan, m, os, p.explain));
+  std::string list;
+  for (const auto& g : simt_gemm_candidates(c, m, options.tf32)) list += (list.empty() ? "" : ", ") + g.to_string();
+  p.explain.push_back(options.simt_plan ? "  plan " + plan->to_string() + " (given)" : "  plan candidates (ranked): " + list);
+  if (options.tiles_from_kernel && !options.simt_plan)
+    p.explain.push_back("  the tile spec's loop tiles do not shape this kernel; a plan in the form above does (--tile " + plan->to_string() + ")");
+  p.arch = options.arch;
+  p.simt_gemm = plan;
+  p.flops = 2.0 * double(c.size_m()) * double(c.size_n()) * double(c.size_k()) * double(c.size_batch());
+  p.source = os.str();
+}
+
 }  // namespace
 
 isa::GpuMachine machine_for(const CudaOptions& options) {
@@ -165,6 +202,32 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
                           kernel::layout_name(n.matmul.b_layout) + "), operand tile " + std::to_string(n.matmul.tile_m) + "x" +
                           std::to_string(n.matmul.tile_n) + "x" + std::to_string(n.matmul.tile_k));
   });
+  // f32 on the TensorCores as TF32 only when asked for (--tf32); dtypes with no TensorCore shape
+  // take the register-blocked SIMT contraction kernel (simt_gemm.h)
+  const std::optional<Contraction>& matched = k.contraction;
+  if (options.tf32) {
+    if (!matched || !division.empty())
+      throw UserError(k.name + ": --tf32 runs f32 contractions on the TensorCores, but this kernel is no contraction (" +
+                      (!division.empty() ? why : k.no_contraction) + ")");
+    const std::string no = simt_gemm_obstacle(*matched, m, true);
+    if (!no.empty()) throw UserError(k.name + ": --tf32 cannot be used: " + no);
+  }
+  const bool simt_gemm = matched && division.empty() &&
+                         (options.tf32 || (!dtype_has_tensor_core_shape(*matched) && simt_gemm_obstacle(*matched, m, false).empty()));
+  if (options.simt_plan && options.plan_required && !simt_gemm)
+    throw UserError(k.name + ": plan " + options.simt_plan->to_string() + " is a SIMT contraction plan, but " +
+                    (matched && division.empty() ? "the kernel's dtypes have a TensorCore shape (give a TensorCore plan, --explain lists them)"
+                                                 : "the kernel is no contraction it can run: " + why));
+  if (simt_gemm) {
+    if (options.config && options.plan_required)
+      throw UserError(k.name + ": plan " + options.config->to_string() + " is a TensorCore plan, but the kernel runs as the " +
+                      (options.tf32 ? std::string("TF32") : std::string("SIMT")) + " contraction kernel: " +
+                      (options.tf32 ? std::string("--tf32 given") : why) + " (a plan of the form 128x128x16/8x8/st3/simt or, with --tf32, 128x128x32/64x32/st3/tf32)");
+    p.explain.push_back((options.tf32 ? "TF32 TensorCores (--tf32): " : "SIMT: TensorCores not used: ") +
+                        (options.tf32 ? std::string("f32 contraction, TF32 asked for") : why) + "; the register-blocked contraction kernel");
+    emit_simt_gemm_program(k, *matched, options, m, os, p);
+    return p;
+  }
   if (options.config && options.plan_required && !(c && why.empty()))
     throw UserError(k.name + ": plan " + options.config->to_string() + " is a TensorCore plan, but the kernel runs as SIMT code: " +
                     why + " (without --tile the SIMT mapping is chosen)");

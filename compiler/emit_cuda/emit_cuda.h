@@ -97,6 +97,24 @@ struct TcConfig {
   static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
 };
 
+// Plan of the register-blocked SIMT contraction kernel (simt_gemm.h): contractions whose dtypes
+// have no TensorCore shape on the description (f32, ...), or f32 on the TensorCores as TF32 when the
+// caller opts in (CudaOptions::tf32). Block tile bm x bn, K slices of bk staged in shared memory
+// (`stages` buffers, cp.async on sm_80+). `simt`: each thread keeps a tm x tn register tile of
+// FMAs (threads = bm/tm * bn/tn). `tf32`: each warp keeps a tm x tn warp tile of
+// mma.sync.m16n8k8 TF32 fragments (warps = bm/tm * bn/tn), f32 accumulate.
+// Text: "BMxBNxBK/TMxTN/stS/simt" or "BMxBNxBK/WMxWN/stS/tf32" (simt_gemm_plan.cc).
+struct SimtGemmPlan {
+  int bm = 128, bn = 128, bk = 16;
+  int tm = 8, tn = 8;  // thread tile (simt) or warp tile (tf32)
+  int stages = 2;
+  bool tf32 = false;
+  int threads(int warp_size) const { return tf32 ? (bm / tm) * (bn / tn) * warp_size : (bm / tm) * (bn / tn); }
+  std::string to_string() const;
+  static SimtGemmPlan parse(const std::string& text);  // UserError naming the bad field
+  static bool is_plan_text(const std::string& text);   // ends in /simt or /tf32
+};
+
 // What to compile for and how: a value the caller fills (the CLI from its flags, tests and
 // benches directly); the emitter keeps no state between calls.
 struct CudaOptions {
@@ -122,6 +140,12 @@ struct CudaOptions {
   // prologue copies of such an operand are issued before griddepcontrol.wait, so they overlap the
   // previous kernel's tail. Naming a tensor that the previous kernel does write is a race.
   std::vector<std::string> pdl_prefetch;
+  // The SIMT contraction plan (the caller's, e.g. --tile 128x128x16/8x8/st2/simt); default: the
+  // tile policy's first candidate (simt_gemm_plan.h)
+  std::optional<SimtGemmPlan> simt_plan;
+  // sm_80+: f32 contractions run on the TensorCores with TF32 inputs (10-bit mantissa, rounded to
+  // nearest by cvt.rna.tf32.f32) and f32 accumulation. An explicit opt-in, never a default.
+  bool tf32 = false;
 };
 
 // A TMA tensor map the runtime builds at launch (cuTensorMapEncodeTiled) over a global tensor's
@@ -163,6 +187,7 @@ struct CudaProgram {
   std::vector<Launch> launches;
   bool tensor_cores = false;
   std::optional<TcConfig> config;        // set for TensorCore programs
+  std::optional<SimtGemmPlan> simt_gemm;  // set for register-blocked SIMT / TF32 contraction programs
   uint64_t scratch_bytes = 0;            // global scratch the launches share (zeroed once)
   std::vector<std::string> explain;      // `--explain` lines
   double flops = 0;                      // 2*M*N*K of the contraction (0 when none)

@@ -19,7 +19,7 @@
 
 namespace tessel::emit_cuda {
 
-inline int elem_bytes(DType t) { return t == DType::I8 || t == DType::U8 ? 1 : 2; }
+inline int elem_bytes(DType t) { return dtype_bytes(t); }  // f16 2, i8 1, f32 4 (the SIMT contraction kernel stages f32)
 
 inline std::string S(int64_t v) { return std::to_string(v); }
 

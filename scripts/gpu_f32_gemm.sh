@@ -1,0 +1,103 @@
+#!/bin/bash
+# On a GPU machine, from the repository root, with BUILD/dev carried (scripts/gpu_pack.sh): f32
+# contractions (issue 35 item 2) through `tessel run` (verified against the reference interpreter,
+# then timed: CUDA graph of calls) on the sm90 and sm75 descriptions, with --tf32 on sm90, against
+# PyTorch's torch.matmul / torch.bmm (cuBLAS SGEMM with allow_tf32 off, cuBLAS TF32 with it on; CUDA
+# graphs of calls, scripts/gpu_peers.py's method) in the same run, then compute-sanitizer memcheck
+# and racecheck on the odd shape. Writes $OUT/f32_gemm.log (the raw log) and $OUT/torch.json.
+D=${1:-build/dev}
+export OUT=${OUT:-/tmp/tessel-gpu-out}
+mkdir -p $OUT
+source "$(dirname "$0")/gpu_env.sh"
+T=$D/bin/tessel
+W=workloads/gemm_f32.tsl
+if [ "${SWEEP:-0}" = 1 ]; then
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  for spec in "matmul_f32 M=97,N=61,K=53" "matmul_f32 M=2048,N=2048,K=2048" "matmul_f32 M=1000,N=776,K=520" "batch_matmul_f32 Z=16,M=256,N=256,K=128" "matmul_f32_tn M=1000,N=776,K=520"; do
+    set -- $spec
+    for tf in "" --tf32; do
+      plans=$($T compile $W --def $1 --target isa/targets/sm90.yaml --shape $2 $tf --explain=all 2>&1 | grep -oE "plan candidates \(ranked\): .*" | sed 's/.*: //; s/,//g')
+      if [ "$2" = M=2048,N=2048,K=2048 ]; then  # variants outside the ranked list: stages, bk, warp tiles
+        if [ -z "$tf" ]; then plans="$plans 128x128x16/8x8/st2/simt 128x128x16/8x8/st4/simt 128x128x8/8x8/st4/simt 128x128x32/8x8/st2/simt"
+        else plans="$plans 128x128x32/64x32/st4/tf32 128x128x32/32x64/st3/tf32 128x256x32/64x64/st3/tf32 128x128x16/64x32/st4/tf32 256x128x32/64x64/st3/tf32"; fi
+      fi
+      for p in $plans; do
+        timeout 60 $T run $W --def $1 --target isa/targets/sm90.yaml --shape $2 $tf --tile $p --verify none --report $OUT/r.json > /dev/null 2>&1
+        python3 -c "import json;j=json.load(open('$OUT/r.json'));print('SWEEP $1 $2 $p', round(j.get('graph_us'),2))" 2>/dev/null || echo "SWEEP $1 $2 $p failed"
+        rm -f $OUT/r.json
+      done
+    done
+  done
+} > $OUT/sweep.log 2>&1
+cat $OUT/sweep.log
+exit 0
+fi
+{
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+run() {  # label, def, shape, target, extra flags...
+  local label=$1 def=$2 shape=$3 tgt=$4; shift 4
+  echo "== $label $def $shape $tgt $*"
+  timeout 120 $T run $W --def $def --target isa/targets/$tgt.yaml --shape $shape --report $OUT/r.json "$@" 2>&1 | grep -vE "^\s*$" | tail -8
+  python3 -c "import json;j=json.load(open('$OUT/r.json'));print('REPORT', '$label', '$def', '$shape', '$tgt', '$*'.replace(' ','_') or '-', j.get('verified'), j.get('graph_us'), j.get('stream_us'), j.get('max_abs_err'))" 2>/dev/null
+  rm -f $OUT/r.json
+}
+for tgt in sm90 sm75; do
+  run simt matmul_f32 M=97,N=61,K=53 $tgt
+  run simt matmul_f32 M=2048,N=2048,K=2048 $tgt
+  run simt matmul_f32 M=1000,N=776,K=520 $tgt
+  run simt batch_matmul_f32 Z=16,M=256,N=256,K=128 $tgt
+done
+run simt matmul_f32_tn M=1000,N=776,K=520 sm90
+run simt matmul_f32_bias_relu M=1000,N=776,K=520 sm90
+for s in M=97,N=61,K=53 M=2048,N=2048,K=2048 M=1000,N=776,K=520; do run tf32 matmul_f32 $s sm90 --tf32; done
+run tf32 batch_matmul_f32 Z=16,M=256,N=256,K=128 sm90 --tf32
+run tf32 matmul_f32_bias_relu M=1000,N=776,K=520 sm90 --tf32
+run tf32 matmul_f32 M=97,N=61,K=53 sm75 --tf32
+echo "== explain 2048^3 sm90"
+$T compile $W --def matmul_f32 --target isa/targets/sm90.yaml --shape M=2048,N=2048,K=2048 --explain 2>&1 | grep -vE "^\s+[0-9]+x" | head -14
+python3 - <<'PY'
+import json, os, torch
+def time_graph(fn, calls=20, samples=15):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3): fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls): fn()
+    g.replay(); torch.cuda.synchronize()
+    ts = []
+    for _ in range(samples):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); g.replay(); b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000 / calls)
+    ts.sort(); return ts[len(ts) // 2]
+rows = []
+for tf32 in (False, True):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    for (z, m, n, k) in [(0, 97, 61, 53), (0, 2048, 2048, 2048), (0, 1000, 776, 520), (16, 256, 256, 128)]:
+        if z:
+            a = torch.randn(z, m, k, device="cuda"); b = torch.randn(z, k, n, device="cuda"); fn = lambda: torch.bmm(a, b)
+        else:
+            a = torch.randn(m, k, device="cuda"); b = torch.randn(k, n, device="cuda"); fn = lambda: torch.matmul(a, b)
+        us = time_graph(fn)
+        fl = 2.0 * max(z, 1) * m * n * k
+        rows.append({"tf32": tf32, "shape": [z, m, n, k], "torch_graph_us": us, "tflops": fl / us / 1e6})
+        print(f"TORCH tf32={tf32} z={z} {m}x{n}x{k}: {us:.2f} us ({fl / us / 1e6:.1f} TFLOP/s)", flush=True)
+print("torch", torch.__version__, torch.cuda.get_device_name())
+json.dump(rows, open(os.path.join(os.environ["OUT"], "torch.json"), "w"), indent=1)
+PY
+echo "== compute-sanitizer memcheck / racecheck, 97x61x53 and 130x70x40 (bias+relu), simt and tf32"
+for tool in memcheck racecheck; do
+  for args in "--def matmul_f32 --shape M=97,N=61,K=53" "--def matmul_f32_bias_relu --shape M=130,N=70,K=40" "--def matmul_f32 --shape M=97,N=61,K=53 --tf32"; do
+    echo "-- $tool $args"
+    timeout 60 compute-sanitizer --tool $tool --print-limit 10 $T run $W --target isa/targets/sm90.yaml $args --no-timing 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|verified|MISMATCH|Error" | head -5
+  done
+done
+} > $OUT/f32_gemm.log 2>&1
+grep -E "^REPORT|^TORCH|SUMMARY|^==|verified|MISMATCH|tolerance" $OUT/f32_gemm.log | head -80
+# SWEEP=1 (instead of the runs above): every ranked plan of the SIMT and TF32 policies on each
+# shape through --tile, timed without verification (the ranking's measurements)
