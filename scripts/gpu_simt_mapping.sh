@@ -5,7 +5,7 @@
 # libraries scripts/gpu_pack.sh adds. Writes under $OUT:
 #   device.txt                          the GPU
 #   peers_after.{txt,json}              scripts/gpu_peers.py on the SIMT cases, this build
-#   peers_before.{txt,json}             the same with bin/tessel_base (same machine, same call)
+#   peers_before.{txt,json}             the same with bin/tessel_base (same machine, same call; BASE=0: not run)
 #   sanitizer.txt                       compute-sanitizer memcheck + racecheck on new kernel shapes
 #   conformance.{txt,json}              the conformance suite on the GPU (sm90 and sm75), verify only
 D=${1:-build/dev}
@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 CASES=${CASES:-'group_norm|depthwise|sum_16M|row_sum|global_avg|upsample|permute|transpose_4096x3072|bn_reduce'}
 timeout ${PEERS_S:-150} python3 scripts/gpu_peers.py --tessel $T --filter "$CASES" --json $OUT/peers_after.json > $OUT/peers_after.txt 2>&1
 echo "peers after rc=$?"; cat $OUT/peers_after.txt
-if [ -x $D/bin/tessel_base ]; then
+if [ -x $D/bin/tessel_base ] && [ "${BASE:-1}" = 1 ]; then
   timeout ${PEERS_S:-150} python3 scripts/gpu_peers.py --tessel $PWD/$D/bin/tessel_base --filter "${BASE_CASES:-$CASES}" \
     --json $OUT/peers_before.json > $OUT/peers_before.txt 2>&1
   echo "peers before rc=$?"; cat $OUT/peers_before.txt
@@ -34,6 +34,7 @@ export -f san; export T
     echo "$tool pool_norm_resample.tsl global_avg_pool N=4,H=7,W=7,C=256"
     echo "$tool pool_norm_resample.tsl upsample2x N=2,H=7,W=6,C=8"
     echo "$tool vector.tsl total N=1000003"
+    echo "$tool generality.tsl pool_div N=2,H=9,W=11"
   done
 } > /tmp/san_jobs.txt
 timeout ${SAN_S:-150} xargs -P 10 -L 1 bash -c 'san "$@"' _ < /tmp/san_jobs.txt > $OUT/sanitizer.txt 2>&1 &

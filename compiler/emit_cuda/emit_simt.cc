@@ -53,6 +53,8 @@ struct SimtEmitter {
   std::set<int> direct;                   // copy-in boxes read straight from global (direct_buffers)
   std::set<int> direct_out;               // copy-out boxes written straight to global (direct_buffers)
   std::set<std::string> owned_loop_vars;  // see owner_stable
+  const Node* pending_init = nullptr;     // an init nest right before the loop being emitted (sequence)
+  bool init_folded = false;               // the loop's reduction nest took pending_init over
   bool barrier_left_to_loop = false;      // a nest left its closing barrier to the enclosing loop
   const ir::Statement* reading = nullptr;  // the statement whose right-hand side is being printed
   unsigned threads = kThreads;            // of the block
@@ -614,7 +616,13 @@ struct SimtEmitter {
   // strided over its lanes; lanes combine by warp shuffles (xor butterfly, then warps in order
   // through shared memory), and lane 0 folds the result into the output once. The order is fixed
   // (deterministic) but is not the interpreter's: float sums are reassociated.
-  bool reduction_nest(const Node& root, const std::string& pad) {
+  //
+  // With `outer` (a sequential loop whose body is Lets, copies that emit no code and this nest,
+  // loop_private_candidate), the nest is emitted only when a thread owns each output over the whole
+  // loop and a thread reduces an output alone (G = 1): the loop then runs inside the thread, around
+  // the reduced loops, so an output's updates keep their order and its loads of every iteration
+  // are in flight together; otherwise nothing is emitted and false returned.
+  bool reduction_nest(const Node& root, const std::string& pad, const Node* outer = nullptr) {
     const auto chain = loop_chain(root);
     const Node& last = *chain.back().loop;
     const Node* update = nullptr;
@@ -660,11 +668,7 @@ struct SimtEmitter {
     // inner R dims bounds may read O vars, outer R vars and lets: fine (they run nested)
     const DType T = s.acc_type;
     const std::string VT = value_type(T);
-    ++reductions;
-    os << pad << "{ /* reduction over lanes: " << O.size() << " output loop(s) to thread groups, " << R.size()
-       << " reduced loop(s) over the group's lanes */\n";
     const std::string p1 = pad + "  ";
-    count_dims(odims, "o", p1);
     // group size: a warp, doubled while the outputs still give every group of the block one
     // (known when the output counts are; the block has kThreads threads)
     std::optional<int64_t> outputs = 1;
@@ -693,12 +697,23 @@ struct SimtEmitter {
     int64_t G = 0;  // known group size (0: decided at run time)
     if (column) {
       G = 1;
-      os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output */\n";
     } else if (outputs || lanes_cap < 32) {
       G = 32;
       if (outputs)
         while (G < int64_t(threads) && *outputs * 2 * G <= int64_t(threads)) G *= 2;
       G = std::min(G, lanes_cap);
+    }
+    if (outer && !(G == 1 && owner_stable(odims, s, *update) && outputs_private(O, s, *update, out_dims))) return false;
+    const bool fuse_init = outer && pending_init && initialises(*pending_init, O, *update, out_dims);
+    if (fuse_init) init_folded = true;
+    ++reductions;
+    os << pad << "{ /* reduction over lanes: " << O.size() << " output loop(s) to thread groups, " << R.size()
+       << " reduced loop(s) over the group's lanes" << (outer ? ", inside the thread: the enclosing loop over " + outer->var : "")
+       << " */\n";
+    count_dims(odims, "o", p1);
+    if (column) {
+      os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output */\n";
+    } else if (G) {
       os << p1 << "constexpr int G_ = " << G << ";" << (G < 32 ? " /* a short reduction: " + std::to_string(*reduced) + " element(s) per output */" : "")
          << "\n";
     } else {
@@ -718,6 +733,13 @@ struct SimtEmitter {
       for (const Node* let : l.lets) thread_node(*let, p3);
     // R loops: outer ones whole, the innermost dim strided by lane
     std::string p = p3;
+    if (outer) {
+      os << p << "for (" << ix << " " << outer->var << " = " << ie(outer->lo) << "; " << outer->var << " < " << ie(outer->hi) << "; "
+         << outer->var << " += " << outer->step << L << ") { /* " << kernel::loop_kind_name(outer->loop_kind) << ", per thread */\n";
+      p += "  ";
+      for (const auto& c : outer->children)
+        if (c->kind == NodeKind::Let) thread_node(*c, p);
+    }
     if (flat) {
       count_dims(rdims, "r", p);
       os << p << "#pragma unroll " << kReductionUnroll << "\n" << p << "for (" << ix << " f_ = lane_; f_ < totalr_; f_ += G_) {\n";
@@ -748,7 +770,7 @@ struct SimtEmitter {
     os << p << "  const " << VT << " v_ = (" << VT << ")" << update_value(*update, s) << ";\n"
        << p << "  acc_ = " << reduce_values(s.reduction, T, "acc_", "v_") << ";\n"
        << p << "}\n";
-    for (size_t i = 0; i < (flat ? 1 : rdims.size()); ++i) {
+    for (size_t i = 0; i < (flat ? 1 : rdims.size()) + (outer ? 1 : 0); ++i) {
       p.resize(p.size() - 2);
       os << p << "}\n";
     }
@@ -774,12 +796,15 @@ struct SimtEmitter {
       for (const Node* let : l.lets) thread_node(*let, p1 + "    ");
     bind_indices(*update, s, p1 + "    ", &out_dims);
     const std::string lhs = access(s.output, s.out_indices, update->binding);
-    os << p1 << "    const " << VT << " cur_ = " << load_value(T, lhs) << ";\n"
-       << p1 << "    " << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", "acc_")) << ";\n"
-       << p1 << "  }\n"
+    if (fuse_init)  // the whole reduction of the output: its identity need not be stored first
+      os << p1 << "    " << lhs << " = " << store_value(T, "acc_") << "; /* the output's initialisation folded in */\n";
+    else
+      os << p1 << "    const " << VT << " cur_ = " << load_value(T, lhs) << ";\n"
+         << p1 << "    " << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", "acc_")) << ";\n";
+    os << p1 << "  }\n"
        << p1 << "}\n"
        << pad << "}\n";
-    if (owner_stable(odims, s, *update))
+    if (!outer && owner_stable(odims, s, *update))
       barrier_left_to_loop = true;
     else
       os << pad << "__syncthreads();\n";
@@ -798,6 +823,45 @@ struct SimtEmitter {
     reads_of(*s.rhs, s.output, reads);
     return reads.empty() && update.kind == NodeKind::Compute;
   }
+  // Whether `init` (a nest of init statements) sets exactly the outputs a reduction nest with output
+  // levels O updates, on the same loops: its chain is O's loops (same variables and bounds, no
+  // lets) down to one init of the update's statement at the update's output indices.
+  bool initialises(const Node& init, const std::vector<ChainLevel>& O, const Node& update, const std::vector<size_t>& out_dims) {
+    const auto chain = loop_chain(init);
+    if (chain.size() != O.size()) return false;
+    for (size_t i = 0; i < O.size(); ++i) {
+      const Node& a = *chain[i].loop;
+      const Node& b = *O[i].loop;
+      if (a.var != b.var || a.step != b.step || ie(a.lo) != ie(b.lo) || ie(a.hi) != ie(b.hi) || !chain[i].lets.empty() ||
+          !O[i].lets.empty())
+        return false;
+    }
+    const Node& last = *chain.back().loop;
+    if (last.children.size() != 1) return false;
+    const Node& c = *last.children[0];
+    if (c.kind != NodeKind::Compute || !c.init || c.statement != update.statement || c.indices.size() != out_dims.size()) return false;
+    for (size_t j = 0; j < out_dims.size(); ++j)
+      if (ie(c.indices[j]) != ie(update.indices.at(out_dims[j]))) return false;
+    return true;
+  }
+
+  // Whether the output element and the O levels' lets read none of owned_loop_vars (so one
+  // decoding of the outputs serves every iteration of the enclosing loop).
+  bool outputs_private(const std::vector<ChainLevel>& O, const ir::Statement& s, const Node& update,
+                       const std::vector<size_t>& out_dims) const {
+    std::set<std::string> used;
+    for (const auto& l : O)
+      for (const Node* let : l.lets) expr_vars(let->value, used);
+    size_t j = 0;
+    for (size_t i = 0; i < s.domain.size(); ++i)
+      if (!update.init || !s.domain[i].is_reduction) {
+        if (std::count(out_dims.begin(), out_dims.end(), i)) expr_vars(update.indices.at(j), used);
+        ++j;
+      }
+    for (const auto& v : used)
+      if (owned_loop_vars.count(v)) return false;
+    return true;
+  }
   // The loop of a block-uniform walk whose body is Lets, copies of boxes read or written straight
   // from global memory (no code) and one loop nest: owner_stable may then leave the nest's barrier
   // to the end of the loop.
@@ -805,6 +869,7 @@ struct SimtEmitter {
     std::set<std::string> vars{n.var};
     int nests = 0;
     for (const auto& c : n.children) {
+      if (c->kind == NodeKind::Let && nests) return {};  // the lets run before the nest
       if (c->kind == NodeKind::Let) vars.insert(c->var);
       else if (c->kind == NodeKind::Copy && ((c->dst >= 0 && direct.count(c->dst)) || (c->dst < 0 && direct_out.count(c->src)))) continue;
       else if (c->kind == NodeKind::Loop && compute_nest(*c)) ++nests;
@@ -813,11 +878,40 @@ struct SimtEmitter {
     return nests == 1 ? vars : std::set<std::string>{};
   }
 
+  // Nodes in order; an init nest followed by a loop whose reduction nest runs inside the thread
+  // (reduction_nest with `outer`) and initialises the same outputs is left out, the nest storing
+  // its result instead of adding it to the identity. Tried by emitting the loop first: when it
+  // does not take the init over, its text is dropped and both are emitted in order.
+  void sequence(const std::vector<const Node*>& nodes, const std::string& pad) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
+      if (i + 1 < nodes.size() && n.kind == NodeKind::Loop && compute_nest(n) && nodes[i + 1]->kind == NodeKind::Loop &&
+          !compute_nest(*nodes[i + 1])) {
+        const std::string before = os.str();
+        pending_init = &n;
+        init_folded = false;
+        uniform_node(*nodes[i + 1], pad);
+        pending_init = nullptr;
+        if (init_folded) {
+          init_folded = false;
+          ++i;
+          continue;
+        }
+        os.str(before);
+        os.seekp(0, std::ios_base::end);
+      }
+      uniform_node(n, pad);
+    }
+  }
+
   void uniform_node(const Node& n, const std::string& pad) {
     switch (n.kind) {
-      case NodeKind::Block:
-        for (const auto& c : n.children) uniform_node(*c, pad);
+      case NodeKind::Block: {
+        std::vector<const Node*> nodes;
+        for (const auto& c : n.children) nodes.push_back(c.get());
+        sequence(nodes, pad);
         return;
+      }
       case NodeKind::Loop: {
         if (compute_nest(n)) {
           // a reduction first: mapping only its output loops would leave each thread a whole row
@@ -830,10 +924,24 @@ struct SimtEmitter {
           os << pad << "}\n" << pad << "__syncthreads();\n";
           return;
         }
-        os << pad << "for (" << ix << " " << n.var << " = " << ie(n.lo) << "; " << n.var << " < " << ie(n.hi) << "; "
-           << n.var << " += " << n.step << L << ") { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
+        const Node* init = pending_init;  // only this loop's own nest may fold it in
+        pending_init = nullptr;
         const std::set<std::string> outer_owned = owned_loop_vars;
         owned_loop_vars = loop_private_candidate(n);
+        if (!owned_loop_vars.empty()) {
+          const Node* nest = nullptr;
+          for (const auto& c : n.children)
+            if (c->kind == NodeKind::Loop) nest = c.get();
+          pending_init = init;
+          const bool inside = reduction_nest(*nest, pad, &n);
+          pending_init = nullptr;
+          if (inside) {
+            owned_loop_vars = outer_owned;
+            return;
+          }
+        }
+        os << pad << "for (" << ix << " " << n.var << " = " << ie(n.lo) << "; " << n.var << " < " << ie(n.hi) << "; "
+           << n.var << " += " << n.step << L << ") { /* " << kernel::loop_kind_name(n.loop_kind) << " */\n";
         barrier_left_to_loop = false;
         for (const auto& c : n.children) uniform_node(*c, pad + "  ");
         owned_loop_vars = outer_owned;
@@ -1133,9 +1241,12 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     }
     if (pcs.empty())
       e.uniform_node(root, "    ");
-    else
+    else {
+      std::vector<const Node*> nodes;
       for (const auto& c : pcs.back()->children)
-        if (std::find(hoisted.begin(), hoisted.end(), c.get()) == hoisted.end()) e.uniform_node(*c, "    ");
+        if (std::find(hoisted.begin(), hoisted.end(), c.get()) == hoisted.end()) nodes.push_back(c.get());
+      e.sequence(nodes, "    ");
+    }
     std::ostringstream before;  // the hoisted copies
     {
       SimtEmitter h{k, before, e.buffer_ptr};
@@ -1173,7 +1284,8 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     os << "  for (" << e.ix << " bid_ = blockIdx.x; bid_ < " << blocks << e.L << "; bid_ += gridDim.x) {\n";
     os << "    " << e.ix << " br_ = bid_;\n";
     os << body.str();
-    os << "    __syncthreads();\n  }\n}\n";
+    // tiles are separated by a barrier (the body's last one where it ends with one)
+    os << (e.after_barrier() ? "" : "    __syncthreads();\n") << "  }\n}\n";
     scratch_bytes += per_block_scratch * uint64_t(grid);
     Launch l;
     l.kernel = name;

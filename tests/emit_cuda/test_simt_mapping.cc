@@ -72,12 +72,18 @@ TEST_CASE("group norm: 16 block tiles on 132 SMs take 512 threads, X read from g
   compiles_under_nvrtc(p);
 }
 
-TEST_CASE("depthwise stride-2 convolution: three taps per output reduce on one thread each (no shuffles), inputs from global with the window guard") {
+TEST_CASE("depthwise stride-2 convolution: a thread per output runs all 9 taps (the filter-row loop inside the thread), inputs from global with the window guard") {
   auto r = simt_for("quasi.tsl", "depthwise_stride2", {{"N", 2}, {"H", 29}, {"W", 29}, {"C", 32}, {"R", 3}, {"S", 3}});
   const auto& p = r.program;
   REQUIRE(p.launches.size() == 1);
   CHECK(p.launches[0].block == 256);  // 56 tiles, but a 256-element output box: 256 threads keep 1 element each
   CHECK(contains(p.source, "constexpr int G_ = 1; /* a short reduction: 3 element(s) per output */"));
+  // the filter-row loop (sequential, its copies gone) runs inside each thread: 9 loads in flight, one barrier
+  CHECK(contains(p.source, "inside the thread: the enclosing loop over"));
+  CHECK(contains(p.source, "/* sequential, per thread */"));
+  // the zero-initialisation nest is folded in: the thread stores its sum once
+  CHECK(contains(p.source, "= ((float)(acc_)); /* the output's initialisation folded in */"));
+  CHECK_FALSE(contains(p.source, "compute nest over threads"));
   CHECK_FALSE(contains(p.source, "__shfl_xor_sync"));
   CHECK_FALSE(contains(p.source, "copy in X"));
   CHECK_FALSE(contains(p.source, "copy in Wt"));
