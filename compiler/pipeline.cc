@@ -36,7 +36,7 @@ bool halve_outer_tiles(tile::TileSpec& spec) {
 }  // namespace
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"fold_padding", "split_reductions", "scop", "dependences", "schedule",
+  static const std::vector<std::string> names = {"fold_padding", "collapse_indices", "split_reductions", "scop", "dependences", "schedule",
                                                  "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
@@ -237,6 +237,27 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;
   }, [&] { return c->folded ? ir::to_string(*c->folded) : std::string("(no padding statement folded)"); });
+  timer.run("collapse_indices", [&] {
+    if (!options.collapse) return;
+    c->collapsed = poly::collapse_indices(*c->function, options.sizes);
+    if (!c->collapsed) return;
+    if (options.tile) {  // a spec naming an index the collapse removes keeps the statements as written
+      const tile::TileSpec spec = tile::parse_tile_spec(*options.tile);
+      bool names_removed = false;
+      for (const auto& [s, names] : c->collapsed->removed_indices)
+        for (const auto& n : names) names_removed = names_removed || spec.find(n);
+      if (names_removed) {
+        c->collapsed.reset();
+        return;
+      }
+    }
+    c->function = &c->collapsed->function;
+  }, [&] {
+    if (!c->collapsed) return std::string("(no indices collapsed)");
+    std::string s;
+    for (const auto& x : c->collapsed->steps) s += x.to_string() + "\n";
+    return s + ir::to_string(c->collapsed->function);
+  });
   // GPU targets: long reductions to few outputs run in two phases (compiler/poly/split_reductions.h);
   // a user tile spec names the original indices, so it keeps the statements as written
   timer.run("split_reductions", [&] {
@@ -290,7 +311,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   const bool user_tile = options.tile.has_value();
   if (user_tile) {
     c->tile_spec = tile::parse_tile_spec(*options.tile);
-    tile::check_tile_spec(c->tile_spec, f);
+    tile::check_tile_spec(c->tile_spec, c->collapsed ? c->collapsed->function : f);
   } else {
     c->tile_spec = tile::default_tile_spec(fn, options.sizes, c->hierarchy);
   }
@@ -334,6 +355,10 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->deps, c->tiled, c->promotion, c->hierarchy); },
             [&] { return kernel::to_string(c->kernel); });
   timer.run("contraction", [&] { poly::record_contraction(c->kernel); }, [&] { return poly::contraction_to_string(c->kernel); });
+  if (c->collapsed)
+    for (auto& t : c->kernel.tensors)
+      if (const auto it = c->collapsed->original_shapes.find(t.name); it != c->collapsed->original_shapes.end())
+        t.declared_shape = it->second;
   if (user_tile) c->kernel.user_tile = c->tile_spec;
   if (options.gpu_plan) c->kernel.gpu_plan = *options.gpu_plan;
   return c;

@@ -1,5 +1,5 @@
 // The polyhedral pipeline, top to bottom (one function, compile()):
-//   fold_padding -> split_reductions -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
+//   fold_padding -> collapse_indices -> split_reductions -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
 //   -> contraction
 // `dump_after` names passes whose result is printed to stderr ("all" for every pass);
 // TESSEL_TIME_PASSES=1 (or CompileOptions::time_passes) prints each pass's time.
@@ -15,6 +15,7 @@
 #include "compiler/ir/tensor_ir.h"
 #include "compiler/kernel/kernel_ir.h"
 #include "compiler/poly/build_kernel.h"
+#include "compiler/poly/collapse_indices.h"
 #include "compiler/poly/contraction.h"
 #include "compiler/poly/dependences.h"
 #include "compiler/poly/fold_padding.h"
@@ -58,6 +59,9 @@ struct CompileOptions {
   bool fuse = true;
   std::set<std::string> dump_after;
   bool time_passes = false;
+  // poly::collapse_indices (on unless turned off, for comparison: `--no-collapse`); a user tile
+  // spec that names an index the collapse would remove keeps the function as written
+  bool collapse = true;
 };
 
 // Every intermediate result; `isl` is declared first so it is destroyed last.
@@ -66,6 +70,7 @@ struct Compilation {
   isa::Hierarchy hierarchy;
   const ir::Function* function = nullptr;   // what the passes compile: the input or `folded`
   std::optional<ir::Function> folded;       // the input with padding statements folded
+  std::optional<poly::CollapsedFunction> collapsed;  // then with adjacent indices collapsed
   std::optional<ir::Function> split;        // then with long reductions in two phases (GPU)
   std::vector<poly::ReductionSplit> splits;
   poly::Scop scop;

@@ -36,6 +36,9 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_flag("--no-tuned", f.no_tuned,
                 "ignore the tuning database (tessel tune's best plans; path: $TESSEL_TUNE_DB, else "
                 "$XDG_CACHE_HOME/tessel/best.json or ~/.cache/tessel/best.json)");
+  cmd->add_flag("--no-collapse", f.no_collapse,
+                "compile every index as written: no collapsing of indices that travel together as whole adjacent "
+                "dimensions (C(b, m, n) +=! A(b, m, k) * W(k, n) is otherwise one GEMM over b_m; see --dump-after collapse_indices)");
   cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
@@ -76,6 +79,7 @@ CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn
     o.scheduler.fusion = poly::FusionStrategy::None;
     o.fuse = false;
   } else throw UserError("--fusion: '" + f.fusion + "' is not one of max, conservative, none");
+  o.collapse = !f.no_collapse;
   o.scheduler.max_operations = f.max_operations;
   o.dump_after.insert(f.dump_after.begin(), f.dump_after.end());
   return o;

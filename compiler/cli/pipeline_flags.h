@@ -19,6 +19,7 @@ struct PipelineFlags {
   std::vector<std::string> set;  // --set KEY=VALUE,... (isa/hierarchy_override.h)
   unsigned long max_operations = 2000000;
   bool no_tuned = false;  // --no-tuned: ignore the tuning database
+  bool no_collapse = false;  // --no-collapse: compile the statements' indices as written (poly::collapse_indices)
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);

@@ -60,14 +60,14 @@ std::map<std::string, NpyArray> run_kernel(SharedObject::KernelFn fn, const kern
     if (t.kind == ir::TensorKind::Input) {
       auto it = inputs.find(t.name);
       if (it == inputs.end()) throw UserError("missing input tensor " + t.name);
-      if (it->second.shape != t.shape || it->second.dtype != t.dtype)
+      if ((it->second.shape != t.shape && it->second.shape != t.user_shape()) || it->second.dtype != t.dtype)
         throw UserError("input " + t.name + " has shape " + it->second.shape_string() + " but the kernel expects another shape or dtype");
       inputs_copy.push_back(it->second);
       args.push_back(inputs_copy.back().data.data());
     } else {
       NpyArray a;
       a.dtype = t.dtype;
-      a.shape = t.shape;
+      a.shape = t.user_shape();
       a.data.assign(size_t(a.element_count()) * dtype_bytes(t.dtype), 0);
       outputs[t.name] = std::move(a);
       args.push_back(nullptr);

@@ -211,6 +211,7 @@ class Channels : public VectorCode {
     Kind kind;
     if (s.reduction != ir::Reduction::None) {
       if (!channel_out || !s.init) return "reduction " + s.name + " is not a per-channel reduction from its identity";
+      if (s.rhs->type != DType::F32) return "reduction " + s.name + " does not accumulate in f32";
       kind = Kind::Reduce;
     } else {
       kind = channel_out ? Kind::Channel : Kind::Full;

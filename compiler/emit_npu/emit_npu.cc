@@ -164,6 +164,16 @@ NpuKernel emit_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (target.kind != isa::TargetKind::Npu) throw UserError(target.source_file + ": not an NPU description");
   NpuKernel out = emit_any(k, target);
   check_gm_fit(k, out.program, isa::npu_machine(target));
+  // A kernel over collapsed indices (poly::collapse_indices) reads and writes its tensors in merged
+  // shapes; the program declares the user's shapes (the same bytes), which inputs bind in and
+  // outputs come back in.
+  for (npu::TensorBinding& b : out.program.tensors) {
+    const kernel::GlobalTensor* t = k.find_tensor(b.name);
+    if (!t || t->declared_shape.empty()) continue;
+    npu::TensorBinding declared = b;
+    declared.shape = t->declared_shape;
+    if (declared.byte_size() == b.byte_size()) b = declared;
+  }
   return out;
 }
 

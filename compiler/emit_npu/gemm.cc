@@ -659,6 +659,12 @@ struct GemmSetup {
   std::unique_ptr<GemmEpilogue> epilogue;
   GemmShape g;
   bool i8 = false, native_i8 = false, aligned = false;
+  // Only M is not a whole number of fractal rows (N, K whole, one batch, no i8 widening): the main
+  // loop runs on the padded M over the user's tensors on every core. The rows past M that the last
+  // row block reads (A, M-varying broadcast tensors) and writes (C) land in GM guards placed right
+  // after those tensors; rows past M are never read back, so what they hold does not matter (N and
+  // K stay whole, so no garbage reaches a row below M).
+  bool m_tail = false;
   int64_t M = 0, N = 0, K = 0;
 };
 
@@ -752,6 +758,7 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   }
   const int64_t mu = std::max<int64_t>(cube.m0, g.unit_m), nu = std::max<int64_t>(cube.n0, g.unit_n);
   s.aligned = s.M % mu == 0 && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out;
+  s.m_tail = !s.aligned && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out && g.batch == 1;
   g.M = round_up(s.M, mu), g.N = round_up(s.N, nu), g.K = round_up(s.K, cube.k0);
   const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
   if (planned.no_fit) return "kernel " + k.name + ": " + planned.no_fit->what();
@@ -780,7 +787,7 @@ std::string setup_broadcasts(const kernel::Kernel& k, const Machine& m, GemmSetu
     if (b.reg >= npu::kGeneralRegisterCount || b.s_n > 1 || (!b.s_m && !b.s_n))
       return gemm_unsupported(k, "epilogue tensor " + name + " (at most " + std::to_string(npu::kGeneralRegisterCount - kBroadcast) +
                                      " broadcast tensors, each varying along N with unit stride or along M)");
-    if (!s.aligned && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
+    if (!s.aligned && !s.m_tail && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
       return gemm_unsupported(k, "epilogue tensor " + name +
                                      " with tails: only [N] or [M] tensors, or per-batch ones whose batches are aligned in GM");
   }
@@ -815,7 +822,7 @@ std::string setup_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   if (std::string why = setup_plan(k, mm, m, s); !why.empty()) return why;
   if (s.epilogue)
     if (std::string why = setup_broadcasts(k, m, s); !why.empty()) return why;
-  if (!s.aligned) return setup_tails(k, m, s);
+  if (!s.aligned && !s.m_tail) return setup_tails(k, m, s);
   return "";
 }
 
@@ -913,20 +920,32 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     p.tensors.push_back(b);
     return b.gm_offset;
   };
+  // m_tail: the rows past M of a tensor whose rows follow M (a row of `row_elements`), as a guard right after it
+  auto rows_past_m = [&](const std::string& name, DType t, int64_t row_elements) {
+    if (s.m_tail) place(name + "_rows_past_M", t, {g.M - s.M, std::max<int64_t>(row_elements, 1)}, npu::TensorRole::Scratch);
+  };
   const int64_t a_user = place(s.A->name, s.A->dtype, s.A->shape, npu::TensorRole::In);
+  rows_past_m(s.A->name, s.A->dtype, g.a_transposed() ? 1 : s.K);  // A^T: only its last row's columns past M
   const int64_t b_user = place(s.B->name, s.B->dtype, s.B->shape, npu::TensorRole::In);
   const int64_t c_user = place(s.C->name, g.out, s.C->shape, npu::TensorRole::Out);
+  rows_past_m(s.C->name, g.out, s.N);
   if (s.epilogue) {
     for (const std::string& name : s.epilogue->broadcasts()) {
       const kernel::GlobalTensor* t = k.find_tensor(name);
+      const GemmShape::Broadcast& b = g.broadcast.at(name);
       g.broadcast.at(name).gm = place(name, t->dtype, t->shape, npu::TensorRole::In);
+      if (b.s_m) rows_past_m(name, t->dtype, b.s_m);
     }
     // Column blocks past N read up to one block of elements beyond a broadcast tensor's end: keep them in GM.
     place("guard", DType::F32, {m.cube_f16.n0}, npu::TensorRole::Scratch);
     out.notes.push_back("fused epilogue on UB per " + std::to_string(m.cube_f16.n0) + "-column block: " +
                         std::to_string(s.epilogue->broadcasts().size()) + " broadcast tensor(s), output " + s.C->name);
   }
-  if (s.aligned) {
+  if (s.aligned || s.m_tail) {
+    if (s.m_tail)
+      out.notes.push_back(fmt::format("M tail: {} rows computed as {} on every core; the {} rows past M read and write "
+                                      "guards after {} and {} (no padded copies)",
+                                      s.M, g.M, g.M - s.M, s.A->name, s.C->name));
     g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
     const int64_t tiles = g.batch * (g.M / g.tm) * (g.N / g.tn);
     g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));

@@ -128,6 +128,10 @@ struct GlobalTensor {
   std::vector<int64_t> shape;
   ir::TensorKind kind = ir::TensorKind::Input;
   bool temporary = false;  // a Local materialised in global memory between fused groups
+  // The shape the user's function declares, where poly::collapse_indices merged dimensions (the
+  // same row-major bytes): runners accept inputs and give outputs in it. Empty: `shape`.
+  std::vector<int64_t> declared_shape;
+  const std::vector<int64_t>& user_shape() const { return declared_shape.empty() ? shape : declared_shape; }
 };
 
 struct Buffer {

@@ -211,7 +211,8 @@ TEST_CASE("permutations, a column statistic read along rows (cores split the las
 
 TEST_CASE("an f16 sum keeps its reduction off the lanes, so it accumulates in the interpreter's order (bit-exact)") {
   const std::string notes = notes_of("generality.tsl", "reduce_lead", "A=7,B=3,C=20");
-  CHECK(notes.find("rows b, lanes c") != std::string::npos);  // a: an outer loop, accumulated tile by tile in order
+  // b, c collapse into b_c (poly::collapse_indices): the lanes; a is never on the lanes, accumulated in order
+  CHECK(notes.find("lanes b_c") != std::string::npos);
   check_nest("generality.tsl", "reduce_lead", "A=50,B=3,C=20", true);
 }
 
