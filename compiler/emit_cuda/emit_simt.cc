@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/simt_mapping.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -17,9 +18,8 @@ using kernel::Expr;
 using kernel::Node;
 using kernel::NodeKind;
 
-// threads of a block unless a group has fewer block tiles than SMs (then up to the machine's
-// block limit, see block_threads)
-constexpr unsigned kThreads = 256;
+// threads of a block unless a group has fewer block tiles than SMs (simt_block_threads)
+constexpr unsigned kThreads = kSimtThreads;
 // registers per thread assumed when sizing the grid (the generated code's loops and a few values)
 constexpr unsigned kRegistersPerThread = 32;
 // iterations of a reduction's lane loop unrolled: their loads are independent (only the
@@ -40,9 +40,6 @@ bool constant_expr(const Expr& e, int64_t* v) {
   }
 }
 
-// The index lists of `t`'s reads in `e`.
-void reads_of(const ir::Expr& e, const std::string& t, std::vector<const std::vector<ir::AffineExpr>*>& out);
-
 struct SimtEmitter {
   const kernel::Kernel& k;
   std::ostringstream& os;
@@ -50,8 +47,8 @@ struct SimtEmitter {
   int reductions = 0;                     // reduction nests emitted (they use red_smem_)
   kernel::Divisors divisors;              // of the kernel's variables (box offsets' alignment)
   std::map<int, int64_t> pitch;           // buffer id -> elements between its rows, where padded
-  std::set<int> direct;                   // copy-in boxes read straight from global (direct_buffers)
-  std::set<int> direct_out;               // copy-out boxes written straight to global (direct_buffers)
+  std::set<int> direct;                   // copy-in boxes read straight from global (simt_direct_buffers)
+  std::set<int> direct_out;               // copy-out boxes written straight to global (simt_direct_buffers)
   std::set<std::string> owned_loop_vars;  // see owner_stable
   const Node* pending_init = nullptr;     // an init nest right before the loop being emitted (sequence)
   bool init_folded = false;               // the loop's reduction nest took pending_init over
@@ -992,109 +989,6 @@ void buffers_used(const Node& n, std::set<int>& out) {
   for (const auto& c : n.else_children) buffers_used(*c, out);
 }
 
-void reads_of(const ir::Expr& e, const std::string& t, std::vector<const std::vector<ir::AffineExpr>*>& out) {
-  if (e.kind == ir::ExprKind::Access && e.name == t) out.push_back(&e.indices);
-  for (const auto& a : e.args) reads_of(*a, t, out);
-}
-
-// Whether a read's innermost index walks the tensor's contiguous dim with the index the block's
-// threads take innermost: the output's last index (a compute nest over threads, a column
-// reduction), or the last reduction index (strided over a reduction's lanes).
-bool contiguous_read(const ir::Statement& s, const std::vector<ir::AffineExpr>& idx) {
-  if (idx.empty()) return true;
-  const auto& last = idx.back();
-  if (last.has_div()) return false;
-  std::string inner_out, inner_red;
-  if (!s.out_indices.empty()) {
-    const auto& o = s.out_indices.back();
-    if (!o.has_div() && o.index_coeffs.size() == 1 && o.index_coeffs.begin()->second == 1) inner_out = o.index_coeffs.begin()->first;
-  }
-  for (const auto& v : s.domain)
-    if (v.is_reduction) inner_red = v.name;
-  for (const auto& [v, c] : last.index_coeffs)
-    if (c == 1 && (v == inner_out || v == inner_red)) return true;
-  return false;
-}
-
-// Copy-in boxes of a group whose readers read the input tensor itself (global memory, through the
-// L1 cache) instead: boxes of inputs filled only by copies from global memory, read only by compute
-// statements, each read walking the tensor's contiguous dim with the threads' innermost index (so a
-// warp's reads coalesce). Staging such a box in shared memory costs a block barrier and a round trip
-// through shared memory and keeps a block's loads from overlapping its arithmetic; a box read
-// across the threads' order (a transpose) keeps its coalescing copy.
-// Likewise copy-out boxes written straight to the output tensor: boxes only copied out, written
-// only by element-wise statements (no reduction, so no init and no read-back) whose output's last
-// index is the threads' innermost, and read by nothing.
-struct DirectBuffers {
-  std::set<int> in, out;
-};
-DirectBuffers direct_buffers(const kernel::Kernel& k, const kernel::NodePtr& root) {
-  std::set<int> copied_in, kept, copied_out, kept_out;
-  std::set<std::string> written;  // tensors the group copies out to
-  kernel::for_each_node(root, [&](const Node& n, int) {
-    if (n.kind == NodeKind::Copy) {
-      if (n.dst < 0) written.insert(n.tensor);
-      if (n.dst >= 0 && n.src < 0) {
-        copied_in.insert(n.dst);
-        kept_out.insert(n.dst);
-      } else if (n.dst < 0 && n.src >= 0) {
-        copied_out.insert(n.src);
-        kept.insert(n.src);
-      } else {
-        if (n.src >= 0) kept.insert(n.src), kept_out.insert(n.src);
-        if (n.dst >= 0) kept.insert(n.dst), kept_out.insert(n.dst);
-      }
-    } else if (n.kind == NodeKind::Matmul) {
-      kept.insert({n.matmul.a, n.matmul.b, n.matmul.c});
-      kept_out.insert({n.matmul.a, n.matmul.b, n.matmul.c});
-    } else if (n.kind == NodeKind::Compute) {
-      const ir::Statement& s = k.function->statements.at(n.statement);
-      for (const auto& [t, b] : n.binding) {
-        if (b < 0) continue;
-        if (t == s.output) {
-          kept.insert(b);
-          const auto& o = s.out_indices;
-          const bool inner_last = !o.empty() && !o.back().has_div() && o.back().index_coeffs.size() == 1 &&
-                                  o.back().index_coeffs.begin()->second == 1 && o.back().param_coeffs.empty();
-          if (s.reduction != ir::Reduction::None || !inner_last) kept_out.insert(b);
-          std::vector<const std::vector<ir::AffineExpr>*> reads;
-          reads_of(*s.rhs, t, reads);
-          if (!reads.empty()) kept_out.insert(b);
-          continue;
-        }
-        if (n.init) continue;
-        std::vector<const std::vector<ir::AffineExpr>*> reads;
-        reads_of(*s.rhs, t, reads);
-        if (!reads.empty()) kept_out.insert(b);  // read by a statement
-        for (const auto* r : reads)
-          if (!contiguous_read(s, *r)) kept.insert(b);
-      }
-    }
-  });
-  DirectBuffers out;
-  for (int b : copied_in) {
-    if (kept.count(b)) continue;
-    // an input, or a temporary an earlier kernel wrote and this one does not
-    const kernel::GlobalTensor* t = k.find_tensor(k.buffers.at(b).tensor);
-    if (t && (t->kind == ir::TensorKind::Input || (t->temporary && !written.count(t->name)))) out.in.insert(b);
-  }
-  for (int b : copied_out)
-    if (!kept_out.count(b)) out.out.insert(b);
-  return out;
-}
-
-// Threads of a group's blocks: kThreads, or, where the group has fewer block tiles than the machine
-// has SMs (a tile's work then decides the time), doubled up to the machine's block limit while each
-// thread keeps at least 4 elements of the group's largest buffer.
-unsigned block_threads(const kernel::Kernel& k, const isa::GpuMachine& m, const std::set<int>& buffers, int64_t blocks) {
-  unsigned threads = kThreads;
-  if (blocks >= int64_t(m.sm_count)) return threads;
-  int64_t largest = 0;
-  for (int id : buffers) largest = std::max(largest, k.buffers.at(id).elements());
-  while (threads * 2 <= m.max_threads_per_block && int64_t(threads) * 2 * 4 <= largest) threads *= 2;
-  return threads;
-}
-
 // Whether every index value of the kernel fits 32-bit arithmetic with room to spare: tensor and
 // buffer element counts and sizes below 2^30 (linear offsets, loop bounds and tile origins are
 // bounded by them).
@@ -1179,10 +1073,10 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     SimtEmitter e{k, body, {}};
     e.set_narrow(narrow_indices(k));
     e.divisors = divisors;
-    const DirectBuffers direct = direct_buffers(k, groups[gi]);
+    const SimtDirectBuffers direct = simt_direct_buffers(k, groups[gi]);
     e.direct = direct.in;
     e.direct_out = direct.out;
-    e.threads = block_threads(k, m, used, blocks);
+    e.threads = simt_block_threads(k, m, used, blocks);
     for (int id : e.direct) used.erase(id);
     for (int id : e.direct_out) used.erase(id);
     uint32_t shared = 0;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/emit_cuda/simt_mapping.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
 
@@ -138,4 +139,20 @@ TEST_CASE("the same mappings compile for sm_75") {
     CHECK_FALSE(r.program.tensor_cores);
     compiles_under_nvrtc(r.program);
   }
+}
+
+TEST_CASE("simt_direct_buffers and simt_block_threads decide per group: a permutation's input staged, its output not; 16 tiles on sm90 get 512 threads, 2048 tiles 256") {
+  auto perm = simt_for("pool_norm_resample.tsl", "permute3d", {{"A", 64}, {"B", 32}, {"C", 48}});
+  const auto& k = perm.c->kernel;
+  const kernel::NodePtr group = k.body->kind == kernel::NodeKind::Block ? k.body->children.at(0) : k.body;
+  const auto d = emit_cuda::simt_direct_buffers(k, group);
+  REQUIRE(d.out.size() == 1);
+  CHECK(k.buffers.at(*d.out.begin()).tensor == "Y");
+  CHECK(d.in.empty());  // X(a, b, c) read with b innermost: staged by its 16-byte copy
+  auto gn = simt_for("pool_norm_resample.tsl", "group_norm", {{"N", 2}, {"I", 196}, {"G", 8}, {"E", 16}});
+  const isa::GpuMachine m = isa::stock_gpu_machine("sm_90");
+  std::set<int> all;
+  for (const auto& b : gn.c->kernel.buffers) all.insert(b.id);
+  CHECK(emit_cuda::simt_block_threads(gn.c->kernel, m, all, 16) == 512);
+  CHECK(emit_cuda::simt_block_threads(gn.c->kernel, m, all, 2048) == emit_cuda::kSimtThreads);
 }
