@@ -54,6 +54,8 @@ for s in M=97,N=61,K=53 M=2048,N=2048,K=2048 M=1000,N=776,K=520; do run tf32 mat
 run tf32 batch_matmul_f32 Z=16,M=256,N=256,K=128 sm90 --tf32
 run tf32 matmul_f32_bias_relu M=1000,N=776,K=520 sm90 --tf32
 run tf32 matmul_f32 M=97,N=61,K=53 sm75 --tf32
+run simt-alt matmul_f32 M=2048,N=2048,K=2048 sm90 --tile 64x128x16/8x8/st3/simt
+run tf32-alt matmul_f32 M=2048,N=2048,K=2048 sm90 --tf32 --tile 128x256x32/64x64/st3/tf32
 echo "== explain 2048^3 sm90"
 $T compile $W --def matmul_f32 --target isa/targets/sm90.yaml --shape M=2048,N=2048,K=2048 --explain 2>&1 | grep -vE "^\s+[0-9]+x" | head -14
 python3 - <<'PY'

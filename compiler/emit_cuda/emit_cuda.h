@@ -9,6 +9,9 @@
 //     16, so the kernel is WMMA load_matrix_sync / mma_sync / store_matrix_sync. Global loads are
 //     128-bit, shared memory is multi-buffered (cp.async on sm_80+) with padded rows, the K range
 //     of a block tile may be split across warps (reduced in shared memory before the epilogue).
+//   - SIMT contraction (simt_gemm.h): a contraction whose dtypes have no TensorCore shape (f32)
+//     as a register-blocked kernel (thread tiles of FMAs over cp.async-staged K slices), or with
+//     CudaOptions::tf32 on the TensorCores as TF32 (mma.sync m16n8k8), never without it.
 //   - SIMT (emit_simt.cc): a direct walk of the kernel IR. ParallelCores loops -> grid, buffers ->
 //     shared memory (global scratch when they do not fit), copies cooperative over the block,
 //     data-parallel compute loops spread over threads, reductions sequential per thread.
