@@ -30,6 +30,9 @@ NpuKernel Nest::emit() {
   emit_pads();
   if (cores_ == 1) {
     run_core(range_);
+  } else if (!core_parts_.empty()) {  // a grid: equal shares
+    core_bases();
+    run_core(range_);
   } else {
     op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(range_)});
     const int64_t last = partition_extent_ - (cores_ - 1) * range_;
@@ -52,7 +55,7 @@ NpuKernel Nest::emit() {
                                     pl.v >= 0 ? ", lanes " + pl.dims[pl.v].name : ""));
   if (fz_.on) out.notes.push_back(fused_note());
   out.notes.push_back(fmt::format("general vector lowering on {} core(s){}", cores_,
-                                  cores_ > 1 ? fmt::format(", {} rows each", range_) : std::string()));
+                                  cores_note()));
   npu::validate_program(p);
   return out;
 }
@@ -195,6 +198,8 @@ void Nest::levels(const Plan& p, size_t i, bool output) {
   const int64_t full = ext / blk, tail = ext % blk;
   Pos base;
   if (d == p.partition && cores_ > 1) base.regs.push_back({kBase, 1});
+  for (size_t j = 1; j < p.core_dims.size() && cores_ > 1; ++j)
+    if (p.core_dims[j] == d) base.regs.push_back({static_cast<uint8_t>(kBase + j), 1});
   size_[d] = blk;
   const bool innermost = d == db_dim_;
   if (innermost && full > 1) {  // pairs of tiles alternate the two value sets

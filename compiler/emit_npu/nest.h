@@ -46,8 +46,9 @@
 // Otherwise statements run in order; every statement's result goes to GM (temporaries and locals
 // become scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
 // leading output index every statement writes and reads its own tensors at, else the last one with
-// a vector repeat of it per core) in contiguous ranges per core, or one core when the statements
-// share no such index.
+// a vector repeat of it per core) in contiguous ranges per core; or, where that leaves cores idle, a
+// grid over several such leading output indices cut into equal parts (nest_cores.cc: the most cores
+// times the vector lanes kept); one core when the statements share no such index.
 //
 // Output: NpuKernel (program without syncs). Errors: why_not_nest says why a kernel is not taken
 // (a reversed index along the lanes or rows, a division of more than an index plus a constant, a

@@ -1,9 +1,11 @@
 // The general NPU vector lowering as one object (nest.h states its contract): class Nest holds
 // the kernel's statement plans (nest_plan.h) and the state of the code being emitted, and its
-// methods are defined by concern in four files:
+// methods are defined by concern in five files:
 //   nest_plan.cc      the analysis: each statement modelled as loops and accesses, zero-padded
-//                     copies, the partition over cores, the tile (u, v, rows x pitch) and the
+//                     copies, the tile (u, v, rows x pitch) and the
 //                     bounds that refuse a kernel (why_not: "" or why, never throwing);
+//   nest_cores.cc     which parallel loops go to cores: the rows of one output index, or a grid
+//                     of several leading ones (share per core, each core's first indices);
 //   nest_values.cc    GM <-> UB moves, the loads of a tile and the expression compiler (values in
 //                     UB regions, equal subexpressions once, values per row in the pipeline);
 //   nest_pipeline.cc  the row pipeline: chosen (try_fused), sized by emitting a block into a
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,16 +75,31 @@ class Nest : public VectorCode {
   std::string split_divisions(const ir::Statement& s, Plan& p);
   std::string access_of(const std::string& tensor, const std::vector<ir::AffineExpr>& idx, const Plan& p, Access& a);
   std::string model(const ir::Statement& s, Plan& p);
-  void coalesce(Plan& p, const std::string& keep) const;
+  void coalesce(Plan& p, const std::set<std::string>& keep) const;
   static bool walk_as_one(const Plan& p, size_t d);
   static void merge(Plan& p, size_t d);
   bool plan_pads();
-  std::vector<std::string> partition_indices(int pos, int64_t& extent, size_t first = 0) const;
-  void choose_partition();
+  int lane_dim(const Plan& p) const;
   std::string tile(Plan& p);
   int count_regions(const Plan& p);
   std::string unmovable_read(const Plan& p) const;
   static bool transposable(const Plan& p, const Access& a);
+
+  // nest_cores.cc: the split over cores
+  struct CoreAxis {
+    int64_t extent = 1;
+    std::vector<std::string> names;  // each plan's dimension at this axis
+  };
+  std::vector<std::string> partition_indices(int pos, int64_t& extent, size_t first = 0) const;
+  std::vector<CoreAxis> grid_axes() const;
+  int64_t rows_cores(int64_t extent, bool lanes) const;
+  void choose_partition();
+  bool choose_grid(int64_t rows);
+  double lane_efficiency(const std::vector<CoreAxis>& axes, const std::vector<int64_t>& parts) const;
+  int64_t share(const Plan& p, int d) const;      // extent of d in a core's share (analysis)
+  int64_t extent_of(const Plan& p, int d) const;  // ... in this core's (emission: the last core's range)
+  void core_bases();
+  std::string cores_note() const;
 
   // nest_values.cc: GM <-> UB moves, loads and the expression compiler
   Operand gm_operand(const Plan& p, const Access& a, int64_t extra);
@@ -148,7 +166,6 @@ class Nest : public VectorCode {
   void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep);
 
   int64_t stride_of(const Access& a, int d) const { return d >= 0 ? a.stride[d] : 0; }
-  int64_t extent_of(const Plan& p, int d) const { return d == p.partition ? range_now_ : p.dims[d].extent; }
   int64_t block_of(const Plan& p, int d) const { return d == p.u ? p.rows : d == p.v ? p.cols : 1; }
   int64_t cur(int d) const { return d >= 0 ? size_[d] : 1; }
   // Accumulator shape: [rows of u if u is an output dim][pitch if v is one, else 1 packed].
@@ -166,6 +183,7 @@ class Nest : public VectorCode {
   std::vector<Plan> plans_;
   int cores_ = 1;
   int64_t range_ = 1, range_now_ = 1, partition_extent_ = 1;
+  std::vector<int64_t> core_parts_, core_block_;  // a core grid: parts and share per axis (empty: rows)
   std::map<std::string, int64_t> gm_;
   const Plan* plan_ = nullptr;
   std::vector<Pos> pos_;

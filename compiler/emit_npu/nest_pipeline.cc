@@ -86,11 +86,11 @@ bool Nest::fuse(int prologue) {
   int64_t extent = -1;
   const std::vector<std::string> names = partition_indices(0, extent, prologue);
   if (names.empty() || extent <= 1) return false;
-  for (int i = 0; i < prologue; ++i) coalesce(plans_[i], "");
+  for (int i = 0; i < prologue; ++i) coalesce(plans_[i], {});
   int64_t rows = -1;
   for (size_t i = prologue; i < plans_.size(); ++i) {
     Plan& p = plans_[i];
-    coalesce(p, names[i - prologue]);
+    coalesce(p, {names[i - prologue]});
     for (size_t d = 0; d < p.dims.size(); ++d)
       if (p.dims[d].name == names[i - prologue]) p.partition = static_cast<int>(d);
     if (p.partition < 0) return false;

@@ -1,9 +1,9 @@
 // The general NPU vector lowering's analysis (nest_lowering.h, nest.h): each statement modelled as
 // loops over its index dimensions with affine accesses (divided indices split into quotient and
 // remainder, dimensions walked as one coalesced), the zero-padded copies of reads outside a tensor,
-// the partition of the rows over cores, each statement's tile (u, v, rows x pitch, loop order) and
+// each statement's tile (u, v, rows x pitch, loop order) and
 // the bounds that refuse a kernel. why_not runs these steps and returns "" or the reason; it
-// decides what nest.cc and nest_pipeline.cc then emit and never throws.
+// decides (with nest_cores.cc's split over cores) what nest.cc and nest_pipeline.cc then emit and never throws.
 #include "compiler/emit_npu/nest_lowering.h"
 
 #include <fmt/format.h>
@@ -35,6 +35,8 @@ std::string Nest::why_not() {
   if (f->statements.empty()) return "no statements";
   cores_ = 1;
   range_ = 1;
+  core_parts_.clear();
+  core_block_.clear();
   pads_.clear();
   reach_.clear();
   pad_refusal_.clear();
@@ -60,7 +62,7 @@ std::string Nest::why_not() {
   for (const Plan& p : plans_) {
     double tiles = 1;
     for (size_t d = 0; d < p.dims.size(); ++d) {
-      const int64_t ext = static_cast<int>(d) == p.partition ? range_ : p.dims[d].extent;
+      const int64_t ext = share(p, static_cast<int>(d));
       const int64_t blk = static_cast<int>(d) == p.u ? p.rows : static_cast<int>(d) == p.v ? p.cols : 1;
       tiles *= double((ext + blk - 1) / blk);
     }
@@ -221,11 +223,11 @@ std::string Nest::model(const ir::Statement& s, Plan& p) {
 
 // Merges adjacent dimensions of one kind that every access walks as one (stride of the outer =
 // stride of the inner x its extent): the tile then covers them together.
-void Nest::coalesce(Plan& p, const std::string& keep) const {
+void Nest::coalesce(Plan& p, const std::set<std::string>& keep) const {
   for (bool merged = true; merged;) {
     merged = false;
     for (size_t d = 0; d + 1 < p.dims.size() && !merged; ++d) {
-      if (p.dims[d].name == keep || p.dims[d + 1].name == keep) continue;
+      if (keep.count(p.dims[d].name) || keep.count(p.dims[d + 1].name)) continue;
       if (walk_as_one(p, d)) merge(p, d), merged = true;
     }
   }
@@ -290,86 +292,15 @@ bool Nest::plan_pads() {
   return !pads_.empty();
 }
 
-// The partition: the dimension writing dim 0 of every statement's output, when each statement
-// reads the kernel's own results only at that row (then a core's rows depend on its rows only).
-// The index writing dimension `pos` of every statement's output (0: the leading one, -1: the
-// last), when each statement reads the kernel's own results only at that index in that dimension
-// (then a core's share depends on its share only). Empty when there is none.
-std::vector<std::string> Nest::partition_indices(int pos, int64_t& extent, size_t first) const {
-  std::set<std::string> written;
-  std::vector<std::string> chosen;
-  extent = -1;
-  auto at = [&](const std::vector<ir::AffineExpr>& idx) -> const ir::AffineExpr* {
-    if (idx.empty()) return nullptr;
-    return &idx[pos >= 0 ? static_cast<size_t>(pos) : idx.size() - 1];
-  };
-  for (size_t i = first; i < plans_.size(); ++i) {
-    const ir::Statement& s = *plans_[i].s;
-    const ir::AffineExpr* e = at(s.out_indices);
-    if (!e || e->index_coeffs.size() != 1 || !e->param_coeffs.empty() || e->constant != 0 || e->has_div() ||
-        e->index_coeffs.begin()->second != 1)
-      return {};
-    const std::string d = e->index_coeffs.begin()->first;
-    const ir::IndexVar* iv = s.find_index(d);
-    const int64_t n = iv->hi.evaluate({}, k_.sizes) - iv->lo.evaluate({}, k_.sizes);
-    if (iv->lo.evaluate({}, k_.sizes) != 0 || (extent >= 0 && n != extent)) return {};
-    extent = n;
-    bool ok = true;
-    std::function<void(const ir::Expr&)> check = [&](const ir::Expr& x) {
-      if (x.kind == ir::ExprKind::Access && written.count(x.name)) {
-        const ir::AffineExpr* r = at(x.indices);
-        if (!r || !(*r == ir::AffineExpr::index(d))) ok = false;
-      }
-      for (const auto& a : x.args) check(*a);
-    };
-    check(*s.rhs);
-    if (!ok) return {};
-    written.insert(s.output);
-    chosen.push_back(d);
-  }
-  return chosen;
-}
-
-// The partition: rows of the leading output dimension, else of the last (channels), over the cores.
-void Nest::choose_partition() {
-  int64_t extent = -1;
-  std::vector<std::string> dim0 = partition_indices(0, extent);
-  bool lanes = false;  // split along the last dimension: keep a vector repeat of it per core
-  if (dim0.empty() || extent <= 1) dim0 = partition_indices(-1, extent), lanes = true;
-  const bool ok = !dim0.empty();
-  for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], ok ? dim0[i] : "");
-  if (!ok || extent <= 1 || !pads_.empty()) {  // padded copies: every core would read the one copy
-    cores_ = 1;
-    return;
-  }
-  const int64_t want = std::min<int64_t>(m_.cores, lanes ? std::max<int64_t>(1, extent / m_.vector_lanes(DType::F32)) : extent);
-  range_ = (extent + want - 1) / want;
-  cores_ = static_cast<int>((extent + range_ - 1) / range_);
-  partition_extent_ = extent;
-  for (size_t i = 0; i < plans_.size(); ++i) {
-    Plan& p = plans_[i];
-    for (size_t d = 0; d < p.dims.size(); ++d)
-      if (p.dims[d].name == dim0[i]) p.partition = static_cast<int>(d);
-  }
-  if (std::any_of(plans_.begin(), plans_.end(), [](const Plan& p) { return p.partition < 0; })) {  // split by a division
-    for (Plan& p : plans_) p.partition = -1;
-    cores_ = 1;
-    range_ = 1;
-    return;
-  }
-  if (cores_ == 1) range_ = extent;
-}
-
-// Chooses u, v and the tile; "" or why not.
-std::string Nest::tile(Plan& p) {
+// v: the dimension the most elements are contiguous along (each access counts the elements it
+// touches); ties go to output dimensions, then inner ones. An f16 sum keeps its reductions off the
+// lanes when it has an output dimension.
+int Nest::lane_dim(const Plan& p) const {
   const int nd = static_cast<int>(p.dims.size());
-  if (nd > kMaxLevels) return fmt::format("{} loop dimensions (at most {})", nd, kMaxLevels);
   std::vector<const Access*> all{&p.out};
   for (const auto& a : p.reads) all.push_back(&a);
   const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
   const bool has_out = std::any_of(p.dims.begin(), p.dims.end(), [](const Dim& d) { return !d.reduction; });
-  // v: the dimension the most elements are contiguous along (each access counts the elements it
-  // touches); ties go to output dimensions, then inner ones.
   auto touched = [&](const Access& a) {
     int64_t n = 1;
     for (int d = 0; d < nd; ++d)
@@ -389,7 +320,17 @@ std::string Nest::tile(Plan& p) {
   if (best < 0)
     for (int d = nd - 1; d >= 0 && best < 0; --d)
       if (!p.dims[d].reduction || !has_out) best = d;
-  p.v = best;
+  return best;
+}
+
+// Chooses u, v and the tile; "" or why not.
+std::string Nest::tile(Plan& p) {
+  const int nd = static_cast<int>(p.dims.size());
+  if (nd > kMaxLevels) return fmt::format("{} loop dimensions (at most {})", nd, kMaxLevels);
+  std::vector<const Access*> all{&p.out};
+  for (const auto& a : p.reads) all.push_back(&a);
+  const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
+  p.v = lane_dim(p);
   // u: the output dimension the output is densest along, else the innermost reduction one.
   int64_t best_stride = std::numeric_limits<int64_t>::max();
   for (int d = 0; d < nd; ++d) {
@@ -400,6 +341,19 @@ std::string Nest::tile(Plan& p) {
   if (p.u < 0)
     for (int d = nd - 1; d >= 0 && p.u < 0; --d)
       if (d != p.v) p.u = d;
+  // Where a core's share of u makes tiles smaller than the bytes GM delivers in one load latency
+  // (a core grid cut it, or it is short: each tile would wait out the latency for little data), the
+  // dimension that gives a tile the most rows: an output one, or a reduction one unless an f16 sum
+  // (its rows would be added out of the interpreter's order).
+  const isa::NpuPathSpec& gm = m_.path(Buffer::GM, Buffer::UB);
+  const int64_t row_bytes = 4 * (p.v >= 0 ? share(p, p.v) : 1);
+  const auto in_flight = static_cast<int64_t>(gm.latency_cycles * gm.bandwidth_bytes_per_cycle);
+  if (p.u >= 0 && std::min<int64_t>(share(p, p.u), max_repeat_) * row_bytes < in_flight) {
+    auto rows_of = [&](int d) { return std::min<int64_t>(share(p, d), max_repeat_); };
+    auto forward = [&](int d) { return std::all_of(all.begin(), all.end(), [&](const Access* a) { return a->stride[d] >= 0; }); };
+    for (int d = 0; d < nd; ++d)
+      if (d != p.v && rows_of(d) > rows_of(p.u) && forward(d) && !(half_sum && p.dims[d].reduction)) p.u = d;
+  }
   if (p.partition >= 0 && p.partition != p.u && p.partition != p.v && p.dims[p.partition].reduction)
     return "partition dimension is a reduction";
   for (const Access* a : all)
@@ -421,18 +375,18 @@ std::string Nest::tile(Plan& p) {
     return fmt::format("{} values of one vector repeat each need {} bytes, more than UB's {}", p.regions,
                        p.regions * p.unit * 4, ub);
   int64_t ev = p.v >= 0 ? p.dims[p.v].extent : 1;
-  if (p.v >= 0 && p.v == p.partition) ev = std::min(ev, range_);
+  if (p.v >= 0) ev = share(p, p.v);
   const int64_t padded = (ev + p.unit - 1) / p.unit * p.unit;
   // A transposed read turns 16 x 16 blocks: leave room for 16 rows when the rows allow it.
   const bool turns = std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return transposable(p, a); });
-  const int64_t eu0 = p.u >= 0 ? std::min(p.dims[p.u].extent, p.u == p.partition ? range_ : p.dims[p.u].extent) : 1;
+  const int64_t eu0 = p.u >= 0 ? share(p, p.u) : 1;
   const int64_t lane_cap = turns && eu0 >= 16 ? std::max<int64_t>(p.unit, cap / 16 / p.unit * p.unit) : cap;
   p.cols = padded <= lane_cap ? ev : lane_cap;
   p.pitch = padded <= lane_cap ? padded : lane_cap;
-  if (p.v == p.partition && p.v >= 0) p.cols = std::min(p.cols, range_);
+  if (p.v >= 0) p.cols = std::min(p.cols, share(p, p.v));
   const int64_t eu = p.u >= 0 ? p.dims[p.u].extent : 1;
   p.rows = std::max<int64_t>(1, std::min({eu, cap / p.pitch, max_repeat_}));
-  if (p.u == p.partition && p.u >= 0) p.rows = std::min(p.rows, range_);
+  if (p.u >= 0) p.rows = std::min(p.rows, share(p, p.u));
   // Loop order: partition first, output dimensions, u and v innermost of their kind.
   auto place = [&](bool reduction) {
     std::vector<int> order;

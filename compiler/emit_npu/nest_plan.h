@@ -23,11 +23,12 @@ using npu::Opcode;
 using npu::Operand;
 
 // Registers: level i of a statement counts its blocks in r(kLevel0 + i); the core's first row of
-// the partition dimension is kBase; kAddr / kTmp build GM addresses; kOnce runs the last core's range.
+// the partition dimension is kBase (of core axis j: kBase + j, j < kMaxCoreAxes); kAddr / kTmp build GM addresses; kOnce runs the last core's range.
 constexpr uint8_t kLevel0 = 1, kBase = 16, kAddr = 20, kTmp = 21, kOnce = 22, kCoreLoop = 23;
 // The row pipeline: core 0 alone stores what the once-per-core statements write (kFirst = core_id == 0).
 constexpr uint8_t kFirst = 24, kFirstLoop = 25;
 constexpr int kMaxLevels = 14;
+constexpr int kMaxCoreAxes = 4;  // kBase .. kBase + 3, below kAddr
 // not hardware: the longest program (instructions issued per core) the lowering produces, so a
 // contraction refused by the cube cannot turn into an hours-long simulation.
 constexpr double kMaxIssued = 1 << 23;
@@ -74,6 +75,7 @@ struct Plan {
   int64_t rows = 1, cols = 1, pitch = 1;   // full tile: rows x cols used of rows x pitch
   std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
   int partition = -1;                      // the dimension split over cores (out_levels[0])
+  std::vector<int> core_dims;              // a core grid's axes (partition first; nest_cores.cc), else empty
   int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
   int regions = 0, body_regions = 0;  // all values of a tile (both sets), one set's
   bool is_reduction() const { return s->reduction != ir::Reduction::None; }
