@@ -943,17 +943,25 @@ TEST_CASE("SIMT copies of tiles whose offsets are multiples of 8 halves move 16 
   emit_cuda::CudaOptions o;
   o.arch = "sm_90";
   o.row_kernels = false;  // the loop-tree walk (row programs otherwise become row kernels)
-  {  // 64x64 tiles of a 4096x3072 f16 tensor: every tile origin is a multiple of 64
-    auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 4096}, {"N", 3072}});
+  {  // a transpose's input is staged (read across the threads' order): 64x64 tiles of a 4096x3072
+     // f16 tensor, every tile origin a multiple of 64
+    auto r = compile_for("vector.tsl", "transpose2d", {{"M", 4096}, {"N", 3072}});
     const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
     CHECK(contains(s, "copy in X_registers_g0, 16 B per thread"));
-    CHECK(contains(s, "copy out Y_registers_g0, 16 B per thread"));
     CHECK(contains(s, "*(uint4*)&t_X["));
   }
   {  // rows of 1001 halves: no chunk of 8 is 16-byte aligned in every row
-    auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 64}, {"N", 1001}});
+    auto r = compile_for("vector.tsl", "transpose2d", {{"M", 64}, {"N", 1001}});
     const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+    CHECK(contains(s, "copy in X_registers_g0"));
     CHECK_FALSE(contains(s, "16 B per thread"));
+  }
+  {  // element-wise rows read and write along the threads' order: no box staged at all
+    auto r = compile_for("vector.tsl", "bias_gelu", {{"M", 4096}, {"N", 3072}});
+    const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
+    CHECK_FALSE(contains(s, "copy in X_registers_g0"));
+    CHECK_FALSE(contains(s, "copy out Y_registers_g0"));
+    CHECK(contains(s, "t_Y[(("));  // written by the statement itself
   }
 }
 
@@ -975,7 +983,8 @@ TEST_CASE("SIMT shared buffers whose rows are whole bank rows get 16 bytes of pa
   const std::string s = emit_cuda::emit_cuda(r.c->kernel, o).source;
   // 64 halves = 128 bytes = one row of 32 four-byte banks: the pitch becomes 72 halves
   CHECK(contains(s, "X_registers_g0[((0 * 64 + (y0 - g0_m_o)) * 72 + (y1 - g0_n_o))]"));
-  CHECK(contains(s, "copy out Y_registers_g0, 16 B per thread"));  // rows stay 16-byte aligned
+  // the output is written along the threads' order, straight to global (no staged copy-out)
+  CHECK_FALSE(contains(s, "copy out Y_registers_g0"));
 }
 
 TEST_CASE("row programs become register row kernels: a group of threads per row, vector loads, one pass over global memory") {
