@@ -54,6 +54,13 @@ struct GemmShape : tile::GemmPlan {
   int64_t a_off = 0, b_off = 0, c_off = 0;  // GM byte offsets
   // GM element strides of A(m, k), B(k, n), C(m, n) and of the batch index in each
   int64_t a_sm = 0, a_sk = 1, a_sb = 0, b_sk = 0, b_sn = 1, b_sb = 0, c_sm = 0, c_sb = 0;
+  // Several batch indices (attention's batch and head: Q[b, s, h, d] * K[b, t, h, d] -> P[b, h, s, t]),
+  // outermost first, each with its own element stride in A, B and C; `batch` is their product and
+  // a_sb, b_sb, c_sb are unused. Empty: one batch index or none.
+  struct BatchDim {
+    int64_t extent = 1, a = 0, b = 0, c = 0;
+  };
+  std::vector<BatchDim> batch_dims;
   bool a_transposed() const { return a_sk != 1; }  // A stored [k][m]: its rows are K
   bool b_transposed() const { return b_sn != 1; }  // B stored [n][k]: its rows are N
   DType out = DType::F32;
@@ -250,7 +257,26 @@ class GemmLoop {
     op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.c_sm * eo_)});
     op(Opcode::Mul, {reg(kTmp), reg(kTileN), imm(g.tn * eo_)});
     op(Opcode::Add, {reg(kGmC), reg(kGmC), reg(kTmp)});
-    if (g.batch > 1) {
+    if (!g.batch_dims.empty()) {  // the batch's index per batch dimension (kRest), outermost first
+      int64_t after = g.batch;
+      for (size_t d = 0; d < g.batch_dims.size(); ++d) {
+        const GemmShape::BatchDim& b = g.batch_dims[d];
+        after /= b.extent;
+        uint8_t index = kBatch;  // the last dimension's index is what remains
+        if (d + 1 < g.batch_dims.size()) {
+          op(Opcode::Div, {reg(kRest), reg(kBatch), imm(after)});
+          op(Opcode::Mul, {reg(kTmp), reg(kRest), imm(after)});
+          op(Opcode::Sub, {reg(kBatch), reg(kBatch), reg(kTmp)});
+          index = kRest;
+        }
+        const std::pair<uint8_t, int64_t> bases[] = {{kGmA, b.a * in_}, {kGmB, b.b * in_}, {kGmC, b.c * eo_}};
+        for (const auto& [base, bytes] : bases) {
+          if (!bytes) continue;
+          op(Opcode::Mul, {reg(kTmp), reg(index), imm(bytes)});
+          op(Opcode::Add, {reg(base), reg(base), reg(kTmp)});
+        }
+      }
+    } else if (g.batch > 1) {
       op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.a_sb * in_)});
       op(Opcode::Add, {reg(kGmA), reg(kGmA), reg(kTmp)});
       op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(g.b_sb * in_)});
@@ -702,8 +728,8 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
   const kernel::Contraction& con = *k.contraction;
   if (con.a.tensor != A->name || con.b.tensor != B->name || con.a.producer || con.b.producer || con.a.base || con.b.base)
     return unsupported("operands other than whole global inputs read directly");
-  if (con.m.size() != 1 || con.n.size() != 1 || con.k.size() != 1 || con.batch.size() > 1)
-    return unsupported("more than one M, N, K or batch index");
+  if (con.m.size() != 1 || con.n.size() != 1 || con.k.size() != 1)
+    return unsupported("more than one M, N or K index (indices that are not adjacent in every tensor, so they do not collapse)");
   if (!C) {
     std::string refusal;
     s.epilogue = std::make_unique<GemmEpilogue>(k, target, mm.statement, mm.c_tensor, false, refusal);
@@ -713,11 +739,15 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
   }
   if (s.epilogue) C = k.find_tensor(s.epilogue->output());
   // GM strides from the contraction record: each operand needs a unit-stride matrix dimension.
-  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var, vb = con.batch.empty() ? "" : con.batch[0].var;
+  const std::string &vm = con.m[0].var, &vn = con.n[0].var, &vk = con.k[0].var;
+  const std::string vb = con.batch.size() == 1 ? con.batch[0].var : "";
   GemmShape& g = s.g;
   g.a_sm = stride_of(con.a.coeff, vm), g.a_sk = stride_of(con.a.coeff, vk), g.a_sb = stride_of(con.a.coeff, vb);
   g.b_sk = stride_of(con.b.coeff, vk), g.b_sn = stride_of(con.b.coeff, vn), g.b_sb = stride_of(con.b.coeff, vb);
   g.c_sm = stride_of(con.out_coeff, vm), g.c_sb = stride_of(con.out_coeff, vb);
+  if (con.batch.size() > 1)
+    for (const auto& b : con.batch)
+      g.batch_dims.push_back({b.extent, stride_of(con.a.coeff, b.var), stride_of(con.b.coeff, b.var), stride_of(con.out_coeff, b.var)});
   if ((g.a_sk != 1 && g.a_sm != 1) || (g.b_sn != 1 && g.b_sk != 1) || stride_of(con.out_coeff, vn) != 1)
     return unsupported("an operand whose matrix dimensions both have a stride other than 1 (the batch is innermost)");
   // i8 x i8 -> i32: on the cube's i8 shape (i32 accumulation, exact for any K), or, where the
@@ -746,7 +776,8 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   const kernel::Contraction& con = *k.contraction;
   GemmShape& g = s.g;
   s.M = con.m[0].extent, s.K = con.k[0].extent, s.N = con.n[0].extent;
-  g.batch = con.batch.empty() ? 1 : con.batch[0].extent;
+  g.batch = 1;
+  for (const auto& b : con.batch) g.batch *= b.extent;
   g.out = s.C->dtype;
   g.int_out = s.i8 && !s.native_i8;
   g.epilogue = s.epilogue.get();
@@ -781,6 +812,8 @@ std::string setup_broadcasts(const kernel::Kernel& k, const Machine& m, GemmSetu
     int64_t stride = 1;
     for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
       const std::string& v = con.out_vars.at(dims[d]);
+      if (v != vm && v != vn && !g.batch_dims.empty())
+        return gemm_unsupported(k, "epilogue tensor " + name + " varies along one of several batch indices");
       (v == vm ? b.s_m : v == vn ? b.s_n : b.s_b) = stride;
       stride *= t->shape[d];
     }
@@ -822,6 +855,9 @@ std::string setup_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   if (std::string why = setup_plan(k, mm, m, s); !why.empty()) return why;
   if (s.epilogue)
     if (std::string why = setup_broadcasts(k, m, s); !why.empty()) return why;
+  if (!s.aligned && !s.m_tail && !s.g.batch_dims.empty())
+    return gemm_unsupported(k, fmt::format("several batch indices with tails ({}x{}x{} not whole {}x{}x{} fractals)", s.M, s.N,
+                                           s.K, m.cube_f16.m0, m.cube_f16.n0, m.cube_f16.k0));
   if (!s.aligned && !s.m_tail) return setup_tails(k, m, s);
   return "";
 }
