@@ -62,6 +62,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import roofline_gen  # noqa: E402
+from conformance import first_error_line  # noqa: E402  (one reading of tessel's error line)
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TESSEL = os.path.join(SOURCE_DIR, "build", "compiler", "cli", "tessel")
@@ -166,14 +167,6 @@ def select(args):
 
 
 # --- running ------------------------------------------------------------------------------------
-
-def first_error_line(stderr):
-    for line in stderr.splitlines():
-        line = line.strip()
-        if line:
-            return re.sub(r"^tessel: (error: )?", "", line)
-    return ""
-
 
 def status_of(rc, stdout, stderr, report):
     """(status, reason) of one `tessel run`."""
