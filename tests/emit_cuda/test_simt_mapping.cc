@@ -115,7 +115,7 @@ TEST_CASE("16M-element sum: phase one 1024 block tiles of 256 threads, 128 lanes
   compiles_under_nvrtc(p);
 }
 
-TEST_CASE("upsampling writes its output straight to global; a permutation keeps its coalescing copy-in and writes straight to global") {
+TEST_CASE("upsampling writes its output straight to global, a permutation keeps its coalescing copy-in and writes straight to global") {
   auto up = simt_for("pool_norm_resample.tsl", "upsample2x", {{"N", 2}, {"H", 7}, {"W", 6}, {"C", 8}});
   CHECK_FALSE(contains(up.program.source, "copy in X"));
   CHECK_FALSE(contains(up.program.source, "copy out Y"));
@@ -141,7 +141,7 @@ TEST_CASE("the same mappings compile for sm_75") {
   }
 }
 
-TEST_CASE("simt_direct_buffers and simt_block_threads decide per group: a permutation's input staged, its output not; 16 tiles on sm90 get 512 threads, 2048 tiles 256") {
+TEST_CASE("simt_direct_buffers and simt_block_threads decide per group: a permutation's input staged, its output not, and 16 tiles on sm90 get 512 threads, 2048 tiles 256") {
   auto perm = simt_for("pool_norm_resample.tsl", "permute3d", {{"A", 64}, {"B", 32}, {"C", 48}});
   const auto& k = perm.c->kernel;
   const kernel::NodePtr group = k.body->kind == kernel::NodeKind::Block ? k.body->children.at(0) : k.body;
