@@ -791,9 +791,41 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   s.aligned = s.M % mu == 0 && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out;
   s.m_tail = !s.aligned && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out && g.batch == 1;
   g.M = round_up(s.M, mu), g.N = round_up(s.N, nu), g.K = round_up(s.K, cube.k0);
-  const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
-  if (planned.no_fit) return "kernel " + k.name + ": " + planned.no_fit->what();
-  static_cast<tile::GemmPlan&>(g) = *planned.plan;
+  if (s.aligned) {
+    const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
+    if (planned.no_fit) return "kernel " + k.name + ": " + planned.no_fit->what();
+    static_cast<tile::GemmPlan&>(g) = *planned.plan;
+    return "";
+  }
+  // Tails: the plan's tiles divide the padded sizes, so padding to one fractal can leave only thin
+  // tiles (M = 196 -> 208 = 13 x 16: 16-row tiles). Sizes padded to 1, 2, 4 and 8 fractals are
+  // planned and the one whose waves of tiles cost least is kept: a wave per min(cores, tiles) tiles
+  // (M tails run on every core, other tails on one), a tile costing its cube fractals plus its
+  // operand rows (tm x tn + m0 x (tm + tn), per K): davinci-910, GEMM 196x1024x256 2 fractals,
+  // 7,085 -> 2,096 cycles; 301x263x209 (one core) 2 fractals, 226,155 -> 47,951.
+  const int64_t cores = s.m_tail ? m.cores : 1;
+  std::optional<tile::GemmPlan> best;
+  std::optional<tile::FitFailure> first_failure;
+  double best_cost = 0;
+  const GemmShape base = g;
+  for (int64_t f : {1, 2, 4, 8}) {
+    GemmShape c = base;
+    c.M = round_up(s.M, mu * f);
+    if (!s.m_tail) c.N = round_up(s.N, nu * f), c.K = round_up(s.K, cube.k0 * f);
+    const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(c, k, mm), m);
+    if (planned.no_fit) {
+      if (!first_failure) first_failure = planned.no_fit;
+      continue;
+    }
+    const tile::GemmPlan& p = *planned.plan;
+    const int64_t tiles = c.batch * (c.M / p.tm) * (c.N / p.tn), waves = (tiles + cores - 1) / cores;
+    const double cost = double(waves) * double(p.tm * p.tn + cube.m0 * (p.tm + p.tn)) * double(c.K);
+    if (best && cost >= best_cost) continue;
+    best = p, best_cost = cost;
+    g.M = c.M, g.N = c.N, g.K = c.K;
+  }
+  if (!best) return "kernel " + k.name + ": " + first_failure->what();
+  static_cast<tile::GemmPlan&>(g) = *best;
   return "";
 }
 

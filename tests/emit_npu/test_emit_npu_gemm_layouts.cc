@@ -108,7 +108,23 @@ TEST_CASE("a GEMM whose only tail is M runs on every core with guards after A an
   auto c = compile_case("matmul.tsl", "matmul", "M=196,N=256,K=256", "", false);
   std::string notes;
   for (const auto& n : c->kernel.notes) notes += n + "\n";
-  CHECK(notes.find("M tail: 196 rows computed as 208 on every core") != std::string::npos);
+  CHECK(notes.find("M tail: 196 rows computed as 256 on every core") != std::string::npos);  // 4 fractals: 64-row tiles, one wave
   CHECK(c->kernel.program.cores > 1);
   check_mutants_of("matmul.tsl", "matmul", "M=40,N=32,K=32", "m=32/16,n=16/16,k=32/16");
+}
+
+TEST_CASE("GEMM tails pad to the fractal multiple whose tiles finish soonest, not always to one fractal") {
+  // 196 rows: one fractal (208 = 13 x 16) leaves only 16-row tiles; wider padding gives whole-chip waves
+  auto m196 = compile_case("matmul.tsl", "matmul", "M=196,N=1024,K=256", "", false);
+  std::string notes;
+  for (const auto& n : m196->kernel.notes) notes += n + "\n";
+  CHECK(notes.find("M tail: 196 rows computed as 208") == std::string::npos);
+  CHECK(m196->kernel.program.cores == 32);
+  // every size a tail (one core, padded copies): tiles larger than one fractal
+  auto odd = compile_case("gemm_layouts.tsl", "matmul_tn", "M=301,N=263,K=209", "", false);
+  std::string odd_notes;
+  for (const auto& n : odd->kernel.notes) odd_notes += n + "\n";
+  CHECK(odd_notes.find("padded to 304x272x224") == std::string::npos);
+  CHECK(odd_notes.find("operand tile 16x16x16") == std::string::npos);
+  for (const std::string& target : kTargets) check_verifies("gemm_layouts.tsl", "matmul_tn", "M=101,N=83,K=59", "", target);
 }
