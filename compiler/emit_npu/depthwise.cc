@@ -86,13 +86,30 @@ std::string match(const kernel::Kernel& k, Depthwise& d) {
 
 class DepthwiseCode : public VectorCode {
  public:
+  // Whether the template's one-core, whole-tensor layout fits (channels within one f32 repeat per
+  // pixel, every tensor in UB at once, pixels within one instruction's repeats); "" or why not.
+  static std::string fit_refusal(const kernel::Kernel& k, const Depthwise& d, const isa::NpuMachine& m) {
+    const int64_t lanes = m.vector_lanes(DType::F32), row = m.vector_bytes_per_repeat;
+    if (d.C > lanes) return fmt::format("{} channels (at most {})", d.C, lanes);
+    const ir::Function* f = k.function;
+    int64_t regions = 1;
+    for (size_t i = d.statement + 1; i < f->statements.size(); ++i) regions += 1 + count_nodes(*f->statements[i].rhs);
+    const int64_t in = d.N * d.H * d.W, out = d.N * d.OH * d.OW, positions = d.R * d.S;
+    const int64_t bytes = in * row / 2 + in * row + positions * row / 2 + positions * row + out * row +
+                          std::max(d.OW, int64_t(1)) * row + regions * out * row;
+    if (bytes > m.capacity(Buffer::UB)) return "the tensors do not fit the vector buffer in one piece";
+    if (in > m.vector_max_repeat || out > m.vector_max_repeat || positions > m.vector_max_repeat)
+      return "more pixels than one vector instruction's repeats";
+    return "";
+  }
+
   DepthwiseCode(const kernel::Kernel& k, const isa::Hierarchy& h, const Depthwise& d)
       : VectorCode(k, isa::npu_machine(h)), d_(d), row_(bytes_per_repeat_), row_blocks_(row_ / m_.vector_block_bytes) {}
 
   NpuKernel emit() {
     const ir::Function* f = k_.function;
     const int64_t lanes = m_.vector_lanes(DType::F32);  // one f32 repeat per pixel
-    if (d_.C > lanes) throw unsupported(fmt::format("{} channels (at most {})", d_.C, lanes));
+    if (std::string why = fit_refusal(k_, d_, m_); !why.empty()) throw unsupported(why);
     // The output: the last statement's tensor, [N, OH, OW, C].
     const kernel::GlobalTensor* Y = k_.find_tensor(f->statements.back().output);
     if (!Y || Y->kind != ir::TensorKind::Output || Y->shape != std::vector<int64_t>{d_.N, d_.OH, d_.OW, d_.C})
@@ -134,10 +151,8 @@ class DepthwiseCode : public VectorCode {
     for (size_t i = d_.statement + 1; i < f->statements.size(); ++i) regions += 1 + count_nodes(*f->statements[i].rhs);
     x16_ = 0, x32_ = x16_ + pixels_in() * row_ / 2, w16_ = x32_ + pixels_in() * row_, w32_ = w16_ + positions() * row_ / 2;
     acc_ = w32_ + positions() * row_, tmp_ = acc_ + pixels_out() * row_, rest_ = tmp_ + std::max(d_.OW, int64_t(1)) * row_;
-    if (rest_ + int64_t(regions) * pixels_out() * row_ > m_.capacity(Buffer::UB))
-      throw unsupported("the tensors do not fit the vector buffer in one piece");
-    if (pixels_in() > max_repeat_ || pixels_out() > max_repeat_ || positions() > max_repeat_)
-      throw unsupported("more pixels than one vector instruction's repeats");
+    TESSEL_CHECK(rest_ + int64_t(regions) * pixels_out() * row_ <= m_.capacity(Buffer::UB),
+                 "depthwise: fit_refusal accepted a layout that does not fit UB");
   }
 
   // Pixels as rows of one repeat: X and the weights (f16 staged, converted to f32), the accumulator zeroed.
@@ -204,6 +219,14 @@ class DepthwiseCode : public VectorCode {
 std::string why_not_depthwise(const kernel::Kernel& k, const isa::NpuMachine&) {
   Depthwise d;
   return match(k, d);
+}
+
+std::string why_not_depthwise_fit(const kernel::Kernel& k, const isa::NpuMachine& m) {
+  Depthwise d;
+  if (std::string why = match(k, d); !why.empty()) return "kernel " + k.name + ": not a depthwise convolution: " + why;
+  if (std::string why = DepthwiseCode::fit_refusal(k, d, m); !why.empty())
+    return "kernel " + k.name + ": the NPU backend does not map this depthwise convolution yet: " + why;
+  return "";
 }
 
 NpuKernel emit_depthwise(const kernel::Kernel& k, const isa::Hierarchy& h) {

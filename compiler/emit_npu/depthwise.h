@@ -22,6 +22,9 @@ namespace tessel::emit_npu {
 // "" when the kernel's function is that depthwise convolution (then emit_depthwise maps it or
 // throws UserError saying which size does not fit), else why not.
 std::string why_not_depthwise(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// With the shape matched: "" when the template fits (channels within one f32 repeat), else the
+// refusal the dispatcher hands to the general vector lowering as its first note.
+std::string why_not_depthwise_fit(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 NpuKernel emit_depthwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

@@ -152,5 +152,21 @@ TEST_CASE("a transpose whose channels exceed one vbrcb's repeats is refused by w
   CHECK(emit_npu::why_not_transpose_fit(small.compilation->kernel, small.compilation->hierarchy) == "");
 }
 
+TEST_CASE("a depthwise convolution the one-core template cannot hold goes to the general lowering with the reason") {
+  // 100 channels: more than one f32 repeat per pixel
+  const Compiled wide = compile_kernel("mobilenet.tsl", "depthwise_relu6", "N=1,H=6,W=6,C=100,R=3,S=3");
+  const isa::NpuMachine m = isa::npu_machine(wide.compilation->hierarchy);
+  CHECK(emit_npu::why_not_depthwise(wide.compilation->kernel, m) == "");
+  const std::string why = emit_npu::why_not_depthwise_fit(wide.compilation->kernel, m);
+  CHECK(why.find("100 channels (at most 64)") != std::string::npos);
+  check_refused_first(wide, why);
+  // 56x56 pixels: the tensors do not fit UB at once
+  const Compiled big = compile_kernel("mobilenet.tsl", "depthwise_relu6", "N=1,H=56,W=56,C=32,R=3,S=3");
+  CHECK(emit_npu::why_not_depthwise_fit(big.compilation->kernel, m).find("do not fit the vector buffer") != std::string::npos);
+  // must not fire: the MobileNet layer the template was written for
+  const Compiled fits = compile_kernel("mobilenet.tsl", "depthwise_relu6", "N=1,H=8,W=8,C=32,R=3,S=3");
+  CHECK(emit_npu::why_not_depthwise_fit(fits.compilation->kernel, m) == "");
+}
+
 }  // namespace
 }  // namespace tessel
