@@ -568,7 +568,8 @@ class Gen:
         for i in list(ctx.lhs) + [i for i in ctx.idx_axes if i not in ctx.lhs]:
             if i in where:
                 continue
-            if i not in ctx.plain or (self.rng.random() < 0.08):
+            # an index that no read on the right keeps (the read that made it plain was dropped) needs a range
+            if i not in ctx.plain or (i in ctx.lhs and i not in used) or (self.rng.random() < 0.08):
                 if i in ctx.lhs or i in used:
                     where[i] = ("0", ctx.idx_axes[i].text)
         # reduction indices that do not appear are not part of the statement
