@@ -154,6 +154,23 @@ def nvrtc_library():
     return None
 
 
+def nvrtc_arch(lib, arch):
+    """`arch`, or the lowest architecture this NVRTC compiles for when it no longer offers `arch`
+    (CUDA 13 dropped sm_70: the sm70 description's code is checked for sm_75, README "Targets")."""
+    m = re.match(r"^sm_(\d+)", arch)
+    count = ctypes.c_int()
+    if not m or not hasattr(lib, "nvrtcGetNumSupportedArchs") or lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)) != 0:
+        return arch
+    archs = (ctypes.c_int * count.value)()
+    if count.value == 0 or lib.nvrtcGetSupportedArchs(archs) != 0:
+        return arch
+    lowest = min(archs)
+    if int(m.group(1)) >= lowest:
+        return arch
+    print(f"note: this NVRTC does not compile for {arch}; checked for sm_{lowest}, the lowest architecture it offers")
+    return f"sm_{lowest}"
+
+
 def nvrtc_compile(source_path, arch):
     """Compiles a .cu file for `arch`; prints NVRTC's log; exit 0 / 1 (rejected) / 2 (no NVRTC)."""
     lib = nvrtc_library()
@@ -167,6 +184,7 @@ def nvrtc_compile(source_path, arch):
     if rc != 0:
         print(f"nvrtcCreateProgram failed ({rc})")
         return 1
+    arch = nvrtc_arch(lib, arch)
     inc = os.environ.get("TESSEL_CUDA_INCLUDE_DIR", "/usr/local/cuda/include")
     opts = [f"--gpu-architecture={arch}", "--std=c++17", f"-I{inc}", "-fmad=false"]
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])

@@ -1,19 +1,29 @@
 #include "compiler/emit_cuda/contraction.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tessel::emit_cuda {
 
-bool dtype_has_tensor_core_shape(const Contraction& c) {
-  return (c.in_type == DType::F16 && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32);
+bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& machine) {
+  // the WMMA fragments the TensorCore kernels have code for
+  if (!((c.in_type == DType::F16 && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32)))
+    return false;
+  // ... and the description's matrix unit has, at its architecture (sm70: f16 only, i8 from sm_72)
+  for (const isa::MatrixShape& s : machine.tensor_shapes) {
+    if (s.a != c.in_type || s.acc != c.acc_type) continue;
+    if (s.min_arch.size() < 5 || s.min_arch.compare(0, 3, "sm_") != 0) return true;
+    if (std::atoi(s.min_arch.c_str() + 3) <= machine.compute_capability) return true;
+  }
+  return false;
 }
 
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine) {
   const std::string& arch = machine.arch;
   const isa::GpuMmaShape& f = machine.wmma;  // the fragment every TensorCore path pads to
-  if (!dtype_has_tensor_core_shape(c))
-    return "dtypes " + std::string(dtype_name(c.in_type)) + " -> " + std::string(dtype_name(c.acc_type)) +
-           " have no WMMA shape on " + arch + " (f16 -> f32 and i8 -> i32 do)";
+  if (!dtype_has_tensor_core_shape(c, machine))
+    return "dtypes " + std::string(dtype_name(c.in_type)) + " -> " + std::string(dtype_name(c.acc_type)) + " have no WMMA shape on " +
+           arch + " (the description's matrix unit: f16 -> f32, and i8 -> i32 from sm_72)";
   // partial fragments are zero-filled by the loads and masked in the stores, so any size works;
   // tiny or badly rounded problems are better served by SIMT
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();

@@ -19,8 +19,10 @@ using kernel::substitute;
 // multiples of 16 that padded fragments would waste over a third of the work), or "".
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine);
 
-// Whether the contraction's dtypes have a TensorCore shape (f16 -> f32, i8 -> i32); the others
-// run on the register-blocked SIMT contraction kernel (simt_gemm.h).
-bool dtype_has_tensor_core_shape(const Contraction& c);
+// Whether the contraction's dtypes have a TensorCore shape the kernels implement (f16 -> f32,
+// i8 -> i32) that the description's matrix unit lists at its architecture (a shape's min_arch at
+// most the description's compute capability: sm70 has no i8 shape); the others run on the
+// register-blocked SIMT contraction kernel (simt_gemm.h).
+bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& machine);
 
 }  // namespace tessel::emit_cuda

@@ -213,7 +213,7 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     if (!no.empty()) throw UserError(k.name + ": --tf32 cannot be used: " + no);
   }
   const bool simt_gemm = matched && division.empty() &&
-                         (options.tf32 || (!dtype_has_tensor_core_shape(*matched) && simt_gemm_obstacle(*matched, m, false).empty()));
+                         (options.tf32 || (!dtype_has_tensor_core_shape(*matched, m) && simt_gemm_obstacle(*matched, m, false).empty()));
   if (options.simt_plan && options.plan_required && !simt_gemm)
     throw UserError(k.name + ": plan " + options.simt_plan->to_string() + " is a SIMT contraction plan, but " +
                     (matched && division.empty() ? "the kernel's dtypes have a TensorCore shape (give a TensorCore plan, --explain lists them)"
