@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "compiler/emit_cuda/contraction.h"
@@ -118,17 +119,24 @@ std::string device_arch() { return gpu::Context::get().device().properties.arch;
 LoadedProgram load_program(const kernel::Kernel& k, emit_cuda::CudaOptions o) {
   LoadedProgram lp;
   const std::string dev = device_arch();
+  // An older description's code (sm70, sm75 on a Hopper GPU) is emitted within its own limits and
+  // compiled for the device (PTX of older architectures runs on newer ones); a newer description's
+  // code may use what the device lacks, so it is emitted for the device's own machine instead.
+  auto number = [](const std::string& arch) { return arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0; };
+  const bool older = o.arch != dev && number(o.arch) > 0 && number(o.arch) < number(dev);
   if (o.arch != dev) {
-    lp.notes.push_back("description arch " + o.arch + " differs from the device's " + dev + "; compiled for " + dev);
-    o.arch = dev;
+    lp.notes.push_back("description arch " + o.arch + " differs from the device's " + dev + "; " +
+                       (older ? "its code (the description's limits) compiled for " + dev : "compiled for " + dev));
+    if (!older) o.arch = dev;
   }
   lp.program = emit_cuda::emit_cuda(k, o);
   // wgmma kernels need the architecture-specific target (sm_90a); everything else the device's
+  const std::string target = older ? dev : lp.program.arch;
   gpu::CompiledCubin cubin;
   try {
-    cubin = gpu::compile_to_cubin(lp.program.source, {.arch = lp.program.arch, .options = {"-fmad=false"}});
+    cubin = gpu::compile_to_cubin(lp.program.source, {.arch = target, .options = {"-fmad=false"}});
   } catch (const gpu::CompileError& e) {  // CUDA tessel emitted that NVRTC refuses: a tessel bug (exit 3)
-    throw InternalError("tessel bug: NVRTC refused the CUDA tessel emitted for operator '" + k.name + "' (" + lp.program.arch +
+    throw InternalError("tessel bug: NVRTC refused the CUDA tessel emitted for operator '" + k.name + "' (" + target +
                         "): " + e.what());
   }
   lp.compile_from_cache = cubin.from_cache;
