@@ -614,11 +614,14 @@ def generate(seed=DEFAULT_SEED, quasi_affine=False):
     return g.instances
 
 
-def write(instances, out_dir):
+def write(instances, out_dir, header=None):
+    """NAME.tsl per instance (its header comment lines, its note, its text) and manifest.json;
+    `header(inst)` gives the header lines (default: the conformance instance and its shape)."""
     os.makedirs(out_dir, exist_ok=True)
     for inst in instances:
         with open(os.path.join(out_dir, inst.name + ".tsl"), "w") as f:
-            f.write(f"# conformance instance {inst.name}: --shape {inst.shape_arg()}\n")
+            for line in (header(inst) if header else [f"conformance instance {inst.name}: --shape {inst.shape_arg()}"]):
+                f.write(f"# {line}\n")
             if inst.note:
                 f.write(f"# {inst.note}\n")
             f.write(inst.text)

@@ -19,11 +19,13 @@ The list is fixed (no random stream): the same instances, byte for byte, every t
 Usage as a script: roofline_gen.py --out DIR [--small] writes DIR/NAME.tsl and DIR/manifest.json.
 """
 import argparse
-import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import conformance_gen  # noqa: E402  (writes the instance files)
 
 DTYPE_BYTES = {"f16": 2, "f32": 4, "i8": 1, "i32": 4}
 MIN_MACS = 1e7
@@ -397,16 +399,9 @@ def generate():
 
 
 def write(instances, out_dir, small=False):
-    os.makedirs(out_dir, exist_ok=True)
-    for inst in instances:
-        with open(os.path.join(out_dir, inst.name + ".tsl"), "w") as f:
-            f.write(f"# roofline instance {inst.name} ({inst.size_label()}): --shape {inst.shape_arg()}\n")
-            f.write(f"# small (reference check): --shape {inst.shape_arg(small=True)}\n")
-            if inst.note:
-                f.write(f"# {inst.note}\n")
-            f.write(inst.text)
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
-        json.dump([asdict(i) for i in instances], f, indent=1)
+    conformance_gen.write(instances, out_dir, header=lambda inst: [
+        f"roofline instance {inst.name} ({inst.size_label()}): --shape {inst.shape_arg()}",
+        f"small (reference check): --shape {inst.shape_arg(small=True)}"])
 
 
 def main():
