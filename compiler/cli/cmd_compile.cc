@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "compiler/kernel/check_parallel.h"
 #include "compiler/cli/commands.h"
 #include "compiler/cli/explain_plan.h"
@@ -17,6 +19,7 @@
 #include "compiler/emit_c/emit_c.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/pipeline.h"
+#include "compiler/program/program.h"
 #include "compiler/tune/best_db.h"
 #include "isa/base/file_io.h"
 #include "isa/base/error.h"
@@ -39,6 +42,11 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_flag("--no-collapse", f.no_collapse,
                 "compile every index as written: no collapsing of indices that travel together as whole adjacent "
                 "dimensions (C(b, m, n) +=! A(b, m, k) * W(k, n) is otherwise one GEMM over b_m; see --dump-after collapse_indices)");
+  cmd->add_option("--partition", f.partition,
+                  "how a def of many statements becomes kernels: auto (a def with two or more contractions or more than "
+                  "12 statements is cut along its dependence graph, one kernel per contraction with its epilogue and one "
+                  "per row chain), one (always one kernel), split (always cut)")
+      ->check(CLI::IsMember({"auto", "one", "split"}));
   cmd->add_option("--hierarchy", f.hierarchy, "target c: description whose levels the buffers use (default davinci-910)");
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
@@ -98,6 +106,18 @@ nlohmann::json plan_source_json(const PlanSource& s) {
 
 namespace {
 
+// A def that compiles to several kernels (compiler/program/program.h): the partition and memory
+// plan with --explain, one line otherwise.
+void compile_program_command(const program::ProgramCompilation& p, const std::string& out, bool explain) {
+  if (explain) std::cerr << program::explain_program(p);
+  if (!out.empty())
+    throw UserError(fmt::format("-o: {} compiles to {} kernels and -o writes one kernel's code: give --partition one to "
+                                "compile it as one kernel; `tessel run` runs the program",
+                                p.def->name, p.kernels.size()));
+  std::cerr << fmt::format("tessel compile: {}: {} kernels compiled in {:.1f} ms (arena {} bytes for {} intermediates)\n",
+                           p.def->name, p.kernels.size(), p.total_ms, p.memory.arena_bytes, p.memory.slots.size());
+}
+
 void add_compile_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
@@ -137,7 +157,13 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
     const CompileOptions co = to_compile_options(opts->flags, f);
-    auto c = compile(f, co);
+    auto prog = program::compile_program(f, co, poly::parse_partition_mode(opts->flags.partition, "--partition"));
+    if (!prog->single()) {
+      compile_program_command(*prog, opts->out, explaining);
+      ctx.exit_code = 0;
+      return;
+    }
+    auto c = std::move(prog->kernels.front());
     if (opts->print_schedule) {
       std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
                 << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"

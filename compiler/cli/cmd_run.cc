@@ -30,6 +30,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/row_sample.h"
 #include "compiler/pipeline.h"
+#include "compiler/program/program.h"
 #include "isa/base/file_io.h"
 #include "isa/base/error.h"
 
@@ -103,6 +104,44 @@ struct Backend {
   std::function<BackendResult(const Compilation&, const Tensors&)> execute;
 };
 
+// A def compiled to several kernels: each runs on the backend in order, reading the def's inputs
+// and the tensors earlier kernels wrote (compiler/program/program.h); the report lists each
+// kernel's own fields and the memory plan. Between kernels the tensors pass through the host.
+BackendResult run_program(const program::ProgramCompilation& p, const Backend& backend, const Tensors& inputs) {
+  Tensors pool = inputs;
+  BackendResult r;
+  nlohmann::json kernels = nlohmann::json::array();
+  double cycles = 0, graph_us = 0;
+  for (const auto& k : p.kernels) {
+    Tensors in;
+    for (const auto* t : k->function->inputs()) {
+      const auto it = pool.find(t->name);
+      if (it == pool.end()) throw InternalError("run_program: kernel " + k->function->name + " reads " + t->name + ", which no earlier kernel wrote");
+      in.emplace(t->name, it->second);
+    }
+    std::cout << "kernel " << k->function->name << ":\n";
+    BackendResult kr = backend.execute(*k, in);
+    for (auto& [n, a] : kr.outputs) pool.insert_or_assign(n, std::move(a));
+    nlohmann::json j = kr.report;
+    j["kernel"] = k->function->name;
+    j["tile"] = k->tile_spec.to_string();
+    j["compile_ms"] = k->total_ms;
+    if (j.contains("total_cycles")) cycles += j["total_cycles"].get<double>();
+    if (j.contains("graph_us")) graph_us += j["graph_us"].get<double>();
+    kernels.push_back(std::move(j));
+  }
+  for (const auto* t : p.def->outputs()) r.outputs.emplace(t->name, pool.at(t->name));
+  r.report["kernels"] = std::move(kernels);
+  if (cycles > 0) r.report["total_cycles"] = cycles;
+  if (graph_us > 0) r.report["graph_us"] = graph_us;
+  r.report["memory_plan"] = {{"arena_bytes", p.memory.arena_bytes}, {"peak_live_bytes", p.memory.peak_live_bytes},
+                             {"total_bytes", p.memory.total_bytes}, {"intermediates", p.memory.slots.size()}};
+  std::cout << program::explain_program(p);
+  if (cycles > 0) std::cout << fmt::format("program: {:.0f} cycles over {} kernels\n", cycles, p.kernels.size());
+  if (graph_us > 0) std::cout << fmt::format("program: {:.2f} us over {} kernels (sum of each kernel's CUDA-graph time)\n", graph_us, p.kernels.size());
+  return r;
+}
+
 BackendResult run_on_c(const Compilation& c, const Tensors& inputs) {
   auto runs = emit_c::run_c_batch({&c.kernel}, {inputs});
   BackendResult r;
@@ -164,7 +203,8 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     frontend::Module m = frontend::load_module(opts->flags.file);
     const ir::Function& f = frontend::select_function(m, opts->flags.def);
     CompileOptions co = to_compile_options(opts->flags, f);
-    auto c = compile(f, co);
+    auto prog = program::compile_program(f, co, poly::parse_partition_mode(opts->flags.partition, "--partition"));
+    const Compilation* c = prog->kernels.front().get();  // picks the backend; the only kernel of a one-kernel def
     const Backend* backend = nullptr;
     const std::vector<Backend> table = backends(opts->gpu, opts->npu);
     for (const auto& b : table)
@@ -187,7 +227,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     opts->gpu.library_output = mode == "library" || (mode == "auto" && large);
     Tensors inputs = operator_inputs(f, co.sizes, opts->inputs, opts->seed, "tessel run");
     if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
-    BackendResult r = backend->execute(*c, inputs);
+    BackendResult r = prog->single() ? backend->execute(*c, inputs) : run_program(*prog, *backend, inputs);
     if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
     const bool tf32 = opts->gpu.tf32 && backend->name == std::string("gpu");
     const double f32_tolerance = tf32 ? tf32_tolerance(f, co.sizes) : emit_c::reassociated_sum_tolerance(f, co.sizes);
@@ -211,12 +251,14 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     }
     const emit_c::Verification& v = check.v;
     const bool verified = check.mode != "none" && v.verified;
-    const std::string plan = !c->kernel.gpu_plan.empty() ? c->kernel.gpu_plan : c->tile_spec.to_string();
+    const std::string plan = !prog->single()                ? fmt::format("of {} kernels", prog->kernels.size())
+                             : !c->kernel.gpu_plan.empty() ? c->kernel.gpu_plan
+                                                           : c->tile_spec.to_string();
     std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile " << plan
               << (c->plan_source.kind == PlanSource::Kind::Tuned ? " (from the tuning database)" : "") << ": "
               << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
     if (check.mode != "none") std::cout << ", max_abs_err " << v.max_abs_err;
-    std::cout << ", compile " << c->total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
+    std::cout << ", compile " << prog->total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
     if (tf32 && check.mode != "none")
       std::cout << fmt::format("  tolerance: --tf32: f32 outputs compared with {:.3g} (relative and absolute) instead of {:.3g}: the "
                                "operands were rounded to TF32 (10-bit mantissa)\n",
@@ -243,7 +285,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       j["max_abs_err"] = v.max_abs_err;
       j["mismatches"] = v.mismatches;
       j["first_mismatch"] = v.first_mismatch;
-      j["compile_ms"] = c->total_ms;
+      j["compile_ms"] = prog->total_ms;
       j["warnings"] = c->warnings;
       std::map<std::string, double> pass_ms;
       for (const auto& [p, ms] : c->pass_ms) pass_ms[p] += ms;

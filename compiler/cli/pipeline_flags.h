@@ -20,6 +20,7 @@ struct PipelineFlags {
   unsigned long max_operations = 2000000;
   bool no_tuned = false;  // --no-tuned: ignore the tuning database
   bool no_collapse = false;  // --no-collapse: compile the statements' indices as written (poly::collapse_indices)
+  std::string partition = "auto";  // --partition auto|one|split (compiler/poly/partition.h)
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);

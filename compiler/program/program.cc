@@ -1,0 +1,63 @@
+#include "compiler/program/program.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "isa/base/error.h"
+
+namespace tessel::program {
+
+std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const CompileOptions& options,
+                                                    poly::PartitionMode mode) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = std::make_unique<ProgramCompilation>();
+  p->def = &f;
+  p->partition = poly::partition_program(f, mode);
+  const auto t1 = std::chrono::steady_clock::now();
+  p->partition_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  if (!p->partition.cut()) {
+    p->kernels.push_back(compile(f, options));
+    p->sizes = ir::bind_sizes(f, options.sizes);
+  } else {
+    if ((options.tile || options.gpu_plan) && options.plan_source.kind == PlanSource::Kind::Given)
+      throw UserError(fmt::format("--tile: {} compiles to {} kernels (`tessel compile --explain` lists them); a tile spec "
+                                  "names one kernel's loops: give --partition one to compile it as one kernel",
+                                  f.name, p->partition.groups.size()));
+    p->sizes = ir::bind_sizes(f, options.sizes);
+    for (const auto& q : f.params)
+      if (!p->sizes.count(q)) {
+        std::string need;
+        for (const auto& r : f.params) need += (need.empty() ? "" : ",") + r + "=...";
+        throw UserError("--shape: no size for " + q + " (" + f.name + " needs " + need + ")");
+      }
+    for (size_t g = 0; g < p->partition.groups.size(); ++g) {
+      p->functions.push_back(std::make_unique<ir::Function>(poly::kernel_function(f, p->partition, g)));
+      const ir::Function& k = *p->functions.back();
+      CompileOptions o = options;
+      o.sizes.clear();
+      for (const auto& q : k.params) o.sizes[q] = p->sizes.at(q);
+      o.plan_source = PlanSource{};  // a tuned plan of the whole def names none of these kernels' loops
+      o.tile.reset();
+      o.gpu_plan.reset();
+      p->kernels.push_back(compile(k, o));
+    }
+  }
+  const Compilation& first = *p->kernels.front();
+  const int64_t alignment = options.target == "c" ? 1 : int64_t(first.hierarchy.level(isa::Role::Global).alignment_bytes);
+  p->memory = plan_memory(f, p->partition, p->sizes, alignment);
+  for (const auto& k : p->kernels) p->total_cpu_ms += k->total_cpu_ms;
+  p->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+std::string explain_program(const ProgramCompilation& p) {
+  std::string r = "program: " + poly::to_string(p.partition, *p.def);
+  if (p.single()) return r;
+  for (size_t g = 0; g < p.kernels.size(); ++g)
+    r += fmt::format("  kernel {} {}: compiled in {:.1f} ms, tile {}\n", g, p.kernels[g]->function->name,
+                     p.kernels[g]->total_ms, p.kernels[g]->tile_spec.to_string());
+  return r + p.memory.to_string();
+}
+
+}  // namespace tessel::program

@@ -1,0 +1,42 @@
+// A program: a def compiled as a sequence of kernels (compile_program). The def is partitioned
+// along its dependence graph (compiler/poly/partition.h), each group is cut out as a Function of
+// its own and compiled by the one-kernel pipeline (compiler/pipeline.h, its own isl context and
+// schedule), and the tensors passed between kernels get a memory plan (memory_plan.h). A def the
+// partition keeps whole compiles exactly as `compile` does (one kernel, the def itself).
+//
+// Sizes are bound once for the whole def (ir::bind_sizes) and each kernel gets the ones it uses.
+// A user tile spec or GPU plan names one kernel's loops, so it is refused for a def that compiles
+// to several kernels (the error says which and how to keep one kernel: --partition one).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/pipeline.h"
+#include "compiler/poly/partition.h"
+#include "compiler/program/memory_plan.h"
+
+namespace tessel::program {
+
+struct ProgramCompilation {
+  const ir::Function* def = nullptr;
+  poly::ProgramPartition partition;
+  std::vector<std::unique_ptr<ir::Function>> functions;  // the kernels' functions (each Compilation points at one)
+  std::vector<std::unique_ptr<Compilation>> kernels;     // in execution order
+  std::map<std::string, int64_t> sizes;                  // the def's, all bound
+  MemoryPlan memory;
+  double partition_ms = 0;
+  double total_ms = 0;      // wall time: partition, every kernel's passes, the memory plan
+  double total_cpu_ms = 0;  // the kernels' thread CPU time
+  bool single() const { return kernels.size() == 1; }
+};
+
+std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const CompileOptions& options,
+                                                    poly::PartitionMode mode);
+
+// --explain's section: the groups, why each statement went where, the memory plan.
+std::string explain_program(const ProgramCompilation& p);
+
+}  // namespace tessel::program
