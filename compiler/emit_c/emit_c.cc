@@ -254,6 +254,10 @@ static inline float tessel_fmin(float a, float b) { return (a != a || b != b) ? 
 static inline long tessel_f2i(float v, long lo, long hi) { if (v != v) return 0; if (v <= (float)lo) return lo; if (v >= (float)hi) return hi; return (long)v; }
 static inline long tessel_idiv(long a, long b) { return b == 0 ? 0 : a / b; }
 static inline long tessel_irem(long a, long b) { return b == 0 ? 0 : a % b; }
+/* sign keeps -0 and NaN; sigmoid is 1 / (1 + exp(-x)) in f32 (compiler/ir/builtin_math.h) */
+static inline float tessel_fsign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }
+static inline long tessel_isign(long x) { return (x > 0) - (x < 0); }
+static inline float tessel_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 )";
 }
 

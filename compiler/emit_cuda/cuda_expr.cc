@@ -97,6 +97,10 @@ static __device__ __forceinline__ float tessel_fmin(float a, float b) { return (
 static __device__ __forceinline__ long long tessel_f2i(float v, long long lo, long long hi) { if (v != v) return 0; if (v <= (float)lo) return lo; if (v >= (float)hi) return hi; return (long long)v; }
 static __device__ __forceinline__ long long tessel_idiv(long long a, long long b) { return b == 0 ? 0 : a / b; }
 static __device__ __forceinline__ long long tessel_irem(long long a, long long b) { return b == 0 ? 0 : a % b; }
+/* sign keeps -0 and NaN; sigmoid is 1 / (1 + exp(-x)) in f32 (compiler/ir/builtin_math.h) */
+static __device__ __forceinline__ float tessel_fsign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }
+static __device__ __forceinline__ long long tessel_isign(long long x) { return (x > 0) - (x < 0); }
+static __device__ __forceinline__ float tessel_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 )";
 }
 

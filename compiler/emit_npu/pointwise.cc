@@ -1,5 +1,7 @@
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/operands.h"
+#include "compiler/emit_npu/compositions.h"
+#include "compiler/ir/builtin_math.h"
 
 #include <fmt/format.h>
 
@@ -100,6 +102,7 @@ int VectorCode::count_nodes(const ir::Expr& e) {
     int n = 1;
     if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I32) n += kTruncRegions;
     if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::I8) n += kTruncRegions + 4;  // to_i8
+    if (e.kind == ir::ExprKind::Apply) n += composition_regions(e.op);
     for (const auto& a : e.args) n += count_nodes(*a);
     return n;
   }
@@ -188,10 +191,13 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
         case ir::Op::Sqrt: r = std::sqrt(x); break;
         case ir::Op::Rsqrt: r = 1 / std::sqrt(x); break;
         case ir::Op::Tanh: r = std::tanh(x); break;
-        default: throw not_pointwise("constant operator");
+        default:
+          if (!ir::is_float_math(e.op)) throw not_pointwise("constant operator");
+          r = ir::math_f32(e.op, float(x), float(y));  // the interpreter's definition (builtin_math.h)
       }
       return {true, t == DType::F32 ? double(float(r)) : r, 0, t};
     }
+    if (const Composition* c = composition_for(e.op)) return compose(*c, e, a, n);
     Value r{false, 0, result_region(e, a), t};
     if (a.size() == 1) {
       switch (e.op) {
@@ -245,6 +251,43 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
     }
     throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
   }
+
+bool VectorCode::maps_operator(ir::Op op) {
+  switch (op) {
+    case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Mod: case ir::Op::Min:
+    case ir::Op::Max: case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt:
+    case ir::Op::Rsqrt: case ir::Op::Tanh: case ir::Op::Cast:
+      return true;
+    default: return composition_for(op) != nullptr;
+  }
+}
+
+VectorCode::Value VectorCode::compose(const Composition& c, const ir::Expr& e, const std::vector<Value>& a, int64_t n) {
+  const DType t = e.type;
+  if (!dtype_is_float(t) && t != DType::I32) throw not_pointwise(fmt::format("{} of {}", ir::op_spelling(e.op), dtype_name(t)));
+  const DType work = dtype_is_float(t) ? DType::F32 : t;
+  std::vector<Composer::Reg> args;
+  for (Value v : a) {
+    if (v.scalar) {
+      v.type = work;
+      v = vector_of(v, n);
+    } else if (v.type != work || v.pattern) {
+      const Value w{false, 0, fresh_region(), work};
+      if (v.type != work) convert(w, v, n);
+      else with_scalar(Opcode::Vmuls, w, v, 1, n);
+      v = w;
+    }
+    args.push_back(v.region);
+  }
+  const Value r{false, 0, result_region(e, a), t};
+  const int64_t dst = t == work ? r.region : fresh_region();
+  Composer k(*this, work, n, c.scratch_regions, dst);
+  if (a.size() == 2 && a[1].scalar) k.constant_operand = a[1].constant;
+  c.emit(k, dst, args);
+  k.finish();
+  if (t != work) convert(r, Value{false, 0, dst, work}, n);
+  return r;
+}
 
 void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
   const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(dst.type), dtype_bytes(src.type));
@@ -409,13 +452,8 @@ class Pointwise : public VectorCode {
         if (e.type != DType::F16 && e.type != DType::F32) return fmt::format("{} arithmetic", dtype_name(e.type));
         for (const auto& a : e.args)
           if (std::string w = check_expr(*a, s); !w.empty()) return w;
-        switch (e.op) {
-          case ir::Op::Add: case ir::Op::Sub: case ir::Op::Mul: case ir::Op::Div: case ir::Op::Mod: case ir::Op::Min:
-          case ir::Op::Max: case ir::Op::Neg: case ir::Op::Abs: case ir::Op::Exp: case ir::Op::Log: case ir::Op::Sqrt: case ir::Op::Rsqrt:
-          case ir::Op::Tanh: case ir::Op::Cast:
-            return "";
-          default: return std::string("operator ") + ir::op_spelling(e.op);
-        }
+        if (maps_operator(e.op)) return "";
+        return std::string("operator ") + ir::op_spelling(e.op);
     }
     return "";
   }

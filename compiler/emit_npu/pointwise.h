@@ -21,7 +21,12 @@ namespace tessel::emit_npu {
 // Vector code for tensor-IR expressions evaluated element by element on UB regions of n elements:
 // each expression node gets its own region (from `region_base_`, `region_bytes_` apart); constants
 // fold or become scalar operands. Shared by the element-wise mapping and the GEMM epilogue.
+class Composer;
+struct Composition;
+
 class VectorCode {
+  friend class Composer;  // compositions.h: the built-ins composed of vector instructions
+
  public:
   struct Value {
     bool scalar = false;
@@ -75,6 +80,11 @@ class VectorCode {
   // operand dies here may return the operand's region (element-wise operations run in place).
   virtual int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) { (void)e, (void)a; return fresh_region(); }
   Value apply(const ir::Expr& e, int64_t n);
+  // A built-in of compositions.h: operands widened to f32 (i32 kept for sign), the composition,
+  // the result rounded once to e's dtype.
+  Value compose(const Composition& c, const ir::Expr& e, const std::vector<Value>& a, int64_t n);
+  // Does apply() map operator `op` (an instruction, a composition or a cast)?
+  static bool maps_operator(ir::Op op);
   void convert(const Value& dst, const Value& src, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);
   Value to_i8(const Value& x, int64_t n);

@@ -11,21 +11,39 @@ namespace {
 using ir::AffineExpr;
 using ir::SourceLoc;
 
-const std::set<std::string> kUnaryFunctions = {"abs", "exp", "log", "sqrt", "rsqrt", "tanh"};
-const std::set<std::string> kFloatOnlyFunctions = {"exp", "log", "sqrt", "rsqrt", "tanh"};
+// The built-in functions besides select, min and max (compiler/README.md): name, operator,
+// arity, and whether the operands must be floats (a weak operand then becomes f32).
+struct Builtin {
+  const char* name;
+  ir::Op op;
+  int arity;
+  bool float_only;
+};
+const Builtin kBuiltins[] = {
+    {"abs", ir::Op::Abs, 1, false},     {"exp", ir::Op::Exp, 1, true},     {"log", ir::Op::Log, 1, true},
+    {"sqrt", ir::Op::Sqrt, 1, true},    {"rsqrt", ir::Op::Rsqrt, 1, true}, {"tanh", ir::Op::Tanh, 1, true},
+    {"erf", ir::Op::Erf, 1, true},      {"pow", ir::Op::Pow, 2, true},     {"floor", ir::Op::Floor, 1, true},
+    {"ceil", ir::Op::Ceil, 1, true},    {"round", ir::Op::Round, 1, true}, {"sign", ir::Op::Sign, 1, false},
+    {"sin", ir::Op::Sin, 1, true},      {"cos", ir::Op::Cos, 1, true},     {"tan", ir::Op::Tan, 1, true},
+    {"asin", ir::Op::Asin, 1, true},    {"acos", ir::Op::Acos, 1, true},   {"atan", ir::Op::Atan, 1, true},
+    {"sinh", ir::Op::Sinh, 1, true},    {"cosh", ir::Op::Cosh, 1, true},   {"asinh", ir::Op::Asinh, 1, true},
+    {"acosh", ir::Op::Acosh, 1, true},  {"atanh", ir::Op::Atanh, 1, true}, {"sigmoid", ir::Op::Sigmoid, 1, true},
+};
 const std::set<std::string> kKeywords = {"def", "where", "in"};
 
-bool is_builtin(const std::string& n) {
-  return kUnaryFunctions.count(n) || n == "select" || n == "min" || n == "max";
+const Builtin* find_builtin(const std::string& n) {
+  for (const Builtin& b : kBuiltins)
+    if (n == b.name) return &b;
+  return nullptr;
 }
 
-ir::Op unary_op(const std::string& n) {
-  if (n == "abs") return ir::Op::Abs;
-  if (n == "exp") return ir::Op::Exp;
-  if (n == "log") return ir::Op::Log;
-  if (n == "sqrt") return ir::Op::Sqrt;
-  if (n == "rsqrt") return ir::Op::Rsqrt;
-  return ir::Op::Tanh;
+bool is_builtin(const std::string& n) { return find_builtin(n) || n == "select" || n == "min" || n == "max"; }
+
+// "select, min, max, abs, exp, ...": the list an unknown-function error shows.
+std::string builtin_list() {
+  std::string s = "select, min, max";
+  for (const Builtin& b : kBuiltins) s += std::string(", ") + b.name;
+  return s;
 }
 
 std::optional<ir::Op> binary_op(const std::string& s) {
@@ -607,6 +625,45 @@ class Lowering {
                             std::to_string(e.args.size()) + " " + (e.args.size() == 1 ? "is" : "are") + " given");
   }
 
+  // A float-only function's operand: a strong float as it is, a weak one in f32, else an error.
+  Typed float_operand(Typed x, const std::string& n) const {
+    if (x.kind == Kind::Strong && !dtype_is_float(x.e->type))
+      error(x.loc, "'" + n + "' needs a floating-point argument, not " + dt(x.e->type) + "; cast it, e.g. " + n + "(f32(...))");
+    if (x.kind != Kind::Strong) {
+      x.e = materialize(x.e, DType::F32, x.loc);
+      x.kind = Kind::Strong;
+    }
+    return x;
+  }
+
+  Typed builtin_call(const ast::Expr& e, const Builtin& b) {
+    const std::string& n = e.name;
+    arity(e, b.arity);
+    if (b.arity == 2) {  // pow: both operands of one dtype (rule 1), then a float one
+      Typed a = expr(*e.args[0]);
+      Typed c = expr(*e.args[1]);
+      if (a.kind == Kind::Bool) condition_as_number(a);
+      if (c.kind == Kind::Bool) condition_as_number(c);
+      DType type;
+      Kind kind;
+      auto [x, y] = unify(a, c, n, type, kind);
+      if (kind == Kind::Strong && !dtype_is_float(type))
+        error(a.loc, "'" + n + "' needs floating-point arguments, not " + dt(type) + "; cast them, e.g. " + n + "(f32(...), f32(...))");
+      if (kind != Kind::Strong) {
+        x = materialize(x, DType::F32, a.loc);
+        y = materialize(y, DType::F32, c.loc);
+        type = DType::F32;
+      }
+      return apply(b.op, type, Kind::Strong, {x, y}, e.loc);
+    }
+    Typed x = expr(*e.args[0]);
+    if (x.kind == Kind::Bool) condition_as_number(x);
+    if (b.float_only) x = float_operand(x, n);
+    else if (b.op == ir::Op::Abs && x.kind == Kind::Strong && x.e->type == DType::U8)
+      error(x.loc, "abs of an unsigned u8 value is the value itself; drop abs()");
+    return apply(b.op, x.e->type, x.kind, {x.e}, e.loc);
+  }
+
   Typed call(const ast::Expr& e) {
     const std::string& n = e.name;
     if (const std::optional<DType> t = parse_dtype(n)) {
@@ -640,23 +697,7 @@ class Lowering {
       auto [x, y] = unify(a, b, n, type, kind);
       return apply(n == "min" ? ir::Op::Min : ir::Op::Max, type, kind, {x, y}, e.loc);
     }
-    if (kUnaryFunctions.count(n)) {
-      arity(e, 1);
-      Typed x = expr(*e.args[0]);
-      if (x.kind == Kind::Bool) condition_as_number(x);
-      if (kFloatOnlyFunctions.count(n)) {
-        if (x.kind == Kind::Strong && !dtype_is_float(x.e->type))
-          error(x.loc, "'" + n + "' needs a floating-point argument, not " + dt(x.e->type) + "; cast it, e.g. " + n +
-                           "(f32(...))");
-        if (x.kind != Kind::Strong) {
-          x.e = materialize(x.e, DType::F32, x.loc);
-          x.kind = Kind::Strong;
-        }
-      } else if (x.kind == Kind::Strong && x.e->type == DType::U8) {
-        error(x.loc, "abs of an unsigned u8 value is the value itself; drop abs()");
-      }
-      return apply(unary_op(n), x.e->type, x.kind, {x.e}, e.loc);
-    }
+    if (const Builtin* b = find_builtin(n)) return builtin_call(e, *b);
     const ir::Tensor* t = f_.find_tensor(n);
     if (!t) {
       if (written_later_.count(n))
@@ -665,8 +706,7 @@ class Lowering {
       std::string known;
       for (const ir::Tensor& x : f_.tensors) known += (known.empty() ? "" : ", ") + x.name;
       error(e.name_loc, "unknown tensor or function '" + n + "'; tensors: " + (known.empty() ? "none" : known) +
-                            "; functions: select, min, max, abs, exp, log, sqrt, rsqrt, tanh and the casts f16, "
-                            "bf16, f32, i8, u8, i32");
+                            "; functions: " + builtin_list() + " and the casts f16, bf16, f32, i8, u8, i32");
     }
     if (t->kind != ir::TensorKind::Input && !written_.count(n))
       error(e.name_loc, "reads '" + n + "' before any statement writes it" +

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compiler/interp/scalar.h"
+#include "compiler/ir/builtin_math.h"
 #include "isa/base/error.h"
 
 namespace tessel::interp {
@@ -249,6 +250,7 @@ struct BinF : Binary {
     else if constexpr (OP == Op::Mul) return fin<T>(x * y);
     else if constexpr (OP == Op::Div) return fin<T>(x / y);
     else if constexpr (OP == Op::Mod) return fin<T>(std::fmod(x, y));
+    else if constexpr (OP == Op::Pow) return fin<T>(ir::pow_f32(x, y));
     else if constexpr (OP == Op::Min) return nan_min(x, y);
     else return nan_max(x, y);
   }
@@ -269,6 +271,7 @@ struct BinI : Binary {
     else if constexpr (OP == Op::Mul) return wrap_int(T, x * y);
     else if constexpr (OP == Op::Div) return y == 0 ? 0 : wrap_int(T, x / y);
     else if constexpr (OP == Op::Mod) return y == 0 ? 0 : wrap_int(T, x % y);
+    else if constexpr (OP == Op::Pow) return 0;  // never built: the front end takes pow on floats only
     else if constexpr (OP == Op::Min) return std::min(x, y);
     else return std::max(x, y);
   }
@@ -317,11 +320,7 @@ struct UnF : Unary {
   static double apply(float x) {
     if constexpr (OP == Op::Neg) return -x;
     else if constexpr (OP == Op::Abs) return std::fabs(x);
-    else if constexpr (OP == Op::Exp) return fin<T>(std::exp(x));
-    else if constexpr (OP == Op::Log) return fin<T>(std::log(x));
-    else if constexpr (OP == Op::Sqrt) return fin<T>(std::sqrt(x));
-    else if constexpr (OP == Op::Rsqrt) return fin<T>(1.0f / std::sqrt(x));
-    else return fin<T>(std::tanh(x));
+    else return fin<T>(ir::unary_math_f32<OP>(x));  // compiler/ir/builtin_math.h
   }
 };
 
@@ -332,6 +331,7 @@ struct UnI : Node {
   int64_t i(const int64_t* idx) const override {
     const int64_t x = a->i(idx);
     if (op == Op::Neg) return wrap_int(type, -x);
+    if (op == Op::Sign) return (x > 0) - (x < 0);
     return wrap_int(type, x < 0 ? -x : x);
   }
 };
@@ -391,6 +391,7 @@ NodePtr by_op_type(Op op, DType t) {
     case Op::Mod: return by_type<N, Op::Mod>(t);
     case Op::Min: return by_type<N, Op::Min>(t);
     case Op::Max: return by_type<N, Op::Max>(t);
+    case Op::Pow: return by_type<N, Op::Pow>(t);
     default: TESSEL_CHECK(false, "interpreter: not a binary arithmetic op");
   }
   return nullptr;
@@ -406,6 +407,13 @@ NodePtr unary_by_op_type(Op op, DType t) {
     case Op::Sqrt: return by_type<N, Op::Sqrt>(t);
     case Op::Rsqrt: return by_type<N, Op::Rsqrt>(t);
     case Op::Tanh: return by_type<N, Op::Tanh>(t);
+#define TESSEL_UNARY_CASE(E) \
+  case Op::E: return by_type<N, Op::E>(t);
+    TESSEL_UNARY_CASE(Erf) TESSEL_UNARY_CASE(Floor) TESSEL_UNARY_CASE(Ceil) TESSEL_UNARY_CASE(Round)
+    TESSEL_UNARY_CASE(Sign) TESSEL_UNARY_CASE(Sin) TESSEL_UNARY_CASE(Cos) TESSEL_UNARY_CASE(Tan) TESSEL_UNARY_CASE(Asin)
+    TESSEL_UNARY_CASE(Acos) TESSEL_UNARY_CASE(Atan) TESSEL_UNARY_CASE(Sinh) TESSEL_UNARY_CASE(Cosh)
+    TESSEL_UNARY_CASE(Asinh) TESSEL_UNARY_CASE(Acosh) TESSEL_UNARY_CASE(Atanh) TESSEL_UNARY_CASE(Sigmoid)
+#undef TESSEL_UNARY_CASE
     default: TESSEL_CHECK(false, "interpreter: not a unary float op");
   }
   return nullptr;
@@ -533,7 +541,8 @@ struct Compiler {
       case Op::Div:
       case Op::Mod:
       case Op::Min:
-      case Op::Max: {
+      case Op::Max:
+      case Op::Pow: {
         if (dtype_is_float(e.type)) {
           NodePtr n = by_op_type<BinF>(e.op, e.type);
           set_args(n.get(), std::move(args[0]), std::move(args[1]));
@@ -585,7 +594,7 @@ struct Compiler {
       static_cast<Unary*>(n.get())->a = std::move(args[0]);
       return n;
     }
-    TESSEL_CHECK(e.op == Op::Neg || e.op == Op::Abs, "interpreter: float-only function on integers (front end)");
+    TESSEL_CHECK(e.op == Op::Neg || e.op == Op::Abs || e.op == Op::Sign, "interpreter: float-only function on integers (front end)");
     auto n = std::make_unique<UnI>();
     n->op = e.op;
     n->type = e.type;

@@ -119,6 +119,24 @@ struct Tensor {
   X(Sqrt, "sqrt", 1)       \
   X(Rsqrt, "rsqrt", 1)     \
   X(Tanh, "tanh", 1)       \
+  X(Erf, "erf", 1)         \
+  X(Pow, "pow", 2)         \
+  X(Floor, "floor", 1)     \
+  X(Ceil, "ceil", 1)       \
+  X(Round, "round", 1)     \
+  X(Sign, "sign", 1)       \
+  X(Sin, "sin", 1)         \
+  X(Cos, "cos", 1)         \
+  X(Tan, "tan", 1)         \
+  X(Asin, "asin", 1)       \
+  X(Acos, "acos", 1)       \
+  X(Atan, "atan", 1)       \
+  X(Sinh, "sinh", 1)       \
+  X(Cosh, "cosh", 1)       \
+  X(Asinh, "asinh", 1)     \
+  X(Acosh, "acosh", 1)     \
+  X(Atanh, "atanh", 1)     \
+  X(Sigmoid, "sigmoid", 1) \
   X(Cast, "cast", 1)
 
 enum class Op : uint8_t {

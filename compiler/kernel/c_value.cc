@@ -105,6 +105,24 @@ class Printer {
       case ir::Op::Sqrt: return math("sqrtf");
       case ir::Op::Rsqrt: return fres("1.0f / sqrtf(" + f(0) + ")", false);
       case ir::Op::Tanh: return math("tanhf");
+      case ir::Op::Erf: return math("erff");
+      case ir::Op::Pow: return float_call2("powf");
+      case ir::Op::Floor: return math("floorf");
+      case ir::Op::Ceil: return math("ceilf");
+      case ir::Op::Round: return math("rintf");  // halves to even in the default rounding mode
+      case ir::Op::Sign: return fl_ ? math("tessel_fsign") : helper("tessel_isign", 1);
+      case ir::Op::Sin: return math("sinf");
+      case ir::Op::Cos: return math("cosf");
+      case ir::Op::Tan: return math("tanf");
+      case ir::Op::Asin: return math("asinf");
+      case ir::Op::Acos: return math("acosf");
+      case ir::Op::Atan: return math("atanf");
+      case ir::Op::Sinh: return math("sinhf");
+      case ir::Op::Cosh: return math("coshf");
+      case ir::Op::Asinh: return math("asinhf");
+      case ir::Op::Acosh: return math("acoshf");
+      case ir::Op::Atanh: return math("atanhf");
+      case ir::Op::Sigmoid: return math("tessel_sigmoid");
       case ir::Op::Cast: return cast_op();
     }
     return "0";
