@@ -1,0 +1,64 @@
+// CUDA code of the built-in functions (compiler/README.md; issue 34): every def of
+// workloads/activations.tsl, emitted for the sm90, sm75 and sm70 descriptions, calls CUDA's f32
+// math function of each built-in (erff, powf, rintf for round's halves-to-even, ...), f16 results
+// rounded by tessel_r16, and compiles with NVRTC (no GPU needed; the lowest architecture NVRTC
+// offers stands in for one it lacks, as cli.conformance_nvrtc does).
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+#include "gpu_backend/nvrtc_compile.h"
+#include "isa/base/error.h"
+
+using namespace tessel;
+
+namespace {
+
+struct Expected {
+  const char* def;
+  std::vector<const char*> calls;
+};
+
+const std::vector<Expected> kDefs = {
+    {"gelu_erf", {"erff("}},
+    {"silu", {"tessel_sigmoid(", "tessel_r16("}},
+    {"mish", {"tanhf(", "logf(", "expf("}},
+    {"rounding", {"floorf(", "ceilf(", "rintf(", "tessel_fsign("}},
+    {"trig", {"sinf(", "cosf(", "tanf(", "asinf(", "acosf(", "atanf("}},
+    {"hyperbolic", {"sinhf(", "coshf(", "asinhf(", "acoshf(", "atanhf("}},
+    {"pow_rms_norm", {"powf("}},
+};
+
+}  // namespace
+
+TEST_CASE("CUDA source of each built-in calls the matching CUDA math function and compiles with NVRTC (sm90, sm75, sm70)") {
+  const frontend::Module m = frontend::load_module("workloads/activations.tsl");
+  for (const char* arch : {"sm90", "sm75", "sm70"}) {
+    for (const Expected& e : kDefs) {
+      CAPTURE(arch);
+      CAPTURE(e.def);
+      CompileOptions o;
+      o.target = std::string("isa/targets/") + arch + ".yaml";
+      o.sizes = {{"M", 16}, {"N", 64}};
+      auto c = compile(frontend::select_function(m, e.def), o);
+      const auto p = emit_cuda::emit_cuda(c->kernel);
+      for (const char* call : e.calls) {
+        CAPTURE(call);
+        CHECK(p.source.find(call) != std::string::npos);
+      }
+      try {
+        const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+        CHECK(!cubin.cubin.empty());
+      } catch (const UserError& err) {  // an architecture this NVRTC does not offer (CUDA 13: no sm_70)
+        MESSAGE("NVRTC has no " << p.arch << ": " << err.what());
+        const auto cubin = gpu::compile_to_cubin(p.source, {.arch = "sm_75"});
+        CHECK(!cubin.cubin.empty());
+      }
+    }
+  }
+}
