@@ -16,6 +16,7 @@ packages=(
   pybind11-dev python3-pybind11 python3-dev   # the Python module (build/python/tessel)
   python3-distributed                         # Dask: sweeps, tuning batches, design-space exploration
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
+  libonnx-dev libprotobuf-dev python3-onnx libonnx-testdata  # tessel import (compiler/onnx) and ONNX's backend tests
 )
 
 missing=()

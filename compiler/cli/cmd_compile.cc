@@ -31,7 +31,7 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("file", f.file, "operator definition (.tsl)")->required();
   cmd->add_option("--def", f.def, "which def of the file (default: the only one)");
   cmd->add_option("--target", f.target, "c, or a hierarchy description (isa/targets/*.yaml)");
-  cmd->add_option("--shape", f.shape, "size parameters, e.g. M=1024,N=1024,K=1024")->required();
+  cmd->add_option("--shape", f.shape, "size parameters, e.g. M=1024,N=1024,K=1024 (none for a def with literal sizes only)");
   cmd->add_option("--tile", f.tile,
                   "the plan to run: a tile spec (m=128/64,n=128/32,k=64/16) or, on GPU targets, a GPU plan in the form "
                   "--explain prints (128x128x64/64x64/ks1/st4/wg/ws); one the target cannot run is exit 1 with the reason "
@@ -164,6 +164,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       return;
     }
     auto c = std::move(prog->kernels.front());
+    if (explaining) std::cerr << program::explain_program(*prog);
     if (opts->print_schedule) {
       std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
                 << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"

@@ -1,6 +1,9 @@
 // tessel run OP.tsl --target c --shape M=..,N=.. [--tile SPEC] [--def NAME] [--seed S] [--report r.json]
 //            [--set KEY=VALUE,...] [--input NAME=a.npy] [--save-inputs DIR] [--save-outputs DIR]
-//            [--verify auto|full|sample|library|none]
+//            [--verify auto|full|sample|library|none] [--input-dir DIR] [--expect NAME=FILE.pb|.npy] [--expect-tol ABS[,REL]]
+// --input takes .npy or ONNX TensorProto (.pb) files; --input-dir DIR gives every input NAME of the def
+// with a DIR/NAME.npy (an imported model's weights); --expect compares an output with a given tensor
+// (tessel import's ONNX tests) besides the reference check, and a mismatch fails the run.
 // compile -> execute on the target's backend -> compare with the reference interpreter -> report.
 // --verify (issue 17 item 15): `full` evaluates the whole problem on the reference interpreter;
 // `sample` recomputes a few random row blocks of every output exactly (compiler/interp/row_sample.h);
@@ -172,13 +175,50 @@ std::vector<Backend> backends(const GpuFlags& gpu, const NpuOptions& npu) {
   return table;
 }
 
+// "ABS[,REL]" of --expect-tol.
+std::pair<double, double> parse_expect_tolerance(const std::string& text) {
+  const size_t comma = text.find(',');
+  try {
+    size_t used = 0;
+    const double a = std::stod(text.substr(0, comma), &used);
+    const double r = comma == std::string::npos ? 0 : std::stod(text.substr(comma + 1));
+    if (a < 0 || r < 0) throw std::invalid_argument("negative");
+    return {a, r};
+  } catch (const std::exception&) {
+    throw UserError("--expect-tol: expected ABS[,REL] (non-negative numbers, e.g. 1e-4,1e-3), got '" + text + "'");
+  }
+}
+
+// --expect NAME=FILE for each item: printed, and a mismatch names the tensor, the worst element and the errors.
+std::vector<ExpectCheck> check_expectations(const ir::Function& f, const std::vector<std::string>& items, const Tensors& outputs,
+                                            double abs_tol, double rel_tol) {
+  std::vector<ExpectCheck> out;
+  for (const auto& item : items) {
+    auto [name, path] = name_path(item, "--expect");
+    const auto it = outputs.find(name);
+    if (it == outputs.end()) {
+      std::string all;
+      for (const auto& [n, a] : outputs) all += (all.empty() ? "" : ", ") + n;
+      throw UserError("--expect: '" + name + "' is not an output of '" + f.name + "' (outputs: " + all + ")");
+    }
+    ExpectCheck e = check_expected(name, path, it->second, abs_tol, rel_tol);
+    std::cout << fmt::format("  expect {}: {} ({} elements, max_abs_err {:.3g}, tolerance {:.3g} + {:.3g} * |expected|)", name,
+                             e.ok ? "matches " + path : "MISMATCH with " + path, e.elements, e.max_abs_err, abs_tol, rel_tol)
+              << "\n";
+    if (!e.ok) std::cout << "    " << e.mismatches << " of " << e.elements << " elements differ; worst " << e.worst << "\n";
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 void add_run_command(CLI::App& app, CommandContext& ctx) {
   struct Options {
     PipelineFlags flags;
     GpuFlags gpu;
     NpuOptions npu;
     std::string report, save_inputs, save_outputs;
-    std::vector<std::string> inputs;
+    std::vector<std::string> inputs, expect;
+    std::string input_dir, expect_tol = "1e-4,1e-3";
     uint64_t seed = 1;
     std::string verify = "auto";
   };
@@ -187,6 +227,9 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
   add_pipeline_flags(cmd, opts->flags);
   cmd->add_option("--seed", opts->seed, "seed of the random inputs");
   cmd->add_option("--input", opts->inputs, "NAME=FILE.npy for an input (others are random), e.g. to reproduce a failure");
+  cmd->add_option("--input-dir", opts->input_dir, "DIR: every input NAME with a DIR/NAME.npy (an imported model's weights; --input wins)");
+  cmd->add_option("--expect", opts->expect, "NAME=FILE.pb|FILE.npy: compare output NAME with this tensor element by element");
+  cmd->add_option("--expect-tol", opts->expect_tol, "ABS[,REL]: --expect accepts |e - a| <= ABS + REL * |e| (default 1e-4,1e-3)");
   cmd->add_option("--save-inputs", opts->save_inputs, "write every input as DIR/NAME.npy (to replay the run with --input)");
   cmd->add_option("--save-outputs", opts->save_outputs, "write every output the target computed as DIR/NAME.npy");
   cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
@@ -225,7 +268,11 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     if (mode == "sample" && !sep.separable)
       throw UserError("--verify sample: " + f.name + " is not row-separable (" + sep.reason + "); use full");
     opts->gpu.library_output = mode == "library" || (mode == "auto" && large);
-    Tensors inputs = operator_inputs(f, co.sizes, opts->inputs, opts->seed, "tessel run");
+    std::vector<std::string> given = opts->inputs;
+    if (!opts->input_dir.empty())
+      for (auto& item : input_dir_items(f, opts->input_dir, opts->inputs)) given.push_back(item);
+    const auto [expect_abs, expect_rel] = parse_expect_tolerance(opts->expect_tol);
+    Tensors inputs = operator_inputs(f, co.sizes, given, opts->seed, "tessel run");
     if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
     BackendResult r = prog->single() ? backend->execute(*c, inputs) : run_program(*prog, *backend, inputs);
     if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
@@ -265,6 +312,9 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
                                f32_tolerance, emit_c::reassociated_sum_tolerance(f, co.sizes));
     if (!v.verified && check.mode != "none")
       std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
+    const std::vector<ExpectCheck> expected = check_expectations(f, opts->expect, r.outputs, expect_abs, expect_rel);
+    bool expected_ok = true;
+    for (const auto& e : expected) expected_ok &= e.ok;
     for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
     if (c->plan_source.kind == PlanSource::Kind::Tuned) std::cout << "  plan from " << c->plan_source.describe() << "\n";
     if (!opts->report.empty()) {
@@ -290,9 +340,17 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       std::map<std::string, double> pass_ms;
       for (const auto& [p, ms] : c->pass_ms) pass_ms[p] += ms;
       j["pass_ms"] = pass_ms;
+      if (!expected.empty()) {
+        nlohmann::json ex = nlohmann::json::array();
+        for (const auto& e : expected)
+          ex.push_back({{"tensor", e.tensor}, {"file", e.file}, {"ok", e.ok}, {"elements", e.elements}, {"mismatches", e.mismatches},
+                        {"max_abs_err", e.max_abs_err}, {"abs_tol", e.abs_tol}, {"rel_tol", e.rel_tol}, {"worst", e.worst}});
+        j["expect"] = ex;
+        j["expect_ok"] = expected_ok;
+      }
       write_file(opts->report, j.dump(2) + "\n", "--report");
     }
-    ctx.exit_code = verified || check.mode == "none" ? 0 : 1;
+    ctx.exit_code = (verified || check.mode == "none") && expected_ok ? 0 : 1;
   });
 }
 

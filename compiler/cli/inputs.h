@@ -10,11 +10,30 @@
 #include <vector>
 
 #include "compiler/interp/interpreter.h"
+#include "isa/base/npy.h"
 
 namespace tessel::cli {
 
 // "NAME=FILE" split at the first '='; UserError naming `flag` otherwise.
 std::pair<std::string, std::string> name_path(const std::string& text, const char* flag);
+
+// `--input-dir DIR`: "NAME=DIR/NAME.npy" for every input NAME of `f` with such a file that `given` does
+// not name (an explicit --input wins); UserError when DIR is not a directory.
+std::vector<std::string> input_dir_items(const ir::Function& f, const std::string& dir, const std::vector<std::string>& given);
+
+// A tensor file: .npy, or an ONNX TensorProto (.pb, where tessel is built with ONNX).
+NpyArray read_tensor(const std::string& path);
+
+// `--expect NAME=FILE`: element-by-element comparison of an output with an expected tensor; an
+// element matches when |expected - actual| <= abs_tol + rel_tol * |expected| (NaN matches NaN).
+struct ExpectCheck {
+  std::string tensor, file;
+  bool ok = true;
+  int64_t mismatches = 0, elements = 0;
+  double max_abs_err = 0, abs_tol = 0, rel_tol = 0;
+  std::string worst;  // "Y[1, 2]: expected 0.5, got 0.75 (abs err 0.25)" or a shape difference
+};
+ExpectCheck check_expected(const std::string& name, const std::string& file, const NpyArray& actual, double abs_tol, double rel_tol);
 
 // Inputs of `f` at `sizes`: each `given` item read and checked (UserError naming the file and what
 // differs), every other input random from `seed`; `command` prefixes the note that says which

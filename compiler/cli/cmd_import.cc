@@ -1,0 +1,55 @@
+// tessel import MODEL.onnx -o OUT.tsl [--value NAME=FILE.pb ...]: an ONNX model as one .tsl def
+// (compiler/onnx/importer.h), with the manifest OUT.json and the initializers as OUT_weights/*.npy.
+// Exit 1 for a malformed model or an operator the language cannot express
+// ("node 'NAME' (OpType): unsupported: REASON"); exit 2 when tessel was built without ONNX.
+#include <iostream>
+
+#include "compiler/cli/commands.h"
+#include "compiler/cli/inputs.h"
+#include "isa/base/error.h"
+#ifdef TESSEL_HAVE_ONNX
+#include "compiler/onnx/importer.h"
+#include "compiler/onnx/tensor_proto.h"
+#endif
+
+namespace tessel::cli {
+namespace {
+
+void add_import_command(CLI::App& app, CommandContext& ctx) {
+  struct Options {
+    std::string model, out;
+    std::vector<std::string> values;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("import", "Translate an ONNX model into a .tsl program (manifest OUT.json, weights OUT_weights/)");
+  cmd->add_option("model", opts->model, "the ONNX model (.onnx)")->required();
+  cmd->add_option("-o", opts->out, "the .tsl file to write")->required();
+  cmd->add_option("--value", opts->values,
+                  "NAME=FILE.pb: a graph input's value known at import time, used where a constant is needed "
+                  "(Reshape's shape, Slice's starts, Gather's indices...); it stays an input where read as data");
+  cmd->callback([opts, &ctx] {
+#ifdef TESSEL_HAVE_ONNX
+    std::map<std::string, onnx::TensorProto> values;
+    for (const auto& v : opts->values) {
+      auto [name, path] = name_path(v, "--value");
+      if (values.count(name)) throw UserError("--value: '" + name + "' is given twice");
+      values[name] = onnx_import::read_tensor_proto(path);
+    }
+    const onnx_import::ImportResult r = onnx_import::import_file(opts->model, values);
+    onnx_import::write_import(r, opts->out, opts->model);
+    std::cout << "tessel import: " << opts->model << ": " << r.nodes << " nodes -> " << r.statements << " statements of def "
+              << r.def_name << " in " << opts->out << " (" << r.inputs.size() << " inputs, " << r.weights.size()
+              << " from initializers)\n";
+#else
+    std::cerr << "tessel import: not available: tessel was built without ONNX (apt install libonnx-dev libprotobuf-dev, "
+                 "then re-run cmake)\n";
+    ctx.exit_code = 2;
+#endif
+  });
+}
+
+}  // namespace
+
+TESSEL_REGISTER_COMMAND("import", add_import_command);
+
+}  // namespace tessel::cli

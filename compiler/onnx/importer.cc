@@ -1,0 +1,461 @@
+// The importer: ModelProto -> shape inference -> one Context per node -> TSL text and manifest.
+#include "compiler/onnx/importer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "compiler/frontend/frontend.h"
+#include "compiler/onnx/tensor_proto.h"
+#include "compiler/onnx/translate.h"
+#include "isa/base/error.h"
+#include "isa/base/f16.h"
+#include "isa/base/file_io.h"
+
+namespace tessel::onnx_import {
+namespace {
+
+// Every name the language reserves (dtypes, built-ins present and planned, keywords).
+const std::set<std::string> kReserved = {
+    "f16", "bf16", "f32", "i8", "u8", "i32", "def", "where", "in", "select", "min", "max", "abs", "exp", "log", "sqrt",
+    "rsqrt", "tanh", "erf", "pow", "floor", "ceil", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "sigmoid", "cast", "relu", "gelu"};
+
+// A name of the form letter + digits could be an index of a statement (i0, r1, k2): never a tensor.
+bool looks_like_index(const std::string& s) {
+  if (s.size() < 2 || !std::islower(static_cast<unsigned char>(s[0]))) return false;
+  for (size_t i = 1; i < s.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+
+std::string identifier(const std::string& onnx) {
+  std::string s;
+  for (char ch : onnx) s += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ? ch : '_';
+  while (s.size() > 1 && s[0] == '_' && s[1] == '_') s.erase(0, 1);
+  if (s.empty() || s == "_") s = "t";
+  if (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '_') s = "t" + s;
+  if (kReserved.count(s) || looks_like_index(s)) s = "t_" + s;
+  return s;
+}
+
+class Importer final : public Context {
+ public:
+  Importer(onnx::ModelProto& model, std::string model_name, const std::map<std::string, onnx::TensorProto>& values)
+      : model_(model), model_name_(std::move(model_name)), given_(values) {}
+
+  ImportResult run();
+
+  // Context
+  const onnx::NodeProto& node() const override { return *node_; }
+  int opset() const override { return opset_; }
+  bool has_input(int i) const override { return i < node_->input_size() && !node_->input(i).empty(); }
+  const Value& input(int i) const override;
+  std::vector<double> constant(int i, const std::string& what) const override;
+  bool has_output(int i) const override { return i < node_->output_size() && !node_->output(i).empty(); }
+  const Value& output(int i) override;
+  std::string output_name(int i) override;
+  void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) override;
+  std::string read(const Value& v, const std::vector<std::string>& idx) override;
+  std::string temp(const std::string& suffix) override;
+  void emit(const Statement& s) override;
+  [[noreturn]] void unsupported(const std::string& reason) const override { throw UserError(where() + "unsupported: " + reason); }
+  [[noreturn]] void malformed(const std::string& reason) const override { throw UserError(where() + reason); }
+  bool has_builtin(const std::string& name) const override;
+
+ private:
+  std::string where() const {
+    if (!node_) return model_name_ + ": ";
+    const std::string name = !node_->name().empty() ? node_->name() : node_->output_size() ? node_->output(0) : "";
+    return model_name_ + ": node '" + name + "' (" + node_->op_type() + "): ";
+  }
+  std::string unique(const std::string& base);
+  void prepare();
+  void collect_values();
+  void record_type(const onnx::ValueInfoProto& vi);
+  void declare_graph_io();
+  void translate_node(const onnx::NodeProto& n);
+  void finish_outputs();
+  std::string materialize(Value& v);
+  std::string signature_entry(const Value& v) const;
+  nlohmann::json manifest_entry(const Value& v, bool with_file) const;
+  std::string program_text() const;
+
+  onnx::ModelProto& model_;
+  std::string model_name_;
+  const std::map<std::string, onnx::TensorProto>& given_;
+  const onnx::NodeProto* node_ = nullptr;
+  int opset_ = 1;
+  std::map<std::string, Value> values_;
+  std::set<std::string> names_;       // TSL names taken
+  std::set<std::string> written_;     // TSL tensors written by a statement
+  std::vector<std::string> def_inputs_;  // ONNX names, in signature order
+  std::vector<std::string> def_outputs_;
+  std::map<std::string, std::vector<int64_t>> uses_;  // plain index uses of the statement being built
+  std::vector<std::string> body_;
+  ImportResult result_;
+  mutable std::map<std::string, bool> builtins_;
+};
+
+std::string Importer::unique(const std::string& base) {
+  std::string n = base;
+  for (int k = 1; names_.count(n); ++k) n = base + "_" + std::to_string(k);
+  names_.insert(n);
+  return n;
+}
+
+void Importer::record_type(const onnx::ValueInfoProto& vi) {
+  if (!vi.type().has_tensor_type()) return;
+  Value& v = values_[vi.name()];
+  v.onnx = vi.name();
+  const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type()) v.elem_type = tt.elem_type();
+  if (v.has_shape || !tt.has_shape()) return;
+  std::vector<int64_t> shape;
+  for (const auto& d : tt.shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return;
+    shape.push_back(d.dim_value());
+  }
+  v.shape = shape;
+  v.has_shape = true;
+}
+
+void Importer::prepare() {
+  for (const auto& op : model_.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
+  if (!model_.has_graph()) throw UserError(model_name_ + ": not an ONNX model (no graph)");
+  auto* g = model_.mutable_graph();
+  for (const auto& [name, t] : given_) {
+    bool is_input = false;
+    for (const auto& in : g->input()) is_input |= in.name() == name;
+    if (!is_input) throw UserError("--value: '" + name + "' is not an input of " + model_name_);
+    auto* init = g->add_initializer();
+    *init = t;
+    init->set_name(name);
+  }
+  try {
+    onnx::ShapeInferenceOptions options{false, 0, true};
+    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    // shapes ONNX cannot infer stay unknown; a node needing one is refused as dynamic
+  }
+}
+
+void Importer::collect_values() {
+  const auto& g = model_.graph();
+  for (const auto& t : g.initializer()) {
+    Value& v = values_[t.name()];
+    v.onnx = t.name();
+    v.elem_type = t.data_type();
+    v.shape = dims(t);
+    v.has_shape = true;
+    v.data = values(t, model_name_ + ": initializer '" + t.name() + "'");
+    v.initializer = !given_.count(t.name());
+  }
+  for (const auto& in : g.input()) {
+    const bool init = values_.count(in.name()) && values_[in.name()].initializer;
+    record_type(in);
+    if (!init) values_[in.name()].graph_input = true;
+  }
+  for (const auto& vi : g.value_info()) record_type(vi);
+  for (const auto& out : g.output()) record_type(out);
+}
+
+void Importer::declare_graph_io() {
+  const auto& g = model_.graph();
+  for (const auto& in : g.input()) {
+    Value& v = values_[in.name()];
+    if (!v.graph_input) continue;
+    v.tsl = unique(identifier(in.name()));
+    if (given_.count(in.name())) continue;  // a def input only if read as data (materialize)
+    if (!v.has_shape) throw UserError(model_name_ + ": input '" + in.name() + "': unsupported: dynamic or unknown shape");
+    dtype(v);
+    def_inputs_.push_back(in.name());
+  }
+  for (const auto& out : g.output()) {
+    Value& v = values_[out.name()];
+    if (v.graph_input) throw UserError(model_name_ + ": output '" + out.name() + "': unsupported: an output that is a graph input");
+    if (v.initializer) continue;  // a constant output: finish_outputs
+    v.tsl = unique(identifier(out.name()));
+    def_outputs_.push_back(out.name());
+  }
+}
+
+const Value& Importer::input(int i) const {
+  if (!has_input(i)) malformed("input " + std::to_string(i) + " is missing");
+  const auto it = values_.find(node_->input(i));
+  if (it == values_.end() || (it->second.tsl.empty() && !it->second.data))
+    malformed("input '" + node_->input(i) + "' is not produced by any earlier node, graph input or initializer");
+  return it->second;
+}
+
+std::vector<double> Importer::constant(int i, const std::string& what) const {
+  const Value& v = input(i);
+  if (!v.data) unsupported(what + " ('" + v.onnx + "') is not a constant (give its value with --value NAME=FILE.pb)");
+  return *v.data;
+}
+
+const Value& Importer::output(int i) {
+  if (!has_output(i)) malformed("output " + std::to_string(i) + " is missing");
+  Value& v = values_[node_->output(i)];
+  v.onnx = node_->output(i);
+  if (!v.has_shape) unsupported("dynamic or unknown shape of '" + v.onnx + "' (ONNX shape inference gives no static shape)");
+  for (int64_t d : v.shape)
+    if (d == 0) unsupported("'" + v.onnx + "' is an empty tensor");
+  return v;
+}
+
+std::string Importer::output_name(int i) {
+  output(i);
+  Value& v = values_[node_->output(i)];
+  if (v.tsl.empty()) v.tsl = unique(identifier(v.onnx));
+  return v.tsl;
+}
+
+void Importer::set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) {
+  if (!has_output(i)) return;
+  Value& v = values_[node_->output(i)];
+  v.onnx = node_->output(i);
+  v.data = std::move(data);
+  v.shape = std::move(shape);
+  v.has_shape = true;
+  v.elem_type = elem_type;
+}
+
+std::string Importer::materialize(Value& v) {
+  const DType t = dtype(v);
+  NpyArray a;
+  a.dtype = t;
+  a.shape = v.shape;
+  a.data.resize(size_t(element_count(v.shape) * dtype_bytes(t)));
+  for (size_t k = 0; k < v.data->size(); ++k) {
+    const double x = (*v.data)[k];
+    uint8_t* p = a.data.data() + k * dtype_bytes(t);
+    switch (t) {
+      case DType::F32: { const float f = float(x); std::memcpy(p, &f, 4); break; }
+      case DType::I32: { const int32_t q = int32_t(x); std::memcpy(p, &q, 4); break; }
+      case DType::F16: { const uint16_t h = f32_to_f16_bits(float(x)); std::memcpy(p, &h, 2); break; }
+      case DType::BF16: { const float f = float(x); uint32_t b; std::memcpy(&b, &f, 4); const uint16_t h = uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16); std::memcpy(p, &h, 2); break; }
+      case DType::I8: *p = uint8_t(int8_t(x)); break;
+      case DType::U8: *p = uint8_t(x); break;
+    }
+  }
+  v.tsl = unique(identifier(v.onnx));
+  v.initializer = true;
+  result_.weights[v.tsl] = std::move(a);
+  def_inputs_.push_back(v.onnx);
+  return v.tsl;
+}
+
+std::string Importer::read(const Value& cv, const std::vector<std::string>& idx) {
+  TESSEL_CHECK(idx.size() == cv.shape.size(), "onnx import: an access of '" + cv.onnx + "' has " + std::to_string(idx.size()) +
+                                                  " indices for rank " + std::to_string(cv.shape.size()));
+  std::string name = cv.tsl;
+  auto it = values_.find(cv.onnx);
+  Value* v = it != values_.end() && it->second.tsl == cv.tsl ? &it->second : nullptr;
+  if (v && v->graph_input && given_.count(v->onnx) &&
+      std::find(def_inputs_.begin(), def_inputs_.end(), v->onnx) == def_inputs_.end()) {
+    dtype(*v);
+    def_inputs_.push_back(v->onnx);  // a --value input read as data stays an input
+  } else if (v && name.empty() && v->data) {
+    if (v->data->size() == 1) return literal((*v->data)[0], dtype(*v));
+    name = materialize(*v);
+  }
+  TESSEL_CHECK(!name.empty(), "onnx import: '" + cv.onnx + "' has no TSL tensor");
+  for (size_t k = 0; k < idx.size(); ++k)
+    if (!idx[k].empty() && std::isalpha(static_cast<unsigned char>(idx[k][0])) &&
+        idx[k].find_first_of(" +-*/%()") == std::string::npos)
+      uses_[idx[k]].push_back(cv.shape[k]);
+  return name + "(" + join(idx) + ")";
+}
+
+std::string Importer::temp(const std::string& suffix) {
+  const std::string base = node_->output_size() && !node_->output(0).empty() ? identifier(node_->output(0)) : "t";
+  return unique(base + "_" + suffix);
+}
+
+void Importer::emit(const Statement& s) {
+  const Value* out = nullptr;
+  for (const auto& name : def_outputs_)
+    if (values_[name].tsl == s.target) out = &values_[name];
+  std::vector<std::string> where;
+  for (const IndexRange& r : s.ranges) {
+    const auto& u = uses_[r.name];
+    bool covered = r.lo == 0 && !u.empty();
+    for (int64_t e : u) covered &= e == r.hi;
+    if (out && r.lo == 0) {
+      bool agrees = true;
+      for (int64_t e : u) agrees &= e == r.hi;
+      for (size_t k = 0; k < s.lhs.size(); ++k)
+        if (s.lhs[k] == r.name && k < out->shape.size() && out->shape[k] == r.hi && agrees) covered = true;
+    }
+    if (!covered) where.push_back(r.name + " in " + std::to_string(r.lo) + ":" + std::to_string(r.hi));
+  }
+  uses_.clear();
+  std::string line = "  " + s.target + "(" + join(s.lhs) + ") " + s.assign + " " + s.rhs;
+  if (!where.empty()) line += "\n      where " + join(where);
+  body_.push_back(line);
+  written_.insert(s.target);
+  ++result_.statements;
+}
+
+bool Importer::has_builtin(const std::string& name) const {
+  auto it = builtins_.find(name);
+  if (it != builtins_.end()) return it->second;
+  bool ok = true;
+  try {
+    frontend::parse_module("def probe(f32[2] X) -> (f32[2] Y) {\n  Y(i) = " + name + "(X(i)" + (name == "pow" ? ", X(i)" : "") + ")\n}\n",
+                           "probe.tsl");
+  } catch (const UserError&) {
+    ok = false;
+  }
+  return builtins_[name] = ok;
+}
+
+void Importer::translate_node(const onnx::NodeProto& n) {
+  node_ = &n;
+  if (!n.domain().empty() && n.domain() != "ai.onnx") unsupported("operator of domain '" + n.domain() + "'");
+  const Translator* t = find_translator(n.op_type());
+  if (!t) unsupported("no translation of " + n.op_type() + " into the language");
+  for (int i = 0; i < n.input_size(); ++i)
+    if (has_input(i)) input(i);
+  body_.push_back("  # node " + (n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name()) + " (" + n.op_type() + ")");
+  const size_t before = body_.size();
+  try {
+    (*t)(*this);
+  } catch (const UserError&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& e) {
+    malformed(std::string("cannot translate: ") + e.what());
+  }
+  if (body_.size() == before) body_.pop_back();  // folded: no statement
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (!has_output(i)) continue;
+    const Value& v = values_[n.output(i)];
+    TESSEL_CHECK(v.data || written_.count(v.tsl), "onnx import: the translator of " + n.op_type() + " wrote no value for output '" + n.output(i) + "'");
+  }
+  ++result_.nodes;
+  node_ = nullptr;
+}
+
+// Graph outputs that no statement wrote (a constant, an initializer) are written from their values.
+void Importer::finish_outputs() {
+  for (const auto& out : model_.graph().output()) {
+    Value& v = values_[out.name()];
+    if (!v.data || (!v.tsl.empty() && written_.count(v.tsl))) continue;
+    if (v.tsl.empty() || v.initializer) {
+      v.tsl = unique(identifier(out.name()) + (v.initializer ? "_out" : ""));
+      def_outputs_.push_back(out.name());
+    }
+    const DType t = dtype(v);
+    bool uniform = true;
+    for (double x : *v.data) uniform &= x == v.data->front();
+    Statement s{v.tsl, indices(v.shape.size()), "=", "", ranges_of(v.shape)};
+    body_.push_back("  # constant output " + out.name());
+    if (uniform) {
+      s.rhs = literal(v.data->front(), t);
+    } else {
+      const std::string key = out.name() + "_value";
+      Value& c = values_[key] = v;
+      c.onnx = key;
+      c.tsl.clear();
+      c.initializer = false;
+      materialize(c);
+      s.rhs = read(c, s.lhs);
+    }
+    emit(s);
+  }
+}
+
+std::string Importer::signature_entry(const Value& v) const {
+  std::vector<std::string> d;
+  for (int64_t x : v.shape) d.push_back(std::to_string(x));
+  return dtype_name(v) + "[" + join(d) + "] " + v.tsl;
+}
+
+nlohmann::json Importer::manifest_entry(const Value& v, bool with_file) const {
+  nlohmann::json j = {{"tsl", v.tsl}, {"onnx", v.onnx}, {"dtype", dtype_name(v)}, {"shape", v.shape}};
+  if (with_file) j["file"] = v.tsl + ".npy";
+  return j;
+}
+
+std::string Importer::program_text() const {
+  std::vector<std::string> ins, outs;
+  for (const auto& n : def_inputs_) ins.push_back(signature_entry(values_.at(n)));
+  for (const auto& n : def_outputs_) outs.push_back(signature_entry(values_.at(n)));
+  std::string text = "# imported from " + std::filesystem::path(model_name_).filename().string() + " by tessel import (ONNX opset " +
+                     std::to_string(opset_) + ")\n";
+  text += "def " + result_.def_name + "(\n    " + join(ins, ",\n    ") + ")\n  -> (" + join(outs, ",\n      ") + ") {\n";
+  for (const auto& line : body_) text += line + "\n";
+  return text + "}\n";
+}
+
+ImportResult Importer::run() {
+  prepare();
+  collect_values();
+  declare_graph_io();
+  if (def_outputs_.empty() && model_.graph().output_size() == 0) throw UserError(model_name_ + ": the graph has no outputs");
+  for (const auto& n : model_.graph().node()) translate_node(n);
+  finish_outputs();
+  for (const auto& n : def_outputs_) {
+    const Value& v = values_.at(n);
+    if (!written_.count(v.tsl)) throw UserError(model_name_ + ": output '" + n + "' is not produced by any node");
+    if (v.elem_type == onnx::TensorProto::BOOL) {}  // held as u8 0/1
+  }
+  std::string def = identifier(model_.graph().name().empty() ? "model" : model_.graph().name());
+  result_.def_name = def;
+  for (const auto& n : def_inputs_) {
+    const Value& v = values_.at(n);
+    result_.inputs.push_back(manifest_entry(v, v.initializer));
+  }
+  for (const auto& n : def_outputs_) result_.outputs.push_back(manifest_entry(values_.at(n), false));
+  if (result_.inputs.is_null()) result_.inputs = nlohmann::json::array();
+  result_.tsl = program_text();
+  return result_;
+}
+
+}  // namespace
+
+ImportResult import_model(onnx::ModelProto model, const std::string& model_name, const std::map<std::string, onnx::TensorProto>& values) {
+  Importer im(model, model_name, values);
+  return im.run();
+}
+
+ImportResult import_file(const std::string& path, const std::map<std::string, onnx::TensorProto>& values) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot open the ONNX model");
+  onnx::ModelProto m;
+  if (!m.ParseFromIstream(&in)) throw UserError(path + ": not an ONNX model (the protobuf does not parse)");
+  if (!m.has_graph() || m.graph().node_size() == 0 && m.graph().output_size() == 0)
+    throw UserError(path + ": not an ONNX model (no graph)");
+  return import_model(std::move(m), path, values);
+}
+
+void write_import(const ImportResult& r, const std::string& out_tsl, const std::string& source) {
+  namespace fs = std::filesystem;
+  const fs::path tsl(out_tsl);
+  const fs::path stem = tsl.parent_path() / tsl.stem();
+  const std::string weights_dir = stem.filename().string() + "_weights";
+  write_file(out_tsl, r.tsl, "-o");
+  nlohmann::json inputs = r.inputs;
+  for (auto& j : inputs)
+    if (j.contains("file")) j["file"] = weights_dir + "/" + j["file"].get<std::string>();
+  nlohmann::json m = {{"def", r.def_name}, {"source", source}, {"tsl", tsl.filename().string()}, {"inputs", inputs},
+                      {"outputs", r.outputs}, {"initializers_dir", weights_dir}};
+  write_file(stem.string() + ".json", m.dump(2) + "\n", "-o");
+  std::error_code ec;
+  const fs::path wd = tsl.parent_path() / weights_dir;
+  fs::create_directories(wd, ec);
+  if (ec) throw UserError("-o: cannot create " + wd.string() + " (" + ec.message() + ")");
+  for (const auto& [name, a] : r.weights) write_npy((wd / (name + ".npy")).string(), a);
+}
+
+}  // namespace tessel::onnx_import

@@ -1,0 +1,337 @@
+// Reductions over windows and axes: MaxPool / AveragePool (pads, auto_pad, strides, dilations,
+// ceil_mode, count_include_pad), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference),
+// LayerNormalization, InstanceNormalization, Softmax / LogSoftmax (the opset-13 single axis and the
+// older flattening), and Reduce{Sum,Mean,Max,Min,L1,L2,SumSquare,LogSum,LogSumExp} (axes as attribute
+// or input, keepdims). Each is a `+=!` / `max=!` / `min=!` statement into a local or the output,
+// then an element-wise epilogue (division by a count, normalisation).
+#include <cmath>
+#include <limits>
+
+#include "compiler/onnx/tensor_proto.h"
+#include "compiler/onnx/translate.h"
+
+namespace tessel::onnx_import {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+std::string str(int64_t v) { return std::to_string(v); }
+std::string scaled(const std::string& i, int64_t k) { return k == 1 ? i : i + " * " + str(k); }
+
+// A local shaped like `like` with a fresh name.
+Value local(Context& c, const Value& like, const std::vector<int64_t>& shape, const std::string& suffix) {
+  Value v = like;
+  v.data.reset();
+  v.shape = shape;
+  v.tsl = c.temp(suffix);
+  v.onnx = v.tsl;
+  return v;
+}
+
+Value output_value(Context& c, int i) {
+  Value v = c.output(i);
+  v.tsl = c.output_name(i);
+  return v;
+}
+
+// The lowest value of a dtype (max-pool padding).
+std::string lowest(DType t) {
+  switch (t) {
+    case DType::I8: return "i8(-128)";
+    case DType::U8: return "u8(0)";
+    case DType::I32: return "i32(-2147483648)";
+    default: return std::string(dtype_name(t)) + "(-1.0 / 0.0)";
+  }
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+void translate_pool(Context& c) {
+  const bool is_max = c.node().op_type() == "MaxPool";
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  if (c.has_output(1)) c.unsupported("MaxPool's Indices output (int64)");
+  if (x.shape.size() < 3) c.malformed("the input has no spatial dimensions");
+  const size_t sp = x.shape.size() - 2;
+  const DType t = c.dtype(x);
+  const std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {});
+  std::vector<int64_t> strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
+    c.malformed("kernel_shape, strides, dilations or pads do not match the spatial rank");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  for (size_t j = 0; j < sp; ++j) {
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, (y.shape[j + 2] - 1) * strides[j] + (kernel[j] - 1) * dil[j] + 1 - x.shape[j + 2]);
+      pads[j] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[j + sp] = total - pads[j];
+    } else if (auto_pad == "VALID") {
+      pads[j] = pads[j + sp] = 0;
+    }
+  }
+  const bool include_pad = c.attr_int("count_include_pad", 0) != 0;
+  // the padded input: every window of the output lies inside it
+  std::vector<int64_t> shape = x.shape;
+  Strings idx = indices(x.shape.size()), conds, count_conds;
+  for (size_t j = 0; j < sp; ++j) {
+    const int64_t last = (y.shape[j + 2] - 1) * strides[j] + (kernel[j] - 1) * dil[j] + 1;
+    const int64_t padded_extent = x.shape[j + 2] + pads[j] + pads[j + sp];
+    shape[j + 2] = std::max(padded_extent, last);
+    const std::string i = index(int(j + 2));
+    if (pads[j] > 0) {
+      conds.push_back(i + " >= " + str(pads[j]));
+      idx[j + 2] = i + " - " + str(pads[j]);
+    }
+    if (pads[j] + x.shape[j + 2] < shape[j + 2]) conds.push_back(i + " < " + str(pads[j] + x.shape[j + 2]));
+    // the positions a window counts (AveragePool)
+    const std::string pos = scaled(index(int(j + 2)), strides[j]) + " + " + scaled(reduction(int(j)), dil[j]);
+    if (include_pad) {
+      if (last > padded_extent) count_conds.push_back(pos + " < " + str(padded_extent));
+    } else {
+      if (pads[j] > 0) count_conds.push_back(pos + " >= " + str(pads[j]));
+      if (last > pads[j] + x.shape[j + 2]) count_conds.push_back(pos + " < " + str(pads[j] + x.shape[j + 2]));
+    }
+  }
+  Value xp = x;
+  if (!conds.empty()) {
+    xp = local(c, x, shape, "pad");
+    const std::string r = c.read(x, idx);
+    c.emit({xp.tsl, indices(shape.size()), "=", "select(" + join(conds, " && ") + ", " + r + ", " + (is_max ? lowest(t) : "0") + ")",
+            ranges_of(shape)});
+  }
+  Strings window = {index(0), index(1)};
+  std::vector<IndexRange> ranges = ranges_of(y.shape);
+  int64_t window_size = 1;
+  for (size_t j = 0; j < sp; ++j) {
+    window.push_back(scaled(index(int(j + 2)), strides[j]) + " + " + scaled(reduction(int(j)), dil[j]));
+    ranges.push_back({reduction(int(j)), 0, kernel[j]});
+    window_size *= kernel[j];
+  }
+  const std::string r = c.read(xp, window);
+  if (is_max) return c.emit({y.tsl, indices(y.shape.size()), "max=!", r, ranges});
+  const Value sum = local(c, y, y.shape, "sum");
+  c.emit({sum.tsl, indices(y.shape.size()), "+=!", r, ranges});
+  std::string divisor = literal(double(window_size), t);
+  if (!count_conds.empty()) {  // windows cut by the border count fewer elements
+    std::vector<int64_t> cshape(y.shape.begin() + 2, y.shape.end());
+    Value cnt = local(c, y, cshape, "count");
+    std::vector<IndexRange> cr;
+    Strings lhs;
+    for (size_t j = 0; j < sp; ++j) {
+      lhs.push_back(index(int(j + 2)));
+      cr.push_back({index(int(j + 2)), 0, cshape[j]});
+    }
+    for (size_t j = 0; j < sp; ++j) cr.push_back({reduction(int(j)), 0, kernel[j]});
+    c.emit({cnt.tsl, lhs, "+=!", "select(" + join(count_conds, " && ") + ", " + literal(1, t) + ", " + literal(0, t) + ")", cr});
+    divisor = c.read(cnt, lhs);
+  }
+  const std::string q = c.read(sum, indices(y.shape.size())) + " / " + divisor;
+  c.emit({y.tsl, indices(y.shape.size()), "=", q, ranges_of(y.shape)});
+}
+
+void translate_global_pool(Context& c) {
+  const bool is_max = c.node().op_type() == "GlobalMaxPool";
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  if (x.shape.size() < 3) c.malformed("the input has no spatial dimensions");
+  Strings idx = {index(0), index(1)};
+  std::vector<IndexRange> ranges = ranges_of(y.shape);
+  int64_t n = 1;
+  for (size_t j = 2; j < x.shape.size(); ++j) {
+    idx.push_back(reduction(int(j - 2)));
+    ranges.push_back({reduction(int(j - 2)), 0, x.shape[j]});
+    n *= x.shape[j];
+  }
+  const std::string r = c.read(x, idx);
+  if (is_max) return c.emit({y.tsl, indices(y.shape.size()), "max=!", r, ranges});
+  const Value sum = local(c, y, y.shape, "sum");
+  c.emit({sum.tsl, indices(y.shape.size()), "+=!", r, ranges});
+  const std::string q = c.read(sum, indices(y.shape.size())) + " / " + literal(double(n), c.dtype(y));
+  c.emit({y.tsl, indices(y.shape.size()), "=", q, ranges_of(y.shape)});
+}
+
+// ---- normalisations -----------------------------------------------------------------------------
+
+void translate_batch_norm(Context& c) {
+  if (c.attr_int("training_mode", 0) != 0) c.unsupported("BatchNormalization in training mode");
+  for (int i = 1; i < 5; ++i)
+    if (c.has_output(i)) c.unsupported("BatchNormalization's running statistics outputs (training)");
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const DType t = c.dtype(x);
+  const std::string ch = x.shape.size() > 1 ? index(1) : "0";
+  const std::string xr = c.read(x, indices(x.shape.size()));
+  const std::string mean = c.read(c.input(3), {ch}), var = c.read(c.input(4), {ch});
+  const std::string scale = c.read(c.input(1), {ch}), bias = c.read(c.input(2), {ch});
+  const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
+  const std::string rhs = "(" + xr + " - " + mean + ") / sqrt(" + var + " + " + eps + ") * " + scale + " + " + bias;
+  c.emit({y.tsl, indices(y.shape.size()), "=", rhs, ranges_of(y.shape)});
+}
+
+// y = (x - mean) / sqrt(var + eps) * scale + bias over the dimensions `inner` (a suffix of x's).
+void normalise(Context& c, size_t first_inner, const std::function<std::string(Context&)>& scale_bias) {
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const DType t = c.dtype(x);
+  const size_t rank = x.shape.size();
+  std::vector<int64_t> outer_shape(x.shape.begin(), x.shape.begin() + int64_t(first_inner));
+  int64_t n = 1;
+  Strings reduce_idx = indices(rank), outer_idx;
+  std::vector<IndexRange> ranges = ranges_of(outer_shape);
+  for (size_t k = 0; k < rank; ++k) {
+    if (k < first_inner) {
+      outer_idx.push_back(index(int(k)));
+      continue;
+    }
+    reduce_idx[k] = reduction(int(k - first_inner));
+    ranges.push_back({reduction(int(k - first_inner)), 0, x.shape[k]});
+    n *= x.shape[k];
+  }
+  const std::string nn = literal(double(n), t);
+  const Value sum = local(c, x, outer_shape, "sum");
+  c.emit({sum.tsl, outer_idx, "+=!", c.read(x, reduce_idx), ranges});
+  const Value centred = local(c, x, x.shape, "centred");
+  const std::string cr = c.read(x, indices(rank)) + " - " + c.read(sum, outer_idx) + " / " + nn;
+  c.emit({centred.tsl, indices(rank), "=", cr, ranges_of(x.shape)});
+  const Value var = local(c, x, outer_shape, "var");
+  const std::string d = c.read(centred, reduce_idx);
+  c.emit({var.tsl, outer_idx, "+=!", d + " * " + d, ranges});
+  const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
+  const std::string rhs = c.read(centred, indices(rank)) + " / sqrt(" + c.read(var, outer_idx) + " / " + nn + " + " + eps + ")" + scale_bias(c);
+  c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
+}
+
+void translate_layer_norm(Context& c) {
+  if (c.has_output(1) || c.has_output(2)) c.unsupported("LayerNormalization's Mean and InvStdDev outputs");
+  const Value& x = c.input(0);
+  const int64_t axis = axis_of(c, c.attr_int("axis", -1), int64_t(x.shape.size()));
+  normalise(c, size_t(axis), [](Context& c) {
+    const Value& x = c.input(0);
+    std::string s = " * " + c.read_broadcast(c.input(1), x.shape);
+    if (c.has_input(2)) s += " + " + c.read_broadcast(c.input(2), x.shape);
+    return s;
+  });
+}
+
+void translate_instance_norm(Context& c) {
+  if (c.input(0).shape.size() < 3) c.malformed("the input has no spatial dimensions");
+  normalise(c, 2, [](Context& c) { return " * " + c.read(c.input(1), {index(1)}) + " + " + c.read(c.input(2), {index(1)}); });
+}
+
+// ---- softmax ------------------------------------------------------------------------------------
+
+void translate_softmax(Context& c) {
+  const bool log_form = c.node().op_type() == "LogSoftmax";
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const size_t rank = x.shape.size();
+  const int64_t axis = axis_of(c, c.attr_int("axis", c.opset() < 13 ? 1 : -1), int64_t(rank));
+  std::vector<bool> reduced(rank, false);
+  for (size_t k = 0; k < rank; ++k) reduced[k] = c.opset() < 13 ? int64_t(k) >= axis : int64_t(k) == axis;
+  Strings outer_idx, red_idx = indices(rank);
+  std::vector<int64_t> outer_shape;
+  std::vector<IndexRange> ranges;
+  for (size_t k = 0; k < rank; ++k)
+    if (!reduced[k]) {
+      outer_idx.push_back(index(int(k)));
+      outer_shape.push_back(x.shape[k]);
+      ranges.push_back({index(int(k)), 0, x.shape[k]});
+    }
+  int r = 0;
+  for (size_t k = 0; k < rank; ++k)
+    if (reduced[k]) {
+      red_idx[k] = reduction(r);
+      ranges.push_back({reduction(r++), 0, x.shape[k]});
+    }
+  // the locals of the outer indices: written with the outer indices as their own dimensions
+  Strings local_lhs;
+  std::vector<IndexRange> local_ranges;
+  const Value mx = local(c, x, outer_shape, "max");
+  c.emit({mx.tsl, outer_idx, "max=!", c.read(x, red_idx), ranges});
+  const Value e = local(c, x, x.shape, "exp");
+  c.emit({e.tsl, indices(rank), "=", "exp(" + c.read(x, indices(rank)) + " - " + c.read(mx, outer_idx) + ")", ranges_of(x.shape)});
+  const Value s = local(c, x, outer_shape, "sum");
+  c.emit({s.tsl, outer_idx, "+=!", c.read(e, red_idx), ranges});
+  const std::string rhs = log_form ? c.read(x, indices(rank)) + " - " + c.read(mx, outer_idx) + " - log(" + c.read(s, outer_idx) + ")"
+                                   : c.read(e, indices(rank)) + " / " + c.read(s, outer_idx);
+  c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
+}
+
+// ---- Reduce* ------------------------------------------------------------------------------------
+
+struct ReduceKind {
+  const char* assign;
+  std::function<std::string(const std::string&)> term;  // of the element read
+  std::function<std::string(const std::string&, int64_t, DType)> finish;  // of the reduced value; null: none
+};
+
+void translate_reduce(Context& c, const ReduceKind& kind) {
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const size_t rank = x.shape.size();
+  std::vector<int64_t> axes;
+  if (c.has_input(1)) axes = c.constant_ints(1, c.node().op_type() + "'s axes");
+  else axes = c.attr_ints("axes", {});
+  const bool keep = c.attr_int("keepdims", 1) != 0;
+  if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) {
+    const std::string r = c.read(x, indices(rank));
+    return c.emit({y.tsl, indices(rank), "=", r, ranges_of(y.shape)});
+  }
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) reduced[size_t(axis_of(c, a, int64_t(rank)))] = true;
+  Strings read_idx, lhs = indices(y.shape.size());
+  std::vector<IndexRange> ranges = ranges_of(y.shape);
+  int64_t n = 1;
+  int r = 0, o = 0;
+  for (size_t k = 0; k < rank; ++k) {
+    if (reduced[k]) {
+      read_idx.push_back(x.shape[k] == 1 ? "0" : reduction(r));
+      if (x.shape[k] != 1) ranges.push_back({reduction(r), 0, x.shape[k]});
+      ++r;
+      n *= x.shape[k];
+      if (keep) ++o;
+    } else {
+      read_idx.push_back(index(o++));
+    }
+  }
+  if (size_t(o) != y.shape.size()) c.malformed("the output's rank does not match keepdims");
+  const std::string term = kind.term(c.read(x, read_idx));
+  if (!kind.finish) return c.emit({y.tsl, lhs, kind.assign, term, ranges});
+  const Value acc = local(c, y, y.shape, "acc");
+  c.emit({acc.tsl, lhs, kind.assign, term, ranges});
+  c.emit({y.tsl, lhs, "=", kind.finish(c.read(acc, lhs), n, c.dtype(y)), ranges_of(y.shape)});
+}
+
+void add_reduce(std::map<std::string, Translator>& t, const char* op, const ReduceKind& k) {
+  t[op] = [k](Context& c) { translate_reduce(c, k); };
+}
+
+std::string same(const std::string& e) { return e; }
+
+}  // namespace
+
+void add_pool_norm_ops(std::map<std::string, Translator>& t) {
+  t["MaxPool"] = translate_pool;
+  t["AveragePool"] = translate_pool;
+  t["GlobalAveragePool"] = translate_global_pool;
+  t["GlobalMaxPool"] = translate_global_pool;
+  t["BatchNormalization"] = translate_batch_norm;
+  t["LayerNormalization"] = translate_layer_norm;
+  t["InstanceNormalization"] = translate_instance_norm;
+  t["Softmax"] = translate_softmax;
+  t["LogSoftmax"] = translate_softmax;
+  add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
+  add_reduce(t, "ReduceMax", {"max=!", same, nullptr});
+  add_reduce(t, "ReduceMin", {"min=!", same, nullptr});
+  add_reduce(t, "ReduceSumSquare", {"+=!", [](const std::string& e) { return e + " * " + e; }, nullptr});
+  add_reduce(t, "ReduceL1", {"+=!", [](const std::string& e) { return "abs(" + e + ")"; }, nullptr});
+  add_reduce(t, "ReduceL2", {"+=!", [](const std::string& e) { return e + " * " + e; },
+                             [](const std::string& a, int64_t, DType) { return "sqrt(" + a + ")"; }});
+  add_reduce(t, "ReduceLogSum", {"+=!", same, [](const std::string& a, int64_t, DType) { return "log(" + a + ")"; }});
+  add_reduce(t, "ReduceLogSumExp", {"+=!", [](const std::string& e) { return "exp(" + e + ")"; },
+                                    [](const std::string& a, int64_t, DType) { return "log(" + a + ")"; }});
+  add_reduce(t, "ReduceMean", {"+=!", same, [](const std::string& a, int64_t n, DType t) { return a + " / " + literal(double(n), t); }});
+}
+
+}  // namespace tessel::onnx_import

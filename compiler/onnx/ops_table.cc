@@ -1,0 +1,19 @@
+// The op-type table: ONNX op type -> translator, filled once from each family's registration.
+#include "compiler/onnx/translate.h"
+
+namespace tessel::onnx_import {
+
+const Translator* find_translator(const std::string& op_type) {
+  static const std::map<std::string, Translator> table = [] {
+    std::map<std::string, Translator> t;
+    add_elementwise_ops(t);
+    add_shape_ops(t);
+    add_contraction_ops(t);
+    add_pool_norm_ops(t);
+    return t;
+  }();
+  const auto it = table.find(op_type);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+}  // namespace tessel::onnx_import

@@ -1,0 +1,35 @@
+// ONNX TensorProto values as tessel tensors: the `.pb` files of ONNX's backend tests
+// (`test_data_set_0/input_0.pb`) for `tessel run --input/--expect` and `tessel import --value`, and
+// initializers / Constant attributes inside a model.
+//
+// to_npy keeps the element bytes of the dtypes tessel has (f32 f16 bf16 i8 u8 i32; ONNX bool becomes
+// u8 0/1); any other dtype (f64, i64, strings, ...) is a UserError naming `where` and the dtype.
+// values() reads any numeric dtype (i64 and f64 included) as doubles: what the importer folds
+// (shapes, axes, pads, indices). Both read raw_data or the typed repeated fields, as ONNX allows.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "isa/base/npy.h"
+
+namespace tessel::onnx_import {
+
+// ONNX's name for an element type ("float", "int64", ...).
+std::string elem_type_name(int elem_type);
+// The tessel dtype that holds an ONNX element type (bool -> u8), if any.
+std::optional<DType> dtype_of(int elem_type);
+
+NpyArray to_npy(const onnx::TensorProto& t, const std::string& where);
+std::vector<double> values(const onnx::TensorProto& t, const std::string& where);
+std::vector<int64_t> dims(const onnx::TensorProto& t);
+
+// Reads a serialized TensorProto (UserError naming the path when unreadable or malformed).
+onnx::TensorProto read_tensor_proto(const std::string& path);
+// read_tensor_proto + to_npy.
+NpyArray read_tensor_file(const std::string& path);
+
+}  // namespace tessel::onnx_import
