@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/poly/fold_padding.h"
+#include "compiler/poly/isl_util.h"
 #include "isa/base/error.h"
 
 namespace tessel::program {
@@ -13,7 +15,13 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   const auto t0 = std::chrono::steady_clock::now();
   auto p = std::make_unique<ProgramCompilation>();
   p->def = &f;
-  p->partition = poly::partition_program(f, mode);
+  {
+    poly::IslContext isl;
+    p->folded = poly::fold_padding(isl.ctx(), f);
+  }
+  p->partitioned = p->folded ? &*p->folded : &f;
+  const ir::Function& src = *p->partitioned;
+  p->partition = poly::partition_program(src, mode);
   const auto t1 = std::chrono::steady_clock::now();
   p->partition_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   if (!p->partition.cut()) {
@@ -32,7 +40,7 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
         throw UserError("--shape: no size for " + q + " (" + f.name + " needs " + need + ")");
       }
     for (size_t g = 0; g < p->partition.groups.size(); ++g) {
-      p->functions.push_back(std::make_unique<ir::Function>(poly::kernel_function(f, p->partition, g)));
+      p->functions.push_back(std::make_unique<ir::Function>(poly::kernel_function(src, p->partition, g)));
       const ir::Function& k = *p->functions.back();
       CompileOptions o = options;
       o.sizes.clear();
@@ -45,14 +53,14 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   }
   const Compilation& first = *p->kernels.front();
   const int64_t alignment = options.target == "c" ? 1 : int64_t(first.hierarchy.level(isa::Role::Global).alignment_bytes);
-  p->memory = plan_memory(f, p->partition, p->sizes, alignment);
+  p->memory = plan_memory(src, p->partition, p->sizes, alignment);
   for (const auto& k : p->kernels) p->total_cpu_ms += k->total_cpu_ms;
   p->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
 std::string explain_program(const ProgramCompilation& p) {
-  std::string r = "program: " + poly::to_string(p.partition, *p.def);
+  std::string r = "program: " + poly::to_string(p.partition, *p.partitioned);
   if (p.single()) return r;
   for (size_t g = 0; g < p.kernels.size(); ++g)
     r += fmt::format("  kernel {} {}: compiled in {:.1f} ms, tile {}\n", g, p.kernels[g]->function->name,

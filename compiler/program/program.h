@@ -4,12 +4,15 @@
 // schedule), and the tensors passed between kernels get a memory plan (memory_plan.h). A def the
 // partition keeps whole compiles exactly as `compile` does (one kernel, the def itself).
 //
+// Zero-padding statements are folded into their readers first (compiler/poly/fold_padding.h), so a
+// padded convolution stays one kernel and no padded copy is materialised between kernels.
 // Sizes are bound once for the whole def (ir::bind_sizes) and each kernel gets the ones it uses.
 // A user tile spec or GPU plan names one kernel's loops, so it is refused for a def that compiles
 // to several kernels (the error says which and how to keep one kernel: --partition one).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +24,9 @@
 namespace tessel::program {
 
 struct ProgramCompilation {
-  const ir::Function* def = nullptr;
+  const ir::Function* def = nullptr;          // what the user wrote: the outputs and the reference
+  std::optional<ir::Function> folded;          // the def with zero-padding statements folded (poly::fold_padding)
+  const ir::Function* partitioned = nullptr;  // what the partition cut: `folded` or the def
   poly::ProgramPartition partition;
   std::vector<std::unique_ptr<ir::Function>> functions;  // the kernels' functions (each Compilation points at one)
   std::vector<std::unique_ptr<Compilation>> kernels;     // in execution order
