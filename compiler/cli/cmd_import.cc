@@ -1,4 +1,4 @@
-// tessel import MODEL.onnx -o OUT.tsl [--value NAME=FILE.pb ...]: an ONNX model as one .tsl def
+// tessel import MODEL.onnx -o OUT.tsl [--value NAME=FILE.pb|FILE.pb ...]: an ONNX model as one .tsl def
 // (compiler/onnx/importer.h), with the manifest OUT.json and the initializers as OUT_weights/*.npy.
 // Exit 1 for a malformed model or an operator the language cannot express
 // ("node 'NAME' (OpType): unsupported: REASON"); exit 2 when tessel was built without ONNX.
@@ -25,12 +25,20 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("model", opts->model, "the ONNX model (.onnx)")->required();
   cmd->add_option("-o", opts->out, "the .tsl file to write")->required();
   cmd->add_option("--value", opts->values,
-                  "NAME=FILE.pb: a graph input's value known at import time, used where a constant is needed "
-                  "(Reshape's shape, Slice's starts, Gather's indices...); it stays an input where read as data");
+                  "NAME=FILE.pb (or FILE.pb: the name it carries): a graph input's value known at import time, used where a "
+                  "constant is needed (Reshape's shape, Slice's starts, Gather's indices...); an input read as data stays an "
+                  "input, so giving every input is harmless");
   cmd->callback([opts, &ctx] {
 #ifdef TESSEL_HAVE_ONNX
     std::map<std::string, onnx::TensorProto> values;
     for (const auto& v : opts->values) {
+      if (v.find('=') == std::string::npos) {  // FILE.pb alone: the name the TensorProto carries
+        onnx::TensorProto t = onnx_import::read_tensor_proto(v);
+        if (t.name().empty()) throw UserError("--value " + v + ": the tensor has no name; use --value NAME=" + v);
+        if (values.count(t.name())) throw UserError("--value: '" + t.name() + "' is given twice");
+        values[t.name()] = std::move(t);
+        continue;
+      }
       auto [name, path] = name_path(v, "--value");
       if (values.count(name)) throw UserError("--value: '" + name + "' is given twice");
       values[name] = onnx_import::read_tensor_proto(path);

@@ -175,8 +175,7 @@ void Importer::declare_graph_io() {
     v.tsl = unique(identifier(in.name()));
     if (given_.count(in.name())) continue;  // a def input only if read as data (materialize)
     if (!v.has_shape) throw UserError(model_name_ + ": input '" + in.name() + "': unsupported: dynamic or unknown shape");
-    dtype(v);
-    def_inputs_.push_back(in.name());
+    if (dtype_of(v.elem_type)) def_inputs_.push_back(in.name());  // others (i64 shapes...): refused where read as data
   }
   for (const auto& out : g.output()) {
     Value& v = values_[out.name()];
@@ -259,7 +258,9 @@ std::string Importer::read(const Value& cv, const std::vector<std::string>& idx)
   std::string name = cv.tsl;
   auto it = values_.find(cv.onnx);
   Value* v = it != values_.end() && it->second.tsl == cv.tsl ? &it->second : nullptr;
-  if (v && v->graph_input && given_.count(v->onnx) &&
+  if (v && v->graph_input && !given_.count(v->onnx)) {
+    dtype(*v);  // an input tessel cannot hold (i64 data...) is refused by the node reading it
+  } else if (v && v->graph_input && given_.count(v->onnx) &&
       std::find(def_inputs_.begin(), def_inputs_.end(), v->onnx) == def_inputs_.end()) {
     dtype(*v);
     def_inputs_.push_back(v->onnx);  // a --value input read as data stays an input
@@ -383,6 +384,13 @@ std::string Importer::signature_entry(const Value& v) const {
 
 nlohmann::json Importer::manifest_entry(const Value& v, bool with_file) const {
   nlohmann::json j = {{"tsl", v.tsl}, {"onnx", v.onnx}, {"dtype", dtype_name(v)}, {"shape", v.shape}};
+  if (v.graph_input) {  // its position among the graph's inputs that are not initializers (ONNX tests' input_K.pb)
+    int k = 0;
+    for (const auto& in : model_.graph().input()) {
+      if (in.name() == v.onnx) j["input_index"] = k;
+      if (values_.at(in.name()).graph_input) ++k;
+    }
+  }
   if (with_file) j["file"] = v.tsl + ".npy";
   return j;
 }
@@ -416,7 +424,12 @@ ImportResult Importer::run() {
     const Value& v = values_.at(n);
     result_.inputs.push_back(manifest_entry(v, v.initializer));
   }
-  for (const auto& n : def_outputs_) result_.outputs.push_back(manifest_entry(values_.at(n), false));
+  for (const auto& n : def_outputs_) {
+    nlohmann::json j = manifest_entry(values_.at(n), false);
+    for (int k = 0; k < model_.graph().output_size(); ++k)
+      if (model_.graph().output(k).name() == n) j["output_index"] = k;
+    result_.outputs.push_back(j);
+  }
   if (result_.inputs.is_null()) result_.inputs = nlohmann::json::array();
   result_.tsl = program_text();
   return result_;

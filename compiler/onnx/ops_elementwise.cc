@@ -42,7 +42,7 @@ int64_t broadcast_offset(const std::vector<int64_t>& out, const std::vector<int6
 
 bool all_constant(const Context& c) {
   for (int i = 0; i < c.node().input_size(); ++i)
-    if (c.has_input(i) && !c.input(i).data) return false;
+    if (c.has_input(i) && !foldable(c.input(i))) return false;
   return c.node().input_size() > 0;
 }
 
@@ -207,7 +207,7 @@ void translate_copy(Context& c) {  // Identity, Dropout (inference)
     if (!training || (training->size() == 1 && (*training)[0] != 0)) c.unsupported("Dropout in training mode");
   }
   const Value& x = c.input(0);
-  if (x.data) {
+  if (foldable(x)) {
     c.set_constant(0, *x.data, x.shape, x.elem_type);
   } else {
     emit_elementwise(c, {0}, [](const Args& a) { return a[0]; });

@@ -141,7 +141,7 @@ std::vector<int64_t> reshape_target(Context& c, const Value& x) {
 void translate_reshape(Context& c) {
   const Value& x = c.input(0);
   const std::vector<int64_t> shape = reshape_target(c, x);
-  if (x.data) return c.set_constant(0, *x.data, shape, x.elem_type);
+  if (foldable(x)) return c.set_constant(0, *x.data, shape, x.elem_type);
   emit_copy(c, 0, x, reshape_indices(x.shape, c.output(0).shape));
 }
 
@@ -157,7 +157,7 @@ void translate_transpose(Context& c) {
     idx[size_t(axis_of(c, perm[k], int64_t(x.shape.size())))] = index(int(k));
     out.push_back(x.shape[size_t(perm[k])]);
   }
-  if (x.data)
+  if (foldable(x))
     return fold_gather(c, x, out, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> s(o.size());
       for (size_t k = 0; k < perm.size(); ++k) s[size_t(perm[k])] = o[k];
@@ -225,7 +225,7 @@ void translate_slice(Context& c) {
     first[a] = b;
     step[a] = s;
   }
-  if (x.data)
+  if (foldable(x))
     return fold_gather(c, x, out, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> s(o.size());
       for (size_t k = 0; k < o.size(); ++k) s[k] = first[k] + o[k] * step[k];
@@ -269,7 +269,7 @@ void translate_concat(Context& c) {
   const int64_t rank = int64_t(c.input(ins[0]).shape.size());
   const int64_t axis = axis_of(c, c.attr_int("axis", 0), rank);
   bool constant = true;
-  for (int i : ins) constant &= bool(c.input(i).data);
+  for (int i : ins) constant &= foldable(c.input(i));
   std::vector<int64_t> out = c.input(ins[0]).shape;
   out[size_t(axis)] = 0;
   std::vector<int64_t> offsets;
@@ -394,7 +394,7 @@ void translate_gather(Context& c) {
   for (int64_t k = 0; k < axis; ++k) out.push_back(x.shape[size_t(k)]);
   for (int64_t s : iv.shape) out.push_back(s);
   for (int64_t k = axis + 1; k < rank; ++k) out.push_back(x.shape[size_t(k)]);
-  if (x.data)
+  if (foldable(x))
     return fold_gather(c, x, out, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> s;
       int64_t flat = 0;

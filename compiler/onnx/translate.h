@@ -110,6 +110,11 @@ class Context {
   virtual bool has_builtin(const std::string& name) const = 0;
 };
 
+// Whether a node reading `v` may be folded at import time: its data is known and it is not a graph
+// input given with --value (such an input read as data stays an input of the def, so a node
+// computing on it is translated, not replaced by its result).
+inline bool foldable(const Value& v) { return v.data && !v.graph_input; }
+
 // Index names (never a reserved word of the language).
 std::string index(int k);
 std::string reduction(int k);

@@ -1,0 +1,311 @@
+// tessel import (compiler/onnx/importer.h): small ONNX graphs built with the protobuf API, imported,
+// parsed by the front end and evaluated by the reference interpreter; every output is compared
+// element by element with values computed here. Error cases check the message and its contract.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/onnx/tensor_proto.h"
+#include "isa/base/error.h"
+
+namespace tessel::onnx_import {
+namespace {
+
+using TP = onnx::TensorProto;
+
+struct Graph {
+  onnx::ModelProto m;
+  Graph(int opset = 13) {
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    m.mutable_graph()->set_name("g");
+  }
+  static void set_type(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& shape, int et) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(et);
+    auto* s = tt->mutable_shape();
+    for (int64_t d : shape) s->add_dim()->set_dim_value(d);
+  }
+  void input(const std::string& name, const std::vector<int64_t>& shape, int et = TP::FLOAT) {
+    set_type(m.mutable_graph()->add_input(), name, shape, et);
+  }
+  void output(const std::string& name, const std::vector<int64_t>& shape, int et = TP::FLOAT) {
+    set_type(m.mutable_graph()->add_output(), name, shape, et);
+  }
+  void initializer(const std::string& name, const std::vector<int64_t>& shape, const std::vector<double>& v, int et = TP::FLOAT) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(et);
+    for (int64_t d : shape) t->add_dims(d);
+    for (double x : v) {
+      if (et == TP::INT64) t->add_int64_data(int64_t(x));
+      else t->add_float_data(float(x));
+    }
+  }
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+                        const std::string& name = "") {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& i : in) n->add_input(i);
+    for (const auto& o : out) n->add_output(o);
+    return n;
+  }
+};
+
+void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void attr_float(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+NpyArray f32(const std::vector<int64_t>& shape, const std::vector<float>& v) {
+  NpyArray a;
+  a.dtype = DType::F32;
+  a.shape = shape;
+  a.data.resize(v.size() * 4);
+  std::memcpy(a.data.data(), v.data(), a.data.size());
+  return a;
+}
+float at(const NpyArray& a, int64_t i) {
+  float f;
+  std::memcpy(&f, a.data.data() + i * 4, 4);
+  return f;
+}
+std::vector<float> ramp(int64_t n, float scale = 0.25f, float offset = -1.0f) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(offset + scale * float((i * 7) % 13));
+  return v;
+}
+
+// Imports, parses and evaluates the model with `inputs` (by ONNX name) plus the weights.
+interp::Tensors run(const Graph& g, const std::map<std::string, NpyArray>& inputs, ImportResult* out = nullptr) {
+  const ImportResult r = import_model(g.m, "test.onnx");
+  if (out) *out = r;
+  const frontend::Module mod = frontend::parse_module(r.tsl, "imported.tsl");
+  interp::Tensors in = r.weights;
+  for (const auto& e : r.inputs) {
+    const std::string onnx = e["onnx"], tsl = e["tsl"];
+    if (inputs.count(onnx)) in[tsl] = inputs.at(onnx);
+  }
+  return interp::evaluate(mod.functions.at(0), {}, in);
+}
+
+void check_close(const NpyArray& got, const std::vector<float>& want, double tol = 1e-5) {
+  REQUIRE(got.element_count() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(std::fabs(at(got, int64_t(i)) - want[i]) <= tol * (1 + std::fabs(want[i])));
+  }
+}
+
+TEST_CASE("onnx import: Add broadcasts a row vector over a matrix, element by element") {
+  Graph g;
+  g.input("x", {2, 3});
+  g.input("y", {3});
+  g.output("z", {2, 3});
+  g.node("Add", {"x", "y"}, {"z"}, "add0");
+  const auto x = ramp(6), y = std::vector<float>{10, 20, 30};
+  ImportResult r;
+  const auto out = run(g, {{"x", f32({2, 3}, x)}, {"y", f32({3}, y)}}, &r);
+  std::vector<float> want;
+  for (int i = 0; i < 6; ++i) want.push_back(x[size_t(i)] + y[size_t(i % 3)]);
+  check_close(out.at("z"), want);
+  CHECK(r.tsl.find("# node add0 (Add)") != std::string::npos);
+  CHECK(r.tsl.find("f32[2, 3] x") != std::string::npos);
+}
+
+TEST_CASE("onnx import: Gemm with transB, alpha, beta and a bias initializer") {
+  Graph g;
+  g.input("a", {2, 3});
+  g.initializer("b", {4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  g.initializer("c", {4}, {0.5, -1, 2, 0});
+  g.output("y", {2, 4});
+  auto* n = g.node("Gemm", {"a", "b", "c"}, {"y"});
+  attr_int(n, "transB", 1);
+  attr_float(n, "alpha", 0.5f);
+  attr_float(n, "beta", 2.0f);
+  const auto a = ramp(6);
+  ImportResult r;
+  const auto out = run(g, {{"a", f32({2, 3}, a)}}, &r);
+  CHECK(r.weights.count("b") == 1);
+  CHECK(r.weights.count("c") == 1);
+  const float b[4][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}}, c[4] = {0.5f, -1, 2, 0};
+  std::vector<float> want;
+  for (int m = 0; m < 2; ++m)
+    for (int j = 0; j < 4; ++j) {
+      float s = 0;
+      for (int k = 0; k < 3; ++k) s += a[size_t(m * 3 + k)] * b[j][k];
+      want.push_back(0.5f * s + 2.0f * c[j]);
+    }
+  check_close(out.at("y"), want);
+}
+
+TEST_CASE("onnx import: Conv with padding 1, stride 2 and a bias matches a direct loop") {
+  Graph g(11);
+  g.input("x", {1, 2, 5, 5});
+  g.input("w", {3, 2, 3, 3});
+  g.input("bias", {3});
+  g.output("y", {1, 3, 3, 3});
+  auto* n = g.node("Conv", {"x", "w", "bias"}, {"y"});
+  attr_ints(n, "pads", {1, 1, 1, 1});
+  attr_ints(n, "strides", {2, 2});
+  attr_ints(n, "kernel_shape", {3, 3});
+  const auto x = ramp(50), w = ramp(54, 0.125f, -0.5f), b = std::vector<float>{1, -1, 0.5f};
+  const auto out = run(g, {{"x", f32({1, 2, 5, 5}, x)}, {"w", f32({3, 2, 3, 3}, w)}, {"bias", f32({3}, b)}});
+  std::vector<float> want;
+  for (int m = 0; m < 3; ++m)
+    for (int p = 0; p < 3; ++p)
+      for (int q = 0; q < 3; ++q) {
+        float s = 0;
+        for (int c = 0; c < 2; ++c)
+          for (int r = 0; r < 3; ++r)
+            for (int t = 0; t < 3; ++t) {
+              const int h = p * 2 + r - 1, v = q * 2 + t - 1;
+              if (h >= 0 && h < 5 && v >= 0 && v < 5) s += x[size_t(c * 25 + h * 5 + v)] * w[size_t(((m * 2 + c) * 3 + r) * 3 + t)];
+            }
+        want.push_back(s + b[size_t(m)]);
+      }
+  check_close(out.at("y"), want);
+}
+
+TEST_CASE("onnx import: Reshape by a constant shape is folded, Transpose permutes") {
+  Graph g;
+  g.input("x", {2, 6});
+  g.initializer("shape", {3}, {3, -1, 2}, TP::INT64);
+  g.output("y", {2, 3, 2});
+  g.node("Reshape", {"x", "shape"}, {"r"});
+  auto* t = g.node("Transpose", {"r"}, {"y"});
+  attr_ints(t, "perm", {1, 0, 2});
+  const auto x = ramp(12);
+  ImportResult r;
+  const auto out = run(g, {{"x", f32({2, 6}, x)}}, &r);
+  CHECK(r.weights.empty());  // the shape is folded, not an input
+  std::vector<float> want;
+  for (int a = 0; a < 2; ++a)      // y[a, b, c] = r[b, a, c] = x flat (b*4 + a*2 + c)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 2; ++c) want.push_back(x[size_t(b * 4 + a * 2 + c)]);
+  check_close(out.at("y"), want);
+}
+
+TEST_CASE("onnx import: Softmax over the last axis sums to one per row") {
+  Graph g;
+  g.input("x", {2, 4});
+  g.output("y", {2, 4});
+  g.node("Softmax", {"x"}, {"y"});
+  const auto x = ramp(8);
+  const auto out = run(g, {{"x", f32({2, 4}, x)}});
+  std::vector<float> want;
+  for (int m = 0; m < 2; ++m) {
+    float mx = -1e30f, s = 0;
+    for (int j = 0; j < 4; ++j) mx = std::max(mx, x[size_t(m * 4 + j)]);
+    for (int j = 0; j < 4; ++j) s += std::exp(x[size_t(m * 4 + j)] - mx);
+    for (int j = 0; j < 4; ++j) want.push_back(std::exp(x[size_t(m * 4 + j)] - mx) / s);
+  }
+  check_close(out.at("y"), want);
+}
+
+TEST_CASE("onnx import: tensor names become identifiers that are never reserved words or index names") {
+  Graph g;
+  g.input("exp", {2});
+  g.input("i0", {2});
+  g.output("out.0", {2});
+  g.node("Mul", {"exp", "i0"}, {"out.0"});
+  ImportResult r;
+  const auto out = run(g, {{"exp", f32({2}, {2, 3})}, {"i0", f32({2}, {4, 5})}}, &r);
+  CHECK(r.inputs[0]["tsl"] == "t_exp");
+  CHECK(r.inputs[1]["tsl"] == "t_i0");
+  CHECK(r.outputs[0]["tsl"] == "out_0");
+  check_close(out.at("out_0"), {8, 15});
+}
+
+TEST_CASE("onnx import: an operator without a translation names the node, the op type and 'unsupported:'") {
+  Graph g;
+  g.input("x", {4});
+  g.output("y", {4});
+  g.node("Hardmax", {"x"}, {"y"}, "hm");
+  try {
+    import_model(g.m, "m.onnx");
+    FAIL("no error");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("m.onnx: node 'hm' (Hardmax): unsupported: ") == 0);
+  }
+}
+
+TEST_CASE("onnx import: a dynamic dimension and f64 data are refused as unsupported") {
+  Graph g;
+  g.input("x", {4});
+  g.m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  g.output("y", {4});
+  g.node("Relu", {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(import_model(g.m, "m.onnx"), doctest::Contains("input 'x': unsupported: dynamic"), UserError);
+  Graph h;
+  h.input("x", {4}, TP::DOUBLE);
+  h.output("y", {4}, TP::DOUBLE);
+  h.node("Relu", {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(import_model(h.m, "m.onnx"), doctest::Contains("unsupported: tensor 'x' is double data"), UserError);
+}
+
+TEST_CASE("onnx import: a file that is not an ONNX model is a clear error") {
+  const std::string path = std::string(TESSEL_BINARY_DIR) + "/not_a_model.onnx";
+  std::ofstream(path) << "this is not a protobuf \x01\x02\x03\xff";
+  CHECK_THROWS_WITH_AS(import_file(path), doctest::Contains("not an ONNX model"), UserError);
+  CHECK_THROWS_WITH_AS(import_file("/nonexistent/m.onnx"), doctest::Contains("cannot open"), UserError);
+}
+
+TEST_CASE("onnx import: a node reading a value nothing produces is malformed, not a crash") {
+  Graph g;
+  g.input("x", {4});
+  g.output("y", {4});
+  g.node("Add", {"x", "ghost"}, {"y"}, "a");
+  CHECK_THROWS_WITH_AS(import_model(g.m, "m.onnx"), doctest::Contains("node 'a' (Add): input 'ghost' is not produced"), UserError);
+}
+
+// ONNX's own backend test: the imported program reproduces output_0.pb from input_0.pb.
+void check_node_test(const std::string& name, double tol) {
+  const std::string dir = "/usr/share/libonnx-testdata/data/node/" + name;
+  if (!std::ifstream(dir + "/model.onnx")) return;  // libonnx-testdata not installed
+  const ImportResult r = import_file(dir + "/model.onnx");
+  const frontend::Module mod = frontend::parse_module(r.tsl, name + ".tsl");
+  interp::Tensors in = r.weights;
+  in[r.inputs[0]["tsl"]] = read_tensor_file(dir + "/test_data_set_0/input_0.pb");
+  const auto out = interp::evaluate(mod.functions.at(0), {}, in);
+  const NpyArray want = read_tensor_file(dir + "/test_data_set_0/output_0.pb");
+  const NpyArray& got = out.at(r.outputs[0]["tsl"]);
+  REQUIRE(got.shape == want.shape);
+  for (int64_t i = 0; i < want.element_count(); ++i) {
+    INFO(name << " element " << i);
+    CHECK(std::fabs(at(got, i) - at(want, i)) <= tol * (1 + std::fabs(at(want, i))));
+  }
+}
+
+TEST_CASE("onnx import: ONNX node tests test_maxpool_2d_pads, test_averagepool_2d_pads and test_globalaveragepool") {
+  check_node_test("test_maxpool_2d_pads", 1e-6);
+  check_node_test("test_averagepool_2d_pads", 1e-5);
+  check_node_test("test_globalaveragepool", 1e-5);
+}
+
+}  // namespace
+}  // namespace tessel::onnx_import
