@@ -15,6 +15,9 @@ What it covers (compiler/README.md is the reference for what is valid):
               products), padding through a guarded select, windows with strides and dilations,
               quasi-affine reads (floor division and modulo by constants, reversal, offsets),
               ranges with `/` in their bounds and inferred output sizes; 1-4 statements per def
+  functions   every built-in: abs exp log sqrt rsqrt tanh min max select, and erf pow floor ceil round
+              sign sin cos tan asin acos atan sinh cosh asinh acosh atanh sigmoid (issue 34), each
+              argument brought into its function's domain (v_builtin)
   sizes       1..~40 per axis (tiny, prime, multiples of 16, odd), iteration spaces kept small
 
 Values stay comparable across targets: random inputs are floats in [-2, 2] and integers in
@@ -433,7 +436,11 @@ class Gen:
             if dtype == "u8":
                 return None
             a = self.value(ctx, dtype, depth, exact)
+            if rng.random() < 0.25:
+                return E("call", dtype, [a], text="sign", exact=a.exact, bound=1)
             return E("neg" if rng.random() < 0.5 else "call", dtype, [a], text="abs", exact=a.exact, bound=a.bound)
+        if rng.random() < 0.45:
+            return self.v_builtin(ctx, dtype, depth, exact)
         fn = rng.choice(("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "tanh", "zsign"))
         a = self.value(ctx, dtype, depth, exact)
         if fn == "zsign" and a.exact:
@@ -462,6 +469,78 @@ class Gen:
         if fn == "log":
             return E("call", dtype, [arg], text="log", exact=a.exact, bound=max(abs(math.log(c)), math.log(a.bound + c)))
         return E("call", dtype, [arg], text="rsqrt", exact=a.exact, bound=1 / math.sqrt(c))
+
+    def v_builtin(self, ctx, dtype, depth, exact):
+        """The built-ins ONNX import needs (issue 34) on a float operand. floor, ceil, round and sign
+        jump, so they take an exact operand and stay exact; sigmoid is the interpreter's own f32 steps
+        on every target. The others are computed by each target's own library or, on the NPU, by
+        compositions of vector instructions (compiler/emit_npu/compositions.h) that differ from the
+        interpreter in the last bits: not exact. Arguments are brought into each function's domain
+        (|x| <= 1 for asin / acos, a tanh inside tan keeps it off its poles) and magnitudes bounded."""
+        rng = self.rng
+        if exact:
+            fn = rng.choice(("sigmoid", "floor", "ceil", "round", "sign"))
+        else:
+            fn = rng.choice(("erf", "sigmoid", "floor", "ceil", "round", "sign", "sin", "cos", "tan", "asin", "acos",
+                             "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "pow"))
+        call = lambda args, bound, ex: E("call", dtype, args, text=fn, exact=ex, bound=bound)
+        lit = lambda c: E("lit", "real" if isinstance(c, float) else "int", text=str(c), bound=abs(c))
+        if fn in ("floor", "ceil", "round", "sign"):
+            a = self.value(ctx, dtype, depth, True)
+            if fn != "sign" and rng.random() < 0.5:  # halves and fractions for the rounding to decide
+                a = E("bin", dtype, [a, lit(2.5)], text="*", exact=a.exact, bound=a.bound * 2.5)
+                if a.bound > FLOAT_LIMIT[dtype] / 2:
+                    return None
+            return call([a], 1 if fn == "sign" else a.bound + 1, a.exact)
+        a = self.value(ctx, dtype, depth, exact)
+        squash = lambda x: E("call", dtype, [x], text="tanh", exact=x.exact, bound=1.0)
+        if fn == "erf":
+            return call([a], 1.0, False)
+        if fn == "sigmoid":
+            return call([a], 1.0, a.exact)
+        if fn in ("sin", "cos"):
+            if a.bound > 1000:
+                a = squash(a)
+            return call([a], 1.0, False)
+        if fn == "tan":
+            return call([squash(a)], math.tan(1.0), False)
+        if fn in ("asin", "acos"):
+            return call([squash(a)], math.pi, False)
+        if fn == "atanh":
+            half = E("bin", dtype, [squash(a), lit(0.5)], text="*", exact=a.exact, bound=0.5)
+            return call([half], math.atanh(0.5), False)
+        if fn == "atan":
+            return call([a], math.pi / 2, False)
+        if fn == "asinh":
+            return call([a], math.asinh(a.bound), False)
+        if fn in ("sinh", "cosh"):
+            if a.bound > 6:
+                a = squash(a)
+            return call([a], math.cosh(a.bound), False)
+        c = rng.choice((1, 0.5))
+        absa = E("call", dtype, [a], text="abs", exact=a.exact, bound=a.bound)
+        shifted = E("bin", dtype, [absa, lit(c)], text="+", exact=a.exact, bound=a.bound + c)
+        if fn == "acosh":
+            return call([shifted] if c == 1 else [E("bin", dtype, [shifted, lit(0.5)], text="+", exact=a.exact,
+                                                      bound=a.bound + 1)], math.acosh(a.bound + 1), False)
+        # pow: a positive base, an exponent that is a constant or a tanh-bounded value in [-2, 2]
+        if a.bound > 8:
+            shifted = E("bin", dtype, [squash(a), lit(1.5)], text="+", exact=a.exact, bound=2.5)
+            c = 0.5
+        if rng.random() < 0.5:
+            y = rng.choice((2, 3, 0.5, -1.5))
+            ymax = abs(y)
+            exponent = lit(y) if y >= 0 else E("neg", "real", [lit(-y)], bound=-y)
+        else:
+            b = self.other(ctx, dtype, depth, exact)
+            if b.dt in ("int", "real"):
+                return None
+            ymax = 2
+            exponent = E("bin", dtype, [squash(b), lit(2)], text="*", exact=b.exact, bound=2)
+        bound = max(shifted.bound ** ymax, c ** -ymax)
+        if bound > FLOAT_LIMIT[dtype] / 4:
+            return None
+        return call([shifted, exponent], bound, False)
 
     def v_cast(self, ctx, dtype, depth, exact):
         src = self.pick_dtype()
