@@ -34,7 +34,10 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
     for (const auto& v : opts->values) {
       if (v.find('=') == std::string::npos) {  // FILE.pb alone: the name the TensorProto carries
         onnx::TensorProto t = onnx_import::read_tensor_proto(v);
-        if (t.name().empty()) throw UserError("--value " + v + ": the tensor has no name; use --value NAME=" + v);
+        if (t.name().empty()) {  // not a named TensorProto (an ONNX sequence or optional): nothing to fold
+          std::cerr << "tessel import: --value " << v << ": ignored (no tensor name; use --value NAME=" << v << ")\n";
+          continue;
+        }
         if (values.count(t.name())) throw UserError("--value: '" + t.name() + "' is given twice");
         values[t.name()] = std::move(t);
         continue;

@@ -155,7 +155,7 @@ std::string chain(const Args& a, const std::string& fn) {
 std::string sum(const Args& a) { return join(a, " + "); }
 
 void translate_cast(Context& c) {
-  const int to = int(c.attr_int("to", TP::FLOAT));
+  const int to = c.node().op_type() == "CastLike" ? c.input(1).elem_type : int(c.attr_int("to", TP::FLOAT));
   if (try_fold(c, [](const std::vector<double>& a) { return a[0]; }, to)) return;
   const Value& x = c.input(0);
   c.dtype(x);
@@ -189,6 +189,15 @@ void translate_clip(Context& c) {
     if (!hi.empty()) s = "min(" + s + ", " + hi + ")";
     return s;
   });
+}
+
+void translate_eye_like(Context& c) {
+  const Value& y = c.output(0);
+  if (y.shape.size() != 2) c.malformed("EyeLike needs a 2-d input");
+  const int64_t k = c.attr_int("k", 0);
+  const DType t = c.dtype(y);
+  const std::string diag = k == 0 ? "i1 == i0" : k > 0 ? "i1 == i0 + " + std::to_string(k) : "i0 == i1 + " + std::to_string(-k);
+  c.emit({c.output_name(0), indices(2), "=", "select(" + diag + ", " + literal(1, t) + ", " + literal(0, t) + ")", ranges_of(y.shape)});
 }
 
 void translate_where(Context& c) {
@@ -275,6 +284,16 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
          return "select(" + x + " < -" + l + ", " + x + " + " + b + ", select(" + x + " > " + l + ", " + x + " - " + b + ", 0.0))";
        },
        nullptr},
+      {"IsNaN", [](Context&, const std::string& x) { return "u8(" + x + " != " + x + ")"; }, nullptr},
+      {"IsInf",
+       [](Context& c, const std::string& x) {
+         const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
+         if (pos && neg) return "u8(abs(" + x + ") == 1.0 / 0.0)";
+         if (pos) return "u8(" + x + " == 1.0 / 0.0)";
+         if (neg) return "u8(" + x + " == -1.0 / 0.0)";
+         return "u8(" + x + " != " + x + " && " + x + " == " + x + ")";
+       },
+       nullptr},
       {"Not", [](Context&, const std::string& x) { return "u8(" + x + " == 0)"; }, [](Context&, double x) { return double(x == 0); }},
       {"Erf", [](Context&, const std::string& x) { return "erf(" + x + ")"; }, nullptr, "erf"},
       {"Floor", [](Context&, const std::string& x) { return "floor(" + x + ")"; }, [](Context&, double x) { return std::floor(x); }, "floor"},
@@ -321,6 +340,8 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
   };
   for (const Binary& b : nary) add_nary(t, b);
   t["Cast"] = translate_cast;
+  t["CastLike"] = translate_cast;
+  t["EyeLike"] = translate_eye_like;
   t["Clip"] = translate_clip;
   t["Where"] = translate_where;
   t["Identity"] = translate_copy;

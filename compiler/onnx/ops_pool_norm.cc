@@ -200,10 +200,17 @@ void normalise(Context& c, size_t first_inner, const std::function<std::string(C
   const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
   const std::string rhs = c.read(centred, indices(rank)) + " / sqrt(" + c.read(var, outer_idx) + " / " + nn + " + " + eps + ")" + scale_bias(c);
   c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
+  // LayerNormalization's optional Mean and InvStdDev: the outer shape with 1s for the normalised dimensions
+  for (int o = 1; o <= 2 && c.node().op_type() == "LayerNormalization"; ++o) {
+    if (!c.has_output(o)) continue;
+    const Value& s = c.output(o);
+    if (s.shape.size() != rank) c.malformed("Mean/InvStdDev must keep the input's rank");
+    const std::string stat = o == 1 ? c.read(sum, outer_idx) + " / " + nn : "1.0 / sqrt(" + c.read(var, outer_idx) + " / " + nn + " + " + eps + ")";
+    c.emit({c.output_name(o), indices(rank), "=", stat, ranges_of(s.shape)});
+  }
 }
 
 void translate_layer_norm(Context& c) {
-  if (c.has_output(1) || c.has_output(2)) c.unsupported("LayerNormalization's Mean and InvStdDev outputs");
   const Value& x = c.input(0);
   const int64_t axis = axis_of(c, c.attr_int("axis", -1), int64_t(x.shape.size()));
   normalise(c, size_t(axis), [](Context& c) {
@@ -256,6 +263,23 @@ void translate_softmax(Context& c) {
   const std::string rhs = log_form ? c.read(x, indices(rank)) + " - " + c.read(mx, outer_idx) + " - log(" + c.read(s, outer_idx) + ")"
                                    : c.read(e, indices(rank)) + " / " + c.read(s, outer_idx);
   c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
+}
+
+// ---- CumSum -------------------------------------------------------------------------------------
+
+void translate_cumsum(Context& c) {
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const size_t rank = x.shape.size();
+  const int64_t axis = axis_of(c, c.constant_ints(1, "CumSum's axis").at(0), int64_t(rank));
+  const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
+  Strings idx = indices(rank);
+  idx[size_t(axis)] = reduction(0);
+  const std::string i = index(int(axis)), r = reduction(0);
+  const std::string cond = r + (reverse ? (exclusive ? " > " : " >= ") : (exclusive ? " < " : " <= ")) + i;
+  std::vector<IndexRange> ranges = ranges_of(y.shape);
+  ranges.push_back({r, 0, x.shape[size_t(axis)]});
+  c.emit({y.tsl, indices(rank), "+=!", "select(" + cond + ", " + c.read(x, idx) + ", 0)", ranges});
 }
 
 // ---- Reduce* ------------------------------------------------------------------------------------
@@ -320,6 +344,7 @@ void add_pool_norm_ops(std::map<std::string, Translator>& t) {
   t["LayerNormalization"] = translate_layer_norm;
   t["InstanceNormalization"] = translate_instance_norm;
   t["Softmax"] = translate_softmax;
+  t["CumSum"] = translate_cumsum;
   t["LogSoftmax"] = translate_softmax;
   add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
   add_reduce(t, "ReduceMax", {"max=!", same, nullptr});
