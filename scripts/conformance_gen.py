@@ -602,8 +602,34 @@ def one_hot_shifted(i32[N] idx) -> (f32[N, D] Y) {
 }""", {"N": 32, "D": 16}, note="indices in [-8, 8] shifted into [0, 16]")
 
 
+def functions(g):
+    """The built-in functions ONNX import needs (issue 34), element-wise in f32 and f16: on the NPU
+    most are compositions of vector instructions (compiler/emit_npu/compositions.h). Last in
+    FAMILIES, so the earlier families' shapes stay as they were."""
+    for dt, cls in (("f32", "prime"), ("f16", "m16")):
+        g.add("functions", "erf_sigmoid", dt, cls, f"""
+def fn_erf_sigmoid({dt}[M, N] A, {dt}[M, N] B) -> ({dt}[M, N] C) {{
+  C(m, n) = erf(A(m, n)) * sigmoid(B(m, n))
+}}""", g.mn(cls))
+    for dt, cls in (("f32", "tiny"), ("f16", "prime")):
+        g.add("functions", "rounding", dt, cls, f"""
+def fn_rounding({dt}[M, N] A) -> ({dt}[M, N] C) {{
+  C(m, n) = floor(A(m, n) * 2.5) + ceil(A(m, n) * 1.5) - round(A(m, n) * 4) * sign(A(m, n))
+}}""", g.mn(cls))
+    for dt, cls in (("f32", "m16"), ("f16", "tiny")):
+        g.add("functions", "trig", dt, cls, f"""
+def fn_trig({dt}[M, N] A) -> ({dt}[M, N] C) {{
+  C(m, n) = sin(A(m, n) * 3) - cos(A(m, n)) + tan(A(m, n) * 0.5) + asin(A(m, n) * 0.5) + acos(A(m, n) * 0.25) + atan(A(m, n))
+}}""", g.mn(cls))
+    for dt, cls in (("f32", "prime"), ("f16", "m16")):
+        g.add("functions", "hyperbolic_pow", dt, cls, f"""
+def fn_hyperbolic_pow({dt}[M, N] A, {dt}[M, N] B) -> ({dt}[M, N] C) {{
+  C(m, n) = sinh(A(m, n)) + cosh(B(m, n)) + asinh(A(m, n)) + acosh(abs(B(m, n)) + 1) + atanh(A(m, n) * 0.25) + pow(abs(A(m, n)) + 0.5, B(m, n))
+}}""", g.mn(cls))
+
+
 FAMILIES = [elementwise, casts, integer, reductions, rows, batch_norm, pooling, transposes, broadcasts,
-            gemms, batched_gemms, convolutions, one_hots]
+            gemms, batched_gemms, convolutions, one_hots, functions]
 
 
 def generate(seed=DEFAULT_SEED, quasi_affine=False):
