@@ -320,7 +320,14 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
       {"Mul", [](Context&, const Args& a) { return a[0] + " * " + a[1]; }, [](const std::vector<double>& a) { return a[0] * a[1]; }},
       {"Div", [](Context&, const Args& a) { return a[0] + " / (" + a[1] + ")"; },
        [](const std::vector<double>& a) { return a[1] == 0 ? 0 : a[0] / a[1]; }},
-      {"Pow", [](Context&, const Args& a) { return "pow(" + a[0] + ", " + a[1] + ")"; }, nullptr, "pow"},
+      {"Pow",
+       [](Context& c, const Args& a) {  // the result has X's dtype; integers are raised in f32
+         const DType tx = c.dtype(c.input(0)), ty = c.dtype(c.input(1));
+         const std::string x(dtype_name(tx));
+         if (!dtype_is_float(tx)) return x + "(pow(f32(" + a[0] + "), f32(" + a[1] + ")))";
+         return "pow(" + a[0] + ", " + (tx == ty ? a[1] : x + "(" + a[1] + ")") + ")";
+       },
+       nullptr, "pow"},
       {"Max", [](Context&, const Args& a) { return chain(a, "max"); }, nullptr},
       {"Min", [](Context&, const Args& a) { return chain(a, "min"); }, nullptr},
       {"Sum", [](Context&, const Args& a) { return sum(a); }, nullptr},
