@@ -8,18 +8,38 @@ namespace tessel::poly {
 
 namespace {
 
-// An affine value expression as isl text, or nullopt.
-std::optional<std::string> affine_text(const ir::Expr& e) {
+// An affine value expression as isl text, or nullopt. A value division `a / d` by a positive
+// integer constant truncates toward zero (compiler/README.md) where isl's floor rounds down: the
+// two agree where a >= 0, so each numerator is appended to `numerators` for as_padding to prove
+// non-negative on the statement's domain (`(H - 1) / 4 + 1`, a stage's size in a network).
+std::optional<std::string> affine_text(const ir::Expr& e, std::vector<std::string>& numerators) {
+  auto integer = [](const ir::Expr& c) {
+    return c.kind == ir::ExprKind::Constant && c.value == double(int64_t(c.value));
+  };
   switch (e.kind) {
     case ir::ExprKind::Constant:
-      if (e.value != double(int64_t(e.value))) return std::nullopt;
+      if (!integer(e)) return std::nullopt;
       return std::to_string(int64_t(e.value));
     case ir::ExprKind::SizeParam: return e.name;
     case ir::ExprKind::IndexValue: return "(" + e.affine.to_string() + ")";
     case ir::ExprKind::Apply: {
-      if (e.op == ir::Op::Cast) return affine_text(*e.args[0]);
+      if (e.op == ir::Op::Cast) return affine_text(*e.args[0], numerators);
+      if (e.op == ir::Op::Div) {
+        if (!integer(*e.args[1]) || e.args[1]->value <= 0) return std::nullopt;
+        auto a = affine_text(*e.args[0], numerators);
+        if (!a) return std::nullopt;
+        numerators.push_back(*a);
+        return "floor(" + *a + "/" + std::to_string(int64_t(e.args[1]->value)) + ")";
+      }
+      if (e.op == ir::Op::Mul) {
+        const bool left = integer(*e.args[0]);
+        if (!left && !integer(*e.args[1])) return std::nullopt;
+        auto a = affine_text(*e.args[left ? 1 : 0], numerators);
+        if (!a) return std::nullopt;
+        return "(" + std::to_string(int64_t(e.args[left ? 0 : 1]->value)) + "*" + *a + ")";
+      }
       if (e.op != ir::Op::Add && e.op != ir::Op::Sub) return std::nullopt;
-      auto a = affine_text(*e.args[0]), b = affine_text(*e.args[1]);
+      auto a = affine_text(*e.args[0], numerators), b = affine_text(*e.args[1], numerators);
       if (!a || !b) return std::nullopt;
       return "(" + *a + (e.op == ir::Op::Add ? " + " : " - ") + *b + ")";
     }
@@ -28,16 +48,16 @@ std::optional<std::string> affine_text(const ir::Expr& e) {
 }
 
 // A condition of comparisons joined by && as isl constraints, or nullopt.
-std::optional<std::string> condition_text(const ir::Expr& e) {
+std::optional<std::string> condition_text(const ir::Expr& e, std::vector<std::string>& numerators) {
   if (e.kind != ir::ExprKind::Apply) return std::nullopt;
   if (e.op == ir::Op::And) {
-    auto a = condition_text(*e.args[0]), b = condition_text(*e.args[1]);
+    auto a = condition_text(*e.args[0], numerators), b = condition_text(*e.args[1], numerators);
     if (!a || !b) return std::nullopt;
     return *a + " and " + *b;
   }
   const char* op = e.op == ir::Op::Lt ? "<" : e.op == ir::Op::Le ? "<=" : e.op == ir::Op::Gt ? ">" : e.op == ir::Op::Ge ? ">=" : e.op == ir::Op::Eq ? "=" : nullptr;
   if (!op) return std::nullopt;
-  auto a = affine_text(*e.args[0]), b = affine_text(*e.args[1]);
+  auto a = affine_text(*e.args[0], numerators), b = affine_text(*e.args[1], numerators);
   if (!a || !b) return std::nullopt;
   return *a + " " + op + " " + *b;
 }
@@ -76,7 +96,8 @@ std::optional<Padding> as_padding(isl::ctx ctx, const ir::Function& f, const ir:
     inside += (inside.empty() ? "" : " and ") + std::string("0 <= ") + x.indices[d].to_string() + " < " +
               src->shape[d].to_string();
   }
-  auto cond = condition_text(*r.args[0]);
+  std::vector<std::string> numerators;
+  auto cond = condition_text(*r.args[0], numerators);
   if (!cond) return std::nullopt;
   // the select's condition must be exactly "the read is inside X" on the statement's domain
   std::string dom;
@@ -89,6 +110,12 @@ std::optional<Padding> as_padding(isl::ctx ctx, const ir::Function& f, const ir:
     isl::set a(ctx, param_prefix(f) + "{ " + tuple + " : " + dom + " and " + *cond + " }");
     isl::set b(ctx, param_prefix(f) + "{ " + tuple + " : " + dom + " and " + inside + " }");
     if (!a.is_equal(b)) return std::nullopt;
+    // every value division in the condition has a non-negative numerator (sizes are >= 1)
+    std::string sizes;
+    for (const auto& prm : f.params) sizes += " and " + prm + " >= 1";
+    for (const auto& num : numerators)
+      if (!isl::set(ctx, param_prefix(f) + "{ " + tuple + " : " + dom + sizes + " and " + num + " < 0 }").is_empty())
+        return std::nullopt;
     // and the padded tensor is written entirely by this statement: its domain is its shape
     std::string full;
     for (size_t d = 0; d < out->shape.size(); ++d)
