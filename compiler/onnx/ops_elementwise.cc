@@ -200,6 +200,41 @@ void translate_eye_like(Context& c) {
   c.emit({c.output_name(0), indices(2), "=", "select(" + diag + ", " + literal(1, t) + ", " + literal(0, t) + ")", ranges_of(y.shape)});
 }
 
+// Trilu: keep the elements on or above (upper) / below (lower) the k-th diagonal of the last two dimensions.
+void translate_trilu(Context& c) {
+  const Value& x = c.input(0);
+  const Value& y = c.output(0);
+  const size_t rank = x.shape.size();
+  if (rank < 2) c.malformed("Trilu needs at least 2 dimensions");
+  const int64_t k = c.has_input(1) ? c.constant_ints(1, "Trilu's k").at(0) : 0;
+  const bool upper = c.attr_int("upper", 1) != 0;
+  const std::string i = index(int(rank - 2)), j = index(int(rank - 1));
+  const std::string cond = upper ? j + " >= " + i + (k >= 0 ? " + " + std::to_string(k) : " - " + std::to_string(-k))
+                                 : j + " <= " + i + (k >= 0 ? " + " + std::to_string(k) : " - " + std::to_string(-k));
+  const std::string r = c.read(x, indices(rank));
+  c.emit({c.output_name(0), indices(rank), "=", "select(" + cond + ", " + r + ", 0)", ranges_of(y.shape)});
+}
+
+// Mod: fmod=1 is the language's `%` (the sign of the dividend); fmod=0 (integers) takes the sign of the divisor.
+void translate_mod(Context& c) {
+  const bool fmod = c.attr_int("fmod", 0) != 0;
+  const int et = c.output(0).elem_type;
+  if (try_fold(c, [fmod](const std::vector<double>& a) {
+        if (a[1] == 0) return 0.0;
+        const double r = std::fmod(a[0], a[1]);
+        return !fmod && r != 0 && ((r < 0) != (a[1] < 0)) ? r + a[1] : r;
+      }, et))
+    return;
+  c.dtype(c.input(0));
+  c.dtype(c.input(1));
+  if (!fmod && dtype_is_float(c.dtype(c.input(0)))) c.malformed("Mod of floats needs fmod=1");
+  emit_elementwise(c, {0, 1}, [&](const Args& a) {
+    const std::string r = a[0] + " % " + a[1];
+    if (fmod) return r;
+    return "select((" + r + " < 0 && " + a[1] + " > 0) || (" + r + " > 0 && " + a[1] + " < 0), " + r + " + " + a[1] + ", " + r + ")";
+  });
+}
+
 void translate_where(Context& c) {
   const int et = c.output(0).elem_type;
   if (try_fold(c, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; }, et)) return;
@@ -351,6 +386,8 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
   t["EyeLike"] = translate_eye_like;
   t["Clip"] = translate_clip;
   t["Where"] = translate_where;
+  t["Trilu"] = translate_trilu;
+  t["Mod"] = translate_mod;
   t["Identity"] = translate_copy;
   t["Dropout"] = translate_copy;
 }
