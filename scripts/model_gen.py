@@ -2,6 +2,7 @@
 """Writes whole networks as one tessel def, so a model file is reproducible from its recipe.
 
     scripts/model_gen.py resnet50 > workloads/models/resnet50.tsl
+    scripts/model_gen.py --weights DIR resnet50      # DIR/NAME.npy per weight, for tessel run --input-dir
 
 resnet50: ResNet-50 v1.5 (torchvision's layout: the stride of a downsampling bottleneck sits on its
 3x3 convolution), NHWC, f16 activations and weights, f32 accumulation, every stored activation f16.
@@ -33,12 +34,14 @@ def at(v, stride, off=""):
 
 class Net:
     def __init__(self):
-        self.inputs = []   # (type, name)
+        self.inputs = []   # the signature's lines of inputs
+        self.params = []   # (name, shape, dtype) of every weight input
         self.lines = []
 
     def weight(self, name, shape, dtype="f16", new_line=False):
         """A def input; `new_line` starts a new line of the signature (one line per convolution)."""
         text = f"{dtype}[{', '.join(str(s) for s in shape)}] {name}"
+        self.params.append((name, shape, dtype))
         if new_line or not self.inputs:
             self.inputs.append(text)
         else:
@@ -87,7 +90,7 @@ class Net:
         return level_out, out
 
 
-def resnet50():
+def resnet50_net():
     net = Net()
     net.emit("  # stem: 7x7/2 convolution (padding 3) + bn + relu, 3 -> 64 channels, 224 -> 112")
     level, x = net.conv("conv1", "X", 3, 64, 7, 2, 0)
@@ -129,7 +132,11 @@ def resnet50():
     net.weight("fc_b", [1000], "f32")
     net.emit("  fc(n, k) +=! f32(pooled(n, c)) * f32(fc_w(c, k))")
     net.emit("  Y(n, k) = fc(n, k) + fc_b(k)")
+    return net
 
+
+def resnet50():
+    net = resnet50_net()
     out = []
     out.append("# ResNet-50 v1.5 (torchvision's layout: a downsampling bottleneck strides on its 3x3 convolution)")
     out.append("# as one def: the 7x7/2 stem, a 3x3/2 max pool, 16 bottleneck blocks in stages of 3, 4, 6, 3")
@@ -149,9 +156,37 @@ def resnet50():
     return "\n".join(out) + "\n"
 
 
-MODELS = {"resnet50": resnet50}
+def write_weights(net, directory, seed=0):
+    """Every weight input of `net` as DIR/NAME.npy for `tessel run --input-dir DIR`, drawn like a
+    trained network's scale so 53 layers neither overflow f16 nor vanish (uniform [-2, 2] inputs,
+    tessel run's default, give inf and then NaN after a few blocks): convolution weights
+    N(0, 2 / fan_in) (He), folded batch-norm scales in [0.5, 1] (a block's last convolution
+    [0.1, 0.3], as a small final gamma keeps the residual sum bounded), biases in [-0.1, 0.1],
+    the classifier N(0, 1 / 2048). The input image X is left to tessel run."""
+    import os
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    os.makedirs(directory, exist_ok=True)
+    for name, shape, dtype in net.params:
+        if name.endswith("_w"):
+            fan_in = int(np.prod(shape[:-1]))
+            gain = 1.0 if name == "fc_w" else 2.0
+            value = rng.normal(0.0, np.sqrt(gain / fan_in), shape)
+        elif name.endswith("_s"):
+            low, high = (0.1, 0.3) if name.endswith("_c_s") else (0.5, 1.0)
+            value = rng.uniform(low, high, shape)
+        else:
+            value = rng.uniform(-0.1, 0.1, shape)
+        np.save(os.path.join(directory, name + ".npy"), value.astype(np.float16 if dtype == "f16" else np.float32))
+
+
+MODELS = {"resnet50": (resnet50, resnet50_net)}
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in MODELS:
-        sys.exit(f"usage: {sys.argv[0]} {{{'|'.join(MODELS)}}}")
-    sys.stdout.write(MODELS[sys.argv[1]]())
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--weights" and args[2] in MODELS:
+        write_weights(MODELS[args[2]][1](), args[1])
+    elif len(args) == 1 and args[0] in MODELS:
+        sys.stdout.write(MODELS[args[0]][0]())
+    else:
+        sys.exit(f"usage: {sys.argv[0]} [--weights DIR] {{{'|'.join(MODELS)}}}")
