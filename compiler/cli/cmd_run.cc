@@ -105,6 +105,8 @@ struct Backend {
   const char* name;
   std::function<bool(const std::string& target, const Compilation&)> accepts;
   std::function<BackendResult(const Compilation&, const Tensors&)> execute;
+  // a program of several kernels in one go (the GPU: one CUDA graph); unset: run_program below
+  std::function<BackendResult(const program::ProgramCompilation&, const Tensors&)> execute_program = nullptr;
 };
 
 // A def compiled to several kernels: each runs on the backend in order, reading the def's inputs
@@ -170,6 +172,11 @@ std::vector<Backend> backends(const GpuFlags& gpu, const NpuOptions& npu) {
          std::cout << g.summary;
          return BackendResult{std::move(g.outputs), std::move(g.report), std::move(g.library_output), g.library,
                               g.library_tensor};
+       },
+       [&gpu](const program::ProgramCompilation& p, const Tensors& in) {  // every kernel in one CUDA graph
+         GpuRunResult g = run_program_on_gpu(p, in, !gpu.no_timing, gpu);
+         std::cout << g.summary << program::explain_program(p);
+         return BackendResult{std::move(g.outputs), std::move(g.report), std::nullopt, "", ""};
        }},
   };
   return table;
@@ -276,7 +283,9 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     const auto [expect_abs, expect_rel] = parse_expect_tolerance(opts->expect_tol);
     Tensors inputs = operator_inputs(f, co.sizes, given, opts->seed, "tessel run");
     if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
-    BackendResult r = prog->single() ? backend->execute(*c, inputs) : run_program(*prog, *backend, inputs);
+    BackendResult r = prog->single()              ? backend->execute(*c, inputs)
+                        : backend->execute_program ? backend->execute_program(*prog, inputs)
+                                                   : run_program(*prog, *backend, inputs);
     if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
     const bool tf32 = opts->gpu.tf32 && backend->name == std::string("gpu");
     const double f32_tolerance = tf32 ? tf32_tolerance(f, co.sizes) : emit_c::reassociated_sum_tolerance(f, co.sizes);

@@ -105,6 +105,9 @@ bool gpu_present(std::string* why) {
 GpuRunResult run_on_gpu(const Compilation&, const std::map<std::string, NpyArray>&, bool, bool, const GpuFlags&) {
   throw NoGpu("tessel run: this tessel was built without the CUDA toolkit; GPU targets can only be compiled (-o k.cu)");
 }
+GpuRunResult run_program_on_gpu(const program::ProgramCompilation& p, const std::map<std::string, NpyArray>&, bool, const GpuFlags&) {
+  throw NoGpu("tessel run: " + p.def->name + ": this tessel was built without the CUDA toolkit (no GPU backend)");
+}
 nlohmann::json bench_gpu(const std::string&, bool) {
   throw UserError("tessel bench gpu: this tessel was built without the CUDA toolkit");
 }
@@ -180,7 +183,7 @@ CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d
   if (m.dtype != DType::F16 && m.dtype != DType::F32) throw InternalError("tensor map of " + m.tensor + ": only f16 and f32 maps are generated");
   const CUtensorMapDataType type = m.dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   // an operand's copy in scratch (repack_plan.h) or a kernel tensor's buffer
-  const CUdeviceptr origin = m.in_scratch ? d.scratch.ptr() + CUdeviceptr(m.scratch_offset) : d.buffers.at(d.index.at(m.tensor)).ptr();
+  const CUdeviceptr origin = m.in_scratch ? d.scratch.ptr() + CUdeviceptr(m.scratch_offset) : d.ptrs.at(d.index.at(m.tensor));
   const CUdeviceptr base = origin + CUdeviceptr(m.base) * dtype_bytes(m.dtype);
   const cuuint32_t rank = cuuint32_t(m.dims.size());
   std::vector<cuuint64_t> dims(m.dims.begin(), m.dims.end()), strides(m.strides.begin(), m.strides.end());
@@ -416,6 +419,97 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
     keep_library(br);
   }
   r.summary = s;
+  return r;
+}
+
+GpuRunResult run_program_on_gpu(const program::ProgramCompilation& p, const std::map<std::string, NpyArray>& inputs, bool timing,
+                                const GpuFlags& flags) {
+  using namespace gpurun;
+  std::string why;
+  if (gpu::device_count(&why) == 0) throw NoGpu("tessel run: no GPU here (" + why + ")");
+  gpu::Context& ctx = gpu::Context::get();
+  std::vector<LoadedProgram> lps;
+  for (const auto& k : p.kernels) lps.push_back(load_program(k->kernel, gpu_options(*k, false, flags)));
+  // One buffer per tensor of the def: its inputs uploaded, its outputs and the tensors no later
+  // kernel reads allocated, the intermediates at their memory-plan offsets in one arena.
+  std::map<std::string, gpu::DeviceBuffer> owned;
+  std::map<std::string, CUdeviceptr> where;
+  gpu::DeviceBuffer arena(size_t(std::max<int64_t>(p.memory.arena_bytes, 256)));
+  arena.fill_bytes(0xff);  // poisoned: every element read must have been written by an earlier kernel
+  for (const auto& s : p.memory.slots) where[s.tensor] = arena.ptr() + CUdeviceptr(s.offset);
+  std::vector<DeviceTensors> ds(p.kernels.size());
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const kernel::Kernel& k = p.kernels[i]->kernel;
+    DeviceTensors& d = ds[i];
+    for (const auto& t : k.tensors) {
+      int64_t n = 1;
+      for (int64_t e : t.shape) n *= e;
+      const size_t bytes = size_t(std::max<int64_t>(n, 1)) * dtype_bytes(t.dtype);
+      const std::string key = t.temporary ? fmt::format("{}#{}", i, t.name) : t.name;  // a kernel's own scratch tensor
+      if (!where.count(key)) {
+        const auto in = inputs.find(t.name);
+        if (!t.temporary && in != inputs.end()) {
+          owned.emplace(key, gpu::upload_npy(in->second));
+        } else {
+          if (t.kind == ir::TensorKind::Input) throw InternalError("run_program_on_gpu: " + k.name + " reads " + t.name + ", which no earlier kernel wrote");
+          gpu::DeviceBuffer b(bytes);
+          b.fill_bytes(t.temporary ? 0 : 0xff);
+          owned.emplace(key, std::move(b));
+        }
+        where[key] = owned.at(key).ptr();
+      }
+      d.index[t.name] = d.ptrs.size();
+      d.ptrs.push_back(where.at(key));
+    }
+    d.scratch = gpu::DeviceBuffer(std::max<uint64_t>(lps[i].program.scratch_bytes, 256));
+    d.scratch.fill_bytes(0);
+    d.ptrs.push_back(d.scratch.ptr());
+  }
+  gpu::Stream stream;
+  auto launch_program = [&](CUstream s) {
+    for (size_t i = 0; i < lps.size(); ++i) launch_all(lps[i], ds[i], s);
+  };
+  launch_program(stream);
+  stream.synchronize();
+  GpuRunResult r;
+  for (const auto* t : p.def->outputs()) {
+    NpyArray a;
+    a.dtype = t->dtype;
+    for (const auto& e : t->shape) a.shape.push_back(e.evaluate({}, p.sizes));
+    a.data.resize(size_t(a.element_count()) * dtype_bytes(t->dtype));
+    gpu::download_npy(owned.at(t->name), a);
+    r.outputs[t->name] = std::move(a);
+  }
+  if (!timing) return r;
+  gpu::TimingOptions o;
+  const gpu::Timing ts = gpu::time_on_stream(launch_program, stream, o), tg = gpu::time_in_graph(launch_program, stream, o);
+  auto& j = r.report;
+  j["device"] = ctx.device().name;
+  j["arch"] = ctx.device().properties.arch;
+  j["stream_us"] = ts.median_us;
+  j["graph_us"] = tg.median_us;
+  double flops = 0, kernels_us = 0;
+  std::string lines;
+  nlohmann::json ks = nlohmann::json::array();
+  for (size_t i = 0; i < lps.size(); ++i) {  // each kernel alone in a CUDA graph, on the buffers the program left
+    const gpu::Timing ki = gpu::time_in_graph([&](CUstream s) { launch_all(lps[i], ds[i], s); }, stream, o);
+    const auto& lp = lps[i];
+    flops += lp.program.flops;
+    kernels_us += ki.median_us;
+    ks.push_back({{"kernel", p.kernels[i]->kernel.name}, {"graph_us", ki.median_us}, {"flops", lp.program.flops},
+                  {"tensor_cores", lp.program.tensor_cores}, {"launches", lp.program.launches.size()},
+                  {"tiles", lp.program.config ? lp.program.config->to_string() : std::string("SIMT")}});
+    lines += fmt::format("  kernel {:<16} {:>9.2f} us  {:<7} {}\n", p.kernels[i]->kernel.name, ki.median_us,
+                         lp.program.tensor_cores ? "TC" : "SIMT", lp.program.config ? lp.program.config->to_string() : "");
+  }
+  j["kernels"] = ks;
+  j["kernels_graph_us"] = kernels_us;
+  j["flops"] = flops;
+  r.summary = fmt::format("GPU {} ({}): program of {} kernels, {:.2f} us on a stream, {:.2f} us in one CUDA graph "
+                          "({:.2f} us summing each kernel alone), {:.1f} TFLOP/s\n",
+                          ctx.device().name, ctx.device().properties.arch, lps.size(), ts.median_us, tg.median_us, kernels_us,
+                          flops / tg.median_us * 1e-6) +
+              lines;
   return r;
 }
 

@@ -16,6 +16,7 @@
 
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/pipeline.h"
+#include "compiler/program/program.h"
 #include "isa/base/npy.h"
 
 namespace tessel::cli {
@@ -71,6 +72,13 @@ struct GpuRunResult {
 // is a plain GEMM or an NHWC convolution).
 GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArray>& inputs, bool tile_given,
                         bool timing = true, const GpuFlags& flags = {});
+
+// A program of several kernels (compiler/program/program.h) on the GPU: every kernel loaded, the
+// tensors passed between kernels at their memory-plan offsets in one device arena, all kernels
+// launched in order on one stream; timed as one CUDA graph (and on a stream), and each kernel
+// alone in a graph for the per-kernel table. Outputs are the def's.
+GpuRunResult run_program_on_gpu(const program::ProgramCompilation& p, const std::map<std::string, NpyArray>& inputs, bool timing,
+                                const GpuFlags& flags);
 
 // `tessel bench gpu`: seed GEMM table, 1024^3, 4096^3 and the seed convolution, ours (best of the
 // tile policy's shortlist, emit_cuda::tc_shortlist, measured; `exhaustive`: of every candidate up

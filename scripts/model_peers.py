@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Whole models on a GPU against PyTorch in one run (issue 33 item 4).
+
+  scripts/model_peers.py --tessel BUILD/dev/bin/tessel [--target isa/targets/sm90.yaml]
+                         [--models bert128,bert512] [--json OUT] [--no-compile]
+
+For each model, tessel's time is `tessel run --report` on the model's .tsl (a program of kernels,
+compiled, verified against the reference interpreter where affordable, then launched as one CUDA
+graph: `graph_us`). PyTorch's are measured in this process on the same GPU with the same shapes and
+dtype (f16): eager mode captured in a CUDA graph (median over samples of a graph of `calls`
+calls / calls) and torch.compile(mode="max-autotune") called in a loop between CUDA events (that
+mode replays CUDA graphs itself). Ratios > 1 mean tessel is faster than the best of the two.
+The BERT layer is transformers' BertLayer (BERT-base: hidden 768, 12 heads, FFN 3072, eval,
+batch 1) against workloads/models/bert_encoder_layer.tsl's bert_layer_f16 (the same arithmetic
+without the attention scale and mask, and tanh-GELU).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = {
+    "bert128": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16", {"T": 128, "H": 12, "D": 64, "F": 3072}, "full"),
+    "bert512": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16", {"T": 512, "H": 12, "D": 64, "F": 3072}, "none"),
+}
+
+
+def run_tessel(tessel, target, model):
+    path, name, shape, verify = MODELS[model]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "r.json")
+        cmd = [tessel, "run", os.path.join(SOURCE_DIR, path), "--def", name, "--target", target, "--shape",
+               ",".join(f"{k}={v}" for k, v in shape.items()), "--verify", verify, "--report", report]
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        wall = time.time() - t0
+        if p.returncode != 0 or not os.path.exists(report):
+            return {"error": (p.stdout + p.stderr)[-2000:], "rc": p.returncode}
+        r = json.load(open(report))
+        return {"graph_us": r.get("graph_us"), "stream_us": r.get("stream_us"), "verified": r.get("verified"),
+                "verify": r.get("verify"), "kernels": r.get("kernels"), "compile_ms": r.get("compile_ms"),
+                "wall_s": wall, "stdout": p.stdout[-4000:]}
+
+
+def torch_bert(shape):
+    import torch
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertLayer
+    cfg = BertConfig(hidden_size=shape["H"] * shape["D"], num_attention_heads=shape["H"], intermediate_size=shape["F"],
+                     hidden_act="gelu_new", attn_implementation="eager")
+    layer = BertLayer(cfg).cuda().half().eval()
+    x = torch.randn(1, shape["T"], shape["H"] * shape["D"], device="cuda", dtype=torch.half)
+    return layer, x
+
+
+def time_graph(fn, x, calls=20, samples=15):
+    import torch
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        for _ in range(calls):
+            fn(x)
+    times = []
+    for _ in range(samples):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1000 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def time_loop(fn, x, calls=50, samples=15):
+    import torch
+    with torch.no_grad():
+        for _ in range(10):
+            fn(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(samples):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(calls):
+                fn(x)
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b) * 1000 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run_torch(model, with_compile):
+    import torch
+    _, _, shape, _ = MODELS[model]
+    layer, x = torch_bert(shape)
+    fn = lambda v: layer(v)[0]
+    r = {"eager_graph_us": time_graph(fn, x)}
+    if with_compile:
+        t0 = time.time()
+        try:
+            compiled = torch.compile(fn, mode="max-autotune")
+            r["compile_us"] = time_loop(compiled, x)
+            r["compile_s"] = time.time() - t0
+        except Exception as e:  # reported, not hidden
+            r["compile_error"] = str(e)[-500:]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tessel", required=True)
+    ap.add_argument("--target", default=os.path.join(SOURCE_DIR, "isa/targets/sm90.yaml"))
+    ap.add_argument("--models", default="bert128,bert512")
+    ap.add_argument("--json")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its autotuning takes minutes)")
+    a = ap.parse_args()
+    rows = []
+    for m in a.models.split(","):
+        if m not in MODELS:
+            print(f"model_peers: unknown model {m} (known: {', '.join(MODELS)})", file=sys.stderr)
+            return 2
+        t = run_tessel(a.tessel, a.target, m)
+        p = run_torch(m, not a.no_compile)
+        best = min(v for k, v in p.items() if k in ("eager_graph_us", "compile_us"))
+        row = {"model": m, "tessel": t, "torch": p, "best_torch_us": best,
+               "ratio": (best / t["graph_us"]) if t.get("graph_us") else None}
+        rows.append(row)
+        print(f"{m:10} tessel {t.get('graph_us') or float('nan'):9.1f} us (verified: {t.get('verified')}, {t.get('verify')})  "
+              f"eager+graph {p['eager_graph_us']:8.1f} us  max-autotune {p.get('compile_us', float('nan')):8.1f} us  "
+              f"ratio {row['ratio'] if row['ratio'] is not None else float('nan'):.2f}x", flush=True)
+        if "error" in t:
+            print(t["error"], file=sys.stderr)
+    if a.json:
+        json.dump(rows, open(a.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
