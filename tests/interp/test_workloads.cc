@@ -72,7 +72,7 @@ TEST_CASE("the small suite covers every def of every workload file, and every su
   std::set<std::string> covered;
   for (const frontend::SuiteEntry& e : small_suite().entries) covered.insert(e.def);
   for (const char* file : {"matmul", "conv2d", "relu", "batch_matmul", "cast", "transpose", "one_hot", "add",
-                           "batch_norm", "conv_seed", "gemm_fused", "resnet50", "bert", "mobilenet", "gemm_layouts"}) {
+                           "batch_norm", "conv_seed", "gemm_fused", "resnet50", "bert", "mobilenet", "gemm_layouts", "activations"}) {
     const frontend::Module m = frontend::load_module(workloads_dir() + "/" + file + ".tsl");
     for (const ir::Function& f : m.functions) {
       CAPTURE(f.name);
