@@ -80,11 +80,43 @@ bool try_fold(Context& c, const Fold& f, int elem_type) {
   return true;
 }
 
+// Whether `v` broadcasts against `out` by numpy's rules (aligned right).
+bool broadcasts(const std::vector<int64_t>& v, const std::vector<int64_t>& out) {
+  if (v.size() > out.size()) return false;
+  for (size_t k = 0; k < v.size(); ++k)
+    if (v[k] != 1 && v[k] != out[out.size() - v.size() + k]) return false;
+  return true;
+}
+
+// Operand i read against the output: numpy broadcasting; before opset 7 a `broadcast` attribute
+// aligns the second operand at `axis`, and PRelu's slope of one value per channel (older exporters)
+// aligns at dimension 1.
+std::string read_operand(Context& c, int i, const std::vector<int64_t>& out) {
+  const Value& v = c.input(i);
+  int64_t axis = -1;
+  if (i > 0 && c.opset() < 7 && c.attr_int("broadcast", 0) != 0 && c.has_attr("axis")) axis = c.attr_int("axis", 0);
+  if (i == 1 && c.node().op_type() == "PRelu" && v.shape.size() == 1 && out.size() > 1 && !broadcasts(v.shape, out) &&
+      v.shape[0] == out[1])
+    axis = 1;
+  if (axis < 0) {
+    if (!broadcasts(v.shape, out)) c.malformed("'" + v.onnx + "' does not broadcast to the output's shape");
+    return c.read_broadcast(v, out);
+  }
+  if (axis + int64_t(v.shape.size()) > int64_t(out.size())) c.malformed("broadcast axis out of range");
+  std::vector<std::string> idx;
+  for (size_t k = 0; k < v.shape.size(); ++k) {
+    const size_t o = size_t(axis) + k;
+    if (v.shape[k] != 1 && v.shape[k] != out[o]) c.malformed("'" + v.onnx + "' does not broadcast at axis " + std::to_string(axis));
+    idx.push_back(v.shape[k] == 1 && out[o] != 1 ? "0" : index(int(o)));
+  }
+  return c.read(v, idx);
+}
+
 // Y(i..) = formula(reads of the inputs `which`, broadcast against Y).
 void emit_elementwise(Context& c, const std::vector<int>& which, const std::function<std::string(const Args&)>& formula) {
   const Value& y = c.output(0);
   Args a;
-  for (int i : which) a.push_back(c.read_broadcast(c.input(i), y.shape));
+  for (int i : which) a.push_back(read_operand(c, i, y.shape));
   c.emit({c.output_name(0), indices(y.shape.size()), "=", formula(a), ranges_of(y.shape)});
 }
 
