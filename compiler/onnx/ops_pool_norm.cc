@@ -265,6 +265,37 @@ void translate_softmax(Context& c) {
   c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
 }
 
+// ---- Hardmax -------------------------------------------------------------------------------------
+
+// 1 at the first largest element along the axis: its maximum, then the smallest index holding it.
+void translate_hardmax(Context& c) {
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const size_t rank = x.shape.size();
+  const int64_t axis = axis_of(c, c.attr_int("axis", c.opset() < 13 ? 1 : -1), int64_t(rank));
+  if (c.opset() < 13 && axis != int64_t(rank) - 1) c.unsupported("Hardmax over several flattened dimensions (opset < 13)");
+  Strings outer_idx, red_idx = indices(rank);
+  std::vector<int64_t> outer_shape;
+  std::vector<IndexRange> ranges;
+  for (size_t k = 0; k < rank; ++k)
+    if (int64_t(k) != axis) {
+      outer_idx.push_back(index(int(k)));
+      outer_shape.push_back(x.shape[k]);
+      ranges.push_back({index(int(k)), 0, x.shape[k]});
+    }
+  const int64_t d = x.shape[size_t(axis)];
+  red_idx[size_t(axis)] = reduction(0);
+  ranges.push_back({reduction(0), 0, d});
+  const Value mx = local(c, x, outer_shape, "max");
+  c.emit({mx.tsl, outer_idx, "max=!", c.read(x, red_idx), ranges});
+  Value first = local(c, x, outer_shape, "first");
+  first.elem_type = onnx::TensorProto::INT32;
+  c.emit({first.tsl, outer_idx, "min=!", "select(" + c.read(x, red_idx) + " == " + c.read(mx, outer_idx) + ", " + reduction(0) + ", " + str(d) + ")", ranges});
+  const DType t = c.dtype(y);
+  c.emit({y.tsl, indices(rank), "=", "select(" + index(int(axis)) + " == " + c.read(first, outer_idx) + ", " + literal(1, t) + ", " + literal(0, t) + ")",
+          ranges_of(y.shape)});
+}
+
 // ---- CumSum -------------------------------------------------------------------------------------
 
 void translate_cumsum(Context& c) {
@@ -345,6 +376,7 @@ void add_pool_norm_ops(std::map<std::string, Translator>& t) {
   t["InstanceNormalization"] = translate_instance_norm;
   t["Softmax"] = translate_softmax;
   t["CumSum"] = translate_cumsum;
+  t["Hardmax"] = translate_hardmax;
   t["LogSoftmax"] = translate_softmax;
   add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
   add_reduce(t, "ReduceMax", {"max=!", same, nullptr});
