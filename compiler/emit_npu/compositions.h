@@ -73,7 +73,7 @@ class Composer {
   int64_t n_;
   int scratch_limit_, scratch_used_ = 0;
   Reg dst_;
-  bool dst_written_ = false, after_dst_ = false;
+  bool dst_written_ = false;
 };
 
 struct Composition {
