@@ -30,12 +30,14 @@ MODELS = {
 }
 
 
-def run_tessel(tessel, target, model):
+def run_tessel(tessel, target, model, autotune=0):
     path, name, shape, verify = MODELS[model]
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "r.json")
         cmd = [tessel, "run", os.path.join(SOURCE_DIR, path), "--def", name, "--target", target, "--shape",
                ",".join(f"{k}={v}" for k, v in shape.items()), "--verify", verify, "--report", report]
+        if autotune:
+            cmd += ["--autotune", str(autotune)]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         wall = time.time() - t0
@@ -125,23 +127,27 @@ def main():
     ap.add_argument("--models", default="bert128,bert512")
     ap.add_argument("--json")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its autotuning takes minutes)")
+    ap.add_argument("--autotune", type=int, default=0,
+                    help="also run tessel with --autotune N (each kernel's N best-ranked plans timed, the fastest kept)")
     a = ap.parse_args()
     rows = []
     for m in a.models.split(","):
         if m not in MODELS:
             print(f"model_peers: unknown model {m} (known: {', '.join(MODELS)})", file=sys.stderr)
             return 2
-        t = run_tessel(a.tessel, a.target, m)
         p = run_torch(m, not a.no_compile)
         best = min(v for k, v in p.items() if k in ("eager_graph_us", "compile_us"))
-        row = {"model": m, "tessel": t, "torch": p, "best_torch_us": best,
-               "ratio": (best / t["graph_us"]) if t.get("graph_us") else None}
-        rows.append(row)
-        print(f"{m:10} tessel {t.get('graph_us') or float('nan'):9.1f} us (verified: {t.get('verified')}, {t.get('verify')})  "
-              f"eager+graph {p['eager_graph_us']:8.1f} us  max-autotune {p.get('compile_us', float('nan')):8.1f} us  "
-              f"ratio {row['ratio'] if row['ratio'] is not None else float('nan'):.2f}x", flush=True)
-        if "error" in t:
-            print(t["error"], file=sys.stderr)
+        for tune in ([0, a.autotune] if a.autotune else [0]):
+            t = run_tessel(a.tessel, a.target, m, tune)
+            row = {"model": m, "autotune": tune, "tessel": t, "torch": p, "best_torch_us": best,
+                   "ratio": (best / t["graph_us"]) if t.get("graph_us") else None}
+            rows.append(row)
+            label = f"{m}" + (f"/at{tune}" if tune else "")
+            print(f"{label:12} tessel {t.get('graph_us') or float('nan'):9.1f} us (verified: {t.get('verified')}, {t.get('verify')})  "
+                  f"eager+graph {p['eager_graph_us']:8.1f} us  max-autotune {p.get('compile_us', float('nan')):8.1f} us  "
+                  f"ratio {row['ratio'] if row['ratio'] is not None else float('nan'):.2f}x", flush=True)
+            if "error" in t:
+                print(t["error"], file=sys.stderr)
     if a.json:
         json.dump(rows, open(a.json, "w"), indent=1)
     return 0

@@ -42,6 +42,7 @@ struct GpuFlags {
   bool library_output = false;            // `tessel run --verify library`: keep the library's output
   bool no_row_kernels = false;            // --no-row-kernels: row programs through the SIMT walk
   bool tf32 = false;                      // --tf32: f32 contractions on the TensorCores as TF32 (CudaOptions::tf32)
+  int autotune = 0;                       // --autotune N: programs time each kernel's N best-ranked plans, run the fastest
 };
 // Adds the flags to `cmd`, filling `flags` (which must outlive the command's callback).
 void add_gpu_flags(CLI::App* cmd, GpuFlags& flags);
