@@ -35,7 +35,10 @@ bool looks_like_index(const std::string& s) {
   return true;
 }
 
-std::string identifier(const std::string& onnx) {
+std::string identifier(const std::string& onnx_name) {
+  // a function body expanded into the graph prefixes each name with OP_GRAPH_function_: keep the body's name
+  const size_t fn = onnx_name.rfind("_function_");
+  const std::string onnx = fn != std::string::npos && fn + 10 < onnx_name.size() ? onnx_name.substr(fn + 10) : onnx_name;
   std::string s;
   for (char ch : onnx) s += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ? ch : '_';
   while (s.size() > 1 && s[0] == '_' && s[1] == '_') s.erase(0, 1);

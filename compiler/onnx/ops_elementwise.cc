@@ -383,9 +383,9 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
     if (u.formula) add_unary(t, u);
   const std::vector<Binary> nary = {
       {"Add", [](Context&, const Args& a) { return a[0] + " + " + a[1]; }, [](const std::vector<double>& a) { return a[0] + a[1]; }},
-      {"Sub", [](Context&, const Args& a) { return a[0] + " - (" + a[1] + ")"; }, [](const std::vector<double>& a) { return a[0] - a[1]; }},
+      {"Sub", [](Context&, const Args& a) { return a[0] + " - " + a[1]; }, [](const std::vector<double>& a) { return a[0] - a[1]; }},
       {"Mul", [](Context&, const Args& a) { return a[0] + " * " + a[1]; }, [](const std::vector<double>& a) { return a[0] * a[1]; }},
-      {"Div", [](Context&, const Args& a) { return a[0] + " / (" + a[1] + ")"; },
+      {"Div", [](Context&, const Args& a) { return a[0] + " / " + a[1]; },
        [](const std::vector<double>& a) { return a[1] == 0 ? 0 : a[0] / a[1]; }},
       {"Pow",
        [](Context& c, const Args& a) {  // the result has X's dtype; integers are raised in f32

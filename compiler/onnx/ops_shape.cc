@@ -221,16 +221,16 @@ void translate_slice(Context& c) {
       e = std::clamp<int64_t>(e, -1, d - 1);
       out[a] = std::max<int64_t>(0, (b - e + (-s) - 1) / (-s));
     }
-    if (out[a] == 0) c.unsupported("the slice is empty");
     first[a] = b;
     step[a] = s;
   }
-  if (foldable(x))
+  if (foldable(x))  // shape arithmetic may slice a shape down to nothing
     return fold_gather(c, x, out, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> s(o.size());
       for (size_t k = 0; k < o.size(); ++k) s[k] = first[k] + o[k] * step[k];
       return s;
     });
+  if (element_count(out) == 0) c.unsupported("the slice is empty");
   Strings idx;
   for (int64_t k = 0; k < rank; ++k) {
     const std::string i = index(int(k));
@@ -526,7 +526,6 @@ void translate_constant_of_shape(Context& c) {
   }
   const int64_t n = element_count(shape);
   if (n > (int64_t(1) << 26)) c.unsupported("a constant of " + str(n) + " elements");
-  if (n == 0) c.unsupported("an empty tensor");
   c.set_constant(0, std::vector<double>(size_t(n), v), shape, et);
 }
 
