@@ -64,6 +64,7 @@ class Importer final : public Context {
   bool has_output(int i) const override { return i < node_->output_size() && !node_->output(i).empty(); }
   const Value& output(int i) override;
   std::string output_name(int i) override;
+  int output_type(int i) const override;
   void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) override;
   std::string read(const Value& v, const std::vector<std::string>& idx) override;
   std::string temp(const std::string& suffix) override;
@@ -84,6 +85,7 @@ class Importer final : public Context {
   void record_type(const onnx::ValueInfoProto& vi);
   void declare_graph_io();
   void translate_node(const onnx::NodeProto& n);
+  void reinfer();
   void finish_outputs();
   std::string materialize(Value& v);
   std::string signature_entry(const Value& v) const;
@@ -104,6 +106,7 @@ class Importer final : public Context {
   std::vector<std::string> body_;
   ImportResult result_;
   mutable std::map<std::string, bool> builtins_;
+  const onnx::NodeProto* reinferred_at_ = nullptr;
 };
 
 std::string Importer::unique(const std::string& base) {
@@ -203,8 +206,52 @@ std::vector<double> Importer::constant(int i, const std::string& what) const {
   return *v.data;
 }
 
+int Importer::output_type(int i) const {
+  const auto it = has_output(i) ? values_.find(node_->output(i)) : values_.end();
+  if (it != values_.end() && it->second.elem_type) return it->second.elem_type;
+  return has_input(0) ? input(0).elem_type : 0;
+}
+
+// ONNX's shape inference once more, with every constant folded so far as an initializer: a shape
+// computed by Shape/Gather/Concat chains becomes static where data propagation alone did not see it.
+void Importer::reinfer() {
+  onnx::ModelProto m = model_;
+  auto* g = m.mutable_graph();
+  std::set<std::string> have;
+  for (const auto& t : g->initializer()) have.insert(t.name());
+  for (const auto& [name, v] : values_) {
+    if (!v.data || have.count(name) || v.data->size() > 65536) continue;
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(v.elem_type);
+    for (int64_t d : v.shape) t.add_dims(d);
+    bool ok = true;
+    for (double x : *v.data) switch (v.elem_type) {
+        case onnx::TensorProto::INT64: t.add_int64_data(int64_t(x)); break;
+        case onnx::TensorProto::FLOAT: t.add_float_data(float(x)); break;
+        case onnx::TensorProto::DOUBLE: t.add_double_data(x); break;
+        case onnx::TensorProto::INT32: case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8:
+        case onnx::TensorProto::BOOL: t.add_int32_data(int32_t(x)); break;
+        default: ok = false;
+      }
+    if (ok) *g->add_initializer() = std::move(t);
+  }
+  try {
+    onnx::ShapeInferenceOptions options{false, 0, true};
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return;
+  }
+  for (const auto& vi : m.graph().value_info()) record_type(vi);
+  for (const auto& vi : m.graph().output()) record_type(vi);
+}
+
 const Value& Importer::output(int i) {
   if (!has_output(i)) malformed("output " + std::to_string(i) + " is missing");
+  if (!values_[node_->output(i)].has_shape && reinferred_at_ != node_) {
+    reinferred_at_ = node_;
+    reinfer();
+  }
   Value& v = values_[node_->output(i)];
   v.onnx = node_->output(i);
   if (!v.has_shape) unsupported("dynamic or unknown shape of '" + v.onnx + "' (ONNX shape inference gives no static shape)");

@@ -151,7 +151,7 @@ void add_unary(std::map<std::string, Translator>& t, const Unary& u) {
   t[u.op] = [u](Context& c) {
     if (u.builtin && !c.has_builtin(u.builtin))
       c.unsupported(std::string("the language has no '") + u.builtin + "' built-in yet");
-    const int et = c.has_output(0) ? c.output(0).elem_type : TP::FLOAT;
+    const int et = c.output_type(0);
     if (u.fold && try_fold(c, [&](const std::vector<double>& a) { return u.fold(c, a[0]); }, et)) return;
     c.dtype(c.input(0));
     c.dtype(c.output(0));
@@ -169,7 +169,7 @@ struct Binary {
 void add_nary(std::map<std::string, Translator>& t, const Binary& b) {
   t[b.op] = [b](Context& c) {
     if (b.builtin && !c.has_builtin(b.builtin)) c.unsupported(std::string("the language has no '") + b.builtin + "' built-in yet");
-    const int et = c.output(0).elem_type;
+    const int et = c.output_type(0);
     if (try_fold(c, b.fold, et)) return;
     const std::vector<int> ins = present_inputs(c);
     for (int i : ins) c.dtype(c.input(i));
@@ -250,7 +250,7 @@ void translate_trilu(Context& c) {
 // Mod: fmod=1 is the language's `%` (the sign of the dividend); fmod=0 (integers) takes the sign of the divisor.
 void translate_mod(Context& c) {
   const bool fmod = c.attr_int("fmod", 0) != 0;
-  const int et = c.output(0).elem_type;
+  const int et = c.output_type(0);
   if (try_fold(c, [fmod](const std::vector<double>& a) {
         if (a[1] == 0) return 0.0;
         const double r = std::fmod(a[0], a[1]);
@@ -268,7 +268,7 @@ void translate_mod(Context& c) {
 }
 
 void translate_where(Context& c) {
-  const int et = c.output(0).elem_type;
+  const int et = c.output_type(0);
   if (try_fold(c, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; }, et)) return;
   const Value& cv = c.input(0);
   c.dtype(cv);

@@ -81,6 +81,8 @@ class Context {
   virtual bool has_output(int i) const = 0;
   virtual const Value& output(int i) = 0;
   virtual std::string output_name(int i) = 0;
+  // Output i's element type from shape inference, else input 0's (for folding, which needs no shape).
+  virtual int output_type(int i) const = 0;
   virtual void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) = 0;
 
   // The TSL dtype of a value (bool as u8); unsupported() for others (f64, i64 data, strings).
