@@ -180,8 +180,10 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
         case ir::Op::Add: r = x + y; break;
         case ir::Op::Sub: r = x - y; break;
         case ir::Op::Mul: r = x * y; break;
-        case ir::Op::Div: r = x / y; break;
-        case ir::Op::Mod: r = std::fmod(x, y); break;
+        case ir::Op::Div:  // an integer division truncates toward zero, x / 0 == 0 (compiler/README.md)
+          r = dtype_is_float(t) ? x / y : y == 0 ? 0 : std::trunc(x / y);
+          break;
+        case ir::Op::Mod: r = dtype_is_float(t) || y != 0 ? std::fmod(x, y) : 0; break;
         case ir::Op::Min: r = nan_min(x, y); break;
         case ir::Op::Max: r = nan_max(x, y); break;
         case ir::Op::Neg: r = -x; break;

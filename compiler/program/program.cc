@@ -1,6 +1,7 @@
 #include "compiler/program/program.h"
 
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -57,6 +58,39 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   for (const auto& k : p->kernels) p->total_cpu_ms += k->total_cpu_ms;
   p->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+namespace {
+
+bool reads(const ir::Statement& s, const std::string& tensor) {
+  bool found = false;
+  ir::for_each_access(*s.rhs, [&](const ir::Expr& a) { found |= a.name == tensor; });
+  return found;
+}
+
+}  // namespace
+
+ir::Function reference_kernel_function(const ProgramCompilation& p, size_t g) {
+  if (p.single()) return *p.def;
+  if (!p.folded) return poly::kernel_function(*p.def, p.partition, g);
+  // fold_padding only removes statements: the def's i-th kept statement is the folded j-th
+  const ir::Function& def = *p.def;
+  std::vector<int> kept;
+  std::vector<int> removed;
+  for (size_t i = 0; i < def.statements.size(); ++i)
+    (p.folded->find_tensor(def.statements[i].output) ? kept : removed).push_back(int(i));
+  if (kept.size() != p.folded->statements.size())
+    throw InternalError("reference_kernel_function: the folded def is not the def less its padding statements");
+  poly::ProgramPartition q = p.partition;
+  for (auto& group : q.groups) {
+    std::set<int> members;
+    for (int j : group.statements) members.insert(kept[size_t(j)]);
+    for (int r : removed)
+      for (int i : std::set<int>(members))
+        if (reads(def.statements[size_t(i)], def.statements[size_t(r)].output)) members.insert(r);
+    group.statements.assign(members.begin(), members.end());
+  }
+  return poly::kernel_function(def, q, g);
 }
 
 std::string explain_program(const ProgramCompilation& p) {

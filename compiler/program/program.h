@@ -41,6 +41,13 @@ struct ProgramCompilation {
 std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const CompileOptions& options,
                                                     poly::PartitionMode mode);
 
+// Kernel `g` as the user wrote it, for the reference interpreter: the def's own statements of that
+// group, with the zero-padding statements fold_padding removed put back in every group that reads
+// them (the interpreter cannot read the shifted accesses of the folded function outside a tensor).
+// Its outputs include those of the compiled kernel (`kernels[g]->function`), which it computes
+// from the same inputs; what `tessel run` checks a program's kernels one by one with.
+ir::Function reference_kernel_function(const ProgramCompilation& p, size_t g);
+
 // --explain's section: the groups, why each statement went where, the memory plan.
 std::string explain_program(const ProgramCompilation& p);
 
