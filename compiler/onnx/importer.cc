@@ -315,6 +315,7 @@ std::string Importer::read(const Value& cv, const std::vector<std::string>& idx)
     dtype(*v);
     def_inputs_.push_back(v->onnx);  // a --value input read as data stays an input
   } else if (v && name.empty() && v->data) {
+    if (v->data->empty()) unsupported("'" + v->onnx + "' is an empty tensor");
     if (v->data->size() == 1) return literal((*v->data)[0], dtype(*v));
     name = materialize(*v);
   }
@@ -406,6 +407,7 @@ void Importer::finish_outputs() {
       v.tsl = unique(identifier(out.name()) + (v.initializer ? "_out" : ""));
       def_outputs_.push_back(out.name());
     }
+    if (v.data->empty()) throw UserError(model_name_ + ": output '" + out.name() + "': unsupported: an empty tensor");
     const DType t = dtype(v);
     bool uniform = true;
     for (double x : *v.data) uniform &= x == v.data->front();

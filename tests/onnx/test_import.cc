@@ -318,6 +318,14 @@ TEST_CASE("onnx import: a dynamic dimension and f64 data are refused as unsuppor
   CHECK_THROWS_WITH_AS(import_model(h.m, "m.onnx"), doctest::Contains("unsupported: tensor 'x' is double data"), UserError);
 }
 
+TEST_CASE("onnx import: an empty constant output is refused, never a crash") {
+  Graph g;
+  g.initializer("shape", {1}, {0}, TP::INT64);
+  g.output("y", {0});
+  g.node("ConstantOfShape", {"shape"}, {"y"});
+  CHECK_THROWS_WITH_AS(import_model(g.m, "m.onnx"), doctest::Contains("output 'y': unsupported: an empty tensor"), UserError);
+}
+
 TEST_CASE("onnx import: a file that is not an ONNX model is a clear error") {
   const std::string path = std::string(TESSEL_BINARY_DIR) + "/not_a_model.onnx";
   std::ofstream(path) << "this is not a protobuf \x01\x02\x03\xff";
