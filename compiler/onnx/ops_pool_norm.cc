@@ -170,22 +170,25 @@ void translate_batch_norm(Context& c) {
 }
 
 // y = (x - mean) / sqrt(var + eps) * scale + bias over the dimensions `inner` (a suffix of x's).
-void normalise(Context& c, size_t first_inner, const std::function<std::string(Context&)>& scale_bias) {
+void normalise(Context& c, const std::vector<bool>& reduced, const std::function<std::string(Context&)>& scale_bias) {
   const Value& x = c.input(0);
   const Value y = output_value(c, 0);
   const DType t = c.dtype(x);
   const size_t rank = x.shape.size();
-  std::vector<int64_t> outer_shape(x.shape.begin(), x.shape.begin() + int64_t(first_inner));
+  std::vector<int64_t> outer_shape;
   int64_t n = 1;
   Strings reduce_idx = indices(rank), outer_idx;
-  std::vector<IndexRange> ranges = ranges_of(outer_shape);
+  std::vector<IndexRange> ranges;
+  int r = 0;
   for (size_t k = 0; k < rank; ++k) {
-    if (k < first_inner) {
+    if (!reduced[k]) {
       outer_idx.push_back(index(int(k)));
+      outer_shape.push_back(x.shape[k]);
+      ranges.push_back({index(int(k)), 0, x.shape[k]});
       continue;
     }
-    reduce_idx[k] = reduction(int(k - first_inner));
-    ranges.push_back({reduction(int(k - first_inner)), 0, x.shape[k]});
+    reduce_idx[k] = reduction(r);
+    ranges.push_back({reduction(r++), 0, x.shape[k]});
     n *= x.shape[k];
   }
   const std::string nn = literal(double(n), t);
@@ -197,7 +200,7 @@ void normalise(Context& c, size_t first_inner, const std::function<std::string(C
   const Value var = local(c, x, outer_shape, "var");
   const std::string d = c.read(centred, reduce_idx);
   c.emit({var.tsl, outer_idx, "+=!", d + " * " + d, ranges});
-  const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
+  const std::string eps = literal(c.attr_float("epsilon", c.node().op_type() == "MeanVarianceNormalization" ? 1e-9 : 1e-5), t);
   const std::string rhs = c.read(centred, indices(rank)) + " / sqrt(" + c.read(var, outer_idx) + " / " + nn + " + " + eps + ")" + scale_bias(c);
   c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
   // LayerNormalization's optional Mean and InvStdDev: the outer shape with 1s for the normalised dimensions
@@ -213,7 +216,9 @@ void normalise(Context& c, size_t first_inner, const std::function<std::string(C
 void translate_layer_norm(Context& c) {
   const Value& x = c.input(0);
   const int64_t axis = axis_of(c, c.attr_int("axis", -1), int64_t(x.shape.size()));
-  normalise(c, size_t(axis), [](Context& c) {
+  std::vector<bool> reduced(x.shape.size());
+  for (size_t k = 0; k < reduced.size(); ++k) reduced[k] = int64_t(k) >= axis;
+  normalise(c, reduced, [](Context& c) {
     const Value& x = c.input(0);
     std::string s = " * " + c.read_broadcast(c.input(1), x.shape);
     if (c.has_input(2)) s += " + " + c.read_broadcast(c.input(2), x.shape);
@@ -223,7 +228,17 @@ void translate_layer_norm(Context& c) {
 
 void translate_instance_norm(Context& c) {
   if (c.input(0).shape.size() < 3) c.malformed("the input has no spatial dimensions");
-  normalise(c, 2, [](Context& c) { return " * " + c.read(c.input(1), {index(1)}) + " + " + c.read(c.input(2), {index(1)}); });
+  std::vector<bool> reduced(c.input(0).shape.size(), true);
+  reduced[0] = reduced[1] = false;
+  normalise(c, reduced, [](Context& c) { return " * " + c.read(c.input(1), {index(1)}) + " + " + c.read(c.input(2), {index(1)}); });
+}
+
+// MeanVarianceNormalization: (x - mean) / sqrt(var + 1e-9) over `axes` (default N, H, W).
+void translate_mvn(Context& c) {
+  const Value& x = c.input(0);
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (int64_t a : c.attr_ints("axes", {0, 2, 3})) reduced[size_t(axis_of(c, a, int64_t(x.shape.size())))] = true;
+  normalise(c, reduced, [](Context&) { return std::string(); });
 }
 
 // ---- softmax ------------------------------------------------------------------------------------
@@ -376,6 +391,7 @@ void add_pool_norm_ops(std::map<std::string, Translator>& t) {
   t["InstanceNormalization"] = translate_instance_norm;
   t["Softmax"] = translate_softmax;
   t["CumSum"] = translate_cumsum;
+  t["MeanVarianceNormalization"] = translate_mvn;
   t["Hardmax"] = translate_hardmax;
   t["LogSoftmax"] = translate_softmax;
   add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
