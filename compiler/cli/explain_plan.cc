@@ -1,6 +1,7 @@
 #include "compiler/cli/explain_plan.h"
 
 #include "compiler/emit_cuda/simt_gemm_policy.h"
+#include "compiler/emit_npu/compositions.h"
 
 #include <fmt/format.h>
 
@@ -54,7 +55,7 @@ void print_alternatives(const std::vector<Priced>& alternatives, double chosen, 
 void explain_npu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
   os << "plan: " << c.tile_spec.to_string() << " (from " << c.plan_source.describe() << ")\n";
   if (c.kernel.function) {
-    const kernel::NpuRoofline r = kernel::npu_roofline(c.kernel, isa::npu_machine(c.hierarchy));
+    const kernel::NpuRoofline r = kernel::npu_roofline(c.kernel, isa::npu_machine(c.hierarchy), emit_npu::vector_instructions);
     os << fmt::format("  bound: roofline {:.0f} cycles ({:.2f} us), {} bound (cube {:.0f}, vector {:.0f}, GM {:.0f}, latency {:.0f} "
                       "on {} cores)\n",
                       r.cycles, r.cycles / c.hierarchy.clock_mhz, kernel::roofline_bound_name(r.binds), r.cube_cycles,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "compiler/emit_npu/compositions.h"
 #include "isa/npu_machine.h"
 #include "npu_sim/report.h"
 
@@ -106,7 +107,7 @@ auto emitted(const kernel::Kernel& k, const isa::Hierarchy& target, F step) {
 NpuCompiled compile_npu(const kernel::Kernel& k, const isa::Hierarchy& target) {
   NpuCompiled c;
   c.kernel = emitted(k, target, [&] { return emit_npu::emit_npu(k, target); });
-  if (k.function) c.roofline = kernel::npu_roofline(k, isa::npu_machine(target));  // every pipeline kernel has one
+  if (k.function) c.roofline = kernel::npu_roofline(k, isa::npu_machine(target), emit_npu::vector_instructions);  // every pipeline kernel has one
   for (const auto& t : k.tensors)
     if (t.shape.empty()) c.scalars.insert(t.name);
   c.naive = emitted(k, target, [&] { return npu_sync::insert_syncs(c.kernel.program, target, {npu_sync::SyncMode::Naive, -1}); });

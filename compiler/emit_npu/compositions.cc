@@ -461,29 +461,30 @@ void emit_pow(Composer& k, Reg d, const std::vector<Reg>& a) {
   k.sel(d, c, f, r);
 }
 
-// Scratch counts: the most tmp() calls of each emitter, helpers included. Accuracy: the largest
+// Scratch counts: the most tmp() calls of each emitter, helpers included; instruction counts: those
+// emitted for f32 (checked by tests/emit_npu/test_compositions.cc). Accuracy: the largest
 // error of the f32 result against the interpreter's over the range, measured on the simulator by
 // tests/emit_npu/test_compositions.cc (4096 samples, uniform and geometric towards 0); f16 results
 // equal the interpreter's or are one f16 step apart (acosh, pow).
 const std::vector<Composition> kCompositions = {
-    {ir::Op::Erf, 7, "[-6, 6]", "rel 2.2e-7", emit_erf},
-    {ir::Op::Pow, 8, "x in [1/64, 8] (either sign), y in [-8, 8]", "rel 1.4e-6 (grows as |y log x| 2^-24: 5e-6 at |y log x| = 88)", emit_pow},
-    {ir::Op::Floor, 3, "all f32", "exact", emit_floor},
-    {ir::Op::Ceil, 3, "all f32", "exact", emit_ceil},
-    {ir::Op::Round, 3, "all f32", "exact", emit_round},
-    {ir::Op::Sign, 3, "all f32, i32", "exact", emit_sign},
-    {ir::Op::Sin, 8, "[-8192, 8192]", "abs 6.0e-8 (abs 1e-6 to 65536, then growing)", emit_sin},
-    {ir::Op::Cos, 8, "[-8192, 8192]", "abs 6.0e-8 (abs 1e-6 to 65536, then growing)", emit_cos},
-    {ir::Op::Tan, 8, "[-10, 10]", "1.7e-7 of max(|tan x|, 1)", emit_tan},
-    {ir::Op::Asin, 10, "[-1, 1]", "rel 2.3e-7", emit_asin},
-    {ir::Op::Acos, 7, "[-1, 1]", "rel 2.3e-7", emit_acos},
-    {ir::Op::Atan, 8, "[-1e6, 1e6]", "rel 1.4e-7", emit_atan},
-    {ir::Op::Sinh, 8, "[-89, 89]", "rel 2.0e-7", emit_sinh},
-    {ir::Op::Cosh, 3, "[-89, 89]", "rel 2.0e-7", emit_cosh},
-    {ir::Op::Asinh, 10, "[-1e5, 1e5]", "rel 1.6e-7", emit_asinh},
-    {ir::Op::Acosh, 8, "[1, 1e5]", "rel 2.0e-7", emit_acosh},
-    {ir::Op::Atanh, 8, "[-1, 1]", "rel 2.1e-7", emit_atanh},
-    {ir::Op::Sigmoid, 1, "all f32", "exact (the interpreter's own f32 steps)", emit_sigmoid},
+    {ir::Op::Erf, 7, 44, "[-6, 6]", "rel 2.2e-7", emit_erf},
+    {ir::Op::Pow, 8, 33, "x in [1/64, 8] (either sign), y in [-8, 8]", "rel 1.4e-6 (grows as |y log x| 2^-24: 5e-6 at |y log x| = 88)", emit_pow},
+    {ir::Op::Floor, 3, 8, "all f32", "exact", emit_floor},
+    {ir::Op::Ceil, 3, 8, "all f32", "exact", emit_ceil},
+    {ir::Op::Round, 3, 6, "all f32", "exact", emit_round},
+    {ir::Op::Sign, 3, 6, "all f32, i32", "exact", emit_sign},
+    {ir::Op::Sin, 8, 43, "[-8192, 8192]", "abs 6.0e-8 (abs 1e-6 to 65536, then growing)", emit_sin},
+    {ir::Op::Cos, 8, 44, "[-8192, 8192]", "abs 6.0e-8 (abs 1e-6 to 65536, then growing)", emit_cos},
+    {ir::Op::Tan, 8, 41, "[-10, 10]", "1.7e-7 of max(|tan x|, 1)", emit_tan},
+    {ir::Op::Asin, 10, 38, "[-1, 1]", "rel 2.3e-7", emit_asin},
+    {ir::Op::Acos, 7, 33, "[-1, 1]", "rel 2.3e-7", emit_acos},
+    {ir::Op::Atan, 8, 32, "[-1e6, 1e6]", "rel 1.4e-7", emit_atan},
+    {ir::Op::Sinh, 8, 28, "[-89, 89]", "rel 2.0e-7", emit_sinh},
+    {ir::Op::Cosh, 3, 8, "[-89, 89]", "rel 2.0e-7", emit_cosh},
+    {ir::Op::Asinh, 10, 24, "[-1e5, 1e5]", "rel 1.6e-7", emit_asinh},
+    {ir::Op::Acosh, 8, 19, "[1, 1e5]", "rel 2.0e-7", emit_acosh},
+    {ir::Op::Atanh, 8, 19, "[-1, 1]", "rel 2.1e-7", emit_atanh},
+    {ir::Op::Sigmoid, 1, 4, "all f32", "exact (the interpreter's own f32 steps)", emit_sigmoid},
 };
 
 }  // namespace
@@ -500,5 +501,19 @@ int composition_regions(ir::Op op) {
 }
 
 const std::vector<Composition>& compositions() { return kCompositions; }
+
+int vector_instructions(const ir::Expr& e) {
+  if (e.kind != ir::ExprKind::Apply) return 1;
+  const Composition* c = composition_for(e.op);
+  if (!c) return 1;
+  if (e.op == ir::Op::Pow && e.args.size() == 2 && e.args[1]->kind == ir::ExprKind::Constant) {
+    const double y = e.args[1]->value;
+    if (y == 1 || y == 2) return 1;
+    if (y == 3) return 2;
+  }
+  int n = c->instructions;
+  if (e.type != DType::F32 && dtype_is_float(e.type)) n += 1 + int(e.args.size());  // vconv in and out
+  return n;
+}
 
 }  // namespace tessel::emit_npu

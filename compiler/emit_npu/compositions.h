@@ -79,6 +79,7 @@ class Composer {
 struct Composition {
   ir::Op op;
   int scratch_regions;    // regions from Composer::tmp() it takes at most
+  int instructions;       // vector instructions it emits on f32 operands (pow: a variable exponent)
   const char* range;      // the sampled range its accuracy holds over
   const char* accuracy;   // measured against the interpreter's f32 results (README.md)
   void (*emit)(Composer& k, Composer::Reg d, const std::vector<Composer::Reg>& args);
@@ -88,6 +89,11 @@ struct Composition {
 const Composition* composition_for(ir::Op op);
 // Regions a composed node takes beyond its own: scratch, widened operands, the f32 result.
 int composition_regions(ir::Op op);
+// Vector instructions per element operation node e costs on the NPU: 1 for an operator with an
+// instruction of its own, a composition's count (plus the widening and narrowing vconv of an f16
+// node; pow by a constant 1, 2 or 3: its multiplications). The roofline's vector work
+// (kernel::VectorOpCost) counts with it.
+int vector_instructions(const ir::Expr& e);
 // Every row, for the documentation test.
 const std::vector<Composition>& compositions();
 

@@ -70,11 +70,11 @@ Domain domain_of(const ir::Statement& s, const std::map<std::string, int64_t>& s
 // Counts each operator node of `e` not yet computed over the same domain (its text is the key).
 class OperationCounter {
  public:
-  explicit OperationCounter(KernelWork& work) : work_(work) {}
+  OperationCounter(KernelWork& work, const VectorOpCost& cost) : work_(work), cost_(cost) {}
   void count(const ir::Expr& e, const Domain& d) {
     if (e.kind != ExprKind::Apply) return;
     if (!seen_.insert(d.signature + "|" + ir::to_string(e)).second) return;
-    add(d.points, operation_bytes(e));
+    add(d.points * uint64_t(cost_ ? std::max(1, cost_(e)) : 1), operation_bytes(e));
     for (const ir::ExprPtr& arg : e.args) count(*arg, d);
   }
   void add(uint64_t operations, int bytes) {
@@ -84,6 +84,7 @@ class OperationCounter {
 
  private:
   KernelWork& work_;
+  const VectorOpCost& cost_;
   std::set<std::string> seen_;
 };
 
@@ -140,12 +141,12 @@ uint64_t KernelWork::macs() const {
   return n;
 }
 
-KernelWork count_work(const Kernel& k) {
+KernelWork count_work(const Kernel& k, const VectorOpCost& cost) {
   TESSEL_CHECK(k.function != nullptr, "roofline: the kernel has no tensor-IR function (build_kernel sets it)");
   KernelWork w;
   std::set<int> inlined;
   if (k.contraction) inlined.insert(k.contraction->inlined.begin(), k.contraction->inlined.end());
-  OperationCounter ops(w);
+  OperationCounter ops(w, cost);
   const auto& statements = k.function->statements;
   for (size_t i = 0; i < statements.size(); ++i) {
     if (inlined.count(int(i))) continue;

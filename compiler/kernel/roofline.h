@@ -13,7 +13,8 @@
 //      taps on the zero border). They are cube MACs of that operand dtype.
 //    - vector element operations: every other statement does, per domain point, one operation per
 //      operator node of its right-hand side (casts, compares and select included; reads,
-//      constants and size parameters are none) plus one for the accumulation of a reduction. An
+//      constants and size parameters are none; a built-in the target composes of several
+//      instructions counts those, VectorOpCost) plus one for the accumulation of a reduction. An
 //      operation's width is the widest dtype among its result and operands (a condition counts its
 //      operands'), so `f16(x / y)` with f32 x costs two 4-byte operations per point. An operation
 //      the same text computes over the same domain in an earlier statement is not counted again
@@ -37,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,7 +55,11 @@ struct KernelWork {
   uint64_t gm_read_bytes = 0, gm_write_bytes = 0;
   uint64_t macs() const;
 };
-KernelWork count_work(const Kernel& k);
+// Element operations a target spends on one operator node (default: 1 per node). A target that
+// composes a built-in function from several instructions passes its count (the NPU:
+// emit_npu::vector_instructions, erf 44), so the vector bound counts the work it must do.
+using VectorOpCost = std::function<int(const ir::Expr&)>;
+KernelWork count_work(const Kernel& k, const VectorOpCost& cost = {});
 
 // X(enumerator, name)
 #define TESSEL_ROOFLINE_BOUNDS(X) \
@@ -84,6 +90,8 @@ struct NpuRoofline {
   double fraction_of(uint64_t measured_cycles) const;
 };
 NpuRoofline npu_roofline(const KernelWork& work, const isa::NpuMachine& m);
-inline NpuRoofline npu_roofline(const Kernel& k, const isa::NpuMachine& m) { return npu_roofline(count_work(k), m); }
+inline NpuRoofline npu_roofline(const Kernel& k, const isa::NpuMachine& m, const VectorOpCost& cost = {}) {
+  return npu_roofline(count_work(k, cost), m);
+}
 
 }  // namespace tessel::kernel

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "compiler/emit_npu/compositions.h"
+#include "compiler/kernel/roofline.h"
+#include "isa/npu_machine.h"
 #include "isa/base/f16.h"
 #include "npu_case.h"
 
@@ -267,5 +269,28 @@ TEST_CASE("special values through every composition on the NPU: NaN, infinities,
     CHECK(err.nan_mismatches == 0);
     CHECK(err.worst <= s.bound);
     CHECK(emit_c::verify(c->expected, {{"Y", y}}, 0).verified);
+  }
+}
+
+TEST_CASE("each composition's instruction count in the table is what it emits, and the roofline's vector work counts it") {
+  const int64_t n = 1024;
+  const std::vector<double> v = sample_values({"", -0.9, 0.9}, n);
+  for (const auto& row : emit_npu::compositions()) {
+    for (DType t : {DType::F32, DType::F16}) {
+      const std::string fn = ir::op_spelling(row.op), dt(dtype_name(t));
+      CAPTURE(fn);
+      CAPTURE(dt);
+      const std::string call = row.op == ir::Op::Pow ? "pow(X(i), X(i))" : fn + "(X(i))";
+      auto c = case_of("def f(" + dt + "[N] X) -> (" + dt + "[N] Y) {\n  Y(i) = " + call + "\n}\n", kTarget, {{"X", array_of(t, v)}}, n);
+      int vector = 0;
+      for (const auto& in : c->kernel.program.code)
+        if (npu::opcode_info(in.opcode).pipe_rule == npu::PipeRule::V) ++vector;
+      const ir::Expr& e = *c->module.functions[0].statements[0].rhs;
+      CHECK(vector == emit_npu::vector_instructions(e));
+      CHECK(emit_npu::vector_instructions(e) == row.instructions + (t == DType::F16 ? 1 + ir::op_arity(row.op) : 0));
+      const kernel::NpuRoofline r =
+          kernel::npu_roofline(c->compilation->kernel, isa::npu_machine(c->compilation->hierarchy), emit_npu::vector_instructions);
+      CHECK(r.vector_ops == uint64_t(n) * uint64_t(vector));
+    }
   }
 }

@@ -59,7 +59,7 @@ TEST_CASE("pow takes two operands of one dtype: a weak exponent adapts, two weak
             .find("t.tsl:2:20: type mismatch: f16 pow f32") == 0);
 }
 
-TEST_CASE("sign keeps an integer dtype; the float-only built-ins reject integers and take weak operands as f32") {
+TEST_CASE("sign keeps an integer dtype, the float-only built-ins reject integers and take weak operands as f32") {
   CHECK(rhs("i32", "sign(I(i))").type == DType::I32);
   CHECK(rhs("f32", "X(i) + sin(1)").args.at(1)->type == DType::F32);
   CHECK(rejection("def f(i32[N] I) -> (f32[N] Y) {\n  Y(i) = f32(floor(I(i)))\n}\n") ==
