@@ -412,52 +412,63 @@ void emit_acos(Composer& k, Reg d, const std::vector<Reg>& a) {
 
 // ---- pow ------------------------------------------------------------------------------------
 
-// exp(y log|x|), negated for x < 0 and odd integer y, NaN for x < 0 and non-integer y, 1 where
-// y == 0 or x == 1 (C99 F.9.4.4). A constant y of 1, 2 or 3 is multiplied out.
-void emit_pow(Composer& k, Reg d, const std::vector<Reg>& a) {
-  const Reg x = a[0], y = a[1];
+// pow by a constant 1, 2 or 3 multiplied out into d; false for any other exponent.
+bool pow_by_small_integer(Composer& k, Reg d, Reg x) {
   if (k.constant_operand == 1.0) {
     k.vs(Opcode::Vmuls, d, x, 1);
-    return;
-  }
-  if (k.constant_operand == 2.0) {
+  } else if (k.constant_operand == 2.0) {
     k.vv(Opcode::Vmul, d, x, x);
-    return;
-  }
-  if (k.constant_operand == 3.0) {
+  } else if (k.constant_operand == 3.0) {
     const Reg s = k.tmp();
     k.vv(Opcode::Vmul, s, x, x);
     k.vv(Opcode::Vmul, d, s, x);
-    return;
+  } else {
+    return false;
   }
-  const Reg r = k.tmp(), w = k.tmp(), bint = k.tmp(), c = k.tmp(), f = k.tmp();
-  k.v1(Opcode::Vabs, r, x);
-  k.v1(Opcode::Vln, r, r);
-  k.vv(Opcode::Vmul, r, r, y);
-  k.v1(Opcode::Vexp, r, r);
+  return true;
+}
+
+// r (= |x|^y) negated where x < 0 and y is an odd integer, NaN (log(-1)) where x < 0 and y is not
+// an integer (an infinite y counts as an even integer). `f` is scratch.
+void pow_negative_base(Composer& k, Reg r, Reg x, Reg y, Reg f) {
+  const Reg w = k.tmp(), integer = k.tmp(), negative = k.tmp();
   k.round(w, y);
-  k.vv(Opcode::Vcmpeq, bint, w, y);  // y is an integer (or infinite)
+  k.vv(Opcode::Vcmpeq, integer, w, y);
   k.dup(f, 2);
   k.vv(Opcode::Vmod, w, y, f);
   k.v1(Opcode::Vabs, w, w);
   k.dup(f, 1);
-  k.vv(Opcode::Vcmpeq, w, w, f);     // y odd
+  k.vv(Opcode::Vcmpeq, w, w, f);  // y odd
   k.dup(f, 0);
-  k.vv(Opcode::Vcmplt, c, x, f);     // x < 0
-  k.vv(Opcode::Vmul, w, w, c);
+  k.vv(Opcode::Vcmplt, negative, x, f);
+  k.vv(Opcode::Vmul, w, w, negative);
   k.vs(Opcode::Vmuls, w, w, -2);
   k.vs(Opcode::Vadds, w, w, 1);
-  k.vv(Opcode::Vmul, r, r, w);       // negated for x < 0, y odd
-  k.vs(Opcode::Vmuls, bint, bint, -1);
-  k.vs(Opcode::Vadds, bint, bint, 1);
-  k.vv(Opcode::Vmul, c, c, bint);    // x < 0, y not an integer
-  k.vs(Opcode::Vmuls, w, c, -1);
-  k.v1(Opcode::Vln, w, w);           // log(-1): NaN there
-  k.sel(r, c, w, r);
+  k.vv(Opcode::Vmul, r, r, w);
+  k.vs(Opcode::Vmuls, integer, integer, -1);
+  k.vs(Opcode::Vadds, integer, integer, 1);
+  k.vv(Opcode::Vmul, negative, negative, integer);
+  k.vs(Opcode::Vmuls, w, negative, -1);
+  k.v1(Opcode::Vln, w, w);
+  k.sel(r, negative, w, r);
+}
+
+// exp(y log|x|), with the negative-base rules, and 1 where y == 0 or x == 1 (C99 F.9.4.4, also for
+// a NaN operand).
+void emit_pow(Composer& k, Reg d, const std::vector<Reg>& a) {
+  const Reg x = a[0], y = a[1];
+  if (pow_by_small_integer(k, d, x)) return;
+  const Reg r = k.tmp(), f = k.tmp(), c = k.tmp();
+  k.v1(Opcode::Vabs, r, x);
+  k.v1(Opcode::Vln, r, r);
+  k.vv(Opcode::Vmul, r, r, y);
+  k.v1(Opcode::Vexp, r, r);
+  pow_negative_base(k, r, x, y, f);  // leaves f = 0
   k.vv(Opcode::Vcmpeq, c, y, f);
   k.dup(f, 1);
-  k.vv(Opcode::Vcmpeq, w, x, f);
-  k.vv(Opcode::Vmax, c, c, w);
+  k.vv(Opcode::Vcmpeq, f, x, f);
+  k.vv(Opcode::Vmax, c, c, f);
+  k.dup(f, 1);
   k.sel(d, c, f, r);
 }
 
@@ -468,7 +479,7 @@ void emit_pow(Composer& k, Reg d, const std::vector<Reg>& a) {
 // equal the interpreter's or are one f16 step apart (acosh, pow).
 const std::vector<Composition> kCompositions = {
     {ir::Op::Erf, 7, 44, "[-6, 6]", "rel 2.2e-7", emit_erf},
-    {ir::Op::Pow, 8, 33, "x in [1/64, 8] (either sign), y in [-8, 8]", "rel 1.4e-6 (grows as |y log x| 2^-24: 5e-6 at |y log x| = 88)", emit_pow},
+    {ir::Op::Pow, 9, 34, "x in [1/64, 8] (either sign), y in [-8, 8]", "rel 1.4e-6 (grows as |y log x| 2^-24: 5e-6 at |y log x| = 88)", emit_pow},
     {ir::Op::Floor, 3, 8, "all f32", "exact", emit_floor},
     {ir::Op::Ceil, 3, 8, "all f32", "exact", emit_ceil},
     {ir::Op::Round, 3, 6, "all f32", "exact", emit_round},
