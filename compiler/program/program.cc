@@ -1,5 +1,6 @@
 #include "compiler/program/program.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -10,6 +11,85 @@
 #include "isa/base/error.h"
 
 namespace tessel::program {
+
+namespace {
+
+// A program's sizes are all bound before its kernels compile, so a floor-division term of
+// parameters only (a stage's size `floor((H - 1)/4) + 1` in a shape or a range) is a number like a
+// parameter: each distinct one becomes a size parameter of the kernel, `div0`, `div1`, ..., with its
+// value in `sizes`. The cube and TensorCore templates read affine forms only; a function with a
+// division left anywhere goes to the general lowering, which is why a whole network's stride-2
+// stages need this. Divisions of indices (a pixel shuffle's `h / 2`) stay.
+class SizeDivisionNamer {
+ public:
+  SizeDivisionNamer(const ir::Function& f, std::map<std::string, int64_t>& sizes) : f_(f), sizes_(sizes) {}
+
+  ir::Function run() {
+    ir::Function k = f_;
+    for (auto& t : k.tensors)
+      for (auto& d : t.shape) d = rename(d);
+    for (auto& st : k.statements) {
+      for (auto& o : st.out_indices) o = rename(o);
+      for (auto& v : st.domain) {
+        v.lo = rename(v.lo);
+        v.hi = rename(v.hi);
+      }
+      st.rhs = rename(st.rhs);
+    }
+    for (const auto& [key, name] : names_) k.params.push_back(name);
+    return k;
+  }
+
+ private:
+  ir::AffineExpr rename(const ir::AffineExpr& e) {
+    if (!e.has_div()) return e;
+    ir::AffineExpr r = e;
+    r.divs.clear();
+    for (const auto& t : e.divs) {
+      if (t.numerator.uses_indices()) {
+        ir::AffineExpr kept = ir::AffineExpr::floor_div_of(t.numerator, t.divisor).scaled(t.coeff);
+        r = r + kept;
+        continue;
+      }
+      const std::string key = t.numerator.to_string() + "/" + std::to_string(t.divisor);
+      auto it = names_.find(key);
+      if (it == names_.end()) {
+        // sizes are >= 1 (the scop's context says so): a quotient below 1 is named with an offset
+        const int64_t value = ir::floor_div(t.numerator.evaluate({}, sizes_), t.divisor);
+        std::string name;
+        for (size_t i = names_.size(); name.empty() || taken(name); ++i) name = "div" + std::to_string(i);
+        it = names_.emplace(key, name).first;
+        offsets_[name] = value < 1 ? 1 - value : 0;
+        sizes_[name] = value + offsets_[name];
+      }
+      r = r + ir::AffineExpr::param(it->second, t.coeff) - ir::AffineExpr::constant_of(t.coeff * offsets_[it->second]);
+    }
+    return r;
+  }
+
+  bool taken(const std::string& name) const {
+    if (std::find(f_.params.begin(), f_.params.end(), name) != f_.params.end() || f_.find_tensor(name)) return true;
+    for (const auto& st : f_.statements)
+      for (const auto& v : st.domain)
+        if (v.name == name) return true;
+    return false;
+  }
+
+  ir::ExprPtr rename(const ir::ExprPtr& e) {
+    auto n = std::make_shared<ir::Expr>(*e);
+    for (auto& i : n->indices) i = rename(i);
+    if (n->kind == ir::ExprKind::IndexValue) n->affine = rename(n->affine);
+    for (auto& a : n->args) a = rename(a);
+    return n;
+  }
+
+  const ir::Function& f_;
+  std::map<std::string, int64_t>& sizes_;
+  std::map<std::string, std::string> names_;  // "numerator/divisor" -> parameter
+  std::map<std::string, int64_t> offsets_;    // parameter -> its value less the quotient
+};
+
+}  // namespace
 
 std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const CompileOptions& options,
                                                     poly::PartitionMode mode) {
@@ -41,11 +121,12 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
         throw UserError("--shape: no size for " + q + " (" + f.name + " needs " + need + ")");
       }
     for (size_t g = 0; g < p->partition.groups.size(); ++g) {
-      p->functions.push_back(std::make_unique<ir::Function>(poly::kernel_function(src, p->partition, g)));
-      const ir::Function& k = *p->functions.back();
       CompileOptions o = options;
       o.sizes.clear();
-      for (const auto& q : k.params) o.sizes[q] = p->sizes.at(q);
+      const ir::Function cut = poly::kernel_function(src, p->partition, g);
+      for (const auto& q : cut.params) o.sizes[q] = p->sizes.at(q);
+      p->functions.push_back(std::make_unique<ir::Function>(SizeDivisionNamer(cut, o.sizes).run()));
+      const ir::Function& k = *p->functions.back();
       o.plan_source = PlanSource{};  // a tuned plan of the whole def names none of these kernels' loops
       o.tile.reset();
       o.gpu_plan.reset();
