@@ -125,3 +125,29 @@ TEST_CASE("padding folding must not fire when the select is not exactly the inpu
   auto c = test::compile_text(m, {{"N", 9}}, std::nullopt);
   CHECK(c->kernel.find_tensor("P") != nullptr);
 }
+
+TEST_CASE("padding folding reads a bound with a division by a constant (a network stage's size)") {
+  // X holds (H - 1) / 4 + 1 rows: the padded copy's condition spells that size; isl proves the
+  // numerator H - 1 non-negative, so the value division (truncating) equals isl's floor
+  frontend::Module m = frontend::parse_module(
+      "def f(f32[N, (H - 1) / 4 + 1] X) -> (f32[N, (H - 1) / 4 + 1] Y) {\n"
+      "  P(n, h) = select(h >= 1 && h <= (H - 1) / 4 + 1, X(n, h - 1), 0) where h in 0:(H - 1) / 4 + 3\n"
+      "  Y(n, p) = P(n, p + 1) + P(n, p + 2)\n"
+      "}\n", "pad_div.tsl");
+  poly::IslContext isl;
+  auto g = poly::fold_padding(isl.ctx(), m.functions[0]);
+  REQUIRE(g.has_value());
+  CHECK(g->find_tensor("P") == nullptr);
+  CHECK(g->statements.size() == 1);
+}
+
+TEST_CASE("padding folding must not fire when a division's numerator may be negative") {
+  // (H - 9) / 4 truncates toward zero in a value but isl floors: they differ for H < 9
+  frontend::Module m = frontend::parse_module(
+      "def f(f32[N, H] X) -> (f32[N, H] Y) {\n"
+      "  P(n, h) = select(h >= 1 && h <= H + (H - 9) / 4 - (H - 9) / 4, X(n, h - 1), 0) where h in 0:H + 2\n"
+      "  Y(n, p) = P(n, p + 1) + P(n, p + 2)\n"
+      "}\n", "pad_neg.tsl");
+  poly::IslContext isl;
+  CHECK_FALSE(poly::fold_padding(isl.ctx(), m.functions[0]).has_value());
+}
