@@ -65,6 +65,7 @@ class Importer final : public Context {
   const Value& output(int i) override;
   std::string output_name(int i) override;
   int output_type(int i) const override;
+  bool alias(int i, const Value& v) override;
   void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) override;
   std::string read(const Value& v, const std::vector<std::string>& idx) override;
   std::string temp(const std::string& suffix) override;
@@ -100,6 +101,7 @@ class Importer final : public Context {
   std::map<std::string, Value> values_;
   std::set<std::string> names_;       // TSL names taken
   std::set<std::string> written_;     // TSL tensors written by a statement
+  std::set<std::string> aliases_;     // ONNX values standing for an earlier tensor
   std::vector<std::string> def_inputs_;  // ONNX names, in signature order
   std::vector<std::string> def_outputs_;
   std::map<std::string, std::vector<int64_t>> uses_;  // plain index uses of the statement being built
@@ -204,6 +206,22 @@ std::vector<double> Importer::constant(int i, const std::string& what) const {
   const Value& v = input(i);
   if (!v.data) unsupported(what + " ('" + v.onnx + "') is not a constant (give its value with --value NAME=FILE.pb)");
   return *v.data;
+}
+
+bool Importer::alias(int i, const Value& src) {
+  if (!has_output(i) || src.tsl.empty() || src.data) return false;
+  for (const auto& out : model_.graph().output())
+    if (out.name() == node_->output(i)) return false;
+  Value& v = values_[node_->output(i)];
+  const int elem = v.elem_type ? v.elem_type : src.elem_type;
+  v = src;
+  v.onnx = node_->output(i);
+  v.elem_type = elem;
+  v.graph_input = false;
+  v.initializer = false;
+  aliases_.insert(v.onnx);
+  body_.push_back("  #   " + v.onnx + " is " + v.tsl + " (no copy)");
+  return true;
 }
 
 int Importer::output_type(int i) const {
@@ -392,7 +410,7 @@ void Importer::translate_node(const onnx::NodeProto& n) {
   for (int i = 0; i < n.output_size(); ++i) {
     if (!has_output(i)) continue;
     const Value& v = values_[n.output(i)];
-    TESSEL_CHECK(v.data || written_.count(v.tsl), "onnx import: the translator of " + n.op_type() + " wrote no value for output '" + n.output(i) + "'");
+    TESSEL_CHECK(v.data || written_.count(v.tsl) || aliases_.count(n.output(i)), "onnx import: the translator of " + n.op_type() + " wrote no value for output '" + n.output(i) + "'");
   }
   ++result_.nodes;
   node_ = nullptr;

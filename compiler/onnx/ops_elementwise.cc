@@ -193,6 +193,7 @@ void translate_cast(Context& c) {
   c.dtype(x);
   const Value& y = c.output(0);
   if (!dtype_of(to)) c.unsupported("cast to " + elem_type_name(to));
+  if (x.elem_type == to && c.alias(0, x)) return;
   const std::string target(dtype_name(*dtype_of(to)));
   emit_elementwise(c, {0}, [&](const Args& a) {
     if (to == TP::BOOL) return "u8(" + a[0] + " != 0)";
@@ -285,7 +286,7 @@ void translate_copy(Context& c) {  // Identity, Dropout (inference)
   const Value& x = c.input(0);
   if (foldable(x)) {
     c.set_constant(0, *x.data, x.shape, x.elem_type);
-  } else {
+  } else if (!c.alias(0, x)) {
     emit_elementwise(c, {0}, [](const Args& a) { return a[0]; });
   }
   if (c.has_output(1)) {  // Dropout's mask: all true

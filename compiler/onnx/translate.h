@@ -84,6 +84,9 @@ class Context {
   // Output i's element type from shape inference, else input 0's (for folding, which needs no shape).
   virtual int output_type(int i) const = 0;
   virtual void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) = 0;
+  // Output i is `v` itself (Identity, Dropout, a Cast to the same dtype): no statement, unless the
+  // output is a graph output, which gets a copy. False when it must be written instead.
+  virtual bool alias(int i, const Value& v) = 0;
 
   // The TSL dtype of a value (bool as u8); unsupported() for others (f64, i64 data, strings).
   DType dtype(const Value& v) const;
