@@ -30,6 +30,7 @@
 #include "compiler/cli/run_npu.h"
 #include "compiler/emit_c/run_c.h"
 #include "compiler/frontend/frontend.h"
+#include "compiler/interp/compare.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/row_sample.h"
 #include "compiler/pipeline.h"
@@ -363,6 +364,17 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
                                f32_tolerance, emit_c::reassociated_sum_tolerance(f, co.sizes));
     if (!v.verified && check.mode != "none")
       std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
+    // NaN matches NaN and inf matches inf in the comparison, so a run whose values overflowed
+    // (a deep f16 network on inputs of the wrong scale) would verify silently: say so
+    for (const auto& [name, a] : r.outputs) {
+      int64_t bad = 0;
+      const int64_t n = a.element_count();
+      for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(interp::element_as_double(a, i));
+      if (bad && check.mode != "none")
+        std::cout << fmt::format("  warning: {} of {} elements of {} are NaN or infinite; the check compares them as equal "
+                                 "where the interpreter's are too (give inputs at the scale the def expects: --input, --input-dir)\n",
+                                 bad, n, name);
+    }
     const std::vector<ExpectCheck> expected = check_expectations(f, opts->expect, r.outputs, expect_abs, expect_rel);
     bool expected_ok = true;
     for (const auto& e : expected) expected_ok &= e.ok;
