@@ -41,6 +41,7 @@ summary (programs generated, invalid, per-column counts, bugs). Exit status 1 wh
 not a known issue was found (or a replayed corpus file did not pass), 0 otherwise.
 """
 import argparse
+import glob
 import collections
 import concurrent.futures
 import copy
@@ -326,19 +327,27 @@ class Runner:
             if not self.nvrtc:
                 outcome, reason = "skipped", "NVRTC not found"
             else:
-                with open(cu) as f:
-                    arch = gpu_arch(col.target, f.read())
-                ncmd = [sys.executable, os.path.abspath(__file__), "--nvrtc-compile", cu, "--arch", arch]
-                nrc, nout, nerr, nto = run_cmd(ncmd, max(self.timeout, 120), self.env)
-                shown += f"   # then NVRTC --gpu-architecture={arch} -fmad=false"
-                output += nout + nerr
-                if nto:
-                    outcome, reason = "bug", "NVRTC timeout"
-                elif nrc == 2:
-                    outcome, reason = "skipped", "NVRTC not found"
-                elif nrc != 0:
-                    errs = [ln.strip() for ln in nout.splitlines() if "error" in ln]
-                    outcome, reason = "bug", "NVRTC rejected the CUDA: " + (errs[0] if errs else first_error_line(nout + nerr))
+                # a program of several kernels is written one file per kernel (P.k0.cu, P.k1.cu, ...)
+                files = [cu] if os.path.exists(cu) else sorted(
+                    glob.glob(cu[:-3] + ".k*.cu"), key=lambda f: int(f.rsplit(".k", 1)[1][:-3]))
+                for source in files:
+                    with open(source) as f:
+                        arch = gpu_arch(col.target, f.read())
+                    ncmd = [sys.executable, os.path.abspath(__file__), "--nvrtc-compile", source, "--arch", arch]
+                    nrc, nout, nerr, nto = run_cmd(ncmd, max(self.timeout, 120), self.env)
+                    shown += f"   # then NVRTC --gpu-architecture={arch} -fmad=false {os.path.basename(source)}"
+                    output += nout + nerr
+                    if nto:
+                        outcome, reason = "bug", "NVRTC timeout"
+                    elif nrc == 2:
+                        outcome, reason = "skipped", "NVRTC not found"
+                    elif nrc != 0:
+                        errs = [ln.strip() for ln in nout.splitlines() if "error" in ln]
+                        outcome, reason = "bug", "NVRTC rejected the CUDA: " + (errs[0] if errs else first_error_line(nout + nerr))
+                    if outcome != "pass":
+                        break
+                if not files:
+                    outcome, reason = "bug", "tessel compile -o wrote no CUDA file"
         outcome, reason, kid = apply_known(col, outcome, reason)
         return {"column": col.name, "outcome": outcome, "reason": reason, "known": kid, "command": shown,
                 "output": output[-6000:]}

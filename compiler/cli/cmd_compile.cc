@@ -106,14 +106,39 @@ nlohmann::json plan_source_json(const PlanSource& s) {
 
 namespace {
 
+// One kernel's code as `-o` writes it: C for target c, the NPU program with its syncs, CUDA, or
+// the kernel IR for other descriptions.
+std::string kernel_code(const Compilation& c, const std::string& target, const NpuOptions& npu, const GpuFlags& gpu,
+                        std::string& npu_line) {
+  if (target == "c") return emit_c::emit_c(c.kernel);
+  if (c.hierarchy.kind == isa::TargetKind::Npu) return compile_npu_text(c.kernel, c.hierarchy, npu, npu_line);
+  if (is_gpu_target(c)) return compile_gpu_source(c, c.kernel.user_tile.has_value(), gpu, nullptr);
+  return kernel::to_string(c.kernel);
+}
+
+// `-o OUT` of a program: one file per kernel, OUT's name with `.k<i>` before its extension
+// (`bert.cu` -> `bert.k0.cu`, `bert.k1.cu`, ...), in execution order; OUT itself is not written.
+std::string kernel_file(const std::string& out, size_t i) {
+  const size_t slash = out.find_last_of('/');
+  const size_t dot = out.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return has_ext ? out.substr(0, dot) + ".k" + std::to_string(i) + out.substr(dot) : out + ".k" + std::to_string(i);
+}
+
 // A def that compiles to several kernels (compiler/program/program.h): the partition and memory
-// plan with --explain, one line otherwise.
-void compile_program_command(const program::ProgramCompilation& p, const std::string& out, bool explain) {
+// plan with --explain, one line otherwise; -o writes each kernel's code to its own file.
+void compile_program_command(const program::ProgramCompilation& p, const PipelineFlags& flags, const std::string& out,
+                             const NpuOptions& npu, const GpuFlags& gpu, bool explain) {
   if (explain) std::cerr << program::explain_program(p);
-  if (!out.empty())
-    throw UserError(fmt::format("-o: {} compiles to {} kernels and -o writes one kernel's code: give --partition one to "
-                                "compile it as one kernel; `tessel run` runs the program",
-                                p.def->name, p.kernels.size()));
+  if (!out.empty()) {
+    for (size_t i = 0; i < p.kernels.size(); ++i) {
+      std::string npu_line;
+      write_file(kernel_file(out, i), kernel_code(*p.kernels[i], flags.target, npu, gpu, npu_line), "-o");
+      if (!npu_line.empty()) std::cerr << "tessel compile: " << p.kernels[i]->function->name << ": " << npu_line << "\n";
+    }
+    std::cerr << fmt::format("tessel compile: wrote {} .. {} (one file per kernel, in execution order)\n",
+                             kernel_file(out, 0), kernel_file(out, p.kernels.size() - 1));
+  }
   std::cerr << fmt::format("tessel compile: {}: {} kernels compiled in {:.1f} ms (arena {} bytes for {} intermediates)\n",
                            p.def->name, p.kernels.size(), p.total_ms, p.memory.arena_bytes, p.memory.slots.size());
 }
@@ -159,7 +184,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     const CompileOptions co = to_compile_options(opts->flags, f);
     auto prog = program::compile_program(f, co, poly::parse_partition_mode(opts->flags.partition, "--partition"));
     if (!prog->single()) {
-      compile_program_command(*prog, opts->out, explaining);
+      compile_program_command(*prog, opts->flags, opts->out, opts->npu, opts->gpu, explaining);
       ctx.exit_code = 0;
       return;
     }
@@ -183,14 +208,8 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     }
     if (!opts->out.empty()) {
       std::string npu_line;  // NPU targets: the .npu program with syncs (compiler/cli/run_npu.h)
-      const bool npu = opts->flags.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu;
-      write_file(opts->out,
-                 opts->flags.target == "c" ? emit_c::emit_c(c->kernel)
-                 : npu                     ? compile_npu_text(c->kernel, c->hierarchy, opts->npu, npu_line)
-                 : is_gpu_target(*c)       ? compile_gpu_source(*c, c->kernel.user_tile.has_value(), opts->gpu, nullptr)
-                                           : kernel::to_string(c->kernel),
-                 "-o");
-      if (npu) std::cerr << "tessel compile: " << npu_line << "\n";
+      write_file(opts->out, kernel_code(*c, opts->flags.target, opts->npu, opts->gpu, npu_line), "-o");
+      if (!npu_line.empty()) std::cerr << "tessel compile: " << npu_line << "\n";
     }
     // a GPU plan or tile the kernel cannot run is refused here too, not only when CUDA is written
     const bool gpu = opts->flags.target != "c" && is_gpu_target(*c);

@@ -1,5 +1,7 @@
 #include "compiler/cli/run_gpu.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -428,7 +430,7 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
 namespace {
 
 // --autotune N: the kernel's plan becomes the fastest of the tile policy's shortlist of N
-// (emit_cuda::tc_shortlist over its ranked plans), each timed alone in a CUDA graph on the
+// (emit_cuda::tc_shortlist over its ranked plans) and the best-ranked plan of each other main loop, each timed alone in a CUDA graph on the
 // program's buffers; `lp` and the scratch of `d` are replaced by the winner's. Returns one line
 // for the report ("3 plans timed, 64x64x64/... 2.1 us, default 4.0 us").
 std::string autotune_kernel(const Compilation& c, gpurun::LoadedProgram& lp, gpurun::DeviceTensors& d, gpu::Stream& stream,
@@ -443,6 +445,13 @@ std::string autotune_kernel(const Compilation& c, gpurun::LoadedProgram& lp, gpu
     std::vector<emit_cuda::TcConfig> ranked;
     for (const auto& t : space) ranked.push_back(emit_cuda::TcConfig::parse(t));
     for (const auto& g : emit_cuda::tc_shortlist(ranked, size_t(flags.autotune))) plans.push_back(g.to_string());
+    // and the best-ranked plan of each main loop the shortlist lacks (persistent TMA, wgmma,
+    // mma.sync, WMMA): the ranking orders plans within a main loop better than across them
+    auto kind = [](const emit_cuda::TcConfig& g) { return g.tma_ws ? 3 : g.wgmma ? 2 : g.mma ? 1 : 0; };
+    std::set<int> kinds;
+    for (const auto& t : plans) kinds.insert(kind(emit_cuda::TcConfig::parse(t)));
+    for (const auto& g : ranked)
+      if (kinds.insert(kind(g)).second) plans.push_back(g.to_string());
   }
   const gpu::TimingOptions quick{3, 10, 5};
   auto time_of = [&](LoadedProgram& l, DeviceTensors& t) {

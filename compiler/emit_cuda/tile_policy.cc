@@ -418,6 +418,27 @@ struct CandidateList {
     }
   }
 
+  // mid-size problems with a long K (fewer than 64 output tiles of 128x128, K >= 512: a BERT
+  // projection of 512 tokens, 512x768x768, has 24): the persistent TMA kernel on 128x64 and
+  // 128x128 tiles, with stream-K spreading the K iterations of the tiles over every SM. They are
+  // ranked after the best small split-K tiles (rank(): 1.45 with stream-K), so `--autotune` and the shortlist time
+  // them; the first candidate stays the measured default of these shapes.
+  void mid_ws_tiles() {
+    const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
+    if (!(M >= 128 && N >= 128 && K >= 512 && tiles128 < 64)) return;
+    if (!m.wgmma || c.in_type != DType::F16 || !m.has(GpuFeature::TensorMaps)) return;
+    for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 8}, {128, 128, 64, 64, 128, 1, 6}}) {
+      g.wgmma = g.tma_ws = true;
+      while (g.stages > 3 && !fits(g)) --g.stages;
+      for (bool sk : {true, false}) {
+        g.stream_k = sk;
+        g.stream_out = true;
+        add_ws(g);
+      }
+    }
+  }
+  static bool is_mid_ws(const TcConfig& g) { return g.tma_ws && g.bm == 128 && (g.bn == 64 || g.bn == 128); }
+
   // medium problems with a short K (K <= 256; sizes need not be multiples of 16): enough 64x64
   // output tiles for every SM, too few K tiles for the K split of the skinny tiles to pay. Measured
   // on an H100 (scripts/gpu_tile_sweep.sh: `tessel run --gpu-tiles`, CUDA graphs): 1000x1000x200 in all four majorness
@@ -565,6 +586,7 @@ struct CandidateList {
         // measured 189-197 us for the best four against /wg's 431 us (H200,
         // docs/results/bench_gpu_conv_blocked_h200.json)
         if (g.bm >= 128 && g.tma_ws && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
+        if (is_mid_ws(g) && blocks < 64 && K >= 512) return blocks < 8 ? 10.0 : g.stream_k ? 1.45 : 1.5;
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
         // split-K blocks: measured slower than K split over the warps of one block on an H200 in
@@ -595,6 +617,7 @@ struct CandidateList {
 std::vector<TcConfig> candidates(const Contraction& c, const isa::GpuMachine& m, int sms) {
   CandidateList l{c, m, sms};
   l.large_tiles();
+  l.mid_ws_tiles();
   l.medium_tiles();
   l.skinny_tiles();
   l.split_k_across_blocks();
