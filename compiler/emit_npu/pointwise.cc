@@ -542,12 +542,18 @@ std::string GemmEpilogue::analyse(int matmul_statement, bool skip_before) {
         return;
       }
       if (e.kind == ir::ExprKind::Access) {
-        if (e.indices == s.out_indices) {
-          if (std::find(known.begin(), known.end(), e.name) == known.end()) {
+        const bool on_tile = std::find(known.begin(), known.end(), e.name) != known.end();
+        const kernel::GlobalTensor* input = k.find_tensor(e.name);
+        // an input read at the output's own indices (a residual) is a source of the whole block,
+        // loaded row by row like a broadcast tensor that varies along M and N
+        const bool residual = e.indices == s.out_indices && !on_tile && input && input->kind == ir::TensorKind::Input &&
+                              !output_dims_of(e, s).empty();
+        if (e.indices == s.out_indices && !residual) {
+          if (!on_tile) {
             why = "epilogue statement " + s.name + " reads " + e.name + " that is not computed on the tile";
             return;
           }
-        } else if (std::vector<int> dims = output_dims_of(e, s); !dims.empty() && dims.size() < s.out_indices.size()) {
+        } else if (std::vector<int> dims = output_dims_of(e, s); !dims.empty() && (residual || dims.size() < s.out_indices.size())) {
           const kernel::GlobalTensor* t = k.find_tensor(e.name);
           if (!t || t->kind != ir::TensorKind::Input || (t->dtype != DType::F32 && t->dtype != DType::F16)) {
             why = "epilogue statement " + s.name + " broadcasts " + e.name + ", not an f16/f32 input";
