@@ -8,11 +8,11 @@ For each model, tessel's time is `tessel run --report` on the model's .tsl (a pr
 compiled, verified against the reference interpreter where affordable, then launched as one CUDA
 graph: `graph_us`). PyTorch's are measured in this process on the same GPU with the same shapes and
 dtype (f16): eager mode captured in a CUDA graph (median over samples of a graph of `calls`
-calls / calls) and torch.compile(mode="max-autotune") called in a loop between CUDA events (that
+calls / calls), with the eager attention and with scaled_dot_product_attention (sdpa), and torch.compile(mode="max-autotune") called in a loop between CUDA events (that
 mode replays CUDA graphs itself). Ratios > 1 mean tessel is faster than the best of the two.
 The BERT layer is transformers' BertLayer (BERT-base: hidden 768, 12 heads, FFN 3072, eval,
-batch 1) against workloads/models/bert_encoder_layer.tsl's bert_layer_f16 (the same arithmetic
-without the attention scale and mask, and tanh-GELU).
+batch 1 or 8) against workloads/models/bert_encoder_layer.tsl's bert_layer_f16 and
+bert_layer_f16_batched (the same arithmetic without the attention scale and mask, and tanh-GELU).
 """
 import argparse
 import json
@@ -27,6 +27,11 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "bert128": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16", {"T": 128, "H": 12, "D": 64, "F": 3072}, "full"),
     "bert512": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16", {"T": 512, "H": 12, "D": 64, "F": 3072}, "none"),
+    # batch 8: verified at a small size (ctest, and the device run's small check), timed here
+    "bert128x8": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16_batched",
+                  {"B": 8, "T": 128, "H": 12, "D": 64, "F": 3072}, "none"),
+    "bert512x8": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16_batched",
+                  {"B": 8, "T": 512, "H": 12, "D": 64, "F": 3072}, "none"),
 }
 
 
@@ -49,14 +54,14 @@ def run_tessel(tessel, target, model, autotune=0):
                 "wall_s": wall, "stdout": p.stdout[-4000:]}
 
 
-def torch_bert(shape):
+def torch_bert(shape, attn="eager"):
     import torch
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertLayer
     cfg = BertConfig(hidden_size=shape["H"] * shape["D"], num_attention_heads=shape["H"], intermediate_size=shape["F"],
-                     hidden_act="gelu_new", attn_implementation="eager")
+                     hidden_act="gelu_new", attn_implementation=attn)
     layer = BertLayer(cfg).cuda().half().eval()
-    x = torch.randn(1, shape["T"], shape["H"] * shape["D"], device="cuda", dtype=torch.half)
+    x = torch.randn(shape.get("B", 1), shape["T"], shape["H"] * shape["D"], device="cuda", dtype=torch.half)
     return layer, x
 
 
@@ -109,6 +114,11 @@ def run_torch(model, with_compile):
     layer, x = torch_bert(shape)
     fn = lambda v: layer(v)[0]
     r = {"eager_graph_us": time_graph(fn, x)}
+    try:  # the same layer with scaled_dot_product_attention (flash / memory-efficient kernels)
+        sdpa, _ = torch_bert(shape, "sdpa")
+        r["sdpa_graph_us"] = time_graph(lambda v: sdpa(v)[0], x)
+    except Exception as e:  # reported, not hidden
+        r["sdpa_error"] = str(e)[-300:]
     if with_compile:
         t0 = time.time()
         try:
@@ -129,6 +139,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its autotuning takes minutes)")
     ap.add_argument("--autotune", type=int, default=0,
                     help="also run tessel with --autotune N (each kernel's N best-ranked plans timed, the fastest kept)")
+    ap.add_argument("--only-autotune", action="store_true", help="with --autotune: skip the run with the default plans")
     a = ap.parse_args()
     rows = []
     for m in a.models.split(","):
@@ -136,15 +147,15 @@ def main():
             print(f"model_peers: unknown model {m} (known: {', '.join(MODELS)})", file=sys.stderr)
             return 2
         p = run_torch(m, not a.no_compile)
-        best = min(v for k, v in p.items() if k in ("eager_graph_us", "compile_us"))
-        for tune in ([0, a.autotune] if a.autotune else [0]):
+        best = min(v for k, v in p.items() if k in ("eager_graph_us", "sdpa_graph_us", "compile_us"))
+        for tune in ([a.autotune] if a.autotune and a.only_autotune else [0, a.autotune] if a.autotune else [0]):
             t = run_tessel(a.tessel, a.target, m, tune)
             row = {"model": m, "autotune": tune, "tessel": t, "torch": p, "best_torch_us": best,
                    "ratio": (best / t["graph_us"]) if t.get("graph_us") else None}
             rows.append(row)
             label = f"{m}" + (f"/at{tune}" if tune else "")
             print(f"{label:12} tessel {t.get('graph_us') or float('nan'):9.1f} us (verified: {t.get('verified')}, {t.get('verify')})  "
-                  f"eager+graph {p['eager_graph_us']:8.1f} us  max-autotune {p.get('compile_us', float('nan')):8.1f} us  "
+                  f"eager+graph {p['eager_graph_us']:8.1f} us  sdpa+graph {p.get('sdpa_graph_us', float('nan')):8.1f} us  max-autotune {p.get('compile_us', float('nan')):8.1f} us  "
                   f"ratio {row['ratio'] if row['ratio'] is not None else float('nan'):.2f}x", flush=True)
             if "error" in t:
                 print(t["error"], file=sys.stderr)
