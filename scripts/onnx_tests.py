@@ -4,7 +4,7 @@
   scripts/onnx_tests.py --tessel build/compiler/cli/tessel --targets c,davinci-910
       [--suites node,pytorch-converted,pytorch-operator,simple] [--filter REGEX] [--jobs N]
       [--timeout S] [--expect-tol ABS,REL] [--keep DIR] --json OUT.json [--markdown TABLE.md]
-      [--baseline EXPECTED.json]
+      [--baseline EXPECTED.json [--only-baseline]]
 
 Each test directory holds model.onnx and test_data_set_0/{input,output}_K.pb. A test is imported
 once, every tensor graph input given with --value (the importer folds the ones an operator needs
@@ -21,7 +21,9 @@ TSL name each output has). Classified, per test and target:
   fail         wrong values: an output differs from ONNX's (the worst element is named), or the
                target differs from the interpreter
   unsupported  exit 1 with "unsupported:" (import: "node 'N' (Op): unsupported: REASON"; the
-               operator and the reason are kept)
+               operator and the reason are kept), or a run whose target refuses in so many words
+               ("is not supported by", "has no mapping for", "does not map": bf16 on c, u8 on the
+               NPU's vector unit); the JSON marks those "stage": "target"
   error        any other exit 1 (import or compile error that is not "unsupported"), or exit 2
   crash        exit 3 (a tessel bug) or a signal
   timeout      a command past --timeout
@@ -32,8 +34,8 @@ Prints a table by operator (each test's operator: the op type its name is about,
 or first non-plumbing op type, from the model's nodes via python3-onnx) and totals per suite and
 target; --json holds every test's result, --markdown writes the table. With --baseline
 EXPECTED.json ({"suite/test": {"target": "pass", ...}}) the exit status is 1 when a test the
-baseline has passing no longer passes (the ctest cli.onnx_runner_sample); otherwise 0 unless a
-test crashed. Deterministic: tests run in name order, results are sorted; no network.
+baseline has passing no longer passes (the ctest cli.onnx_runner_sample; --only-baseline runs just
+the tests it names); otherwise 0 unless a test crashed. Deterministic: tests run in name order, results are sorted; no network.
 """
 import argparse
 import collections
@@ -94,18 +96,37 @@ def model_facts(model_path):
     return ops, inputs
 
 
+_SCHEMA_NAMES = None
+
+
+def schema_names():
+    global _SCHEMA_NAMES
+    if _SCHEMA_NAMES is None:
+        import onnx.defs
+        _SCHEMA_NAMES = sorted({s.name for s in onnx.defs.get_all_schemas_with_history()})
+    return _SCHEMA_NAMES
+
+
+def names_match(stem, op):
+    return any(stem == n or stem.startswith(n + "_") for n in (snake(op), op.lower()))
+
+
 def primary_operator(test_name, ops):
-    """The op type a test is about: the longest op type its name starts with, else its only op
-    type, else the first that is not plumbing."""
+    """The op type a test is about: the longest op type of the model its name starts with, else
+    the longest ONNX operator its name starts with (a function's expanded test is named after the
+    function: "LayerNormalization (expanded)"), else the model's only op type, else its first op
+    type that is not plumbing."""
     if not ops:
         return "(no nodes)"
     stem = test_name[len("test_"):].lower() if test_name.startswith("test_") else test_name.lower()
+    expanded = stem.endswith("_expanded")
     distinct = sorted(set(ops))
-    named = [op for op in distinct
-             if stem == snake(op) or stem.startswith(snake(op) + "_")
-             or stem == op.lower() or stem.startswith(op.lower() + "_")]
-    if named:
+    named = [op for op in distinct if names_match(stem, op)]
+    if named and not expanded:
         return max(named, key=len)
+    named = [op for op in schema_names() if names_match(stem, op)]
+    if named:
+        return max(named, key=len) + (" (expanded)" if expanded else "")
     if len(distinct) == 1:
         return distinct[0]
     heavy = [op for op in ops if op not in PLUMBING]
@@ -133,23 +154,37 @@ def last_line(text, pattern=None):
     return lines[-1] if lines else ""
 
 
-def classify_import(rc, out):
-    """None when the import succeeded, else the outcome dict every target takes."""
+def crash_line(out):
+    for pattern in ("internal error", "Assertion", "terminate", "error"):
+        line = last_line(out, pattern)
+        if pattern in line:
+            return line
+    return last_line(out)
+
+
+def classify_import(rc, out, operator):
+    """None when the import succeeded, else the outcome dict every target takes (operator: the
+    test's, for a refusal that names no node)."""
     if rc == 0:
         return None
     if rc is None:
         return {"outcome": "timeout", "stage": "import", "reason": "tessel import past the timeout"}
     if rc < 0 or rc == 3:
         return {"outcome": "crash", "stage": "import",
-                "reason": f"tessel import exit {rc}: {last_line(out)}"}
+                "reason": f"tessel import exit {rc}: {crash_line(out)}"}
     m = UNSUPPORTED_RE.search(out)
     if rc == 1 and m:
         return {"outcome": "unsupported", "stage": "import", "node": m.group(1),
                 "operator": m.group(2), "reason": m.group(3).strip()}
-    if rc == 1 and "unsupported:" in out:
+    if rc == 1 and "unsupported:" in out:  # "MODEL: input 'x': unsupported: ..." (no node)
         line = last_line(out, "unsupported:")
-        return {"outcome": "unsupported", "stage": "import",
-                "reason": line.split("unsupported:", 1)[1].strip()}
+        place, reason = line.split("unsupported:", 1)
+        place = place.rstrip(": ").rsplit(": ", 1)[-1] if ": " in place else ""
+        result = {"outcome": "unsupported", "stage": "import", "operator": operator,
+                  "reason": reason.strip()}
+        if place and not place.endswith(".onnx"):
+            result["place"] = place
+        return result
     return {"outcome": "error", "stage": "import", "reason": f"exit {rc}: {last_line(out)}"}
 
 
@@ -165,7 +200,7 @@ def classify_run(target, rc, out, report):
     if rc is None:
         return {"outcome": "timeout", "stage": "run", "reason": "tessel run past the timeout"}
     if rc < 0 or rc == 3:
-        return {"outcome": "crash", "stage": "run", "reason": f"tessel run exit {rc}: {last_line(out)}"}
+        return {"outcome": "crash", "stage": "run", "reason": f"tessel run exit {rc}: {crash_line(out)}"}
     if rc == 2 and is_gpu_target(target) and re.search(r"GPU|CUDA|device", out):
         return {"outcome": "no GPU", "stage": "run", "reason": last_line(out)}
     result = {}
@@ -201,7 +236,20 @@ def classify_run(target, rc, out, report):
         result.update(outcome="unsupported", stage="compile",
                       reason=line.split("unsupported:", 1)[1].strip())
         return result
-    result.update(outcome="error", stage="run", reason=f"exit {rc}: {last_line(out, 'tessel run:')}")
+    result.update(outcome="error", stage="run", reason=f"exit {rc}: {last_line(out, 'error:')}")
+    return target_refusal(result)
+
+
+# a target's documented limit, said in so many words: bf16 on c, u8 on the NPU's vector unit
+TARGET_REFUSAL_RE = re.compile(r"is not supported by|has no mapping for|does not map")
+
+
+def target_refusal(result):
+    """An error whose message is a target refusing a dtype or operation becomes unsupported."""
+    if result.get("outcome") == "error" and TARGET_REFUSAL_RE.search(result.get("reason", "")):
+        result["outcome"] = "unsupported"
+        result["stage"] = "target"
+        result["reason"] = re.sub(r"^exit 1: (tessel: error: )?", "", result["reason"])
     return result
 
 
@@ -227,7 +275,7 @@ def run_test(test, args, work_root):
             cmd += ["--value", f"{input_name}={pb}"]
     rc, out, seconds = execute(cmd, args.timeout)
     record["import_s"] = round(seconds, 3)
-    failed = classify_import(rc, out)
+    failed = classify_import(rc, out, record["operator"])
     if failed is None:
         try:
             with open(os.path.join(work, name + ".json")) as f:
@@ -322,12 +370,50 @@ def tables(records, targets):
     return header, rows, totals
 
 
-def markdown(header, rows, totals):
+def unsupported_reasons(records, targets, limit=20):
+    """[(count, operator, reason)] of the import refusals, most frequent first."""
+    counts = collections.Counter()
+    for r in records:
+        imp = r.get("import", {})
+        if imp.get("outcome") == "unsupported":
+            reason = re.sub(r"'[^']*'", "'...'", imp.get("reason", ""))
+            counts[(imp.get("operator", r["operator"]), reason)] += 1
+    return [(n, op, reason) for (op, reason), n in
+            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:limit]
+
+
+def non_passing(records, targets):
+    """Every fail, error, crash and timeout, one line each."""
+    lines = []
+    for r in records:
+        for t in targets:
+            res = r["targets"][t]
+            if res["outcome"] in ("fail", "error", "crash", "timeout"):
+                lines.append(f"{r['suite']}/{r['test']} ({r['operator']}) on {t}: {res['outcome']}: "
+                             f"{res.get('reason', '')}")
+    return lines
+
+
+def markdown(header, rows, totals, records, targets):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", "| suite | target | tests | " + " | ".join(OUTCOMES) + " |",
+    lines += ["", "Cells: passing/tests, then F fail, U unsupported, E error, C crash, T timeout, "
+              "G no GPU.", "", "| suite | target | tests | " + " | ".join(OUTCOMES) + " |",
               "|" + "---|" * (3 + len(OUTCOMES))]
     lines += ["| " + " | ".join(t) + " |" for t in totals]
+    refused = {t: sum(1 for r in records if r["targets"][t].get("stage") == "target") for t in targets}
+    if any(refused.values()):
+        lines += ["", "Of the unsupported, refused by the target after a successful import (a dtype its "
+                  "units do not take): " + ", ".join(f"{t} {n}" for t, n in refused.items()) + "."]
+    reasons = unsupported_reasons(records, targets)
+    if reasons:
+        lines += ["", "Most frequent import refusals (tests, operator, reason):", "",
+                  "| tests | operator | reason |", "|---|---|---|"]
+        lines += [f"| {n} | {op} | {reason.replace('|', chr(92) + '|')} |" for n, op, reason in reasons]
+    bad = non_passing(records, targets)
+    if bad:
+        lines += ["", "Every fail, error, crash and timeout:", ""]
+        lines += ["- " + b.replace("|", "\\|") for b in bad]
     return "\n".join(lines) + "\n"
 
 
@@ -363,6 +449,40 @@ def regressions(records, baseline, targets):
     return lost
 
 
+def write_outputs(args, records, targets, meta):
+    header, rows, totals = tables(records, targets)
+    print_text(header, rows, totals)
+    bad = non_passing(records, targets)
+    if bad:
+        print("\nnot passing (fail, error, crash, timeout):")
+        for line in bad:
+            print("  " + line)
+    summary = {f"{suite}/{t}": dict(zip(("tests",) + OUTCOMES, map(int, counts)))
+               for suite, t, *counts in totals}
+    with open(args.json, "w") as f:
+        json.dump(dict(meta, targets=targets, totals=summary, tests=records), f, indent=1, sort_keys=True)
+        f.write("\n")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(header, rows, totals, records, targets))
+
+
+def retable(args):
+    with open(args.retable) as f:
+        old = json.load(f)
+    for r in old["tests"]:
+        ops, _ = model_facts(os.path.join(DATA_DIR, r["suite"], r["test"], "model.onnx"))
+        r["ops"] = sorted(set(ops))
+        r["operator"] = primary_operator(r["test"], ops)
+        for res in [r["import"]] + list(r["targets"].values()):
+            if res.get("outcome") == "unsupported" and res.get("stage") == "import" and not res.get("operator"):
+                res["operator"] = r["operator"]
+            target_refusal(res)
+    meta = {k: v for k, v in old.items() if k not in ("targets", "totals", "tests")}
+    write_outputs(args, old["tests"], old["targets"], meta)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tessel", default=os.path.join(SOURCE_DIR, "build", "compiler", "cli", "tessel"))
@@ -376,6 +496,9 @@ def main():
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
     p.add_argument("--baseline", help="expected outcomes; exit 1 when a test passing there does not pass")
+    p.add_argument("--only-baseline", action="store_true", help="run just the tests --baseline names")
+    p.add_argument("--retable", metavar="RESULTS.json",
+                   help="run nothing: re-derive each test's operator from its model and rewrite --json/--markdown from an earlier --json")
     p.add_argument("--quiet", action="store_true", help="no per-test progress lines")
     args = p.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
@@ -385,7 +508,13 @@ def main():
     if args.baseline:
         with open(args.baseline) as f:
             baseline = json.load(f)
+    if args.retable:
+        return retable(args)
     tests = discover([s for s in args.suites.split(",") if s], args.filter)
+    if args.only_baseline:
+        if baseline is None:
+            sys.exit("onnx_tests.py: --only-baseline needs --baseline")
+        tests = [t for t in tests if f"{t['suite']}/{t['name']}" in baseline]
     work_root = args.keep or tempfile.mkdtemp(prefix="tessel_onnx_")
     start = time.monotonic()
     records = []
@@ -400,18 +529,9 @@ def main():
     records.sort(key=lambda r: (r["suite"], r["test"]))
     if not args.keep:
         shutil.rmtree(work_root, ignore_errors=True)
-    header, rows, totals = tables(records, args.targets)
-    print_text(header, rows, totals)
-    summary = {f"{suite}/{t}": dict(zip(("tests",) + OUTCOMES, map(int, counts)))
-               for suite, t, *counts in totals}
-    with open(args.json, "w") as f:
-        json.dump({"tessel": args.tessel, "targets": args.targets, "suites": args.suites.split(","),
-                   "filter": args.filter, "expect_tol": args.expect_tol or "1e-4,1e-3",
-                   "totals": summary, "tests": records}, f, indent=1, sort_keys=True)
-        f.write("\n")
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown(header, rows, totals))
+    write_outputs(args, records, args.targets,
+                  {"tessel": args.tessel, "suites": args.suites.split(","), "filter": args.filter,
+                   "expect_tol": args.expect_tol or "1e-4,1e-3"})
     print(f"\n{len(records)} tests on {','.join(args.targets)} in {time.monotonic() - start:.0f} s")
     status = 0
     if any(r["targets"][t]["outcome"] == "crash" for r in records for t in args.targets):
