@@ -155,11 +155,13 @@ def last_line(text, pattern=None):
 
 
 def crash_line(out):
-    for pattern in ("internal error", "Assertion", "terminate", "error"):
+    """The line that says what went wrong, not tessel's closing "(this is a bug ...)"."""
+    for pattern in ("internal error", "tessel bug", "Assertion", "terminate", "error"):
         line = last_line(out, pattern)
         if pattern in line:
             return line
-    return last_line(out)
+    lines = [l for l in out.splitlines() if l.strip() and not l.startswith("(this is a bug")]
+    return lines[-1].strip() if lines else ""
 
 
 def classify_import(rc, out, operator):
