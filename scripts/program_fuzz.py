@@ -101,11 +101,6 @@ KNOWN_ISSUES = [
      "another order (Y0[1]: expected -16, got -28): the dependence of a statement on itself is not "
      "kept by the core (compiler/poly, not fixed). The generator no longer writes such reads; the "
      "corpus file names this id in a '# known:' line (tests/fuzz_programs/known_self_read_accumulate.tsl)"),
-    ("quasi-affine-footprint-no-box", r".", r"promotion\.cc:\d+: invariant `box\.is_valid\(\)` violated",
-     "a read through several quasi-affine index forms at once (X(i0 * 2 + i1, i1 % 2, K - 1 - i1)) in a "
-     "kernel of two statements has a footprint with no fixed box hull, and promotion's invariant fails "
-     "(exit 3 on every target): the tile pass must give it boxes (compiler/poly/promotion.cc, the core's "
-     "owners; tests/fuzz_programs/known_quasi_affine_footprint_no_box.tsl)"),
 ]
 
 

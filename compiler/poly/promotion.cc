@@ -170,9 +170,12 @@ class Promoter {
     isl::map m;
     fp.foreach_map([&](isl::map x) { m = m.is_null() ? x : m.unite(x); });
     TESSEL_CHECK(!m.is_null(), "promote: tensor " + t + " has no accesses in group " + std::to_string(gid));
+    // A footprint with no fixed box (a tile origin that reaches the tensor through `%` or `/` of
+    // a tiled index, such as an imported Flatten X(i0 / 3, i0 % 3, ...)) is buffered whole: the
+    // tensor's own box, offset 0, a correct over-approximation that the capacity check then
+    // accepts or refuses with its reason.
     isl::fixed_box box = m.range_simple_fixed_box_hull();
-    TESSEL_CHECK(box.is_valid(), "promote: the footprint of " + t + " in group " + std::to_string(gid) +
-                                     " has no fixed box hull (tile pass must give boxes)");
+    const bool whole = !box.is_valid();
     kernel::Buffer b;
     b.id = int(pr_.buffers.size());
     b.tensor = t;
@@ -185,12 +188,19 @@ class Promoter {
     b.level = lvl->name;
     b.group = gid;
     b.name = t + "_" + lvl->name + "_g" + std::to_string(gid);
-    isl::multi_val sizes = box.size();
-    isl::multi_aff offset = box.offset();
-    std::vector<std::string> names = tg.origins(level);
-    for (unsigned d = 0; d < sizes.size(); ++d) {
-      b.extents.push_back(val_to_int(sizes.at(d)));
-      b.offset.push_back(aff_to_expr(offset.at(d), names, tiled_.sizes));
+    if (whole) {
+      for (const auto& d : ten->shape) {
+        b.extents.push_back(std::max<int64_t>(1, d.evaluate({}, tiled_.sizes)));
+        b.offset.push_back(kernel::Expr::integer(0));
+      }
+    } else {
+      isl::multi_val sizes = box.size();
+      isl::multi_aff offset = box.offset();
+      std::vector<std::string> names = tg.origins(level);
+      for (unsigned d = 0; d < sizes.size(); ++d) {
+        b.extents.push_back(val_to_int(sizes.at(d)));
+        b.offset.push_back(aff_to_expr(offset.at(d), names, tiled_.sizes));
+      }
     }
     Placement p;
     p.buffer = b.id;

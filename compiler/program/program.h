@@ -4,6 +4,9 @@
 // schedule), and the tensors passed between kernels get a memory plan (memory_plan.h). A def the
 // partition keeps whole compiles exactly as `compile` does (one kernel, the def itself).
 //
+// A kernel with quasi-affine accesses (`/`, `%` in indices) is scheduled without isl
+// fusion (isl's ILP over them can run for minutes without
+// reaching the operation quota); its statements are still grouped by the post-tiling fusion.
 // Zero-padding statements are folded into their readers first (compiler/poly/fold_padding.h), so a
 // padded convolution stays one kernel and no padded copy is materialised between kernels.
 // Sizes are bound once for the whole def (ir::bind_sizes) and each kernel gets the ones it uses.
