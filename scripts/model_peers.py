@@ -23,6 +23,7 @@ import tempfile
 import time
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # gpu_peers: the CUDA-graph harness
 
 MODELS = {
     "bert128": ("workloads/models/bert_encoder_layer.tsl", "bert_layer_f16", {"T": 128, "H": 12, "D": 64, "F": 3072}, "full"),
@@ -65,28 +66,16 @@ def torch_bert(shape, attn="eager"):
     return layer, x
 
 
-def time_graph(fn, x, calls=20, samples=15):
+def time_graph(fn, x):
+    """Median us per call of `fn(x)` in a CUDA graph (gpu_peers.time_graph: the same harness as the
+    operator peers), gradients off."""
     import torch
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), torch.no_grad():
-        for _ in range(3):
+    from gpu_peers import time_graph as graph_harness
+
+    def call():
+        with torch.no_grad():
             fn(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g), torch.no_grad():
-        for _ in range(calls):
-            fn(x)
-    times = []
-    for _ in range(samples):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) * 1000 / calls)
-    times.sort()
-    return times[len(times) // 2]
+    return graph_harness(torch, call)
 
 
 def time_loop(fn, x, calls=50, samples=15):
