@@ -49,4 +49,15 @@ inline std::unique_ptr<Compilation> compile_text(const frontend::Module& m, std:
   return compile(m.functions.at(0), o);
 }
 
+// A one-def module parsed from source text, and its def.
+struct OneDef {
+  frontend::Module m;
+  const ir::Function* f;
+};
+inline OneDef load_one_def(const std::string& src) {
+  OneDef c{frontend::parse_module(src, "test.tsl"), nullptr};
+  c.f = &c.m.functions.front();
+  return c;
+}
+
 }  // namespace tessel::test

@@ -4,6 +4,7 @@
 
 #include "compiler/emit_c/run_c.h"
 #include "compiler/frontend/frontend.h"
+#include "tests/poly/poly_test_util.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/poly/collapse_indices.h"
 
@@ -11,16 +12,8 @@ using namespace tessel;
 
 namespace {
 
-struct Case {
-  frontend::Module m;
-  const ir::Function* f;
-};
-
-Case load(const std::string& src) {
-  Case c{frontend::parse_module(src, "test.tsl"), nullptr};
-  c.f = &c.m.functions.front();
-  return c;
-}
+using Case = test::OneDef;
+Case load(const std::string& src) { return test::load_one_def(src); }
 
 std::vector<int64_t> shape_of(const ir::Function& f, const std::string& t, const std::map<std::string, int64_t>& sizes) {
   std::vector<int64_t> d;

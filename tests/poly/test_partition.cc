@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "compiler/frontend/frontend.h"
+#include "tests/poly/poly_test_util.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/poly/partition.h"
 #include "compiler/program/memory_plan.h"
@@ -14,16 +15,8 @@ using namespace tessel;
 
 namespace {
 
-struct Case {
-  frontend::Module m;
-  const ir::Function* f;
-};
-
-Case load(const std::string& src) {
-  Case c{frontend::parse_module(src, "test.tsl"), nullptr};
-  c.f = &c.m.functions.front();
-  return c;
-}
+using Case = test::OneDef;
+Case load(const std::string& src) { return test::load_one_def(src); }
 
 std::vector<std::vector<std::string>> outputs_by_group(const ir::Function& f, const poly::ProgramPartition& p) {
   std::vector<std::vector<std::string>> r;
