@@ -76,6 +76,11 @@ class Composer {
   bool dst_written_ = false;
 };
 
+// |x| up to which sin, cos and tan keep their stated accuracy: the Cody-Waite reduction by pi/2
+// (a three-part constant) stays exact while the quotient has few enough bits; beyond it the error
+// grows (a property of the reduction, not of the hardware).
+inline constexpr double kTrigAccurateRange = 65536.0;
+
 struct Composition {
   ir::Op op;
   int scratch_regions;    // regions from Composer::tmp() it takes at most

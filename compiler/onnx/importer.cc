@@ -232,13 +232,17 @@ int Importer::output_type(int i) const {
 
 // ONNX's shape inference once more, with every constant folded so far as an initializer: a shape
 // computed by Shape/Gather/Concat chains becomes static where data propagation alone did not see it.
+// Constants larger than this are left out of the second inference (weights, not shape arithmetic):
+// copying them into the model copy would cost memory and no shape depends on their values.
+constexpr size_t kMaxReinferredElements = size_t(1) << 16;
+
 void Importer::reinfer() {
   onnx::ModelProto m = model_;
   auto* g = m.mutable_graph();
   std::set<std::string> have;
   for (const auto& t : g->initializer()) have.insert(t.name());
   for (const auto& [name, v] : values_) {
-    if (!v.data || have.count(name) || v.data->size() > 65536) continue;
+    if (!v.data || have.count(name) || v.data->size() > kMaxReinferredElements) continue;
     onnx::TensorProto t;
     t.set_name(name);
     t.set_data_type(v.elem_type);

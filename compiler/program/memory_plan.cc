@@ -34,16 +34,16 @@ MemoryPlan plan_memory(const ir::Function& f, const poly::ProgramPartition& p, c
   MemoryPlan plan;
   plan.alignment_bytes = alignment_bytes;
   const auto uses = poly::tensor_uses(f, p);
-  std::vector<ArenaSlot> todo;
+  std::vector<ArenaSlot> pending;
   for (const auto& t : f.tensors) {
     if (t.kind != ir::TensorKind::Local) continue;
     const poly::TensorUse& u = uses.at(t.name);
     if (u.producer < 0 || u.last_reader <= u.producer) continue;  // stays inside its kernel
-    todo.push_back(ArenaSlot{t.name, tensor_bytes(t, sizes), 0, u.producer, u.last_reader});
-    plan.total_bytes += todo.back().bytes;
+    pending.push_back(ArenaSlot{t.name, tensor_bytes(t, sizes), 0, u.producer, u.last_reader});
+    plan.total_bytes += pending.back().bytes;
   }
-  std::stable_sort(todo.begin(), todo.end(), [](const ArenaSlot& a, const ArenaSlot& b) { return a.bytes > b.bytes; });
-  for (ArenaSlot s : todo) {
+  std::stable_sort(pending.begin(), pending.end(), [](const ArenaSlot& a, const ArenaSlot& b) { return a.bytes > b.bytes; });
+  for (ArenaSlot s : pending) {
     std::vector<std::pair<int64_t, int64_t>> busy;  // [start, end) of placed slots alive with s
     for (const auto& o : plan.slots)
       if (lifetimes_meet(o, s)) busy.emplace_back(o.offset, o.offset + o.bytes);
