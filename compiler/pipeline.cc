@@ -35,8 +35,17 @@ bool halve_outer_tiles(tile::TileSpec& spec) {
 
 }  // namespace
 
+std::string plan_name(const Compilation& c) {
+  return c.kernel.attention ? "fused attention (online softmax)" : c.tile_spec.to_string();
+}
+
+std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h) {
+  if (target == "c" || h.kind == isa::TargetKind::Gpu) return "";
+  return "the NPU lowering of the fused kernel (cube scores and context, vector running max and sum) is not built yet";
+}
+
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"fold_padding", "collapse_indices", "split_reductions", "scop", "dependences", "schedule",
+  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "split_reductions", "scop", "dependences", "schedule",
                                                  "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
@@ -233,6 +242,39 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 
+  // a def that is one softmax fused into its context contraction: that kernel, from the record
+  if (options.online_softmax) {
+    std::string why;
+    const auto match = poly::whole_function_match(f, &why);
+    const std::string obstacle = match ? online_softmax_obstacle(options.target, c->hierarchy) : "";
+    if (match && obstacle.empty()) {
+      if ((options.tile || options.gpu_plan) && options.plan_source.kind == PlanSource::Kind::Given)
+        throw UserError("--tile: " + f.name + " runs as one fused attention kernel (online softmax: " + match->summary +
+                        "), whose blocks the emitter chooses; --no-online-softmax compiles the statements unfused, with a tile spec");
+      timer.run("online_softmax", [&] {
+        kernel::Kernel& k = c->kernel;
+        k.name = f.name;
+        k.function = &f;
+        k.sizes = options.sizes;
+        k.target = c->hierarchy.name;
+        for (const auto& t : f.tensors) {
+          if (t.kind == ir::TensorKind::Local) continue;
+          kernel::GlobalTensor g{t.name, t.dtype, {}, t.kind, false, {}};
+          for (const auto& d : t.shape) g.shape.push_back(d.evaluate({}, options.sizes));
+          k.tensors.push_back(g);
+        }
+        k.body = std::make_shared<kernel::Node>();
+        k.attention = poly::build_attention(f, *match, options.sizes);
+        k.no_contraction = "a softmax fused into its context contraction (online softmax)";
+      }, [&] { return kernel::to_string(*c->kernel.attention); });
+      c->online_softmax = "applied: " + match->summary + " runs as one kernel, no " + std::to_string(c->kernel.attention->query.extent) +
+                          " x " + std::to_string(c->kernel.attention->key.extent) + " score tensor (--no-online-softmax: unfused)";
+      if (c->kernel.attention->causal_offset)
+        c->online_softmax += "; causal mask recognised (keys j <= i + " + std::to_string(*c->kernel.attention->causal_offset) + ")";
+      return c;
+    }
+    if (match) c->online_softmax = "not applied on " + c->hierarchy.name + ": " + obstacle;
+  }
   timer.run("fold_padding", [&] {
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;

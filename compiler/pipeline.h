@@ -1,4 +1,6 @@
 // The polyhedral pipeline, top to bottom (one function, compile()):
+//   [online_softmax: a def that is one softmax fused into its context contraction becomes that
+//    kernel (compiler/poly/online_softmax.h); the passes below do not run]
 //   fold_padding -> collapse_indices -> split_reductions -> scop -> dependences -> schedule -> fusion -> intrinsics -> tile -> promote -> kernel
 //   -> contraction
 // `dump_after` names passes whose result is printed to stderr ("all" for every pass);
@@ -21,6 +23,7 @@
 #include "compiler/poly/fold_padding.h"
 #include "compiler/poly/fusion.h"
 #include "compiler/poly/intrinsics.h"
+#include "compiler/poly/online_softmax.h"
 #include "compiler/poly/isl_util.h"
 #include "compiler/poly/promotion.h"
 #include "compiler/poly/schedule.h"
@@ -62,6 +65,10 @@ struct CompileOptions {
   // poly::collapse_indices (on unless turned off, for comparison: `--no-collapse`); a user tile
   // spec that names an index the collapse would remove keeps the function as written
   bool collapse = true;
+  // compiler/poly/online_softmax.h: a softmax whose result only feeds the contraction consuming it
+  // runs as one fused kernel (on unless `--no-online-softmax`; targets that cannot lower it keep
+  // the statements unfused and say why: online_softmax_obstacle)
+  bool online_softmax = true;
 };
 
 // Every intermediate result; `isl` is declared first so it is destroyed last.
@@ -84,6 +91,9 @@ struct Compilation {
   poly::Promotion promotion;
   kernel::Kernel kernel;
   std::vector<std::string> warnings;
+  // the online-softmax pass's one line for --explain: where it applied, or why not (empty: the
+  // def has no softmax)
+  std::string online_softmax;
   std::vector<std::pair<std::string, double>> pass_ms;
   double total_ms = 0;      // wall time of all passes
   double total_cpu_ms = 0;  // thread CPU time of all passes (what `tessel bench compile` budgets)
@@ -105,6 +115,12 @@ isa::Hierarchy load_target_hierarchy(const std::string& target, const std::strin
 // Whether a --tile text is a GPU plan ("128x128x64/64x64/...": block tile first) rather than a
 // tile spec ("m=128/64,n=...").
 bool is_gpu_plan_text(const std::string& text);
+
+// The plan a compilation runs, for reports: its tile spec, or "fused attention (online softmax)".
+std::string plan_name(const Compilation& c);
+
+// Why `target` (with its description) cannot run the fused online-softmax kernel ("" when it can).
+std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h);
 
 // "M=67,N=45" -> sizes; UserError on bad syntax.
 std::map<std::string, int64_t> parse_shape(const std::string& text);

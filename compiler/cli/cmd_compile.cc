@@ -42,6 +42,10 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_flag("--no-collapse", f.no_collapse,
                 "compile every index as written: no collapsing of indices that travel together as whole adjacent "
                 "dimensions (C(b, m, n) +=! A(b, m, k) * W(k, n) is otherwise one GEMM over b_m; see --dump-after collapse_indices)");
+  cmd->add_flag("--no-online-softmax", f.no_online_softmax,
+                "keep a softmax and the contraction consuming it as separate statements (scores, max, exp, sum, "
+                "context as written); by default they run as one fused kernel with a running maximum and sum, "
+                "no score tensor (--explain says where it applied)");
   cmd->add_option("--partition", f.partition,
                   "how a def of many statements becomes kernels: auto (a def with two or more contractions or more than "
                   "12 statements is cut along its dependence graph, one kernel per contraction with its epilogue and one "
@@ -88,6 +92,7 @@ CompileOptions to_compile_options(const PipelineFlags& f, const ir::Function& fn
     o.fuse = false;
   } else throw UserError("--fusion: '" + f.fusion + "' is not one of max, conservative, none");
   o.collapse = !f.no_collapse;
+  o.online_softmax = !f.no_online_softmax;
   o.scheduler.max_operations = f.max_operations;
   o.dump_after.insert(f.dump_after.begin(), f.dump_after.end());
   return o;
@@ -188,8 +193,8 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 0;
       return;
     }
-    auto c = std::move(prog->kernels.front());
     if (explaining) std::cerr << program::explain_program(*prog);
+    auto c = std::move(prog->kernels.front());
     if (opts->print_schedule) {
       std::cout << "isl schedule:\n" << poly::str(c->schedule.schedule) << "\n"
                 << poly::to_string(c->groups, c->scop) << "tile spec: " << c->tile_spec.to_string() << "\n"
@@ -219,7 +224,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       std::cerr << "tessel compile: description " << c->hierarchy.name << " hash " << c->hierarchy.description_hash
                 << (c->hierarchy.overrides.empty() ? "" : " (--set " + c->hierarchy.overrides + ")") << "\n";
       if (!gpu)
-        std::cerr << "tessel compile: plan " << c->tile_spec.to_string() << " from " << c->plan_source.describe() << "\n";
+        std::cerr << "tessel compile: plan " << plan_name(*c) << " from " << c->plan_source.describe() << "\n";
       explain_plan(f, co, *c, top, std::cerr);
     }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
@@ -228,7 +233,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
       std::cerr << lines;
     }
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    std::cerr << "tessel compile: " << f.name << " (" << c->tile_spec.to_string() << ") compiled in " << wall_ms << " ms\n";
+    std::cerr << "tessel compile: " << f.name << " (" << plan_name(*c) << ") compiled in " << wall_ms << " ms\n";
     ctx.exit_code = 0;
   });
 }

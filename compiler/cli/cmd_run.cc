@@ -167,7 +167,7 @@ BackendResult run_program(const program::ProgramCompilation& p, const Backend& b
     for (auto& [n, a] : kr.outputs) pool.insert_or_assign(n, std::move(a));
     nlohmann::json j = kr.report;
     j["kernel"] = k->function->name;
-    j["tile"] = k->tile_spec.to_string();
+    j["tile"] = plan_name(*k);
     j["compile_ms"] = k->total_ms;
     if (j.contains("total_cycles")) cycles += j["total_cycles"].get<double>();
     if (j.contains("graph_us")) graph_us += j["graph_us"].get<double>();
@@ -352,7 +352,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
     const bool verified = check.mode != "none" && v.verified;
     const std::string plan = !prog->single()                ? fmt::format("of {} kernels", prog->kernels.size())
                              : !c->kernel.gpu_plan.empty() ? c->kernel.gpu_plan
-                                                           : c->tile_spec.to_string();
+                                                           : plan_name(*c);
     std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile " << plan
               << (c->plan_source.kind == PlanSource::Kind::Tuned ? " (from the tuning database)" : "") << ": "
               << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
@@ -385,7 +385,7 @@ void add_run_command(CLI::App& app, CommandContext& ctx) {
       j["operator"] = f.name;
       j["target"] = opts->flags.target;
       j["backend"] = backend->name;
-      j["tile"] = c->tile_spec.to_string();
+      j["tile"] = plan_name(*c);
       if (!c->kernel.gpu_plan.empty()) j["gpu_plan"] = c->kernel.gpu_plan;
       j["plan_source"] = plan_source_json(c->plan_source);
       j["description"] = c->hierarchy.name;

@@ -19,6 +19,7 @@ struct PipelineFlags {
   std::vector<std::string> set;  // --set KEY=VALUE,... (isa/hierarchy_override.h)
   unsigned long max_operations = 2000000;
   bool no_tuned = false;  // --no-tuned: ignore the tuning database
+  bool no_online_softmax = false;  // --no-online-softmax: softmaxes stay unfused (poly/online_softmax.h)
   bool no_collapse = false;  // --no-collapse: compile the statements' indices as written (poly::collapse_indices)
   std::string partition = "auto";  // --partition auto|one|split (compiler/poly/partition.h)
 };

@@ -1,5 +1,6 @@
 #include "compiler/emit_c/emit_c.h"
 
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -236,6 +237,121 @@ struct Emitter {
   }
 };
 
+// The fused attention kernel (Kernel::attention, compiler/kernel/attention.h): per batch point and
+// query row, the keys in blocks of kAttentionBlock with a running maximum, sum and context, the
+// old state rescaled by exp(m_old - m_new) whenever the maximum grows. The scores of one block
+// live in a local array: no S x T tensor.
+constexpr int64_t kAttentionBlock = 64;
+
+std::string attention_function(const kernel::Kernel& k, const std::string& symbol) {
+  const kernel::Attention& a = *k.attention;
+  std::ostringstream os;
+  auto role_var = [](const std::string& role) { return "r_" + role; };
+  auto affine_of = [&](const ir::AffineExpr& e, const std::map<std::string, std::string>& rename) {
+    int64_t c = e.constant;
+    for (const auto& [p, x] : e.param_coeffs) c += x * k.sizes.at(p);
+    std::string s = "(" + std::to_string(c) + "L";
+    for (const auto& [i, x] : e.index_coeffs) s += " + " + std::to_string(x) + "L*" + role_var(rename.at(i));
+    return s + ")";
+  };
+  auto element = [&](const kernel::AttentionOperand& o) {
+    std::string s = std::to_string(o.base) + "L";
+    for (const auto& [v, c] : o.coeff) s += " + " + std::to_string(c) + "L*" + role_var(v);
+    return "t_" + o.tensor + "[" + s + "]";
+  };
+  // an element-wise expression of the record; running values by name
+  auto value = [&](const kernel::AttentionExpr& x, const std::map<std::string, std::string>& running) {
+    return kernel::c_value(*x.expr, {kDialect, [&](const ir::AffineExpr& e) { return affine_of(e, x.rename); },
+                                     [&](const ir::Expr& acc) -> std::string {
+                                       if (auto it = x.inputs.find(acc.name); it != x.inputs.end()) return running.at(it->second);
+                                       const kernel::GlobalTensor* t = k.find_tensor(acc.name);
+                                       TESSEL_CHECK(t, "emit_c: the attention kernel reads " + acc.name + ", no tensor of it");
+                                       std::string lin = "0L";
+                                       for (size_t d = 0; d < acc.indices.size(); ++d)
+                                         lin = "(" + lin + " * " + std::to_string(t->shape[d]) + "L + " + affine_of(acc.indices[d], x.rename) + ")";
+                                       return "t_" + acc.name + "[" + lin + "]";
+                                     },
+                                     &k.sizes});
+  };
+  int64_t values = 1;
+  for (const auto& d : a.value) values *= d.extent;
+  os << "/* kernel " << k.name << " for " << k.target << ": " << a.name << ", online softmax */\n";
+  os << "void " << symbol << "(void** args) {\n";
+  int arg = 0;
+  for (const auto& t : k.tensors)
+    os << "  " << ctype(t.dtype) << "* t_" << t.name << " = (" << ctype(t.dtype) << "*)args[" << arg++ << "];\n";
+  os << "  static float acc[" << values << "];\n  static float s[" << kAttentionBlock << "];\n";
+  std::string pad = "  ";
+  std::string close;
+  auto open_loop = [&](const kernel::ContractionDim& d) {
+    os << pad << "for (long " << role_var(d.var) << " = 0; " << role_var(d.var) << " < " << d.extent << "L; ++" << role_var(d.var) << ") {\n";
+    pad += "  ";
+  };
+  auto close_loop = [&] {
+    pad.resize(pad.size() - 2);
+    os << pad << "}\n";
+  };
+  // the value loops with the flat position `ve` of the context element
+  auto value_loops = [&](const std::function<void()>& body) {
+    os << pad << "{ long ve = 0;\n";
+    for (const auto& d : a.value) open_loop(d);
+    body();
+    os << pad << "++ve;\n";
+    for (size_t n = 0; n < a.value.size(); ++n) close_loop();
+    os << pad << "}\n";
+  };
+  for (const auto& d : a.batch) open_loop(d);
+  open_loop(a.query);
+  const std::string I = role_var(a.query.var), J = role_var(a.key.var);
+  os << pad << "float m = -INFINITY, l = 0.0f;\n";
+  os << pad << "for (long n = 0; n < " << values << "L; ++n) acc[n] = 0.0f;\n";
+  os << pad << "for (long j0 = 0; j0 < " << a.key.extent << "L; j0 += " << kAttentionBlock << "L) {\n";
+  pad += "  ";
+  if (a.causal_offset) os << pad << "if (j0 > " << I << " + " << *a.causal_offset << "L) break; /* causal: the rest is masked */\n";
+  os << pad << "const long jn = tessel_min(" << a.key.extent << "L, j0 + " << kAttentionBlock << "L);\n";
+  os << pad << "float bm = -INFINITY;\n";
+  os << pad << "for (long " << J << " = j0; " << J << " < jn; ++" << J << ") {\n";
+  pad += "  ";
+  os << pad << "float x = 0.0f;\n";
+  for (const auto& d : a.head) open_loop(d);
+  os << pad << "x += (float)" << element(a.q) << " * (float)" << element(a.k) << ";\n";
+  for (size_t n = 0; n < a.head.size(); ++n) close_loop();
+  std::string cur = "x";
+  for (size_t n = 0; n < a.steps.size(); ++n) {
+    const std::string v = "v" + std::to_string(n);
+    os << pad << ctype(a.steps[n].type) << " " << v << " = " << value(a.steps[n], {{"score", cur}}) << ";\n";
+    cur = v;
+  }
+  os << pad << "s[" << J << " - j0] = (float)" << cur << ";\n";
+  os << pad << "bm = tessel_fmax(bm, s[" << J << " - j0]);\n";
+  close_loop();
+  os << pad << "const float mn = tessel_fmax(m, bm);\n";
+  os << pad << "const float mu = mn == -INFINITY ? 0.0f : mn; /* a row masked so far: no -inf - -inf */\n";
+  os << pad << "const float c = expf(m - mu);\n";
+  os << pad << "l *= c;\n";
+  os << pad << "for (long n = 0; n < " << values << "L; ++n) acc[n] *= c;\n";
+  os << pad << "for (long " << J << " = j0; " << J << " < jn; ++" << J << ") {\n";
+  pad += "  ";
+  os << pad << "const float p = (float)(" << ctype(a.prob_type) << ")expf(s[" << J << " - j0] - mu);\n";
+  os << pad << "l += p;\n";
+  value_loops([&] { os << pad << "acc[ve] += p * (float)" << element(a.v) << ";\n"; });
+  close_loop();
+  os << pad << "m = mn;\n";
+  close_loop();
+  value_loops([&] {
+    const std::string o = a.normalise_first ? "(acc[ve] / l)" : "acc[ve]";
+    std::string result;
+    if (a.epilogue.expr) result = value(a.epilogue, {{"O", o}, {"Z", "l"}});
+    else result = o;
+    os << pad << element(a.out) << " = (" << ctype(a.out.dtype) << ")(" << result << ");\n";
+  });
+  close_loop();
+  for (size_t n = 0; n < a.batch.size(); ++n) close_loop();
+  os << "}\n";
+  (void)close;
+  return os.str();
+}
+
 }  // namespace
 
 std::string prelude() {
@@ -262,6 +378,7 @@ static inline float tessel_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 }
 
 std::string emit_function(const kernel::Kernel& k, const std::string& symbol) {
+  if (k.attention) return attention_function(k, symbol);
   Emitter e{k, {}, 0};
   auto& os = e.os;
   os << "/* kernel " << k.name << " for " << k.target << " */\n";

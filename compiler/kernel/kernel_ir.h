@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "compiler/ir/tensor_ir.h"
+#include "compiler/kernel/attention.h"
 #include "compiler/kernel/contraction.h"
 #include "compiler/tile/tile_spec.h"
 #include "isa/base/dtype.h"
@@ -252,6 +253,10 @@ struct Kernel {
   // or nullopt with `no_contraction` saying why nothing matched.
   std::optional<Contraction> contraction;
   std::string no_contraction;
+  // The softmax fused into the contraction that consumes it (compiler/poly/online_softmax.h, pass
+  // "online_softmax"): the kernel is that one-pass computation, `body` is empty and `buffers` too
+  // (no loop tree: the emitters lower the record; no S x S tensor is among `tensors`).
+  std::optional<Attention> attention;
 
   const GlobalTensor* find_tensor(const std::string& n) const;
 };

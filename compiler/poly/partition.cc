@@ -96,6 +96,7 @@ struct Builder {
     const KernelGroup& g = p.groups.back();
     if (unit_anchor >= 0)
       return g.anchor >= 0 ? "a second contraction starts its own kernel" : "a contraction starts its own kernel";
+    if (g.fused) return "the fused softmax kernel takes no other statement";
     if (!reads_group(unit)) return "reads nothing the current kernel writes";
     if (g.anchor >= 0) {
       const ir::Statement& a = f.statements[size_t(g.anchor)];
@@ -135,8 +136,34 @@ bool is_contraction(const ir::Statement& s) {
   return !(a->name == b->name && a->indices == b->indices);
 }
 
-ProgramPartition partition_program(const ir::Function& f, PartitionMode mode) {
-  const std::vector<std::vector<int>> units = dependence_units(f);
+ProgramPartition partition_program(const ir::Function& f, PartitionMode mode, const std::vector<std::vector<int>>& fused) {
+  std::vector<std::vector<int>> units = dependence_units(f);
+  // each fused set becomes one unit at the place of its last member
+  std::vector<bool> is_fused(units.size(), false);
+  for (const auto& set : fused) {
+    const std::set<int> members(set.begin(), set.end());
+    std::vector<int> merged;
+    size_t last = 0;
+    std::vector<std::vector<int>> kept;
+    std::vector<bool> kept_fused;
+    for (size_t u = 0; u < units.size(); ++u) {
+      const bool in = std::any_of(units[u].begin(), units[u].end(), [&](int i) { return members.count(i); });
+      if (!in) {
+        kept.push_back(units[u]);
+        kept_fused.push_back(is_fused[u]);
+        continue;
+      }
+      merged.insert(merged.end(), units[u].begin(), units[u].end());
+      last = kept.size();
+    }
+    std::sort(merged.begin(), merged.end());
+    if (merged != std::vector<int>(members.begin(), members.end()))
+      throw InternalError("partition: a fused statement set shares a dependence unit with other statements");
+    kept.insert(kept.begin() + long(last), merged);
+    kept_fused.insert(kept_fused.begin() + long(last), true);
+    units = std::move(kept);
+    is_fused = std::move(kept_fused);
+  }
   std::vector<int> anchors;
   for (const auto& u : units) {
     int a = -1;
@@ -148,7 +175,8 @@ ProgramPartition partition_program(const ir::Function& f, PartitionMode mode) {
   b.p.contraction_units = int(std::count_if(anchors.begin(), anchors.end(), [](int a) { return a >= 0; }));
   const bool cut = mode == PartitionMode::Split ||
                    (mode == PartitionMode::Auto &&
-                    (b.p.contraction_units >= 2 || int(f.statements.size()) > kMaxOneKernelStatements));
+                    (b.p.contraction_units >= 2 || int(f.statements.size()) > kMaxOneKernelStatements ||
+                     (!fused.empty() && units.size() > 1)));
   if (!cut) {
     b.start(-1);
     for (size_t i = 0; i < f.statements.size(); ++i) {
@@ -160,6 +188,13 @@ ProgramPartition partition_program(const ir::Function& f, PartitionMode mode) {
                                                                      f.statements.size(), b.p.contraction_units));
   } else {
     for (size_t u = 0; u < units.size(); ++u) {
+      if (is_fused[u]) {
+        b.start(anchors[u]);
+        b.current().fused = true;
+        b.add(units[u], "a softmax fused into its context contraction (online softmax): one kernel");
+        b.written.clear();  // nothing joins it
+        continue;
+      }
       const std::string why = b.why_not_join(units[u], anchors[u]);
       if (why.empty()) {
         b.add(units[u], b.current().anchor >= 0 ? "joins as an epilogue of the contraction" : "joins the row chain");

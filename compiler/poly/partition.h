@@ -26,6 +26,10 @@
 //          group writes (a chain: softmax, layer norm), and the group stays under
 //          kMaxVectorStatements statements;
 //      otherwise it starts a new group.
+//   4. Statement sets given as `fused` (a softmax fused into its context contraction,
+//      compiler/poly/online_softmax.h) are one unit, placed where their last statement is (every
+//      tensor they read is written before it, what they write is read only after it), and one
+//      kernel of their own that nothing joins.
 // Mode Auto cuts only a def with two or more contraction units or more than kMaxOneKernelStatements
 // statements (a single operator with its epilogue, or softmax, stays one kernel as before);
 // One never cuts; Split always applies the rules.
@@ -51,6 +55,7 @@ struct KernelGroup {
   std::vector<int> statements;  // indices into Function::statements, program order
   int anchor = -1;              // the contraction statement, -1: an element-wise / row group
   std::string name;             // "<def>_k<i>": the kernel's function name
+  bool fused = false;           // one of the `fused` statement sets (an online softmax)
 };
 
 struct ProgramPartition {
@@ -64,7 +69,8 @@ struct ProgramPartition {
 // square of one read: a sum of squares is a row reduction).
 bool is_contraction(const ir::Statement& s);
 
-ProgramPartition partition_program(const ir::Function& f, PartitionMode mode);
+ProgramPartition partition_program(const ir::Function& f, PartitionMode mode,
+                                   const std::vector<std::vector<int>>& fused = {});
 
 // Group `g` of `p` as a Function of its own (see the header comment); `f` is the partitioned def.
 ir::Function kernel_function(const ir::Function& f, const ProgramPartition& p, size_t g);

@@ -102,7 +102,25 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   }
   p->partitioned = p->folded ? &*p->folded : &f;
   const ir::Function& src = *p->partitioned;
-  p->partition = poly::partition_program(src, mode);
+  // softmaxes fused into their context contractions are kernels of their own, on targets that
+  // lower them (compiler/poly/online_softmax.h); `--partition one` keeps the def whole
+  std::vector<std::vector<int>> fused;
+  {
+    const poly::OnlineSoftmaxSearch found = poly::find_online_softmax(src);
+    const std::string obstacle =
+        found.matches.empty() ? ""
+                              : online_softmax_obstacle(options.target, load_target_hierarchy(options.target, options.hierarchy, options.overrides));
+    for (const auto& m : found.matches) {
+      std::string why = !options.online_softmax ? "--no-online-softmax"
+                        : mode == poly::PartitionMode::One && m.statements.size() != src.statements.size()
+                            ? "--partition one keeps the def whole"
+                            : obstacle;
+      if (why.empty()) fused.push_back(m.statements);
+      p->online_softmax.push_back(why.empty() ? "applied: " + m.summary + " is one kernel (no score tensor)"
+                                              : "not applied to " + m.summary + ": " + why);
+    }
+  }
+  p->partition = poly::partition_program(src, mode, fused);
   const auto t1 = std::chrono::steady_clock::now();
   p->partition_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   if (!p->partition.cut()) {
@@ -183,10 +201,16 @@ ir::Function reference_kernel_function(const ProgramCompilation& p, size_t g) {
 
 std::string explain_program(const ProgramCompilation& p) {
   std::string r = "program: " + poly::to_string(p.partition, *p.partitioned);
-  if (p.single()) return r;
-  for (size_t g = 0; g < p.kernels.size(); ++g)
+  for (const auto& line : p.online_softmax) r += "online softmax: " + line + "\n";
+  if (p.single()) {
+    const Compilation& c = *p.kernels.front();
+    if (c.kernel.attention) r += kernel::to_string(*c.kernel.attention);
+    return r;
+  }
+  for (size_t g = 0; g < p.kernels.size(); ++g) {
     r += fmt::format("  kernel {} {}: compiled in {:.1f} ms, tile {}\n", g, p.kernels[g]->function->name,
-                     p.kernels[g]->total_ms, p.kernels[g]->tile_spec.to_string());
+                     p.kernels[g]->total_ms, plan_name(*p.kernels[g]));
+  }
   return r + p.memory.to_string();
 }
 

@@ -35,6 +35,9 @@ struct ProgramCompilation {
   std::vector<std::unique_ptr<Compilation>> kernels;     // in execution order
   std::map<std::string, int64_t> sizes;                  // the def's, all bound
   MemoryPlan memory;
+  // the online-softmax rewrite over the def, one line per softmax it found: where it applied, or
+  // why not (the target cannot lower it, --no-online-softmax, --partition one)
+  std::vector<std::string> online_softmax;
   double partition_ms = 0;
   double total_ms = 0;      // wall time: partition, every kernel's passes, the memory plan
   double total_cpu_ms = 0;  // the kernels' thread CPU time
