@@ -317,6 +317,10 @@ std::string attention_function(const kernel::Kernel& k, const std::string& symbo
   os << pad << "x += (float)" << element(a.q) << " * (float)" << element(a.k) << ";\n";
   for (size_t n = 0; n < a.head.size(); ++n) close_loop();
   std::string cur = "x";
+  if (a.score_type != DType::F32) {  // the scores as the def stores them (accumulated in f32 here)
+    os << pad << ctype(a.score_type) << " xs = (" << ctype(a.score_type) << ")x;\n";
+    cur = "xs";
+  }
   for (size_t n = 0; n < a.steps.size(); ++n) {
     const std::string v = "v" + std::to_string(n);
     os << pad << ctype(a.steps[n].type) << " " << v << " = " << value(a.steps[n], {{"score", cur}}) << ";\n";
@@ -339,9 +343,11 @@ std::string attention_function(const kernel::Kernel& k, const std::string& symbo
   os << pad << "m = mn;\n";
   close_loop();
   value_loops([&] {
-    const std::string o = a.normalise_first ? "(acc[ve] / l)" : "acc[ve]";
+    // O and Z in the dtypes the def stores them in (accumulated in f32 here)
+    const std::string o = "((" + ctype(a.context_type) + ")" + (a.normalise_first ? "(acc[ve] / l)" : "acc[ve]") + ")";
+    const std::string z = "((" + ctype(a.sum_type) + ")l)";
     std::string result;
-    if (a.epilogue.expr) result = value(a.epilogue, {{"O", o}, {"Z", "l"}});
+    if (a.epilogue.expr) result = value(a.epilogue, {{"O", o}, {"Z", z}});
     else result = o;
     os << pad << element(a.out) << " = (" << ctype(a.out.dtype) << ")(" << result << ");\n";
   });

@@ -75,11 +75,13 @@ struct Attention {
   ContractionDim query, key;
   std::vector<ContractionDim> head, value;
   AttentionOperand q, k, v;     // Q(batch, i, d), K(batch, j, d), V(batch, j, e) as read
-  DType score_type = DType::F32;  // the score contraction's accumulator (S's dtype)
+  // S's, Z's and O's accumulators: f32 (the matcher requires it: a def that sums in f16 rounds
+  // every term, which no blocked order reproduces). Kept in the record for the emitters' checks.
+  DType score_type = DType::F32;
   // logit(i, j) = steps applied in order to the score (each step's input is the previous value)
   std::vector<AttentionExpr> steps;
   DType prob_type = DType::F32;  // E's dtype: p_j is rounded to it before the sum and the context
-  DType sum_type = DType::F32, context_type = DType::F32;  // Z's and O's accumulators
+  DType sum_type = DType::F32, context_type = DType::F32;
   bool normalise_first = false;  // P = E / Z before the context: O = acc / l
   // out(batch, i, e) = epilogue(O, Z) (divide-after form: reads "O" and "Z"; normalise-first: "O"),
   // or O itself when there is no epilogue statement (epilogue.expr null)

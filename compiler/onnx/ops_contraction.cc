@@ -49,8 +49,21 @@ void translate_matmul(Context& c) {
   if (rb > 1) ib.push_back(n);
   std::vector<IndexRange> ranges = ranges_of(y.shape);
   ranges.push_back({reduction(0), 0, k});
-  const std::string rhs = c.read(a, ia) + " * " + c.read(b, ib);
-  c.emit({c.output_name(0), indices(y.shape.size()), "+=!", rhs, ranges});
+  // f16 / bf16 operands: products summed in f32 and rounded once, as runtimes' GEMMs do (ONNX
+  // Runtime, PyTorch: f32 accumulation), not a rounding per term
+  const bool half = y.elem_type == 10 || y.elem_type == 16;
+  if (!half) {
+    c.emit({c.output_name(0), indices(y.shape.size()), "+=!", c.read(a, ia) + " * " + c.read(b, ib), ranges});
+    return;
+  }
+  const std::string acc = c.temp("acc");
+  c.emit({acc, indices(y.shape.size()), "+=!", "f32(" + c.read(a, ia) + ") * f32(" + c.read(b, ib) + ")", ranges});
+  c.emit({c.output_name(0), indices(y.shape.size()), "=", std::string(y.elem_type == 10 ? "f16(" : "bf16(") + acc + "(" +
+          [&] {
+            std::string s;
+            for (const auto& i : indices(y.shape.size())) s += (s.empty() ? "" : ", ") + i;
+            return s;
+          }() + "))", ranges_of(y.shape)});
 }
 
 void translate_gemm(Context& c) {

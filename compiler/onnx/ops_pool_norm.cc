@@ -269,14 +269,20 @@ void translate_softmax(Context& c) {
   // the locals of the outer indices: written with the outer indices as their own dimensions
   Strings local_lhs;
   std::vector<IndexRange> local_ranges;
+  // f16 / bf16 inputs: exponentials, sum and quotient in f32, the result rounded once (as runtimes
+  // compute a half-precision softmax), not a rounding per term of the sum
+  const bool half = x.elem_type == 10 || x.elem_type == 16;
+  auto wide = [&](const std::string& read) { return half ? "f32(" + read + ")" : read; };
   const Value mx = local(c, x, outer_shape, "max");
   c.emit({mx.tsl, outer_idx, "max=!", c.read(x, red_idx), ranges});
   const Value e = local(c, x, x.shape, "exp");
-  c.emit({e.tsl, indices(rank), "=", "exp(" + c.read(x, indices(rank)) + " - " + c.read(mx, outer_idx) + ")", ranges_of(x.shape)});
+  c.emit({e.tsl, indices(rank), "=", "exp(" + wide(c.read(x, indices(rank))) + " - " + wide(c.read(mx, outer_idx)) + ")",
+          ranges_of(x.shape)});
   const Value s = local(c, x, outer_shape, "sum");
   c.emit({s.tsl, outer_idx, "+=!", c.read(e, red_idx), ranges});
-  const std::string rhs = log_form ? c.read(x, indices(rank)) + " - " + c.read(mx, outer_idx) + " - log(" + c.read(s, outer_idx) + ")"
-                                   : c.read(e, indices(rank)) + " / " + c.read(s, outer_idx);
+  std::string rhs = log_form ? wide(c.read(x, indices(rank))) + " - " + wide(c.read(mx, outer_idx)) + " - log(" + c.read(s, outer_idx) + ")"
+                             : c.read(e, indices(rank)) + " / " + c.read(s, outer_idx);
+  if (half) rhs = std::string(x.elem_type == 10 ? "f16(" : "bf16(") + rhs + ")";
   c.emit({y.tsl, indices(rank), "=", rhs, ranges_of(y.shape)});
 }
 

@@ -28,6 +28,13 @@ bool widening_read(const ir::Expr* e) {
   return e->kind == ir::ExprKind::Access;
 }
 
+// `e` without casts to f32 of float values (exact: max(f32(x)) = f32(max(x)) for f16 x).
+const ir::Expr* exact_widening(const ir::Expr* e) {
+  while (e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast && e->type == DType::F32 && dtype_is_float(e->args[0]->type))
+    e = e->args[0].get();
+  return e;
+}
+
 std::optional<std::vector<std::string>> plain_vars(const std::vector<ir::AffineExpr>& idx) {
   std::vector<std::string> r;
   for (const auto& e : idx) {
@@ -93,11 +100,17 @@ struct Detail {
   std::vector<std::string> batch;
   std::string i, j;
   std::vector<std::string> d, value;
-  const ir::Expr* q = nullptr;  // Q and K reads in S, V read in O
-  const ir::Expr* k = nullptr;
-  const ir::Expr* v = nullptr;
+  // Q and K as S reads them, V as O does; a local that is a copy of a tensor (an imported
+  // Transpose) is read through: its statement joins the match (`copies`)
+  struct Read {
+    std::string tensor;
+    std::vector<ir::AffineExpr> indices;
+  };
+  Read q, k, v;
+  std::vector<int> copies;
   std::vector<int> statements() const {
     std::vector<int> r = {s, mx, e, z, o};
+    r.insert(r.end(), copies.begin(), copies.end());
     r.insert(r.end(), steps.begin(), steps.end());
     if (p >= 0) r.push_back(p);
     if (epi >= 0) r.push_back(epi);
@@ -193,6 +206,29 @@ struct Matcher {
     return count == 1 ? found : nullptr;
   }
 
+  // The operand `a` read by statement `reader`, through a copy: a local written once by an
+  // element-wise statement whose right-hand side is one plain read (`kt(a, b) = k(b, a)`) and read
+  // by `reader` alone is replaced by the tensor it copies, its indices composed.
+  Detail::Read through_copies(const ir::Expr& a, int reader, std::vector<int>& copies) const {
+    Detail::Read r{a.name, a.indices};
+    for (int guard = 0; guard < 8; ++guard) {
+      const int w = sole_writer(r.tensor);
+      if (w < 0 || w >= reader || readers_of(r.tensor) != std::vector<int>{reader}) break;
+      const ir::Statement& c = st(w);
+      if (c.reduction != ir::Reduction::None || c.rhs->kind != ir::ExprKind::Access) break;
+      const auto vars = plain_vars(c.out_indices);
+      if (!vars || vars->size() != r.indices.size()) break;
+      std::map<std::string, ir::AffineExpr> binding;
+      for (size_t p = 0; p < vars->size(); ++p) binding[(*vars)[p]] = r.indices[p];
+      std::vector<ir::AffineExpr> composed;
+      for (const auto& e : c.rhs->indices) composed.push_back(kernel::substitute(e, binding));
+      r = {c.rhs->name, composed};
+      copies.push_back(w);
+      reader = w;
+    }
+    return r;
+  }
+
   // Tries the pattern around max statement `mx`; "" and `d` filled on success, else the reason.
   std::string match(int mx, Detail& d) const {
     const ir::Statement& M = st(mx);
@@ -262,7 +298,7 @@ struct Matcher {
     const auto xreads = accesses_of(*sub->args[0], st(x).output);
     if (xreads.size() != 1 || !bind_read(*xreads[0], x, d.rename[x], re) || !bind_read(*mread, mx, rm, re))
       return fmt::format("{} does not read {} and {} at its element", E.output, st(x).output, M.output);
-    if (!same(*sub->args[0], re, *M.rhs, rm))
+    if (!same(*exact_widening(sub->args[0].get()), re, *exact_widening(M.rhs.get()), rm))
       return fmt::format("the exponent of {} is not the expression the maximum {} reduces", E.output, M.output);
     if (out_roles(d.e, re) != *s_out) return fmt::format("{} is not written over the scores' space", E.output);
     if (!only_read_by(st(x).output, {mx, d.e})) return fmt::format("{} is read outside the softmax", st(x).output);
@@ -293,6 +329,7 @@ struct Matcher {
     }
     if (d.z < 0) return fmt::format("no row sum of {} (Z(..) +=! {}(..))", E.output, E.output);
     const ir::Statement& Z = st(d.z);
+    if (Z.acc_type != DType::F32) return fmt::format("the sum {} accumulates in {}, not f32", Z.output, dtype_name(Z.acc_type));
     Rename& rz = d.rename[d.z];
     if (!bind_read(*strip_casts(Z.rhs.get()), d.e, re, rz) || rz.at(reduction_vars(d.z)[0]) != d.j || out_roles(d.z, rz) != expect_m)
       return fmt::format("{} does not sum {} over the key index", Z.output, E.output);
@@ -342,29 +379,35 @@ struct Matcher {
       if (!o_role_set.count(v)) return fmt::format("the context {} drops the scores' index {}", O.output, v);
     // roles: d (S's reductions), i, batch
     d.d = reduction_vars(d.s);
-    d.q = strip_casts(prod.args[0].get());
-    d.k = strip_casts(prod.args[1].get());
-    auto reads_var = [](const ir::Expr* a, const std::string& v, const Rename& r) {
-      for (const auto& ix : a->indices)
+    const ir::Expr* qa = strip_casts(prod.args[0].get());
+    const ir::Expr* ka = strip_casts(prod.args[1].get());
+    auto reads_var = [](const std::vector<ir::AffineExpr>& indices, const std::string& v, const Rename& r) {
+      for (const auto& ix : indices)
         if (renamed(ix, r).index_coeffs.count(v)) return true;
       return false;
     };
-    if (reads_var(d.q, d.j, rs)) std::swap(d.q, d.k);
-    if (reads_var(d.q, d.j, rs) || !reads_var(d.k, d.j, rs)) return "the key index is read by both score operands or by neither";
+    if (reads_var(qa->indices, d.j, rs)) std::swap(qa, ka);
+    if (reads_var(qa->indices, d.j, rs) || !reads_var(ka->indices, d.j, rs)) return "the key index is read by both score operands or by neither";
     for (const auto& v : *s_out)
-      if (v != d.j && reads_var(d.q, v, rs) && !reads_var(d.k, v, rs)) d.i = v;
+      if (v != d.j && reads_var(qa->indices, v, rs) && !reads_var(ka->indices, v, rs)) d.i = v;
     if (d.i.empty()) return "no query index (an output index of the scores that Q reads and K does not)";
     for (const auto& v : *s_out)
       if (v != d.i && v != d.j) d.batch.push_back(v);
     for (const auto& v : d.d)
-      if (!reads_var(d.q, v, rs) || !reads_var(d.k, v, rs)) return "a head index " + v + " is not read by both score operands";
-    d.v = pread == strip_casts(O.rhs->args[0].get()) ? strip_casts(O.rhs->args[1].get()) : strip_casts(O.rhs->args[0].get());
-    if (reads_var(d.v, d.i, ro)) return fmt::format("the value operand {} reads the query index", d.v->name);
+      if (!reads_var(qa->indices, v, rs) || !reads_var(ka->indices, v, rs)) return "a head index " + v + " is not read by both score operands";
+    const ir::Expr* va = pread == strip_casts(O.rhs->args[0].get()) ? strip_casts(O.rhs->args[1].get()) : strip_casts(O.rhs->args[0].get());
+    if (reads_var(va->indices, d.i, ro)) return fmt::format("the value operand {} reads the query index", va->name);
     for (const auto& v : d.d)
-      if (reads_var(d.v, v, ro)) return fmt::format("the value operand {} reads a head index", d.v->name);
-    for (const auto* opnd : {d.q, d.k, d.v})
-      if (sole_writer(opnd->name) >= 0 && std::find(chain.begin(), chain.end(), sole_writer(opnd->name)) != chain.end())
-        return "an operand is a value of the softmax itself";
+      if (reads_var(va->indices, v, ro)) return fmt::format("the value operand {} reads a head index", va->name);
+    d.q = through_copies(*qa, d.s, d.copies);
+    d.k = through_copies(*ka, d.s, d.copies);
+    d.v = through_copies(*va, d.o, d.copies);
+    for (const auto* opnd : {&d.q, &d.k, &d.v}) {
+      const int w = sole_writer(opnd->tensor);
+      if (w >= 0 && std::find(chain.begin(), chain.end(), w) != chain.end()) return "an operand is a value of the softmax itself";
+      for (const auto& ix : opnd->indices)
+        if (ix.has_div()) return "an operand is read with floor division or modulo";
+    }
     // the epilogue
     if (local(O.output)) {
       const std::vector<int>& o_readers = readers_of(O.output);
@@ -573,9 +616,9 @@ kernel::Attention build_attention(const ir::Function& f, const OnlineSoftmaxMatc
   a.key = dim_of(S, named(rs, d.j), d.j, sizes);
   for (const auto& h : d.d) a.head.push_back(dim_of(S, h, h, sizes));
   for (const auto& v : d.value) a.value.push_back(dim_of(O, named(ro, v), v, sizes));
-  a.q = operand(f, d.q->name, d.q->indices, rs, sizes);
-  a.k = operand(f, d.k->name, d.k->indices, rs, sizes);
-  a.v = operand(f, d.v->name, d.v->indices, ro, sizes);
+  a.q = operand(f, d.q.tensor, d.q.indices, rs, sizes);
+  a.k = operand(f, d.k.tensor, d.k.indices, rs, sizes);
+  a.v = operand(f, d.v.tensor, d.v.indices, ro, sizes);
   a.score_type = S.acc_type;
   int prev = d.s;
   for (int t : d.steps) {

@@ -10,6 +10,7 @@
 
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/poly/online_softmax.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/onnx/tensor_proto.h"
 #include "isa/base/error.h"
@@ -363,6 +364,38 @@ TEST_CASE("onnx import: ONNX node tests test_maxpool_2d_pads, test_averagepool_2
   check_node_test("test_maxpool_2d_pads", 1e-6);
   check_node_test("test_averagepool_2d_pads", 1e-5);
   check_node_test("test_globalaveragepool", 1e-5);
+}
+
+TEST_CASE("onnx import: f16 attention (Transpose, MatMul, Softmax, MatMul) sums in f32 and is one online-softmax match") {
+  Graph g(17);
+  for (const char* n : {"q", "k", "v"}) g.input(n, {1, 2, 6, 4}, TP::FLOAT16);
+  g.output("o", {1, 2, 6, 4}, TP::FLOAT16);
+  auto* t = g.node("Transpose", {"k"}, {"kt"});
+  attr_ints(t, "perm", {0, 1, 3, 2});
+  g.node("MatMul", {"q", "kt"}, {"s"});
+  attr_int(g.node("Softmax", {"s"}, {"p"}), "axis", -1);
+  g.node("MatMul", {"p", "v"}, {"o"});
+  const ImportResult r = import_model(g.m, "attention.onnx");
+  const frontend::Module mod = frontend::parse_module(r.tsl, "imported.tsl");
+  const ir::Function& f = mod.functions.at(0);
+  // the products are summed in f32 and rounded once; the softmax's sum is an f32 sum
+  int f32_sums = 0;
+  for (const auto& s : f.statements)
+    if (s.reduction == ir::Reduction::Sum) {
+      CHECK(s.acc_type == DType::F32);
+      ++f32_sums;
+    }
+  CHECK(f32_sums == 3);
+  std::string why;
+  const auto m = poly::whole_function_match(f, &why);
+  REQUIRE_MESSAGE(m, why);
+  CHECK(m->statements.size() == f.statements.size());  // the transpose is read through
+  const kernel::Attention a = poly::build_attention(f, *m, {});
+  CHECK(a.normalise_first);
+  // K read through the transpose: k[b, h, j, d] has strides h 24, j 4, d 1
+  CHECK(a.k.tensor == r.inputs.at(1)["tsl"].get<std::string>());
+  CHECK(a.k.coeff.at(a.key.var) == 4);
+  CHECK(a.k.coeff.at(a.head.at(0).var) == 1);
 }
 
 }  // namespace

@@ -162,6 +162,7 @@ TEST_CASE("compile_program: a cut def compiles each kernel with its own sizes, a
   Case c = load(kLayer);
   CompileOptions o;
   o.sizes = {{"T", 8}, {"E", 16}, {"F", 16}};
+  o.online_softmax = false;  // the softmax as written: its own kernels (fused: tests/poly/test_online_softmax.cc)
   const auto prog = program::compile_program(*c.f, o, poly::PartitionMode::Auto);
   REQUIRE(prog->kernels.size() == 6);
   CHECK(prog->kernels[3]->function->name == "layer_k3");
