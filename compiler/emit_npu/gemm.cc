@@ -865,8 +865,10 @@ std::string setup_tails(const kernel::Kernel& k, const Machine& m, const GemmSet
   const GemmShape& g = s.g;
   const TailCopies t = tail_copies(g, s.M, s.N, s.K);
   const int64_t nb = g.batch, ib = dtype_bytes(g.operand), eo = dtype_bytes(g.out);
-  TESSEL_CHECK(t.a.rows_of_cols() && t.b.rows_of_cols() && t.c.rows_of_cols() && (nb > 1 || (t.a.row_step() == 1 && t.b.row_step() == 1)),
-               "emit_npu: a GEMM operand's unit-stride dimension is not its innermost one");
+  // an operand whose unit-stride dimension is not its innermost one in the tail copies' view (an
+  // extent-1 index between them: `T(j, i)` with one i) is left to the general lowering
+  if (!(t.a.rows_of_cols() && t.b.rows_of_cols() && t.c.rows_of_cols() && (nb > 1 || (t.a.row_step() == 1 && t.b.row_step() == 1))))
+    return gemm_unsupported(k, "tails of an operand whose unit-stride dimension is not its innermost one in the copies' view");
   const int64_t largest = std::max({nb * t.a.rows * t.ac * ib, nb * t.b.rows * t.bc * ib, nb * s.M * g.N * eo});
   if (nb > 1 && largest > m.capacity(Buffer::UB))
     return gemm_unsupported(k, "batched matmul with tails whose batch does not fit the vector buffer in one piece (" +
