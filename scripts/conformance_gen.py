@@ -628,8 +628,62 @@ def fn_hyperbolic_pow({dt}[M, N] A, {dt}[M, N] B) -> ({dt}[M, N] C) {{
 }}""", g.mn(cls))
 
 
+def attentions(g):
+    """Attention written out (scores, softmax, context): the core fuses it into one kernel with an
+    online softmax where the target lowers that (compiler/poly/online_softmax.h), else keeps the
+    statements; every target verifies either way."""
+    g.add("attention", "bhsd_scaled", "f16", "m16", """
+def attention_bhsd(f16[B, H, S, D] Q, f16[B, H, T, D] K, f16[B, H, T, D] V) -> (f16[B, H, S, D] Out) {
+  Sc(b, h, i, j) +=! f32(Q(b, h, i, d)) * f32(K(b, h, j, d))
+  Mx(b, h, i) max=! Sc(b, h, i, j) * 0.25
+  E(b, h, i, j) = exp(Sc(b, h, i, j) * 0.25 - Mx(b, h, i))
+  Z(b, h, i) +=! E(b, h, i, j)
+  O(b, h, i, e) +=! E(b, h, i, j) * f32(V(b, h, j, e))
+  Out(b, h, i, e) = f16(O(b, h, i, e) / Z(b, h, i))
+}""", {"B": 1, "H": 2, "S": 64, "T": 96, "D": 16})
+    g.add("attention", "bshd_causal", "f16", "prime", """
+def attention_causal_bshd(f16[B, S, H, D] Q, f16[B, S, H, D] K, f16[B, S, H, D] V) -> (f16[B, S, H, D] Out) {
+  Sc(b, h, i, j) +=! f32(Q(b, i, h, d)) * f32(K(b, j, h, d))
+  L(b, h, i, j) = select(j <= i, Sc(b, h, i, j) * 0.25, -1.0e30)
+  Mx(b, h, i) max=! L(b, h, i, j)
+  E(b, h, i, j) = f16(exp(L(b, h, i, j) - Mx(b, h, i)))
+  Z(b, h, i) +=! f32(E(b, h, i, j))
+  O(b, i, h, e) +=! f32(E(b, h, i, j)) * f32(V(b, j, h, e))
+  Out(b, i, h, e) = f16(O(b, i, h, e) / Z(b, h, i))
+}""", {"B": 2, "S": 37, "H": 2, "D": 16}, note="causal, exponentials rounded to f16, sequence not a multiple of 16")
+    g.add("attention", "softmax_first_mask", "f16", "m16", """
+def attention_softmax_first(f16[H, S, D] Q, f16[H, T, D] K, f16[H, T, D] V, f32[S, T] M) -> (f16[H, S, D] Out) {
+  Sc(h, i, j) +=! f32(Q(h, i, d)) * f32(K(h, j, d))
+  L(h, i, j) = Sc(h, i, j) * 0.25 + M(i, j)
+  Mx(h, i) max=! L(h, i, j)
+  E(h, i, j) = exp(L(h, i, j) - Mx(h, i))
+  Z(h, i) +=! E(h, i, j)
+  P(h, i, j) = f16(E(h, i, j) / Z(h, i))
+  O(h, i, e) +=! f32(P(h, i, j)) * f32(V(h, j, e))
+  Out(h, i, e) = f16(O(h, i, e))
+}""", {"H": 2, "S": 32, "T": 80, "D": 16}, note="softmax then matmul, additive mask")
+    g.add("attention", "multi_query_decode", "f16", "tiny", """
+def attention_mqa_decode(f16[B, H, D] Q, f16[B, T, D] K, f16[B, T, D] V) -> (f16[B, H, D] Out) {
+  Sc(b, h, j) +=! f32(Q(b, h, d)) * f32(K(b, j, d))
+  Mx(b, h) max=! Sc(b, h, j)
+  E(b, h, j) = exp(Sc(b, h, j) - Mx(b, h))
+  Z(b, h) +=! E(b, h, j)
+  O(b, h, e) +=! E(b, h, j) * f32(V(b, j, e))
+  Out(b, h, e) = f16(O(b, h, e) / Z(b, h))
+}""", {"B": 2, "H": 4, "T": 133, "D": 16}, note="one query per head, keys shared by the heads")
+    g.add("attention", "plain", "f32", "tiny", """
+def attention_f32(f32[S, D] Q, f32[T, D] K, f32[T, D] V) -> (f32[S, D] Out) {
+  Sc(i, j) +=! Q(i, d) * K(j, d)
+  Mx(i) max=! Sc(i, j)
+  E(i, j) = exp(Sc(i, j) - Mx(i))
+  Z(i) +=! E(i, j)
+  O(i, e) +=! E(i, j) * V(j, e)
+  Out(i, e) = O(i, e) / Z(i)
+}""", {"S": 5, "T": 7, "D": 3})
+
+
 FAMILIES = [elementwise, casts, integer, reductions, rows, batch_norm, pooling, transposes, broadcasts,
-            gemms, batched_gemms, convolutions, one_hots, functions]
+            gemms, batched_gemms, convolutions, one_hots, functions, attentions]
 
 
 def generate(seed=DEFAULT_SEED, quasi_affine=False):

@@ -189,6 +189,26 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
     const CompileOptions co = to_compile_options(opts->flags, f);
     auto prog = program::compile_program(f, co, poly::parse_partition_mode(opts->flags.partition, "--partition"));
     if (!prog->single()) {
+      if (opts->check_parallel) {  // every kernel of the program, summed
+        int64_t loops = 0, accesses = 0, conflicts = 0;
+        bool complete = true;
+        std::string first;
+        for (const auto& k : prog->kernels) {
+          const kernel::ParallelCheck pc = kernel::check_parallel(k->kernel);
+          loops += pc.loops;
+          accesses += pc.accesses;
+          conflicts += pc.conflicts;
+          complete = complete && pc.complete;
+          if (pc.conflicts && first.empty()) first = k->kernel.name + ": " + pc.first_conflict;
+        }
+        std::cout << "parallel loops: " << prog->kernels.size() << " kernels, " << loops << " instances, " << accesses
+                  << " accesses" << (complete ? "" : " (budget reached: a prefix checked)") << ", " << conflicts << " conflicts\n";
+        if (conflicts) {
+          std::cerr << "tessel compile: internal error: a loop marked parallel carries a dependence: " << first << "\n";
+          ctx.exit_code = 3;
+          return;
+        }
+      }
       compile_program_command(*prog, opts->flags, opts->out, opts->npu, opts->gpu, explaining);
       ctx.exit_code = 0;
       return;
