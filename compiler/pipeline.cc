@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "compiler/emit_npu/attention.h"
 #include "isa/base/error.h"
 #include "isa/gpu_machine.h"
 
@@ -40,8 +41,41 @@ std::string plan_name(const Compilation& c) {
 }
 
 std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h) {
-  if (target == "c" || h.kind == isa::TargetKind::Gpu) return "";
-  return "the NPU lowering of the fused kernel (cube scores and context, vector running max and sum) is not built yet";
+  (void)target, (void)h;  // c, GPU and NPU targets lower the fused kernel (NPU: compiler/emit_npu/attention.h)
+  return "";
+}
+
+namespace {
+
+// The fused kernel of a whole-function match: the record, the function's global tensors, no body.
+kernel::Kernel fused_attention_kernel(const ir::Function& f, const poly::OnlineSoftmaxMatch& match,
+                                      const std::map<std::string, int64_t>& sizes, const std::string& target_name) {
+  kernel::Kernel k;
+  k.name = f.name;
+  k.function = &f;
+  k.sizes = sizes;
+  k.target = target_name;
+  for (const auto& t : f.tensors) {
+    if (t.kind == ir::TensorKind::Local) continue;
+    kernel::GlobalTensor g{t.name, t.dtype, {}, t.kind, false, {}};
+    for (const auto& d : t.shape) g.shape.push_back(d.evaluate({}, sizes));
+    k.tensors.push_back(g);
+  }
+  k.body = std::make_shared<kernel::Node>();
+  k.attention = poly::build_attention(f, match, sizes);
+  k.no_contraction = "a softmax fused into its context contraction (online softmax)";
+  return k;
+}
+
+}  // namespace
+
+std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h, const ir::Function& f,
+                                    const poly::OnlineSoftmaxMatch& match, const std::map<std::string, int64_t>& sizes) {
+  if (std::string why = online_softmax_obstacle(target, h); !why.empty()) return why;
+  if (target == "c" || h.kind != isa::TargetKind::Npu) return "";
+  // the NPU lowering takes f16 operands, steps of the score, a causal mask and mask tensors read
+  // along the keys; it says why not for any other form, which then stays unfused
+  return emit_npu::why_not_attention(fused_attention_kernel(f, match, sizes, h.name), h);
 }
 
 const std::vector<std::string>& pass_names() {
@@ -246,27 +280,13 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   if (options.online_softmax) {
     std::string why;
     const auto match = poly::whole_function_match(f, &why);
-    const std::string obstacle = match ? online_softmax_obstacle(options.target, c->hierarchy) : "";
+    const std::string obstacle = match ? online_softmax_obstacle(options.target, c->hierarchy, f, *match, options.sizes) : "";
     if (match && obstacle.empty()) {
       if ((options.tile || options.gpu_plan) && options.plan_source.kind == PlanSource::Kind::Given)
         throw UserError("--tile: " + f.name + " runs as one fused attention kernel (online softmax: " + match->summary +
                         "), whose blocks the emitter chooses; --no-online-softmax compiles the statements unfused, with a tile spec");
-      timer.run("online_softmax", [&] {
-        kernel::Kernel& k = c->kernel;
-        k.name = f.name;
-        k.function = &f;
-        k.sizes = options.sizes;
-        k.target = c->hierarchy.name;
-        for (const auto& t : f.tensors) {
-          if (t.kind == ir::TensorKind::Local) continue;
-          kernel::GlobalTensor g{t.name, t.dtype, {}, t.kind, false, {}};
-          for (const auto& d : t.shape) g.shape.push_back(d.evaluate({}, options.sizes));
-          k.tensors.push_back(g);
-        }
-        k.body = std::make_shared<kernel::Node>();
-        k.attention = poly::build_attention(f, *match, options.sizes);
-        k.no_contraction = "a softmax fused into its context contraction (online softmax)";
-      }, [&] { return kernel::to_string(*c->kernel.attention); });
+      timer.run("online_softmax", [&] { c->kernel = fused_attention_kernel(f, *match, options.sizes, c->hierarchy.name); },
+                [&] { return kernel::to_string(*c->kernel.attention); });
       c->online_softmax = "applied: " + match->summary + " runs as one kernel, no " + std::to_string(c->kernel.attention->query.extent) +
                           " x " + std::to_string(c->kernel.attention->key.extent) + " score tensor (--no-online-softmax: unfused)";
       if (c->kernel.attention->causal_offset)

@@ -121,6 +121,11 @@ std::string plan_name(const Compilation& c);
 
 // Why `target` (with its description) cannot run the fused online-softmax kernel ("" when it can).
 std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h);
+// The same for one whole-function match: also "" only when the target's lowering takes this
+// record's form (NPU: emit_npu::why_not_attention, compiler/emit_npu/attention.h, e.g. f32
+// operands are refused: the cube takes f16), so refused forms compile unfused.
+std::string online_softmax_obstacle(const std::string& target, const isa::Hierarchy& h, const ir::Function& f,
+                                    const poly::OnlineSoftmaxMatch& match, const std::map<std::string, int64_t>& sizes);
 
 // "M=67,N=45" -> sizes; UserError on bad syntax.
 std::map<std::string, int64_t> parse_shape(const std::string& text);

@@ -1,6 +1,7 @@
 #include "compiler/emit_npu/emit_npu.h"
 #include "compiler/emit_npu/operands.h"
 
+#include "compiler/emit_npu/attention.h"
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/depthwise.h"
@@ -104,6 +105,8 @@ std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy&
 NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const Machine m = isa::npu_machine(target);
   if (const std::string why = why_not_vector_dtypes(k, target); !why.empty()) throw UserError(why);
+  // The fused attention (online softmax) has its own program: the record, not a loop tree.
+  if (k.attention) return emit_attention(k, target);
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
   if (const std::string use = ir::division_use(*k.function); !use.empty()) {

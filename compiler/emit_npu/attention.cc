@@ -1,0 +1,759 @@
+#include "compiler/emit_npu/attention.h"
+#include "compiler/emit_npu/operands.h"
+#include "compiler/emit_npu/pointwise.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel/attention.h"
+#include "isa/base/error.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::emit_npu {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+enum Reg : uint8_t {
+  kUnit = 1,   // the work unit (batch point, query block)
+  kBatch,      // its batch point (flat)
+  kQb,         // its query block
+  kI0,         // its first query row
+  kQ,          // GM byte address of the unit's Q block
+  kK,          // GM byte address of the batch point's K (key 0)
+  kV,          // ... of V
+  kOut,        // GM byte address of the unit's first output row
+  kT1,
+  kT2,
+  kLimit,      // causal: key blocks starting below it are computed
+  kActive,     // causal: 1 when the current key block is computed
+  kTrip,       // the 0-or-1-trip loops' counter
+  kDiag,       // causal: the current block's first key minus the unit's first query minus the offset
+  kRem,
+  kIdx,
+  kFirstRead,  // then one register per tensor a step reads (its unit's base address)
+};
+
+// The plan: blocks, slots and UB placement (bytes).
+struct Plan {
+  int64_t S = 0, T = 0, D = 0, Dp = 0, E = 0, Ep = 0, batch = 1;
+  int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
+  int64_t l0b_slots = 2;
+  // L1, L0A, L0B, L0C
+  int64_t l1_q = 0, l1_k[2]{}, l1_v[2]{}, l1_p[2]{};
+  int64_t l0a_q = 0, l0a_p[2]{};
+  int64_t l0b_k[2]{}, l0b_v[2]{};
+  int64_t l0c_s[2]{}, l0c_o[2]{};
+  // UB
+  int64_t ub_s = 0, ub_diag = 0, ub_p[2]{}, ub_acc = 0, ub_pv = 0, ub_tmp = 0, ub_bc = 0, ub_out = 0;
+  int64_t ub_stage_q = -1, ub_stage_k = -1, ub_stage_v = -1;
+  int64_t ub_m[2]{}, ub_l = 0, ub_bm = 0, ub_bs = 0, ub_c = 0, ub_steps = 0, ub_steps_bytes = 0;
+};
+
+class AttentionEmitter : public VectorCode {
+ public:
+  AttentionEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, NpuKernel& out)
+      : VectorCode(k, m), a_(*k.attention), out_(out) {}
+
+  // "" or the refusal; emits into out_ when `emit`.
+  std::string run() {
+    try {
+      if (std::string why = check_form(); !why.empty()) return refusal(why);
+      if (std::string why = plan(); !why.empty()) return refusal(why);
+      emit();
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+ private:
+  std::string refusal(const std::string& why) const {
+    return "kernel " + k_.name + ": the NPU lowering of the fused attention (online softmax) does not take " + why;
+  }
+
+  // ---- the record's form ----
+  std::string check_form() {
+    if (a_.head.size() != 1 || a_.value.size() != 1)
+      return "several head or value indices (one d and one e are mapped)";
+    for (const kernel::AttentionOperand* o : {&a_.q, &a_.k, &a_.v})
+      if (o->dtype != DType::F16) return fmt::format("{} in {} (the cube takes f16 operands here)", o->tensor, dtype_name(o->dtype));
+    if (a_.score_type != DType::F32 || a_.sum_type != DType::F32 || a_.context_type != DType::F32)
+      return "accumulators other than f32";
+    if (a_.out.dtype != DType::F16 && a_.out.dtype != DType::F32) return fmt::format("an output in {}", dtype_name(a_.out.dtype));
+    if (a_.prob_type != DType::F16 && a_.prob_type != DType::F32) return fmt::format("probabilities in {}", dtype_name(a_.prob_type));
+    const std::string d = a_.head[0].var, e = a_.value[0].var, i = a_.query.var, j = a_.key.var;
+    if (a_.q.stride(d) != 1 || a_.k.stride(d) != 1)
+      return fmt::format("Q or K without unit stride along the head index {} (strides {}, {})", d, a_.q.stride(d), a_.k.stride(d));
+    if (a_.v.stride(e) != 1 || a_.out.stride(e) != 1)
+      return fmt::format("V or {} without unit stride along the value index {}", a_.out.tensor, e);
+    if (a_.q.stride(i) < a_.head[0].extent || a_.k.stride(j) < a_.head[0].extent || a_.v.stride(j) < a_.value[0].extent ||
+        a_.out.stride(i) < a_.value[0].extent)
+      return "rows that overlap (a query or key stride below the row length)";
+    if (std::string why = scan_reads(); !why.empty()) return why;
+    if (a_.causal_offset && *a_.causal_offset < 0)
+      return fmt::format("a causal offset {} < 0 (query rows without any key)", *a_.causal_offset);
+    return "";
+  }
+
+  // ---- blocks, slots, placement ----
+  std::string plan() {
+    Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.m0;
+    P.S = a_.query.extent, P.T = a_.key.extent, P.D = a_.head[0].extent, P.E = a_.value[0].extent;
+    P.Dp = round_up(P.D, f);
+    P.Ep = round_up(P.E, f);
+    P.batch = a_.size_batch();
+    // Query blocks: 64 rows, halved while the units do not cover the cores.
+    P.bq = std::min<int64_t>(64, round_up(P.S, f));
+    while (P.bq > f && P.batch * ((P.S + P.bq - 1) / P.bq) < m_.cores) P.bq /= 2;
+    P.bq = std::max(P.bq, f);
+    P.bk = std::min<int64_t>(128, round_up(P.T, f));
+    auto l0b_bytes = [&](int64_t bk, int64_t slots) { return slots * (P.Dp * bk + bk * P.Ep) * 2; };
+    auto fits = [&](int64_t bk, int64_t slots) {
+      const int64_t l0a = P.bq * P.Dp * 2 + slots * P.bq * bk * 2;
+      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ep) * 4;
+      return l0b_bytes(bk, slots) <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
+    };
+    while (P.bk > 64 && !fits(P.bk, 2)) P.bk /= 2;
+    P.l0b_slots = fits(P.bk, 2) ? 2 : 1;
+    while (P.bk > f && !fits(P.bk, P.l0b_slots)) P.bk = std::max(f, P.bk / 2);
+    if (!fits(P.bk, P.l0b_slots))
+      return fmt::format("head or value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
+    P.nqb = (P.S + P.bq - 1) / P.bq;
+    P.nkb = (P.T + P.bk - 1) / P.bk;
+    P.units = P.batch * P.nqb;
+    P.cores = std::min<int64_t>(m_.cores, P.units);
+    if (P.bq * P.bk * 4 > max_repeat_ * bytes_per_repeat_) return "a score tile longer than one vector instruction";
+    // L1
+    int64_t l1 = 0;
+    auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
+      const int64_t r = round_up(at_, align);
+      at_ = r + bytes;
+      return r;
+    };
+    const int64_t a1 = m_.alignment(Buffer::L1);
+    P.l1_q = take(l1, P.bq * P.Dp * 2, a1);
+    for (int s = 0; s < 2; ++s) {
+      P.l1_k[s] = take(l1, P.bk * P.Dp * 2, a1);
+      P.l1_v[s] = take(l1, P.bk * P.Ep * 2, a1);
+      P.l1_p[s] = take(l1, P.bq * P.bk * 2, a1);
+    }
+    if (l1 > m_.capacity(Buffer::L1)) return "blocks that do not fit L1";
+    int64_t l0a = 0, l0b = 0, l0c = 0;
+    const int64_t fa = m_.alignment(Buffer::L0A), fb = m_.alignment(Buffer::L0B), fc = m_.alignment(Buffer::L0C);
+    P.l0a_q = take(l0a, P.bq * P.Dp * 2, fa);
+    for (int s = 0; s < 2; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
+    for (int s = 0; s < P.l0b_slots; ++s) {
+      P.l0b_k[s] = take(l0b, P.Dp * P.bk * 2, fb);
+      P.l0b_v[s] = take(l0b, P.bk * P.Ep * 2, fb);
+    }
+    if (P.l0b_slots == 1) P.l0b_k[1] = P.l0b_k[0], P.l0b_v[1] = P.l0b_v[0];
+    for (int s = 0; s < 2; ++s) {
+      P.l0c_s[s] = take(l0c, P.bq * P.bk * 4, fc);
+      P.l0c_o[s] = take(l0c, P.bq * P.Ep * 4, fc);
+    }
+    // UB: every region whole repeats, a repeat of slack after the row-wise ones (their masked
+    // repeats' footprints reach past the region)
+    int64_t ub = 0;
+    const int64_t rb = bytes_per_repeat_;
+    auto region = [&](int64_t bytes) { return take(ub, round_up(bytes, rb), rb); };
+    P.ub_s = region(P.bq * P.bk * 4);
+    if (a_.causal_offset) P.ub_diag = region(P.bq * P.bk * 4);
+    for (int s = 0; s < 2; ++s) P.ub_p[s] = region(P.bq * P.bk * 2);
+    P.ub_acc = region(P.bq * P.Ep * 4);
+    P.ub_pv = region(P.bq * P.Ep * 4);
+    P.ub_tmp = region(P.bq * f * 4 + rb);
+    P.ub_bc = region(P.bq * f * 4 + rb);
+    P.ub_out = region(P.bq * P.Ep * dtype_bytes(a_.out.dtype));
+    for (int s = 0; s < 2; ++s) P.ub_m[s] = region(P.bq * 4 + rb);
+    P.ub_l = region(P.bq * 4 + rb);
+    P.ub_bm = region(P.bq * 4 + rb);
+    P.ub_bs = region(P.bq * 4 + rb);
+    P.ub_c = region(P.bq * 4 + rb);
+    if (staged(P.D, a_.q.stride(a_.query.var), true)) P.ub_stage_q = region(P.bq * P.Dp * 2);
+    if (staged(P.D, a_.k.stride(a_.key.var))) P.ub_stage_k = region(P.bk * P.Dp * 2);
+    if (staged(P.E, a_.v.stride(a_.key.var))) P.ub_stage_v = region(P.bk * P.Ep * 2);
+    P.ub_steps = round_up(ub, rb);
+    P.ub_steps_bytes = m_.capacity(Buffer::UB) - P.ub_steps;
+    if (P.ub_steps_bytes < 4 * P.bq * f * 4) return "blocks whose vector regions do not fit UB";
+    return "";
+  }
+
+  // ---- tensors the steps read (an additive mask M(i, j), a bias B(h, i, j)) ----
+  // Read at element base + sum(coeff[role] * role) of the row-major tensor: unit stride along j,
+  // rows (i) at least one 16-column block apart; per chunk of the score tile one dma_in per
+  // 16-column block (bq rows of 16 values) into UB, in the tile's order.
+  struct Read {
+    std::string tensor;
+    DType dtype = DType::F32;
+    std::map<std::string, int64_t> coeff;
+    int64_t base = 0;
+    uint8_t reg = 0;
+  };
+  std::map<const ir::Expr*, Read> reads_;
+
+  std::string scan_reads() {
+    std::string why;
+    std::function<void(const ir::Expr&, const kernel::AttentionExpr&)> walk = [&](const ir::Expr& e, const kernel::AttentionExpr& x) {
+      if (!why.empty()) return;
+      for (const auto& arg : e.args) walk(*arg, x);
+      if (e.kind != ir::ExprKind::Access || x.inputs.count(e.name)) return;
+      const kernel::GlobalTensor* t = k_.find_tensor(e.name);
+      if (!t || t->temporary || t->shape.size() != e.indices.size()) {
+        why = "a step that reads " + e.name + ", no input tensor of the kernel";
+        return;
+      }
+      Read r{e.name, t->dtype, {}, 0, 0};
+      int64_t stride = 1;
+      for (size_t d = e.indices.size(); d-- > 0;) {
+        const ir::AffineExpr& ix = e.indices[d];
+        if (ix.has_div()) {
+          why = "a step that reads " + e.name + " at a divided index";
+          return;
+        }
+        for (const auto& [v, c] : ix.index_coeffs) {
+          auto it = x.rename.find(v);
+          if (it == x.rename.end()) {
+            why = "a step that reads " + e.name + " at an index that is not a role";
+            return;
+          }
+          r.coeff[it->second] += c * stride;
+        }
+        int64_t c0 = ix.constant;
+        for (const auto& [p, c] : ix.param_coeffs) c0 += c * k_.sizes.at(p);
+        r.base += c0 * stride;
+        stride *= t->shape[d];
+      }
+      for (const auto& [role, c] : r.coeff) {
+        bool batch = false;
+        for (const auto& b : a_.batch) batch |= b.var == role;
+        if (c != 0 && !batch && role != a_.query.var && role != a_.key.var) {
+          why = "a step that reads " + e.name + " along " + role + " (only batch, query and key indices)";
+          return;
+        }
+      }
+      auto stride_of = [&](const std::string& v) { auto it = r.coeff.find(v); return it == r.coeff.end() ? 0 : it->second; };
+      if (stride_of(a_.key.var) != 1 || stride_of(a_.query.var) < m_.cube_f16.n0) {
+        why = fmt::format("a step that reads {} with strides {} along the key and {} along the query (1 and at least {} are mapped)", e.name,
+                          stride_of(a_.key.var), stride_of(a_.query.var), m_.cube_f16.n0);
+        return;
+      }
+      if (t->dtype != DType::F32 && t->dtype != DType::F16) {
+        why = "a step that reads " + e.name + " in " + std::string(dtype_name(t->dtype));
+        return;
+      }
+      r.reg = static_cast<uint8_t>(kFirstRead + reads_.size());
+      reads_[&e] = r;
+    };
+    for (const auto& st : a_.steps) walk(*st.expr, st);
+    if (why.empty() && kFirstRead + reads_.size() > 31) why = "steps that read more than " + std::to_string(31 - kFirstRead) + " tensors";
+    return why;
+  }
+  // the chunk of the score tile being computed: its key block and first element
+  int64_t cur_kb_ = 0, cur_c0_ = 0;
+
+  Value load_read(const Read& r, int64_t n) {
+    const Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.n0, esz = dtype_bytes(r.dtype), cbe = cb_elems();
+    const Value v{false, 0, fresh_region(), r.dtype};
+    const int64_t row = r.coeff.at(a_.query.var) * esz;
+    for (int64_t cb = 0; cb < n / cbe; ++cb) {
+      const int64_t col = cur_kb_ * P.bk + (cur_c0_ / cbe + cb) * f;
+      op(Opcode::DmaIn, {at(Buffer::UB, v.region + cb * cbe * esz), at(Buffer::GM, col * esz, r.reg), imm(P.bq), imm(f * esz),
+                         imm(row - f * esz), imm(0)});
+    }
+    return v;
+  }
+
+  // ---- element-wise expressions (steps, epilogue) on UB regions ----
+  std::map<std::string, Value> inputs_;
+  int64_t diag_region_ = -1;  // the column-minus-row values of the chunk being computed
+
+  Value compile(const ir::Expr& e, int64_t n) override {
+    switch (e.kind) {
+      case ir::ExprKind::Access: {
+        auto it = inputs_.find(e.name);
+        if (it == inputs_.end()) {
+          if (auto r = reads_.find(&e); r != reads_.end()) return load_read(r->second, n);
+          throw UserError(refusal("an epilogue that reads tensor " + e.name + " (only O and Z)"));
+        }
+        return it->second;
+      }
+      case ir::ExprKind::IndexValue:
+        if (e.affine.index_coeffs.empty() && e.affine.divs.empty()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, e.type};
+        throw UserError(refusal("an index used as a value in a step, other than the causal mask"));
+      case ir::ExprKind::Apply:
+        if (e.op == ir::Op::Select) return causal_select(e, n);
+        break;
+      default: break;
+    }
+    return VectorCode::compile(e, n);
+  }
+
+  // The last step's select(j <= i + c, x, -big) (casts around it allowed), which the core
+  // recognised as the causal mask with the record's offset c: x where the key is visible, else -big.
+  const ir::Expr* causal_node() const {
+    if (!a_.causal_offset || a_.steps.empty()) return nullptr;
+    const ir::Expr* e = a_.steps.back().expr;
+    while (e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast && e->args.size() == 1) e = e->args[0].get();
+    return e;
+  }
+  Value causal_select(const ir::Expr& e, int64_t n) {
+    if (&e != causal_node() || diag_region_ < 0)
+      throw UserError(refusal("a select other than the causal mask select(j <= i + c, x, -1e30) of the last step"));
+    Value tv = vector_of(compile(*e.args[1], n), n), fv = compile(*e.args[2], n);
+    if (fv.scalar) fv.type = DType::F32;
+    fv = vector_of(fv, n);
+    if (tv.type != DType::F32 || fv.type != DType::F32) throw UserError(refusal("a causal select on values other than f32"));
+    // t = (column - row) + (j0 - i0 - c); keep where t <= 0
+    const Value t{false, 0, fresh_region(), DType::F32}, zero{false, 0, fresh_region(), DType::F32};
+    op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, t.region), at(Buffer::UB, diag_region_), reg(kDiag), imm(repeats(n, DType::F32)),
+                       imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+    op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, zero.region), Operand::float_(0), imm(repeats(n, DType::F32)), imm(1), imm(repeat_blocks_)});
+    binary(Opcode::Vcmple, t, t, zero, n);
+    const Value r{false, 0, fresh_region(), DType::F32};
+    const int64_t rep = repeats(n, DType::F32), b = repeat_blocks_;
+    op(Opcode::Vselv, {type(DType::F32), at(Buffer::UB, r.region), at(Buffer::UB, t.region), at(Buffer::UB, tv.region), at(Buffer::UB, fv.region),
+                       imm(rep), imm(1), imm(1), imm(1), imm(1), imm(b), imm(b), imm(b), imm(b)});
+    return r;
+  }
+
+  // Evaluates `x` over n f32 elements with the running values `running` (by role name) and
+  // writes it, rounded to its type then widened, as `dst_type` at `dst`.
+  void evaluate(const kernel::AttentionExpr& x, const std::map<std::string, Value>& running, int64_t n, int64_t dst, DType dst_type) {
+    inputs_.clear();
+    for (const auto& [tensor, role] : x.inputs) inputs_[tensor] = running.at(role);
+    region_base_ = p_plan_.ub_steps, next_region_ = 0, chunk_ = n;
+    Value v = compile(*x.expr, n);
+    if (v.scalar) v.type = DType::F32;
+    v = vector_of(v, n);
+    if (v.type != x.type) {  // rounded to the statement's dtype
+      const Value r{false, 0, fresh_region(), x.type};
+      convert(r, v, n);
+      v = r;
+    }
+    if (v.type == dst_type) {
+      if (v.region != dst) with_scalar(Opcode::Vmuls, Value{false, 0, dst, dst_type}, v, 1, n);
+    } else {
+      convert(Value{false, 0, dst, dst_type}, v, n);
+    }
+    check_regions(n);
+  }
+  void check_regions(int64_t n) const {
+    if (next_region_ > p_plan_.ub_steps_bytes)
+      throw UserError(refusal(fmt::format("steps or an epilogue whose {} UB regions of {} elements do not fit UB", next_region_ / (n * 4), n)));
+  }
+  // Elements per step chunk: the whole tile when its regions fit, else one 16-column block.
+  int64_t step_chunk(const ir::Expr& e, int64_t tile) const {
+    const int64_t nodes = count_nodes(e) + 6;
+    return nodes * tile * 4 <= p_plan_.ub_steps_bytes ? tile : p_plan_.bq * m_.cube_f16.n0;
+  }
+
+  // ---- instructions ----
+  void vec2(Opcode o, int64_t dst, int64_t a, int64_t b, int64_t rep, DType t = DType::F32) {
+    op(o, {type(t), at(Buffer::UB, dst), at(Buffer::UB, a), at(Buffer::UB, b), imm(rep), imm(1), imm(1), imm(1), imm(repeat_blocks_),
+           imm(repeat_blocks_), imm(repeat_blocks_)});
+  }
+  void vec1(Opcode o, int64_t dst, int64_t a, int64_t rep, DType t = DType::F32) {
+    op(o, {type(t), at(Buffer::UB, dst), at(Buffer::UB, a), imm(rep), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+  }
+  void vscalar(Opcode o, int64_t dst, int64_t a, Operand s, int64_t rep) {
+    op(o, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, a), s, imm(rep), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+  }
+  void conv(DType to, DType from, int64_t dst, int64_t src, int64_t n) {
+    const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(to), dtype_bytes(from));
+    op(Opcode::Vconv, {type(to), type(from), at(Buffer::UB, dst), at(Buffer::UB, src), imm((n + lanes - 1) / lanes), imm(1), imm(1),
+                       imm(lanes * dtype_bytes(to) / m_.vector_block_bytes), imm(lanes * dtype_bytes(from) / m_.vector_block_bytes)});
+  }
+  void mask_lanes(uint64_t lo) { op(Opcode::SetVectorMask, {imm(0), imm(static_cast<int64_t>(lo))}); }
+  void mask_all() { op(Opcode::SetVectorMask, {imm(-1), imm(-1)}); }
+  // the f32 lanes of one 16-column row (the first n0 lanes of a repeat)
+  uint64_t row_lanes() const { return (uint64_t{1} << m_.cube_f16.n0) - 1; }
+  int64_t vec_rep(int64_t n) const { return repeats(n, DType::F32); }
+  int64_t cb_elems() const { return p_plan_.bq * m_.cube_f16.n0; }        // f32 elements of one 16-column block
+  int64_t cb_rep() const { return vec_rep(cb_elems()); }
+  int64_t row_rep_blocks() const { return m_.cube_f16.n0 * 4 / m_.vector_block_bytes; }  // one row of a column block
+  // row-wise reduction of the bq x 16 tile at `src` into `dst` (bq values)
+  void row_reduce(Opcode o, int64_t dst, int64_t src) {
+    mask_lanes(row_lanes());
+    op(o, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, src), imm(p_plan_.bq), imm(1), imm(row_rep_blocks())});
+    mask_all();
+  }
+  // bq values at `src` spread over the 16 columns of their rows at `dst`
+  void row_broadcast(int64_t dst, int64_t src) {
+    mask_lanes(row_lanes());
+    op(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, src), imm(p_plan_.bq), imm(1), imm(row_rep_blocks())});
+    mask_all();
+  }
+  // dst = op over the column blocks of the tile at `tile` (nb blocks)
+  void fold_columns(Opcode o, int64_t dst, int64_t tile, int64_t nb) {
+    const int64_t cb = cb_elems() * 4;
+    if (nb == 1) {
+      vscalar(Opcode::Vmuls, dst, tile, Operand::float_(1), cb_rep());
+      return;
+    }
+    vec2(o, dst, tile, tile + cb, cb_rep());
+    for (int64_t c = 2; c < nb; ++c) vec2(o, dst, dst, tile + c * cb, cb_rep());
+  }
+
+  // ---- the program ----
+  void emit() {
+    const Plan& P = p_plan_;
+    npu::Program& p = out_.program;
+    p_ = &p;
+    p.source_name = k_.name + ".npu";
+    p.cores = static_cast<int>(P.cores);
+    place_tensors();
+    out_.macs = uint64_t(P.batch) * P.S * P.T * (P.D + P.E);
+    if (a_.causal_offset) diagonal_tile();
+    zero_stages();
+    op(Opcode::Loop, {reg(kUnit), Operand::reg_(npu::kRegCoreId), imm(P.units), Operand::reg_(npu::kRegCoreCount)});
+    unit_addresses();
+    unit_body();
+    op(Opcode::EndLoop, {});
+    op(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    notes();
+    npu::validate_program(p);
+  }
+
+  std::map<std::string, int64_t> gm_;  // tensor -> GM byte offset
+
+  void place_tensors() {
+    const Plan& P = p_plan_;
+    int64_t gm = 0;
+    const int64_t align = m_.granularity(Buffer::GM);
+    // Elements read past a tensor's end (the query rows up to the last block's end, the keys up to
+    // the last fractal, V's columns up to Ep): a zero guard right after it.
+    std::map<std::string, int64_t> guard;
+    const int64_t rows_q = P.nqb * P.bq, rows_k = round_up(P.T, m_.cube_f16.m0);
+    auto past_end = [&](const std::string& tensor, const std::map<std::string, int64_t>& coeff, int64_t base, const std::string& row,
+                        int64_t rows, const std::string& col, int64_t cols) {
+      auto stride = [&](const std::string& v) { auto it = coeff.find(v); return it == coeff.end() ? 0 : it->second; };
+      int64_t end = base + (rows - 1) * stride(row) + (cols - 1) * stride(col) + 1;
+      for (const auto& b : a_.batch) end += (b.extent - 1) * std::max<int64_t>(0, stride(b.var));
+      const kernel::GlobalTensor* t = k_.find_tensor(tensor);
+      const int64_t numel = std::accumulate(t->shape.begin(), t->shape.end(), int64_t{1}, std::multiplies<>());
+      if (end > numel) guard[tensor] = std::max(guard[tensor], end - numel);
+    };
+    past_end(a_.q.tensor, a_.q.coeff, a_.q.base, a_.query.var, rows_q, a_.head[0].var, P.Dp);
+    past_end(a_.k.tensor, a_.k.coeff, a_.k.base, a_.key.var, rows_k, a_.head[0].var, P.Dp);
+    past_end(a_.v.tensor, a_.v.coeff, a_.v.base, a_.key.var, rows_k, a_.value[0].var, P.Ep);
+    for (const auto& [e, r] : reads_) past_end(r.tensor, r.coeff, r.base, a_.query.var, rows_q, a_.key.var, rows_k);
+    for (const auto& t : k_.tensors) {
+      if (t.temporary) continue;
+      npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+      gm_[t.name] = gm;
+      gm += b.byte_size();
+      p_->tensors.push_back(b);
+      if (auto it = guard.find(t.name); it != guard.end()) {  // right after the tensor, no gap
+        npu::TensorBinding g{t.name + "_guard", t.dtype, {it->second}, gm, npu::TensorRole::Scratch, {}};
+        gm += g.byte_size();
+        p_->tensors.push_back(g);
+      }
+      gm = round_up(gm, align);
+    }
+    for (const kernel::AttentionOperand* o : {&a_.q, &a_.k, &a_.v, &a_.out})
+      TESSEL_CHECK(gm_.count(o->tensor), "emit_npu attention: the record's tensor " + o->tensor + " is not a kernel tensor");
+  }
+
+  // Column minus row over the score tile (NZ: 16-column blocks of bq rows), f32, once per core.
+  void diagonal_tile() {
+    const Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.n0, lanes = m_.vector_lanes(DType::F32), rows_per_rep = lanes / f;
+    const int64_t nb = P.bk / f, reps = P.bq * P.bk * 4 / bytes_per_repeat_;
+    for (int64_t l = 0; l < lanes; ++l) {
+      const int64_t bit = l % m_.vector_mask_bits;
+      const uint64_t b = uint64_t{1} << (bit % 64);
+      op(Opcode::SetVectorMask, {imm(bit < 64 ? 0 : static_cast<int64_t>(b)), imm(bit < 64 ? static_cast<int64_t>(b) : 0)});
+      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, P.ub_diag), Operand::float_(double(l % f - l / f)), imm(reps), imm(1), imm(repeat_blocks_)});
+    }
+    mask_all();
+    const int64_t cb = cb_elems() * 4;
+    for (int64_t c = 1; c < nb; ++c)
+      vscalar(Opcode::Vadds, P.ub_diag + c * cb, P.ub_diag + c * cb, Operand::float_(double(c * f)), cb_rep());
+    const int64_t cb_blocks = cb / m_.vector_block_bytes;
+    for (int64_t g = 1; g < P.bq / rows_per_rep; ++g)
+      op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, P.ub_diag + g * bytes_per_repeat_), at(Buffer::UB, P.ub_diag + g * bytes_per_repeat_),
+                         Operand::float_(double(-g * rows_per_rep)), imm(nb), imm(1), imm(1), imm(cb_blocks), imm(cb_blocks)});
+  }
+
+  // kQ, kK, kV, kOut, kI0, kQb for the unit in kUnit
+  void unit_addresses() {
+    const Plan& P = p_plan_;
+    op(Opcode::Div, {reg(kBatch), reg(kUnit), imm(P.nqb)});
+    op(Opcode::Mul, {reg(kT1), reg(kBatch), imm(P.nqb)});
+    op(Opcode::Sub, {reg(kQb), reg(kUnit), reg(kT1)});
+    op(Opcode::Mul, {reg(kI0), reg(kQb), imm(P.bq)});
+    const std::pair<const kernel::AttentionOperand*, uint8_t> ops[] = {{&a_.q, kQ}, {&a_.k, kK}, {&a_.v, kV}, {&a_.out, kOut}};
+    for (const auto& [o, r] : ops) op(Opcode::Mov, {reg(r), imm(gm_.at(o->tensor) + o->base * dtype_bytes(o->dtype))});
+    // the batch point's indices, innermost first
+    op(Opcode::Mov, {reg(kRem), reg(kBatch)});
+    for (size_t n = a_.batch.size(); n-- > 0;) {
+      const kernel::ContractionDim& b = a_.batch[n];
+      op(Opcode::Div, {reg(kT1), reg(kRem), imm(b.extent)});
+      op(Opcode::Mul, {reg(kT2), reg(kT1), imm(b.extent)});
+      op(Opcode::Sub, {reg(kIdx), reg(kRem), reg(kT2)});
+      op(Opcode::Mov, {reg(kRem), reg(kT1)});
+      for (const auto& [o, r] : ops)
+        if (const int64_t s = o->stride(b.var); s != 0) {
+          op(Opcode::Mul, {reg(kT2), reg(kIdx), imm(s * dtype_bytes(o->dtype))});
+          op(Opcode::Add, {reg(r), reg(r), reg(kT2)});
+        }
+    }
+    for (const auto& [o, r] : {std::pair{&a_.q, kQ}, std::pair{&a_.out, kOut}}) {
+      op(Opcode::Mul, {reg(kT2), reg(kI0), imm(o->stride(a_.query.var) * dtype_bytes(o->dtype))});
+      op(Opcode::Add, {reg(r), reg(r), reg(kT2)});
+    }
+    if (a_.causal_offset) op(Opcode::Add, {reg(kLimit), reg(kI0), imm(P.bq + *a_.causal_offset)});
+    for (const auto& [e, r] : reads_) {  // base + batch point + first query row
+      op(Opcode::Mov, {reg(r.reg), imm(gm_.at(r.tensor) + r.base * dtype_bytes(r.dtype))});
+      op(Opcode::Mul, {reg(kT2), reg(kI0), imm(r.coeff.at(a_.query.var) * dtype_bytes(r.dtype))});
+      op(Opcode::Add, {reg(r.reg), reg(r.reg), reg(kT2)});
+      int64_t inner = 1;
+      for (size_t n = a_.batch.size(); n-- > 0;) {  // index n of the batch point = (kBatch / inner) % extent
+        const kernel::ContractionDim& b = a_.batch[n];
+        if (auto it = r.coeff.find(b.var); it != r.coeff.end() && it->second != 0) {
+          op(Opcode::Div, {reg(kT1), reg(kBatch), imm(inner)});
+          op(Opcode::Div, {reg(kT2), reg(kT1), imm(b.extent)});
+          op(Opcode::Mul, {reg(kT2), reg(kT2), imm(b.extent)});
+          op(Opcode::Sub, {reg(kT1), reg(kT1), reg(kT2)});
+          op(Opcode::Mul, {reg(kT1), reg(kT1), imm(it->second * dtype_bytes(r.dtype))});
+          op(Opcode::Add, {reg(r.reg), reg(r.reg), reg(kT1)});
+        }
+        inner *= b.extent;
+      }
+    }
+  }
+
+  // Runs `body` for key block kb: directly, or (causal) in a loop of 0 or 1 trips.
+  template <typename F>
+  void for_block(int64_t kb, F&& body) {
+    if (!a_.causal_offset || kb == 0) {
+      body();
+      return;
+    }
+    op(Opcode::Slt, {reg(kActive), imm(kb * p_plan_.bk), reg(kLimit)});
+    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
+    body();
+    op(Opcode::EndLoop, {});
+  }
+
+  int64_t block_keys(int64_t kb) const { return std::min(p_plan_.bk, p_plan_.T - kb * p_plan_.bk); }
+  int64_t block_cols(int64_t kb) const { return round_up(block_keys(kb), m_.cube_f16.n0); }
+
+  // rows x cols f16 of GM (row stride in elements) -> L1 NZ of rows x padded columns: dma_in_nz,
+  // or where the columns are not whole fractals, through UB (`stage`, its padding zeroed once):
+  // the rows at a fractal-row pitch, then one dma_out per 16-column block.
+  // (Q's padding is zero whenever D is not whole fractals, so K's padded columns may hold anything
+  // finite: the next row's values)
+  bool staged(int64_t cols, int64_t stride, bool zero_padding = false) const {
+    return cols % m_.cube_f16.k0 != 0 && (zero_padding || stride < round_up(cols, m_.cube_f16.k0));
+  }
+  void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage) {
+    if (stage < 0) {
+      op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), gm, imm(rows), imm(padded), imm(stride)});
+      return;
+    }
+    op(Opcode::DmaIn, {at(Buffer::UB, stage), gm, imm(rows), imm(cols * 2), imm((stride - cols) * 2), imm((padded - cols) * 2)});
+    const int64_t f = m_.cube_f16.k0;
+    for (int64_t c = 0; c < padded / f; ++c)
+      op(Opcode::DmaOut, {at(Buffer::L1, l1 + c * rows * f * 2), at(Buffer::UB, stage + c * f * 2), imm(rows), imm(f * 2), imm((padded - f) * 2), imm(0)});
+  }
+  void zero_stages() {
+    const Plan& P = p_plan_;
+    const std::pair<int64_t, int64_t> stages[] = {{P.ub_stage_q, P.bq * P.Dp * 2}, {P.ub_stage_k, P.bk * P.Dp * 2}, {P.ub_stage_v, P.bk * P.Ep * 2}};
+    for (const auto& [at_, bytes] : stages)
+      if (at_ >= 0)
+        op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, at_), Operand::float_(0), imm((bytes + bytes_per_repeat_ - 1) / bytes_per_repeat_), imm(1),
+                          imm(repeat_blocks_)});
+  }
+
+  void load_kv(int64_t kb) {
+    const Plan& P = p_plan_;
+    const int s = kb % 2, cols = int(block_cols(kb));
+    const int64_t sj = a_.k.stride(a_.key.var), vj = a_.v.stride(a_.key.var);
+    to_l1(P.l1_k[s], at(Buffer::GM, kb * P.bk * sj * 2, kK), cols, P.D, P.Dp, sj, P.ub_stage_k);
+    to_l1(P.l1_v[s], at(Buffer::GM, kb * P.bk * vj * 2, kV), cols, P.E, P.Ep, vj, P.ub_stage_v);
+  }
+  // S(kb) = Q Kᵀ into L0C slot kb % 2
+  void scores(int64_t kb) {
+    const Plan& P = p_plan_;
+    const int s = kb % 2, f = int(m_.cube_f16.m0);
+    const int64_t n = block_cols(kb);
+    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_k[s]), at(Buffer::L1, P.l1_k[s]), imm(P.Dp / f), imm(n / f), imm(n / f), imm(1), imm(0)});
+    op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_s[s]), at(Buffer::L0A, P.l0a_q), at(Buffer::L0B, P.l0b_k[s]), imm(P.bq), imm(P.Dp),
+                      imm(n), imm(1)});
+  }
+  // The vector work on S(kb) up to P(kb) in L0A, and P(kb) V(kb) into L0C.
+  void softmax(int64_t kb) {
+    const Plan& P = p_plan_;
+    const int s = kb % 2, f = int(m_.cube_f16.m0);
+    const int64_t cols = block_cols(kb), nb = cols / f, tile = P.bq * cols;
+    op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_s), at(Buffer::L0C, P.l0c_s[s]), imm(P.bq / f * nb), imm(0)});
+    if (a_.causal_offset) op(Opcode::Sub, {reg(kDiag), imm(kb * P.bk - *a_.causal_offset), reg(kI0)});
+    for (const kernel::AttentionExpr& step : a_.steps) {
+      const int64_t chunk = step_chunk(*step.expr, tile);
+      for (int64_t c0 = 0; c0 < tile; c0 += chunk) {
+        const int64_t n = std::min(chunk, tile - c0);
+        diag_region_ = a_.causal_offset ? P.ub_diag + c0 * 4 : -1;
+        cur_kb_ = kb, cur_c0_ = c0;
+        evaluate(step, {{"score", Value{false, 0, P.ub_s + c0 * 4, DType::F32}}}, n, P.ub_s + c0 * 4, DType::F32);
+      }
+    }
+    diag_region_ = -1;
+    if (const int64_t valid = block_keys(kb) % f; valid != 0) {  // keys past T: -inf
+      uint64_t lo = 0;
+      for (int64_t l = 0; l < m_.vector_lanes(DType::F32) && l < 64; ++l)
+        if (l % f >= valid) lo |= uint64_t{1} << l;
+      mask_lanes(lo);
+      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, P.ub_s + (nb - 1) * cb_elems() * 4), Operand::float_(-INFINITY), imm(cb_rep()), imm(1),
+                        imm(repeat_blocks_)});
+      mask_all();
+    }
+    const bool first = kb == 0;
+    const int64_t m_old = P.ub_m[(kb + 1) % 2], m_new = P.ub_m[kb % 2];
+    fold_columns(Opcode::Vmax, P.ub_tmp, P.ub_s, nb);
+    row_reduce(Opcode::Vcmax, first ? m_new : P.ub_bm, P.ub_tmp);
+    if (!first) {
+      vec2(Opcode::Vmax, m_new, m_old, P.ub_bm, vec_rep(P.bq));
+      vec2(Opcode::Vsub, P.ub_c, m_old, m_new, vec_rep(P.bq));
+      vec1(Opcode::Vexp, P.ub_c, P.ub_c, vec_rep(P.bq));
+    }
+    row_broadcast(P.ub_bc, m_new);
+    const int64_t cb = cb_elems() * 4;
+    for (int64_t c = 0; c < nb; ++c) vec2(Opcode::Vsub, P.ub_s + c * cb, P.ub_s + c * cb, P.ub_bc, cb_rep());
+    vec1(Opcode::Vexp, P.ub_s, P.ub_s, vec_rep(tile));
+    conv(DType::F16, DType::F32, P.ub_p[s], P.ub_s, tile);
+    if (a_.prob_type == DType::F16) conv(DType::F32, DType::F16, P.ub_s, P.ub_p[s], tile);
+    // P(kb) to L0A; V(kb) to L0B; P V into L0C
+    op(Opcode::DmaOut, {at(Buffer::L1, P.l1_p[s]), at(Buffer::UB, P.ub_p[s]), imm(1), imm(tile * 2), imm(0), imm(0)});
+    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L1, P.l1_p[s]), imm(P.bq / f), imm(nb), imm(1), imm(P.bq / f), imm(0)});
+    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_v[s]), at(Buffer::L1, P.l1_v[s]), imm(nb), imm(P.Ep / f), imm(1), imm(nb), imm(1)});
+    op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_o[s]), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L0B, P.l0b_v[s]), imm(P.bq), imm(cols),
+                      imm(P.Ep), imm(1)});
+    // l = l c + rowsum(p)
+    fold_columns(Opcode::Vadd, P.ub_tmp, P.ub_s, nb);
+    row_reduce(Opcode::Vcadd, first ? P.ub_l : P.ub_bs, P.ub_tmp);
+    if (!first) {
+      vec2(Opcode::Vmul, P.ub_l, P.ub_l, P.ub_c, vec_rep(P.bq));
+      vec2(Opcode::Vadd, P.ub_l, P.ub_l, P.ub_bs, vec_rep(P.bq));
+    }
+  }
+  // acc = acc c + P V
+  void accumulate(int64_t kb) {
+    const Plan& P = p_plan_;
+    const int s = kb % 2, f = int(m_.cube_f16.m0);
+    const int64_t fr = P.bq / f * (P.Ep / f);
+    if (kb == 0) {
+      op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_acc), at(Buffer::L0C, P.l0c_o[s]), imm(fr), imm(0)});
+      return;
+    }
+    row_broadcast(P.ub_bc, P.ub_c);
+    const int64_t cb = cb_elems() * 4;
+    for (int64_t c = 0; c < P.Ep / f; ++c) vec2(Opcode::Vmul, P.ub_acc + c * cb, P.ub_acc + c * cb, P.ub_bc, cb_rep());
+    op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_pv), at(Buffer::L0C, P.l0c_o[s]), imm(fr), imm(0)});
+    vec2(Opcode::Vadd, P.ub_acc, P.ub_acc, P.ub_pv, vec_rep(P.bq * P.Ep));
+  }
+
+  void unit_body() {
+    const Plan& P = p_plan_;
+    const int f = int(m_.cube_f16.m0);
+    to_l1(P.l1_q, at(Buffer::GM, 0, kQ), P.bq, P.D, P.Dp, a_.q.stride(a_.query.var), P.ub_stage_q);
+    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_q), at(Buffer::L1, P.l1_q), imm(P.bq / f), imm(P.Dp / f), imm(1), imm(P.bq / f), imm(0)});
+    load_kv(0);
+    scores(0);
+    for (int64_t kb = 0; kb < P.nkb; ++kb) {
+      if (kb + 1 < P.nkb) for_block(kb + 1, [&] { load_kv(kb + 1); scores(kb + 1); });
+      for_block(kb, [&] { softmax(kb); });
+      for_block(kb, [&] { accumulate(kb); });
+    }
+    epilogue();
+  }
+
+  void epilogue() {
+    const Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.n0, cb = cb_elems() * 4, osz = dtype_bytes(a_.out.dtype);
+    row_broadcast(P.ub_bc, P.ub_l);
+    for (int64_t c = 0; c < P.Ep / f; ++c) {
+      const int64_t o = P.ub_acc + c * cb, dst = P.ub_out + c * cb_elems() * osz;
+      if (a_.normalise_first) vec2(Opcode::Vdiv, o, o, P.ub_bc, cb_rep());
+      const Value O{false, 0, o, DType::F32}, Z{false, 0, P.ub_bc, DType::F32};
+      if (a_.epilogue.expr) {
+        evaluate(a_.epilogue, {{"O", O}, {"Z", Z}}, cb_elems(), dst, a_.out.dtype);
+      } else if (a_.out.dtype == DType::F32) {
+        vscalar(Opcode::Vmuls, dst, o, Operand::float_(1), cb_rep());
+      } else {
+        conv(a_.out.dtype, DType::F32, dst, o, cb_elems());
+      }
+    }
+    const int64_t tail = P.S - (P.nqb - 1) * P.bq;
+    if (tail == P.bq) {
+      store(P.bq);
+      return;
+    }
+    if (P.nqb == 1) {
+      store(tail);
+      return;
+    }
+    op(Opcode::Slt, {reg(kActive), reg(kQb), imm(P.nqb - 1)});
+    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
+    store(P.bq);
+    op(Opcode::EndLoop, {});
+    op(Opcode::Sub, {reg(kActive), imm(1), reg(kActive)});
+    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
+    store(tail);
+    op(Opcode::EndLoop, {});
+  }
+  void store(int64_t rows) {
+    const Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.n0, osz = dtype_bytes(a_.out.dtype), row = a_.out.stride(a_.query.var) * osz;
+    for (int64_t c = 0; c < P.Ep / f; ++c) {
+      const int64_t cols = std::min(f, P.E - c * f), burst = cols * osz;
+      op(Opcode::DmaOut, {at(Buffer::GM, c * f * osz, kOut), at(Buffer::UB, P.ub_out + c * cb_elems() * osz), imm(rows), imm(burst),
+                          imm(f * osz - burst), imm(row - burst)});
+    }
+  }
+
+  void notes() {
+    const Plan& P = p_plan_;
+    out_.notes.push_back(fmt::format("fused attention (online softmax): {} batch point(s) x {} query block(s) of {} rows over {} core(s); "
+                                     "{} key block(s) of {} keys; head {} value {}{}",
+                                     P.batch, P.nqb, P.bq, P.cores, P.nkb, P.bk, P.D, P.E,
+                                     a_.causal_offset ? fmt::format(", causal (j <= i + {}): blocks above the diagonal skipped", *a_.causal_offset) : ""));
+    out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB row max / exp / sum (vcmax, vexp, vcadd), P f16 -> L1 -> L0A, "
+                                     "cube P·V, context rescaled in UB; L0B slots {}, no {} x {} scores in GM",
+                                     P.l0b_slots, P.S, P.T));
+  }
+
+  const kernel::Attention& a_;
+  NpuKernel& out_;
+  Plan p_plan_;
+};
+
+}  // namespace
+
+std::string why_not_attention(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  if (!k.attention) return "kernel " + k.name + ": no fused attention record";
+  NpuKernel scratch;
+  return AttentionEmitter(k, isa::npu_machine(target), scratch).run();
+}
+
+NpuKernel emit_attention(const kernel::Kernel& k, const isa::Hierarchy& target) {
+  TESSEL_CHECK(k.attention, "emit_attention: the kernel has no attention record");
+  NpuKernel out;
+  if (std::string why = AttentionEmitter(k, isa::npu_machine(target), out).run(); !why.empty()) throw UserError(why);
+  return out;
+}
+
+}  // namespace tessel::emit_npu

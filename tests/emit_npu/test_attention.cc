@@ -1,0 +1,98 @@
+// The fused attention kernel on the NPU (compiler/emit_npu/attention.h): workloads/attention.tsl's
+// forms compile to one program (Kernel::attention), which runs on the simulator with naive and
+// pruned syncs, race-free, and matches the reference interpreter element by element; no GM tensor
+// holds S x T values; the forms the lowering does not take are refused with their reason.
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+#include "compiler/emit_npu/attention.h"
+#include "compiler/poly/online_softmax.h"
+#include "isa/hierarchy.h"
+#include "isa/base/error.h"
+#include "tests/emit_npu/npu_case.h"
+
+namespace tessel {
+namespace {
+
+using npu_test::compile_case;
+using npu_test::run;
+
+int64_t size_of(const std::string& shape, const std::string& name) { return parse_shape(shape).at(name); }
+
+// One program, verified (f16 outputs within the interpreter's f16 tolerance: P is rounded to f16
+// for the cube and the sums run in another order), race-free, with no S x T tensor.
+void check_fused(const std::string& def, const std::string& shape) {
+  CAPTURE(def);
+  CAPTURE(shape);
+  auto c = compile_case("attention.tsl", def, shape);
+  REQUIRE(c->compilation->kernel.attention);
+  const int64_t S = size_of(shape, "S"), T = size_of(shape, "T");
+  // GM holds the kernel's tensors and zero guards after them (rows read past an end); no scores
+  for (const npu::TensorBinding& t : c->kernel.program.tensors) {
+    CAPTURE(t.name);
+    if (c->compilation->kernel.find_tensor(t.name)) continue;
+    CHECK(t.role == npu::TensorRole::Scratch);
+    const std::string guarded = t.name.substr(0, t.name.rfind("_guard"));
+    CHECK(t.name == guarded + "_guard");
+    CHECK(c->compilation->kernel.find_tensor(guarded) != nullptr);
+    const int64_t elements = std::accumulate(t.shape.begin(), t.shape.end(), int64_t{1}, std::multiplies<>());
+    if (S >= 64 && T >= 64) CHECK(elements < S * T);
+  }
+  const npu_test::Run naive = run(*c, npu_sync::SyncMode::Naive);
+  const npu_test::Run pruned = run(*c, npu_sync::SyncMode::Pruned);
+  MESSAGE(def << " " << shape << " (" << c->kernel.program.cores << " cores): cycles " << naive.sim.record.total_cycles << " -> "
+              << pruned.sim.record.total_cycles);
+  for (const npu_test::Run* r : {&naive, &pruned}) {
+    CAPTURE(r->verification.first_mismatch);
+    CHECK(r->verification.verified);
+    CHECK(r->verification.mismatches == 0);
+    CHECK(r->sim.record.races.empty());
+    CHECK_FALSE(r->sim.record.deadlock);
+  }
+  CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
+}
+
+TEST_CASE("fused attention: BHSD and BSHD, one program over the cores, verified against the interpreter") {
+  check_fused("attention_bhsd", "B=1,H=2,S=128,T=128,D=64");
+  check_fused("attention_bshd", "B=2,H=3,S=64,T=96,D=32");
+}
+
+TEST_CASE("fused attention: causal masks skip the key blocks above the diagonal and mask the crossing ones") {
+  check_fused("attention_causal_bhsd", "B=1,H=2,S=128,T=128,D=64");
+  // a cached prefix (T > S: offset T - S), sizes not multiples of 16
+  check_fused("attention_causal_bshd", "B=1,H=2,S=37,T=150,D=16");
+}
+
+TEST_CASE("fused attention: decode (one query) and sizes that are not multiples of 16") {
+  check_fused("attention_bhsd", "B=1,H=4,S=1,T=300,D=64");
+  check_fused("attention_causal_bhsd", "B=2,H=1,S=1,T=147,D=32");
+  check_fused("attention_bhsd", "B=1,H=2,S=33,T=147,D=16");
+  // head and value dimensions padded to the fractal through UB (rows closer than 16 elements), or
+  // read as they are with Q's padding zeroed (BSHD: rows H x D apart)
+  check_fused("attention_bhsd", "B=2,H=3,S=45,T=131,D=24");
+  check_fused("attention_bshd", "B=1,H=3,S=20,T=40,D=8");
+  check_fused("attention_causal_bshd", "B=1,H=2,S=45,T=45,D=40");
+}
+
+TEST_CASE("fused attention: a step reading a mask tensor, probabilities normalised first") {
+  check_fused("attention_softmax_first", "B=1,H=2,S=33,T=80,D=16");
+}
+
+TEST_CASE("fused attention: forms the NPU lowering does not take are refused with their reason") {
+  const frontend::Module module = frontend::load_module(npu_test::kRoot + "/workloads/attention.tsl");
+  const isa::Hierarchy h = isa::load_hierarchy(npu_test::kTarget);
+  // the obstacle the pipeline asks before fusing (compiler/pipeline.h): the lowering's refusal, so
+  // such a def compiles unfused
+  auto refusal = [&](const std::string& def, const std::string& shape) {
+    const ir::Function& f = frontend::select_function(module, def);
+    const auto match = poly::whole_function_match(f);
+    REQUIRE(match);
+    return online_softmax_obstacle(npu_test::kTarget, h, f, *match, parse_shape(shape));
+  };
+  CHECK(refusal("attention_bhsd", "B=1,H=1,S=32,T=32,D=24").empty());
+  CHECK(refusal("attention_f32", "B=1,H=1,S=16,T=16,D=16").find("Q in f32") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessel
