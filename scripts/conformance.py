@@ -23,7 +23,7 @@ such a column passes when it reports 0 conflicts; or, with --nvrtc (GPU descript
 needed), as `tessel compile ... -o K.cu` and NVRTC on K.cu for the description's architecture
 (sm_90a where the kernel uses wgmma): it passes when NVRTC accepts the source. Classified:
   pass    exit 0, output verified against the reference interpreter, no race, no deadlock
-          (`tessel run`'s bounds: f16 2e-3; f32 1e-5, or max(1e-5, 8·sqrt(n)·2^-24) for a function
+          (`tessel run`'s bounds: f16 2e-3; bf16 8e-3; f32 1e-5, or max(1e-5, 8·sqrt(n)·2^-24) for a function
           with an f32 sum of n terms, which a vector unit adds as a tree while the interpreter adds
           in order — emit_c::reassociated_sum_tolerance, compiler/emit_npu/README.md)
   reject  exit 1 with a backend's "does not map" / unsupported message (its first line is kept)

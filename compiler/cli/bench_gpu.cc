@@ -560,7 +560,7 @@ nlohmann::json bench_entry(const Entry& en, Harness& h, NhwcReference& nhwc, See
   const auto outs = run_once(lp, en, d, h);
   gpu::TimedCall call = [&](CUstream s) { launch_all(lp, d, s); };
   Measured m{gpu::time_on_stream(call, h.stream, h.full), gpu::time_in_graph(call, h.stream, h.full)};
-  row["tiles"] = lp.program.config->to_string();
+  row["tiles"] = lp.program.config ? lp.program.config->to_string() : lp.program.plan;
   row["stream_us"] = m.ts.median_us;
   row["graph_us"] = m.tg.median_us;
   row["flops"] = lp.program.flops;

@@ -388,6 +388,7 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
   j["tensor_cores"] = lp.program.tensor_cores;
   j["tensor_core_ops_in_cubin"] = lp.tensor_core_ops;
   if (lp.program.config) j["tiles"] = lp.program.config->to_string();
+  else if (!lp.program.plan.empty()) j["tiles"] = lp.program.plan;
   j["explain"] = lp.program.explain;
   j["notes"] = lp.notes;
   j["stream_us"] = ts.median_us;
@@ -395,7 +396,7 @@ GpuRunResult run_on_gpu(const Compilation& c, const std::map<std::string, NpyArr
   j["flops"] = lp.program.flops;
   std::string s = fmt::format("GPU {} ({}): {} ({} launch(es){}), {:.2f} us/call on a stream, {:.2f} us/call in a CUDA graph",
                               ctx.device().name, ctx.device().properties.arch,
-                              lp.program.tensor_cores ? "TensorCores, " + lp.program.config->to_string() : "SIMT",
+                              lp.program.tensor_cores ? "TensorCores, " + (lp.program.config ? lp.program.config->to_string() : lp.program.plan) : "SIMT",
                               lp.program.launches.size(),
                               lp.tensor_core_ops ? fmt::format(", {} tensor-core instructions", lp.tensor_core_ops) : "",
                               ts.median_us, tg.median_us);
@@ -577,9 +578,9 @@ GpuRunResult run_program_on_gpu(const program::ProgramCompilation& p, const std:
     kernels_us += ki.median_us;
     ks.push_back({{"kernel", p.kernels[i]->kernel.name}, {"graph_us", ki.median_us}, {"flops", lp.program.flops},
                   {"tensor_cores", lp.program.tensor_cores}, {"launches", lp.program.launches.size()},
-                  {"tiles", lp.program.config ? lp.program.config->to_string() : std::string("SIMT")}});
+                  {"tiles", lp.program.config ? lp.program.config->to_string() : lp.program.plan.empty() ? std::string("SIMT") : lp.program.plan}});
     lines += fmt::format("  kernel {:<16} {:>9.2f} us  {:<7} {}{}\n", p.kernels[i]->kernel.name, ki.median_us,
-                         lp.program.tensor_cores ? "TC" : "SIMT", lp.program.config ? lp.program.config->to_string() : "",
+                         lp.program.tensor_cores ? "TC" : "SIMT", lp.program.config ? lp.program.config->to_string() : lp.program.plan,
                          tuned.empty() ? "" : "  (" + tuned[i] + ")");
   }
   if (!tuned.empty())

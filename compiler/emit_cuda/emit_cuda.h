@@ -191,6 +191,7 @@ struct CudaProgram {
   bool tensor_cores = false;
   std::optional<TcConfig> config;        // set for TensorCore programs
   std::optional<SimtGemmPlan> simt_gemm;  // set for register-blocked SIMT / TF32 contraction programs
+  std::string plan;                      // other shapes' plan for reports ("attention/wgmma/128x128")
   uint64_t scratch_bytes = 0;            // global scratch the launches share (zeroed once)
   std::vector<std::string> explain;      // `--explain` lines
   double flops = 0;                      // 2*M*N*K of the contraction (0 when none)

@@ -1,0 +1,335 @@
+#include "compiler/emit_cuda/attention_wgmma.h"
+
+#include <fmt/format.h>
+
+#include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/operand_plan.h"
+#include "isa/base/error.h"
+
+namespace tessel::emit_cuda {
+
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string elem_type(DType t) { return t == DType::BF16 ? "__nv_bfloat16" : storage_type(t); }
+
+std::string load(DType t, const std::string& stored) {
+  if (t == DType::BF16) return "__bfloat162float(" + stored + ")";
+  return load_value(t, stored);
+}
+
+std::string store(DType t, const std::string& value) {
+  if (t == DType::BF16) return "__float2bfloat16_rn(" + value + ")";
+  return store_value(t, value);
+}
+
+// A value rounded to a 16-bit float type the way a store and a load would.
+std::string rounded(DType t, const std::string& v) {
+  if (t == DType::F16) return "tessel_r16(" + v + ")";
+  if (t == DType::BF16) return "__bfloat162float(__float2bfloat16_rn(" + v + "))";
+  return v;
+}
+
+std::string role_var(const std::string& role) { return "r_" + role; }
+
+// Element offset `base + sum coeff * r_var` over the roles, with `fixed` roles given as other text.
+std::string offset(const kernel::AttentionOperand& o, const std::map<std::string, std::string>& fixed = {}) {
+  std::string s = num(o.base) + "LL";
+  for (const auto& [v, c] : o.coeff) {
+    auto it = fixed.find(v);
+    s += " + " + num(c) + "LL * (long long)(" + (it == fixed.end() ? role_var(v) : it->second) + ")";
+  }
+  return s;
+}
+
+// wgmma helper: D (m64 x n, f32) += A (smem descriptor or 4 registers) * B (smem descriptor).
+void wgmma_helper(std::ostringstream& os, int n, bool a_regs, int trans_b, const std::string& ab) {
+  const int nreg = n / 2;
+  os << "static __device__ __forceinline__ void tessel_att_wgmma_n" << n << (a_regs ? "_ra" : "_sa") << trans_b
+     << "(float* d, " << (a_regs ? "const unsigned* a" : "unsigned long long da") << ", unsigned long long db) {\n"
+     << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << ab << "." << ab << " {";
+  for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "%" << r;
+  if (a_regs)
+    os << "}, {%" << nreg << ", %" << nreg + 1 << ", %" << nreg + 2 << ", %" << nreg + 3 << "}, %" << nreg + 4 << ", 1, 1, 1, "
+       << trans_b << ";\\n\"\n    : ";
+  else
+    os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1, 0, " << trans_b << ";\\n\"\n    : ";
+  for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "\"+f\"(d[" << r << "])";
+  if (a_regs) os << "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db));\n}\n";
+  else os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
+}
+
+}  // namespace
+
+std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m) {
+  (void)k;
+  if (!m.wgmma || m.compute_capability < 90) return "no warpgroup MMA on " + m.arch;
+  if (!(a.q.dtype == a.k.dtype && a.k.dtype == a.v.dtype && (a.q.dtype == DType::F16 || a.q.dtype == DType::BF16)))
+    return "Q, K, V are not all f16 or all bf16";
+  if (a.head.size() != 1 || a.value.size() != 1) return "several head or value indices";
+  const int64_t d = a.head[0].extent, e = a.value[0].extent;
+  if ((d != 64 && d != 128) || (e != 64 && e != 128)) return "head and value dims must be 64 or 128 (" + num(d) + ", " + num(e) + ")";
+  if (a.q.stride(a.head[0].var) != 1 || a.k.stride(a.head[0].var) != 1 || a.v.stride(a.value[0].var) != 1)
+    return "the head / value index is not the innermost (unit-stride) dimension of Q, K, V";
+  for (const auto* o : {&a.q, &a.k, &a.v}) {
+    if (o->base % 8) return "an operand's origin is not 16-byte aligned";
+    for (const auto& [v, c] : o->coeff)
+      if (c % 8 && c != 1) return "a row stride of " + o->tensor + " is not a multiple of 8 elements";
+  }
+  if (a.score_type != DType::F32 || a.sum_type != DType::F32 || a.context_type != DType::F32) return "accumulators not f32";
+  if (a.query.extent < 64) return "fewer than 64 query rows (the split-key kernel serves decode shapes)";
+  return "";
+}
+
+void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
+                          CudaProgram& p) {
+  const int D = int(a.head[0].extent), E = int(a.value[0].extent), BK = kAttentionKeyBlock, NWG = kAttentionWarpgroups;
+  const int BQ = 64 * NWG, NT = NWG * int(m.threads_per_warpgroup());
+  const std::string ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
+  const std::string et = elem_type(a.q.dtype);
+  const int64_t Sq = a.query.extent, T = a.key.extent;
+  const std::string I = role_var(a.query.var), J = role_var(a.key.var), dv = a.head[0].var, ev = a.value[0].var;
+  // shared memory: Q [D/64 slabs][BQ rows][128 B], K and V [2 buffers][slabs][BK rows][128 B]
+  const int q_bytes = BQ * D * 2, k_bytes = BK * D * 2, v_bytes = BK * E * 2;
+  const int smem = q_bytes + 2 * (k_bytes + v_bytes) + kSwizzleAlignBytes;
+  const std::string name = "tessel_attention_" + k.name;
+
+  os << "#include <cuda_bf16.h>\n";
+  os << "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#error \"the wgmma attention kernel must be compiled for sm_90a\"\n#endif\n";
+  os << R"(static __device__ __forceinline__ void tessel_att_cp16(void* smem, const void* gmem, bool pred) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 16 : 0));
+}
+static __device__ __forceinline__ unsigned long long tessel_att_desc(const void* p, unsigned lbo) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 128-byte swizzle, 8-row groups 1024 B apart */
+  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
+}
+static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+)";
+  os << "static __device__ __forceinline__ unsigned tessel_att_pack(float lo, float hi) {\n";
+  if (ab == "bf16")
+    os << "  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
+  else
+    os << "  __half2 v = __floats2half2_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
+  wgmma_helper(os, BK, false, 0, ab);  // S = Q K^T: A, B K-major in shared memory
+  wgmma_helper(os, E, true, 1, ab);    // O += P V: P in registers, V N-major
+
+  // the kernel's tensors as parameters, in Kernel::tensors order
+  std::string params;
+  for (const auto& t : k.tensors) {
+    const bool out = t.kind == ir::TensorKind::Output;
+    params += (params.empty() ? "" : ", ") + std::string(out ? "" : "const ") + elem_type(t.dtype) + "* __restrict__ t_" + t.name;
+  }
+  os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ", char* scratch_) {\n";
+  os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
+  os << "  unsigned char* sm_ = (unsigned char*)(((unsigned long long)smem_raw_ + 1023) & ~1023ull);\n";
+  os << "  unsigned char* sq_ = sm_;\n";
+  // buffer b of K and of V (computed: an array of pointers indexed by the block's parity lives in local memory)
+  os << "  auto sk_ = [&](int b_) { return sm_ + " << q_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
+  os << "  auto sv_ = [&](int b_) { return sm_ + " << q_bytes + k_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
+  os << "  const int tid_ = threadIdx.x, wg_ = tid_ / 128, warp_ = (tid_ % 128) / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
+  os << "  const long long q0_ = (long long)blockIdx.x * " << BQ << ";\n";
+  // batch point from blockIdx.y
+  os << "  long long rest_ = blockIdx.y;\n";
+  for (size_t b = a.batch.size(); b-- > 0;)
+    os << "  const long long " << role_var(a.batch[b].var) << " = rest_ % " << a.batch[b].extent << "LL; rest_ /= " << a.batch[b].extent << "LL;\n";
+  os << "  (void)rest_; (void)scratch_;\n";
+  const std::map<std::string, std::string> zero_rows = {{a.query.var, "0"}, {a.key.var, "0"}, {dv, "0"}, {ev, "0"}};
+  os << "  const " << et << "* qb_ = t_" << a.q.tensor << " + (" << offset(a.q, zero_rows) << ");\n";
+  os << "  const " << et << "* kb_ = t_" << a.k.tensor << " + (" << offset(a.k, zero_rows) << ");\n";
+  os << "  const " << et << "* vb_ = t_" << a.v.tensor << " + (" << offset(a.v, zero_rows) << ");\n";
+  // a tile of R rows x C columns (16-byte chunks) into 64-column slabs of R x 128 B, swizzled
+  auto tile_copy = [&](const std::string& dst, const std::string& src, int rows, int cols, const std::string& row0,
+                       const std::string& limit, int64_t row_stride) {
+    const int chunks = rows * cols / 8, per_row = cols / 8;
+    os << "    #pragma unroll\n    for (int c_ = tid_; c_ < " << chunks << "; c_ += " << NT << ") {\n"
+       << "      const int row_ = c_ / " << per_row << ", q_ = c_ % " << per_row << ";\n"
+       << "      const long long g_ = " << row0 << " + row_;\n"
+       << "      const bool ok_ = g_ < " << limit << ";\n"
+       << "      tessel_att_cp16(" << dst << " + (q_ / 8) * " << rows * kSwizzleRowBytes << " + row_ * " << kSwizzleRowBytes
+       << " + (((q_ % 8) ^ (row_ % 8)) * 16), " << src << " + (ok_ ? g_ : 0) * " << row_stride << "LL + q_ * 8, ok_);\n"
+       << "    }\n";
+  };
+  const int64_t qs = a.q.stride(a.query.var), ks = a.k.stride(a.key.var), vs = a.v.stride(a.key.var);
+  // the key blocks this query block needs (causal: none wholly above the diagonal)
+  if (a.causal_offset)
+    os << "  const long long kend_ = q0_ + " << BQ << " + " << *a.causal_offset << "LL < " << T << "LL ? q0_ + " << BQ << " + "
+       << *a.causal_offset << "LL : " << T << "LL;\n";
+  else
+    os << "  const long long kend_ = " << T << "LL;\n";
+  os << "  const int nblocks_ = (int)((kend_ + " << BK - 1 << ") / " << BK << ");\n";
+  // copies: group 0 = {Q, K_0}; the group of iteration j = {K_(j+1), V_j}; iteration j reads K_j and
+  // V_(j-1), so waiting for all groups but the newest is enough, and two buffers of each suffice
+  os << "  {  /* Q once, and the first K block */\n";
+  tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
+  tile_copy("sk_(0)", "kb_", BK, D, "0LL", "kend_", ks);
+  os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n  }\n";
+  // registers: S accumulators, O accumulators, running max / sum of the two rows a thread holds,
+  // the probabilities of this block and of the previous one (read by its P V MMAs in flight)
+  os << "  float s_[" << BK / 2 << "], o_[" << E / 2 << "];\n";
+  os << "  unsigned pp_[" << BK / 16 << "][4];\n";
+  os << "  #pragma unroll\n  for (int x_ = 0; x_ < " << E / 2 << "; ++x_) o_[x_] = 0.f;\n";
+  os << "  float m_[2] = {-TESSEL_INF, -TESSEL_INF}, l_[2] = {0.f, 0.f};\n";
+  os << "  const float kLog2e_ = 1.4426950408889634f;\n";
+  os << "  const long long row_[2] = {q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4, q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4 + 8};\n";
+  auto pv_mmas = [&](const std::string& pad, const std::string& vbuf) {
+    os << pad << "#pragma unroll\n" << pad << "for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n"
+       << pad << "  tessel_att_wgmma_n" << E << "_ra1(o_, pp_[kk_], tessel_att_desc(" << vbuf << " + kk_ * 16 * " << kSwizzleRowBytes
+       << ", " << BK * kSwizzleRowBytes << "));\n";
+    os << pad << "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    // the MMAs in flight own the accumulators and P's registers until their wait: nothing the compiler
+    // schedules may read or reuse them before it (the fences on both sides pin them)
+    os << pad << "#pragma unroll\n" << pad << "for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+    os << pad << "#pragma unroll\n" << pad << "for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n" << pad << "#pragma unroll\n" << pad
+       << "for (int x_ = 0; x_ < 4; ++x_) asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
+  };
+  os << "  for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
+  os << "    const int buf_ = jb_ & 1;\n";
+  {
+    std::ostringstream tmp;
+    std::swap(tmp, os);
+    os << "    if (jb_ + 1 < nblocks_) {\n";
+    tile_copy("sk_(buf_ ^ 1)", "kb_", BK, D, "(long long)(jb_ + 1) * " + num(BK), "kend_", ks);
+    os << "    }\n";
+    tile_copy("sv_(buf_)", "vb_", BK, E, "(long long)jb_ * " + num(BK), "kend_", vs);
+    std::swap(tmp, os);
+    os << tmp.str();
+  }
+  os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n";
+  os << "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n";
+  os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+  os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
+  // S_j = Q K_j^T, then O += P_(j-1) V_(j-1): both in flight while the softmax of S_j runs
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
+  os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+  os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << D / 16 << "; ++kk_) {\n"
+     << "      const unsigned char* qa_ = sq_ + (kk_ / 4) * " << BQ * kSwizzleRowBytes << " + wg_ * 64 * " << kSwizzleRowBytes
+     << " + (kk_ % 4) * 32;\n"
+     << "      const unsigned char* kbp_ = sk_(buf_) + (kk_ / 4) * " << BK * kSwizzleRowBytes << " + (kk_ % 4) * 32;\n"
+     << "      tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
+  os << "    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+  os << "    if (jb_ > 0) {\n";
+  pv_mmas("      ", "sv_(buf_ ^ 1)");
+  os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
+  os << "    } else {\n      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
+  // the steps on each score, keys past the end masked
+  auto value_of = [&](const kernel::AttentionExpr& x, const std::map<std::string, std::string>& running) {
+    ValueContext ctx;
+    ctx.sizes = &k.sizes;
+    ctx.affine = [&](const ir::AffineExpr& e) {
+      int64_t c = e.constant;
+      for (const auto& [pn, pc] : e.param_coeffs) c += pc * k.sizes.at(pn);
+      std::string s = "(" + num(c) + "LL";
+      for (const auto& [n, cf] : e.index_coeffs) s += " + " + num(cf) + "LL * " + role_var(x.rename.at(n));
+      return s + ")";
+    };
+    ctx.access = [&](const ir::Expr& acc) -> std::string {
+      if (auto it = x.inputs.find(acc.name); it != x.inputs.end()) return running.at(it->second);
+      const kernel::GlobalTensor* t = k.find_tensor(acc.name);
+      TESSEL_CHECK(t, "attention kernel: no tensor " + acc.name);
+      std::string lin = "0LL";
+      for (size_t d = 0; d < acc.indices.size(); ++d) lin = "(" + lin + " * " + num(t->shape[d]) + "LL + " + ctx.affine(acc.indices[d]) + ")";
+      return "t_" + acc.name + "[" + lin + "]";
+    };
+    return rounded(x.type, value_expr(*x.expr, ctx));
+  };
+  // the steps on each score. Blocks wholly inside the keys and (causal) wholly below the diagonal
+  // for this warp's 16 rows take a lean path: no key-end test, the mask's kept branch alone
+  std::vector<kernel::AttentionExpr> lean = a.steps;
+  if (a.causal_offset && !lean.empty() && lean.back().expr->kind == ir::ExprKind::Apply && lean.back().expr->op == ir::Op::Select)
+    lean.back().expr = lean.back().expr->args[1].get();
+  auto score_loop = [&](const std::vector<kernel::AttentionExpr>& steps, bool key_end) {
+    os << "      #pragma unroll\n      for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n      #pragma unroll\n      for (int h_ = 0; h_ < 4; ++h_) {\n";
+    os << "        const int " << I << " = (int)row_[h_ / 2];\n";
+    os << "        const int " << J << " = (int)j0_ + c_ * 8 + t4_ * 2 + (h_ % 2);\n";
+    os << "        (void)" << I << "; (void)" << J << ";\n";
+    os << "        float v0_ = s_[c_ * 4 + h_];\n";
+    std::string cur = "v0_";
+    for (size_t n = 0; n < steps.size(); ++n) {
+      os << "        const float v" << n + 1 << "_ = " << value_of(steps[n], {{"score", cur}}) << ";\n";
+      cur = "v" + num(n + 1) + "_";
+    }
+    if (key_end) os << "        const float x_ = " << J << " < " << T << " ? " << cur << " : -TESSEL_INF;\n";
+    else os << "        const float x_ = " << cur << ";\n";
+    // fmaxf: a NaN score makes the row's sum NaN, so every output of the row is NaN as in the definition
+    os << "        s_[c_ * 4 + h_] = x_;\n        bm_[h_ / 2] = fmaxf(bm_[h_ / 2], x_);\n      }\n";
+  };
+  os << "    float bm_[2] = {-TESSEL_INF, -TESSEL_INF};\n";
+  os << "    const bool lean_ = j0_ + " << BK << " <= " << T << "LL"
+     << (a.causal_offset ? " && j0_ + " + num(BK - 1) + " <= q0_ + wg_ * 64 + warp_ * 16 + " + num(*a.causal_offset) + "LL" : std::string())
+     << ";\n";
+  os << "    if (lean_) {\n";
+  score_loop(lean, false);
+  os << "    } else {\n";
+  score_loop(a.steps, true);
+  os << "    }\n";
+  // row max across the quad, the rescale factor, exponentials (exp2 of a scaled difference)
+  os << "    float corr_[2], ml_[2];\n";
+  os << "    #pragma unroll\n    for (int r_ = 0; r_ < 2; ++r_) {\n"
+     << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 1));\n"
+     << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 2));\n"
+     << "      const float mn_ = fmaxf(m_[r_], bm_[r_]);\n"
+     << "      const float mu_ = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
+     << "      corr_[r_] = exp2f((m_[r_] - mu_) * kLog2e_);\n"
+     << "      ml_[r_] = mu_ * kLog2e_;\n"
+     << "      m_[r_] = mn_;\n      l_[r_] *= corr_[r_];\n    }\n";
+  // the probabilities in place of the scores (P V of the previous block may still read pp_)
+  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n"
+     << "      const float pv_ = " << rounded(a.prob_type, "exp2f(__fmaf_rn(s_[c_ * 4 + h_], kLog2e_, -ml_[h_ / 2]))") << ";\n"
+     << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
+  // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
+  os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+  os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n    #pragma unroll\n    for (int x_ = 0; x_ < 4; ++x_) "
+        "asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
+  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << E / 8 << "; ++c_) {\n"
+     << "      o_[c_ * 4 + 0] *= corr_[0]; o_[c_ * 4 + 1] *= corr_[0]; o_[c_ * 4 + 2] *= corr_[1]; o_[c_ * 4 + 3] *= corr_[1];\n    }\n";
+  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_) {\n"
+     << "      pp_[c_ / 2][(c_ % 2) * 2 + 0] = tessel_att_pack(s_[c_ * 4 + 0], s_[c_ * 4 + 1]);\n"
+     << "      pp_[c_ / 2][(c_ % 2) * 2 + 1] = tessel_att_pack(s_[c_ * 4 + 2], s_[c_ * 4 + 3]);\n    }\n";
+  os << "    __syncthreads();  /* every warpgroup is done with K_j and V_(j-1) before they are refilled */\n  }\n";
+  // the last block's P V
+  os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
+  os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+  os << "  if (nblocks_ > 0) {\n";
+  os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+  pv_mmas("    ", "sv_((nblocks_ - 1) & 1)");
+  os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n  }\n";
+  // the epilogue
+  os << "  #pragma unroll\n  for (int r_ = 0; r_ < 2; ++r_) {\n"
+     << "    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 1);\n    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 2);\n  }\n";
+  os << "  #pragma unroll\n  for (int c_ = 0; c_ < " << E / 8 << "; ++c_)\n  #pragma unroll\n  for (int h_ = 0; h_ < 4; ++h_) {\n";
+  os << "    const long long " << I << " = row_[h_ / 2];\n";
+  os << "    if (" << I << " >= " << Sq << "LL) continue;\n";
+  os << "    const long long " << role_var(ev) << " = c_ * 8 + t4_ * 2 + (h_ % 2);\n";
+  os << "    const float l_row_ = l_[h_ / 2];\n";
+  const std::string o = a.normalise_first ? "(o_[c_ * 4 + h_] / l_row_)" : "o_[c_ * 4 + h_]";
+  const std::string result = a.epilogue.expr ? value_of(a.epilogue, {{"O", o}, {"Z", "l_row_"}}) : o;
+  os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n}\n";
+
+  Launch l;
+  l.kernel = name;
+  l.grid[0] = unsigned((Sq + BQ - 1) / BQ);
+  l.grid[1] = unsigned(a.size_batch());
+  l.block = unsigned(NT);
+  l.dynamic_shared_bytes = uint32_t(smem);
+  p.launches.push_back(l);
+  p.arch = m.arch + "a";
+  p.tensor_cores = true;
+  p.flops = a.effective_flops();
+  p.plan = fmt::format("attention/wgmma/{}x{}", BQ, BK);
+  p.explain.push_back(fmt::format(
+      "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
+      "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
+      "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; K / V double-buffered by cp.async{}; "
+      "{} B of shared memory",
+      a.name, BQ, NWG, BK, BK, E, a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
+}
+
+}  // namespace tessel::emit_cuda

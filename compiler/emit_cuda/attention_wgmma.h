@@ -1,0 +1,41 @@
+// The fused attention kernel on sm_90a warpgroup MMA (Kernel::attention, compiler/kernel/attention.h):
+// one code shape of the CUDA emitter's attention lowering (attention_kernel.h dispatches to it).
+//
+// A block takes kAttentionWarpgroups x 64 query rows of one batch point; each warpgroup keeps its
+// 64 rows' running maximum, sum and context in registers. Per key block of 128 keys: the scores
+// S = Q Kᵀ by wgmma.m64n128k16 (Q and the K tile K-major in 128-byte-swizzled shared memory), the
+// record's steps (scale, mask, bias: any element-wise expression of the score and its indices) and
+// the online softmax on the accumulators (row max and sum across the 4 lanes of a row), the
+// probabilities rounded as the record says and packed into wgmma's register A operand (the
+// accumulator layout of two n8 tiles is the A fragment of one k16 step), then O += P V by
+// wgmma.m64nEk16 with V N-major (transposed by the descriptor). K and V tiles are double-buffered:
+// the next block's 16-byte cp.async copies are in flight while this block computes. Causal blocks
+// above the diagonal are never loaded. The epilogue divides by the sum (or not, normalise-first),
+// applies the record's epilogue expression and stores through the output's strides.
+//
+// Conditions (attention_wgmma_obstacle says which fails): the machine has wgmma, Q/K/V f16 (or
+// bf16, all three alike), one head index and one value index of 64 or 128, unit stride along them
+// and row strides that keep 16-byte copies aligned, f32 accumulation, at least 64 query rows.
+#pragma once
+
+#include <sstream>
+#include <string>
+
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/kernel/attention.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "isa/gpu_machine.h"
+
+namespace tessel::emit_cuda {
+
+inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block
+inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma's N)
+
+// "" when the wgmma kernel lowers `a` on `m`, else why not.
+std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);
+
+// Appends the kernel and its launch to `p` (source in `os`, explain lines, arch sm_90a).
+void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
+                          CudaProgram& p);
+
+}  // namespace tessel::emit_cuda
