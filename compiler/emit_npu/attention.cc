@@ -1,6 +1,7 @@
 #include "compiler/emit_npu/attention.h"
 #include "compiler/emit_npu/operands.h"
 #include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/compositions.h"
 
 #include <fmt/format.h>
 
@@ -35,9 +36,7 @@ enum Reg : uint8_t {
   kOut,        // GM byte address of the unit's first output row
   kT1,
   kT2,
-  kLimit,      // causal: key blocks starting below it are computed
-  kActive,     // causal: 1 when the current key block is computed
-  kTrip,       // the 0-or-1-trip loops' counter
+  kRows,       // the unit's valid query rows
   kDiag,       // causal: the current block's first key minus the unit's first query minus the offset
   kRem,
   kIdx,
@@ -47,6 +46,9 @@ enum Reg : uint8_t {
 // The plan: blocks, slots and UB placement (bytes).
 struct Plan {
   int64_t S = 0, T = 0, D = 0, Dp = 0, E = 0, Ep = 0, batch = 1;
+  // V's columns in L1 / L0B and the context's in L0C / UB: Ep, then one block of ones, so the cube's
+  // P·V also gives each row's sum of p (in f32, across all 16 columns of that block: l broadcast)
+  int64_t Ev = 0;
   int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
   int64_t l0b_slots = 2;
   // L1, L0A, L0B, L0C
@@ -57,7 +59,7 @@ struct Plan {
   // UB
   int64_t ub_s = 0, ub_diag = 0, ub_p[2]{}, ub_acc = 0, ub_pv = 0, ub_tmp = 0, ub_bc = 0, ub_out = 0;
   int64_t ub_stage_q = -1, ub_stage_k = -1, ub_stage_v = -1;
-  int64_t ub_m[2]{}, ub_l = 0, ub_bm = 0, ub_bs = 0, ub_c = 0, ub_steps = 0, ub_steps_bytes = 0;
+  int64_t ub_ones = 0, ub_m[2]{}, ub_bm = 0, ub_c[2]{}, ub_bcc = 0, ub_steps = 0, ub_steps_bytes = 0;
 };
 
 class AttentionEmitter : public VectorCode {
@@ -113,28 +115,42 @@ class AttentionEmitter : public VectorCode {
     P.S = a_.query.extent, P.T = a_.key.extent, P.D = a_.head[0].extent, P.E = a_.value[0].extent;
     P.Dp = round_up(P.D, f);
     P.Ep = round_up(P.E, f);
+    P.Ev = P.Ep + f;
     P.batch = a_.size_batch();
     // Query blocks: 64 rows, halved while the units do not cover the cores.
     P.bq = std::min<int64_t>(64, round_up(P.S, f));
     while (P.bq > f && P.batch * ((P.S + P.bq - 1) / P.bq) < m_.cores) P.bq /= 2;
     P.bq = std::max(P.bq, f);
-    P.bk = std::min<int64_t>(128, round_up(P.T, f));
-    auto l0b_bytes = [&](int64_t bk, int64_t slots) { return slots * (P.Dp * bk + bk * P.Ep) * 2; };
-    auto fits = [&](int64_t bk, int64_t slots) {
-      const int64_t l0a = P.bq * P.Dp * 2 + slots * P.bq * bk * 2;
-      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ep) * 4;
-      return l0b_bytes(bk, slots) <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
-    };
-    while (P.bk > 64 && !fits(P.bk, 2)) P.bk /= 2;
-    P.l0b_slots = fits(P.bk, 2) ? 2 : 1;
-    while (P.bk > f && !fits(P.bk, P.l0b_slots)) P.bk = std::max(f, P.bk / 2);
-    if (!fits(P.bk, P.l0b_slots))
-      return fmt::format("head or value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
     P.nqb = (P.S + P.bq - 1) / P.bq;
-    P.nkb = (P.T + P.bk - 1) / P.bk;
     P.units = P.batch * P.nqb;
     P.cores = std::min<int64_t>(m_.cores, P.units);
-    if (P.bq * P.bk * 4 > max_repeat_ * bytes_per_repeat_) return "a score tile longer than one vector instruction";
+    // Key blocks: as few as fit (the row-wise work per block is per row, not per key), of balanced
+    // length; a score tile is one vector instruction (max_repeat repeats of f32).
+    const int64_t longest = std::min(round_up(P.T, f), max_repeat_ * bytes_per_repeat_ / (P.bq * 4) / f * f);
+    std::string why;
+    for (int64_t nkb = (P.T + longest - 1) / longest;; ++nkb) {
+      const int64_t bk = round_up((P.T + nkb - 1) / nkb, f);
+      if (bk < f || (why = place(bk)).empty()) break;
+      if (bk == f) return why;
+    }
+    return why;
+  }
+
+  // The placement of key blocks of bk keys: "" or why they do not fit.
+  std::string place(int64_t bk) {
+    Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.m0;
+    P.bk = bk;
+    P.nkb = (P.T + P.bk - 1) / P.bk;
+    auto fits = [&](int64_t slots) {
+      const int64_t l0a = P.bq * P.Dp * 2 + 2 * P.bq * bk * 2;
+      const int64_t l0b = slots * (P.Dp * bk + bk * P.Ev) * 2;
+      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ev) * 4;
+      return l0b <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
+    };
+    P.l0b_slots = fits(2) ? 2 : 1;
+    if (!fits(P.l0b_slots))
+      return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
     // L1
     int64_t l1 = 0;
     auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
@@ -146,7 +162,7 @@ class AttentionEmitter : public VectorCode {
     P.l1_q = take(l1, P.bq * P.Dp * 2, a1);
     for (int s = 0; s < 2; ++s) {
       P.l1_k[s] = take(l1, P.bk * P.Dp * 2, a1);
-      P.l1_v[s] = take(l1, P.bk * P.Ep * 2, a1);
+      P.l1_v[s] = take(l1, P.bk * P.Ev * 2, a1);
       P.l1_p[s] = take(l1, P.bq * P.bk * 2, a1);
     }
     if (l1 > m_.capacity(Buffer::L1)) return "blocks that do not fit L1";
@@ -156,12 +172,12 @@ class AttentionEmitter : public VectorCode {
     for (int s = 0; s < 2; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
     for (int s = 0; s < P.l0b_slots; ++s) {
       P.l0b_k[s] = take(l0b, P.Dp * P.bk * 2, fb);
-      P.l0b_v[s] = take(l0b, P.bk * P.Ep * 2, fb);
+      P.l0b_v[s] = take(l0b, P.bk * P.Ev * 2, fb);
     }
     if (P.l0b_slots == 1) P.l0b_k[1] = P.l0b_k[0], P.l0b_v[1] = P.l0b_v[0];
     for (int s = 0; s < 2; ++s) {
       P.l0c_s[s] = take(l0c, P.bq * P.bk * 4, fc);
-      P.l0c_o[s] = take(l0c, P.bq * P.Ep * 4, fc);
+      P.l0c_o[s] = take(l0c, P.bq * P.Ev * 4, fc);
     }
     // UB: every region whole repeats, a repeat of slack after the row-wise ones (their masked
     // repeats' footprints reach past the region)
@@ -171,16 +187,16 @@ class AttentionEmitter : public VectorCode {
     P.ub_s = region(P.bq * P.bk * 4);
     if (a_.causal_offset) P.ub_diag = region(P.bq * P.bk * 4);
     for (int s = 0; s < 2; ++s) P.ub_p[s] = region(P.bq * P.bk * 2);
-    P.ub_acc = region(P.bq * P.Ep * 4);
-    P.ub_pv = region(P.bq * P.Ep * 4);
+    P.ub_acc = region(P.bq * P.Ev * 4);
+    P.ub_pv = region(P.bq * P.Ev * 4);
+    P.ub_ones = region(P.bk * f * 2);
     P.ub_tmp = region(P.bq * f * 4 + rb);
     P.ub_bc = region(P.bq * f * 4 + rb);
+    P.ub_bcc = region(P.bq * f * 4 + rb);
     P.ub_out = region(P.bq * P.Ep * dtype_bytes(a_.out.dtype));
     for (int s = 0; s < 2; ++s) P.ub_m[s] = region(P.bq * 4 + rb);
-    P.ub_l = region(P.bq * 4 + rb);
     P.ub_bm = region(P.bq * 4 + rb);
-    P.ub_bs = region(P.bq * 4 + rb);
-    P.ub_c = region(P.bq * 4 + rb);
+    for (int s = 0; s < 2; ++s) P.ub_c[s] = region(P.bq * 4 + rb);
     if (staged(P.D, a_.q.stride(a_.query.var), true)) P.ub_stage_q = region(P.bq * P.Dp * 2);
     if (staged(P.D, a_.k.stride(a_.key.var))) P.ub_stage_k = region(P.bk * P.Dp * 2);
     if (staged(P.E, a_.v.stride(a_.key.var))) P.ub_stage_v = region(P.bk * P.Ep * 2);
@@ -309,6 +325,17 @@ class AttentionEmitter : public VectorCode {
     while (e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast && e->args.size() == 1) e = e->args[0].get();
     return e;
   }
+  // The root of the expression being evaluated writes its destination directly (element-wise:
+  // each lane reads its operands before it writes, so the score may be updated in place), unless
+  // it is composed of several instructions.
+  const ir::Expr* root_ = nullptr;
+  int64_t root_dst_ = -1;
+  DType root_type_ = DType::F32;
+  int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) override {
+    (void)a;
+    if (&e == root_ && e.type == root_type_ && !composition_for(e.op)) return root_dst_;
+    return fresh_region();
+  }
   Value causal_select(const ir::Expr& e, int64_t n) {
     if (&e != causal_node() || diag_region_ < 0)
       throw UserError(refusal("a select other than the causal mask select(j <= i + c, x, -1e30) of the last step"));
@@ -322,7 +349,7 @@ class AttentionEmitter : public VectorCode {
                        imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
     op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, zero.region), Operand::float_(0), imm(repeats(n, DType::F32)), imm(1), imm(repeat_blocks_)});
     binary(Opcode::Vcmple, t, t, zero, n);
-    const Value r{false, 0, fresh_region(), DType::F32};
+    const Value r{false, 0, result_region(e, {}), DType::F32};
     const int64_t rep = repeats(n, DType::F32), b = repeat_blocks_;
     op(Opcode::Vselv, {type(DType::F32), at(Buffer::UB, r.region), at(Buffer::UB, t.region), at(Buffer::UB, tv.region), at(Buffer::UB, fv.region),
                        imm(rep), imm(1), imm(1), imm(1), imm(1), imm(b), imm(b), imm(b), imm(b)});
@@ -335,7 +362,9 @@ class AttentionEmitter : public VectorCode {
     inputs_.clear();
     for (const auto& [tensor, role] : x.inputs) inputs_[tensor] = running.at(role);
     region_base_ = p_plan_.ub_steps, next_region_ = 0, chunk_ = n;
+    root_ = x.expr, root_dst_ = dst, root_type_ = dst_type;
     Value v = compile(*x.expr, n);
+    root_ = nullptr;
     if (v.scalar) v.type = DType::F32;
     v = vector_of(v, n);
     if (v.type != x.type) {  // rounded to the statement's dtype
@@ -418,6 +447,7 @@ class AttentionEmitter : public VectorCode {
     out_.macs = uint64_t(P.batch) * P.S * P.T * (P.D + P.E);
     if (a_.causal_offset) diagonal_tile();
     zero_stages();
+    ones_blocks();
     op(Opcode::Loop, {reg(kUnit), Operand::reg_(npu::kRegCoreId), imm(P.units), Operand::reg_(npu::kRegCoreCount)});
     unit_addresses();
     unit_body();
@@ -515,7 +545,6 @@ class AttentionEmitter : public VectorCode {
       op(Opcode::Mul, {reg(kT2), reg(kI0), imm(o->stride(a_.query.var) * dtype_bytes(o->dtype))});
       op(Opcode::Add, {reg(r), reg(r), reg(kT2)});
     }
-    if (a_.causal_offset) op(Opcode::Add, {reg(kLimit), reg(kI0), imm(P.bq + *a_.causal_offset)});
     for (const auto& [e, r] : reads_) {  // base + batch point + first query row
       op(Opcode::Mov, {reg(r.reg), imm(gm_.at(r.tensor) + r.base * dtype_bytes(r.dtype))});
       op(Opcode::Mul, {reg(kT2), reg(kI0), imm(r.coeff.at(a_.query.var) * dtype_bytes(r.dtype))});
@@ -536,19 +565,6 @@ class AttentionEmitter : public VectorCode {
     }
   }
 
-  // Runs `body` for key block kb: directly, or (causal) in a loop of 0 or 1 trips.
-  template <typename F>
-  void for_block(int64_t kb, F&& body) {
-    if (!a_.causal_offset || kb == 0) {
-      body();
-      return;
-    }
-    op(Opcode::Slt, {reg(kActive), imm(kb * p_plan_.bk), reg(kLimit)});
-    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
-    body();
-    op(Opcode::EndLoop, {});
-  }
-
   int64_t block_keys(int64_t kb) const { return std::min(p_plan_.bk, p_plan_.T - kb * p_plan_.bk); }
   int64_t block_cols(int64_t kb) const { return round_up(block_keys(kb), m_.cube_f16.n0); }
 
@@ -560,15 +576,34 @@ class AttentionEmitter : public VectorCode {
   bool staged(int64_t cols, int64_t stride, bool zero_padding = false) const {
     return cols % m_.cube_f16.k0 != 0 && (zero_padding || stride < round_up(cols, m_.cube_f16.k0));
   }
-  void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage) {
-    if (stage < 0) {
+  // Column block c lands at l1 + c x pitch x 32 bytes (pitch: rows of the NZ layout, >= rows).
+  void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage, int64_t pitch = 0) {
+    const int64_t f = m_.cube_f16.k0;
+    if (pitch == 0) pitch = rows;
+    if (stage < 0 && pitch == rows) {
       op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1), gm, imm(rows), imm(padded), imm(stride)});
       return;
     }
+    if (stage < 0) {
+      for (int64_t c = 0; c < padded / f; ++c) {
+        Operand src = gm;
+        src.imm += c * f * 2;
+        op(Opcode::DmaInNz, {type(DType::F16), at(Buffer::L1, l1 + c * pitch * f * 2), src, imm(rows), imm(f), imm(stride)});
+      }
+      return;
+    }
     op(Opcode::DmaIn, {at(Buffer::UB, stage), gm, imm(rows), imm(cols * 2), imm((stride - cols) * 2), imm((padded - cols) * 2)});
-    const int64_t f = m_.cube_f16.k0;
     for (int64_t c = 0; c < padded / f; ++c)
-      op(Opcode::DmaOut, {at(Buffer::L1, l1 + c * rows * f * 2), at(Buffer::UB, stage + c * f * 2), imm(rows), imm(f * 2), imm((padded - f) * 2), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::L1, l1 + c * pitch * f * 2), at(Buffer::UB, stage + c * f * 2), imm(rows), imm(f * 2), imm((padded - f) * 2), imm(0)});
+  }
+  // V's block of ones in both L1 slots, once per core (V's loads never write it)
+  void ones_blocks() {
+    const Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.k0, bytes = P.bk * f * 2;
+    op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, P.ub_ones), Operand::float_(1), imm((bytes + bytes_per_repeat_ - 1) / bytes_per_repeat_), imm(1),
+                      imm(repeat_blocks_)});
+    for (int s = 0; s < 2; ++s)
+      op(Opcode::DmaOut, {at(Buffer::L1, P.l1_v[s] + P.Ep / f * P.bk * f * 2), at(Buffer::UB, P.ub_ones), imm(1), imm(bytes), imm(0), imm(0)});
   }
   void zero_stages() {
     const Plan& P = p_plan_;
@@ -584,7 +619,7 @@ class AttentionEmitter : public VectorCode {
     const int s = kb % 2, cols = int(block_cols(kb));
     const int64_t sj = a_.k.stride(a_.key.var), vj = a_.v.stride(a_.key.var);
     to_l1(P.l1_k[s], at(Buffer::GM, kb * P.bk * sj * 2, kK), cols, P.D, P.Dp, sj, P.ub_stage_k);
-    to_l1(P.l1_v[s], at(Buffer::GM, kb * P.bk * vj * 2, kV), cols, P.E, P.Ep, vj, P.ub_stage_v);
+    to_l1(P.l1_v[s], at(Buffer::GM, kb * P.bk * vj * 2, kV), cols, P.E, P.Ep, vj, P.ub_stage_v, P.bk);
   }
   // S(kb) = Q Kᵀ into L0C slot kb % 2
   void scores(int64_t kb) {
@@ -627,43 +662,35 @@ class AttentionEmitter : public VectorCode {
     row_reduce(Opcode::Vcmax, first ? m_new : P.ub_bm, P.ub_tmp);
     if (!first) {
       vec2(Opcode::Vmax, m_new, m_old, P.ub_bm, vec_rep(P.bq));
-      vec2(Opcode::Vsub, P.ub_c, m_old, m_new, vec_rep(P.bq));
-      vec1(Opcode::Vexp, P.ub_c, P.ub_c, vec_rep(P.bq));
+      vec2(Opcode::Vsub, P.ub_c[s], m_old, m_new, vec_rep(P.bq));
+      vec1(Opcode::Vexp, P.ub_c[s], P.ub_c[s], vec_rep(P.bq));
     }
     row_broadcast(P.ub_bc, m_new);
     const int64_t cb = cb_elems() * 4;
     for (int64_t c = 0; c < nb; ++c) vec2(Opcode::Vsub, P.ub_s + c * cb, P.ub_s + c * cb, P.ub_bc, cb_rep());
     vec1(Opcode::Vexp, P.ub_s, P.ub_s, vec_rep(tile));
     conv(DType::F16, DType::F32, P.ub_p[s], P.ub_s, tile);
-    if (a_.prob_type == DType::F16) conv(DType::F32, DType::F16, P.ub_s, P.ub_p[s], tile);
     // P(kb) to L0A; V(kb) to L0B; P V into L0C
     op(Opcode::DmaOut, {at(Buffer::L1, P.l1_p[s]), at(Buffer::UB, P.ub_p[s]), imm(1), imm(tile * 2), imm(0), imm(0)});
     op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L1, P.l1_p[s]), imm(P.bq / f), imm(nb), imm(1), imm(P.bq / f), imm(0)});
-    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_v[s]), at(Buffer::L1, P.l1_v[s]), imm(nb), imm(P.Ep / f), imm(1), imm(nb), imm(1)});
+    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_v[s]), at(Buffer::L1, P.l1_v[s]), imm(nb), imm(P.Ev / f), imm(1), imm(P.bk / f), imm(1)});
     op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_o[s]), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L0B, P.l0b_v[s]), imm(P.bq), imm(cols),
-                      imm(P.Ep), imm(1)});
-    // l = l c + rowsum(p)
-    fold_columns(Opcode::Vadd, P.ub_tmp, P.ub_s, nb);
-    row_reduce(Opcode::Vcadd, first ? P.ub_l : P.ub_bs, P.ub_tmp);
-    if (!first) {
-      vec2(Opcode::Vmul, P.ub_l, P.ub_l, P.ub_c, vec_rep(P.bq));
-      vec2(Opcode::Vadd, P.ub_l, P.ub_l, P.ub_bs, vec_rep(P.bq));
-    }
+                      imm(P.Ev), imm(1)});
   }
   // acc = acc c + P V
   void accumulate(int64_t kb) {
     const Plan& P = p_plan_;
     const int s = kb % 2, f = int(m_.cube_f16.m0);
-    const int64_t fr = P.bq / f * (P.Ep / f);
+    const int64_t fr = P.bq / f * (P.Ev / f);
     if (kb == 0) {
       op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_acc), at(Buffer::L0C, P.l0c_o[s]), imm(fr), imm(0)});
       return;
     }
-    row_broadcast(P.ub_bc, P.ub_c);
+    row_broadcast(P.ub_bcc, P.ub_c[s]);
     const int64_t cb = cb_elems() * 4;
-    for (int64_t c = 0; c < P.Ep / f; ++c) vec2(Opcode::Vmul, P.ub_acc + c * cb, P.ub_acc + c * cb, P.ub_bc, cb_rep());
+    for (int64_t c = 0; c < P.Ev / f; ++c) vec2(Opcode::Vmul, P.ub_acc + c * cb, P.ub_acc + c * cb, P.ub_bcc, cb_rep());
     op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_pv), at(Buffer::L0C, P.l0c_o[s]), imm(fr), imm(0)});
-    vec2(Opcode::Vadd, P.ub_acc, P.ub_acc, P.ub_pv, vec_rep(P.bq * P.Ep));
+    vec2(Opcode::Vadd, P.ub_acc, P.ub_acc, P.ub_pv, vec_rep(P.bq * P.Ev));
   }
 
   void unit_body() {
@@ -674,21 +701,25 @@ class AttentionEmitter : public VectorCode {
     load_kv(0);
     scores(0);
     for (int64_t kb = 0; kb < P.nkb; ++kb) {
-      if (kb + 1 < P.nkb) for_block(kb + 1, [&] { load_kv(kb + 1); scores(kb + 1); });
-      for_block(kb, [&] { softmax(kb); });
-      for_block(kb, [&] { accumulate(kb); });
+      if (kb + 1 < P.nkb) {
+        load_kv(kb + 1);
+        scores(kb + 1);
+      }
+      softmax(kb);
+      if (kb > 0) accumulate(kb - 1);  // the cube's P·V of block kb - 1 ran while the vector did block kb
     }
+    accumulate(P.nkb - 1);
     epilogue();
   }
 
   void epilogue() {
     const Plan& P = p_plan_;
     const int64_t f = m_.cube_f16.n0, cb = cb_elems() * 4, osz = dtype_bytes(a_.out.dtype);
-    row_broadcast(P.ub_bc, P.ub_l);
+    const int64_t l = P.ub_acc + P.Ep / f * cb;  // the row sums, across the 16 columns of the last block
     for (int64_t c = 0; c < P.Ep / f; ++c) {
       const int64_t o = P.ub_acc + c * cb, dst = P.ub_out + c * cb_elems() * osz;
-      if (a_.normalise_first) vec2(Opcode::Vdiv, o, o, P.ub_bc, cb_rep());
-      const Value O{false, 0, o, DType::F32}, Z{false, 0, P.ub_bc, DType::F32};
+      if (a_.normalise_first) vec2(Opcode::Vdiv, o, o, l, cb_rep());
+      const Value O{false, 0, o, DType::F32}, Z{false, 0, l, DType::F32};
       if (a_.epilogue.expr) {
         evaluate(a_.epilogue, {{"O", O}, {"Z", Z}}, cb_elems(), dst, a_.out.dtype);
       } else if (a_.out.dtype == DType::F32) {
@@ -698,29 +729,24 @@ class AttentionEmitter : public VectorCode {
       }
     }
     const int64_t tail = P.S - (P.nqb - 1) * P.bq;
-    if (tail == P.bq) {
-      store(P.bq);
+    if (tail == P.bq || P.nqb == 1) {
+      store(imm(tail));
       return;
     }
-    if (P.nqb == 1) {
-      store(tail);
-      return;
-    }
-    op(Opcode::Slt, {reg(kActive), reg(kQb), imm(P.nqb - 1)});
-    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
-    store(P.bq);
-    op(Opcode::EndLoop, {});
-    op(Opcode::Sub, {reg(kActive), imm(1), reg(kActive)});
-    op(Opcode::Loop, {reg(kTrip), imm(0), reg(kActive), imm(1)});
-    store(tail);
-    op(Opcode::EndLoop, {});
+    // the unit's valid rows: bq + (S - i0 < bq) x (S - i0 - bq), in a register (no branch: a loop
+    // that may run no trip would let the sync pass's pruning rely on syncs that never run)
+    op(Opcode::Sub, {reg(kRows), imm(P.S - P.bq), reg(kI0)});
+    op(Opcode::Slt, {reg(kT1), reg(kRows), imm(0)});
+    op(Opcode::Mul, {reg(kRows), reg(kRows), reg(kT1)});
+    op(Opcode::Add, {reg(kRows), reg(kRows), imm(P.bq)});
+    store(reg(kRows));
   }
-  void store(int64_t rows) {
+  void store(Operand rows) {
     const Plan& P = p_plan_;
     const int64_t f = m_.cube_f16.n0, osz = dtype_bytes(a_.out.dtype), row = a_.out.stride(a_.query.var) * osz;
     for (int64_t c = 0; c < P.Ep / f; ++c) {
       const int64_t cols = std::min(f, P.E - c * f), burst = cols * osz;
-      op(Opcode::DmaOut, {at(Buffer::GM, c * f * osz, kOut), at(Buffer::UB, P.ub_out + c * cb_elems() * osz), imm(rows), imm(burst),
+      op(Opcode::DmaOut, {at(Buffer::GM, c * f * osz, kOut), at(Buffer::UB, P.ub_out + c * cb_elems() * osz), rows, imm(burst),
                           imm(f * osz - burst), imm(row - burst)});
     }
   }
@@ -730,7 +756,7 @@ class AttentionEmitter : public VectorCode {
     out_.notes.push_back(fmt::format("fused attention (online softmax): {} batch point(s) x {} query block(s) of {} rows over {} core(s); "
                                      "{} key block(s) of {} keys; head {} value {}{}",
                                      P.batch, P.nqb, P.bq, P.cores, P.nkb, P.bk, P.D, P.E,
-                                     a_.causal_offset ? fmt::format(", causal (j <= i + {}): blocks above the diagonal skipped", *a_.causal_offset) : ""));
+                                     a_.causal_offset ? fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset) : ""));
     out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB row max / exp / sum (vcmax, vexp, vcadd), P f16 -> L1 -> L0A, "
                                      "cube P·V, context rescaled in UB; L0B slots {}, no {} x {} scores in GM",
                                      P.l0b_slots, P.S, P.T));

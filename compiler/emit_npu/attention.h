@@ -5,27 +5,34 @@
 // prob_type, epilogue, causal_offset); gives an npu::Program without syncs (the sync pass,
 // compiler/npu_sync, runs after it, as for the GEMM).
 //
-// Work units (batch point, block of bq query rows) go round-robin over the cores. Per unit:
+// Work units (batch point, block of bq query rows) go round-robin over the cores (one loop over
+// the units, nothing else conditional). Per unit:
 //   Q block GM -(MTE2 dma_in_nz)-> L1 -(MTE1 load2d)-> L0A, once;
-//   per key block of bk keys (two slots of every buffer, so block kb + 1's loads and scores run
-//   while the vector unit works on block kb):
+//   per key block of bk keys (two slots of L1, L0A, L0C and UB's P; two L0B slots where they fit),
+//   block kb + 1's loads and scores emitted before block kb's vector work, so the cube and the
+//   copies run while the vector unit works:
 //     K block -> L1 -> L0B (Kᵀ: loaded as stored), cube S = Q·Kᵀ into L0C -(V mov_l0c)-> UB (f32);
-//     the steps on the score tile (VectorCode: scale and other element-wise operators; the causal
-//     select compares a column-minus-row tile with the block's diagonal offset), keys past T to
-//     -inf; row maxima (vmax over the 16-column blocks, vcmax of the masked first 16 lanes);
-//     m' = max(m, rowmax), c = exp(m - m'), p = exp(s - m') (vbrcb of m' per row), rounded to
-//     prob_type; l = l·c + rowsum(p); P (f16) UB -(MTE3)-> L1 -(MTE1)-> L0A;
-//     V block -> L1 -> L0B, cube P·V into L0C -> UB, acc = acc·c + P·V;
+//     the steps on the score tile (VectorCode, in place: scale and other element-wise operators;
+//     the causal select compares a column-minus-row tile with the block's diagonal offset; a
+//     tensor a step reads (an additive mask) comes by one dma_in per 16-column block), keys past
+//     T to -inf; row maxima (vmax over the 16-column blocks, vcmax of the masked first 16 lanes);
+//     m' = max(m, rowmax), c = exp(m - m'), p = exp(s - m') (vbrcb of m' per row);
+//     P (f16) UB -(MTE3)-> L1 -(MTE1)-> L0A; V block -> L1 -> L0B with a block of ones after its
+//     columns, so the cube's P·V (into L0C -> UB) also gives each row's sum of p in its last
+//     16-column block; acc = acc·c + P·V (its last block is l);
 //   then the epilogue (O = acc, Z = l; or O = acc / l when normalised first) per 16-column block,
-//   stored to GM (valid rows and columns only).
-// Causal (causal_offset c >= 0): key blocks wholly above the diagonal of the unit's last row are
-// skipped (each block's instructions sit in a loop of 0 or 1 trips); the mask is computed on the
-// others. Sizes not multiples of 16: query rows past S and key rows past T are read (from the next
-// batch point or a zero guard after the tensor) and never written, or masked; the head dim D must
-// be a multiple of 16 (a refusal otherwise: the scores would add the next row's values).
+//   stored to GM (valid rows and columns only: the row count in a register).
+// Rounding: p is rounded to f16 for the cube (prob_type f16 rounds it there anyway), and the sum l
+// adds the rounded values (exactly as the context does); scores, maxima, exponentials, l and the
+// context are f32.
+// Causal (causal_offset): every key block is computed and masked (skipping the blocks above the
+// diagonal needs a per-unit block count, i.e. loops that may run no trip, which the sync pass's
+// pruning does not model). Sizes not multiples of 16: query rows past S and key rows past T are
+// read (from the next batch point or a zero guard after the tensor) and never written, or masked;
+// head and value dimensions are padded to the fractal (Q's padding zeroed through UB).
 // Requires: f16 Q, K, V with unit stride along d (Q, K) and e (V, Out), f32 score/sum/context
-// accumulators, steps and epilogue made of the score / O / Z, constants, sizes and the causal
-// select (no other tensor or index read).
+// accumulators, steps made of the score, constants, sizes, the causal select and tensors read
+// along the keys with unit stride (rows at least 16 elements apart); an epilogue of O and Z.
 #pragma once
 
 #include <string>

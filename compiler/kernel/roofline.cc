@@ -31,6 +31,20 @@ std::optional<DType> contraction_operand_dtype(const ir::Statement& s) {
   return a->type;
 }
 
+// The context of a fused attention kernel (Kernel::attention: `O +=! E * f32(V)`, E in f32 or
+// rounded): a contraction in V's dtype, since the fused kernel rounds the probabilities to it for
+// the matrix unit (compiler/emit_npu/attention.h).
+std::optional<DType> attention_context_dtype(const Kernel& k, const ir::Statement& s) {
+  if (!k.attention || s.reduction != ir::Reduction::Sum) return std::nullopt;
+  const ir::Expr& rhs = *s.rhs;
+  if (rhs.kind != ExprKind::Apply || rhs.op != Op::Mul || rhs.args.size() != 2) return std::nullopt;
+  const ir::Expr* a = strip_casts(rhs.args[0].get());
+  const ir::Expr* b = strip_casts(rhs.args[1].get());
+  if (a->kind != ExprKind::Access || b->kind != ExprKind::Access) return std::nullopt;
+  if (a->name != k.attention->v.tensor && b->name != k.attention->v.tensor) return std::nullopt;
+  return k.attention->v.dtype;
+}
+
 bool is_condition_op(Op op) {
   switch (op) {
     case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
@@ -152,7 +166,7 @@ KernelWork count_work(const Kernel& k, const VectorOpCost& cost) {
     if (inlined.count(int(i))) continue;
     const ir::Statement& s = statements[i];
     const Domain d = domain_of(s, k.sizes);
-    if (const auto dtype = contraction_operand_dtype(s)) {
+    if (const auto dtype = contraction_operand_dtype(s) ? contraction_operand_dtype(s) : attention_context_dtype(k, s)) {
       w.contraction_macs[*dtype] += d.points;
       continue;
     }
