@@ -1,7 +1,8 @@
 // The fused attention kernel on sm_90a warpgroup MMA (Kernel::attention, compiler/kernel/attention.h):
 // one code shape of the CUDA emitter's attention lowering (attention_kernel.h dispatches to it).
 //
-// A block takes kAttentionWarpgroups x 64 query rows of one batch point; each warpgroup keeps its
+// A block takes kAttentionWarpgroups x 64 query rows of one batch point (one warpgroup where that
+// many blocks would not fill the SMs: short sequences, few heads); each warpgroup keeps its
 // 64 rows' running maximum, sum and context in registers. Per key block of 128 keys: the scores
 // S = Q Kᵀ by wgmma.m64n128k16 (Q and the K tile K-major in 128-byte-swizzled shared memory), the
 // record's steps (scale, mask, bias: any element-wise expression of the score and its indices) and
@@ -28,7 +29,7 @@
 
 namespace tessel::emit_cuda {
 
-inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block
+inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block (at most)
 inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma's N)
 
 // "" when the wgmma kernel lowers `a` on `m`, else why not.

@@ -21,7 +21,7 @@
 // acc = acc * c + sum p_j * V(j, :); at the end O = acc, Z = l (divide-after form), or O = acc / l
 // (normalise-first form), then the epilogue. No S x S value is ever stored.
 //
-// Rounding difference from the unfused definition (documented in compiler/poly/README.md): p_j is
+// Rounding difference from the unfused definition: p_j is
 // exp(logit - m') with the running maximum instead of the row's final one, rescaled later by
 // exp(m' - m_final) in f32; where E is rounded to f16/bf16 the rounding happens at a different
 // scale (relative error per term at most one unit in the last place of the rounded type, as in the
