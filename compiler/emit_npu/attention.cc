@@ -50,7 +50,10 @@ struct Plan {
   // P·V also gives each row's sum of p (in f32, across all 16 columns of that block: l broadcast)
   int64_t Ev = 0;
   int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
-  int64_t l0b_slots = 2;
+  // L0B: K and V blocks in two slots each, in one slot each, or one region they take in turn
+  // (the cube reads Kᵀ of block kb + 1 before V of block kb is loaded over it); L0A: P's slots
+  enum class L0b { TwoSlots, OneSlot, Shared } l0b = L0b::TwoSlots;
+  int64_t l0a_p_slots = 2;
   // L1, L0A, L0B, L0C
   int64_t l1_q = 0, l1_k[2]{}, l1_v[2]{}, l1_p[2]{};
   int64_t l0a_q = 0, l0a_p[2]{};
@@ -117,10 +120,11 @@ class AttentionEmitter : public VectorCode {
     P.Ep = round_up(P.E, f);
     P.Ev = P.Ep + f;
     P.batch = a_.size_batch();
-    // Query blocks: 64 rows, halved while the units do not cover the cores.
-    P.bq = std::min<int64_t>(64, round_up(P.S, f));
-    while (P.bq > f && P.batch * ((P.S + P.bq - 1) / P.bq) < m_.cores) P.bq /= 2;
-    P.bq = std::max(P.bq, f);
+    // Query blocks: 4 fractals of rows, halved while half of them still covers S or the units do
+    // not cover the cores (a unit's fixed costs, GM latency and pipeline fill, favour long blocks).
+    P.bq = 4 * f;
+    auto units_of = [&](int64_t bq) { return P.batch * ((P.S + bq - 1) / bq); };
+    while (P.bq > f && (P.bq / 2 >= round_up(P.S, f) || units_of(P.bq) < m_.cores)) P.bq /= 2;
     P.nqb = (P.S + P.bq - 1) / P.bq;
     P.units = P.batch * P.nqb;
     P.cores = std::min<int64_t>(m_.cores, P.units);
@@ -142,15 +146,21 @@ class AttentionEmitter : public VectorCode {
     const int64_t f = m_.cube_f16.m0;
     P.bk = bk;
     P.nkb = (P.T + P.bk - 1) / P.bk;
-    auto fits = [&](int64_t slots) {
-      const int64_t l0a = P.bq * P.Dp * 2 + 2 * P.bq * bk * 2;
-      const int64_t l0b = slots * (P.Dp * bk + bk * P.Ev) * 2;
-      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ev) * 4;
-      return l0b <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
+    using L0b = Plan::L0b;
+    auto l0b_bytes = [&](L0b b) {
+      const int64_t k = P.Dp * bk * 2, v = bk * P.Ev * 2;
+      return b == L0b::TwoSlots ? 2 * (k + v) : b == L0b::OneSlot ? k + v : std::max(k, v);
     };
-    P.l0b_slots = fits(2) ? 2 : 1;
-    if (!fits(P.l0b_slots))
-      return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
+    auto fits = [&](L0b b, int64_t p_slots) {
+      const int64_t l0a = P.bq * P.Dp * 2 + p_slots * P.bq * bk * 2;
+      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ev) * 4;
+      return l0b_bytes(b) <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
+    };
+    const std::pair<L0b, int64_t> choices[] = {{L0b::TwoSlots, 2}, {L0b::OneSlot, 2}, {L0b::Shared, 2}, {L0b::OneSlot, 1}, {L0b::Shared, 1}};
+    bool found = false;
+    for (const auto& [b, p_slots] : choices)
+      if (!found && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
+    if (!found) return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
     // L1
     int64_t l1 = 0;
     auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
@@ -169,12 +179,18 @@ class AttentionEmitter : public VectorCode {
     int64_t l0a = 0, l0b = 0, l0c = 0;
     const int64_t fa = m_.alignment(Buffer::L0A), fb = m_.alignment(Buffer::L0B), fc = m_.alignment(Buffer::L0C);
     P.l0a_q = take(l0a, P.bq * P.Dp * 2, fa);
-    for (int s = 0; s < 2; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
-    for (int s = 0; s < P.l0b_slots; ++s) {
-      P.l0b_k[s] = take(l0b, P.Dp * P.bk * 2, fb);
-      P.l0b_v[s] = take(l0b, P.bk * P.Ev * 2, fb);
+    for (int s = 0; s < P.l0a_p_slots; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
+    if (P.l0a_p_slots == 1) P.l0a_p[1] = P.l0a_p[0];
+    if (P.l0b == Plan::L0b::Shared) {
+      P.l0b_k[0] = P.l0b_k[1] = P.l0b_v[0] = P.l0b_v[1] = take(l0b, std::max(P.Dp, P.Ev) * P.bk * 2, fb);
+    } else {
+      const int slots = P.l0b == Plan::L0b::TwoSlots ? 2 : 1;
+      for (int s = 0; s < slots; ++s) {
+        P.l0b_k[s] = take(l0b, P.Dp * P.bk * 2, fb);
+        P.l0b_v[s] = take(l0b, P.bk * P.Ev * 2, fb);
+      }
+      if (slots == 1) P.l0b_k[1] = P.l0b_k[0], P.l0b_v[1] = P.l0b_v[0];
     }
-    if (P.l0b_slots == 1) P.l0b_k[1] = P.l0b_k[0], P.l0b_v[1] = P.l0b_v[0];
     for (int s = 0; s < 2; ++s) {
       P.l0c_s[s] = take(l0c, P.bq * P.bk * 4, fc);
       P.l0c_o[s] = take(l0c, P.bq * P.Ev * 4, fc);
@@ -757,9 +773,10 @@ class AttentionEmitter : public VectorCode {
                                      "{} key block(s) of {} keys; head {} value {}{}",
                                      P.batch, P.nqb, P.bq, P.cores, P.nkb, P.bk, P.D, P.E,
                                      a_.causal_offset ? fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset) : ""));
-    out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB row max / exp / sum (vcmax, vexp, vcadd), P f16 -> L1 -> L0A, "
-                                     "cube P·V, context rescaled in UB; L0B slots {}, no {} x {} scores in GM",
-                                     P.l0b_slots, P.S, P.T));
+    out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB steps / row max (vcmax) / exp, P f16 -> L1 -> L0A, cube P·[V | ones] "
+                                     "(the row sums), context rescaled in UB one block behind; L0B {}, L0A P slots {}; no {} x {} scores in GM",
+                                     P.l0b == Plan::L0b::TwoSlots ? "K and V in two slots" : P.l0b == Plan::L0b::OneSlot ? "K and V in one slot" : "one region K and V take in turn",
+                                     P.l0a_p_slots, P.S, P.T));
   }
 
   const kernel::Attention& a_;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "compiler/emit_npu/attention.h"
+#include "compiler/kernel/roofline.h"
 #include "compiler/poly/online_softmax.h"
 #include "isa/hierarchy.h"
 #include "isa/base/error.h"
@@ -77,6 +78,13 @@ TEST_CASE("fused attention: decode (one query) and sizes that are not multiples 
 
 TEST_CASE("fused attention: a step reading a mask tensor, probabilities normalised first") {
   check_fused("attention_softmax_first", "B=1,H=2,S=33,T=80,D=16");
+}
+
+TEST_CASE("fused attention: the roofline counts both contractions on the cube") {
+  auto c = compile_case("attention.tsl", "attention_bhsd", "B=1,H=2,S=64,T=96,D=32", "", false);
+  const kernel::NpuRoofline r = kernel::npu_roofline(c->compilation->kernel, isa::npu_machine(c->compilation->hierarchy));
+  CHECK(r.cube_macs == uint64_t(2) * 64 * 96 * (32 + 32));
+  CHECK(c->kernel.macs == r.cube_macs);
 }
 
 TEST_CASE("fused attention: forms the NPU lowering does not take are refused with their reason") {
