@@ -50,6 +50,12 @@ struct Plan {
   // P·V also gives each row's sum of p (in f32, across all 16 columns of that block: l broadcast)
   int64_t Ev = 0;
   int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
+  // Causal: one section per query block, each a loop over the batch points with the key blocks
+  // that block sees (the diagonal's skipped blocks), where every core has a batch point in each
+  // section (a loop that may run no trip would let the pruned sync pass rely on syncs that never
+  // run) and that is sooner than every block for every unit.
+  bool sections = false;
+  std::vector<int64_t> blocks_seen;  // per query block: key blocks up to its last row's diagonal
   // L0B: K and V blocks in two slots each, in one slot each, or one region they take in turn
   // (the cube reads Kᵀ of block kb + 1 before V of block kb is loaded over it); L0A: P's slots
   enum class L0b { TwoSlots, OneSlot, Shared } l0b = L0b::TwoSlots;
@@ -137,7 +143,21 @@ class AttentionEmitter : public VectorCode {
       if (bk < f || (why = place(bk)).empty()) break;
       if (bk == f) return why;
     }
-    return why;
+    if (!why.empty()) return why;
+    P.blocks_seen.assign(P.nqb, P.nkb);
+    if (a_.causal_offset) {
+      int64_t seen = 0;
+      for (int64_t qb = 0; qb < P.nqb; ++qb) {
+        P.blocks_seen[qb] = std::min(P.nkb, (qb * P.bq + P.bq + *a_.causal_offset + P.bk - 1) / P.bk);
+        seen += P.blocks_seen[qb];
+      }
+      // blocks on the busiest core: every unit's blocks over all cores, or each section's over the batch's cores
+      const int64_t section_cores = std::min<int64_t>(m_.cores, P.batch);
+      const int64_t all = (P.units + P.cores - 1) / P.cores * P.nkb;
+      const int64_t skipping = (P.batch + section_cores - 1) / section_cores * seen;
+      if (skipping < all) P.sections = true, P.cores = section_cores;
+    }
+    return "";
   }
 
   // The placement of key blocks of bk keys: "" or why they do not fit.
@@ -341,6 +361,10 @@ class AttentionEmitter : public VectorCode {
     while (e->kind == ir::ExprKind::Apply && e->op == ir::Op::Cast && e->args.size() == 1) e = e->args[0].get();
     return e;
   }
+  // false where the current key block lies below the diagonal for every row of the query block
+  bool mask_needed_ = true;
+  int64_t cur_qb_ = -1;  // the query block when it is known statically (sections), else -1
+
   // The root of the expression being evaluated writes its destination directly (element-wise:
   // each lane reads its operands before it writes, so the score may be updated in place), unless
   // it is composed of several instructions.
@@ -355,6 +379,10 @@ class AttentionEmitter : public VectorCode {
   Value causal_select(const ir::Expr& e, int64_t n) {
     if (&e != causal_node() || diag_region_ < 0)
       throw UserError(refusal("a select other than the causal mask select(j <= i + c, x, -1e30) of the last step"));
+    if (!mask_needed_) {  // every key of the block is visible to every row: x
+      if (&e == root_) root_ = e.args[1].get();
+      return compile(*e.args[1], n);
+    }
     Value tv = vector_of(compile(*e.args[1], n), n), fv = compile(*e.args[2], n);
     if (fv.scalar) fv.type = DType::F32;
     fv = vector_of(fv, n);
@@ -464,10 +492,27 @@ class AttentionEmitter : public VectorCode {
     if (a_.causal_offset) diagonal_tile();
     zero_stages();
     ones_blocks();
-    op(Opcode::Loop, {reg(kUnit), Operand::reg_(npu::kRegCoreId), imm(P.units), Operand::reg_(npu::kRegCoreCount)});
-    unit_addresses();
-    unit_body();
-    op(Opcode::EndLoop, {});
+    if (P.sections) {
+      for (int64_t qb = 0; qb < P.nqb; ++qb) {
+        op(Opcode::Loop, {reg(kBatch), Operand::reg_(npu::kRegCoreId), imm(P.batch), Operand::reg_(npu::kRegCoreCount)});
+        op(Opcode::Mov, {reg(kQb), imm(qb)});
+        op(Opcode::Mov, {reg(kI0), imm(qb * P.bq)});
+        unit_addresses();
+        cur_qb_ = qb;
+        unit_body(P.blocks_seen[qb], std::min(P.bq, P.S - qb * P.bq));
+        cur_qb_ = -1;
+        op(Opcode::EndLoop, {});
+      }
+    } else {
+      op(Opcode::Loop, {reg(kUnit), Operand::reg_(npu::kRegCoreId), imm(P.units), Operand::reg_(npu::kRegCoreCount)});
+      op(Opcode::Div, {reg(kBatch), reg(kUnit), imm(P.nqb)});
+      op(Opcode::Mul, {reg(kT1), reg(kBatch), imm(P.nqb)});
+      op(Opcode::Sub, {reg(kQb), reg(kUnit), reg(kT1)});
+      op(Opcode::Mul, {reg(kI0), reg(kQb), imm(P.bq)});
+      unit_addresses();
+      unit_body(P.nkb, 0);
+      op(Opcode::EndLoop, {});
+    }
     op(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     notes();
     npu::validate_program(p);
@@ -522,9 +567,12 @@ class AttentionEmitter : public VectorCode {
       const int64_t bit = l % m_.vector_mask_bits;
       const uint64_t b = uint64_t{1} << (bit % 64);
       op(Opcode::SetVectorMask, {imm(bit < 64 ? 0 : static_cast<int64_t>(b)), imm(bit < 64 ? static_cast<int64_t>(b) : 0)});
-      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, P.ub_diag), Operand::float_(double(l % f - l / f)), imm(reps), imm(1), imm(repeat_blocks_)});
+      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, P.ub_diag), Operand::float_(double(l % f - l / f)), imm(1), imm(1), imm(repeat_blocks_)});
     }
     mask_all();
+    if (reps > 1)  // the first repeat's pattern into every other (source repeat stride 0)
+      op(Opcode::Vmuls, {type(DType::F32), at(Buffer::UB, P.ub_diag + bytes_per_repeat_), at(Buffer::UB, P.ub_diag), Operand::float_(1), imm(reps - 1),
+                         imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     const int64_t cb = cb_elems() * 4;
     for (int64_t c = 1; c < nb; ++c)
       vscalar(Opcode::Vadds, P.ub_diag + c * cb, P.ub_diag + c * cb, Operand::float_(double(c * f)), cb_rep());
@@ -534,13 +582,9 @@ class AttentionEmitter : public VectorCode {
                          Operand::float_(double(-g * rows_per_rep)), imm(nb), imm(1), imm(1), imm(cb_blocks), imm(cb_blocks)});
   }
 
-  // kQ, kK, kV, kOut, kI0, kQb for the unit in kUnit
+  // kQ, kK, kV, kOut (and the step tensors' registers) for batch point kBatch, first row kI0
   void unit_addresses() {
     const Plan& P = p_plan_;
-    op(Opcode::Div, {reg(kBatch), reg(kUnit), imm(P.nqb)});
-    op(Opcode::Mul, {reg(kT1), reg(kBatch), imm(P.nqb)});
-    op(Opcode::Sub, {reg(kQb), reg(kUnit), reg(kT1)});
-    op(Opcode::Mul, {reg(kI0), reg(kQb), imm(P.bq)});
     const std::pair<const kernel::AttentionOperand*, uint8_t> ops[] = {{&a_.q, kQ}, {&a_.k, kK}, {&a_.v, kV}, {&a_.out, kOut}};
     for (const auto& [o, r] : ops) op(Opcode::Mov, {reg(r), imm(gm_.at(o->tensor) + o->base * dtype_bytes(o->dtype))});
     // the batch point's indices, innermost first
@@ -653,6 +697,8 @@ class AttentionEmitter : public VectorCode {
     const int64_t cols = block_cols(kb), nb = cols / f, tile = P.bq * cols;
     op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_s), at(Buffer::L0C, P.l0c_s[s]), imm(P.bq / f * nb), imm(0)});
     if (a_.causal_offset) op(Opcode::Sub, {reg(kDiag), imm(kb * P.bk - *a_.causal_offset), reg(kI0)});
+    // the block's last key kb bk + cols - 1 against the first row's diagonal i0 + c
+    mask_needed_ = cur_qb_ < 0 || !a_.causal_offset || kb * P.bk + cols - 1 > cur_qb_ * P.bq + *a_.causal_offset;
     for (const kernel::AttentionExpr& step : a_.steps) {
       const int64_t chunk = step_chunk(*step.expr, tile);
       for (int64_t c0 = 0; c0 < tile; c0 += chunk) {
@@ -709,26 +755,27 @@ class AttentionEmitter : public VectorCode {
     vec2(Opcode::Vadd, P.ub_acc, P.ub_acc, P.ub_pv, vec_rep(P.bq * P.Ev));
   }
 
-  void unit_body() {
+  // One unit over its first nkb key blocks; `rows` valid query rows, 0: from kI0 in a register.
+  void unit_body(int64_t nkb, int64_t rows) {
     const Plan& P = p_plan_;
     const int f = int(m_.cube_f16.m0);
     to_l1(P.l1_q, at(Buffer::GM, 0, kQ), P.bq, P.D, P.Dp, a_.q.stride(a_.query.var), P.ub_stage_q);
     op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_q), at(Buffer::L1, P.l1_q), imm(P.bq / f), imm(P.Dp / f), imm(1), imm(P.bq / f), imm(0)});
     load_kv(0);
     scores(0);
-    for (int64_t kb = 0; kb < P.nkb; ++kb) {
-      if (kb + 1 < P.nkb) {
+    for (int64_t kb = 0; kb < nkb; ++kb) {
+      if (kb + 1 < nkb) {
         load_kv(kb + 1);
         scores(kb + 1);
       }
       softmax(kb);
       if (kb > 0) accumulate(kb - 1);  // the cube's P·V of block kb - 1 ran while the vector did block kb
     }
-    accumulate(P.nkb - 1);
-    epilogue();
+    accumulate(nkb - 1);
+    epilogue(rows);
   }
 
-  void epilogue() {
+  void epilogue(int64_t rows) {
     const Plan& P = p_plan_;
     const int64_t f = m_.cube_f16.n0, cb = cb_elems() * 4, osz = dtype_bytes(a_.out.dtype);
     const int64_t l = P.ub_acc + P.Ep / f * cb;  // the row sums, across the 16 columns of the last block
@@ -745,8 +792,8 @@ class AttentionEmitter : public VectorCode {
       }
     }
     const int64_t tail = P.S - (P.nqb - 1) * P.bq;
-    if (tail == P.bq || P.nqb == 1) {
-      store(imm(tail));
+    if (rows > 0 || tail == P.bq || P.nqb == 1) {
+      store(imm(rows > 0 ? rows : tail));
       return;
     }
     // the unit's valid rows: bq + (S - i0 < bq) x (S - i0 - bq), in a register (no branch: a loop
@@ -772,7 +819,10 @@ class AttentionEmitter : public VectorCode {
     out_.notes.push_back(fmt::format("fused attention (online softmax): {} batch point(s) x {} query block(s) of {} rows over {} core(s); "
                                      "{} key block(s) of {} keys; head {} value {}{}",
                                      P.batch, P.nqb, P.bq, P.cores, P.nkb, P.bk, P.D, P.E,
-                                     a_.causal_offset ? fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset) : ""));
+                                     !a_.causal_offset ? std::string()
+                                     : P.sections ? fmt::format(", causal (j <= i + {}): a section per query block, the key blocks above its diagonal skipped",
+                                                                *a_.causal_offset)
+                                                  : fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset)));
     out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB steps / row max (vcmax) / exp, P f16 -> L1 -> L0A, cube P·[V | ones] "
                                      "(the row sums), context rescaled in UB one block behind; L0B {}, L0A P slots {}; no {} x {} scores in GM",
                                      P.l0b == Plan::L0b::TwoSlots ? "K and V in two slots" : P.l0b == Plan::L0b::OneSlot ? "K and V in one slot" : "one region K and V take in turn",

@@ -63,6 +63,12 @@ TEST_CASE("fused attention: causal masks skip the key blocks above the diagonal 
   check_fused("attention_causal_bhsd", "B=1,H=2,S=128,T=128,D=64");
   // a cached prefix (T > S: offset T - S), sizes not multiples of 16
   check_fused("attention_causal_bshd", "B=1,H=2,S=37,T=150,D=16");
+  // every core has a batch point: a section per query block, the key blocks above its diagonal
+  // skipped (and the mask computed only on the blocks that cross it)
+  check_fused("attention_causal_bhsd", "B=2,H=16,S=300,T=300,D=16");
+  auto c = compile_case("attention.tsl", "attention_causal_bhsd", "B=2,H=16,S=300,T=300,D=16", "", false);
+  const std::string notes = c->kernel.notes.front();
+  CHECK(notes.find("the key blocks above its diagonal skipped") != std::string::npos);
 }
 
 TEST_CASE("fused attention: decode (one query) and sizes that are not multiples of 16") {
