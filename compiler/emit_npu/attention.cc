@@ -137,11 +137,19 @@ class AttentionEmitter : public VectorCode {
     // Key blocks: as few as fit (the row-wise work per block is per row, not per key), of balanced
     // length; a score tile is one vector instruction (max_repeat repeats of f32).
     const int64_t longest = std::min(round_up(P.T, f), max_repeat_ * bytes_per_repeat_ / (P.bq * 4) / f * f);
+    // K and V in L0B side by side where blocks of 8 fractals or more fit so (taking turns in one
+    // region stalls the cube and MTE1 on each other), else the longest blocks any way fits.
     std::string why;
-    for (int64_t nkb = (P.T + longest - 1) / longest;; ++nkb) {
-      const int64_t bk = round_up((P.T + nkb - 1) / nkb, f);
-      if (bk < f || (why = place(bk)).empty()) break;
-      if (bk == f) return why;
+    for (const bool shared : {false, true}) {
+      for (int64_t nkb = (P.T + longest - 1) / longest;; ++nkb) {
+        const int64_t bk = round_up((P.T + nkb - 1) / nkb, f);
+        if (!shared && bk < std::min(8 * f, round_up(P.T, f))) {
+          why = "no block of 8 fractals with K and V side by side";
+          break;
+        }
+        if ((why = place(bk, shared)).empty() || bk == f) break;
+      }
+      if (why.empty()) break;
     }
     if (!why.empty()) return why;
     P.blocks_seen.assign(P.nqb, P.nkb);
@@ -161,7 +169,7 @@ class AttentionEmitter : public VectorCode {
   }
 
   // The placement of key blocks of bk keys: "" or why they do not fit.
-  std::string place(int64_t bk) {
+  std::string place(int64_t bk, bool shared_l0b) {
     Plan& P = p_plan_;
     const int64_t f = m_.cube_f16.m0;
     P.bk = bk;
@@ -179,7 +187,7 @@ class AttentionEmitter : public VectorCode {
     const std::pair<L0b, int64_t> choices[] = {{L0b::TwoSlots, 2}, {L0b::OneSlot, 2}, {L0b::Shared, 2}, {L0b::OneSlot, 1}, {L0b::Shared, 1}};
     bool found = false;
     for (const auto& [b, p_slots] : choices)
-      if (!found && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
+      if (!found && (shared_l0b || b != L0b::Shared) && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
     if (!found) return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
     // L1
     int64_t l1 = 0;
@@ -697,8 +705,10 @@ class AttentionEmitter : public VectorCode {
     const int64_t cols = block_cols(kb), nb = cols / f, tile = P.bq * cols;
     op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_s), at(Buffer::L0C, P.l0c_s[s]), imm(P.bq / f * nb), imm(0)});
     if (a_.causal_offset) op(Opcode::Sub, {reg(kDiag), imm(kb * P.bk - *a_.causal_offset), reg(kI0)});
-    // the block's last key kb bk + cols - 1 against the first row's diagonal i0 + c
-    mask_needed_ = cur_qb_ < 0 || !a_.causal_offset || kb * P.bk + cols - 1 > cur_qb_ * P.bq + *a_.causal_offset;
+    // the block's last key kb bk + cols - 1 against the first row's diagonal i0 + c (i0 >= 0 where
+    // the query block is not known statically: a decode's keys are all visible)
+    const int64_t first_row = cur_qb_ < 0 ? 0 : cur_qb_ * P.bq;
+    mask_needed_ = a_.causal_offset && kb * P.bk + cols - 1 > first_row + *a_.causal_offset;
     for (const kernel::AttentionExpr& step : a_.steps) {
       const int64_t chunk = step_chunk(*step.expr, tile);
       for (int64_t c0 = 0; c0 < tile; c0 += chunk) {
