@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "compiler/emit_cuda/attention_kernel.h"
 #include "compiler/emit_cuda/contraction.h"
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/emit_simt.h"
@@ -180,6 +181,11 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
   CudaProgram p;
   std::ostringstream os;
   os << "/* tessel: kernel " << k.name << " for " << k.target << " (" << options.arch << ") */\n" << cuda_prelude();
+  // a softmax fused into its context contraction (compiler/kernel/attention.h)
+  if (k.attention) {
+    emit_attention_program(k, *k.attention, options, m, os, p);
+    return p;
+  }
   std::string why;
   std::optional<Contraction> c;
   const std::string division = ir::division_use(*k.function);

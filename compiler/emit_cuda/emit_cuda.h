@@ -15,6 +15,8 @@
 //   - SIMT (emit_simt.cc): a direct walk of the kernel IR. ParallelCores loops -> grid, buffers ->
 //     shared memory (global scratch when they do not fit), copies cooperative over the block,
 //     data-parallel compute loops spread over threads, reductions sequential per thread.
+//   - fused attention (attention_kernel.h): a kernel whose `attention` record is set (online
+//     softmax, no S x T tensor) as the wgmma, mma.sync flash or SIMT online kernel.
 // `explain` says which shape was chosen and, for SIMT, why TensorCores were not used.
 // A function that uses floor division or modulo ('/', '%') in an index, range or shape
 // (ir::division_use) is a UserError naming the place: neither shape lowers it yet.

@@ -1,0 +1,197 @@
+// The fused attention program of the CUDA emitter (compiler/emit_cuda/attention_kernel.h), CI side
+// (no GPU): which plan a record gets on which machine and why (mma.sync flash kernel, SIMT online
+// kernel, key splits for decode shapes), the cases where the TensorCore kernel must not fire, and
+// that every form of workloads/attention.tsl compiles through NVRTC with HMMA in the mma.sync
+// kernels' cubins. Correctness on a GPU: `tessel run workloads/attention.tsl --target ...`.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "compiler/emit_cuda/attention_kernel.h"
+#include "compiler/emit_cuda/emit_cuda.h"
+#include "compiler/frontend/frontend.h"
+#include "compiler/pipeline.h"
+#include "isa/base/error.h"
+
+#ifdef TESSEL_HAVE_CUDA
+#include "gpu_backend/nvrtc_compile.h"
+#include "gpu_backend/sass_scan.h"
+#endif
+
+using namespace tessel;
+
+namespace {
+
+struct Fused {
+  std::unique_ptr<Compilation> c;
+  emit_cuda::CudaProgram program;
+  isa::GpuMachine machine;
+};
+
+// `def` of workloads/attention.tsl (or of `text`) compiled for `target` (sm75 / sm80 / sm90).
+Fused fused(const std::string& def, const std::map<std::string, int64_t>& sizes, const std::string& target, const std::string& text = "") {
+  frontend::Module module = text.empty() ? frontend::load_module("workloads/attention.tsl") : frontend::parse_module(text, "test.tsl");
+  CompileOptions o;
+  o.target = "isa/targets/" + target + ".yaml";
+  o.sizes = sizes;
+  Fused r;
+  r.c = compile(frontend::select_function(module, def), o);
+  REQUIRE_MESSAGE(r.c->kernel.attention, def << " is one fused attention kernel");
+  emit_cuda::CudaOptions co;
+  co.arch = "sm_" + target.substr(2);
+  co.machine = isa::GpuMachine::from(r.c->hierarchy);
+  r.machine = *co.machine;
+  r.program = emit_cuda::emit_cuda(r.c->kernel, co);
+  return r;
+}
+
+std::map<std::string, int64_t> shape(int64_t b, int64_t h, int64_t s, int64_t t, int64_t d) {
+  return {{"B", b}, {"H", h}, {"S", s}, {"T", t}, {"D", d}};
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& l : v) s += l + "\n";
+  return s;
+}
+
+// NVRTC compiles the program for its architecture; the number of tensor-core instructions (HMMA,
+// HGMMA) in the cubin.
+int hmma_count(const emit_cuda::CudaProgram& p) {
+#ifdef TESSEL_HAVE_CUDA
+  std::string log;
+  try {
+    auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+    const auto ops = gpu::scan_cubin(cubin.cubin).tensor_ops;
+    int n = 0;
+    for (const char* op : {"HMMA", "HGMMA"})
+      if (auto it = ops.find(op); it != ops.end()) n += int(it->second);
+    return n;
+  } catch (const std::exception& ex) {
+    log = ex.what();
+  }
+  CHECK_MESSAGE(log.empty(), log);
+  return -1;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("f16 attention on sm_80: the mma.sync flash kernel, 64-row blocks where 128-row blocks would not fill the SMs") {
+  auto r = fused("attention_bhsd", shape(1, 2, 128, 128, 64), "sm80");
+  const auto plan = emit_cuda::plan_attention(*r.c->kernel.attention, r.machine);
+  CHECK(plan.to_string() == "attention/mma/64x64/w4/st2");
+  CHECK(r.program.tensor_cores);
+  CHECK(r.program.arch == "sm_80");
+  REQUIRE(r.program.launches.size() == 1);
+  CHECK(r.program.launches[0].grid[0] == 2 * 2);  // 2 query blocks x 2 heads
+  CHECK(r.program.launches[0].block == 128);
+  CHECK(r.program.scratch_bytes == 0);
+  CHECK(r.program.flops == doctest::Approx(r.c->kernel.attention->flops()));
+  CHECK(contains(r.program.source, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+  CHECK(contains(r.program.source, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+  CHECK(contains(r.program.source, "cp.async.cg.shared.global"));
+  CHECK(contains(joined(r.program.explain), "mma.sync flash kernel 64x64 (4 warps of 16 query rows)"));
+  CHECK(hmma_count(r.program) != -1);
+}
+
+TEST_CASE("long sequences take 128-row blocks of 8 warps, head dim 256 takes 32-key blocks and reads Q per key block") {
+  auto big = fused("attention_bhsd", shape(4, 16, 4096, 4096, 128), "sm80");
+  CHECK(emit_cuda::plan_attention(*big.c->kernel.attention, big.machine).to_string() == "attention/mma/128x64/w8/st2");
+  auto wide = fused("attention_bhsd", shape(1, 2, 128, 256, 256), "sm80");
+  const auto plan = emit_cuda::plan_attention(*wide.c->kernel.attention, wide.machine);
+  CHECK(plan.key_block == 32);
+  CHECK_FALSE(plan.q_in_registers);
+  CHECK(contains(joined(wide.program.explain), "read by ldmatrix per key block"));
+}
+
+TEST_CASE("causal masks: key blocks above the diagonal are not loaded, the heaviest query blocks start first") {
+  auto r = fused("attention_causal_bshd", shape(2, 4, 1000, 1000, 64), "sm80");
+  REQUIRE(r.c->kernel.attention->causal_offset);
+  CHECK(contains(r.program.source, "kb_end_ = (int)tessel_imin(kb_end_, (i0 + BQ - 1 + 0LL) / BK + 1);"));
+  CHECK(contains(r.program.source, "const int qb_ = (int)(15LL - bid_ % 16LL);"));
+  CHECK(contains(joined(r.program.explain), "causal: key blocks above the diagonal skipped"));
+  CHECK(r.program.flops < 0.51 * r.c->kernel.attention->flops());
+}
+
+TEST_CASE("decode shapes split the keys over blocks: partials in scratch, a combine launch") {
+  auto r = fused("attention_bhsd", shape(2, 4, 1, 4096, 128), "sm80");
+  const auto plan = emit_cuda::plan_attention(*r.c->kernel.attention, r.machine);
+  CHECK(plan.key_splits == 16);  // 8 query blocks for 108 SMs; 64 key blocks, at least 4 a split
+  REQUIRE(r.program.launches.size() == 2);
+  CHECK(r.program.launches[0].grid[0] == 8 * 16);
+  CHECK(r.program.launches[1].kernel == "tessel_attention_combine");
+  CHECK(r.program.scratch_bytes == 4 * 8 * 16 * (2 + 128));
+  CHECK(contains(joined(r.program.explain), "keys split over 16 blocks per query block"));
+  // short key ranges are not split
+  auto s = fused("attention_bhsd", shape(1, 2, 1, 128, 64), "sm80");
+  CHECK(s.program.launches.size() == 1);
+  CHECK(hmma_count(r.program) > 0);
+}
+
+TEST_CASE("the mma.sync kernel does not fire: sm_75, f32, head dim not a multiple of 16, head index not innermost") {
+  auto old = fused("attention_bhsd", shape(1, 2, 77, 77, 64), "sm75");
+  CHECK_FALSE(old.program.tensor_cores);
+  CHECK(contains(joined(old.program.explain), "SIMT online kernel"));
+  CHECK(contains(joined(old.program.explain), "no mma.sync m16n8k16 on sm_75"));
+  auto f32 = fused("attention_f32", shape(1, 2, 77, 77, 64), "sm80");
+  CHECK(contains(joined(f32.program.explain), "Q, K, V are not all f16 or all bf16"));
+  auto odd = fused("attention_bhsd", shape(1, 2, 77, 77, 72), "sm80");
+  CHECK(contains(joined(odd.program.explain), "is not a multiple of 16"));
+  const std::string dmajor = R"(def dmajor(f16[D, S] Q, f16[D, T] K, f16[T, D] V) -> (f16[S, D] Out) {
+  Sc(i, j) +=! f32(Q(d, i)) * f32(K(d, j))
+  Mx(i) max=! Sc(i, j)
+  E(i, j) = exp(Sc(i, j) - Mx(i))
+  Z(i) +=! E(i, j)
+  O(i, e) +=! E(i, j) * f32(V(j, e))
+  Out(i, e) = f16(O(i, e) / Z(i))
+}
+)";
+  auto t = fused("dmajor", {{"S", 64}, {"T", 64}, {"D", 64}}, "sm80", dmajor);
+  CHECK(contains(joined(t.program.explain), "not the unit-stride dimension"));
+  for (const auto* p : {&old.program, &f32.program, &odd.program, &t.program}) CHECK(hmma_count(*p) == 0);
+}
+
+TEST_CASE("a contraction plan given for a fused attention kernel is a user error") {
+  auto r = fused("attention_bhsd", shape(1, 2, 64, 64, 64), "sm80");
+  emit_cuda::CudaOptions o;
+  o.arch = "sm_80";
+  o.config = emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st3");
+  o.plan_required = true;
+  CHECK_THROWS_WITH_AS(emit_cuda::emit_cuda(r.c->kernel, o), doctest::Contains("takes no contraction plan"), UserError);
+}
+
+TEST_CASE("attention plans print and parse back, malformed plans are user errors naming the field") {
+  for (const char* text : {"attention/mma/128x64/w8/st2", "attention/mma/64x32/w4/st3/ks8", "attention/simt/w4", "attention/simt/w4/ks16"}) {
+    CAPTURE(text);
+    CHECK(emit_cuda::AttentionPlan::is_plan_text(text));
+    CHECK(emit_cuda::AttentionPlan::parse(text).to_string() == text);
+  }
+  CHECK_FALSE(emit_cuda::AttentionPlan::is_plan_text("128x128x32/64x64/ks1/st3"));
+  CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/mma/128x64/w4/st2"), doctest::Contains("16 query rows a warp"), UserError);
+  CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/mma/128x64/w8/q2"), doctest::Contains("unknown field 'q2'"), UserError);
+  CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/wmma/w4"), doctest::Contains("unknown kernel 'wmma'"), UserError);
+}
+
+TEST_CASE("every form of workloads/attention.tsl compiles through NVRTC for sm_75, sm_80 and sm_90, TensorCore forms with HMMA") {
+  const char* defs[] = {"attention_bhsd",          "attention_bshd",  "attention_causal_bhsd", "attention_causal_bshd",
+                        "attention_bf16_bhsd",     "attention_softmax_first", "attention_f32"};
+  for (const char* target : {"sm75", "sm80", "sm90"})
+    for (const char* def : defs)
+      for (const auto& sz : {shape(1, 2, 77, 77, 64), shape(2, 2, 1, 1000, 128)}) {
+        CAPTURE(target);
+        CAPTURE(def);
+        CAPTURE(sz.at("S"));
+        auto r = fused(def, sz, target);
+        const int hmma = hmma_count(r.program);
+        CHECK(hmma != -1);
+#ifdef TESSEL_HAVE_CUDA
+        CHECK((hmma > 0) == r.program.tensor_cores);
+#endif
+      }
+}
