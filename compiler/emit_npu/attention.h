@@ -6,11 +6,13 @@
 // compiler/npu_sync, runs after it, as for the GEMM).
 //
 // Work units (batch point, block of bq query rows) go round-robin over the cores (one loop over
-// the units, nothing else conditional). Per unit:
+// the units; causal, where every core has a batch point: one loop over the batch points per query
+// block instead, so that each block's key-block count is static). Per unit:
 //   Q block GM -(MTE2 dma_in_nz)-> L1 -(MTE1 load2d)-> L0A, once;
-//   per key block of bk keys (two slots of L1, L0A, L0C and UB's P; two L0B slots where they fit),
-//   block kb + 1's loads and scores emitted before block kb's vector work, so the cube and the
-//   copies run while the vector unit works:
+//   per key block of bk keys (two slots of L1, L0C and UB's P; L0B: K and V side by side in two
+//   slots or one, or one region they take in turn; L0A: P in two slots or one), block kb + 1's
+//   loads and scores emitted before block kb's vector work, so the cube and the copies run while
+//   the vector unit works:
 //     K block -> L1 -> L0B (Kᵀ: loaded as stored), cube S = Q·Kᵀ into L0C -(V mov_l0c)-> UB (f32);
 //     the steps on the score tile (VectorCode, in place: scale and other element-wise operators;
 //     the causal select compares a column-minus-row tile with the block's diagonal offset; a
@@ -25,11 +27,13 @@
 // Rounding: p is rounded to f16 for the cube (prob_type f16 rounds it there anyway), and the sum l
 // adds the rounded values (exactly as the context does); scores, maxima, exponentials, l and the
 // context are f32.
-// Causal (causal_offset): every key block is computed and masked (skipping the blocks above the
-// diagonal needs a per-unit block count, i.e. loops that may run no trip, which the sync pass's
-// pruning does not model). Sizes not multiples of 16: query rows past S and key rows past T are
-// read (from the next batch point or a zero guard after the tensor) and never written, or masked;
-// head and value dimensions are padded to the fractal (Q's padding zeroed through UB).
+// Causal (causal_offset): with the per-query-block sections, the key blocks above the block's
+// diagonal are skipped and the mask is computed only on blocks that cross it; otherwise every block
+// is computed (and masked where row 0 does not see its last key). No loop that may run no trip is
+// emitted: the sync pass's pruning (every loop modelled as running twice) would rely on syncs
+// inside it. Sizes not multiples of 16: query rows past S and key rows past T are read (from the
+// next batch point or a zero guard after the tensor) and never written, or masked; head and value
+// dimensions are padded to the fractal (Q's padding zeroed through UB).
 // Requires: f16 Q, K, V with unit stride along d (Q, K) and e (V, Out), f32 score/sum/context
 // accumulators, steps made of the score, constants, sizes, the causal select and tensors read
 // along the keys with unit stride (rows at least 16 elements apart); an epilogue of O and Z.
