@@ -272,18 +272,19 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
   score_loop(a.steps, true);
   os << "    }\n";
   // row max across the quad, the rescale factor, exponentials (exp2 of a scaled difference)
-  os << "    float corr_[2], ml_[2];\n";
+  // the exponent as (s - m) * log2(e): the difference first, exact where a masked row's logits all
+  // equal m (a fused s * log2(e) - m * log2(e) is off by m's rounding: exp2 of +-1e23 for -1e30 logits)
+  os << "    float corr_[2], mu_[2];\n";
   os << "    #pragma unroll\n    for (int r_ = 0; r_ < 2; ++r_) {\n"
      << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 1));\n"
      << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 2));\n"
      << "      const float mn_ = fmaxf(m_[r_], bm_[r_]);\n"
-     << "      const float mu_ = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
-     << "      corr_[r_] = exp2f((m_[r_] - mu_) * kLog2e_);\n"
-     << "      ml_[r_] = mu_ * kLog2e_;\n"
+     << "      mu_[r_] = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
+     << "      corr_[r_] = exp2f((m_[r_] - mu_[r_]) * kLog2e_);\n"
      << "      m_[r_] = mn_;\n      l_[r_] *= corr_[r_];\n    }\n";
   // the probabilities in place of the scores (P V of the previous block may still read pp_)
   os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n"
-     << "      const float pv_ = " << rounded(a.prob_type, "exp2f(__fmaf_rn(s_[c_ * 4 + h_], kLog2e_, -ml_[h_ / 2]))") << ";\n"
+     << "      const float pv_ = " << rounded(a.prob_type, "exp2f((s_[c_ * 4 + h_] - mu_[h_ / 2]) * kLog2e_)") << ";\n"
      << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
   // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
   os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
