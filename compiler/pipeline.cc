@@ -1,6 +1,8 @@
 #include "compiler/pipeline.h"
 
 #include <cctype>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -75,7 +77,27 @@ std::string online_softmax_obstacle(const std::string& target, const isa::Hierar
   if (target == "c" || h.kind != isa::TargetKind::Npu) return "";
   // the NPU lowering takes f16 operands, steps of the score, a causal mask and mask tensors read
   // along the keys; it says why not for any other form, which then stays unfused
-  return emit_npu::why_not_attention(fused_attention_kernel(f, match, sizes, h.name), h);
+  kernel::Kernel k = fused_attention_kernel(f, match, sizes, h.name);
+  // A match inside a larger def (a program's partition, compiler/program): the tensors its
+  // statements read from the rest of the def, and the one it writes, are the fused kernel's.
+  std::set<std::string> produced;
+  for (int i : match.statements) produced.insert(f.statements[i].output);
+  auto global = [&](const std::string& name, ir::TensorKind kind) {
+    if (k.find_tensor(name)) return;
+    for (const auto& t : f.tensors)
+      if (t.name == name) {
+        kernel::GlobalTensor g{t.name, t.dtype, {}, kind, false, {}};
+        for (const auto& d : t.shape) g.shape.push_back(d.evaluate({}, sizes));
+        k.tensors.push_back(g);
+      }
+  };
+  std::function<void(const ir::Expr&)> reads = [&](const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::Access && !produced.count(e.name)) global(e.name, ir::TensorKind::Input);
+    for (const auto& a : e.args) reads(*a);
+  };
+  for (int i : match.statements) reads(*f.statements[i].rhs);
+  global(k.attention->out.tensor, ir::TensorKind::Output);
+  return emit_npu::why_not_attention(k, h);
 }
 
 const std::vector<std::string>& pass_names() {

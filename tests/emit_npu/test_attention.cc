@@ -105,6 +105,17 @@ TEST_CASE("fused attention: forms the NPU lowering does not take are refused wit
     return online_softmax_obstacle(npu_test::kTarget, h, f, *match, parse_shape(shape));
   };
   CHECK(refusal("attention_bhsd", "B=1,H=1,S=32,T=32,D=24").empty());
+  // a match inside a larger def (what a program's partition sees: Q, K, V computed by earlier
+  // statements): the f16 BERT layer's attention is taken, the f32 one's refused
+  const frontend::Module bert = frontend::load_module(npu_test::kRoot + "/workloads/models/bert_encoder_layer.tsl");
+  for (const std::string def : {"bert_layer_f16", "bert_layer"}) {
+    const ir::Function& f = frontend::select_function(bert, def);
+    const poly::OnlineSoftmaxSearch found = poly::find_online_softmax(f);
+    REQUIRE(found.matches.size() == 1);
+    const std::string why = online_softmax_obstacle(npu_test::kTarget, h, f, found.matches[0], parse_shape("T=32,H=2,D=32,F=128"));
+    CAPTURE(why);
+    CHECK(why.empty() == (def == "bert_layer_f16"));
+  }
   CHECK(refusal("attention_f32", "B=1,H=1,S=16,T=16,D=16").find("Q in f32") != std::string::npos);
 }
 
