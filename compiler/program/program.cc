@@ -107,14 +107,18 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   std::vector<std::vector<int>> fused;
   {
     const poly::OnlineSoftmaxSearch found = poly::find_online_softmax(src);
-    const std::string obstacle =
-        found.matches.empty() ? ""
-                              : online_softmax_obstacle(options.target, load_target_hierarchy(options.target, options.hierarchy, options.overrides));
+    std::optional<isa::Hierarchy> h;
+    if (!found.matches.empty()) h = load_target_hierarchy(options.target, options.hierarchy, options.overrides);
+    // each match asks the target's lowering whether it takes that form (the NPU refuses f32
+    // operands: such a softmax stays unfused), which needs every size bound
+    const std::map<std::string, int64_t> bound = found.matches.empty() ? std::map<std::string, int64_t>{} : ir::bind_sizes(src, options.sizes);
+    const bool all_bound = std::all_of(src.params.begin(), src.params.end(), [&](const std::string& q) { return bound.count(q) > 0; });
     for (const auto& m : found.matches) {
       std::string why = !options.online_softmax ? "--no-online-softmax"
                         : mode == poly::PartitionMode::One && m.statements.size() != src.statements.size()
                             ? "--partition one keeps the def whole"
-                            : obstacle;
+                        : all_bound ? online_softmax_obstacle(options.target, *h, src, m, bound)
+                                    : online_softmax_obstacle(options.target, *h);
       if (why.empty()) fused.push_back(m.statements);
       p->online_softmax.push_back(why.empty() ? "applied: " + m.summary + " is one kernel (no score tensor)"
                                               : "not applied to " + m.summary + ": " + why);
