@@ -215,7 +215,10 @@ std::string PlanSource::describe() const {
   return "";
 }
 
+bool is_attention_plan_text(const std::string& text) { return text.rfind("attention/", 0) == 0; }
+
 bool is_gpu_plan_text(const std::string& text) {
+  if (is_attention_plan_text(text)) return true;
   // block tile "BMxBNxBK" first: digits and 'x' up to the first '/'
   const std::string head = text.substr(0, text.find('/'));
   return !head.empty() && std::isdigit(static_cast<unsigned char>(head[0])) && head.find('x') != std::string::npos &&
@@ -304,11 +307,17 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     const auto match = poly::whole_function_match(f, &why);
     const std::string obstacle = match ? online_softmax_obstacle(options.target, c->hierarchy, f, *match, options.sizes) : "";
     if (match && obstacle.empty()) {
-      if ((options.tile || options.gpu_plan) && options.plan_source.kind == PlanSource::Kind::Given)
+      // a GPU attention plan (attention/wgmma/..., attention/mma/..., attention/simt/...) is the
+      // kernel's plan, which the CUDA emitter carries out or refuses with the reason; a tile spec or
+      // a contraction plan names loops this kernel does not have
+      const bool attention_plan = options.gpu_plan && is_attention_plan_text(*options.gpu_plan);
+      if ((options.tile || (options.gpu_plan && !attention_plan)) && options.plan_source.kind == PlanSource::Kind::Given)
         throw UserError("--tile: " + f.name + " runs as one fused attention kernel (online softmax: " + match->summary +
-                        "), whose blocks the emitter chooses; --no-online-softmax compiles the statements unfused, with a tile spec");
+                        "), whose plans read attention/wgmma/128x128, attention/mma/128x64/w8/st2 or attention/simt/w4 "
+                        "(--explain names the one chosen); --no-online-softmax compiles the statements unfused, with a tile spec");
       timer.run("online_softmax", [&] { c->kernel = fused_attention_kernel(f, *match, options.sizes, c->hierarchy.name); },
                 [&] { return kernel::to_string(*c->kernel.attention); });
+      if (attention_plan) c->kernel.gpu_plan = *options.gpu_plan;
       c->online_softmax = "applied: " + match->summary + " runs as one kernel, no " + std::to_string(c->kernel.attention->query.extent) +
                           " x " + std::to_string(c->kernel.attention->key.extent) + " score tensor (--no-online-softmax: unfused)";
       if (c->kernel.attention->causal_offset)
@@ -317,6 +326,10 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     }
     if (match) c->online_softmax = "not applied on " + c->hierarchy.name + ": " + obstacle;
   }
+  if (options.gpu_plan && is_attention_plan_text(*options.gpu_plan))
+    throw UserError("--tile " + *options.gpu_plan + ": an attention plan, but " + f.name + " does not compile to a fused attention kernel (" +
+                    (c->online_softmax.empty() ? std::string("no softmax fused into a contraction: `tessel compile --explain` says why")
+                                               : "online softmax " + c->online_softmax) + ")");
   timer.run("fold_padding", [&] {
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;

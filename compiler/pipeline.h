@@ -115,6 +115,8 @@ isa::Hierarchy load_target_hierarchy(const std::string& target, const std::strin
 // Whether a --tile text is a GPU plan ("128x128x64/64x64/...": block tile first) rather than a
 // tile spec ("m=128/64,n=...").
 bool is_gpu_plan_text(const std::string& text);
+// Whether it is a fused attention kernel's GPU plan ("attention/wgmma/128x128", "attention/mma/...").
+bool is_attention_plan_text(const std::string& text);
 
 // The plan a compilation runs, for reports: its tile spec, or "fused attention (online softmax)".
 std::string plan_name(const Compilation& c);

@@ -53,7 +53,9 @@ emit_cuda::CudaOptions gpu_options(const Compilation& c, bool tile_given, const 
     throw UserError("--gpu-tiles " + flags.tiles + " and the plan " + c.kernel.gpu_plan + " (" + c.plan_source.describe() +
                     ") disagree; give one");
   const std::string& plan = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : flags.tiles;
-  if (!plan.empty()) {
+  if (!plan.empty() && c.kernel.attention && is_attention_plan_text(plan)) {
+    o.plan_required = true;  // the fused attention kernel's plan: the CUDA emitter reads Kernel::gpu_plan
+  } else if (!plan.empty()) {
     if (emit_cuda::SimtGemmPlan::is_plan_text(plan)) o.simt_plan = emit_cuda::SimtGemmPlan::parse(plan);
     else o.config = emit_cuda::TcConfig::parse(plan);
     o.plan_required = true;

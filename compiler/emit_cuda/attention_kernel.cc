@@ -157,22 +157,51 @@ void emit_attention_program(const kernel::Kernel& k, const kernel::Attention& a,
                     (options.config ? options.config->to_string() : options.simt_plan->to_string()) +
                     "); its tiles follow from the head dims and the machine (--explain says which), or --no-online-softmax "
                     "compiles the statements unfused");
-  // sm_90a: the warpgroup MMA kernel (attention_wgmma.h) where it applies
+  // a plan the user gave (--tile attention/...; Kernel::gpu_plan): carried out, or refused with the reason
+  const std::string& given = k.gpu_plan;
+  const bool given_wgmma = given.rfind("attention/wgmma/", 0) == 0;
   const std::string no_wgmma = attention_wgmma_obstacle(k, a, m);
-  if (no_wgmma.empty()) {
+  if (given_wgmma) {
+    const std::string rows = given.substr(std::string("attention/wgmma/").size());
+    if (rows != "128x128" && rows != "64x128")
+      throw UserError("attention plan '" + given + "': the wgmma kernel takes 128x128 or 64x128 (query rows x keys a block)");
+    if (!no_wgmma.empty()) throw UserError(k.name + ": plan " + given + " cannot run on " + m.arch + ": " + no_wgmma);
+    emit_attention_wgmma(k, a, m, os, p, rows == "128x128" ? 2 : 1);
+    p.explain.push_back("  plan " + given + " (given)");
+    p.source = os.str();
+    return;
+  }
+  // sm_90a: the warpgroup MMA kernel (attention_wgmma.h) where it applies
+  if (given.empty() && no_wgmma.empty()) {
     emit_attention_wgmma(k, a, m, os, p);
     p.source = os.str();
     return;
   }
   std::string why;
-  const AttentionPlan plan = plan_attention(a, m, &why);
+  AttentionPlan plan = plan_attention(a, m, &why);
+  if (!given.empty()) {
+    plan = AttentionPlan::parse(given);
+    if (plan.shape == AttentionShape::MmaFlash) {
+      std::string no = attention_mma_obstacle(a, m);
+      if (no.empty() && attention_mma_shared_bytes(a, plan) > int64_t(m.shared_bytes_per_block_optin))
+        no = "its " + N(attention_mma_shared_bytes(a, plan)) + " B of shared memory exceed " + m.arch + "'s " +
+             N(int64_t(m.shared_bytes_per_block_optin)) + " B";
+      if (!no.empty()) throw UserError(k.name + ": plan " + given + " cannot run on " + m.arch + ": " + no);
+    }
+    const int64_t key_blocks = (a.key.extent + plan.key_block - 1) / plan.key_block;
+    if (plan.key_splits > key_blocks)
+      throw UserError(k.name + ": plan " + given + " splits the keys " + N(plan.key_splits) + " ways, but there are " + N(key_blocks) +
+                      " key blocks of " + N(plan.key_block));
+    why = "plan " + given + " given";
+  }
   os << attention::helpers();
   const int64_t max_blocks = int64_t(m.sm_count) * kSimtMaxBlocksPerSm;
   Launch main = plan.shape == AttentionShape::MmaFlash ? emit_attention_mma(k, a, plan, "tessel_attention_mma", os)
                                                        : emit_attention_simt(k, a, plan, "tessel_attention_simt", max_blocks, os);
   p.launches.push_back(main);
   p.explain.push_back(explain_line(a, plan, why));
-  if (m.wgmma) p.explain.push_back("fused attention: the wgmma kernel not used: " + no_wgmma);
+  if (!given.empty()) p.explain.push_back("  plan " + given + " (given)");
+  if (m.wgmma) p.explain.push_back("fused attention: the wgmma kernel not used: " + (no_wgmma.empty() ? "another plan was given" : no_wgmma));
   if (plan.key_splits > 1) emit_combine(k, a, plan, m, os, p);
   p.arch = m.arch;
   p.tensor_cores = plan.shape == AttentionShape::MmaFlash;

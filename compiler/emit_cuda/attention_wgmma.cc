@@ -83,12 +83,12 @@ std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Atte
 }
 
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p) {
+                          CudaProgram& p, int warpgroups) {
   const int D = int(a.head[0].extent), E = int(a.value[0].extent), BK = kAttentionKeyBlock;
   // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
   // (short sequences, few heads: twice the blocks)
   const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
-  const int NWG = blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
+  const int NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
   const int BQ = 64 * NWG, NT = NWG * int(m.threads_per_warpgroup());
   const std::string ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
   const std::string et = elem_type(a.q.dtype);

@@ -36,7 +36,8 @@ inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma'
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);
 
 // Appends the kernel and its launch to `p` (source in `os`, explain lines, arch sm_90a).
+// `warpgroups`: 1 or 2 query warpgroups a block (64 or 128 rows), 0: chosen from the SM count.
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p);
+                          CudaProgram& p, int warpgroups = 0);
 
 }  // namespace tessel::emit_cuda
