@@ -429,6 +429,18 @@ struct Matcher {
     } else if (d.p < 0) {
       return fmt::format("the context {} is an output, so the sum {} is never divided into it", O.output, Z.output);
     }
+    // probabilities rounded to a 16-bit type are rounded at another scale by the online form (the
+    // running maximum's; normalise-first: not at all before the context): a difference of about one
+    // unit in their last place per term, which an f32 result would show beyond its bound, so the
+    // result must itself be of a 16-bit type
+    {
+      auto narrow = [&](int s) { return s >= 0 && dtype_bytes(f.find_tensor(st(s).output)->dtype) < 4; };
+      const int result = d.epi >= 0 ? d.epi : d.o;
+      if ((narrow(d.e) || narrow(d.p)) && !narrow(result))
+        return fmt::format("the probabilities are rounded to a 16-bit type but the result {} is {}: the online form rounds them "
+                           "at the running maximum's scale, about one unit in their last place apart per term",
+                           st(result).output, dtype_name(f.find_tensor(st(result).output)->dtype));
+    }
     // every intermediate a local written once, read only inside
     const std::vector<int> all = d.statements();
     const std::set<int> inside(all.begin(), all.end());

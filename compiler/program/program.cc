@@ -113,6 +113,9 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
     // operands: such a softmax stays unfused), which needs every size bound
     const std::map<std::string, int64_t> bound = found.matches.empty() ? std::map<std::string, int64_t>{} : ir::bind_sizes(src, options.sizes);
     const bool all_bound = std::all_of(src.params.begin(), src.params.end(), [&](const std::string& q) { return bound.count(q) > 0; });
+    // softmaxes after a contraction that did not match, with the reason (a softmax of an input is no candidate)
+    for (const auto& r : found.rejected)
+      if (r.find("its input is not one local written by a contraction") == std::string::npos) p->online_softmax.push_back("not applied: " + r);
     for (const auto& m : found.matches) {
       std::string why = !options.online_softmax ? "--no-online-softmax"
                         : mode == poly::PartitionMode::One && m.statements.size() != src.statements.size()

@@ -144,6 +144,16 @@ def a(f32[S, D] Q, f32[S, D] K, f32[S, D] V) -> (f32[S, D] Out, f32[S, S] P) {
   Out(i, e) = O(i, e) / Z(i)
   P(i, j) = E(i, j)
 })").find("E is read by 3 statements") != std::string::npos);
+  // probabilities rounded to f16 feeding an f32 result: the online form would round them at another scale
+  CHECK(first_rejection(R"(
+def a(f16[S, D] Q, f16[S, D] K, f16[S, D] V) -> (f32[S, D] Out) {
+  Sc(i, j) +=! f32(Q(i, d)) * f32(K(j, d))
+  Mx(i) max=! Sc(i, j)
+  E(i, j) = exp(Sc(i, j) - Mx(i))
+  Z(i) +=! E(i, j)
+  P(i, j) = f16(E(i, j) / Z(i))
+  Out(i, e) +=! f32(P(i, j)) * f32(V(j, e))
+})").find("rounded to a 16-bit type but the result Out is f32") != std::string::npos);
   // a plain softmax has no context contraction
   CHECK(first_rejection(R"(
 def a(f32[S, T] X) -> (f32[S, T] Y) {
