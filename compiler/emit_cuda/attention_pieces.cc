@@ -129,11 +129,7 @@ std::string store_call(const kernel::Attention& a, const std::string& acc, const
   return s + ")";
 }
 
-int64_t value_elements(const kernel::Attention& a) {
-  int64_t n = 1;
-  for (const auto& d : a.value) n *= d.extent;
-  return n;
-}
+int64_t value_elements(const kernel::Attention& a) { return kernel::extent_product(a.value); }
 
 int64_t partial_bytes(const kernel::Attention& a, int splits) {
   return int64_t(sizeof(float)) * a.size_batch() * a.query.extent * splits * (2 + value_elements(a));

@@ -17,8 +17,7 @@ Launch emit_attention_simt(const kernel::Kernel& k, const kernel::Attention& a, 
   using attention::load_elem;
   const int W = plan.warps, K = plan.key_splits;
   const int64_t S = a.query.extent, T = a.key.extent, E = attention::value_elements(a);
-  int64_t D = 1;
-  for (const auto& d : a.head) D *= d.extent;
+  const int64_t D = kernel::extent_product(a.head);
   const int64_t NE = (E + 31) / 32, rows = a.size_batch() * S;
   std::vector<std::string> batch = attention::batch_roles(a);
   os << "extern \"C\" __global__ void __launch_bounds__(" << W * 32 << ") " << name << "(" << attention::kernel_parameters(k) << ") {\n";

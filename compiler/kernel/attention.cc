@@ -5,22 +5,10 @@
 
 namespace tessel::kernel {
 
-int64_t Attention::size_batch() const {
-  int64_t n = 1;
-  for (const auto& d : batch) n *= d.extent;
-  return n;
-}
-
-namespace {
-int64_t product(const std::vector<ContractionDim>& dims) {
-  int64_t n = 1;
-  for (const auto& d : dims) n *= d.extent;
-  return n;
-}
-}  // namespace
+int64_t Attention::size_batch() const { return extent_product(batch); }
 
 double Attention::flops() const {
-  return 2.0 * double(size_batch()) * double(query.extent) * double(key.extent) * double(product(head) + product(value));
+  return 2.0 * double(size_batch()) * double(query.extent) * double(key.extent) * double(extent_product(head) + extent_product(value));
 }
 
 double Attention::effective_flops() const {
@@ -31,7 +19,7 @@ double Attention::effective_flops() const {
     const int64_t n = std::min<int64_t>(key.extent, std::max<int64_t>(0, i + *causal_offset + 1));
     kept += double(n);
   }
-  return 2.0 * double(size_batch()) * kept * double(product(head) + product(value));
+  return 2.0 * double(size_batch()) * kept * double(extent_product(head) + extent_product(value));
 }
 
 std::string to_string(const Attention& a) {

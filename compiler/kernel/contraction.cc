@@ -2,20 +2,16 @@
 
 namespace tessel::kernel {
 
-namespace {
-
-int64_t product(const std::vector<ContractionDim>& dims) {
+int64_t extent_product(const std::vector<ContractionDim>& dims) {
   int64_t s = 1;
   for (const auto& d : dims) s *= d.extent;
   return s;
 }
 
-}  // namespace
-
-int64_t Contraction::size_m() const { return product(m); }
-int64_t Contraction::size_n() const { return product(n); }
-int64_t Contraction::size_k() const { return product(k); }
-int64_t Contraction::size_batch() const { return product(batch); }
+int64_t Contraction::size_m() const { return extent_product(m); }
+int64_t Contraction::size_n() const { return extent_product(n); }
+int64_t Contraction::size_k() const { return extent_product(k); }
+int64_t Contraction::size_batch() const { return extent_product(batch); }
 
 ir::AffineExpr substitute(const ir::AffineExpr& e, const std::map<std::string, ir::AffineExpr>& binding) {
   ir::AffineExpr r;

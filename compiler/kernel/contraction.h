@@ -24,6 +24,8 @@ struct ContractionDim {
   std::string var;  // index name in the anchor statement
   int64_t extent = 0;
 };
+// The number of points of `dims` (1 for none).
+int64_t extent_product(const std::vector<ContractionDim>& dims);
 
 // One operand as read by the loads: global tensor `tensor`, element address
 // `base + sum(coeff[v] * v)` over anchor indices, present where `guard` holds (else 0).
