@@ -31,7 +31,8 @@ Operand f16() { return Operand::type(DType::F16); }
 enum Reg : uint8_t {
   kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
   kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
-  kXSrc, kYDst, kPrivW  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
+  kXSrc, kYDst, kPrivW,  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
+  kGroupX  // grouped: the byte offset of the tile's group's first input channel within a pixel
 };
 
 
@@ -51,6 +52,11 @@ struct Conv {
   // input channels, kernel rows / columns; k counts blocks of 16 in the blocked layout.
   std::string an, ap, aq, ak, ac, ar, as;
   int64_t unit = 1;  // channels per step of ak: 16 in the blocked layout
+  // Grouped (NHWC only): X[n, h, w, g, c], Wt[g, r, s, c, k], Y[n, p, q, g, k]; C and K per group.
+  int64_t G = 1;
+  // Depthwise (NHWC, C a multiple of the fractal): grouped with C = K = one fractal per group and
+  // block-diagonal weights built on chip from Wt[r, s, c] (depthwise.h's statement).
+  bool depthwise = false;
 };
 
 // Spatial index h = sh * p + dh * r + constant (p an output index, r a reduction index).
@@ -114,6 +120,10 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
     } else {
       return std::nullopt;
     }
+  } else if (o.size() == 5 && wv.size() == 5 && xo.indices.size() == 5) {  // grouped NHWC
+    if (!(xv(0) == o[0] && xv(3) == o[3] && wv[0] == o[3] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4])) return std::nullopt;
+    c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[1], s = wv[2];
+    c.ak = o[4], c.ac = wv[3];
   } else if (o.size() == 6 && wv.size() == 6 && xo.indices.size() == 6) {  // blocked
     if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
       return std::nullopt;
@@ -142,6 +152,12 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   const std::vector<int64_t>& Wt = wo.shape;
   switch (c.layout) {
     case Layout::Nhwc:
+      if (rank == 5) {
+        c.N = X[0], c.H = X[1], c.W = X[2], c.G = X[3], c.C = X[4];
+        c.R = Wt[1], c.S = Wt[2], c.K = Wt[4];
+        if (c.epilogue) return std::nullopt;
+        break;
+      }
       c.N = X[0], c.H = X[1], c.W = X[2], c.C = X[3];
       c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
       break;
@@ -190,6 +206,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   else
     g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
+  g.groups = c.G;
   return g;
 }
 
@@ -235,7 +252,7 @@ class ConvEmitter {
     p_.source_name = k_.name + ".npu";
     TESSEL_CHECK(windows_stop_short(k_, cv_).empty(), "conv: windows that stop short of the image (why_not_conv refuses them)");
     make_bands();
-    out_.macs = uint64_t(cv_.N) * P() * orig_.K * orig_.C * RS();
+    out_.macs = uint64_t(cv_.N) * P() * RS() * cv_.G * orig_.C * (cv_.depthwise ? 1 : orig_.K);
     place_tensors();
     set_layouts();
     if (per_core()) place_copies();
@@ -288,8 +305,8 @@ class ConvEmitter {
     switch (cv_.layout) {
       case Layout::Nhwc:
       case Layout::Nchw:  // (NCHW: through the NHWC scratch copies)
-        X_.group_bytes = cv_.H * cv_.W * cv_.C * in_, X_.pixel_bytes = cv_.C * in_, X_.block_bytes = frow_;
-        Y_.group_bytes = P() * cv_.K * eo_, Y_.pixel_bytes = cv_.K * eo_, Y_.block_bytes = n0_ * eo_;
+        X_.group_bytes = cv_.H * cv_.W * cv_.G * cv_.C * in_, X_.pixel_bytes = cv_.G * cv_.C * in_, X_.block_bytes = frow_;
+        Y_.group_bytes = P() * cv_.G * cv_.K * eo_, Y_.pixel_bytes = cv_.G * cv_.K * eo_, Y_.block_bytes = n0_ * eo_;
         W_.row_q = cv_.C * cv_.K, W_.row_c = cv_.K;
         break;
       case Layout::Blocked:
@@ -559,6 +576,8 @@ class ConvEmitter {
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
   void load_weights() {
     const int64_t tn = plan_.tn;
+    if (cv_.depthwise) return diagonal_weights();
+    if (cv_.G > 1) return grouped_weights();
     if (W_.fractal) {
       op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * frow_)});
       for (int64_t c1 = 0; c1 < C1(); ++c1)
@@ -577,6 +596,60 @@ class ConvEmitter {
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
                              at(Buffer::GM, W_.base + (q * W_.row_q + c1 * k0_ * W_.row_c) * in_, kWCol), imm(k0_), imm(tn),
                              imm(W_.row_c)});
+  }
+
+  // Grouped: tile kKTile is local tile kKTile % (K / tn) of group g = kKTile / (K / tn), whose
+  // weights start at g x R S C K elements and whose input channels at g x C within a pixel (kGroupX).
+  void grouped_weights() {
+    const int64_t tn = plan_.tn, per_group = cv_.K / tn;
+    op(Opcode::Div, {reg(kGroupX), reg(kKTile), imm(per_group)});
+    op(Opcode::Mul, {reg(kTmp), reg(kGroupX), imm(per_group)});
+    op(Opcode::Sub, {reg(kTmp), reg(kKTile), reg(kTmp)});
+    op(Opcode::Mul, {reg(kWCol), reg(kTmp), imm(tn * in_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kGroupX), imm(RS() * cv_.C * cv_.K * in_)});
+    op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kTmp)});
+    op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * in_)});
+    for (int64_t c1 = 0; c1 < C1(); ++c1)
+      for (int64_t q = 0; q < RS(); ++q)
+        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
+                             at(Buffer::GM, W_.base + (q * W_.row_q + c1 * k0_ * W_.row_c) * in_, kWCol), imm(k0_), imm(tn),
+                             imm(W_.row_c)});
+  }
+
+  // Depthwise: group g = kKTile (one fractal of channels) has per kernel position q the diagonal
+  // fractal diag(Wt[q][16 g .. 16 g + 15]), built in UB (past the epilogue's regions) and moved to
+  // L1: the tile's RS values per channel from GM, each broadcast along its fractal row (vbrcb, the
+  // first 16 lanes enabled), times the identity (two vmuls: each fractal's rows 0-7 and 8-15 against
+  // the identity's, source repeat stride 0); exact (w x 1, w x 0).
+  void diagonal_weights() {
+    const int64_t rs = RS(), repeat = m_.vector_bytes_per_repeat, block = m_.vector_block_bytes;
+    const int64_t ub = copy_ub(), raw = round_up(rs * frow_, repeat), diag = ub + raw, ident = diag + rs * fractal_;
+    const int64_t lanes = m_.vector_lanes(DType::F16), rows_per_repeat = lanes / k0_;
+    if (ident + fractal_ > m_.capacity(Buffer::UB) || rs > m_.vector_max_repeat || fractal_ != 2 * repeat)
+      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
+    op(Opcode::Mul, {reg(kGroupX), reg(kKTile), imm(k0_ * in_)});
+    op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kGroupX), imm(rs), imm(k0_ * in_), imm((cv_.G - 1) * k0_ * in_), imm(0)});
+    code_.full_mask();
+    code_.zero_ub(ident, fractal_);
+    for (int64_t h = 0; h < fractal_ / repeat; ++h) {  // the identity's ones, rows_per_repeat rows per repeat
+      uint64_t lo = 0, hi = 0;
+      for (int64_t i = 0; i < rows_per_repeat; ++i) {
+        const int64_t lane = i * k0_ + h * rows_per_repeat + i;
+        (lane < 64 ? lo : hi) |= uint64_t(1) << (lane % 64);  // not hardware: the mask operand's int64 halves
+      }
+      op(Opcode::SetVectorMask, {imm(int64_t(hi)), imm(int64_t(lo))});
+      op(Opcode::Vdup, {f16(), at(Buffer::UB, ident + h * repeat), Operand::float_(1), imm(1), imm(1), imm(repeat / block)});
+    }
+    op(Opcode::SetVectorMask, {imm(0), imm(int64_t((uint64_t(1) << k0_) - 1))});  // one fractal row's lanes
+    const int64_t per = m_.vector_max_repeat / k0_ * k0_;
+    for (int64_t e = 0; e < rs * k0_; e += per)
+      op(Opcode::Vbrcb, {f16(), at(Buffer::UB, diag + e * frow_), at(Buffer::UB, ub + e * in_), imm(std::min(per, rs * k0_ - e)), imm(1),
+                         imm(frow_ / block)});
+    code_.full_mask();
+    for (int64_t h = 0; h < fractal_ / repeat; ++h)
+      op(Opcode::Vmul, {f16(), at(Buffer::UB, diag + h * repeat), at(Buffer::UB, diag + h * repeat), at(Buffer::UB, ident + h * repeat),
+                        imm(rs), imm(1), imm(1), imm(1), imm(fractal_ / block), imm(fractal_ / block), imm(0)});
+    op(Opcode::DmaOut, {at(Buffer::L1, w_l1()), at(Buffer::UB, diag), imm(1), imm(rs * fractal_), imm(0), imm(0)});
   }
 
   // dst = base offset of image kImage in layout l (without l.base)
@@ -615,6 +688,7 @@ class ConvEmitter {
   void image_bases(Reg y, int64_t slot) {
     if (per_core() && x_copied()) copy_image_in(slot);
     else image_base(X_, kXBase);
+    if (cv_.G > 1) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});
     image_base(Y_, y);
     op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
     op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
@@ -727,7 +801,10 @@ class ConvEmitter {
 
   std::string summary() const {
     const int64_t ct = cores_avail();
-    return fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
+    const std::string grouped = cv_.depthwise ? fmt::format("depthwise as {} groups of {} channels with diagonal weights (built in UB): ", cv_.G, cv_.C)
+                                : cv_.G > 1   ? fmt::format("{} groups of {} -> {} channels: ", cv_.G, cv_.C, cv_.K)
+                                              : std::string();
+    return grouped + fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
                        "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
                        "kernel-position group(s) of {}{}{}",
                        plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
@@ -786,14 +863,18 @@ struct PlannedConv {
 };
 
 // `refusal`: null to throw the epilogue's UserError, else set to its text (then nothing is planned).
-PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, const tile::TileSpec* spec,
-                 std::string* refusal = nullptr) {
+PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
+                 const tile::TileSpec* spec, std::string* refusal = nullptr) {
   PlannedConv pc;
-  pc.orig = *match(k, m.cube_f16.m0);
+  pc.orig = matched;
   Conv& cv = pc.cv = pc.orig;
   cv.C = round_up(pc.orig.C, m.cube_f16.k0), cv.K = round_up(pc.orig.K, m.cube_f16.k0);
   if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.layout == Layout::Blocked) {
     pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
+    return pc;
+  }
+  if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.G > 1) {
+    pc.result.unsupported = "a grouped convolution with channels per group not multiples of the cube's fractal";
     return pc;
   }
   if (cv.epilogue && refusal) {
@@ -822,7 +903,8 @@ PlannedConv plan(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::Np
 }  // namespace
 
 tile::ConvPlanResult plan_convolution(const kernel::Kernel& k, const isa::Hierarchy& h, const tile::TileSpec* spec) {
-  return plan(k, h, isa::npu_machine(h), spec).result;
+  const isa::NpuMachine m = isa::npu_machine(h);
+  return plan(*match(k, m.cube_f16.m0), k, h, m, spec).result;
 }
 
 namespace {
@@ -830,21 +912,19 @@ namespace {
 // The kernel planned for the user's tile (else the policy's), and "" or the UserError text of why
 // the convolution path does not take it, in the order the checks apply: the epilogue's form, the
 // plan's fit, the windows' reach.
-std::string plan_or_refusal(const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m, PlannedConv& pc) {
+std::string plan_or_refusal(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
+                            PlannedConv& pc) {
   std::string why;
-  pc = plan(k, h, m, k.user_tile ? &*k.user_tile : nullptr, &why);
+  pc = plan(matched, k, h, m, k.user_tile ? &*k.user_tile : nullptr, &why);
   if (!why.empty()) return why;
   if (pc.result.no_fit) return pc.result.no_fit->message(k.name, k.user_tile->to_string());
   if (!pc.result.plan) return conv_unsupported(k, pc.result.unsupported).what();
   return windows_stop_short(k, pc.cv);
 }
 
-}  // namespace
-
-std::string why_not_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  const isa::NpuMachine m = isa::npu_machine(h);
+std::string why_not_matched(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m) {
   PlannedConv pc;
-  if (std::string why = plan_or_refusal(k, h, m, pc); !why.empty()) return why;
+  if (std::string why = plan_or_refusal(matched, k, h, m, pc); !why.empty()) return why;
   // Whether the layout transforms fit UB depends on the emitter's copies: a dry run into a
   // throwaway program decides it, recording the first refusal instead of throwing it.
   NpuKernel scratch;
@@ -853,13 +933,59 @@ std::string why_not_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
   return refusal;
 }
 
-NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
-  const isa::NpuMachine m = isa::npu_machine(h);
+NpuKernel emit_matched(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m) {
   PlannedConv pc;
-  if (std::string why = plan_or_refusal(k, h, m, pc); !why.empty()) throw UserError(why);
+  if (std::string why = plan_or_refusal(matched, k, h, m, pc); !why.empty()) throw UserError(why);
   NpuKernel out;
   ConvEmitter(k, m, pc.orig, pc.cv, *pc.result.plan, pc.epi.get(), out).run();
   return out;
+}
+
+// The depthwise statement as a grouped convolution of one fractal of channels per group, or why not.
+std::optional<Conv> depthwise_as_grouped(const DepthwiseShape& d, const kernel::Kernel& k, const isa::NpuMachine& m, std::string& why) {
+  const int64_t f = m.cube_f16.k0;
+  const ir::Function& fn = *k.function;
+  const kernel::GlobalTensor* Y = k.find_tensor(fn.statements.back().output);
+  if (d.C % f) why = fmt::format("{} channels, not a multiple of the cube's fractal ({})", d.C, f);
+  else if (!Y || Y->shape != std::vector<int64_t>{d.N, d.OH, d.OW, d.C}) why = "the output is not [N, OH, OW, C]";
+  else if (int(fn.statements.size()) == d.statement + 1 && Y->dtype != DType::F32) why = "the accumulator is not f32";
+  if (!why.empty()) return std::nullopt;
+  Conv c;
+  c.layout = Layout::Nhwc, c.depthwise = true;
+  c.x = d.x, c.w = d.w, c.acc = d.acc, c.y = Y->name, c.statement = d.statement, c.out = Y->dtype;
+  c.epilogue = int(fn.statements.size()) > d.statement + 1;
+  c.N = d.N, c.H = d.H, c.W = d.W, c.G = d.C / f, c.C = f, c.K = f, c.R = d.R, c.S = d.S, c.OH = d.OH, c.OW = d.OW;
+  c.pt = d.pt, c.pl = d.pl;
+  c.an = d.an, c.ap = d.ap, c.aq = d.aq, c.ak = d.ac, c.ac = d.ac, c.ar = d.ar, c.as = d.as;
+  return c;
+}
+
+}  // namespace
+
+std::string why_not_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  return why_not_matched(*match(k, m.cube_f16.m0), k, h, m);
+}
+
+NpuKernel emit_conv(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  return emit_matched(*match(k, m.cube_f16.m0), k, h, m);
+}
+
+std::string why_not_depthwise_on_cube(const kernel::Kernel& k, const isa::Hierarchy& h, const DepthwiseShape& d) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  std::string why;
+  const auto c = depthwise_as_grouped(d, k, m, why);
+  if (!c) return "kernel " + k.name + ": the depthwise convolution does not map to the cube: " + why;
+  return why_not_matched(*c, k, h, m);
+}
+
+NpuKernel emit_depthwise_on_cube(const kernel::Kernel& k, const isa::Hierarchy& h, const DepthwiseShape& d) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  std::string why;
+  const auto c = depthwise_as_grouped(d, k, m, why);
+  if (!c) throw UserError("kernel " + k.name + ": the depthwise convolution does not map to the cube: " + why);
+  return emit_matched(*c, k, h, m);
 }
 
 }  // namespace tessel::emit_npu

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "compiler/emit_npu/emit_npu.h"
 #include "compiler/tile/npu_conv_plan.h"
@@ -46,5 +47,20 @@ tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::H
 // the emitter into a throwaway program). Decided before emitting; never throws for those.
 std::string why_not_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+
+// A depthwise NHWC convolution (depthwise.h's statement: Acc(n, p, q, c) +=! X(n, p + r - pt,
+// q + s - pl, c) * Wt(r, s, c), element-wise statements after it) as its matcher reads it.
+struct DepthwiseShape {
+  std::string x, w, acc;
+  int statement = 0;
+  int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, OH = 0, OW = 0, pt = 0, pl = 0;
+  std::string an, ap, aq, ac, ar, as;  // the statement's index names (the tile spec's axes)
+};
+// The depthwise convolution on the cube: a grouped convolution of one fractal of channels per group
+// (C a multiple of it) whose weights are diagonal fractals built on chip; 16x the MACs, at the
+// cube's rate, where the vector unit takes two f32 operations per tap. "" when emit_depthwise_on_cube
+// maps it, else the UserError text (as why_not_conv).
+std::string why_not_depthwise_on_cube(const kernel::Kernel& kernel, const isa::Hierarchy& target, const DepthwiseShape& d);
+NpuKernel emit_depthwise_on_cube(const kernel::Kernel& kernel, const isa::Hierarchy& target, const DepthwiseShape& d);
 
 }  // namespace tessel::emit_npu

@@ -1,5 +1,6 @@
 // NPU mapping of a depthwise NHWC convolution on the vector unit: see depthwise.h.
 #include "compiler/emit_npu/depthwise.h"
+#include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/operands.h"
 
 #include <fmt/format.h>
@@ -22,7 +23,16 @@ struct Depthwise {
   std::string x, w, acc;
   int statement = 0;
   int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, OH = 0, OW = 0, pt = 0, pl = 0;
+  std::string an, ap, aq, ac, ar, as;  // the statement's index names
 };
+
+DepthwiseShape shape_of(const Depthwise& d) {
+  DepthwiseShape s;
+  s.x = d.x, s.w = d.w, s.acc = d.acc, s.statement = d.statement;
+  s.N = d.N, s.H = d.H, s.W = d.W, s.C = d.C, s.R = d.R, s.S = d.S, s.OH = d.OH, s.OW = d.OW, s.pt = d.pt, s.pl = d.pl;
+  s.an = d.an, s.ap = d.ap, s.aq = d.aq, s.ac = d.ac, s.ar = d.ar, s.as = d.as;
+  return s;
+}
 
 // The constant c when a - b - d == c (only a constant left, zero coefficients ignored).
 std::optional<int64_t> constant_difference(const ir::AffineExpr& a, const ir::AffineExpr& b, const ir::AffineExpr& d) {
@@ -74,6 +84,8 @@ std::string match(const kernel::Kernel& k, Depthwise& d) {
         poly::plain_index(b->indices[2]) == c && dh && dw))
     return "reduction " + s.name + " does not read X(n, p + r, q + s, c) * Wt(r, s, c)";
   d.w = b->name, d.acc = s.output, d.statement = ci;
+  d.an = *n, d.ac = *c, d.ap = poly::plain_index(o[1]).value_or(""), d.aq = poly::plain_index(o[2]).value_or("");
+  d.ar = poly::plain_index(b->indices[0]).value_or(""), d.as = poly::plain_index(b->indices[1]).value_or("");
   if (std::string w = padded_input(*f, ci, *a, *dh, *dw, d); !w.empty()) return w;
   const kernel::GlobalTensor* X = k.find_tensor(d.x);
   const kernel::GlobalTensor* Wt = k.find_tensor(d.w);
@@ -229,10 +241,18 @@ std::string why_not_depthwise_fit(const kernel::Kernel& k, const isa::NpuMachine
   return "";
 }
 
+std::string why_not_depthwise_fit(const kernel::Kernel& k, const isa::Hierarchy& h) {
+  Depthwise d;
+  if (std::string why = match(k, d); !why.empty()) return "kernel " + k.name + ": not a depthwise convolution: " + why;
+  if (why_not_depthwise_on_cube(k, h, shape_of(d)).empty()) return "";
+  return why_not_depthwise_fit(k, isa::npu_machine(h));
+}
+
 NpuKernel emit_depthwise(const kernel::Kernel& k, const isa::Hierarchy& h) {
   Depthwise d;
   if (std::string why = match(k, d); !why.empty())
     throw UserError("kernel " + k.name + ": not a depthwise convolution: " + why);
+  if (why_not_depthwise_on_cube(k, h, shape_of(d)).empty()) return emit_depthwise_on_cube(k, h, shape_of(d));
   return DepthwiseCode(k, h, d).emit();
 }
 

@@ -10,6 +10,8 @@
 // vadd over the valid output columns (terms reading the zero padding are skipped: they add 0), r
 // then s ascending like the interpreter; the epilogue over all pixels. One core. Every hardware
 // number from isa::NpuMachine. Part of compiler/emit_npu (emit_npu.h dispatches to it).
+// Channel counts that are a multiple of the cube's fractal go to the cube instead (conv.h,
+// emit_depthwise_on_cube: groups of one fractal of channels with diagonal weights, every core).
 #pragma once
 
 #include <string>
@@ -25,6 +27,10 @@ std::string why_not_depthwise(const kernel::Kernel& kernel, const isa::NpuMachin
 // With the shape matched: "" when the template fits (channels within one f32 repeat), else the
 // refusal the dispatcher hands to the general vector lowering as its first note.
 std::string why_not_depthwise_fit(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
+// The dispatcher's check: "" when the cube mapping (conv.h, emit_depthwise_on_cube: channels a
+// multiple of the cube's fractal, on every core) or else the vector template takes the kernel,
+// else the vector template's refusal.
+std::string why_not_depthwise_fit(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_depthwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
 }  // namespace tessel::emit_npu

@@ -130,8 +130,8 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   const double cube_max_issued = double(1 << 20);
   if (is_nhwc_convolution(k, m))
     return or_general(why_not_conv(k, target), cube_max_issued, [&] { return emit_conv(k, target); });
-  if (why_not_depthwise(k, m).empty())  // more channels than one repeat: the general lowering
-    return or_general(why_not_depthwise_fit(k, m), cube_max_issued, [&] { return emit_depthwise(k, target); });
+  if (why_not_depthwise(k, m).empty())  // the cube, else the one-core vector template, else the general lowering
+    return or_general(why_not_depthwise_fit(k, target), cube_max_issued, [&] { return emit_depthwise(k, target); });
   const kernel::Node* mm = find_matmul(k);
   if (mm) return or_general(why_not_gemm(k, mm->matmul, m, target), cube_max_issued, [&] { return emit_gemm(k, mm->matmul, m, target); });
   std::string reasons;

@@ -109,7 +109,7 @@ class Planner {
     for (int64_t t = first; t >= cube_.n0; t -= cube_.n0) {
       if (g_.K % t) continue;
       ConvPlan c = p_;
-      c.tn = t, c.k_tiles = g_.K / t;
+      c.tn = t, c.k_tiles = g_.groups * g_.K / t;
       const int64_t w_bytes = g_.C * RS * t * in_;
       // Bands: ping-pong when the whole image fits twice or when bands of two copies are no more
       // than twice as many as of one.

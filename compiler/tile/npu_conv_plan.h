@@ -39,6 +39,10 @@ struct ConvGeometry {
   int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;  // C, K padded to the fractal
   int64_t sh = 1, sw = 1, dh = 1, dw = 1;  // strides and dilations
   int64_t unit = 1;       // channels per step of the output-channel axis (the blocked layout's block)
+  // Grouped convolutions: `groups` independent convolutions of C input and K output channels each
+  // (C, K per group); a channel tile stays within one group (tn divides K), so there are
+  // groups x K / tn tiles, each reading only its group's C input channels.
+  int64_t groups = 1;
   // Scratch copies (NCHW, padded channels) are made per core, of what that core reads (cores
   // cannot synchronise); with output channels padded, one channel tile of all K keeps each core's
   // copy of its results whole, else (no such tile fits) one core copies everything.
@@ -56,7 +60,7 @@ struct ConvGeometry {
 
 struct ConvPlan {
   int64_t tn = 0;          // output channels per tile (weights resident in L1)
-  int64_t k_tiles = 0;     // K / tn
+  int64_t k_tiles = 0;     // groups x K / tn
   int64_t group = 1;       // images per step when tiles <= cores
   int64_t cores = 1;
   int64_t jobs_per_core = 0;  // (image, tile) jobs one core runs
