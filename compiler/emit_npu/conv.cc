@@ -326,6 +326,7 @@ class ConvEmitter {
     user_x_ = X_.base, user_w_ = W_.base, user_y_ = Y_.base;
     const int64_t cores = m_.cores;
     if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
+    if (cv_.layout == Layout::Nchw) X_.pixel_bytes = frow_, X_.block_bytes = cv_.H * cv_.W * frow_;  // slots hold C1HWC0
     W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
     if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
@@ -348,7 +349,8 @@ class ConvEmitter {
     if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
       const int64_t tn = plan_.tn, crs = orig_.C * RS();
       op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
-      code_.rows_to_columns(user_w_, W_.base, 1, std::min(tn, orig_.K), crs, crs, cv_.C * RS(), tn, tn, DType::F16, kXSrc, kPrivW);
+      code_.transpose_rows(user_w_, kXSrc, crs, std::min(tn, orig_.K), crs, cv_.C * RS(), W_.base, kPrivW, k0_, tn, copy_ub(),
+                           copy_ub_bytes());
       return;
     }
     for (int64_t q = 0; q < RS(); ++q)
@@ -362,8 +364,8 @@ class ConvEmitter {
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     const int64_t HW = cv_.H * cv_.W;
-    if (cv_.layout == Layout::Nchw)
-      code_.rows_to_columns(user_x_, X_.base, 1, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16, kXSrc, kXBase);
+    if (cv_.layout == Layout::Nchw)  // planes -> the C1HWC0 slot load_band reads
+      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, X_.base, kXBase, HW * k0_, k0_, copy_ub(), copy_ub_bytes());
     else
       code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
   }
@@ -376,8 +378,9 @@ class ConvEmitter {
     if (cv_.layout == Layout::Nchw) {
       op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * P() * eo_)});
       op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
-      code_.rows_to_columns(Y_.base, user_y_, 1, P(), valid, cv_.K, valid, P(), round_up(P(), m_.block_elements(cv_.out)), cv_.out, y,
-                            kYDst);
+      for (int64_t j = 0; j * n0_ < valid; ++j)  // per 16 channels: [P][16] f32 -> 16 rows of P
+        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.K, P(), std::min(n0_, valid - j * n0_), user_y_ + j * n0_ * P() * eo_, kYDst,
+                                  P(), copy_ub(), copy_ub_bytes());
     } else {
       code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
     }

@@ -49,6 +49,100 @@ void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint
   }
 }
 
+void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out,
+                              int64_t dst_gm, uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes) {
+  const int64_t eb = dtype_bytes(DType::F16), side = m_.block_elements(DType::F16), piece = side * eb;  // 16 elements, 32 bytes
+  const int64_t square = side * piece, repeats_per_square = square / m_.vector_bytes_per_repeat;
+  const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes;
+  const int64_t per_half = ub_bytes / 2 / (2 * square);  // 16 x 16 squares per chunk: raw and transposed, two halves
+  if (per_half < 1 || repeats_per_square * 1 > m_.vector_max_repeat)
+    return refuse(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a transpose of {} x {} elements "
+                              "does not fit the vector buffer ({} bytes)", k_.name, rows, plane, ub_bytes));
+  const int64_t chunk = per_half * side, per_instr = m_.vector_max_repeat / repeats_per_square;
+  int64_t half = 0;
+  for (int64_t g = 0; g * side < rows; ++g) {
+    const int64_t nrows = std::min(side, rows - g * side);
+    for (int64_t e0 = 0; e0 < plane; e0 += chunk) {
+      const int64_t ne = std::min(chunk, plane - e0), full = ne / side, rem = ne % side, squares = (ne + side - 1) / side;
+      const int64_t raw = ub + half * ub_bytes / 2, out = raw + per_half * square;
+      half ^= 1;
+      if (nrows < side) {
+        full_mask();
+        zero_ub(raw, squares * square);
+      }
+      for (int64_t r = 0; r < nrows; ++r) {
+        const int64_t src = src_gm + ((g * side + r) * src_row + e0) * eb;
+        if (full)
+          op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw + r * piece), at(npu::Buffer::GM, src, src_reg), imm(full), imm(piece), imm(0),
+                                  imm(square - piece)});
+        if (rem)
+          op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw + full * square + r * piece), at(npu::Buffer::GM, src + full * piece, src_reg),
+                                  imm(1), imm(rem * eb), imm(0), imm(0)});
+      }
+      for (int64_t s0 = 0; s0 < squares; s0 += per_instr) {
+        const int64_t n = std::min(per_instr, squares - s0);
+        op(npu::Opcode::Vtranspose, {type(DType::F16), at(npu::Buffer::UB, out + s0 * square), at(npu::Buffer::UB, raw + s0 * square),
+                                     imm(n * repeats_per_square), imm(1), imm(1), imm(rep_blocks), imm(rep_blocks)});
+      }
+      const int64_t dst = dst_gm + (g * dst_block + e0 * dst_pitch) * eb;
+      if (dst_pitch == side)
+        op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});
+      else
+        op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst, dst_reg), at(npu::Buffer::UB, out), imm(ne), imm(piece), imm(0),
+                                 imm((dst_pitch - side) * eb)});
+    }
+  }
+  if (plane_out <= plane) return;
+  TESSEL_CHECK(dst_block == side, "transpose_rows: zero rows past the plane need one group across every row");
+  const int64_t bytes = (plane_out - plane) * dst_pitch * eb, room = ub_bytes / 2 / piece * piece;
+  full_mask();
+  for (int64_t z0 = 0; z0 < bytes; z0 += room) {
+    const int64_t n = std::min(room, bytes - z0), at_ub = ub + half * ub_bytes / 2;
+    half ^= 1;
+    zero_ub(at_ub, n);
+    op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst_gm + plane * dst_pitch * eb + z0, dst_reg), at(npu::Buffer::UB, at_ub), imm(1), imm(n),
+                             imm(0), imm(0)});
+  }
+}
+
+void ConvCode::columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_pitch, int64_t pixels, int64_t channels, int64_t dst_gm,
+                                   uint8_t dst_reg, int64_t dst_pitch, int64_t ub, int64_t ub_bytes) {
+  const int64_t eb = dtype_bytes(DType::F32), side = m_.block_elements(DType::F16), piece = m_.vector_block_bytes;
+  const int64_t row_pieces = side * eb / piece, block = side * side * eb;  // one f32 row of 16: 2 pieces; a 16 x 16 f32 block
+  const int64_t rep_blocks = m_.vector_bytes_per_repeat / piece;             // rows per repeat of a 16 x 16 16-bit transpose
+  const int64_t scratch = 2 * block, nb = (ub_bytes - scratch) / 2 / (2 * block);
+  if (row_pieces != 2 || 2 * rep_blocks != side || nb < 1 || channels > side)
+    return refuse(fmt::format("kernel {}: the NPU backend does not map this convolution yet: an f32 transpose of {} x {} elements "
+                              "does not fit the vector buffer ({} bytes)", k_.name, pixels, channels, ub_bytes));
+  const int64_t t1 = ub, t2 = ub + block, pitch = nb * row_pieces;  // out rows: nb blocks of pixels, in pieces
+  const npu::Operand f16 = type(DType::F16);
+  int64_t half = 0;
+  for (int64_t p0 = 0; p0 < pixels; p0 += nb * side) {
+    const int64_t np = std::min(nb * side, pixels - p0), blocks = (np + side - 1) / side;
+    const int64_t raw = ub + scratch + half * 2 * nb * block, out = raw + nb * block;
+    half ^= 1;
+    op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw), at(npu::Buffer::GM, src_gm + p0 * src_pitch * eb, src_reg), imm(np), imm(side * eb),
+                            imm((src_pitch - side) * eb), imm(0)});
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t rb = raw + b * block;
+      // pixels into lanes: row (channel k, half h) at t1 piece 2k + h holds the block's 16 pixels' halves
+      for (int64_t k3 = 0; k3 < row_pieces; ++k3)
+        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t1 + k3 * side * piece), at(npu::Buffer::UB, rb + k3 * piece), imm(2), imm(1),
+                                     imm(row_pieces), imm(rep_blocks), imm(side * row_pieces / 2)});
+      // per half h, the 16 channels into lanes: t2 piece 16 p3 + 2 p_lo + h holds pixel p's 16 halves h
+      for (int64_t h = 0; h < 2; ++h)
+        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t2 + h * piece), at(npu::Buffer::UB, t1 + h * piece), imm(2), imm(2), imm(2),
+                                     imm(side), imm(side)});
+      // per 8 pixels, (half, pixel) into lanes: channel k's row, 8 whole f32 values per piece
+      for (int64_t p3 = 0; p3 < row_pieces; ++p3)
+        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, out + (b * row_pieces + p3) * piece), at(npu::Buffer::UB, t2 + p3 * side * piece),
+                                     imm(2), imm(pitch), imm(1), imm(rep_blocks * pitch), imm(rep_blocks)});
+    }
+    op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst_gm + p0 * eb, dst_reg), at(npu::Buffer::UB, out), imm(channels), imm(np * eb),
+                             imm((pitch * piece) - np * eb), imm((dst_pitch - np) * eb)});
+  }
+}
+
 void ConvCode::rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
                                       int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg) {
   const int64_t eb = dtype_bytes(t), lanes = m_.vector_lanes(t), per_block = m_.block_elements(t);

@@ -62,6 +62,25 @@ class ConvCode {
   // vector repeats of columns), each piece's columns written with the GM row pitch.
   void rows_to_columns_pieces(int64_t src_gm, int64_t dst_gm, int64_t rows, int64_t plane, int64_t src_row, int64_t plane_out,
                               int64_t cols_valid, int64_t cols, DType t, uint8_t src_reg, uint8_t dst_reg);
+  // f16 rows -> 32-byte columns with the vector unit's 16 x 16 transposes (vtranspose), rows in
+  // groups of 16 (a fractal row of channels): src row r (r < rows) holds `plane` elements at
+  // src_gm + r * src_row elements; element (r, e) goes to dst_gm + ((r / 16) * dst_block + e * dst_pitch
+  // + r % 16) elements, rows past `rows` (to the next 16) as 0, and dst rows e in [plane, plane_out)
+  // as 0 (those need dst_block == 16: one group spans every row). Used for NCHW planes -> C1HWC0
+  // (dst_block = plane x 16, dst_pitch = 16) and the weights [K][C R S] -> [C R S][tn] (dst_block 16,
+  // dst_pitch tn). Per group of 16 rows and chunk of elements: each row's 32-byte pieces by one DMA
+  // into [piece][row][16] (the tail piece by a second), one vtranspose over every piece, one DMA out;
+  // two UB halves of [ub, ub + ub_bytes) alternate so loads overlap the transposes.
+  void transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out, int64_t dst_gm,
+                      uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes);
+  // f32 columns -> rows: src holds `pixels` rows of 16 f32 (row p at src_gm + p * src_pitch
+  // elements), dst gets channel c < channels as a row at dst_gm + c * dst_pitch elements (pixel p at
+  // + p): an NHWC result block back to NCHW. Per 16 x 16 f32 block three 16-bit transposes
+  // (vtranspose moves 2-byte elements): pixels into the rows' lanes, then the channels with the two
+  // halves of each value apart, then halves and pixels together again, channel rows out; chunks of
+  // pixels alternate between two UB halves.
+  void columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_pitch, int64_t pixels, int64_t channels, int64_t dst_gm,
+                           uint8_t dst_reg, int64_t dst_pitch, int64_t ub, int64_t ub_bytes);
   // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
   // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
   void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
