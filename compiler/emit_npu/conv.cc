@@ -120,10 +120,16 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
     } else {
       return std::nullopt;
     }
-  } else if (o.size() == 5 && wv.size() == 5 && xo.indices.size() == 5) {  // grouped NHWC
-    if (!(xv(0) == o[0] && xv(3) == o[3] && wv[0] == o[3] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4])) return std::nullopt;
-    c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[1], s = wv[2];
-    c.ak = o[4], c.ac = wv[3];
+  } else if (o.size() == 5 && wv.size() == 5 && xo.indices.size() == 5) {
+    if (xv(0) == o[0] && xv(3) == o[3] && wv[0] == o[3] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // grouped NHWC
+      c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[1], s = wv[2];
+      c.ak = o[4], c.ac = wv[3];
+    } else if (xv(0) == o[0] && xv(1) == o[1] && wv[0] == o[1] && xv(2) && *xv(2) == wv[2] && wv[1] == o[2]) {  // grouped NCHW
+      c.layout = Layout::Nchw, hpos = 3, p = o[3], q = o[4], r = wv[3], s = wv[4];
+      c.ak = o[2], c.ac = wv[2];
+    } else {
+      return std::nullopt;
+    }
   } else if (o.size() == 6 && wv.size() == 6 && xo.indices.size() == 6) {  // blocked
     if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
       return std::nullopt;
@@ -162,6 +168,11 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
       c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
       break;
     case Layout::Nchw:
+      if (rank == 5) {
+        c.N = X[0], c.G = X[1], c.C = X[2], c.H = X[3], c.W = X[4];
+        c.K = Wt[1], c.R = Wt[3], c.S = Wt[4];
+        break;
+      }
       c.N = X[0], c.C = X[1], c.H = X[2], c.W = X[3];
       c.K = Wt[0], c.R = Wt[2], c.S = Wt[3];
       break;
@@ -207,6 +218,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
     g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   g.groups = c.G;
+  if (c.G > 1) g.copies_fit_one_core = false;  // grouped copies are made per core only (copy_image_in, copy_image_out)
   return g;
 }
 
@@ -327,9 +339,9 @@ class ConvEmitter {
     const int64_t cores = m_.cores;
     if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) X_.pixel_bytes = frow_, X_.block_bytes = cv_.H * cv_.W * frow_;  // slots hold C1HWC0
-    W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
+    if (!cv_.depthwise) W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
-    if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.G * cv_.K}, gm_);
     out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
                                      "channel tile's weights and its results; every core",
                                      cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed to NHWC / [C, R*S, tn] copies on the "
@@ -345,6 +357,11 @@ class ConvEmitter {
 
   // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
   void copy_weights() {
+    if (cv_.G > 1 && x_copied()) {  // the tile's group's first input plane within an image (copy_image_in)
+      op(Opcode::Div, {reg(kGroupX), reg(kKTile), imm(cv_.K / plan_.tn)});
+      op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * cv_.H * cv_.W * in_)});
+    }
+    if (cv_.depthwise) return;  // diagonal_weights builds them in L1
     op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
     if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
       const int64_t tn = plan_.tn, crs = orig_.C * RS();
@@ -360,7 +377,8 @@ class ConvEmitter {
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
   void copy_image_in(int64_t slot) {
-    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(orig_.C * cv_.H * cv_.W * in_)});
+    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * cv_.H * cv_.W * in_)});
+    if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     const int64_t HW = cv_.H * cv_.W;
@@ -374,12 +392,12 @@ class ConvEmitter {
   void copy_image_out(Reg y) {
     if (!y_copied()) return;
     const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K);
-    op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(orig_.K * P() * eo_)});
+    op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
     if (cv_.layout == Layout::Nchw) {
       op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * P() * eo_)});
       op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
       for (int64_t j = 0; j * n0_ < valid; ++j)  // per 16 channels: [P][16] f32 -> 16 rows of P
-        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.K, P(), std::min(n0_, valid - j * n0_), user_y_ + j * n0_ * P() * eo_, kYDst,
+        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.G * cv_.K, P(), std::min(n0_, valid - j * n0_), user_y_ + j * n0_ * P() * eo_, kYDst,
                                   P(), copy_ub(), copy_ub_bytes());
     } else {
       code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
@@ -580,7 +598,7 @@ class ConvEmitter {
   void load_weights() {
     const int64_t tn = plan_.tn;
     if (cv_.depthwise) return diagonal_weights();
-    if (cv_.G > 1) return grouped_weights();
+    if (cv_.G > 1 && !per_core()) return grouped_weights();
     if (W_.fractal) {
       op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * frow_)});
       for (int64_t c1 = 0; c1 < C1(); ++c1)
@@ -630,8 +648,13 @@ class ConvEmitter {
     const int64_t lanes = m_.vector_lanes(DType::F16), rows_per_repeat = lanes / k0_;
     if (ident + fractal_ > m_.capacity(Buffer::UB) || rs > m_.vector_max_repeat || fractal_ != 2 * repeat)
       return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
-    op(Opcode::Mul, {reg(kGroupX), reg(kKTile), imm(k0_ * in_)});
-    op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kGroupX), imm(rs), imm(k0_ * in_), imm((cv_.G - 1) * k0_ * in_), imm(0)});
+    const bool nchw = cv_.layout == Layout::Nchw;  // Wt[C][R S]: the group's 16 rows of R S values, in one piece
+    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(nchw ? k0_ * rs * in_ : k0_ * in_)});
+    if (!nchw) op(Opcode::Mov, {reg(kGroupX), reg(kWCol)});  // the group's channels within a pixel (image_bases)
+    if (nchw)
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(1), imm(k0_ * rs * in_), imm(0), imm(0)});
+    else
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(rs), imm(k0_ * in_), imm((cv_.G - 1) * k0_ * in_), imm(0)});
     code_.full_mask();
     code_.zero_ub(ident, fractal_);
     for (int64_t h = 0; h < fractal_ / repeat; ++h) {  // the identity's ones, rows_per_repeat rows per repeat
@@ -649,10 +672,16 @@ class ConvEmitter {
       op(Opcode::Vbrcb, {f16(), at(Buffer::UB, diag + e * frow_), at(Buffer::UB, ub + e * in_), imm(std::min(per, rs * k0_ - e)), imm(1),
                          imm(frow_ / block)});
     code_.full_mask();
-    for (int64_t h = 0; h < fractal_ / repeat; ++h)
-      op(Opcode::Vmul, {f16(), at(Buffer::UB, diag + h * repeat), at(Buffer::UB, diag + h * repeat), at(Buffer::UB, ident + h * repeat),
-                        imm(rs), imm(1), imm(1), imm(1), imm(fractal_ / block), imm(fractal_ / block), imm(0)});
-    op(Opcode::DmaOut, {at(Buffer::L1, w_l1()), at(Buffer::UB, diag), imm(1), imm(rs * fractal_), imm(0), imm(0)});
+    // NHWC: rows [q][c] in place; NCHW: rows [c][q] gathered into [q][c] (source block stride R S rows)
+    const int64_t out = nchw ? ident + fractal_ : diag, row_blocks = frow_ / block;
+    if (nchw && out + rs * fractal_ > m_.capacity(Buffer::UB))
+      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
+    for (int64_t h = 0; h < fractal_ / repeat; ++h) {
+      const int64_t src = nchw ? diag + h * rows_per_repeat * rs * frow_ : diag + h * repeat;
+      op(Opcode::Vmul, {f16(), at(Buffer::UB, out + h * repeat), at(Buffer::UB, src), at(Buffer::UB, ident + h * repeat), imm(rs), imm(1),
+                        imm(nchw ? rs * row_blocks : 1), imm(1), imm(fractal_ / block), imm(nchw ? row_blocks : fractal_ / block), imm(0)});
+    }
+    op(Opcode::DmaOut, {at(Buffer::L1, w_l1()), at(Buffer::UB, out), imm(1), imm(rs * fractal_), imm(0), imm(0)});
   }
 
   // dst = base offset of image kImage in layout l (without l.base)
@@ -691,7 +720,7 @@ class ConvEmitter {
   void image_bases(Reg y, int64_t slot) {
     if (per_core() && x_copied()) copy_image_in(slot);
     else image_base(X_, kXBase);
-    if (cv_.G > 1) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});
+    if (cv_.G > 1 && !(per_core() && x_copied())) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});
     image_base(Y_, y);
     op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
     op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
@@ -890,6 +919,11 @@ PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierar
   std::function<int64_t(int64_t, int64_t)> epi_bytes;
   if (epi) epi_bytes = [epi](int64_t rows, int64_t channels) { return epilogue_ub_bytes(*epi, rows, channels); };
   pc.result = tile::plan_conv(padded_geometry(pc.orig, m), m, spec, epi_bytes);
+  if (pc.result.plan && pc.result.plan->one_core && cv.G > 1) {
+    pc.result.plan.reset();
+    pc.result.unsupported = "a grouped NCHW convolution whose copies would be made on one core";
+    return pc;
+  }
   if (!pc.result.plan || !epi) return pc;
   const tile::ConvPlan& p = *pc.result.plan;
   std::string why;
@@ -950,11 +984,13 @@ std::optional<Conv> depthwise_as_grouped(const DepthwiseShape& d, const kernel::
   const ir::Function& fn = *k.function;
   const kernel::GlobalTensor* Y = k.find_tensor(fn.statements.back().output);
   if (d.C % f) why = fmt::format("{} channels, not a multiple of the cube's fractal ({})", d.C, f);
-  else if (!Y || Y->shape != std::vector<int64_t>{d.N, d.OH, d.OW, d.C}) why = "the output is not [N, OH, OW, C]";
+  else if (!Y || Y->shape != (d.nchw ? std::vector<int64_t>{d.N, d.C, d.OH, d.OW} : std::vector<int64_t>{d.N, d.OH, d.OW, d.C}))
+    why = d.nchw ? "the output is not [N, C, OH, OW]" : "the output is not [N, OH, OW, C]";
+  else if (d.nchw && int(fn.statements.size()) != d.statement + 1) why = "an NCHW depthwise convolution with an epilogue";
   else if (int(fn.statements.size()) == d.statement + 1 && Y->dtype != DType::F32) why = "the accumulator is not f32";
   if (!why.empty()) return std::nullopt;
   Conv c;
-  c.layout = Layout::Nhwc, c.depthwise = true;
+  c.layout = d.nchw ? Layout::Nchw : Layout::Nhwc, c.depthwise = true;
   c.x = d.x, c.w = d.w, c.acc = d.acc, c.y = Y->name, c.statement = d.statement, c.out = Y->dtype;
   c.epilogue = int(fn.statements.size()) > d.statement + 1;
   c.N = d.N, c.H = d.H, c.W = d.W, c.G = d.C / f, c.C = f, c.K = f, c.R = d.R, c.S = d.S, c.OH = d.OH, c.OW = d.OW;

@@ -48,13 +48,15 @@ tile::ConvPlanResult plan_convolution(const kernel::Kernel& kernel, const isa::H
 std::string why_not_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_conv(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 
-// A depthwise NHWC convolution (depthwise.h's statement: Acc(n, p, q, c) +=! X(n, p + r - pt,
-// q + s - pl, c) * Wt(r, s, c), element-wise statements after it) as its matcher reads it.
+// A depthwise convolution (depthwise.h's statement: Acc(n, p, q, c) +=! X(n, p + r - pt,
+// q + s - pl, c) * Wt(r, s, c), element-wise statements after it; or its NCHW form) as its matcher
+// reads it.
 struct DepthwiseShape {
   std::string x, w, acc;
   int statement = 0;
   int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, OH = 0, OW = 0, pt = 0, pl = 0;
   std::string an, ap, aq, ac, ar, as;  // the statement's index names (the tile spec's axes)
+  bool nchw = false;  // X[N, C, H, W], Wt[C, R, S], the accumulator [N, C, OH, OW] (no epilogue)
 };
 // The depthwise convolution on the cube: a grouped convolution of one fractal of channels per group
 // (C a multiple of it) whose weights are diagonal fractals built on chip; 16x the MACs, at the

@@ -24,6 +24,7 @@ struct Depthwise {
   int statement = 0;
   int64_t N = 0, H = 0, W = 0, C = 0, R = 0, S = 0, OH = 0, OW = 0, pt = 0, pl = 0;
   std::string an, ap, aq, ac, ar, as;  // the statement's index names
+  bool nchw = false;                    // X[N, C, H, W], Wt[C, R, S], Acc[N, C, OH, OW]
 };
 
 DepthwiseShape shape_of(const Depthwise& d) {
@@ -31,6 +32,7 @@ DepthwiseShape shape_of(const Depthwise& d) {
   s.x = d.x, s.w = d.w, s.acc = d.acc, s.statement = d.statement;
   s.N = d.N, s.H = d.H, s.W = d.W, s.C = d.C, s.R = d.R, s.S = d.S, s.OH = d.OH, s.OW = d.OW, s.pt = d.pt, s.pl = d.pl;
   s.an = d.an, s.ap = d.ap, s.aq = d.aq, s.ac = d.ac, s.ar = d.ar, s.as = d.as;
+  s.nchw = d.nchw;
   return s;
 }
 
@@ -60,8 +62,30 @@ std::string padded_input(const ir::Function& f, int anchor, const ir::Expr& a, i
   return "";
 }
 
+// The NCHW form Acc(n, c, p, q) +=! f32(X(n, c, p + r - pt, q + s - pl)) * f32(Wt(c, r, s)) (padding
+// inlined or none): true and `d` filled when the statement is that.
+bool match_nchw(const kernel::Kernel& k, const ir::Statement& s, const ir::Expr& a, const ir::Expr& b, Depthwise& d) {
+  const auto& o = s.out_indices;
+  const auto n = poly::plain_index(o[0]), c = poly::plain_index(o[1]);
+  const auto dh = constant_difference(a.indices[2], o[2], b.indices[1]);
+  const auto dw = constant_difference(a.indices[3], o[3], b.indices[2]);
+  if (!(n && c && poly::plain_index(a.indices[0]) == n && poly::plain_index(a.indices[1]) == c && poly::plain_index(b.indices[0]) == c &&
+        dh && dw))
+    return false;
+  const kernel::GlobalTensor* X = k.find_tensor(a.name);
+  const kernel::GlobalTensor* Wt = k.find_tensor(b.name);
+  if (!X || !Wt || X->dtype != DType::F16 || Wt->dtype != DType::F16 || X->shape.size() != 4 || Wt->shape.size() != 3) return false;
+  d.nchw = true;
+  d.x = a.name, d.w = b.name, d.acc = s.output, d.statement = 0, d.pt = -*dh, d.pl = -*dw;
+  d.an = *n, d.ac = *c, d.ap = poly::plain_index(o[2]).value_or(""), d.aq = poly::plain_index(o[3]).value_or("");
+  d.ar = poly::plain_index(b.indices[1]).value_or(""), d.as = poly::plain_index(b.indices[2]).value_or("");
+  d.N = X->shape[0], d.C = X->shape[1], d.H = X->shape[2], d.W = X->shape[3], d.R = Wt->shape[1], d.S = Wt->shape[2];
+  d.OH = d.H + 2 * d.pt - d.R + 1, d.OW = d.W + 2 * d.pl - d.S + 1;
+  return true;
+}
+
 // Acc(n, p, q, c) +=! f32(Xp(n, p + r, q + s, c)) * f32(Wt(r, s, c)) after at most one padding
-// statement; "" or why the kernel is not that.
+// statement (or the NCHW form above); "" or why the kernel is not that.
 std::string match(const kernel::Kernel& k, Depthwise& d) {
   const ir::Function* f = k.function;
   if (!f || f->statements.empty()) return "no tensor IR attached";
@@ -77,6 +101,7 @@ std::string match(const kernel::Kernel& k, Depthwise& d) {
   const auto& o = s.out_indices;
   if (!s.init || o.size() != 4 || a->indices.size() != 4 || b->indices.size() != 3)
     return "reduction " + s.name + " is not Acc[N, OH, OW, C] +=! X[N, H, W, C] * Wt[R, S, C]";
+  if (ci == 0 && match_nchw(k, s, *a, *b, d)) return "";
   const auto n = poly::plain_index(o[0]), c = poly::plain_index(o[3]);
   const auto dh = constant_difference(a->indices[1], o[1], b->indices[0]);
   const auto dw = constant_difference(a->indices[2], o[2], b->indices[1]);
@@ -102,6 +127,7 @@ class DepthwiseCode : public VectorCode {
   // pixel, every tensor in UB at once, pixels within one instruction's repeats); "" or why not.
   static std::string fit_refusal(const kernel::Kernel& k, const Depthwise& d, const isa::NpuMachine& m) {
     const int64_t lanes = m.vector_lanes(DType::F32), row = m.vector_bytes_per_repeat;
+    if (d.nchw) return "the NCHW layout (this template takes NHWC)";
     if (d.C > lanes) return fmt::format("{} channels (at most {})", d.C, lanes);
     const ir::Function* f = k.function;
     int64_t regions = 1;
@@ -244,8 +270,10 @@ std::string why_not_depthwise_fit(const kernel::Kernel& k, const isa::NpuMachine
 std::string why_not_depthwise_fit(const kernel::Kernel& k, const isa::Hierarchy& h) {
   Depthwise d;
   if (std::string why = match(k, d); !why.empty()) return "kernel " + k.name + ": not a depthwise convolution: " + why;
-  if (why_not_depthwise_on_cube(k, h, shape_of(d)).empty()) return "";
-  return why_not_depthwise_fit(k, isa::npu_machine(h));
+  const std::string cube = why_not_depthwise_on_cube(k, h, shape_of(d));
+  if (cube.empty()) return "";
+  const std::string vector = why_not_depthwise_fit(k, isa::npu_machine(h));
+  return vector.empty() ? "" : cube + "; " + vector;
 }
 
 NpuKernel emit_depthwise(const kernel::Kernel& k, const isa::Hierarchy& h) {

@@ -29,7 +29,7 @@ std::string why_not_depthwise(const kernel::Kernel& kernel, const isa::NpuMachin
 std::string why_not_depthwise_fit(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
 // The dispatcher's check: "" when the cube mapping (conv.h, emit_depthwise_on_cube: channels a
 // multiple of the cube's fractal, on every core) or else the vector template takes the kernel,
-// else the vector template's refusal.
+// else both refusals (the cube's, then the vector template's), separated by "; ".
 std::string why_not_depthwise_fit(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_depthwise(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 

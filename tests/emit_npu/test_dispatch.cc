@@ -157,7 +157,9 @@ TEST_CASE("a depthwise convolution the one-core template cannot hold goes to the
   const Compiled wide = compile_kernel("mobilenet.tsl", "depthwise_relu6", "N=1,H=6,W=6,C=100,R=3,S=3");
   const isa::NpuMachine m = isa::npu_machine(wide.compilation->hierarchy);
   CHECK(emit_npu::why_not_depthwise(wide.compilation->kernel, m) == "");
-  const std::string why = emit_npu::why_not_depthwise_fit(wide.compilation->kernel, m);
+  // the dispatcher's check: the cube's refusal (channels not a multiple of the fractal), then the vector template's
+  const std::string why = emit_npu::why_not_depthwise_fit(wide.compilation->kernel, wide.compilation->hierarchy);
+  CHECK(why.find("100 channels, not a multiple of the cube's fractal (16)") != std::string::npos);
   CHECK(why.find("100 channels (at most 64)") != std::string::npos);
   check_refused_first(wide, why);
   // 56x56 pixels: the tensors do not fit UB at once
