@@ -67,6 +67,7 @@ class Analyser {
       : p_(p), machine_(isa::npu_machine(h)), partner_(npu::match_loops(p)) {
     out_.accesses.resize(p.code.size());
     out_.trip_count.resize(p.code.size());
+    out_.min_trip_count.assign(p.code.size(), 0);
     for (auto& r : regs_) r = Range::of(0);
     regs_[npu::kRegCoreId] = {true, 0, std::max(0, p.cores - 1)};
     regs_[npu::kRegCoreCount] = Range::of(p.cores);
@@ -109,8 +110,17 @@ class Analyser {
     const auto& ops = p_.code[pc].operands;
     const uint8_t var = ops[0].reg;
     const Range b = value(ops[1]), e = value(ops[2]), s = value(ops[3]);
-    if (b.known && e.known && s.known && b.lo == b.hi && e.lo == e.hi && s.lo == s.hi && s.lo > 0)
-      out_.trip_count[pc] = std::max<int64_t>(0, (e.lo - b.lo + s.lo - 1) / s.lo);
+    // Recorded in the final walk only, whose register ranges hold over every run of the loop (the
+    // enclosing loops' fixpoints): an earlier round may see a narrower range.
+    if (record) {
+      const bool exact = b.known && e.known && s.known && b.lo == b.hi && e.lo == e.hi && s.lo == s.hi && s.lo > 0;
+      out_.trip_count[pc] = exact ? std::optional<int64_t>(std::max<int64_t>(0, (e.lo - b.lo + s.lo - 1) / s.lo))
+                                  : std::nullopt;
+      // at least: the shortest span over the longest step (0 when any bound is unknown)
+      out_.min_trip_count[pc] = b.known && e.known && s.known && s.lo > 0
+                                    ? std::max<int64_t>(0, (e.lo - b.hi + s.hi - 1) / s.hi)
+                                    : 0;
+    }
     const Range iter = (b.known && e.known) ? Range{true, b.lo, std::max(b.lo, e.hi - 1)} : Range::any();
     const int body = pc + 1, end = partner_[pc];
     // Fixpoint over the registers the body changes: join with the state after one more iteration,

@@ -30,6 +30,7 @@ struct ByteRange {
 struct StaticFootprints {
   std::vector<std::vector<ByteRange>> accesses;   // per instruction index (empty: scalar / sync)
   std::vector<std::optional<int64_t>> trip_count;  // per `loop` index: iterations when known
+  std::vector<int64_t> min_trip_count;             // per `loop` index: iterations it runs at least (0: may run none)
 };
 
 StaticFootprints analyse_footprints(const npu::Program& program, const isa::Hierarchy& target);

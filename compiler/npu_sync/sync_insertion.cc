@@ -93,11 +93,13 @@ class SyncPass {
     const int n = static_cast<int>(p_.code.size());
     pipe_.assign(n, -1);
     times_.assign(n, 0);
+    least_.assign(n, 0);
     for (int pc = 0; pc < n; ++pc) {
       if (!fp_.accesses[pc].empty()) pipe_[pc] = static_cast<int>(npu::executing_pipe(p_.code[pc]));
       if (p_.code[pc].opcode == Opcode::Loop) {
         const auto& trip = fp_.trip_count[pc];
         times_[pc] = static_cast<int>(trip ? std::min<int64_t>(*trip, 2) : 2);
+        least_[pc] = static_cast<int>(std::min<int64_t>(fp_.min_trip_count[pc], times_[pc]));
       }
     }
     build_pipe_prefix();
@@ -417,11 +419,14 @@ class SyncPass {
   // program per check, at a cost near the stretch the run disturbs.
   class Checker {
    public:
-    Checker(const SyncPass& pass, const std::vector<Pair>& pairs)
+    // `times`: per loop pc, the iterations traced; `deps`: the dependences this trace checks.
+    Checker(const SyncPass& pass, const std::vector<Pair>& pairs, std::vector<int> times,
+            const std::vector<Dependence>& deps)
         : pass_(pass), pairs_(pairs), pl_(pass.place(pairs, std::vector<char>(pairs.size(), 0))),
-          events_of_(pairs.size()), skip_(pairs.size(), 0), latest_(pass.p_.code.size(), -1),
-          partners_(pass.p_.code.size()), open_(pairs.size()), open_head_(pairs.size(), 0) {
-      for (const auto& d : pass.deps_) {
+          times_(std::move(times)), events_of_(pairs.size()), skip_(pairs.size(), 0),
+          latest_(pass.p_.code.size(), -1), partners_(pass.p_.code.size()), open_(pairs.size()),
+          open_head_(pairs.size(), 0) {
+      for (const auto& d : deps) {
         partners_[d.first].push_back(d.second);
         partners_[d.second].push_back(d.first);
       }
@@ -499,7 +504,7 @@ class SyncPass {
         if (pass_.p_.code[pc].opcode == Opcode::Loop) {
           const int loop = pc;
           add_syncs(pl_.before[loop]);
-          for (int t = 0; t < pass_.times_[loop]; ++t) trace(loop + 1, pass_.s_.partner[loop]);
+          for (int t = 0; t < times_[loop]; ++t) trace(loop + 1, pass_.s_.partner[loop]);
           add_syncs(pl_.after[loop]);
           pc = pass_.s_.partner[loop];
           continue;
@@ -595,6 +600,7 @@ class SyncPass {
     const SyncPass& pass_;
     const std::vector<Pair>& pairs_;
     Placement pl_;
+    std::vector<int> times_;  // per loop pc: iterations traced
     std::vector<Event> events_;
     std::vector<std::vector<int>> events_of_;  // per pair: its events
     std::vector<int> anchors_;                 // events of instructions, in order
@@ -614,10 +620,44 @@ class SyncPass {
   int depth(int body) const { return body == -1 ? 0 : static_cast<int>(s_.chain[body].size()) + 1; }
 
   // Drops every pair whose orderings the remaining pairs imply, innermost and carried pairs first.
+  // The traces that judge a removal. Orderings only grow with iterations (a wait then matches a
+  // later set of the same pipe), so a dependence is checked where the fewest iterations run that
+  // still hold both its ends: the loops around either end as `times_` unrolls them, every other loop
+  // its least trip count (`least_`: 0 for a loop whose end the registers do not fix, as in a loop of
+  // `slt core_id, 1` iterations). One trace per distinct set of such loops; a program whose loops
+  // all run a known count has one, with every loop as `times_` unrolls it.
+  std::vector<Checker> scenario_checkers(const std::vector<Pair>& pairs) const {
+    std::vector<int> uncertain;  // loops traced more times than they surely run
+    for (size_t pc = 0; pc < least_.size(); ++pc)
+      if (p_.code[pc].opcode == Opcode::Loop && least_[pc] < times_[pc]) uncertain.push_back(static_cast<int>(pc));
+    std::map<std::vector<int>, std::vector<Dependence>> by_scenario;  // uncertain loops around an end -> deps
+    for (const auto& d : deps_) {
+      std::vector<int> around;
+      for (int loop : uncertain) {
+        const auto holds = [&](int pc) {
+          const auto& c = s_.chain[pc];
+          return std::find(c.begin(), c.end(), loop) != c.end();
+        };
+        if (holds(d.first) || holds(d.second)) around.push_back(loop);
+      }
+      by_scenario[around].push_back(d);
+    }
+    std::vector<Checker> checkers;
+    checkers.reserve(by_scenario.size());
+    for (const auto& [around, deps] : by_scenario) {
+      std::vector<int> times = times_;
+      for (int loop : uncertain)
+        if (!std::binary_search(around.begin(), around.end(), loop)) times[loop] = least_[loop];
+      checkers.emplace_back(*this, pairs, std::move(times), deps);
+    }
+    return checkers;
+  }
+
   std::vector<Pair> drop_implied(std::vector<Pair> pairs, const SyncProgress& progress) const {
-    Checker checker(*this, pairs);
+    std::vector<Checker> checkers = scenario_checkers(pairs);
     std::vector<char> removed(pairs.size(), 0);
-    TESSEL_CHECK(checker.all_ordered(), "sync pass: the merged pairs do not order every dependence");
+    for (auto& checker : checkers)
+      TESSEL_CHECK(checker.all_ordered(), "sync pass: the merged pairs do not order every dependence");
     std::vector<int> order(pairs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -631,7 +671,10 @@ class SyncPass {
     // O(log run) checks per run; most candidates go in long runs).
     const int n = static_cast<int>(order.size());
     auto run = [&](int from, int len) { return std::vector<int>(order.begin() + from, order.begin() + from + len); };
-    auto run_goes = [&](int from, int len) { return checker.removable(run(from, len)); };
+    auto run_goes = [&](int from, int len) {
+      const std::vector<int> r = run(from, len);
+      return std::all_of(checkers.begin(), checkers.end(), [&](Checker& c) { return c.removable(r); });
+    };
     for (int i = 0; i < n;) {
       if (progress) progress(i, n);
       int good = 0, bad = n - i + 1;  // run lengths known to pass / to fail (n - i + 1: past the end)
@@ -648,7 +691,8 @@ class SyncPass {
         if (run_goes(i, mid)) good = mid; else bad = mid;
       }
       for (int j = i; j < i + good; ++j) removed[order[j]] = 1;
-      if (good > 0) checker.commit(run(i, good));
+      if (good > 0)
+        for (auto& checker : checkers) checker.commit(run(i, good));
       // the candidate after the run stays (with the run gone, removing it too fails)
       i += good + (i + good < n ? 1 : 0);
     }
@@ -756,6 +800,7 @@ class SyncPass {
   std::vector<Dependence> deps_;
   std::vector<int> pipe_;   // per pc: executing pipe of an accessing instruction, -1 otherwise
   std::vector<int> times_;  // per loop pc: iterations the happens-before check unrolls (at most 2)
+  std::vector<int> least_;  // per loop pc: iterations it surely runs, at most times_ (0: maybe none)
   std::vector<std::vector<std::array<int, npu::kPipeCount>>> pipe_prefix_;  // per body + 1: see pipe_between
   int ids_per_pair_ = 1;
 };

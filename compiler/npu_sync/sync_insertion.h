@@ -13,7 +13,10 @@
 //   pruned: the naive pairs, then (1) pairs of the same pipe pair whose ends are adjacent on their
 //           pipes are merged into one, (2) every pair whose ordering is already implied by other
 //           pairs, same-pipe order or barriers is dropped (reachability in the happens-before order
-//           of the program with every loop unrolled twice; every pipe is a chain, so one vector clock
+//           of the program with every loop unrolled twice — each dependence judged with every loop
+//           that does not hold one of its ends run its least trip count instead, so syncs inside a
+//           loop that may run no iterations (an end the registers do not fix) never stand in for a
+//           pair around it; every pipe is a chain, so one vector clock
 //           per dynamic instance answers it, no transitive closure over all pairs; the clocks of the
 //           kept pairs are stored, so a check walks only the stretch a removal disturbs, until the
 //           clocks agree again; greedily in a fixed order, runs of removable pairs found by
