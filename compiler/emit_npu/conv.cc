@@ -57,6 +57,12 @@ struct Conv {
   // Depthwise (NHWC, C a multiple of the fractal): grouped with C = K = one fractal per group and
   // block-diagonal weights built on chip from Wt[r, s, c] (depthwise.h's statement).
   bool depthwise = false;
+  // 3-D (NDHWC, NCDHW; depth stride and dilation 1, no depth padding): T depth taps over D input
+  // depths, O = D - T + 1 output depths. An image is one (n, o): N counts N x O of them, and C is T x
+  // the channels, the feature map in L1 holding the T input depths one after another, so each
+  // depth tap is C / T more channel slices accumulating in L0C.
+  int64_t T = 1, D = 1, O = 1;
+  int64_t depth_channels() const { return C / T; }
 };
 
 // Spatial index h = sh * p + dh * r + constant (p an output index, r a reduction index).
@@ -108,6 +114,7 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   }
   auto xv = [&](size_t i) { return poly::plain_index(xo.indices[i]); };
   Conv c;
+  bool depth = false;  // 3-D
   int hpos = 0;  // X's h position (w follows)
   std::string p, q, r, s;
   if (o.size() == 4 && wv.size() == 4 && xo.indices.size() == 4) {
@@ -127,6 +134,16 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
     } else if (xv(0) == o[0] && xv(1) == o[1] && wv[0] == o[1] && xv(2) && *xv(2) == wv[2] && wv[1] == o[2]) {  // grouped NCHW
       c.layout = Layout::Nchw, hpos = 3, p = o[3], q = o[4], r = wv[3], s = wv[4];
       c.ak = o[2], c.ac = wv[2];
+    } else if (xv(0) == o[0] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // 3-D NDHWC
+      const auto ds = spatial(xo.indices[1], o[1], wv[0]);
+      if (!ds || ds->stride != 1 || ds->dilation != 1 || ds->constant != 0) return std::nullopt;
+      c.layout = Layout::Nhwc, hpos = 2, p = o[2], q = o[3], r = wv[1], s = wv[2], depth = true;
+      c.ak = o[4], c.ac = wv[3];
+    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // 3-D NCDHW
+      const auto ds = spatial(xo.indices[2], o[2], wv[2]);
+      if (!ds || ds->stride != 1 || ds->dilation != 1 || ds->constant != 0) return std::nullopt;
+      c.layout = Layout::Nchw, hpos = 3, p = o[3], q = o[4], r = wv[3], s = wv[4], depth = true;
+      c.ak = o[1], c.ac = wv[1];
     } else {
       return std::nullopt;
     }
@@ -154,10 +171,15 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   if (c.epilogue && c.layout != Layout::Nhwc) return std::nullopt;
   c.out = Y->dtype;
   c.OH = extent_of(ct, p), c.OW = extent_of(ct, q);
+
   const std::vector<int64_t>& X = xo.shape;
   const std::vector<int64_t>& Wt = wo.shape;
   switch (c.layout) {
     case Layout::Nhwc:
+      if (depth) {
+        c.D = X[1], c.H = X[2], c.W = X[3], c.T = Wt[0], c.R = Wt[1], c.S = Wt[2], c.C = c.T * X[4], c.K = Wt[4];
+        break;
+      }
       if (rank == 5) {
         c.N = X[0], c.H = X[1], c.W = X[2], c.G = X[3], c.C = X[4];
         c.R = Wt[1], c.S = Wt[2], c.K = Wt[4];
@@ -168,6 +190,10 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
       c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
       break;
     case Layout::Nchw:
+      if (depth) {
+        c.D = X[2], c.H = X[3], c.W = X[4], c.T = Wt[2], c.R = Wt[3], c.S = Wt[4], c.C = c.T * X[1], c.K = Wt[0];
+        break;
+      }
       if (rank == 5) {
         c.N = X[0], c.G = X[1], c.C = X[2], c.H = X[3], c.W = X[4];
         c.K = Wt[1], c.R = Wt[3], c.S = Wt[4];
@@ -182,6 +208,11 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
       c.N = X[0] * frac, c.H = X[1], c.W = X[2], c.C = X[3] * frac;
       c.R = Wt[0], c.S = Wt[1], c.K = Wt[3] * frac;
       break;
+  }
+  if (depth) {  // images (n, o); the O output depths of a valid (unpadded) window
+    if (c.epilogue) return std::nullopt;
+    c.O = c.D - c.T + 1;
+    c.N = X[0] * c.O;
   }
   return c;
 }
@@ -218,7 +249,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
     g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   g.groups = c.G;
-  if (c.G > 1) g.copies_fit_one_core = false;  // grouped copies are made per core only (copy_image_in, copy_image_out)
+  if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped copies are made per core only (copy_image_in, copy_image_out)
   return g;
 }
 
@@ -227,6 +258,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
 // channel block j (one fractal row of channels) at + j * block_bytes.
 struct ActivationLayout {
   int64_t base = 0, group = 1, group_bytes = 0, inner_bytes = 0, pixel_bytes = 0, block_bytes = 0;
+  int64_t tap_bytes = 0;  // 3-D: from one depth tap's input depth to the next's
 };
 
 // Weights in GM: `fractal` (blocked: the fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) fractals)
@@ -235,6 +267,7 @@ struct WeightLayout {
   int64_t base = 0;
   bool fractal = false;
   int64_t row_q = 0, row_c = 0;  // elements
+  int64_t per_tap = 0;           // 3-D: elements from one depth tap's weights to the next's
   int64_t KB = 0;                // fractal: output-channel blocks
 };
 
@@ -320,6 +353,11 @@ class ConvEmitter {
         X_.group_bytes = cv_.H * cv_.W * cv_.G * cv_.C * in_, X_.pixel_bytes = cv_.G * cv_.C * in_, X_.block_bytes = frow_;
         Y_.group_bytes = P() * cv_.G * cv_.K * eo_, Y_.pixel_bytes = cv_.G * cv_.K * eo_, Y_.block_bytes = n0_ * eo_;
         W_.row_q = cv_.C * cv_.K, W_.row_c = cv_.K;
+        if (cv_.T > 1) {  // X[N][D][H][W][C], image (n, o) at n D H W C + o H W C; Wt[T][R][S][C][K]
+          const int64_t c = cv_.depth_channels(), hwc = cv_.H * cv_.W * c * in_;
+          X_.group = cv_.O, X_.group_bytes = cv_.D * hwc, X_.inner_bytes = hwc, X_.pixel_bytes = c * in_, X_.tap_bytes = hwc;
+          W_.row_q = c * cv_.K, W_.per_tap = RS() * c * cv_.K;
+        }
         break;
       case Layout::Blocked:
         X_.group = u, X_.group_bytes = cv_.H * cv_.W * cv_.C * u * in_, X_.inner_bytes = u * in_, X_.pixel_bytes = cv_.C * u * in_,
@@ -339,8 +377,9 @@ class ConvEmitter {
     const int64_t cores = m_.cores;
     if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) X_.pixel_bytes = frow_, X_.block_bytes = cv_.H * cv_.W * frow_;  // slots hold C1HWC0
+    if (cv_.layout == Layout::Nchw && cv_.T > 1) X_.tap_bytes = C1() / cv_.T * X_.block_bytes, X_.group = 1;  // the T depths in turn
     if (!cv_.depthwise) W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
-    if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = RS() * plan_.tn;  // rows (c, q) of the core's tn channels
+    if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = cv_.T * RS() * plan_.tn, W_.per_tap = RS() * plan_.tn;  // rows (c, t, q) of tn
     if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.G * cv_.K}, gm_);
     out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
                                      "channel tile's weights and its results; every core",
@@ -377,6 +416,7 @@ class ConvEmitter {
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
   void copy_image_in(int64_t slot) {
+    if (cv_.T > 1) return copy_depths_in(slot);
     op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * cv_.H * cv_.W * in_)});
     if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
@@ -388,17 +428,40 @@ class ConvEmitter {
       code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
   }
 
+  // 3-D NCDHW: image kImage = (n, o); its T input depths o .. o + T - 1, each a C1HWC0 piece of the slot.
+  void copy_depths_in(int64_t slot) {
+    const int64_t HW = cv_.H * cv_.W, c = cv_.depth_channels();
+    image_of_depth(kXSrc, c * cv_.D * HW * in_, HW * in_);
+    op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
+    if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    for (int64_t t = 0; t < cv_.T; ++t)
+      code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, X_.base + t * X_.tap_bytes, kXBase, HW * k0_, k0_, copy_ub(),
+                           copy_ub_bytes());
+  }
+
+  // dst = (kImage / O) * per_n + (kImage % O) * per_o: image (n, o) of a 3-D convolution.
+  void image_of_depth(Reg dst, int64_t per_n, int64_t per_o) {
+    op(Opcode::Div, {reg(kTmp), reg(kImage), imm(cv_.O)});
+    op(Opcode::Mul, {reg(dst), reg(kTmp), imm(per_n)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTmp), imm(cv_.O)});
+    op(Opcode::Sub, {reg(kTmp), reg(kImage), reg(kTmp)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTmp), imm(per_o)});
+    op(Opcode::Add, {reg(dst), reg(dst), reg(kTmp)});
+  }
+
   // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
   void copy_image_out(Reg y) {
     if (!y_copied()) return;
     const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K);
-    op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
+    const int64_t plane = cv_.O * P();  // a channel's output plane (3-D: its O depths)
+    if (cv_.T > 1) image_of_depth(kYDst, orig_.K * plane * eo_, P() * eo_);
+    else op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
     if (cv_.layout == Layout::Nchw) {
-      op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * P() * eo_)});
+      op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * plane * eo_)});
       op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
       for (int64_t j = 0; j * n0_ < valid; ++j)  // per 16 channels: [P][16] f32 -> 16 rows of P
-        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.G * cv_.K, P(), std::min(n0_, valid - j * n0_), user_y_ + j * n0_ * P() * eo_, kYDst,
-                                  P(), copy_ub(), copy_ub_bytes());
+        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.G * cv_.K, P(), std::min(n0_, valid - j * n0_),
+                                  user_y_ + j * n0_ * plane * eo_, kYDst, plane, copy_ub(), copy_ub_bytes());
     } else {
       code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
     }
@@ -612,11 +675,17 @@ class ConvEmitter {
       op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
       if (per_core()) op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kPrivW)});
     }
+    weight_fractals(kWCol);
+  }
+
+  // Per channel slice (a depth tap's slice in 3-D) and kernel position, 16 input channels x tn into L1.
+  void weight_fractals(Reg col) {
+    const int64_t tn = plan_.tn, per_tap = C1() / cv_.T;
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       for (int64_t q = 0; q < RS(); ++q)
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
-                             at(Buffer::GM, W_.base + (q * W_.row_q + c1 * k0_ * W_.row_c) * in_, kWCol), imm(k0_), imm(tn),
-                             imm(W_.row_c)});
+                             at(Buffer::GM, W_.base + ((c1 / per_tap) * W_.per_tap + q * W_.row_q + (c1 % per_tap) * k0_ * W_.row_c) * in_, col),
+                             imm(k0_), imm(tn), imm(W_.row_c)});
   }
 
   // Grouped: tile kKTile is local tile kKTile % (K / tn) of group g = kKTile / (K / tn), whose
@@ -630,12 +699,9 @@ class ConvEmitter {
     op(Opcode::Mul, {reg(kTmp), reg(kGroupX), imm(RS() * cv_.C * cv_.K * in_)});
     op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kTmp)});
     op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * in_)});
-    for (int64_t c1 = 0; c1 < C1(); ++c1)
-      for (int64_t q = 0; q < RS(); ++q)
-        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
-                             at(Buffer::GM, W_.base + (q * W_.row_q + c1 * k0_ * W_.row_c) * in_, kWCol), imm(k0_), imm(tn),
-                             imm(W_.row_c)});
+    weight_fractals(kWCol);
   }
+
 
   // Depthwise: group g = kKTile (one fractal of channels) has per kernel position q the diagonal
   // fractal diag(Wt[q][16 g .. 16 g + 15]), built in UB (past the epilogue's regions) and moved to
@@ -728,10 +794,12 @@ class ConvEmitter {
 
   // The band's input window as C1HWC0: one strided copy per fractal row of channels.
   void load_band(const Band& b, int64_t fm_base) {
+    const int64_t per_tap = C1() / cv_.T;
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
-                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + c1 * X_.block_bytes, kXBase), imm(b.in_rows * cv_.W),
-                         imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes,
+                            kXBase),
+                         imm(b.in_rows * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
   }
 
   // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
@@ -835,6 +903,9 @@ class ConvEmitter {
     const int64_t ct = cores_avail();
     const std::string grouped = cv_.depthwise ? fmt::format("depthwise as {} groups of {} channels with diagonal weights (built in UB): ", cv_.G, cv_.C)
                                 : cv_.G > 1   ? fmt::format("{} groups of {} -> {} channels: ", cv_.G, cv_.C, cv_.K)
+                                : cv_.T > 1   ? fmt::format("3-D: images (n, o) of {} output depths, {} depth taps as channel slices "
+                                                            "accumulating in L0C (the feature map holds the taps' input depths): ",
+                                                            cv_.O, cv_.T)
                                               : std::string();
     return grouped + fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
                        "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
@@ -905,6 +976,10 @@ PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierar
     pc.result.unsupported = "blocked layout with channel counts not multiples of the cube's fractal";
     return pc;
   }
+  if (cv.T > 1 && (cv.depth_channels() % m.cube_f16.k0 || cv.K % m.cube_f16.k0)) {
+    pc.result.unsupported = "a 3-D convolution with channels not multiples of the cube's fractal";
+    return pc;
+  }
   if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.G > 1) {
     pc.result.unsupported = "a grouped convolution with channels per group not multiples of the cube's fractal";
     return pc;
@@ -919,9 +994,9 @@ PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierar
   std::function<int64_t(int64_t, int64_t)> epi_bytes;
   if (epi) epi_bytes = [epi](int64_t rows, int64_t channels) { return epilogue_ub_bytes(*epi, rows, channels); };
   pc.result = tile::plan_conv(padded_geometry(pc.orig, m), m, spec, epi_bytes);
-  if (pc.result.plan && pc.result.plan->one_core && cv.G > 1) {
+  if (pc.result.plan && pc.result.plan->one_core && (cv.G > 1 || cv.T > 1)) {
     pc.result.plan.reset();
-    pc.result.unsupported = "a grouped NCHW convolution whose copies would be made on one core";
+    pc.result.unsupported = "a grouped or 3-D NCHW convolution whose copies would be made on one core";
     return pc;
   }
   if (!pc.result.plan || !epi) return pc;
