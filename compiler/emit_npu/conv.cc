@@ -327,6 +327,10 @@ class ConvEmitter {
   bool per_core() const { return (padded() || cv_.layout == Layout::Nchw) && !plan_.one_core; }
   bool x_copied() const { return cv_.layout == Layout::Nchw || cv_.C != orig_.C; }
   bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
+  // NCHW per core: the image's planes transposed straight into L1 (one band), the accumulator's
+  // blocks transposed in UB straight to the user's Y (no NHWC scratch).
+  bool x_to_l1() const { return per_core() && cv_.layout == Layout::Nchw && bands_.size() == 1; }
+  bool y_from_ub() const { return per_core() && cv_.layout == Layout::Nchw && !epi_; }
   int64_t x_slot_bytes() const { return round_up(cv_.H * cv_.W * cv_.C * in_, code_.gm_align()); }
   int64_t w_slot_bytes() const { return round_up(RS() * cv_.C * cv_.K * in_, code_.gm_align()); }
   bool kt_loop() const { return plan_.k_tiles > cores_avail(); }
@@ -380,11 +384,12 @@ class ConvEmitter {
     if (cv_.layout == Layout::Nchw && cv_.T > 1) X_.tap_bytes = C1() / cv_.T * X_.block_bytes, X_.group = 1;  // the T depths in turn
     if (!cv_.depthwise) W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
     if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = cv_.T * RS() * plan_.tn, W_.per_tap = RS() * plan_.tn;  // rows (c, t, q) of tn
-    if (y_copied()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.G * cv_.K}, gm_);
+    if (y_copied() && !y_from_ub()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.G * cv_.K}, gm_);
     out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
                                      "channel tile's weights and its results; every core",
-                                     cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed to NHWC / [C, R*S, tn] copies on the "
-                                                                  "vector unit, the result back to NCHW"
+                                     cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed (16 x 16 vtranspose) to C1HWC0 "
+                                                                  "(straight into L1 for one band) / [C, R*S, tn] copies, the result "
+                                                                  "transposed in UB back to NCHW"
                                                                 : "channels not multiples of the fractal: zero-padded copies through UB",
                                      cv_.C, cv_.K));
   }
@@ -415,28 +420,46 @@ class ConvEmitter {
   }
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
-  void copy_image_in(int64_t slot) {
-    if (cv_.T > 1) return copy_depths_in(slot);
+  void copy_image_in(int64_t slot, int64_t fm_base) {
+    if (cv_.T > 1) return copy_depths_in(slot, fm_base);
     op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * cv_.H * cv_.W * in_)});
     if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     const int64_t HW = cv_.H * cv_.W;
-    if (cv_.layout == Layout::Nchw)  // planes -> the C1HWC0 slot load_band reads
+    if (x_to_l1())  // planes -> the feature map's C1HWC0 place in L1
+      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, fm_base, npu::kNoRegister, HW * k0_, k0_, copy_ub(), copy_ub_bytes(),
+                           Buffer::L1);
+    else if (cv_.layout == Layout::Nchw)  // planes -> the C1HWC0 slot load_band reads
       code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, X_.base, kXBase, HW * k0_, k0_, copy_ub(), copy_ub_bytes());
     else
       code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
   }
 
+  // A channel's output plane in the user's NCHW Y (3-D: its O depths).
+  int64_t y_plane() const { return cv_.O * P(); }
+  // kYDst = the user's Y offset of image kImage (NCHW: and of the channel tile kKTile).
+  void user_y_base() {
+    if (cv_.T > 1) image_of_depth(kYDst, orig_.K * y_plane() * eo_, P() * eo_);
+    else op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
+    if (cv_.layout != Layout::Nchw) return;
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn * y_plane() * eo_)});
+    op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
+  }
+
   // 3-D NCDHW: image kImage = (n, o); its T input depths o .. o + T - 1, each a C1HWC0 piece of the slot.
-  void copy_depths_in(int64_t slot) {
+  void copy_depths_in(int64_t slot, int64_t fm_base) {
     const int64_t HW = cv_.H * cv_.W, c = cv_.depth_channels();
     image_of_depth(kXSrc, c * cv_.D * HW * in_, HW * in_);
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     for (int64_t t = 0; t < cv_.T; ++t)
-      code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, X_.base + t * X_.tap_bytes, kXBase, HW * k0_, k0_, copy_ub(),
-                           copy_ub_bytes());
+      if (x_to_l1())
+        code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, fm_base + t * X_.tap_bytes, npu::kNoRegister, HW * k0_, k0_,
+                             copy_ub(), copy_ub_bytes(), Buffer::L1);
+      else
+        code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, X_.base + t * X_.tap_bytes, kXBase, HW * k0_, k0_, copy_ub(),
+                             copy_ub_bytes());
   }
 
   // dst = (kImage / O) * per_n + (kImage % O) * per_o: image (n, o) of a 3-D convolution.
@@ -451,14 +474,10 @@ class ConvEmitter {
 
   // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
   void copy_image_out(Reg y) {
-    if (!y_copied()) return;
-    const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K);
-    const int64_t plane = cv_.O * P();  // a channel's output plane (3-D: its O depths)
-    if (cv_.T > 1) image_of_depth(kYDst, orig_.K * plane * eo_, P() * eo_);
-    else op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
+    if (!y_copied() || y_from_ub()) return;
+    const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K), plane = y_plane();
+    user_y_base();
     if (cv_.layout == Layout::Nchw) {
-      op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(tn * plane * eo_)});
-      op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
       for (int64_t j = 0; j * n0_ < valid; ++j)  // per 16 channels: [P][16] f32 -> 16 rows of P
         code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.G * cv_.K, P(), std::min(n0_, valid - j * n0_),
                                   user_y_ + j * n0_ * plane * eo_, kYDst, plane, copy_ub(), copy_ub_bytes());
@@ -475,11 +494,15 @@ class ConvEmitter {
     W_.row_q = cv_.K, W_.row_c = RS() * cv_.K;
     user_y_ = Y_.base;
     Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
-    const int64_t HW = cv_.H * cv_.W;
-    code_.rows_to_columns(user_x, X_.base, orig_.N, orig_.C, HW, HW, HW, cv_.C, cv_.C, DType::F16);
-    code_.rows_to_columns(user_w, W_.base, 1, orig_.K, orig_.C * RS(), orig_.C * RS(), cv_.C * RS(), cv_.K, cv_.K, DType::F16);
-    out_.notes.push_back(fmt::format("NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies (channels padded "
-                                     "to {} and {}) on the vector unit (vbrcb per channel), the result back to NCHW; one core",
+    const int64_t HW = cv_.H * cv_.W, cap = m_.capacity(Buffer::UB);
+    X_.pixel_bytes = frow_, X_.block_bytes = HW * frow_;  // C1HWC0 images
+    for (int64_t n = 0; n < orig_.N; ++n)
+      code_.transpose_rows(user_x + n * orig_.C * HW * in_, npu::kNoRegister, HW, orig_.C, HW, HW, X_.base + n * cv_.C * HW * in_,
+                           npu::kNoRegister, HW * k0_, k0_, 0, cap);
+    const int64_t crs = orig_.C * RS();
+    code_.transpose_rows(user_w, npu::kNoRegister, crs, orig_.K, crs, cv_.C * RS(), W_.base, npu::kNoRegister, k0_, cv_.K, 0, cap);
+    out_.notes.push_back(fmt::format("NCHW: X and the weights transposed to C1HWC0 / [C, R*S, K] scratch copies (channels padded "
+                                     "to {} and {}) on the vector unit (16 x 16 vtranspose), the result back to NCHW; one core",
                                      cv_.C, cv_.K));
   }
 
@@ -514,8 +537,10 @@ class ConvEmitter {
 
   // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
   void nchw_out() {
-    code_.rows_to_columns(Y_.base, user_y_, cv_.N, P(), orig_.K, cv_.K, orig_.K, P(), round_up(P(), m_.block_elements(cv_.out)),
-                          cv_.out);
+    for (int64_t n = 0; n < orig_.N; ++n)
+      for (int64_t j = 0; j * n0_ < orig_.K; ++j)
+        code_.columns_to_rows_f32(Y_.base + (n * P() * cv_.K + j * n0_) * eo_, npu::kNoRegister, cv_.K, P(), std::min(n0_, orig_.K - j * n0_),
+                                  user_y_ + (n * orig_.K + j * n0_) * P() * eo_, npu::kNoRegister, P(), 0, m_.capacity(Buffer::UB));
   }
 
   // Y: rows of Kp -> rows of K, chunks of whole GM alignment units of f32 rows (aligned destinations).
@@ -778,14 +803,15 @@ class ConvEmitter {
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
-    image_bases(y, half);
-    load_band(bands_[0], fm_base);
+    image_bases(y, half, fm_base);
+    if (!x_to_l1()) load_band(bands_[0], fm_base);
     slices(bands_[0], fm_base, c_base, trailing);
   }
 
-  void image_bases(Reg y, int64_t slot) {
-    if (per_core() && x_copied()) copy_image_in(slot);
+  void image_bases(Reg y, int64_t slot, int64_t fm_base = 0) {
+    if (per_core() && x_copied()) copy_image_in(slot, fm_base);
     else image_base(X_, kXBase);
+    if (y_from_ub()) user_y_base();
     if (cv_.G > 1 && !(per_core() && x_copied())) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});
     image_base(Y_, y);
     op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
@@ -890,12 +916,29 @@ class ConvEmitter {
       op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
                           imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
       if (valid <= 0) return;
+      if (y_from_ub()) return rows_out(ub, size, valid, first + p0);
       for (int64_t jj = 0; jj < tn / n0_; ++jj) {
         int64_t src = ub + jj * size * n0_ * acc_;
         if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
         op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + (first + p0) * Y_.pixel_bytes + jj * Y_.block_bytes, y), at(Buffer::UB, src), imm(valid),
                             imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
       }
+    }
+  }
+
+  // NCHW: the accumulator block at `ub` ([16-channel block][size pixels][16] f32) transposed in UB,
+  // per 16 channels, to channel rows of its `valid` pixels, and those to the user's Y at pixel `pixel`.
+  void rows_out(int64_t ub, int64_t size, int64_t valid, int64_t pixel) {
+    const int64_t tn = plan_.tn, channels = std::min(tn, orig_.K), sq = n0_ * n0_ * acc_, pitch = size / n0_ * (n0_ * acc_ / frow_);
+    const int64_t t1 = ub_resident(), t2 = t1 + sq, rows = t2 + sq, row_bytes = plan_.tm0 * n0_ * acc_;
+    if (rows + 2 * row_bytes > m_.capacity(Buffer::UB))
+      return code_.refuse(unsupported("the result's transposes do not fit the vector buffer").what());
+    for (int64_t jj = 0; jj * n0_ < channels; ++jj) {
+      const int64_t out = rows + (rows_step_++ % 2) * row_bytes, src = ub + jj * size * n0_ * acc_;
+      for (int64_t b = 0; b * n0_ < size; ++b) code_.f32_block_to_rows(src + b * sq, out + b * (n0_ * acc_), pitch, t1, t2);
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y_ + (jj * n0_ * y_plane() + pixel) * eo_, kYDst), at(Buffer::UB, out),
+                          imm(std::min(n0_, channels - jj * n0_)), imm(valid * eo_), imm(pitch * frow_ - valid * eo_),
+                          imm((y_plane() - valid) * eo_)});
     }
   }
 
@@ -936,7 +979,7 @@ class ConvEmitter {
   ActivationLayout X_, Y_;
   std::vector<Band> bands_;
   WeightLayout W_;
-  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0, rows_step_ = 0;
   int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
 };
 

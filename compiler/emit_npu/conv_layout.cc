@@ -50,7 +50,8 @@ void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint
 }
 
 void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out,
-                              int64_t dst_gm, uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes) {
+                              int64_t dst_gm, uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes,
+                              npu::Buffer dst_buffer) {
   const int64_t eb = dtype_bytes(DType::F16), side = m_.block_elements(DType::F16), piece = side * eb;  // 16 elements, 32 bytes
   const int64_t square = side * piece, repeats_per_square = square / m_.vector_bytes_per_repeat;
   const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes;
@@ -86,9 +87,9 @@ void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, 
       }
       const int64_t dst = dst_gm + (g * dst_block + e0 * dst_pitch) * eb;
       if (dst_pitch == side)
-        op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});
+        op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});
       else
-        op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst, dst_reg), at(npu::Buffer::UB, out), imm(ne), imm(piece), imm(0),
+        op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(ne), imm(piece), imm(0),
                                  imm((dst_pitch - side) * eb)});
     }
   }
@@ -100,9 +101,27 @@ void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, 
     const int64_t n = std::min(room, bytes - z0), at_ub = ub + half * ub_bytes / 2;
     half ^= 1;
     zero_ub(at_ub, n);
-    op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst_gm + plane * dst_pitch * eb + z0, dst_reg), at(npu::Buffer::UB, at_ub), imm(1), imm(n),
+    op(npu::Opcode::DmaOut, {at(dst_buffer, dst_gm + plane * dst_pitch * eb + z0, dst_reg), at(npu::Buffer::UB, at_ub), imm(1), imm(n),
                              imm(0), imm(0)});
   }
+}
+
+void ConvCode::f32_block_to_rows(int64_t src, int64_t out, int64_t pitch, int64_t t1, int64_t t2) {
+  const int64_t side = m_.block_elements(DType::F16), piece = m_.vector_block_bytes;
+  const int64_t row_pieces = side * dtype_bytes(DType::F32) / piece, rep_blocks = m_.vector_bytes_per_repeat / piece;
+  const npu::Operand f16 = type(DType::F16);
+  // pixels into lanes: row (channel k, half h) at t1 piece 2k + h holds the block's 16 pixels' halves
+  for (int64_t k3 = 0; k3 < row_pieces; ++k3)
+    op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t1 + k3 * side * piece), at(npu::Buffer::UB, src + k3 * piece), imm(2), imm(1),
+                                 imm(row_pieces), imm(rep_blocks), imm(side * row_pieces / 2)});
+  // per half h, the 16 channels into lanes: t2 piece 16 p3 + 2 p_lo + h holds pixel p's 16 halves h
+  for (int64_t h = 0; h < 2; ++h)
+    op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t2 + h * piece), at(npu::Buffer::UB, t1 + h * piece), imm(2), imm(2), imm(2),
+                                 imm(side), imm(side)});
+  // per 8 pixels, (half, pixel) into lanes: channel k's row, 8 whole f32 values per piece
+  for (int64_t p3 = 0; p3 < row_pieces; ++p3)
+    op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, out + p3 * piece), at(npu::Buffer::UB, t2 + p3 * side * piece), imm(2), imm(pitch),
+                                 imm(1), imm(rep_blocks * pitch), imm(rep_blocks)});
 }
 
 void ConvCode::columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_pitch, int64_t pixels, int64_t channels, int64_t dst_gm,
@@ -115,7 +134,6 @@ void ConvCode::columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_
     return refuse(fmt::format("kernel {}: the NPU backend does not map this convolution yet: an f32 transpose of {} x {} elements "
                               "does not fit the vector buffer ({} bytes)", k_.name, pixels, channels, ub_bytes));
   const int64_t t1 = ub, t2 = ub + block, pitch = nb * row_pieces;  // out rows: nb blocks of pixels, in pieces
-  const npu::Operand f16 = type(DType::F16);
   int64_t half = 0;
   for (int64_t p0 = 0; p0 < pixels; p0 += nb * side) {
     const int64_t np = std::min(nb * side, pixels - p0), blocks = (np + side - 1) / side;
@@ -123,21 +141,7 @@ void ConvCode::columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_
     half ^= 1;
     op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw), at(npu::Buffer::GM, src_gm + p0 * src_pitch * eb, src_reg), imm(np), imm(side * eb),
                             imm((src_pitch - side) * eb), imm(0)});
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t rb = raw + b * block;
-      // pixels into lanes: row (channel k, half h) at t1 piece 2k + h holds the block's 16 pixels' halves
-      for (int64_t k3 = 0; k3 < row_pieces; ++k3)
-        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t1 + k3 * side * piece), at(npu::Buffer::UB, rb + k3 * piece), imm(2), imm(1),
-                                     imm(row_pieces), imm(rep_blocks), imm(side * row_pieces / 2)});
-      // per half h, the 16 channels into lanes: t2 piece 16 p3 + 2 p_lo + h holds pixel p's 16 halves h
-      for (int64_t h = 0; h < 2; ++h)
-        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, t2 + h * piece), at(npu::Buffer::UB, t1 + h * piece), imm(2), imm(2), imm(2),
-                                     imm(side), imm(side)});
-      // per 8 pixels, (half, pixel) into lanes: channel k's row, 8 whole f32 values per piece
-      for (int64_t p3 = 0; p3 < row_pieces; ++p3)
-        op(npu::Opcode::Vtranspose, {f16, at(npu::Buffer::UB, out + (b * row_pieces + p3) * piece), at(npu::Buffer::UB, t2 + p3 * side * piece),
-                                     imm(2), imm(pitch), imm(1), imm(rep_blocks * pitch), imm(rep_blocks)});
-    }
+    for (int64_t b = 0; b < blocks; ++b) f32_block_to_rows(raw + b * block, out + b * row_pieces * piece, pitch, t1, t2);
     op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst_gm + p0 * eb, dst_reg), at(npu::Buffer::UB, out), imm(channels), imm(np * eb),
                              imm((pitch * piece) - np * eb), imm((dst_pitch - np) * eb)});
   }

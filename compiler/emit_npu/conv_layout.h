@@ -70,15 +70,21 @@ class ConvCode {
   // (dst_block = plane x 16, dst_pitch = 16) and the weights [K][C R S] -> [C R S][tn] (dst_block 16,
   // dst_pitch tn). Per group of 16 rows and chunk of elements: each row's 32-byte pieces by one DMA
   // into [piece][row][16] (the tail piece by a second), one vtranspose over every piece, one DMA out;
-  // two UB halves of [ub, ub + ub_bytes) alternate so loads overlap the transposes.
+  // two UB halves of [ub, ub + ub_bytes) alternate so loads overlap the transposes. dst_buffer: GM, or
+  // L1 (a feature map straight into its C1HWC0 place; dst_gm is then an L1 offset).
   void transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out, int64_t dst_gm,
-                      uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes);
+                      uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes,
+                      npu::Buffer dst_buffer = npu::Buffer::GM);
   // f32 columns -> rows: src holds `pixels` rows of 16 f32 (row p at src_gm + p * src_pitch
   // elements), dst gets channel c < channels as a row at dst_gm + c * dst_pitch elements (pixel p at
   // + p): an NHWC result block back to NCHW. Per 16 x 16 f32 block three 16-bit transposes
   // (vtranspose moves 2-byte elements): pixels into the rows' lanes, then the channels with the two
   // halves of each value apart, then halves and pixels together again, channel rows out; chunks of
   // pixels alternate between two UB halves.
+  // The three transposes of one 16 x 16 f32 block: src holds 16 pixel rows of 16 f32 (64 bytes
+  // each) in UB, out gets 16 channel rows of the 16 pixels, `pitch` vector blocks apart; t1, t2:
+  // scratch of one such block each.
+  void f32_block_to_rows(int64_t src, int64_t out, int64_t pitch, int64_t t1, int64_t t2);
   void columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_pitch, int64_t pixels, int64_t channels, int64_t dst_gm,
                            uint8_t dst_reg, int64_t dst_pitch, int64_t ub, int64_t ub_bytes);
   // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
