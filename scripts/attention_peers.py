@@ -3,6 +3,7 @@
 
   scripts/attention_peers.py --tessel BUILD/dev/bin/tessel [--target isa/targets/sm90.yaml]
                              [--only prefill|decode] [--filter SUBSTR] [--json OUT] [--quick]
+                             [--plans PLAN,...]
 
 Each case is a def of workloads/attention.tsl (scores, scale, optional causal mask, softmax,
 context as written; the core fuses it into one kernel: compiler/poly/online_softmax.h). tessel's
@@ -11,7 +12,9 @@ run at a small size of the same def with full verification against the reference
 large sizes are too long for the interpreter), then timed at its size with --verify none. PyTorch's
 time is torch.nn.functional.scaled_dot_product_attention (it picks its fastest backend) on tensors
 of the same shapes, layout and dtype, captured in a CUDA graph (median of samples of 20 calls), in
-this process on the same GPU. Ratio = PyTorch us / tessel us (> 1: tessel faster). TFLOP/s count
+this process on the same GPU. Ratio = PyTorch us / tessel us (> 1: tessel faster). --plans also
+times each given --tile plan (e.g. attention/wgmma/128x128/cpasync) on the prefill cases, one
+column each, after tessel's own choice. TFLOP/s count
 4 * B * H * S * T * D flops (causal: the kept half).
 """
 import argparse
@@ -53,11 +56,13 @@ def small_shape(shape):
     return s
 
 
-def run_tessel(tessel, target, def_, shape, verify):
+def run_tessel(tessel, target, def_, shape, verify, plan=None):
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "r.json")
         cmd = [tessel, "run", os.path.join(SOURCE_DIR, "workloads", "attention.tsl"), "--def", def_, "--target", target,
                "--shape", ",".join(f"{k}={v}" for k, v in shape.items()), "--verify", verify, "--report", report]
+        if plan:
+            cmd += ["--tile", plan]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         out = {"exit": p.returncode, "verified": bool(re.search(r": verified,", p.stdout)), "stdout": p.stdout[-1500:]}
         if p.returncode != 0:
@@ -104,7 +109,9 @@ def main():
     ap.add_argument("--filter")
     ap.add_argument("--quick", action="store_true", help="skip the small-size verification runs")
     ap.add_argument("--json")
+    ap.add_argument("--plans", default="", help="comma-separated --tile plans also timed on the prefill cases")
     args = ap.parse_args()
+    plans = [x for x in args.plans.split(",") if x]
     import torch
     if not torch.cuda.is_available():
         print("attention_peers.py: no GPU", file=sys.stderr)
@@ -113,7 +120,8 @@ def main():
     dev = torch.cuda.get_device_name(0)
     rows = []
     print(f"GPU {dev}, PyTorch {torch.__version__}, target {os.path.basename(args.target)}")
-    print(f"{'case':34} {'check':>9} {'tessel us':>10} {'TFLOP/s':>8} {'sdpa us':>10} {'TFLOP/s':>8} {'ratio':>6}")
+    print(f"{'case':34} {'check':>9} {'tessel us':>10} {'TFLOP/s':>8} {'sdpa us':>10} {'TFLOP/s':>8} {'ratio':>6}"
+          + "".join(f" {p[-24:]:>24}" for p in plans))
     for name, def_, shape, kind in CASES:
         if args.only and kind != args.only:
             continue
@@ -126,9 +134,20 @@ def main():
             row["check"] = "verified" if small["verified"] else "FAILED"
             if not small["verified"]:
                 row["check_output"] = small.get("stdout", "") + small.get("stderr", "")
+            for plan in plans if kind == "prefill" else []:
+                small = run_tessel(args.tessel, args.target, def_, small_shape(shape), "full", plan)
+                if not small["verified"]:
+                    row["check"] = "FAILED"
+                    row.setdefault("check_output", "")
+                    row["check_output"] += plan + ": " + small.get("stdout", "") + small.get("stderr", "")
         r = run_tessel(args.tessel, args.target, def_, shape, "none")
         us = (r.get("report") or {}).get("graph_us")
         row["tessel_us"] = us
+        row["plan"] = ((r.get("report") or {}).get("plan"))
+        row["plans_us"] = {}
+        for plan in plans if kind == "prefill" else []:
+            rp = run_tessel(args.tessel, args.target, def_, shape, "none", plan)
+            row["plans_us"][plan] = (rp.get("report") or {}).get("graph_us")
         if us is None:
             row["error"] = (r.get("stdout", "") + r.get("stderr", ""))[-800:]
         try:
@@ -143,7 +162,8 @@ def main():
         rows.append(row)
         fmt = lambda v, f: (f % v) if v is not None else "-"  # noqa: E731
         print(f"{name:34} {row.get('check', '-'):>9} {fmt(us, '%.1f'):>10} {fmt(t_tf, '%.1f'):>8} "
-              f"{fmt(row.get('sdpa_us'), '%.1f'):>10} {fmt(p_tf, '%.1f'):>8} {fmt(row['ratio'], '%.2f'):>6}", flush=True)
+              f"{fmt(row.get('sdpa_us'), '%.1f'):>10} {fmt(p_tf, '%.1f'):>8} {fmt(row['ratio'], '%.2f'):>6}"
+              + "".join(f" {fmt(row['plans_us'].get(p), '%.1f'):>24}" for p in plans), flush=True)
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
     geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
     if geo:

@@ -187,8 +187,11 @@ namespace {
 CUtensorMap encode_map(const emit_cuda::TensorMapSpec& m, const DeviceTensors& d) {
   const auto encode = gpu::tensor_map_encode_tiled();
   if (!encode) throw gpu::GpuError("cuTensorMapEncodeTiled", "the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
-  if (m.dtype != DType::F16 && m.dtype != DType::F32) throw InternalError("tensor map of " + m.tensor + ": only f16 and f32 maps are generated");
-  const CUtensorMapDataType type = m.dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  if (m.dtype != DType::F16 && m.dtype != DType::BF16 && m.dtype != DType::F32)
+    throw InternalError("tensor map of " + m.tensor + ": only f16, bf16 and f32 maps are generated");
+  const CUtensorMapDataType type = m.dtype == DType::F16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : m.dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   // an operand's copy in scratch (repack_plan.h) or a kernel tensor's buffer
   const CUdeviceptr origin = m.in_scratch ? d.scratch.ptr() + CUdeviceptr(m.scratch_offset) : d.ptrs.at(d.index.at(m.tensor));
   const CUdeviceptr base = origin + CUdeviceptr(m.base) * dtype_bytes(m.dtype);

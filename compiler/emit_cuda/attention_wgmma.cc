@@ -1,9 +1,13 @@
 #include "compiler/emit_cuda/attention_wgmma.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "compiler/emit_cuda/cuda_expr.h"
+#include "compiler/emit_cuda/kernel_wgmma_ws.h"
 #include "compiler/emit_cuda/operand_plan.h"
+#include "compiler/emit_cuda/tma_plan.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -60,6 +64,41 @@ void wgmma_helper(std::ostringstream& os, int n, bool a_regs, int trans_b, const
   else os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
 }
 
+// The tensor map of an attention operand (Q, K or V): dims {head or value (contiguous), rows
+// (query or key), the batch indices it depends on}, a box of 64 columns (128 bytes: one swizzle
+// row) by `rows_per_box` rows, 128-byte swizzle: one copy fills one slab of the kernel's shared
+// layout. Rows past the end are zero-filled by the TMA unit. `why` says when TMA cannot fetch it.
+TensorMapSpec operand_map(const kernel::AttentionOperand& o, const std::string& col_var, int64_t cols, const std::string& row_var,
+                          int64_t rows, const std::vector<kernel::ContractionDim>& batch, int rows_per_box, std::vector<std::string>& coords,
+                          std::string& why) {
+  TensorMapSpec t;
+  t.tensor = o.tensor;
+  t.dtype = o.dtype;
+  t.base = o.base;
+  t.swizzle_bytes = kSwizzleRowBytes;
+  const int64_t eb = dtype_bytes(o.dtype);
+  t.dims = {uint64_t(cols), uint64_t(rows)};
+  t.strides = {uint64_t(o.stride(row_var) * eb)};
+  t.box = {uint32_t(kSwizzleRowBytes / eb), uint32_t(rows_per_box)};
+  coords.clear();
+  for (const auto& b : batch) {
+    if (!o.coeff.count(b.var)) continue;  // K / V shared across this index (multi-query)
+    t.dims.push_back(uint64_t(b.extent));
+    t.strides.push_back(uint64_t(o.stride(b.var) * eb));
+    t.box.push_back(1);
+    coords.push_back(role_var(b.var));
+  }
+  why.clear();
+  if (o.stride(col_var) != 1) why = o.tensor + "'s columns are not contiguous";
+  if (t.dims.size() > size_t(kTmaMaxRank)) why = o.tensor + " has more than " + num(kTmaMaxRank - 2) + " batch indices";
+  if ((o.base * eb) % kTmaAlignBytes) why = o.tensor + "'s origin is not " + num(kTmaAlignBytes) + "-byte aligned";
+  for (uint64_t st : t.strides)
+    if (st % kTmaAlignBytes || st >= (uint64_t(1) << 40)) why = "a stride of " + o.tensor + " (" + num(int64_t(st)) + " B) is not a multiple of 16 B below 2^40";
+  for (uint64_t d : t.dims)
+    if (d >= (uint64_t(1) << 31)) why = "an extent of " + o.tensor + " is 2^31 or more";
+  return t;
+}
+
 }  // namespace
 
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m) {
@@ -82,21 +121,43 @@ std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Atte
   return "";
 }
 
+std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMachine& m) {
+  if (!m.has(isa::GpuFeature::TensorMaps)) return "no tensor maps (TMA) on " + m.arch;
+  std::vector<std::string> coords;
+  std::string why;
+  operand_map(a.q, a.head[0].var, a.head[0].extent, a.query.var, a.query.extent, a.batch, 64, coords, why);
+  if (why.empty()) operand_map(a.k, a.head[0].var, a.head[0].extent, a.key.var, a.key.extent, a.batch, kAttentionKeyBlock, coords, why);
+  if (why.empty()) operand_map(a.v, a.value[0].var, a.value[0].extent, a.key.var, a.key.extent, a.batch, kAttentionKeyBlock, coords, why);
+  return why;
+}
+
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p, int warpgroups) {
+                          CudaProgram& p, int warpgroups, AttentionCopies copies) {
   const int D = int(a.head[0].extent), E = int(a.value[0].extent), BK = kAttentionKeyBlock;
+  if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaProducer : AttentionCopies::CpAsync;
+  const bool ws = copies == AttentionCopies::TmaProducer;
   // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
   // (short sequences, few heads: twice the blocks)
   const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
   const int NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
-  const int BQ = 64 * NWG, NT = NWG * int(m.threads_per_warpgroup());
+  const int BQ = 64 * NWG, NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
+  // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4)
+  const int wg_threads = int(m.threads_per_warpgroup()), wpg = int(m.warps_per_warpgroup);
   const std::string ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
   const std::string et = elem_type(a.q.dtype);
   const int64_t Sq = a.query.extent, T = a.key.extent;
   const std::string I = role_var(a.query.var), J = role_var(a.key.var), dv = a.head[0].var, ev = a.value[0].var;
   // shared memory: Q [D/64 slabs][BQ rows][128 B], K and V [2 buffers][slabs][BK rows][128 B]
   const int q_bytes = BQ * D * 2, k_bytes = BK * D * 2, v_bytes = BK * E * 2;
-  const int smem = q_bytes + 2 * (k_bytes + v_bytes) + kSwizzleAlignBytes;
+  int ST = 2;
+  if (ws)
+    while (ST < 4 && q_bytes + (ST + 1) * (k_bytes + v_bytes) + kSwizzleAlignBytes <= int64_t(m.shared_bytes_per_block_optin) - 1024) ++ST;
+  const int smem = q_bytes + ST * (k_bytes + v_bytes) + kSwizzleAlignBytes;
+  std::vector<std::string> qc, kc, vc;  // the maps' batch coordinates
+  std::string why_map;
+  const TensorMapSpec tq = operand_map(a.q, dv, D, a.query.var, a.query.extent, a.batch, BQ, qc, why_map);
+  const TensorMapSpec tk = operand_map(a.k, dv, D, a.key.var, T, a.batch, BK, kc, why_map);
+  const TensorMapSpec tv = operand_map(a.v, ev, E, a.key.var, T, a.batch, BK, vc, why_map);
   const std::string name = "tessel_attention_" + k.name;
 
   os << "#include <cuda_bf16.h>\n";
@@ -118,6 +179,33 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
     os << "  __half2 v = __floats2half2_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
   wgmma_helper(os, BK, false, 0, ab);  // S = Q K^T: A, B K-major in shared memory
   wgmma_helper(os, E, true, 1, ab);    // O += P V: P in registers, V N-major
+  if (ws) {
+    os << "struct __align__(64) tessel_att_tmap { unsigned long long v[16]; };  /* a CUtensorMap (__grid_constant__) */\n";
+    os << R"(static __device__ __forceinline__ void tessel_att_mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(count));
+}
+static __device__ __forceinline__ void tessel_att_mbar_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void tessel_att_mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+}
+static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile("{\n.reg .pred p;\nTESSEL_ATT_WAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TESSEL_ATT_WAIT_%=;\n}\n"
+               ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+}
+)";
+    std::set<size_t> ranks = {tq.dims.size(), tk.dims.size(), tv.dims.size()};
+    for (size_t r : ranks) {
+      os << "static __device__ __forceinline__ void tessel_att_tma" << r << "(void* dst, const tessel_att_tmap* map, unsigned long long* bar";
+      for (size_t i = 0; i < r; ++i) os << ", int c" << i;
+      os << ") {\n  asm volatile(\"cp.async.bulk.tensor." << r << "d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {";
+      for (size_t i = 0; i < r; ++i) os << (i ? ", " : "") << "%" << i + 3;
+      os << "}], [%2];\\n\"\n               ::\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(map), \"r\"((unsigned)__cvta_generic_to_shared(bar))";
+      for (size_t i = 0; i < r; ++i) os << ", \"r\"(c" << i << ")";
+      os << " : \"memory\");\n}\n";
+    }
+  }
 
   // the kernel's tensors as parameters, in Kernel::tensors order
   std::string params;
@@ -125,14 +213,24 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
     const bool out = t.kind == ir::TensorKind::Output;
     params += (params.empty() ? "" : ", ") + std::string(out ? "" : "const ") + elem_type(t.dtype) + "* __restrict__ t_" + t.name;
   }
-  os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ", char* scratch_) {\n";
+  if (ws)
+    params += ", char* scratch_, const __grid_constant__ tessel_att_tmap tmq_, const __grid_constant__ tessel_att_tmap tmk_, "
+              "const __grid_constant__ tessel_att_tmap tmv_";
+  else
+    params += ", char* scratch_";
+  os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ") {\n";
   os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
   os << "  unsigned char* sm_ = (unsigned char*)(((unsigned long long)smem_raw_ + 1023) & ~1023ull);\n";
   os << "  unsigned char* sq_ = sm_;\n";
   // buffer b of K and of V (computed: an array of pointers indexed by the block's parity lives in local memory)
   os << "  auto sk_ = [&](int b_) { return sm_ + " << q_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
   os << "  auto sv_ = [&](int b_) { return sm_ + " << q_bytes + k_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
-  os << "  const int tid_ = threadIdx.x, wg_ = tid_ / 128, warp_ = (tid_ % 128) / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
+  if (ws)  // warpgroup 0 the producer, the consumers' rows from warpgroup 1 on
+    os << "  const int tid_ = threadIdx.x, wgi_ = __shfl_sync(0xffffffffu, tid_ / " << wg_threads << ", 0), wg_ = wgi_ - 1, warp_ = (tid_ % "
+       << wg_threads << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
+  else
+    os << "  const int tid_ = threadIdx.x, wg_ = tid_ / " << wg_threads << ", warp_ = (tid_ % " << wg_threads
+       << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
   os << "  const long long q0_ = (long long)blockIdx.x * " << BQ << ";\n";
   // batch point from blockIdx.y
   os << "  long long rest_ = blockIdx.y;\n";
@@ -165,10 +263,49 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
   os << "  const int nblocks_ = (int)((kend_ + " << BK - 1 << ") / " << BK << ");\n";
   // copies: group 0 = {Q, K_0}; the group of iteration j = {K_(j+1), V_j}; iteration j reads K_j and
   // V_(j-1), so waiting for all groups but the newest is enough, and two buffers of each suffice
-  os << "  {  /* Q once, and the first K block */\n";
-  tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
-  tile_copy("sk_(0)", "kb_", BK, D, "0LL", "kend_", ks);
-  os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n  }\n";
+  if (ws) {
+    // slots: kfull_/vfull_ complete when a block's bytes have landed (the producer's arrival and
+    // the copies' bytes), kempty_/vempty_ when every consumer warp is done reading the slot
+    os << "  __shared__ __align__(8) unsigned long long qbar_, kfull_[" << ST << "], kempty_[" << ST << "], vfull_[" << ST << "], vempty_["
+       << ST << "];\n";
+    os << "  if (tid_ == 0) {\n    tessel_att_mbar_init(&qbar_, 1);\n    #pragma unroll\n    for (int s_ = 0; s_ < " << ST << "; ++s_) {\n"
+       << "      tessel_att_mbar_init(kfull_ + s_, 1); tessel_att_mbar_init(vfull_ + s_, 1);\n"
+       << "      tessel_att_mbar_init(kempty_ + s_, " << NWG * wpg << "); tessel_att_mbar_init(vempty_ + s_, " << NWG * wpg << ");\n    }\n"
+       << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
+    os << "  __syncthreads();\n";
+    auto coords = [&](const std::vector<std::string>& c) {
+      std::string s;
+      for (const auto& x : c) s += ", (int)" + x;
+      return s;
+    };
+    os << "  if (wgi_ == 0) {  /* the producer: one thread issues every copy */\n";
+    os << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << kProducerRegisters << ";\\n\");\n";
+    os << "    if (tid_ == 0) {\n";
+    os << "      tessel_att_mbar_expect(&qbar_, " << q_bytes << "u);\n";
+    for (int sl = 0; sl < D / 64; ++sl)
+      os << "      tessel_att_tma" << tq.dims.size() << "(sq_ + " << sl * BQ * kSwizzleRowBytes << ", &tmq_, &qbar_, " << sl * 64 << ", (int)q0_"
+         << coords(qc) << ");\n";
+    os << "      for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
+    os << "        const int s_ = jb_ % " << ST << ";\n        const unsigned ph_ = (jb_ / " << ST << ") & 1;\n";
+    os << "        tessel_att_mbar_wait(kempty_ + s_, ph_ ^ 1);  /* a fresh slot passes */\n";
+    os << "        tessel_att_mbar_expect(kfull_ + s_, " << k_bytes << "u);\n";
+    for (int sl = 0; sl < D / 64; ++sl)
+      os << "        tessel_att_tma" << tk.dims.size() << "(sk_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmk_, kfull_ + s_, " << sl * 64
+         << ", jb_ * " << BK << coords(kc) << ");\n";
+    os << "        tessel_att_mbar_wait(vempty_ + s_, ph_ ^ 1);\n";
+    os << "        tessel_att_mbar_expect(vfull_ + s_, " << v_bytes << "u);\n";
+    for (int sl = 0; sl < E / 64; ++sl)
+      os << "        tessel_att_tma" << tv.dims.size() << "(sv_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmv_, vfull_ + s_, " << sl * 64
+         << ", jb_ * " << BK << coords(vc) << ");\n";
+    os << "      }\n    }\n  } else {\n";
+    os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
+    os << "  tessel_att_mbar_wait(&qbar_, 0);\n";
+  } else {
+    os << "  {  /* Q once, and the first K block */\n";
+    tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
+    tile_copy("sk_(0)", "kb_", BK, D, "0LL", "kend_", ks);
+    os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n  }\n";
+  }
   // registers: S accumulators, O accumulators, running max / sum of the two rows a thread holds,
   // the probabilities of this block and of the previous one (read by its P V MMAs in flight)
   os << "  float s_[" << BK / 2 << "], o_[" << E / 2 << "];\n";
@@ -189,8 +326,11 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
        << "for (int x_ = 0; x_ < 4; ++x_) asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
   };
   os << "  for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
-  os << "    const int buf_ = jb_ & 1;\n";
-  {
+  const int NB = ws ? ST : 2;  // K / V slots
+  os << "    const int buf_ = jb_ % " << NB << ", pbuf_ = (jb_ + " << NB - 1 << ") % " << NB << ";\n";
+  if (ws) {
+    os << "    tessel_att_mbar_wait(kfull_ + buf_, (jb_ / " << NB << ") & 1);  /* K_j has landed */\n";
+  } else {
     std::ostringstream tmp;
     std::swap(tmp, os);
     os << "    if (jb_ + 1 < nblocks_) {\n";
@@ -199,10 +339,10 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
     tile_copy("sv_(buf_)", "vb_", BK, E, "(long long)jb_ * " + num(BK), "kend_", vs);
     std::swap(tmp, os);
     os << tmp.str();
+    os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n";
+    os << "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n";
+    os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   }
-  os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n";
-  os << "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n";
-  os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
   // S_j = Q K_j^T, then O += P_(j-1) V_(j-1): both in flight while the softmax of S_j runs
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
@@ -216,9 +356,11 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
      << "      tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
   os << "    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
   os << "    if (jb_ > 0) {\n";
-  pv_mmas("      ", "sv_(buf_ ^ 1)");
+  if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
+  pv_mmas("      ", "sv_(pbuf_)");
   os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
   os << "    } else {\n      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
+  if (ws) os << "    if (lane_ == 0) tessel_att_mbar_arrive(kempty_ + buf_);  /* S_j done: K_j's slot is free */\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
   // the steps on each score, keys past the end masked
   auto value_of = [&](const kernel::AttentionExpr& x, const std::map<std::string, std::string>& running) {
@@ -288,6 +430,7 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
      << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
   // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
   os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+  if (ws) os << "    if (jb_ > 0 && lane_ == 0) tessel_att_mbar_arrive(vempty_ + pbuf_);  /* P V_(j-1) done: V_(j-1)'s slot is free */\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
   os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n    #pragma unroll\n    for (int x_ = 0; x_ < 4; ++x_) "
         "asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
@@ -296,14 +439,20 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
   os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_) {\n"
      << "      pp_[c_ / 2][(c_ % 2) * 2 + 0] = tessel_att_pack(s_[c_ * 4 + 0], s_[c_ * 4 + 1]);\n"
      << "      pp_[c_ / 2][(c_ % 2) * 2 + 1] = tessel_att_pack(s_[c_ * 4 + 2], s_[c_ * 4 + 3]);\n    }\n";
-  os << "    __syncthreads();  /* every warpgroup is done with K_j and V_(j-1) before they are refilled */\n  }\n";
+  if (!ws) os << "    __syncthreads();  /* every warpgroup is done with K_j and V_(j-1) before they are refilled */\n";
+  os << "  }\n";
   // the last block's P V
-  os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
-  os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
-  os << "  if (nblocks_ > 0) {\n";
+  if (ws) {
+    os << "  if (nblocks_ > 0) {\n";
+    os << "    tessel_att_mbar_wait(vfull_ + (nblocks_ - 1) % " << NB << ", ((nblocks_ - 1) / " << NB << ") & 1);\n";
+  } else {
+    os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
+    os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+    os << "  if (nblocks_ > 0) {\n";
+  }
   os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
-  pv_mmas("    ", "sv_((nblocks_ - 1) & 1)");
+  pv_mmas("    ", "sv_((nblocks_ - 1) % " + num(NB) + ")");
   os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n  }\n";
   // the epilogue
@@ -316,7 +465,9 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
   os << "    const float l_row_ = l_[h_ / 2];\n";
   const std::string o = a.normalise_first ? "(o_[c_ * 4 + h_] / l_row_)" : "o_[c_ * 4 + h_]";
   const std::string result = a.epilogue.expr ? value_of(a.epilogue, {{"O", o}, {"Z", "l_row_"}}) : o;
-  os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n}\n";
+  os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n";
+  if (ws) os << "  }  /* consumers */\n";
+  os << "}\n";
 
   Launch l;
   l.kernel = name;
@@ -324,17 +475,22 @@ static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm 
   l.grid[1] = unsigned(a.size_batch());
   l.block = unsigned(NT);
   l.dynamic_shared_bytes = uint32_t(smem);
+  if (ws) l.tensor_maps = {tq, tk, tv};
   p.launches.push_back(l);
   p.arch = m.arch + "a";
   p.tensor_cores = true;
   p.flops = a.effective_flops();
-  p.plan = fmt::format("attention/wgmma/{}x{}", BQ, BK);
+  p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, ws ? "tma" : "cpasync");
   p.explain.push_back(fmt::format(
       "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
       "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
-      "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; K / V double-buffered by cp.async{}; "
-      "{} B of shared memory",
-      a.name, BQ, NWG, BK, BK, E, a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
+      "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; {}{}; {} B of shared memory",
+      a.name, BQ, NWG, BK, BK, E,
+      ws ? fmt::format("K / V in a ring of {} slots filled by a TMA producer warpgroup (full / empty mbarriers, no block barrier "
+                       "in the loop; setmaxnreg {} / {})",
+                       ST, kProducerRegisters, kConsumerRegisters)
+         : std::string("K / V double-buffered by cp.async"),
+      a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
 }
 
 }  // namespace tessel::emit_cuda

@@ -9,8 +9,8 @@
 // the online softmax on the accumulators (row max and sum across the 4 lanes of a row), the
 // probabilities rounded as the record says and packed into wgmma's register A operand (the
 // accumulator layout of two n8 tiles is the A fragment of one k16 step), then O += P V by
-// wgmma.m64nEk16 with V N-major (transposed by the descriptor). K and V tiles are double-buffered:
-// the next block's 16-byte cp.async copies are in flight while this block computes. Causal blocks
+// wgmma.m64nEk16 with V N-major (transposed by the descriptor). K and V tiles come by TMA from a
+// producer warpgroup into a ring of slots, or double-buffered by cp.async (AttentionCopies). Causal blocks
 // above the diagonal are never loaded. The epilogue divides by the sum (or not, normalise-first),
 // applies the record's epilogue expression and stores through the output's strides.
 //
@@ -32,12 +32,25 @@ namespace tessel::emit_cuda {
 inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block (at most)
 inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma's N)
 
+// How K and V tiles reach shared memory. CpAsync: every thread issues 16-byte cp.async copies of
+// the next block, two buffers, a block barrier per key block. TmaProducer: warp specialisation —
+// one more warpgroup (its registers given to the others by setmaxnreg) whose one thread fetches Q
+// once and K / V blocks into a ring of slots by TMA (tensor maps over each operand's view, the
+// 128-byte swizzle of the wgmma layout, rows past the end zero-filled), each slot with a full and
+// an empty mbarrier, so the consumer warpgroups never wait on each other. Auto: TMA where the
+// operands' maps are legal (attention_tma_obstacle), else cp.async.
+enum class AttentionCopies { Auto, CpAsync, TmaProducer };
+
 // "" when the wgmma kernel lowers `a` on `m`, else why not.
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);
+
+// "" when TMA can fetch Q, K and V (tensor maps on `m`, 16-byte aligned origins and strides, at most
+// 3 batch indices per operand), else why not.
+std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMachine& m);
 
 // Appends the kernel and its launch to `p` (source in `os`, explain lines, arch sm_90a).
 // `warpgroups`: 1 or 2 query warpgroups a block (64 or 128 rows), 0: chosen from the SM count.
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p, int warpgroups = 0);
+                          CudaProgram& p, int warpgroups = 0, AttentionCopies copies = AttentionCopies::Auto);
 
 }  // namespace tessel::emit_cuda

@@ -195,3 +195,83 @@ TEST_CASE("every form of workloads/attention.tsl compiles through NVRTC for sm_7
 #endif
       }
 }
+
+namespace {
+
+// The sm_90 program of `def` (of attention.tsl or `text`) with the GPU plan `plan` given, as --tile records it.
+emit_cuda::CudaProgram with_plan(const std::string& def, const std::map<std::string, int64_t>& sizes, const std::string& plan,
+                                 const std::string& text = "") {
+  frontend::Module module = text.empty() ? frontend::load_module("workloads/attention.tsl") : frontend::parse_module(text, "test.tsl");
+  CompileOptions o;
+  o.target = "isa/targets/sm90.yaml";
+  o.sizes = sizes;
+  o.gpu_plan = plan;
+  o.plan_source.kind = PlanSource::Kind::Given;
+  auto c = compile(frontend::select_function(module, def), o);
+  emit_cuda::CudaOptions co;
+  co.arch = "sm_90";
+  co.machine = isa::GpuMachine::from(c->hierarchy);
+  return emit_cuda::emit_cuda(c->kernel, co);
+}
+
+}  // namespace
+
+TEST_CASE("sm_90: the wgmma kernel's K and V come from a TMA producer warpgroup, one tensor map per operand's view") {
+  // BSHD, 2 x 3 heads, 256 queries, 200 keys (a partial last key block, zero-filled by the TMA unit)
+  auto r = fused("attention_bshd", shape(2, 3, 256, 200, 64), "sm90");
+  const auto& p = r.program;
+  REQUIRE(p.launches.size() == 1);
+  const auto& l = p.launches[0];
+  CHECK(p.plan == "attention/wgmma/64x128/tma");  // 12 blocks of 128 rows would not fill the SMs: 64-row blocks
+  CHECK(l.block == 2 * r.machine.threads_per_warpgroup());  // one consumer warpgroup and the producer
+  CHECK(contains(p.source, "setmaxnreg.dec.sync.aligned.u32"));
+  CHECK(contains(p.source, "cp.async.bulk.tensor.4d"));
+  CHECK_FALSE(contains(p.source, "__syncthreads();  /* every warpgroup"));
+  REQUIRE(l.tensor_maps.size() == 3);
+  const auto& q = l.tensor_maps[0];
+  const auto& k = l.tensor_maps[1];
+  const auto& v = l.tensor_maps[2];
+  CHECK(q.tensor == "Q");
+  CHECK(k.tensor == "K");
+  CHECK(v.tensor == "V");
+  // Q[B, S, H, D] viewed as {d, i, b, h}: rows H * D apart, batches S * H * D, heads D (bytes)
+  CHECK(q.dims == std::vector<uint64_t>{64, 256, 2, 3});
+  CHECK(q.strides == std::vector<uint64_t>{3 * 64 * 2, 256 * 3 * 64 * 2, 64 * 2});
+  CHECK(q.box == std::vector<uint32_t>{64, 64, 1, 1});
+  CHECK(k.dims == std::vector<uint64_t>{64, 200, 2, 3});
+  CHECK(k.box == std::vector<uint32_t>{64, 128, 1, 1});
+  CHECK(q.swizzle_bytes == 128);
+  CHECK(contains(joined(p.explain), "TMA producer warpgroup"));
+  CHECK(hmma_count(p) > 0);
+}
+
+TEST_CASE("sm_90: a wgmma plan chooses how K and V are copied, and /tma is refused where TMA cannot fetch them") {
+  const auto sz = shape(4, 16, 1024, 1024, 128);
+  auto r = fused("attention_bhsd", sz, "sm90");
+  CHECK(r.program.plan == "attention/wgmma/128x128/tma");
+  CHECK(r.program.launches.at(0).block == 3 * r.machine.threads_per_warpgroup());
+  const auto cp = with_plan("attention_bhsd", sz, "attention/wgmma/128x128/cpasync");
+  CHECK(cp.plan == "attention/wgmma/128x128/cpasync");
+  CHECK(cp.launches.at(0).tensor_maps.empty());
+  CHECK(cp.launches.at(0).block == 2 * r.machine.threads_per_warpgroup());
+  CHECK(contains(cp.source, "cp.async.cg.shared.global"));
+  CHECK(with_plan("attention_bhsd", sz, "attention/wgmma/64x128/tma").launches.at(0).tensor_maps.size() == 3);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", sz, "attention/wgmma/128x128/bulk"), doctest::Contains("/tma (a TMA producer warpgroup) or /cpasync"),
+                       UserError);
+  // four batch indices: a map of rank 6, past the TMA unit's 5
+  const std::string text = R"(
+def att4(f16[A, B, C, H, S, D] Q, f16[A, B, C, H, T, D] K, f16[A, B, C, H, T, D] V) -> (f16[A, B, C, H, S, D] Out) {
+  Sc(a, b, c, h, i, j) +=! f32(Q(a, b, c, h, i, d)) * f32(K(a, b, c, h, j, d))
+  Mx(a, b, c, h, i) max=! Sc(a, b, c, h, i, j)
+  E(a, b, c, h, i, j) = exp(Sc(a, b, c, h, i, j) - Mx(a, b, c, h, i))
+  Z(a, b, c, h, i) +=! E(a, b, c, h, i, j)
+  O(a, b, c, h, i, e) +=! E(a, b, c, h, i, j) * f32(V(a, b, c, h, j, e))
+  Out(a, b, c, h, i, e) = f16(O(a, b, c, h, i, e) / Z(a, b, c, h, i))
+}
+)";
+  const std::map<std::string, int64_t> sz4 = {{"A", 2}, {"B", 2}, {"C", 2}, {"H", 2}, {"S", 128}, {"T", 128}, {"D", 64}};
+  auto r4 = fused("att4", sz4, "sm90", text);
+  CHECK(r4.program.plan == "attention/wgmma/64x128/cpasync");
+  CHECK(r4.program.launches.at(0).tensor_maps.empty());
+  CHECK_THROWS_WITH_AS(with_plan("att4", sz4, "attention/wgmma/64x128/tma", text), doctest::Contains("more than 3 batch indices"), UserError);
+}
