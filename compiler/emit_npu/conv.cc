@@ -249,7 +249,13 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
     g.copies_fit_one_core = RS * c.C * g.K * in <= cap / 2;
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   g.groups = c.G;
-  if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped copies are made per core only (copy_image_in, copy_image_out)
+  if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
+  if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in
+    g.copy_round_trips = 3;
+    g.copy_bytes = 3.0 * double(c.N * c.G * c.C * c.H * c.W * in + c.N * c.G * c.K * c.OH * c.OW * dtype_bytes(c.out) + c.G * c.K * c.C * RS * in);
+    g.x_job_bytes = double(c.C * c.H * c.W * in), g.y_channel_bytes = double(c.OH * c.OW * dtype_bytes(c.out));
+    g.w_channel_bytes = double(c.C * RS * in);
+  }
   return g;
 }
 

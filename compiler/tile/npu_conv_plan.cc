@@ -15,9 +15,6 @@ constexpr int64_t kMaxChannelTileFractals = 8;
 // Policy: kernel positions per L0 step leave room in an L0A half for pixel blocks of at least this
 // many fractal rows (a 7 x 7 kernel's 49 positions at once would leave blocks of one fractal).
 constexpr int64_t kMinPixelBlockFractals = 4;
-// Policy: GM round trips (read + write latency) per-core copies add to a core's chain (measured on the
-// small suite: NHWC 2x5x6x3 -> 4 runs 2.6x slower per core than on one).
-constexpr double kCopyRoundTrips = 8;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
@@ -242,6 +239,19 @@ class Planner {
   ConvPlan p_;
 };
 
+// Cycles the layout copies' GM traffic takes (ConvGeometry::copy_bytes and the per-job parts): on
+// one core all of it at that core's bandwidth; per core, each core's share, with every core's
+// traffic within the shared bandwidth.
+double copy_cycles(const ConvGeometry& g, const isa::NpuMachine& m, const ConvPlan& p, bool one_core) {
+  const double per_core_bw = std::max(1.0, double(m.path(Buffer::GM, Buffer::UB).bandwidth_bytes_per_cycle));
+  const double shared = m.gm_shared_bandwidth_bytes_per_cycle > 0 ? m.gm_shared_bandwidth_bytes_per_cycle : per_core_bw * double(m.cores);
+  if (one_core) return g.copy_bytes / std::min(per_core_bw, shared);
+  const double tiles = double(ceil_div(p.k_tiles, p.cores));
+  const double per_core = double(p.jobs_per_core) * (g.x_job_bytes * (p.bands > 1 ? 3 : 1) + g.y_channel_bytes * double(p.tn)) +
+                          3 * tiles * g.w_channel_bytes * double(p.tn);
+  return std::max(per_core / per_core_bw, per_core * double(p.cores) / shared);
+}
+
 }  // namespace
 
 ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const TileSpec* spec,
@@ -255,9 +265,11 @@ ConvPlanResult plan_conv(const ConvGeometry& g, const isa::NpuMachine& m, const 
   const bool multi = r.plan && (!g.whole_k || r.plan->tn == g.K);
   // Per-core copies cost each core a chain of GM round trips (its images, weights and results out
   // and back); worth it once one core's work is larger than that.
-  const double round_trips = kCopyRoundTrips * double(m.path(npu::Buffer::GM, npu::Buffer::UB).latency_cycles +
+  const double round_trips = g.copy_round_trips * double(m.path(npu::Buffer::GM, npu::Buffer::UB).latency_cycles +
                                                       m.path(npu::Buffer::UB, npu::Buffer::GM).latency_cycles);
-  if (multi && (!single.plan || !g.copies_fit_one_core || single.plan->cost > r.plan->cost + round_trips)) return r;
+  const double single_cost = single.plan ? single.plan->cost + copy_cycles(g, m, *single.plan, true) : 0;
+  const double multi_cost = r.plan ? r.plan->cost + round_trips + copy_cycles(g, m, *r.plan, false) : 0;
+  if (multi && (!single.plan || !g.copies_fit_one_core || single_cost > multi_cost)) return r;
   return single.plan || !multi ? single : r;
 }
 

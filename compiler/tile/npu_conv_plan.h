@@ -48,6 +48,16 @@ struct ConvGeometry {
   // copy of its results whole, else (no such tile fits) one core copies everything.
   bool copies = false;  // NCHW or padded channels: scratch copies
   bool copies_fit_one_core = true;  // the one-core copies (whole tensors through UB) fit UB
+  // GM round trips (read + write latency) the per-core copies add to one core's chain: the
+  // padded-channel copies go through GM and back for X, the weights and Y (8, measured on the small
+  // suite: NHWC 2x5x6x3 -> 4 runs 2.6x slower per core than on one); NCHW's transposes take X
+  // straight into L1 and Y straight from UB, the weights' copy alone round trips (3).
+  double copy_round_trips = 8;
+  // GM bytes the layout copies move (0: not counted): on one core all of copy_bytes; per core, each
+  // (image, channel tile) job its image's input channels x_job_bytes (three times where the map is
+  // banded: through a GM slot) and y_channel_bytes per output channel, each tile its weights
+  // (w_channel_bytes per output channel, in, out and in again); all cores share the GM bandwidth.
+  double copy_bytes = 0, x_job_bytes = 0, y_channel_bytes = 0, w_channel_bytes = 0;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
