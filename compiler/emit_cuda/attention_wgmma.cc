@@ -134,13 +134,18 @@ std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMac
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
                           CudaProgram& p, int warpgroups, AttentionCopies copies) {
   const int D = int(a.head[0].extent), E = int(a.value[0].extent), BK = kAttentionKeyBlock;
-  if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaProducer : AttentionCopies::CpAsync;
-  const bool ws = copies == AttentionCopies::TmaProducer;
+  // Auto: TMA with ping-pong where it applies (measured on an H200: 3-8 % faster than without on
+  // every prefill shape, 1.2-1.6x faster than cp.async)
+  if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaPingPong : AttentionCopies::CpAsync;
+  const bool ws = copies == AttentionCopies::TmaProducer || copies == AttentionCopies::TmaPingPong;
   // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
   // (short sequences, few heads: twice the blocks)
   const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
   const int NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
   const int BQ = 64 * NWG, NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
+  // ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and 2),
+  // so one's softmax runs while the other's MMAs use the tensor cores
+  const bool pingpong = copies == AttentionCopies::TmaPingPong && NWG == 2;
   // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4)
   const int wg_threads = int(m.threads_per_warpgroup()), wpg = int(m.warps_per_warpgroup);
   const std::string ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
@@ -300,6 +305,8 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "      }\n    }\n  } else {\n";
     os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
     os << "  tessel_att_mbar_wait(&qbar_, 0);\n";
+    if (pingpong)  // warpgroup 0 issues first
+      os << "  if (wg_ == 1) asm volatile(\"bar.arrive 1, " << 2 * wg_threads << ";\\n\" ::: \"memory\");\n";
   } else {
     os << "  {  /* Q once, and the first K block */\n";
     tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
@@ -346,6 +353,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
   // S_j = Q K_j^T, then O += P_(j-1) V_(j-1): both in flight while the softmax of S_j runs
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
+  if (pingpong) os << "    asm volatile(\"bar.sync %0, " << 2 * wg_threads << ";\\n\" :: \"r\"(1 + wg_) : \"memory\");  /* this warpgroup's turn */\n";
   os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
@@ -358,8 +366,16 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   os << "    if (jb_ > 0) {\n";
   if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
   pv_mmas("      ", "sv_(pbuf_)");
+  // the other warpgroup's turn (warpgroup 1 skips its last: warpgroup 0 syncs once per block)
+  if (pingpong)
+    os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
+       << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
   os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
-  os << "    } else {\n      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
+  os << "    } else {\n";
+  if (pingpong)
+    os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
+       << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
+  os << "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
   if (ws) os << "    if (lane_ == 0) tessel_att_mbar_arrive(kempty_ + buf_);  /* S_j done: K_j's slot is free */\n";
   os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
   // the steps on each score, keys past the end masked
@@ -480,15 +496,16 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   p.arch = m.arch + "a";
   p.tensor_cores = true;
   p.flops = a.effective_flops();
-  p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, ws ? "tma" : "cpasync");
+  p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, pingpong ? "tma/pingpong" : ws ? "tma" : "cpasync");
   p.explain.push_back(fmt::format(
       "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
       "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
       "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; {}{}; {} B of shared memory",
       a.name, BQ, NWG, BK, BK, E,
       ws ? fmt::format("K / V in a ring of {} slots filled by a TMA producer warpgroup (full / empty mbarriers, no block barrier "
-                       "in the loop; setmaxnreg {} / {})",
-                       ST, kProducerRegisters, kConsumerRegisters)
+                       "in the loop; setmaxnreg {} / {}){}",
+                       ST, kProducerRegisters, kConsumerRegisters,
+                       pingpong ? "; the two consumer warpgroups take turns issuing their MMAs (ping-pong)" : "")
          : std::string("K / V double-buffered by cp.async"),
       a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
 }

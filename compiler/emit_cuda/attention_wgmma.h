@@ -37,9 +37,13 @@ inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma'
 // one more warpgroup (its registers given to the others by setmaxnreg) whose one thread fetches Q
 // once and K / V blocks into a ring of slots by TMA (tensor maps over each operand's view, the
 // 128-byte swizzle of the wgmma layout, rows past the end zero-filled), each slot with a full and
-// an empty mbarrier, so the consumer warpgroups never wait on each other. Auto: TMA where the
-// operands' maps are legal (attention_tma_obstacle), else cp.async.
-enum class AttentionCopies { Auto, CpAsync, TmaProducer };
+// an empty mbarrier, so the consumer warpgroups never wait on each other. Auto: TMA, with
+// ping-pong for two consumer warpgroups, where the operands' maps are legal
+// (attention_tma_obstacle), else cp.async. TmaPingPong: TmaProducer whose
+// two consumer warpgroups take turns issuing their MMAs (named barriers), so one's softmax runs
+// while the other's MMAs hold the tensor cores (FA3's inter-warpgroup schedule; one warpgroup: as
+// TmaProducer).
+enum class AttentionCopies { Auto, CpAsync, TmaProducer, TmaPingPong };
 
 // "" when the wgmma kernel lowers `a` on `m`, else why not.
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);

@@ -248,7 +248,9 @@ TEST_CASE("sm_90: the wgmma kernel's K and V come from a TMA producer warpgroup,
 TEST_CASE("sm_90: a wgmma plan chooses how K and V are copied, and /tma is refused where TMA cannot fetch them") {
   const auto sz = shape(4, 16, 1024, 1024, 128);
   auto r = fused("attention_bhsd", sz, "sm90");
-  CHECK(r.program.plan == "attention/wgmma/128x128/tma");
+  CHECK(r.program.plan == "attention/wgmma/128x128/tma/pingpong");
+  CHECK(contains(r.program.source, "bar.sync %0, 256"));
+  CHECK(hmma_count(r.program) > 0);  // NVRTC compiles the ping-pong form
   CHECK(r.program.launches.at(0).block == 3 * r.machine.threads_per_warpgroup());
   const auto cp = with_plan("attention_bhsd", sz, "attention/wgmma/128x128/cpasync");
   CHECK(cp.plan == "attention/wgmma/128x128/cpasync");
@@ -256,7 +258,12 @@ TEST_CASE("sm_90: a wgmma plan chooses how K and V are copied, and /tma is refus
   CHECK(cp.launches.at(0).block == 2 * r.machine.threads_per_warpgroup());
   CHECK(contains(cp.source, "cp.async.cg.shared.global"));
   CHECK(with_plan("attention_bhsd", sz, "attention/wgmma/64x128/tma").launches.at(0).tensor_maps.size() == 3);
-  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", sz, "attention/wgmma/128x128/bulk"), doctest::Contains("/tma (a TMA producer warpgroup) or /cpasync"),
+  const auto no_pp = with_plan("attention_bhsd", sz, "attention/wgmma/128x128/tma");
+  CHECK(no_pp.plan == "attention/wgmma/128x128/tma");
+  CHECK_FALSE(contains(no_pp.source, "bar.sync"));
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", sz, "attention/wgmma/64x128/tma/pingpong"), doctest::Contains("two consumer warpgroups"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", sz, "attention/wgmma/128x128/bulk"), doctest::Contains("/tma/pingpong (its two consumer warpgroups taking turns) or /cpasync"),
                        UserError);
   // four batch indices: a map of rank 6, past the TMA unit's 5
   const std::string text = R"(
