@@ -310,7 +310,7 @@ std::string Importer::materialize(Value& v) {
     uint8_t* p = a.data.data() + k * dtype_bytes(t);
     switch (t) {
       case DType::F32: { const float f = float(x); std::memcpy(p, &f, 4); break; }
-      case DType::I32: { const int32_t q = int32_t(x); std::memcpy(p, &q, 4); break; }
+      case DType::I32: { const int32_t q = checked_i32(x, model_name_ + ": '" + v.onnx + "'", int64_t(k)); std::memcpy(p, &q, 4); break; }
       case DType::F16: { const uint16_t h = f32_to_f16_bits(float(x)); std::memcpy(p, &h, 2); break; }
       case DType::BF16: { const float f = float(x); uint32_t b; std::memcpy(&b, &f, 4); const uint16_t h = uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16); std::memcpy(p, &h, 2); break; }
       case DType::I8: *p = uint8_t(int8_t(x)); break;
@@ -338,7 +338,10 @@ std::string Importer::read(const Value& cv, const std::vector<std::string>& idx)
     def_inputs_.push_back(v->onnx);  // a --value input read as data stays an input
   } else if (v && name.empty() && v->data) {
     if (v->data->empty()) unsupported("'" + v->onnx + "' is an empty tensor");
-    if (v->data->size() == 1) return literal((*v->data)[0], dtype(*v));
+    if (v->data->size() == 1) {
+      if (dtype(*v) == DType::I32) checked_i32((*v->data)[0], model_name_ + ": '" + v->onnx + "'", 0);
+      return literal((*v->data)[0], dtype(*v));
+    }
     name = materialize(*v);
   }
   TESSEL_CHECK(!name.empty(), "onnx import: '" + cv.onnx + "' has no TSL tensor");
@@ -436,6 +439,7 @@ void Importer::finish_outputs() {
     Statement s{v.tsl, indices(v.shape.size()), "=", "", ranges_of(v.shape)};
     body_.push_back("  # constant output " + out.name());
     if (uniform) {
+      if (t == DType::I32) checked_i32(v.data->front(), model_name_ + ": output '" + out.name() + "'", 0);
       s.rhs = literal(v.data->front(), t);
     } else {
       const std::string key = out.name() + "_value";

@@ -18,22 +18,6 @@ using Strings = std::vector<std::string>;
 std::string str(int64_t v) { return std::to_string(v); }
 std::string scaled(const std::string& i, int64_t k) { return k == 1 ? i : i + " * " + str(k); }
 
-// A local shaped like `like` with a fresh name.
-Value local(Context& c, const Value& like, const std::vector<int64_t>& shape, const std::string& suffix) {
-  Value v = like;
-  v.data.reset();
-  v.shape = shape;
-  v.tsl = c.temp(suffix);
-  v.onnx = v.tsl;
-  return v;
-}
-
-Value output_value(Context& c, int i) {
-  Value v = c.output(i);
-  v.tsl = c.output_name(i);
-  return v;
-}
-
 // The lowest value of a dtype (max-pool padding).
 std::string lowest(DType t) {
   switch (t) {

@@ -1,6 +1,6 @@
 // Data-movement operators: every output element reads one input element at a quasi-affine index
 // (Transpose, Reshape/Flatten/Squeeze/Unsqueeze, Expand, Tile, Slice, Concat, Split, Pad,
-// nearest Resize/Upsample with integer factors, Gather with constant indices, DepthToSpace,
+// Gather with constant indices (data indices: ops_index.cc), DepthToSpace,
 // SpaceToDepth), and the operators folded at import time (Constant, ConstantOfShape, Shape, Size,
 // Range, and any of the above whose input is a constant).
 #include <cmath>
@@ -383,6 +383,7 @@ void translate_gather(Context& c) {
   const int64_t rank = int64_t(x.shape.size());
   const int64_t axis = axis_of(c, c.attr_int("axis", 0), rank);
   const Value& iv = c.input(1);
+  if (!iv.data) return translate_gather_one_hot(c);
   std::vector<int64_t> ind = c.constant_ints(1, "Gather's indices");
   const int64_t d = x.shape[size_t(axis)];
   for (auto& v : ind) {
@@ -429,49 +430,12 @@ void translate_gather(Context& c) {
     std::string e = linear.empty() || step == 0 ? str(ind[0]) : plus((linear.find('+') != std::string::npos ? "(" + linear + ")" : linear) + (step == 1 ? "" : " * " + (step < 0 ? "(" + str(step) + ")" : str(step))), ind[0]);
     rhs = read_at(e);
   } else {
-    if (ind.size() > 64) c.unsupported("Gather with " + str(int64_t(ind.size())) + " indices that are not an arithmetic progression");
+    if (ind.size() > 64) return translate_gather_one_hot(c);  // a select chain would be longer than the one-hot sum
     rhs = read_at(str(ind.back()));
     for (size_t f = ind.size() - 1; f-- > 0;) rhs = "select(" + linear + " == " + str(int64_t(f)) + ", " + read_at(str(ind[f])) + ", " + rhs + ")";
   }
   const Value& y = c.output(0);
   c.emit({c.output_name(0), indices(y.shape.size()), "=", rhs, ranges_of(y.shape)});
-}
-
-// ---- Resize / Upsample (nearest, integer factors) --------------------------------------------
-
-void translate_resize(Context& c) {
-  const Value& x = c.input(0);
-  const Value& y = c.output(0);
-  const bool upsample = c.node().op_type() == "Upsample";
-  const std::string mode = c.attr_string("mode", "nearest");
-  if (mode != "nearest") c.unsupported("Resize mode '" + mode + "' (only nearest is quasi-affine)");
-  const std::string coord = upsample ? "asymmetric" : c.opset() < 11 ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
-  const std::string nearest = upsample || c.opset() < 11 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
-  if (c.opset() >= 11 && !upsample) {  // the scales or sizes must be constants
-    if (c.has_input(3)) c.constant(3, "Resize's sizes");
-    else if (c.has_input(2)) c.constant(2, "Resize's scales");
-  }
-  if (y.shape.size() != x.shape.size()) c.malformed("rank changes");
-  Strings idx;
-  for (size_t k = 0; k < x.shape.size(); ++k) {
-    const int64_t in = x.shape[k], out = y.shape[k];
-    const std::string i = index(int(k));
-    if (in == out) {
-      idx.push_back(in == 1 ? "0" : i);
-    } else if (out % in == 0) {
-      const int64_t f = out / in;
-      const bool floor_like = (coord == "asymmetric" && nearest == "floor") ||
-                              ((coord == "half_pixel" || coord == "pytorch_half_pixel") &&
-                               (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil"));
-      if (!floor_like) c.unsupported("nearest Resize with coordinate_transformation_mode '" + coord + "' and nearest_mode '" + nearest + "'");
-      idx.push_back(in == 1 ? "0" : i + " / " + str(f));
-    } else if (in % out == 0 && coord == "asymmetric") {
-      idx.push_back(i + " * " + str(in / out));
-    } else {
-      c.unsupported("a scale of " + str(out) + "/" + str(in) + " (only integer factors are quasi-affine)");
-    }
-  }
-  emit_copy(c, 0, x, idx);
 }
 
 // ---- DepthToSpace / SpaceToDepth ----------------------------------------------------------------
@@ -571,8 +535,6 @@ void add_shape_ops(std::map<std::string, Translator>& t) {
   t["Concat"] = translate_concat;
   t["Pad"] = translate_pad;
   t["Gather"] = translate_gather;
-  t["Resize"] = translate_resize;
-  t["Upsample"] = translate_resize;
   t["DepthToSpace"] = translate_depth_to_space;
   t["SpaceToDepth"] = translate_space_to_depth;
   t["Constant"] = translate_constant;

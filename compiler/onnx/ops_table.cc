@@ -10,6 +10,8 @@ const Translator* find_translator(const std::string& op_type) {
     add_shape_ops(t);
     add_contraction_ops(t);
     add_pool_norm_ops(t);
+    add_index_ops(t);
+    add_resize_ops(t);
     return t;
   }();
   const auto it = table.find(op_type);

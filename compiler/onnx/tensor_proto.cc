@@ -1,5 +1,6 @@
 #include "compiler/onnx/tensor_proto.h"
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -42,6 +43,7 @@ std::optional<DType> dtype_of(int e) {
     case TP::UINT8: return DType::U8;
     case TP::BOOL: return DType::U8;
     case TP::INT32: return DType::I32;
+    case TP::INT64: return DType::I32;  // held as i32: checked_i32 refuses a value that does not fit
     default: return std::nullopt;
   }
 }
@@ -144,6 +146,14 @@ void check_storage(const TP& t, const std::string& where, int64_t n) {
 
 }  // namespace
 
+int32_t checked_i32(double v, const std::string& tensor, int64_t element) {
+  if (v >= -2147483648.0 && v <= 2147483647.0) return int32_t(v);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  throw UserError(tensor + ": unsupported: int64 value " + buf + " (element " + std::to_string(element) +
+                  ") does not fit in i32, the type tessel holds int64 data in");
+}
+
 std::vector<double> values(const TP& t, const std::string& where) {
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
@@ -154,10 +164,22 @@ std::vector<double> values(const TP& t, const std::string& where) {
 
 NpyArray to_npy(const TP& t, const std::string& where) {
   const std::optional<DType> dt = dtype_of(t.data_type());
-  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (tessel holds f32 f16 bf16 i8 u8 i32 and bool as u8)");
+  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32)");
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
   NpyArray a;
+  if (t.data_type() == TP::INT64) {  // narrowed element by element, each value checked
+    a.dtype = DType::I32;
+    a.shape = dims(t);
+    a.data.resize(size_t(n * 4));
+    const std::string tensor = t.name().empty() ? where : where + " ('" + t.name() + "')";
+    const std::vector<double> v = values(t, where);
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t q = checked_i32(v[size_t(i)], tensor, i);
+      std::memcpy(a.data.data() + i * 4, &q, 4);
+    }
+    return a;
+  }
   a.dtype = *dt;
   a.shape = dims(t);
   const int b = dtype_bytes(*dt);

@@ -3,7 +3,9 @@
 // initializers / Constant attributes inside a model.
 //
 // to_npy keeps the element bytes of the dtypes tessel has (f32 f16 bf16 i8 u8 i32; ONNX bool becomes
-// u8 0/1); any other dtype (f64, i64, strings, ...) is a UserError naming `where` and the dtype.
+// u8 0/1); int64 data is held as i32 (the language's widest integer), each value checked: one that
+// does not fit is a UserError naming the tensor, the value and its element. Any other dtype (f64,
+// strings, ...) is a UserError naming `where` and the dtype.
 // values() reads any numeric dtype (i64 and f64 included) as doubles: what the importer folds
 // (shapes, axes, pads, indices). Both read raw_data or the typed repeated fields, as ONNX allows.
 #pragma once
@@ -22,6 +24,9 @@ namespace tessel::onnx_import {
 std::string elem_type_name(int elem_type);
 // The tessel dtype that holds an ONNX element type (bool -> u8), if any.
 std::optional<DType> dtype_of(int elem_type);
+
+// v as i32, or a UserError "TENSOR: unsupported: int64 value V (element E) does not fit in i32...".
+int32_t checked_i32(double v, const std::string& tensor, int64_t element);
 
 NpyArray to_npy(const onnx::TensorProto& t, const std::string& where);
 std::vector<double> values(const onnx::TensorProto& t, const std::string& where);

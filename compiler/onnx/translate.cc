@@ -64,6 +64,22 @@ int64_t axis_of(const Context& c, int64_t axis, int64_t rank) {
   return a;
 }
 
+Value local(Context& c, const Value& like, const std::vector<int64_t>& shape, const std::string& suffix) {
+  Value v = like;
+  v.data.reset();
+  v.initializer = v.graph_input = false;
+  v.shape = shape;
+  v.tsl = c.temp(suffix);
+  v.onnx = v.tsl;
+  return v;
+}
+
+Value output_value(Context& c, int i) {
+  Value v = c.output(i);
+  v.tsl = c.output_name(i);
+  return v;
+}
+
 std::vector<int64_t> Context::constant_ints(int i, const std::string& what) const {
   std::vector<int64_t> v;
   for (double d : constant(i, what)) v.push_back(int64_t(d));
@@ -72,7 +88,7 @@ std::vector<int64_t> Context::constant_ints(int i, const std::string& what) cons
 
 DType Context::dtype(const Value& v) const {
   const auto t = dtype_of(v.elem_type);
-  if (!t) unsupported("tensor '" + v.onnx + "' is " + elem_type_name(v.elem_type) + " data (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8)");
+  if (!t) unsupported("tensor '" + v.onnx + "' is " + elem_type_name(v.elem_type) + " data (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32)");
   return *t;
 }
 

@@ -134,6 +134,11 @@ int64_t element_count(const std::vector<int64_t>& shape);
 // Normalises a possibly negative axis against rank; unsupported() when out of range.
 int64_t axis_of(const Context& c, int64_t axis, int64_t rank);
 
+// A local (a tensor of the def's body) shaped `shape` with like's dtype and a fresh name.
+Value local(Context& c, const Value& like, const std::vector<int64_t>& shape, const std::string& suffix);
+// Output i with its TSL name set.
+Value output_value(Context& c, int i);
+
 using Translator = std::function<void(Context&)>;
 
 // The op-type table (ops_table.cc); nullptr for an op type without a translator.
@@ -143,5 +148,9 @@ void add_elementwise_ops(std::map<std::string, Translator>& table);
 void add_shape_ops(std::map<std::string, Translator>& table);
 void add_contraction_ops(std::map<std::string, Translator>& table);
 void add_pool_norm_ops(std::map<std::string, Translator>& table);
+void add_index_ops(std::map<std::string, Translator>& table);
+void add_resize_ops(std::map<std::string, Translator>& table);
+// Gather whose indices are data (not known at import time): a one-hot sum over the gathered axis (ops_index.cc).
+void translate_gather_one_hot(Context& c);
 
 }  // namespace tessel::onnx_import

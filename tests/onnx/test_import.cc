@@ -14,113 +14,12 @@
 #include "compiler/onnx/importer.h"
 #include "compiler/onnx/tensor_proto.h"
 #include "isa/base/error.h"
+#include "tests/onnx/onnx_graph.h"
 
 namespace tessel::onnx_import {
 namespace {
 
-using TP = onnx::TensorProto;
-
-struct Graph {
-  onnx::ModelProto m;
-  Graph(int opset = 13) {
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(opset);
-    m.mutable_graph()->set_name("g");
-  }
-  static void set_type(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& shape, int et) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(et);
-    auto* s = tt->mutable_shape();
-    for (int64_t d : shape) s->add_dim()->set_dim_value(d);
-  }
-  void input(const std::string& name, const std::vector<int64_t>& shape, int et = TP::FLOAT) {
-    set_type(m.mutable_graph()->add_input(), name, shape, et);
-  }
-  void output(const std::string& name, const std::vector<int64_t>& shape, int et = TP::FLOAT) {
-    set_type(m.mutable_graph()->add_output(), name, shape, et);
-  }
-  void initializer(const std::string& name, const std::vector<int64_t>& shape, const std::vector<double>& v, int et = TP::FLOAT) {
-    auto* t = m.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(et);
-    for (int64_t d : shape) t->add_dims(d);
-    for (double x : v) {
-      if (et == TP::INT64) t->add_int64_data(int64_t(x));
-      else t->add_float_data(float(x));
-    }
-  }
-  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
-                        const std::string& name = "") {
-    auto* n = m.mutable_graph()->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    for (const auto& i : in) n->add_input(i);
-    for (const auto& o : out) n->add_output(o);
-    return n;
-  }
-};
-
-void attr_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-void attr_float(onnx::NodeProto* n, const std::string& name, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-void attr_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-NpyArray f32(const std::vector<int64_t>& shape, const std::vector<float>& v) {
-  NpyArray a;
-  a.dtype = DType::F32;
-  a.shape = shape;
-  a.data.resize(v.size() * 4);
-  std::memcpy(a.data.data(), v.data(), a.data.size());
-  return a;
-}
-float at(const NpyArray& a, int64_t i) {
-  float f;
-  std::memcpy(&f, a.data.data() + i * 4, 4);
-  return f;
-}
-std::vector<float> ramp(int64_t n, float scale = 0.25f, float offset = -1.0f) {
-  std::vector<float> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(offset + scale * float((i * 7) % 13));
-  return v;
-}
-
-// Imports, parses and evaluates the model with `inputs` (by ONNX name) plus the weights.
-interp::Tensors run(const Graph& g, const std::map<std::string, NpyArray>& inputs, ImportResult* out = nullptr) {
-  const ImportResult r = import_model(g.m, "test.onnx");
-  if (out) *out = r;
-  const frontend::Module mod = frontend::parse_module(r.tsl, "imported.tsl");
-  interp::Tensors in = r.weights;
-  for (const auto& e : r.inputs) {
-    const std::string onnx = e["onnx"], tsl = e["tsl"];
-    if (inputs.count(onnx)) in[tsl] = inputs.at(onnx);
-  }
-  return interp::evaluate(mod.functions.at(0), {}, in);
-}
-
-void check_close(const NpyArray& got, const std::vector<float>& want, double tol = 1e-5) {
-  REQUIRE(got.element_count() == int64_t(want.size()));
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i);
-    CHECK(std::fabs(at(got, int64_t(i)) - want[i]) <= tol * (1 + std::fabs(want[i])));
-  }
-}
+using namespace testing;
 
 TEST_CASE("onnx import: Add broadcasts a row vector over a matrix, element by element") {
   Graph g;
@@ -340,24 +239,6 @@ TEST_CASE("onnx import: a node reading a value nothing produces is malformed, no
   g.output("y", {4});
   g.node("Add", {"x", "ghost"}, {"y"}, "a");
   CHECK_THROWS_WITH_AS(import_model(g.m, "m.onnx"), doctest::Contains("node 'a' (Add): input 'ghost' is not produced"), UserError);
-}
-
-// ONNX's own backend test: the imported program reproduces output_0.pb from input_0.pb.
-void check_node_test(const std::string& name, double tol) {
-  const std::string dir = "/usr/share/libonnx-testdata/data/node/" + name;
-  if (!std::ifstream(dir + "/model.onnx")) return;  // libonnx-testdata not installed
-  const ImportResult r = import_file(dir + "/model.onnx");
-  const frontend::Module mod = frontend::parse_module(r.tsl, name + ".tsl");
-  interp::Tensors in = r.weights;
-  in[r.inputs[0]["tsl"]] = read_tensor_file(dir + "/test_data_set_0/input_0.pb");
-  const auto out = interp::evaluate(mod.functions.at(0), {}, in);
-  const NpyArray want = read_tensor_file(dir + "/test_data_set_0/output_0.pb");
-  const NpyArray& got = out.at(r.outputs[0]["tsl"]);
-  REQUIRE(got.shape == want.shape);
-  for (int64_t i = 0; i < want.element_count(); ++i) {
-    INFO(name << " element " << i);
-    CHECK(std::fabs(at(got, i) - at(want, i)) <= tol * (1 + std::fabs(at(want, i))));
-  }
 }
 
 TEST_CASE("onnx import: ONNX node tests test_maxpool_2d_pads, test_averagepool_2d_pads and test_globalaveragepool") {
