@@ -32,7 +32,8 @@ enum Reg : uint8_t {
   kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
   kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
   kXSrc, kYDst, kPrivW,  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
-  kGroupX  // grouped: the byte offset of the tile's group's first input channel within a pixel
+  kGroupX,  // grouped: the byte offset of the tile's group's first input channel within a pixel
+  kBand, kCond  // bands spread over cores: the core's band
 };
 
 
@@ -250,6 +251,9 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   g.groups = c.G;
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
+  // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
+  g.spread_bands = !c.epilogue && (c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
+                   (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1;
   if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in
     g.copy_round_trips = 3;
     g.copy_bytes = 3.0 * double(c.N * c.G * c.C * c.H * c.W * in + c.N * c.G * c.K * c.OH * c.OW * dtype_bytes(c.out) + c.G * c.K * c.C * RS * in);
@@ -335,7 +339,9 @@ class ConvEmitter {
   bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
   // NCHW per core: the image's planes transposed straight into L1 (one band), the accumulator's
   // blocks transposed in UB straight to the user's Y (no NHWC scratch).
-  bool x_to_l1() const { return per_core() && cv_.layout == Layout::Nchw && bands_.size() == 1; }
+  bool x_to_l1() const { return per_core() && cv_.layout == Layout::Nchw && (bands_.size() == 1 || spread()); }
+  // Bands spread over cores: each core computes one band of its images.
+  bool spread() const { return plan_.core_bands > 1; }
   bool y_from_ub() const { return per_core() && cv_.layout == Layout::Nchw && !epi_; }
   int64_t x_slot_bytes() const { return round_up(cv_.H * cv_.W * cv_.C * in_, code_.gm_align()); }
   int64_t w_slot_bytes() const { return round_up(RS() * cv_.C * cv_.K * in_, code_.gm_align()); }
@@ -426,10 +432,27 @@ class ConvEmitter {
   }
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
+  // kXSrc = the user's X offset of image kImage (3-D: (n, o)), of the tile's group's planes.
+  void user_x_base() {
+    const int64_t HW = cv_.H * cv_.W;
+    if (cv_.T > 1) return image_of_depth(kXSrc, cv_.depth_channels() * cv_.D * HW * in_, HW * in_);
+    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * HW * in_)});
+    if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
+  }
+
+  // Bands spread over cores, NCHW: the band's input rows of every plane (of every depth tap)
+  // transposed straight into the band's C1HWC0 feature map in L1.
+  void copy_band_in(const Band& b, int64_t fm_base) {
+    const int64_t HW = cv_.H * cv_.W, first = b.in_first * cv_.W, plane = b.in_rows * cv_.W;
+    const int64_t c = cv_.depth_channels(), rows = cv_.T > 1 ? c : orig_.C, src_row = cv_.T > 1 ? cv_.D * HW : HW;
+    for (int64_t t = 0; t < cv_.T; ++t)
+      code_.transpose_rows(user_x_ + (t * HW + first) * in_, kXSrc, src_row, rows, plane, plane, fm_base + t * (c / k0_) * plane * frow_,
+                           npu::kNoRegister, plane * k0_, k0_, copy_ub(), copy_ub_bytes(), Buffer::L1);
+  }
+
   void copy_image_in(int64_t slot, int64_t fm_base) {
     if (cv_.T > 1) return copy_depths_in(slot, fm_base);
-    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * cv_.H * cv_.W * in_)});
-    if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
+    user_x_base();
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     const int64_t HW = cv_.H * cv_.W;
@@ -456,7 +479,7 @@ class ConvEmitter {
   // 3-D NCDHW: image kImage = (n, o); its T input depths o .. o + T - 1, each a C1HWC0 piece of the slot.
   void copy_depths_in(int64_t slot, int64_t fm_base) {
     const int64_t HW = cv_.H * cv_.W, c = cv_.depth_channels();
-    image_of_depth(kXSrc, c * cv_.D * HW * in_, HW * in_);
+    user_x_base();
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     for (int64_t t = 0; t < cv_.T; ++t)
@@ -601,6 +624,12 @@ class ConvEmitter {
       op(Opcode::Div, {reg(kImage0), reg(npu::kRegCoreId), imm(plan_.k_tiles)});
       op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(plan_.k_tiles)});
       op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
+      if (spread()) {  // core = (image * bands + band) * tiles + tile
+        op(Opcode::Div, {reg(kTmp), reg(kImage0), imm(plan_.core_bands)});
+        op(Opcode::Mul, {reg(kCond), reg(kTmp), imm(plan_.core_bands)});
+        op(Opcode::Sub, {reg(kBand), reg(kImage0), reg(kCond)});
+        op(Opcode::Mov, {reg(kImage0), reg(kTmp)});
+      }
     }
     if (epi_) load_channels();
     if (per_core()) copy_weights();
@@ -642,12 +671,13 @@ class ConvEmitter {
   // ping-pong in L1 and L0C where both hold two, band b's write-back then trailing band b + 1's mmads.
   void banded_images() {
     const int64_t images = per_core_images(), step_images = kt_loop() ? 1 : plan_.group;
-    const bool two = plan_.fm_halves == 2 && plan_.c_halves == 2;
+    const bool two = plan_.fm_halves == 2 && plan_.c_halves == 2 && !spread();
     if (images > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(images), imm(1)});
     else op(Opcode::Mov, {reg(kPair), imm(0)});
     op(Opcode::Mul, {reg(kImage), reg(kPair), imm(step_images)});
     op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
     image_bases(kYBase, 0);
+    if (spread()) return core_band(images);
     for (size_t i = 0; i < bands_.size(); ++i) {
       const int64_t half = two ? int64_t(i % 2) : 0;
       set_fmatrix(bands_[i]);
@@ -661,6 +691,27 @@ class ConvEmitter {
     }
     if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
     if (per_core()) copy_image_out(kYBase);
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  // Bands over cores: every band alike (the planner's equal bands, no padding rows), so the core's
+  // band kBand is band 0's code at its offsets: kBand x rows x stride input rows into X, kBand x
+  // rows output rows into Y.
+  void core_band(int64_t images) {
+    const Band& b = bands_[0];
+    for (const Band& o : bands_)
+      TESSEL_CHECK(o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_top == 0 && o.pad_bottom == 0,
+                   "conv: bands spread over cores must be alike (plan_conv's spread_over_cores)");
+    const int64_t rows = plan_.band_rows, in_step = rows * cv_.sh * cv_.W, out_step = rows * cv_.OW;
+    op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(in_step * (x_to_l1() ? in_ : X_.pixel_bytes))});
+    op(Opcode::Add, {reg(x_to_l1() ? kXSrc : kXBase), reg(x_to_l1() ? kXSrc : kXBase), reg(kTmp)});
+    op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(out_step * (y_from_ub() ? eo_ : Y_.pixel_bytes))});
+    op(Opcode::Add, {reg(y_from_ub() ? kYDst : kYBase), reg(y_from_ub() ? kYDst : kYBase), reg(kTmp)});
+    set_fmatrix(b);
+    if (x_to_l1()) copy_band_in(b, 0);
+    else load_band(b, 0);
+    slices(b, 0, c_base(0));
+    write_back(b, c_base(0), kYBase);
     if (images > 1) op(Opcode::EndLoop, {});
   }
 
@@ -815,7 +866,8 @@ class ConvEmitter {
   }
 
   void image_bases(Reg y, int64_t slot, int64_t fm_base = 0) {
-    if (per_core() && x_copied()) copy_image_in(slot, fm_base);
+    if (spread() && x_to_l1()) user_x_base();  // each band's rows copied by its core (copy_band_in)
+    else if (per_core() && x_copied()) copy_image_in(slot, fm_base);
     else image_base(X_, kXBase);
     if (y_from_ub()) user_y_base();
     if (cv_.G > 1 && !(per_core() && x_copied())) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});

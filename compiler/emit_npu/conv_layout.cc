@@ -59,32 +59,25 @@ void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, 
   if (per_half < 1 || repeats_per_square * 1 > m_.vector_max_repeat)
     return refuse(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a transpose of {} x {} elements "
                               "does not fit the vector buffer ({} bytes)", k_.name, rows, plane, ub_bytes));
-  const int64_t chunk = per_half * side, per_instr = m_.vector_max_repeat / repeats_per_square;
+  const int64_t chunk = per_half * side, pitch_blocks = chunk * eb / m_.vector_block_bytes;
   int64_t half = 0;
   for (int64_t g = 0; g * side < rows; ++g) {
     const int64_t nrows = std::min(side, rows - g * side);
     for (int64_t e0 = 0; e0 < plane; e0 += chunk) {
-      const int64_t ne = std::min(chunk, plane - e0), full = ne / side, rem = ne % side, squares = (ne + side - 1) / side;
+      const int64_t ne = std::min(chunk, plane - e0), squares = (ne + side - 1) / side;
       const int64_t raw = ub + half * ub_bytes / 2, out = raw + per_half * square;
       half ^= 1;
       if (nrows < side) {
         full_mask();
-        zero_ub(raw, squares * square);
+        zero_ub(raw, side * chunk * eb);
       }
-      for (int64_t r = 0; r < nrows; ++r) {
-        const int64_t src = src_gm + ((g * side + r) * src_row + e0) * eb;
-        if (full)
-          op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw + r * piece), at(npu::Buffer::GM, src, src_reg), imm(full), imm(piece), imm(0),
-                                  imm(square - piece)});
-        if (rem)
-          op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw + full * square + r * piece), at(npu::Buffer::GM, src + full * piece, src_reg),
-                                  imm(1), imm(rem * eb), imm(0), imm(0)});
-      }
-      for (int64_t s0 = 0; s0 < squares; s0 += per_instr) {
-        const int64_t n = std::min(per_instr, squares - s0);
-        op(npu::Opcode::Vtranspose, {type(DType::F16), at(npu::Buffer::UB, out + s0 * square), at(npu::Buffer::UB, raw + s0 * square),
-                                     imm(n * repeats_per_square), imm(1), imm(1), imm(rep_blocks), imm(rep_blocks)});
-      }
+      // the group's rows in one DMA, each row `chunk` elements apart in UB
+      op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw), at(npu::Buffer::GM, src_gm + (g * side * src_row + e0) * eb, src_reg), imm(nrows),
+                              imm(ne * eb), imm((src_row - ne) * eb), imm((chunk - ne) * eb)});
+      // one 16 x 16 square per instruction: its rows a row pitch apart, its transpose contiguous
+      for (int64_t s0 = 0; s0 < squares; ++s0)
+        op(npu::Opcode::Vtranspose, {type(DType::F16), at(npu::Buffer::UB, out + s0 * square), at(npu::Buffer::UB, raw + s0 * piece),
+                                     imm(repeats_per_square), imm(1), imm(pitch_blocks), imm(rep_blocks), imm(rep_blocks * pitch_blocks)});
       const int64_t dst = dst_gm + (g * dst_block + e0 * dst_pitch) * eb;
       if (dst_pitch == side)
         op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});

@@ -68,8 +68,8 @@ class ConvCode {
   // + r % 16) elements, rows past `rows` (to the next 16) as 0, and dst rows e in [plane, plane_out)
   // as 0 (those need dst_block == 16: one group spans every row). Used for NCHW planes -> C1HWC0
   // (dst_block = plane x 16, dst_pitch = 16) and the weights [K][C R S] -> [C R S][tn] (dst_block 16,
-  // dst_pitch tn). Per group of 16 rows and chunk of elements: each row's 32-byte pieces by one DMA
-  // into [piece][row][16] (the tail piece by a second), one vtranspose over every piece, one DMA out;
+  // dst_pitch tn). Per group of 16 rows and chunk of elements: the rows by one DMA (a row pitch of
+  // the chunk in UB), one vtranspose per 16 x 16 square (rows a pitch apart), one DMA out;
   // two UB halves of [ub, ub + ub_bytes) alternate so loads overlap the transposes. dst_buffer: GM, or
   // L1 (a feature map straight into its C1HWC0 place; dst_gm is then an L1 offset).
   void transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out, int64_t dst_gm,

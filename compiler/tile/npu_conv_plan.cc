@@ -12,6 +12,9 @@ using npu::Buffer;
 // Policy: an output-channel tile spans at most this many cube fractals (its weights stay in L1
 // next to two feature maps; larger tiles leave cores idle on the seed problems).
 constexpr int64_t kMaxChannelTileFractals = 8;
+// Policy: a band spread over cores has at least this many output rows (its halo rows are read by
+// two cores).
+constexpr int64_t kMinCoreBandRows = 2;
 // Policy: kernel positions per L0 step leave room in an L0A half for pixel blocks of at least this
 // many fractal rows (a 7 x 7 kernel's 49 positions at once would leave blocks of one fractal).
 constexpr int64_t kMinPixelBlockFractals = 4;
@@ -150,6 +153,7 @@ class Planner {
       c.c_halves = 2 * acc_bytes(Pb, t) <= cap_l0c ? 2 : 1;
       c.one_core = g_.one_core;
       if (!best || c.cost < best->cost * 0.999) best = c;
+      if (std::optional<ConvPlan> spread = spread_over_cores(c, cores_avail); spread && spread->cost < best->cost * 0.999) best = spread;
       if (user_.tn || g_.whole_k) break;
     }
     if (!best) {
@@ -159,6 +163,31 @@ class Planner {
     }
     p_ = *best;
     return true;
+  }
+
+  // The candidate with its bands spread over the cores channel tiles x images leave idle: each
+  // core one band (at least kMinCoreBandRows output rows, all bands alike) of every image; nullopt
+  // when none are idle.
+  std::optional<ConvPlan> spread_over_cores(const ConvPlan& c, int64_t cores_avail) const {
+    if (!g_.spread_bands || user_.tn || user_.rows || c.k_tiles * g_.N >= cores_avail) return std::nullopt;
+    const int64_t most = std::min(cores_avail / (c.k_tiles * g_.N), g_.OH / kMinCoreBandRows);
+    if (most < 2 || most < c.bands) return std::nullopt;
+    // equal bands (every core runs the same code at its own offsets): rows dividing OH
+    int64_t rows = ceil_div(g_.OH, most);
+    while (g_.OH % rows) ++rows;
+    const int64_t bands = g_.OH / rows;
+    if (bands < 2) return std::nullopt;
+    ConvPlan s = c;
+    s.band_rows = rows, s.bands = bands, s.core_bands = bands;
+    s.padded_pixels = band_pixels(rows), s.fm_bytes = band_fm_bytes(rows);
+    s.group = g_.N, s.cores = c.k_tiles * g_.N * bands, s.jobs_per_core = 1;
+    const int64_t RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
+    auto bw = [&](Buffer to) { return std::max<int64_t>(1, m_.path(Buffer::L1, to).bandwidth_bytes_per_cycle); };
+    const double cube = double(s.padded_pixels / cube_.m0) * (s.tn / cube_.n0) * C1 * RS;
+    const double mte1 = double(s.padded_pixels) * g_.C * RS * in_ / bw(Buffer::L0A) + double(g_.C) * RS * s.tn * in_ / bw(Buffer::L0B);
+    s.cost = std::max(cube, mte1);
+    s.fm_halves = 1, s.c_halves = 1;
+    return s;
   }
 
   // Kernel positions per step: as many as two L0B halves hold, in balanced groups (a user's count:

@@ -58,6 +58,10 @@ struct ConvGeometry {
   // banded: through a GM slot) and y_channel_bytes per output channel, each tile its weights
   // (w_channel_bytes per output channel, in, out and in again); all cores share the GM bandwidth.
   double copy_bytes = 0, x_job_bytes = 0, y_channel_bytes = 0, w_channel_bytes = 0;
+  // The emitter can spread bands of output rows over cores (each core one band of its images: equal
+  // bands of OH / bands rows, no padding rows above or below), where channel tiles x images leave
+  // cores idle.
+  bool spread_bands = false;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
@@ -81,6 +85,9 @@ struct ConvPlan {
   // Spatial tiling: bands of band_rows output rows (the last one may be shorter), each with its input
   // window (band_rows x stride + halo rows) in L1; one band (band_rows == OH) when an image fits.
   int64_t band_rows = 0, bands = 1;
+  // Bands over cores: each core computes band (core's band index) of its images only (bands ==
+  // core_bands); 1: every core runs every band of its images.
+  int64_t core_bands = 1;
   int64_t tm0 = 0;         // rows of the largest pixel block
   std::vector<std::pair<int64_t, int64_t>> blocks;   // pixel blocks (first row, rows)
   int64_t padded_pixels = 0;  // one band's pixels rounded up to the fractal

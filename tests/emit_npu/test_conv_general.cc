@@ -92,10 +92,13 @@ TEST_CASE("NCHW convolutions through vtranspose copies: into L1 per core, banded
   // (one core took 4,355 and 13,201 cycles: the planner weighs the copies' GM traffic on one core)
   check_mapped("conv_s2_nchw", "N=2,C=32,P=5,Q=6,K=32,R=3,S=3", kTarget, "straight into L1 for one band", 4, 2800);
   check_mapped("conv_s2_nchw", "N=2,C=32,P=14,Q=14,K=64,R=3,S=3", kTarget310, "straight into L1 for one band", 2, 11000);
-  // bands (the accumulator of 4,900 pixels exceeds L0C): C1HWC0 slots in GM per core, each band's
-  // window from there (the one-core copies took 35,341 cycles)
-  check_mapped("conv_s2_nchw", "N=1,C=16,P=70,Q=70,K=16,R=3,S=3", kTarget, "3 bands of 24 output rows", 1, 33000);
-  check_mapped("conv_s2_nchw", "N=1,C=16,P=70,Q=70,K=16,R=3,S=3", kTarget, "per core: each core copies", 1, 33000);
+  // bands (the accumulator of 4,900 pixels exceeds L0C): on 910 spread over the cores one image
+  // leaves idle (equal bands: 14 of 5 rows), each core's band's rows straight into L1 at its
+  // offsets (one core, banded: 35,341 cycles)
+  check_mapped("conv_s2_nchw", "N=1,C=16,P=70,Q=70,K=16,R=3,S=3", kTarget, "14 bands of 5 output rows", 14, 4500);
+  // on 310 (two images, two cores) every core runs its image's bands: C1HWC0 slots in GM per core,
+  // each band's window from there
+  check_mapped("conv_s2_nchw", "N=2,C=16,P=70,Q=70,K=16,R=3,S=3", kTarget310, "3 bands of 24 output rows", 2, 77000);
   // channel counts not multiples of 16 (zero rows in the transposes), one core
   check_mapped("conv_s2_nchw", "N=2,C=5,P=3,Q=4,K=18,R=3,S=3", kTarget, "(16 x 16 vtranspose), the result back to NCHW; one core", 1, 6000);
   check_mapped("conv_s2_nchw", "N=2,C=5,P=3,Q=4,K=18,R=3,S=3", kTarget310, "one core", 1, 6000);
