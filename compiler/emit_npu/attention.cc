@@ -51,9 +51,10 @@ struct Plan {
   int64_t Ev = 0;
   int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
   // Causal: one section per query block, each a loop over the batch points with the key blocks
-  // that block sees (the diagonal's skipped blocks), where every core has a batch point in each
-  // section (a loop that may run no trip would let the pruned sync pass rely on syncs that never
-  // run) and that is sooner than every block for every unit.
+  // that block sees (the diagonal's skipped blocks), where that is sooner than every block for
+  // every unit. Unit (qb, b) goes to core (qb * batch + b) % cores, so every core has a share of
+  // the heavy and the light query blocks; a core may have no batch point in a section (a loop of
+  // no trip, which the sync pass judges as such).
   bool sections = false;
   std::vector<int64_t> blocks_seen;  // per query block: key blocks up to its last row's diagonal
   // L0B: K and V blocks in two slots each, in one slot each, or one region they take in turn
@@ -159,10 +160,14 @@ class AttentionEmitter : public VectorCode {
         P.blocks_seen[qb] = std::min(P.nkb, (qb * P.bq + P.bq + *a_.causal_offset + P.bk - 1) / P.bk);
         seen += P.blocks_seen[qb];
       }
-      // blocks on the busiest core: every unit's blocks over all cores, or each section's over the batch's cores
-      const int64_t section_cores = std::min<int64_t>(m_.cores, P.batch);
+      // blocks on the busiest core: every unit's blocks over all cores, or the sections' units
+      // dealt round-robin over min(cores, units) cores
+      const int64_t section_cores = std::min<int64_t>(m_.cores, P.units);
+      std::vector<int64_t> per_core(size_t(section_cores), 0);
+      for (int64_t u = 0; u < P.units; ++u) per_core[size_t(u % section_cores)] += P.blocks_seen[u / P.batch];
       const int64_t all = (P.units + P.cores - 1) / P.cores * P.nkb;
-      const int64_t skipping = (P.batch + section_cores - 1) / section_cores * seen;
+      const int64_t skipping = *std::max_element(per_core.begin(), per_core.end());
+      (void)seen;
       if (skipping < all) P.sections = true, P.cores = section_cores;
     }
     return "";
@@ -502,7 +507,13 @@ class AttentionEmitter : public VectorCode {
     ones_blocks();
     if (P.sections) {
       for (int64_t qb = 0; qb < P.nqb; ++qb) {
-        op(Opcode::Loop, {reg(kBatch), Operand::reg_(npu::kRegCoreId), imm(P.batch), Operand::reg_(npu::kRegCoreCount)});
+        // this core's first batch point of the section: (core_id - qb * batch) mod cores
+        const int64_t shift = P.cores - (qb * P.batch) % P.cores;
+        op(Opcode::Add, {reg(kT1), Operand::reg_(npu::kRegCoreId), imm(shift)});
+        op(Opcode::Div, {reg(kT2), reg(kT1), imm(P.cores)});
+        op(Opcode::Mul, {reg(kT2), reg(kT2), imm(P.cores)});
+        op(Opcode::Sub, {reg(kT1), reg(kT1), reg(kT2)});
+        op(Opcode::Loop, {reg(kBatch), reg(kT1), imm(P.batch), Operand::reg_(npu::kRegCoreCount)});
         op(Opcode::Mov, {reg(kQb), imm(qb)});
         op(Opcode::Mov, {reg(kI0), imm(qb * P.bq)});
         unit_addresses();
@@ -806,8 +817,8 @@ class AttentionEmitter : public VectorCode {
       store(imm(rows > 0 ? rows : tail));
       return;
     }
-    // the unit's valid rows: bq + (S - i0 < bq) x (S - i0 - bq), in a register (no branch: a loop
-    // that may run no trip would let the sync pass's pruning rely on syncs that never run)
+    // the unit's valid rows: bq + (S - i0 < bq) x (S - i0 - bq), in a register (arithmetic, no
+    // loop of one or no trip)
     op(Opcode::Sub, {reg(kRows), imm(P.S - P.bq), reg(kI0)});
     op(Opcode::Slt, {reg(kT1), reg(kRows), imm(0)});
     op(Opcode::Mul, {reg(kRows), reg(kRows), reg(kT1)});
