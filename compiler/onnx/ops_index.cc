@@ -1,6 +1,7 @@
 // Operators that produce or consume indices as data: ArgMax / ArgMin (a max=! / min=! reduction,
 // then the first or last position holding it), and the data-dependent reads GatherElements, Gather
-// with indices that are data, OneHot, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. A read
+// with indices that are data, OneHot, ScatterElements / ScatterND (reduction none or add),
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. A read
 // at a data index is a one-hot sum over the indexed axis: `Y(i..) +=! select(I(i..) == r0, X(.., r0, ..), 0)`,
 // where exactly one term is not zero, so the sum is exact and every index stays affine.
 // ONNX's int64 indices are held as i32 (tensor_proto.h).
@@ -107,6 +108,84 @@ void translate_one_hot(Context& c) {
   const std::string off = value(0), on = value(1);
   const std::string hit = index_is(ind, c.read(ind, ii), index(int(axis)), d);
   c.emit({y.tsl, indices(rank), "=", "select(" + hit + ", " + on + ", " + off + ")", ranges_of(y.shape)});
+}
+
+// ---- scatters ------------------------------------------------------------------------------------
+
+// Y = data with the updates whose target is each element: `hit` (over the reductions `red`) says
+// that update `upd` lands on Y(i..). reduction "none": the update where one lands (ONNX leaves
+// duplicates undefined), else data; "add": data plus the sum of those landing. Two one-hot sums.
+// `guard` (may be empty) keeps the reads of `hit` and `upd` inside the indices' and updates' extents.
+void emit_scatter(Context& c, const std::string& guard, const std::string& hit, const std::string& upd, const std::vector<IndexRange>& red) {
+  const Value& data = c.input(0);
+  const Value y = output_value(c, 0);
+  const std::string reduction_kind = c.attr_string("reduction", "none");
+  if (reduction_kind != "none" && reduction_kind != "add") c.unsupported("scatter reduction '" + reduction_kind + "' (none and add are sums)");
+  const size_t rank = y.shape.size();
+  std::vector<IndexRange> ranges = ranges_of(y.shape);
+  ranges.insert(ranges.end(), red.begin(), red.end());
+  const Value sum = local(c, y, y.shape, "updates");
+  auto guarded = [&](const std::string& e) { return guard.empty() ? e : "select(" + guard + ", " + e + ", 0)"; };
+  c.emit({sum.tsl, indices(rank), "+=!", guarded("select(" + hit + ", " + upd + ", 0)"), ranges});
+  if (reduction_kind == "add") {
+    const std::string d = c.read(data, indices(rank)), u = c.read(sum, indices(rank));
+    return c.emit({y.tsl, indices(rank), "=", d + " + " + u, ranges_of(y.shape)});
+  }
+  Value count = local(c, y, y.shape, "count");
+  count.elem_type = onnx::TensorProto::INT32;
+  c.emit({count.tsl, indices(rank), "+=!", guarded("select(" + hit + ", 1, 0)"), ranges});
+  const std::string d = c.read(data, indices(rank)), u = c.read(sum, indices(rank));
+  c.emit({y.tsl, indices(rank), "=", "select(" + c.read(count, indices(rank)) + " > 0, " + u + ", " + d + ")", ranges_of(y.shape)});
+}
+
+// ScatterElements (and Scatter, its older name): update j lands on j with the axis index replaced by I[j].
+void translate_scatter_elements(Context& c) {
+  const Value& data = c.input(0);
+  const Value& ind = c.input(1);
+  const Value& upd = c.input(2);
+  const size_t rank = data.shape.size();
+  if (ind.shape.size() != rank || upd.shape != ind.shape) c.malformed("indices and updates must have the data's rank and one shape");
+  const int64_t axis = axis_of(c, c.attr_int("axis", 0), int64_t(rank));
+  const int64_t d = data.shape[size_t(axis)];
+  check_constant_indices(c, ind, d);
+  c.dtype(data);
+  c.dtype(ind);
+  c.dtype(upd);
+  Strings ji = indices(rank);
+  ji[size_t(axis)] = reduction(0);
+  const std::string hit = index_is(ind, c.read(ind, ji), index(int(axis)), d);
+  Strings guard;
+  for (size_t k = 0; k < rank; ++k)  // the other coordinates of an update are its target's
+    if (int64_t(k) != axis && ind.shape[k] < data.shape[k]) guard.push_back(index(int(k)) + " < " + str(ind.shape[k]));
+  emit_scatter(c, join(guard, " && "), hit, c.read(upd, ji), {{reduction(0), 0, ind.shape[size_t(axis)]}});
+}
+
+// ScatterND: update j (the indices' leading dimensions) lands on the element (or slice) I[j, :].
+void translate_scatter_nd(Context& c) {
+  const Value& data = c.input(0);
+  const Value& ind = c.input(1);
+  const Value& upd = c.input(2);
+  if (ind.shape.empty()) c.malformed("indices is a scalar");
+  const size_t q = ind.shape.size() - 1, k = size_t(ind.shape.back());
+  if (k > data.shape.size()) c.malformed("an index tuple is longer than the data's rank");
+  c.dtype(data);
+  c.dtype(ind);
+  c.dtype(upd);
+  Strings ji, ui;
+  std::vector<IndexRange> red;
+  for (size_t a = 0; a < q; ++a) {
+    ji.push_back(reduction(int(a)));
+    red.push_back({ji.back(), 0, ind.shape[a]});
+  }
+  ui = ji;
+  for (size_t a = k; a < data.shape.size(); ++a) ui.push_back(index(int(a)));
+  Strings hits;
+  for (size_t a = 0; a < k; ++a) {
+    Strings ii = ji;
+    ii.push_back(str(int64_t(a)));
+    hits.push_back(index_is(ind, c.read(ind, ii), index(int(a)), data.shape[a]));
+  }
+  emit_scatter(c, "", join(hits, " && "), c.read(upd, ui), red);
 }
 
 // ---- losses -------------------------------------------------------------------------------------
@@ -233,6 +312,9 @@ void add_index_ops(std::map<std::string, Translator>& t) {
   t["ArgMin"] = translate_arg;
   t["GatherElements"] = translate_gather_elements;
   t["OneHot"] = translate_one_hot;
+  t["ScatterElements"] = translate_scatter_elements;
+  t["Scatter"] = translate_scatter_elements;
+  t["ScatterND"] = translate_scatter_nd;
   t["NegativeLogLikelihoodLoss"] = translate_nll;
   t["SoftmaxCrossEntropyLoss"] = translate_sce;
 }

@@ -160,6 +160,45 @@ TEST_CASE("onnx OneHot with axis 0, float indices and a negative index") {
   check_close(out.at("y"), {-1, -1, -1, 5, -1, -1, -1, -1, -1, -1, 5, -1});
 }
 
+// ---- scatters ------------------------------------------------------------------------------------
+
+TEST_CASE("onnx ScatterElements along axis 1: none replaces (indices narrower than the data), add sums duplicates") {
+  for (const char* red : {"none", "add"}) {
+    INFO(std::string(red));
+    Graph g(16);
+    g.input("d", {3, 3});
+    g.input("i", {2, 2}, TP::INT64);
+    g.input("u", {2, 2});
+    g.output("y", {3, 3});
+    auto* n = g.node("ScatterElements", {"d", "i", "u"}, {"y"});
+    attr_int(n, "axis", 1);
+    auto* a = n->add_attribute();
+    a->set_name("reduction");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(red);
+    const std::vector<int32_t> i = std::string(red) == "add" ? std::vector<int32_t>{1, 1, 0, -1} : std::vector<int32_t>{2, 0, -3, 1};
+    const auto out = run(g, {{"d", f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}, {"i", i32({2, 2}, i)}, {"u", f32({2, 2}, {10, 20, 30, 40})}});
+    if (std::string(red) == "add") check_close(out.at("y"), {1, 32, 3, 34, 5, 46, 7, 8, 9});
+    else check_close(out.at("y"), {20, 2, 10, 30, 40, 6, 7, 8, 9});
+  }
+}
+
+TEST_CASE("onnx ScatterND: whole rows replaced at index tuples of length 1; multiply is refused") {
+  Graph g(16);
+  g.input("d", {3, 2});
+  g.input("i", {2, 1}, TP::INT64);
+  g.input("u", {2, 2});
+  g.output("y", {3, 2});
+  g.node("ScatterND", {"d", "i", "u"}, {"y"}, "sc");
+  const auto out = run(g, {{"d", f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {"i", i32({2, 1}, {2, 0})}, {"u", f32({2, 2}, {10, 20, 30, 40})}});
+  check_close(out.at("y"), {30, 40, 3, 4, 10, 20});
+  auto* a = g.m.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("reduction");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("mul");
+  CHECK(refusal(g).find("m.onnx: node 'sc' (ScatterND): unsupported: scatter reduction 'mul'") == 0);
+}
+
 // ---- losses -------------------------------------------------------------------------------------
 
 // ONNX's NegativeLogLikelihoodLoss on x [N, C, D] and t [N, D].
@@ -236,10 +275,11 @@ TEST_CASE("onnx SoftmaxCrossEntropyLoss: mean with weights and its log_prob outp
 
 // ---- ONNX's own node tests ----------------------------------------------------------------------
 
-TEST_CASE("onnx node tests: ArgMax/ArgMin, GatherElements, OneHot, NLL and SCE (with log_prob) from libonnx-testdata") {
+TEST_CASE("onnx node tests: ArgMax/ArgMin, GatherElements, OneHot, scatters, NLL and SCE (with log_prob) from libonnx-testdata") {
   for (const char* t : {"test_argmax_keepdims_random_select_last_index", "test_argmin_no_keepdims_example", "test_gather_elements_negative_indices",
                         "test_onehot_with_negative_axis", "test_nllloss_NCd1d2_with_weight_reduction_mean", "test_nllloss_NCd1_mean_weight_negative_ii",
-                        "test_sce_mean_weight_ii_3d_log_prob", "test_shape_start_1_end_negative_1", "test_triu_neg"})
+                        "test_sce_mean_weight_ii_3d_log_prob", "test_shape_start_1_end_negative_1", "test_triu_neg",
+                        "test_scatter_elements_with_duplicate_indices", "test_scatternd_add", "test_scatter_with_axis"})
     check_node_test(t, 1e-5);
 }
 
