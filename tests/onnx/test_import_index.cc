@@ -183,7 +183,7 @@ TEST_CASE("onnx ScatterElements along axis 1: none replaces (indices narrower th
   }
 }
 
-TEST_CASE("onnx ScatterND: whole rows replaced at index tuples of length 1; multiply is refused") {
+TEST_CASE("onnx ScatterND: whole rows replaced at index tuples of length 1, and multiply refused") {
   Graph g(16);
   g.input("d", {3, 2});
   g.input("i", {2, 1}, TP::INT64);
