@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -49,10 +50,24 @@ NpuKernel Nest::emit() {
     }
   }
   p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-  for (const Plan& pl : plans_)
+  for (const Plan& pl : plans_) {
+    if (!pl.box.empty()) {
+      std::string box;
+      for (size_t d = 0; d < pl.dims.size(); ++d)
+        if (pl.box[d] > 1) box += fmt::format("{}{} {}", box.empty() ? "" : " x ", pl.dims[d].name, pl.box[d]);
+      if (pl.mirror)
+        out.notes.push_back(fmt::format("{}: {} loop(s), tile mirrored in UB blocks: box {}, {} along {}{}", pl.s->name,
+                                        pl.dims.size(), box, pl.mirror_unit > 1 ? "blocks" : "8 lanes", pl.dims[pl.v].name,
+                                        pl.u >= 0 ? ", repeats along " + pl.dims[pl.u].name : ""));
+      else
+        out.notes.push_back(fmt::format("{}: {} loop(s), moved through UB blocks: box {}, loads along {}, stores along {}", pl.s->name,
+                                        pl.dims.size(), box, pl.dims[pl.u].name, pl.dims[pl.v].name));
+      continue;
+    }
     out.notes.push_back(fmt::format("{}: {} loop(s), tile {} x {} (pitch {}){}{}", pl.s->name, pl.dims.size(),
                                     pl.rows, pl.cols, pl.pitch, pl.u >= 0 ? ", rows " + pl.dims[pl.u].name : "",
                                     pl.v >= 0 ? ", lanes " + pl.dims[pl.v].name : ""));
+  }
   if (fz_.on) out.notes.push_back(fused_note());
   out.notes.push_back(fmt::format("general vector lowering on {} core(s){}", cores_,
                                   cores_note()));
@@ -158,7 +173,7 @@ void Nest::statement(const Plan& p) {
   plan_ = &p;
   pos_.assign(p.dims.size(), Pos{});
   size_.assign(p.dims.size(), 1);
-  chunk_ = p.rows * p.pitch;
+  chunk_ = p.box.empty() ? p.rows * p.pitch : 1;  // a move's box: UB blocks after these regions (body_move)
   region_base_ = 0;
   next_region_ = 0;
   seq_ = fresh_region();
@@ -282,7 +297,7 @@ void Nest::wrap_to_i8(const Value& x, int64_t scratch, int64_t n) {
 
 // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.
 void Nest::reduction(const Plan& p) {
-  if (!p.is_reduction()) {
+  if (!p.is_reduction() || p.mirror) {  // a mirrored tile reduces its whole window itself
     levels(p, 0, false);
     return;
   }
@@ -297,12 +312,145 @@ void Nest::reduction(const Plan& p) {
   store_acc(p, false);
 }
 
+// One tile of a data move (plan_move): every element in a UB block of its own, at its position in
+// the box's dense output order; one dma_in per run of the read along its unit-stride dimension u
+// (UB side strided by that dimension's blocks), one dma_out per run of the output contiguous in GM
+// and in UB (the box's leading output-order dimensions, while whole).
+void Nest::body_move(const Plan& p) {
+  const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(p.out.type);
+  const std::vector<int64_t> local = move_local(p);
+  int64_t n = 1;
+  for (int64_t e : p.box) n *= e;
+  const int64_t set_bytes = (n * block + 1023) / 1024 * 1024;
+  const int64_t base = (body_base_ + 1023) / 1024 * 1024 + set_ * set_bytes;
+  TESSEL_CHECK(base + set_bytes <= m_.capacity(Buffer::UB), "nest: a move's box exceeds UB");
+  const auto size = [&](int d) { return cur(d); };
+  // One DMA per combination of the dimensions outside its run (their current sizes): (UB block, GM element offset).
+  auto each = [&](const std::vector<int>& run, const Access& a, const std::function<void(int64_t, int64_t)>& f) {
+    std::vector<int> dims;
+    for (int d = 0; d < static_cast<int>(p.dims.size()); ++d)
+      if (std::find(run.begin(), run.end(), d) == run.end() && cur(d) > 1) dims.push_back(d);
+    std::vector<int64_t> t(dims.size(), 0);
+    for (;;) {
+      int64_t ub = 0, gm = 0;
+      for (size_t j = 0; j < dims.size(); ++j) ub += local[dims[j]] * t[j], gm += a.stride[dims[j]] * t[j];
+      f(ub, gm);
+      size_t j = 0;
+      for (; j < dims.size() && ++t[j] == cur(dims[j]); ++j) t[j] = 0;
+      if (j == dims.size()) return;
+    }
+  };
+  auto length = [&](const std::vector<int>& run) {
+    int64_t len = 1;
+    for (int d : run) len *= cur(d);
+    return len;
+  };
+  const Access& x = p.reads[0];
+  const std::vector<int> in = move_run(p, x, p.u, size), out = move_run(p, p.out, p.v, size);
+  const Operand gx = gm_operand(p, x, 0);
+  each(in, x, [&](int64_t ub, int64_t gm) {
+    Operand g = gx;
+    g.imm += gm * eb;
+    op(Opcode::DmaIn, {at(Buffer::UB, base + ub * block), g, imm(length(in)), imm(eb), imm(0), imm(local[p.u] * block - eb)});
+  });
+  const Operand gy = gm_operand(p, p.out, 0);
+  each(out, p.out, [&](int64_t ub, int64_t gm) {
+    Operand g = gy;
+    g.imm += gm * eb;
+    op(Opcode::DmaOut, {g, at(Buffer::UB, base + ub * block), imm(length(out)), imm(eb), imm(block - eb), imm(0)});
+  });
+}
+
+// One mirrored tile (plan_mirror): the read's span to UB and the output's span back, one DMA each
+// (every element in a block of its own at its GM offset from the tile's first); between them per
+// element of the window (the reduction dimensions, ascending) and per combination of the box's
+// other output dimensions, one instruction per 8 elements of v (lane mask on a last partial group)
+// over the repeats of u, its block and repeat strides the two tensors' GM strides: max / min /
+// add into the output's blocks (set to the identity first), or a copy (x 1) for a move.
+void Nest::body_mirror(const Plan& p) {
+  const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(p.out.type), lpb = block / eb, unit = p.mirror_unit;
+  const Access& x = p.reads[0];
+  const Access& y = p.out;
+  const DType t = y.type;
+  const auto box = [&](int d) { return p.box[d]; };
+  const auto size = [&](int d) { return p.dims[d].reduction ? p.box[d] : cur(d); };
+  const int64_t round = 1024;
+  const int64_t xbytes = (mirror_span(p, x, box) / unit * block + round - 1) / round * round;
+  const int64_t ybytes = (mirror_span(p, y, box) / unit * block + round - 1) / round * round;
+  const int64_t xb = (body_base_ + round - 1) / round * round + set_ * (xbytes + ybytes), yb = xb + xbytes;
+  TESSEL_CHECK(yb + ybytes <= m_.capacity(Buffer::UB), "nest: a mirrored tile exceeds UB");
+  const int64_t sx = mirror_span(p, x, size), sy = mirror_span(p, y, size);  // elements (dense: whole blocks)
+  // sparse: an element per block, bursts of one element; dense: the span as one burst
+  auto span_move = [&](bool in, const Operand& gm, int64_t ub, int64_t n) {
+    const bool sparse = unit == 1;
+    const Operand u = at(Buffer::UB, ub);
+    const int64_t nb = sparse ? n : 1, burst = sparse ? eb : n * eb, gap = sparse ? block - eb : 0;
+    if (in) op(Opcode::DmaIn, {u, gm, imm(nb), imm(burst), imm(0), imm(gap)});
+    else op(Opcode::DmaOut, {gm, u, imm(nb), imm(burst), imm(gap), imm(0)});
+  };
+  span_move(true, gm_operand(p, x, 0), xb, sx);
+  const int64_t yblocks = sy / unit;
+  if (p.is_reduction())
+    for (int64_t done = 0; done < (yblocks + 7) / 8; done += max_repeat_)
+      op(Opcode::Vdup, {type(t), at(Buffer::UB, yb + done * 8 * block), Operand::float_(identity(p)),
+                        imm(std::min(max_repeat_, (yblocks + 7) / 8 - done)), imm(1), imm(8)});
+  std::vector<int> dims;  // every dimension but v and u: reductions outermost, ascending
+  for (int d = 0; d < static_cast<int>(p.dims.size()); ++d)
+    if (d != p.v && d != p.u && size(d) > 1 && p.dims[d].reduction) dims.push_back(d);
+  for (int d = 0; d < static_cast<int>(p.dims.size()); ++d)
+    if (d != p.v && d != p.u && size(d) > 1 && !p.dims[d].reduction) dims.push_back(d);
+  const Opcode o = p.is_reduction() ? combine_op(p) : Opcode::Vmuls;
+  // strides in blocks (dense: v's blocks one apart, the others' element strides whole blocks)
+  const int64_t sxv = unit == 1 ? x.stride[p.v] : 1, syv = unit == 1 ? y.stride[p.v] : 1;
+  const int64_t sxu = p.u >= 0 ? x.stride[p.u] / unit : 0, syu = p.u >= 0 ? y.stride[p.u] / unit : 0;
+  const int64_t reps = p.u >= 0 ? cur(p.u) : 1, nv = cur(p.v) / unit;
+  std::vector<int64_t> k(dims.size(), 0);
+  for (;;) {
+    int64_t xo = 0, yo = 0;
+    for (size_t j = 0; j < dims.size(); ++j) xo += x.stride[dims[j]] / unit * k[j], yo += y.stride[dims[j]] / unit * k[j];
+    for (int64_t g0 = 0; g0 < nv; g0 += 8) {
+      const int64_t n = std::min<int64_t>(8, nv - g0);
+      if (n < 8) {
+        uint64_t lo = 0, hi = 0;
+        for (int64_t l = 0; l < n * lpb; ++l) (l < 64 ? lo : hi) |= uint64_t{1} << (l % 64);
+        op(Opcode::SetVectorMask, {imm(static_cast<int64_t>(hi)), imm(static_cast<int64_t>(lo))});
+      }
+      for (int64_t r0 = 0; r0 < reps; r0 += max_repeat_) {
+        const int64_t xa = xb + (xo + g0 * sxv + r0 * sxu) * block, ya = yb + (yo + g0 * syv + r0 * syu) * block;
+        const int64_t rep = std::min(max_repeat_, reps - r0);
+        if (o == Opcode::Vmuls)
+          op(o, {type(t), at(Buffer::UB, ya), at(Buffer::UB, xa), Operand::float_(1), imm(rep), imm(syv), imm(sxv), imm(syu), imm(sxu)});
+        else
+          op(o, {type(t), at(Buffer::UB, ya), at(Buffer::UB, ya), at(Buffer::UB, xa), imm(rep), imm(syv), imm(syv), imm(sxv),
+                 imm(syu), imm(syu), imm(sxu)});
+      }
+      if (n < 8) op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+    }
+    size_t j = dims.size();
+    while (j-- > 0) {
+      if (++k[j] < size(dims[j])) break;
+      k[j] = 0;
+    }
+    if (j == static_cast<size_t>(-1)) break;
+  }
+  span_move(false, gm_operand(p, y, 0), yb, sy);
+}
+
 // One tile: load every access, evaluate, reduce within the tile, combine or store.
 void Nest::body(const Plan& p) {
+  if (p.mirror) {
+    body_mirror(p);
+    return;
+  }
+  if (!p.box.empty()) {
+    body_move(p);
+    return;
+  }
   next_region_ = body_base_ + set_ * set_bytes_;
   const int64_t rows = cur(p.u), cols = cur(p.v), n = rows * p.pitch;
   loaded_.clear();
   memo_.clear();
+  rowval_slot_ = 0;
   for (const Access& a : p.reads) loaded_.push_back(load(p, a, rows, cols));
   Value x = compile(*p.s->rhs, n);
   x = vector_of(x, n);

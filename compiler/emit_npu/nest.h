@@ -22,7 +22,20 @@
 //   dimension when the statement has one, so they accumulate in the interpreter's order;
 //   conditions: vcmp_lt / vcmp_le / vcmp_eq give 1 / 0, combined by mul / max, and vselv selects.
 // Tiles: sized from the values the right-hand side uses (equal subexpressions computed once), the
-// innermost loop of two or more tiles double-buffered.
+// innermost loop of two or more tiles double-buffered. The lanes go elsewhere than the most
+// contiguous dimension where a roofline of one core's tiles (GM granules, one shared GM cycle per
+// DMA of every core, scalar dispatch, vector repeats) says that is a clear win. A statement whose
+// read and output share no unit-stride dimension goes through UB one element per 32-byte block
+// (a DMA's bursts may be any bytes apart in UB, only its start is aligned), where estimated
+// clearly faster: a pure move (permute) with loads along the read's unit stride and stores along
+// the output's, runs continuing over further dimensions where GM and UB strides line up, the box
+// with the fewest DMAs; or, for a copy or a max / min / sum over a window (NCHW pooling at stride
+// 2, nearest upsampling), the tile mirrored as GM lays it out, the read's span and the output's
+// span one DMA each, the window done by vector instructions whose block and repeat strides are the
+// GM strides (8 elements per repeat); or mirrored densely where both walk one dimension with unit
+// stride in whole blocks (NHWC windows: the channels' blocks are the lanes), against the lanes'
+// tiles with the GM latency each pair of them waits out. Each read of a tile broadcast per row
+// (per-channel values) gathers into a slot of its own, so a tile's gathers are in flight together.
 // Row pipeline (softmax, layer norm, batch-norm update, bias + GELU; tried first): when the statements after a
 // prologue of statements over one lane dimension only share a row partition (the leading output
 // index), each being 2-D (rows u = the partition, lanes v: whole rows, element-wise or reduced
@@ -47,8 +60,9 @@
 // become scratch tensors), so a later statement reads it like an input. Cores: the kernel's rows (the
 // leading output index every statement writes and reads its own tensors at, else the last one with
 // a vector repeat of it per core) in contiguous ranges per core; or, where that leaves cores idle, a
-// grid over several such leading output indices cut into equal parts (nest_cores.cc: the most cores
-// times the vector lanes kept); one core when the statements share no such index.
+// grid over several such leading output indices cut into equal parts, an index followed through the
+// results where statements write it at different positions (nest_cores.cc: the most cores times
+// the vector lanes kept); one core when the statements share no such index.
 //
 // Output: NpuKernel (program without syncs). Errors: why_not_nest says why a kernel is not taken
 // (a reversed index along the lanes or rows, a division of more than an index plus a constant, a

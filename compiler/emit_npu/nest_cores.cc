@@ -7,7 +7,10 @@
 // Candidates are the leading output positions 0, 1, ... that every statement writes with one plain
 // index of one extent (a divided index by its quotient) and at which every statement reads the
 // kernel's own results with that same index: a core's outputs then depend on its inputs only, and
-// every reduction stays inside a core (a core axis is never a reduction). Two ways to split them:
+// every reduction stays inside a core (a core axis is never a reduction). For a grid, a position of
+// the first statement may also be followed through the results to other positions of the later
+// statements (tracked_indices: group norm over X[N, I, G, E] writes g at position 1 of its
+// statistics and 2 of its element-wise results). Two ways to split them:
 //   rows: the leading position alone in contiguous ranges, the last core's range possibly shorter
 //         (else the last position, a vector repeat of it per core);
 //   grid: several leading positions, each cut into equal parts (a divisor of its extent), core c
@@ -24,6 +27,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "compiler/emit_npu/operands.h"
@@ -105,14 +109,68 @@ std::vector<std::string> Nest::partition_indices(int pos, int64_t& extent, size_
   return chosen;
 }
 
-// The core axes a grid may use: per leading output position, each plan's dimension (its name; a
-// divided index's quotient) and the common extent. Stops at the first position that does not qualify.
+// The index of every statement along one parallel axis that starts at output position `pos` of
+// the first statement, followed through the kernel's own tensors: a statement that reads a result
+// takes the index at the position where that result's writer had the axis (every such read must
+// agree), else the first statement's index name; it must write that index plainly at some position
+// of its output, which becomes its result's axis position (group norm: Sum(n, g) has g at 1,
+// D(n, i, g, e) at 2). Each index plain, from 0, of one extent. Empty when there is none.
+std::vector<std::string> Nest::tracked_indices(int pos, int64_t& extent) const {
+  std::map<std::string, size_t> axis_at;  // a result -> the output position of its axis
+  std::vector<std::string> chosen;
+  extent = -1;
+  auto plain = [](const ir::AffineExpr& e) -> std::string {
+    if (e.index_coeffs.size() != 1 || !e.param_coeffs.empty() || e.constant != 0 || e.has_div() ||
+        e.index_coeffs.begin()->second != 1)
+      return "";
+    return e.index_coeffs.begin()->first;
+  };
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    const ir::Statement& s = *plans_[i].s;
+    std::string d;
+    bool ok = true;
+    std::function<void(const ir::Expr&)> check = [&](const ir::Expr& x) {
+      if (x.kind == ir::ExprKind::Access && axis_at.count(x.name)) {
+        const size_t q = axis_at.at(x.name);
+        const std::string r = q < x.indices.size() ? plain(x.indices[q]) : "";
+        if (r.empty() || (!d.empty() && r != d)) ok = false;
+        else d = r;
+      }
+      for (const auto& a : x.args) check(*a);
+    };
+    check(*s.rhs);
+    if (!ok) return {};
+    if (i == 0) {
+      if (pos < 0 || static_cast<size_t>(pos) >= s.out_indices.size()) return {};
+      d = plain(s.out_indices[pos]);
+    } else if (d.empty()) {
+      d = chosen.front();
+    }
+    if (d.empty()) return {};
+    size_t q = s.out_indices.size();
+    for (size_t j = 0; j < s.out_indices.size(); ++j)
+      if (plain(s.out_indices[j]) == d) q = j;
+    const ir::IndexVar* iv = s.find_index(d);
+    if (q == s.out_indices.size() || !iv || iv->lo.evaluate({}, k_.sizes) != 0) return {};
+    const int64_t n = iv->hi.evaluate({}, k_.sizes);
+    if ((extent >= 0 && n != extent) || (axis_at.count(s.output) && axis_at.at(s.output) != q)) return {};
+    extent = n;
+    axis_at[s.output] = q;
+    chosen.push_back(d);
+  }
+  return chosen;
+}
+
+// The core axes a grid may use: per leading output position of the first statement, each plan's
+// dimension along it (tracked_indices: its name; a divided index's quotient) and the common extent.
+// Stops at the first position that does not qualify.
 std::vector<Nest::CoreAxis> Nest::grid_axes() const {
   std::vector<CoreAxis> axes;
   std::vector<std::set<std::string>> used(plans_.size());
   for (int pos = 0; pos < kMaxCoreAxes; ++pos) {
     int64_t extent = -1;
-    const std::vector<std::string> names = partition_indices(pos, extent);
+    std::vector<std::string> names = partition_indices(pos, extent);
+    if (names.empty()) names = tracked_indices(pos, extent);
     if (names.empty()) break;
     CoreAxis axis;
     axis.extent = -1;

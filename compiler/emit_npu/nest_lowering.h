@@ -18,6 +18,7 @@
 // Internal to compiler/emit_npu/nest*.cc.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -81,6 +82,18 @@ class Nest : public VectorCode {
   bool plan_pads();
   int lane_dim(const Plan& p) const;
   std::string tile(Plan& p);
+  std::string tile_with(Plan& p, int v);
+  double tile_cycles(const Plan& p) const;
+  bool plan_move(Plan& p) const;
+  std::vector<int> move_order(const Plan& p) const;
+  std::vector<int64_t> move_local(const Plan& p) const;
+  std::vector<int> move_run(const Plan& p, const Access& a, int first, const std::function<int64_t(int)>& size) const;
+  double move_cycles(const Plan& p) const;
+  double shared_dma_cycles() const;
+  bool plan_mirror(Plan& p, bool dense) const;
+  double latency_cycles(const Plan& p) const;
+  int64_t mirror_span(const Plan& p, const Access& a, const std::function<int64_t(int)>& size) const;
+  double mirror_cycles(const Plan& p) const;
   int count_regions(const Plan& p);
   std::string unmovable_read(const Plan& p) const;
   static bool transposable(const Plan& p, const Access& a);
@@ -92,6 +105,7 @@ class Nest : public VectorCode {
   };
   std::vector<std::string> partition_indices(int pos, int64_t& extent, size_t first = 0) const;
   std::vector<CoreAxis> grid_axes() const;
+  std::vector<std::string> tracked_indices(int pos, int64_t& extent) const;
   int64_t rows_cores(int64_t extent, bool lanes) const;
   void choose_partition();
   bool choose_grid(int64_t rows);
@@ -162,11 +176,16 @@ class Nest : public VectorCode {
   void wrap_to_i8(const Value& x, int64_t scratch, int64_t n);
   void reduction(const Plan& p);
   void body(const Plan& p);
+  void body_move(const Plan& p);
+  void body_mirror(const Plan& p);
   void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1);
   void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep);
 
   int64_t stride_of(const Access& a, int d) const { return d >= 0 ? a.stride[d] : 0; }
-  int64_t block_of(const Plan& p, int d) const { return d == p.u ? p.rows : d == p.v ? p.cols : 1; }
+  int64_t block_of(const Plan& p, int d) const {
+    if (!p.box.empty()) return d >= 0 ? p.box[d] : 1;
+    return d == p.u ? p.rows : d == p.v ? p.cols : 1;
+  }
   int64_t cur(int d) const { return d >= 0 ? size_[d] : 1; }
   // Accumulator shape: [rows of u if u is an output dim][pitch if v is one, else 1 packed].
   int64_t acc_rows(const Plan& p) const { return p.out_dim(p.u) ? cur(p.u) : 1; }
@@ -192,6 +211,7 @@ class Nest : public VectorCode {
   std::map<std::string, Value> memo_;  // this tile's values by expression text
   int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
   int64_t accs_[kMaxSets] = {}, parts_[kMaxSets] = {}, rowvals_of_[kMaxSets] = {};
+  int64_t rowval_slot_ = 0;    // the next slot of the row-values region a tile's gather takes
   int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)

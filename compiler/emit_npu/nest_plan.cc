@@ -63,7 +63,7 @@ std::string Nest::why_not() {
     double tiles = 1;
     for (size_t d = 0; d < p.dims.size(); ++d) {
       const int64_t ext = share(p, static_cast<int>(d));
-      const int64_t blk = static_cast<int>(d) == p.u ? p.rows : static_cast<int>(d) == p.v ? p.cols : 1;
+      const int64_t blk = block_of(p, static_cast<int>(d));
       tiles *= double((ext + blk - 1) / blk);
     }
     issued += tiles * double(8 + 4 * p.reads.size() + p.body_regions + 2 * p.rows);
@@ -323,14 +323,335 @@ int Nest::lane_dim(const Plan& p) const {
   return best;
 }
 
-// Chooses u, v and the tile; "" or why not.
+// Chooses u, v and the tile; "" or why not. The lanes go where the most elements are contiguous
+// (lane_dim), unless another lane dimension's tile is estimated (tile_cycles: the roofline of one
+// core's tiles) at most kClearWin of its time: a stride-2 window or an upsampled row then keeps
+// whole vector repeats of the output instead of two lanes per repeat.
 std::string Nest::tile(Plan& p) {
   const int nd = static_cast<int>(p.dims.size());
   if (nd > kMaxLevels) return fmt::format("{} loop dimensions (at most {})", nd, kMaxLevels);
+  const Plan fresh = p;
+  const int first = lane_dim(p);
+  if (std::string w = tile_with(p, first); !w.empty()) return w;
+  const bool has_out = std::any_of(p.dims.begin(), p.dims.end(), [](const Dim& d) { return !d.reduction; });
+  double best = tile_cycles(p) * kClearWin;
+  for (int d = 0; d < nd && first >= 0; ++d) {
+    if (d == first || (has_out && p.dims[d].reduction)) continue;
+    Plan c = fresh;
+    if (!tile_with(c, d).empty()) continue;
+    if (const double t = tile_cycles(c); t < best) best = t, p = std::move(c);
+  }
+  // A data move or window through UB blocks (plan_move, plan_mirror): the one estimated fastest,
+  // where it is a clear win.
+  double best_blocks = kClearWin * tile_cycles(p);
+  Plan mv = fresh, mr = fresh, chosen;
+  if (plan_move(mv) && move_cycles(mv) < best_blocks) best_blocks = move_cycles(mv), chosen = std::move(mv);
+  if (plan_mirror(mr, false) && mirror_cycles(mr) < best_blocks) best_blocks = mirror_cycles(mr), chosen = std::move(mr);
+  // Dense (a dimension both walk with unit stride in whole blocks, the NHWC channels): against the
+  // lanes' tiles with the GM latency each pair of them waits out (the double buffer's depth).
+  if (Plan md = fresh; plan_mirror(md, true) && mirror_cycles(md) < std::min(best_blocks, kClearWin * (tile_cycles(p) + latency_cycles(p))))
+    chosen = std::move(md);
+  if (!chosen.box.empty()) p = std::move(chosen);
+  return "";
+}
+
+// Elements from the first to the last an access touches in a box of sizes size(d).
+int64_t Nest::mirror_span(const Plan& p, const Access& a, const std::function<int64_t(int)>& size) const {
+  int64_t span = 1;
+  for (size_t d = 0; d < p.dims.size(); ++d) span += a.stride[d] * (size(static_cast<int>(d)) - 1);
+  return span;
+}
+
+// A statement whose read and output share no unit-stride dimension and that copies its read or
+// reduces it over a window (max, min; sum in f32 / i32: a strided pooling window, a nearest
+// upsampling) is tiled in UB as GM lays it out, one element per block: the tile's read span goes
+// to UB by one dma_in (GM side contiguous) and its output span back by one dma_out, so GM sees two
+// DMAs per tile however the elements interleave; the vector unit does the rearranging with block
+// strides (v: 8 elements per repeat, their GM strides) and repeat strides (u). The box: every
+// reduction dimension whole, output dimensions in output order whole while the output span stays
+// dense, the last one cut for UB's half (two value sets).
+bool Nest::plan_mirror(Plan& p, bool dense) const {
+  const ir::Expr& rhs = *p.s->rhs;
+  if (rhs.kind != ir::ExprKind::Access || p.reads.size() != 1 || !pads_.empty()) return false;
+  const Access& x = p.reads[0];
+  const Access& y = p.out;
+  const DType t = y.type;
+  if (x.type != t || (t != DType::F32 && t != DType::F16 && t != DType::I32)) return false;
+  if (p.is_reduction() && (!p.s->init || (p.s->reduction == ir::Reduction::Sum && t == DType::F16))) return false;
+  const int nd = static_cast<int>(p.dims.size());
+  const int64_t eb = dtype_bytes(t), block = m_.vector_block_bytes;
+  int dc = -1;  // dense: the dimension both walk with unit stride, whole blocks of it
+  for (int d = 0; d < nd; ++d) {
+    if (x.stride[d] < 0 || y.stride[d] < 0) return false;
+    if (share(p, d) > 1 && x.stride[d] == 1 && y.stride[d] == 1) {
+      if (!dense || dc >= 0 || p.dims[d].reduction || share(p, d) != p.dims[d].extent || share(p, d) * eb % block) return false;
+      dc = d;
+    }
+  }
+  if (dense) {
+    if (dc < 0) return false;
+    for (int d = 0; d < nd; ++d)
+      if (d != dc && share(p, d) > 1 && (x.stride[d] * eb % block || y.stride[d] * eb % block)) return false;
+  }
+  p.mirror_unit = dense ? block / eb : 1;
+  const int64_t cap = (m_.capacity(Buffer::UB) / 2 - 2048) / block;
+  p.box.assign(nd, 1);
+  for (int d = 0; d < nd; ++d)
+    if (p.dims[d].reduction || d == dc) p.box[d] = share(p, d);
+  auto fits = [&] {
+    const auto size = [&](int d) { return p.box[d]; };
+    return (mirror_span(p, x, size) + mirror_span(p, y, size)) / p.mirror_unit + 2 * 32 <= cap;
+  };
+  if (!fits()) return false;
+  std::vector<int> order;
+  for (int d = 0; d < nd; ++d)
+    if (!p.dims[d].reduction && share(p, d) > 1) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return y.stride[a] < y.stride[b]; });
+  int64_t run = 1;
+  for (int d : order) {
+    if (y.stride[d] != run) break;
+    p.box[d] = share(p, d);
+    if (!fits()) {
+      int64_t lo = 1, hi = share(p, d) - 1;  // the largest cut that fits
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        p.box[d] = mid;
+        if (fits()) lo = mid;
+        else hi = mid - 1;
+      }
+      p.box[d] = lo;
+      break;
+    }
+    run *= p.box[d];
+  }
+  // v: the output dimension of the box with the most elements, u: the next (repeats)
+  std::vector<int> in_box;
+  for (int d : order)
+    if (p.box[d] > 1) in_box.push_back(d);
+  if (in_box.empty()) return false;
+  std::stable_sort(in_box.begin(), in_box.end(), [&](int a, int b) { return p.box[a] > p.box[b]; });
+  if (dc >= 0) {  // its blocks are the lanes
+    in_box.erase(std::find(in_box.begin(), in_box.end(), dc));
+    in_box.insert(in_box.begin(), dc);
+  }
+  p.mirror = true;
+  p.v = in_box[0];
+  p.u = in_box.size() > 1 ? in_box[1] : -1;
+  p.rows = p.u >= 0 ? p.box[p.u] : 1, p.cols = p.box[p.v], p.pitch = 1;
+  p.body_regions = 0, p.regions = 0;
+  p.out_levels.clear();
+  p.red_levels.clear();
+  if (p.partition >= 0) p.out_levels.push_back(p.partition);
+  for (int d = 0; d < nd; ++d)
+    if (d != p.partition && !p.dims[d].reduction && share(p, d) > p.box[d]) p.out_levels.push_back(d);
+  for (int d = 0; d < nd; ++d)
+    if (d != p.partition && !p.dims[d].reduction && share(p, d) <= p.box[d]) p.out_levels.push_back(d);
+  return true;
+}
+
+// tile_cycles for a mirrored tile: its two spans' GM bytes, the chip's shared GM a cycle per DMA of
+// every core, and the vector instructions' repeats (8 elements each: one per block).
+double Nest::mirror_cycles(const Plan& p) const {
+  const int nd = static_cast<int>(p.dims.size());
+  double tiles = 1, combos = 1, groups = 1;
+  for (int d = 0; d < nd; ++d) {
+    if (!p.dims[d].reduction) tiles *= double((share(p, d) + p.box[d] - 1) / p.box[d]);
+    if (d == p.v) groups = double((p.box[d] / p.mirror_unit + 7) / 8);
+    else if (d != p.u) combos *= double(p.box[d]);
+  }
+  const auto size = [&](int d) { return p.box[d]; };
+  const double eb = dtype_bytes(p.out.type), g = double(m_.granularity(Buffer::GM));
+  const isa::NpuPathSpec& in = m_.path(Buffer::GM, Buffer::UB);
+  const double bw = std::min(double(in.bandwidth_bytes_per_cycle), m_.gm_shared_bandwidth_bytes_per_cycle / std::max(1, cores_));
+  const double sx = double(mirror_span(p, p.reads[0], size)), sy = double(mirror_span(p, p.out, size));
+  const double bytes = std::ceil(sx * eb / g) * g + std::ceil(sy * eb / g) * g;
+  const double vector = combos * groups * double(p.rows) + (p.is_reduction() ? std::ceil(sy / double(p.mirror_unit) / 8) : 0);
+  return tiles * std::max({bytes / bw, 2 * shared_dma_cycles(), vector});
+}
+
+// The GM read latency a plan's tiles wait out: one per pair of tiles (two value sets).
+double Nest::latency_cycles(const Plan& p) const {
+  double tiles = 1;
+  for (int d = 0; d < static_cast<int>(p.dims.size()); ++d)
+    tiles *= double((share(p, d) + block_of(p, d) - 1) / block_of(p, d));
+  return tiles * double(m_.path(Buffer::GM, Buffer::UB).latency_cycles) / 2;
+}
+
+// The box dimensions of a move in dense output order: ascending output stride (nest.cc lays the
+// box out in UB in this order, one block per element).
+std::vector<int> Nest::move_order(const Plan& p) const {
+  std::vector<int> order;
+  for (int d = 0; d < static_cast<int>(p.dims.size()); ++d)
+    if (p.box[d] > 1) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p.out.stride[a] < p.out.stride[b]; });
+  return order;
+}
+
+// The UB block stride of each box dimension: dense in output order over the box.
+std::vector<int64_t> Nest::move_local(const Plan& p) const {
+  std::vector<int64_t> local(p.dims.size(), 0);
+  int64_t n = 1;
+  for (int d : move_order(p)) local[d] = n, n *= p.box[d];
+  return local;
+}
+
+// The dimensions one DMA of access `a` walks from `first` on (sizes `size(d)`): each next one
+// continues the run both in GM (a's stride = the run's elements so far) and in UB (its block stride
+// = the run's blocks so far), so the run is one uniform burst pattern on both sides.
+std::vector<int> Nest::move_run(const Plan& p, const Access& a, int first, const std::function<int64_t(int)>& size) const {
+  const std::vector<int64_t> local = move_local(p);
+  std::vector<int> run{first};
+  for (bool more = true; more;) {
+    more = false;
+    const int last = run.back();
+    for (int d = 0; d < static_cast<int>(p.dims.size()) && !more; ++d)
+      if (size(d) > 1 && std::find(run.begin(), run.end(), d) == run.end() && a.stride[d] == a.stride[last] * size(last) &&
+          local[d] == local[last] * size(last))
+        run.push_back(d), more = true;
+  }
+  return run;
+}
+
+// A statement that only moves data (Y(...) = X(...), one read of the output's type) whose read and
+// output have no unit-stride dimension in common (a permute, a nearest upsampling) is moved through
+// UB one element per block: loads run along the read's unit-stride dimension dx, stores along the
+// output's, both contiguous in GM, and the UB side takes the strides (a DMA's bursts may be any
+// bytes apart in UB; only its start is aligned). GM serves one DMA of any core at a time, so the
+// box (each dimension whole, or cut for UB's half: two value sets) is the one with the fewest DMAs
+// per core (move_cycles), runs continuing over further dimensions where GM and UB strides allow.
+// A read that does not move along a dimension reloads its data per element of it: at most
+// kMaxMoveReloads times in all. False when the statement is no such move.
+bool Nest::plan_move(Plan& p) const {
+  const ir::Expr& rhs = *p.s->rhs;
+  if (p.is_reduction() || p.reads.size() != 1 || rhs.kind != ir::ExprKind::Access) return false;
+  const Access& x = p.reads[0];
+  const Access& y = p.out;
+  const int nd = static_cast<int>(p.dims.size());
+  const int64_t block = m_.vector_block_bytes;
+  if (x.type != y.type || dtype_bytes(x.type) > block || nd > 12) return false;
+  int dx = -1, dy = -1;
+  int64_t reloads = 1;
+  std::vector<int> free;
+  for (int d = 0; d < nd; ++d) {
+    if (p.dims[d].reduction || x.stride[d] < 0 || y.stride[d] < 0) return false;
+    if (share(p, d) <= 1) continue;
+    if (x.stride[d] == 1 && y.stride[d] == 1) return false;  // lanes serve it
+    if (x.stride[d] == 1) dx = d;
+    if (y.stride[d] == 1) dy = d;
+    if (x.stride[d] == 0) reloads *= share(p, d);
+  }
+  if (dx < 0 || dy < 0 || reloads > kMaxMoveReloads) return false;
+  if (std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return a.type == DType::F16 && a.stride[dy] > 1 && a.stride[dx] == 1; }))
+    return false;  // vtranspose turns f16 blocks at full lanes
+  for (int d = 0; d < nd; ++d)
+    if (share(p, d) > 1 && d != dx && d != dy) free.push_back(d);
+  const int64_t cap = (m_.capacity(Buffer::UB) / 2 - 2048) / block;  // two sets after the statement's few regions
+  Plan best;
+  double best_cycles = 0;
+  for (uint32_t mask = 0; mask < (1u << free.size()); ++mask) {
+    Plan c = p;
+    c.box.assign(nd, 1);
+    c.box[dx] = share(p, dx), c.box[dy] = share(p, dy);
+    for (size_t j = 0; j < free.size(); ++j)
+      if (mask >> j & 1) c.box[free[j]] = share(p, free[j]);
+    int64_t n = 1;
+    for (int64_t e : c.box) n *= e;
+    if (n > cap) {  // cut the outermost dimension of the box in output order
+      const std::vector<int> order = move_order(c);
+      const int d = order.back();
+      c.box[d] = cap / (n / c.box[d]);
+      if (c.box[d] < 1) continue;
+    }
+    c.u = dx, c.v = dy;
+    const double t = move_cycles(c);
+    if (best.box.empty() || t < best_cycles) best = std::move(c), best_cycles = t;
+  }
+  if (best.box.empty()) return false;
+  p = std::move(best);
+  p.rows = p.box[dx], p.cols = p.box[dy], p.pitch = 1;
+  p.body_regions = 0, p.regions = 0;
+  p.out_levels.clear();
+  p.red_levels.clear();
+  if (p.partition >= 0) p.out_levels.push_back(p.partition);
+  for (int d = 0; d < nd; ++d)
+    if (d != p.partition && share(p, d) > p.box[d]) p.out_levels.push_back(d);
+  for (int d = 0; d < nd; ++d)
+    if (d != p.partition && share(p, d) <= p.box[d]) p.out_levels.push_back(d);
+  return true;
+}
+
+// tile_cycles for a move: the loads' and stores' GM granules, a dispatch per DMA and the chip's
+// shared GM a cycle per DMA of every core.
+double Nest::move_cycles(const Plan& p) const {
+  const int nd = static_cast<int>(p.dims.size());
+  double elements = 1, box = 1;  // a core's, a box's
+  for (int d = 0; d < nd; ++d) elements *= double(share(p, d)), box *= double(p.box[d]);
+  const double tiles = elements / box;  // (a cut box's tail tile counted by its elements)
+  const double g = double(m_.granularity(Buffer::GM)), eb = dtype_bytes(p.out.type);
+  const isa::NpuPathSpec& in = m_.path(Buffer::GM, Buffer::UB);
+  const double bw = std::min(double(in.bandwidth_bytes_per_cycle), m_.gm_shared_bandwidth_bytes_per_cycle / std::max(1, cores_));
+  auto length = [&](const std::vector<int>& run) {
+    double n = 1;
+    for (int d : run) n *= double(p.box[d]);
+    return n;
+  };
+  const auto size = [&](int d) { return p.box[d]; };
+  const double load_run = length(move_run(p, p.reads[0], p.u, size)), store_run = length(move_run(p, p.out, p.v, size));
+  const double loads = box / load_run, stores = box / store_run;
+  const double bytes = loads * std::ceil(load_run * eb / g) * g + stores * std::ceil(store_run * eb / g) * g;
+  // (among boxes GM binds alike, fewer DMAs: each one waits out its latency somewhere)
+  return tiles * (std::max({bytes / bw, (loads + stores) * double(m_.scalar_cycles), (loads + stores) * shared_dma_cycles()}) +
+                  kDmaTieBreak * (loads + stores));
+}
+
+// The cycles one core spends on a statement's tiles by the plan's u, v and tile, as a roofline:
+// the largest of GM (the granules each tile's moves touch, at the core's share of the bandwidth),
+// issue (a scalar dispatch per DMA), the chip's shared GM (a cycle per DMA of every core) and
+// vector (repeats per value of a tile).
+double Nest::tile_cycles(const Plan& p) const {
+  const int nd = static_cast<int>(p.dims.size());
+  double tiles = 1, out_tiles = 1;
+  for (int d = 0; d < nd; ++d) {
+    const double n = double((share(p, d) + block_of(p, d) - 1) / block_of(p, d));
+    tiles *= n;
+    if (!p.dims[d].reduction) out_tiles *= n;
+  }
+  const double g = double(m_.granularity(Buffer::GM));
+  const isa::NpuPathSpec& in = m_.path(Buffer::GM, Buffer::UB);
+  const double bw = std::min(double(in.bandwidth_bytes_per_cycle), m_.gm_shared_bandwidth_bytes_per_cycle / std::max(1, cores_));
+  double bytes = 0, dmas = 0;
+  auto add = [&](const Access& a, double times) {
+    const int64_t eb = dtype_bytes(a.type);
+    const int64_t rows = p.u >= 0 ? p.rows : 1, cols = p.v >= 0 ? p.cols : 1;
+    const int64_t su = std::abs(stride_of(a, p.u)), sv = std::abs(stride_of(a, p.v));
+    // GM charges each burst the granules it touches (adjacent bursts merged): strided lanes are a
+    // burst, and a granule, per element.
+    const double row = sv == 0 ? g : sv == 1 ? std::ceil(double(cols * eb) / g) * g : double(cols) * g;
+    double b = 0, n = 1;
+    if (su == 0 || rows == 1) b = row;
+    else if (sv <= 1 && su == cols) b = std::ceil(double(rows * cols * eb) / g) * g;
+    else b = double(rows) * row, n = sv == 1 && su >= cols ? 1 : double(rows);
+    bytes += b * times;
+    dmas += n * times;
+  };
+  for (const Access& a : p.reads) add(a, tiles);
+  add(p.out, p.is_reduction() ? out_tiles : tiles);
+  const double repeats = std::ceil(double(p.rows * p.pitch * 4) / double(bytes_per_repeat_));
+  const double vector = tiles * repeats * std::max(1, p.body_regions);
+  return std::max({bytes / bw, dmas * double(m_.scalar_cycles), dmas * shared_dma_cycles(), vector});
+}
+
+// The chip's cycles of shared GM each DMA of one core costs (the simulator holds the shared GM
+// resource for at least a cycle per DMA of any core): the cores' DMAs in a row, at least one cycle each.
+double Nest::shared_dma_cycles() const { return double(std::max(1, cores_)); }
+
+// The tile with lanes v: u, rows x pitch and the loop order; "" or why not.
+std::string Nest::tile_with(Plan& p, int v) {
+  const int nd = static_cast<int>(p.dims.size());
   std::vector<const Access*> all{&p.out};
   for (const auto& a : p.reads) all.push_back(&a);
   const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
-  p.v = lane_dim(p);
+  p.v = v;
   // u: the output dimension the output is densest along, else the innermost reduction one.
   int64_t best_stride = std::numeric_limits<int64_t>::max();
   for (int d = 0; d < nd; ++d) {

@@ -38,6 +38,14 @@ constexpr int64_t kMinBlocks = 8;
 // Value sets a tile loop alternates: two (double buffering), three in the row pipeline where a
 // block's vector work is shorter than a load's latency (its loads then run two blocks ahead).
 constexpr int kMaxSets = 3;
+// not hardware: another lane dimension replaces the most contiguous one only where its tiles are
+// estimated at most this share of the time (a clear win; the estimate is a roofline, not a schedule).
+constexpr double kClearWin = 0.5;
+// not hardware: a data move through UB blocks reloads a read that stays along some output
+// dimensions (an upsampling) at most this many times.
+constexpr int64_t kMaxMoveReloads = 4;
+// not hardware: the weight of a DMA in the move's estimate beyond the bound it sets (a tie-break).
+constexpr double kDmaTieBreak = 0.01;
 constexpr int kFixedRegions = 1;  // the index sequence (accumulators, partials, row values: per value set)
 
 struct Dim {
@@ -76,6 +84,16 @@ struct Plan {
   std::vector<int> out_levels, red_levels; // dimensions in loop order (u and v innermost)
   int partition = -1;                      // the dimension split over cores (out_levels[0])
   std::vector<int> core_dims;              // a core grid's axes (partition first; nest_cores.cc), else empty
+  // A data move through UB blocks (Nest::plan_move): the tile is a box over the dimensions (box[d]
+  // elements of d), each element in a UB block of its own at its dense output-order position, so a
+  // load runs along the read's unit-stride dimension and a store along the output's, both
+  // contiguous in GM. Empty: the rows x pitch tile.
+  std::vector<int64_t> box;
+  // With a box: the tile in UB as GM lays it out (Nest::plan_mirror), one element per block: the
+  // read's span and the output's span each moved by one DMA, the window's reduction (or the copy)
+  // done by vector instructions whose block and repeat strides are the GM strides along v and u.
+  bool mirror = false;
+  int64_t mirror_unit = 1;  // elements per UB block: 1, or a block of a dimension both walk with unit stride (dense)
   int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
   int regions = 0, body_regions = 0;  // all values of a tile (both sets), one set's
   bool is_reduction() const { return s->reduction != ir::Reduction::None; }

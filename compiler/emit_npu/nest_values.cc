@@ -119,15 +119,21 @@ void Nest::broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_
   const DType t = compute_type(a.type);
   const int64_t su = stride_of(a, p.u);
   const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
-  // The row values, widened in place past the gathered ones when the type has no arithmetic.
-  int64_t values = rowvals();
+  // The row values, widened in place past the gathered ones when the type has no arithmetic. In
+  // the statement-by-statement nests each read of a tile gathers into a slot of its own of the
+  // row-values region, so the tile's gathers (a per-channel mean, variance, scale, shift) are all
+  // in flight at once instead of each waiting for the previous one's broadcast.
+  const int64_t slot_bytes = 2 * ((std::max<int64_t>(rows, 1) * 4 + 31) / 32 * 32);
+  const int64_t slots = fz_.on ? 1 : std::max<int64_t>(1, chunk_ * 4 / slot_bytes);
+  const int64_t gathered = rowvals() + (rowval_slot_++ % slots) * slot_bytes;
+  int64_t values = gathered;
   auto widen = [&](int64_t count) {
     if (t == a.type) return;
-    values = rowvals() + (count * dtype_bytes(a.type) + 31) / 32 * 32;
-    convert(Value{false, 0, values, t}, Value{false, 0, rowvals(), a.type}, count);
+    values = gathered + (count * dtype_bytes(a.type) + 31) / 32 * 32;
+    convert(Value{false, 0, values, t}, Value{false, 0, gathered, a.type}, count);
   };
   if (su == 0 || rows == 1) {
-    move(true, p, a, rowvals(), 1, 1, 1, 1, 0);
+    move(true, p, a, gathered, 1, 1, 1, 1, 0);
     widen(1);
     op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(1), imm(1), imm(repeat_blocks_)});
     if (rows * k > 1)
@@ -135,7 +141,7 @@ void Nest::broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_
                          imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     return;
   }
-  move(true, p, a, rowvals(), rows, 1, 1, su, 0);
+  move(true, p, a, gathered, rows, 1, 1, su, 0);
   widen(rows);
   for (int64_t j = 0; j < k; ++j)
     op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, values), imm(rows), imm(1), imm(rep)});

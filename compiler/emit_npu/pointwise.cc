@@ -51,7 +51,7 @@ void VectorCode::bind_tensors(npu::Program& p) const {
   const int64_t align = m_.granularity(Buffer::GM);
   for (const auto& t : k_.tensors) {
     if (t.temporary) continue;
-    npu::TensorBinding b{t.name, t.dtype, t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
+    npu::TensorBinding b{t.name, t.dtype, t.shape.empty() ? std::vector<int64_t>{1} : t.shape, gm, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, {}};
     gm = (gm + b.byte_size() + align - 1) / align * align;
     p.tensors.push_back(b);
   }
