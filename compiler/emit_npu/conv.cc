@@ -418,6 +418,7 @@ class ConvEmitter {
       op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * cv_.H * cv_.W * in_)});
     }
     if (cv_.depthwise) return;  // diagonal_weights builds them in L1
+    if (weights_to_l1()) return transpose_weights_to_l1();
     op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
     if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
       const int64_t tn = plan_.tn, crs = orig_.C * RS();
@@ -429,6 +430,39 @@ class ConvEmitter {
     for (int64_t q = 0; q < RS(); ++q)
       code_.resize_rows(user_w_ + q * orig_.C * orig_.K * in_, npu::kNoRegister, W_.base + q * cv_.C * cv_.K * in_, kPrivW, orig_.C,
                         orig_.K, cv_.K, DType::F16, copy_ub(), copy_ub_bytes());
+  }
+
+  // NCHW per core, channels a multiple of 16: the tile's weights transposed in UB straight into
+  // their L1 fractals (no GM copy): per 16 output channels the rows [16][C T R S] by one DMA, one
+  // vtranspose per square (rows (c, t, q) of 16 output channels), per (c, t) its R S rows moved to
+  // their fractal rows in L1.
+  int64_t weight_row_pitch() const { return round_up(orig_.C * RS(), k0_); }
+  bool weights_to_l1() const {
+    return per_core() && cv_.layout == Layout::Nchw && cv_.C == orig_.C && 2 * weight_row_pitch() * k0_ * in_ <= copy_ub_bytes();
+  }
+  void transpose_weights_to_l1() {
+    const int64_t tn = plan_.tn, crs = orig_.C * RS(), pitch = weight_row_pitch(), sq = k0_ * frow_;
+    const int64_t raw = copy_ub(), out = raw + pitch * k0_ * in_, blocks = pitch * in_ / m_.vector_block_bytes;
+    const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes, c = cv_.depth_channels(), c1d = c / k0_;
+    op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
+    for (int64_t g = 0; g * k0_ < tn; ++g) {
+      const int64_t rows = std::min(k0_, orig_.K - g * k0_);
+      if (rows <= 0) break;
+      if (rows < k0_) {
+        code_.full_mask();
+        code_.zero_ub(raw, k0_ * pitch * in_);
+      }
+      op(Opcode::DmaIn, {at(Buffer::UB, raw), at(Buffer::GM, user_w_ + g * k0_ * crs * in_, kXSrc), imm(rows), imm(crs * in_), imm(0),
+                         imm((pitch - crs) * in_)});
+      for (int64_t s = 0; s * k0_ < crs; ++s)
+        op(Opcode::Vtranspose, {f16(), at(Buffer::UB, out + s * sq), at(Buffer::UB, raw + s * frow_), imm(sq / m_.vector_bytes_per_repeat),
+                                imm(1), imm(blocks), imm(rep_blocks), imm(rep_blocks * blocks)});
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t t = 0; t < cv_.T; ++t)
+          op(Opcode::DmaOut, {at(Buffer::L1, w_l1() + (((t * c1d + ci / k0_) * RS()) * (tn / n0_) + g) * fractal_ + (ci % k0_) * frow_),
+                              at(Buffer::UB, out + (ci * cv_.T + t) * RS() * frow_), imm(RS()), imm(frow_), imm(0),
+                              imm((tn / n0_) * fractal_ - frow_)});
+    }
   }
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
@@ -743,6 +777,7 @@ class ConvEmitter {
   void load_weights() {
     const int64_t tn = plan_.tn;
     if (cv_.depthwise) return diagonal_weights();
+    if (weights_to_l1()) return;  // copy_weights put them there
     if (cv_.G > 1 && !per_core()) return grouped_weights();
     if (W_.fractal) {
       op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * frow_)});
