@@ -9,9 +9,10 @@
 //     quasi-affine index: one statement, no arithmetic on data;
 //   - linear (2 taps) and cubic (4 taps) read floor(x(i)) - 1 + t .. and weigh tap t by a
 //     coefficient of the fraction x(i) - floor(x(i)) = ((a i + b) mod den) / den: per dimension a
-//     weight local W(i, t) computed from index arithmetic in f32, then one `+=!` over the taps.
-// The input is first edge-padded (one statement per dimension that needs it), as ONNX's reference
-// clamps taps to the border. Each nearest index is checked against ONNX's reference arithmetic at
+//     weight local W(i, t) computed from index arithmetic in f32, then one `+=!` over the taps per
+//     resized dimension, each pass reading the previous one (separable, as the reference computes).
+// What a pass reads is first edge-padded along its dimension, as ONNX's reference clamps taps to
+// the border. Each nearest index is checked against ONNX's reference arithmetic at
 // import time for every output index; a scale that is no small fraction is refused.
 #include <cmath>
 #include <numeric>
@@ -221,6 +222,41 @@ Value edge_pad(Context& c, const Value& x, const std::vector<int64_t>& lo, const
   return cur;
 }
 
+// The weight local W(i, t) [out, taps] of dimension k: the fraction of x(i) from index arithmetic,
+// then linear's (1 - f, f) or cubic's coefficients; exclude_outside zeroes taps outside the input
+// and renormalises.
+Value tap_weights(Context& c, const Value& y, const Dim& d, const FloorForm& first, size_t k, const std::string& mode, int taps, bool exclude) {
+  const std::string i = index(int(k)), tap = reduction(0), dim = str(int64_t(k));
+  const FloorForm& fx = d.x;
+  const int64_t shift = fx.B < 0 ? (-fx.B + fx.D - 1) / fx.D * fx.D : 0;
+  Value frac = local(c, y, {d.out}, "frac" + dim);
+  frac.elem_type = onnx::TensorProto::FLOAT;
+  const std::string num = "(" + (fx.A == 1 ? i : i + " * " + str(fx.A)) + " + " + str(fx.B + shift) + ") % " + str(fx.D);
+  c.emit({frac.tsl, {i}, "=", "f32(" + num + ") / " + literal(double(fx.D), DType::F32), {{i, 0, d.out}}});
+  const std::string fr = c.read(frac, {i});
+  std::string w;
+  if (mode == "linear") {
+    w = "select(" + tap + " == 0, 1.0 - " + fr + ", " + fr + ")";
+  } else {
+    const double a = c.attr_float("cubic_coeff_a", -0.75);
+    w = cubic_coefficient(3, fr, a);
+    for (int q = 2; q >= 0; --q) w = "select(" + tap + " == " + str(q) + ", " + cubic_coefficient(q, fr, a) + ", " + w + ")";
+  }
+  if (exclude) {
+    const std::string src = first.value(i) + " + " + tap;
+    w = "select(" + src + " >= 0 && " + src + " < " + str(d.in) + ", " + w + ", 0.0)";
+  }
+  const Value wt = local(c, frac, {d.out, taps}, "w" + dim);
+  c.emit({wt.tsl, {i, tap}, "=", w, {{i, 0, d.out}, {tap, 0, taps}}});
+  if (!exclude) return wt;
+  const Value total = local(c, frac, {d.out}, "wsum" + dim);
+  c.emit({total.tsl, {i}, "+=!", c.read(wt, {i, tap}), {{i, 0, d.out}, {tap, 0, taps}}});
+  const Value norm = local(c, frac, {d.out, taps}, "wn" + dim);
+  const std::string q = c.read(wt, {i, tap}) + " / " + c.read(total, {i});
+  c.emit({norm.tsl, {i, tap}, "=", q, {{i, 0, d.out}, {tap, 0, taps}}});
+  return norm;
+}
+
 void translate_resize(Context& c) {
   const Value& x = c.input(0);
   const Value y = output_value(c, 0);
@@ -263,65 +299,45 @@ void translate_resize(Context& c) {
     lo[k] = std::max<int64_t>(0, -lowest);
     hi[k] = std::max<int64_t>(0, highest - (d.in - 1));
   }
-  const Value xe = edge_pad(c, x, lo, hi);
-  Strings xi = indices(rank);
-  std::vector<IndexRange> ranges = ranges_of(y.shape);
-  std::vector<std::string> weights;
-  int r = 0;
-  for (size_t k = 0; k < rank; ++k) {
-    const Dim& d = dims[k];
-    const std::string i = index(int(k));
-    if (!d.resized) {
-      xi[k] = d.in == 1 && d.out != 1 ? "0" : i;
-      continue;
-    }
-    if (mode == "nearest") {
-      xi[k] = first[k].access(i, lo[k]);
-      continue;
-    }
-    const std::string tap = reduction(r++);
-    ranges.push_back({tap, 0, taps});
+  if (mode == "nearest") {
+    const Value xe = edge_pad(c, x, lo, hi);
+    Strings xi = indices(rank);
+    for (size_t k = 0; k < rank; ++k)
+      xi[k] = dims[k].resized ? first[k].access(index(int(k)), lo[k]) : dims[k].in == 1 && dims[k].out != 1 ? "0" : index(int(k));
+    return c.emit({y.tsl, indices(rank), "=", c.read(xe, xi), ranges_of(y.shape)});
+  }
+  // linear / cubic: one pass per resized dimension (separable, as ONNX's reference interpolates),
+  // each a `+=!` over that dimension's taps of the edge-padded previous pass
+  std::vector<size_t> passes;
+  for (size_t k = 0; k < rank; ++k)
+    if (dims[k].resized) passes.push_back(k);
+  if (passes.empty()) return c.emit({y.tsl, indices(rank), "=", c.read(x, indices(rank)), ranges_of(y.shape)});
+  Value cur = x;
+  for (size_t n = 0; n < passes.size(); ++n) {
+    const size_t k = passes[n];
+    const std::string i = index(int(k)), tap = reduction(0);
+    const Value wt = tap_weights(c, y, dims[k], first[k], k, mode, taps, exclude);
+    std::vector<int64_t> plo(rank, 0), phi(rank, 0);
+    plo[k] = lo[k];
+    phi[k] = hi[k];
+    const Value padded = edge_pad(c, cur, plo, phi);
+    Strings xi = indices(rank);
     const std::string base = first[k].access(i, lo[k]);
     xi[k] = base == "0" ? tap : base + " + " + tap;  // a tap alone is a plain use: its range is then given
-    // the fraction of x(i), then the weight of each tap
-    const FloorForm& fx = d.x;
-    const int64_t shift = fx.B < 0 ? (-fx.B + fx.D - 1) / fx.D * fx.D : 0;
-    Value frac = local(c, y, {d.out}, "frac" + str(int64_t(k)));
-    frac.elem_type = onnx::TensorProto::FLOAT;
-    const std::string num = "(" + (fx.A == 1 ? i : i + " * " + str(fx.A)) + " + " + str(fx.B + shift) + ") % " + str(fx.D);
-    c.emit({frac.tsl, {i}, "=", "f32(" + num + ") / " + literal(double(fx.D), DType::F32), {{i, 0, d.out}}});
-    const std::string fr = c.read(frac, {i});
-    std::string w;
-    if (mode == "linear") {
-      w = "select(" + tap + " == 0, 1.0 - " + fr + ", " + fr + ")";
-    } else {
-      const double a = c.attr_float("cubic_coeff_a", -0.75);
-      w = cubic_coefficient(3, fr, a);
-      for (int q = 2; q >= 0; --q) w = "select(" + tap + " == " + str(q) + ", " + cubic_coefficient(q, fr, a) + ", " + w + ")";
-    }
-    Value wt = local(c, frac, {d.out, taps}, "w" + str(int64_t(k)));
-    if (exclude) {  // taps outside the input weigh 0, the others are renormalised
-      const std::string src = first[k].value(i) + " + " + tap;
-      w = "select(" + src + " >= 0 && " + src + " < " + str(d.in) + ", " + w + ", 0.0)";
-    }
-    c.emit({wt.tsl, {i, tap}, "=", w, {{i, 0, d.out}, {tap, 0, taps}}});
-    if (exclude) {
-      Value total = local(c, frac, {d.out}, "wsum" + str(int64_t(k)));
-      c.emit({total.tsl, {i}, "+=!", c.read(wt, {i, tap}), {{i, 0, d.out}, {tap, 0, taps}}});
-      Value norm = local(c, frac, {d.out, taps}, "wn" + str(int64_t(k)));
-      c.emit({norm.tsl, {i, tap}, "=", c.read(wt, {i, tap}) + " / " + c.read(total, {i}), {{i, 0, d.out}, {tap, 0, taps}}});
-      wt = norm;
-    }
-    weights.push_back(c.read(wt, {i, tap}));
+    std::vector<int64_t> shape = cur.shape;
+    shape[k] = dims[k].out;
+    const bool last = n + 1 == passes.size();
+    Value next = last && t == DType::F32 ? y : local(c, y, shape, last ? "acc" : "pass" + str(int64_t(k)));
+    next.elem_type = onnx::TensorProto::FLOAT;
+    const std::string read = c.read(padded, xi);
+    std::vector<IndexRange> ranges = ranges_of(shape);
+    ranges.push_back({tap, 0, taps});
+    const std::string w = c.read(wt, {i, tap});
+    c.emit({next.tsl, indices(rank), "+=!", w + " * " + (dtype_is_float(c.dtype(cur)) && c.dtype(cur) == DType::F32 ? read : "f32(" + read + ")"), ranges});
+    cur = next;
   }
-  const std::string read = c.read(xe, xi);
-  if (mode == "nearest") return c.emit({y.tsl, indices(rank), "=", read, ranges_of(y.shape)});
-  std::string term = join(weights, " * ") + " * " + (t == DType::F32 ? read : "f32(" + read + ")");
-  if (t == DType::F32) return c.emit({y.tsl, indices(rank), "+=!", term, ranges});
-  Value acc = local(c, y, y.shape, "acc");
-  acc.elem_type = onnx::TensorProto::FLOAT;
-  c.emit({acc.tsl, indices(rank), "+=!", term, ranges});
-  c.emit({y.tsl, indices(rank), "=", std::string(dtype_name(t)) + "(" + c.read(acc, indices(rank)) + ")", ranges_of(y.shape)});
+  if (t != DType::F32)
+    c.emit({y.tsl, indices(rank), "=", std::string(dtype_name(t)) + "(" + c.read(cur, indices(rank)) + ")", ranges_of(y.shape)});
 }
 
 }  // namespace
