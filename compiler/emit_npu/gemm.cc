@@ -5,7 +5,10 @@
 // copies) and returns "" or the UserError text of why the GEMM path does not take the kernel;
 // emit_gemm carries the setup out: GM placement, GemmLoop (tile origins per core, the L1 ring, DMA
 // interleaving, the L0 rings, mmads, the accumulator's write-back through UB) and, for sizes that
-// are not whole fractals, zero-padded copies on one core (Builder).
+// are not whole fractals, either tails in place on every core (GemmSetup::in_place: guards after
+// the operands, K-minor operands' columns past K zero-filled in L1, the tiles in classes whose
+// write-back clips the columns past N) or, where that cannot be, zero-padded copies on one core
+// (Builder).
 #include "compiler/emit_npu/gemm.h"
 
 #include <fmt/format.h>
@@ -45,6 +48,10 @@ enum Reg : uint8_t {
 
 using Machine = isa::NpuMachine;
 
+// Policy bound: UB region sets the fused epilogue's column blocks take in turn (GemmLoop).
+// not hardware: more sets than the loads in flight they hide buy nothing
+constexpr int64_t kMostEpilogueSets = 8;
+
 // A GEMM C[M,N] (+)= A[M,K] * B[K,N] on GM tensors whose sizes are multiples of the tile, each
 // operand stored with one unit-stride dimension: A [m][k] or transposed [k][m], B [k][n] or
 // transposed [n][k], C [m][n]; the batch index anywhere (its own GM stride per tensor).
@@ -68,6 +75,16 @@ struct GemmShape : tile::GemmPlan {
   int64_t unit_m = 0, unit_n = 0;  // tile multiples beyond the fractal (tile::GemmRequest)
   bool int_out = false;  // i8 operands on the f16 cube (converted to f16, exact) -> i32: the f32 accumulator converted on UB
   int cores = 1;
+  // Tails in place (GemmSetup::in_place): M, N, K above are the sizes padded to the tiles, these the
+  // user's (0: that axis has no tail). Edge tiles are computed whole and written back clipped: their
+  // rows and columns past M and N read whatever the guards after the operands hold and are never
+  // written; the columns of K past K are zeros (the guard's zeros for an operand stored K-major, a
+  // fill from `zeros` before the K-minor operand's last chunk).
+  int64_t real_m = 0, real_n = 0, real_k = 0;
+  int64_t zeros = -1;  // GM offset of a zero scratch tensor (the K fills), -1: none
+  int64_t valid_m() const { return real_m ? real_m : M; }
+  int64_t valid_n() const { return real_n ? real_n : N; }
+  int64_t valid_k() const { return real_k ? real_k : K; }
   GemmEpilogue* epilogue = nullptr;                      // fused statements after the matmul
   struct Broadcast {  // an epilogue tensor read at some of the output's indices
     int64_t gm = 0;
@@ -211,6 +228,11 @@ class GemmLoop {
     sub_c_ = g.tm0 * g.tn0 * acc_;
     ub_half_ = round_up(g.tm0 * g.tn0 * (g.epilogue ? acc_ : eo_), m.alignment(Buffer::UB));
     epilogue_base_ = round_up((g.double_ub ? 2 : 1) * ub_half_, m.alignment(Buffer::UB));
+    // The epilogue's UB regions, as many sets as fit (up to kMostEpilogueSets) taken in turn by
+    // the column blocks: a block's broadcast loads (GM latency) need not wait for the vector work
+    // of the block before it.
+    const UbLayout ub = ub_layout(m, g);
+    epilogue_set_ = ub.epilogue_set, epilogue_sets_ = ub.epilogue_sets, zeros_ub_ = ub.zeros;
     // One tile per core needs no tile loop (and no sync carried from one tile to the next).
     tile_loop_ = tiles_ > g.cores;
     pieces_ = g.tk / g.tk0;
@@ -218,18 +240,112 @@ class GemmLoop {
     moved_ = g.epilogue || g.int_out ? cube_.acc : g.out;
     column_bytes_ = g.tm0 * cube_.n0 * acc_;  // one column block in L0C (NZ: contiguous)
     blocks_m_ = g.tm / g.tm0, blocks_n_ = g.tn / g.tn0;
+    k_fill_ = g.real_k && (!g.a_transposed() || g.b_transposed());
   }
 
+  // What UB holds beyond the write-back halves (from epilogue_base_ on): the epilogue's region sets
+  // and, where K-minor operands' columns past K are filled, a zero region at the end (the fills'
+  // source: L1 is written from UB by MTE3, off the GM and MTE2's way), if it fits beside one set.
+  struct UbLayout {
+    int64_t epilogue_set = 0, epilogue_sets = 1;
+    int64_t zeros = -1, zero_bytes = 0;  // UB offset of the zero region, -1: none (the fills read the GM zeros)
+  };
+  static int64_t k_fill_bytes(const Machine& m, const GemmShape& g) {
+    return round_up(std::max(g.tm0, g.tn0) * g.tk0 * dtype_bytes(m.cube(g.operand).a), m.vector_bytes_per_repeat);
+  }
+  static UbLayout ub_layout(const Machine& m, const GemmShape& g) {
+    UbLayout u;
+    const int64_t align = m.alignment(Buffer::UB), cap = m.capacity(Buffer::UB), eo = dtype_bytes(g.out);
+    const int64_t ub_half = round_up(g.tm0 * g.tn0 * (g.epilogue ? dtype_bytes(m.cube(g.operand).acc) : eo), align);
+    const int64_t base = round_up((g.double_ub ? 2 : 1) * ub_half, align);
+    int64_t free = cap - base;
+    if (g.real_k && (!g.a_transposed() || g.b_transposed())) {
+      const int64_t zero = round_up(k_fill_bytes(m, g), align);
+      const int64_t keep = g.epilogue ? round_up(g.epilogue->ub_bytes(g.tm0), align) : 0;
+      if (zero + keep <= free) u.zeros = cap - zero, u.zero_bytes = zero, free -= zero;
+    }
+    if (g.epilogue) {
+      u.epilogue_set = round_up(g.epilogue->ub_bytes(g.tm0), align);
+      u.epilogue_sets = std::clamp<int64_t>(free / u.epilogue_set, 1, kMostEpilogueSets);
+    }
+    return u;
+  }
+
+  // Tile t runs on core t mod cores. Tiles that are all alike run in one loop (or one per core);
+  // with an N tail in place the tiles are numbered class by class — the whole tile columns, then
+  // the last one — and each class is its own loop, so that its columns' clipping is known when its
+  // code is emitted. (Rows past M need no class: C's rows past M are a guard.)
   void run() {
-    if (tile_loop_) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles_), reg(npu::kRegCoreCount)});
-    else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
-    tile_origins();
-    if (!g_.double_l1) single_buffered();
-    else pipelined();
-    if (tile_loop_) op(Opcode::EndLoop, {});
+    if (zeros_ub_ >= 0) zero_ub(zeros_ub_, k_fill_bytes(m_, g_));
+    const std::vector<TileClass> classes = tile_classes();
+    if (classes.size() == 1) {
+      rows_ = classes[0].rows, cols_ = classes[0].cols;
+      if (tile_loop_) op(Opcode::Loop, {reg(kTile), reg(npu::kRegCoreId), imm(tiles_), reg(npu::kRegCoreCount)});
+      else op(Opcode::Mov, {reg(kTile), reg(npu::kRegCoreId)});
+      tile_origins(classes[0]);
+      tile_body();
+      if (tile_loop_) op(Opcode::EndLoop, {});
+      return;
+    }
+    for (const TileClass& c : classes) {
+      tile_loop_ = c.tiles > g_.cores;
+      rows_ = c.rows, cols_ = c.cols;
+      // this core's first tile of the class: first + ((core_id - first) mod cores)
+      const int64_t cores = g_.cores, lift = (c.first + cores - 1) / cores * cores - c.first;
+      op(Opcode::Add, {reg(kTmp), reg(npu::kRegCoreId), imm(lift)});
+      op(Opcode::Div, {reg(kRest), reg(kTmp), imm(cores)});
+      op(Opcode::Mul, {reg(kRest), reg(kRest), imm(cores)});
+      op(Opcode::Sub, {reg(kTmp), reg(kTmp), reg(kRest)});
+      op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(c.first)});
+      op(Opcode::Loop, {reg(kTile), reg(kTmp), imm(c.first + c.tiles), imm(cores)});
+      tile_origins(c);
+      tile_body();
+      op(Opcode::EndLoop, {});
+    }
   }
 
  private:
+  // Tiles alike: global indices [first, first + tiles), batch-major over count_m x count_n tiles
+  // from tile (first_m, first_n); each has `rows` x `cols` valid outputs.
+  struct TileClass {
+    int64_t first = 0, tiles = 0, first_m = 0, count_m = 0, first_n = 0, count_n = 0, rows = 0, cols = 0;
+  };
+  std::vector<TileClass> tile_classes() const {
+    struct Group {
+      int64_t first, count, valid;
+    };
+    auto groups = [](int64_t tiles, int64_t tile, int64_t valid) {
+      const int64_t last = valid - (tiles - 1) * tile;  // in (0, tile]
+      std::vector<Group> out;
+      if (last == tile) return std::vector<Group>{{0, tiles, tile}};
+      if (tiles > 1) out.push_back({0, tiles - 1, tile});
+      out.push_back({tiles - 1, 1, last});
+      return out;
+    };
+    std::vector<TileClass> classes;
+    int64_t first = 0;
+    for (const Group& c : groups(tiles_n_, g_.tn, g_.valid_n())) {
+      classes.push_back({first, g_.batch * tiles_m_ * c.count, 0, tiles_m_, c.first, c.count, g_.tm, c.valid});
+      first += classes.back().tiles;
+    }
+    return classes;
+  }
+
+  void zero_ub(int64_t offset, int64_t bytes) {
+    const int64_t repeats = bytes / m_.vector_bytes_per_repeat;
+    for (int64_t done = 0; done < repeats;) {
+      const int64_t n = std::min<int64_t>(repeats - done, m_.vector_max_repeat);
+      op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, offset + done * m_.vector_bytes_per_repeat), Operand::float_(0), imm(n), imm(1),
+                        imm(m_.blocks_per_repeat())});
+      done += n;
+    }
+  }
+
+  void tile_body() {
+    if (!g_.double_l1) single_buffered();
+    else pipelined();
+  }
+
   // What a queued DMA brings: A tile (kk, i) (j < 0) or B tiles (kk, j..) (i < 0); j = -2: all.
   struct Dma {
     int64_t chunk, kk, i, j;
@@ -240,18 +356,24 @@ class GemmLoop {
   void op(Opcode o, std::vector<Operand> operands) { p_.add(o, std::move(operands)); }
 
   // The tile's row / column indices and the GM bases of its A rows, B columns and C block.
-  void tile_origins() {
+  void tile_origins(const TileClass& c) {
     const GemmShape& g = g_;
     uint8_t within = kTile;  // tile index inside one GEMM of the batch
-    if (g.batch > 1) {
-      op(Opcode::Div, {reg(kBatch), reg(kTile), imm(tiles_m_ * tiles_n_)});
-      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(tiles_m_ * tiles_n_)});
-      op(Opcode::Sub, {reg(kRest), reg(kTile), reg(kTmp)});
+    if (c.first) {
+      op(Opcode::Sub, {reg(kRest), reg(kTile), imm(c.first)});
       within = kRest;
     }
-    op(Opcode::Div, {reg(kTileM), reg(within), imm(tiles_n_)});
-    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(tiles_n_)});
+    if (g.batch > 1) {
+      op(Opcode::Div, {reg(kBatch), reg(within), imm(c.count_m * c.count_n)});
+      op(Opcode::Mul, {reg(kTmp), reg(kBatch), imm(c.count_m * c.count_n)});
+      op(Opcode::Sub, {reg(kRest), reg(within), reg(kTmp)});
+      within = kRest;
+    }
+    op(Opcode::Div, {reg(kTileM), reg(within), imm(c.count_n)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTileM), imm(c.count_n)});
     op(Opcode::Sub, {reg(kTileN), reg(within), reg(kTmp)});
+    if (c.first_m) op(Opcode::Add, {reg(kTileM), reg(kTileM), imm(c.first_m)});
+    if (c.first_n) op(Opcode::Add, {reg(kTileN), reg(kTileN), imm(c.first_n)});
     op(Opcode::Mul, {reg(kGmA), reg(kTileM), imm(g.tm * g.a_sm * in_)});
     op(Opcode::Mul, {reg(kGmB), reg(kTileN), imm(g.tn * g.b_sn * in_)});
     op(Opcode::Mul, {reg(kGmC), reg(kTileM), imm(g.tm * g.c_sm * eo_)});
@@ -320,9 +442,19 @@ class GemmLoop {
   void load(int64_t slot, uint8_t a_base, uint8_t b_base, int64_t chunk_offset, int64_t chunk, Order order) {
     const GemmShape& g = g_;
     const int64_t l1 = slot_at(slot);
+    // Does the operand tile at K piece kk cross K (stored K-minor: its columns past K filled)?
+    auto crosses_k = [&](int64_t kk) {
+      if (!k_fill_ || (chunk + 1) * g.tk <= g.valid_k()) return false;
+      TESSEL_CHECK(chunk == chunk_offset, "emit_npu: the chunk crossing K is loaded from the tile's own GM bases");
+      return chunk * g.tk + (kk + 1) * g.tk0 > g.valid_k();
+    };
     auto a_tile = [&](int64_t kk, int64_t i) {
       const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first column of A
       const Operand gm = at(Buffer::GM, g.a_off + (i * g.tm0 * g.a_sm + k0 * g.a_sk) * in_, a_base);
+      if (!g.a_transposed() && crosses_k(kk)) {
+        pending_.push_back({chunk, kk, i, -1, [this, fill = k_minor_fill(l1 + a_at(kk, i), gm, g.tm0, g.a_sm, k0)] { emit(fill); }});
+        return;
+      }
       std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(kk, i)), gm};
       if (g.a_transposed()) ops.insert(ops.end(), {imm(g.tk0), imm(g.tm0), imm(g.a_sk)});
       else ops.insert(ops.end(), {imm(g.tm0), imm(g.tk0), imm(g.a_sm)});
@@ -332,9 +464,12 @@ class GemmLoop {
       const int64_t k0 = chunk_offset * g.tk + kk * g.tk0;  // first row of B
       if (g.b_transposed()) {  // one DMA per operand tile: tn0 rows of B^T, contiguous NZ in L1
         for (int64_t jj = j; jj < j + cols / g.tn0; ++jj) {
-          std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, jj)),
-                                   at(Buffer::GM, g.b_off + (k0 * g.b_sk + jj * g.tn0 * g.b_sn) * in_, b_base), imm(g.tn0),
-                                   imm(g.tk0), imm(g.b_sn)};
+          const Operand gm = at(Buffer::GM, g.b_off + (k0 * g.b_sk + jj * g.tn0 * g.b_sn) * in_, b_base);
+          if (crosses_k(kk)) {
+            pending_.push_back({chunk, kk, -1, jj, [this, fill = k_minor_fill(l1 + b_at(kk, jj), gm, g.tn0, g.b_sn, k0)] { emit(fill); }});
+            continue;
+          }
+          std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(kk, jj)), gm, imm(g.tn0), imm(g.tk0), imm(g.b_sn)};
           pending_.push_back({chunk, kk, -1, jj, [this, ops] { op(Opcode::DmaInNz, ops); }});
         }
         return;
@@ -362,6 +497,32 @@ class GemmLoop {
       }
       for (int64_t i = 1; i < blocks_m_; ++i) a_tile(kk, i);
     }
+  }
+
+  using Instructions = std::vector<std::pair<Opcode, std::vector<Operand>>>;
+  void emit(const Instructions& code) {
+    for (const auto& [o, operands] : code) op(o, operands);
+  }
+
+  // An operand tile stored K-minor (A [m][k], B^T [n][k]) whose K columns [k0, k0 + tk0) cross K:
+  // `rows` x tk0, NZ at L1 `dst`, from GM `gm` (rows `stride` elements apart). The whole fractal
+  // column blocks below K come in as usual (dma_in_nz), zeros from the zero scratch over the rest,
+  // then the part-filled column block's columns below K, one burst per row (GM takes any address).
+  // The zeros from UB (MTE3) are emitted at once, ahead of the write-backs queued after them on
+  // MTE3; the DMAs from GM are returned for the load queue.
+  Instructions k_minor_fill(int64_t dst, Operand gm, int64_t rows, int64_t stride, int64_t k0) {
+    const int64_t row_bytes = m_.fractal_row_bytes, c0 = row_bytes / in_;  // elements per fractal row
+    const int64_t valid = std::clamp<int64_t>(g_.valid_k() - k0, 0, g_.tk0), whole = valid / c0 * c0, part = valid - whole;
+    const int64_t rest = dst + whole / c0 * rows * row_bytes;
+    const int64_t zero = (g_.tk0 - whole) / c0 * rows * row_bytes;
+    Instructions code;
+    if (whole) code.push_back({Opcode::DmaInNz, {type(cube_.a), at(Buffer::L1, dst), gm, imm(rows), imm(whole), imm(stride)}});
+    if (zeros_ub_ >= 0) op(Opcode::DmaOut, {at(Buffer::L1, rest), at(Buffer::UB, zeros_ub_), imm(1), imm(zero), imm(0), imm(0)});
+    else code.push_back({Opcode::DmaIn, {at(Buffer::L1, rest), at(Buffer::GM, g_.zeros), imm(1), imm(zero), imm(0), imm(0)}});
+    if (part)
+      code.push_back({Opcode::DmaIn, {at(Buffer::L1, rest), Operand::addr(Buffer::GM, gm.imm + whole * in_, gm.reg), imm(rows),
+                                      imm(part * in_), imm((stride - part) * in_), imm(row_bytes - part * in_)}});
+    return code;
   }
 
   void emit_pending(size_t n) {
@@ -464,25 +625,45 @@ class GemmLoop {
   // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one fractal column
   // block at a time (MTE3 starts after a quarter of the move; i32 results: the whole block,
   // converted). `columns`: emits the mmads of column block jj before its move (null: none).
+  // Edge tiles (tails in place): only the block's rows below rows_ and columns below cols_ are
+  // moved and written (the rows in whole fractals, the columns one burst per row).
   void write_back(int64_t i, int64_t j, const std::function<void(int64_t)>& columns = nullptr) {
     const GemmShape& g = g_;
     const int64_t c = block_at(i, j), n0 = cube_.n0, em = dtype_bytes(moved_);
     const int64_t ub = g.double_ub ? (ub_step_++ % 2) * ub_half_ : 0;
+    const int64_t rows = std::clamp<int64_t>(rows_ - i * g.tm0, 0, g.tm0), moved_rows = round_up(rows, cube_.m0);
     if (g.int_out) convert_block_to_i32(c, ub);
     for (int64_t jj = 0; jj < g.tn0 / n0; ++jj) {
       if (columns) columns(jj);
+      const int64_t cols = std::clamp<int64_t>(cols_ - j * g.tn0 - jj * n0, 0, n0);
+      if (rows == 0 || cols == 0) continue;
       const int64_t gm = g.c_off + (i * g.tm0 * g.c_sm + j * g.tn0 + jj * n0) * eo_;
       int64_t src = ub + jj * g.tm0 * n0 * em;
       if (!g.int_out)
-        op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(g.tm0 / cube_.m0), imm(0)});
+        op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(moved_rows / cube_.m0), imm(0)});
       if (g.epilogue) {
+        if (moved_ == DType::I32) widen_to_f32(src, moved_rows * n0);
         std::map<std::string, GemmEpilogue::BroadcastSource> sources;
         for (const auto& [name, t] : g.broadcast)
           sources[name] = {at(Buffer::GM, t.gm + (i * g.tm0 * t.s_m + (j * g.tn0 + jj * n0) * t.s_n) * t.eb, t.reg), t.s_m != 0,
                            t.s_n != 0, t.s_m * t.eb};
-        src = g.epilogue->emit_block(p_, src, g.tm0, epilogue_base_, sources);
+        const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
+        src = g.epilogue->emit_block(p_, src, moved_rows, set, sources);
       }
-      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(g.tm0), imm(n0 * eo_), imm(0), imm((g.c_sm - n0) * eo_)});
+      op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(rows), imm(cols * eo_), imm((n0 - cols) * eo_),
+                          imm((g.c_sm - cols) * eo_)});
+    }
+  }
+
+  // i32 accumulators under a fused epilogue (which reads f32): converted in place, rounding to
+  // nearest as the interpreter's f32(C) does.
+  void widen_to_f32(int64_t ub, int64_t elements) {
+    const int64_t lanes = m_.vector_lanes(DType::F32), block = m_.blocks_per_repeat();
+    for (int64_t done = 0; done < elements;) {
+      const int64_t n = std::min<int64_t>(elements - done, m_.vector_max_repeat * lanes);
+      op(Opcode::Vconv, {type(DType::F32), type(DType::I32), at(Buffer::UB, ub + done * acc_), at(Buffer::UB, ub + done * acc_),
+                         imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(block), imm(block)});
+      done += n;
     }
   }
 
@@ -562,12 +743,17 @@ class GemmLoop {
       compute_blocks({0}, imm(1));
       return;
     }
-    op(Opcode::Loop, {reg(kChunk), imm(0), imm(chunks_), imm(1)});
+    // (a chunk crossing K, its columns past K filled, is loaded from constant offsets after the loop)
+    op(Opcode::Loop, {reg(kChunk), imm(0), imm(k_fill_ ? chunks_ - 1 : chunks_), imm(1)});
     op(Opcode::Seq, {reg(kInit), reg(kChunk), imm(0)});
     chunk_bases(1);
     load(0, kGmAChunk, kGmBChunk, 0, 0, Order::Pieces);
     compute(0, 0, reg(kInit));
     op(Opcode::EndLoop, {});
+    if (k_fill_) {
+      load(0, kGmA, kGmB, chunks_ - 1, chunks_ - 1, Order::Pieces);
+      compute(chunks_ - 1, 0, imm(0));
+    }
     for (int64_t j = 0; j < blocks_n_; ++j)
       for (int64_t i = 0; i < blocks_m_; ++i) write_back(i, j);
   }
@@ -593,7 +779,10 @@ class GemmLoop {
       compute(c, c % S, imm(c == 0 ? 1 : 0));
     }
     // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
-    const int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
+    int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
+    // the loop loads chunks up to peeled + S iterations + ahead - 1: not the one crossing K when its
+    // columns past K are filled (that load is straight-line code)
+    if (k_fill_) iterations = std::min(iterations, std::max<int64_t>(0, (chunks_ - 1 - ahead - peeled) / S));
     if (iterations > 0) {
       op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
       chunk_bases(S);
@@ -621,7 +810,9 @@ class GemmLoop {
   const int64_t in_, acc_;  // operand and accumulator element bytes
   int64_t eo_ = 0, tiles_m_ = 0, tiles_n_ = 0, tiles_ = 0, chunks_ = 0;
   int64_t l1_a_ = 0, l1_half_ = 0, l0a_half_ = 0, l0b_half_ = 0, sub_c_ = 0, ub_half_ = 0, epilogue_base_ = 0;
-  bool tile_loop_ = false;
+  int64_t epilogue_set_ = 0, epilogue_sets_ = 1, epilogue_step_ = 0, zeros_ub_ = -1;
+  bool tile_loop_ = false, k_fill_ = false;
+  int64_t rows_ = 0, cols_ = 0;  // valid rows and columns of the tiles being emitted
   int64_t pieces_ = 0, a_tile_bytes_ = 0, b_tile_bytes_ = 0, column_bytes_ = 0, blocks_m_ = 0, blocks_n_ = 0;
   DType moved_ = DType::F32;
   std::deque<Dma> pending_;
@@ -685,12 +876,15 @@ struct GemmSetup {
   std::unique_ptr<GemmEpilogue> epilogue;
   GemmShape g;
   bool i8 = false, native_i8 = false, aligned = false;
-  // Only M is not a whole number of fractal rows (N, K whole, one batch, no i8 widening): the main
-  // loop runs on the padded M over the user's tensors on every core. The rows past M that the last
-  // row block reads (A, M-varying broadcast tensors) and writes (C) land in GM guards placed right
-  // after those tensors; rows past M are never read back, so what they hold does not matter (N and
-  // K stay whole, so no garbage reaches a row below M).
-  bool m_tail = false;
+  // Tails in place (one batch, no i8 widening, GM addressable at any element): the main loop runs
+  // on the sizes padded to the tiles over the user's tensors, on every core, with no padded copies.
+  // Edge tiles read past M, N and K into GM guards placed right after the operands (scratch: zeros,
+  // never written by the operands' guards), so the rows past K of an operand stored K-major are
+  // zeros; an operand stored K-minor gets its columns past K filled with zeros in L1 (GemmLoop::
+  // k_minor_fill). Rows past M and columns past N only reach outputs past M and N: the rows past M
+  // are written into a guard after C, the columns past N are clipped by the write-back (GemmLoop::
+  // write_back), so every core writes only its own tiles' outputs and no core waits for another.
+  bool in_place = false;
   int64_t M = 0, N = 0, K = 0;
 };
 
@@ -756,8 +950,13 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
   s.i8 = A->dtype == DType::I8 && B->dtype == DType::I8;
   s.native_i8 = s.i8 && m.cube_i8.exists && m.cube_i8.acc == DType::I32;
   if (s.i8) {
-    if (C->dtype != DType::I32 || s.epilogue || (!s.native_i8 && A->shape.size() != 2))
-      return unsupported("i8 operands other than a plain i8 x i8 -> i32 GEMM");
+    // on the i8 cube an i32 accumulator may feed a fused epilogue (a dequant: f16(f32(C) * scale)),
+    // which reads it converted to f32 on UB
+    const bool plain = C->dtype == DType::I32 && !s.epilogue;
+    const bool dequant = s.epilogue && s.native_i8 && mm.acc_type == DType::I32 &&
+                         (s.epilogue->output_type() == DType::F16 || s.epilogue->output_type() == DType::F32);
+    if (!(plain || dequant) || (!s.native_i8 && A->shape.size() != 2))
+      return unsupported("i8 operands other than an i8 x i8 -> i32 GEMM (on the i8 cube: with a fused epilogue)");
     // not hardware: 2^24 / 2^14, the exactness of the f32 sums
     if (!s.native_i8 && con.k[0].extent > 1024) return unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
   } else {
@@ -768,6 +967,39 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
     const bool broadcast = s.epilogue && std::count(s.epilogue->broadcasts().begin(), s.epilogue->broadcasts().end(), t.name);
     if (t.name != A->name && t.name != B->name && t.name != C->name && !broadcast) return unsupported("extra tensor " + t.name);
   }
+  return "";
+}
+
+// Tails in place address the user's tensors at any element (edge tiles start mid-row, the K fills
+// and clipped write-backs burst any number of elements): every element size a multiple of the GM
+// alignment.
+bool in_place_addressable(const kernel::Kernel& k, const Machine& m, const GemmSetup& s) {
+  const int64_t align = m.alignment(Buffer::GM);
+  bool ok = dtype_bytes(s.A->dtype) % align == 0 && dtype_bytes(s.B->dtype) % align == 0 && dtype_bytes(s.C->dtype) % align == 0;
+  if (s.epilogue)
+    for (const std::string& name : s.epilogue->broadcasts()) ok = ok && dtype_bytes(k.find_tensor(name)->dtype) % align == 0;
+  return ok;
+}
+
+// Tails in place: the tile policy's stage tiles over the cores for the user's sizes (a user's tile
+// spec: its boxes), the sizes padded to them (tile::plan_gemm_tails).
+std::string setup_in_place_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, const Machine& m, GemmSetup& s) {
+  GemmShape& g = s.g;
+  tile::GemmTailRequest t;
+  t.gemm = gemm_request(g, k, mm);
+  t.gemm.M = s.M, t.gemm.N = s.N, t.gemm.K = s.K;
+  t.batch = g.batch;
+  t.keep_boxes = k.user_tile.has_value();
+  // an operand stored K-major is loaded by whole rows of its tiles (B: tn, A^T: tm0 elements)
+  if (!g.b_transposed()) t.most_tn = s.N;
+  if (g.a_transposed()) t.most_tm0 = s.M;
+  t.a_k_major = g.a_transposed(), t.b_k_major = !g.b_transposed();
+  t.a_stride = g.a_transposed() ? g.a_sk : g.a_sm, t.b_stride = g.b_transposed() ? g.b_sn : g.b_sk, t.c_stride = g.c_sm;
+  const tile::GemmTailPlanResult planned = tile::plan_gemm_tails(t, m);
+  if (!planned.plan) return "kernel " + k.name + ": " + planned.no_fit->what();
+  static_cast<tile::GemmPlan&>(g) = planned.plan->plan;
+  g.M = planned.plan->M, g.N = planned.plan->N, g.K = planned.plan->K;
+  g.real_m = s.M == g.M ? 0 : s.M, g.real_n = s.N == g.N ? 0 : s.N, g.real_k = s.K == g.K ? 0 : s.K;
   return "";
 }
 
@@ -789,7 +1021,7 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   }
   const int64_t mu = std::max<int64_t>(cube.m0, g.unit_m), nu = std::max<int64_t>(cube.n0, g.unit_n);
   s.aligned = s.M % mu == 0 && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out;
-  s.m_tail = !s.aligned && s.N % nu == 0 && s.K % cube.k0 == 0 && !g.int_out && g.batch == 1;
+  s.in_place = !s.aligned && !g.int_out && g.batch == 1 && in_place_addressable(k, m, s);
   g.M = round_up(s.M, mu), g.N = round_up(s.N, nu), g.K = round_up(s.K, cube.k0);
   if (s.aligned) {
     const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(g, k, mm), m);
@@ -797,29 +1029,34 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
     static_cast<tile::GemmPlan&>(g) = *planned.plan;
     return "";
   }
-  // Tails: the plan's tiles divide the padded sizes, so padding to one fractal can leave only thin
-  // tiles (M = 196 -> 208 = 13 x 16: 16-row tiles). Sizes padded to 1, 2, 4 and 8 fractals are
-  // planned and the one whose waves of tiles cost least is kept: a wave per min(cores, tiles) tiles
-  // (M tails run on every core, other tails on one), a tile costing its cube fractals plus its
-  // operand rows (tm x tn + m0 x (tm + tn), per K): davinci-910, GEMM 196x1024x256 2 fractals,
-  // 7,085 -> 2,096 cycles; 301x263x209 (one core) 2 fractals, 226,155 -> 47,951.
-  const int64_t cores = s.m_tail ? m.cores : 1;
+  if (s.in_place) {
+    const GemmShape unplanned = g;
+    // an operand stored K-major is loaded by rows of a whole operand tile (dma_in_nz): its rows must
+    // be at least that long (A^T: M >= tm0, B: N >= tn), else (or no plan fits) the padded copies
+    s.in_place = setup_in_place_plan(k, mm, m, s).empty() && (!g.a_transposed() || s.M >= g.tm0) &&
+                 (g.b_transposed() || s.N >= g.tn);
+    if (s.in_place) return "";
+    g = unplanned;
+  }
+  // Tails through padded copies on one core: the plan's tiles divide the padded sizes, so padding to
+  // one fractal can leave only thin tiles. Sizes padded to 1, 2, 4 and 8 fractals are planned and
+  // the one whose tiles cost least is kept, a tile costing its cube fractals plus its operand rows
+  // (tm x tn + m0 x (tm + tn), per K).
   std::optional<tile::GemmPlan> best;
   std::optional<tile::FitFailure> first_failure;
   double best_cost = 0;
   const GemmShape base = g;
   for (int64_t f : {1, 2, 4, 8}) {
     GemmShape c = base;
-    c.M = round_up(s.M, mu * f);
-    if (!s.m_tail) c.N = round_up(s.N, nu * f), c.K = round_up(s.K, cube.k0 * f);
+    c.M = round_up(s.M, mu * f), c.N = round_up(s.N, nu * f), c.K = round_up(s.K, cube.k0 * f);
     const tile::GemmPlanResult planned = tile::plan_gemm(gemm_request(c, k, mm), m);
     if (planned.no_fit) {
       if (!first_failure) first_failure = planned.no_fit;
       continue;
     }
     const tile::GemmPlan& p = *planned.plan;
-    const int64_t tiles = c.batch * (c.M / p.tm) * (c.N / p.tn), waves = (tiles + cores - 1) / cores;
-    const double cost = double(waves) * double(p.tm * p.tn + cube.m0 * (p.tm + p.tn)) * double(c.K);
+    const int64_t tiles = c.batch * (c.M / p.tm) * (c.N / p.tn);
+    const double cost = double(tiles) * double(p.tm * p.tn + cube.m0 * (p.tm + p.tn)) * double(c.K);
     if (best && cost >= best_cost) continue;
     best = p, best_cost = cost;
     g.M = c.M, g.N = c.N, g.K = c.K;
@@ -852,7 +1089,7 @@ std::string setup_broadcasts(const kernel::Kernel& k, const Machine& m, GemmSetu
     if (b.reg >= npu::kGeneralRegisterCount || b.s_n > 1 || (!b.s_m && !b.s_n))
       return gemm_unsupported(k, "epilogue tensor " + name + " (at most " + std::to_string(npu::kGeneralRegisterCount - kBroadcast) +
                                      " broadcast tensors, each varying along N with unit stride or along M)");
-    if (!s.aligned && !s.m_tail && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
+    if (!s.aligned && !s.in_place && ((b.s_m && b.s_n) || (g.batch > 1 && b.s_b * b.eb % m.alignment(Buffer::GM) != 0)))
       return gemm_unsupported(k, "epilogue tensor " + name +
                                      " with tails: only [N] or [M] tensors, or per-batch ones whose batches are aligned in GM");
   }
@@ -889,10 +1126,10 @@ std::string setup_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   if (std::string why = setup_plan(k, mm, m, s); !why.empty()) return why;
   if (s.epilogue)
     if (std::string why = setup_broadcasts(k, m, s); !why.empty()) return why;
-  if (!s.aligned && !s.m_tail && !s.g.batch_dims.empty())
+  if (!s.aligned && !s.in_place && !s.g.batch_dims.empty())
     return gemm_unsupported(k, fmt::format("several batch indices with tails ({}x{}x{} not whole {}x{}x{} fractals)", s.M, s.N,
                                            s.K, m.cube_f16.m0, m.cube_f16.n0, m.cube_f16.k0));
-  if (!s.aligned && !s.m_tail) return setup_tails(k, m, s);
+  if (!s.aligned && !s.in_place) return setup_tails(k, m, s);
   return "";
 }
 
@@ -945,6 +1182,25 @@ void emit_gemm_tails(npu::Program& p, const Machine& m, GemmSetup& s, int64_t a_
   notes.push_back(fmt::format("tails: {}x{}x{} padded to {}x{}x{} through UB on one core", M, N, K, g.M, g.N, g.K));
 }
 
+// What the tails in place do, for the notes.
+void in_place_notes(const GemmSetup& s, std::vector<std::string>& notes) {
+  const GemmShape& g = s.g;
+  if (!g.real_n && !g.real_k) {
+    notes.push_back(fmt::format("M tail: {} rows computed as {} on every core; the {} rows past M read and write "
+                                "guards after {} and {} (no padded copies)",
+                                s.M, g.M, g.M - s.M, s.A->name, s.C->name));
+    return;
+  }
+  const bool fill = g.real_k && (!g.a_transposed() || g.b_transposed());
+  notes.push_back(fmt::format("tails: {}x{}x{} computed as {}x{}x{} on every core, in place (no padded copies): edge tiles "
+                              "read the guards after {} and {}, rows past M are written into the guard after {}, "
+                              "columns past N clipped{}",
+                              s.M, s.N, s.K, g.M, g.N, g.K, s.A->name, s.B->name, s.C->name,
+                              !g.real_k ? ""
+                              : fill    ? "; the K-minor operand's columns past K zero-filled in L1"
+                                        : "; the rows past K are the guards' zeros"));
+}
+
 }  // namespace
 
 const kernel::Node* find_matmul(const kernel::Kernel& k) {
@@ -990,36 +1246,39 @@ NpuKernel emit_gemm(const kernel::Kernel& k, const kernel::MatmulOp& mm, const M
     p.tensors.push_back(b);
     return b.gm_offset;
   };
-  // m_tail: the rows past M of a tensor whose rows follow M (a row of `row_elements`), as a guard right after it
-  auto rows_past_m = [&](const std::string& name, DType t, int64_t row_elements) {
-    if (s.m_tail) place(name + "_rows_past_M", t, {g.M - s.M, std::max<int64_t>(row_elements, 1)}, npu::TensorRole::Scratch);
+  // in place: what the edge tiles read past a tensor's end, as a guard right after it
+  auto guard = [&](const std::string& name, DType t, int64_t elements) {
+    if (s.in_place && elements > 0) place(name + "_guard", t, {elements}, npu::TensorRole::Scratch);
+  };
+  auto elements = [](const kernel::GlobalTensor& t) {
+    return std::accumulate(t.shape.begin(), t.shape.end(), int64_t(1), std::multiplies<int64_t>());
   };
   const int64_t a_user = place(s.A->name, s.A->dtype, s.A->shape, npu::TensorRole::In);
-  rows_past_m(s.A->name, s.A->dtype, g.a_transposed() ? 1 : s.K);  // A^T: only its last row's columns past M
+  guard(s.A->name, s.A->dtype, (g.a_transposed() ? (g.K - 1) * g.a_sk + g.M : (g.M - 1) * g.a_sm + g.K) - elements(*s.A));
   const int64_t b_user = place(s.B->name, s.B->dtype, s.B->shape, npu::TensorRole::In);
+  guard(s.B->name, s.B->dtype, (g.b_transposed() ? (g.N - 1) * g.b_sn + g.K : (g.K - 1) * g.b_sk + g.N) - elements(*s.B));
   const int64_t c_user = place(s.C->name, g.out, s.C->shape, npu::TensorRole::Out);
-  rows_past_m(s.C->name, g.out, s.N);
+  guard(s.C->name, g.out, (g.M - s.M) * g.c_sm);  // the rows past M, written and never read
   if (s.epilogue) {
     for (const std::string& name : s.epilogue->broadcasts()) {
       const kernel::GlobalTensor* t = k.find_tensor(name);
       const GemmShape::Broadcast& b = g.broadcast.at(name);
       g.broadcast.at(name).gm = place(name, t->dtype, t->shape, npu::TensorRole::In);
-      if (b.s_m) rows_past_m(name, t->dtype, b.s_m);
+      if (b.s_m) guard(name, t->dtype, (g.M - s.M) * b.s_m);
     }
     // Column blocks past N read up to one block of elements beyond a broadcast tensor's end: keep them in GM.
     place("guard", DType::F32, {m.cube_f16.n0}, npu::TensorRole::Scratch);
     out.notes.push_back("fused epilogue on UB per " + std::to_string(m.cube_f16.n0) + "-column block: " +
                         std::to_string(s.epilogue->broadcasts().size()) + " broadcast tensor(s), output " + s.C->name);
   }
-  if (s.aligned || s.m_tail) {
-    if (s.m_tail)
-      out.notes.push_back(fmt::format("M tail: {} rows computed as {} on every core; the {} rows past M read and write "
-                                      "guards after {} and {} (no padded copies)",
-                                      s.M, g.M, g.M - s.M, s.A->name, s.C->name));
+  if (s.aligned || s.in_place) {
     g.a_off = a_user, g.b_off = b_user, g.c_off = c_user;
     const int64_t tiles = g.batch * (g.M / g.tm) * (g.N / g.tn);
     g.cores = static_cast<int>(std::min<int64_t>(m.cores, tiles));
     p.cores = g.cores;
+    if (s.in_place) in_place_notes(s, out.notes);
+    if (g.real_k && (!g.a_transposed() || g.b_transposed()) && GemmLoop::ub_layout(m, g).zeros < 0)
+      g.zeros = place("zeros", g.operand, {std::max(g.tm0, g.tn0) * g.tk0}, npu::TensorRole::Scratch);
     GemmLoop(p, m, g).run();
   } else {
     emit_gemm_tails(p, m, s, a_user, b_user, c_user, place, out.notes);

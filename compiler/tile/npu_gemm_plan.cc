@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <set>
 
 namespace tessel::tile {
 namespace {
@@ -44,7 +46,204 @@ std::optional<FitFailure> overflow(const GemmPlan& g, const isa::NpuMachine& m, 
   return std::nullopt;
 }
 
+// Policy bound: the stage tiles the tail planner hands to plan_gemm (the model's best first).
+// not hardware: planning time
+constexpr size_t kTailPlansTried = 8;
+// Policy weight: the model's time grows by this fraction when every core but one idles.
+// not hardware: a tie-breaker within the model's error
+constexpr double kIdleCoreWeight = 0.15;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// An operand tile of a stage tile (`tile`, in whole units): the largest divisor within the box;
+// where that collapses (a divisor under half the box: 80 in 16s with a 64 box gives 16) the
+// largest divisor within `most` (what fits its operand buffer twice).
+int64_t operand_tile(int64_t tile, int64_t box, int64_t unit, int64_t most) {
+  const int64_t b = round_up(std::max<int64_t>(box, 1), unit), t0 = dividing_tile(tile, b, unit);
+  if (2 * t0 >= std::min(tile, b)) return t0;
+  return dividing_tile(tile, std::max(unit, most / unit * unit), unit);
+}
+
+// The tile sizes that split `size` into t tiles of whole units, t = 1, 2, ... (each once).
+std::vector<int64_t> splits(int64_t size, int64_t unit) {
+  std::set<int64_t> out;
+  for (int64_t t = 1; t <= ceil_div(size, unit); ++t) out.insert(round_up(ceil_div(size, t), unit));
+  return {out.begin(), out.end()};
+}
+
+// The tail planner's model of a GEMM in stage tiles tm x tn x tk (operand tiles tm0 x tn0 x tk0;
+// GemmTailRequest): cycles. GM moves whole granules, so each DMA row is priced at the granules it
+// touches (a row of the user's tensors starts anywhere in a granule unless its stride is whole
+// granules). Every core moves its bytes at its path's rate or its share of the chip's. One core
+// runs its waves of tiles one after the other (a tile loop's tiles hardly overlap), each up to its
+// last chunk the longest of its loads (two chunks in the L1 ring: a chunk's load waits for the
+// chunk two back, so it takes at least half the read latency plus its transfer), its MTE1 loads,
+// its cube time and its instructions' dispatch. The last chunk is followed block by block as
+// GemmLoop emits it: its DMAs in block order (A's row block with the first block column, then each
+// block column's B), a block computed once its data is in and the cube is free (its operand tiles'
+// MTE1 loads and mmads, piece by piece), moved (and its epilogue run) once the vector unit is free,
+// written back once MTE3 is; the last block column block by column block. The chip moves every
+// tile's bytes at the shared rate. Near ties (the chip's bytes bind): more cores, fewer
+// instructions.
+struct TailModel {
+  const GemmTailRequest& t;
+  const isa::NpuMachine& m;
+
+  // GM bytes of `rows` DMA rows of `bytes` each, rows `stride` bytes apart
+  double granules(int64_t rows, int64_t bytes, int64_t stride) const {
+    const int64_t g = std::max<int64_t>(1, m.granularity(Buffer::GM));
+    const bool aligned = stride % g == 0 && bytes % g == 0;
+    return double(rows) * double(aligned ? bytes : ceil_div(bytes + g - 1, g) * g);
+  }
+  double rate(Buffer from, Buffer to) const { return std::max(1.0, m.path(from, to).bandwidth_bytes_per_cycle); }
+
+  double operator()(int64_t tm, int64_t tn, int64_t tk, int64_t tm0, int64_t tn0, int64_t tk0) const {
+    const GemmRequest& in = t.gemm;
+    const isa::CubeShape& cube = m.cube(in.operand);
+    const int64_t ib = dtype_bytes(cube.a), eo = dtype_bytes(in.out), acc = dtype_bytes(cube.acc);
+    const int64_t K = round_up(in.K, tk), chunks = K / tk;
+    const int64_t tiles = t.batch * ceil_div(in.M, tm) * ceil_div(in.N, tn);
+    const int64_t cores = std::max<int64_t>(1, std::min<int64_t>(m.cores, tiles)), waves = ceil_div(tiles, cores);
+    const double read_latency = m.path(Buffer::GM, Buffer::L1).latency_cycles;
+    const double chip_bw = m.gm_shared_bandwidth_bytes_per_cycle > 0 ? m.gm_shared_bandwidth_bytes_per_cycle
+                                                                    : rate(Buffer::GM, Buffer::L1) * m.cores;
+    const double in_bw = std::min(rate(Buffer::GM, Buffer::L1), chip_bw / double(cores));
+    const double out_bw = std::min(rate(Buffer::UB, Buffer::GM), chip_bw / double(cores));
+    const double to_l0a = rate(Buffer::L1, Buffer::L0A), to_l0b = rate(Buffer::L1, Buffer::L0B);
+    // one tile's GM bytes as its DMAs move them
+    const double a_in = t.a_k_major ? granules(K * (tm / tm0), tm0 * ib, t.a_stride * ib) : granules(tm * (K / tk0), tk0 * ib, t.a_stride * ib);
+    const double b_in = t.b_k_major ? granules(K, tn * ib, t.b_stride * ib) : granules(tn * (K / tk0), tk0 * ib, t.b_stride * ib);
+    const double tile_in = a_in + b_in, tile_out = granules(tm * (tn / cube.n0), cube.n0 * eo, t.c_stride * eo);
+    const int64_t bm = tm / tm0, bn = tn / tn0, pieces = tk / tk0;
+    const double instructions = double(chunks * pieces * (2 * bm + bn + 2 * bm * bn));
+    const double dispatch = instructions * (m.scalar_cycles + 2 * m.set_flag_cycles);
+    const double chunk_in = tile_in / double(chunks) / in_bw;
+    const double loads = double(chunks) * std::max(chunk_in, (chunk_in + read_latency) / 2);
+    // a chunk's compute in piece order: A's operand tiles once, B's once per row of blocks
+    const double cube_chunk = double((tm / cube.m0) * (tn / cube.n0) * (tk / cube.k0) * cube.cycles);
+    const double mte1_chunk = double(tm * tk * ib) / to_l0a + double(bm * tn * tk * ib) / to_l0b;
+    double per_tile = std::max({loads, double(chunks) * mte1_chunk, double(chunks) * cube_chunk + dispatch / 2, dispatch});
+    // the last chunk, block by block
+    const double a_block = a_in / double(chunks * bm) / in_bw, b_block = b_in / double(chunks * bn) / in_bw;
+    const double mte1_piece = double(tm0 * tk0 * ib) / to_l0a + double(tk0 * tn0 * ib) / to_l0b;
+    const double cube_piece = double((tm0 / cube.m0) * (tn0 / cube.n0) * (tk0 / cube.k0) * cube.cycles);
+    const double compute_block = double(pieces) * std::max(mte1_piece, cube_piece) + std::min(mte1_piece, cube_piece);
+    double move_block = double(tm0 * tn0 * acc) / rate(Buffer::L0C, Buffer::UB) + m.path(Buffer::L0C, Buffer::UB).latency_cycles;
+    if (in.has_epilogue && in.epilogue_ub_bytes) {  // per column block about one vector instruction per two of its regions
+      const int64_t region = cube.m0 * cube.n0 * acc;
+      const double regions = double(std::max<int64_t>(1, (in.epilogue_ub_bytes(cube.m0) - m.vector_bytes_per_repeat) / region));
+      const double repeats = double(ceil_div(tm0 * cube.n0 * acc, m.vector_bytes_per_repeat));
+      move_block += double(tn0 / cube.n0) * regions / 2 * repeats;
+    }
+    const double write_block = tile_out / double(bm * bn) / out_bw;
+    per_tile = std::max({per_tile, double(bm * bn) * move_block, tile_out / out_bw});  // V and MTE3 of a tile
+    double dma = loads - chunk_in;  // the last chunk's DMAs start
+    double cube_free = read_latency + double(chunks - 1) * std::max(mte1_chunk, cube_chunk), vector_free = 0, written = 0;
+    for (int64_t j = 0; j < bn; ++j)
+      for (int64_t i = 0; i < bm; ++i) {
+        if (j == 0) dma += a_block;
+        if (i == 0) dma += b_block;
+        const double in_place = dma + read_latency;
+        const bool by_columns = i == bm - 1 && j == bn - 1 && tn0 > cube.n0;
+        const int64_t parts = by_columns ? tn0 / cube.n0 : 1;
+        for (int64_t c = 0; c < parts; ++c) {
+          cube_free = std::max(cube_free, in_place) + compute_block / double(parts);
+          vector_free = std::max(vector_free, cube_free) + move_block / double(parts);
+          written = std::max(written, vector_free) + write_block / double(parts);
+        }
+      }
+    // a core's tiles one after the other: a tile loop's tiles hardly overlap (each waits for its
+    // data, the next one's loads wait for the ring)
+    const double core = double(waves) * std::max(per_tile, written + m.path(Buffer::UB, Buffer::GM).latency_cycles);
+    const double chip = read_latency + double(tiles) * (tile_in + tile_out) / chip_bw + m.path(Buffer::UB, Buffer::GM).latency_cycles;
+    // near ties: fewer instructions, more cores (each core's own pipes and rates: the model's
+    // shared rate does not see them overlap)
+    const double idle = double(m.cores - cores) / double(std::max(1, m.cores));
+    return std::max(core, chip) * (1 + kIdleCoreWeight * idle) + 0.01 * double(waves) * dispatch;
+  }
+};
+
 }  // namespace
+
+GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachine& m) {
+  const GemmRequest& in = t.gemm;
+  const isa::CubeShape& cube = m.cube(in.operand);
+  const int64_t mu = std::max<int64_t>(cube.m0, in.unit_m), nu = std::max<int64_t>(cube.n0, in.unit_n), ku = cube.k0;
+  const int64_t ib = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc);
+  auto box = [](int64_t b, int64_t size, int64_t unit) { return round_up(std::clamp<int64_t>(b, 1, size), unit); };
+  // Stage tiles: a user's boxes, or every split of M and N; K in as few chunks as the box allows, as
+  // even as whole fractals make them.
+  std::vector<int64_t> tms{box(in.box_m, in.M, mu)}, tns{box(in.box_n, in.N, nu)};
+  int64_t tk = box(in.box_k, in.K, ku);
+  if (!t.keep_boxes) {  // (tiles whose accumulator, one unit wide, overflows L0C left out)
+    tms = splits(in.M, mu), tns = splits(in.N, nu);
+    std::erase_if(tms, [&](int64_t tm) { return tm > mu && tm * nu * acc > m.capacity(Buffer::L0C); });
+    std::erase_if(tns, [&](int64_t tn) { return tn > nu && mu * tn * acc > m.capacity(Buffer::L0C); });
+    tk = round_up(ceil_div(in.K, ceil_div(in.K, tk)), ku);
+  }
+  if (t.most_tn) {  // whole tile rows of B [k][n]
+    for (int64_t& tn : tns) tn = std::min(tn, std::max(nu, t.most_tn / nu * nu));
+    std::sort(tns.begin(), tns.end());
+    tns.erase(std::unique(tns.begin(), tns.end()), tns.end());
+  }
+  // Operand tiles: a user's boxes, else the boxes as far as the stage tile divides into them
+  // (operand_tile); an A [k][m] tile's rows at most M.
+  auto operand_tiles = [&](int64_t tm, int64_t tn) -> std::array<int64_t, 3> {
+    const int64_t l0a = m.capacity(Buffer::L0A) / 2, l0b = m.capacity(Buffer::L0B) / 2;
+    std::array<int64_t, 3> b{dividing_tile(tm, round_up(std::max<int64_t>(in.box_m0, 1), mu), mu),
+                             dividing_tile(tn, round_up(std::max<int64_t>(in.box_n0, 1), nu), nu),
+                             dividing_tile(tk, round_up(std::max<int64_t>(in.box_k0, 1), ku), ku)};
+    if (!t.keep_boxes) {
+      b[0] = operand_tile(tm, in.box_m0, mu, l0a / (ku * ib));
+      b[1] = operand_tile(tn, in.box_n0, nu, l0b / (ku * ib));
+      b[2] = operand_tile(tk, in.box_k0, ku, std::min(l0a / (b[0] * ib), l0b / (b[1] * ib)));
+    }
+    if (t.most_tm0 && b[0] > t.most_tm0) b[0] = dividing_tile(tm, std::max(mu, t.most_tm0 / mu * mu), mu);
+    return b;
+  };
+  // choosing, also the deepest K that fits: wider rows for the DMAs of an operand stored K-minor
+  auto operand_options = [&](int64_t tm, int64_t tn) {
+    std::vector<std::array<int64_t, 3>> out{operand_tiles(tm, tn)};
+    const auto [tm0, tn0, tk0] = out[0];
+    const int64_t deepest = dividing_tile(tk, std::min(m.capacity(Buffer::L0A) / (2 * tm0 * ib), m.capacity(Buffer::L0B) / (2 * tn0 * ib)), ku);
+    if (!t.keep_boxes && deepest > tk0) out.push_back({tm0, tn0, deepest});
+    return out;
+  };
+  // The stage tiles that fit L0C and, double-buffered, L1, by the model (the smallest always).
+  const TailModel model{t, m};
+  std::vector<std::pair<double, std::array<int64_t, 5>>> ranked;
+  for (int64_t tm : tms)
+    for (int64_t tn : tns) {
+      const bool fits = tm * tn * acc <= m.capacity(Buffer::L0C) && 2 * (tm + tn) * tk * ib <= m.capacity(Buffer::L1);
+      if (!fits && !t.keep_boxes && !(tm == mu && tn == nu)) continue;
+      for (const auto& [tm0, tn0, tk0] : operand_options(tm, tn)) ranked.push_back({model(tm, tn, tk, tm0, tn0, tk0), {tm, tn, tm0, tn0, tk0}});
+    }
+  std::sort(ranked.begin(), ranked.end());
+  GemmTailPlanResult out;
+  for (size_t i = 0; i < ranked.size() && i < kTailPlansTried; ++i) {
+    const auto [tm, tn, tm0, tn0, tk0] = ranked[i].second;
+    GemmRequest r = in;
+    r.M = round_up(in.M, tm), r.N = round_up(in.N, tn), r.K = round_up(in.K, tk);
+    r.box_m = tm, r.box_n = tn, r.box_k = tk, r.box_m0 = tm0, r.box_n0 = tn0, r.box_k0 = tk0;
+    GemmPlanResult planned = plan_gemm(r, m);
+    if (planned.no_fit) {
+      if (!out.no_fit) out.no_fit = planned.no_fit;
+      continue;
+    }
+    const GemmPlan& p = *planned.plan;
+    const double cycles = model(p.tm, p.tn, p.tk, p.tm0, p.tn0, p.tk0);
+    if (out.plan && cycles >= out.plan->model_cycles) continue;
+    out.plan = GemmTailPlan{p, round_up(in.M, p.tm), round_up(in.N, p.tn), round_up(in.K, p.tk), cycles};
+  }
+  if (out.plan) {
+    out.no_fit.reset();
+    const GemmTailPlan& p = *out.plan;
+    out.plan->plan.notes.push_back(fmt::format("tails in place: {}x{}x{} in {} stage tiles of {}x{}x{} over {}x{}x{} (model {:.0f} cycles)",
+                                               in.M, in.N, in.K, t.batch * (p.M / p.plan.tm) * (p.N / p.plan.tn), p.plan.tm,
+                                               p.plan.tn, p.plan.tk, p.M, p.N, p.K, p.model_cycles));
+  }
+  return out;
+}
 
 GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
   const isa::CubeShape& cube = m.cube(in.operand);

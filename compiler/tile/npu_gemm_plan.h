@@ -8,7 +8,9 @@
 //
 // Input: GemmRequest (sizes padded to the fractal, the boxes, output type, the fused epilogue's UB
 // needs). Output: GemmPlan with notes for --explain, or a FitFailure naming the level that no tile
-// fits (bytes, capacity). Never throws for a user's input.
+// fits (bytes, capacity). Never throws for a user's input. plan_gemm_tails (below) chooses the
+// stage tiles over the cores for a GEMM whose edge tiles are clipped (tails in place) and plans them
+// with plan_gemm.
 #pragma once
 
 #include <cstdint>
@@ -52,5 +54,41 @@ struct GemmPlanResult {
 };
 
 GemmPlanResult plan_gemm(const GemmRequest& request, const isa::NpuMachine& machine);
+
+// Tails in place (compiler/emit_npu/gemm.cc, GemmSetup::in_place): a GEMM of the user's sizes whose
+// edge tiles are computed whole — their reads past the sizes land in guards, K's columns past K
+// are zeros — and written back clipped, so the sizes are padded to the tiles instead of the tiles
+// shrunk to divide the sizes. The stage tile (tm x tn, the K chunk tk) is chosen over the machine's
+// cores: for every split of M, N and K into tiles of whole fractals, a model of one core's time
+// (its tiles' GM loads at the core's rate or its cube time, whichever is longer, wave after wave,
+// plus the first chunk's load, the last chunk's compute and the last write-back) and of the chip's
+// (every tile's GM bytes at the shared rate); the best few are planned by plan_gemm (operand tiles,
+// buffering, rings) and the one whose plan the model prices lowest is kept. A user's tile spec
+// (`keep_boxes`) keeps the request's stage boxes, the sizes padded to them.
+struct GemmTailRequest {
+  GemmRequest gemm;   // M, N, K: the user's sizes (not padded); the boxes as for plan_gemm
+  int64_t batch = 1;  // independent GEMMs, each tiled alike
+  bool keep_boxes = false;
+  // An operand stored K-major is loaded by whole rows of its tiles: B [k][n] needs tn <= N, A [k][m]
+  // needs tm0 <= M (its rows are that long). 0: no such bound.
+  int64_t most_tn = 0, most_tm0 = 0;
+  // How the operands are stored, for the model's GM granules: A [k][m] / B [k][n] (K-major) or not,
+  // and the element strides of A's, B's and C's rows.
+  bool a_k_major = false, b_k_major = false;
+  int64_t a_stride = 0, b_stride = 0, c_stride = 0;
+};
+
+struct GemmTailPlan {
+  GemmPlan plan;
+  int64_t M = 0, N = 0, K = 0;  // the sizes padded to the plan's tiles
+  double model_cycles = 0;      // the model's time for it
+};
+
+struct GemmTailPlanResult {
+  std::optional<GemmTailPlan> plan;
+  std::optional<FitFailure> no_fit;
+};
+
+GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& request, const isa::NpuMachine& machine);
 
 }  // namespace tessel::tile

@@ -53,8 +53,9 @@ expect_exit(shape_too_many_digits 1 "--shape: 'M=99999999999999999999': size mus
 expect_exit(shape_overflow_c 1 "--shape: tensor 'A' (f16 4611686018427387904 x 16) needs more than"
             compile ${SRC}/workloads/matmul.tsl --target c --shape M=4611686018427387904,N=16,K=16)
 # inputs and outputs fit, the emitter's padded scratch does not: named by the NPU emitter, not left to `sim`
-expect_exit(emit_scratch_past_gm 1 "kernel matmul: tensor 'A_padded' (scratch, 4608 bytes at GM+8096) ends at byte 12704, past the 8192 bytes of GM of davinci-910"
-            compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-8k-gm.yaml --shape M=40,N=24,K=33 -o /dev/null)
+# (N = 6: B's rows are shorter than a tile row, so the tails go through padded copies, not in place)
+expect_exit(emit_scratch_past_gm 1 "kernel matmul: tensor 'A_padded' (scratch, 4608 bytes at GM+4032) ends at byte 8640, past the 8192 bytes of GM of davinci-910"
+            compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-8k-gm.yaml --shape M=40,N=6,K=33 -o /dev/null)
 expect_exit(shape_fits_not_with_others 1 "--shape: tensor 'B' (f16 33 x 24) needs 1584 bytes; with the tensors before it the program needs 4224 bytes of global memory, but GM of davinci-910 holds 4096 bytes"
             compile ${SRC}/workloads/matmul.tsl --target ${SRC}/tests/cli/hierarchy/davinci-910-4k-gm.yaml --shape M=40,N=24,K=33)
 
