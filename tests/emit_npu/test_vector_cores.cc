@@ -147,7 +147,7 @@ TEST_CASE("a 5-D f32 permute moves through UB blocks: GM runs on both sides, eve
 // positions x 56 repeats per output row. The lanes stay where a window would cost more vector work
 // than it saves (a global pooling over the rows of its lanes: full-width repeats) and where the
 // statement is element-wise on contiguous rows.
-TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as lanes); whole repeats stay where they win") {
+TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as lanes), whole repeats stay where they win") {
   auto c = compile_case("short_batch.tsl", "upsample2x", "N=2,H=14,W=14,C=64,P=28,Q=28");
   const std::string n = notes(*c);
   CAPTURE(n);
