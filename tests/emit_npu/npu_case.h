@@ -75,8 +75,9 @@ inline Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
   return r;
 }
 
-// Naive and pruned: exact, race-free, no deadlock; pruning keeps no more syncs and is no slower.
-inline void verify(const Case& c, const std::string& def, const std::string& shape) {
+// Naive and pruned: exact, race-free, no deadlock; pruning keeps no more syncs and (unless
+// `pruned_no_slower` is false: cores sharing GM can meet sooner DMAs) is no slower.
+inline void verify(const Case& c, const std::string& def, const std::string& shape, bool pruned_no_slower = true) {
   const Run naive = run(c, npu_sync::SyncMode::Naive);
   const Run pruned = run(c, npu_sync::SyncMode::Pruned);
   MESSAGE(def << " " << shape << " (" << c.compilation->tile_spec.to_string() << ", " << c.kernel.program.cores
@@ -89,7 +90,7 @@ inline void verify(const Case& c, const std::string& def, const std::string& sha
     CHECK_FALSE(r->sim.record.deadlock);
   }
   CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
-  CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+  if (pruned_no_slower) CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
 }
 
 inline void check_verifies(const std::string& file, const std::string& def, const std::string& shape,
