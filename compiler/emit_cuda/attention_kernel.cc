@@ -38,14 +38,19 @@ int choose_key_splits(const kernel::Attention& a, const AttentionPlan& p, const 
   const int64_t blocks = unsplit_blocks(a, p);
   if (blocks >= want) return 1;
   const int64_t by_keys = ceil_div(a.key.extent, p.key_block) / kMinKeyBlocksPerSplit;
-  const int64_t splits = std::min<int64_t>({ceil_div(want, blocks), by_keys, kMaxKeySplits});
+  // whole waves: at most `want` blocks (one more split would start a second, mostly idle wave)
+  const int64_t splits = std::min<int64_t>({want / blocks, by_keys, kMaxKeySplits});
   return splits >= 2 ? int(splits) : 1;
 }
 
 std::string explain_line(const kernel::Attention& a, const AttentionPlan& p, const std::string& why_not_tc) {
   std::string s = "fused attention (online softmax, " + a.name + "): ";
   if (p.shape == AttentionShape::MmaFlash) {
-    s += "mma.sync flash kernel " + N(p.query_block) + "x" + N(p.key_block) + " (" + N(p.warps) + " warps of 16 query rows), K / V " +
+    s += "mma.sync flash kernel " + N(p.query_block) + "x" + N(p.key_block) + " (" +
+         (p.key_warps ? N(p.warps) + " warps sharing the 16 query rows, " + N(p.key_block / p.warps) +
+                            " keys of each block a warp, their states merged in shared memory at the end"
+                      : N(p.warps) + " warps of 16 query rows") +
+         "), K / V " +
          (p.stages == 2 ? "double-buffered" : N(p.stages) + "-buffered") + " by 16-byte cp.async into padded rows (ldmatrix " +
          "conflict-free), Q fragments " + (p.q_in_registers ? "kept in registers" : "read by ldmatrix per key block") +
          ", P reused from the S accumulators as the A operand of P V; " + N(attention_mma_shared_bytes(a, p)) + " B of shared memory";
@@ -77,6 +82,7 @@ void emit_combine(const kernel::Kernel& k, const kernel::Attention& a, const Att
 std::string AttentionPlan::to_string() const {
   std::string s = shape == AttentionShape::MmaFlash ? "attention/mma/" + N(query_block) + "x" + N(key_block) + "/w" + N(warps) + "/st" + N(stages)
                                                     : "attention/simt/w" + N(warps);
+  if (key_warps) s += "/kw";
   if (key_splits > 1) s += "/ks" + N(key_splits);
   return s;
 }
@@ -85,7 +91,8 @@ bool AttentionPlan::is_plan_text(const std::string& text) { return text.rfind("a
 
 AttentionPlan AttentionPlan::parse(const std::string& text) {
   auto bad = [&](const std::string& what) {
-    return UserError("attention plan '" + text + "': " + what + " (the form attention/mma/128x64/w8/st2 or attention/simt/w4, optionally /ksN)");
+    return UserError("attention plan '" + text + "': " + what +
+                     " (the form attention/mma/128x64/w8/st2, attention/mma/16x64/w4/st3/kw or attention/simt/w4, optionally /ksN)");
   };
   std::vector<std::string> parts;
   for (size_t at = 0; at <= text.size();) {
@@ -120,10 +127,13 @@ AttentionPlan AttentionPlan::parse(const std::string& text) {
     const std::string& f = parts[next];
     if (f.rfind("w", 0) == 0) p.warps = number(f, 1);
     else if (f.rfind("st", 0) == 0) p.stages = number(f, 2);
+    else if (f == "kw" && p.shape == AttentionShape::MmaFlash) p.key_warps = true;
     else if (f.rfind("ks", 0) == 0) p.key_splits = number(f, 2);
     else throw bad("unknown field '" + f + "'");
   }
-  if (p.shape == AttentionShape::MmaFlash && (p.query_block != 16 * p.warps || p.key_block % 16 || p.key_block <= 0 || p.stages < 2))
+  if (p.shape == AttentionShape::MmaFlash && p.key_warps && (p.query_block != 16 || p.warps <= 0 || p.key_block % (16 * p.warps) || p.stages < 2))
+    throw bad("an mma plan with /kw takes 16 query rows, a key block of 16 keys a warp (a multiple of 16 x warps), at least 2 stages");
+  if (p.shape == AttentionShape::MmaFlash && !p.key_warps && (p.query_block != 16 * p.warps || p.key_block % 16 || p.key_block <= 0 || p.stages < 2))
     throw bad("an mma plan takes 16 query rows a warp, key blocks a multiple of 16, at least 2 stages");
   if (p.warps <= 0 || p.key_splits <= 0) throw bad("warps and key splits must be positive");
   return p;

@@ -43,7 +43,10 @@ struct AttentionPlan {
   int query_block = 1, key_block = 32, warps = 4, stages = 1;
   int key_splits = 1;
   bool q_in_registers = false;  // MmaFlash: Q's A fragments loaded once (else ldmatrix per block)
-  std::string to_string() const;  // "attention/mma/128x64/w8/st2", "attention/simt/w4" (+ "/ks8")
+  // MmaFlash, query_block 16: the warps share the 16 query rows and take key_block / warps keys of
+  // each key block each (decode shapes); their states are merged at the end
+  bool key_warps = false;
+  std::string to_string() const;  // "attention/mma/128x64/w8/st2", "attention/simt/w4" (+ "/kw", "/ks8")
   // to_string's form back (q_in_registers false); UserError naming the bad field
   static AttentionPlan parse(const std::string& text);
   static bool is_plan_text(const std::string& text);  // starts with "attention/"

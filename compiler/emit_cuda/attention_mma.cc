@@ -18,6 +18,9 @@ constexpr int kKeyBlock = 64, kKeyBlockWide = 32, kWideHead = 128;
 constexpr int kRowsPerWarp = 16;      // one m16 tile
 constexpr int kRowPadElements = 8;    // 16 bytes: ldmatrix's 8 row addresses in distinct bank groups
 constexpr int kMaxHead = 256;
+// Decode (at most 16 query rows): 4 warps of 16 keys each a block (2 of 16 past head dim 128),
+// 3 K / V buffers (about 107 KB at head dim 128: two blocks an SM, two blocks in flight each).
+constexpr int kDecodeWarps = 4, kDecodeStages = 3;
 
 std::string N(int64_t v) { return std::to_string(v); }
 
@@ -59,7 +62,7 @@ static __device__ __forceinline__ unsigned tessel_att_pack(float lo, float hi) {
 // attention_pieces.h, the causal limit and the end of a block's rows (store or partials).
 const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@) @NAME@(@PARAMS@) {
   constexpr int BQ = @BQ@, BK = @BK@, D = @D@, E = @E@, QS = D + @PAD@, VS = E + @PAD@, NT = @THREADS@;
-  constexpr long long S = @S@LL, T = @T@LL;
+@BKWDECL@  constexpr long long S = @S@LL, T = @T@LL;
   extern __shared__ __align__(16) unsigned char smem_[];
   @ET@* sQ = (@ET@*)smem_;
   @ET@* sK = sQ + BQ * QS;
@@ -106,10 +109,10 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
   #pragma unroll
   for (int n = 0; n < E / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float mrow[2] = {-TESSEL_INF, -TESSEL_INF}, lrow[2] = {0.0f, 0.0f};
-  const int wr = warp * 16;
+  const int wr = @WR@;
   const unsigned q_addr = tessel_att_smem(sQ + (wr + lane % 16) * QS + (lane / 16) * 8);
-  const unsigned k_addr = tessel_att_smem(sK + ((lane % 8) + (lane / 16) * 8) * QS + ((lane / 8) % 2) * 8);
-  const unsigned v_addr = tessel_att_smem(sV + ((lane % 8) + ((lane / 8) % 2) * 8) * VS + (lane / 16) * 8);
+  const unsigned k_addr = tessel_att_smem(sK + ((lane % 8) + (lane / 16) * 8@KW0@) * QS + ((lane / 8) % 2) * 8);
+  const unsigned v_addr = tessel_att_smem(sV + ((lane % 8) + ((lane / 8) % 2) * 8@KW0@) * VS + (lane / 16) * 8);
 @QDECL@  for (int kb = kb_begin_; kb < kb_end_; ++kb) {
     /* block kb has landed (the newest stages - 2 groups may be in flight); every warp is done with
        block kb - 1, whose buffer the copies of block kb + stages - 1 refill */
@@ -118,28 +121,28 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
 @QFRAGS@    const int st = (kb - kb_begin_) % @STAGES@;
     if (kb + @STAGES@ - 1 < kb_end_) load_kv(kb + @STAGES@ - 1, (kb + @STAGES@ - 1 - kb_begin_) % @STAGES@);
     tessel_att_commit();
-    float s[BK / 8][4];
+    float s[@KB@ / 8][4];
     #pragma unroll
-    for (int n = 0; n < BK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int n = 0; n < @KB@ / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
     #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
 @QFRAG@      #pragma unroll
-      for (int n2 = 0; n2 < BK / 16; ++n2) {
+      for (int n2 = 0; n2 < @KB@ / 16; ++n2) {
         unsigned b[4];
         tessel_att_ldsm4(b, k_addr + ((st * BK + n2 * 16) * QS + kk * 16) * 2);
         tessel_att_mma(s[2 * n2], a, b[0], b[1]);
         tessel_att_mma(s[2 * n2 + 1], a, b[2], b[3]);
       }
     }
-    const long long j0 = (long long)kb * BK;
-    if (i0 + BQ <= S && j0 + BK <= T) {  /* a whole block: no row or key past the end */
+    const long long j0 = (long long)kb * BK@KW0@;
+    if (i0 + BQ <= S && j0 + @KB@ <= T) {  /* a whole block: no row or key past the end */
       #pragma unroll
-      for (int n = 0; n < BK / 8; ++n)
+      for (int n = 0; n < @KB@ / 8; ++n)
         #pragma unroll
         for (int c = 0; c < 4; ++c) s[n][c] = tessel_logit(s[n][c], i0 + wr + g + (c / 2) * 8, j0 + n * 8 + 2 * t4 + (c % 2));
     } else {
       #pragma unroll
-      for (int n = 0; n < BK / 8; ++n)
+      for (int n = 0; n < @KB@ / 8; ++n)
         #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const long long r_i_ = i0 + wr + g + (c / 2) * 8, r_j_ = j0 + n * 8 + 2 * t4 + (c % 2);
@@ -150,7 +153,7 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
     for (int h = 0; h < 2; ++h) {
       float mx = -TESSEL_INF;
       #pragma unroll
-      for (int n = 0; n < BK / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      for (int n = 0; n < @KB@ / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float mn = fmaxf(mrow[h], mx);
@@ -164,7 +167,7 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
         o[n][2 * h + 1] *= corr;
       }
       #pragma unroll
-      for (int n = 0; n < BK / 8; ++n) {
+      for (int n = 0; n < @KB@ / 8; ++n) {
         const float p0 = @PROB0@, p1 = @PROB1@;
         lrow[h] += p0 + p1;
         s[n][2 * h] = p0;
@@ -172,7 +175,7 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
       }
     }
     #pragma unroll
-    for (int k2 = 0; k2 < BK / 16; ++k2) {
+    for (int k2 = 0; k2 < @KB@ / 16; ++k2) {
       unsigned pa[4] = {tessel_att_pack(s[2 * k2][0], s[2 * k2][1]), tessel_att_pack(s[2 * k2][2], s[2 * k2][3]),
                         tessel_att_pack(s[2 * k2 + 1][0], s[2 * k2 + 1][1]), tessel_att_pack(s[2 * k2 + 1][2], s[2 * k2 + 1][3])};
       #pragma unroll
@@ -190,12 +193,7 @@ const char* kKernel = R"(extern "C" __global__ void __launch_bounds__(@THREADS@)
     lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 1);
     lrow[h] += __shfl_xor_sync(0xffffffffu, lrow[h], 2);
   }
-  #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const long long r_i_ = i0 + wr + g + h * 8;
-    if (r_i_ >= S) continue;
-@FINISH@  }
-}
+@TAIL@}
 )";
 
 // The end of a row: the output elements, or the partial state of this key split.
@@ -213,6 +211,60 @@ std::string finish(const kernel::Attention& a, const AttentionPlan& plan) {
   s += pad + "#pragma unroll\n" + pad + "for (int n = 0; n < E / 8; ++n) {\n" + pad + "  acc_[n * 8 + 2 * t4] = o[n][2 * h];\n" + pad +
        "  acc_[n * 8 + 2 * t4 + 1] = o[n][2 * h + 1];\n" + pad + "}\n";
   return s;
+}
+
+// After the key loop, each warp's rows' (m, l, acc) are final. Query-parallel warps: each warp
+// finishes its own 16 rows. Key-parallel warps (plan.key_warps): every warp holds a partial state of
+// the same 16 rows over its own quarter of each key block; they meet in shared memory (the K / V
+// buffers, free once every warp is past the loop) and one thread per valid row element merges them
+// as the combine launch merges key splits (M = max m, weights exp(m - M)), then finishes it.
+std::string tail(const kernel::Attention& a, const AttentionPlan& plan) {
+  if (!plan.key_warps)
+    return "  #pragma unroll\n  for (int h = 0; h < 2; ++h) {\n    const long long r_i_ = i0 + wr + g + h * 8;\n    if (r_i_ >= S) continue;\n" +
+           finish(a, plan) + "  }\n";
+  const int64_t E = a.value[0].extent, rows = a.size_batch() * a.query.extent, K = plan.key_splits;
+  std::string s = R"(  __syncthreads();  /* every warp is past the loop: the K / V buffers take the warps' states */
+  constexpr int W = NT / 32;
+  float* red_ = (float*)sK;
+  #pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + h * 8;
+    if (t4 == 0) {
+      red_[warp * 16 + r] = mrow[h];
+      red_[(W + warp) * 16 + r] = lrow[h];
+    }
+    #pragma unroll
+    for (int n = 0; n < E / 8; ++n) {
+      red_[2 * W * 16 + (warp * 16 + r) * E + n * 8 + 2 * t4] = o[n][2 * h];
+      red_[2 * W * 16 + (warp * 16 + r) * E + n * 8 + 2 * t4 + 1] = o[n][2 * h + 1];
+    }
+  }
+  __syncthreads();
+  const int rows_ = (int)(S - i0 < BQ ? S - i0 : BQ);
+  for (int c = tid; c < rows_ * E; c += NT) {
+    const int r = c / E, e_ = c % E;
+    float M_ = -TESSEL_INF;
+    #pragma unroll
+    for (int w = 0; w < W; ++w) M_ = fmaxf(M_, red_[w * 16 + r]);
+    const float mu_ = M_ == -TESSEL_INF ? 0.0f : M_;
+    float L_ = 0.0f, A_ = 0.0f;
+    #pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float x_ = __expf(red_[w * 16 + r] - mu_);
+      L_ += x_ * red_[(W + w) * 16 + r];
+      A_ += x_ * red_[2 * W * 16 + (w * 16 + r) * E + e_];
+    }
+    const long long r_i_ = i0 + r;
+)";
+  if (K == 1) {
+    s += "    tessel_store(A_, L_, r_i_, e_);\n";
+  } else {
+    const std::string at = "((flat_ * S + r_i_) * " + N(K) + " + split_)";
+    s += "    float* part_ = (float*)scratch;\n";
+    s += "    if (e_ == 0) {\n      part_[" + at + " * 2] = M_;\n      part_[" + at + " * 2 + 1] = L_;\n    }\n";
+    s += "    part_[" + N(rows * K * 2) + "LL + " + at + " * " + N(E) + "LL + e_] = A_;\n";
+  }
+  return s + "  }\n";
 }
 
 }  // namespace
@@ -249,6 +301,16 @@ AttentionPlan attention_mma_plan(const kernel::Attention& a, const isa::GpuMachi
   const int64_t blocks128 = (a.query.extent + 127) / 128 * a.size_batch();
   p.query_block = a.query.extent >= 128 && blocks128 >= int64_t(m.sm_count) ? 128 : 64;
   p.warps = p.query_block / kRowsPerWarp;
+  if (a.query.extent <= kRowsPerWarp) {
+    // decode: one m16 tile of query rows; the warps share it and split each key block instead, so
+    // a block streams kDecodeWarps times the keys per step (the bound is the K / V bytes)
+    p.query_block = kRowsPerWarp;
+    p.key_warps = true;
+    p.warps = std::max(D, E) > kWideHead ? kDecodeWarps / 2 : kDecodeWarps;
+    p.key_block = kRowsPerWarp * p.warps;
+    p.stages = kDecodeStages;
+    return p;
+  }
   if (p.query_block == 128 && attention_mma_shared_bytes(a, p) > int64_t(m.shared_bytes_per_block_optin)) {
     p.query_block = 64;
     p.warps = 4;
@@ -258,7 +320,10 @@ AttentionPlan attention_mma_plan(const kernel::Attention& a, const isa::GpuMachi
 
 int64_t attention_mma_shared_bytes(const kernel::Attention& a, const AttentionPlan& plan) {
   const int64_t D = a.head[0].extent + kRowPadElements, E = a.value[0].extent + kRowPadElements;
-  return 2 * (plan.query_block * D + plan.stages * plan.key_block * (D + E));
+  int64_t kv = 2 * plan.stages * plan.key_block * (D + E);
+  if (plan.key_warps)  // the warps' states meet in the K / V buffers: m, l and acc of 16 rows each
+    kv = std::max<int64_t>(kv, 4 * int64_t(plan.warps) * kRowsPerWarp * (a.value[0].extent + 2));
+  return 2 * plan.query_block * D + kv;
 }
 
 Launch emit_attention_mma(const kernel::Kernel& k, const kernel::Attention& a, const AttentionPlan& plan, const std::string& name,
@@ -317,7 +382,11 @@ Launch emit_attention_mma(const kernel::Kernel& k, const kernel::Attention& a, c
                               {"QFRAG", qfrag},
                               {"PROB0", p0},
                               {"PROB1", p1},
-                              {"FINISH", finish(a, plan)}});
+                              {"BKWDECL", plan.key_warps ? "  constexpr int BKW = BK / (NT / 32);  /* each warp's keys of a block */\n" : ""},
+                              {"WR", plan.key_warps ? "0" : "warp * 16"},
+                              {"KW0", plan.key_warps ? " + warp * BKW" : ""},
+                              {"KB", plan.key_warps ? "BKW" : "BK"},
+                              {"TAIL", tail(a, plan)}});
   Launch l;
   l.kernel = name;
   l.grid[0] = unsigned(nq * a.size_batch() * plan.key_splits);

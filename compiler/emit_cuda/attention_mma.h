@@ -14,6 +14,10 @@
 //   and the product;
 //   O += P V: the accumulators of two n8 score tiles are the A fragment of one k16 step once
 //   packed to f16x2 / bf16x2 (FA2's register reuse), V through ldmatrix.trans.
+// Decode shapes (at most 16 query rows, AttentionPlan::key_warps): the warps share one m16 tile of
+// query rows and split each key block between them (16 keys a warp), each keeping its own running
+// (m, l, acc); after the loop they meet in shared memory and are merged like key splits, so a
+// block streams as many keys per step as it has warps.
 // Causal records: key blocks above the diagonal of the whole query block are never loaded; query
 // blocks are taken heaviest first. The epilogue sums each row's l across its quad and stores
 // tessel_store (attention_pieces.h) per element; with key splits, the partial (m, l, acc) go to

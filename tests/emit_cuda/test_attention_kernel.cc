@@ -134,6 +134,32 @@ TEST_CASE("decode shapes split the keys over blocks: partials in scratch, a comb
   CHECK(hmma_count(r.program) > 0);
 }
 
+TEST_CASE("decode shapes: the warps share 16 query rows and split each key block, whole waves of key splits") {
+  // 1 x 32 heads: 32 blocks unsplit; 132 SMs x 2 blocks = 264 -> 8 splits (256 blocks, one wave; 9 would start a second)
+  auto r = fused("attention_bhsd", shape(1, 32, 1, 4096, 128), "sm90");
+  const auto plan = emit_cuda::plan_attention(*r.c->kernel.attention, r.machine);
+  CHECK(plan.to_string() == "attention/mma/16x64/w4/st3/kw/ks8");
+  CHECK(plan.key_warps);
+  REQUIRE(r.program.launches.size() == 2);
+  CHECK(r.program.launches[0].grid[0] == 32 * 8);
+  CHECK(r.program.launches[0].block == 128);
+  // Q 16 rows + 3 stages x 64 keys x (K + V rows of 128 + 8 padding elements), f16
+  CHECK(r.program.launches[0].dynamic_shared_bytes == 2 * (16 * 136 + 3 * 64 * 272));
+  CHECK(contains(r.program.source, "constexpr int BKW = BK / (NT / 32);"));
+  CHECK(contains(r.program.source, "const long long j0 = (long long)kb * BK + warp * BKW;"));
+  CHECK(contains(r.program.source, "red_[(W + warp) * 16 + r] = lrow[h];"));
+  CHECK(contains(joined(r.program.explain), "4 warps sharing the 16 query rows, 16 keys of each block a warp"));
+  // a few query rows (a draft of 5 tokens) keep the form; 17 rows take the query-parallel warps again
+  auto few = fused("attention_causal_bhsd", shape(2, 4, 5, 700, 64), "sm80");
+  CHECK(emit_cuda::plan_attention(*few.c->kernel.attention, few.machine).key_warps);
+  auto more = fused("attention_bhsd", shape(2, 4, 17, 700, 64), "sm80");
+  CHECK_FALSE(emit_cuda::plan_attention(*more.c->kernel.attention, more.machine).key_warps);
+  // head dim 256: 2 warps of 16 keys
+  auto wide = fused("attention_bhsd", shape(1, 2, 1, 3000, 256), "sm80");
+  CHECK(emit_cuda::plan_attention(*wide.c->kernel.attention, wide.machine).to_string().rfind("attention/mma/16x32/w2/st3/kw", 0) == 0);
+  for (const auto* p : {&r.program, &few.program, &wide.program}) CHECK(hmma_count(*p) > 0);
+}
+
 TEST_CASE("the mma.sync kernel does not fire: sm_75, f32, head dim not a multiple of 16, head index not innermost") {
   auto old = fused("attention_bhsd", shape(1, 2, 77, 77, 64), "sm75");
   CHECK_FALSE(old.program.tensor_cores);
@@ -167,7 +193,8 @@ TEST_CASE("a contraction plan given for a fused attention kernel is a user error
 }
 
 TEST_CASE("attention plans print and parse back, malformed plans are user errors naming the field") {
-  for (const char* text : {"attention/mma/128x64/w8/st2", "attention/mma/64x32/w4/st3/ks8", "attention/simt/w4", "attention/simt/w4/ks16"}) {
+  for (const char* text : {"attention/mma/128x64/w8/st2", "attention/mma/64x32/w4/st3/ks8", "attention/mma/16x64/w4/st3/kw/ks8",
+                           "attention/simt/w4", "attention/simt/w4/ks16"}) {
     CAPTURE(text);
     CHECK(emit_cuda::AttentionPlan::is_plan_text(text));
     CHECK(emit_cuda::AttentionPlan::parse(text).to_string() == text);
@@ -176,6 +203,8 @@ TEST_CASE("attention plans print and parse back, malformed plans are user errors
   CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/mma/128x64/w4/st2"), doctest::Contains("16 query rows a warp"), UserError);
   CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/mma/128x64/w8/q2"), doctest::Contains("unknown field 'q2'"), UserError);
   CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/wmma/w4"), doctest::Contains("unknown kernel 'wmma'"), UserError);
+  CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/mma/16x48/w4/st3/kw"), doctest::Contains("16 keys a warp"), UserError);
+  CHECK_THROWS_WITH_AS(emit_cuda::AttentionPlan::parse("attention/simt/w4/kw"), doctest::Contains("unknown field 'kw'"), UserError);
 }
 
 TEST_CASE("every form of workloads/attention.tsl compiles through NVRTC for sm_75, sm_80 and sm_90, TensorCore forms with HMMA") {
