@@ -340,230 +340,278 @@ void measure_gpu_and_print(const ir::Function& f, const CompileOptions& co, cons
   }
 }
 
-void add_tune_command(CLI::App& app, CommandContext& ctx) {
-  auto o = std::make_shared<TuneFlags>();
-  CLI::App* cmd = app.add_subcommand("tune", "Search tile sizes for an operator on a target (simulator or GPU)");
-  add_pipeline_flags(cmd, o->pipeline);
-  cmd->add_option("--space", o->space,
+void add_tune_options(CLI::App* cmd, TuneFlags& o) {
+  cmd->add_option("--space", o.space,
                   "search space per axis: OUTER[/INNER], each a list A|B|C or a range MIN-MAX[:pow2][:xN] "
                   "(e.g. m=64-512:pow2/32|64,k=32-256:pow2/16|32; default: around the default tile spec)");
   // Option values are checked while the command line is parsed (usage errors, exit 2), before the
   // search space is built (issue 17 item 9).
-  cmd->add_option("--strategy", o->strategy, "exhaustive, random, genetic or model (default model)")
+  cmd->add_option("--strategy", o.strategy, "exhaustive, random, genetic or model (default model)")
       ->check(CLI::IsMember(tune::strategy_names()));
-  cmd->add_option("--model", o->model, "cost model of the model-guided strategy: analytic or learned (XGBoost)")
+  cmd->add_option("--model", o.model, "cost model of the model-guided strategy: analytic or learned (XGBoost)")
       ->check(CLI::IsMember(tune::cost_model_names()));
-  cmd->add_option("--trials", o->trials, "configurations to measure in all, counting those the log holds (default 64)")
+  cmd->add_option("--trials", o.trials, "configurations to measure in all, counting those the log holds (default 64)")
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--seed", o->seed, "seed of the random choices (default 1)");
-  cmd->add_option("--log", o->log, "JSON-lines log of every measurement; a later run resumes from it");
-  cmd->add_option("--db", o->db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json; off: none)");
-  cmd->add_option("--jobs", o->jobs, "simulator measurements in parallel (default: the number of CPU cores)")
+  cmd->add_option("--seed", o.seed, "seed of the random choices (default 1)");
+  cmd->add_option("--log", o.log, "JSON-lines log of every measurement; a later run resumes from it");
+  cmd->add_option("--db", o.db, "best-config database to update (default: $TESSEL_TUNE_DB or ~/.cache/tessel/best.json; off: none)");
+  cmd->add_option("--jobs", o.jobs, "simulator measurements in parallel (default: the number of CPU cores)")
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("--measure-timeout", o->timeout_s,
+  cmd->add_option("--measure-timeout", o.timeout_s,
                   "simulator: seconds one measurement (compile + simulation) may take before it counts as failed (default 120)")
       ->check(CLI::Range(1e-3, 1e6));
-  cmd->add_option("--batch", o->batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--max-predicted-slowdown", o->max_slowdown,
+  cmd->add_option("--batch", o.batch, "configurations the strategy proposes at once (default 8)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--max-predicted-slowdown", o.max_slowdown,
                   "skip (with a note) configurations the analytic model predicts more than this many times slower than the "
                   "default plan, which is always measured first (default 4; 0: measure whatever the strategy proposes)")
       ->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--dump-space", o->dump_space,
+}
+
+// The options that answer a question and exit instead of tuning, or measure elsewhere (drivers, studies).
+void add_query_options(CLI::App* cmd, TuneFlags& o) {
+  cmd->add_option("--dump-space", o.dump_space,
                   "write the search space as CSV (tile, sizes, bytes per level, analytic prediction) to FILE ('-': stdout) and exit");
-  cmd->add_option("--predict", o->predict,
+  cmd->add_option("--predict", o.predict,
                   "print the analytic model's prediction for these tile specs ('default': the target's own mapping "
                   "without a tile, e.g. a GPU row kernel) and exit");
-  cmd->add_option("--run-on", o->run_on,
+  cmd->add_option("--run-on", o.run_on,
                   "with --predict: price the configurations on this description (the machine the kernel runs on, e.g. "
                   "isa/targets/sm90-h100.yaml for a kernel compiled for sm75 that ran on an H100); tile fit from --target")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--mma-path", o->mma_path,
+  cmd->add_option("--mma-path", o.mma_path,
                   "with --predict: the tensor-core path the kernel takes (wmma, mma.sync, wgmma or simt, as tessel run "
                   "reports it); each is priced at its own rate (default: the matrix unit's shape rate)")
       ->check(CLI::IsMember({"wmma", "mma.sync", "wgmma", "simt"}));
-  cmd->add_option("--measure", o->measure,
+  cmd->add_option("--measure", o.measure,
                   "measure these tile specs or, on GPU descriptions, plans ('default': the target's own plan) and print one "
                   "log record per line as JSON on stdout; writes no log or database (for drivers such as scripts/tessel_dask.py)");
-  cmd->add_option("--propose", o->propose,
+  cmd->add_option("--propose", o.propose,
                   "print the strategy's next N configurations given the --log so far (one JSON object a line: op, "
                   "target, shape, tile, predicted) and exit; a driver measures them and appends them to the log")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--replay", o->replay,
+  cmd->add_option("--replay", o.replay,
                   "answer measurements from an earlier log of the same problem instead of measuring (strategy studies)");
+}
+
+// One --predict line (and its energy line): the analytic model's breakdown of configuration `t`.
+void print_prediction(const std::string& t, const tune::AnalyticBreakdown& b, const tune::Problem& priced) {
+  std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
+                           t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
+  for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
+  std::cout << fmt::format("; {} tiles on {} cores)", b.tiles, b.cores_used);
+  // bytes per level and the time at the description's clock (issue 19: compared with ncu)
+  // (l2 fabric: the global bytes looked up again in their home partition of a partitioned L2)
+  std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}, l2 fabric {:.0f}; {:.3f} us at {:g} MHz\n",
+                           b.global_bytes, b.dram_bytes, b.stage_bytes, b.l2_fabric_bytes,
+                           b.total / priced.hierarchy.clock_mhz, priced.hierarchy.clock_mhz);
+  if (b.energy_pj > 0) {
+    std::cout << fmt::format("  energy {:.4g} nJ", b.energy_pj / 1000);
+    if (b.macs > 0) std::cout << fmt::format(" ({:.3f} pJ/MAC)", b.energy_pj / b.macs);
+    for (const auto& [pipe, busy] : b.pipe_busy_cycles) std::cout << fmt::format(", {} busy {:.1f}", pipe, busy);
+    std::cout << "\n";
+  }
+}
+
+// --predict: the analytic model's prediction of each configuration, priced on --run-on's
+// description at --mma-path's rate where given.
+void print_predictions(tune::FitChecker& fit, const TuneFlags& o) {
+  const tune::Problem& p = fit.problem();
+  const tune::Problem priced = priced_problem(p, o.run_on, o.mma_path);
+  // 'default': the target's own mapping without a tile spec (as `tessel run` without --tile)
+  auto spec_of = [&](const std::string& t) { return t == "default" ? fit.compiled_tile_spec() : tile::parse_tile_spec(t); };
+  std::vector<tile::TileSpec> specs;
+  for (const auto& t : o.predict) specs.push_back(spec_of(t));
+  if (fit.detect_fixed_mapping(specs)) std::cout << "note: " << p.fixed_mapping << "\n";
+  for (const auto& t : o.predict) {
+    std::optional<tune::AnalyticBreakdown> own = t == "default" ? tune::default_mapping_breakdown(priced) : std::nullopt;
+    std::string why;
+    const auto info = own ? std::nullopt : fit.check(spec_of(t), &why);
+    if (!own && !info) {
+      std::cout << t << ": does not fit: " << why << "\n";
+      continue;
+    }
+    if (own && priced.gpu_row_kernel) std::cout << "note: default: the register row kernel, " << priced.gpu_row_kernel->explain << "\n";
+    print_prediction(t, own ? *own : tune::analytic_breakdown(priced, *info), priced);
+  }
+}
+
+// The configurations of `spec` that fit, with a progress line on stderr when building them takes
+// a while, and the space's summary.
+tune::Space build_search_space(const tune::SpaceSpec& spec, tune::FitChecker& fit, const TuneFlags& o, bool live) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  bool shown = false;
+  const tune::Space space = tune::build_space(spec, fit, [&](size_t done, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (o.no_progress || (done < total && now - last < std::chrono::milliseconds(live ? 200 : 2000))) return;
+    // quick builds print only the summary below
+    if (done < total ? now - t0 < std::chrono::milliseconds(500) : !shown) return;
+    shown = true;
+    last = now;
+    std::cerr << fmt::format("{}tune: building the space: {}/{} configurations checked ({:.1f} s){}", live ? "\r" : "",
+                             done, total, std::chrono::duration<double>(now - t0).count(), live && done < total ? "" : "\n")
+              << std::flush;
+  });
+  std::cerr << fmt::format("tune: space {}: {} configurations fit ({} enumerated, {} dominated sizes removed, {} do not "
+                           "fit; {} fit checks, {} by tile + promote; {:.1f} s)\n",
+                           spec.to_string(), space.configs.size(), space.stats.enumerated, space.stats.dominated,
+                           space.stats.not_fitting, space.stats.fit_checks, space.stats.full_checks,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const tune::Problem& p = fit.problem();
+  if (!p.fixed_mapping.empty())
+    std::cerr << "tune: note: " << p.fixed_mapping << ": the space keeps one configuration (" << space.stats.same_program
+              << " others are the same program)\n";
+  return space;
+}
+
+// What measures a tile spec: an earlier log (--replay), the simulator (NPU descriptions, `jobs`
+// processes) or the GPU (on `gpu_inputs`, which must outlive the measurer).
+std::unique_ptr<tune::Measurer> make_tile_measurer(const ir::Function& f, const CompileOptions& co, const tune::Problem& p,
+                                                   const tune::ProblemKey& problem, const TuneFlags& o,
+                                                   std::map<std::string, NpyArray>& gpu_inputs) {
+  if (!o.replay.empty()) return tune::make_replay_measurer(o.replay, problem);
+  if (p.hierarchy.kind == isa::TargetKind::Npu) {
+    const int jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+    return tune::make_npu_sim_measurer(f, co, simulate_timing_only(), jobs, o.timeout_s);
+  }
+  gpu_inputs = interp::random_inputs(f, co.sizes, 1);
+  return tune::make_gpu_measurer(f, co, [&gpu_inputs](const Compilation& c) {
+    const GpuRunResult g = run_on_gpu(c, gpu_inputs, true, true);
+    return g.report.value("stream_us", 0.0) * 1e-6;
+  });
+}
+
+tune::TuneOptions tile_tune_options(const tune::ProblemKey& problem, const TuneFlags& o, bool live) {
+  tune::TuneOptions to;
+  to.problem = problem;
+  to.strategy = o.strategy;
+  to.model = o.model;
+  to.trials = o.trials;
+  to.seed = o.seed;
+  to.log = o.log;
+  to.db = o.db == "off" ? "" : o.db.empty() ? tune::default_db_path() : o.db;
+  to.progress = !o.no_progress;
+  to.terminal = live;
+  to.max_predicted_slowdown = o.max_slowdown;
+  if (o.batch > 0) to.batch = o.batch;
+  return to;
+}
+
+// --propose: the strategy's next configurations given the log, one JSON object a line.
+void print_proposals(const tune::Space& space, tune::FitChecker& fit, const tune::TuneOptions& to, int count) {
+  for (int i : tune::propose_batch(space, fit, to, count)) {
+    const auto info = fit.check(space.configs[size_t(i)]);
+    write_stdout_line(nlohmann::json{{"op", to.problem.op}, {"target", to.problem.target}, {"shape", to.problem.shape},
+                                     {"tile", space.configs[size_t(i)].to_string()},
+                                     {"predicted", tune::analytic_breakdown(fit.problem(), *info).total}}
+                          .dump());
+  }
+}
+
+void print_tune_result(const tune::TuneResult& r, const std::string& op, tune::FitChecker& fit, const tune::TuneOptions& to) {
+  if (r.failed) std::cerr << "tune: " << r.failed << " measurement(s) failed (first: " << r.first_error << ")\n";
+  std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n",
+                           op, fit.problem().hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(),
+                           r.measured, r.resumed);
+  if (r.default_cost > 0)
+    std::cout << fmt::format("tune: default plan ({}) = {:.6g} {}; best {}{}\n", fit.compiled_tile_spec().to_string(),
+                             r.default_cost, r.unit,
+                             r.best_tile == "default" ? std::string("is the default plan")
+                                                      : fmt::format("{:.3f}x faster", r.default_cost / r.best_cost),
+                             r.skipped ? fmt::format("; {} skipped for their predicted time", r.skipped) : "");
+  if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
+}
+
+// The tile-spec search (NPU descriptions, and GPU kernels that run as SIMT code) and the queries
+// over its space (--predict, --measure, --dump-space, --propose). Returns the exit status.
+int tune_tile_specs(const ir::Function& f, const CompileOptions& co, const TuneFlags& o) {
+  tune::FitChecker fit(f, co);
+  // every configuration through tile + promote (slow; for checking the fit check's model)
+  if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
+  const tune::Problem& p = fit.problem();
+  if ((!o.run_on.empty() || !o.mma_path.empty()) && o.predict.empty())
+    throw UserError("tessel tune: --run-on and --mma-path go with --predict");
+  if (!o.predict.empty()) {
+    print_predictions(fit, o);
+    return 0;
+  }
+  const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes), p.hierarchy.overrides,
+                                 p.hierarchy.description_hash};
+  if (!o.measure.empty()) {
+    measure_and_print(f, co, fit, problem, o);
+    return 0;
+  }
+  const tune::SpaceSpec spec = o.space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
+                                               : tune::parse_space_spec(o.space);
+  const bool live = !o.no_progress && isatty(STDERR_FILENO);
+  const tune::Space space = build_search_space(spec, fit, o, live);
+  if (!o.dump_space.empty()) {
+    dump_space(space, fit, o.dump_space);
+    return 0;
+  }
+  std::map<std::string, NpyArray> gpu_inputs;
+  const std::unique_ptr<tune::Measurer> measurer = make_tile_measurer(f, co, p, problem, o, gpu_inputs);
+  const tune::TuneOptions to = tile_tune_options(problem, o, live);
+  if (o.propose > 0) {
+    print_proposals(space, fit, to, o.propose);
+    return 0;
+  }
+  std::cerr << "tune: tuning database " << (to.db.empty() ? std::string("off") : to.db)
+            << (to.log.empty() ? "" : ", log " + to.log) << "\n";
+  const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
+  if (r.best_tile.empty())
+    throw UserError("tessel tune: no configuration could be measured (" + std::to_string(r.failed) +
+                    " failed; first: " + r.first_error + ")");
+  print_tune_result(r, f.name, fit, to);
+  return r.best_tile.empty() ? 1 : 0;
+}
+
+// `tessel tune`: GPU plan listings and measurements, the GPU plan search where the kernel runs on
+// TensorCores, else the tile-spec search. Returns the exit status.
+int run_tune(const TuneFlags& o) {
+  if (o.pipeline.target == "c")
+    throw UserError("tessel tune: --target must be a hierarchy description (isa/targets/*.yaml): the tuner measures on "
+                    "the NPU simulator or the GPU");
+  check_output_paths(o);
+  frontend::Module m = frontend::load_module(o.pipeline.file);
+  const ir::Function& f = frontend::select_function(m, o.pipeline.def);
+  PipelineFlags pf = o.pipeline;
+  pf.target = "c";  // no tuned tile from the database: the tuner chooses tiles itself
+  CompileOptions co = to_compile_options(pf, f);
+  co.target = o.pipeline.target;
+  co.tile.reset();
+  co.gpu_plan.reset();
+  co.plan_source = {};
+  const bool plain_search = o.space.empty() && o.predict.empty() && o.measure.empty() && o.propose == 0 &&
+                            o.dump_space.empty() && o.replay.empty();
+  const bool gpu = isa::load_hierarchy(co.target, co.overrides).kind == isa::TargetKind::Gpu;
+  if (gpu && o.list_plans) {
+    GpuPlanMeasurer listing(f, co);  // compiles only: no GPU needed to list
+    const auto plans = gpu_plan_space(listing.compilation());
+    if (plans.empty()) throw UserError("tessel tune --list-plans: " + f.name + " runs as SIMT code on " + co.target + " (no TensorCore plans); tile specs are its space (--dump-space)");
+    for (const auto& pl : plans) write_stdout_line(pl);
+    return 0;
+  }
+  if (o.list_plans) throw UserError("tessel tune --list-plans: GPU descriptions only (NPU plans: --dump-space)");
+  if (gpu && !o.measure.empty()) {
+    measure_gpu_and_print(f, co, o);
+    return 0;
+  }
+  if (plain_search && gpu && tune_gpu_plans(f, co, o, !o.no_progress && isatty(STDERR_FILENO))) return 0;
+  return tune_tile_specs(f, co, o);
+}
+
+void add_tune_command(CLI::App& app, CommandContext& ctx) {
+  auto o = std::make_shared<TuneFlags>();
+  CLI::App* cmd = app.add_subcommand("tune", "Search tile sizes for an operator on a target (simulator or GPU)");
+  add_pipeline_flags(cmd, o->pipeline);
+  add_tune_options(cmd, *o);
+  add_query_options(cmd, *o);
   cmd->add_flag("--no-progress", o->no_progress, "no live progress line");
   cmd->add_flag("--list-plans", o->list_plans,
                 "GPU descriptions: print the tile policy's TensorCore plans, ranked, one per line (the --tile texts a GPU "
                 "sweep measures) and exit");
-  cmd->callback([o, &ctx] {
-    if (o->pipeline.target == "c")
-      throw UserError("tessel tune: --target must be a hierarchy description (isa/targets/*.yaml): the tuner measures on "
-                      "the NPU simulator or the GPU");
-    check_output_paths(*o);
-    frontend::Module m = frontend::load_module(o->pipeline.file);
-    const ir::Function& f = frontend::select_function(m, o->pipeline.def);
-    PipelineFlags pf = o->pipeline;
-    pf.target = "c";  // no tuned tile from the database: the tuner chooses tiles itself
-    CompileOptions co = to_compile_options(pf, f);
-    co.target = o->pipeline.target;
-    co.tile.reset();
-    co.gpu_plan.reset();
-    co.plan_source = {};
-    const bool plain_search = o->space.empty() && o->predict.empty() && o->measure.empty() && o->propose == 0 &&
-                              o->dump_space.empty() && o->replay.empty();
-    const bool gpu = isa::load_hierarchy(co.target, co.overrides).kind == isa::TargetKind::Gpu;
-    if (gpu && o->list_plans) {
-      GpuPlanMeasurer listing(f, co);  // compiles only: no GPU needed to list
-      const auto plans = gpu_plan_space(listing.compilation());
-      if (plans.empty()) throw UserError("tessel tune --list-plans: " + f.name + " runs as SIMT code on " + co.target + " (no TensorCore plans); tile specs are its space (--dump-space)");
-      for (const auto& pl : plans) write_stdout_line(pl);
-      ctx.exit_code = 0;
-      return;
-    }
-    if (o->list_plans) throw UserError("tessel tune --list-plans: GPU descriptions only (NPU plans: --dump-space)");
-    if (gpu && !o->measure.empty()) {
-      measure_gpu_and_print(f, co, *o);
-      ctx.exit_code = 0;
-      return;
-    }
-    if (plain_search && gpu && tune_gpu_plans(f, co, *o, !o->no_progress && isatty(STDERR_FILENO))) {
-      ctx.exit_code = 0;
-      return;
-    }
-    tune::FitChecker fit(f, co);
-    // every configuration through tile + promote (slow; for checking the fit check's model)
-    if (const char* full = std::getenv("TESSEL_TUNE_FULL_FIT"); full && std::string(full) == "1") fit.set_fast(false);
-    const tune::Problem& p = fit.problem();
-    if ((!o->run_on.empty() || !o->mma_path.empty()) && o->predict.empty())
-      throw UserError("tessel tune: --run-on and --mma-path go with --predict");
-    if (!o->predict.empty()) {
-      const tune::Problem priced = priced_problem(p, o->run_on, o->mma_path);
-      // 'default': the target's own mapping without a tile spec (as `tessel run` without --tile)
-      auto spec_of = [&](const std::string& t) { return t == "default" ? fit.compiled_tile_spec() : tile::parse_tile_spec(t); };
-      std::vector<tile::TileSpec> specs;
-      for (const auto& t : o->predict) specs.push_back(spec_of(t));
-      if (fit.detect_fixed_mapping(specs)) std::cout << "note: " << p.fixed_mapping << "\n";
-      for (const auto& t : o->predict) {
-        std::optional<tune::AnalyticBreakdown> own = t == "default" ? tune::default_mapping_breakdown(priced) : std::nullopt;
-        std::string why;
-        const auto info = own ? std::nullopt : fit.check(spec_of(t), &why);
-        if (!own && !info) {
-          std::cout << t << ": does not fit: " << why << "\n";
-          continue;
-        }
-        if (own && priced.gpu_row_kernel) std::cout << "note: default: the register row kernel, " << priced.gpu_row_kernel->explain << "\n";
-        const auto b = own ? *own : tune::analytic_breakdown(priced, *info);
-        std::cout << fmt::format("{}: predicted {:.1f} cycles (compute {:.1f}, latency {:.1f}, shared global {:.1f}",
-                                 t, b.total, b.compute_cycles, b.latency_cycles, b.shared_global_cycles);
-        for (const auto& [e, c] : b.engine_cycles) std::cout << fmt::format(", {} {:.1f}", e, c);
-        std::cout << fmt::format("; {} tiles on {} cores)", b.tiles, b.cores_used);
-        // bytes per level and the time at the description's clock (issue 19: compared with ncu)
-        // (l2 fabric: the global bytes looked up again in their home partition of a partitioned L2)
-        std::cout << fmt::format("; bytes: global {:.0f}, dram {:.0f}, stage {:.0f}, l2 fabric {:.0f}; {:.3f} us at {:g} MHz\n",
-                                 b.global_bytes, b.dram_bytes, b.stage_bytes, b.l2_fabric_bytes,
-                                 b.total / priced.hierarchy.clock_mhz, priced.hierarchy.clock_mhz);
-        if (b.energy_pj > 0) {
-          std::cout << fmt::format("  energy {:.4g} nJ", b.energy_pj / 1000);
-          if (b.macs > 0) std::cout << fmt::format(" ({:.3f} pJ/MAC)", b.energy_pj / b.macs);
-          for (const auto& [pipe, busy] : b.pipe_busy_cycles) std::cout << fmt::format(", {} busy {:.1f}", pipe, busy);
-          std::cout << "\n";
-        }
-      }
-      ctx.exit_code = 0;
-      return;
-    }
-    const tune::ProblemKey problem{f.name, p.hierarchy.name, tune::shape_text(co.sizes), p.hierarchy.overrides,
-                                   p.hierarchy.description_hash};
-    if (!o->measure.empty()) {
-      measure_and_print(f, co, fit, problem, *o);
-      ctx.exit_code = 0;
-      return;
-    }
-    const tune::SpaceSpec spec = o->space.empty() ? tune::default_space_spec(p.default_spec, p.extents, p.units)
-                                                  : tune::parse_space_spec(o->space);
-    const bool live = !o->no_progress && isatty(STDERR_FILENO);
-    const auto t0 = std::chrono::steady_clock::now();
-    auto last = t0;
-    bool shown = false;
-    const tune::Space space = tune::build_space(spec, fit, [&](size_t done, size_t total) {
-      const auto now = std::chrono::steady_clock::now();
-      if (o->no_progress || (done < total && now - last < std::chrono::milliseconds(live ? 200 : 2000))) return;
-      // quick builds print only the summary below
-      if (done < total ? now - t0 < std::chrono::milliseconds(500) : !shown) return;
-      shown = true;
-      last = now;
-      std::cerr << fmt::format("{}tune: building the space: {}/{} configurations checked ({:.1f} s){}", live ? "\r" : "",
-                               done, total, std::chrono::duration<double>(now - t0).count(), live && done < total ? "" : "\n")
-                << std::flush;
-    });
-    std::cerr << fmt::format("tune: space {}: {} configurations fit ({} enumerated, {} dominated sizes removed, {} do not "
-                             "fit; {} fit checks, {} by tile + promote; {:.1f} s)\n",
-                             spec.to_string(), space.configs.size(), space.stats.enumerated, space.stats.dominated,
-                             space.stats.not_fitting, space.stats.fit_checks, space.stats.full_checks,
-                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!p.fixed_mapping.empty())
-      std::cerr << "tune: note: " << p.fixed_mapping << ": the space keeps one configuration (" << space.stats.same_program
-                << " others are the same program)\n";
-    if (!o->dump_space.empty()) {
-      dump_space(space, fit, o->dump_space);
-      ctx.exit_code = 0;
-      return;
-    }
-    std::unique_ptr<tune::Measurer> measurer;
-    std::map<std::string, NpyArray> gpu_inputs;
-    if (!o->replay.empty()) {
-      measurer = tune::make_replay_measurer(o->replay, problem);
-    } else if (p.hierarchy.kind == isa::TargetKind::Npu) {
-      const int jobs = o->jobs > 0 ? o->jobs : int(std::max(1u, std::thread::hardware_concurrency()));
-      measurer = tune::make_npu_sim_measurer(f, co, simulate_timing_only(), jobs, o->timeout_s);
-    } else {
-      gpu_inputs = interp::random_inputs(f, co.sizes, 1);
-      measurer = tune::make_gpu_measurer(f, co, [&gpu_inputs](const Compilation& c) {
-        const GpuRunResult g = run_on_gpu(c, gpu_inputs, true, true);
-        return g.report.value("stream_us", 0.0) * 1e-6;
-      });
-    }
-    tune::TuneOptions to;
-    to.problem = problem;
-    to.strategy = o->strategy;
-    to.model = o->model;
-    to.trials = o->trials;
-    to.seed = o->seed;
-    to.log = o->log;
-    to.db = o->db == "off" ? "" : o->db.empty() ? tune::default_db_path() : o->db;
-    to.progress = !o->no_progress;
-    to.terminal = live;
-    to.max_predicted_slowdown = o->max_slowdown;
-    if (o->batch > 0) to.batch = o->batch;
-    if (o->propose > 0) {
-      for (int i : tune::propose_batch(space, fit, to, o->propose)) {
-        const auto info = fit.check(space.configs[size_t(i)]);
-        write_stdout_line(nlohmann::json{{"op", problem.op}, {"target", problem.target}, {"shape", problem.shape},
-                                         {"tile", space.configs[size_t(i)].to_string()},
-                                         {"predicted", tune::analytic_breakdown(p, *info).total}}
-                              .dump());
-      }
-      ctx.exit_code = 0;
-      return;
-    }
-    std::cerr << "tune: tuning database " << (to.db.empty() ? std::string("off") : to.db)
-              << (to.log.empty() ? "" : ", log " + to.log) << "\n";
-    const tune::TuneResult r = tune::run_tuning(space, fit, *measurer, to);
-    if (r.best_tile.empty())
-      throw UserError("tessel tune: no configuration could be measured (" + std::to_string(r.failed) +
-                      " failed; first: " + r.first_error + ")");
-    if (r.failed) std::cerr << "tune: " << r.failed << " measurement(s) failed (first: " << r.first_error << ")\n";
-    std::cout << fmt::format("tune {} on {} ({}): best {} = {:.6g} {} after {} trials ({} measured, {} from the log)\n",
-                             f.name, p.hierarchy.name, to.problem.shape, r.best_tile, r.best_cost, r.unit, r.trials.size(),
-                             r.measured, r.resumed);
-    if (r.default_cost > 0)
-      std::cout << fmt::format("tune: default plan ({}) = {:.6g} {}; best {}{}\n", fit.compiled_tile_spec().to_string(),
-                               r.default_cost, r.unit,
-                               r.best_tile == "default" ? std::string("is the default plan")
-                                                        : fmt::format("{:.3f}x faster", r.default_cost / r.best_cost),
-                               r.skipped ? fmt::format("; {} skipped for their predicted time", r.skipped) : "");
-    if (!to.db.empty()) std::cout << "tune: best-config database " << to.db << "\n";
-    ctx.exit_code = r.best_tile.empty() ? 1 : 0;
-  });
+  cmd->callback([o, &ctx] { ctx.exit_code = run_tune(*o); });
 }
 
 }  // namespace
