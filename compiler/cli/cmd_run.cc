@@ -259,162 +259,206 @@ std::vector<ExpectCheck> check_expectations(const ir::Function& f, const std::ve
   return out;
 }
 
-void add_run_command(CLI::App& app, CommandContext& ctx) {
-  struct Options {
-    PipelineFlags flags;
-    GpuFlags gpu;
-    NpuOptions npu;
-    std::string report, save_inputs, save_outputs;
-    std::vector<std::string> inputs, expect;
-    std::string input_dir, expect_tol = "1e-4,1e-3";
-    uint64_t seed = 1;
-    std::string verify = "auto";
-  };
-  auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("run", "Compile, execute and verify an operator against the reference interpreter");
-  add_pipeline_flags(cmd, opts->flags);
-  cmd->add_option("--seed", opts->seed, "seed of the random inputs");
-  cmd->add_option("--input", opts->inputs, "NAME=FILE.npy for an input (others are random), e.g. to reproduce a failure");
-  cmd->add_option("--input-dir", opts->input_dir, "DIR: every input NAME with a DIR/NAME.npy (an imported model's weights; --input wins)");
-  cmd->add_option("--expect", opts->expect, "NAME=FILE.pb|FILE.npy: compare output NAME with this tensor element by element");
-  cmd->add_option("--expect-tol", opts->expect_tol, "ABS[,REL]: --expect accepts |e - a| <= ABS + REL * |e| (default 1e-4,1e-3)");
-  cmd->add_option("--save-inputs", opts->save_inputs, "write every input as DIR/NAME.npy (to replay the run with --input)");
-  cmd->add_option("--save-outputs", opts->save_outputs, "write every output the target computed as DIR/NAME.npy");
-  cmd->add_option("--report", opts->report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
-  cmd->add_option("--verify", opts->verify,
+struct RunOptions {
+  PipelineFlags flags;
+  GpuFlags gpu;
+  NpuOptions npu;
+  std::string report, save_inputs, save_outputs;
+  std::vector<std::string> inputs, expect;
+  std::string input_dir, expect_tol = "1e-4,1e-3";
+  uint64_t seed = 1;
+  std::string verify = "auto";
+};
+
+void add_run_options(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--seed", o.seed, "seed of the random inputs");
+  cmd->add_option("--input", o.inputs, "NAME=FILE.npy for an input (others are random), e.g. to reproduce a failure");
+  cmd->add_option("--input-dir", o.input_dir, "DIR: every input NAME with a DIR/NAME.npy (an imported model's weights; --input wins)");
+  cmd->add_option("--expect", o.expect, "NAME=FILE.pb|FILE.npy: compare output NAME with this tensor element by element");
+  cmd->add_option("--expect-tol", o.expect_tol, "ABS[,REL]: --expect accepts |e - a| <= ABS + REL * |e| (default 1e-4,1e-3)");
+  cmd->add_option("--save-inputs", o.save_inputs, "write every input as DIR/NAME.npy (to replay the run with --input)");
+  cmd->add_option("--save-outputs", o.save_outputs, "write every output the target computed as DIR/NAME.npy");
+  cmd->add_option("--report", o.report, "write a JSON report (verified, max_abs_err, compile_ms, ...)");
+  cmd->add_option("--verify", o.verify,
                   "how the outputs are checked: full (the reference interpreter on the whole problem), sample (random row "
                   "blocks recomputed exactly), library (cuBLAS/cuDNN on the same inputs, GPU), none; auto: full up to 4e9 "
                   "iteration points, else library or sample")
       ->check(CLI::IsMember({"auto", "full", "sample", "library", "none"}));
-  add_npu_flags(cmd, opts->npu);
-  add_gpu_flags(cmd, opts->gpu);
-  cmd->add_flag("--no-timing", opts->gpu.no_timing,
+  add_npu_flags(cmd, o.npu);
+  add_gpu_flags(cmd, o.gpu);
+  cmd->add_flag("--no-timing", o.gpu.no_timing,
                 "GPU targets: run once and verify, without the timing harness (suites, compute-sanitizer)");
-  cmd->callback([opts, &ctx] {
-    frontend::Module m = frontend::load_module(opts->flags.file);
-    const ir::Function& f = frontend::select_function(m, opts->flags.def);
-    CompileOptions co = to_compile_options(opts->flags, f);
-    auto prog = program::compile_program(f, co, poly::parse_partition_mode(opts->flags.partition, "--partition"));
-    const Compilation* c = prog->kernels.front().get();  // picks the backend; the only kernel of a one-kernel def
-    const Backend* backend = nullptr;
-    const std::vector<Backend> table = backends(opts->gpu, opts->npu);
-    for (const auto& b : table)
-      if (b.accepts(opts->flags.target, *c)) backend = &b;
-    if (!backend) {
-      std::cerr << "tessel run: no backend for target " << opts->flags.target
-                << " yet (the NPU and GPU backends add theirs); compiled kernel IR:\n"
-                << kernel::to_string(c->kernel);
-      ctx.exit_code = 2;
-      return;
-    }
-    const double points = interp::iteration_points(f, co.sizes);
-    const interp::RowSeparability sep = interp::row_separability(f, co.sizes);
-    const std::string& mode = opts->verify;
-    const bool large = points > kFullCheckPoints;
-    if (mode == "library" && backend->name != std::string("gpu"))
-      throw UserError("--verify library: only GPU targets (cuBLAS / cuDNN in the same process); use full or sample");
-    if (mode == "sample" && !sep.separable)
-      throw UserError("--verify sample: " + f.name + " is not row-separable (" + sep.reason + "); use full");
-    opts->gpu.library_output = mode == "library" || (mode == "auto" && large);
-    std::vector<std::string> given = opts->inputs;
-    if (!opts->input_dir.empty())
-      for (auto& item : input_dir_items(f, opts->input_dir, opts->inputs)) given.push_back(item);
-    const auto [expect_abs, expect_rel] = parse_expect_tolerance(opts->expect_tol);
-    Tensors inputs = operator_inputs(f, co.sizes, given, opts->seed, "tessel run");
-    if (!opts->save_inputs.empty()) save_tensors(opts->save_inputs, inputs, "--save-inputs");
-    BackendResult r = prog->single()              ? backend->execute(*c, inputs)
-                        : backend->execute_program ? backend->execute_program(*prog, inputs)
-                                                   : run_program(*prog, *backend, inputs);
-    if (!opts->save_outputs.empty()) save_tensors(opts->save_outputs, r.outputs, "--save-outputs");
-    const bool tf32 = opts->gpu.tf32 && backend->name == std::string("gpu");
-    const double f32_tolerance = tf32 ? tf32_tolerance(f, co.sizes) : emit_c::reassociated_sum_tolerance(f, co.sizes);
-    Check check;
-    if (mode == "none") {
-      check.mode = "none";
-      check.coverage = "not checked (--verify none)";
-    } else if (mode == "library" || (mode == "auto" && large && r.library_output)) {
-      if (!r.library_output)
-        throw UserError("--verify library: " + f.name + " has no library twin (a plain f16 GEMM or NHWC convolution with no "
-                        "epilogue); use full or sample");
-      check.mode = "library";
-      check.coverage = "every element of " + r.library_tensor + " against " + r.library + " on the same inputs";
-      const auto ours = r.outputs.find(r.library_tensor);
-      if (ours == r.outputs.end()) throw InternalError("--verify library: no output " + r.library_tensor);
-      check.v = emit_c::verify(Tensors{{r.library_tensor, *r.library_output}}, Tensors{{r.library_tensor, ours->second}}, f32_tolerance);
-    } else if (mode == "sample" || (mode == "auto" && large && sep.separable)) {
-      check = check_sample(f, co.sizes, inputs, r.outputs, points, sep.rows, opts->seed, f32_tolerance);
-    } else {
-      check = check_full(f, co.sizes, inputs, r.outputs, points, f32_tolerance);
-      if (!check.v.verified && !prog->single() && !r.intermediates.empty())
-        check = check_kernel_by_kernel(*prog, r.intermediates, check);
-    }
-    const emit_c::Verification& v = check.v;
-    const bool verified = check.mode != "none" && v.verified;
-    const std::string plan = !prog->single()                ? fmt::format("of {} kernels", prog->kernels.size())
-                             : !c->kernel.gpu_plan.empty() ? c->kernel.gpu_plan
-                                                           : plan_name(*c);
-    std::cout << f.name << " on " << backend->name << " (" << c->hierarchy.name << " levels), tile " << plan
-              << (c->plan_source.kind == PlanSource::Kind::Tuned ? " (from the tuning database)" : "") << ": "
-              << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
-    if (check.mode != "none") std::cout << ", max_abs_err " << v.max_abs_err;
-    std::cout << ", compile " << prog->total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
-    if (tf32 && check.mode != "none")
-      std::cout << fmt::format("  tolerance: --tf32: f32 outputs compared with {:.3g} (relative and absolute) instead of {:.3g}: the "
-                               "operands were rounded to TF32 (10-bit mantissa)\n",
-                               f32_tolerance, emit_c::reassociated_sum_tolerance(f, co.sizes));
-    if (!v.verified && check.mode != "none")
-      std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
-    // NaN matches NaN and inf matches inf in the comparison, so a run whose values overflowed
-    // (a deep f16 network on inputs of the wrong scale) would verify silently: say so
-    for (const auto& [name, a] : r.outputs) {
-      int64_t bad = 0;
-      const int64_t n = a.element_count();
-      for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(interp::element_as_double(a, i));
-      if (bad && check.mode != "none")
-        std::cout << fmt::format("  warning: {} of {} elements of {} are NaN or infinite; the check compares them as equal "
-                                 "where the interpreter's are too (give inputs at the scale the def expects: --input, --input-dir)\n",
-                                 bad, n, name);
-    }
-    const std::vector<ExpectCheck> expected = check_expectations(f, opts->expect, r.outputs, expect_abs, expect_rel);
+}
+
+// What --verify decided for one run: the mode asked for, whether the problem is too large for the
+// full check, and how its rows separate.
+struct VerifyChoice {
+  std::string mode;
+  bool large = false;
+  double points = 0;
+  interp::RowSeparability sep;
+};
+
+// The outputs checked as --verify says: none, against the GPU library's output, on sampled rows,
+// or in full (then kernel by kernel where a program of several kernels differs end to end).
+Check check_outputs(const VerifyChoice& vc, const ir::Function& f, const CompileOptions& co, const program::ProgramCompilation& prog,
+                    const BackendResult& r, const Tensors& inputs, uint64_t seed, double f32_tolerance) {
+  Check check;
+  if (vc.mode == "none") {
+    check.mode = "none";
+    check.coverage = "not checked (--verify none)";
+  } else if (vc.mode == "library" || (vc.mode == "auto" && vc.large && r.library_output)) {
+    if (!r.library_output)
+      throw UserError("--verify library: " + f.name + " has no library twin (a plain f16 GEMM or NHWC convolution with no "
+                      "epilogue); use full or sample");
+    check.mode = "library";
+    check.coverage = "every element of " + r.library_tensor + " against " + r.library + " on the same inputs";
+    const auto ours = r.outputs.find(r.library_tensor);
+    if (ours == r.outputs.end()) throw InternalError("--verify library: no output " + r.library_tensor);
+    check.v = emit_c::verify(Tensors{{r.library_tensor, *r.library_output}}, Tensors{{r.library_tensor, ours->second}}, f32_tolerance);
+  } else if (vc.mode == "sample" || (vc.mode == "auto" && vc.large && vc.sep.separable)) {
+    check = check_sample(f, co.sizes, inputs, r.outputs, vc.points, vc.sep.rows, seed, f32_tolerance);
+  } else {
+    check = check_full(f, co.sizes, inputs, r.outputs, vc.points, f32_tolerance);
+    if (!check.v.verified && !prog.single() && !r.intermediates.empty())
+      check = check_kernel_by_kernel(prog, r.intermediates, check);
+  }
+  return check;
+}
+
+// NaN matches NaN and inf matches inf in the comparison, so a run whose values overflowed
+// (a deep f16 network on inputs of the wrong scale) would verify silently: say so
+void warn_non_finite(const Tensors& outputs) {
+  for (const auto& [name, a] : outputs) {
+    int64_t bad = 0;
+    const int64_t n = a.element_count();
+    for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(interp::element_as_double(a, i));
+    if (bad)
+      std::cout << fmt::format("  warning: {} of {} elements of {} are NaN or infinite; the check compares them as equal "
+                               "where the interpreter's are too (give inputs at the scale the def expects: --input, --input-dir)\n",
+                               bad, n, name);
+  }
+}
+
+// The run's lines on stdout: the plan, the verdict, the check's coverage and tolerance, the first
+// mismatch and any non-finite outputs.
+void print_run_summary(const ir::Function& f, const CompileOptions& co, const program::ProgramCompilation& prog,
+                       const Compilation& c, const Backend& backend, const Check& check, bool tf32, double f32_tolerance,
+                       const Tensors& outputs) {
+  const emit_c::Verification& v = check.v;
+  const std::string plan = !prog.single()                ? fmt::format("of {} kernels", prog.kernels.size())
+                           : !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan
+                                                        : plan_name(c);
+  std::cout << f.name << " on " << backend.name << " (" << c.hierarchy.name << " levels), tile " << plan
+            << (c.plan_source.kind == PlanSource::Kind::Tuned ? " (from the tuning database)" : "") << ": "
+            << (check.mode == "none" ? "not verified" : v.verified ? "verified" : "MISMATCH");
+  if (check.mode != "none") std::cout << ", max_abs_err " << v.max_abs_err;
+  std::cout << ", compile " << prog.total_ms << " ms\n  check: " << check.mode << ": " << check.coverage << "\n";
+  if (tf32 && check.mode != "none")
+    std::cout << fmt::format("  tolerance: --tf32: f32 outputs compared with {:.3g} (relative and absolute) instead of {:.3g}: the "
+                             "operands were rounded to TF32 (10-bit mantissa)\n",
+                             f32_tolerance, emit_c::reassociated_sum_tolerance(f, co.sizes));
+  if (!v.verified && check.mode != "none")
+    std::cout << "  first mismatch: " << v.first_mismatch << " (" << v.mismatches << " mismatches)\n";
+  if (check.mode != "none") warn_non_finite(outputs);
+}
+
+// The --report JSON: the backend's report with the plan, its source, the check and the compile times.
+nlohmann::json run_report(const RunOptions& o, const ir::Function& f, const program::ProgramCompilation& prog, const Compilation& c,
+                          const Backend& backend, const BackendResult& r, const Check& check, bool tf32, double f32_tolerance,
+                          const std::vector<ExpectCheck>& expected) {
+  const emit_c::Verification& v = check.v;
+  nlohmann::json j = r.report;
+  j["operator"] = f.name;
+  j["target"] = o.flags.target;
+  j["backend"] = backend.name;
+  j["tile"] = plan_name(c);
+  if (!c.kernel.gpu_plan.empty()) j["gpu_plan"] = c.kernel.gpu_plan;
+  j["plan_source"] = plan_source_json(c.plan_source);
+  j["description"] = c.hierarchy.name;
+  j["description_hash"] = c.hierarchy.description_hash;
+  j["overrides"] = c.hierarchy.overrides;
+  j["verified"] = check.mode != "none" && v.verified;  // false with --verify none (not checked)
+  j["verify"] = check.mode;
+  if (tf32) j["tf32_tolerance"] = f32_tolerance;
+  j["verify_coverage"] = check.coverage;
+  j["max_abs_err"] = v.max_abs_err;
+  j["mismatches"] = v.mismatches;
+  j["first_mismatch"] = v.first_mismatch;
+  j["compile_ms"] = prog.total_ms;
+  j["warnings"] = c.warnings;
+  std::map<std::string, double> pass_ms;
+  for (const auto& [p, ms] : c.pass_ms) pass_ms[p] += ms;
+  j["pass_ms"] = pass_ms;
+  if (!expected.empty()) {
+    nlohmann::json ex = nlohmann::json::array();
     bool expected_ok = true;
-    for (const auto& e : expected) expected_ok &= e.ok;
-    for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
-    if (c->plan_source.kind == PlanSource::Kind::Tuned) std::cout << "  plan from " << c->plan_source.describe() << "\n";
-    if (!opts->report.empty()) {
-      nlohmann::json j = r.report;
-      j["operator"] = f.name;
-      j["target"] = opts->flags.target;
-      j["backend"] = backend->name;
-      j["tile"] = plan_name(*c);
-      if (!c->kernel.gpu_plan.empty()) j["gpu_plan"] = c->kernel.gpu_plan;
-      j["plan_source"] = plan_source_json(c->plan_source);
-      j["description"] = c->hierarchy.name;
-      j["description_hash"] = c->hierarchy.description_hash;
-      j["overrides"] = c->hierarchy.overrides;
-      j["verified"] = verified;  // false with --verify none (not checked)
-      j["verify"] = check.mode;
-      if (tf32) j["tf32_tolerance"] = f32_tolerance;
-      j["verify_coverage"] = check.coverage;
-      j["max_abs_err"] = v.max_abs_err;
-      j["mismatches"] = v.mismatches;
-      j["first_mismatch"] = v.first_mismatch;
-      j["compile_ms"] = prog->total_ms;
-      j["warnings"] = c->warnings;
-      std::map<std::string, double> pass_ms;
-      for (const auto& [p, ms] : c->pass_ms) pass_ms[p] += ms;
-      j["pass_ms"] = pass_ms;
-      if (!expected.empty()) {
-        nlohmann::json ex = nlohmann::json::array();
-        for (const auto& e : expected)
-          ex.push_back({{"tensor", e.tensor}, {"file", e.file}, {"ok", e.ok}, {"elements", e.elements}, {"mismatches", e.mismatches},
-                        {"max_abs_err", e.max_abs_err}, {"abs_tol", e.abs_tol}, {"rel_tol", e.rel_tol}, {"worst", e.worst}});
-        j["expect"] = ex;
-        j["expect_ok"] = expected_ok;
-      }
-      write_file(opts->report, j.dump(2) + "\n", "--report");
+    for (const auto& e : expected) {
+      expected_ok &= e.ok;
+      ex.push_back({{"tensor", e.tensor}, {"file", e.file}, {"ok", e.ok}, {"elements", e.elements}, {"mismatches", e.mismatches},
+                    {"max_abs_err", e.max_abs_err}, {"abs_tol", e.abs_tol}, {"rel_tol", e.rel_tol}, {"worst", e.worst}});
     }
-    ctx.exit_code = (verified || check.mode == "none") && expected_ok ? 0 : 1;
-  });
+    j["expect"] = ex;
+    j["expect_ok"] = expected_ok;
+  }
+  return j;
+}
+
+// `tessel run`: compile, pick the backend, execute, check and report. Returns the exit status.
+int run_operator(RunOptions& o) {
+  frontend::Module m = frontend::load_module(o.flags.file);
+  const ir::Function& f = frontend::select_function(m, o.flags.def);
+  CompileOptions co = to_compile_options(o.flags, f);
+  auto prog = program::compile_program(f, co, poly::parse_partition_mode(o.flags.partition, "--partition"));
+  const Compilation* c = prog->kernels.front().get();  // picks the backend; the only kernel of a one-kernel def
+  const Backend* backend = nullptr;
+  const std::vector<Backend> table = backends(o.gpu, o.npu);
+  for (const auto& b : table)
+    if (b.accepts(o.flags.target, *c)) backend = &b;
+  if (!backend) {
+    std::cerr << "tessel run: no backend for target " << o.flags.target
+              << " yet (the NPU and GPU backends add theirs); compiled kernel IR:\n"
+              << kernel::to_string(c->kernel);
+    return 2;
+  }
+  VerifyChoice vc{o.verify, false, interp::iteration_points(f, co.sizes), interp::row_separability(f, co.sizes)};
+  vc.large = vc.points > kFullCheckPoints;
+  if (vc.mode == "library" && backend->name != std::string("gpu"))
+    throw UserError("--verify library: only GPU targets (cuBLAS / cuDNN in the same process); use full or sample");
+  if (vc.mode == "sample" && !vc.sep.separable)
+    throw UserError("--verify sample: " + f.name + " is not row-separable (" + vc.sep.reason + "); use full");
+  o.gpu.library_output = vc.mode == "library" || (vc.mode == "auto" && vc.large);
+  std::vector<std::string> given = o.inputs;
+  if (!o.input_dir.empty())
+    for (auto& item : input_dir_items(f, o.input_dir, o.inputs)) given.push_back(item);
+  const auto [expect_abs, expect_rel] = parse_expect_tolerance(o.expect_tol);
+  Tensors inputs = operator_inputs(f, co.sizes, given, o.seed, "tessel run");
+  if (!o.save_inputs.empty()) save_tensors(o.save_inputs, inputs, "--save-inputs");
+  BackendResult r = prog->single()              ? backend->execute(*c, inputs)
+                    : backend->execute_program ? backend->execute_program(*prog, inputs)
+                                               : run_program(*prog, *backend, inputs);
+  if (!o.save_outputs.empty()) save_tensors(o.save_outputs, r.outputs, "--save-outputs");
+  const bool tf32 = o.gpu.tf32 && backend->name == std::string("gpu");
+  const double f32_tolerance = tf32 ? tf32_tolerance(f, co.sizes) : emit_c::reassociated_sum_tolerance(f, co.sizes);
+  const Check check = check_outputs(vc, f, co, *prog, r, inputs, o.seed, f32_tolerance);
+  print_run_summary(f, co, *prog, *c, *backend, check, tf32, f32_tolerance, r.outputs);
+  const std::vector<ExpectCheck> expected = check_expectations(f, o.expect, r.outputs, expect_abs, expect_rel);
+  bool expected_ok = true;
+  for (const auto& e : expected) expected_ok &= e.ok;
+  for (const auto& w : c->warnings) std::cout << "  warning: " << w << "\n";
+  if (c->plan_source.kind == PlanSource::Kind::Tuned) std::cout << "  plan from " << c->plan_source.describe() << "\n";
+  if (!o.report.empty())
+    write_file(o.report, run_report(o, f, *prog, *c, *backend, r, check, tf32, f32_tolerance, expected).dump(2) + "\n", "--report");
+  const bool verified = check.mode != "none" && check.v.verified;
+  return (verified || check.mode == "none") && expected_ok ? 0 : 1;
+}
+
+void add_run_command(CLI::App& app, CommandContext& ctx) {
+  auto opts = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Compile, execute and verify an operator against the reference interpreter");
+  add_pipeline_flags(cmd, opts->flags);
+  add_run_options(cmd, *opts);
+  cmd->callback([opts, &ctx] { ctx.exit_code = run_operator(*opts); });
 }
 
 }  // namespace
