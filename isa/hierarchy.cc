@@ -150,7 +150,8 @@ const std::set<std::string> kUnitKeys = {"name", "kind", "pipe", "reads", "write
                                          "max_repeat", "mask_bits", "startup_cycles", "count",
                                          "energy_pj_per_repeat", "energy_pj_per_instruction", "energy_pj_per_byte"};
 const std::set<std::string> kPathKeys = {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"};
-const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles"};
+const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles",
+                                           "cross_core_barrier_cycles"};
 const std::set<std::string> kGpuKeys = {"arch", "compute_capability", "warp_size", "max_threads_per_block", "registers_per_sm",
                                         "registers_per_block", "shared_bytes_per_block", "shared_bytes_per_block_optin",
                                         "shared_bytes_per_sm", "l2_cache_bytes", "l2_bandwidth_bytes_per_cycle", "l2_hit_latency_cycles",
@@ -433,6 +434,7 @@ NpuSync parse_sync(const YAML::Node& node, const std::string& file) {
   s.set_flag_cycles = f.count<uint32_t>("set_flag_cycles", false, 1, kMaxCycles);
   s.barrier_cycles = f.count<uint32_t>("barrier_cycles", false, 1, kMaxCycles);
   s.scalar_cycles = f.count<uint32_t>("scalar_cycles", false, 1, kMaxCycles);
+  s.cross_core_barrier_cycles = f.count<uint32_t>("cross_core_barrier_cycles", false, 1, kMaxCycles);
   if (s.event_ids_per_pipe_pair == 0) f.fail(node["event_ids_per_pipe_pair"], "sync.event_ids_per_pipe_pair", "must be at least 1");
   if (s.queue_depth == 0) f.fail(node["queue_depth"], "sync.queue_depth", "must be at least 1");
   return s;

@@ -111,6 +111,7 @@ struct NpuSync {
   uint32_t queue_depth = 0;          // instructions each pipe's queue holds
   uint32_t set_flag_cycles = 0;      // issue cost of set_flag/wait_flag on the scalar pipe
   uint32_t barrier_cycles = 0;
+  uint32_t cross_core_barrier_cycles = 0;  // sync_all: from the last core's arrival until every core resumes
   uint32_t scalar_cycles = 0;        // one scalar instruction
 };
 

@@ -73,8 +73,8 @@ std::string describe_hierarchy(const Hierarchy& h) {
   out += fmt::format("\n  global bandwidth shared by all cores: {} B/cycle; latency read {} / write {} cycles\n",
                      g.shared_bandwidth_bytes_per_cycle, g.read_latency_cycles, g.write_latency_cycles);
   if (h.sync)
-    out += fmt::format("  sync: {} event ids per pipe pair, queue depth {}\n", h.sync->event_ids_per_pipe_pair,
-                       h.sync->queue_depth);
+    out += fmt::format("  sync: {} event ids per pipe pair, queue depth {}, cross-core barrier {} cycles\n",
+                       h.sync->event_ids_per_pipe_pair, h.sync->queue_depth, h.sync->cross_core_barrier_cycles);
   if (h.gpu)
     out += fmt::format("  gpu: {} (cc {}.{}), warp {}, {} threads/block, {} regs/SM, shared {} per block ({} opt-in), "
                        "{} per SM, L2 {}\n",

@@ -76,6 +76,7 @@ NpuMachine npu_machine(const Hierarchy& h) {
   m.set_flag_cycles = s.set_flag_cycles;
   m.barrier_cycles = s.barrier_cycles;
   m.scalar_cycles = s.scalar_cycles;
+  m.cross_core_barrier_cycles = s.cross_core_barrier_cycles;
   return m;
 }
 

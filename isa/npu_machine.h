@@ -65,6 +65,7 @@ struct NpuMachine {
   uint32_t fractal_row_bytes = 0;   // bytes of one fractal row: cube k0 x f16 size (C0 of the NZ layout)
   uint32_t event_ids_per_pipe_pair = 0, queue_depth = 0, set_flag_cycles = 0, barrier_cycles = 0,
            scalar_cycles = 0;
+  uint32_t cross_core_barrier_cycles = 0;  // sync_all: last arrival -> every core resumes
   // Energy per operation of the units (pJ; per level and per path engine: in buffers / paths).
   std::string cube_unit = "cube", vector_unit = "vector", scalar_unit = "scalar";  // the units' names
   double vector_energy_pj_per_repeat = 0, scalar_energy_pj_per_instruction = 0;

@@ -131,4 +131,15 @@ void RaceDetector::barrier_all(int core) {
   for (int b = 0; b < npu::kBufferCount; ++b) prune_ordered(history(core, static_cast<npu::Buffer>(b)));
 }
 
+void RaceDetector::arrive_all(int core, Clock& joined) const {
+  const Clock& c = clocks_[index(core, npu::Pipe::S)];  // barrier_all made every pipe of the core equal
+  if (joined.size() < c.size()) joined.resize(c.size(), 0);
+  for (size_t i = 0; i < c.size(); ++i) joined[i] = std::max(joined[i], c[i]);
+}
+
+void RaceDetector::join_all(int core, const Clock& joined) {
+  for (int p = 0; p < npu::kPipeCount; ++p) join(core, static_cast<npu::Pipe>(p), joined);
+  for (int b = 0; b < npu::kBufferCount; ++b) prune_ordered(history(core, static_cast<npu::Buffer>(b)));
+}
+
 }  // namespace tessel::npu_sim

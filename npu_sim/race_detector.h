@@ -2,8 +2,8 @@
 //
 // Every pipe of every core has a vector clock. A pipe's own component counts its accesses (same-pipe
 // program order); set_flag publishes a snapshot that the matching wait_flag joins; pipe_barrier ALL
-// joins every pipe of the core. Two accesses to overlapping bytes, at least one a write, from
-// different pipes race when the later one's clock has not seen the earlier one's epoch. Each racing
+// joins every pipe of the core; sync_all joins every pipe of every core. Two accesses to overlapping
+// bytes, at least one a write, from different pipes race when the later one's clock has not seen the earlier one's epoch. Each racing
 // instruction pair is reported once (with its number of dynamic occurrences).
 #pragma once
 
@@ -29,6 +29,10 @@ class RaceDetector {
   void join(int core, npu::Pipe pipe, const Clock& other);
   // pipe_barrier ALL on `core`: every pipe of the core has seen everything the core did.
   void barrier_all(int core);
+  // sync_all: `joined` takes the clocks of `core`'s pipes (call after barrier_all); once every core
+  // arrived, join_all gives each pipe of each core the joined clock of all of them.
+  void arrive_all(int core, Clock& joined) const;
+  void join_all(int core, const Clock& joined);
 
  private:
   struct Entry {

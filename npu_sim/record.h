@@ -40,7 +40,8 @@ struct BufferTraffic {
   uint64_t bytes_read = 0, bytes_written = 0;
 };
 
-enum class StallKind : uint8_t { Flag, Barrier, QueueFull };
+// Cores: S in sync_all, waiting for the other cores of the launch (its own pipes already drained).
+enum class StallKind : uint8_t { Flag, Barrier, QueueFull, Cores };
 
 struct StallEvent {
   int core = 0;

@@ -53,6 +53,7 @@ std::vector<std::array<PipeStats, npu::kPipeCount>> pipe_stats(const SimRecord& 
     if (e.kind == StallKind::Flag) s.stall_flag_cycles += d;
     if (e.kind == StallKind::Barrier) s.stall_barrier_cycles += d;
     if (e.kind == StallKind::QueueFull) s.stall_queue_cycles += d;
+    if (e.kind == StallKind::Cores) s.stall_cores_cycles += d;
   }
   for (auto& core : stats)
     for (PipeStats& s : core) s.utilization = r.total_cycles ? double(s.busy_cycles) / double(r.total_cycles) : 0.0;
@@ -186,7 +187,7 @@ json report_json(const SimRecord& r) {
                  {"stall_barrier_cycles", s.stall_barrier_cycles},
                  {"utilization", s.utilization},
                  {"instructions", s.instructions}};
-      if (p == 0) pj["stall_queue_cycles"] = s.stall_queue_cycles;
+      if (p == 0) pj["stall_queue_cycles"] = s.stall_queue_cycles, pj["stall_cores_cycles"] = s.stall_cores_cycles;
       pipes[pipe_str(static_cast<npu::Pipe>(p))] = pj;
     }
     json peak = json::object();
@@ -247,7 +248,10 @@ json chrome_trace_json(const SimRecord& r) {
                       {"tid", static_cast<int>(e.pipe)}, {"ts", e.start}, {"dur", e.end - e.start}, {"args", args}});
   }
   for (const StallEvent& s : r.stalls) {
-    const char* kind = s.kind == StallKind::Flag ? "stall: flag" : s.kind == StallKind::Barrier ? "stall: barrier" : "stall: queue full";
+    const char* kind = s.kind == StallKind::Flag      ? "stall: flag"
+                       : s.kind == StallKind::Barrier ? "stall: barrier"
+                       : s.kind == StallKind::Cores   ? "stall: other cores (sync_all)"
+                                                      : "stall: queue full";
     events.push_back({{"name", kind}, {"cat", "stall"}, {"ph", "X"}, {"pid", s.core}, {"tid", static_cast<int>(s.pipe)},
                       {"ts", s.start}, {"dur", s.end - s.start},
                       {"args", {{"pc", s.pc}, {"instruction", r.instruction_text[s.pc]}}}});

@@ -17,6 +17,7 @@ struct PipeStats {
   uint64_t stall_flag_cycles = 0;     // waiting in wait_flag
   uint64_t stall_barrier_cycles = 0;  // waiting in pipe_barrier
   uint64_t stall_queue_cycles = 0;    // S only: waiting for room in a full pipe queue
+  uint64_t stall_cores_cycles = 0;    // S only: in sync_all, waiting for the other cores
   uint64_t instructions = 0;
   double utilization = 0;             // busy_cycles / total_cycles
 };

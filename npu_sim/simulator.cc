@@ -12,6 +12,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <set>
 
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include <systemc>
@@ -49,7 +50,7 @@ void count_traffic(std::array<BufferTraffic, npu::kBufferCount>& traffic, const 
 
 struct AbortRun {};  // unwinds a pipe thread when the run is aborted
 
-enum class PipeActivity : uint8_t { Idle, Running, WaitFlag, WaitBarrier, QueueFull, Done };
+enum class PipeActivity : uint8_t { Idle, Running, WaitFlag, WaitBarrier, WaitCores, QueueFull, Done };
 
 struct PipeState {
   std::deque<IssuedInstruction> queue;
@@ -64,7 +65,7 @@ struct PipeState {
 };
 
 constexpr size_t kNoFlagEvent = ~size_t(0);  // a folded record keeps no flag events
-constexpr size_t kStallKinds = 3;
+constexpr size_t kStallKinds = 4;
 
 struct PendingSet {
   uint64_t available_time;
@@ -198,6 +199,7 @@ class Simulation {
       }
       for (FlagSlot& f : c->flags) f.signalled.notify();
     }
+    barrier_released_.notify();
   }
 
   bool all_done() const {
@@ -239,6 +241,10 @@ class Simulation {
                                 npu::pipe_name(ps.waiting_on), npu::pipe_name(static_cast<Pipe>(p)), ps.waiting_id);
             break;
           case PipeActivity::WaitBarrier: state = fmt::format("blocked in {}", where(ps.activity_pc)); break;
+          case PipeActivity::WaitCores:
+            state = fmt::format("waiting for the other cores in {} ({} of {} arrived)", where(ps.activity_pc), arrived_,
+                                cores_.size());
+            break;
           case PipeActivity::QueueFull:
             state = fmt::format("blocked dispatching {} (queue of {} full)", where(ps.activity_pc),
                                 npu::pipe_name(ps.waiting_on));
@@ -447,21 +453,17 @@ class Simulation {
       }
       if (instr.opcode == Opcode::PipeBarrier && ops[0].pipe == Pipe::All) {
         wait_until(local);
-        const uint64_t start = now();
-        s.activity = PipeActivity::WaitBarrier;
-        s.activity_pc = pc;
-        for (int p = 1; p < npu::kPipeCount; ++p) {
-          PipeState& ps = c.pipes[p];
-          while (!ps.queue.empty() || ps.executing) wait_event(ps.changed);
-        }
-        uint64_t drained = now();
-        for (int p = 1; p < npu::kPipeCount; ++p) drained = std::max(drained, c.pipes[p].last_completion);
-        wait_until(drained);
-        s.activity = PipeActivity::Running;
-        record_stall(c, Pipe::S, pc, StallKind::Barrier, start, now());
-        if (options_.detect_races) races_.barrier_all(c.id);
+        drain_pipes(c, pc);
         local = now();
         charge(pc++, machine_.barrier_cycles);
+        continue;
+      }
+      if (instr.opcode == Opcode::SyncAll) {
+        wait_until(local);
+        drain_pipes(c, pc);
+        wait_for_cores(c, pc);
+        local = now();
+        charge(pc++, machine_.scalar_cycles);
         continue;
       }
       // Every other instruction goes to the queue of the pipe that executes it; the scalar pipe's
@@ -495,8 +497,77 @@ class Simulation {
     wait_until(local);
     record_.total_cycles = std::max(record_.total_cycles, now());
     c.scalar_done = true;
+    ++cores_ended_;
+    check_barrier_reachable(c.id, code.size() - 1);
     s.activity = PipeActivity::Done;
     for (PipeState& p : c.pipes) p.pushed.notify();
+  }
+
+  // pipe_barrier ALL (and the first half of sync_all): S waits until every other pipe of the core
+  // has an empty queue and its last instruction has completed; then every pipe has seen the core.
+  void drain_pipes(CoreState& c, int pc) {
+    PipeState& s = c.pipes[0];
+    const uint64_t start = now();
+    s.activity = PipeActivity::WaitBarrier;
+    s.activity_pc = pc;
+    for (int p = 1; p < npu::kPipeCount; ++p) {
+      PipeState& ps = c.pipes[p];
+      while (!ps.queue.empty() || ps.executing) wait_event(ps.changed);
+    }
+    uint64_t drained = now();
+    for (int p = 1; p < npu::kPipeCount; ++p) drained = std::max(drained, c.pipes[p].last_completion);
+    wait_until(drained);
+    s.activity = PipeActivity::Running;
+    record_stall(c, Pipe::S, pc, StallKind::Barrier, start, now());
+    if (options_.detect_races) races_.barrier_all(c.id);
+  }
+
+  // sync_all after the drain: the core arrives; the last arrival releases every core
+  // cross_core_barrier_cycles later, their clocks joined (GM written by any core before the barrier
+  // is ordered before any access after it). Arrivals count per barrier generation.
+  void wait_for_cores(CoreState& c, int pc) {
+    PipeState& s = c.pipes[0];
+    const uint64_t start = now();
+    if (options_.detect_races) races_.arrive_all(c.id, arriving_clock_);
+    barrier_pcs_.insert(pc);
+    if (++arrived_ == static_cast<int>(cores_.size())) {
+      release_time_ = now() + machine_.cross_core_barrier_cycles;
+      released_clock_ = std::move(arriving_clock_);
+      arriving_clock_.clear();
+      arrived_ = 0;
+      barrier_pcs_.clear();
+      ++generation_;
+      barrier_released_.notify();
+    } else {
+      check_barrier_reachable(c.id, pc);
+      const uint64_t generation = generation_;
+      s.activity = PipeActivity::WaitCores;
+      s.activity_pc = pc;
+      while (generation_ == generation) wait_event(barrier_released_);
+      s.activity = PipeActivity::Running;
+    }
+    wait_until(release_time_);
+    record_stall(c, Pipe::S, pc, StallKind::Cores, start, now());
+    if (options_.detect_races) races_.join_all(c.id, released_clock_);
+  }
+
+  // A core that ended can never arrive: when every core still running waits in a sync_all, the
+  // barrier can never open. Refused at once with the cores that are missing (not a hang, not a
+  // generic deadlock: a core-dependent trip count around a sync_all, or a sync_all only some cores run).
+  void check_barrier_reachable(int core, int pc) const {
+    if (arrived_ == 0 || arrived_ + cores_ended_ < static_cast<int>(cores_.size())) return;
+    std::string ended, waiting;
+    for (const auto& other : cores_) {
+      if (other->scalar_done) ended += (ended.empty() ? "" : ", ") + std::to_string(other->id);
+      else waiting += (waiting.empty() ? "" : ", ") + std::to_string(other->id);
+    }
+    std::string at;
+    for (int b : barrier_pcs_) at += (at.empty() ? "" : "; ") + where(b);
+    throw UserError(fmt::format("cross-core barrier never completes: core(s) {} wait in sync_all ({}) but core(s) {} "
+                                "ended without reaching it; every core of the launch must execute each sync_all the "
+                                "same number of times (no sync_all under a core-dependent loop or trip count) "
+                                "[noticed on core {}, {}]",
+                                waiting, at, ended, core, where(pc)));
   }
 
   // ------------------------------------------------------------------ pipes
@@ -653,6 +724,13 @@ class Simulation {
   sc_core::sc_time base_time_;
   const sc_core::sc_time cycle_{1, sc_core::SC_NS};
   uint64_t gm_next_free_ = 0;
+  // sync_all: cores arrived at the open barrier, cores whose program ended, the barrier's
+  // generation (one per release), its release time, and the joined race clocks of the arrivals.
+  int arrived_ = 0, cores_ended_ = 0;
+  uint64_t generation_ = 0, release_time_ = 0;
+  std::set<int> barrier_pcs_;  // the sync_all instructions the arrived cores wait in
+  sc_core::sc_event barrier_released_;
+  RaceDetector::Clock arriving_clock_, released_clock_;
   bool aborted_ = false;
   std::exception_ptr error_;
   int run_id_ = 0;

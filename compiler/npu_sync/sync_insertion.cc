@@ -144,12 +144,28 @@ class SyncPass {
     return !t || *t >= 2;
   }
 
+  // Per pc: how many sync_all of the top level (outside every loop) precede it. Each drains every
+  // pipe of the core and orders everything before it on any core before everything after it, so two
+  // instructions it separates need no pair in either direction (no loop holds both). A sync_all
+  // inside a loop orders nothing here: pairs across it are kept (redundant, never wrong).
+  std::vector<int> top_level_segments() const {
+    std::vector<int> segment(p_.code.size(), 0);
+    int current = 0;
+    for (size_t pc = 0; pc < p_.code.size(); ++pc) {
+      segment[pc] = current;
+      if (p_.code[pc].opcode == Opcode::SyncAll && s_.chain[pc].empty()) ++current;
+    }
+    return segment;
+  }
+
   void find_dependences() {
     const int n = static_cast<int>(p_.code.size());
+    const std::vector<int> segment = top_level_segments();
     for (int x = 0; x < n; ++x) {
       if (fp_.accesses[x].empty()) continue;
       for (int y = x + 1; y < n; ++y) {
         if (fp_.accesses[y].empty()) continue;
+        if (segment[x] != segment[y]) break;  // y and all after it lie beyond a sync_all
         if (npu::executing_pipe(p_.code[x]) == npu::executing_pipe(p_.code[y])) continue;
         if (!conflict(fp_.accesses[x], fp_.accesses[y])) continue;
         deps_.push_back({x, y});

@@ -5,7 +5,9 @@
 // is stripped first; the final `pipe_barrier ALL` is kept) and gives the same program with the
 // set_flag / wait_flag pairs (and, as the last resort, pipe_barrier ALL) that order every pair of
 // instructions on different pipes that may touch the same bytes with one of them writing
-// (compiler/npu_sync/footprint.h), loop-carried dependences included.
+// (compiler/npu_sync/footprint.h), loop-carried dependences included. A `sync_all` outside every
+// loop (the cross-core barrier) drains the core and orders everything before it against everything
+// after it on every core: no pair crosses it, and none is needed across it.
 //
 //   naive:  one sync pair per dependence (per pair of conflicting instructions and direction),
 //           placed at the innermost loop body holding both ends; loop-carried dependences are

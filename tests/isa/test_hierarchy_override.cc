@@ -108,7 +108,8 @@ TEST_CASE("override: unknown levels, units, paths and fields are named with what
   CHECK(rejected("frequency=2") == file + ": --set frequency: unknown field 'frequency' of the description (fields: clock_mhz, "
                                           "cores, description, gpu, kind, levels, name, paths, sync, units)");
   CHECK(rejected("sync.flags=2") == file + ": --set sync.flags: unknown field 'flags' of the sync section (fields: "
-                                           "barrier_cycles, event_ids_per_pipe_pair, queue_depth, scalar_cycles, set_flag_cycles)");
+                                           "barrier_cycles, cross_core_barrier_cycles, event_ids_per_pipe_pair, queue_depth, "
+                                           "scalar_cycles, set_flag_cycles)");
   CHECK(rejected("cube.reads=L1") == file + ": --set cube.reads: reads of unit 'cube' is a list, not a value --set can replace");
   CHECK(rejected("sync.queue_depth=2", "sm90.yaml") ==
         target_path("sm90.yaml") + ": --set sync.queue_depth: this description has no sync section");
