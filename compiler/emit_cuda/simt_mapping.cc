@@ -101,4 +101,45 @@ unsigned simt_block_threads(const kernel::Kernel& k, const isa::GpuMachine& m, c
   return threads;
 }
 
+namespace {
+
+void buffers_used(const Node& n, std::set<int>& out) {
+  if (n.kind == NodeKind::Copy) {
+    if (n.src >= 0) out.insert(n.src);
+    if (n.dst >= 0) out.insert(n.dst);
+  }
+  if (n.kind == NodeKind::Compute)
+    for (const auto& [t, b] : n.binding)
+      if (b >= 0) out.insert(b);
+  if (n.kind == NodeKind::Matmul) {
+    out.insert(n.matmul.a);
+    out.insert(n.matmul.b);
+    out.insert(n.matmul.c);
+  }
+  for (const auto& c : n.children) buffers_used(*c, out);
+  for (const auto& c : n.else_children) buffers_used(*c, out);
+}
+
+}  // namespace
+
+std::set<int> simt_buffers_used(const Node& group) {
+  std::set<int> out;
+  buffers_used(group, out);
+  return out;
+}
+
+bool simt_narrow_indices(const kernel::Kernel& k) {
+  constexpr int64_t kLimit = int64_t(1) << 30;
+  for (const auto& t : k.tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= std::max<int64_t>(1, d);
+    if (n >= kLimit) return false;
+  }
+  for (const auto& b : k.buffers)
+    if (b.elements() >= kLimit) return false;
+  for (const auto& [p, v] : k.sizes)
+    if (v >= kLimit || v <= -kLimit) return false;
+  return true;
+}
+
 }  // namespace tessel::emit_cuda

@@ -1,6 +1,6 @@
 // The SIMT walk's per-group mapping decisions (emit_simt.h), from the kernel IR and the machine
-// model: how many threads a group's blocks have, and which of its boxes need no staging in shared
-// memory. Takes a kernel (and one top-level group of its body); gives plain values the walk carries
+// model: how many threads a group's blocks have, which of its boxes need no staging in shared
+// memory, and whether its index arithmetic fits 32 bits. Takes a kernel (and one top-level group of its body); gives plain values the walk carries
 // out. Run by emit_simt for each group; tests call them directly.
 #pragma once
 
@@ -36,6 +36,14 @@ struct SimtDirectBuffers {
   std::set<int> in, out;
 };
 SimtDirectBuffers simt_direct_buffers(const kernel::Kernel& k, const kernel::NodePtr& group);
+
+// The buffers a group's nodes read or write (copies, compute bindings, matmul fragments).
+std::set<int> simt_buffers_used(const kernel::Node& group);
+
+// Whether every index value of the kernel fits 32-bit arithmetic with room to spare: tensor and
+// buffer element counts and sizes below 2^30 (linear offsets, loop bounds and tile origins are
+// bounded by them). 64-bit division and remainder are long instruction sequences on the GPU.
+bool simt_narrow_indices(const kernel::Kernel& k);
 
 // The index lists of tensor `t`'s reads in `e`.
 void reads_of(const ir::Expr& e, const std::string& t, std::vector<const std::vector<ir::AffineExpr>*>& out);
