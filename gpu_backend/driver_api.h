@@ -53,7 +53,8 @@ namespace tessel::gpu {
   X(cuEventRecord)                 \
   X(cuEventSynchronize)            \
   X(cuEventElapsedTime)            \
-  X(cuEventDestroy)
+  X(cuEventDestroy)                \
+  X(cuStreamWaitEvent)
 
 struct DriverApi {
 #define TESSEL_X(fn) decltype(&::fn) fn = nullptr;

@@ -42,6 +42,13 @@ Stream::~Stream() {
 }
 void Stream::synchronize() const { TESSEL_CU(cuStreamSynchronize(s_)); }
 
+SyncEvent::SyncEvent() { TESSEL_CU(cuEventCreate(&e_, CU_EVENT_DISABLE_TIMING)); }
+SyncEvent::~SyncEvent() {
+  if (e_) driver().cuEventDestroy(e_);
+}
+void SyncEvent::record(CUstream s) const { TESSEL_CU(cuEventRecord(e_, s)); }
+void SyncEvent::wait_on(CUstream s) const { TESSEL_CU(cuStreamWaitEvent(s, e_, 0)); }
+
 // ---- DeviceBuffer -----------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {

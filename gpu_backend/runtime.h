@@ -62,6 +62,22 @@ class Stream {
   CUstream s_ = nullptr;
 };
 
+// An event for ordering streams (no timing): `record` on one stream, `wait` for it on another; in
+// a stream capture the pair becomes an edge of the graph.
+class SyncEvent {
+ public:
+  SyncEvent();
+  ~SyncEvent();
+  SyncEvent(SyncEvent&& o) noexcept : e_(o.e_) { o.e_ = nullptr; }
+  SyncEvent& operator=(SyncEvent&&) = delete;
+  SyncEvent(const SyncEvent&) = delete;
+  void record(CUstream s) const;
+  void wait_on(CUstream s) const;  // work issued to `s` after this waits for the recorded point
+
+ private:
+  CUevent e_ = nullptr;
+};
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
