@@ -1,5 +1,7 @@
 #include "compiler/poly/isl_util.h"
 
+#include <chrono>
+
 #include <isl/aff.h>
 #include <isl/ast.h>
 #include <isl/ast_build.h>
@@ -52,6 +54,32 @@ void apply_scheduler_options(isl::ctx ctx, const SchedulerOptions& o) {
 void set_operation_quota(isl::ctx ctx, unsigned long max_operations) {
   isl_ctx_set_max_operations(ctx.get(), max_operations);
   isl_ctx_reset_operations(ctx.get());
+}
+
+IslDeadline::IslDeadline(isl::ctx ctx, double seconds) : ctx_(ctx) {
+  if (seconds <= 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  watchdog_ = std::thread([this, deadline] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (wake_.wait_until(lock, deadline, [this] { return done_; })) return;
+    expired_ = true;
+    isl_ctx_abort(ctx_.get());
+  });
+}
+
+IslDeadline::~IslDeadline() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  isl_ctx_resume(ctx_.get());
+}
+
+bool IslDeadline::expired() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return expired_;
 }
 
 bool quota_was_hit(isl::ctx ctx) { return isl_ctx_last_error(ctx.get()) == isl_error_quota; }

@@ -3,16 +3,20 @@
 // Everything else in compiler/poly uses isl/cpp.h objects only. Here:
 //   - IslContext owns one isl_ctx (isl_ctx_alloc / isl_ctx_free) for one compilation; declare it
 //     before any isl object that uses it so it is destroyed last;
-//   - scheduler options and the operation quota (isl_options_set_*, isl_ctx_set_max_operations);
+//   - scheduler options, the operation quota (isl_options_set_*, isl_ctx_set_max_operations) and
+//     a wall-clock deadline (isl_ctx_abort from a watchdog thread, isl_ctx_resume after);
 //   - conversion of an isl AST (isl_ast_node, borrowed through the cpp object's .get()) and of
 //     quasi-affine expressions (isl_aff, borrowed) into plain C++ trees the kernel IR builder reads.
 #pragma once
 
 #include <isl/cpp.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
@@ -42,6 +46,10 @@ struct SchedulerOptions {
   int max_coefficient = 2;       // bound on coefficients (-1: unbounded)
   FusionStrategy fusion = FusionStrategy::Max;
   unsigned long max_operations = 2000000;  // isl operation quota for compute_schedule (0: none)
+  // wall-clock bound on compute_schedule's isl calls together (0: none). The quota counts tableau
+  // pivots, whose cost grows with the problem (about 0.5 ms each on a 7-d loss with 2,160-point
+  // rows), so the quota alone does not bound the time.
+  double max_seconds = 3.0;
 };
 
 // Applies the scheduler options to the context (isl_options_set_schedule_*).
@@ -51,6 +59,29 @@ void set_operation_quota(isl::ctx ctx, unsigned long max_operations);
 // True when the last error on the context was the quota being hit (isl_ctx_last_error).
 bool quota_was_hit(isl::ctx ctx);
 void reset_last_error(isl::ctx ctx);
+
+// While alive, aborts the isl computation running on `ctx` once `seconds` have passed: a watchdog
+// thread calls isl_ctx_abort, which isl checks at every operation (each tableau pivot), so the call
+// in progress fails within one pivot with isl_error_abort (isl::exception_abort). The destructor
+// stops the watchdog and resumes the context (isl_ctx_resume) so it stays usable. seconds <= 0:
+// no deadline. The flag is an int isl reads without synchronisation; a late read only delays the
+// abort by one pivot.
+class IslDeadline {
+ public:
+  IslDeadline(isl::ctx ctx, double seconds);
+  ~IslDeadline();
+  IslDeadline(const IslDeadline&) = delete;
+  IslDeadline& operator=(const IslDeadline&) = delete;
+  bool expired() const;
+
+ private:
+  isl::ctx ctx_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  bool expired_ = false;
+  std::thread watchdog_;
+};
 
 // A plain AST mirroring isl_ast_node.
 struct AstNode {
