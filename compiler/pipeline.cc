@@ -383,7 +383,12 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
       std::cerr << "tessel: warning: " << c->schedule.warning << "\n";
     }
   }, [&] { return poly::str(c->schedule.schedule); });
-  timer.run("fusion", [&] { c->groups = poly::plan_fusion(c->scop, options.fuse); },
+  timer.run("fusion", [&] {
+    poly::FusionPolicy fusion;  // GPU targets: no statement of many points inside a group of few tiles
+    if (c->hierarchy.kind == isa::TargetKind::Gpu && options.target != "c")
+      fusion = {.parallel_units = isa::GpuMachine::from(c->hierarchy).sm_count, .sizes = options.sizes};
+    c->groups = poly::plan_fusion(c->scop, options.fuse, fusion);
+  },
             [&] { return poly::to_string(c->groups, c->scop); });
   auto match_all = [&] {
     c->matches.clear();

@@ -1,5 +1,6 @@
 #include "compiler/poly/fusion.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tessel::poly {
@@ -17,9 +18,33 @@ bool has_axes(const ir::Statement& s, const ir::Statement& seed, const std::vect
   return true;
 }
 
+// Points of `s` over its indices that are not reduced (only `axes` when given); 0 where a bound
+// cannot be evaluated (a size missing), which keeps every join.
+int64_t parallel_points(const ir::Statement& s, const std::vector<std::string>* axes, const FusionPolicy& p) {
+  int64_t n = 1;
+  for (const auto& v : s.domain) {
+    if (v.is_reduction || (axes && std::find(axes->begin(), axes->end(), v.name) == axes->end())) continue;
+    std::map<std::string, int64_t> names;
+    v.lo.collect_names(nullptr, &names);
+    v.hi.collect_names(nullptr, &names);
+    for (const auto& [name, unused] : names)
+      if (!p.sizes.count(name)) return 0;
+    n *= std::max<int64_t>(0, v.hi.evaluate({}, p.sizes) - v.lo.evaluate({}, p.sizes));
+  }
+  return n;
+}
+
+// The parallelism rule of FusionPolicy: joining `s` would leave it on too few tiles.
+bool starves(const ir::Statement& s, const ir::Statement& seed, const Group& g, const FusionPolicy& p) {
+  if (p.parallel_units <= 0) return false;
+  const int64_t tiles = parallel_points(seed, &g.tile_axes, p), points = parallel_points(s, nullptr, p);
+  return tiles > 0 && points > 0 && tiles < p.parallel_units && points >= p.parallel_units * tiles &&
+         points >= p.min_points_per_tile * tiles;
+}
+
 }  // namespace
 
-std::vector<Group> plan_fusion(const Scop& scop, bool fuse) {
+std::vector<Group> plan_fusion(const Scop& scop, bool fuse, const FusionPolicy& policy) {
   const ir::Function& f = *scop.function;
   std::vector<Group> groups;
   int seed_stmt = -1;
@@ -30,7 +55,8 @@ std::vector<Group> plan_fusion(const Scop& scop, bool fuse) {
     if (!groups.empty()) {
       Group& g = groups.back();
       const bool same_statement = scop.statements[g.members.back()].statement == st.statement;
-      joins = same_statement || (fuse && has_axes(s, f.statements[seed_stmt], g.tile_axes));
+      joins = same_statement || (fuse && has_axes(s, f.statements[seed_stmt], g.tile_axes) &&
+                                 !starves(s, f.statements[seed_stmt], g, policy));
     }
     if (!joins) {
       Group g;

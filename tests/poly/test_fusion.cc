@@ -151,3 +151,39 @@ TEST_CASE("padding folding must not fire when a division's numerator may be nega
   poly::IslContext isl;
   CHECK_FALSE(poly::fold_padding(isl.ctx(), m.functions[0]).has_value());
 }
+
+TEST_CASE("fusion on a GPU: a long statement does not join a group of fewer tiles than SMs, short ones still do") {
+  const std::string text = R"(def group_norm(f32[N, I, G, E] X) -> (f32[N, I, G, E] Y) {
+  Sum(n, g) +=! X(n, i, g, e)
+  Mean(n, g) = Sum(n, g) / f32(I * E)
+  Y(n, i, g, e) = X(n, i, g, e) - Mean(n, g)
+}
+)";
+  frontend::Module m = frontend::parse_module(text, "gn.tsl");
+  auto groups_of = [&](int64_t I, const std::string& target) {
+    CompileOptions o;
+    o.target = target;
+    o.sizes = {{"N", 2}, {"I", I}, {"G", 8}, {"E", 32}};
+    auto c = compile(frontend::select_function(m, "group_norm"), o);
+    std::vector<std::vector<std::string>> out;
+    for (const auto& g : c->groups) {
+      out.emplace_back();
+      for (int s : g.members) out.back().push_back(c->scop.statements[size_t(s)].name);
+    }
+    return out;
+  };
+  // 2 x 1024 x 8 x 32 points under 16 (n, g) tiles on sm90's 132 SMs: Y (S3 after the sum is
+  // split in two phases, S0 / S1) seeds its own group; Mean stays with the sum
+  const auto gpu = groups_of(1024, "isa/targets/sm90.yaml");
+  REQUIRE(gpu.size() == 3);
+  CHECK(gpu[1] == std::vector<std::string>{"S1_init", "S1", "S2"});
+  CHECK(gpu[2] == std::vector<std::string>{"S3"});
+  // 16 tiles of 2 x 16 x 8 x 32 / 16 = 512 points each: one launch is worth more than the SMs
+  const auto small = groups_of(16, "isa/targets/sm90.yaml");
+  CHECK(small.back() == std::vector<std::string>{"S0_init", "S0", "S1", "S2"});
+  // the rule is the GPU's: c and the NPU keep the joins by axes
+  for (const char* t : {"c", "isa/targets/davinci-910.yaml"}) {
+    CAPTURE(t);
+    CHECK(groups_of(1024, t).back() == std::vector<std::string>{"S0_init", "S0", "S1", "S2"});
+  }
+}
