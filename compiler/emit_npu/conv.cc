@@ -64,6 +64,12 @@ struct Conv {
   // depth tap is C / T more channel slices accumulating in L0C.
   int64_t T = 1, D = 1, O = 1;
   int64_t depth_channels() const { return C / T; }
+  // A strided 1x1 convolution without padding reads only some of X's src_h x src_w pixels
+  // (strided_pointwise()): H is then the rows up to the last one read, and where the column stride
+  // divides src_w, W is OW, the column stride 1 and X's pixel j of a row the image's pixel j x
+  // x_step: one strided copy per fractal row of channels brings the columns read into L1.
+  int64_t x_step = 1, src_h = 0, src_w = 0;
+  bool clipped() const { return src_h > 0; }
 };
 
 // Spatial index h = sh * p + dh * r + constant (p an output index, r a reduction index).
@@ -92,18 +98,114 @@ int64_t extent_of(const kernel::Contraction& c, const std::string& var) {
   return 0;
 }
 
+// Where a matched convolution's dimensions sit: its layout, X's row position (the column
+// follows), the output row / column and kernel row / column index names, whether it is 3-D.
+struct ConvForm {
+  int hpos = 0;
+  std::string p, q, r, s;
+  bool depth = false;
+};
+
+// The layout of Y(o) += X(xo) * Wt(wv) (plain index names o, wv) as one of the convolution forms
+// (NHWC, NCHW, grouped, 3-D, blocked); sets c's layout and channel index names.
+std::optional<ConvForm> conv_form(const std::vector<std::string>& o, const std::vector<std::string>& wv,
+                                  const kernel::ContractionOperand& xo, int64_t frac, Conv& c) {
+  auto xv = [&](size_t i) { return poly::plain_index(xo.indices[i]); };
+  ConvForm f;
+  auto depth_ok = [&](int pos, const std::string& p, const std::string& t) {
+    const auto ds = spatial(xo.indices[pos], p, t);
+    return ds && ds->stride == 1 && ds->dilation == 1 && ds->constant == 0;
+  };
+  if (o.size() == 4 && wv.size() == 4 && xo.indices.size() == 4) {
+    if (xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && wv[3] == o[3]) {  // NHWC
+      c.layout = Layout::Nhwc, f = {1, o[1], o[2], wv[0], wv[1]}, c.ak = o[3], c.ac = wv[2];
+    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // NCHW
+      c.layout = Layout::Nchw, f = {2, o[2], o[3], wv[2], wv[3]}, c.ak = o[1], c.ac = wv[1];
+    } else {
+      return std::nullopt;
+    }
+  } else if (o.size() == 5 && wv.size() == 5 && xo.indices.size() == 5) {
+    if (xv(0) == o[0] && xv(3) == o[3] && wv[0] == o[3] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // grouped NHWC
+      c.layout = Layout::Nhwc, f = {1, o[1], o[2], wv[1], wv[2]}, c.ak = o[4], c.ac = wv[3];
+    } else if (xv(0) == o[0] && xv(1) == o[1] && wv[0] == o[1] && xv(2) && *xv(2) == wv[2] && wv[1] == o[2]) {  // grouped NCHW
+      c.layout = Layout::Nchw, f = {3, o[3], o[4], wv[3], wv[4]}, c.ak = o[2], c.ac = wv[2];
+    } else if (xv(0) == o[0] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // 3-D NDHWC
+      if (!depth_ok(1, o[1], wv[0])) return std::nullopt;
+      c.layout = Layout::Nhwc, f = {2, o[2], o[3], wv[1], wv[2], true}, c.ak = o[4], c.ac = wv[3];
+    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // 3-D NCDHW
+      if (!depth_ok(2, o[2], wv[2])) return std::nullopt;
+      c.layout = Layout::Nchw, f = {3, o[3], o[4], wv[3], wv[4], true}, c.ak = o[1], c.ac = wv[1];
+    } else {
+      return std::nullopt;
+    }
+  } else if (o.size() == 6 && wv.size() == 6 && xo.indices.size() == 6) {  // blocked
+    if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
+      return std::nullopt;
+    c.layout = Layout::Blocked, f = {1, o[1], o[2], wv[0], wv[1]}, c.ak = o[3], c.ac = wv[2], c.unit = frac;
+  } else {
+    return std::nullopt;
+  }
+  return f;
+}
+
+// A strided 1x1 convolution written with a matrix of weights (ResNet's projection shortcuts):
+//   Y(n, p, q, k) +=! X(n, sh p, sw q, c) * Wt(c, k) in NHWC, sh or sw > 1 (at stride 1 the
+// core collapses n, p, q into one GEMM row index). Read as R = S = 1 with no kernel-position axes.
+std::optional<ConvForm> pointwise_form(const std::vector<std::string>& o, const std::vector<std::string>& wv,
+                                       const kernel::ContractionOperand& xo, Conv& c) {
+  if (o.size() != 4 || wv.size() != 2 || xo.indices.size() != 4) return std::nullopt;
+  auto xv = [&](size_t i) { return poly::plain_index(xo.indices[i]); };
+  if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[0] && wv[1] == o[3])) return std::nullopt;
+  auto stride = [&](size_t pos, const std::string& v) -> int64_t {
+    const ir::AffineExpr& e = xo.indices[pos];
+    if (!e.param_coeffs.empty() || e.constant != 0 || e.index_coeffs.size() != 1 || !e.index_coeffs.count(v)) return 0;
+    return e.index_coeffs.at(v);
+  };
+  c.sh = stride(1, o[1]), c.sw = stride(2, o[2]);
+  if (c.sh <= 0 || c.sw <= 0 || (c.sh == 1 && c.sw == 1)) return std::nullopt;
+  c.layout = Layout::Nhwc, c.ak = o[3], c.ac = wv[0];
+  return ConvForm{1, o[1], o[2], "", "", false};
+}
+
+// c's sizes from the shapes of X and Wt (rank: of the output).
+void conv_sizes(const std::vector<int64_t>& X, const std::vector<int64_t>& Wt, size_t rank, bool depth, Conv& c) {
+  switch (c.layout) {
+    case Layout::Nhwc:
+      if (depth) {
+        c.D = X[1], c.H = X[2], c.W = X[3], c.T = Wt[0], c.R = Wt[1], c.S = Wt[2], c.C = c.T * X[4], c.K = Wt[4];
+      } else if (rank == 5) {
+        c.N = X[0], c.H = X[1], c.W = X[2], c.G = X[3], c.C = X[4], c.R = Wt[1], c.S = Wt[2], c.K = Wt[4];
+      } else if (Wt.size() == 2) {  // pointwise_form
+        c.N = X[0], c.H = X[1], c.W = X[2], c.C = X[3], c.R = c.S = 1, c.K = Wt[1];
+      } else {
+        c.N = X[0], c.H = X[1], c.W = X[2], c.C = X[3], c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
+      }
+      break;
+    case Layout::Nchw:
+      if (depth) c.D = X[2], c.H = X[3], c.W = X[4], c.T = Wt[2], c.R = Wt[3], c.S = Wt[4], c.C = c.T * X[1], c.K = Wt[0];
+      else if (rank == 5) c.N = X[0], c.G = X[1], c.C = X[2], c.H = X[3], c.W = X[4], c.K = Wt[1], c.R = Wt[3], c.S = Wt[4];
+      else c.N = X[0], c.C = X[1], c.H = X[2], c.W = X[3], c.K = Wt[0], c.R = Wt[2], c.S = Wt[3];
+      break;
+    case Layout::Blocked:
+      c.N = X[0] * c.unit, c.H = X[1], c.W = X[2], c.C = X[3] * c.unit, c.R = Wt[0], c.S = Wt[1], c.K = Wt[3] * c.unit;
+      break;
+  }
+}
+
 // The matched contraction (Kernel::contraction) read as a convolution
 //   Y(n, p, q, k) +=! X(n, sh p + dh r - pt, sw q + dw s - pl, c) * Wt(r, s, c, k)
 // in NHWC, the same in NCHW (X[n, c, h, w], Wt[k, c, r, s], Y[n, k, p, q]) and in the blocked
 // layout (X[nb, h, w, cb, ni, ci], Wt[r, s, cb, kb, ci, ki], Y[nb, p, q, kb, ni, ki] with 16-blocks),
-// X read as zero outside the image (the core inlines a padding statement into X's indices).
+// X read as zero outside the image (the core inlines a padding statement into X's indices); or a
+// strided 1x1 convolution with a weight matrix (pointwise_form).
 std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
   if (!k.contraction || !k.function || k.contraction->anchor > 1) return std::nullopt;
   const kernel::Contraction& ct = *k.contraction;
-  const bool x_is_a = reads_window(ct.a);
+  const bool pointwise = !reads_window(ct.a) && !reads_window(ct.b);
+  const bool x_is_a = pointwise ? ct.a.indices.size() > ct.b.indices.size() : reads_window(ct.a);
   const kernel::ContractionOperand& xo = x_is_a ? ct.a : ct.b;
   const kernel::ContractionOperand& wo = x_is_a ? ct.b : ct.a;
-  if (!reads_window(xo) || wo.producer || (xo.producer && !xo.guard)) return std::nullopt;
+  if ((!pointwise && !reads_window(xo)) || wo.producer || (xo.producer && !xo.guard)) return std::nullopt;
   const ir::Function& f = *k.function;
   const ir::Statement& st = f.statements[ct.anchor];
   std::vector<std::string> o, wv;
@@ -113,108 +215,51 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
     if (!v) return std::nullopt;
     wv.push_back(*v);
   }
-  auto xv = [&](size_t i) { return poly::plain_index(xo.indices[i]); };
   Conv c;
-  bool depth = false;  // 3-D
-  int hpos = 0;  // X's h position (w follows)
-  std::string p, q, r, s;
-  if (o.size() == 4 && wv.size() == 4 && xo.indices.size() == 4) {
-    if (xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && wv[3] == o[3]) {  // NHWC
-      c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
-      c.ak = o[3], c.ac = wv[2];
-    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // NCHW
-      c.layout = Layout::Nchw, hpos = 2, p = o[2], q = o[3], r = wv[2], s = wv[3];
-      c.ak = o[1], c.ac = wv[1];
-    } else {
-      return std::nullopt;
-    }
-  } else if (o.size() == 5 && wv.size() == 5 && xo.indices.size() == 5) {
-    if (xv(0) == o[0] && xv(3) == o[3] && wv[0] == o[3] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // grouped NHWC
-      c.layout = Layout::Nhwc, hpos = 1, p = o[1], q = o[2], r = wv[1], s = wv[2];
-      c.ak = o[4], c.ac = wv[3];
-    } else if (xv(0) == o[0] && xv(1) == o[1] && wv[0] == o[1] && xv(2) && *xv(2) == wv[2] && wv[1] == o[2]) {  // grouped NCHW
-      c.layout = Layout::Nchw, hpos = 3, p = o[3], q = o[4], r = wv[3], s = wv[4];
-      c.ak = o[2], c.ac = wv[2];
-    } else if (xv(0) == o[0] && xv(4) && *xv(4) == wv[3] && wv[4] == o[4]) {  // 3-D NDHWC
-      const auto ds = spatial(xo.indices[1], o[1], wv[0]);
-      if (!ds || ds->stride != 1 || ds->dilation != 1 || ds->constant != 0) return std::nullopt;
-      c.layout = Layout::Nhwc, hpos = 2, p = o[2], q = o[3], r = wv[1], s = wv[2], depth = true;
-      c.ak = o[4], c.ac = wv[3];
-    } else if (xv(0) == o[0] && xv(1) && *xv(1) == wv[1] && wv[0] == o[1]) {  // 3-D NCDHW
-      const auto ds = spatial(xo.indices[2], o[2], wv[2]);
-      if (!ds || ds->stride != 1 || ds->dilation != 1 || ds->constant != 0) return std::nullopt;
-      c.layout = Layout::Nchw, hpos = 3, p = o[3], q = o[4], r = wv[3], s = wv[4], depth = true;
-      c.ak = o[1], c.ac = wv[1];
-    } else {
-      return std::nullopt;
-    }
-  } else if (o.size() == 6 && wv.size() == 6 && xo.indices.size() == 6) {  // blocked
-    if (!(xv(0) == o[0] && xv(3) && *xv(3) == wv[2] && xv(4) == o[4] && xv(5) && *xv(5) == wv[4] && wv[3] == o[3] && wv[5] == o[5]))
-      return std::nullopt;
-    c.layout = Layout::Blocked, hpos = 1, p = o[1], q = o[2], r = wv[0], s = wv[1];
-    c.ak = o[3], c.ac = wv[2], c.unit = frac;
-  } else {
-    return std::nullopt;
+  const std::optional<ConvForm> form = pointwise ? pointwise_form(o, wv, xo, c) : conv_form(o, wv, xo, frac, c);
+  if (!form) return std::nullopt;
+  if (!pointwise) {
+    const auto hs = spatial(xo.indices[form->hpos], form->p, form->r), ws = spatial(xo.indices[form->hpos + 1], form->q, form->s);
+    if (!hs || !ws) return std::nullopt;
+    c.sh = hs->stride, c.dh = hs->dilation, c.sw = ws->stride, c.dw = ws->dilation;
+    c.pt = -hs->constant, c.pl = -ws->constant;
   }
-  const auto hs = spatial(xo.indices[hpos], p, r), ws = spatial(xo.indices[hpos + 1], q, s);
-  if (!hs || !ws) return std::nullopt;
-  c.sh = hs->stride, c.dh = hs->dilation, c.sw = ws->stride, c.dw = ws->dilation;
-  c.pt = -hs->constant, c.pl = -ws->constant;
-  c.an = o[0], c.ap = p, c.aq = q, c.ar = r, c.as = s;
+  c.an = o[0], c.ap = form->p, c.aq = form->q, c.ar = form->r, c.as = form->s;
   c.x = xo.tensor, c.w = wo.tensor, c.y = c.acc = st.output;
   c.statement = ct.anchor;
   c.epilogue = !ct.epilogue.empty();
   if (c.epilogue) c.y = f.statements[ct.epilogue.back()].output;
   const kernel::GlobalTensor* Y = k.find_tensor(c.y);
   const size_t rank = o.size();
-  if (!Y || xo.shape.size() != rank || wo.shape.size() != rank || Y->shape.size() != rank) return std::nullopt;
+  if (!Y || xo.shape.size() != rank || wo.shape.size() != wv.size() || Y->shape.size() != rank) return std::nullopt;
   if (xo.dtype != DType::F16 || wo.dtype != DType::F16 || (!c.epilogue && Y->dtype != DType::F32)) return std::nullopt;
   if (c.epilogue && c.layout != Layout::Nhwc) return std::nullopt;
+  if (c.layout == Layout::Blocked && (xo.shape[4] != frac || xo.shape[5] != frac || wo.shape[4] != frac || wo.shape[5] != frac ||
+                                      Y->shape[4] != frac || Y->shape[5] != frac))
+    return std::nullopt;
   c.out = Y->dtype;
-  c.OH = extent_of(ct, p), c.OW = extent_of(ct, q);
-
-  const std::vector<int64_t>& X = xo.shape;
-  const std::vector<int64_t>& Wt = wo.shape;
-  switch (c.layout) {
-    case Layout::Nhwc:
-      if (depth) {
-        c.D = X[1], c.H = X[2], c.W = X[3], c.T = Wt[0], c.R = Wt[1], c.S = Wt[2], c.C = c.T * X[4], c.K = Wt[4];
-        break;
-      }
-      if (rank == 5) {
-        c.N = X[0], c.H = X[1], c.W = X[2], c.G = X[3], c.C = X[4];
-        c.R = Wt[1], c.S = Wt[2], c.K = Wt[4];
-        if (c.epilogue) return std::nullopt;
-        break;
-      }
-      c.N = X[0], c.H = X[1], c.W = X[2], c.C = X[3];
-      c.R = Wt[0], c.S = Wt[1], c.K = Wt[3];
-      break;
-    case Layout::Nchw:
-      if (depth) {
-        c.D = X[2], c.H = X[3], c.W = X[4], c.T = Wt[2], c.R = Wt[3], c.S = Wt[4], c.C = c.T * X[1], c.K = Wt[0];
-        break;
-      }
-      if (rank == 5) {
-        c.N = X[0], c.G = X[1], c.C = X[2], c.H = X[3], c.W = X[4];
-        c.K = Wt[1], c.R = Wt[3], c.S = Wt[4];
-        break;
-      }
-      c.N = X[0], c.C = X[1], c.H = X[2], c.W = X[3];
-      c.K = Wt[0], c.R = Wt[2], c.S = Wt[3];
-      break;
-    case Layout::Blocked:
-      if (X[4] != frac || X[5] != frac || Wt[4] != frac || Wt[5] != frac || Y->shape[4] != frac || Y->shape[5] != frac)
-        return std::nullopt;
-      c.N = X[0] * frac, c.H = X[1], c.W = X[2], c.C = X[3] * frac;
-      c.R = Wt[0], c.S = Wt[1], c.K = Wt[3] * frac;
-      break;
-  }
-  if (depth) {  // images (n, o); the O output depths of a valid (unpadded) window
+  c.OH = extent_of(ct, form->p), c.OW = extent_of(ct, form->q);
+  conv_sizes(xo.shape, wo.shape, rank, form->depth, c);
+  if (rank == 5 && !form->depth && c.layout == Layout::Nhwc && c.epilogue) return std::nullopt;  // grouped NHWC
+  if (form->depth) {  // images (n, o); the O output depths of a valid (unpadded) window
     if (c.epilogue) return std::nullopt;
     c.O = c.D - c.T + 1;
-    c.N = X[0] * c.O;
+    c.N = xo.shape[0] * c.O;
   }
+  return c;
+}
+
+// A strided 1x1 convolution without padding (Conv::x_step): the image's rows clipped to the last
+// one read (so an even H's windows reach its end), and where the column stride divides W, the
+// columns read as the pixels of a row OW wide. NHWC, ungrouped, 2-D, channels multiples of the
+// fractal (the scratch copies of padded channels hold whole images); any other convolution as it is.
+Conv strided_pointwise(Conv c, const isa::NpuMachine& m) {
+  if (c.R != 1 || c.S != 1 || c.pt != 0 || c.pl != 0 || (c.sh == 1 && c.sw == 1) || c.layout != Layout::Nhwc || c.G > 1 ||
+      c.T > 1 || c.depthwise || c.C % m.cube_f16.k0 != 0 || c.K % m.cube_f16.k0 != 0)
+    return c;
+  c.src_h = c.H, c.src_w = c.W;
+  c.H = (c.OH - 1) * c.sh + 1;
+  if (c.W % c.sw == 0) c.x_step = c.sw, c.W = c.OW, c.sw = 1;
   return c;
 }
 
@@ -251,8 +296,9 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.an = c.an, g.ap = c.ap, g.aq = c.aq, g.ak = c.ak, g.ac = c.ac, g.ar = c.ar, g.as = c.as;
   g.groups = c.G;
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
+  g.weigh_gm_reads = c.T == 1;
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
-  g.spread_bands = !c.epilogue && (c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
+  g.spread_bands = (c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
                    (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1;
   if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in
     g.copy_round_trips = 3;
@@ -374,6 +420,7 @@ class ConvEmitter {
           X_.group = cv_.O, X_.group_bytes = cv_.D * hwc, X_.inner_bytes = hwc, X_.pixel_bytes = c * in_, X_.tap_bytes = hwc;
           W_.row_q = c * cv_.K, W_.per_tap = RS() * c * cv_.K;
         }
+        if (cv_.clipped()) X_.group_bytes = cv_.src_h * cv_.src_w * cv_.C * in_, X_.pixel_bytes *= cv_.x_step;
         break;
       case Layout::Blocked:
         X_.group = u, X_.group_bytes = cv_.H * cv_.W * cv_.C * u * in_, X_.inner_bytes = u * in_, X_.pixel_bytes = cv_.C * u * in_,
@@ -1045,10 +1092,12 @@ class ConvEmitter {
                                               : std::string();
     return grouped + fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
                        "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
-                       "kernel-position group(s) of {}{}{}",
+                       "kernel-position group(s) of {}{}{}{}",
                        plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
                        halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
-                       plan_.kgroups.size(), plan_.kc, cv_.sh > 1 || cv_.sw > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw) : "",
+                       plan_.kgroups.size(), plan_.kc,
+                       cv_.sh > 1 || cv_.sw > 1 || cv_.x_step > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw * cv_.x_step) : "",
+                       cv_.x_step > 1 ? fmt::format(" (1x1: rows 0..{} of {} in L1, the columns read as pixels {} apart)", cv_.H - 1, cv_.src_h, cv_.x_step) : "",
                        k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
            (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
                                             bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))
@@ -1105,7 +1154,7 @@ struct PlannedConv {
 PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
                  const tile::TileSpec* spec, std::string* refusal = nullptr) {
   PlannedConv pc;
-  pc.orig = matched;
+  pc.orig = strided_pointwise(matched, m);
   Conv& cv = pc.cv = pc.orig;
   cv.C = round_up(pc.orig.C, m.cube_f16.k0), cv.K = round_up(pc.orig.K, m.cube_f16.k0);
   if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.layout == Layout::Blocked) {

@@ -62,6 +62,9 @@ struct ConvGeometry {
   // bands of OH / bands rows, no padding rows above or below), where channel tiles x images leave
   // cores idle.
   bool spread_bands = false;
+  // The planner weighs each candidate's GM reads (feature maps and weights per core) against its
+  // compute: 2-D convolutions without scratch copies (3-D ones read a depth tap's weights apart).
+  bool weigh_gm_reads = false;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
