@@ -4,6 +4,7 @@
 // SpaceToDepth), and the operators folded at import time (Constant, ConstantOfShape, Shape, Size,
 // Range, and any of the above whose input is a constant).
 #include <cmath>
+#include <optional>
 
 #include "compiler/onnx/tensor_proto.h"
 #include "compiler/onnx/translate.h"
@@ -28,10 +29,13 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   return s;
 }
 
-// Input indices of a row-major reshape from `in` to `out`, whose indices are index(k): dimensions
-// are matched in groups of equal products, so each input index is a short quasi-affine form.
-Strings reshape_indices(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  Strings idx(in.size(), "0");
+// The dimension groups of a row-major reshape from `in` to `out`: consecutive runs of equal
+// products, each as the positions of its dimensions other than 1 on either side.
+struct ReshapeGroup {
+  std::vector<size_t> ins, outs;
+};
+std::vector<ReshapeGroup> reshape_groups(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  std::vector<ReshapeGroup> groups;
   size_t ii = 0, oo = 0;
   auto skip = [&] {
     while (ii < in.size() && in[ii] == 1) ++ii;
@@ -44,32 +48,55 @@ Strings reshape_indices(const std::vector<int64_t>& in, const std::vector<int64_
       if (pin < pout) pin *= in[++ii];
       else pout *= out[++oo];
     }
-    std::vector<size_t> ins, outs;
+    ReshapeGroup g;
     for (size_t k = i0; k <= ii; ++k)
-      if (in[k] != 1) ins.push_back(k);
+      if (in[k] != 1) g.ins.push_back(k);
     for (size_t k = o0; k <= oo; ++k)
-      if (out[k] != 1) outs.push_back(k);
-    std::string linear;
-    int64_t stride = 1;
-    for (size_t q = outs.size(); q-- > 0;) {
-      std::string term = index(int(outs[q])) + (stride == 1 ? "" : " * " + str(stride));
-      linear = linear.empty() ? term : term + " + " + linear;
-      stride *= out[outs[q]];
-    }
-    const bool compound = outs.size() > 1;
-    int64_t in_stride = 1;
-    for (size_t q = ins.size(); q-- > 0;) {
-      std::string e = compound ? "(" + linear + ")" : linear;
-      if (in_stride != 1) e += " / " + str(in_stride);
-      if (q != 0) e += " % " + str(in[ins[q]]);
-      if (ins.size() == 1) e = linear;
-      idx[ins[q]] = e;
-      in_stride *= in[ins[q]];
-    }
+      if (out[k] != 1) g.outs.push_back(k);
+    groups.push_back(std::move(g));
     ++ii;
     ++oo;
   }
+  return groups;
+}
+
+// Input indices of a row-major reshape from `in` to `out`, whose indices are index(k): dimensions
+// are matched in groups of equal products, so each input index is a short quasi-affine form.
+Strings reshape_indices(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  Strings idx(in.size(), "0");
+  for (const ReshapeGroup& g : reshape_groups(in, out)) {
+    std::string linear;
+    int64_t stride = 1;
+    for (size_t q = g.outs.size(); q-- > 0;) {
+      std::string term = index(int(g.outs[q])) + (stride == 1 ? "" : " * " + str(stride));
+      linear = linear.empty() ? term : term + " + " + linear;
+      stride *= out[g.outs[q]];
+    }
+    const bool compound = g.outs.size() > 1;
+    int64_t in_stride = 1;
+    for (size_t q = g.ins.size(); q-- > 0;) {
+      std::string e = compound ? "(" + linear + ")" : linear;
+      if (in_stride != 1) e += " / " + str(in_stride);
+      if (q != 0) e += " % " + str(in[g.ins[q]]);
+      if (g.ins.size() == 1) e = linear;
+      idx[g.ins[q]] = e;
+      in_stride *= in[g.ins[q]];
+    }
+  }
   return idx;
+}
+
+// A group the reshape reads with at most one division constant per index: one input dimension
+// (an affine read), or two merged into one output dimension (`j / n`, `j % n`).
+bool one_divisor(const ReshapeGroup& g) { return g.ins.size() <= 1 || (g.ins.size() == 2 && g.outs.size() == 1); }
+
+// The two adjacent input positions to merge first so that every group reads with one divisor
+// (the last two of the first group that needs it: its last non-1 position and the one before);
+// nullopt when none does.
+std::optional<size_t> next_merge(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  for (const ReshapeGroup& g : reshape_groups(in, out))
+    if (!one_divisor(g)) return g.ins.back() - 1;
+  return std::nullopt;
 }
 
 // Constant folding of an index mapping: out element e reads input element at `source(out_index)`.
@@ -138,11 +165,33 @@ std::vector<int64_t> reshape_target(Context& c, const Value& x) {
   return shape;
 }
 
+// A reshape whose group merges three or more input dimensions (or two into several outputs) would
+// read them at divisions by several constants (`i1 / 60`, `i1 / 20 % 3`, ...), which the NPU's
+// vector lowering does not map; so adjacent input dimensions of such a group are first merged
+// pairwise, one local per step that reads its source at one division and one modulo by the same
+// constant, until the output reads every group with one divisor at most.
 void translate_reshape(Context& c) {
   const Value& x = c.input(0);
   const std::vector<int64_t> shape = reshape_target(c, x);
   if (foldable(x)) return c.set_constant(0, *x.data, shape, x.elem_type);
-  emit_copy(c, 0, x, reshape_indices(x.shape, c.output(0).shape));
+  const std::vector<int64_t>& out = c.output(0).shape;
+  Value cur = x;
+  for (std::optional<size_t> p; (p = next_merge(cur.shape, out));) {
+    std::vector<int64_t> merged = cur.shape;
+    merged[*p] *= merged[*p + 1];
+    merged.erase(merged.begin() + long(*p) + 1);
+    Strings idx;
+    for (size_t k = 0; k < cur.shape.size(); ++k) {
+      if (k < *p) idx.push_back(index(int(k)));
+      else if (k == *p) idx.push_back(cur.shape[k + 1] == 1 ? index(int(k)) : index(int(k)) + " / " + str(cur.shape[k + 1]));
+      else if (k == *p + 1) idx.push_back(cur.shape[k - 1] == 1 ? index(int(k - 1)) : index(int(k - 1)) + " % " + str(cur.shape[k]));
+      else idx.push_back(index(int(k - 1)));
+    }
+    Value next = local(c, x, merged, "merged");
+    c.emit({next.tsl, indices(merged.size()), "=", c.read(cur, idx), ranges_of(merged)});
+    cur = next;
+  }
+  emit_copy(c, 0, cur, reshape_indices(cur.shape, out));
 }
 
 void translate_transpose(Context& c) {
