@@ -403,13 +403,8 @@ class Simulation {
           c.regs[ops[0].reg] = value_of(c, ops[1]);
           charge(pc++, machine_.scalar_cycles);
           continue;
-        case Opcode::Add:
-        case Opcode::Sub:
-        case Opcode::Mul:
-        case Opcode::Div:
-        case Opcode::Shl:
-        case Opcode::Seq:
-        case Opcode::Slt:
+        case Opcode::Add: case Opcode::Sub: case Opcode::Mul: case Opcode::Div:
+        case Opcode::Shl: case Opcode::Seq: case Opcode::Slt:
           c.regs[ops[0].reg] = scalar_op(c, pc, instr.opcode, value_of(c, ops[1]), value_of(c, ops[2]));
           charge(pc++, machine_.scalar_cycles);
           continue;
@@ -451,19 +446,13 @@ class Simulation {
           continue;
         default: break;
       }
-      if (instr.opcode == Opcode::PipeBarrier && ops[0].pipe == Pipe::All) {
+      if ((instr.opcode == Opcode::PipeBarrier && ops[0].pipe == Pipe::All) || instr.opcode == Opcode::SyncAll) {
+        const bool all_cores = instr.opcode == Opcode::SyncAll;
         wait_until(local);
         drain_pipes(c, pc);
+        if (all_cores) wait_for_cores(c, pc);
         local = now();
-        charge(pc++, machine_.barrier_cycles);
-        continue;
-      }
-      if (instr.opcode == Opcode::SyncAll) {
-        wait_until(local);
-        drain_pipes(c, pc);
-        wait_for_cores(c, pc);
-        local = now();
-        charge(pc++, machine_.scalar_cycles);
+        charge(pc++, all_cores ? machine_.scalar_cycles : machine_.barrier_cycles);
         continue;
       }
       // Every other instruction goes to the queue of the pipe that executes it; the scalar pipe's
