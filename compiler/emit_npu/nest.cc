@@ -15,6 +15,8 @@
 #include <limits>
 #include <map>
 
+#include "compiler/emit_npu/nest.h"
+#include "compiler/emit_npu/nest_split.h"
 #include "compiler/emit_npu/operands.h"
 #include "isa/base/error.h"
 
@@ -559,6 +561,11 @@ int row_pipeline_cores(const kernel::Kernel& kernel, const isa::NpuMachine& mach
 }
 
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
+  if (auto split = emit_split_reductions(kernel, target)) return std::move(*split);
+  return emit_nest_phase(kernel, target);
+}
+
+NpuKernel emit_nest_phase(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
   return nest::Nest(kernel, isa::npu_machine(target)).emit();
 }
 

@@ -82,7 +82,10 @@ std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& ma
 // The same with a tighter bound on the instructions issued per core (a contraction the cube refused
 // takes the vector unit only while it stays small).
 std::string why_not_nest(const kernel::Kernel& kernel, const isa::NpuMachine& machine, double max_issued);
+// Reductions whose output is too small for the cores are split over them first (nest_split.h).
 NpuKernel emit_nest(const kernel::Kernel& kernel, const isa::Hierarchy& target);
+// The kernel as one phase: no reduction split (what each phase of a split runs).
+NpuKernel emit_nest_phase(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 // The cores the row pipeline spreads the kernel over, 0 when it does not take it (emit_npu prefers
 // it to the one-core row templates of channels.h and rows.h when that is more than one).
 int row_pipeline_cores(const kernel::Kernel& kernel, const isa::NpuMachine& machine);
