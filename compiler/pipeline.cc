@@ -265,11 +265,8 @@ void check_tensor_sizes(const ir::Function& f, const std::map<std::string, int64
   }
 }
 
-}  // namespace
-
-std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
-  CompileOptions options = options_in;
-  if (const char* t = std::getenv("TESSEL_TIME_PASSES"); t && std::string(t) == "1") options.time_passes = true;
+// The options' sizes bound and checked against the def's parameters, and --dump-after's pass names.
+void check_compile_options(const ir::Function& f, CompileOptions& options) {
   for (const auto& d : options.dump_after)
     if (d != "all" && std::find(pass_names().begin(), pass_names().end(), d) == pass_names().end()) {
       std::string known;
@@ -287,6 +284,139 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   for (const auto& [n, v] : options.sizes)
     if (std::find(f.params.begin(), f.params.end(), n) == f.params.end())
       throw UserError("--shape: " + f.name + " has no size parameter " + n);
+}
+
+// A def that is one softmax fused into its context contraction: that kernel, from the record
+// (true: c holds it and compiling is done). Else c->online_softmax says why not, where the def
+// has such a match; an attention plan for a def without the fused kernel is refused.
+bool compile_fused_attention(Compilation& c, const ir::Function& f, const CompileOptions& options, PassTimer& timer) {
+  if (options.online_softmax) {
+    std::string why;
+    const auto match = poly::whole_function_match(f, &why);
+    const std::string obstacle = match ? online_softmax_obstacle(options.target, c.hierarchy, f, *match, options.sizes) : "";
+    if (match && obstacle.empty()) {
+      // a GPU attention plan (attention/wgmma/..., attention/mma/..., attention/simt/...) is the
+      // kernel's plan, which the CUDA emitter carries out or refuses with the reason; a tile spec or
+      // a contraction plan names loops this kernel does not have
+      const bool attention_plan = options.gpu_plan && is_attention_plan_text(*options.gpu_plan);
+      if ((options.tile || (options.gpu_plan && !attention_plan)) && options.plan_source.kind == PlanSource::Kind::Given)
+        throw UserError("--tile: " + f.name + " runs as one fused attention kernel (online softmax: " + match->summary +
+                        "), whose plans read attention/wgmma/128x128, attention/mma/128x64/w8/st2 or attention/simt/w4 "
+                        "(--explain names the one chosen); --no-online-softmax compiles the statements unfused, with a tile spec");
+      timer.run("online_softmax", [&] { c.kernel = fused_attention_kernel(f, *match, options.sizes, c.hierarchy.name); },
+                [&] { return kernel::to_string(*c.kernel.attention); });
+      if (attention_plan) c.kernel.gpu_plan = *options.gpu_plan;
+      c.online_softmax = "applied: " + match->summary + " runs as one kernel, no " + std::to_string(c.kernel.attention->query.extent) +
+                         " x " + std::to_string(c.kernel.attention->key.extent) + " score tensor (--no-online-softmax: unfused)";
+      if (c.kernel.attention->causal_offset)
+        c.online_softmax += "; causal mask recognised (keys j <= i + " + std::to_string(*c.kernel.attention->causal_offset) + ")";
+      return true;
+    }
+    if (match) c.online_softmax = "not applied on " + c.hierarchy.name + ": " + obstacle;
+  }
+  if (options.gpu_plan && is_attention_plan_text(*options.gpu_plan))
+    throw UserError("--tile " + *options.gpu_plan + ": an attention plan, but " + f.name + " does not compile to a fused attention kernel (" +
+                    (c.online_softmax.empty() ? std::string("no softmax fused into a contraction: `tessel compile --explain` says why")
+                                              : "online softmax " + c.online_softmax) + ")");
+  return false;
+}
+
+// collapse_indices: contiguous index runs merged (poly::collapse_indices), unless a user tile spec
+// names an index the collapse removes (the statements then stay as written).
+void collapse_index_runs(Compilation& c, const CompileOptions& options) {
+  if (!options.collapse) return;
+  c.collapsed = poly::collapse_indices(*c.function, options.sizes);
+  if (!c.collapsed) return;
+  if (options.tile) {
+    const tile::TileSpec spec = tile::parse_tile_spec(*options.tile);
+    bool names_removed = false;
+    for (const auto& [s, names] : c.collapsed->removed_indices)
+      for (const auto& n : names) names_removed = names_removed || spec.find(n);
+    if (names_removed) {
+      c.collapsed.reset();
+      return;
+    }
+  }
+  c.function = &c.collapsed->function;
+}
+
+std::string collapse_dump(const Compilation& c) {
+  if (!c.collapsed) return std::string("(no indices collapsed)");
+  std::string s;
+  for (const auto& x : c.collapsed->steps) s += x.to_string() + "\n";
+  return s + ir::to_string(c.collapsed->function);
+}
+
+// The intrinsic match of each fusion group's anchor statement (none for a group without one).
+void match_intrinsics(Compilation& c) {
+  const ir::Function& fn = *c.function;
+  c.matches.clear();
+  for (const auto& g : c.groups)
+    c.matches.push_back(g.anchor < 0 ? no_reduction_match()
+                                     : poly::match_matmul(fn.statements[c.scop.statements[g.anchor].statement], fn, c.hierarchy));
+}
+
+std::string intrinsics_dump(const Compilation& c) {
+  std::string s;
+  for (size_t i = 0; i < c.matches.size(); ++i) {
+    const auto& m = c.matches[i];
+    s += "group " + std::to_string(i) + ": " +
+         (m.matched ? "matmul fragment " + std::to_string(m.unit_m) + "x" + std::to_string(m.unit_n) + "x" +
+                          std::to_string(m.unit_k) + " A=" + m.a + " (" + kernel::layout_name(m.a_layout) + ") B=" +
+                          m.b + " (" + kernel::layout_name(m.b_layout) + ") C=" + m.c
+                    : "no match: " + m.why_not) + "\n";
+  }
+  return s;
+}
+
+// tile + promote; without a user spec, the default shrunk while promotion reports an overflow.
+// Where the boxes do not limit the mapping (the NPU's vector lowering, any GPU kernel) an
+// overflowing default is kept with a warning; else an overflow is a UserError naming the tile.
+void tile_and_promote(Compilation& c, const ir::Function& f, const CompileOptions& options, PassTimer& timer) {
+  const bool user_tile = options.tile.has_value();
+  for (int attempt = 0;; ++attempt) {
+    timer.run("tile", [&] {
+      if (!poly::tile_program(c.scop, c.deps, c.groups, c.matches, c.tile_spec, options.sizes, c.tiled)) {
+        c.warnings.push_back("fused tiles would violate a dependence; statements are tiled separately");
+        c.groups = poly::plan_fusion(c.scop, false);
+        match_intrinsics(c);
+        bool ok = poly::tile_program(c.scop, c.deps, c.groups, c.matches, c.tile_spec, options.sizes, c.tiled);
+        TESSEL_CHECK(ok, "tile: the unfused tiled schedule violates a dependence (tile pass)");
+      }
+    }, [&] { return "tile spec: " + c.tile_spec.to_string() + "\n" + c.tiled.to_string(); });
+    timer.run("promote", [&] { c.promotion = poly::promote(c.scop, c.deps, c.tiled, c.hierarchy); },
+              [&] { return c.promotion.to_string(); });
+    if (!c.promotion.overflow) break;
+    const bool gpu = c.hierarchy.kind == isa::TargetKind::Gpu;
+    if (!user_tile && attempt <= 12 && halve_outer_tiles(c.tile_spec)) continue;
+    // The NPU maps kernels without a matmul from the tensor IR with its own UB tiles
+    // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree. The GPU's
+    // SIMT code keeps the boxes that exceed shared memory in per-block global scratch
+    // (compiler/emit_cuda/emit_simt.h).
+    // On a GPU the boxes never limit the mapping: the TensorCore kernels take their tiles from the
+    // plan, not from these buffers, and the SIMT walk keeps what does not fit in scratch; so a
+    // default plan exists whatever the sizes (issue: a 6-statement attention at 512 tokens).
+    const bool vector_only = std::none_of(c.matches.begin(), c.matches.end(), [](const poly::MatmulMatch& m) { return m.matched; });
+    if (!user_tile && ((vector_only && c.hierarchy.kind == isa::TargetKind::Npu) || gpu)) {
+      c.warnings.push_back("the default tile " + c.tile_spec.to_string() + " overflows: " + c.promotion.overflow->what() +
+                           (c.hierarchy.kind == isa::TargetKind::Npu ? " (the NPU's vector lowering tiles rows itself)"
+                                                                     : " (the SIMT code keeps the larger boxes in global scratch)"));
+      c.promotion.overflow.reset();
+      break;
+    }
+    if (user_tile) throw UserError(c.promotion.overflow->message());
+    throw UserError(fmt::format("{}: no tile fits {}: the default tile, shrunk to {}, still does not fit: {}; smaller sizes "
+                                "(--shape) or a description with more room (--set) can",
+                                f.name, c.hierarchy.name, c.tile_spec.to_string(), c.promotion.overflow->what()));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
+  CompileOptions options = options_in;
+  if (const char* t = std::getenv("TESSEL_TIME_PASSES"); t && std::string(t) == "1") options.time_passes = true;
+  check_compile_options(f, options);
 
   auto c = std::make_unique<Compilation>();
   c->function = &f;
@@ -301,60 +431,12 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 
-  // a def that is one softmax fused into its context contraction: that kernel, from the record
-  if (options.online_softmax) {
-    std::string why;
-    const auto match = poly::whole_function_match(f, &why);
-    const std::string obstacle = match ? online_softmax_obstacle(options.target, c->hierarchy, f, *match, options.sizes) : "";
-    if (match && obstacle.empty()) {
-      // a GPU attention plan (attention/wgmma/..., attention/mma/..., attention/simt/...) is the
-      // kernel's plan, which the CUDA emitter carries out or refuses with the reason; a tile spec or
-      // a contraction plan names loops this kernel does not have
-      const bool attention_plan = options.gpu_plan && is_attention_plan_text(*options.gpu_plan);
-      if ((options.tile || (options.gpu_plan && !attention_plan)) && options.plan_source.kind == PlanSource::Kind::Given)
-        throw UserError("--tile: " + f.name + " runs as one fused attention kernel (online softmax: " + match->summary +
-                        "), whose plans read attention/wgmma/128x128, attention/mma/128x64/w8/st2 or attention/simt/w4 "
-                        "(--explain names the one chosen); --no-online-softmax compiles the statements unfused, with a tile spec");
-      timer.run("online_softmax", [&] { c->kernel = fused_attention_kernel(f, *match, options.sizes, c->hierarchy.name); },
-                [&] { return kernel::to_string(*c->kernel.attention); });
-      if (attention_plan) c->kernel.gpu_plan = *options.gpu_plan;
-      c->online_softmax = "applied: " + match->summary + " runs as one kernel, no " + std::to_string(c->kernel.attention->query.extent) +
-                          " x " + std::to_string(c->kernel.attention->key.extent) + " score tensor (--no-online-softmax: unfused)";
-      if (c->kernel.attention->causal_offset)
-        c->online_softmax += "; causal mask recognised (keys j <= i + " + std::to_string(*c->kernel.attention->causal_offset) + ")";
-      return c;
-    }
-    if (match) c->online_softmax = "not applied on " + c->hierarchy.name + ": " + obstacle;
-  }
-  if (options.gpu_plan && is_attention_plan_text(*options.gpu_plan))
-    throw UserError("--tile " + *options.gpu_plan + ": an attention plan, but " + f.name + " does not compile to a fused attention kernel (" +
-                    (c->online_softmax.empty() ? std::string("no softmax fused into a contraction: `tessel compile --explain` says why")
-                                               : "online softmax " + c->online_softmax) + ")");
+  if (compile_fused_attention(*c, f, options, timer)) return c;
   timer.run("fold_padding", [&] {
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;
   }, [&] { return c->folded ? ir::to_string(*c->folded) : std::string("(no padding statement folded)"); });
-  timer.run("collapse_indices", [&] {
-    if (!options.collapse) return;
-    c->collapsed = poly::collapse_indices(*c->function, options.sizes);
-    if (!c->collapsed) return;
-    if (options.tile) {  // a spec naming an index the collapse removes keeps the statements as written
-      const tile::TileSpec spec = tile::parse_tile_spec(*options.tile);
-      bool names_removed = false;
-      for (const auto& [s, names] : c->collapsed->removed_indices)
-        for (const auto& n : names) names_removed = names_removed || spec.find(n);
-      if (names_removed) {
-        c->collapsed.reset();
-        return;
-      }
-    }
-    c->function = &c->collapsed->function;
-  }, [&] {
-    if (!c->collapsed) return std::string("(no indices collapsed)");
-    std::string s;
-    for (const auto& x : c->collapsed->steps) s += x.to_string() + "\n";
-    return s + ir::to_string(c->collapsed->function);
-  });
+  timer.run("collapse_indices", [&] { collapse_index_runs(*c, options); }, [&] { return collapse_dump(*c); });
   // GPU targets: long reductions to few outputs run in two phases (compiler/poly/split_reductions.h);
   // a user tile spec names the original indices, so it keeps the statements as written
   timer.run("split_reductions", [&] {
@@ -390,69 +472,15 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     c->groups = poly::plan_fusion(c->scop, options.fuse, fusion);
   },
             [&] { return poly::to_string(c->groups, c->scop); });
-  auto match_all = [&] {
-    c->matches.clear();
-    for (const auto& g : c->groups)
-      c->matches.push_back(g.anchor < 0 ? no_reduction_match()
-                                        : poly::match_matmul(fn.statements[c->scop.statements[g.anchor].statement], fn,
-                                                             c->hierarchy));
-  };
-  timer.run("intrinsics", match_all, [&] {
-    std::string s;
-    for (size_t i = 0; i < c->matches.size(); ++i) {
-      const auto& m = c->matches[i];
-      s += "group " + std::to_string(i) + ": " +
-           (m.matched ? "matmul fragment " + std::to_string(m.unit_m) + "x" + std::to_string(m.unit_n) + "x" +
-                            std::to_string(m.unit_k) + " A=" + m.a + " (" + kernel::layout_name(m.a_layout) + ") B=" +
-                            m.b + " (" + kernel::layout_name(m.b_layout) + ") C=" + m.c
-                      : "no match: " + m.why_not) + "\n";
-    }
-    return s;
-  });
+  timer.run("intrinsics", [&] { match_intrinsics(*c); }, [&] { return intrinsics_dump(*c); });
 
-  const bool user_tile = options.tile.has_value();
-  if (user_tile) {
+  if (options.tile) {
     c->tile_spec = tile::parse_tile_spec(*options.tile);
     tile::check_tile_spec(c->tile_spec, c->collapsed ? c->collapsed->function : f);
   } else {
     c->tile_spec = tile::default_tile_spec(fn, options.sizes, c->hierarchy);
   }
-  // tile + promote; without a user spec, shrink the default while promotion reports an overflow
-  for (int attempt = 0;; ++attempt) {
-    timer.run("tile", [&] {
-      if (!poly::tile_program(c->scop, c->deps, c->groups, c->matches, c->tile_spec, options.sizes, c->tiled)) {
-        c->warnings.push_back("fused tiles would violate a dependence; statements are tiled separately");
-        c->groups = poly::plan_fusion(c->scop, false);
-        match_all();
-        bool ok = poly::tile_program(c->scop, c->deps, c->groups, c->matches, c->tile_spec, options.sizes, c->tiled);
-        TESSEL_CHECK(ok, "tile: the unfused tiled schedule violates a dependence (tile pass)");
-      }
-    }, [&] { return "tile spec: " + c->tile_spec.to_string() + "\n" + c->tiled.to_string(); });
-    timer.run("promote", [&] { c->promotion = poly::promote(c->scop, c->deps, c->tiled, c->hierarchy); },
-              [&] { return c->promotion.to_string(); });
-    if (!c->promotion.overflow) break;
-    const bool gpu = c->hierarchy.kind == isa::TargetKind::Gpu;
-    if (!user_tile && attempt <= 12 && halve_outer_tiles(c->tile_spec)) continue;
-    // The NPU maps kernels without a matmul from the tensor IR with its own UB tiles
-    // (compiler/emit_npu/nest.h): their promotion's boxes only describe the loop tree. The GPU's
-    // SIMT code keeps the boxes that exceed shared memory in per-block global scratch
-    // (compiler/emit_cuda/emit_simt.h).
-    // On a GPU the boxes never limit the mapping: the TensorCore kernels take their tiles from the
-    // plan, not from these buffers, and the SIMT walk keeps what does not fit in scratch; so a
-    // default plan exists whatever the sizes (issue: a 6-statement attention at 512 tokens).
-    const bool vector_only = std::none_of(c->matches.begin(), c->matches.end(), [](const poly::MatmulMatch& m) { return m.matched; });
-    if (!user_tile && ((vector_only && c->hierarchy.kind == isa::TargetKind::Npu) || gpu)) {
-      c->warnings.push_back("the default tile " + c->tile_spec.to_string() + " overflows: " + c->promotion.overflow->what() +
-                            (c->hierarchy.kind == isa::TargetKind::Npu ? " (the NPU's vector lowering tiles rows itself)"
-                                                                       : " (the SIMT code keeps the larger boxes in global scratch)"));
-      c->promotion.overflow.reset();
-      break;
-    }
-    if (user_tile) throw UserError(c->promotion.overflow->message());
-    throw UserError(fmt::format("{}: no tile fits {}: the default tile, shrunk to {}, still does not fit: {}; smaller sizes "
-                                "(--shape) or a description with more room (--set) can",
-                                f.name, c->hierarchy.name, c->tile_spec.to_string(), c->promotion.overflow->what()));
-  }
+  tile_and_promote(*c, f, options, timer);
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->deps, c->tiled, c->promotion, c->hierarchy); },
             [&] { return kernel::to_string(c->kernel); });
@@ -461,7 +489,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     for (auto& t : c->kernel.tensors)
       if (const auto it = c->collapsed->original_shapes.find(t.name); it != c->collapsed->original_shapes.end())
         t.declared_shape = it->second;
-  if (user_tile) c->kernel.user_tile = c->tile_spec;
+  if (options.tile) c->kernel.user_tile = c->tile_spec;
   if (options.gpu_plan) c->kernel.gpu_plan = *options.gpu_plan;
   return c;
 }
