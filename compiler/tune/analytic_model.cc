@@ -344,12 +344,149 @@ std::optional<double> l2_share_per_core(const isa::Hierarchy& h, int64_t cores_u
   return stage_in > 0 ? std::min(share, stage_in) : share;
 }
 
+// A group's tile counts: P stage tiles over the parallel axes, R reduction chunks, I operand tiles
+// per stage tile; each axis's outer and inner tile and its operand tiles per stage tile (steps).
+struct GroupCounts {
+  int64_t P = 1, R = 1, I = 1;
+  std::map<std::string, int64_t> outer, inner, steps;
+};
+GroupCounts group_counts(const GroupTiling& t) {
+  GroupCounts n;
+  for (const auto& [axis, e] : t.extent) {
+    const int64_t o = std::min(e, t.outer.count(axis) ? t.outer.at(axis) : e);
+    const int64_t i = std::min(o, t.inner.count(axis) ? t.inner.at(axis) : o);
+    n.outer[axis] = o;
+    n.inner[axis] = i;
+    const bool red = t.reduction.count(axis) && t.reduction.at(axis);
+    (red ? n.R : n.P) *= ceil_div(e, o);
+    n.I *= ceil_div(o, i);
+    n.steps[axis] = ceil_div(o, i);
+  }
+  return n;
+}
+
+// The compute cycles of one core's share (Pc stage tiles) of a group: matrix fragments where the
+// group is matched, else the vector unit's passes; booked in the ledger, instructions counted.
+// (`n` by value: an axis the match names that the tiling lacks reads as 0.)
+double group_compute(const Problem& problem, const GroupTiling& t, GroupCounts n, int64_t Pc, Ledger& ledger,
+                     double& instructions) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const int64_t P = n.P, R = n.R, I = n.I;
+  double compute = 0;
+  if (t.matched) {
+    const int64_t frags = ceil_div(n.inner[t.m], t.unit_m) * ceil_div(n.inner[t.n], t.unit_n) * ceil_div(n.inner[t.k], t.unit_k);
+    const double fragment_cycles = matched_fragment_cycles(problem, t, frags);
+    compute = double(Pc) * R * I * fragment_cycles + double(Pc) * R * I * matrix_startup(h);
+    const double mmads = double(P) * R * I, in = dtype_bytes(t.in_type), acc = dtype_bytes(t.acc_type);
+    const double tile_a = double(n.inner[t.m]) * n.inner[t.k] * in, tile_b = double(n.inner[t.k]) * n.inner[t.n] * in;
+    const double tile_c = double(n.inner[t.m]) * n.inner[t.n] * acc;
+    const double first_steps = double(P) * n.steps[t.m] * n.steps[t.n];  // mmads that start an accumulation
+    ledger.matrix(double(Pc) * R * I * fragment_cycles,
+                  mmads * double(frags) * t.unit_m * t.unit_n * t.unit_k, t.in_type, t.acc_type);
+    ledger.access(h.level(isa::Role::OperandA).name, mmads * tile_a, 0);
+    ledger.access(h.level(isa::Role::OperandB).name, mmads * tile_b, 0);
+    ledger.access(h.level(isa::Role::Accumulator).name, (mmads - first_steps) * tile_c, mmads * tile_c);
+    instructions += mmads;
+    ledger.operand_handoffs(double(Pc) * R * I);
+  } else {
+    double elems = 1;
+    for (const auto& [axis, o] : n.outer) elems *= o;
+    uint32_t bpr = 0, startup = 0, max_repeat = 1;
+    for (const auto* u : h.units_of_kind(isa::UnitKind::Vector))
+      bpr = u->bytes_per_repeat, startup = u->startup_cycles, max_repeat = std::max<uint32_t>(1, u->max_repeat);
+    if (bpr) {
+      compute = double(Pc) * R * (elems * 4 / bpr + startup);
+      ledger.vector(double(Pc) * R * elems * 4 / bpr, double(P) * R * elems * 4 / bpr);
+      instructions += double(P) * R * std::ceil(elems * 4 / bpr / max_repeat);
+    }
+  }
+  return compute;
+}
+
+// A group's data movement per reduction chunk (steady state: cycles per engine) and per stage tile
+// (fill and drain), the latencies it waits on, its global and stage-level bytes, and whether its
+// copies overlap the compute (every operand buffer double-buffered).
+struct GroupTraffic {
+  std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
+  double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0, stage_bytes = 0;
+  bool overlap = true;
+};
+GroupTraffic group_traffic(const Problem& problem, const ConfigInfo& config, size_t gi, const GroupTiling& t, const GroupCounts& n,
+                           int64_t Pc, const std::optional<double>& l2_share, Ledger& ledger, double& instructions) {
+  const isa::Hierarchy& h = problem.hierarchy;
+  const std::string global = h.level(isa::Role::Global).name;
+  const int64_t P = n.P, R = n.R, I = n.I;
+  GroupTraffic tr;
+  auto steps_of = [&](const std::string& from, const std::string& to) {
+    std::vector<Route> rt = route(h, from, to);
+    if (l2_share)
+      for (auto& step : rt)
+        if (step.from == global || step.to == global) step.bandwidth = *l2_share;
+    return rt;
+  };
+  auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
+    double t = 0;
+    for (const auto& step : steps_of(from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
+    return t;
+  };
+  auto lat = [&](const std::string& from, const std::string& to) {
+    double l = 0;
+    for (const auto& step : route(h, from, to)) l += step.latency;
+    return l;
+  };
+  auto per_chunk = [&](const std::string& from, const std::string& to, double count, double bytes) {
+    for (const auto& step : steps_of(from, to))
+      if (step.bandwidth > 0) tr.chunk[step.engine] += count * bytes / step.bandwidth;
+  };
+  // wgmma reads its operands from the stage level through matrix descriptors: the tensor cores
+  // fetch them, no load instruction moves them (ncu's smsp__sass_data_bytes_mem_shared, the
+  // bytes of shared-memory instructions, does not see them)
+  const bool operands_by_instructions = problem.mma_path != MmaPath::Wgmma;
+  const std::string stage = h.level(isa::Role::Stage).name;
+  // The GPU's SIMT walk (compiler/emit_cuda/emit_simt.h) keeps every buffer of a group in shared
+  // memory, whatever level promotion placed it at: each copy writes it there and the compute
+  // reads it back (an output buffer the other way round), all by shared-memory instructions.
+  const bool simt_walk = h.gpu && !t.matched;
+  for (const auto& b : config.buffers) {
+    if (b.group != int(gi)) continue;
+    const double bytes = double(b.bytes);
+    if (simt_walk && b.level != stage)
+      tr.stage_bytes += 2.0 * bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0));
+    if (b.copy_in) {
+      const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
+      const double uses = b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0);
+      ledger.move(src, b.level, bytes, double(Pc) * uses, double(P) * uses);
+      instructions += double(P) * uses;
+      if (b.tile_level == poly::TileLevel::P) {
+        tr.fill += transfer(src, b.level, bytes);  // once per stage tile, before its first chunk
+      } else {
+        per_chunk(src, b.level, b.tile_level == poly::TileLevel::I ? double(I) : 1.0, bytes);
+        if (b.tile_level == poly::TileLevel::I) tr.handoff += lat(src, b.level);
+        tr.fill += transfer(src, b.level, b.tile_level == poly::TileLevel::I ? bytes : bytes);  // the first chunk's load
+        tr.latency += lat(src, b.level);
+      }
+      if (!b.double_buffered && b.role != isa::Role::Accumulator) tr.overlap = false;
+      if (src == global) tr.global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
+      // per stage tile: into the stage level once per copy, out of it I times per chunk
+      if (b.level == stage) tr.stage_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
+      if (src == stage && (operands_by_instructions || !t.matched)) tr.stage_bytes += bytes * double(I) * double(R);
+    }
+    if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
+      tr.drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
+      ledger.move(b.level, global, bytes, double(Pc), double(P));
+      instructions += double(P) * double(route(h, b.level, global).size());
+      tr.latency += lat(b.level, global);
+      tr.global_bytes += bytes;
+    }
+  }
+  return tr;
+}
+
 }  // namespace
 
 AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& config) {
   if (problem.npu_conv) return conv_breakdown(problem, *problem.npu_conv, problem.fixed_mapping.empty() ? &config.spec : nullptr);
   const isa::Hierarchy& h = problem.hierarchy;
-  const std::string global = h.level(isa::Role::Global).name;
   const isa::Level& g = h.level(isa::Role::Global);
   const int64_t cores = std::max<uint32_t>(1, h.cores);
   AnalyticBreakdown out;
@@ -357,138 +494,36 @@ AnalyticBreakdown analytic_breakdown(const Problem& problem, const ConfigInfo& c
   double instructions = 0;  // issued copies, mmads and vector instructions (the scalar unit's work)
   for (size_t gi = 0; gi < config.groups.size(); ++gi) {
     const GroupTiling& t = config.groups[gi];
-    int64_t P = 1, R = 1, I = 1;
-    std::map<std::string, int64_t> outer, inner, steps;  // steps: operand tiles per stage tile along an axis
-    for (const auto& [axis, e] : t.extent) {
-      const int64_t o = std::min(e, t.outer.count(axis) ? t.outer.at(axis) : e);
-      const int64_t i = std::min(o, t.inner.count(axis) ? t.inner.at(axis) : o);
-      outer[axis] = o;
-      inner[axis] = i;
-      const bool red = t.reduction.count(axis) && t.reduction.at(axis);
-      (red ? R : P) *= ceil_div(e, o);
-      I *= ceil_div(o, i);
-      steps[axis] = ceil_div(o, i);
-    }
+    const GroupCounts n = group_counts(t);
+    const int64_t P = n.P, R = n.R;
     const int64_t used = std::min(cores, P);
     const int64_t Pc = ceil_div(P, cores);
     out.tiles += P;
     out.cores_used = std::max(out.cores_used, used);
-    double compute = 0;
-    if (t.matched) {
-      const int64_t frags = ceil_div(inner[t.m], t.unit_m) * ceil_div(inner[t.n], t.unit_n) * ceil_div(inner[t.k], t.unit_k);
-      const double fragment_cycles = matched_fragment_cycles(problem, t, frags);
-      compute = double(Pc) * R * I * fragment_cycles + double(Pc) * R * I * matrix_startup(h);
-      const double mmads = double(P) * R * I, in = dtype_bytes(t.in_type), acc = dtype_bytes(t.acc_type);
-      const double tile_a = double(inner[t.m]) * inner[t.k] * in, tile_b = double(inner[t.k]) * inner[t.n] * in;
-      const double tile_c = double(inner[t.m]) * inner[t.n] * acc;
-      const double first_steps = double(P) * steps[t.m] * steps[t.n];  // mmads that start an accumulation
-      ledger.matrix(double(Pc) * R * I * fragment_cycles,
-                    mmads * double(frags) * t.unit_m * t.unit_n * t.unit_k, t.in_type, t.acc_type);
-      ledger.access(h.level(isa::Role::OperandA).name, mmads * tile_a, 0);
-      ledger.access(h.level(isa::Role::OperandB).name, mmads * tile_b, 0);
-      ledger.access(h.level(isa::Role::Accumulator).name, (mmads - first_steps) * tile_c, mmads * tile_c);
-      instructions += mmads;
-      ledger.operand_handoffs(double(Pc) * R * I);
-    } else {
-      double elems = 1;
-      for (const auto& [axis, o] : outer) elems *= o;
-      uint32_t bpr = 0, startup = 0, max_repeat = 1;
-      for (const auto* u : h.units_of_kind(isa::UnitKind::Vector))
-        bpr = u->bytes_per_repeat, startup = u->startup_cycles, max_repeat = std::max<uint32_t>(1, u->max_repeat);
-      if (bpr) {
-        compute = double(Pc) * R * (elems * 4 / bpr + startup);
-        ledger.vector(double(Pc) * R * elems * 4 / bpr, double(P) * R * elems * 4 / bpr);
-        instructions += double(P) * R * std::ceil(elems * 4 / bpr / max_repeat);
-      }
-    }
-    // per reduction chunk (steady state), per stage tile (fill and drain)
-    std::map<std::string, double> chunk;  // engine -> cycles of one reduction chunk
-    double fill = 0, drain = 0, latency = 0, global_bytes = 0, handoff = 0, stage_bytes = 0;
-    bool overlap = true;
+    const double compute = group_compute(problem, t, n, Pc, ledger, instructions);
     const std::optional<double> l2_share = l2_share_per_core(h, used);
-    auto steps_of = [&](const std::string& from, const std::string& to) {
-      std::vector<Route> rt = route(h, from, to);
-      if (l2_share)
-        for (auto& step : rt)
-          if (step.from == global || step.to == global) step.bandwidth = *l2_share;
-      return rt;
-    };
-    auto transfer = [&](const std::string& from, const std::string& to, double bytes) {
-      double t = 0;
-      for (const auto& step : steps_of(from, to)) t += (step.bandwidth > 0 ? bytes / step.bandwidth : 0) + step.latency;
-      return t;
-    };
-    auto lat = [&](const std::string& from, const std::string& to) {
-      double l = 0;
-      for (const auto& step : route(h, from, to)) l += step.latency;
-      return l;
-    };
-    auto per_chunk = [&](const std::string& from, const std::string& to, double count, double bytes) {
-      for (const auto& step : steps_of(from, to))
-        if (step.bandwidth > 0) chunk[step.engine] += count * bytes / step.bandwidth;
-    };
-    // wgmma reads its operands from the stage level through matrix descriptors: the tensor cores
-    // fetch them, no load instruction moves them (ncu's smsp__sass_data_bytes_mem_shared, the
-    // bytes of shared-memory instructions, does not see them)
-    const bool operands_by_instructions = problem.mma_path != MmaPath::Wgmma;
-    const std::string stage = h.level(isa::Role::Stage).name;
-    // The GPU's SIMT walk (compiler/emit_cuda/emit_simt.h) keeps every buffer of a group in shared
-    // memory, whatever level promotion placed it at: each copy writes it there and the compute
-    // reads it back (an output buffer the other way round), all by shared-memory instructions.
-    const bool simt_walk = h.gpu && !t.matched;
-    for (const auto& b : config.buffers) {
-      if (b.group != int(gi)) continue;
-      const double bytes = double(b.bytes);
-      if (simt_walk && b.level != stage)
-        stage_bytes += 2.0 * bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0));
-      if (b.copy_in) {
-        const std::string src = b.tile_level == poly::TileLevel::I ? stage : global;
-        const double uses = b.tile_level == poly::TileLevel::P ? 1.0 : double(R) * (b.tile_level == poly::TileLevel::I ? double(I) : 1.0);
-        ledger.move(src, b.level, bytes, double(Pc) * uses, double(P) * uses);
-        instructions += double(P) * uses;
-        if (b.tile_level == poly::TileLevel::P) {
-          fill += transfer(src, b.level, bytes);  // once per stage tile, before its first chunk
-        } else {
-          per_chunk(src, b.level, b.tile_level == poly::TileLevel::I ? double(I) : 1.0, bytes);
-          if (b.tile_level == poly::TileLevel::I) handoff += lat(src, b.level);
-          fill += transfer(src, b.level, b.tile_level == poly::TileLevel::I ? bytes : bytes);  // the first chunk's load
-          latency += lat(src, b.level);
-        }
-        if (!b.double_buffered && b.role != isa::Role::Accumulator) overlap = false;
-        if (src == global) global_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
-        // per stage tile: into the stage level once per copy, out of it I times per chunk
-        if (b.level == stage) stage_bytes += bytes * (b.tile_level == poly::TileLevel::P ? 1.0 : double(R));
-        if (src == stage && (operands_by_instructions || !t.matched)) stage_bytes += bytes * double(I) * double(R);
-      }
-      if (b.copy_out || (b.role == isa::Role::Accumulator && !b.copy_out)) {
-        drain += transfer(b.level, global, bytes);  // partial sums leave through the vector level
-        ledger.move(b.level, global, bytes, double(Pc), double(P));
-        instructions += double(P) * double(route(h, b.level, global).size());
-        latency += lat(b.level, global);
-        global_bytes += bytes;
-      }
-    }
+    const GroupTraffic tr = group_traffic(problem, config, gi, t, n, Pc, l2_share, ledger, instructions);
     const double chunk_compute = R > 0 ? compute / double(Pc * R) : 0;
     double busiest = chunk_compute, sum = chunk_compute;
-    for (const auto& [e, c] : chunk) {
+    for (const auto& [e, c] : tr.chunk) {
       out.engine_cycles[e] += c * double(Pc * R);
       busiest = std::max(busiest, c);
       sum += c;
     }
     // every chunk hands its operands over once (the operand paths' latency); double-buffered, a
     // core's next stage tile fills while the previous one drains, so the drain shows once per core
-    const double steady = double(Pc) * double(R) * ((overlap ? busiest : sum) + handoff);
-    const double core_time = double(Pc) * fill + steady + (overlap ? 1.0 : double(Pc)) * drain;
+    const double steady = double(Pc) * double(R) * ((tr.overlap ? busiest : sum) + tr.handoff);
+    const double core_time = double(Pc) * tr.fill + steady + (tr.overlap ? 1.0 : double(Pc)) * tr.drain;
     // all cores' global traffic over the chip's shared bandwidth: the L2's where the description
     // gives it (the DRAM's part is bounded after the groups), otherwise the global level's
     const double chip_bandwidth = l2_share ? h.gpu->l2_bandwidth_bytes_per_cycle : g.shared_bandwidth_bytes_per_cycle;
-    const double shared = chip_bandwidth > 0 ? global_bytes * double(P) / chip_bandwidth : 0;
+    const double shared = chip_bandwidth > 0 ? tr.global_bytes * double(P) / chip_bandwidth : 0;
     out.compute_cycles += compute;
-    out.latency_cycles += double(Pc) * latency;
+    out.latency_cycles += double(Pc) * tr.latency;
     out.shared_global_cycles += shared;
     out.total += std::max(core_time, shared);
-    out.global_bytes += global_bytes * double(P);
-    out.stage_bytes += stage_bytes * double(P);
+    out.global_bytes += tr.global_bytes * double(P);
+    out.stage_bytes += tr.stage_bytes * double(P);
   }
   ledger.instructions(instructions);
   out.dram_bytes = dram_estimate(problem, out.global_bytes);
