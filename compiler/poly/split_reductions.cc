@@ -39,6 +39,129 @@ std::string fresh(const std::string& base, const std::set<std::string>& taken) {
   return n;
 }
 
+// Where a reduction statement is cut: the reduced index, its length, the chunk length B and the
+// number of chunks C.
+struct SplitChoice {
+  const ir::IndexVar* index = nullptr;
+  int64_t length = 0, chunk = 0, chunks = 0;
+};
+
+// The cut of reduction `s`, or nothing where it keeps one phase: it has as many outputs as the
+// policy's parallel units, too few reduced elements, or fewer than two chunks would result. One
+// long index: aligned chunks of it; several short ones (a reduction over N, H, W): the outermost
+// one in chunks of whole slices.
+std::optional<SplitChoice> choose_split(const ir::Statement& s, const std::map<std::string, int64_t>& sizes, const SplitPolicy& policy) {
+  int64_t outputs = 1, volume = 1;
+  const ir::IndexVar *longest = nullptr, *outermost = nullptr;
+  int64_t length = 0, outer_length = 0;
+  for (const auto& iv : s.domain) {
+    const int64_t n = std::max<int64_t>(0, iv.hi.evaluate({}, sizes) - iv.lo.evaluate({}, sizes));
+    if (!iv.is_reduction) {
+      outputs *= n;
+      continue;
+    }
+    volume = volume > (int64_t(1) << 40) / std::max<int64_t>(1, n) ? int64_t(1) << 40 : volume * n;
+    if (n > length) length = n, longest = &iv;
+    if (!outermost && n >= 2) outermost = &iv, outer_length = n;
+  }
+  if (!longest || outputs <= 0 || outputs >= policy.parallel_units || volume < policy.min_length) return std::nullopt;
+  const bool long_index = length >= policy.min_length;
+  if (!long_index) longest = outermost, length = outer_length;
+  // A column reduction (ir::is_column_reduction: NHWC batch-norm statistics) maps outputs to
+  // threads, so it wants a block of threads' worth of outputs per unit: many small chunks, not
+  // a few long ones; its reduced index is not the contiguous one, so no granule either.
+  const bool column = ir::is_column_reduction(s);
+  const int64_t granule = long_index && !column ? policy.granule : 1;
+  const int64_t wanted = column ? policy.column_outputs_per_unit * policy.parallel_units : policy.chunks_per_unit * policy.parallel_units;
+  const int64_t target = (wanted + outputs - 1) / outputs;
+  const int64_t per = (length + target - 1) / target;
+  const int64_t B = long_index && !column
+                        ? std::min(std::max(granule, policy.max_chunk / granule * granule), (per + granule - 1) / granule * granule)
+                        : per;
+  const int64_t C = (length + B - 1) / B;
+  if (C < 2) return std::nullopt;
+  return SplitChoice{longest, length, B, C};
+}
+
+// The right-hand side of phase one: `s`'s with the cut index at chunk ci's element ji; past the
+// index's length (a last chunk cut short) the reduction's identity for a sum, the first element
+// for max / min (idempotent).
+ir::ExprPtr phase_one_value(const ir::Statement& s, const SplitChoice& cut, const std::string& ci, const std::string& ji) {
+  const std::string r = cut.index->name;
+  const ir::AffineExpr offset = ir::AffineExpr::index(ci, cut.chunk) + ir::AffineExpr::index(ji);
+  ir::ExprPtr body = substitute(s.rhs, r, cut.index->lo + offset);
+  if (cut.length % cut.chunk == 0) return body;
+  auto pos = node(ir::ExprKind::IndexValue, DType::I32, s.loc);
+  pos->affine = offset;
+  auto len = node(ir::ExprKind::Constant, DType::I32, s.loc);
+  len->value = double(cut.length);
+  auto cond = node(ir::ExprKind::Apply, DType::I32, s.loc);
+  cond->op = ir::Op::Lt;
+  cond->args = {pos, len};
+  ir::ExprPtr other;
+  if (s.reduction == ir::Reduction::Sum) {
+    other = node(ir::ExprKind::Constant, s.rhs->type, s.loc);  // 0
+  } else {
+    other = substitute(s.rhs, r, cut.index->lo);  // the first element: max / min are idempotent
+  }
+  auto sel = node(ir::ExprKind::Apply, s.rhs->type, s.loc);
+  sel->op = ir::Op::Select;
+  sel->args = {cond, body, other};
+  return sel;
+}
+
+// The two statements a cut reduction becomes, and the partial tensor between them (one element
+// per output index value and chunk).
+struct SplitPhases {
+  ir::Tensor partial;
+  ir::Statement one, two;
+};
+SplitPhases split_phases(const ir::Statement& s, const SplitChoice& cut, const std::string& partial, std::set<std::string>& names) {
+  const std::string r = cut.index->name;
+  const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names), pi = fresh(r + "_part", names);
+  names.insert(ci), names.insert(ji), names.insert(pi);
+  SplitPhases out;
+  ir::Tensor& pt = out.partial;
+  pt.name = partial;
+  pt.dtype = s.acc_type;
+  pt.kind = ir::TensorKind::Local;
+  pt.loc = s.loc;
+  std::vector<ir::AffineExpr> pidx;     // T_partial's indices in terms of the output indices
+  std::vector<ir::IndexVar> out_dims;   // the statement's output indices
+  for (const auto& iv : s.domain)
+    if (!iv.is_reduction) {
+      out_dims.push_back(iv);
+      pt.shape.push_back(iv.hi - iv.lo);
+      pidx.push_back(ir::AffineExpr::index(iv.name) - iv.lo);
+    }
+  pt.shape.push_back(ir::AffineExpr::constant_of(cut.chunks));
+
+  ir::Statement& p1 = out.one;
+  p1 = s;
+  p1.output = partial;
+  p1.out_indices = pidx;
+  p1.out_indices.push_back(ir::AffineExpr::index(ci));
+  p1.domain = out_dims;
+  p1.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunks), false});
+  p1.domain.push_back({ji, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunk), true});
+  for (const auto& iv : s.domain)
+    if (iv.is_reduction && iv.name != r) p1.domain.push_back(iv);
+  p1.rhs = phase_one_value(s, cut, ci, ji);
+
+  // phase two: its own name for the chunk index, so that its tile (all chunks in one block) is
+  // chosen apart from phase one's (chunks spread over the blocks)
+  ir::Statement& p2 = out.two;
+  p2 = s;
+  p2.domain = out_dims;
+  p2.domain.push_back({pi, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunks), true});
+  auto read = node(ir::ExprKind::Access, s.acc_type, s.loc);
+  read->name = partial;
+  read->indices = pidx;
+  read->indices.push_back(ir::AffineExpr::index(pi));
+  p2.rhs = read;
+  return out;
+}
+
 }  // namespace
 
 std::string ReductionSplit::to_string() const {
@@ -74,119 +197,21 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
     out.statements.push_back(st);
   };
   for (const ir::Statement& s : f.statements) {
-    if (s.reduction == ir::Reduction::None || !s.init) {
+    const std::optional<SplitChoice> cut =
+        s.reduction == ir::Reduction::None || !s.init ? std::nullopt : choose_split(s, sizes, policy);
+    if (!cut) {
       place(s);
       continue;
     }
-    int64_t outputs = 1, volume = 1;
-    const ir::IndexVar *longest = nullptr, *outermost = nullptr;
-    int64_t length = 0, outer_length = 0;
     std::set<std::string> names(f.params.begin(), f.params.end());
-    for (const auto& iv : s.domain) {
-      names.insert(iv.name);
-      const int64_t n = std::max<int64_t>(0, iv.hi.evaluate({}, sizes) - iv.lo.evaluate({}, sizes));
-      if (!iv.is_reduction) {
-        outputs *= n;
-        continue;
-      }
-      volume = volume > (int64_t(1) << 40) / std::max<int64_t>(1, n) ? int64_t(1) << 40 : volume * n;
-      if (n > length) length = n, longest = &iv;
-      if (!outermost && n >= 2) outermost = &iv, outer_length = n;
-    }
-    if (!longest || outputs <= 0 || outputs >= policy.parallel_units || volume < policy.min_length) {
-      place(s);
-      continue;
-    }
-    // one long index: aligned chunks of it; several short ones (a reduction over N, H, W): the
-    // outermost one in chunks of whole slices
-    const bool long_index = length >= policy.min_length;
-    if (!long_index) longest = outermost, length = outer_length;
-    // A column reduction (ir::is_column_reduction: NHWC batch-norm statistics) maps outputs to
-    // threads, so it wants a block of threads' worth of outputs per unit: many small chunks, not
-    // a few long ones; its reduced index is not the contiguous one, so no granule either.
-    const bool column = ir::is_column_reduction(s);
-    const int64_t granule = long_index && !column ? policy.granule : 1;
-    const int64_t wanted = column ? policy.column_outputs_per_unit * policy.parallel_units : policy.chunks_per_unit * policy.parallel_units;
-    const int64_t target = (wanted + outputs - 1) / outputs;
-    const int64_t per = (length + target - 1) / target;
-    const int64_t B = long_index && !column
-                          ? std::min(std::max(granule, policy.max_chunk / granule * granule), (per + granule - 1) / granule * granule)
-                          : per;
-    const int64_t C = (length + B - 1) / B;
-    if (C < 2) {
-      place(s);
-      continue;
-    }
-    const std::string r = longest->name;
-    const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names), pi = fresh(r + "_part", names);
-    names.insert(ci), names.insert(ji), names.insert(pi);
+    for (const auto& iv : s.domain) names.insert(iv.name);
     const std::string partial = fresh(s.output + "_partial", tensor_names);
     tensor_names.insert(partial);
-
-    // the partial tensor: one element per output index value and chunk
-    ir::Tensor pt;
-    pt.name = partial;
-    pt.dtype = s.acc_type;
-    pt.kind = ir::TensorKind::Local;
-    pt.loc = s.loc;
-    std::vector<ir::AffineExpr> pidx;     // T_partial's indices in terms of the output indices
-    std::vector<ir::IndexVar> out_dims;   // the statement's output indices
-    for (const auto& iv : s.domain)
-      if (!iv.is_reduction) {
-        out_dims.push_back(iv);
-        pt.shape.push_back(iv.hi - iv.lo);
-        pidx.push_back(ir::AffineExpr::index(iv.name) - iv.lo);
-      }
-    pt.shape.push_back(ir::AffineExpr::constant_of(C));
-    out.tensors.push_back(pt);
-
-    // phase one
-    ir::Statement p1 = s;
-    p1.output = partial;
-    p1.out_indices = pidx;
-    p1.out_indices.push_back(ir::AffineExpr::index(ci));
-    p1.domain = out_dims;
-    p1.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), false});
-    p1.domain.push_back({ji, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(B), true});
-    for (const auto& iv : s.domain)
-      if (iv.is_reduction && iv.name != r) p1.domain.push_back(iv);
-    const ir::AffineExpr offset = ir::AffineExpr::index(ci, B) + ir::AffineExpr::index(ji);
-    ir::ExprPtr body = substitute(s.rhs, r, longest->lo + offset);
-    if (length % B != 0) {
-      auto pos = node(ir::ExprKind::IndexValue, DType::I32, s.loc);
-      pos->affine = offset;
-      auto len = node(ir::ExprKind::Constant, DType::I32, s.loc);
-      len->value = double(length);
-      auto cond = node(ir::ExprKind::Apply, DType::I32, s.loc);
-      cond->op = ir::Op::Lt;
-      cond->args = {pos, len};
-      ir::ExprPtr other;
-      if (s.reduction == ir::Reduction::Sum) {
-        other = node(ir::ExprKind::Constant, s.rhs->type, s.loc);  // 0
-      } else {
-        other = substitute(s.rhs, r, longest->lo);  // the first element: max / min are idempotent
-      }
-      auto sel = node(ir::ExprKind::Apply, s.rhs->type, s.loc);
-      sel->op = ir::Op::Select;
-      sel->args = {cond, body, other};
-      body = sel;
-    }
-    p1.rhs = body;
-    place(p1);
-
-    // phase two: its own name for the chunk index, so that its tile (all chunks in one block) is
-    // chosen apart from phase one's (chunks spread over the blocks)
-    ir::Statement p2 = s;
-    p2.domain = out_dims;
-    p2.domain.push_back({pi, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(C), true});
-    auto read = node(ir::ExprKind::Access, s.acc_type, s.loc);
-    read->name = partial;
-    read->indices = pidx;
-    read->indices.push_back(ir::AffineExpr::index(pi));
-    p2.rhs = read;
-    pending.push_back(p2);  // after the phase ones that follow, until something reads it
-
-    if (splits) splits->push_back({s.name, r, length, C, B, partial});
+    SplitPhases phases = split_phases(s, *cut, partial, names);
+    out.tensors.push_back(phases.partial);
+    place(phases.one);
+    pending.push_back(phases.two);  // after the phase ones that follow, until something reads it
+    if (splits) splits->push_back({s.name, cut->index->name, cut->length, cut->chunks, cut->chunk, partial});
     changed = true;
   }
   for (auto& q : pending) out.statements.push_back(std::move(q));
