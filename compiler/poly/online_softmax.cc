@@ -229,28 +229,58 @@ struct Matcher {
     return r;
   }
 
-  // Tries the pattern around max statement `mx`; "" and `d` filled on success, else the reason.
-  std::string match(int mx, Detail& d) const {
-    const ir::Statement& M = st(mx);
-    if (M.reduction != ir::Reduction::Max || !M.init) return "not a max=! reduction";
-    const auto mred = reduction_vars(mx);
-    if (mred.size() != 1) return "the maximum reduces over " + std::to_string(mred.size()) + " indices (one key index expected)";
-    d.mx = mx;
+  // What the steps of `match` pass on: the maximum's reduced index and input, the chain from the
+  // scores to that input, the scores' output indices, the logits' last stored form (x), the
+  // maximum's output roles (the scores' less the key), the context's probability input, its
+  // producer and read, and the context's output roles.
+  struct MatchState {
+    std::vector<std::string> mred;
+    const ir::Expr* in = nullptr;
+    std::vector<int> chain;
+    std::vector<std::string> s_out, expect_m, o_roles;
+    int x = -1;
+    std::string ctx_input;
+    int ctx_producer = -1;
+    const ir::Expr* pread = nullptr;
+  };
+
+  bool is_sum_of(int s, const std::string& t) const {
+    const ir::Statement& z = st(s);
+    const ir::Expr* r = strip_casts(z.rhs.get());
+    return z.reduction == ir::Reduction::Sum && z.init && widening_read(z.rhs.get()) && r->name == t && reduction_vars(s).size() == 1;
+  }
+  // A context contraction of `t`: a widened product summed over one index, one factor a read of
+  // `t`; its read of `t` and its other factor, or nulls.
+  std::pair<const ir::Expr*, const ir::Expr*> is_context(int s, const std::string& t) const {
+    const ir::Statement& o = st(s);
+    const ir::Expr& p = *o.rhs;
+    if (!(o.reduction == ir::Reduction::Sum && o.init && p.kind == ir::ExprKind::Apply && p.op == ir::Op::Mul &&
+          widening_read(p.args[0].get()) && widening_read(p.args[1].get()) && reduction_vars(s).size() == 1))
+      return {nullptr, nullptr};
+    const ir::Expr* a = strip_casts(p.args[0].get());
+    const ir::Expr* b = strip_casts(p.args[1].get());
+    if (a->name == t && b->name != t) return {a, b};
+    if (b->name == t && a->name != t) return {b, a};
+    return {nullptr, nullptr};
+  }
+
+  // The maximum's input walked back to the score contraction S (an f32 sum of a widened product)
+  // through element-wise steps, each reading the previous value at the element it computes.
+  std::string match_scores(int mx, MatchState& m, Detail& d) const {
     // walk back from the maximum's input to the score contraction
-    const ir::Expr* in = chain_read(mx);
-    if (!in) return "its input is not one local written by a contraction or an element-wise chain";
-    std::vector<int> chain;  // Mx's input back to S
-    for (int w = sole_writer(in->name);; ) {
+    m.in = chain_read(mx);
+    if (!m.in) return "its input is not one local written by a contraction or an element-wise chain";
+    for (int w = sole_writer(m.in->name);; ) {  // Mx's input back to S
       if (w < 0) return "its input chain has a tensor written more than once or not local";
-      chain.push_back(w);
+      m.chain.push_back(w);
       if (st(w).reduction != ir::Reduction::None) break;
       const ir::Expr* prev = chain_read(w);
       if (!prev) return fmt::format("step {} ({}) reads no one chain value", st(w).name, st(w).output);
       w = sole_writer(prev->name);
     }
-    std::reverse(chain.begin(), chain.end());
-    d.s = chain.front();
-    d.steps.assign(chain.begin() + 1, chain.end());
+    std::reverse(m.chain.begin(), m.chain.end());
+    d.s = m.chain.front();
+    d.steps.assign(m.chain.begin() + 1, m.chain.end());
     const ir::Statement& S = st(d.s);
     if (S.acc_type != DType::F32) return fmt::format("the scores {} accumulate in {}, not f32", S.output, dtype_name(S.acc_type));
     const ir::Expr& prod = *S.rhs;
@@ -259,6 +289,7 @@ struct Matcher {
       return fmt::format("the scores {} are not a sum of a product of two reads widened to f32", S.output);
     const auto s_out = plain_vars(S.out_indices);
     if (!s_out) return fmt::format("the scores {} are written at non-plain indices", S.output);
+    m.s_out = *s_out;
     Rename& rs = d.rename[d.s];
     for (const auto& v : S.domain) rs[v.name] = v.name;
     // the steps: element-wise over the scores' space, reading the previous value at its element
@@ -267,21 +298,28 @@ struct Matcher {
       const ir::Statement& T = st(t);
       if (T.reduction != ir::Reduction::None) return fmt::format("step {} is a reduction", T.name);
       const ir::Expr* r = chain_read(t);
-      if (!r || !bind_read(*r, prev, d.rename[prev], d.rename[t]) || out_roles(t, d.rename[t]) != *s_out)
+      if (!r || !bind_read(*r, prev, d.rename[prev], d.rename[t]) || out_roles(t, d.rename[t]) != m.s_out)
         return fmt::format("step {} ({}) does not read {} at the element it computes", T.name, T.output, st(prev).output);
       if (readers_of(st(prev).output) != std::vector<int>{t})
         return fmt::format("{} is read by more than the next step", st(prev).output);
       prev = t;
     }
-    const int x = prev;  // the logits' last stored form
+    m.x = prev;  // the logits' last stored form
+    return "";
+  }
+
+  // The maximum over the key index j of the logits, written over the scores' space less j; then
+  // its one reader, the exponentials exp(logit - max) of the expression the maximum reduces.
+  std::string match_max_and_exp(int mx, MatchState& m, Detail& d) const {
+    const ir::Statement& M = st(mx);
+    const int x = m.x;
     Rename& rm = d.rename[mx];
-    if (!bind_read(*in, x, d.rename[x], rm) || !rm.count(mred[0])) return "the maximum does not read its input at plain indices";
-    d.j = rm.at(mred[0]);
+    if (!bind_read(*m.in, x, d.rename[x], rm) || !rm.count(m.mred[0])) return "the maximum does not read its input at plain indices";
+    d.j = rm.at(m.mred[0]);
     auto mroles = out_roles(mx, rm);
-    std::vector<std::string> expect_m;
-    for (const auto& v : *s_out)
-      if (v != d.j) expect_m.push_back(v);
-    if (mroles != expect_m) return "the maximum's output is not the scores' space less the key index";
+    for (const auto& v : m.s_out)
+      if (v != d.j) m.expect_m.push_back(v);
+    if (mroles != m.expect_m) return "the maximum's output is not the scores' space less the key index";
     // the exponentials
     const std::vector<int>& mx_readers = readers_of(M.output);
     if (mx_readers.size() != 1) return fmt::format("{} is read by {} statements (the exponentials alone expected)", M.output, mx_readers.size());
@@ -300,28 +338,18 @@ struct Matcher {
       return fmt::format("{} does not read {} and {} at its element", E.output, st(x).output, M.output);
     if (!same(*exact_widening(sub->args[0].get()), re, *exact_widening(M.rhs.get()), rm))
       return fmt::format("the exponent of {} is not the expression the maximum {} reduces", E.output, M.output);
-    if (out_roles(d.e, re) != *s_out) return fmt::format("{} is not written over the scores' space", E.output);
+    if (out_roles(d.e, re) != m.s_out) return fmt::format("{} is not written over the scores' space", E.output);
     if (!only_read_by(st(x).output, {mx, d.e})) return fmt::format("{} is read outside the softmax", st(x).output);
-    // the sum and the context (or the normalised probabilities)
+    return "";
+  }
+
+  // The exponentials' two readers: the row sum Z over j and the context O (of the exponentials,
+  // or of the normalised probabilities P = E / Z).
+  std::string match_sum_and_context(MatchState& m, Detail& d) const {
+    const ir::Statement& E = st(d.e);
+    Rename& re = d.rename[d.e];
     const std::vector<int>& e_readers = readers_of(E.output);
     if (e_readers.size() != 2) return fmt::format("{} is read by {} statements (the sum and the context expected)", E.output, e_readers.size());
-    auto is_sum_of = [&](int s, const std::string& t) {
-      const ir::Statement& z = st(s);
-      const ir::Expr* r = strip_casts(z.rhs.get());
-      return z.reduction == ir::Reduction::Sum && z.init && widening_read(z.rhs.get()) && r->name == t && reduction_vars(s).size() == 1;
-    };
-    auto is_context = [&](int s, const std::string& t) -> std::pair<const ir::Expr*, const ir::Expr*> {
-      const ir::Statement& o = st(s);
-      const ir::Expr& p = *o.rhs;
-      if (!(o.reduction == ir::Reduction::Sum && o.init && p.kind == ir::ExprKind::Apply && p.op == ir::Op::Mul &&
-            widening_read(p.args[0].get()) && widening_read(p.args[1].get()) && reduction_vars(s).size() == 1))
-        return {nullptr, nullptr};
-      const ir::Expr* a = strip_casts(p.args[0].get());
-      const ir::Expr* b = strip_casts(p.args[1].get());
-      if (a->name == t && b->name != t) return {a, b};
-      if (b->name == t && a->name != t) return {b, a};
-      return {nullptr, nullptr};
-    };
     for (int r : e_readers) {
       if (is_sum_of(r, E.output)) d.z = r;
       else if (is_context(r, E.output).first) d.o = r;
@@ -331,17 +359,17 @@ struct Matcher {
     const ir::Statement& Z = st(d.z);
     if (Z.acc_type != DType::F32) return fmt::format("the sum {} accumulates in {}, not f32", Z.output, dtype_name(Z.acc_type));
     Rename& rz = d.rename[d.z];
-    if (!bind_read(*strip_casts(Z.rhs.get()), d.e, re, rz) || rz.at(reduction_vars(d.z)[0]) != d.j || out_roles(d.z, rz) != expect_m)
+    if (!bind_read(*strip_casts(Z.rhs.get()), d.e, re, rz) || rz.at(reduction_vars(d.z)[0]) != d.j || out_roles(d.z, rz) != m.expect_m)
       return fmt::format("{} does not sum {} over the key index", Z.output, E.output);
-    std::string ctx_input = E.output;
-    int ctx_producer = d.e;
+    m.ctx_input = E.output;
+    m.ctx_producer = d.e;
     if (d.p >= 0) {  // P = E / Z, then the context of P
       const ir::Statement& P = st(d.p);
       const ir::Expr* div = strip_casts(P.rhs.get());
       Rename& rp = d.rename[d.p];
       if (!(div->kind == ir::ExprKind::Apply && div->op == ir::Op::Div && strip_casts(div->args[0].get())->name == E.output &&
             strip_casts(div->args[1].get())->name == Z.output && bind_read(*strip_casts(div->args[0].get()), d.e, re, rp) &&
-            bind_read(*strip_casts(div->args[1].get()), d.z, rz, rp) && out_roles(d.p, rp) == *s_out))
+            bind_read(*strip_casts(div->args[1].get()), d.z, rz, rp) && out_roles(d.p, rp) == m.s_out))
         return fmt::format("{} is neither the sum nor the context of {} nor {} / {}", P.output, E.output, E.output, Z.output);
       if (!only_read_by(Z.output, {d.p})) return fmt::format("{} is read outside the softmax", Z.output);
       if (sole_writer(P.output) < 0) return fmt::format("{} is not a local written once", P.output);
@@ -349,17 +377,26 @@ struct Matcher {
       if (p_readers.size() != 1 || !is_context(p_readers.front(), P.output).first)
         return fmt::format("{} is not read by one context contraction", P.output);
       d.o = p_readers.front();
-      ctx_input = P.output;
-      ctx_producer = d.p;
+      m.ctx_input = P.output;
+      m.ctx_producer = d.p;
     }
     if (d.o < 0) return fmt::format("no context contraction reads {}", E.output);
     const ir::Statement& O = st(d.o);
     if (O.acc_type != DType::F32) return fmt::format("the context {} accumulates in {}, not f32", O.output, dtype_name(O.acc_type));
-    const auto [pread, vread] = is_context(d.o, ctx_input);
+    m.pread = is_context(d.o, m.ctx_input).first;
     Rename& ro = d.rename[d.o];
-    if (!bind_read(*pread, ctx_producer, d.rename[ctx_producer], ro) || ro.at(reduction_vars(d.o)[0]) != d.j)
-      return fmt::format("{} does not sum {} over the key index", O.output, ctx_input);
-    // the value indices: the context's output indices not bound through the probabilities
+    if (!bind_read(*m.pread, m.ctx_producer, d.rename[m.ctx_producer], ro) || ro.at(reduction_vars(d.o)[0]) != d.j)
+      return fmt::format("{} does not sum {} over the key index", O.output, m.ctx_input);
+    return "";
+  }
+
+  // The value indices (the context's output indices not bound through the probabilities, named
+  // apart from the scores'), then the roles: the head indices (S's reductions), the query index i
+  // (read by Q, not K), the batch indices, and the operands Q, K, V read through copies.
+  std::string match_roles(MatchState& m, Detail& d) const {
+    const ir::Statement& O = st(d.o);
+    Rename& rs = d.rename[d.s];
+    Rename& ro = d.rename[d.o];
     std::set<std::string> used;
     for (const auto& [n, r] : rs) used.insert(r);
     const auto o_out = plain_vars(O.out_indices);
@@ -373,12 +410,13 @@ struct Matcher {
         d.value.push_back(role);
       }
     if (d.value.empty()) return fmt::format("the context {} has no value index", O.output);
-    const auto o_roles = out_roles(d.o, ro);
-    std::set<std::string> o_role_set(o_roles->begin(), o_roles->end());
-    for (const auto& v : expect_m)
+    m.o_roles = *out_roles(d.o, ro);
+    std::set<std::string> o_role_set(m.o_roles.begin(), m.o_roles.end());
+    for (const auto& v : m.expect_m)
       if (!o_role_set.count(v)) return fmt::format("the context {} drops the scores' index {}", O.output, v);
     // roles: d (S's reductions), i, batch
     d.d = reduction_vars(d.s);
+    const ir::Expr& prod = *st(d.s).rhs;
     const ir::Expr* qa = strip_casts(prod.args[0].get());
     const ir::Expr* ka = strip_casts(prod.args[1].get());
     auto reads_var = [](const std::vector<ir::AffineExpr>& indices, const std::string& v, const Rename& r) {
@@ -388,14 +426,14 @@ struct Matcher {
     };
     if (reads_var(qa->indices, d.j, rs)) std::swap(qa, ka);
     if (reads_var(qa->indices, d.j, rs) || !reads_var(ka->indices, d.j, rs)) return "the key index is read by both score operands or by neither";
-    for (const auto& v : *s_out)
+    for (const auto& v : m.s_out)
       if (v != d.j && reads_var(qa->indices, v, rs) && !reads_var(ka->indices, v, rs)) d.i = v;
     if (d.i.empty()) return "no query index (an output index of the scores that Q reads and K does not)";
-    for (const auto& v : *s_out)
+    for (const auto& v : m.s_out)
       if (v != d.i && v != d.j) d.batch.push_back(v);
     for (const auto& v : d.d)
       if (!reads_var(qa->indices, v, rs) || !reads_var(ka->indices, v, rs)) return "a head index " + v + " is not read by both score operands";
-    const ir::Expr* va = pread == strip_casts(O.rhs->args[0].get()) ? strip_casts(O.rhs->args[1].get()) : strip_casts(O.rhs->args[0].get());
+    const ir::Expr* va = m.pread == strip_casts(O.rhs->args[0].get()) ? strip_casts(O.rhs->args[1].get()) : strip_casts(O.rhs->args[0].get());
     if (reads_var(va->indices, d.i, ro)) return fmt::format("the value operand {} reads the query index", va->name);
     for (const auto& v : d.d)
       if (reads_var(va->indices, v, ro)) return fmt::format("the value operand {} reads a head index", va->name);
@@ -404,11 +442,18 @@ struct Matcher {
     d.v = through_copies(*va, d.o, d.copies);
     for (const auto* opnd : {&d.q, &d.k, &d.v}) {
       const int w = sole_writer(opnd->tensor);
-      if (w >= 0 && std::find(chain.begin(), chain.end(), w) != chain.end()) return "an operand is a value of the softmax itself";
+      if (w >= 0 && std::find(m.chain.begin(), m.chain.end(), w) != m.chain.end()) return "an operand is a value of the softmax itself";
       for (const auto& ix : opnd->indices)
         if (ix.has_div()) return "an operand is read with floor division or modulo";
     }
-    // the epilogue
+    return "";
+  }
+
+  // The epilogue: a local context has one element-wise reader, which divides by the sum unless the
+  // probabilities were normalised first; an output context needs them normalised.
+  std::string match_epilogue(const MatchState& m, Detail& d) const {
+    const ir::Statement& O = st(d.o);
+    const ir::Statement& Z = st(d.z);
     if (local(O.output)) {
       const std::vector<int>& o_readers = readers_of(O.output);
       if (o_readers.size() != 1) return fmt::format("{} is read by {} statements (one epilogue expected)", O.output, o_readers.size());
@@ -416,32 +461,34 @@ struct Matcher {
       const ir::Statement& X = st(d.epi);
       Rename& rx = d.rename[d.epi];
       const auto oreads = accesses_of(*X.rhs, O.output);
-      if (X.reduction != ir::Reduction::None || oreads.size() != 1 || !bind_read(*oreads[0], d.o, ro, rx) ||
-          out_roles(d.epi, rx) != o_roles)
+      if (X.reduction != ir::Reduction::None || oreads.size() != 1 || !bind_read(*oreads[0], d.o, d.rename[d.o], rx) ||
+          out_roles(d.epi, rx) != m.o_roles)
         return fmt::format("{} is not element-wise over the context {}", X.output, O.output);
       if (d.p < 0) {
         const auto zreads = accesses_of(*X.rhs, Z.output);
         if (zreads.empty()) return fmt::format("{} does not divide by the sum {}", X.output, Z.output);
         for (const auto* zr : zreads)
-          if (!bind_read(*zr, d.z, rz, rx)) return fmt::format("{} reads {} off the row", X.output, Z.output);
+          if (!bind_read(*zr, d.z, d.rename[d.z], rx)) return fmt::format("{} reads {} off the row", X.output, Z.output);
       }
       if (!only_read_by(Z.output, {d.p >= 0 ? d.p : d.epi})) return fmt::format("{} is read outside the softmax", Z.output);
     } else if (d.p < 0) {
       return fmt::format("the context {} is an output, so the sum {} is never divided into it", O.output, Z.output);
     }
-    // probabilities rounded to a 16-bit type are rounded at another scale by the online form (the
-    // running maximum's; normalise-first: not at all before the context): a difference of about one
-    // unit in their last place per term, which an f32 result would show beyond its bound, so the
-    // result must itself be of a 16-bit type
-    {
-      auto narrow = [&](int s) { return s >= 0 && dtype_bytes(f.find_tensor(st(s).output)->dtype) < 4; };
-      const int result = d.epi >= 0 ? d.epi : d.o;
-      if ((narrow(d.e) || narrow(d.p)) && !narrow(result))
-        return fmt::format("the probabilities are rounded to a 16-bit type but the result {} is {}: the online form rounds them "
-                           "at the running maximum's scale, about one unit in their last place apart per term",
-                           st(result).output, dtype_name(f.find_tensor(st(result).output)->dtype));
-    }
-    // every intermediate a local written once, read only inside
+    return "";
+  }
+
+  // Probabilities rounded to a 16-bit type are rounded at another scale by the online form (the
+  // running maximum's; normalise-first: not at all before the context): a difference of about one
+  // unit in their last place per term, which an f32 result would show beyond its bound, so the
+  // result must itself be of a 16-bit type. And every intermediate a local written once, read
+  // only inside, with no floor division or modulo in an index.
+  std::string check_rounding_and_locals(const Detail& d) const {
+    auto narrow = [&](int s) { return s >= 0 && dtype_bytes(f.find_tensor(st(s).output)->dtype) < 4; };
+    const int result = d.epi >= 0 ? d.epi : d.o;
+    if ((narrow(d.e) || narrow(d.p)) && !narrow(result))
+      return fmt::format("the probabilities are rounded to a 16-bit type but the result {} is {}: the online form rounds them "
+                         "at the running maximum's scale, about one unit in their last place apart per term",
+                         st(result).output, dtype_name(f.find_tensor(st(result).output)->dtype));
     const std::vector<int> all = d.statements();
     const std::set<int> inside(all.begin(), all.end());
     for (int s : all) {
@@ -452,6 +499,23 @@ struct Matcher {
         if (!inside.count(r)) return fmt::format("{} is read by {} outside the softmax", st(s).output, st(r).name);
     }
     return "";
+  }
+
+  // Tries the pattern around max statement `mx`; "" and `d` filled on success, else the reason.
+  std::string match(int mx, Detail& d) const {
+    const ir::Statement& M = st(mx);
+    if (M.reduction != ir::Reduction::Max || !M.init) return "not a max=! reduction";
+    MatchState m;
+    m.mred = reduction_vars(mx);
+    if (m.mred.size() != 1) return "the maximum reduces over " + std::to_string(m.mred.size()) + " indices (one key index expected)";
+    d.mx = mx;
+    std::string why = match_scores(mx, m, d);
+    if (why.empty()) why = match_max_and_exp(mx, m, d);
+    if (why.empty()) why = match_sum_and_context(m, d);
+    if (why.empty()) why = match_roles(m, d);
+    if (why.empty()) why = match_epilogue(m, d);
+    if (why.empty()) why = check_rounding_and_locals(d);
+    return why;
   }
 };
 
