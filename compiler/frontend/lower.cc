@@ -339,14 +339,9 @@ class Lowering {
     return s + ")";
   }
 
-  void statement(const ast::Statement& s) {
-    indices_.clear();
-    stmt_ = &s;
-    ir::Statement st;
-    st.name = "S" + std::to_string(f_.statements.size());
-    st.output = s.tensor;
-    st.loc = s.loc;
-
+  // The tensor statement `s` writes, checked: an existing output or local of as many dimensions as
+  // indices are given, or (null) a new local under a free name.
+  const ir::Tensor* written_tensor(const ast::Statement& s) {
     const ir::Tensor* target = f_.find_tensor(s.tensor);
     if (!target) {
       check_name_free(s.tensor, s.loc, "tensor");
@@ -357,8 +352,11 @@ class Lowering {
       error(s.loc, "'" + s.tensor + "' has " + std::to_string(target->shape.size()) + " dimension(s) but " +
                        std::to_string(s.lhs.size()) + " index(es) are given");
     }
+    return target;
+  }
 
-    // Left-hand indices: distinct plain names.
+  // Left-hand indices: distinct plain names; each a range candidate from the target's dimension.
+  void lhs_indices(const ast::Statement& s, const ir::Tensor* target) {
     for (size_t i = 0; i < s.lhs.size(); ++i) {
       const ast::LhsIndex& l = s.lhs[i];
       if (params_.count(l.name))
@@ -372,22 +370,24 @@ class Lowering {
       info.on_lhs = true;
       if (target) info.candidates.push_back({target->shape[i], l.loc, "dimension " + std::to_string(i) + " of " + s.tensor});
     }
+  }
 
-    // Reduction kind.
+  // The reduction kind of the statement's operator; an accumulation without '!' needs an earlier
+  // write of its tensor.
+  void reduction_kind(const ast::Statement& s, ir::Statement& st) {
     if (s.op == "=") {
       st.reduction = ir::Reduction::None;
-    } else {
-      st.reduction = s.op[0] == '+' ? ir::Reduction::Sum : s.op[1] == 'a' ? ir::Reduction::Max : ir::Reduction::Min;
-      st.init = s.op.back() == '!';
-      if (!st.init && !written_.count(s.tensor))
-        error(s.op_loc, "'" + s.op + "' accumulates into the existing value of '" + s.tensor +
-                            "', but no earlier statement writes it; use '" + s.op + "!' to start from the identity");
+      return;
     }
+    st.reduction = s.op[0] == '+' ? ir::Reduction::Sum : s.op[1] == 'a' ? ir::Reduction::Max : ir::Reduction::Min;
+    st.init = s.op.back() == '!';
+    if (!st.init && !written_.count(s.tensor))
+      error(s.op_loc, "'" + s.op + "' accumulates into the existing value of '" + s.tensor +
+                          "', but no earlier statement writes it; use '" + s.op + "!' to start from the identity");
+  }
 
-    // Right-hand side.
-    Typed rhs = expr(*s.rhs);
-
-    // where clauses.
+  // `where` clauses: each ranges one index the statement uses, once.
+  void where_ranges(const ast::Statement& s) {
     for (const ast::Range& r : s.where) {
       IndexInfo* info = find_index(r.index);
       if (!info)
@@ -395,41 +395,76 @@ class Lowering {
       if (info->where) error(r.loc, "index '" + r.index + "' is ranged twice (first at " + line_col(info->where->loc) + ")");
       info->where = &r;
     }
+  }
 
-    // Ranges.
+  // An index's range: its `where` clause, else the tensor dimensions it indexes on its own (which
+  // must agree); an index only on the right of '=' is an error (a reduction needs '+=!' etc.).
+  ir::IndexVar index_range(IndexInfo& info, const ast::Statement& s, const ir::Statement& st) {
+    if (!info.on_lhs && !info.in_access && !info.where)
+      error(info.first, "unknown name '" + info.name + "': not a tensor, a size parameter (" + param_list() +
+                            ") or an index of this statement");
+    ir::IndexVar v;
+    v.name = info.name;
+    v.is_reduction = !info.on_lhs;
+    if (info.where) {
+      v.lo = affine(*info.where->lo, AffineMode::Params, "range bound");
+      v.hi = affine(*info.where->hi, AffineMode::Params, "range bound");
+      where_locs_[{f_.statements.size(), v.name}] = info.where->loc;
+    } else if (info.candidates.empty() && info.on_lhs && !info.in_access) {
+      error(info.first, "index '" + info.name + "' on the left-hand side is bound nowhere: it indexes no tensor on "
+                        "the right and '" + s.tensor + "' is a new local whose shape comes from its indices; use it "
+                        "on the right or add 'where " + info.name + " in lo:hi'");
+    } else if (info.candidates.empty()) {
+      error(info.first, "cannot infer the range of index '" + info.name +
+                            "': it never indexes a tensor dimension on its own; add 'where " + info.name +
+                            " in lo:hi'");
+    } else {
+      const Candidate& c0 = info.candidates[0];
+      for (const Candidate& c : info.candidates)
+        if (!(c.hi == c0.hi))
+          error(c.loc, "conflicting ranges for index '" + info.name + "': 0:" + c.hi.to_string() + " from " + c.from +
+                           " here, but 0:" + c0.hi.to_string() + " from " + c0.from + " at " + line_col(c0.loc) +
+                           "; add 'where " + info.name + " in lo:hi' to choose one");
+      v.lo = AffineExpr::constant_of(0);
+      v.hi = c0.hi;
+    }
+    if (v.is_reduction && st.reduction == ir::Reduction::None)
+      error(info.first, "index '" + info.name + "' appears only on the right-hand side of '=': use '+=!' (or 'max=!', "
+                            "'min=!') to reduce over it, or add it to the left-hand side");
+    return v;
+  }
+
+  // A new local written by `st`: its dtype the right-hand side's (a weak literal's default), its
+  // shape its indices' ranges in left-hand order.
+  DType declare_local(const ast::Statement& s, const ir::Statement& st, const Typed& rhs) {
+    if (rhs.kind == Kind::Bool) error(rhs.loc, "a condition cannot be stored; use select(c, 1, 0)");
+    const DType out_type = rhs.kind == Kind::WeakInt ? DType::I32 : rhs.kind == Kind::WeakReal ? DType::F32 : rhs.e->type;
+    ir::Tensor t;
+    t.name = s.tensor;
+    t.dtype = out_type;
+    t.kind = ir::TensorKind::Local;
+    t.loc = s.loc;
+    for (const ast::LhsIndex& l : s.lhs) t.shape.push_back(st.find_index(l.name)->hi);
+    f_.tensors.push_back(std::move(t));
+    written_later_.erase(s.tensor);
+    return out_type;
+  }
+
+  void statement(const ast::Statement& s) {
+    indices_.clear();
+    stmt_ = &s;
+    ir::Statement st;
+    st.name = "S" + std::to_string(f_.statements.size());
+    st.output = s.tensor;
+    st.loc = s.loc;
+    const ir::Tensor* target = written_tensor(s);
+    lhs_indices(s, target);
+    reduction_kind(s, st);
+    Typed rhs = expr(*s.rhs);
+    where_ranges(s);
     std::vector<ir::IndexVar> outs, reds;
     for (IndexInfo& info : indices_) {
-      if (!info.on_lhs && !info.in_access && !info.where)
-        error(info.first, "unknown name '" + info.name + "': not a tensor, a size parameter (" + param_list() +
-                              ") or an index of this statement");
-      ir::IndexVar v;
-      v.name = info.name;
-      v.is_reduction = !info.on_lhs;
-      if (info.where) {
-        v.lo = affine(*info.where->lo, AffineMode::Params, "range bound");
-        v.hi = affine(*info.where->hi, AffineMode::Params, "range bound");
-        where_locs_[{f_.statements.size(), v.name}] = info.where->loc;
-      } else if (info.candidates.empty() && info.on_lhs && !info.in_access) {
-        error(info.first, "index '" + info.name + "' on the left-hand side is bound nowhere: it indexes no tensor on "
-                          "the right and '" + s.tensor + "' is a new local whose shape comes from its indices; use it "
-                          "on the right or add 'where " + info.name + " in lo:hi'");
-      } else if (info.candidates.empty()) {
-        error(info.first, "cannot infer the range of index '" + info.name +
-                              "': it never indexes a tensor dimension on its own; add 'where " + info.name +
-                              " in lo:hi'");
-      } else {
-        const Candidate& c0 = info.candidates[0];
-        for (const Candidate& c : info.candidates)
-          if (!(c.hi == c0.hi))
-            error(c.loc, "conflicting ranges for index '" + info.name + "': 0:" + c.hi.to_string() + " from " + c.from +
-                             " here, but 0:" + c0.hi.to_string() + " from " + c0.from + " at " + line_col(c0.loc) +
-                             "; add 'where " + info.name + " in lo:hi' to choose one");
-        v.lo = AffineExpr::constant_of(0);
-        v.hi = c0.hi;
-      }
-      if (v.is_reduction && st.reduction == ir::Reduction::None)
-        error(info.first, "index '" + info.name + "' appears only on the right-hand side of '=': use '+=!' (or 'max=!', "
-                              "'min=!') to reduce over it, or add it to the left-hand side");
+      ir::IndexVar v = index_range(info, s, st);
       (v.is_reduction ? reds : outs).push_back(v);
     }
     // Output indices in left-hand order.
@@ -438,24 +473,7 @@ class Lowering {
         if (v.name == l.name) st.domain.push_back(v);
     for (const ir::IndexVar& v : reds) st.domain.push_back(v);
     for (const ast::LhsIndex& l : s.lhs) st.out_indices.push_back(AffineExpr::index(l.name));
-
-    // Types.
-    DType out_type;
-    if (target) {
-      out_type = target->dtype;
-    } else {
-      if (rhs.kind == Kind::Bool) error(rhs.loc, "a condition cannot be stored; use select(c, 1, 0)");
-      out_type = rhs.kind == Kind::WeakInt ? DType::I32 : rhs.kind == Kind::WeakReal ? DType::F32 : rhs.e->type;
-      ir::Tensor t;
-      t.name = s.tensor;
-      t.dtype = out_type;
-      t.kind = ir::TensorKind::Local;
-      t.loc = s.loc;
-      for (const ir::IndexVar& v : outs) (void)v;
-      for (const ast::LhsIndex& l : s.lhs) t.shape.push_back(st.find_index(l.name)->hi);
-      f_.tensors.push_back(std::move(t));
-      written_later_.erase(s.tensor);
-    }
+    const DType out_type = target ? target->dtype : declare_local(s, st, rhs);
     st.rhs = coerce(rhs, out_type, "stored in " + dt(out_type) + " tensor '" + s.tensor + "'");
     st.acc_type = out_type;
     written_.insert(s.tensor);
