@@ -214,14 +214,18 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
           "  asm volatile(\"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\\n\" ::\"r\"(a) : \"memory\");\n}\n";
 }
 
-void emit_wgmma_ws_body(const TcKernel& t) {
+namespace {
+
+// The kernel's shared memory (1024-byte aligned operand ring, the epilogue's staging), the ring's
+// full / empty barriers (and ping-pong's order barriers) initialised, the cluster rank with
+// multicast, and PDL's wait and launch.
+void ws_prologue(const TcKernel& t, const PersistentSplit& ps) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
   const int S_ = cfg.stages;
+  const int wpg = int(t.m.warps_per_warpgroup);
   const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
   const int readers = cfg.pingpong ? 1 : consumers;          // warpgroups reading each slot
-  const int wpg = int(t.m.warps_per_warpgroup);
-  const PersistentSplit ps = persistent_split(t.c, cfg, t.m);
   os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
   os << "  unsigned char* smem_ = smem_raw_ + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023u)) & 1023u);\n";
   os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
@@ -252,7 +256,15 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << "  asm volatile(\"griddepcontrol.wait;\\n\" ::: \"memory\");  /* PDL: the previous kernel has finished and flushed */\n";
     os << "  asm volatile(\"griddepcontrol.launch_dependents;\\n\" ::: \"memory\");  /* PDL: the next kernel may launch */\n";
   }
-  // ---- producer warpgroup ----
+}
+
+// The producer warpgroup: one thread walks the block's work and issues each K tile's TMA copies
+// into the next free slot of the ring.
+void ws_producer(const TcKernel& t, const PersistentSplit& ps) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  const int S_ = cfg.stages;
+  const int wpg = int(t.m.warps_per_warpgroup);
   os << "  if (warp_ < " << wpg << ") {\n";
   os << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << kProducerRegisters << ";\\n\");\n";
   os << "    if (threadIdx.x == 0) {\n";
@@ -270,7 +282,16 @@ void emit_wgmma_ws_body(const TcKernel& t) {
     os << pad << "(void)sk_; (void)head_;\n";
   });
   os << "    }\n";
-  // ---- consumer warpgroups ----
+}
+
+// The consumer warpgroups: each waits for a slot's bytes, runs its wgmma on it, releases it, and
+// after the tile's K tiles runs the stream-K fix-up (where cut) and the register epilogue; with
+// ping-pong the two take alternate tiles.
+void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
+  auto& os = t.os;
+  const auto& cfg = t.cfg;
+  const int S_ = cfg.stages;
+  const int wpg = int(t.m.warps_per_warpgroup);
   os << "  } else {\n";
   os << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
   if (cfg.pingpong)  // warpgroup cw_ takes the block's tiles cw_, cw_ + 2, ...: whole tiles, rows from 0
@@ -326,9 +347,13 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   if (cfg.tma_store)  // the buffers stay valid until the TMA unit has read them (and the stores are issued)
     os << "    if (threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0) asm volatile(\"cp.async.bulk.wait_group 0;\\n\" ::: \"memory\");\n";
   os << "  }\n";
-  if (cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
-    os << "  tessel_cluster_sync();\n";
-  os << "}\n";
+}
+
+// The --explain lines of the kernel: its warpgroups, ring, cluster, scheduler and TMA copies.
+void ws_explain(const TcKernel& t, const PersistentSplit& ps) {
+  const auto& cfg = t.cfg;
+  const int S_ = cfg.stages;
+  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
                       S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
@@ -364,6 +389,19 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   };
   t.explain.push_back("  TMA: " + copies(t.c.a.tensor, t.ta) + " and " + copies(t.c.b.tensor, t.tb) +
                       " per stage; tails past M, N, K zero-filled by the TMA unit");
+}
+
+}  // namespace
+
+void emit_wgmma_ws_body(const TcKernel& t) {
+  const PersistentSplit ps = persistent_split(t.c, t.cfg, t.m);
+  ws_prologue(t, ps);
+  ws_producer(t, ps);
+  ws_consumers(t, ps);
+  if (t.cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
+    t.os << "  tessel_cluster_sync();\n";
+  t.os << "}\n";
+  ws_explain(t, ps);
 }
 
 }  // namespace tessel::emit_cuda
