@@ -1,0 +1,861 @@
+// The NPU convolution emitter (conv_emitter.h).
+#include "compiler/emit_npu/conv_emitter.h"
+
+#include "compiler/emit_npu/conv_epilogue.h"
+#include "compiler/emit_npu/conv_layout.h"
+#include "compiler/emit_npu/operands.h"
+#include "compiler/emit_npu/pointwise.h"
+#include "compiler/poly/contraction.h"
+#include "compiler/tile/npu_conv_plan.h"
+#include "compiler/tile/tile_spec.h"
+#include <fmt/format.h>
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include "isa/base/error.h"
+#include "isa/npu_machine.h"
+
+namespace tessel::emit_npu::conv_detail {
+namespace {
+
+using npu::Buffer;
+using npu::Opcode;
+using npu::Operand;
+
+Operand f16() { return Operand::type(DType::F16); }
+
+enum Reg : uint8_t {
+  kKTile = 1, kImage, kImage0, kPair, kTmp, kXBase, kYBase, kWCol, kSlice, kInit, kKpos, kWSlice, kCol2, kCol4, kGroup, kInner,
+  kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
+  kXSrc, kYDst, kPrivW,  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
+  kGroupX,  // grouped: the byte offset of the tile's group's first input channel within a pixel
+  kBand, kCond  // bands spread over cores: the core's band
+};
+
+
+// Byte addressing of one image of an activation tensor in GM: image n starts at
+// base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
+// channel block j (one fractal row of channels) at + j * block_bytes.
+struct ActivationLayout {
+  int64_t base = 0, group = 1, group_bytes = 0, inner_bytes = 0, pixel_bytes = 0, block_bytes = 0;
+  int64_t tap_bytes = 0;  // 3-D: from one depth tap's input depth to the next's
+};
+
+// Weights in GM: `fractal` (blocked: the fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) fractals)
+// or rows (row (q, c) of K elements at element (q * row_q + c * row_c), columns k contiguous).
+struct WeightLayout {
+  int64_t base = 0;
+  bool fractal = false;
+  int64_t row_q = 0, row_c = 0;  // elements
+  int64_t per_tap = 0;           // 3-D: elements from one depth tap's weights to the next's
+  int64_t KB = 0;                // fractal: output-channel blocks
+};
+
+// A band of output rows [out_first, out_first + out_rows) and its input window: rows
+// [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
+// it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
+// Write-back pieces to place between a band's channel slices: emit(i), i < pieces.
+struct Trailing {
+  int64_t pieces = 0;
+  std::function<void(int64_t)> emit;
+};
+
+struct Band {
+  int64_t out_first = 0, out_rows = 0, in_first = 0, in_rows = 0, pad_top = 0, pad_bottom = 0, pixels = 0;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+};
+
+// Carries out a ConvPlan (compiler/tile/npu_conv_plan.h) for one matched convolution: GM tensors,
+// scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
+class ConvEmitter {
+ public:
+  ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
+              const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out, std::string* refusal = nullptr)
+      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program, refusal) {}
+
+  void run() {
+    p_.source_name = k_.name + ".npu";
+    TESSEL_CHECK(windows_stop_short(k_, cv_).empty(), "conv: windows that stop short of the image (why_not_conv refuses them)");
+    make_bands();
+    out_.macs = uint64_t(cv_.N) * P() * RS() * cv_.G * orig_.C * (cv_.depthwise ? 1 : orig_.K);
+    place_tensors();
+    set_layouts();
+    if (per_core()) place_copies();
+    else if (cv_.layout == Layout::Nchw) nchw_in();
+    else if (padded()) padded_in();
+    if (code_.refused()) return;  // (a dry run only: refusals throw otherwise)
+    main_loops();
+    if (per_core()) {
+    } else if (cv_.layout == Layout::Nchw) {
+      nchw_out();
+    } else if (padded()) {
+      padded_out();
+    }
+    if (code_.refused()) return;
+    p_.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
+    out_.notes.push_back(summary());
+    npu::validate_program(p_);
+  }
+
+ private:
+  int64_t P() const { return cv_.OH * cv_.OW; }
+  int64_t RS() const { return cv_.R * cv_.S; }
+  int64_t C1() const { return cv_.C / k0_; }
+  bool padded() const { return cv_.C != orig_.C || cv_.K != orig_.K; }
+  int64_t cores_avail() const { return plan_.one_core ? 1 : m_.cores; }
+  // NCHW or padded channels with the copies made per core, of what the core reads and writes.
+  bool per_core() const { return (padded() || cv_.layout == Layout::Nchw) && !plan_.one_core; }
+  bool x_copied() const { return cv_.layout == Layout::Nchw || cv_.C != orig_.C; }
+  bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
+  // NCHW per core: the image's planes transposed straight into L1 (one band), the accumulator's
+  // blocks transposed in UB straight to the user's Y (no NHWC scratch).
+  bool x_to_l1() const { return per_core() && cv_.layout == Layout::Nchw && (bands_.size() == 1 || spread()); }
+  // Bands spread over cores: each core computes one band of its images.
+  bool spread() const { return plan_.core_bands > 1; }
+  bool y_from_ub() const { return per_core() && cv_.layout == Layout::Nchw && !epi_; }
+  int64_t x_slot_bytes() const { return round_up(cv_.H * cv_.W * cv_.C * in_, code_.gm_align()); }
+  int64_t w_slot_bytes() const { return round_up(RS() * cv_.C * cv_.K * in_, code_.gm_align()); }
+  bool kt_loop() const { return plan_.k_tiles > cores_avail(); }
+  int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
+  // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
+  int64_t halves() const { return plan_.fm_halves == 2 && per_core_images() % 2 == 0 ? 2 : 1; }
+  int64_t w_l1() const { return (bands_.size() > 1 ? plan_.fm_halves : halves()) * plan_.fm_bytes; }  // the tile's weights after the feature maps
+  int64_t offset(const std::string& n) const { return p_.find_tensor(n)->gm_offset; }
+  void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
+
+  void place_tensors() {
+    for (const auto& t : k_.tensors)
+      code_.place(t.name, t.dtype, t.shape, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, gm_);
+    // column blocks past K read up to one block of elements beyond a broadcast tensor's end: keep them in GM
+    if (epi_) code_.place("guard", DType::F32, {n0_}, gm_);
+    X_.base = offset(cv_.x), Y_.base = offset(cv_.y), W_.base = offset(cv_.w);
+  }
+
+  void set_layouts() {
+    const int64_t u = cv_.unit;
+    switch (cv_.layout) {
+      case Layout::Nhwc:
+      case Layout::Nchw:  // (NCHW: through the NHWC scratch copies)
+        X_.group_bytes = cv_.H * cv_.W * cv_.G * cv_.C * in_, X_.pixel_bytes = cv_.G * cv_.C * in_, X_.block_bytes = frow_;
+        Y_.group_bytes = P() * cv_.G * cv_.K * eo_, Y_.pixel_bytes = cv_.G * cv_.K * eo_, Y_.block_bytes = n0_ * eo_;
+        W_.row_q = cv_.C * cv_.K, W_.row_c = cv_.K;
+        if (cv_.T > 1) {  // X[N][D][H][W][C], image (n, o) at n D H W C + o H W C; Wt[T][R][S][C][K]
+          const int64_t c = cv_.depth_channels(), hwc = cv_.H * cv_.W * c * in_;
+          X_.group = cv_.O, X_.group_bytes = cv_.D * hwc, X_.inner_bytes = hwc, X_.pixel_bytes = c * in_, X_.tap_bytes = hwc;
+          W_.row_q = c * cv_.K, W_.per_tap = RS() * c * cv_.K;
+        }
+        if (cv_.clipped()) X_.group_bytes = cv_.src_h * cv_.src_w * cv_.C * in_, X_.pixel_bytes *= cv_.x_step;
+        break;
+      case Layout::Blocked:
+        X_.group = u, X_.group_bytes = cv_.H * cv_.W * cv_.C * u * in_, X_.inner_bytes = u * in_, X_.pixel_bytes = cv_.C * u * in_,
+        X_.block_bytes = u * u * in_;
+        Y_.group = u, Y_.group_bytes = P() * cv_.K * u * eo_, Y_.inner_bytes = u * eo_, Y_.pixel_bytes = cv_.K * u * eo_,
+        Y_.block_bytes = u * u * eo_;
+        W_.fractal = true, W_.KB = cv_.K / u;
+        break;
+    }
+  }
+
+  // Per-core copies: X's images in two slots per core, each core's own copy of the weights, Y
+  // (NCHW or padded output channels) through an NHWC copy of which each core writes and reads back
+  // only its (image, channel tile) blocks. Nothing one core writes is read by another.
+  void place_copies() {
+    user_x_ = X_.base, user_w_ = W_.base, user_y_ = Y_.base;
+    const int64_t cores = m_.cores;
+    if (x_copied()) X_.base = code_.place(cv_.x + "_copies", DType::F16, {cores * 2, x_slot_bytes() / in_}, gm_);
+    if (cv_.layout == Layout::Nchw) X_.pixel_bytes = frow_, X_.block_bytes = cv_.H * cv_.W * frow_;  // slots hold C1HWC0
+    if (cv_.layout == Layout::Nchw && cv_.T > 1) X_.tap_bytes = C1() / cv_.T * X_.block_bytes, X_.group = 1;  // the T depths in turn
+    if (!cv_.depthwise) W_.base = code_.place(cv_.w + "_copies", DType::F16, {cores, w_slot_bytes() / in_}, gm_);
+    if (cv_.layout == Layout::Nchw) W_.row_q = plan_.tn, W_.row_c = cv_.T * RS() * plan_.tn, W_.per_tap = RS() * plan_.tn;  // rows (c, t, q) of tn
+    if (y_copied() && !y_from_ub()) Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.G * cv_.K}, gm_);
+    out_.notes.push_back(fmt::format("{} (channels padded to {} and {}), per core: each core copies the images it reads, its "
+                                     "channel tile's weights and its results; every core",
+                                     cv_.layout == Layout::Nchw ? "NCHW: X and the weights transposed (16 x 16 vtranspose) to C1HWC0 "
+                                                                  "(straight into L1 for one band) / [C, R*S, tn] copies, the result "
+                                                                  "transposed in UB back to NCHW"
+                                                                : "channels not multiples of the fractal: zero-padded copies through UB",
+                                     cv_.C, cv_.K));
+  }
+
+  // UB for the per-core copies: past the epilogue's resident channel values and column regions
+  // (they stay for the whole channel tile), else the lower half.
+  int64_t copy_ub() const { return epi_ ? ub_columns(2) : 0; }
+  int64_t copy_ub_bytes() const { return epi_ ? m_.capacity(Buffer::UB) - copy_ub() : m_.capacity(Buffer::UB) / 2; }
+
+  // The core's own copy of the weights: NCHW [K][C R S] -> [C][R S][Kp]; NHWC rows of K -> Kp.
+  void copy_weights() {
+    if (cv_.G > 1 && x_copied()) {  // the tile's group's first input plane within an image (copy_image_in)
+      op(Opcode::Div, {reg(kGroupX), reg(kKTile), imm(cv_.K / plan_.tn)});
+      op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * cv_.H * cv_.W * in_)});
+    }
+    if (cv_.depthwise) return;  // diagonal_weights builds them in L1
+    if (weights_to_l1()) return transpose_weights_to_l1();
+    op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
+    if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
+      const int64_t tn = plan_.tn, crs = orig_.C * RS();
+      op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
+      code_.transpose_rows(user_w_, kXSrc, crs, std::min(tn, orig_.K), crs, cv_.C * RS(), W_.base, kPrivW, k0_, tn, copy_ub(),
+                           copy_ub_bytes());
+      return;
+    }
+    for (int64_t q = 0; q < RS(); ++q)
+      code_.resize_rows(user_w_ + q * orig_.C * orig_.K * in_, npu::kNoRegister, W_.base + q * cv_.C * cv_.K * in_, kPrivW, orig_.C,
+                        orig_.K, cv_.K, DType::F16, copy_ub(), copy_ub_bytes());
+  }
+
+  // NCHW per core, channels a multiple of 16: the tile's weights transposed in UB straight into
+  // their L1 fractals (no GM copy): per 16 output channels the rows [16][C T R S] by one DMA, one
+  // vtranspose per square (rows (c, t, q) of 16 output channels), per (c, t) its R S rows moved to
+  // their fractal rows in L1.
+  int64_t weight_row_pitch() const { return round_up(orig_.C * RS(), k0_); }
+  bool weights_to_l1() const {
+    return per_core() && cv_.layout == Layout::Nchw && cv_.C == orig_.C && 2 * weight_row_pitch() * k0_ * in_ <= copy_ub_bytes();
+  }
+  void transpose_weights_to_l1() {
+    const int64_t tn = plan_.tn, crs = orig_.C * RS(), pitch = weight_row_pitch(), sq = k0_ * frow_;
+    const int64_t raw = copy_ub(), out = raw + pitch * k0_ * in_, blocks = pitch * in_ / m_.vector_block_bytes;
+    const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes, c = cv_.depth_channels(), c1d = c / k0_;
+    op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
+    for (int64_t g = 0; g * k0_ < tn; ++g) {
+      const int64_t rows = std::min(k0_, orig_.K - g * k0_);
+      if (rows <= 0) break;
+      if (rows < k0_) {
+        code_.full_mask();
+        code_.zero_ub(raw, k0_ * pitch * in_);
+      }
+      op(Opcode::DmaIn, {at(Buffer::UB, raw), at(Buffer::GM, user_w_ + g * k0_ * crs * in_, kXSrc), imm(rows), imm(crs * in_), imm(0),
+                         imm((pitch - crs) * in_)});
+      for (int64_t s = 0; s * k0_ < crs; ++s)
+        op(Opcode::Vtranspose, {f16(), at(Buffer::UB, out + s * sq), at(Buffer::UB, raw + s * frow_), imm(sq / m_.vector_bytes_per_repeat),
+                                imm(1), imm(blocks), imm(rep_blocks), imm(rep_blocks * blocks)});
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t t = 0; t < cv_.T; ++t)
+          op(Opcode::DmaOut, {at(Buffer::L1, w_l1() + (((t * c1d + ci / k0_) * RS()) * (tn / n0_) + g) * fractal_ + (ci % k0_) * frow_),
+                              at(Buffer::UB, out + (ci * cv_.T + t) * RS() * frow_), imm(RS()), imm(frow_), imm(0),
+                              imm((tn / n0_) * fractal_ - frow_)});
+    }
+  }
+
+  // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
+  // kXSrc = the user's X offset of image kImage (3-D: (n, o)), of the tile's group's planes.
+  void user_x_base() {
+    const int64_t HW = cv_.H * cv_.W;
+    if (cv_.T > 1) return image_of_depth(kXSrc, cv_.depth_channels() * cv_.D * HW * in_, HW * in_);
+    op(Opcode::Mul, {reg(kXSrc), reg(kImage), imm(cv_.G * orig_.C * HW * in_)});
+    if (cv_.G > 1) op(Opcode::Add, {reg(kXSrc), reg(kXSrc), reg(kGroupX)});
+  }
+
+  // Bands spread over cores, NCHW: the band's input rows of every plane (of every depth tap)
+  // transposed straight into the band's C1HWC0 feature map in L1.
+  void copy_band_in(const Band& b, int64_t fm_base) {
+    const int64_t HW = cv_.H * cv_.W, first = b.in_first * cv_.W, plane = b.in_rows * cv_.W;
+    const int64_t c = cv_.depth_channels(), rows = cv_.T > 1 ? c : orig_.C, src_row = cv_.T > 1 ? cv_.D * HW : HW;
+    for (int64_t t = 0; t < cv_.T; ++t)
+      code_.transpose_rows(user_x_ + (t * HW + first) * in_, kXSrc, src_row, rows, plane, plane, fm_base + t * (c / k0_) * plane * frow_,
+                           npu::kNoRegister, plane * k0_, k0_, copy_ub(), copy_ub_bytes(), Buffer::L1);
+  }
+
+  void copy_image_in(int64_t slot, int64_t fm_base) {
+    if (cv_.T > 1) return copy_depths_in(slot, fm_base);
+    user_x_base();
+    op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
+    if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    const int64_t HW = cv_.H * cv_.W;
+    if (x_to_l1())  // planes -> the feature map's C1HWC0 place in L1
+      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, fm_base, npu::kNoRegister, HW * k0_, k0_, copy_ub(), copy_ub_bytes(),
+                           Buffer::L1);
+    else if (cv_.layout == Layout::Nchw)  // planes -> the C1HWC0 slot load_band reads
+      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, X_.base, kXBase, HW * k0_, k0_, copy_ub(), copy_ub_bytes());
+    else
+      code_.resize_rows(user_x_, kXSrc, X_.base, kXBase, HW, orig_.C, cv_.C, DType::F16, copy_ub(), copy_ub_bytes());
+  }
+
+  // A channel's output plane in the user's NCHW Y (3-D: its O depths).
+  int64_t y_plane() const { return cv_.O * P(); }
+  // kYDst = the user's Y offset of image kImage (NCHW: and of the channel tile kKTile).
+  void user_y_base() {
+    if (cv_.T > 1) image_of_depth(kYDst, orig_.K * y_plane() * eo_, P() * eo_);
+    else op(Opcode::Mul, {reg(kYDst), reg(kImage), imm(cv_.G * orig_.K * P() * eo_)});
+    if (cv_.layout != Layout::Nchw) return;
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn * y_plane() * eo_)});
+    op(Opcode::Add, {reg(kYDst), reg(kYDst), reg(kTmp)});
+  }
+
+  // 3-D NCDHW: image kImage = (n, o); its T input depths o .. o + T - 1, each a C1HWC0 piece of the slot.
+  void copy_depths_in(int64_t slot, int64_t fm_base) {
+    const int64_t HW = cv_.H * cv_.W, c = cv_.depth_channels();
+    user_x_base();
+    op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
+    if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    for (int64_t t = 0; t < cv_.T; ++t)
+      if (x_to_l1())
+        code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, fm_base + t * X_.tap_bytes, npu::kNoRegister, HW * k0_, k0_,
+                             copy_ub(), copy_ub_bytes(), Buffer::L1);
+      else
+        code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, X_.base + t * X_.tap_bytes, kXBase, HW * k0_, k0_, copy_ub(),
+                             copy_ub_bytes());
+  }
+
+  // dst = (kImage / O) * per_n + (kImage % O) * per_o: image (n, o) of a 3-D convolution.
+  void image_of_depth(Reg dst, int64_t per_n, int64_t per_o) {
+    op(Opcode::Div, {reg(kTmp), reg(kImage), imm(cv_.O)});
+    op(Opcode::Mul, {reg(dst), reg(kTmp), imm(per_n)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTmp), imm(cv_.O)});
+    op(Opcode::Sub, {reg(kTmp), reg(kImage), reg(kTmp)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTmp), imm(per_o)});
+    op(Opcode::Add, {reg(dst), reg(dst), reg(kTmp)});
+  }
+
+  // The (image kImage, channel tile) block of the NHWC copy of Y (at Y_.base + y) to the user's Y.
+  void copy_image_out(Reg y) {
+    if (!y_copied() || y_from_ub()) return;
+    const int64_t tn = plan_.tn, valid = std::min(tn, orig_.K), plane = y_plane();
+    user_y_base();
+    if (cv_.layout == Layout::Nchw) {
+      for (int64_t j = 0; j * n0_ < valid; ++j)  // per 16 channels: [P][16] f32 -> 16 rows of P
+        code_.columns_to_rows_f32(Y_.base + j * n0_ * eo_, y, cv_.G * cv_.K, P(), std::min(n0_, valid - j * n0_),
+                                  user_y_ + j * n0_ * plane * eo_, kYDst, plane, copy_ub(), copy_ub_bytes());
+    } else {
+      code_.resize_rows(Y_.base, y, user_y_, kYDst, P(), cv_.K, orig_.K, cv_.out, copy_ub(), copy_ub_bytes());
+    }
+  }
+
+  // NCHW: X and the weights transposed to NHWC / [C, R*S, K] scratch copies on the vector unit.
+  void nchw_in() {
+    const int64_t user_x = X_.base, user_w = W_.base;
+    X_.base = code_.place(cv_.x + "_nhwc", DType::F16, {cv_.N, cv_.H, cv_.W, cv_.C}, gm_);
+    W_.base = code_.place(cv_.w + "_ckk", DType::F16, {cv_.C, RS(), cv_.K}, gm_);  // rows (c, q) of K
+    W_.row_q = cv_.K, W_.row_c = RS() * cv_.K;
+    user_y_ = Y_.base;
+    Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    const int64_t HW = cv_.H * cv_.W, cap = m_.capacity(Buffer::UB);
+    X_.pixel_bytes = frow_, X_.block_bytes = HW * frow_;  // C1HWC0 images
+    for (int64_t n = 0; n < orig_.N; ++n)
+      code_.transpose_rows(user_x + n * orig_.C * HW * in_, npu::kNoRegister, HW, orig_.C, HW, HW, X_.base + n * cv_.C * HW * in_,
+                           npu::kNoRegister, HW * k0_, k0_, 0, cap);
+    const int64_t crs = orig_.C * RS();
+    code_.transpose_rows(user_w, npu::kNoRegister, crs, orig_.K, crs, cv_.C * RS(), W_.base, npu::kNoRegister, k0_, cv_.K, 0, cap);
+    out_.notes.push_back(fmt::format("NCHW: X and the weights transposed to C1HWC0 / [C, R*S, K] scratch copies (channels padded "
+                                     "to {} and {}) on the vector unit (16 x 16 vtranspose), the result back to NCHW; one core",
+                                     cv_.C, cv_.K));
+  }
+
+  // Channel counts not multiples of the fractal: X and the weights copied with their channels padded.
+  void padded_in() {
+    const int64_t user_x = X_.base, user_w = W_.base, cap_ub = m_.capacity(Buffer::UB);
+    X_.base = code_.place(cv_.x + "_padded", DType::F16, {cv_.N, cv_.H, cv_.W, cv_.C}, gm_);
+    W_.base = code_.place(cv_.w + "_padded", DType::F16, {cv_.R, cv_.S, cv_.C, cv_.K}, gm_);
+    user_y_ = Y_.base;
+    Y_.base = code_.place(cv_.y + "_padded", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
+    // X: rows of C -> rows of Cp, chunks of whole GM alignment units of rows (aligned sources).
+    const int64_t rows = cv_.N * cv_.H * cv_.W, rows_aligned = code_.gm_align() / in_;
+    int64_t cr = std::min(rows, (cap_ub / 2) / (cv_.C * in_));
+    if (cr < rows) cr = cr / rows_aligned * rows_aligned;
+    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+      const int64_t n = std::min(cr, rows - r0);
+      if (cv_.C > orig_.C) code_.zero_ub(0, n * cv_.C * in_);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_x + r0 * orig_.C * in_), imm(n), imm(orig_.C * in_), imm(0),
+                         imm((cv_.C - orig_.C) * in_)});
+      op(Opcode::DmaOut, {at(Buffer::GM, X_.base + r0 * cv_.C * in_), at(Buffer::UB, 0), imm(1), imm(n * cv_.C * in_), imm(0), imm(0)});
+    }
+    // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
+    if (RS() * orig_.C * cv_.K * in_ > cap_ub / 2)
+      return code_.refuse(unsupported("the weights do not fit the vector buffer for channel padding").what());
+    if (cv_.K > orig_.K) code_.zero_ub(0, RS() * orig_.C * cv_.K * in_);
+    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS() * orig_.C), imm(orig_.K * in_), imm(0),
+                       imm((cv_.K - orig_.K) * in_)});
+    for (int64_t q = 0; q < RS(); ++q)
+      op(Opcode::DmaOut, {at(Buffer::GM, W_.base + q * cv_.C * cv_.K * in_), at(Buffer::UB, q * orig_.C * cv_.K * in_), imm(1),
+                          imm(orig_.C * cv_.K * in_), imm(0), imm(0)});
+  }
+
+  // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
+  void nchw_out() {
+    for (int64_t n = 0; n < orig_.N; ++n)
+      for (int64_t j = 0; j * n0_ < orig_.K; ++j)
+        code_.columns_to_rows_f32(Y_.base + (n * P() * cv_.K + j * n0_) * eo_, npu::kNoRegister, cv_.K, P(), std::min(n0_, orig_.K - j * n0_),
+                                  user_y_ + (n * orig_.K + j * n0_) * P() * eo_, npu::kNoRegister, P(), 0, m_.capacity(Buffer::UB));
+  }
+
+  // Y: rows of Kp -> rows of K, chunks of whole GM alignment units of f32 rows (aligned destinations).
+  void padded_out() {
+    const int64_t rows = cv_.N * P(), rows_aligned = code_.gm_align() / acc_;
+    int64_t cr = std::min(rows, (m_.capacity(Buffer::UB) / 2) / (cv_.K * eo_));
+    if (cr < rows) cr = cr / rows_aligned * rows_aligned;
+    for (int64_t r0 = 0; r0 < rows; r0 += cr) {
+      const int64_t n = std::min(cr, rows - r0);
+      op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, Y_.base + r0 * cv_.K * eo_), imm(1), imm(n * cv_.K * eo_), imm(0), imm(0)});
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y_ + r0 * orig_.K * eo_), at(Buffer::UB, 0), imm(n), imm(orig_.K * eo_),
+                          imm((cv_.K - orig_.K) * eo_), imm(0)});
+    }
+    out_.notes.push_back(fmt::format("channels {} -> {} padded to {} -> {} through UB on one core", orig_.C, orig_.K, cv_.C, cv_.K));
+  }
+
+  // The plan's bands: the whole image (its pad rows as the statement has them), or bands of
+  // band_rows output rows, each reading its rows x stride + halo input rows clipped to the image.
+  void make_bands() {
+    const int64_t th = plan_.band_rows ? plan_.band_rows : cv_.OH;
+    for (int64_t o0 = 0; o0 < cv_.OH; o0 += th) {
+      Band b;
+      b.out_first = o0, b.out_rows = std::min(th, cv_.OH - o0), b.pixels = b.out_rows * cv_.OW;
+      const int64_t lo = o0 * cv_.sh - cv_.pt, hi = (o0 + b.out_rows - 1) * cv_.sh + cv_.dh * (cv_.R - 1) - cv_.pt;
+      if (th == cv_.OH) {
+        b.in_first = 0, b.in_rows = cv_.H, b.pad_top = cv_.pt, b.pad_bottom = hi - (cv_.H - 1);
+      } else {
+        b.in_first = std::max<int64_t>(0, lo);
+        const int64_t last = std::min(cv_.H - 1, hi);
+        b.in_rows = last - b.in_first + 1, b.pad_top = b.in_first - lo, b.pad_bottom = hi - last;
+      }
+      const int64_t padded = round_up(b.pixels, m_.cube_f16.m0);
+      for (const auto& [p0, size] : plan_.blocks)
+        if (p0 < padded) b.blocks.push_back({p0, std::min(size, padded - p0)});
+      bands_.push_back(std::move(b));
+    }
+  }
+
+  void set_fmatrix(const Band& b) {
+    const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
+    op(Opcode::SetFmatrix, {imm(b.in_rows), imm(cv_.W), imm(b.pad_top), imm(b.pad_bottom), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw),
+                            imm(cv_.R), imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
+  }
+
+  void main_loops() {
+    p_.cores = static_cast<int>(plan_.cores);
+    if (bands_.size() == 1) set_fmatrix(bands_[0]);
+    if (kt_loop()) {
+      op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});
+      op(Opcode::Mov, {reg(kImage0), imm(0)});
+    } else {
+      op(Opcode::Div, {reg(kImage0), reg(npu::kRegCoreId), imm(plan_.k_tiles)});
+      op(Opcode::Mul, {reg(kTmp), reg(kImage0), imm(plan_.k_tiles)});
+      op(Opcode::Sub, {reg(kKTile), reg(npu::kRegCoreId), reg(kTmp)});
+      if (spread()) {  // core = (image * bands + band) * tiles + tile
+        op(Opcode::Div, {reg(kTmp), reg(kImage0), imm(plan_.core_bands)});
+        op(Opcode::Mul, {reg(kCond), reg(kTmp), imm(plan_.core_bands)});
+        op(Opcode::Sub, {reg(kBand), reg(kImage0), reg(kCond)});
+        op(Opcode::Mov, {reg(kImage0), reg(kTmp)});
+      }
+    }
+    if (epi_) load_channels();
+    if (per_core()) copy_weights();
+    load_weights();
+    const int64_t iterations = per_core_images() / halves();
+    if (bands_.size() > 1) {
+      banded_images();
+    } else if (pipelined()) {
+      // Image 2j + 1's mmads are issued before image 2j's write-back, and image 2j + 2's before
+      // image 2j + 1's: the vector unit's epilogue of one image overlaps the cube's next image (the
+      // scalar pipe issues in order, so a write-back issued right after its own mmads would hold
+      // the next image's mmads behind the vector queue). The first pair is peeled (no write-back
+      // trails it).
+      op(Opcode::Mov, {reg(kPair), imm(0)});
+      image(0);
+      image(1, trailing(0));
+      if (iterations > 1) {
+        op(Opcode::Loop, {reg(kPair), imm(1), imm(iterations), imm(1)});
+        image(0, trailing(1));
+        image(1, trailing(0));
+        op(Opcode::EndLoop, {});
+      }
+      write_back(1);
+    } else {
+      if (iterations > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(iterations), imm(1)});
+      else op(Opcode::Mov, {reg(kPair), imm(0)});
+      for (int64_t half = 0; half < halves(); ++half) {
+        image(half);
+        write_back(half);
+        if (per_core()) copy_image_out(y_base(half));
+      }
+      if (iterations > 1) op(Opcode::EndLoop, {});
+    }
+    if (kt_loop()) op(Opcode::EndLoop, {});
+  }
+
+  // Feature maps larger than L1 (or accumulators larger than L0C): per image its bands in turn,
+  // each with its own geometry and input window (overlapping its neighbours' by the halo); bands
+  // ping-pong in L1 and L0C where both hold two, band b's write-back then trailing band b + 1's mmads.
+  void banded_images() {
+    const int64_t images = per_core_images(), step_images = kt_loop() ? 1 : plan_.group;
+    const bool two = plan_.fm_halves == 2 && plan_.c_halves == 2 && !spread();
+    if (images > 1) op(Opcode::Loop, {reg(kPair), imm(0), imm(images), imm(1)});
+    else op(Opcode::Mov, {reg(kPair), imm(0)});
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(step_images)});
+    op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
+    image_bases(kYBase, 0);
+    if (spread()) return core_band(images);
+    for (size_t i = 0; i < bands_.size(); ++i) {
+      const int64_t half = two ? int64_t(i % 2) : 0;
+      set_fmatrix(bands_[i]);
+      load_band(bands_[i], half * plan_.fm_bytes);
+      Trailing previous;
+      if (two && i > 0)
+        previous = {int64_t(bands_[i - 1].blocks.size()),
+                    [this, i, half](int64_t bi) { write_back_block(bands_[i - 1], c_base(1 - half), kYBase, bi); }};
+      slices(bands_[i], half * plan_.fm_bytes, c_base(half), previous);
+      if (!two) write_back(bands_[i], c_base(half), kYBase);
+    }
+    if (two) write_back(bands_.back(), c_base((bands_.size() - 1) % 2), kYBase);
+    if (per_core()) copy_image_out(kYBase);
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  // Bands over cores: every band alike (the planner's equal bands, no padding rows), so the core's
+  // band kBand is band 0's code at its offsets: kBand x rows x stride input rows into X, kBand x
+  // rows output rows into Y.
+  void core_band(int64_t images) {
+    const Band& b = bands_[0];
+    for (const Band& o : bands_)
+      TESSEL_CHECK(o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_top == 0 && o.pad_bottom == 0,
+                   "conv: bands spread over cores must be alike (plan_conv's spread_over_cores)");
+    const int64_t rows = plan_.band_rows, in_step = rows * cv_.sh * cv_.W, out_step = rows * cv_.OW;
+    op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(in_step * (x_to_l1() ? in_ : X_.pixel_bytes))});
+    op(Opcode::Add, {reg(x_to_l1() ? kXSrc : kXBase), reg(x_to_l1() ? kXSrc : kXBase), reg(kTmp)});
+    op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(out_step * (y_from_ub() ? eo_ : Y_.pixel_bytes))});
+    op(Opcode::Add, {reg(y_from_ub() ? kYDst : kYBase), reg(y_from_ub() ? kYDst : kYBase), reg(kTmp)});
+    set_fmatrix(b);
+    if (x_to_l1()) copy_band_in(b, 0);
+    else load_band(b, 0);
+    slices(b, 0, c_base(0));
+    write_back(b, c_base(0), kYBase);
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.
+  bool pipelined() const { return epi_ && !per_core() && halves() == 2 && plan_.c_halves == 2; }
+  Reg y_base(int64_t half) const { return pipelined() && half == 1 ? kYBaseOdd : kYBase; }
+  int64_t c_base(int64_t half) const { return (plan_.c_halves == 2 ? half % 2 : 0) * plan_.padded_pixels * plan_.tn * acc_; }
+
+  // UB: two accumulator blocks, the epilogue's resident channel values, two column blocks' regions.
+  int64_t ub_resident() const { return 2 * plan_.tm0 * plan_.tn * acc_; }
+  int64_t ub_columns(int64_t set) const {
+    return ub_resident() + epi_->resident_bytes(plan_.tn) + set * epi_->column_bytes(plan_.tm0);
+  }
+
+  // The k-tile's per-channel epilogue values, once per k-tile.
+  void load_channels() {
+    op(Opcode::Mul, {reg(kCol2), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F16))});
+    op(Opcode::Mul, {reg(kCol4), reg(kKTile), imm(plan_.tn * dtype_bytes(DType::F32))});
+    std::map<std::string, Operand> gm;
+    for (const std::string& name : epi_->channel_tensors()) {
+      const int eb = dtype_bytes(k_.find_tensor(name)->dtype);
+      gm[name] = at(Buffer::GM, offset(name), eb == dtype_bytes(DType::F16) ? kCol2 : kCol4);
+    }
+    // one tile of padded channels: only the tensors' own K values (the rest of the pattern is unused)
+    epi_->load_channels(p_, gm, plan_.tn, plan_.k_tiles == 1 ? std::min(plan_.tn, orig_.K) : plan_.tn, ub_resident());
+  }
+
+  // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
+  void load_weights() {
+    const int64_t tn = plan_.tn;
+    if (cv_.depthwise) return diagonal_weights();
+    if (weights_to_l1()) return;  // copy_weights put them there
+    if (cv_.G > 1 && !per_core()) return grouped_weights();
+    if (W_.fractal) {
+      op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * frow_)});
+      for (int64_t c1 = 0; c1 < C1(); ++c1)
+        op(Opcode::DmaIn, {at(Buffer::L1, w_l1() + c1 * RS() * tn * frow_), at(Buffer::GM, W_.base + c1 * W_.KB * fractal_, kWCol),
+                           imm(RS()), imm(tn * frow_), imm((C1() * W_.KB * cv_.unit - tn) * frow_), imm(0)});
+      return;
+    }
+    if (per_core() && cv_.layout == Layout::Nchw) {
+      op(Opcode::Mov, {reg(kWCol), reg(kPrivW)});  // the core's copy holds its channel tile only
+    } else {
+      op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(tn * in_)});
+      if (per_core()) op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kPrivW)});
+    }
+    weight_fractals(kWCol);
+  }
+
+  // Per channel slice (a depth tap's slice in 3-D) and kernel position, 16 input channels x tn into L1.
+  void weight_fractals(Reg col) {
+    const int64_t tn = plan_.tn, per_tap = C1() / cv_.T;
+    for (int64_t c1 = 0; c1 < C1(); ++c1)
+      for (int64_t q = 0; q < RS(); ++q)
+        op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
+                             at(Buffer::GM, W_.base + ((c1 / per_tap) * W_.per_tap + q * W_.row_q + (c1 % per_tap) * k0_ * W_.row_c) * in_, col),
+                             imm(k0_), imm(tn), imm(W_.row_c)});
+  }
+
+  // Grouped: tile kKTile is local tile kKTile % (K / tn) of group g = kKTile / (K / tn), whose
+  // weights start at g x R S C K elements and whose input channels at g x C within a pixel (kGroupX).
+  void grouped_weights() {
+    const int64_t tn = plan_.tn, per_group = cv_.K / tn;
+    op(Opcode::Div, {reg(kGroupX), reg(kKTile), imm(per_group)});
+    op(Opcode::Mul, {reg(kTmp), reg(kGroupX), imm(per_group)});
+    op(Opcode::Sub, {reg(kTmp), reg(kKTile), reg(kTmp)});
+    op(Opcode::Mul, {reg(kWCol), reg(kTmp), imm(tn * in_)});
+    op(Opcode::Mul, {reg(kTmp), reg(kGroupX), imm(RS() * cv_.C * cv_.K * in_)});
+    op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kTmp)});
+    op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * in_)});
+    weight_fractals(kWCol);
+  }
+
+
+  // Depthwise: group g = kKTile (one fractal of channels) has per kernel position q the diagonal
+  // fractal diag(Wt[q][16 g .. 16 g + 15]), built in UB (past the epilogue's regions) and moved to
+  // L1: the tile's RS values per channel from GM, each broadcast along its fractal row (vbrcb, the
+  // first 16 lanes enabled), times the identity (two vmuls: each fractal's rows 0-7 and 8-15 against
+  // the identity's, source repeat stride 0); exact (w x 1, w x 0).
+  void diagonal_weights() {
+    const int64_t rs = RS(), repeat = m_.vector_bytes_per_repeat, block = m_.vector_block_bytes;
+    const int64_t ub = copy_ub(), raw = round_up(rs * frow_, repeat), diag = ub + raw, ident = diag + rs * fractal_;
+    const int64_t lanes = m_.vector_lanes(DType::F16), rows_per_repeat = lanes / k0_;
+    if (ident + fractal_ > m_.capacity(Buffer::UB) || rs > m_.vector_max_repeat || fractal_ != 2 * repeat)
+      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
+    const bool nchw = cv_.layout == Layout::Nchw;  // Wt[C][R S]: the group's 16 rows of R S values, in one piece
+    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(nchw ? k0_ * rs * in_ : k0_ * in_)});
+    if (!nchw) op(Opcode::Mov, {reg(kGroupX), reg(kWCol)});  // the group's channels within a pixel (image_bases)
+    if (nchw)
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(1), imm(k0_ * rs * in_), imm(0), imm(0)});
+    else
+      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(rs), imm(k0_ * in_), imm((cv_.G - 1) * k0_ * in_), imm(0)});
+    code_.full_mask();
+    code_.zero_ub(ident, fractal_);
+    for (int64_t h = 0; h < fractal_ / repeat; ++h) {  // the identity's ones, rows_per_repeat rows per repeat
+      uint64_t lo = 0, hi = 0;
+      for (int64_t i = 0; i < rows_per_repeat; ++i) {
+        const int64_t lane = i * k0_ + h * rows_per_repeat + i;
+        (lane < 64 ? lo : hi) |= uint64_t(1) << (lane % 64);  // not hardware: the mask operand's int64 halves
+      }
+      op(Opcode::SetVectorMask, {imm(int64_t(hi)), imm(int64_t(lo))});
+      op(Opcode::Vdup, {f16(), at(Buffer::UB, ident + h * repeat), Operand::float_(1), imm(1), imm(1), imm(repeat / block)});
+    }
+    op(Opcode::SetVectorMask, {imm(0), imm(int64_t((uint64_t(1) << k0_) - 1))});  // one fractal row's lanes
+    const int64_t per = m_.vector_max_repeat / k0_ * k0_;
+    for (int64_t e = 0; e < rs * k0_; e += per)
+      op(Opcode::Vbrcb, {f16(), at(Buffer::UB, diag + e * frow_), at(Buffer::UB, ub + e * in_), imm(std::min(per, rs * k0_ - e)), imm(1),
+                         imm(frow_ / block)});
+    code_.full_mask();
+    // NHWC: rows [q][c] in place; NCHW: rows [c][q] gathered into [q][c] (source block stride R S rows)
+    const int64_t out = nchw ? ident + fractal_ : diag, row_blocks = frow_ / block;
+    if (nchw && out + rs * fractal_ > m_.capacity(Buffer::UB))
+      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
+    for (int64_t h = 0; h < fractal_ / repeat; ++h) {
+      const int64_t src = nchw ? diag + h * rows_per_repeat * rs * frow_ : diag + h * repeat;
+      op(Opcode::Vmul, {f16(), at(Buffer::UB, out + h * repeat), at(Buffer::UB, src), at(Buffer::UB, ident + h * repeat), imm(rs), imm(1),
+                        imm(nchw ? rs * row_blocks : 1), imm(1), imm(fractal_ / block), imm(nchw ? row_blocks : fractal_ / block), imm(0)});
+    }
+    op(Opcode::DmaOut, {at(Buffer::L1, w_l1()), at(Buffer::UB, out), imm(1), imm(rs * fractal_), imm(0), imm(0)});
+  }
+
+  // dst = base offset of image kImage in layout l (without l.base)
+  void image_base(const ActivationLayout& l, Reg dst) {
+    if (l.group == 1) {
+      op(Opcode::Mul, {reg(dst), reg(kImage), imm(l.group_bytes)});
+      return;
+    }
+    op(Opcode::Div, {reg(kGroup), reg(kImage), imm(l.group)});
+    op(Opcode::Mul, {reg(kInner), reg(kGroup), imm(l.group)});
+    op(Opcode::Sub, {reg(kInner), reg(kImage), reg(kInner)});
+    op(Opcode::Mul, {reg(dst), reg(kGroup), imm(l.group_bytes)});
+    op(Opcode::Mul, {reg(kInner), reg(kInner), imm(l.inner_bytes)});
+    op(Opcode::Add, {reg(dst), reg(dst), reg(kInner)});
+  }
+
+  // One image of the pair: its feature map into L1, the channel slices, the write-back.
+  // The write-back of the image in `half`, piece by piece.
+  Trailing trailing(int64_t half) {
+    return {int64_t(bands_[0].blocks.size()), [this, half](int64_t i) { write_back_block(bands_[0], c_base(half), y_base(half), i); }};
+  }
+
+  void image(int64_t half, const Trailing& trailing = {}) {
+    const int64_t step_images = kt_loop() ? 1 : plan_.group;
+    const int64_t fm_base = half * plan_.fm_bytes, c_base = this->c_base(half);
+    const Reg y = y_base(half);
+    // image = image0 + (pair * halves + half) * step_images
+    op(Opcode::Mul, {reg(kImage), reg(kPair), imm(halves() * step_images)});
+    op(Opcode::Add, {reg(kImage), reg(kImage), reg(kImage0)});
+    if (half) op(Opcode::Add, {reg(kImage), reg(kImage), imm(half * step_images)});
+    image_bases(y, half, fm_base);
+    if (!x_to_l1()) load_band(bands_[0], fm_base);
+    slices(bands_[0], fm_base, c_base, trailing);
+  }
+
+  void image_bases(Reg y, int64_t slot, int64_t fm_base = 0) {
+    if (spread() && x_to_l1()) user_x_base();  // each band's rows copied by its core (copy_band_in)
+    else if (per_core() && x_copied()) copy_image_in(slot, fm_base);
+    else image_base(X_, kXBase);
+    if (y_from_ub()) user_y_base();
+    if (cv_.G > 1 && !(per_core() && x_copied())) op(Opcode::Add, {reg(kXBase), reg(kXBase), reg(kGroupX)});
+    image_base(Y_, y);
+    op(Opcode::Mul, {reg(kTmp), reg(kKTile), imm(plan_.tn / n0_ * Y_.block_bytes)});
+    op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
+  }
+
+  // The band's input window as C1HWC0: one strided copy per fractal row of channels.
+  void load_band(const Band& b, int64_t fm_base) {
+    const int64_t per_tap = C1() / cv_.T;
+    for (int64_t c1 = 0; c1 < C1(); ++c1)
+      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
+                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes,
+                            kXBase),
+                         imm(b.in_rows * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+  }
+
+  // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
+  // `trailing` pieces of an earlier write-back (one per pixel block) go between the first pairs
+  // (those iterations peeled), so the vector unit's work spreads over this band's mmads instead
+  // of holding the in-order scalar issue (and with it the cube) behind a full vector queue.
+  void slices(const Band& b, int64_t fm_base, int64_t c_base, const Trailing& trailing = {}) {
+    const int64_t tn = plan_.tn, pairs = C1() / 2;
+    const int64_t peeled = trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
+    auto pair = [&] {
+      op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
+      op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
+      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
+      slice(0, reg(kInit), fm_base, c_base, b.blocks, true);
+      slice(1, imm(0), fm_base, c_base, b.blocks, false);
+    };
+    for (int64_t i = 0; i < peeled; ++i) {
+      op(Opcode::Mov, {reg(kSlice), imm(i)});
+      pair();
+      trailing.emit(i);
+    }
+    if (pairs - peeled > 1) {
+      op(Opcode::Loop, {reg(kSlice), imm(peeled), imm(pairs), imm(1)});
+      pair();
+      op(Opcode::EndLoop, {});
+    } else if (pairs - peeled == 1) {
+      op(Opcode::Mov, {reg(kSlice), imm(peeled)});
+      pair();
+    }
+    if (C1() % 2) {
+      op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
+      op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
+      slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks, false);
+    }
+    for (int64_t i = peeled; i < trailing.pieces; ++i) trailing.emit(i);
+  }
+
+  // The weights of kernel-position group gi of slice `sub` L1 -> L0B (the next ping-pong half).
+  int64_t load_group(int64_t sub, size_t gi) {
+    const int64_t tn = plan_.tn, nb = tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
+    const auto [q0, qn] = plan_.kgroups[gi];
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
+                        imm(nb), imm(1), imm(1)});
+    return lb;
+  }
+
+  // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
+  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad. The next group's weights are
+  // loaded after the second block's load3d (into the other L0B half), and with `load_next` the
+  // next slice's first group's, so MTE1 has them ready when the cube reaches them.
+  void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks,
+             bool load_next) {
+    const int64_t tn = plan_.tn;
+    const auto& kgroups = plan_.kgroups;
+    op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
+    int64_t lb = sub == 1 && next_lb_ >= 0 ? next_lb_ : load_group(sub, 0);
+    next_lb_ = -1;
+    for (size_t gi = 0; gi < kgroups.size(); ++gi) {
+      const auto [q0, qn] = kgroups[gi];
+      if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
+      int64_t next = -1;
+      for (size_t bi = 0; bi < blocks.size(); ++bi) {
+        const auto [p0, size] = blocks[bi];
+        const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
+        op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+        if (bi == std::min<size_t>(1, blocks.size() - 1)) {
+          if (gi + 1 < kgroups.size()) next = load_group(sub, gi + 1);
+          else if (load_next) next_lb_ = load_group(sub + 1, 0);
+        }
+        op(Opcode::Mmad, {f16(), at(Buffer::L0C, c_base + p0 * tn * acc_), at(Buffer::L0A, la), at(Buffer::L0B, lb), imm(size),
+                          imm(qn * k0_), imm(tn), gi == 0 ? init_first : imm(0)});
+      }
+      lb = next;
+    }
+  }
+
+  // Per pixel block: the accumulator to UB, per column block the epilogue (its regions ping-pong
+  // between column blocks) and the valid pixels to GM.
+  void write_back(int64_t half) { write_back(bands_[0], c_base(half), y_base(half)); }
+  void write_back(const Band& b, int64_t c_base, Reg y) {
+    for (size_t i = 0; i < b.blocks.size(); ++i) write_back_block(b, c_base, y, i);
+  }
+  void write_back_block(const Band& b, int64_t c_base, Reg y, size_t block) {
+    const int64_t tn = plan_.tn, tm0 = plan_.tm0, first = b.out_first * cv_.OW;
+    {
+      const auto [p0, size] = b.blocks[block];
+      const int64_t ub = (ub_step_++ % 2) * tm0 * tn * acc_, valid = std::min(size, b.pixels - p0);
+      op(Opcode::MovL0c, {Operand::type(m_.cube_f16.acc), at(Buffer::UB, ub), at(Buffer::L0C, c_base + p0 * tn * acc_),
+                          imm(size * tn / m_.cube_f16.acc_fractal_elements()), imm(0)});
+      if (valid <= 0) return;
+      if (y_from_ub()) return rows_out(ub, size, valid, first + p0);
+      for (int64_t jj = 0; jj < tn / n0_; ++jj) {
+        int64_t src = ub + jj * size * n0_ * acc_;
+        if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
+        op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + (first + p0) * Y_.pixel_bytes + jj * Y_.block_bytes, y), at(Buffer::UB, src), imm(valid),
+                            imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
+      }
+    }
+  }
+
+  // NCHW: the accumulator block at `ub` ([16-channel block][size pixels][16] f32) transposed in UB,
+  // per 16 channels, to channel rows of its `valid` pixels, and those to the user's Y at pixel `pixel`.
+  void rows_out(int64_t ub, int64_t size, int64_t valid, int64_t pixel) {
+    const int64_t tn = plan_.tn, channels = std::min(tn, orig_.K), sq = n0_ * n0_ * acc_, pitch = size / n0_ * (n0_ * acc_ / frow_);
+    const int64_t t1 = ub_resident(), t2 = t1 + sq, rows = t2 + sq, row_bytes = plan_.tm0 * n0_ * acc_;
+    if (rows + 2 * row_bytes > m_.capacity(Buffer::UB))
+      return code_.refuse(unsupported("the result's transposes do not fit the vector buffer").what());
+    for (int64_t jj = 0; jj * n0_ < channels; ++jj) {
+      const int64_t out = rows + (rows_step_++ % 2) * row_bytes, src = ub + jj * size * n0_ * acc_;
+      for (int64_t b = 0; b * n0_ < size; ++b) code_.f32_block_to_rows(src + b * sq, out + b * (n0_ * acc_), pitch, t1, t2);
+      op(Opcode::DmaOut, {at(Buffer::GM, user_y_ + (jj * n0_ * y_plane() + pixel) * eo_, kYDst), at(Buffer::UB, out),
+                          imm(std::min(n0_, channels - jj * n0_)), imm(valid * eo_), imm(pitch * frow_ - valid * eo_),
+                          imm((y_plane() - valid) * eo_)});
+    }
+  }
+
+  std::string summary() const {
+    const int64_t ct = cores_avail();
+    const std::string grouped = cv_.depthwise ? fmt::format("depthwise as {} groups of {} channels with diagonal weights (built in UB): ", cv_.G, cv_.C)
+                                : cv_.G > 1   ? fmt::format("{} groups of {} -> {} channels: ", cv_.G, cv_.C, cv_.K)
+                                : cv_.T > 1   ? fmt::format("3-D: images (n, o) of {} output depths, {} depth taps as channel slices "
+                                                            "accumulating in L0C (the feature map holds the taps' input depths): ",
+                                                            cv_.O, cv_.T)
+                                              : std::string();
+    return grouped + fmt::format("img2col convolution: output channels in tiles of {} whose weights stay in L1, {} image(s) x "
+                       "{} tile(s) per core over {} core(s){}, pixel blocks of {} (of {}), {} channel slices x {} "
+                       "kernel-position group(s) of {}{}{}{}",
+                       plan_.tn, per_core_images(), kt_loop() ? (plan_.k_tiles + ct - 1) / ct : 1, p_.cores,
+                       halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
+                       plan_.kgroups.size(), plan_.kc,
+                       cv_.sh > 1 || cv_.sw > 1 || cv_.x_step > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw * cv_.x_step) : "",
+                       cv_.x_step > 1 ? fmt::format(" (1x1: rows 0..{} of {} in L1, the columns read as pixels {} apart)", cv_.H - 1, cv_.src_h, cv_.x_step) : "",
+                       k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
+           (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
+                                            bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))
+                              : "");
+  }
+
+  UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
+
+  const kernel::Kernel& k_;
+  const isa::NpuMachine& m_;
+  const Conv &orig_, &cv_;
+  const tile::ConvPlan& plan_;
+  ConvEpilogue* epi_;
+  NpuKernel& out_;
+  npu::Program& p_;
+  ConvCode code_;
+  const int64_t n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
+  const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
+  const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)
+  int64_t gm_ = 0, user_x_ = 0, user_w_ = 0, user_y_ = 0;
+  ActivationLayout X_, Y_;
+  std::vector<Band> bands_;
+  WeightLayout W_;
+  int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0, rows_step_ = 0;
+  int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
+};
+
+}  // namespace
+
+void emit_planned(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv, const tile::ConvPlan& plan,
+                  ConvEpilogue* epi, NpuKernel& out, std::string* refusal) {
+  ConvEmitter(k, m, orig, cv, plan, epi, out, refusal).run();
+}
+
+}  // namespace tessel::emit_npu::conv_detail
