@@ -1,7 +1,7 @@
 // Contractions: MatMul (numpy batching and broadcasting, 1-d operands), Gemm (transA/transB,
 // alpha, beta, C broadcast), Conv (1-3 spatial dimensions, pads / auto_pad, strides, dilations,
-// groups, bias) and ConvTranspose (the gather form: an input position contributes where the
-// stride divides the offset, a select over quasi-affine conditions). Each is a `+=!` statement over
+// groups, bias) and ConvTranspose (a correlation over the input, zero-inserted by the stride into a
+// local when a stride exceeds 1). Each is a `+=!` statement over
 // reduction indices r0.. (channel first, then the kernel window), plus an epilogue statement for a
 // bias or scaling. Padding is a local `NAME_pad` written with a select, the form the polyhedral core
 // folds into its copies.
@@ -197,6 +197,36 @@ void translate_conv(Context& c) {
   emit_with_bias(c, y, rhs, ranges, 2);
 }
 
+// ConvTranspose with a stride: the input with stride - 1 zeros inserted between its elements and a
+// left margin of at least (kernel - 1) * dilation zeros, rounded up to a multiple of the stride so
+// each spatial index is read as `v / s - m` with the quotient starting at the range's start (the
+// form the NPU's vector lowering maps; a division of `o - r` by the stride is not). The
+// transposed convolution is then a stride-1 correlation over it with no bounds condition.
+int64_t left_margin(int64_t kernel, int64_t stride, int64_t dilation) {
+  return ((kernel - 1) * dilation + stride - 1) / stride * stride;
+}
+
+Value zero_inserted(Context& c, const Value& x, const Value& y, const std::vector<int64_t>& kernel,
+                    const std::vector<int64_t>& strides, const std::vector<int64_t>& dil, const std::vector<int64_t>& begin) {
+  const size_t sp = x.shape.size() - 2;
+  std::vector<int64_t> shape = x.shape;
+  Strings idx = indices(x.shape.size()), conds;
+  for (size_t j = 0; j < sp; ++j) {
+    const int64_t s = strides[j], m = left_margin(kernel[j], s, dil[j]);
+    shape[j + 2] = (y.shape[j + 2] + begin[j] + m + s - 1) / s * s;  // whole quotients (NPU)
+    const std::string v = index(int(j + 2));
+    const std::string q = s == 1 ? v : v + " / " + str(s);
+    const std::string at = m / s == 0 ? q : q + " - " + str(m / s);
+    if (s > 1) conds.push_back(v + " % " + str(s) + " == 0");
+    if (m > 0) conds.push_back(v + " >= " + str(m));
+    conds.push_back(at + " < " + str(x.shape[j + 2]));
+    idx[j + 2] = at;
+  }
+  Value u = local(c, x, shape, "zero_inserted");
+  c.emit({u.tsl, indices(shape.size()), "=", "select(" + join(conds, " && ") + ", " + c.read(x, idx) + ", 0)", ranges_of(shape)});
+  return u;
+}
+
 void translate_conv_transpose(Context& c) {
   const Value& x = c.input(0);
   const Value& wt = c.input(1);
@@ -226,24 +256,31 @@ void translate_conv_transpose(Context& c) {
   const int64_t ci = x.shape[1], mg = wt.shape[1];
   if (g < 1 || ci % g != 0) c.malformed("group does not divide the channels");
   const int64_t cg = ci / g;
+  bool strided = false;
+  for (int64_t st : strides) strided = strided || st > 1;
+  const Value src = strided ? zero_inserted(c, x, y, kernel, strides, dil, begin) : x;
   const std::string cin = g == 1 ? reduction(0) : scaled(index(1) + " / " + str(mg), cg) + (cg == 1 ? "" : " + " + reduction(0));
   Strings ix = {index(0), cin}, iw = {cin, g == 1 ? index(1) : index(1) + " % " + str(mg)}, conds;
   std::vector<IndexRange> ranges = ranges_of(y.shape);
   if (cg != 1 || g == 1) ranges.push_back({reduction(0), 0, cg});
   for (size_t j = 0; j < sp; ++j) {
     const std::string r = reduction(int(j + 1)), o = index(int(j + 2));
+    // position in src: the zero-inserted input is shifted by its left margin and already zero
+    // outside x, so no condition; x itself is read where the offset lies inside it
+    const int64_t shift = strided ? begin[j] + left_margin(kernel[j], strides[j], dil[j]) : begin[j];
     std::string e = o;
-    if (begin[j]) e += " + " + str(begin[j]);
+    if (shift) e += " + " + str(shift);
     e += " - " + scaled(r, dil[j]);
-    const int64_t s = strides[j];
-    if (s > 1) conds.push_back("(" + e + ") % " + str(s) + " == 0");
-    conds.push_back(e + " >= 0");
-    conds.push_back(e + " < " + str(x.shape[j + 2] * s - (s - 1)));
-    ix.push_back(s == 1 ? e : "(" + e + ") / " + str(s));
+    if (!strided) {
+      conds.push_back(e + " >= 0");
+      conds.push_back(e + " < " + str(x.shape[j + 2]));
+    }
+    ix.push_back(e);
     iw.push_back(r);
     ranges.push_back({r, 0, kernel[j]});
   }
-  const std::string rhs = "select(" + join(conds, " && ") + ", " + c.read(x, ix) + " * " + c.read(wt, iw) + ", 0)";
+  const std::string product = c.read(src, ix) + " * " + c.read(wt, iw);
+  const std::string rhs = conds.empty() ? product : "select(" + join(conds, " && ") + ", " + product + ", 0)";
   emit_with_bias(c, y, rhs, ranges, 2);
 }
 
