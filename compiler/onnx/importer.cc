@@ -69,6 +69,7 @@ class Importer final : public Context {
   void set_constant(int i, std::vector<double> data, std::vector<int64_t> shape, int elem_type) override;
   std::string read(const Value& v, const std::vector<std::string>& idx) override;
   std::string temp(const std::string& suffix) override;
+  Value table(const std::string& suffix, std::vector<double> data, std::vector<int64_t> shape, int elem_type) override;
   void emit(const Statement& s) override;
   [[noreturn]] void unsupported(const std::string& reason) const override { throw UserError(where() + "unsupported: " + reason); }
   [[noreturn]] void malformed(const std::string& reason) const override { throw UserError(where() + reason); }
@@ -350,6 +351,19 @@ std::string Importer::read(const Value& cv, const std::vector<std::string>& idx)
         idx[k].find_first_of(" +-*/%()") == std::string::npos)
       uses_[idx[k]].push_back(cv.shape[k]);
   return name + "(" + join(idx) + ")";
+}
+
+Value Importer::table(const std::string& suffix, std::vector<double> data, std::vector<int64_t> shape, int elem_type) {
+  const std::string base = (node_->output_size() && !node_->output(0).empty() ? node_->output(0) : "t") + "_" + suffix;
+  std::string name = base;
+  for (int k = 1; values_.count(name); ++k) name = base + "_" + std::to_string(k);
+  Value& v = values_[name];
+  v.onnx = name;
+  v.elem_type = elem_type;
+  v.shape = std::move(shape);
+  v.has_shape = true;
+  v.data = std::move(data);
+  return v;
 }
 
 std::string Importer::temp(const std::string& suffix) {

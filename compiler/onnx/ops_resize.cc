@@ -5,15 +5,18 @@
 // coordinate_transformation_mode (half_pixel, pytorch_half_pixel, align_corners, asymmetric,
 // tf_half_pixel_for_nn). With the scale a rational p/q (sizes: out/in exactly; a float scale: its
 // nearest fraction with a small denominator), x(i) = (a i + b) / den exactly, so
-//   - nearest reads the input at floor((A i + B) / D) (each nearest_mode is such a floor), a
-//     quasi-affine index: one statement, no arithmetic on data;
-//   - linear (2 taps) and cubic (4 taps) read floor(x(i)) - 1 + t .. and weigh tap t by a
-//     coefficient of the fraction x(i) - floor(x(i)) = ((a i + b) mod den) / den: per dimension a
-//     weight local W(i, t) computed from index arithmetic in f32, then one `+=!` over the taps per
-//     resized dimension, each pass reading the previous one (separable, as the reference computes).
-// What a pass reads is first edge-padded along its dimension, as ONNX's reference clamps taps to
-// the border. Each nearest index is checked against ONNX's reference arithmetic at
-// import time for every output index; a scale that is no small fraction is refused.
+//   - nearest reads the input at floor((A i + B) / D) (each nearest_mode is such a floor): where
+//     every resized dimension's floor is an index divided by a constant (an integer upsampling),
+//     one statement reads the edge-padded input there, no arithmetic on data;
+//   - otherwise (other nearest scales, linear's 2 taps, cubic's 4) each resized dimension is one
+//     pass `next(.., i, ..) +=! M(i, r0) * cur(.., r0, ..)` over an interpolation matrix M[out, in]
+//     computed here: tap t of output i reads floor(x(i)) - before + t clamped to the border (ONNX's
+//     edge padding), weighed by the coefficient of the fraction ((a i + b) mod den) / den in f32
+//     (exclude_outside: taps outside zeroed, the rest renormalised). The passes read each other
+//     (separable, as the reference computes) at affine indices only: no floor division of an
+//     index expression, which the NPU's vector lowering does not map.
+// Each nearest index is checked against ONNX's reference arithmetic at import time for every
+// output index; a scale that is no small fraction is refused.
 #include <cmath>
 #include <numeric>
 
@@ -72,14 +75,6 @@ struct FloorForm {
     if (f.B != 0) num = "(" + num + (f.B > 0 ? " + " : " - ") + str(std::llabs(f.B)) + ")";
     std::string e = num + " / " + str(f.D);
     return shift == 0 ? e : shift > 0 ? e + " + " + str(shift) : e + " - " + str(-shift);
-  }
-  // A value expression (i32) of the same floor: value arithmetic truncates, so the numerator is
-  // first made non-negative for every i >= 0.
-  std::string value(const std::string& i) const {
-    const FloorForm f = reduced();
-    const int64_t k = f.B < 0 ? (-f.B + f.D - 1) / f.D : 0;
-    const std::string num = "(" + (f.A == 1 ? i : i + " * " + str(f.A)) + " + " + str(f.B + k * f.D) + ")";
-    return "(" + num + " / " + str(f.D) + (k ? " - " + str(k) : "") + ")";
   }
 };
 
@@ -140,20 +135,15 @@ int64_t reference_nearest(const std::string& nearest, double x) {
   return int64_t(f) + right;
 }
 
-// Cubic convolution coefficients (ONNX's cubic_coeffs) of tap t for the fraction `r`, as f32 text.
-std::string cubic_coefficient(int t, const std::string& r, double a) {
-  const std::string A = literal(a, DType::F32);
-  auto far = [&](const std::string& d) {  // 1 < |distance| < 2: d = distance
-    return "((" + A + " * " + d + " - 5.0 * " + A + ") * " + d + " + 8.0 * " + A + ") * " + d + " - 4.0 * " + A;
-  };
-  auto near = [&](const std::string& d) {  // |distance| < 1
-    return "((" + A + " + 2.0) * " + d + " - (" + A + " + 3.0)) * " + d + " * " + d + " + 1.0";
-  };
+// Cubic convolution coefficient (ONNX's cubic_coeffs) of tap t for the fraction r, in f32.
+float cubic_coefficient(int t, float r, float a) {
+  auto far = [&](float d) { return ((a * d - 5.0f * a) * d + 8.0f * a) * d - 4.0f * a; };  // 1 < |d| < 2
+  auto near = [&](float d) { return ((a + 2.0f) * d - (a + 3.0f)) * d * d + 1.0f; };       // |d| < 1
   switch (t) {
-    case 0: return far("(" + r + " + 1.0)");
+    case 0: return far(r + 1.0f);
     case 1: return near(r);
-    case 2: return near("(1.0 - " + r + ")");
-    default: return far("(2.0 - " + r + ")");
+    case 2: return near(1.0f - r);
+    default: return far(2.0f - r);
   }
 }
 
@@ -222,45 +212,84 @@ Value edge_pad(Context& c, const Value& x, const std::vector<int64_t>& lo, const
   return cur;
 }
 
-// The weight local W(i, t) [out, taps] of dimension k: the fraction of x(i) from index arithmetic,
-// then linear's (1 - f, f) or cubic's coefficients; exclude_outside zeroes taps outside the input
-// and renormalises.
-Value tap_weights(Context& c, const Value& y, const Dim& d, const FloorForm& first, size_t k, const std::string& mode, int taps, bool exclude) {
-  const std::string i = index(int(k)), tap = reduction(0), dim = str(int64_t(k));
+// The interpolation matrix M[out, in] of dimension d (row-major): output i = sum over j of
+// M(i, j) x(j). Nearest: one 1 per row; linear / cubic: tap t at first(i) + t clamped to the border,
+// weighed by its coefficient of the fraction of x(i).
+std::vector<double> interpolation_matrix(const Dim& d, const FloorForm& first, const std::string& mode, int taps, bool exclude, float a) {
+  std::vector<double> m(size_t(d.out * d.in), 0.0);
+  auto at = [&](int64_t i, int64_t j) -> double& { return m[size_t(i * d.in + std::min(std::max<int64_t>(j, 0), d.in - 1))]; };
   const FloorForm& fx = d.x;
-  const int64_t shift = fx.B < 0 ? (-fx.B + fx.D - 1) / fx.D * fx.D : 0;
-  Value frac = local(c, y, {d.out}, "frac" + dim);
-  frac.elem_type = onnx::TensorProto::FLOAT;
-  const std::string num = "(" + (fx.A == 1 ? i : i + " * " + str(fx.A)) + " + " + str(fx.B + shift) + ") % " + str(fx.D);
-  c.emit({frac.tsl, {i}, "=", "f32(" + num + ") / " + literal(double(fx.D), DType::F32), {{i, 0, d.out}}});
-  const std::string fr = c.read(frac, {i});
-  std::string w;
-  if (mode == "linear") {
-    w = "select(" + tap + " == 0, 1.0 - " + fr + ", " + fr + ")";
-  } else {
-    const double a = c.attr_float("cubic_coeff_a", -0.75);
-    w = cubic_coefficient(3, fr, a);
-    for (int q = 2; q >= 0; --q) w = "select(" + tap + " == " + str(q) + ", " + cubic_coefficient(q, fr, a) + ", " + w + ")";
+  const int64_t shift = fx.B < 0 ? (-fx.B + fx.D - 1) / fx.D * fx.D : 0;  // a non-negative numerator
+  for (int64_t i = 0; i < d.out; ++i) {
+    if (mode == "nearest") {
+      at(i, first.at(i)) = 1.0;
+      continue;
+    }
+    const float f = float((fx.A * i + fx.B + shift) % fx.D) / float(fx.D);
+    std::vector<float> w(static_cast<size_t>(taps));
+    float total = 0;
+    for (int t = 0; t < taps; ++t) {
+      w[size_t(t)] = mode == "linear" ? (t == 0 ? 1.0f - f : f) : cubic_coefficient(t, f, a);
+      const int64_t src = first.at(i) + t;
+      if (exclude && (src < 0 || src >= d.in)) w[size_t(t)] = 0;
+      total += w[size_t(t)];
+    }
+    for (int t = 0; t < taps; ++t) at(i, first.at(i) + t) += double(exclude ? w[size_t(t)] / total : w[size_t(t)]);
   }
-  if (exclude) {
-    const std::string src = first.value(i) + " + " + tap;
-    w = "select(" + src + " >= 0 && " + src + " < " + str(d.in) + ", " + w + ", 0.0)";
+  return m;
+}
+
+// Nearest along every resized dimension reads the input at an index divided by a constant.
+bool divided_index_only(const std::vector<Dim>& dims, const std::vector<FloorForm>& first) {
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (!dims[k].resized) continue;
+    const FloorForm f = first[k].reduced();
+    if (f.A != 1 || f.B != 0) return false;
   }
-  const Value wt = local(c, frac, {d.out, taps}, "w" + dim);
-  c.emit({wt.tsl, {i, tap}, "=", w, {{i, 0, d.out}, {tap, 0, taps}}});
-  if (!exclude) return wt;
-  const Value total = local(c, frac, {d.out}, "wsum" + dim);
-  c.emit({total.tsl, {i}, "+=!", c.read(wt, {i, tap}), {{i, 0, d.out}, {tap, 0, taps}}});
-  const Value norm = local(c, frac, {d.out, taps}, "wn" + dim);
-  const std::string q = c.read(wt, {i, tap}) + " / " + c.read(total, {i});
-  c.emit({norm.tsl, {i, tap}, "=", q, {{i, 0, d.out}, {tap, 0, taps}}});
-  return norm;
+  return true;
+}
+
+// One `+=!` pass per resized dimension over its interpolation matrix, each reading the previous
+// pass; a last cast back for data other than f32.
+void emit_passes(Context& c, const Value& x, const Value& y, const std::vector<Dim>& dims, const std::vector<FloorForm>& first,
+                 const std::string& mode, int taps, bool exclude) {
+  const size_t rank = x.shape.size();
+  const DType t = c.dtype(x);
+  const float a = float(c.attr_float("cubic_coeff_a", -0.75));
+  std::vector<size_t> passes;
+  for (size_t k = 0; k < rank; ++k)
+    if (dims[k].resized || dims[k].in != dims[k].out) passes.push_back(k);
+  if (passes.empty()) return c.emit({y.tsl, indices(rank), "=", c.read(x, indices(rank)), ranges_of(y.shape)});
+  Value cur = x;
+  for (size_t n = 0; n < passes.size(); ++n) {
+    const size_t k = passes[n];
+    const Dim& d = dims[k];
+    // a dimension of 1 broadcast without a coordinate mapping: every output reads element 0
+    const FloorForm one_source = FloorForm{0, 0, 1};
+    const Value m = c.table("resize_matrix" + str(int64_t(k)),
+                            interpolation_matrix(d, d.resized ? first[k] : one_source, d.resized ? mode : "nearest", taps, exclude, a),
+                            {d.out, d.in}, onnx::TensorProto::FLOAT);
+    Strings xi = indices(rank);
+    xi[k] = reduction(0);
+    std::vector<int64_t> shape = cur.shape;
+    shape[k] = d.out;
+    const bool last = n + 1 == passes.size();
+    Value next = last && t == DType::F32 ? y : local(c, y, shape, last ? "acc" : "pass" + str(int64_t(k)));
+    next.elem_type = onnx::TensorProto::FLOAT;
+    const std::string read = c.read(cur, xi);
+    std::vector<IndexRange> ranges = ranges_of(shape);
+    ranges.push_back({reduction(0), 0, d.in});
+    const std::string product = c.read(m, {index(int(k)), reduction(0)}) + " * " + (c.dtype(cur) == DType::F32 ? read : "f32(" + read + ")");
+    c.emit({next.tsl, indices(rank), "+=!", product, ranges});
+    cur = next;
+  }
+  if (t != DType::F32)
+    c.emit({y.tsl, indices(rank), "=", std::string(dtype_name(t)) + "(" + c.read(cur, indices(rank)) + ")", ranges_of(y.shape)});
 }
 
 void translate_resize(Context& c) {
   const Value& x = c.input(0);
   const Value y = output_value(c, 0);
-  const DType t = c.dtype(x);
   const size_t rank = x.shape.size();
   if (y.shape.size() != rank) c.malformed("the rank changes");
   const bool old = c.node().op_type() == "Upsample" || c.opset() < 11;
@@ -299,45 +328,14 @@ void translate_resize(Context& c) {
     lo[k] = std::max<int64_t>(0, -lowest);
     hi[k] = std::max<int64_t>(0, highest - (d.in - 1));
   }
-  if (mode == "nearest") {
+  if (mode == "nearest" && divided_index_only(dims, first)) {
     const Value xe = edge_pad(c, x, lo, hi);
     Strings xi = indices(rank);
     for (size_t k = 0; k < rank; ++k)
       xi[k] = dims[k].resized ? first[k].access(index(int(k)), lo[k]) : dims[k].in == 1 && dims[k].out != 1 ? "0" : index(int(k));
     return c.emit({y.tsl, indices(rank), "=", c.read(xe, xi), ranges_of(y.shape)});
   }
-  // linear / cubic: one pass per resized dimension (separable, as ONNX's reference interpolates),
-  // each a `+=!` over that dimension's taps of the edge-padded previous pass
-  std::vector<size_t> passes;
-  for (size_t k = 0; k < rank; ++k)
-    if (dims[k].resized) passes.push_back(k);
-  if (passes.empty()) return c.emit({y.tsl, indices(rank), "=", c.read(x, indices(rank)), ranges_of(y.shape)});
-  Value cur = x;
-  for (size_t n = 0; n < passes.size(); ++n) {
-    const size_t k = passes[n];
-    const std::string i = index(int(k)), tap = reduction(0);
-    const Value wt = tap_weights(c, y, dims[k], first[k], k, mode, taps, exclude);
-    std::vector<int64_t> plo(rank, 0), phi(rank, 0);
-    plo[k] = lo[k];
-    phi[k] = hi[k];
-    const Value padded = edge_pad(c, cur, plo, phi);
-    Strings xi = indices(rank);
-    const std::string base = first[k].access(i, lo[k]);
-    xi[k] = base == "0" ? tap : base + " + " + tap;  // a tap alone is a plain use: its range is then given
-    std::vector<int64_t> shape = cur.shape;
-    shape[k] = dims[k].out;
-    const bool last = n + 1 == passes.size();
-    Value next = last && t == DType::F32 ? y : local(c, y, shape, last ? "acc" : "pass" + str(int64_t(k)));
-    next.elem_type = onnx::TensorProto::FLOAT;
-    const std::string read = c.read(padded, xi);
-    std::vector<IndexRange> ranges = ranges_of(shape);
-    ranges.push_back({tap, 0, taps});
-    const std::string w = c.read(wt, {i, tap});
-    c.emit({next.tsl, indices(rank), "+=!", w + " * " + (dtype_is_float(c.dtype(cur)) && c.dtype(cur) == DType::F32 ? read : "f32(" + read + ")"), ranges});
-    cur = next;
-  }
-  if (t != DType::F32)
-    c.emit({y.tsl, indices(rank), "=", std::string(dtype_name(t)) + "(" + c.read(cur, indices(rank)) + ")", ranges_of(y.shape)});
+  emit_passes(c, x, y, dims, first, mode, taps, exclude);
 }
 
 }  // namespace

@@ -97,6 +97,10 @@ class Context {
   // The same with numpy broadcasting: v is aligned right against `out_shape`, whose indices are
   // index(0..); a dimension of size 1 reads index 0.
   std::string read_broadcast(const Value& v, const std::vector<int64_t>& out_shape);
+  // A constant the translator computes (Resize's interpolation matrices): read as data it becomes a
+  // def input backed by OUT_weights/NAME.npy, like an initializer; its name derives from the node's
+  // first output and `suffix`.
+  virtual Value table(const std::string& suffix, std::vector<double> data, std::vector<int64_t> shape, int elem_type) = 0;
   // A fresh local's TSL name derived from the node's first output.
   virtual std::string temp(const std::string& suffix) = 0;
   virtual void emit(const Statement& s) = 0;

@@ -131,13 +131,31 @@ TEST_CASE("onnx Resize cubic: A = -0.5 with exclude_outside, and the default A d
   check_close(f32({9}, down), apply(x, 4, 4, md, md));
 }
 
-TEST_CASE("onnx Resize nearest at a non-integer scale (3/2, half_pixel, round_prefer_floor) reads one element per output") {
+TEST_CASE("onnx Resize nearest at a non-integer scale (3/2, half_pixel, round_prefer_floor) is a one-hot matrix pass per dimension") {
   const auto x = ramp(16);
   ImportResult r;
   const auto y = resize(4, 4, 1.5, 1.5, 6, 6, x, [](onnx::NodeProto*) {}, &r);
   const auto m = reference_matrix(4, 6, 1.5, "nearest", "half_pixel");
   check_close(f32({36}, y), apply(x, 4, 4, m, m));
+  // affine reads only (no floor division of an index expression, which the NPU does not map):
+  // each resized dimension sums over its interpolation matrix, a weights input
+  CHECK(r.tsl.find(" / ") == std::string::npos);
+  CHECK(r.weights.size() == 2);
+}
+
+TEST_CASE("onnx Resize nearest by an integer factor (asymmetric, floor) stays one copy at an index divided by the factor") {
+  const auto x = ramp(16);
+  ImportResult r;
+  const auto y = resize(4, 4, 2.0, 3.0, 8, 12, x, [](onnx::NodeProto* n) {
+    attr_string(n, "coordinate_transformation_mode", "asymmetric");
+    attr_string(n, "nearest_mode", "floor");
+  }, &r);
+  std::vector<float> want;
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 12; ++j) want.push_back(x[size_t((i / 2) * 4 + j / 3)]);
+  check_close(f32({96}, y), want);
   CHECK(r.tsl.find("+=!") == std::string::npos);  // a copy, no arithmetic on the data
+  CHECK(r.weights.empty());
 }
 
 TEST_CASE("onnx Resize refusals name the node and the reason") {
