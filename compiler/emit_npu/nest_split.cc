@@ -58,6 +58,8 @@ int64_t outputs_of(const ir::Statement& s, const kernel::Kernel& k) {
 std::optional<Split> plan_split(const kernel::Kernel& k, const isa::NpuMachine& m, size_t i, int base_cores) {
   const ir::Statement& s = k.function->statements[i];
   if (s.reduction == ir::Reduction::None || !s.init || uses_division(*s.rhs)) return std::nullopt;
+  // an f16 sum accumulates in the interpreter's order (nest.h); partials would reassociate it
+  if (s.reduction == ir::Reduction::Sum && s.acc_type == DType::F16) return std::nullopt;
   for (const auto& o : s.out_indices)
     if (o.has_div()) return std::nullopt;
   int64_t outputs = 1;
@@ -256,8 +258,12 @@ bool same_binding(const npu::Program& a, const npu::Program& b) {
 std::optional<NpuKernel> emit_split_reductions(const kernel::Kernel& kernel, const isa::Hierarchy& target) {
   const isa::NpuMachine m = isa::npu_machine(target);
   if (!kernel.function || m.cores < 2) return std::nullopt;
-  // The kernel as one phase: its cores are the baseline a split must beat.
-  if (!why_not_nest(kernel, m).empty()) return std::nullopt;
+  // A split that would not pay against one core pays against none: most kernels stop here, before
+  // the kernel as one phase (the baseline a split must beat: its cores) is emitted.
+  bool candidate = false;
+  for (size_t i = 0; i < kernel.function->statements.size() && !candidate; ++i)
+    candidate = plan_split(kernel, m, i, 1).has_value();
+  if (!candidate || !why_not_nest(kernel, m).empty()) return std::nullopt;
   const NpuKernel whole = emit_nest_phase(kernel, target);
   std::vector<Split> splits;
   for (size_t i = 0; i < kernel.function->statements.size(); ++i)

@@ -3,8 +3,8 @@
 // group over the other axes) is split over the cores along a reduced index.
 //
 // Input: a kernel the general lowering takes, and the machine model. Analysis (plan_split): every
-// statement that is an initialised Sum / Max / Min over a reduced index of constant range starting
-// at 0, whose output fills less than a vector repeat per core, is split along its first reduced
+// statement that is an initialised Sum / Max / Min (not an f16 sum: it keeps the interpreter's
+// order) over a reduced index of constant range starting at 0, whose output fills less than a vector repeat per core, is split along its first reduced
 // index into K parts: the fewest that give min(K x outputs, cores) cores a share, then more while
 // the partial alone, emitted, runs on more cores (choose_parts: an output along the lanes gives no
 // cores). It is taken where the estimate of the reduction on the cores of the kernel as one phase,

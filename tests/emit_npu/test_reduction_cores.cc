@@ -124,4 +124,8 @@ TEST_CASE("no split where it cannot pay or the output already gives every core w
   auto rows = compile_case("reduction_cores.tsl", "sum_rows", "M=4096,N=64");  // 4,096 outputs: 2 repeats per core
   CHECK(barriers(*rows) == 0);
   verified_cycles(*rows);
+  // an f16 sum accumulates in the interpreter's order: no partials (they would reassociate it)
+  auto f16 = compile_case("reduction_cores.tsl", "sum_all_f16", "M=512,N=512", "", false);
+  CHECK(barriers(*f16) == 0);
+  CHECK(f16->kernel.program.cores == 1);
 }
