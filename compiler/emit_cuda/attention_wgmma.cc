@@ -18,11 +18,6 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 std::string elem_type(DType t) { return t == DType::BF16 ? "__nv_bfloat16" : storage_type(t); }
 
-std::string load(DType t, const std::string& stored) {
-  if (t == DType::BF16) return "__bfloat162float(" + stored + ")";
-  return load_value(t, stored);
-}
-
 std::string store(DType t, const std::string& value) {
   if (t == DType::BF16) return "__float2bfloat16_rn(" + value + ")";
   return store_value(t, value);
@@ -131,43 +126,84 @@ std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMac
   return why;
 }
 
-void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p, int warpgroups, AttentionCopies copies) {
-  const int D = int(a.head[0].extent), E = int(a.value[0].extent), BK = kAttentionKeyBlock;
-  // Auto: TMA with ping-pong where it applies (measured on an H200: 3-8 % faster than without on
-  // every prefill shape, 1.2-1.6x faster than cp.async)
-  if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaPingPong : AttentionCopies::CpAsync;
-  const bool ws = copies == AttentionCopies::TmaProducer || copies == AttentionCopies::TmaPingPong;
-  // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
-  // (short sequences, few heads: twice the blocks)
-  const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
-  const int NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
-  const int BQ = 64 * NWG, NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
-  // ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and 2),
-  // so one's softmax runs while the other's MMAs use the tensor cores
-  const bool pingpong = copies == AttentionCopies::TmaPingPong && NWG == 2;
-  // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4)
-  const int wg_threads = int(m.threads_per_warpgroup()), wpg = int(m.warps_per_warpgroup);
-  const std::string ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
-  const std::string et = elem_type(a.q.dtype);
-  const int64_t Sq = a.query.extent, T = a.key.extent;
-  const std::string I = role_var(a.query.var), J = role_var(a.key.var), dv = a.head[0].var, ev = a.value[0].var;
-  // shared memory: Q [D/64 slabs][BQ rows][128 B], K and V [2 buffers][slabs][BK rows][128 B]
-  const int q_bytes = BQ * D * 2, k_bytes = BK * D * 2, v_bytes = BK * E * 2;
-  int ST = 2;
-  if (ws)
-    while (ST < 4 && q_bytes + (ST + 1) * (k_bytes + v_bytes) + kSwizzleAlignBytes <= int64_t(m.shared_bytes_per_block_optin) - 1024) ++ST;
-  const int smem = q_bytes + ST * (k_bytes + v_bytes) + kSwizzleAlignBytes;
-  std::vector<std::string> qc, kc, vc;  // the maps' batch coordinates
-  std::string why_map;
-  const TensorMapSpec tq = operand_map(a.q, dv, D, a.query.var, a.query.extent, a.batch, BQ, qc, why_map);
-  const TensorMapSpec tk = operand_map(a.k, dv, D, a.key.var, T, a.batch, BK, kc, why_map);
-  const TensorMapSpec tv = operand_map(a.v, ev, E, a.key.var, T, a.batch, BK, vc, why_map);
-  const std::string name = "tessel_attention_" + k.name;
+namespace {
 
-  os << "#include <cuda_bf16.h>\n";
-  os << "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#error \"the wgmma attention kernel must be compiled for sm_90a\"\n#endif\n";
-  os << R"(static __device__ __forceinline__ void tessel_att_cp16(void* smem, const void* gmem, bool pred) {
+// The kernel's text, piece by piece in the order it is printed; the members are the plan every
+// piece reads (tiles, copy scheme, shared-memory layout, tensor maps).
+class WgmmaAttention {
+ public:
+  WgmmaAttention(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os, int warpgroups,
+                 AttentionCopies copies)
+      : k(k), a(a), m(m), os(os), D(int(a.head[0].extent)), E(int(a.value[0].extent)) {
+    // Auto: TMA with ping-pong where it applies (measured on an H200: 3-8 % faster than without on
+    // every prefill shape, 1.2-1.6x faster than cp.async)
+    if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaPingPong : AttentionCopies::CpAsync;
+    ws = copies == AttentionCopies::TmaProducer || copies == AttentionCopies::TmaPingPong;
+    // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
+    // (short sequences, few heads: twice the blocks)
+    const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
+    NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
+    BQ = 64 * NWG;
+    NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
+    // ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and 2),
+    // so one's softmax runs while the other's MMAs use the tensor cores
+    pingpong = copies == AttentionCopies::TmaPingPong && NWG == 2;
+    wg_threads = int(m.threads_per_warpgroup());
+    wpg = int(m.warps_per_warpgroup);
+    ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
+    et = elem_type(a.q.dtype);
+    Sq = a.query.extent;
+    T = a.key.extent;
+    I = role_var(a.query.var), J = role_var(a.key.var), dv = a.head[0].var, ev = a.value[0].var;
+    // shared memory: Q [D/64 slabs][BQ rows][128 B], K and V [ring slots][slabs][BK rows][128 B]
+    q_bytes = BQ * D * 2, k_bytes = BK * D * 2, v_bytes = BK * E * 2;
+    // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4)
+    if (ws)
+      while (ST < 4 && q_bytes + (ST + 1) * (k_bytes + v_bytes) + kSwizzleAlignBytes <= int64_t(m.shared_bytes_per_block_optin) - 1024) ++ST;
+    smem = q_bytes + ST * (k_bytes + v_bytes) + kSwizzleAlignBytes;
+    NB = ws ? ST : 2;
+    std::string why_map;
+    tq = operand_map(a.q, dv, D, a.query.var, a.query.extent, a.batch, BQ, qc, why_map);
+    tk = operand_map(a.k, dv, D, a.key.var, T, a.batch, BK, kc, why_map);
+    tv = operand_map(a.v, ev, E, a.key.var, T, a.batch, BK, vc, why_map);
+    name = "tessel_attention_" + k.name;
+    qs = a.q.stride(a.query.var), ks = a.k.stride(a.key.var), vs = a.v.stride(a.key.var);
+  }
+
+  void emit(CudaProgram& p) {
+    device_helpers();
+    kernel_head();
+    key_range();
+    if (ws) producer();
+    else first_copies();
+    accumulators();
+    loop_head();
+    scores();
+    softmax();
+    loop_tail();
+    last_pv();
+    epilogue();
+    launch(p);
+  }
+
+ private:
+  const kernel::Kernel& k;
+  const kernel::Attention& a;
+  const isa::GpuMachine& m;
+  std::ostringstream& os;
+  const int D, E, BK = kAttentionKeyBlock;
+  bool ws = false, pingpong = false;
+  int NWG = 1, BQ = 64, NT = 128, wg_threads = 128, wpg = 4, ST = 2, NB = 2;
+  int q_bytes = 0, k_bytes = 0, v_bytes = 0, smem = 0;
+  int64_t Sq = 0, T = 0, qs = 0, ks = 0, vs = 0;
+  std::string ab, et, I, J, dv, ev, name;
+  std::vector<std::string> qc, kc, vc;  // the maps' batch coordinates
+  TensorMapSpec tq, tk, tv;
+
+  void device_helpers() {
+    os << "#include <cuda_bf16.h>\n";
+    os << "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#error \"the wgmma attention kernel must be compiled for sm_90a\"\n#endif\n";
+    os << R"(static __device__ __forceinline__ void tessel_att_cp16(void* smem, const void* gmem, bool pred) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(pred ? 16 : 0));
 }
@@ -177,14 +213,17 @@ static __device__ __forceinline__ unsigned long long tessel_att_desc(const void*
 }
 static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 )";
-  os << "static __device__ __forceinline__ unsigned tessel_att_pack(float lo, float hi) {\n";
-  if (ab == "bf16")
-    os << "  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
-  else
-    os << "  __half2 v = __floats2half2_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
-  wgmma_helper(os, BK, false, 0, ab);  // S = Q K^T: A, B K-major in shared memory
-  wgmma_helper(os, E, true, 1, ab);    // O += P V: P in registers, V N-major
-  if (ws) {
+    os << "static __device__ __forceinline__ unsigned tessel_att_pack(float lo, float hi) {\n";
+    if (ab == "bf16")
+      os << "  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
+    else
+      os << "  __half2 v = __floats2half2_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
+    wgmma_helper(os, BK, false, 0, ab);  // S = Q K^T: A, B K-major in shared memory
+    wgmma_helper(os, E, true, 1, ab);    // O += P V: P in registers, V N-major
+    if (ws) tma_helpers();
+  }
+
+  void tma_helpers() {
     os << "struct __align__(64) tessel_att_tmap { unsigned long long v[16]; };  /* a CUtensorMap (__grid_constant__) */\n";
     os << R"(static __device__ __forceinline__ void tessel_att_mbar_init(unsigned long long* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(count));
@@ -212,43 +251,47 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     }
   }
 
-  // the kernel's tensors as parameters, in Kernel::tensors order
-  std::string params;
-  for (const auto& t : k.tensors) {
-    const bool out = t.kind == ir::TensorKind::Output;
-    params += (params.empty() ? "" : ", ") + std::string(out ? "" : "const ") + elem_type(t.dtype) + "* __restrict__ t_" + t.name;
+  // the signature (the kernel's tensors as parameters, in Kernel::tensors order), the shared
+  // memory's regions, the thread's roles, its batch point and the operands' batch origins
+  void kernel_head() {
+    std::string params;
+    for (const auto& t : k.tensors) {
+      const bool out = t.kind == ir::TensorKind::Output;
+      params += (params.empty() ? "" : ", ") + std::string(out ? "" : "const ") + elem_type(t.dtype) + "* __restrict__ t_" + t.name;
+    }
+    if (ws)
+      params += ", char* scratch_, const __grid_constant__ tessel_att_tmap tmq_, const __grid_constant__ tessel_att_tmap tmk_, "
+                "const __grid_constant__ tessel_att_tmap tmv_";
+    else
+      params += ", char* scratch_";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ") {\n";
+    os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
+    os << "  unsigned char* sm_ = (unsigned char*)(((unsigned long long)smem_raw_ + 1023) & ~1023ull);\n";
+    os << "  unsigned char* sq_ = sm_;\n";
+    // buffer b of K and of V (computed: an array of pointers indexed by the block's parity lives in local memory)
+    os << "  auto sk_ = [&](int b_) { return sm_ + " << q_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
+    os << "  auto sv_ = [&](int b_) { return sm_ + " << q_bytes + k_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
+    if (ws)  // warpgroup 0 the producer, the consumers' rows from warpgroup 1 on
+      os << "  const int tid_ = threadIdx.x, wgi_ = __shfl_sync(0xffffffffu, tid_ / " << wg_threads << ", 0), wg_ = wgi_ - 1, warp_ = (tid_ % "
+         << wg_threads << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
+    else
+      os << "  const int tid_ = threadIdx.x, wg_ = tid_ / " << wg_threads << ", warp_ = (tid_ % " << wg_threads
+         << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
+    os << "  const long long q0_ = (long long)blockIdx.x * " << BQ << ";\n";
+    // batch point from blockIdx.y
+    os << "  long long rest_ = blockIdx.y;\n";
+    for (size_t b = a.batch.size(); b-- > 0;)
+      os << "  const long long " << role_var(a.batch[b].var) << " = rest_ % " << a.batch[b].extent << "LL; rest_ /= " << a.batch[b].extent << "LL;\n";
+    os << "  (void)rest_; (void)scratch_;\n";
+    const std::map<std::string, std::string> zero_rows = {{a.query.var, "0"}, {a.key.var, "0"}, {dv, "0"}, {ev, "0"}};
+    os << "  const " << et << "* qb_ = t_" << a.q.tensor << " + (" << offset(a.q, zero_rows) << ");\n";
+    os << "  const " << et << "* kb_ = t_" << a.k.tensor << " + (" << offset(a.k, zero_rows) << ");\n";
+    os << "  const " << et << "* vb_ = t_" << a.v.tensor << " + (" << offset(a.v, zero_rows) << ");\n";
   }
-  if (ws)
-    params += ", char* scratch_, const __grid_constant__ tessel_att_tmap tmq_, const __grid_constant__ tessel_att_tmap tmk_, "
-              "const __grid_constant__ tessel_att_tmap tmv_";
-  else
-    params += ", char* scratch_";
-  os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ") {\n";
-  os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
-  os << "  unsigned char* sm_ = (unsigned char*)(((unsigned long long)smem_raw_ + 1023) & ~1023ull);\n";
-  os << "  unsigned char* sq_ = sm_;\n";
-  // buffer b of K and of V (computed: an array of pointers indexed by the block's parity lives in local memory)
-  os << "  auto sk_ = [&](int b_) { return sm_ + " << q_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
-  os << "  auto sv_ = [&](int b_) { return sm_ + " << q_bytes + k_bytes << " + b_ * " << k_bytes + v_bytes << "; };\n";
-  if (ws)  // warpgroup 0 the producer, the consumers' rows from warpgroup 1 on
-    os << "  const int tid_ = threadIdx.x, wgi_ = __shfl_sync(0xffffffffu, tid_ / " << wg_threads << ", 0), wg_ = wgi_ - 1, warp_ = (tid_ % "
-       << wg_threads << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
-  else
-    os << "  const int tid_ = threadIdx.x, wg_ = tid_ / " << wg_threads << ", warp_ = (tid_ % " << wg_threads
-       << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
-  os << "  const long long q0_ = (long long)blockIdx.x * " << BQ << ";\n";
-  // batch point from blockIdx.y
-  os << "  long long rest_ = blockIdx.y;\n";
-  for (size_t b = a.batch.size(); b-- > 0;)
-    os << "  const long long " << role_var(a.batch[b].var) << " = rest_ % " << a.batch[b].extent << "LL; rest_ /= " << a.batch[b].extent << "LL;\n";
-  os << "  (void)rest_; (void)scratch_;\n";
-  const std::map<std::string, std::string> zero_rows = {{a.query.var, "0"}, {a.key.var, "0"}, {dv, "0"}, {ev, "0"}};
-  os << "  const " << et << "* qb_ = t_" << a.q.tensor << " + (" << offset(a.q, zero_rows) << ");\n";
-  os << "  const " << et << "* kb_ = t_" << a.k.tensor << " + (" << offset(a.k, zero_rows) << ");\n";
-  os << "  const " << et << "* vb_ = t_" << a.v.tensor << " + (" << offset(a.v, zero_rows) << ");\n";
+
   // a tile of R rows x C columns (16-byte chunks) into 64-column slabs of R x 128 B, swizzled
-  auto tile_copy = [&](const std::string& dst, const std::string& src, int rows, int cols, const std::string& row0,
-                       const std::string& limit, int64_t row_stride) {
+  void tile_copy(const std::string& dst, const std::string& src, int rows, int cols, const std::string& row0, const std::string& limit,
+                 int64_t row_stride) {
     const int chunks = rows * cols / 8, per_row = cols / 8;
     os << "    #pragma unroll\n    for (int c_ = tid_; c_ < " << chunks << "; c_ += " << NT << ") {\n"
        << "      const int row_ = c_ / " << per_row << ", q_ = c_ % " << per_row << ";\n"
@@ -257,18 +300,21 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
        << "      tessel_att_cp16(" << dst << " + (q_ / 8) * " << rows * kSwizzleRowBytes << " + row_ * " << kSwizzleRowBytes
        << " + (((q_ % 8) ^ (row_ % 8)) * 16), " << src << " + (ok_ ? g_ : 0) * " << row_stride << "LL + q_ * 8, ok_);\n"
        << "    }\n";
-  };
-  const int64_t qs = a.q.stride(a.query.var), ks = a.k.stride(a.key.var), vs = a.v.stride(a.key.var);
+  }
+
   // the key blocks this query block needs (causal: none wholly above the diagonal)
-  if (a.causal_offset)
-    os << "  const long long kend_ = q0_ + " << BQ << " + " << *a.causal_offset << "LL < " << T << "LL ? q0_ + " << BQ << " + "
-       << *a.causal_offset << "LL : " << T << "LL;\n";
-  else
-    os << "  const long long kend_ = " << T << "LL;\n";
-  os << "  const int nblocks_ = (int)((kend_ + " << BK - 1 << ") / " << BK << ");\n";
-  // copies: group 0 = {Q, K_0}; the group of iteration j = {K_(j+1), V_j}; iteration j reads K_j and
-  // V_(j-1), so waiting for all groups but the newest is enough, and two buffers of each suffice
-  if (ws) {
+  void key_range() {
+    if (a.causal_offset)
+      os << "  const long long kend_ = q0_ + " << BQ << " + " << *a.causal_offset << "LL < " << T << "LL ? q0_ + " << BQ << " + "
+         << *a.causal_offset << "LL : " << T << "LL;\n";
+    else
+      os << "  const long long kend_ = " << T << "LL;\n";
+    os << "  const int nblocks_ = (int)((kend_ + " << BK - 1 << ") / " << BK << ");\n";
+  }
+
+  // warp-specialised: the slots' barriers, then the producer warpgroup's copies; the consumers'
+  // part opens here (closed after the epilogue)
+  void producer() {
     // slots: kfull_/vfull_ complete when a block's bytes have landed (the producer's arrival and
     // the copies' bytes), kempty_/vempty_ when every consumer warp is done reading the slot
     os << "  __shared__ __align__(8) unsigned long long qbar_, kfull_[" << ST << "], kempty_[" << ST << "], vfull_[" << ST << "], vempty_["
@@ -307,21 +353,29 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "  tessel_att_mbar_wait(&qbar_, 0);\n";
     if (pingpong)  // warpgroup 0 issues first
       os << "  if (wg_ == 1) asm volatile(\"bar.arrive 1, " << 2 * wg_threads << ";\\n\" ::: \"memory\");\n";
-  } else {
+  }
+
+  // cp.async: group 0 = {Q, K_0}; the group of iteration j = {K_(j+1), V_j}; iteration j reads K_j
+  // and V_(j-1), so waiting for all groups but the newest is enough, and two buffers of each suffice
+  void first_copies() {
     os << "  {  /* Q once, and the first K block */\n";
     tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
     tile_copy("sk_(0)", "kb_", BK, D, "0LL", "kend_", ks);
     os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n  }\n";
   }
+
   // registers: S accumulators, O accumulators, running max / sum of the two rows a thread holds,
   // the probabilities of this block and of the previous one (read by its P V MMAs in flight)
-  os << "  float s_[" << BK / 2 << "], o_[" << E / 2 << "];\n";
-  os << "  unsigned pp_[" << BK / 16 << "][4];\n";
-  os << "  #pragma unroll\n  for (int x_ = 0; x_ < " << E / 2 << "; ++x_) o_[x_] = 0.f;\n";
-  os << "  float m_[2] = {-TESSEL_INF, -TESSEL_INF}, l_[2] = {0.f, 0.f};\n";
-  os << "  const float kLog2e_ = 1.4426950408889634f;\n";
-  os << "  const long long row_[2] = {q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4, q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4 + 8};\n";
-  auto pv_mmas = [&](const std::string& pad, const std::string& vbuf) {
+  void accumulators() {
+    os << "  float s_[" << BK / 2 << "], o_[" << E / 2 << "];\n";
+    os << "  unsigned pp_[" << BK / 16 << "][4];\n";
+    os << "  #pragma unroll\n  for (int x_ = 0; x_ < " << E / 2 << "; ++x_) o_[x_] = 0.f;\n";
+    os << "  float m_[2] = {-TESSEL_INF, -TESSEL_INF}, l_[2] = {0.f, 0.f};\n";
+    os << "  const float kLog2e_ = 1.4426950408889634f;\n";
+    os << "  const long long row_[2] = {q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4, q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4 + 8};\n";
+  }
+
+  void pv_mmas(const std::string& pad, const std::string& vbuf) {
     os << pad << "#pragma unroll\n" << pad << "for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n"
        << pad << "  tessel_att_wgmma_n" << E << "_ra1(o_, pp_[kk_], tessel_att_desc(" << vbuf << " + kk_ * 16 * " << kSwizzleRowBytes
        << ", " << BK * kSwizzleRowBytes << "));\n";
@@ -331,55 +385,59 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << pad << "#pragma unroll\n" << pad << "for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
     os << pad << "#pragma unroll\n" << pad << "for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n" << pad << "#pragma unroll\n" << pad
        << "for (int x_ = 0; x_ < 4; ++x_) asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
-  };
-  os << "  for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
-  const int NB = ws ? ST : 2;  // K / V slots
-  os << "    const int buf_ = jb_ % " << NB << ", pbuf_ = (jb_ + " << NB - 1 << ") % " << NB << ";\n";
-  if (ws) {
-    os << "    tessel_att_mbar_wait(kfull_ + buf_, (jb_ / " << NB << ") & 1);  /* K_j has landed */\n";
-  } else {
-    std::ostringstream tmp;
-    std::swap(tmp, os);
-    os << "    if (jb_ + 1 < nblocks_) {\n";
-    tile_copy("sk_(buf_ ^ 1)", "kb_", BK, D, "(long long)(jb_ + 1) * " + num(BK), "kend_", ks);
-    os << "    }\n";
-    tile_copy("sv_(buf_)", "vb_", BK, E, "(long long)jb_ * " + num(BK), "kend_", vs);
-    std::swap(tmp, os);
-    os << tmp.str();
-    os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n";
-    os << "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n";
-    os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
   }
-  os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
-  // S_j = Q K_j^T, then O += P_(j-1) V_(j-1): both in flight while the softmax of S_j runs
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
-  if (pingpong) os << "    asm volatile(\"bar.sync %0, " << 2 * wg_threads << ";\\n\" :: \"r\"(1 + wg_) : \"memory\");  /* this warpgroup's turn */\n";
-  os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
-  os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << D / 16 << "; ++kk_) {\n"
-     << "      const unsigned char* qa_ = sq_ + (kk_ / 4) * " << BQ * kSwizzleRowBytes << " + wg_ * 64 * " << kSwizzleRowBytes
-     << " + (kk_ % 4) * 32;\n"
-     << "      const unsigned char* kbp_ = sk_(buf_) + (kk_ / 4) * " << BK * kSwizzleRowBytes << " + (kk_ % 4) * 32;\n"
-     << "      tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
-  os << "    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
-  os << "    if (jb_ > 0) {\n";
-  if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
-  pv_mmas("      ", "sv_(pbuf_)");
-  // the other warpgroup's turn (warpgroup 1 skips its last: warpgroup 0 syncs once per block)
-  if (pingpong)
-    os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
-       << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
-  os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
-  os << "    } else {\n";
-  if (pingpong)
-    os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
-       << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
-  os << "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
-  if (ws) os << "    if (lane_ == 0) tessel_att_mbar_arrive(kempty_ + buf_);  /* S_j done: K_j's slot is free */\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
-  // the steps on each score, keys past the end masked
-  auto value_of = [&](const kernel::AttentionExpr& x, const std::map<std::string, std::string>& running) {
+
+  // a key block's copies (or its wait), S_j = Q K_j^T, then O += P_(j-1) V_(j-1): both in flight
+  // while the softmax of S_j runs
+  void loop_head() {
+    os << "  for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
+    os << "    const int buf_ = jb_ % " << NB << ", pbuf_ = (jb_ + " << NB - 1 << ") % " << NB << ";\n";
+    if (ws) {
+      os << "    tessel_att_mbar_wait(kfull_ + buf_, (jb_ / " << NB << ") & 1);  /* K_j has landed */\n";
+    } else {
+      std::ostringstream tmp;
+      std::swap(tmp, os);
+      os << "    if (jb_ + 1 < nblocks_) {\n";
+      tile_copy("sk_(buf_ ^ 1)", "kb_", BK, D, "(long long)(jb_ + 1) * " + num(BK), "kend_", ks);
+      os << "    }\n";
+      tile_copy("sv_(buf_)", "vb_", BK, E, "(long long)jb_ * " + num(BK), "kend_", vs);
+      std::swap(tmp, os);
+      os << tmp.str();
+      os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n";
+      os << "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n";
+      os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+    }
+    os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
+    if (pingpong) os << "    asm volatile(\"bar.sync %0, " << 2 * wg_threads << ";\\n\" :: \"r\"(1 + wg_) : \"memory\");  /* this warpgroup's turn */\n";
+    os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+    os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << D / 16 << "; ++kk_) {\n"
+       << "      const unsigned char* qa_ = sq_ + (kk_ / 4) * " << BQ * kSwizzleRowBytes << " + wg_ * 64 * " << kSwizzleRowBytes
+       << " + (kk_ % 4) * 32;\n"
+       << "      const unsigned char* kbp_ = sk_(buf_) + (kk_ / 4) * " << BK * kSwizzleRowBytes << " + (kk_ % 4) * 32;\n"
+       << "      tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
+    os << "    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
+    os << "    if (jb_ > 0) {\n";
+    if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
+    pv_mmas("      ", "sv_(pbuf_)");
+    // the other warpgroup's turn (warpgroup 1 skips its last: warpgroup 0 syncs once per block)
+    if (pingpong)
+      os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
+         << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
+    os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
+    os << "    } else {\n";
+    if (pingpong)
+      os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
+         << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
+    os << "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
+    if (ws) os << "    if (lane_ == 0) tessel_att_mbar_arrive(kempty_ + buf_);  /* S_j done: K_j's slot is free */\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
+  }
+
+  // a record expression (a step on the score, the epilogue) as C, `running` naming its inputs
+  std::string value_of(const kernel::AttentionExpr& x, const std::map<std::string, std::string>& running) const {
     ValueContext ctx;
     ctx.sizes = &k.sizes;
     ctx.affine = [&](const ir::AffineExpr& e) {
@@ -398,13 +456,9 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
       return "t_" + acc.name + "[" + lin + "]";
     };
     return rounded(x.type, value_expr(*x.expr, ctx));
-  };
-  // the steps on each score. Blocks wholly inside the keys and (causal) wholly below the diagonal
-  // for this warp's 16 rows take a lean path: no key-end test, the mask's kept branch alone
-  std::vector<kernel::AttentionExpr> lean = a.steps;
-  if (a.causal_offset && !lean.empty() && lean.back().expr->kind == ir::ExprKind::Apply && lean.back().expr->op == ir::Op::Select)
-    lean.back().expr = lean.back().expr->args[1].get();
-  auto score_loop = [&](const std::vector<kernel::AttentionExpr>& steps, bool key_end) {
+  }
+
+  void score_loop(const std::vector<kernel::AttentionExpr>& steps, bool key_end) {
     os << "      #pragma unroll\n      for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n      #pragma unroll\n      for (int h_ = 0; h_ < 4; ++h_) {\n";
     os << "        const int " << I << " = (int)row_[h_ / 2];\n";
     os << "        const int " << J << " = (int)j0_ + c_ * 8 + t4_ * 2 + (h_ % 2);\n";
@@ -419,95 +473,124 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     else os << "        const float x_ = " << cur << ";\n";
     // fmaxf: a NaN score makes the row's sum NaN, so every output of the row is NaN as in the definition
     os << "        s_[c_ * 4 + h_] = x_;\n        bm_[h_ / 2] = fmaxf(bm_[h_ / 2], x_);\n      }\n";
-  };
-  os << "    float bm_[2] = {-TESSEL_INF, -TESSEL_INF};\n";
-  os << "    const bool lean_ = j0_ + " << BK << " <= " << T << "LL"
-     << (a.causal_offset ? " && j0_ + " + num(BK - 1) + " <= q0_ + wg_ * 64 + warp_ * 16 + " + num(*a.causal_offset) + "LL" : std::string())
-     << ";\n";
-  os << "    if (lean_) {\n";
-  score_loop(lean, false);
-  os << "    } else {\n";
-  score_loop(a.steps, true);
-  os << "    }\n";
-  // row max across the quad, the rescale factor, exponentials (exp2 of a scaled difference)
-  // the exponent as (s - m) * log2(e): the difference first, exact where a masked row's logits all
-  // equal m (a fused s * log2(e) - m * log2(e) is off by m's rounding: exp2 of +-1e23 for -1e30 logits)
-  os << "    float corr_[2], mu_[2];\n";
-  os << "    #pragma unroll\n    for (int r_ = 0; r_ < 2; ++r_) {\n"
-     << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 1));\n"
-     << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 2));\n"
-     << "      const float mn_ = fmaxf(m_[r_], bm_[r_]);\n"
-     << "      mu_[r_] = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
-     << "      corr_[r_] = exp2f((m_[r_] - mu_[r_]) * kLog2e_);\n"
-     << "      m_[r_] = mn_;\n      l_[r_] *= corr_[r_];\n    }\n";
-  // the probabilities in place of the scores (P V of the previous block may still read pp_)
-  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n"
-     << "      const float pv_ = " << rounded(a.prob_type, "exp2f((s_[c_ * 4 + h_] - mu_[h_ / 2]) * kLog2e_)") << ";\n"
-     << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
-  // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
-  os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
-  if (ws) os << "    if (jb_ > 0 && lane_ == 0) tessel_att_mbar_arrive(vempty_ + pbuf_);  /* P V_(j-1) done: V_(j-1)'s slot is free */\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
-  os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n    #pragma unroll\n    for (int x_ = 0; x_ < 4; ++x_) "
-        "asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
-  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << E / 8 << "; ++c_) {\n"
-     << "      o_[c_ * 4 + 0] *= corr_[0]; o_[c_ * 4 + 1] *= corr_[0]; o_[c_ * 4 + 2] *= corr_[1]; o_[c_ * 4 + 3] *= corr_[1];\n    }\n";
-  os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_) {\n"
-     << "      pp_[c_ / 2][(c_ % 2) * 2 + 0] = tessel_att_pack(s_[c_ * 4 + 0], s_[c_ * 4 + 1]);\n"
-     << "      pp_[c_ / 2][(c_ % 2) * 2 + 1] = tessel_att_pack(s_[c_ * 4 + 2], s_[c_ * 4 + 3]);\n    }\n";
-  if (!ws) os << "    __syncthreads();  /* every warpgroup is done with K_j and V_(j-1) before they are refilled */\n";
-  os << "  }\n";
-  // the last block's P V
-  if (ws) {
-    os << "  if (nblocks_ > 0) {\n";
-    os << "    tessel_att_mbar_wait(vfull_ + (nblocks_ - 1) % " << NB << ", ((nblocks_ - 1) / " << NB << ") & 1);\n";
-  } else {
-    os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
-    os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
-    os << "  if (nblocks_ > 0) {\n";
   }
-  os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
-  pv_mmas("    ", "sv_((nblocks_ - 1) % " + num(NB) + ")");
-  os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
-  os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n  }\n";
-  // the epilogue
-  os << "  #pragma unroll\n  for (int r_ = 0; r_ < 2; ++r_) {\n"
-     << "    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 1);\n    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 2);\n  }\n";
-  os << "  #pragma unroll\n  for (int c_ = 0; c_ < " << E / 8 << "; ++c_)\n  #pragma unroll\n  for (int h_ = 0; h_ < 4; ++h_) {\n";
-  os << "    const long long " << I << " = row_[h_ / 2];\n";
-  os << "    if (" << I << " >= " << Sq << "LL) continue;\n";
-  os << "    const long long " << role_var(ev) << " = c_ * 8 + t4_ * 2 + (h_ % 2);\n";
-  os << "    const float l_row_ = l_[h_ / 2];\n";
-  const std::string o = a.normalise_first ? "(o_[c_ * 4 + h_] / l_row_)" : "o_[c_ * 4 + h_]";
-  const std::string result = a.epilogue.expr ? value_of(a.epilogue, {{"O", o}, {"Z", "l_row_"}}) : o;
-  os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n";
-  if (ws) os << "  }  /* consumers */\n";
-  os << "}\n";
 
-  Launch l;
-  l.kernel = name;
-  l.grid[0] = unsigned((Sq + BQ - 1) / BQ);
-  l.grid[1] = unsigned(a.size_batch());
-  l.block = unsigned(NT);
-  l.dynamic_shared_bytes = uint32_t(smem);
-  if (ws) l.tensor_maps = {tq, tk, tv};
-  p.launches.push_back(l);
-  p.arch = m.arch + "a";
-  p.tensor_cores = true;
-  p.flops = a.effective_flops();
-  p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, pingpong ? "tma/pingpong" : ws ? "tma" : "cpasync");
-  p.explain.push_back(fmt::format(
-      "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
-      "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
-      "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; {}{}; {} B of shared memory",
-      a.name, BQ, NWG, BK, BK, E,
-      ws ? fmt::format("K / V in a ring of {} slots filled by a TMA producer warpgroup (full / empty mbarriers, no block barrier "
-                       "in the loop; setmaxnreg {} / {}){}",
-                       ST, kProducerRegisters, kConsumerRegisters,
-                       pingpong ? "; the two consumer warpgroups take turns issuing their MMAs (ping-pong)" : "")
-         : std::string("K / V double-buffered by cp.async"),
-      a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
+  // the steps on each score, keys past the end masked. Blocks wholly inside the keys and (causal)
+  // wholly below the diagonal for this warp's 16 rows take a lean path: no key-end test, the
+  // mask's kept branch alone
+  void scores() {
+    std::vector<kernel::AttentionExpr> lean = a.steps;
+    if (a.causal_offset && !lean.empty() && lean.back().expr->kind == ir::ExprKind::Apply && lean.back().expr->op == ir::Op::Select)
+      lean.back().expr = lean.back().expr->args[1].get();
+    os << "    float bm_[2] = {-TESSEL_INF, -TESSEL_INF};\n";
+    os << "    const bool lean_ = j0_ + " << BK << " <= " << T << "LL"
+       << (a.causal_offset ? " && j0_ + " + num(BK - 1) + " <= q0_ + wg_ * 64 + warp_ * 16 + " + num(*a.causal_offset) + "LL" : std::string())
+       << ";\n";
+    os << "    if (lean_) {\n";
+    score_loop(lean, false);
+    os << "    } else {\n";
+    score_loop(a.steps, true);
+    os << "    }\n";
+  }
+
+  // row max across the quad, the rescale factor, exponentials (exp2 of a scaled difference): the
+  // exponent as (s - m) * log2(e), the difference first, exact where a masked row's logits all
+  // equal m (a fused s * log2(e) - m * log2(e) is off by m's rounding: exp2 of +-1e23 for -1e30 logits)
+  void softmax() {
+    os << "    float corr_[2], mu_[2];\n";
+    os << "    #pragma unroll\n    for (int r_ = 0; r_ < 2; ++r_) {\n"
+       << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 1));\n"
+       << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 2));\n"
+       << "      const float mn_ = fmaxf(m_[r_], bm_[r_]);\n"
+       << "      mu_[r_] = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
+       << "      corr_[r_] = exp2f((m_[r_] - mu_[r_]) * kLog2e_);\n"
+       << "      m_[r_] = mn_;\n      l_[r_] *= corr_[r_];\n    }\n";
+    // the probabilities in place of the scores (P V of the previous block may still read pp_)
+    os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n"
+       << "      const float pv_ = " << rounded(a.prob_type, "exp2f((s_[c_ * 4 + h_] - mu_[h_ / 2]) * kLog2e_)") << ";\n"
+       << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
+  }
+
+  // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
+  void loop_tail() {
+    os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+    if (ws) os << "    if (jb_ > 0 && lane_ == 0) tessel_att_mbar_arrive(vempty_ + pbuf_);  /* P V_(j-1) done: V_(j-1)'s slot is free */\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+    os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n    #pragma unroll\n    for (int x_ = 0; x_ < 4; ++x_) "
+          "asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
+    os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << E / 8 << "; ++c_) {\n"
+       << "      o_[c_ * 4 + 0] *= corr_[0]; o_[c_ * 4 + 1] *= corr_[0]; o_[c_ * 4 + 2] *= corr_[1]; o_[c_ * 4 + 3] *= corr_[1];\n    }\n";
+    os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_) {\n"
+       << "      pp_[c_ / 2][(c_ % 2) * 2 + 0] = tessel_att_pack(s_[c_ * 4 + 0], s_[c_ * 4 + 1]);\n"
+       << "      pp_[c_ / 2][(c_ % 2) * 2 + 1] = tessel_att_pack(s_[c_ * 4 + 2], s_[c_ * 4 + 3]);\n    }\n";
+    if (!ws) os << "    __syncthreads();  /* every warpgroup is done with K_j and V_(j-1) before they are refilled */\n";
+    os << "  }\n";
+  }
+
+  // the last block's P V
+  void last_pv() {
+    if (ws) {
+      os << "  if (nblocks_ > 0) {\n";
+      os << "    tessel_att_mbar_wait(vfull_ + (nblocks_ - 1) % " << NB << ", ((nblocks_ - 1) / " << NB << ") & 1);\n";
+    } else {
+      os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
+      os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
+      os << "  if (nblocks_ > 0) {\n";
+    }
+    os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
+    pv_mmas("    ", "sv_((nblocks_ - 1) % " + num(NB) + ")");
+    os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
+    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n  }\n";
+  }
+
+  void epilogue() {
+    os << "  #pragma unroll\n  for (int r_ = 0; r_ < 2; ++r_) {\n"
+       << "    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 1);\n    l_[r_] += __shfl_xor_sync(0xffffffffu, l_[r_], 2);\n  }\n";
+    os << "  #pragma unroll\n  for (int c_ = 0; c_ < " << E / 8 << "; ++c_)\n  #pragma unroll\n  for (int h_ = 0; h_ < 4; ++h_) {\n";
+    os << "    const long long " << I << " = row_[h_ / 2];\n";
+    os << "    if (" << I << " >= " << Sq << "LL) continue;\n";
+    os << "    const long long " << role_var(ev) << " = c_ * 8 + t4_ * 2 + (h_ % 2);\n";
+    os << "    const float l_row_ = l_[h_ / 2];\n";
+    const std::string o = a.normalise_first ? "(o_[c_ * 4 + h_] / l_row_)" : "o_[c_ * 4 + h_]";
+    const std::string result = a.epilogue.expr ? value_of(a.epilogue, {{"O", o}, {"Z", "l_row_"}}) : o;
+    os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n";
+    if (ws) os << "  }  /* consumers */\n";
+    os << "}\n";
+  }
+
+  void launch(CudaProgram& p) const {
+    Launch l;
+    l.kernel = name;
+    l.grid[0] = unsigned((Sq + BQ - 1) / BQ);
+    l.grid[1] = unsigned(a.size_batch());
+    l.block = unsigned(NT);
+    l.dynamic_shared_bytes = uint32_t(smem);
+    if (ws) l.tensor_maps = {tq, tk, tv};
+    p.launches.push_back(l);
+    p.arch = m.arch + "a";
+    p.tensor_cores = true;
+    p.flops = a.effective_flops();
+    p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, pingpong ? "tma/pingpong" : ws ? "tma" : "cpasync");
+    p.explain.push_back(fmt::format(
+        "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
+        "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
+        "(V N-major); the softmax of a block overlaps the P V MMAs of the one before; {}{}; {} B of shared memory",
+        a.name, BQ, NWG, BK, BK, E,
+        ws ? fmt::format("K / V in a ring of {} slots filled by a TMA producer warpgroup (full / empty mbarriers, no block barrier "
+                         "in the loop; setmaxnreg {} / {}){}",
+                         ST, kProducerRegisters, kConsumerRegisters,
+                         pingpong ? "; the two consumer warpgroups take turns issuing their MMAs (ping-pong)" : "")
+           : std::string("K / V double-buffered by cp.async"),
+        a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
+  }
+};
+
+}  // namespace
+
+void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
+                          CudaProgram& p, int warpgroups, AttentionCopies copies) {
+  WgmmaAttention(k, a, m, os, warpgroups, copies).emit(p);
 }
 
 }  // namespace tessel::emit_cuda
