@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,6 +92,31 @@ inline void verify(const Case& c, const std::string& def, const std::string& sha
   }
   CHECK(pruned.sync.sync_instructions <= naive.sync.sync_instructions);
   if (pruned_no_slower) CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+}
+
+// Naive and pruned (each run by `runner`, `run` by default): verified, exactly when `exact`,
+// race-free, no deadlock, and with `pruned_no_slower` the pruned program no slower; returns the
+// pruned cycles.
+inline uint64_t verified_cycles(const Case& c, bool exact, bool pruned_no_slower = false,
+                                const std::function<Run(const Case&, npu_sync::SyncMode)>& runner = {}) {
+  auto one = [&](npu_sync::SyncMode m) { return runner ? runner(c, m) : run(c, m); };
+  const Run naive = one(npu_sync::SyncMode::Naive);
+  const Run pruned = one(npu_sync::SyncMode::Pruned);
+  for (const Run* r : {&naive, &pruned}) {
+    CHECK(r->verification.verified);
+    if (exact) CHECK(r->verification.max_abs_err == 0);
+    CHECK(r->sim.record.races.empty());
+    CHECK_FALSE(r->sim.record.deadlock);
+  }
+  if (pruned_no_slower) CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
+  return pruned.sim.record.total_cycles;
+}
+
+// The kernel's notes (the lowering's decisions), one a line.
+inline std::string kernel_notes(const Case& c) {
+  std::string s;
+  for (const auto& n : c.kernel.notes) s += n + "\n";
+  return s;
 }
 
 inline void check_verifies(const std::string& file, const std::string& def, const std::string& shape,

@@ -29,28 +29,10 @@ Run run_any(const Case& c, npu_sync::SyncMode mode) {
   return r;
 }
 
-// Naive and pruned: verified, race-free, no deadlock; returns the pruned cycles.
-uint64_t verified_cycles(const Case& c) {
-  const Run naive = run_any(c, npu_sync::SyncMode::Naive);
-  const Run pruned = run_any(c, npu_sync::SyncMode::Pruned);
-  for (const Run* r : {&naive, &pruned}) {
-    CHECK(r->verification.verified);
-    CHECK(r->sim.record.races.empty());
-    CHECK_FALSE(r->sim.record.deadlock);
-  }
-  return pruned.sim.record.total_cycles;
-}
-
 int barriers(const Case& c) {
   int n = 0;
   for (const auto& i : c.kernel.program.code) n += i.opcode == npu::Opcode::SyncAll;
   return n;
-}
-
-std::string notes(const Case& c) {
-  std::string s;
-  for (const auto& n : c.kernel.notes) s += n + "\n";
-  return s;
 }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -63,12 +45,12 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 // core the reads alone take 4 MiB / 87 = 48,200 cycles (66,435 before the split).
 TEST_CASE("a sum over every element is split over every core with one sync_all (davinci-910)") {
   auto c = compile_case("reduction_cores.tsl", "sum_all", "M=1024,N=1024");
-  const std::string n = notes(*c);
+  const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 32);
   CHECK(barriers(*c) == 1);
   CHECK(has(n, "reductions split over cores: Y along m_n over 32 cores (32768 each)"));
-  const uint64_t cycles = verified_cycles(*c);
+  const uint64_t cycles = verified_cycles(*c, false, false, run_any);
   MESSAGE("sum over 1024 x 1024 f32 on davinci-910: " << cycles << " cycles");
   CHECK(cycles < 4000);
 }
@@ -85,26 +67,26 @@ TEST_CASE("a max over every element combines with max (davinci-910, exact)") {
 
 TEST_CASE("batch-norm training statistics per channel split over the pixels: every phase on 32 cores") {
   auto c = compile_case("reduction_cores.tsl", "bn_train_nhwc", "N=4,H=14,W=14,C=128");
-  const std::string n = notes(*c);
+  const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 32);
   // Sum's partial | its combine and Mean | D | SqSum's partial | its combine | Y
   CHECK(barriers(*c) == 5);
   CHECK(has(n, "reductions split over cores: Sum along n_h_w"));
-  verified_cycles(*c);
+  verified_cycles(*c, false, false, run_any);
 }
 
 // (2, 1024, 8, 32) f32: as one phase the 16 (n, g) pairs take 16 cores, each 1,024 rows of 32 lanes
 // (half a repeat); split in two along i, the partials take 32.
 TEST_CASE("group norm statistics per (n, g) split along i: the partials on 32 cores") {
   auto c = compile_case("reduction_cores.tsl", "group_norm_nige", "N=2,I=1024,G=8,E=32");
-  const std::string n = notes(*c);
+  const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 32);
   CHECK(barriers(*c) >= 2);
   CHECK(has(n, "Sum along i over 2 cores"));
   CHECK(has(n, "phase 0: general vector lowering on 32 core(s)"));
-  verified_cycles(*c);
+  verified_cycles(*c, false, false, run_any);
 }
 
 // davinci-310: 2 cores sharing 95 B/cycle of GM. One core: 512 KiB at 87 B/cycle = 6,026 cycles of
@@ -114,16 +96,16 @@ TEST_CASE("on davinci-310 a sum over every element takes both cores") {
   auto c = compile_case("reduction_cores.tsl", "sum_all", "M=256,N=512", "", true, kTarget310);
   CHECK(c->kernel.program.cores == 2);
   CHECK(barriers(*c) == 1);
-  verified_cycles(*c);
+  verified_cycles(*c, false, false, run_any);
 }
 
 TEST_CASE("no split where it cannot pay or the output already gives every core work") {
   auto tiny = compile_case("reduction_cores.tsl", "sum_all", "M=5,N=7");  // the barrier costs more than the reads
   CHECK(barriers(*tiny) == 0);
-  verified_cycles(*tiny);
+  verified_cycles(*tiny, false, false, run_any);
   auto rows = compile_case("reduction_cores.tsl", "sum_rows", "M=4096,N=64");  // 4,096 outputs: 2 repeats per core
   CHECK(barriers(*rows) == 0);
-  verified_cycles(*rows);
+  verified_cycles(*rows, false, false, run_any);
   // an f16 sum accumulates in the interpreter's order: no partials (they would reassociate it)
   auto f16 = compile_case("reduction_cores.tsl", "sum_all_f16", "M=512,N=512", "", false);
   CHECK(barriers(*f16) == 0);

@@ -18,25 +18,6 @@ using namespace tessel::npu_test;
 
 namespace {
 
-// Naive and pruned: verified (exactly when `exact`), race-free, no deadlock; returns the pruned cycles.
-uint64_t verified_cycles(const Case& c, bool exact) {
-  const Run naive = run(c, npu_sync::SyncMode::Naive);
-  const Run pruned = run(c, npu_sync::SyncMode::Pruned);
-  for (const Run* r : {&naive, &pruned}) {
-    CHECK(r->verification.verified);
-    if (exact) CHECK(r->verification.max_abs_err == 0);
-    CHECK(r->sim.record.races.empty());
-    CHECK_FALSE(r->sim.record.deadlock);
-  }
-  return pruned.sim.record.total_cycles;
-}
-
-std::string notes(const Case& c) {
-  std::string s;
-  for (const auto& n : c.kernel.notes) s += n + "\n";
-  return s;
-}
-
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
@@ -51,7 +32,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST_CASE("NCHW max pooling at stride 2 is mirrored in UB blocks on every core (davinci-910, f32 and f16, exact)") {
   for (const char* def : {"maxpool_nchw", "maxpool_nchw_f16"}) {
     auto c = compile_case("vector_cores.tsl", def, "N=4,C=8,P=14,Q=14");
-    const std::string n = notes(*c);
+    const std::string n = kernel_notes(*c);
     CAPTURE(def);
     CAPTURE(n);
     CHECK(c->kernel.program.cores == 32);
@@ -67,17 +48,17 @@ TEST_CASE("NCHW max pooling at stride 2 is mirrored in UB blocks on every core (
 // last store; bound 4,000 (one core: 32 x 137 = 4,384 vector cycles alone).
 TEST_CASE("NCHW pooling on davinci-310 uses both cores, average pooling too (its sum in the interpreter's order)") {
   auto c = compile_case("vector_cores.tsl", "maxpool_nchw", "N=4,C=8,P=14,Q=14", "", true, kTarget310);
-  CAPTURE(notes(*c));
+  CAPTURE(kernel_notes(*c));
   CHECK(c->kernel.program.cores == 2);
-  CHECK(has(notes(*c), "tile mirrored in UB blocks"));
+  CHECK(has(kernel_notes(*c), "tile mirrored in UB blocks"));
   const uint64_t cycles = verified_cycles(*c, true);
   MESSAGE("maxpool_nchw 4x8x28x28 on davinci-310: " << cycles << " cycles");
   CHECK(cycles < 4000);
   for (const std::string& target : {kTarget, kTarget310}) {
     auto a = compile_case("vector_cores.tsl", "avgpool_nchw", "N=3,C=5,P=9,Q=11", "", true, target);
-    CAPTURE(notes(*a));
+    CAPTURE(kernel_notes(*a));
     CHECK(a->kernel.program.cores > 1);
-    CHECK(has(notes(*a), "S0: 5 loop(s), tile mirrored in UB blocks"));
+    CHECK(has(kernel_notes(*a), "S0: 5 loop(s), tile mirrored in UB blocks"));
     verified_cycles(*a, true);  // r then t ascending, as the interpreter adds them
   }
 }
@@ -88,17 +69,17 @@ TEST_CASE("NCHW pooling on davinci-310 uses both cores, average pooling too (its
 // w % 2, two per repeat, took 79,643 cycles at the roofline size).
 TEST_CASE("NCHW nearest upsampling is mirrored in UB blocks on every core (both targets, exact)") {
   auto c = compile_case("vector_cores.tsl", "upsample_nchw", "N=4,C=8,H=14,W=14");
-  CAPTURE(notes(*c));
+  CAPTURE(kernel_notes(*c));
   CHECK(c->kernel.program.cores == 32);
-  CHECK(has(notes(*c), "tile mirrored in UB blocks: box h/2 14 x h%2 2 x w/2 14 x w%2 2, 8 lanes along w/2"));
+  CHECK(has(kernel_notes(*c), "tile mirrored in UB blocks: box h/2 14 x h%2 2 x w/2 14 x w%2 2, 8 lanes along w/2"));
   const uint64_t cycles = verified_cycles(*c, true);
   MESSAGE("upsample_nchw 4x8x14x14 on davinci-910: " << cycles << " cycles");
   CHECK(cycles < 1200);
   // davinci-310: 16 planes per core, GM 125,440 B at 95 B/cycle = 1,321; vector 16 x ~137: bound 4,000.
   auto d = compile_case("vector_cores.tsl", "upsample_nchw", "N=4,C=8,H=14,W=14", "", true, kTarget310);
-  CAPTURE(notes(*d));
+  CAPTURE(kernel_notes(*d));
   CHECK(d->kernel.program.cores == 2);
-  CHECK(has(notes(*d), "tile mirrored in UB blocks"));
+  CHECK(has(kernel_notes(*d), "tile mirrored in UB blocks"));
   const uint64_t c310 = verified_cycles(*d, true);
   MESSAGE("upsample_nchw 4x8x14x14 on davinci-310: " << c310 << " cycles");
   CHECK(c310 < 4000);
@@ -119,16 +100,16 @@ TEST_CASE("NCHW nearest upsampling is mirrored in UB blocks on every core (both 
 // (d, e) run of 224 elements: GM 1 MiB at 95 B/cycle = 11,038 cycles; bound 16,000.
 TEST_CASE("a 5-D f32 permute moves through UB blocks: GM runs on both sides, every core (both targets, exact)") {
   auto c = compile_case("vector_cores.tsl", "permute5", "A=4,B=8,C=16,D=8,E=32");
-  CAPTURE(notes(*c));
+  CAPTURE(kernel_notes(*c));
   CHECK(c->kernel.program.cores == 32);
-  CHECK(has(notes(*c), "moved through UB blocks: box b 7 x e 32 x c 16, loads along e, stores along c"));
+  CHECK(has(kernel_notes(*c), "moved through UB blocks: box b 7 x e 32 x c 16, loads along e, stores along c"));
   const uint64_t cycles = verified_cycles(*c, true);
   MESSAGE("permute5 4x8x16x8x32 on davinci-910: " << cycles << " cycles");
   CHECK(cycles < 6500);
   auto d = compile_case("vector_cores.tsl", "permute5", "A=4,B=8,C=16,D=8,E=32", "", true, kTarget310);
-  CAPTURE(notes(*d));
+  CAPTURE(kernel_notes(*d));
   CHECK(d->kernel.program.cores == 2);
-  CHECK(has(notes(*d), "moved through UB blocks: box d 7 x e 32 x c 16"));
+  CHECK(has(kernel_notes(*d), "moved through UB blocks: box d 7 x e 32 x c 16"));
   const uint64_t c310 = verified_cycles(*d, true);
   MESSAGE("permute5 4x8x16x8x32 on davinci-310: " << c310 << " cycles");
   CHECK(c310 < 16000);
@@ -149,7 +130,7 @@ TEST_CASE("a 5-D f32 permute moves through UB blocks: GM runs on both sides, eve
 // statement is element-wise on contiguous rows.
 TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as lanes), whole repeats stay where they win") {
   auto c = compile_case("short_batch.tsl", "upsample2x", "N=2,H=14,W=14,C=64,P=28,Q=28");
-  const std::string n = notes(*c);
+  const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 28);
   CHECK(has(n, "tile mirrored in UB blocks: box h%2 2 x w/2 14 x w%2 2 x c 64, blocks along c, repeats along w/2"));
@@ -158,16 +139,16 @@ TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as l
   CHECK(cycles < 900);
   for (const std::string& target : {kTarget, kTarget310}) {
     auto m = compile_case("vector_cores.tsl", "maxpool3_nhwc", "N=2,P=9,Q=10,C=64", "", true, target);
-    CAPTURE(notes(*m));
+    CAPTURE(kernel_notes(*m));
     CHECK(m->kernel.program.cores > 1);
-    CHECK(has(notes(*m), "blocks along c"));
+    CHECK(has(kernel_notes(*m), "blocks along c"));
     verified_cycles(*m, true);
   }
   auto g = compile_case("vector_cores.tsl", "global_max_nchw", "N=4,C=64,H=14,W=14", "", false);
-  CAPTURE(notes(*g));
-  CHECK_FALSE(has(notes(*g), "UB blocks"));
+  CAPTURE(kernel_notes(*g));
+  CHECK_FALSE(has(kernel_notes(*g), "UB blocks"));
   auto e = compile_case("vector.tsl", "center_rows", "M=256,N=256", "", false);
-  CHECK_FALSE(has(notes(*e), "UB blocks"));
+  CHECK_FALSE(has(kernel_notes(*e), "UB blocks"));
 }
 
 // Group norm with the groups not trailing (X[N, I, G, E]): the statistics write g at output
@@ -178,7 +159,7 @@ TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as l
 // ~4,000 cycles; bound 8,000. davinci-310: the batch of 2 fills both cores (no grid).
 TEST_CASE("group norm over non-trailing groups takes a core grid of batch x groups, the axis followed through its results") {
   auto c = compile_case("vector_cores.tsl", "group_norm_affine", "N=2,I=64,G=8,E=32");
-  const std::string n = notes(*c);
+  const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 16);
   CHECK(has(n, "core grid n 2 x 1, g 8 x 1"));
