@@ -310,7 +310,11 @@ std::string Importer::materialize(Value& v) {
     const double x = (*v.data)[k];
     uint8_t* p = a.data.data() + k * dtype_bytes(t);
     switch (t) {
-      case DType::F32: { const float f = float(x); std::memcpy(p, &f, 4); break; }
+      case DType::F32: {
+        const float f = v.elem_type == onnx::TensorProto::DOUBLE ? checked_f32(x, model_name_ + ": '" + v.onnx + "'", int64_t(k)) : float(x);
+        std::memcpy(p, &f, 4);
+        break;
+      }
       case DType::I32: { const int32_t q = checked_i32(x, model_name_ + ": '" + v.onnx + "'", int64_t(k)); std::memcpy(p, &q, 4); break; }
       case DType::F16: { const uint16_t h = f32_to_f16_bits(float(x)); std::memcpy(p, &h, 2); break; }
       case DType::BF16: { const float f = float(x); uint32_t b; std::memcpy(&b, &f, 4); const uint16_t h = uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16); std::memcpy(p, &h, 2); break; }

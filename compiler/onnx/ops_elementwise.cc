@@ -137,7 +137,6 @@ std::string num(const Context& c, double x) {
 }
 
 bool is_bool(const Value& v) { return v.elem_type == TP::BOOL; }
-std::string cond(const Value& v, const std::string& read) { return is_bool(v) ? "(" + read + " != 0)" : read; }
 
 // Unary float-or-any formula registered with its fold.
 struct Unary {

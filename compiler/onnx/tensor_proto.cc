@@ -1,7 +1,9 @@
 #include "compiler/onnx/tensor_proto.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -44,6 +46,7 @@ std::optional<DType> dtype_of(int e) {
     case TP::BOOL: return DType::U8;
     case TP::INT32: return DType::I32;
     case TP::INT64: return DType::I32;  // held as i32: checked_i32 refuses a value that does not fit
+    case TP::DOUBLE: return DType::F32;  // held as f32: each value rounded, one beyond f32's range refused
     default: return std::nullopt;
   }
 }
@@ -154,6 +157,14 @@ int32_t checked_i32(double v, const std::string& tensor, int64_t element) {
                   ") does not fit in i32, the type tessel holds int64 data in");
 }
 
+float checked_f32(double v, const std::string& tensor, int64_t element) {
+  if (!std::isfinite(v) || std::fabs(v) <= double(std::numeric_limits<float>::max())) return float(v);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  throw UserError(tensor + ": unsupported: double value " + buf + " (element " + std::to_string(element) +
+                  ") is beyond f32, the type tessel holds double data in");
+}
+
 std::vector<double> values(const TP& t, const std::string& where) {
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
@@ -164,7 +175,7 @@ std::vector<double> values(const TP& t, const std::string& where) {
 
 NpyArray to_npy(const TP& t, const std::string& where) {
   const std::optional<DType> dt = dtype_of(t.data_type());
-  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32)");
+  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32, double as f32)");
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
   NpyArray a;
@@ -177,6 +188,18 @@ NpyArray to_npy(const TP& t, const std::string& where) {
     for (int64_t i = 0; i < n; ++i) {
       const int32_t q = checked_i32(v[size_t(i)], tensor, i);
       std::memcpy(a.data.data() + i * 4, &q, 4);
+    }
+    return a;
+  }
+  if (t.data_type() == TP::DOUBLE) {  // rounded element by element; a finite value beyond f32 is refused
+    a.dtype = DType::F32;
+    a.shape = dims(t);
+    a.data.resize(size_t(n * 4));
+    const std::string tensor = t.name().empty() ? where : where + " ('" + t.name() + "')";
+    const std::vector<double> v = values(t, where);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = checked_f32(v[size_t(i)], tensor, i);
+      std::memcpy(a.data.data() + i * 4, &f, 4);
     }
     return a;
   }

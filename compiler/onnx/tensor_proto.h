@@ -27,6 +27,9 @@ std::optional<DType> dtype_of(int elem_type);
 
 // v as i32, or a UserError "TENSOR: unsupported: int64 value V (element E) does not fit in i32...".
 int32_t checked_i32(double v, const std::string& tensor, int64_t element);
+// v rounded to f32 (NaN and infinities kept), or a UserError "TENSOR: unsupported: double value V
+// (element E) is beyond f32..." for a finite value beyond f32's range.
+float checked_f32(double v, const std::string& tensor, int64_t element);
 
 NpyArray to_npy(const onnx::TensorProto& t, const std::string& where);
 std::vector<double> values(const onnx::TensorProto& t, const std::string& where);

@@ -49,6 +49,7 @@ struct Graph {
     for (int64_t d : shape) t->add_dims(d);
     for (double x : v) {
       if (et == TP::INT64) t->add_int64_data(int64_t(x));
+      else if (et == TP::DOUBLE) t->add_double_data(x);
       else t->add_float_data(float(x));
     }
   }

@@ -204,7 +204,7 @@ TEST_CASE("onnx import: an operator without a translation names the node, the op
   }
 }
 
-TEST_CASE("onnx import: a dynamic dimension and f64 data are refused as unsupported") {
+TEST_CASE("onnx import: a dynamic dimension and int16 data are refused as unsupported") {
   Graph g;
   g.input("x", {4});
   g.m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
@@ -212,10 +212,35 @@ TEST_CASE("onnx import: a dynamic dimension and f64 data are refused as unsuppor
   g.node("Relu", {"x"}, {"y"});
   CHECK_THROWS_WITH_AS(import_model(g.m, "m.onnx"), doctest::Contains("input 'x': unsupported: dynamic"), UserError);
   Graph h;
-  h.input("x", {4}, TP::DOUBLE);
-  h.output("y", {4}, TP::DOUBLE);
+  h.input("x", {4}, TP::INT16);
+  h.output("y", {4}, TP::INT16);
   h.node("Relu", {"x"}, {"y"});
-  CHECK_THROWS_WITH_AS(import_model(h.m, "m.onnx"), doctest::Contains("unsupported: tensor 'x' is double data"), UserError);
+  CHECK_THROWS_WITH_AS(import_model(h.m, "m.onnx"), doctest::Contains("unsupported: tensor 'x' is int16 data"), UserError);
+}
+
+TEST_CASE("onnx import: double data is held as f32, each value rounded, a finite value beyond f32 refused") {
+  Graph g;
+  g.input("x", {3}, TP::DOUBLE);
+  g.initializer("b", {3}, {0.1, -2.5, 1e-3}, TP::DOUBLE);
+  g.output("y", {3}, TP::DOUBLE);
+  g.node("Add", {"x", "b"}, {"y"});
+  ImportResult r;
+  const auto out = run(g, {{"x", f32({3}, {1.0f, 2.0f, -3.0f})}}, &r);
+  CHECK(r.tsl.find("f32[3] x") != std::string::npos);
+  CHECK(r.weights.at("b").dtype == DType::F32);
+  check_close(out.at("y"), {1.1f, -0.5f, -2.999f});
+  onnx::TensorProto t;
+  t.set_name("big");
+  t.set_data_type(TP::DOUBLE);
+  t.add_dims(2);
+  t.add_double_data(0.25);
+  t.add_double_data(1e300);
+  CHECK_THROWS_WITH_AS(to_npy(t, "big.pb"), doctest::Contains("double value 1e+300 (element 1) is beyond f32"), UserError);
+  t.set_double_data(1, -7.5);
+  const NpyArray a = to_npy(t, "big.pb");
+  CHECK(a.dtype == DType::F32);
+  CHECK(at(a, 0) == 0.25f);
+  CHECK(at(a, 1) == -7.5f);
 }
 
 TEST_CASE("onnx import: an empty constant output is refused, never a crash") {
