@@ -31,7 +31,8 @@ enum Reg : uint8_t {
   kYBaseOdd,  // the odd image's Y base while its write-back trails the next image's mmads
   kXSrc, kYDst, kPrivW,  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
   kGroupX,  // grouped: the byte offset of the tile's group's first input channel within a pixel
-  kBand, kCond  // bands spread over cores: the core's band
+  kBand, kCond,  // bands spread over cores: the core's band
+  kCase, kMid     // padded bands over cores: the first / middle / last band's code runs on its cores only
 };
 
 
@@ -506,20 +507,70 @@ class ConvEmitter {
   // rows output rows into Y.
   void core_band(int64_t images) {
     const Band& b = bands_[0];
-    for (const Band& o : bands_)
-      TESSEL_CHECK(o.in_rows == b.in_rows && o.out_rows == b.out_rows && o.pad_top == 0 && o.pad_bottom == 0,
-                   "conv: bands spread over cores must be alike (plan_conv's spread_over_cores)");
     const int64_t rows = plan_.band_rows, in_step = rows * cv_.sh * cv_.W, out_step = rows * cv_.OW;
     op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(in_step * (x_to_l1() ? in_ : X_.pixel_bytes))});
     op(Opcode::Add, {reg(x_to_l1() ? kXSrc : kXBase), reg(x_to_l1() ? kXSrc : kXBase), reg(kTmp)});
     op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(out_step * (y_from_ub() ? eo_ : Y_.pixel_bytes))});
     op(Opcode::Add, {reg(y_from_ub() ? kYDst : kYBase), reg(y_from_ub() ? kYDst : kYBase), reg(kTmp)});
+    if (!bands_alike()) {
+      padded_core_bands();
+    } else {
+      set_fmatrix(b);
+      if (x_to_l1()) copy_band_in(b, 0);
+      else load_band(b, 0);
+      slices(b, 0, c_base(0));
+      write_back(b, c_base(0), kYBase);
+    }
+    if (images > 1) op(Opcode::EndLoop, {});
+  }
+
+  bool bands_alike() const {
+    for (const Band& o : bands_)
+      if (o.in_rows != bands_[0].in_rows || o.out_rows != bands_[0].out_rows || o.pad_top != 0 || o.pad_bottom != 0) return false;
+    return true;
+  }
+
+  // Bands over cores with padding rows (NHWC): the first band (zero rows on top), the middle ones
+  // (alike: their halo rows on both sides) and the last (zero rows below) differ in their input
+  // windows, so each kind has its own code, run as a loop of one iteration on its cores and of none
+  // on the others. kXBase / kYBase hold the core's band's offsets (band x rows); a kind's code is its
+  // first band's, its X rows addressed from the band's first input row.
+  void padded_core_bands() {
+    TESSEL_CHECK(!x_to_l1() && !per_core() && bands_.size() >= 2, "conv: padded bands over cores are NHWC without copies");
+    const int64_t n = int64_t(bands_.size());
+    for (int64_t i = 1; i + 1 < n; ++i)
+      TESSEL_CHECK(bands_[i].in_rows == bands_[1].in_rows && bands_[i].pad_top == 0 && bands_[i].pad_bottom == 0,
+                   "conv: the middle bands over cores must be alike (plan_conv's spread_over_cores)");
+    op(Opcode::Loop, {reg(kCase), reg(kBand), imm(1), imm(1)});  // band 0
+    band_code(0);
+    op(Opcode::EndLoop, {});
+    if (n > 2) {  // 1 <= band <= n - 2: (band + n - 2) / (n - 1) - band / (n - 1) iterations
+      op(Opcode::Add, {reg(kMid), reg(kBand), imm(n - 2)});
+      op(Opcode::Div, {reg(kMid), reg(kMid), imm(n - 1)});
+      op(Opcode::Div, {reg(kTmp), reg(kBand), imm(n - 1)});
+      op(Opcode::Sub, {reg(kMid), reg(kMid), reg(kTmp)});
+      op(Opcode::Loop, {reg(kCase), imm(0), reg(kMid), imm(1)});
+      band_code(1);
+      op(Opcode::EndLoop, {});
+    }
+    op(Opcode::Add, {reg(kMid), reg(kBand), imm(1)});  // band n - 1: band + 1 - (n - 1) iterations
+    op(Opcode::Loop, {reg(kCase), imm(n - 1), reg(kMid), imm(1)});
+    band_code(n - 1);
+    op(Opcode::EndLoop, {});
+  }
+
+  // Band t's code at the core's band offsets: X from the band's first input row (t x rows x stride
+  // rows past the core's offset, less its halo), Y at the core's band's first row.
+  void band_code(int64_t t) {
+    Band b = bands_[size_t(t)];
+    const int64_t back = (t * plan_.band_rows * cv_.sh - b.in_first) * cv_.W * X_.pixel_bytes;
+    b.in_first = 0, b.out_first = 0;
+    if (back) op(Opcode::Sub, {reg(kXBase), reg(kXBase), imm(back)});
     set_fmatrix(b);
-    if (x_to_l1()) copy_band_in(b, 0);
-    else load_band(b, 0);
+    load_band(b, 0);
     slices(b, 0, c_base(0));
     write_back(b, c_base(0), kYBase);
-    if (images > 1) op(Opcode::EndLoop, {});
+    if (back) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(back)});
   }
 
   // Two images ping-pong in L1 and in L0C: the write-back may trail the next image.

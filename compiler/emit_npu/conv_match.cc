@@ -242,8 +242,11 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
   g.weigh_gm_reads = c.T == 1;
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
-  g.spread_bands = (c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
-                   (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1;
+  // (NHWC without copies, one image: bands with padding rows too, each kind of band its own code;
+  // not yet weighed against the two-image ping-pong of several images)
+  const bool nhwc_bands = c.layout == Layout::Nhwc && g.C == c.C && g.K == c.K && c.G == 1 && c.T == 1 && !c.depthwise && c.N == 1;
+  g.spread_bands = nhwc_bands || ((c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
+                                  (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1);
   if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in
     g.copy_round_trips = 3;
     g.copy_bytes = 3.0 * double(c.N * c.G * c.C * c.H * c.W * in + c.N * c.G * c.K * c.OH * c.OW * dtype_bytes(c.out) + c.G * c.K * c.C * RS * in);

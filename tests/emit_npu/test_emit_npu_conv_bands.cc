@@ -136,3 +136,33 @@ TEST_CASE("NCHW images larger than UB: the layout copies in pieces (rows x plane
   check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=56,W=56,K=20,R=3,S=3", "", kTarget310);  // padded channels, bands
   check_verifies("conv2d.tsl", "conv2d", "N=1,C=5,H=100,W=90,K=24,R=3,S=3");                 // 10 bands of 10 rows
 }
+
+TEST_CASE("padded bands spread over cores: the first, middle and last bands' code each on its cores, exact on 910 and 310") {
+  // 56 x 56 x 64 -> 64, 3x3, padding 1, one image (several images keep their ping-pong): 4 cores before (one per channel tile of 16, 22,232
+  // cycles on davinci-910); now bands of output rows over the idle cores too.
+  const std::string shape = "N=1,H=56,W=56,C=64,K=64,R=3,S=3";
+  for (const std::string& target : {kTarget, kTarget310}) check_verifies("conv_halo.tsl", "conv_pad1", shape, "", target);
+  check_verifies("conv_halo.tsl", "conv_pad1", "N=1,H=12,W=10,C=16,K=16,R=3,S=3", "", kTarget);  // bands of 2 rows
+  auto c = compile_case("conv_halo.tsl", "conv_pad1", shape);
+  CHECK(c->kernel.program.cores >= 16);
+  const auto fm = fmatrices(c->kernel);
+  REQUIRE(fm.size() == 3);  // one set_fmatrix per kind of band: zero row on top, halo rows both sides, zero row below
+  CHECK(fm[0][2] == 1);
+  CHECK(fm[0][3] == 0);
+  CHECK(fm[1][2] == 0);
+  CHECK(fm[1][3] == 0);
+  CHECK(fm[1][0] == fm[0][0] + 1);
+  CHECK(fm[2][2] == 0);
+  CHECK(fm[2][3] == 1);
+  // within 4x of the bound: each core's share of the MACs at the cube's rate and the tensors once
+  // at the shared GM bandwidth, plus a GM read's and write's latency
+  const Run r = run(*c, npu_sync::SyncMode::Pruned);
+  CHECK(r.verification.verified);
+  const isa::NpuMachine m = isa::npu_machine(c->compilation->hierarchy);
+  const double macs = 56.0 * 56 * 64 * 64 * 9, bytes = (56.0 * 56 * 64 * 2) * 2 + 9 * 64 * 64 * 2;
+  const double cube = macs / c->kernel.program.cores / (double(m.cube_f16.m0) * m.cube_f16.n0 * m.cube_f16.k0 / m.cube_f16.cycles);
+  const double gm = bytes / m.gm_shared_bandwidth_bytes_per_cycle;
+  const double latency = m.path(npu::Buffer::GM, npu::Buffer::L1).latency_cycles + m.path(npu::Buffer::UB, npu::Buffer::GM).latency_cycles;
+  MESSAGE(r.sim.record.total_cycles << " cycles on " << c->kernel.program.cores << " cores; cube " << cube << ", GM " << gm);
+  CHECK(double(r.sim.record.total_cycles) <= 4 * (cube + gm) + latency);
+}
