@@ -246,8 +246,11 @@ void translate_conv_transpose(Context& c) {
   for (size_t j = 0; j < sp; ++j) {
     const int64_t full = strides[j] * (x.shape[j + 2] - 1) + out_pad[j] + (kernel[j] - 1) * dil[j] + 1;
     const int64_t total = full - y.shape[j + 2];
+    // ONNX's total_padding / 2 is Python's floor division: an output_shape larger than the full
+    // result (total < 0) pads at the end (the rows past the full result are zero)
+    const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
     if (explicit_shape || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-      begin[j] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      begin[j] = auto_pad == "SAME_UPPER" ? half : total - half;
     else
       begin[j] = auto_pad == "VALID" ? 0 : pads[j];
     if (begin[j] < 0) c.unsupported("negative pads");

@@ -24,10 +24,10 @@ bool divides_by_reduction(const std::string& tsl) {
 
 }  // namespace
 
-TEST_CASE("onnx import: ConvTranspose with strides, pads, output_padding and auto_pad matches ONNX's outputs") {
+TEST_CASE("onnx import: ConvTranspose with strides, pads, output_padding, output_shape and auto_pad matches ONNX's outputs") {
   for (const char* name : {"test_convtranspose", "test_convtranspose_pads", "test_convtranspose_pad", "test_convtranspose_kernel_shape",
                            "test_convtranspose_autopad_same", "test_convtranspose_with_kernel", "test_convtranspose_dilations",
-                           "test_convtranspose_1d", "test_convtranspose_3d"}) {
+                           "test_convtranspose_1d", "test_convtranspose_3d", "test_convtranspose_output_shape"}) {
     INFO(name);
     check_node_test(name, 1e-5);
   }
