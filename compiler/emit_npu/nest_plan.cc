@@ -434,6 +434,19 @@ bool Nest::plan_mirror(Plan& p, bool dense) const {
     in_box.erase(std::find(in_box.begin(), in_box.end(), dc));
     in_box.insert(in_box.begin(), dc);
   }
+  const int v = in_box[0];
+  // lanes along a read broadcast over them (stride 0) are no window of the read: the row lowering
+  // repeats it instead (a mirrored box of it left lanes unwritten: fuzz seed 7, program 44)
+  if (x.stride[v] == 0) return false;
+  // the vector instructions walk whole repeats of 8 lanes along v, masked past the box: the last
+  // value set's spans as those instructions reach must stay in UB (a box cut to 3 lanes of a
+  // 288-element stride reached 8: fuzz seed 11, program 5)
+  const int64_t lanes = 8 * p.mirror_unit;
+  const auto reach = [&](int d) { return d == v ? (p.box[d] + lanes - 1) / lanes * lanes : p.box[d]; };
+  const auto box = [&](int d) { return p.box[d]; };
+  const int64_t one_set = (mirror_span(p, x, box) + mirror_span(p, y, box)) / p.mirror_unit + 2 * 32;
+  const int64_t excess = (mirror_span(p, x, reach) - mirror_span(p, x, box) + mirror_span(p, y, reach) - mirror_span(p, y, box)) / p.mirror_unit;
+  if (2 * one_set + excess > 2 * cap) return false;
   p.mirror = true;
   p.v = in_box[0];
   p.u = in_box.size() > 1 ? in_box[1] : -1;
