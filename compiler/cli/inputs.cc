@@ -28,11 +28,12 @@ bool is_tensor_proto(const std::string& path) { return path.size() > 3 && path.c
 
 }  // namespace
 
-NpyArray read_tensor(const std::string& path) {
+NpyArray read_tensor(const std::string& path, std::optional<DType> want) {
   if (!is_tensor_proto(path)) return read_npy(path);
 #ifdef TESSEL_HAVE_ONNX
-  return onnx_import::read_tensor_file(path);
+  return onnx_import::read_tensor_file(path, want);
 #else
+  (void)want;
   throw UserError(path + ": ONNX tensors (.pb) need tessel built with ONNX (apt install libonnx-dev libprotobuf-dev)");
 #endif
 }
@@ -54,7 +55,7 @@ ExpectCheck check_expected(const std::string& name, const std::string& file, con
   ExpectCheck c{name, file};
   c.abs_tol = abs_tol;
   c.rel_tol = rel_tol;
-  const NpyArray e = read_tensor(file);
+  const NpyArray e = read_tensor(file, actual.dtype);
   c.elements = e.element_count();
   if (e.shape != actual.shape) {
     c.ok = false;
@@ -117,7 +118,7 @@ interp::Tensors operator_inputs(const ir::Function& f, const interp::Sizes& size
                         " for the given sizes");
       }
     };
-    NpyArray a = is_tensor_proto(path) ? read_tensor(path) : read_npy(path, check);
+    NpyArray a = is_tensor_proto(path) ? read_tensor(path, t->dtype) : read_npy(path, check);
     check(a);
     inputs[name] = std::move(a);
   }

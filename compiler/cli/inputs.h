@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,9 @@ std::pair<std::string, std::string> name_path(const std::string& text, const cha
 // not name (an explicit --input wins); UserError when DIR is not a directory.
 std::vector<std::string> input_dir_items(const ir::Function& f, const std::string& dir, const std::vector<std::string>& given);
 
-// A tensor file: .npy, or an ONNX TensorProto (.pb, where tessel is built with ONNX).
-NpyArray read_tensor(const std::string& path);
+// A tensor file: .npy, or an ONNX TensorProto (.pb, where tessel is built with ONNX); `want` the
+// dtype the caller holds it in (a .pb's uint16 elements are an f16/bf16 `want`'s bit patterns).
+NpyArray read_tensor(const std::string& path, std::optional<DType> want = std::nullopt);
 
 // `--expect NAME=FILE`: element-by-element comparison of an output with an expected tensor; an
 // element matches when |expected - actual| <= abs_tol + rel_tol * |expected| (NaN matches NaN).

@@ -226,7 +226,9 @@ Nest::Value Nest::row_op(const ir::Expr& e, int64_t n) {
   static const std::map<ir::Op, Opcode> ops{{ir::Op::Add, Opcode::Vadd}, {ir::Op::Sub, Opcode::Vsub}, {ir::Op::Mul, Opcode::Vmul},
                                             {ir::Op::Div, Opcode::Vdiv}, {ir::Op::Max, Opcode::Vmax}, {ir::Op::Min, Opcode::Vmin}};
   const auto o = ops.find(e.op);
-  if (e.kind != ir::ExprKind::Apply || o == ops.end() || e.args.size() != 2 || e.type == DType::I8) return compile_node(e, n);
+  if (e.kind != ir::ExprKind::Apply || o == ops.end() || e.args.size() != 2 || e.type == DType::I8 ||
+      (e.op == ir::Op::Div && !dtype_is_float(e.type)))  // guarded against a divisor of 0 there
+    return compile_node(e, n);
   const Value a = compile_rows(*e.args[0], n), b = compile_rows(*e.args[1], n);
   if (!(a.per_row || b.per_row) || a.scalar || b.scalar || a.type != e.type || b.type != e.type) return compile_node(e, n);
   const DType t = e.type;

@@ -245,14 +245,40 @@ VectorCode::Value VectorCode::apply(const ir::Expr& e, int64_t n) {
       case ir::Op::Add: binary(Opcode::Vadd, r, vx, vy, n); return r;
       case ir::Op::Sub: binary(Opcode::Vsub, r, vx, vy, n); return r;
       case ir::Op::Mul: binary(Opcode::Vmul, r, vx, vy, n); return r;
-      case ir::Op::Div: binary(Opcode::Vdiv, r, vx, vy, n); return r;
-      case ir::Op::Mod: binary(Opcode::Vmod, r, vx, vy, n); return r;
+      case ir::Op::Div: case ir::Op::Mod:
+        if (!dtype_is_float(r.type)) return integer_divide(e.op, r, vx, y, n);
+        binary(e.op == ir::Op::Div ? Opcode::Vdiv : Opcode::Vmod, r, vx, vy, n);
+        return r;
       case ir::Op::Min: binary(Opcode::Vmin, r, vx, vy, n); return r;
       case ir::Op::Max: binary(Opcode::Vmax, r, vx, vy, n); return r;
       default: break;
     }
     throw not_pointwise(std::string("operator ") + ir::op_spelling(e.op));
   }
+
+// The language defines an integer x / 0 and x % 0 as 0 (compiler/README.md); vdiv and vmod fault
+// on a divisor of 0 (isa/README.md). A constant divisor is known; a vector one is guarded:
+// z = (y == 0) as 1 / 0, the division by y + z (1 where y is 0: x % 1 is 0 already), and a
+// quotient's lanes where z is 1 cleared as q - q * z.
+VectorCode::Value VectorCode::integer_divide(ir::Op o, const Value& r, const Value& x, const Value& y, int64_t n) {
+  const Opcode code = o == ir::Op::Div ? Opcode::Vdiv : Opcode::Vmod;
+  if (y.scalar) {
+    const Value c{true, y.constant, 0, r.type};
+    if (y.constant == 0) with_scalar(Opcode::Vmuls, r, x, 0, n);  // every lane 0
+    else binary(code, r, x, vector_of(c, n), n);
+    return r;
+  }
+  const Value zero = vector_of(Value{true, 0, 0, r.type}, n);
+  const Value z{false, 0, fresh_region(), r.type}, d{false, 0, fresh_region(), r.type};
+  binary(Opcode::Vcmpeq, z, y, zero, n);
+  binary(Opcode::Vadd, d, y, z, n);
+  binary(code, r, x, d, n);
+  if (o == ir::Op::Div) {
+    binary(Opcode::Vmul, d, r, z, n);
+    binary(Opcode::Vsub, r, r, d, n);
+  }
+  return r;
+}
 
 bool VectorCode::maps_operator(ir::Op op) {
   switch (op) {

@@ -86,6 +86,8 @@ class VectorCode {
   // Does apply() map operator `op` (an instruction, a composition or a cast)?
   static bool maps_operator(ir::Op op);
   void convert(const Value& dst, const Value& src, int64_t n);
+  // r = x / y or x % y (o) in an integer type, defined as 0 for a divisor of 0.
+  Value integer_divide(ir::Op o, const Value& r, const Value& x, const Value& y, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);
   Value to_i8(const Value& x, int64_t n);
   static constexpr int kTruncRegions = 12;  // regions truncate_to_i32 takes beyond its own node

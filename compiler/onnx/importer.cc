@@ -543,7 +543,7 @@ ImportResult import_file(const std::string& path, const std::map<std::string, on
   if (!in) throw UserError(path + ": cannot open the ONNX model");
   onnx::ModelProto m;
   if (!m.ParseFromIstream(&in)) throw UserError(path + ": not an ONNX model (the protobuf does not parse)");
-  if (!m.has_graph() || m.graph().node_size() == 0 && m.graph().output_size() == 0)
+  if (!m.has_graph() || (m.graph().node_size() == 0 && m.graph().output_size() == 0))
     throw UserError(path + ": not an ONNX model (no graph)");
   return import_model(std::move(m), path, values);
 }

@@ -45,10 +45,15 @@ std::optional<DType> dtype_of(int e) {
     case TP::UINT8: return DType::U8;
     case TP::BOOL: return DType::U8;
     case TP::INT32: return DType::I32;
-    case TP::INT64: return DType::I32;  // held as i32: checked_i32 refuses a value that does not fit
+    case TP::INT64: case TP::UINT32: case TP::UINT64:  // held as i32: checked_i32 refuses a value that does not fit
+    case TP::INT16: case TP::UINT16: return DType::I32;  // held as i32 exactly
     case TP::DOUBLE: return DType::F32;  // held as f32: each value rounded, one beyond f32's range refused
     default: return std::nullopt;
   }
+}
+
+const char* held_types_note() {
+  return "tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int16 uint16 uint32 int64 uint64 as i32, double as f32";
 }
 
 std::vector<int64_t> dims(const TP& t) { return {t.dims().begin(), t.dims().end()}; }
@@ -62,6 +67,11 @@ int64_t element_count(const TP& t, const std::string& where) {
     n *= d;
   }
   return n;
+}
+
+// The integer types tessel holds as i32 although they are stored in another width.
+bool held_widened_or_narrowed(int e) {
+  return e == TP::INT64 || e == TP::UINT64 || e == TP::UINT32 || e == TP::INT16 || e == TP::UINT16;
 }
 
 int raw_bytes(int e) {
@@ -149,12 +159,12 @@ void check_storage(const TP& t, const std::string& where, int64_t n) {
 
 }  // namespace
 
-int32_t checked_i32(double v, const std::string& tensor, int64_t element) {
+int32_t checked_i32(double v, const std::string& tensor, int64_t element, const std::string& elem_type) {
   if (v >= -2147483648.0 && v <= 2147483647.0) return int32_t(v);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", v);
-  throw UserError(tensor + ": unsupported: int64 value " + buf + " (element " + std::to_string(element) +
-                  ") does not fit in i32, the type tessel holds int64 data in");
+  throw UserError(tensor + ": unsupported: " + elem_type + " value " + buf + " (element " + std::to_string(element) +
+                  ") does not fit in i32, the type tessel holds " + elem_type + " data in");
 }
 
 float checked_f32(double v, const std::string& tensor, int64_t element) {
@@ -173,20 +183,25 @@ std::vector<double> values(const TP& t, const std::string& where) {
   return v;
 }
 
-NpyArray to_npy(const TP& t, const std::string& where) {
+NpyArray to_npy(const TP& t, const std::string& where, std::optional<DType> sixteen_bits_as) {
+  if (t.data_type() == TP::UINT16 && (sixteen_bits_as == DType::F16 || sixteen_bits_as == DType::BF16)) {
+    TP bits = t;
+    bits.set_data_type(*sixteen_bits_as == DType::F16 ? TP::FLOAT16 : TP::BFLOAT16);
+    return to_npy(bits, where);
+  }
   const std::optional<DType> dt = dtype_of(t.data_type());
-  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32, double as f32)");
+  if (!dt) throw UserError(where + ": unsupported: tensor of " + elem_type_name(t.data_type()) + " (" + held_types_note() + ")");
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
   NpyArray a;
-  if (t.data_type() == TP::INT64) {  // narrowed element by element, each value checked
+  if (held_widened_or_narrowed(t.data_type())) {  // converted element by element, each value checked
     a.dtype = DType::I32;
     a.shape = dims(t);
     a.data.resize(size_t(n * 4));
     const std::string tensor = t.name().empty() ? where : where + " ('" + t.name() + "')";
     const std::vector<double> v = values(t, where);
     for (int64_t i = 0; i < n; ++i) {
-      const int32_t q = checked_i32(v[size_t(i)], tensor, i);
+      const int32_t q = checked_i32(v[size_t(i)], tensor, i, elem_type_name(t.data_type()));
       std::memcpy(a.data.data() + i * 4, &q, 4);
     }
     return a;
@@ -233,6 +248,8 @@ TP read_tensor_proto(const std::string& path) {
   return t;
 }
 
-NpyArray read_tensor_file(const std::string& path) { return to_npy(read_tensor_proto(path), path); }
+NpyArray read_tensor_file(const std::string& path, std::optional<DType> sixteen_bits_as) {
+  return to_npy(read_tensor_proto(path), path, sixteen_bits_as);
+}
 
 }  // namespace tessel::onnx_import

@@ -88,7 +88,7 @@ std::vector<int64_t> Context::constant_ints(int i, const std::string& what) cons
 
 DType Context::dtype(const Value& v) const {
   const auto t = dtype_of(v.elem_type);
-  if (!t) unsupported("tensor '" + v.onnx + "' is " + elem_type_name(v.elem_type) + " data (tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int64 as i32, double as f32)");
+  if (!t) unsupported("tensor '" + v.onnx + "' is " + elem_type_name(v.elem_type) + " data (" + held_types_note() + ")");
   return *t;
 }
 

@@ -72,6 +72,44 @@ TEST_CASE("onnx int64: an int64 graph computes in i32 (Trilu and Sub), its outpu
   check_ints(out.at("y"), {0, -4, 0, -1, 3, 3, -1, -2, 6});
 }
 
+TEST_CASE("onnx int16 uint16 uint32 uint64: read as i32 exactly, a uint32 or uint64 value beyond i32 refused naming its type") {
+  onnx::TensorProto s;
+  s.set_data_type(TP::INT16);
+  s.add_dims(3);
+  const int16_t raw16[3] = {-32768, 5, 32767};
+  s.set_raw_data(std::string(reinterpret_cast<const char*>(raw16), sizeof raw16));
+  NpyArray a = to_npy(s, "s.pb");
+  CHECK(a.dtype == DType::I32);
+  check_ints(a, {-32768, 5, 32767});
+  s.set_data_type(TP::UINT16);  // the same bytes as uint16
+  check_ints(to_npy(s, "s.pb"), {32768, 5, 32767});
+  onnx::TensorProto u;
+  u.set_name("u");
+  u.set_data_type(TP::UINT32);
+  u.add_dims(2);
+  u.add_uint64_data(7);
+  u.add_uint64_data(2147483647);
+  check_ints(to_npy(u, "u.pb"), {7, 2147483647});
+  u.set_uint64_data(0, 2147483648u);
+  CHECK_THROWS_WITH_AS(to_npy(u, "u.pb"), doctest::Contains("u.pb ('u'): unsupported: uint32 value 2147483648 (element 0) does not fit in i32"),
+                       UserError);
+  u.set_data_type(TP::UINT64);
+  CHECK_THROWS_WITH_AS(to_npy(u, "u.pb"), doctest::Contains("uint64 value 2147483648"), UserError);
+}
+
+TEST_CASE("onnx uint16: a Max of two uint16 inputs computes in i32, its output declared i32") {
+  Graph g(13);
+  g.input("a", {4}, TP::UINT16);
+  g.input("b", {4}, TP::UINT16);
+  g.output("y", {4}, TP::UINT16);
+  g.node("Max", {"a", "b"}, {"y"});
+  ImportResult r;
+  const auto out = run(g, {{"a", i32({4}, {1, 60000, 3, 0})}, {"b", i32({4}, {2, 5, 65535, 0})}}, &r);
+  CHECK(r.tsl.find("i32[4] a") != std::string::npos);
+  CHECK(r.outputs[0]["dtype"] == "i32");
+  check_ints(out.at("y"), {2, 60000, 65535, 0});
+}
+
 TEST_CASE("onnx int64: Shape of a static input is a constant output") {
   Graph g(15);
   g.input("x", {2, 5, 7});
