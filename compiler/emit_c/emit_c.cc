@@ -95,6 +95,7 @@ struct Emitter {
   std::string identity(ir::Reduction r, DType t) {
     const std::string T = ctype(t);
     if (r == ir::Reduction::Sum) return "((" + T + ")0)";
+    if (r == ir::Reduction::Prod) return "((" + T + ")1)";
     bool mx = r == ir::Reduction::Max;
     if (dtype_is_float(t)) return "((" + T + ")(" + std::string(mx ? "-INFINITY" : "INFINITY") + "))";
     switch (t) {
@@ -129,6 +130,13 @@ struct Emitter {
       switch (s.reduction) {
         case ir::Reduction::None: os << pad << "  " << lhs << " = (" << T << ")" << rhs << ";\n"; break;
         case ir::Reduction::Sum: os << pad << "  " << lhs << " = (" << T << ")(" << cur << " + " << r << ");\n"; break;
+        case ir::Reduction::Prod:  // integers wrap (unsigned product; the store truncates to T)
+          if (fl)
+            os << pad << "  " << lhs << " = (" << T << ")(" << cur << " * " << r << ");\n";
+          else
+            os << pad << "  " << lhs << " = (" << T << ")((unsigned long long)" << cur << " * (unsigned long long)(" << r
+               << "));\n";
+          break;
         case ir::Reduction::Max:
           if (fl)
             os << pad << "  " << lhs << " = (" << T << ")tessel_fmax(" << cur << ", " << r << ");\n";

@@ -43,7 +43,7 @@ struct Verification {
 // sum of squares of the 25,088 inputs per channel of a batch norm is off by 0.065 n u (10 sqrt(n) u)
 // from the exact value, where a two-phase sum is off by 0.3 sqrt(n) u. The bound is
 // max(tolerance_for's 1e-5, kReassociationSigmas * sqrt(n) * u, min(n * u / 8, 1e-3)), n the most
-// terms of one f32 sum in f — unchanged up to n ~ 440, 1.5e-5 at n = 1024, 1.9e-4 at n = 25,088,
+// terms of one f32 sum or product in f — unchanged up to n ~ 440, 1.5e-5 at n = 1024, 1.9e-4 at n = 25,088,
 // 1e-3 from n = 134,218 on.
 inline constexpr double kReassociationSigmas = 8;
 double reassociated_sum_tolerance(const ir::Function& f, const std::map<std::string, int64_t>& sizes);

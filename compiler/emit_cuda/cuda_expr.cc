@@ -14,7 +14,7 @@ std::string storage_type(DType t) {
     case DType::I32: return "int";
     case DType::BF16: break;
   }
-  throw UserError("CUDA emitter: dtype " + std::string(dtype_name(t)) + " is not supported");
+  throw UserError("dtype " + std::string(dtype_name(t)) + " is not supported by the CUDA emitter");
 }
 
 std::string value_type(DType t) { return dtype_is_float(t) ? "float" : storage_type(t); }
@@ -56,6 +56,7 @@ std::string value_expr(const ir::Expr& e, const ValueContext& ctx) {
 std::string reduction_identity(ir::Reduction r, DType t) {
   const std::string VT = value_type(t);
   if (r == ir::Reduction::Sum || r == ir::Reduction::None) return "((" + VT + ")0)";
+  if (r == ir::Reduction::Prod) return "((" + VT + ")1)";
   const bool mx = r == ir::Reduction::Max;
   if (dtype_is_float(t)) return mx ? "(-TESSEL_INF)" : "TESSEL_INF";
   switch (t) {
@@ -72,6 +73,9 @@ std::string reduce_values(ir::Reduction r, DType t, const std::string& cur, cons
     case ir::Reduction::None: return v;
     case ir::Reduction::Sum:
       return fl ? fres(t, "(float)" + cur + " + (float)" + v) : "((" + VT + ")((long long)" + cur + " + (long long)" + v + "))";
+    case ir::Reduction::Prod:  // integers wrap, as the language's integer arithmetic does
+      return fl ? fres(t, "(float)" + cur + " * (float)" + v)
+                : "((" + VT + ")((unsigned long long)" + cur + " * (unsigned long long)" + v + "))";
     case ir::Reduction::Max:
       return fl ? fres(t, "tessel_fmax(" + cur + ", " + v + ")") : "((" + VT + ")tessel_imax(" + cur + ", " + v + "))";
     case ir::Reduction::Min:

@@ -263,19 +263,26 @@ double Nest::identity(const Plan& p) const {
   switch (p.s->reduction) {
     case ir::Reduction::Max: return fl ? -INFINITY : double(std::numeric_limits<int32_t>::min());
     case ir::Reduction::Min: return fl ? INFINITY : double(std::numeric_limits<int32_t>::max());
+    case ir::Reduction::Prod: return 1;
     default: return 0;
   }
 }
 
 Opcode Nest::combine_op(const Plan& p) const {
-  return p.s->reduction == ir::Reduction::Max ? Opcode::Vmax : p.s->reduction == ir::Reduction::Min ? Opcode::Vmin : Opcode::Vadd;
+  switch (p.s->reduction) {
+    case ir::Reduction::Max: return Opcode::Vmax;
+    case ir::Reduction::Min: return Opcode::Vmin;
+    case ir::Reduction::Prod: return Opcode::Vmul;
+    default: return Opcode::Vadd;
+  }
 }
 
 void Nest::store_acc(const Plan& p, bool to_ub) {
   const bool narrow = p.out.type != compute_type(p.out.type);  // through part() in the output type
   const int64_t n = acc_elements(p), ub = narrow ? part() : acc();
   const Value total{false, 0, acc(), compute_type(p.out.type)}, staged{false, 0, part(), p.out.type};
-  if (narrow && !to_ub && p.s->reduction == ir::Reduction::Sum) wrap_to_i8(total, part(), n);
+  const bool wraps = p.s->reduction == ir::Reduction::Sum || p.s->reduction == ir::Reduction::Prod;
+  if (narrow && !to_ub && wraps) wrap_to_i8(total, part(), n);
   if (narrow && !to_ub) convert(staged, total, n);
   if (p.out_dim(p.v))
     move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
@@ -284,8 +291,9 @@ void Nest::store_acc(const Plan& p, bool to_ub) {
   if (narrow && to_ub) convert(total, staged, n);
 }
 
-// An i8 sum accumulated in i32, wrapped in place to [-128, 127] as the language's i8 sum wraps
-// after every step (wrapping commutes with the sum; vconv to i8 would saturate: issue 31).
+// An i8 sum or product accumulated in i32, wrapped in place to [-128, 127] as the language's i8
+// sum and product wrap after every step (wrapping modulo 256 commutes with both; vconv to i8 would
+// saturate: issue 31).
 // `scratch` holds n i32 values (the constant 256).
 void Nest::wrap_to_i8(const Value& x, int64_t scratch, int64_t n) {
   const Value k256{false, 0, scratch, DType::I32};
@@ -476,6 +484,12 @@ void Nest::body(const Plan& p) {
   const int eb = dtype_bytes(t);
   const Opcode o = combine_op(p);
   int64_t left = rows;
+  if (p.red(p.u) && !p.red(p.v) && p.s->reduction == ir::Reduction::Prod) {
+    // a product rounds after every step: each row straight into the accumulator, in the interpreter's order
+    for (int64_t r = 0; r < rows; ++r)
+      binary(o, Value{false, 0, acc(), t}, Value{false, 0, acc(), t}, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
+    return;
+  }
   if (p.red(p.u)) {  // rows in ascending order into row 0
     for (int64_t r = 1; r < rows; ++r)
       binary(o, x, x, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
@@ -529,6 +543,7 @@ void Nest::lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int6
     src = dst;
     c -= h;
   }
+  if (p.s->reduction == ir::Reduction::Prod) return lanes_product(t, src, rows, rep);
   const bool min = p.s->reduction == ir::Reduction::Min;
   if (min) {
     op(Opcode::Vmuls, {type(t), at(Buffer::UB, dst), at(Buffer::UB, src), Operand::float_(-1), imm(rows), imm(1), imm(1), imm(rep), imm(rep)});
@@ -537,6 +552,54 @@ void Nest::lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int6
   const Opcode r = p.s->reduction == ir::Reduction::Sum ? Opcode::Vcadd : Opcode::Vcmax;
   op(r, {type(t), at(Buffer::UB, part()), at(Buffer::UB, src), imm(rows), imm(1), imm(rep)});
   if (min) with_scalar(Opcode::Vmuls, Value{false, 0, part(), t}, Value{false, 0, part(), t}, -1, rows);
+}
+
+// A product along the lanes: the unit has no cross-lane product (vcadd / vcmax serve sums and
+// maxima), so each row's one folded repeat at src (rows rep blocks apart) is halved block-wise
+// (masked vmul, out of place into a scratch region s) into one block, the rows' blocks side by side
+// at s; vbrcb gives each of those elements a block of its own (in place: chunks from the last, each
+// reading its elements before writing), so a row is lanes-per-block blocks, multiplied into one
+// block whose lanes all hold the row's product; vcmax over lane 0 alone moves it to part()[r]. The
+// order is a tree, as a sum's vcadd is; f16 products keep their reductions off the lanes where
+// there is an output dimension (lane_dim), so only a product to one value takes this for f16.
+void Nest::lanes_product(DType t, int64_t src, int64_t rows, int64_t rep) {
+  const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(t), lpb = block / eb;
+  TESSEL_CHECK(rows <= max_repeat_ && repeat_blocks_ >= 2 && (repeat_blocks_ & (repeat_blocks_ - 1)) == 0,
+               "nest: a product along the lanes needs at most max_repeat rows and a power-of-two count of blocks per repeat");
+  const int64_t s = fresh_region();  // rows x lpb blocks (<= a region: pitch >= the lanes of a repeat)
+  TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a product's lanes exceed UB");
+  // halvings in the rows' layout, the last one packing the rows (row r's write, block r, is at or
+  // before its own reads and after every later row's: no later repeat reads what an earlier wrote)
+  for (int64_t h = repeat_blocks_ / 2, from = src; h >= 1; h /= 2, from = s) {
+    mask_lanes(h * lpb);
+    op(Opcode::Vmul, {type(t), at(Buffer::UB, s), at(Buffer::UB, from), at(Buffer::UB, from + h * block), imm(rows), imm(1), imm(1),
+                      imm(1), imm(h > 1 ? rep : 1), imm(rep), imm(rep)});
+  }
+  const int64_t n = rows * lpb;
+  mask_lanes(lpb);
+  for (int64_t c0 = (n - 1) / max_repeat_ * max_repeat_; c0 >= 0; c0 -= max_repeat_)
+    op(Opcode::Vbrcb, {type(t), at(Buffer::UB, s + c0 * block), at(Buffer::UB, s + c0 * eb), imm(std::min(max_repeat_, n - c0)), imm(1), imm(1)});
+  mask_lanes(m_.vector_lanes(t));
+  const int64_t bpr = bytes_per_repeat_, per_row = lpb * block / bpr;  // repeats per row
+  for (int64_t c = per_row; c > 1;) {
+    const int64_t h = c / 2;
+    for (int64_t j = 0; j < h; ++j) vop(Opcode::Vmul, t, s + j * bpr, s + j * bpr, s + (c - h + j) * bpr, rows, lpb);
+    c -= h;
+  }
+  for (int64_t h = repeat_blocks_ / 2; h >= 1; h /= 2) {
+    mask_lanes(h * lpb);
+    vop(Opcode::Vmul, t, s, s, s + h * block, rows, lpb);
+  }
+  mask_lanes(1);
+  op(Opcode::Vcmax, {type(t), at(Buffer::UB, part()), at(Buffer::UB, s), imm(rows), imm(1), imm(lpb)});
+  op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+}
+
+// The first n lanes of a repeat (n <= the mask's bits).
+void Nest::mask_lanes(int64_t n) {
+  uint64_t lo = 0, hi = 0;
+  for (int64_t l = 0; l < n; ++l) (l < 64 ? lo : hi) |= uint64_t{1} << (l % 64);
+  op(Opcode::SetVectorMask, {imm(static_cast<int64_t>(hi)), imm(static_cast<int64_t>(lo))});
 }
 
 void Nest::vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep) {

@@ -293,13 +293,13 @@ bool Nest::plan_pads() {
 }
 
 // v: the dimension the most elements are contiguous along (each access counts the elements it
-// touches); ties go to output dimensions, then inner ones. An f16 sum keeps its reductions off the
-// lanes when it has an output dimension.
+// touches); ties go to output dimensions, then inner ones. An f16 sum or product keeps its
+// reductions off the lanes when it has an output dimension (each step rounded in the interpreter's order).
 int Nest::lane_dim(const Plan& p) const {
   const int nd = static_cast<int>(p.dims.size());
   std::vector<const Access*> all{&p.out};
   for (const auto& a : p.reads) all.push_back(&a);
-  const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
+  const bool half_sum = (p.s->reduction == ir::Reduction::Sum || p.s->reduction == ir::Reduction::Prod) && dtype_bytes(p.out.type) == 2;
   const bool has_out = std::any_of(p.dims.begin(), p.dims.end(), [](const Dim& d) { return !d.reduction; });
   auto touched = [&](const Access& a) {
     int64_t n = 1;
@@ -377,7 +377,8 @@ bool Nest::plan_mirror(Plan& p, bool dense) const {
   const Access& y = p.out;
   const DType t = y.type;
   if (x.type != t || (t != DType::F32 && t != DType::F16 && t != DType::I32)) return false;
-  if (p.is_reduction() && (!p.s->init || (p.s->reduction == ir::Reduction::Sum && t == DType::F16))) return false;
+  if (p.is_reduction() && (!p.s->init || (p.s->reduction != ir::Reduction::Max && p.s->reduction != ir::Reduction::Min && t == DType::F16)))
+    return false;
   const int nd = static_cast<int>(p.dims.size());
   const int64_t eb = dtype_bytes(t), block = m_.vector_block_bytes;
   int dc = -1;  // dense: the dimension both walk with unit stride, whole blocks of it
@@ -663,7 +664,7 @@ std::string Nest::tile_with(Plan& p, int v) {
   const int nd = static_cast<int>(p.dims.size());
   std::vector<const Access*> all{&p.out};
   for (const auto& a : p.reads) all.push_back(&a);
-  const bool half_sum = p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2;
+  const bool half_sum = (p.s->reduction == ir::Reduction::Sum || p.s->reduction == ir::Reduction::Prod) && dtype_bytes(p.out.type) == 2;
   p.v = v;
   // u: the output dimension the output is densest along, else the innermost reduction one.
   int64_t best_stride = std::numeric_limits<int64_t>::max();
@@ -760,7 +761,8 @@ int Nest::count_regions(const Plan& p) {
     if (transposable(p, a)) fresh_region(), fresh_region();
   }
   vector_of(compile(*p.s->rhs, 1), 1);
-  const int regions = static_cast<int>(next_region_ / 4) + 2;
+  const int product = p.s->reduction == ir::Reduction::Prod ? 1 : 0;  // lanes_product's scratch
+  const int regions = static_cast<int>(next_region_ / 4) + 2 + product;
   p_ = saved;
   plan_ = saved_plan;
   return regions;

@@ -58,8 +58,8 @@ int64_t outputs_of(const ir::Statement& s, const kernel::Kernel& k) {
 std::optional<Split> plan_split(const kernel::Kernel& k, const isa::NpuMachine& m, size_t i, int base_cores) {
   const ir::Statement& s = k.function->statements[i];
   if (s.reduction == ir::Reduction::None || !s.init || uses_division(*s.rhs)) return std::nullopt;
-  // an f16 sum accumulates in the interpreter's order (nest.h); partials would reassociate it
-  if (s.reduction == ir::Reduction::Sum && s.acc_type == DType::F16) return std::nullopt;
+  // an f16 sum or product accumulates in the interpreter's order (nest.h); partials would reassociate it
+  if ((s.reduction == ir::Reduction::Sum || s.reduction == ir::Reduction::Prod) && s.acc_type == DType::F16) return std::nullopt;
   for (const auto& o : s.out_indices)
     if (o.has_div()) return std::nullopt;
   int64_t outputs = 1;

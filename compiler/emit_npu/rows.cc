@@ -203,7 +203,7 @@ class Rows : public VectorCode {
     const Shape out = shape_of(s.output);
     Kind kind;
     if (s.reduction != ir::Reduction::None) {
-      if (out != Shape::Row || !s.init || s.reduction == ir::Reduction::Min)
+      if (out != Shape::Row || !s.init || (s.reduction != ir::Reduction::Sum && s.reduction != ir::Reduction::Max))
         return "reduction " + s.name + " is not a per-row sum / max from its identity";
       kind = Kind::Reduce;
     } else if (out == Shape::Full) {

@@ -58,7 +58,7 @@ struct Statement {
   std::string tensor;
   ir::SourceLoc loc;
   std::vector<LhsIndex> lhs;
-  std::string op;  // "=", "+=", "+=!", "max=", "max=!", "min=", "min=!"
+  std::string op;  // "=", "+=", "+=!", "*=", "*=!", "max=", "max=!", "min=", "min=!"
   ir::SourceLoc op_loc;
   ExprPtr rhs;
   std::vector<Range> where;

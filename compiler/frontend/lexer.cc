@@ -12,7 +12,7 @@ bool ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) ||
 bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 bool digit(char c) { return c >= '0' && c <= '9'; }
 
-constexpr const char* kTwoCharPuncts[] = {"->", "+=", "==", "!=", "<=", ">=", "&&", "||"};
+constexpr const char* kTwoCharPuncts[] = {"->", "+=", "*=", "==", "!=", "<=", ">=", "&&", "||"};
 constexpr const char kOneCharPuncts[] = "()[]{},:=+-*/%<>!";
 
 std::string describe_char(unsigned char c) {

@@ -379,7 +379,10 @@ class Lowering {
       st.reduction = ir::Reduction::None;
       return;
     }
-    st.reduction = s.op[0] == '+' ? ir::Reduction::Sum : s.op[1] == 'a' ? ir::Reduction::Max : ir::Reduction::Min;
+    st.reduction = s.op[0] == '+'   ? ir::Reduction::Sum
+                   : s.op[0] == '*' ? ir::Reduction::Prod
+                   : s.op[1] == 'a' ? ir::Reduction::Max
+                                    : ir::Reduction::Min;
     st.init = s.op.back() == '!';
     if (!st.init && !written_.count(s.tensor))
       error(s.op_loc, "'" + s.op + "' accumulates into the existing value of '" + s.tensor +
@@ -429,8 +432,8 @@ class Lowering {
       v.hi = c0.hi;
     }
     if (v.is_reduction && st.reduction == ir::Reduction::None)
-      error(info.first, "index '" + info.name + "' appears only on the right-hand side of '=': use '+=!' (or 'max=!', "
-                            "'min=!') to reduce over it, or add it to the left-hand side");
+      error(info.first, "index '" + info.name + "' appears only on the right-hand side of '=': use '+=!' (or '*=!', "
+                            "'max=!', 'min=!') to reduce over it, or add it to the left-hand side");
     return v;
   }
 

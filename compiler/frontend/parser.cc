@@ -145,9 +145,8 @@ class Parser {
     if (is("=")) {
       next();
       s.op = "=";
-    } else if (is("+=")) {
-      next();
-      s.op = "+=";
+    } else if (is("+=") || is("*=")) {
+      s.op = next().text;
       bang(s.op);
     } else if ((is_word("max") || is_word("min")) && peek(1).kind == Tok::Punct && peek(1).text == "=") {
       s.op = next().text;
@@ -155,7 +154,7 @@ class Parser {
       s.op += "=";
       bang(s.op);
     } else {
-      fail("'=', '+=!', '+=', 'max=!' or 'min=!' after '" + s.tensor + "(...)'");
+      fail("'=', '+=!', '+=', '*=!', '*=', 'max=!' or 'min=!' after '" + s.tensor + "(...)'");
     }
     s.rhs = expr();
     if (is_word("where")) {

@@ -6,7 +6,7 @@
 //                '{' statement* '}'
 //   tensor    := DTYPE '[' [expr {',' expr}] ']' NAME
 //   statement := NAME '(' [NAME {',' NAME}] ')' assign expr ['where' range {',' range}]
-//   assign    := '=' | '+=' | '+=!' | 'max=' | 'max=!' | 'min=' | 'min=!'
+//   assign    := '=' | '+=' | '+=!' | '*=' | '*=!' | 'max=' | 'max=!' | 'min=' | 'min=!'
 //   range     := NAME 'in' expr ':' expr
 //   expr      := or;  or := and {'||' and};  and := cmp {'&&' cmp}
 //   cmp       := sum [('=='|'!='|'<'|'<='|'>'|'>=') sum]

@@ -696,6 +696,7 @@ struct Runner {
       switch (st.reduction) {
         case ir::Reduction::Max: return fn(-std::numeric_limits<double>::infinity(), nan_max<double>);
         case ir::Reduction::Min: return fn(std::numeric_limits<double>::infinity(), nan_min<double>);
+        case ir::Reduction::Prod: return with_product(fn);
         default: break;
       }
       switch (type) {
@@ -707,7 +708,24 @@ struct Runner {
     switch (st.reduction) {
       case ir::Reduction::Max: return fn(int_min(t), [](int64_t a, int64_t v) { return std::max(a, v); });
       case ir::Reduction::Min: return fn(int_max(t), [](int64_t a, int64_t v) { return std::min(a, v); });
+      case ir::Reduction::Prod: return with_product(fn);
       default: return fn(int64_t{0}, [t](int64_t a, int64_t v) { return wrap_int(t, a + v); });
+    }
+  }
+
+  // A product: from 1, each step rounded to the accumulator type (f16 / bf16 / f32) or wrapped to
+  // it (integers, as the language's integer arithmetic wraps), in domain order.
+  template <class Fn>
+  void with_product(Fn&& fn) const {
+    const DType t = type;
+    switch (type) {
+      case DType::F16: return fn(1.0, [](double a, double v) { return fin<DType::F16>(float(a) * float(v)); });
+      case DType::BF16: return fn(1.0, [](double a, double v) { return fin<DType::BF16>(float(a) * float(v)); });
+      case DType::F32: return fn(1.0, [](double a, double v) { return double(float(a) * float(v)); });
+      default:
+        return fn(int64_t{1}, [t](int64_t a, int64_t v) {
+          return wrap_int(t, static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v)));
+        });
     }
   }
 

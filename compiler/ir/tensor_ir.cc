@@ -376,6 +376,7 @@ std::string to_string(const Function& f) {
       case Reduction::Sum: o << (s.init ? "+=!" : "+="); break;
       case Reduction::Max: o << (s.init ? "max=!" : "max="); break;
       case Reduction::Min: o << (s.init ? "min=!" : "min="); break;
+      case Reduction::Prod: o << (s.init ? "*=!" : "*="); break;
     }
     o << " " << to_string(*s.rhs) << "   [acc " << dtype_name(s.acc_type) << "]\n      domain:";
     for (const IndexVar& v : s.domain)

@@ -170,8 +170,9 @@ struct Expr {
   SourceLoc loc;
 };
 
-// `+=!` is Sum with init, `+=` is Sum accumulating into the tensor's existing value.
-enum class Reduction : uint8_t { None, Sum, Max, Min };
+// `+=!` is Sum with init, `+=` is Sum accumulating into the tensor's existing value; `*=!` / `*=`
+// the same for Prod (identity 1).
+enum class Reduction : uint8_t { None, Sum, Max, Min, Prod };
 
 struct IndexVar {
   std::string name;

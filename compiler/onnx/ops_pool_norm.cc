@@ -387,6 +387,7 @@ void add_pool_norm_ops(std::map<std::string, Translator>& t) {
   add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
   add_reduce(t, "ReduceMax", {"max=!", same, nullptr});
   add_reduce(t, "ReduceMin", {"min=!", same, nullptr});
+  add_reduce(t, "ReduceProd", {"*=!", same, nullptr});
   add_reduce(t, "ReduceSumSquare", {"+=!", [](const std::string& e) { return e + " * " + e; }, nullptr});
   add_reduce(t, "ReduceL1", {"+=!", [](const std::string& e) { return "abs(" + e + ")"; }, nullptr});
   add_reduce(t, "ReduceL2", {"+=!", [](const std::string& e) { return e + " * " + e; },

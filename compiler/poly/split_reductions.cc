@@ -84,8 +84,8 @@ std::optional<SplitChoice> choose_split(const ir::Statement& s, const std::map<s
 }
 
 // The right-hand side of phase one: `s`'s with the cut index at chunk ci's element ji; past the
-// index's length (a last chunk cut short) the reduction's identity for a sum, the first element
-// for max / min (idempotent).
+// index's length (a last chunk cut short) the reduction's identity for a sum (0) or a product
+// (1), the first element for max / min (idempotent).
 ir::ExprPtr phase_one_value(const ir::Statement& s, const SplitChoice& cut, const std::string& ci, const std::string& ji) {
   const std::string r = cut.index->name;
   const ir::AffineExpr offset = ir::AffineExpr::index(ci, cut.chunk) + ir::AffineExpr::index(ji);
@@ -99,8 +99,10 @@ ir::ExprPtr phase_one_value(const ir::Statement& s, const SplitChoice& cut, cons
   cond->op = ir::Op::Lt;
   cond->args = {pos, len};
   ir::ExprPtr other;
-  if (s.reduction == ir::Reduction::Sum) {
-    other = node(ir::ExprKind::Constant, s.rhs->type, s.loc);  // 0
+  if (s.reduction == ir::Reduction::Sum || s.reduction == ir::Reduction::Prod) {
+    auto identity = node(ir::ExprKind::Constant, s.rhs->type, s.loc);  // 0, or 1 for a product
+    identity->value = s.reduction == ir::Reduction::Prod ? 1.0 : 0.0;
+    other = identity;
   } else {
     other = substitute(s.rhs, r, cut.index->lo);  // the first element: max / min are idempotent
   }

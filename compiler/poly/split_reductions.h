@@ -9,12 +9,13 @@
 // chunk order. Both phases and the order within a chunk are fixed, so the result is deterministic
 // (no atomics); for f32 sums it is a reassociation of the reference's sequential sum, within
 // emit_c::reassociated_sum_tolerance. For max and min the guard's else value is the element at
-// r = lo (already in the set, so it changes nothing); for sums it is 0.
+// r = lo (already in the set, so it changes nothing); for sums it is 0, for products 1 (the
+// partials of a product are combined by phase two's product: no atomics are needed).
 //
 // A reduction over several short indices whose product is long (a batch norm's sum over N, H, W)
 // splits its outermost index into chunks of whole slices instead.
 //
-// Only `op=!` statements (Sum, Max, Min starting from the identity) are split; `+=` accumulations
+// Only `op=!` statements (Sum, Prod, Max, Min starting from the identity) are split; `+=` accumulations
 // and user tile specs (which name the original indices) are left alone. The chunk length B is a
 // multiple of `granule` (so vector loads of a chunk stay aligned), at most `max_chunk`, and C is
 // about `chunks_per_unit` x parallel units / outputs (more where chunks would be longer).
