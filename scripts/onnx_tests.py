@@ -503,6 +503,7 @@ def retable(args):
 
 
 def main():
+    global DATA_DIR
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tessel", default=os.path.join(SOURCE_DIR, "build", "compiler", "cli", "tessel"))
     p.add_argument("--targets", default="c", help="comma list: c, davinci-910, davinci-310, sm90, sm75 or a .yaml")
@@ -519,7 +520,10 @@ def main():
     p.add_argument("--retable", metavar="RESULTS.json",
                    help="run nothing: re-derive each test's operator from its model and rewrite --json/--markdown from an earlier --json")
     p.add_argument("--quiet", action="store_true", help="no per-test progress lines")
+    p.add_argument("--data", default=None, help="the backend test data (a directory of suites; default: libonnx-testdata's)")
     args = p.parse_args()
+    if args.data:
+        DATA_DIR = args.data
     args.targets = [t for t in args.targets.split(",") if t]
     if not os.access(args.tessel, os.X_OK):
         sys.exit(f"onnx_tests.py: {args.tessel} is not an executable tessel")

@@ -504,7 +504,11 @@ class Pointwise : public VectorCode {
       Value v = compile(*s.rhs, n);
       const ir::Tensor* out = k_.function->find_tensor(s.output);
       TESSEL_CHECK(out, "pointwise: statement writes an unknown tensor");
-      if (v.scalar || v.type != out->dtype) throw not_pointwise("statement " + s.name + " result type differs from " + s.output);
+      if (v.scalar) {  // a statement of literals only (ONNX's ConstantOfShape, Shape, Size): broadcast
+        v.type = out->dtype;
+        v = vector_of(v, n);
+      }
+      if (v.type != out->dtype) throw not_pointwise("statement " + s.name + " result type differs from " + s.output);
       tensors_[s.output] = v;
     }
     for (const auto& t : p_->tensors)

@@ -326,3 +326,17 @@ TEST_CASE("integer division and remainder by a zero divisor give 0 on the NPU, a
     }
   }
 }
+
+TEST_CASE("a def whose statements are literals only (ONNX's ConstantOfShape) broadcasts them on the NPU") {
+  for (const std::string& target : {kTarget, kTarget310}) {
+    CAPTURE(target);
+    auto c = case_of("def k() -> (f32[N] Y, i32[N] Z, f16[N] H) {\n  Y(i) = 1.5\n  Z(i) = 7\n  H(i) = -0.1\n}\n", target, {}, 300);
+    for (auto mode : {npu_sync::SyncMode::Naive, npu_sync::SyncMode::Pruned}) {
+      const Run r = run(*c, mode);
+      CHECK(r.verification.verified);
+      CHECK(r.verification.max_abs_err == 0);
+      CHECK(interp::element_as_double(r.sim.tensor(r.sync.program, "Y"), 299) == 1.5);
+      CHECK(interp::element_as_double(r.sim.tensor(r.sync.program, "Z"), 0) == 7);
+    }
+  }
+}
