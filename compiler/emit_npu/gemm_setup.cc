@@ -55,6 +55,20 @@ std::string gemm_unsupported(const kernel::Kernel& k, const std::string& why) {
   return "kernel " + k.name + ": the NPU backend does not map this matmul yet: " + why;
 }
 
+// An operand's rows: `rows` of `length` elements along its unit-stride dimension, `stride` elements
+// apart. An index of extent 1 never moves the address, so its stride is free, and a tensor storing it
+// innermost gives both matrix dimensions a stride of 1 (X[K][1] read as A(m, k) with M = 1): rows one
+// element apart, which no DMA reads (a negative gap, a row stride below the row). Such an index takes
+// the stride of a packed matrix's outer dimension, the row length, as if stored outermost; the edge
+// tiles' rows past it read the guard, which is sized from the strides. Rows that overlap with more
+// than one of them (A(m + k)) are no matrix: false.
+bool separate_rows(int64_t& stride, int64_t rows, int64_t length) {
+  if (stride >= length) return true;
+  if (rows != 1) return false;
+  stride = length;
+  return true;
+}
+
 // The operands' form: global inputs read whole, one M, N, K and batch index, an output accumulator
 // or an epilogue, a unit-stride matrix dimension each, f16 (or plain i8 -> i32) types, no other
 // tensor. "" or the UserError text.
@@ -91,6 +105,11 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
       g.batch_dims.push_back({b.extent, stride_of(con.a.coeff, b.var), stride_of(con.b.coeff, b.var), stride_of(con.out_coeff, b.var)});
   if ((g.a_sk != 1 && g.a_sm != 1) || (g.b_sn != 1 && g.b_sk != 1) || stride_of(con.out_coeff, vn) != 1)
     return unsupported("an operand whose matrix dimensions both have a stride other than 1 (the batch is innermost)");
+  const int64_t M = con.m[0].extent, N = con.n[0].extent, K = con.k[0].extent;
+  const bool rows_apart = (g.a_transposed() ? separate_rows(g.a_sk, K, M) : separate_rows(g.a_sm, M, K)) &&
+                          (g.b_transposed() ? separate_rows(g.b_sn, N, K) : separate_rows(g.b_sk, K, N)) &&
+                          separate_rows(g.c_sm, M, N);
+  if (!rows_apart) return unsupported("an operand whose rows overlap (a row stride below the row's length)");
   // i8 x i8 -> i32: on the cube's i8 shape (i32 accumulation, exact for any K), or, where the
   // description has none, on the f16 cube (every i8 is an f16, every product |p| <= 2^14 is exact,
   // every partial sum is an integer of magnitude <= K * 2^14 <= 2^24 for K <= 1024, so exact in f32).

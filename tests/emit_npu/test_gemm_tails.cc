@@ -171,3 +171,20 @@ TEST_CASE("tails in place must not fire: an operand stored K-major shorter than 
     verify_exact(*c, "matmul_nn", "M=40,N=6,K=37");
   }
 }
+
+TEST_CASE("an index of extent 1 stored innermost: its rows get a packed matrix's stride, the GEMM path verifies") {
+  // A [K][1] read as A(m, k) (M = 1) or B [N][1] read as B(n, k) (K = 1): both matrix dimensions have
+  // a stride of 1, rows one element apart (a dma_in gap of -2 bytes, a dma_in_nz row stride below its
+  // columns: the simulator refused them, exit 3). The extent-1 index's stride is free: it takes the
+  // row length, as if stored outermost (program_fuzz seed 61 program 145)
+  for (const std::string& target : kTargets)
+    for (const char* def : kLayouts)
+      for (const char* shape : {"M=1,N=40,K=2", "M=1,N=16,K=37", "M=40,N=37,K=1", "M=1,N=1,K=40", "M=40,N=1,K=33"}) {
+        CAPTURE(target);
+        CAPTURE(def);
+        CAPTURE(shape);
+        auto c = compile_case("gemm_layouts.tsl", def, shape, "", true, target);
+        tiles_and_cores(notes_of(*c));  // the GEMM path's mapping note, not the general lowering's
+        verify_exact(*c, def, shape);
+      }
+}
