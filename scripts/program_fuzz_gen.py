@@ -9,7 +9,7 @@ as a generator error, never as a tessel bug).
 
 What it covers (compiler/README.md is the reference for what is valid):
   dtypes      f16 bf16 f32 i8 u8 i32, casts between any two
-  statements  element-wise maps (broadcasts, transposes, index masks), reductions +=! max=! min=!
+  statements  element-wise maps (broadcasts, transposes, index masks), reductions +=! max=! min=! *=!
               over any axes (leading, middle, trailing, several, all: 0-d outputs), `+=` onto an
               earlier value, contractions (batched, any majorness, several K indices, outer
               products), padding through a guarded select, windows with strides and dilations,
@@ -701,7 +701,7 @@ class Gen:
         points = math.prod(a.value for a in ctx.idx_axes.values())
         if points > self.points_limit:
             return self.s_map()
-        op = rng.choice(("+=!", "+=!", "max=!", "min=!"))
+        op = rng.choice(("+=!", "+=!", "max=!", "min=!", "*=!"))
         in_dt = self.pick_dtype()
         n_red = math.prod(ctx.idx_axes[r].value for r in red)
         if op == "+=!" and in_dt in ("f16", "bf16") and (n_red > 8 or rng.random() < 0.7):
@@ -731,11 +731,14 @@ class Gen:
                     core = E("select", in_dt, [c, core, self.lit(in_dt)], text="select", exact=core.exact,
                              bound=max(core.bound, 8))
         rhs = self.cast(acc, core) if acc != in_dt else core
-        bound = rhs.bound * (n_red if op == "+=!" else 1)
+        if op == "*=!":  # every partial product within bound^n_red, in any order (integers wrap)
+            bound = math.exp(min(700.0, n_red * math.log(max(rhs.bound, 1.0))))
+        else:
+            bound = rhs.bound * (n_red if op == "+=!" else 1)
         if is_float(acc) and bound > FLOAT_LIMIT[acc]:
             op = "max=!"
             bound = rhs.bound
-        exact = rhs.exact and not (op == "+=!" and is_float(acc))
+        exact = rhs.exact and not (op in ("+=!", "*=!") and is_float(acc))
         if not is_float(acc):
             bound = min(bound, INT_MAX[acc])
         self.p.notes.append(f"reduce{op}")

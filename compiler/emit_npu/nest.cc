@@ -484,8 +484,9 @@ void Nest::body(const Plan& p) {
   const int eb = dtype_bytes(t);
   const Opcode o = combine_op(p);
   int64_t left = rows;
-  if (p.red(p.u) && !p.red(p.v) && p.s->reduction == ir::Reduction::Prod) {
-    // a product rounds after every step: each row straight into the accumulator, in the interpreter's order
+  if (p.red(p.u) && !p.red(p.v) && (p.s->reduction == ir::Reduction::Prod || (p.s->reduction == ir::Reduction::Sum && eb == 2))) {
+    // a product or an f16 sum rounds after every step: each row straight into the accumulator, in the
+    // interpreter's order (rows folded into the first row first would reassociate it)
     for (int64_t r = 0; r < rows; ++r)
       binary(o, Value{false, 0, acc(), t}, Value{false, 0, acc(), t}, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
     return;
@@ -566,8 +567,9 @@ void Nest::lanes_product(DType t, int64_t src, int64_t rows, int64_t rep) {
   const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(t), lpb = block / eb;
   TESSEL_CHECK(rows <= max_repeat_ && repeat_blocks_ >= 2 && (repeat_blocks_ & (repeat_blocks_ - 1)) == 0,
                "nest: a product along the lanes needs at most max_repeat rows and a power-of-two count of blocks per repeat");
-  const int64_t s = fresh_region();  // rows x lpb blocks (<= a region: pitch >= the lanes of a repeat)
-  TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a product's lanes exceed UB");
+  // rows x lpb blocks (<= a region: pitch >= the lanes of a repeat); counted by count_regions, and
+  // by the row pipeline's sizing, which emits a block to measure it
+  const int64_t s = fresh_region();
   // halvings in the rows' layout, the last one packing the rows (row r's write, block r, is at or
   // before its own reads and after every later row's: no later repeat reads what an earlier wrote)
   for (int64_t h = repeat_blocks_ / 2, from = src; h >= 1; h /= 2, from = s) {
@@ -575,10 +577,10 @@ void Nest::lanes_product(DType t, int64_t src, int64_t rows, int64_t rep) {
     op(Opcode::Vmul, {type(t), at(Buffer::UB, s), at(Buffer::UB, from), at(Buffer::UB, from + h * block), imm(rows), imm(1), imm(1),
                       imm(1), imm(h > 1 ? rep : 1), imm(rep), imm(rep)});
   }
-  const int64_t n = rows * lpb;
+  const int64_t n = rows * lpb, most = max_repeat_ / lpb * lpb;  // a chunk's elements start on a block
   mask_lanes(lpb);
-  for (int64_t c0 = (n - 1) / max_repeat_ * max_repeat_; c0 >= 0; c0 -= max_repeat_)
-    op(Opcode::Vbrcb, {type(t), at(Buffer::UB, s + c0 * block), at(Buffer::UB, s + c0 * eb), imm(std::min(max_repeat_, n - c0)), imm(1), imm(1)});
+  for (int64_t c0 = (n - 1) / most * most; c0 >= 0; c0 -= most)
+    op(Opcode::Vbrcb, {type(t), at(Buffer::UB, s + c0 * block), at(Buffer::UB, s + c0 * eb), imm(std::min(most, n - c0)), imm(1), imm(1)});
   mask_lanes(m_.vector_lanes(t));
   const int64_t bpr = bytes_per_repeat_, per_row = lpb * block / bpr;  // repeats per row
   for (int64_t c = per_row; c > 1;) {

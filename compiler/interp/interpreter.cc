@@ -831,12 +831,15 @@ void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::st
     c.hi.push_back(v.hi.evaluate({}, sizes));
     points *= std::max<int64_t>(0, c.hi.back() - c.lo.back());
   }
-  for (size_t s = 0; s < c.lo.size(); ++s)
-    if (c.hi[s] <= c.lo[s]) return;  // empty domain
-  NodePtr rhs = c.compile(*st.rhs);
-  Buffer& out = buffers.at(st.output);
   size_t nout = 0;
   while (nout < st.domain.size() && !st.domain[nout].is_reduction) ++nout;
+  // an empty domain writes nothing, but an empty reduced range still sets `op=!`'s outputs to the identity
+  const size_t checked = st.reduction != ir::Reduction::None && st.init ? nout : c.lo.size();
+  for (size_t s = 0; s < checked; ++s)
+    if (c.hi[s] <= c.lo[s]) return;
+  for (size_t s = checked; s < c.lo.size(); ++s) c.hi[s] = std::max(c.hi[s], c.lo[s]);
+  NodePtr rhs = c.compile(*st.rhs);
+  Buffer& out = buffers.at(st.output);
   const bool reads_own_output = reads_tensor(*st.rhs, st.output);
   Runner r{st,   *rhs, c.address(out, st.out_indices, "writes"), out.array.data.data(), out.tensor->dtype,
            dtype_bytes(out.tensor->dtype), nout, c.lo, c.hi,

@@ -168,6 +168,25 @@ TEST_CASE("reduction operators: +=!, max=!, min=!, and += after an earlier write
   CHECK(f.statements[3].name == "S3");
 }
 
+TEST_CASE("product reductions: *=! starts from 1 and *= accumulates after an earlier write") {
+  const ir::Function f = one("def f(f32[M, K] A) -> (f32[M] P, f32[] Q) {\n"
+                             "  P(m) *=! A(m, k)\n  P(m) *= A(m, k) + 1\n  Q()*=!A(m, k)\n}\n");
+  REQUIRE(f.statements.size() == 3);
+  CHECK(f.statements[0].reduction == ir::Reduction::Prod);
+  CHECK(f.statements[0].init);
+  CHECK(f.statements[1].reduction == ir::Reduction::Prod);
+  CHECK_FALSE(f.statements[1].init);
+  CHECK(f.statements[2].reduction == ir::Reduction::Prod);
+  CHECK(var(f.statements[2], "k").is_reduction);
+  const std::string text = ir::to_string(f);
+  CHECK(text.find("P(m) *=! A(m, k)") != std::string::npos);
+  CHECK(text.find("P(m) *= ") != std::string::npos);
+  // `*` followed by `=` is the operator only on the left of a statement; inside an expression it is a syntax error
+  CHECK(rejection("def f(f32[M] A) -> (f32[M] Y) {\n  Y(m) *= A(m)\n}\n").find("'*=' accumulates into the existing value of 'Y'") !=
+        std::string::npos);
+  CHECK(rejection("def f(f32[M] A) -> (f32[M] Y) {\n  Y(m) = A(m) *= 2\n}\n") != "");
+}
+
 TEST_CASE("comments, blank lines and free layout, bf16 and scalar (0-d) tensors") {
   const ir::Function f = one("# a comment\n\ndef f(bf16[N] A,   # trailing comment\n f32[] s)\n -> (f32[] T) {\n"
                              "  T() +=! f32(A(i)) * s()\n}\n");

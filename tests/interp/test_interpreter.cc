@@ -117,6 +117,33 @@ TEST_CASE("+= accumulates into the values of an earlier statement, max=! / min=!
   CHECK(values(out.at("N")) == std::vector<double>{-7, 1});
 }
 
+TEST_CASE("*=! multiplies from 1 in domain order, *= multiplies into the existing value") {
+  const std::string prog = "def f(f32[M, K] A) -> (f32[M] P, f32[M] Q, f32[] R) {\n"
+                           "  P(m) *=! A(m, k)\n  Q(m) = A(m, 0)\n  Q(m) *= A(m, k)\n  R() *=! A(m, k)\n}\n";
+  const Tensors out = interp::evaluate(fn(prog), {{"M", 2}, {"K", 3}},
+                                       {{"A", array(DType::F32, {2, 3}, {-2, 0.5, 3, 1.5, -1, 4})}});
+  CHECK(values(out.at("P")) == std::vector<double>{-3, -6});
+  CHECK(values(out.at("Q")) == std::vector<double>{6, -9});
+  CHECK(values(out.at("R")) == std::vector<double>{18});
+  // an empty reduced range leaves the identity
+  CHECK(eval1("def f(f32[N] A) -> (f32[] Y) {\n Y() *=! A(i)\n}\n", {{"N", 0}}, {{"A", array(DType::F32, {0}, {})}}, "Y") ==
+        std::vector<double>{1});
+}
+
+TEST_CASE("integer products wrap after every step, f16 products round after every step") {
+  // i8: 5 * 7 = 35, * 11 = 385 -> -127 (385 - 512), * 3 = -381 -> -125 (-381 + 256)
+  CHECK(eval1("def f(i8[N] A) -> (i8[] Y) {\n Y() *=! A(i)\n}\n", {{"N", 4}}, {{"A", array(DType::I8, {4}, {5, 7, 11, 3})}}, "Y") ==
+        std::vector<double>{-125});
+  // i32: 65536 * 65536 wraps to 0, so anything after stays 0
+  CHECK(eval1("def f(i32[N] A) -> (i32[] Y) {\n Y() *=! A(i)\n}\n", {{"N", 3}},
+              {{"A", array(DType::I32, {3}, {65536, 65536, 3})}}, "Y") == std::vector<double>{0});
+  // f16: (1 + 2^-10) * (1 + 2^-10) = 1 + 2^-9 + 2^-20 rounds to 1 + 2^-9 at each step; then * 2048
+  const double e = std::ldexp(1.0, -10);
+  const auto y = eval1("def f(f16[N] A) -> (f16[] Y) {\n Y() *=! A(i)\n}\n", {{"N", 3}},
+                       {{"A", array(DType::F16, {3}, {1 + e, 1 + e, 2048})}}, "Y");
+  CHECK(y == std::vector<double>{(1 + 2 * e) * 2048});
+}
+
 TEST_CASE("select evaluates only the chosen operand, so padding reads stay in bounds") {
   const std::string prog = "def f(f32[N] A) -> (f32[N] Y) {\n"
                            "  P(h) = select(h >= 1 && h <= N, A(h - 1), 0) where h in 0:N+2\n"
