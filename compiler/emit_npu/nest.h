@@ -19,7 +19,8 @@
 //   reductions: along u row by row in ascending order (the interpreter's order per lane), along v
 //   by folding a row's repeats then vcadd / vcmax (min as -max(-x)), lanes past the row's end set
 //   to the identity first, across tiles into the UB accumulator; f16 sums keep v an output
-//   dimension when the statement has one, so they accumulate in the interpreter's order;
+//   dimension (with none, no lanes: an element per row) and add each row straight into the
+//   accumulator, so they accumulate in the interpreter's order;
 //   conditions: vcmp_lt / vcmp_le / vcmp_eq give 1 / 0, combined by mul / max, and vselv selects.
 // Tiles: sized from the values the right-hand side uses (equal subexpressions computed once), the
 // innermost loop of two or more tiles double-buffered. The lanes go elsewhere than the most

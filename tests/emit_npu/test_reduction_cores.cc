@@ -111,3 +111,23 @@ TEST_CASE("no split where it cannot pay or the output already gives every core w
   CHECK(barriers(*f16) == 0);
   CHECK(f16->kernel.program.cores == 1);
 }
+
+// An f16 sum rounds after every step (compiler/README.md, interpreter semantics), so its value
+// depends on the order: a tree over the lanes, or a tile's rows folded into its first row before
+// the accumulator, differs from the interpreter's order by more than the f16 tolerance on long sums
+// (512 x 512: -492.75 against the interpreter's -499; the exact sum is -491.875). The lanes stay
+// off the reductions (none with no output dimension: an element per row), every row goes straight
+// into the accumulator: bit for bit on both chips, naive and pruned, however many tiles.
+TEST_CASE("f16 sums add in the interpreter's order: a full sum, long rows and long columns, exact") {
+  const std::pair<const char*, const char*> cases[] = {{"sum_all_f16", "M=64,N=256"},  {"sum_all_f16", "M=5,N=7"},
+                                                       {"sum_rows_f16", "M=8,N=2048"}, {"sum_rows_f16", "M=1,N=1000"},
+                                                       {"sum_cols_f16", "M=2048,N=16"}, {"sum_cols_f16", "M=700,N=40"}};
+  for (const std::string& target : {kTarget, kTarget310})
+    for (const auto& [def, shape] : cases) {
+      CAPTURE(target);
+      CAPTURE(def);
+      CAPTURE(shape);
+      auto c = compile_case("reduction_cores.tsl", def, shape, "", true, target);
+      verified_cycles(*c, true, false, run_any);
+    }
+}
