@@ -1,5 +1,5 @@
 // Reductions over windows and axes: MaxPool / AveragePool (pads, auto_pad, strides, dilations,
-// ceil_mode, count_include_pad), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference),
+// ceil_mode, count_include_pad), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),
 // LayerNormalization, InstanceNormalization, Softmax / LogSoftmax (the opset-13 single axis and the
 // older flattening), and Reduce{Sum,Mean,Max,Min,L1,L2,SumSquare,LogSum,LogSumExp} (axes as attribute
 // or input, keepdims). Each is a `+=!` / `max=!` / `min=!` statement into a local or the output,
@@ -137,24 +137,15 @@ void translate_global_pool(Context& c) {
 
 // ---- normalisations -----------------------------------------------------------------------------
 
-void translate_batch_norm(Context& c) {
-  if (c.attr_int("training_mode", 0) != 0) c.unsupported("BatchNormalization in training mode");
-  for (int i = 1; i < 5; ++i)
-    if (c.has_output(i)) c.unsupported("BatchNormalization's running statistics outputs (training)");
-  const Value& x = c.input(0);
-  const Value y = output_value(c, 0);
-  const DType t = c.dtype(x);
-  const std::string ch = x.shape.size() > 1 ? index(1) : "0";
-  const std::string xr = c.read(x, indices(x.shape.size()));
-  const std::string mean = c.read(c.input(3), {ch}), var = c.read(c.input(4), {ch});
-  const std::string scale = c.read(c.input(1), {ch}), bias = c.read(c.input(2), {ch});
-  const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
-  const std::string rhs = "(" + xr + " - " + mean + ") / sqrt(" + var + " + " + eps + ") * " + scale + " + " + bias;
-  c.emit({y.tsl, indices(y.shape.size()), "=", rhs, ranges_of(y.shape)});
-}
+struct NormStats {
+  Value sum, var;     // per outer point: the sum of x, the sum of (x - mean)^2
+  std::string count;  // the number of points reduced, a literal
+};
 
 // y = (x - mean) / sqrt(var + eps) * scale + bias over the dimensions `inner` (a suffix of x's).
-void normalise(Context& c, const std::vector<bool>& reduced, const std::function<std::string(Context&)>& scale_bias) {
+// Returns the statistics it computed: sum and sum of squared deviations per outer point, the count
+// of reduced points as a literal.
+NormStats normalise(Context& c, const std::vector<bool>& reduced, const std::function<std::string(Context&)>& scale_bias) {
   const Value& x = c.input(0);
   const Value y = output_value(c, 0);
   const DType t = c.dtype(x);
@@ -195,6 +186,43 @@ void normalise(Context& c, const std::vector<bool>& reduced, const std::function
     const std::string stat = o == 1 ? c.read(sum, outer_idx) + " / " + nn : "1.0 / sqrt(" + c.read(var, outer_idx) + " / " + nn + " + " + eps + ")";
     c.emit({c.output_name(o), indices(rank), "=", stat, ranges_of(s.shape)});
   }
+  return {sum, var, nn};
+}
+
+// Inference: y = (x - mean) / sqrt(var + eps) * scale + bias with the given statistics. Training
+// (training_mode, or an opset < 14 node asking for the running statistics): the batch's own mean and
+// (population) variance over every dimension but the channels normalise, and running_mean /
+// running_var = input * momentum + batch statistic * (1 - momentum), as ONNX's reference.
+void translate_batch_norm(Context& c) {
+  const bool training = c.attr_int("training_mode", 0) != 0 || (c.opset() < 14 && c.has_output(1));
+  for (int i = training ? 3 : 1; i < 5; ++i)
+    if (c.has_output(i)) c.unsupported(i >= 3 ? "BatchNormalization's saved statistics outputs" : "BatchNormalization's running statistics outputs outside training");
+  const Value& x = c.input(0);
+  const DType t = c.dtype(x);
+  const std::string ch = x.shape.size() > 1 ? index(1) : "0";
+  if (training) {
+    if (x.shape.size() < 2) c.malformed("training needs a channel dimension");
+    std::vector<bool> reduced(x.shape.size(), true);
+    reduced[1] = false;
+    const NormStats st = normalise(c, reduced, [](Context& c) {
+      return " * " + c.read(c.input(1), {index(1)}) + " + " + c.read(c.input(2), {index(1)});
+    });
+    const std::string m = literal(c.attr_float("momentum", 0.9), t), rest = literal(1 - c.attr_float("momentum", 0.9), t);
+    for (int o = 1; o <= 2; ++o) {
+      if (!c.has_output(o)) continue;
+      const Value& stat = o == 1 ? st.sum : st.var;
+      const std::string rhs = c.read(c.input(o == 1 ? 3 : 4), {index(0)}) + " * " + m + " + " + c.read(stat, {index(0)}) + " / " + st.count + " * " + rest;
+      c.emit({c.output_name(o), {index(0)}, "=", rhs, ranges_of(c.output(o).shape)});
+    }
+    return;
+  }
+  const Value y = output_value(c, 0);
+  const std::string xr = c.read(x, indices(x.shape.size()));
+  const std::string mean = c.read(c.input(3), {ch}), var = c.read(c.input(4), {ch});
+  const std::string scale = c.read(c.input(1), {ch}), bias = c.read(c.input(2), {ch});
+  const std::string eps = literal(c.attr_float("epsilon", 1e-5), t);
+  const std::string rhs = "(" + xr + " - " + mean + ") / sqrt(" + var + " + " + eps + ") * " + scale + " + " + bias;
+  c.emit({y.tsl, indices(y.shape.size()), "=", rhs, ranges_of(y.shape)});
 }
 
 void translate_layer_norm(Context& c) {

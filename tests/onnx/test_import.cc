@@ -304,5 +304,35 @@ TEST_CASE("onnx import: f16 attention (Transpose, MatMul, Softmax, MatMul) sums 
   CHECK(a.k.coeff.at(a.head.at(0).var) == 1);
 }
 
+TEST_CASE("onnx BatchNormalization in training mode: the batch's mean and population variance normalise, running statistics blend with momentum") {
+  Graph g(15);
+  g.input("x", {2, 2, 3});
+  g.initializer("scale", {2}, {1.0, 2.0});
+  g.initializer("b", {2}, {0.0, 0.5});
+  g.initializer("mean", {2}, {0.0, 1.0});
+  g.initializer("var", {2}, {1.0, 4.0});
+  g.output("y", {2, 2, 3});
+  g.output("running_mean", {2});
+  g.output("running_var", {2});
+  auto* n = g.node("BatchNormalization", {"x", "scale", "b", "mean", "var"}, {"y", "running_mean", "running_var"});
+  attr_int(n, "training_mode", 1);
+  attr_float(n, "momentum", 0.75f);
+  attr_float(n, "epsilon", 0.0f);
+  // channel 0 holds 1, 2, 3 and 4, 5, 6 (mean 3.5, variance 35/12); channel 1 holds 2x those
+  const std::vector<float> x = {1, 2, 3, 2, 4, 6, 4, 5, 6, 8, 10, 12};
+  const auto out = run(g, {{"x", f32({2, 2, 3}, x)}});
+  const double m0 = 3.5, v0 = 35.0 / 12, m1 = 7, v1 = 4 * v0;
+  std::vector<float> y;
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 2; ++c)
+      for (int k = 0; k < 3; ++k) {
+        const double v = x[size_t(b * 6 + c * 3 + k)];
+        y.push_back(float(c == 0 ? (v - m0) / std::sqrt(v0) : (v - m1) / std::sqrt(v1) * 2 + 0.5));
+      }
+  check_close(out.at("y"), y, 1e-5);
+  check_close(out.at("running_mean"), {float(0.75 * 0 + 0.25 * m0), float(0.75 * 1 + 0.25 * m1)}, 1e-5);
+  check_close(out.at("running_var"), {float(0.75 * 1 + 0.25 * v0), float(0.75 * 4 + 0.25 * v1)}, 1e-5);
+}
+
 }  // namespace
 }  // namespace tessel::onnx_import
