@@ -682,8 +682,36 @@ def attention_f32(f32[S, D] Q, f32[T, D] K, f32[T, D] V) -> (f32[S, D] Out) {
 }""", {"S": 5, "T": 7, "D": 3})
 
 
+def products(g):
+    """Product reductions, last of the families so that the shapes drawn for every earlier
+    instance stay as they were."""
+    # `*=!`, `*=`: factors near 1 (random inputs in [-2, 2] scaled by 1/16 around 1, or
+    # odd integers) so that long products neither vanish nor overflow
+    g.add("reduce", "prod_2d_last", "f32", "prime", """
+def reduce_prod(f32[M, N] X) -> (f32[M] Y) {
+  Y(m) *=! X(m, n) * 0.0625 + 1
+}""", g.mn("prime"), note="a product along the rows")
+    g.add("reduce", "prod_2d_lead", "f16", "m16", """
+def reduce_prod(f16[M, N] X) -> (f16[N] Y) {
+  Y(n) *=! X(m, n) * 0.0625 + 1
+}""", g.mn("m16"), note="f16 product, rounded every step")
+    g.add("reduce", "prod_3d_mid", "i32", "tiny", """
+def reduce_prod(i32[B, M, N] X) -> (i32[B, N] Y) {
+  Y(b, n) *=! 2 * X(b, m, n) + 1
+}""", {"B": g.sizes.pick("tiny")[0], **g.mn("tiny")}, note="i32 product, wrapping")
+    g.add("reduce", "prod_all_scalar", "f32", "prime", """
+def reduce_prod_all(f32[M, N] X) -> (f32[] Y) {
+  Y() *=! X(m, n) * 0.0625 + 1
+}""", g.mn("prime"), note="a 0-d product")
+    g.add("reduce", "prod_onto", "f32", "m16", """
+def reduce_prod_onto(f32[M, N] X, f32[M] init) -> (f32[M] Y) {
+  Y(m) = init(m) * 2
+  Y(m) *= X(m, n) * 0.0625 + 1
+}""", g.mn("m16"), note="'*=' onto an earlier statement's value")
+
+
 FAMILIES = [elementwise, casts, integer, reductions, rows, batch_norm, pooling, transposes, broadcasts,
-            gemms, batched_gemms, convolutions, one_hots, functions, attentions]
+            gemms, batched_gemms, convolutions, one_hots, functions, attentions, products]
 
 
 def generate(seed=DEFAULT_SEED, quasi_affine=False):

@@ -561,8 +561,8 @@ void Nest::lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int6
 // at s; vbrcb gives each of those elements a block of its own (in place: chunks from the last, each
 // reading its elements before writing), so a row is lanes-per-block blocks, multiplied into one
 // block whose lanes all hold the row's product; vcmax over lane 0 alone moves it to part()[r]. The
-// order is a tree, as a sum's vcadd is; f16 products keep their reductions off the lanes where
-// there is an output dimension (lane_dim), so only a product to one value takes this for f16.
+// order is a tree, as a sum's vcadd is; f16 products keep their reductions off the lanes
+// (lane_dim), so only f32 and integer products (exact: wrapping) take this.
 void Nest::lanes_product(DType t, int64_t src, int64_t rows, int64_t rep) {
   const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(t), lpb = block / eb;
   TESSEL_CHECK(rows <= max_repeat_ && repeat_blocks_ >= 2 && (repeat_blocks_ & (repeat_blocks_ - 1)) == 0,

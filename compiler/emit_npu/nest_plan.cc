@@ -307,9 +307,9 @@ int Nest::lane_dim(const Plan& p) const {
       if (a.stride[d] != 0) n *= p.dims[d].extent;
     return n;
   };
-  // an f16 sum with no output dimension: no lanes (a tree over them would reassociate it); each
-  // element is a row, added in the interpreter's order
-  if (!has_out && p.s->reduction == ir::Reduction::Sum && dtype_bytes(p.out.type) == 2) return -1;
+  // an f16 sum or product with no output dimension: no lanes (a tree over them would reassociate
+  // it); each element is a row, added or multiplied in the interpreter's order
+  if (!has_out && half_sum) return -1;
   int best = -1;
   int64_t best_score = 0;
   for (int d = 0; d < nd; ++d) {
