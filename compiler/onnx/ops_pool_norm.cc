@@ -30,11 +30,44 @@ std::string lowest(DType t) {
 
 // ---- pooling ------------------------------------------------------------------------------------
 
+// MaxPool's Indices: the flat position in x (row-major over every dimension; storage_order 1: the
+// spatial dimensions column-major) of the first window element, in window order, equal to the
+// maximum `y` — a min=! over the window of that position where the element is the maximum and lies
+// in the image (not padding), the element count elsewhere.
+void pool_indices(Context& c, const Value& y, const std::string& element, const std::vector<int64_t>& strides,
+                  const std::vector<int64_t>& dil, const std::vector<int64_t>& pads, const std::vector<IndexRange>& ranges) {
+  const Value& x = c.input(0);
+  const size_t sp = x.shape.size() - 2;
+  const int64_t order = c.attr_int("storage_order", 0);
+  if (order != 0 && order != 1) c.malformed("storage_order must be 0 or 1");
+  Strings pos, inside;
+  for (size_t j = 0; j < sp; ++j) {
+    const std::string p = "(" + scaled(index(int(j + 2)), strides[j]) + " + " + scaled(reduction(int(j)), dil[j]) +
+                          (pads[j] ? " - " + str(pads[j]) : "") + ")";
+    pos.push_back(p);
+    if (pads[j] > 0) inside.push_back(p + " >= 0");
+    const int64_t last = (y.shape[j + 2] - 1) * strides[j] + (ranges[y.shape.size() + j].hi - 1) * dil[j] - pads[j];
+    if (last >= x.shape[j + 2]) inside.push_back(p + " < " + str(x.shape[j + 2]));
+  }
+  // the spatial offset in the chosen order, then the image and channel: ((n C + c) S + offset)
+  std::string offset;
+  int64_t spatial = 1;
+  for (size_t k = 0; k < sp; ++k) {
+    const size_t j = order == 0 ? k : sp - 1 - k;
+    offset = k == 0 ? pos[j] : "(" + offset + ") * " + str(x.shape[j + 2]) + " + " + pos[j];
+    spatial *= x.shape[j + 2];
+  }
+  const std::string flat = "((" + index(0) + " * " + str(x.shape[1]) + " + " + index(1) + ") * " + str(spatial) + " + " + offset + ")";
+  inside.push_back(element + " == " + c.read(y, indices(y.shape.size())));
+  const std::string hit = join(inside, " && ");
+  c.emit({c.output_name(1), indices(y.shape.size()), "min=!", "select(" + hit + ", " + flat + ", " + str(x.shape[0] * x.shape[1] * spatial) + ")",
+          ranges});
+}
+
 void translate_pool(Context& c) {
   const bool is_max = c.node().op_type() == "MaxPool";
   const Value& x = c.input(0);
   const Value y = output_value(c, 0);
-  if (c.has_output(1)) c.unsupported("MaxPool's Indices output (int64)");
   if (x.shape.size() < 3) c.malformed("the input has no spatial dimensions");
   const size_t sp = x.shape.size() - 2;
   const DType t = c.dtype(x);
@@ -93,7 +126,11 @@ void translate_pool(Context& c) {
     window_size *= kernel[j];
   }
   const std::string r = c.read(xp, window);
-  if (is_max) return c.emit({y.tsl, indices(y.shape.size()), "max=!", r, ranges});
+  if (is_max) {
+    c.emit({y.tsl, indices(y.shape.size()), "max=!", r, ranges});
+    if (c.has_output(1)) pool_indices(c, y, r, strides, dil, pads, ranges);
+    return;
+  }
   const Value sum = local(c, y, y.shape, "sum");
   c.emit({sum.tsl, indices(y.shape.size()), "+=!", r, ranges});
   std::string divisor = literal(double(window_size), t);

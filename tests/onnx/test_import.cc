@@ -334,5 +334,48 @@ TEST_CASE("onnx BatchNormalization in training mode: the batch's mean and popula
   check_close(out.at("running_var"), {float(0.75 * 1 + 0.25 * v0), float(0.75 * 4 + 0.25 * v1)}, 1e-5);
 }
 
+TEST_CASE("onnx MaxPool's Indices: the flat position of each window's first maximum, padding skipped, row- or column-major") {
+  // x 1x2x3x4 with ties (a repeated maximum takes its first position in window order)
+  const std::vector<float> x = {5, 1, 5, 2, 0, 7, 7, 3, 1, 1, 9, 4, 2, 8, 8, 0, 6, 6, 1, 3, 2, 9, 0, 9};
+  for (int order : {0, 1}) {
+    CAPTURE(order);
+    Graph g(12);
+    g.input("x", {1, 2, 3, 4});
+    g.output("y", {1, 2, 3, 4});
+    g.output("i", {1, 2, 3, 4}, TP::INT64);
+    auto* n = g.node("MaxPool", {"x"}, {"y", "i"});
+    attr_ints(n, "kernel_shape", {2, 2});
+    attr_ints(n, "pads", {1, 1, 0, 0});
+    attr_int(n, "storage_order", order);
+    const auto out = run(g, {{"x", f32({1, 2, 3, 4}, x)}});
+    std::vector<float> want_y;
+    std::vector<int32_t> want_i;
+    for (int c = 0; c < 2; ++c)
+      for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 4; ++w) {
+          float best = -INFINITY;
+          int at = -1;
+          for (int dh = 0; dh < 2; ++dh)
+            for (int dw = 0; dw < 2; ++dw) {
+              const int ih = h + dh - 1, iw = w + dw - 1;
+              if (ih < 0 || iw < 0) continue;
+              const float v = x[size_t(c * 12 + ih * 4 + iw)];
+              if (v > best) {
+                best = v;
+                at = c * 12 + (order == 0 ? ih * 4 + iw : iw * 3 + ih);
+              }
+            }
+          want_y.push_back(best);
+          want_i.push_back(at);
+        }
+    check_close(out.at("y"), want_y, 0);
+    REQUIRE(out.at("i").dtype == DType::I32);
+    for (size_t k = 0; k < want_i.size(); ++k) {
+      CAPTURE(k);
+      CHECK(int_at(out.at("i"), int64_t(k)) == want_i[k]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessel::onnx_import
