@@ -99,6 +99,15 @@ TEST_CASE("f16 products multiply in the interpreter's order, exact") {
   check_both("prod_all_f16", "M=16,N=300", true);
 }
 
+// The channel-last row kernel (channels.cc): a per-channel product over N x H x W multiplies its
+// rows into the channel accumulators one vmul each, in the interpreter's order.
+TEST_CASE("a per-channel product in NHWC on the channel-last kernel, exact") {
+  check_both("prod_channels_nhwc", "N=2,H=3,W=5,C=43", true);
+  auto c = compile_case(kFile, "prod_channels_nhwc", "N=2,H=3,W=5,C=43");
+  CHECK(has(kernel_notes(*c), "channel-last"));
+  CHECK(count(*c, npu::Opcode::Vmul) > 0);
+}
+
 TEST_CASE("*= multiplies into the value an earlier statement wrote") {
   check_both("prod_accumulate", "M=37,N=100", false);
   check_both("prod_then_scale", "M=37,N=100", false);

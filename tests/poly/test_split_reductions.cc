@@ -74,6 +74,25 @@ TEST_CASE("max over long rows of few outputs, an offset range, and what stays in
   check_same(frontend::select_function(m, "total"), {{"N", 1 << 20}}, p, 0);
 }
 
+// A product's last chunk, cut short, is padded with its identity 1 (a 0 would zero the partial);
+// phase two multiplies the partials. Factors near 1 keep a million of them finite.
+TEST_CASE("a long product to one value: the cut chunk padded with 1, the partials multiplied") {
+  frontend::Module m = frontend::parse_module("def prod(f32[N] X) -> (f32[] P) {\n  P() *=! X(i) * 0.0009765625 + 1\n}\n", "p.tsl");
+  const ir::Function& f = frontend::select_function(m, "prod");
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  std::vector<poly::ReductionSplit> splits;
+  auto g = poly::split_reductions(f, {{"N", 1000003}}, p, &splits);
+  REQUIRE(g);
+  REQUIRE(g->statements.size() == 2);
+  CHECK(g->statements[0].reduction == ir::Reduction::Prod);
+  CHECK(g->statements[1].reduction == ir::Reduction::Prod);
+  const std::string text = ir::to_string(*g);
+  CAPTURE(text);
+  CHECK(text.find(", 1)") != std::string::npos);  // select(in range, factor, 1)
+  check_same(f, {{"N", 1000003}}, p, 1);
+}
+
 TEST_CASE("GPU targets split in the pipeline, NPU targets and user tile specs do not") {
   frontend::Module m = frontend::parse_module(kSource, "red.tsl");
   const ir::Function& f = frontend::select_function(m, "total");
