@@ -507,7 +507,14 @@ void translate_space_to_depth(Context& c) {
   const int64_t b = c.attr_int("blocksize", 0);
   if (b <= 0) c.malformed("blocksize must be positive");
   const int64_t ci = x.shape[1];
-  emit_copy(c, 0, x, {"i0", "i1 % " + str(ci), "i2 * " + str(b) + " + i1 / " + str(ci * b), "i3 * " + str(b) + " + i1 / " + str(ci) + " % " + str(b)});
+  if (x.shape[2] % b || x.shape[3] % b) c.malformed("the height and width must be multiples of blocksize");
+  // through blocks[n, q, c, h, w] = x[n, c, h b + q / b, w b + q % b] (q = the block offset dh b + dw),
+  // so that no statement divides one index by two constants (the NPU's general lowering splits one)
+  const std::vector<int64_t> shape = {x.shape[0], b * b, ci, x.shape[2] / b, x.shape[3] / b};
+  const Value blocks = local(c, x, shape, "blocks");
+  c.emit({blocks.tsl, indices(5), "=", c.read(x, {"i0", "i2", "i3 * " + str(b) + " + i1 / " + str(b), "i4 * " + str(b) + " + i1 % " + str(b)}),
+          ranges_of(shape)});
+  emit_copy(c, 0, blocks, {"i0", "i1 / " + str(ci), "i1 % " + str(ci), "i2", "i3"});
 }
 
 // ---- folded operators --------------------------------------------------------------------------
