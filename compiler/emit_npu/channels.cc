@@ -20,6 +20,13 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
+// A column reduction's start and its row-by-row combine.
+double identity_of(ir::Reduction r) {
+  return r == ir::Reduction::Sum ? 0.0 : r == ir::Reduction::Prod ? 1.0 : r == ir::Reduction::Max ? -INFINITY : INFINITY;
+}
+Opcode combine_of(ir::Reduction r) {
+  return r == ir::Reduction::Sum ? Opcode::Vadd : r == ir::Reduction::Prod ? Opcode::Vmul : r == ir::Reduction::Max ? Opcode::Vmax : Opcode::Vmin;
+}
 
 enum Reg : uint8_t { kChunk = 1, kRow, kRowOff, kGm2, kGm4 };
 
@@ -67,10 +74,7 @@ class Channels : public VectorCode {
       if (kinds_[i] == Kind::Reduce) {
         Value acc{false, 0, fresh_region(), DType::F32};
         op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, acc.region),
-                          Operand::float_(s.reduction == ir::Reduction::Sum    ? 0.0
-                                          : s.reduction == ir::Reduction::Prod ? 1.0
-                                          : s.reduction == ir::Reduction::Max  ? -INFINITY
-                                                                               : INFINITY),
+                          Operand::float_(identity_of(s.reduction)),
                           imm(1), imm(1), imm(repeat_blocks_)});
         channel_[s.output] = acc;
       } else if (kinds_[i] == Kind::Channel && !after_reduce_[i]) {
@@ -122,10 +126,7 @@ class Channels : public VectorCode {
         if (v.type != DType::F32) throw unsupported("reduction " + s.name + " does not accumulate in f32");
         // Rows in ascending order, one vector instruction each: the interpreter's order.
         const Value& acc = channel_.at(s.output);
-        const Opcode o = s.reduction == ir::Reduction::Sum    ? Opcode::Vadd
-                         : s.reduction == ir::Reduction::Prod ? Opcode::Vmul
-                         : s.reduction == ir::Reduction::Max  ? Opcode::Vmax
-                                                              : Opcode::Vmin;
+        const Opcode o = combine_of(s.reduction);
         op(Opcode::Loop, {reg(kRow), imm(0), imm(n), imm(1)});
         op(Opcode::Mul, {reg(kRowOff), reg(kRow), imm(bytes_per_repeat_)});
         op(o, {type(DType::F32), at(Buffer::UB, acc.region), at(Buffer::UB, acc.region), at(Buffer::UB, v.region, kRowOff),
