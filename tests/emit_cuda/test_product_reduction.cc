@@ -70,6 +70,14 @@ TEST_CASE("i32, i8 and f16 products and a column product compile under NVRTC") {
   }
 }
 
+TEST_CASE("a product of products of two reads is no matrix multiply: SIMT code, no TensorCore fragments") {
+  const auto p = cuda_for("prod_pairs", {{"M", 128}, {"N", 128}, {"K", 64}});
+  CHECK_FALSE(contains(p.source, "wmma"));
+  CHECK_FALSE(contains(p.source, "mma."));
+  CHECK(contains(p.source, " * (float)"));
+  compiles_under_nvrtc(p);
+}
+
 // 16M factors to one value: split_reductions cuts it into chunks (phase one: a partial product per
 // chunk over many blocks; phase two: the partials multiplied in one block), no atomics.
 TEST_CASE("a product of 16M elements runs in two launches whose partials are multiplied, no atomics") {

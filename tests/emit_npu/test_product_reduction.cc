@@ -108,6 +108,13 @@ TEST_CASE("a per-channel product in NHWC on the channel-last kernel, exact") {
   CHECK(count(*c, npu::Opcode::Vmul) > 0);
 }
 
+TEST_CASE("a product of products of two reads is no matrix multiply: vector unit, no mmad, exact") {
+  check_both("prod_pairs", "M=64,N=48,K=16", true);
+  auto c = compile_case(kFile, "prod_pairs", "M=64,N=48,K=16");
+  CHECK(count(*c, npu::Opcode::Mmad) == 0);
+  CHECK(count(*c, npu::Opcode::Vmul) > 0);
+}
+
 TEST_CASE("*= multiplies into the value an earlier statement wrote") {
   check_both("prod_accumulate", "M=37,N=100", false);
   check_both("prod_then_scale", "M=37,N=100", false);
