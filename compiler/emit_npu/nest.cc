@@ -93,8 +93,9 @@ void Nest::emit_pads() {
     if (pad.written) continue;  // its writer stores into the buffer
     const size_t r = pad.source.size();
     const int64_t w = pad.source[r - 1], h = r >= 2 ? pad.source[r - 2] : 1;
+    // A row wider than UB is copied in pieces of `piece` elements, a row at a time.
+    const int64_t piece = std::min(w, ub / eb);
     const int64_t rows = std::max<int64_t>(1, std::min(h, ub / (w * eb)));
-    TESSEL_CHECK(w * eb <= ub, "nest: a padded row larger than UB");
     std::vector<int64_t> outer(pad.source.begin(), pad.source.end() - std::min<size_t>(r, 2));
     std::vector<int64_t> idx(outer.size(), 0);
     for (bool more = true; more;) {
@@ -108,9 +109,13 @@ void Nest::emit_pads() {
           ss *= pad.source[j];
           sd *= pad.shape[j];
         }
-        op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, gm_.at(name) + src * eb), imm(n), imm(w * eb), imm(0), imm(0)});
-        op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + dst * eb), at(Buffer::UB, 0), imm(n), imm(w * eb), imm(0),
-                            imm((pad.shape[r - 1] - w) * eb)});
+        for (int64_t c = 0; c < w; c += piece) {
+          const int64_t cw = std::min(piece, w - c);
+          op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, gm_.at(name) + (src + c) * eb), imm(n), imm(cw * eb),
+                             imm((w - cw) * eb), imm(0)});
+          op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + (dst + c) * eb), at(Buffer::UB, 0), imm(n), imm(cw * eb),
+                              imm(0), imm((pad.shape[r - 1] - cw) * eb)});
+        }
       }
       more = false;
       for (size_t j = outer.size(); j-- > 0 && !more;) {
