@@ -66,7 +66,8 @@
 // the vector lanes kept); one core when the statements share no such index.
 //
 // Output: NpuKernel (program without syncs). Errors: why_not_nest says why a kernel is not taken
-// (a reversed index along the lanes or rows, a division of more than an index plus a constant, a
+// (a reversed output index along the lanes or rows, or a reversed 1-byte read along the lanes; other
+// reversed reads are gathered, a DMA per row or per element), a division of more than an index plus a constant, a
 // tile of one repeat per value that does not fit UB, a program of more than 2^23 instructions per
 // core),
 // never throwing; emit_nest throws that UserError.

@@ -642,10 +642,12 @@ double Nest::tile_cycles(const Plan& p) const {
     const int64_t rows = p.u >= 0 ? p.rows : 1, cols = p.v >= 0 ? p.cols : 1;
     const int64_t su = std::abs(stride_of(a, p.u)), sv = std::abs(stride_of(a, p.v));
     // GM charges each burst the granules it touches (adjacent bursts merged): strided lanes are a
-    // burst, and a granule, per element.
+    // burst, and a granule, per element; reversed lanes (or rows) a DMA per element (per row).
     const double row = sv == 0 ? g : sv == 1 ? std::ceil(double(cols * eb) / g) * g : double(cols) * g;
     double b = 0, n = 1;
-    if (su == 0 || rows == 1) b = row;
+    if (stride_of(a, p.v) < 0) b = double(rows) * double(cols) * g, n = double(rows) * double(cols);
+    else if (stride_of(a, p.u) < 0 && rows > 1) b = double(rows) * row, n = double(rows);
+    else if (su == 0 || rows == 1) b = row;
     else if (sv <= 1 && su == cols) b = std::ceil(double(rows * cols * eb) / g) * g;
     else b = double(rows) * row, n = sv == 1 && su >= cols ? 1 : double(rows);
     bytes += b * times;
@@ -694,9 +696,12 @@ std::string Nest::tile_with(Plan& p, int v) {
   }
   if (p.partition >= 0 && p.partition != p.u && p.partition != p.v && p.dims[p.partition].reduction)
     return "partition dimension is a reduction";
+  // A read may run backwards along the rows or the lanes (Nest::move gathers it); the output may
+  // not, nor may a 1-byte read along the lanes (its elements are picked by vcmax, which has no i8).
   for (const Access* a : all)
     for (int d : {p.u, p.v})
-      if (d >= 0 && a->stride[d] < 0) return "reversed index " + p.dims[d].name + " in an access to " + a->tensor;
+      if (d >= 0 && a->stride[d] < 0 && (a == &p.out || (d == p.v && dtype_bytes(a->type) == 1)))
+        return "reversed index " + p.dims[d].name + " in an access to " + a->tensor;
   // The tile: pitch a whole number of repeats for the narrowest type, regions within UB.
   std::set<int> bytes{dtype_bytes(p.out.type), 4};
   for (const auto& a : p.reads) bytes.insert(dtype_bytes(a.type));

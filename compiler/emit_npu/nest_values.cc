@@ -51,6 +51,13 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
     else op(Opcode::DmaOut, {g, at(Buffer::UB, ub), imm(n), imm(burst), imm(ub_gap), imm(gm_gap)});
   };
   if (rows == 1) su = cols;  // no second row: any gap
+  if (to_ub && (sv < 0 || (cols == 1 && pitch == 1 && su < 0))) {  // reversed lanes (or a reversed column)
+    const int64_t scratch = fresh_region();
+    if (cols == 1 && pitch == 1) return gather_reversed(p, a, region, scratch, rows, [&](int64_t r) { return r * su; });
+    for (int64_t r = 0; r < rows; ++r)
+      gather_reversed(p, a, region + r * pitch * eb, scratch, cols, [&](int64_t c) { return r * su + c * sv; });
+    return;
+  }
   if (cols == 1 && pitch == 1) {  // contiguous elements in UB
     if (su == 1 || rows == 1) dma(region, 0, 1, rows * eb, 0, 0);
     else dma(region, 0, rows, eb, 0, (su - 1) * eb);
@@ -66,6 +73,31 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
     return;
   }
   for (int64_t r = 0; r < rows; ++r) dma(region + r * pitch * eb, r * su * eb, cols, eb, 0, (sv - 1) * eb);
+}
+
+// Places n elements of access `a` (element c at the tile origin + at(c) elements, in any order in
+// GM) contiguously at UB `region`: a DMA runs forward in GM and in UB and starts on a UB block, so
+// each element goes to a 32-byte block of its own in the region `scratch`, and vcmax of the one
+// enabled lane 0 over the blocks (a repeat per block) packs them in order (exact: a max of one
+// value; NaN and -0 kept).
+void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
+  const int eb = dtype_bytes(a.type);
+  const int64_t block = m_.vector_block_bytes;
+  const int64_t per_block = block / eb;  // pieces start on a UB block of the destination
+  const int64_t piece = std::min<int64_t>(max_repeat_, chunk_ * 4 / block) / per_block * per_block;
+  TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
+  const Operand gm = gm_operand(p, a, 0);
+  for (int64_t c0 = 0; c0 < n; c0 += piece) {
+    const int64_t k = std::min(piece, n - c0);
+    for (int64_t c = 0; c < k; ++c) {
+      Operand g = gm;
+      g.imm += at_c(c0 + c) * eb;
+      op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(1), imm(eb), imm(0), imm(0)});
+    }
+    mask_lanes(1);
+    op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
+    op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  }
 }
 
 // Loads access `a` as a rows x pitch tile (cols valid lanes per row).
