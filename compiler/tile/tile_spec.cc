@@ -194,9 +194,32 @@ void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_
         widest = &a;
         break;
       }
-    if (!widest) return;
+    if (!widest) break;
     widest->outer = std::max<int64_t>(1, widest->outer / 2);
     widest->inner = std::min(widest->inner, widest->outer);
+  }
+  // The tiles counted above include element-wise statements' axes; a reduction's own group has only
+  // the tiles of its output axes (a group norm's statistics: 2 of (n, g) while the normalisation has
+  // 2048 of (n, i)). Each reduction's output axes are halved too, outermost first, until it has as
+  // many tiles as SMs; its reduced axes stay whole (the block's threads share them).
+  for (const auto& s : f.statements) {
+    if (s.reduction == ir::Reduction::None || ir::is_column_reduction(s)) continue;
+    std::vector<AxisTile*> axes;
+    for (const auto& v : s.domain)
+      if (!v.is_reduction && !reduced.count(v.name) && !pinned.count(v.name))
+        for (auto& a : spec.axes)
+          if (a.axis == v.name) axes.push_back(&a);
+    auto own_tiles = [&] {
+      int64_t t = 1;
+      for (const AxisTile* a : axes) t *= (extent[a->axis] + a->outer - 1) / a->outer;
+      return t;
+    };
+    while (own_tiles() < int64_t(cores)) {
+      auto it = std::find_if(axes.begin(), axes.end(), [](const AxisTile* a) { return a->outer > 1; });
+      if (it == axes.end()) break;
+      (*it)->outer = std::max<int64_t>(1, (*it)->outer / 2);
+      (*it)->inner = std::min((*it)->inner, (*it)->outer);
+    }
   }
 }
 

@@ -84,3 +84,27 @@ TEST_CASE("default tile spec: from the matrix unit shape, clamped to the problem
   auto c = test::compile_text(m, {{"M", 4096}, {"N", 4096}, {"K", 4096}}, std::nullopt);
   CHECK(c->kernel.buffers.size() == 5);
 }
+
+TEST_CASE("default tile spec on a GPU: a reduction's own output tiles reach the SMs, its reduced axes stay whole") {
+  // a group norm's statistics: S has the 16 tiles of (n, g) at most, while Y's (n, i) axes alone
+  // give 2048, which the chip-wide count saw (S ran on 2 blocks of 8 groups each)
+  frontend::Module m = frontend::parse_module(
+      "def gn(f32[N, I, G, E] X) -> (f32[N, G] S, f32[N, I, G, E] Y) {\n"
+      "  S(n, g) +=! X(n, i, g, e)\n"
+      "  Y(n, i, g, e) = X(n, i, g, e) - S(n, g)\n}\n",
+      "gn.tsl");
+  isa::Hierarchy h = load_target_hierarchy("isa/targets/sm90.yaml", "");
+  REQUIRE(h.cores >= 16);
+  const tile::TileSpec s = tile::default_tile_spec(m.functions[0], {{"N", 2}, {"I", 1024}, {"G", 8}, {"E", 32}}, h);
+  CAPTURE(s.to_string());
+  REQUIRE(s.find("g"));
+  CHECK(s.find("n")->outer == 1);
+  CHECK(s.find("g")->outer == 1);     // 16 tiles: as many as (n, g) have
+  CHECK(s.find("e")->outer == 32);    // reduced by S: whole
+  // with enough output points (2 x 512) the halving stops once the tiles reach the SM count
+  const tile::TileSpec wide = tile::default_tile_spec(m.functions[0], {{"N", 2}, {"I", 64}, {"G", 512}, {"E", 32}}, h);
+  CAPTURE(wide.to_string());
+  const int64_t tiles = 2 * (512 + wide.find("g")->outer - 1) / wide.find("g")->outer;
+  CHECK(tiles >= int64_t(h.cores));
+  CHECK(tiles < 4 * int64_t(h.cores));
+}
