@@ -76,30 +76,42 @@ void RaceDetector::on_accesses(int core, npu::Pipe pipe, int pc, std::vector<Acc
     if (a.ranges.empty()) continue;
     History& h = history(core, a.buffer);
     const int buffer_core = a.buffer == npu::Buffer::GM ? -1 : core;
-    auto check = [&](const std::vector<Entry>& earlier) {
-      for (const Entry& e : earlier) {
-        if (e.pipe_index == me || e.hi <= a.lo || a.hi <= e.lo) continue;
-        if (mine[e.pipe_index] >= e.epoch) continue;  // ordered: no race
+    auto check = [&](int p, const Entries& earlier) {
+      if (earlier.list.empty() || earlier.hi <= a.lo || a.hi <= earlier.lo) return;
+      // Entries up to the checker's clock of pipe p are ordered before it: start after them.
+      auto from = std::partition_point(earlier.list.begin(), earlier.list.end(),
+                                       [&](const Entry& e) { return e.epoch <= mine[p]; });
+      for (auto it = from; it != earlier.list.end(); ++it) {
+        const Entry& e = *it;
+        if (e.hi <= a.lo || a.hi <= e.lo) continue;
         const Interval o = first_overlap(e.ranges, a.ranges);
         if (o.begin < o.end) report(e, me, pc, a.write, a.buffer, buffer_core, o.begin, o.end);
       }
     };
-    check(h.writes);  // reads race only with writes; writes with both
-    if (a.write) check(h.reads);
+    for (const auto& [p, ph] : h.pipes) {
+      if (p == me) continue;
+      check(p, ph.writes);  // reads race only with writes; writes with both
+      if (a.write) check(p, ph.reads);
+    }
     // A recent access of this pipe that the new one covers can only race with what also races with
     // the new one: drop it to keep histories short (only the tail is searched: bounded cost).
-    auto drop_covered = [&](std::vector<Entry>& list) {
-      const size_t from = list.size() > kCoverSearch ? list.size() - kCoverSearch : 0;
-      list.erase(std::remove_if(list.begin() + from, list.end(),
-                                [&](const Entry& e) { return e.pipe_index == me && covers(a.ranges, e.lo, e.hi); }),
+    PipeHistory& own = h.pipes[me];
+    auto drop_covered = [&](Entries& es) {
+      std::vector<Entry>& list = es.list;
+      const size_t from = list.size() > kCoverSearch ? list.size() - kCoverSearch : 0, before = list.size();
+      list.erase(std::remove_if(list.begin() + from, list.end(), [&](const Entry& e) { return covers(a.ranges, e.lo, e.hi); }),
                  list.end());
+      h.size -= before - list.size();
     };
-    drop_covered(h.reads);
-    if (a.write) drop_covered(h.writes);
-    (a.write ? h.writes : h.reads).push_back({me, epoch, pc, a.write, std::move(a.ranges), a.lo, a.hi});  // spent
-    if (h.reads.size() + h.writes.size() > h.prune_limit) {
+    drop_covered(own.reads);
+    if (a.write) drop_covered(own.writes);
+    Entries& es = a.write ? own.writes : own.reads;
+    es.lo = std::min(es.lo, a.lo);
+    es.hi = std::max(es.hi, a.hi);
+    es.list.push_back({me, epoch, pc, a.write, std::move(a.ranges), a.lo, a.hi});  // spent
+    if (++h.size > h.prune_limit) {
       prune_ordered(h);
-      h.prune_limit = std::max(kMinPruneThreshold, 2 * (h.reads.size() + h.writes.size()));  // amortised
+      h.prune_limit = std::max(kMinPruneThreshold, 2 * h.size);  // amortised
     }
   }
 }
@@ -112,8 +124,14 @@ void RaceDetector::prune_ordered(History& h) {
       if (i % npu::kPipeCount != static_cast<size_t>(npu::Pipe::S) && clocks_[i][e.pipe_index] < e.epoch) return false;
     return true;
   };
-  std::erase_if(h.reads, seen_by_all);
-  std::erase_if(h.writes, seen_by_all);
+  h.size = 0;
+  for (auto& [p, ph] : h.pipes)
+    for (Entries* es : {&ph.reads, &ph.writes}) {
+      std::erase_if(es->list, seen_by_all);
+      es->lo = UINT64_MAX, es->hi = 0;
+      for (const Entry& e : es->list) es->lo = std::min(es->lo, e.lo), es->hi = std::max(es->hi, e.hi);
+      h.size += es->list.size();
+    }
 }
 
 void RaceDetector::join(int core, npu::Pipe pipe, const Clock& other) {

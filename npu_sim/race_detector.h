@@ -7,6 +7,7 @@
 // instruction pair is reported once (with its number of dynamic occurrences).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -43,8 +44,21 @@ class RaceDetector {
     std::vector<Interval> ranges;
     uint64_t lo, hi;
   };
+  // One pipe's accesses of a buffer, in its program order (ascending epochs), and the byte range
+  // they span (a bound: only ever widened until a prune recomputes it).
+  struct Entries {
+    std::vector<Entry> list;
+    uint64_t lo = UINT64_MAX, hi = 0;
+  };
+  struct PipeHistory {
+    Entries reads, writes;  // kept apart: a read only needs checking against writes
+  };
+  // Per pipe, so a check skips a pipe whose accesses lie elsewhere (a core's reads of the inputs
+  // against another core's writes of the output) or that the checker has seen entirely, and
+  // searches the rest from the first entry it has not seen: linear in the pipes, not the accesses.
   struct History {
-    std::vector<Entry> reads, writes;  // kept apart: a read only needs checking against writes
+    std::map<int, PipeHistory> pipes;  // pipe index -> its accesses
+    size_t size = 0;                   // entries in all
     size_t prune_limit = 64;           // not hardware: total size that triggers the next prune_ordered
   };
   int index(int core, npu::Pipe pipe) const { return core * npu::kPipeCount + static_cast<int>(pipe); }

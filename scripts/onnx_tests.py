@@ -252,7 +252,7 @@ def classify_run(target, rc, out, report):
 
 
 # a target's documented limit, said in so many words: bf16 on c, u8 on the NPU's vector unit
-TARGET_REFUSAL_RE = re.compile(r"is not supported by|has no mapping for|does not map")
+TARGET_REFUSAL_RE = re.compile(r"is not supported by|has no mapping for|does not map|no NPU mapping takes it")
 
 
 def target_refusal(result):

@@ -69,7 +69,7 @@ GPU_TARGETS = ("sm75", "sm90")
 # Exit-1 messages that are clean refusals: the program is outside what the target maps today.
 # (column regex, message regex, why it is acceptable)
 REFUSALS = [
-    (r"davinci", r"the NPU backend maps matmul and element-wise kernels only so far",
+    (r"davinci", r"no NPU mapping takes it",
      "no NPU mapping accepts the kernel; the message lists every mapping's reason (emit_npu.cc, emit_any)"),
     (r"davinci", r"the NPU backend does not map this matmul yet",
      "the cube paths' refusal (a contraction beside statements that are neither a padding copy nor an "
@@ -78,7 +78,7 @@ REFUSALS = [
      "a kernel of two contractions: the cube paths take one (emit_npu.cc)"),
     (r"^c$", r"dtype bf16 is not supported by the C emitter",
      "bf16 is a dtype 'where a target has it' (DESIGN.md); the C target has none"),
-    (r"^sm", r"CUDA emitter: dtype bf16 is not supported",
+    (r"^sm", r"dtype bf16 is not supported by the CUDA emitter",
      "the CUDA emitter has no bf16 yet (the GPU descriptions list no bf16 unit)"),
     (r"davinci", r"computes with (a reduction in )?(u8|bf16)\b.*the NPU has no mapping for them",
      "the DaVinci vector unit computes in f16, f32, i32 (i8 through i32): u8 and bf16 values can be "

@@ -95,7 +95,7 @@ int64_t VectorCode::rows_per_chunk(int64_t total, int64_t fit, const std::functi
 }
 
 UserError VectorCode::not_pointwise(const std::string& why) const {
-    return UserError("kernel " + k_.name + ": the NPU backend maps matmul and element-wise kernels only so far; not element-wise: " + why);
+    return UserError("kernel " + k_.name + ": no NPU mapping takes it; not element-wise: " + why);
   }
 
 int VectorCode::count_nodes(const ir::Expr& e) {
