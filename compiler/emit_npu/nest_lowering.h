@@ -119,6 +119,8 @@ class Nest : public VectorCode {
   Operand gm_operand(const Plan& p, const Access& a, int64_t extra);
   void gather_reversed(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t n,
                         const std::function<int64_t(int64_t)>& at_c);
+  bool gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols, int64_t pitch,
+                      int64_t su, int64_t sv);
   void move(bool to_ub, const Plan& p, const Access& a, int64_t region, int64_t rows, int64_t cols, int64_t pitch,
       int64_t su, int64_t sv);
   Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols);

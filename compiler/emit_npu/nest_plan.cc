@@ -645,7 +645,7 @@ double Nest::tile_cycles(const Plan& p) const {
     // burst, and a granule, per element; reversed lanes (or rows) a DMA per element (per row).
     const double row = sv == 0 ? g : sv == 1 ? std::ceil(double(cols * eb) / g) * g : double(cols) * g;
     double b = 0, n = 1;
-    if (stride_of(a, p.v) < 0) b = double(rows) * double(cols) * g, n = double(rows) * double(cols);
+    if (stride_of(a, p.v) < 0) b = double(rows) * double(cols) * g, n = double(cols) * (stride_of(a, p.u) >= 1 ? 1 : double(rows));
     else if (stride_of(a, p.u) < 0 && rows > 1) b = double(rows) * row, n = double(rows);
     else if (su == 0 || rows == 1) b = row;
     else if (sv <= 1 && su == cols) b = std::ceil(double(rows * cols * eb) / g) * g;

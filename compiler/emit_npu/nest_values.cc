@@ -54,6 +54,7 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
   if (to_ub && (sv < 0 || (cols == 1 && pitch == 1 && su < 0))) {  // reversed lanes (or a reversed column)
     const int64_t scratch = fresh_region();
     if (cols == 1 && pitch == 1) return gather_reversed(p, a, region, scratch, rows, [&](int64_t r) { return r * su; });
+    if (su >= 1 && gather_columns(p, a, region, scratch, rows, cols, pitch, su, sv)) return;
     for (int64_t r = 0; r < rows; ++r)
       gather_reversed(p, a, region + r * pitch * eb, scratch, cols, [&](int64_t c) { return r * su + c * sv; });
     return;
@@ -98,6 +99,32 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64
     op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   }
+}
+
+// gather_reversed for a tile whose rows run forward (su >= 1): a DMA per column of K lanes gives
+// its element of every row a block of its own (row r's blocks K apart), then a one-lane vcmax per
+// row packs them. False (nothing emitted) where the scratch region holds fewer than a block of lanes per row.
+bool Nest::gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols,
+                          int64_t pitch, int64_t su, int64_t sv) {
+  const int eb = dtype_bytes(a.type);
+  const int64_t block = m_.vector_block_bytes, per_block = block / eb;
+  const int64_t lanes = std::min({cols, max_repeat_, chunk_ * 4 / block / rows}) / per_block * per_block;
+  if (lanes == 0) return false;
+  const Operand gm = gm_operand(p, a, 0);
+  for (int64_t c0 = 0; c0 < cols; c0 += lanes) {
+    const int64_t k = std::min(lanes, cols - c0);
+    for (int64_t c = 0; c < k; ++c) {
+      Operand g = gm;
+      g.imm += (c0 + c) * sv * eb;
+      op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(rows), imm(eb), imm((su - 1) * eb), imm(lanes * block - eb)});
+    }
+    mask_lanes(1);
+    for (int64_t r = 0; r < rows; ++r)
+      op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + (r * pitch + c0) * eb), at(Buffer::UB, scratch + r * lanes * block),
+                         imm(k), imm(1), imm(1)});
+    op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  }
+  return true;
 }
 
 // Loads access `a` as a rows x pitch tile (cols valid lanes per row).
