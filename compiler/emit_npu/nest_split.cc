@@ -200,6 +200,10 @@ kernel::Kernel phase_kernel(const kernel::Kernel& k, const ir::Function& f) {
   out.sizes = k.sizes;
   out.tensors = k.tensors;
   out.target = k.target;
+  // a temporary is the kernel's own, kept in UB where the row pipeline reads it back; a phase's
+  // temporaries are read by the next phases, from GM: stored as outputs of the phase
+  for (kernel::GlobalTensor& t : out.tensors)
+    if (t.temporary) t.temporary = false, t.kind = ir::TensorKind::Output;
   for (const ir::Tensor& t : f.tensors) {
     if (k.find_tensor(t.name)) continue;
     kernel::GlobalTensor g{t.name, t.dtype, {}, ir::TensorKind::Output, false, {}};
@@ -291,7 +295,7 @@ std::optional<NpuKernel> emit_split_reductions(const kernel::Kernel& kernel, con
   p.source_name = phases.front().program.source_name;
   p.tensors = phases.front().program.tensors;
   for (auto& t : p.tensors)
-    if (!kernel.find_tensor(t.name)) t.role = npu::TensorRole::Scratch;
+    if (!kernel.find_tensor(t.name) || kernel.find_tensor(t.name)->temporary) t.role = npu::TensorRole::Scratch;
   for (const NpuKernel& ph : phases) p.cores = std::max(p.cores, ph.program.cores);
   int64_t scratch = 0;
   for (const Split& sp : splits) scratch += tensor_bytes(*functions.back()->find_tensor(sp.partial), kernel);

@@ -131,3 +131,15 @@ TEST_CASE("f16 sums add in the interpreter's order: a full sum, long rows and lo
       verified_cycles(*c, true, false, run_any);
     }
 }
+
+// T is computed by the row pipeline (kept in UB, a temporary is the kernel's own) in the phase
+// before Y's partials, which read its diagonal from GM: a phase stores its temporaries (on
+// davinci-910 T was never written: Y[0] 14 against -151.69, program_fuzz seed 302 program 113).
+TEST_CASE("a split reduction's phase reads a local the phase before computed in its row pipeline") {
+  for (const std::string& target : {kTarget, kTarget310}) {
+    CAPTURE(target);
+    auto c = compile_case("../tests/emit_npu/data/stored_results.tsl", "sum_reads_local_diagonal", "M=22", "", true, target);
+    if (target == kTarget) CHECK(barriers(*c) == 2);  // T | Y's partials | their combine
+    verified_cycles(*c, false, false, run_any);
+  }
+}
