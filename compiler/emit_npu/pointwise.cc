@@ -558,6 +558,10 @@ std::string GemmEpilogue::analyse(int matmul_statement, bool skip_before) {
   const kernel::Kernel& k = k_;
   const ir::Function* f = k.function;
   if (!f) return "no tensor IR attached";
+  // the accumulator stays on chip (every statement after it is the epilogue): one that is an output
+  // too would never be written
+  if (const kernel::GlobalTensor* acc = k.find_tensor(accumulator_); acc && acc->kind == ir::TensorKind::Output)
+    return "the accumulator " + accumulator_ + " is stored too, not only its epilogue's result";
   std::vector<std::string> known = {accumulator_};
   for (int i = 0; i < static_cast<int>(f->statements.size()); ++i) {
     if (i == matmul_statement || (skip_before && i < matmul_statement)) continue;

@@ -187,3 +187,20 @@ TEST_CASE("a convolution tile that does not fit names the buffer, its capacity a
         "davinci-910 needs 73728 bytes (2 x 9 kernel positions x 16 input channels x 128 output channels x 2; double buffering "
         "reserves half the level) but its capacity is 65536 bytes; use smaller sizes in --tile");
 }
+
+TEST_CASE("an epilogue is fused only where the accumulator is not stored too: else both outputs written, exact") {
+  // conv_and_relu writes Y and Z = max(Y, 0): the fused epilogue wrote Z only (Y was left 0,
+  // program_fuzz seed 302 program 500); the general lowering writes both. Must not fire: conv_relu,
+  // whose Y is a local, keeps the img2col path with its epilogue.
+  const std::string file = "../tests/emit_npu/data/stored_results.tsl", shape = "N=1,H=8,W=10,C=16,K=16,R=3,S=3,P=6,Q=8";
+  for (const std::string& target : {kTarget, kTarget310}) {
+    CAPTURE(target);
+    auto both = compile_case(file, "conv_and_relu", shape, "", true, target);
+    CHECK(notes_contain(both->kernel, "the accumulator Y is stored too"));
+    CHECK_FALSE(notes_contain(both->kernel, "img2col convolution"));
+    verify(*both, "conv_and_relu", shape);
+    auto fused = compile_case(file, "conv_relu", shape, "", true, target);
+    CHECK(notes_contain(fused->kernel, "img2col convolution"));
+    verify(*fused, "conv_relu", shape);
+  }
+}
