@@ -78,24 +78,56 @@ NpuKernel Nest::emit() {
 }
 
 // Zero-fills each padded copy and copies its tensor in, rows of the last two dimensions at a time.
+// On several cores the chunks (each a GM write from UB) go round the cores, chunk j to core
+// j % cores: all zero-fills, a sync_all, all copies, a sync_all, so every core reads the whole copy.
 void Nest::emit_pads() {
+  if (pads_.empty()) return;
   const int64_t ub = m_.capacity(Buffer::UB) / 2 / bytes_per_repeat_ * bytes_per_repeat_;
-  for (const auto& [name, pad] : pads_) {
+  int64_t chunk = 0;
+  // runs `ops` on core `chunk % cores_` only (every core when there is one)
+  auto on_one_core = [&](const std::function<void()>& ops) {
+    if (cores_ > 1) {
+      op(Opcode::Seq, {reg(kOnce), reg(npu::kRegCoreId), imm(chunk++ % cores_)});
+      op(Opcode::Loop, {reg(kCoreLoop), imm(0), reg(kOnce), imm(1)});
+    }
+    ops();
+    if (cores_ > 1) op(Opcode::EndLoop, {});
+  };
+  for (int phase = 0; phase < 2; ++phase) {
+    for (const auto& [name, pad] : pads_) emit_pad(name, pad, ub, phase == 0, on_one_core);
+    if (cores_ > 1) op(Opcode::SyncAll, {});
+  }
+}
+
+// One padded copy's zero-fill (`zero_fill`) or its tensor's rows copied in, each GM write through
+// `on_one_core`.
+void Nest::emit_pad(const std::string& name, const Pad& pad, int64_t ub, bool zero_fill,
+                    const std::function<void(const std::function<void()>&)>& on_one_core) {
+  {
     const int eb = dtype_bytes(pad.type);
     int64_t total = eb;
     for (int64_t z : pad.shape) total *= z;
-    const int64_t zero = std::min(ub, (total + bytes_per_repeat_ - 1) / bytes_per_repeat_ * bytes_per_repeat_);
-    for (int64_t done = 0; done < zero; done += max_repeat_ * bytes_per_repeat_)
-      op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, done), Operand::float_(0),
-                        imm(std::min(max_repeat_, (zero - done) / bytes_per_repeat_)), imm(1), imm(repeat_blocks_)});
-    for (int64_t off = 0; off < total; off += zero)
-      op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + off), at(Buffer::UB, 0), imm(1), imm(std::min(zero, total - off)), imm(0), imm(0)});
-    if (pad.written) continue;  // its writer stores into the buffer
+    // on several cores, chunks small enough that every core takes one
+    const int64_t share = (total + cores_ - 1) / cores_;
+    const int64_t zero = std::min(ub, (share + bytes_per_repeat_ - 1) / bytes_per_repeat_ * bytes_per_repeat_);
+    if (zero_fill) {
+      for (int64_t done = 0; done < zero; done += max_repeat_ * bytes_per_repeat_)
+        op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, done), Operand::float_(0),
+                          imm(std::min(max_repeat_, (zero - done) / bytes_per_repeat_)), imm(1), imm(repeat_blocks_)});
+      for (int64_t off = 0; off < total; off += zero)
+        on_one_core([&] {
+          op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + off), at(Buffer::UB, 0), imm(1), imm(std::min(zero, total - off)), imm(0), imm(0)});
+        });
+      return;
+    }
+    if (pad.written) return;  // its writer stores into the buffer
     const size_t r = pad.source.size();
     const int64_t w = pad.source[r - 1], h = r >= 2 ? pad.source[r - 2] : 1;
     // A row wider than UB is copied in pieces of `piece` elements, a row at a time.
     const int64_t piece = std::min(w, ub / eb);
-    const int64_t rows = std::max<int64_t>(1, std::min(h, ub / (w * eb)));
+    int64_t outer_count = 1;
+    for (size_t j = 0; j + 2 < r; ++j) outer_count *= pad.source[j];
+    const int64_t rows = std::max<int64_t>(1, std::min({h, ub / (w * eb), (h * outer_count + cores_ - 1) / cores_}));
     std::vector<int64_t> outer(pad.source.begin(), pad.source.end() - std::min<size_t>(r, 2));
     std::vector<int64_t> idx(outer.size(), 0);
     for (bool more = true; more;) {
@@ -111,10 +143,12 @@ void Nest::emit_pads() {
         }
         for (int64_t c = 0; c < w; c += piece) {
           const int64_t cw = std::min(piece, w - c);
-          op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, gm_.at(name) + (src + c) * eb), imm(n), imm(cw * eb),
-                             imm((w - cw) * eb), imm(0)});
-          op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + (dst + c) * eb), at(Buffer::UB, 0), imm(n), imm(cw * eb),
-                              imm(0), imm((pad.shape[r - 1] - cw) * eb)});
+          on_one_core([&] {
+            op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, gm_.at(name) + (src + c) * eb), imm(n), imm(cw * eb),
+                               imm((w - cw) * eb), imm(0)});
+            op(Opcode::DmaOut, {at(Buffer::GM, gm_.at(pad.name) + (dst + c) * eb), at(Buffer::UB, 0), imm(n), imm(cw * eb),
+                                imm(0), imm((pad.shape[r - 1] - cw) * eb)});
+          });
         }
       }
       more = false;

@@ -20,7 +20,8 @@
 // taken when that beats the rows' cores: operators whose leading output index is short (group
 // norm's batch, a pooled or upsampled image's batch, a batched product's batch) then use the whole
 // chip. Among grids of one score, outer axes get the most parts, so a core's data are the longest
-// contiguous GM runs. Padded copies keep one core (every core would write the copy).
+// contiguous GM runs. Padded copies are shared: each core zero-fills and fills its chunks of them
+// between two sync_all barriers (nest.cc, emit_pads); without the barrier in the description they keep one core.
 #include "compiler/emit_npu/nest_lowering.h"
 
 #include <fmt/format.h>
@@ -204,11 +205,14 @@ void Nest::choose_partition() {
   std::vector<std::string> dim0 = partition_indices(0, extent);
   bool lanes = false;  // split along the last dimension: keep a vector repeat of it per core
   if (dim0.empty() || extent <= 1) dim0 = partition_indices(-1, extent), lanes = true;
-  if (pads_.empty() && rows_cores(dim0.empty() ? 1 : extent, lanes) < m_.cores && choose_grid(dim0.empty() ? 1 : rows_cores(extent, lanes)))
+  // padded copies: written by the cores together between two cross-core barriers (emit_pads), so
+  // only on a description that has one
+  const bool pads_shared = pads_.empty() || m_.cross_core_barrier_cycles > 0;
+  if (pads_shared && rows_cores(dim0.empty() ? 1 : extent, lanes) < m_.cores && choose_grid(dim0.empty() ? 1 : rows_cores(extent, lanes)))
     return;
   const bool ok = !dim0.empty();
   for (size_t i = 0; i < plans_.size(); ++i) coalesce(plans_[i], {ok ? dim0[i] : ""});
-  if (!ok || extent <= 1 || !pads_.empty()) {  // padded copies: every core would read the one copy
+  if (!ok || extent <= 1 || !pads_shared) {
     cores_ = 1;
     return;
   }

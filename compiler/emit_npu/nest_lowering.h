@@ -170,6 +170,8 @@ class Nest : public VectorCode {
 
   // nest.cc: the program (GM, padded copies, cores) and the statement-by-statement loop nests
   void emit_pads();
+  void emit_pad(const std::string& name, const Pad& pad, int64_t ub, bool zero_fill,
+                const std::function<void(const std::function<void()>&)>& on_one_core);
   void bind(npu::Program& p);
   void run_core(int64_t range);
   void statement(const Plan& p);

@@ -281,8 +281,9 @@ TEST_CASE("pruned element-wise program keeps only needed syncs (mutation)") {
 }
 
 TEST_CASE("a kernel the emitter cannot map is a UserError naming the kernel and the reason, never a wrong program") {
-  CHECK_THROWS_WITH_AS(compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=4,W=40000,C=16,K=16,R=3,S=3"),  // one row > L1
-                       doctest::Contains("kernel conv2d_nhwc: the NPU backend does not map this convolution yet"), UserError);
+  // one output row's window exceeds L1: with the user's tile (for the cube) nothing else may take it
+  CHECK_THROWS_WITH_AS(compile_case("conv_seed.tsl", "conv2d_nhwc", "N=1,H=4,W=40000,C=16,K=16,R=3,S=3", "n=1,p=1,q=128/64,k=16,r=1,s=1,c=16", false),
+                       doctest::Contains("kernel conv2d_nhwc: tile n=1/1,p=1/1,q=128/64,k=16/16,r=1/1,s=1/1,c=16/16 does not fit: level L1"), UserError);
 }
 
 // The small suite (workloads/small.yaml): every workload maps, verifies and is race-free with naive
