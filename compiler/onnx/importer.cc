@@ -107,6 +107,7 @@ class Importer final : public Context {
   std::vector<std::string> def_outputs_;
   std::map<std::string, std::vector<int64_t>> uses_;  // plain index uses of the statement being built
   std::vector<std::string> body_;
+  bool read_in_body(const std::string& tsl) const;
   ImportResult result_;
   mutable std::map<std::string, bool> builtins_;
   const onnx::NodeProto* reinferred_at_ = nullptr;
@@ -491,6 +492,15 @@ nlohmann::json Importer::manifest_entry(const Value& v, bool with_file) const {
   return j;
 }
 
+// Does a statement of the body read tensor `tsl` (the name followed by '(', not inside a longer name)?
+bool Importer::read_in_body(const std::string& tsl) const {
+  const std::string call = tsl + "(";
+  for (const auto& line : body_)
+    for (size_t at = line.find(call); at != std::string::npos; at = line.find(call, at + 1))
+      if (at == 0 || !(std::isalnum(static_cast<unsigned char>(line[at - 1])) || line[at - 1] == '_')) return true;
+  return false;
+}
+
 std::string Importer::program_text() const {
   std::vector<std::string> ins, outs;
   for (const auto& n : def_inputs_) ins.push_back(signature_entry(values_.at(n)));
@@ -509,6 +519,8 @@ ImportResult Importer::run() {
   if (def_outputs_.empty() && model_.graph().output_size() == 0) throw UserError(model_name_ + ": the graph has no outputs");
   for (const auto& n : model_.graph().node()) translate_node(n);
   finish_outputs();
+  // a graph input no statement reads (CastLike's target_type: only its type matters) is no def input
+  std::erase_if(def_inputs_, [&](const std::string& n) { return !read_in_body(values_.at(n).tsl); });
   for (const auto& n : def_outputs_) {
     const Value& v = values_.at(n);
     if (!written_.count(v.tsl)) throw UserError(model_name_ + ": output '" + n + "' is not produced by any node");

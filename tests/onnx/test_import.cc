@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "compiler/interp/compare.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/poly/online_softmax.h"
@@ -375,6 +376,22 @@ TEST_CASE("onnx MaxPool's Indices: the flat position of each window's first maxi
       CHECK(int_at(out.at("i"), int64_t(k)) == want_i[k]);
     }
   }
+}
+
+TEST_CASE("onnx import: a graph input no statement reads (CastLike's target_type) is no def input") {
+  Graph g(15);
+  g.input("x", {3});
+  g.input("like", {1}, TP::FLOAT16);
+  g.output("y", {3}, TP::FLOAT16);
+  g.node("CastLike", {"x", "like"}, {"y"});
+  ImportResult r;
+  const auto out = run(g, {{"x", f32({3}, {1.0f, 0.5f, -2.0f})}}, &r);
+  CHECK(r.tsl.find("like") == std::string::npos);
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0]["onnx"] == "x");
+  REQUIRE(out.at("y").dtype == DType::F16);
+  CHECK(interp::element_as_double(out.at("y"), 0) == 1.0);
+  CHECK(interp::element_as_double(out.at("y"), 2) == -2.0);
 }
 
 }  // namespace
