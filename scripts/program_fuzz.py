@@ -18,7 +18,8 @@ bug), then run on every target column:
   davinci-910/naive ...   tessel run P.tsl --target isa/targets/davinci-910.yaml --sync naive|pruned
   sm75, sm90              tessel compile P.tsl --target isa/targets/sm75.yaml -o P.cu, then NVRTC
                           (libnvrtc through ctypes, the options `tessel run` uses: -fmad=false,
-                          --std=c++17, the CUDA include directory; sm_90a where the kernel needs it)
+                          --std=c++17, the CUDA include directory; sm_90a where the kernel needs it);
+                          with --gpu-run, on a GPU machine: tessel run P.tsl --target ... --verify full
 
 Each run is classified:
   pass     verified (run) / compiled by NVRTC (GPU columns)
@@ -109,15 +110,17 @@ KNOWN_ISSUES = [
 class Column:
     def __init__(self, name, target, sync=None, gpu=False):
         self.name, self.target, self.sync, self.gpu = name, target, sync, gpu
+        self.execute = False  # a GPU column run on the GPU (--gpu-run) rather than compiled by NVRTC
 
 
-def make_columns(targets, syncs):
+def make_columns(targets, syncs, gpu_run=False):
     cols = []
     for t in targets:
         if t == "c":
             cols.append(Column("c", "c"))
         elif t in GPU_TARGETS or t.startswith("sm"):
             cols.append(Column(t, os.path.join(SOURCE_DIR, "isa", "targets", t + ".yaml"), gpu=True))
+            cols[-1].execute = gpu_run
         else:
             for s in syncs:
                 cols.append(Column(f"{t}/{s}", os.path.join(SOURCE_DIR, "isa", "targets", t + ".yaml"), s))
@@ -258,7 +261,7 @@ def classify(col, rc, out, err, timed_out, timeout):
     if rc is not None and rc < 0:
         return "bug", f"killed by signal {-rc}: " + first_error_line(err)
     if rc == 0:
-        if col.gpu or re.search(r": verified,", out):
+        if (col.gpu and not col.execute) or re.search(r": verified,", out):
             return "pass", ""
         return "bug", "exit 0 without 'verified'"
     if rc == 1:
@@ -303,6 +306,8 @@ class Runner:
 
     def command(self, col, tsl, shape, cu=None):
         rel = lambda p: os.path.relpath(p, SOURCE_DIR) if p.startswith(SOURCE_DIR) else p  # noqa: E731
+        if col.gpu and col.execute:  # on this machine's GPU, every output against the interpreter
+            return [self.tessel, "run", tsl, "--target", rel(col.target), "--shape", shape, "--verify", "full"]
         if col.gpu:
             return [self.tessel, "compile", tsl, "--target", rel(col.target), "--shape", shape, "-o", cu]
         cmd = [self.tessel, "run", tsl, "--target", rel(col.target) if col.target != "c" else "c", "--shape", shape]
@@ -318,7 +323,7 @@ class Runner:
         outcome, reason = classify(col, rc, out, err, to, self.timeout)
         output = out + err
         shown = " ".join(cmd)
-        if col.gpu and outcome == "pass":
+        if col.gpu and not col.execute and outcome == "pass":
             if not self.nvrtc:
                 outcome, reason = "skipped", "NVRTC not found"
             else:
@@ -682,6 +687,8 @@ def parse_args(argv):
     ap.add_argument("--index", type=int, help="only program I of the seed")
     ap.add_argument("--targets", default="c,davinci-910,davinci-310,sm75,sm90")
     ap.add_argument("--sync", default="naive,pruned")
+    ap.add_argument("--gpu-run", action="store_true",
+                    help="GPU columns run each program on this machine's GPU (tessel run --verify full) instead of NVRTC only")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60, help="seconds per command")
     ap.add_argument("--out", default=os.path.join(SOURCE_DIR, "build", "program_fuzz"),
@@ -705,7 +712,7 @@ def main(argv=None):
         return nvrtc_compile(args.nvrtc_compile, args.arch)
     if args.print:
         p = program_fuzz_gen.generate(args.seed, args.index or 0)
-        cols = make_columns([t for t in args.targets.split(",") if t], [s for s in args.sync.split(",") if s])
+        cols = make_columns([t for t in args.targets.split(",") if t], [s for s in args.sync.split(",") if s], args.gpu_run)
         print(header(p.shape_arg(), [c.name for c in cols], f"scripts/program_fuzz.py --seed {args.seed} --index {args.index or 0}",
                      None, None) + p.render(), end="")
         return 0
@@ -716,7 +723,7 @@ def main(argv=None):
         runner = Runner(args.tessel, args.timeout, work)
         if args.replay:
             return replay(args, runner)
-        cols = make_columns([t for t in args.targets.split(",") if t], [s for s in args.sync.split(",") if s])
+        cols = make_columns([t for t in args.targets.split(",") if t], [s for s in args.sync.split(",") if s], args.gpu_run)
         print(f"program fuzz: seed {args.seed}, columns {', '.join(c.name for c in cols)}"
               f"{'' if runner.nvrtc else ' (NVRTC not found: GPU columns compile only)'}", flush=True)
         return fuzz(args, runner, cols)
