@@ -2,7 +2,7 @@
 # (tests/cli/data/onnx_sample_expected.json: 25 tests on c and davinci-910, their outcomes when the
 # sample was chosen). Fails when a test the file has passing no longer passes; a test that starts to
 # pass needs no change here. Skipped where libonnx-testdata is absent or tessel was built without
-# ONNX. Included after TESSEL_PYTHON3 is found. The whole package: docs/results/onnx_node_tests_c.md.
+# ONNX. Included after TESSEL_PYTHON3 is found. The whole package: docs/results/onnx_node_tests_c_davinci.md.
 if(TESSEL_PYTHON3 AND TARGET tessel_onnx AND IS_DIRECTORY /usr/share/libonnx-testdata/data/node)
   add_test(NAME cli.onnx_runner_sample
     COMMAND ${TESSEL_PYTHON3} ${SRC}/scripts/onnx_tests.py --tessel ${T} --targets c,davinci-910
