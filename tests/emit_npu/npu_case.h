@@ -76,6 +76,20 @@ inline Run run(const Case& c, npu_sync::SyncMode mode, int omit = -1) {
   return r;
 }
 
+// run, with a 0-d output (bound in GM as one element) compared in its own shape.
+inline Run run_any(const Case& c, npu_sync::SyncMode mode) {
+  Run r = run(c, mode);
+  interp::Tensors outputs;
+  for (const auto& t : r.sync.program.tensors) {
+    if (t.role != npu::TensorRole::Out) continue;
+    NpyArray a = r.sim.tensor(r.sync.program, t.name);
+    if (c.expected.count(t.name) && c.expected.at(t.name).shape.empty()) a.shape.clear();
+    outputs[t.name] = std::move(a);
+  }
+  r.verification = emit_c::verify(c.expected, outputs, c.f32_tolerance);
+  return r;
+}
+
 // Naive and pruned: exact, race-free, no deadlock; pruning keeps no more syncs and (unless
 // `pruned_no_slower` is false: cores sharing GM can meet sooner DMAs) is no slower.
 inline void verify(const Case& c, const std::string& def, const std::string& shape, bool pruned_no_slower = true) {

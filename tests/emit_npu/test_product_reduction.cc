@@ -19,20 +19,6 @@ namespace {
 
 const char* kFile = "reduction_product.tsl";
 
-// npu_case.h's run, with a 0-d output (bound in GM as one element) compared in its own shape.
-Run run_any(const Case& c, npu_sync::SyncMode mode) {
-  Run r = run(c, mode);
-  interp::Tensors outputs;
-  for (const auto& t : r.sync.program.tensors) {
-    if (t.role != npu::TensorRole::Out) continue;
-    NpyArray a = r.sim.tensor(r.sync.program, t.name);
-    if (c.expected.count(t.name) && c.expected.at(t.name).shape.empty()) a.shape.clear();
-    outputs[t.name] = std::move(a);
-  }
-  r.verification = emit_c::verify(c.expected, outputs, c.f32_tolerance);
-  return r;
-}
-
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // DEF at SHAPE on both chips: verified (exactly where `exact`), race-free, naive and pruned.

@@ -15,20 +15,6 @@ using namespace tessel::npu_test;
 
 namespace {
 
-// npu_case.h's run, with a 0-d output (bound in GM as one element) compared in its own shape.
-Run run_any(const Case& c, npu_sync::SyncMode mode) {
-  Run r = run(c, mode);
-  interp::Tensors outputs;
-  for (const auto& t : r.sync.program.tensors) {
-    if (t.role != npu::TensorRole::Out) continue;
-    NpyArray a = r.sim.tensor(r.sync.program, t.name);
-    if (c.expected.count(t.name) && c.expected.at(t.name).shape.empty()) a.shape.clear();
-    outputs[t.name] = std::move(a);
-  }
-  r.verification = emit_c::verify(c.expected, outputs, c.f32_tolerance);
-  return r;
-}
-
 int barriers(const Case& c) {
   int n = 0;
   for (const auto& i : c.kernel.program.code) n += i.opcode == npu::Opcode::SyncAll;
