@@ -194,30 +194,25 @@ NpyArray to_npy(const TP& t, const std::string& where, std::optional<DType> sixt
   const int64_t n = element_count(t, where);
   check_storage(t, where, n);
   NpyArray a;
-  if (held_widened_or_narrowed(t.data_type())) {  // converted element by element, each value checked
-    a.dtype = DType::I32;
+  // int16..uint64 held as i32 and double held as f32: converted element by element, each value
+  // checked (one beyond the holding type is refused naming the tensor and element)
+  auto convert_each = [&](DType held, auto checked) {
+    a.dtype = held;
     a.shape = dims(t);
     a.data.resize(size_t(n * 4));
     const std::string tensor = t.name().empty() ? where : where + " ('" + t.name() + "')";
     const std::vector<double> v = values(t, where);
     for (int64_t i = 0; i < n; ++i) {
-      const int32_t q = checked_i32(v[size_t(i)], tensor, i, elem_type_name(t.data_type()));
+      const auto q = checked(v[size_t(i)], tensor, i);
       std::memcpy(a.data.data() + i * 4, &q, 4);
     }
     return a;
-  }
-  if (t.data_type() == TP::DOUBLE) {  // rounded element by element; a finite value beyond f32 is refused
-    a.dtype = DType::F32;
-    a.shape = dims(t);
-    a.data.resize(size_t(n * 4));
-    const std::string tensor = t.name().empty() ? where : where + " ('" + t.name() + "')";
-    const std::vector<double> v = values(t, where);
-    for (int64_t i = 0; i < n; ++i) {
-      const float f = checked_f32(v[size_t(i)], tensor, i);
-      std::memcpy(a.data.data() + i * 4, &f, 4);
-    }
-    return a;
-  }
+  };
+  if (held_widened_or_narrowed(t.data_type()))
+    return convert_each(DType::I32, [&](double x, const std::string& tensor, int64_t i) {
+      return checked_i32(x, tensor, i, elem_type_name(t.data_type()));
+    });
+  if (t.data_type() == TP::DOUBLE) return convert_each(DType::F32, checked_f32);
   a.dtype = *dt;
   a.shape = dims(t);
   const int b = dtype_bytes(*dt);

@@ -13,6 +13,7 @@
 
 #ifdef TESSEL_HAVE_CUDA
 #include "gpu_backend/nvrtc_compile.h"
+#include "tests/emit_cuda/nvrtc_check.h"
 #endif
 
 using namespace tessel;
@@ -32,19 +33,7 @@ emit_cuda::CudaProgram cuda_for(const std::string& def, const std::map<std::stri
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-void compiles_under_nvrtc(const emit_cuda::CudaProgram& p) {
-#ifdef TESSEL_HAVE_CUDA
-  std::string log;
-  try {
-    gpu::compile_to_cubin(p.source, {.arch = p.arch});
-  } catch (const std::exception& ex) {
-    log = ex.what();
-  }
-  CHECK_MESSAGE(log.empty(), log);
-#else
-  (void)p;
-#endif
-}
+using cuda_test::compiles_under_nvrtc;
 
 }  // namespace
 
