@@ -577,12 +577,32 @@ struct CandidateList {
     out = std::move(uniq);
   }
 
+  // A convolution whose operands are both gathered element by element (no 16-byte loads: NCHW /
+  // NCDHW windows, whose K index q + s is not aligned): each element costs address arithmetic,
+  // so the most blocks and warps win. H200, docs/results/gpu_default_tiles_h200.txt:
+  // conv3d NCDHW 32x2048x864 16x16x128/ks8 7.6 us against 64x32x256/ks4 (the blocks-per-SM rule
+  // of the GEMM measurements) 61.4 us; stride-2 NCHW 128x392x1152 10.1 against 23.0 us.
+  bool gathered_convolution() const {
+    const bool plain_gemm = c.m.size() == 1 && c.n.size() == 1 && c.k.size() == 1;
+    if (plain_gemm) return false;
+    const int t = int(m.wmma.m), bk = 2 * int(m.wmma.k);
+    return plan_operand(c.a, c, c.sizes, c.m, c.k, t, bk, c.size_m(), m).vec == 1 &&
+           plan_operand(c.b, c, c.sizes, c.n, c.k, t, bk, c.size_n(), m).vec == 1;
+  }
+
   // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
   void rank() {
     const double sm_f = sms > 0 ? double(sms) : double(m.sm_count);
+    const bool gathered = gathered_convolution();
     std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
       auto score = [&](const TcConfig& g) {
         const int64_t blocks = output_tiles(c, g) * g.k_blocks;
+        if (gathered && g.k_blocks == 1 && !g.tma_ws) {
+          // small tiles, K over 8 warps, 128-deep K tiles; tiles leaving SMs idle last
+          const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
+          return 1.0 + (g.bm >= 128 ? 5.0 : 0.0) + 0.25 * std::log2(double(g.bm) * g.bn / 256.0) +
+                 0.3 * std::abs(std::log2(g.k_split / 8.0)) + (g.bk == 128 ? 0.0 : 0.2) + (1.0 - occupancy) * 4;
+        }
         if (medium_problem()) {
           // the medium tiles first: 64x128 when it still fills every SM, else 64x64; WMMA before
           // mma.sync (the 1000x1000x200 GEMMs, `scripts/gpu_tile_candidates.sh` on an H100 and an

@@ -15,7 +15,8 @@
 // A reduction over several short indices whose product is long (a batch norm's sum over N, H, W)
 // splits its outermost index into chunks of whole slices instead.
 //
-// Only `op=!` statements (Sum, Prod, Max, Min starting from the identity) are split; `+=` accumulations
+// Only `op=!` statements (Sum, Prod, Max, Min starting from the identity) are split, but not a
+// product of f16 / bf16 (it rounds at every step: the interpreter's order is its result); `+=` accumulations
 // and user tile specs (which name the original indices) are left alone. The chunk length B is a
 // multiple of `granule` (so vector loads of a chunk stay aligned), at most `max_chunk`, and C is
 // about `chunks_per_unit` x parallel units / outputs (more where chunks would be longer).

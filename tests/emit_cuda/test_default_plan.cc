@@ -58,3 +58,33 @@ TEST_CASE("default plan on GPU targets: six-statement attention compiles at 128 
   o.tile = "b=1/1,h=1/1,i=64/64,j=512/512,d=64/64";
   CHECK_THROWS_AS(compile(frontend::select_function(m, ""), o), UserError);
 }
+
+// A convolution whose operands are both gathered element by element (NCDHW / NCHW windows: no
+// 16-byte loads) defaults to the most blocks and warps: 16x16 block tiles, K over 8 warps, 128-deep
+// K tiles (H200: conv3d NCDHW 7.6 us against 61.4 us for the 64x32x256 tile the GEMM rule chose,
+// docs/results/gpu_default_tiles_h200.txt). NHWC (vector loads) keeps the GEMM ranking.
+TEST_CASE("default plan: a convolution of gathered operands takes small tiles with K over 8 warps") {
+  const frontend::Module m = frontend::load_module("workloads/conv_general.tsl");
+  auto plan_of = [&](const std::string& def, const std::map<std::string, int64_t>& sizes) {
+    CompileOptions o;
+    o.target = "isa/targets/sm90.yaml";
+    o.sizes = sizes;
+    auto c = compile(frontend::select_function(m, def), o);
+    emit_cuda::CudaOptions co;
+    co.arch = c->hierarchy.gpu->arch;
+    co.machine = isa::GpuMachine::from(c->hierarchy);
+    const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c->kernel, co);
+    REQUIRE(p.config);
+    return *p.config;
+  };
+  const std::map<std::string, int64_t> sizes = {{"N", 1}, {"C", 32}, {"O", 8}, {"P", 16}, {"Q", 16}, {"K", 32}, {"T", 3}, {"R", 3}, {"S", 3}};
+  const emit_cuda::TcConfig ncdhw = plan_of("conv3d_ncdhw", sizes);
+  CAPTURE(ncdhw.to_string());
+  CHECK(ncdhw.bm == 16);
+  CHECK(ncdhw.bn == 16);
+  CHECK(ncdhw.k_split == 8);
+  CHECK(ncdhw.bk == 128);
+  const emit_cuda::TcConfig ndhwc = plan_of("conv3d_ndhwc", sizes);
+  CAPTURE(ndhwc.to_string());
+  CHECK(ndhwc.bm * ndhwc.bn > 256);
+}

@@ -78,3 +78,21 @@ TEST_CASE("a product of 16M elements runs in two launches whose partials are mul
   CHECK_FALSE(contains(p.source, "atomic"));
   compiles_under_nvrtc(p);
 }
+
+// A 16-bit product rounds at every step, so its order is its value: one thread per output walks
+// the factors in the interpreter's order (no lanes, no shuffles, no split into chunks), however
+// long the row; an f32 product of the same rows spreads over the lanes (conformance
+// reduce.prod_2d_lead.f16 was one f16 step off in 7 of 32 outputs on sm90 before).
+TEST_CASE("an f16 product keeps the interpreter's order on the GPU: a thread per output, never split") {
+  for (int64_t n : {80, 100000}) {
+    CAPTURE(n);
+    const auto p = cuda_for("prod_rows_f16", {{"M", 2}, {"N", n}});
+    CAPTURE(p.source);
+    CHECK(p.launches.size() == 1);
+    CHECK(contains(p.source, "constexpr int G_ = 1;"));
+    CHECK_FALSE(contains(p.source, "__shfl_xor_sync"));
+    compiles_under_nvrtc(p);
+  }
+  const auto wide = cuda_for("prod_all_long", {{"M", 4096}, {"N", 4096}});
+  CHECK(contains(wide.source, "__shfl_xor_sync"));
+}

@@ -108,3 +108,40 @@ TEST_CASE("default tile spec on a GPU: a reduction's own output tiles reach the 
   CHECK(tiles >= int64_t(h.cores));
   CHECK(tiles < 4 * int64_t(h.cores));
 }
+
+TEST_CASE("default tile spec on a GPU: element-wise tiles of 4 KB of the widest tensor, no tail tile on the innermost axis") {
+  isa::Hierarchy h = load_target_hierarchy("isa/targets/sm90.yaml", "");
+  auto tiles_of = [&](const std::string& text, const std::map<std::string, int64_t>& sizes) {
+    frontend::Module m = frontend::parse_module(text, "ew.tsl");
+    return tile::default_tile_spec(m.functions[0], sizes, h);
+  };
+  // one axis: 4096 bytes of f16 (2048 elements), of f32 (1024)
+  const tile::TileSpec f16 = tiles_of("def a(f16[N] X, f16[N] Z) -> (f16[N] Y) {\n  Y(i) = X(i) * Z(i)\n}\n", {{"N", 1 << 20}});
+  CAPTURE(f16.to_string());
+  CHECK(f16.find("i")->outer == 2048);
+  const tile::TileSpec f32 = tiles_of("def a(f16[N] X, f32[N] Z) -> (f16[N] Y) {\n  Y(i) = X(i) * f16(Z(i))\n}\n", {{"N", 1 << 20}});
+  CHECK(f32.find("i")->outer == 1024);
+  // a shorter tensor: whole, then halved until its tiles reach the SM count
+  const tile::TileSpec small = tiles_of("def a(f32[N] X) -> (f32[N] Y) {\n  Y(i) = X(i) + 1\n}\n", {{"N", 4096}});
+  CHECK(small.find("i")->outer * int64_t(h.cores) <= 2 * 4096);
+  // NCHW per-channel scaling: the 784-point plane whole (128 would leave a 16-point tail), one
+  // channel per tile (784 f32 is most of 4 KB)
+  const std::string bn =
+      "def bn(f32[N, C, P] X, f32[C] g) -> (f32[N, C, P] Y) {\n  Y(n, c, p) = X(n, c, p) * g(c)\n}\n";
+  const tile::TileSpec plane = tiles_of(bn, {{"N", 8}, {"C", 128}, {"P", 784}});
+  CAPTURE(plane.to_string());
+  CHECK(plane.find("p")->outer == 784);
+  CHECK(plane.find("c")->outer == 1);
+  // 3136 points of f32: cut at its largest divisor within 2 x 1024 (1568), no tail
+  const tile::TileSpec big = tiles_of(bn, {{"N", 8}, {"C", 64}, {"P", 3136}});
+  CHECK(big.find("p")->outer == 1568);
+  // a plane the 128-point block divides keeps the general two-axis rule
+  const tile::TileSpec even = tiles_of(bn, {{"N", 8}, {"C", 64}, {"P", 1024}});
+  CHECK(even.find("p")->outer == 128);
+  // a transposition keeps its two-axis tiles (the innermost axis is not contiguous in X)
+  const tile::TileSpec tr =
+      tiles_of("def t(f16[M, N] X) -> (f16[N, M] Y) {\n  Y(n, m) = X(m, n)\n}\n", {{"M", 784}, {"N", 784}});
+  CAPTURE(tr.to_string());
+  CHECK(tr.find("m")->outer <= 128);
+  CHECK(tr.find("n")->outer <= 128);
+}
