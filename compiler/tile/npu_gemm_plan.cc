@@ -245,44 +245,15 @@ GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachi
   return out;
 }
 
-GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
+namespace {
+
+// The last `tail_chunks` K chunks and the L1 ring (GemmPlan::tail_chunks, l1_slots) of a plan whose
+// tiles and buffering are chosen.
+void choose_tail_chunks(GemmPlan& g, const GemmRequest& in, const isa::NpuMachine& m) {
   const isa::CubeShape& cube = m.cube(in.operand);
   const int64_t m0 = cube.m0, n0 = cube.n0, k0 = cube.k0;
   const int64_t ib = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc), l1_align = m.alignment(Buffer::L1);
-  // Tiles are multiples of the fractal, or of the request's larger units (an i8 transpose's pairs).
-  const int64_t mu = std::max(m0, in.unit_m), nu = std::max(n0, in.unit_n), ku = k0;
-  GemmPlan g;
-  g.tm = dividing_tile(in.M, round_up(in.box_m, mu), mu);
-  g.tn = dividing_tile(in.N, round_up(in.box_n, nu), nu);
-  g.tk = dividing_tile(in.K, round_up(in.box_k, ku), ku);
-  g.tm0 = dividing_tile(g.tm, round_up(in.box_m0, mu), mu);
-  g.tk0 = dividing_tile(g.tk, round_up(in.box_k0, ku), ku);
-  g.tn0 = dividing_tile(g.tn, round_up(in.box_n0, nu), nu);
   const int64_t eo = dtype_bytes(in.out);
-  // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
-  while (g.tm * g.tn * acc > m.capacity(Buffer::L0C) && g.tm > mu) g.tm = dividing_tile(in.M, g.tm / 2, mu);
-  while (g.tn * g.tm * acc > m.capacity(Buffer::L0C) && g.tn > nu) g.tn = dividing_tile(in.N, g.tn / 2, nu);
-  while ((g.tm * g.tk + g.tk * g.tn) * ib > m.capacity(Buffer::L1) && g.tk > ku) g.tk = dividing_tile(in.K, g.tk / 2, ku);
-  g.tm0 = dividing_tile(g.tm, g.tm0, mu);
-  g.tn0 = dividing_tile(g.tn, g.tn0, nu);
-  g.tk0 = dividing_tile(g.tk, g.tk0, ku);
-  while (g.tm0 * g.tk0 * ib > m.capacity(Buffer::L0A) && g.tk0 > ku) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, ku);
-  while (g.tk0 * g.tn0 * ib > m.capacity(Buffer::L0B) && g.tn0 > nu) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, nu);
-  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > mu) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, mu);
-  if (auto no_fit = overflow(g, m, in)) return {std::nullopt, no_fit};
-  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * ib, l1_align) <= m.capacity(Buffer::L1);
-  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0A) && 2 * align_to(g.tk0 * g.tn0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0B);
-  const int64_t moved = g.tm0 * g.tn0 * (in.has_epilogue ? acc : eo), extra = in.has_epilogue ? in.epilogue_ub_bytes(g.tm0) : 0;
-  if (align_to(moved, m.alignment(Buffer::UB)) + extra > m.capacity(Buffer::UB))
-    return {std::nullopt, tile::FitFailure{isa::Role::Vector, m.buffer(Buffer::UB).level_name, m.target_name,
-                                           align_to(moved, m.alignment(Buffer::UB)) + extra, m.capacity(Buffer::UB),
-                                           fmt::format("one {}x{} accumulator block {} + the epilogue's regions {}", g.tm0, g.tn0,
-                                                       align_to(moved, m.alignment(Buffer::UB)), extra),
-                                           false}};
-  g.double_ub = 2 * align_to(moved, m.alignment(Buffer::UB)) + extra <= m.capacity(Buffer::UB);
-  g.notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
-                              g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
-                              g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
   // The last `tail_chunks` K chunks are computed one accumulator block (tm0 x tn0) at a time, so that
   // each block's write-back (mov_l0c to UB, dma_out to GM) runs while the cube computes the next
   // block. They must all be in L1 at once while the next chunk loads: an L1 ring of tail_chunks + 1
@@ -346,6 +317,14 @@ GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
                                 "cycles per chunk; L1 ring of {} chunks",
                                 g.tail_chunks, g.tm0, g.tn0, write_back, by_block, g.l1_slots));
   }
+}
+
+// The peeled chunks and the operand rings (GemmPlan::peeled, l0a_slots, l0b_slots).
+void choose_peel_and_rings(GemmPlan& g, const GemmRequest& in, const isa::NpuMachine& m) {
+  const isa::CubeShape& cube = m.cube(in.operand);
+  const int64_t m0 = cube.m0, n0 = cube.n0, k0 = cube.k0;
+  const int64_t ib = dtype_bytes(cube.a);
+  const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * ib, m.alignment(Buffer::L1));
   // The chunk loop's first iterations compute chunks loaded before it, so the loop waits for all of
   // them at its entry: peel chunks until those loads are done by then (the cube being faster than
   // the loads: every chunk computed gains compute - load cycles on them). At most 16 (code size).
@@ -374,6 +353,50 @@ GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
   } else {
     g.l0a_slots = g.l0b_slots = 1;
   }
+}
+
+}  // namespace
+
+GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
+  const isa::CubeShape& cube = m.cube(in.operand);
+  const int64_t m0 = cube.m0, n0 = cube.n0, k0 = cube.k0;
+  const int64_t ib = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc), l1_align = m.alignment(Buffer::L1);
+  // Tiles are multiples of the fractal, or of the request's larger units (an i8 transpose's pairs).
+  const int64_t mu = std::max(m0, in.unit_m), nu = std::max(n0, in.unit_n), ku = k0;
+  GemmPlan g;
+  g.tm = dividing_tile(in.M, round_up(in.box_m, mu), mu);
+  g.tn = dividing_tile(in.N, round_up(in.box_n, nu), nu);
+  g.tk = dividing_tile(in.K, round_up(in.box_k, ku), ku);
+  g.tm0 = dividing_tile(g.tm, round_up(in.box_m0, mu), mu);
+  g.tk0 = dividing_tile(g.tk, round_up(in.box_k0, ku), ku);
+  g.tn0 = dividing_tile(g.tn, round_up(in.box_n0, nu), nu);
+  const int64_t eo = dtype_bytes(in.out);
+  // Fit single buffers first (shrinking the stage tile), then decide on double buffering.
+  while (g.tm * g.tn * acc > m.capacity(Buffer::L0C) && g.tm > mu) g.tm = dividing_tile(in.M, g.tm / 2, mu);
+  while (g.tn * g.tm * acc > m.capacity(Buffer::L0C) && g.tn > nu) g.tn = dividing_tile(in.N, g.tn / 2, nu);
+  while ((g.tm * g.tk + g.tk * g.tn) * ib > m.capacity(Buffer::L1) && g.tk > ku) g.tk = dividing_tile(in.K, g.tk / 2, ku);
+  g.tm0 = dividing_tile(g.tm, g.tm0, mu);
+  g.tn0 = dividing_tile(g.tn, g.tn0, nu);
+  g.tk0 = dividing_tile(g.tk, g.tk0, ku);
+  while (g.tm0 * g.tk0 * ib > m.capacity(Buffer::L0A) && g.tk0 > ku) g.tk0 = dividing_tile(g.tk, g.tk0 / 2, ku);
+  while (g.tk0 * g.tn0 * ib > m.capacity(Buffer::L0B) && g.tn0 > nu) g.tn0 = dividing_tile(g.tn, g.tn0 / 2, nu);
+  while (g.tm0 * g.tn0 * eo > m.capacity(Buffer::UB) && g.tm0 > mu) g.tm0 = dividing_tile(g.tm, g.tm0 / 2, mu);
+  if (auto no_fit = overflow(g, m, in)) return {std::nullopt, no_fit};
+  g.double_l1 = 2 * align_to((g.tm * g.tk + g.tk * g.tn) * ib, l1_align) <= m.capacity(Buffer::L1);
+  g.double_l0 = 2 * align_to(g.tm0 * g.tk0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0A) && 2 * align_to(g.tk0 * g.tn0 * ib, m.operand_alignment()) <= m.capacity(Buffer::L0B);
+  const int64_t moved = g.tm0 * g.tn0 * (in.has_epilogue ? acc : eo), extra = in.has_epilogue ? in.epilogue_ub_bytes(g.tm0) : 0;
+  if (align_to(moved, m.alignment(Buffer::UB)) + extra > m.capacity(Buffer::UB))
+    return {std::nullopt, tile::FitFailure{isa::Role::Vector, m.buffer(Buffer::UB).level_name, m.target_name,
+                                           align_to(moved, m.alignment(Buffer::UB)) + extra, m.capacity(Buffer::UB),
+                                           fmt::format("one {}x{} accumulator block {} + the epilogue's regions {}", g.tm0, g.tn0,
+                                                       align_to(moved, m.alignment(Buffer::UB)), extra),
+                                           false}};
+  g.double_ub = 2 * align_to(moved, m.alignment(Buffer::UB)) + extra <= m.capacity(Buffer::UB);
+  g.notes.push_back(fmt::format("stage tile {}x{}x{} (L1 {}, L0C), operand tile {}x{}x{} (L0A/L0B {}), UB {}", g.tm, g.tn,
+                              g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
+                              g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
+  choose_tail_chunks(g, in, m);
+  choose_peel_and_rings(g, in, m);
   return {g, std::nullopt};
 }
 
