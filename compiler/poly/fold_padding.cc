@@ -75,6 +75,9 @@ struct Padding {
 std::optional<Padding> as_padding(isl::ctx ctx, const ir::Function& f, const ir::Statement& s) {
   const ir::Tensor* out = f.find_tensor(s.output);
   if (!out || out->kind != ir::TensorKind::Local || s.reduction != ir::Reduction::None) return std::nullopt;
+  // the copy is the tensor's value only when no other statement writes it (`T(i) += ...` after it)
+  for (const auto& other : f.statements)
+    if (&other != &s && other.output == s.output) return std::nullopt;
   const ir::Expr& r = *s.rhs;
   if (r.kind != ir::ExprKind::Apply || r.op != ir::Op::Select || !is_zero(*r.args[2])) return std::nullopt;
   const ir::Expr& x = *r.args[1];

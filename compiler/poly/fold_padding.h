@@ -5,7 +5,8 @@
 // consumer's tile: every copy into an on-chip buffer zero-fills the part of its box outside the
 // tensor (kernel IR Copy semantics), exactly what the NPU's img2col padding and the GPU's
 // bounds-checked implicit-GEMM loads do. The condition is checked with isl (it must equal X's
-// bounds on the statement's domain); anything else is left alone.
+// bounds on the statement's domain), and no other statement may write the local (a later
+// `Xp(i) += ...` makes it more than the copy); anything else is left alone.
 // Takes and gives a tensor-IR Function (a rewritten copy; the input is not changed).
 #pragma once
 
