@@ -230,14 +230,14 @@ void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_
 // On a GPU (a block of the SIMT code per tile) an element-wise statement of one axis (often a
 // collapsed whole tensor) takes kGpuElementwiseTileBytes of its widest tensor per tile, and an
 // innermost axis that `block` would leave a tail of is cut at its largest divisor within twice
-// that budget (whole where it fits), with the next axis filling the budget. Only where every
+// that budget (whole where it fits), with the axes outward filling the budget. Only where every
 // tensor the innermost axis moves along is contiguous along it. H200,
 // docs/results/gpu_default_tiles_h200.txt: NCHW per-channel batch norm 8x128x784 f32,
 // c=32 x h_w=128 tiles 7.5 us, c=1 x h_w=784 3.2 us; add of two 1M f16 tensors, tiles of 128
 // 3.4 us, 2048 2.0 us. Empty: the general rule applies.
 std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const ir::Function& f, const ir::Statement& s,
                                                                             const std::map<std::string, int64_t>& sizes,
-                                                                            int64_t block) {
+                                                                            int64_t block, const TileSpec& spec) {
   std::vector<std::pair<const ir::IndexVar*, int64_t>> out;
   if (s.reduction != ir::Reduction::None || s.domain.empty() || !s.rhs) return out;
   const ir::Tensor* written = f.find_tensor(s.output);
@@ -264,15 +264,31 @@ std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const
   if (s.domain.size() == 1) {
     out.push_back({&inner, std::min(e, budget)});
   } else if (e % block != 0) {
-    // the largest divisor of the extent within twice the budget (no tail tile, constant trip counts)
+    // the largest divisor of the extent within twice the budget (no tail tile, constant trip
+    // counts), unless a reduction tiled the axis already
     int64_t t = std::min(e, 2 * budget);
-    while (t >= kGpuElementwiseMinRow && e % t != 0) --t;
-    if (t < kGpuElementwiseMinRow) return out;
-    int64_t next = 1;
-    while (next * 2 * t <= budget) next *= 2;
-    for (size_t i = 0; i + 2 < s.domain.size(); ++i) out.push_back({&s.domain[i], 1});
-    out.push_back({&s.domain[s.domain.size() - 2], next});
-    out.push_back({&inner, t});
+    if (const AxisTile* a = spec.find(inner.name)) {
+      t = a->outer;
+    } else {
+      while (t >= kGpuElementwiseMinRow && e % t != 0) --t;
+      if (t < kGpuElementwiseMinRow) return out;
+      out.push_back({&inner, t});
+    }
+    // the axes outward fill the rest of the budget, each at a divisor of its extent (an axis a
+    // reduction already tiled keeps its tile: a group norm's (n, g))
+    int64_t room = std::max<int64_t>(1, budget / t);
+    for (size_t i = s.domain.size() - 1; i-- > 0;) {
+      const ir::IndexVar& v = s.domain[i];
+      if (const AxisTile* a = spec.find(v.name)) {
+        room = std::max<int64_t>(1, room / a->outer);
+        continue;
+      }
+      const int64_t x = std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes));
+      int64_t d = std::min(x, room);
+      while (d > 1 && x % d != 0) --d;
+      out.push_back({&v, d});
+      room = std::max<int64_t>(1, room / d);
+    }
   }
   return out;
 }
@@ -378,7 +394,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
   // nearest 2x upsample of 56x56 planes in 16-row tiles took 2.94 us against 2.26)
   if (h.kind == isa::TargetKind::Gpu && ir::division_use(f).empty())
     for (const auto& s : f.statements)
-      for (const auto& [v, t] : gpu_elementwise_tiles(f, s, sizes, 8 * std::max(um, un))) add(*v, t, t);
+      for (const auto& [v, t] : gpu_elementwise_tiles(f, s, sizes, 8 * std::max(um, un), spec)) add(*v, t, t);
   for (const auto& s : f.statements) {
     if (s.reduction != ir::Reduction::None) continue;
     for (size_t i = 0; i < s.domain.size(); ++i) {

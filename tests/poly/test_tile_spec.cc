@@ -138,6 +138,15 @@ TEST_CASE("default tile spec on a GPU: element-wise tiles of 4 KB of the widest 
   // a plane the 128-point block divides keeps the general two-axis rule
   const tile::TileSpec even = tiles_of(bn, {{"N", 8}, {"C", 64}, {"P", 1024}});
   CHECK(even.find("p")->outer == 128);
+  // a short innermost axis (32 f32): the axes outward fill the 1,024 points, each at a divisor
+  const tile::TileSpec groups = tiles_of(
+      "def gn(f32[N, I, G, E] X, f32[N, G] S) -> (f32[N, I, G, E] Y) {\n  Y(n, i, g, e) = X(n, i, g, e) - S(n, g)\n}\n",
+      {{"N", 2}, {"I", 1024}, {"G", 8}, {"E", 32}});
+  CAPTURE(groups.to_string());
+  CHECK(groups.find("e")->outer == 32);
+  CHECK(groups.find("g")->outer == 8);
+  CHECK(groups.find("i")->outer == 4);
+  CHECK(groups.find("n")->outer == 1);
   // a transposition keeps its two-axis tiles (the innermost axis is not contiguous in X)
   const tile::TileSpec tr =
       tiles_of("def t(f16[M, N] X) -> (f16[N, M] Y) {\n  Y(n, m) = X(m, n)\n}\n", {{"M", 784}, {"N", 784}});
