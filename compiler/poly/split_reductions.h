@@ -1,5 +1,6 @@
 // Reduction splitting (pass "split_reductions", after fold_padding; GPU targets): a reduction
-// statement with fewer outputs than the machine has parallel units and a long reduced range
+// statement with fewer outputs than the machine has parallel units and a long reduced range (a
+// column reduction, whose outputs go to threads: fewer than column_outputs_per_unit per unit)
 //   T(o) op=! e(o, r)                                        r in lo:hi, L = hi - lo elements
 // becomes a two-phase reduction through a local tensor of partial results (TVM's rfactor):
 //   T_partial(o, c) op=! select(c*B + j < L, e(o, lo + c*B + j), identity)    c in 0:C, j in 0:B
@@ -40,6 +41,8 @@ struct SplitPolicy {
   int64_t max_chunk = 8192;        // longer chunks are cut (more chunks): a chunk's box stays small
   // a column reduction (ir::is_column_reduction) aims at this many outputs (threads) per unit
   int64_t column_outputs_per_unit = 256;
+  // a column reduction's chunks are at least this long (and it is split only when it has two)
+  int64_t column_min_chunk = 32;
 };
 
 struct ReductionSplit {

@@ -135,7 +135,19 @@ TEST_CASE("a reduction over several short axes (batch norm over N, H, W) splits 
   CHECK(g->statements[2].output == "Sum");
   CHECK(g->statements[3].output == "SumSq");
   check_same(f, sizes, p, 2);
-  check_same(f, {{"N", 32}, {"H", 28}, {"W", 28}, {"C", 256}}, p, 0);  // 256 channels fill the SMs
+  // a column reduction's outputs are threads: 256 channels are 256 threads, still split; one
+  // with 256 outputs per SM (33,792) is not, nor one of fewer than two 32-element chunks
+  check_same(f, {{"N", 32}, {"H", 28}, {"W", 28}, {"C", 256}}, p, 2);
+  check_same(f, {{"N", 2}, {"H", 2}, {"W", 2}, {"C", 33792}}, p, 0);
+  check_same(f, {{"N", 2}, {"H", 4}, {"W", 4}, {"C", 64}}, p, 0);
+  // the middle axis of a 16x512x256 max: 4,096 outputs, 9 chunks of 57
+  frontend::Module mid = frontend::parse_module("def mx(f16[A, B, C] X) -> (f16[A, C] Y) {\n  Y(a, c) max=! X(a, b, c)\n}\n", "mx.tsl");
+  std::vector<poly::ReductionSplit> mids;
+  REQUIRE(poly::split_reductions(mid.functions[0], {{"A", 16}, {"B", 512}, {"C", 256}}, p, &mids));
+  REQUIRE(mids.size() == 1);
+  CHECK(mids[0].index == "b");
+  CHECK(mids[0].chunks == 9);
+  CHECK(mids[0].chunk == 57);
 }
 
 TEST_CASE("a phase two waits for the phase ones after it until a statement reads its output") {
