@@ -582,6 +582,13 @@ struct CandidateList {
   // so the most blocks and warps win. H200, docs/results/gpu_default_tiles_h200.txt:
   // conv3d NCDHW 32x2048x864 16x16x128/ks8 7.6 us against 64x32x256/ks4 (the blocks-per-SM rule
   // of the GEMM measurements) 61.4 us; stride-2 NCHW 128x392x1152 10.1 against 23.0 us.
+  // Both operands in 16-byte loads (at a 16x16x32 tile).
+  bool vector_operands() const {
+    const int t = int(m.wmma.m), bk = 2 * int(m.wmma.k);
+    return plan_operand(c.a, c, c.sizes, c.m, c.k, t, bk, c.size_m(), m).vec > 1 &&
+           plan_operand(c.b, c, c.sizes, c.n, c.k, t, bk, c.size_n(), m).vec > 1;
+  }
+
   bool gathered_convolution() const {
     const bool plain_gemm = c.m.size() == 1 && c.n.size() == 1 && c.k.size() == 1;
     if (plain_gemm) return false;
@@ -593,7 +600,7 @@ struct CandidateList {
   // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
   void rank() {
     const double sm_f = sms > 0 ? double(sms) : double(m.sm_count);
-    const bool gathered = gathered_convolution();
+    const bool gathered = gathered_convolution(), vectors = vector_operands();
     std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
       auto score = [&](const TcConfig& g) {
         const int64_t blocks = output_tiles(c, g) * g.k_blocks;
@@ -634,7 +641,10 @@ struct CandidateList {
         // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
         // on every shape, squarer tiles on ties; the first candidate is then the measured best or
         // within 1 % of it
-        if (sms > 0 && blocks <= 2 * sm_f)
+        // (with 16-byte operand loads also past two blocks per SM: an NHWC 3x3 convolution
+        // 1568x64x576 ran 16x16x128/ks8 in 6.6 us, 32x32x128/ks4 in 3.7 us, H200,
+        // docs/results/gpu_default_tiles_h200.txt)
+        if (sms > 0 && (blocks <= 2 * sm_f || vectors))
           return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
                  0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
                  (g.bulk ? 0.6 : 0.0);

@@ -88,3 +88,25 @@ TEST_CASE("default plan: a convolution of gathered operands takes small tiles wi
   CAPTURE(ndhwc.to_string());
   CHECK(ndhwc.bm * ndhwc.bn > 256);
 }
+
+// Operands in 16-byte loads keep the block-count rule past two blocks per SM: an NHWC 3x3
+// convolution 1568x64x576 took 16x16x128/ks8 (392 blocks, 6.6 us on an H200) and now takes a
+// 64x32 tile with K over 4 warps (49 blocks, 4.4 us; docs/results/gpu_default_tiles_h200.txt).
+TEST_CASE("default plan: an NHWC convolution with 16-byte operand loads is not cut into 16x16 tiles") {
+  const frontend::Module m = frontend::load_module("workloads/conv_seed.tsl");
+  CompileOptions o;
+  o.target = "isa/targets/sm90.yaml";
+  o.sizes = {{"N", 2}, {"H", 28}, {"W", 28}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}};
+  auto c = compile(frontend::select_function(m, "conv2d_nhwc"), o);
+  emit_cuda::CudaOptions co;
+  co.arch = c->hierarchy.gpu->arch;
+  co.machine = isa::GpuMachine::from(c->hierarchy);
+  const emit_cuda::CudaProgram p = emit_cuda::emit_cuda(c->kernel, co);
+  REQUIRE(p.config);
+  CAPTURE(p.config->to_string());
+  CHECK(p.config->bm * p.config->bn >= 32 * 32);
+  CHECK(p.config->k_split <= 4);
+  bool explained = false;
+  for (const auto& line : p.explain) explained = explained || line.find("A 128-bit loads, B 128-bit loads") != std::string::npos;
+  CHECK(explained);
+}
