@@ -524,7 +524,7 @@ ImportResult Importer::run() {
   for (const auto& n : def_outputs_) {
     const Value& v = values_.at(n);
     if (!written_.count(v.tsl)) throw UserError(model_name_ + ": output '" + n + "' is not produced by any node");
-    if (v.elem_type == onnx::TensorProto::BOOL) {}  // held as u8 0/1
+    if (v.elem_type == onnx::TensorProto::BOOL) {}  // held as i8 0/1
   }
   std::string def = identifier(model_.graph().name().empty() ? "model" : model_.graph().name());
   result_.def_name = def;

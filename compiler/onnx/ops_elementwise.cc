@@ -1,5 +1,5 @@
 // Element-wise operators with numpy broadcasting: arithmetic, activations, comparisons and logic
-// (bool held as u8 0/1, read as `B(..) != 0`), Cast, Where, Clip, variadic Max/Min/Sum/Mean.
+// (bool held as i8 0/1, read as `B(..) != 0`), Cast, Where, Clip, variadic Max/Min/Sum/Mean.
 // Each is one statement `Y(i0, ..) = f(A(..), B(..))`; a node whose inputs are all constants is
 // folded at import time (shape arithmetic: Add/Mul/Cast/Equal... of Shape results).
 #include <cmath>
@@ -195,7 +195,7 @@ void translate_cast(Context& c) {
   if (x.elem_type == to && c.alias(0, x)) return;
   const std::string target(dtype_name(*dtype_of(to)));
   emit_elementwise(c, {0}, [&](const Args& a) {
-    if (to == TP::BOOL) return "u8(" + a[0] + " != 0)";
+    if (to == TP::BOOL) return "i8(" + a[0] + " != 0)";
     if (is_bool(x)) return target + "(" + a[0] + ")";
     return c.dtype(x) == c.dtype(y) ? a[0] : target + "(" + a[0] + ")";
   });
@@ -290,13 +290,13 @@ void translate_copy(Context& c) {  // Identity, Dropout (inference)
   }
   if (c.has_output(1)) {  // Dropout's mask: all true
     const Value& m = c.output(1);
-    c.emit({c.output_name(1), indices(m.shape.size()), "=", "u8(1)", ranges_of(m.shape)});
+    c.emit({c.output_name(1), indices(m.shape.size()), "=", "i8(1)", ranges_of(m.shape)});
   }
 }
 
-// Comparison giving bool (u8 0/1).
+// Comparison giving bool (i8 0/1).
 Binary compare(const char* op, const char* cmp, std::function<bool(double, double)> f) {
-  return {op, [cmp](Context&, const Args& a) { return "u8(" + a[0] + " " + cmp + " " + a[1] + ")"; },
+  return {op, [cmp](Context&, const Args& a) { return "i8(" + a[0] + " " + cmp + " " + a[1] + ")"; },
           [f](const std::vector<double>& a) { return double(f(a[0], a[1])); }};
 }
 
@@ -351,17 +351,17 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
          return "select(" + x + " < -" + l + ", " + x + " + " + b + ", select(" + x + " > " + l + ", " + x + " - " + b + ", 0.0))";
        },
        nullptr},
-      {"IsNaN", [](Context&, const std::string& x) { return "u8(" + x + " != " + x + ")"; }, nullptr},
+      {"IsNaN", [](Context&, const std::string& x) { return "i8(" + x + " != " + x + ")"; }, nullptr},
       {"IsInf",
        [](Context& c, const std::string& x) {
          const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
-         if (pos && neg) return "u8(abs(" + x + ") == 1.0 / 0.0)";
-         if (pos) return "u8(" + x + " == 1.0 / 0.0)";
-         if (neg) return "u8(" + x + " == -1.0 / 0.0)";
-         return "u8(" + x + " != " + x + " && " + x + " == " + x + ")";
+         if (pos && neg) return "i8(abs(" + x + ") == 1.0 / 0.0)";
+         if (pos) return "i8(" + x + " == 1.0 / 0.0)";
+         if (neg) return "i8(" + x + " == -1.0 / 0.0)";
+         return "i8(" + x + " != " + x + " && " + x + " == " + x + ")";
        },
        nullptr},
-      {"Not", [](Context&, const std::string& x) { return "u8(" + x + " == 0)"; }, [](Context&, double x) { return double(x == 0); }},
+      {"Not", [](Context&, const std::string& x) { return "i8(" + x + " == 0)"; }, [](Context&, double x) { return double(x == 0); }},
       {"Erf", [](Context&, const std::string& x) { return "erf(" + x + ")"; }, nullptr, "erf"},
       {"Floor", [](Context&, const std::string& x) { return "floor(" + x + ")"; }, [](Context&, double x) { return std::floor(x); }, "floor"},
       {"Ceil", [](Context&, const std::string& x) { return "ceil(" + x + ")"; }, [](Context&, double x) { return std::ceil(x); }, "ceil"},
@@ -400,11 +400,11 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
       {"Sum", [](Context&, const Args& a) { return sum(a); }, nullptr},
       {"Mean", [](Context&, const Args& a) { return "(" + sum(a) + ") / " + std::to_string(a.size()) + ".0"; }, nullptr},
       {"PRelu", [](Context&, const Args& a) { return "select(" + a[0] + " < 0, " + a[1] + " * " + a[0] + ", " + a[0] + ")"; }, nullptr},
-      {"And", [](Context&, const Args& a) { return "u8(" + a[0] + " != 0 && " + a[1] + " != 0)"; },
+      {"And", [](Context&, const Args& a) { return "i8(" + a[0] + " != 0 && " + a[1] + " != 0)"; },
        [](const std::vector<double>& a) { return double(a[0] != 0 && a[1] != 0); }},
-      {"Or", [](Context&, const Args& a) { return "u8(" + a[0] + " != 0 || " + a[1] + " != 0)"; },
+      {"Or", [](Context&, const Args& a) { return "i8(" + a[0] + " != 0 || " + a[1] + " != 0)"; },
        [](const std::vector<double>& a) { return double(a[0] != 0 || a[1] != 0); }},
-      {"Xor", [](Context&, const Args& a) { return "u8(" + a[0] + " != " + a[1] + ")"; },
+      {"Xor", [](Context&, const Args& a) { return "i8(" + a[0] + " != " + a[1] + ")"; },
        [](const std::vector<double>& a) { return double((a[0] != 0) != (a[1] != 0)); }},
       compare("Equal", "==", [](double a, double b) { return a == b; }),
       compare("Less", "<", [](double a, double b) { return a < b; }),

@@ -43,7 +43,7 @@ std::optional<DType> dtype_of(int e) {
     case TP::BFLOAT16: return DType::BF16;
     case TP::INT8: return DType::I8;
     case TP::UINT8: return DType::U8;
-    case TP::BOOL: return DType::U8;
+    case TP::BOOL: return DType::I8;
     case TP::INT32: return DType::I32;
     case TP::INT64: case TP::UINT32: case TP::UINT64:  // held as i32: checked_i32 refuses a value that does not fit
     case TP::INT16: case TP::UINT16: return DType::I32;  // held as i32 exactly
@@ -53,7 +53,7 @@ std::optional<DType> dtype_of(int e) {
 }
 
 const char* held_types_note() {
-  return "tessel holds f32 f16 bf16 i8 u8 i32, bool as u8, int16 uint16 uint32 int64 uint64 as i32, double as f32";
+  return "tessel holds f32 f16 bf16 i8 u8 i32, bool as i8, int16 uint16 uint32 int64 uint64 as i32, double as f32";
 }
 
 std::vector<int64_t> dims(const TP& t) { return {t.dims().begin(), t.dims().end()}; }

@@ -3,7 +3,7 @@
 // initializers / Constant attributes inside a model.
 //
 // to_npy keeps the element bytes of the dtypes tessel has (f32 f16 bf16 i8 u8 i32; ONNX bool becomes
-// u8 0/1); int64 data is held as i32 (the language's widest integer), each value checked: one that
+// i8 0/1); int64 data is held as i32 (the language's widest integer), each value checked: one that
 // does not fit is a UserError naming the tensor, the value and its element. Any other dtype (f64,
 // strings, ...) is a UserError naming `where` and the dtype.
 // values() reads any numeric dtype (i64 and f64 included) as doubles: what the importer folds
@@ -22,7 +22,7 @@ namespace tessel::onnx_import {
 
 // ONNX's name for an element type ("float", "int64", ...).
 std::string elem_type_name(int elem_type);
-// The tessel dtype that holds an ONNX element type (bool -> u8; int16, uint16, uint32, int64 and
+// The tessel dtype that holds an ONNX element type (bool -> i8; int16, uint16, uint32, int64 and
 // uint64 -> i32, each value checked; double -> f32), if any.
 std::optional<DType> dtype_of(int elem_type);
 // The note an "unsupported element type" error ends with: the types tessel holds and how.

@@ -88,7 +88,7 @@ class Context {
   // output is a graph output, which gets a copy. False when it must be written instead.
   virtual bool alias(int i, const Value& v) = 0;
 
-  // The TSL dtype of a value (bool as u8); unsupported() for others (f64, i64 data, strings).
+  // The TSL dtype of a value (bool as i8); unsupported() for others (f64, i64 data, strings).
   DType dtype(const Value& v) const;
   std::string dtype_name(const Value& v) const;
 
