@@ -4,7 +4,9 @@ exported with export_params=False): every f32/f16 input of the manifest (IMPORTE
 uniform in +-sqrt(3 / fan_in) (fan_in = the elements of one output row: all dimensions but the first),
 so activations keep their scale through the layers as with a trained network's weights; a 1-d input
 gets 1 +- 0.1 when its ONNX name says it is a normalisation's scale (LayerNorm / weight / gamma) and
-+-0.1 otherwise; integer inputs are uniform in [0, --int-high). Writes OUTDIR/NAME.npy for each, which
++-0.1 otherwise; integer inputs are uniform in [0, --int-high). An input the import folded from
+the graph's constants (its manifest entry names a `file` under the initializers directory, e.g.
+BERT's position ids and its bool attention-mask constant) is copied from that file instead. Writes OUTDIR/NAME.npy for each, which
 `tessel run IMPORTED.tsl --input-dir OUTDIR` reads (--skip NAME keeps an input out: give it yourself).
 
   scripts/onnx_model_inputs.py model.json weights/ --seed 1 --skip input_ids --int-high 30522"""
@@ -14,6 +16,7 @@ import math
 import os
 import random
 import re
+import shutil
 import struct
 import sys
 
@@ -48,7 +51,12 @@ def main():
     written = 0
     for entry in manifest.get("inputs", []):
         name, onnx_name, dtype, shape = entry["tsl"], entry.get("onnx", ""), entry["dtype"], entry["shape"]
-        if name in args.skip or onnx_name in args.skip or dtype not in ("f32", "f16", "i32"):
+        if name in args.skip or onnx_name in args.skip or (dtype not in ("f32", "f16", "i32") and "file" not in entry):
+            continue
+        if "file" in entry:  # the graph's own values, written by tessel import
+            shutil.copyfile(os.path.join(os.path.dirname(os.path.abspath(args.manifest)), entry["file"]),
+                            os.path.join(args.outdir, name + ".npy"))
+            written += 1
             continue
         count = math.prod(shape)
         if dtype == "i32":
