@@ -126,7 +126,7 @@ std::string plan_statement(const kernel::Kernel& k, size_t i, RowShape& rs, Anal
       if (!reduced.empty()) return "reads an index it does not reduce";
     } else {
       if (reduced.size() != 1 || !s.init) return "is not a reduction over one index from its identity";
-      if (s.reduction == ir::Reduction::Prod && (s.acc_type == DType::F16 || s.acc_type == DType::BF16))
+      if (ir::is_ordered_product(s))
         return "is a 16-bit product, which rounds at every step (its order is its value: one thread per row)";
       const auto [lo, hi] = range(*reduced[0]);
       if (lo != 0 || !agree(rs.N, hi)) return "does not reduce over a whole row";

@@ -125,8 +125,7 @@ LaneMapping lane_mapping(const ReductionShape& r, unsigned threads) {
   // a 16-bit product rounds at every step: one thread per output, in the interpreter's order (a
   // tree of partial products rounds differently: conformance reduce.prod_2d_lead.f16, 7 of 32
   // outputs one f16 step off on sm90)
-  const bool ordered = r.s->reduction == ir::Reduction::Prod && (r.s->acc_type == DType::F16 || r.s->acc_type == DType::BF16);
-  if (m.column || ordered) {
+  if (m.column || ir::is_ordered_product(*r.s)) {
     m.G = 1;
   } else if (m.outputs || lanes_cap < 32) {
     m.G = 32;

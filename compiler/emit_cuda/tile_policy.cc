@@ -577,30 +577,24 @@ struct CandidateList {
     out = std::move(uniq);
   }
 
-  // A convolution whose operands are both gathered element by element (no 16-byte loads: NCHW /
-  // NCDHW windows, whose K index q + s is not aligned): each element costs address arithmetic,
-  // so the most blocks and warps win. H200, docs/results/gpu_default_tiles_h200.txt:
-  // conv3d NCDHW 32x2048x864 16x16x128/ks8 7.6 us against 64x32x256/ks4 (the blocks-per-SM rule
-  // of the GEMM measurements) 61.4 us; stride-2 NCHW 128x392x1152 10.1 against 23.0 us.
-  // Both operands in 16-byte loads (at a 16x16x32 tile).
-  bool vector_operands() const {
+  // Elements per load of A and of B at a 16x16x32 tile (1: gathered element by element).
+  std::pair<int, int> operand_vectors() const {
     const int t = int(m.wmma.m), bk = 2 * int(m.wmma.k);
-    return plan_operand(c.a, c, c.sizes, c.m, c.k, t, bk, c.size_m(), m).vec > 1 &&
-           plan_operand(c.b, c, c.sizes, c.n, c.k, t, bk, c.size_n(), m).vec > 1;
-  }
-
-  bool gathered_convolution() const {
-    const bool plain_gemm = c.m.size() == 1 && c.n.size() == 1 && c.k.size() == 1;
-    if (plain_gemm) return false;
-    const int t = int(m.wmma.m), bk = 2 * int(m.wmma.k);
-    return plan_operand(c.a, c, c.sizes, c.m, c.k, t, bk, c.size_m(), m).vec == 1 &&
-           plan_operand(c.b, c, c.sizes, c.n, c.k, t, bk, c.size_n(), m).vec == 1;
+    return {plan_operand(c.a, c, c.sizes, c.m, c.k, t, bk, c.size_m(), m).vec,
+            plan_operand(c.b, c, c.sizes, c.n, c.k, t, bk, c.size_n(), m).vec};
   }
 
   // order the small-problem candidates: enough blocks to cover the SMs first, then larger tiles
   void rank() {
     const double sm_f = sms > 0 ? double(sms) : double(m.sm_count);
-    const bool gathered = gathered_convolution(), vectors = vector_operands();
+    // A convolution whose operands are both gathered element by element (no 16-byte loads: NCHW /
+    // NCDHW windows, whose K index q + s is not aligned): each element costs address arithmetic,
+    // so the most blocks and warps win. H200, docs/results/gpu_default_tiles_h200.txt:
+    // conv3d NCDHW 32x2048x864 16x16x128/ks8 7.6 us against 64x32x256/ks4 (the blocks-per-SM rule
+    // of the GEMM measurements) 61.4 us; stride-2 NCHW 128x392x1152 10.1 against 23.0 us.
+    const auto [va, vb] = operand_vectors();
+    const bool plain_gemm = c.m.size() == 1 && c.n.size() == 1 && c.k.size() == 1;
+    const bool gathered = !plain_gemm && va == 1 && vb == 1, vectors = va > 1 && vb > 1;
     std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
       auto score = [&](const TcConfig& g) {
         const int64_t blocks = output_tiles(c, g) * g.k_blocks;

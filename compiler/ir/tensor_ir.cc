@@ -296,6 +296,10 @@ void for_each_access(const Expr& e, const std::function<void(const Expr&)>& fn) 
   for (const auto& a : e.args) for_each_access(*a, fn);
 }
 
+bool is_ordered_product(const Statement& s) {
+  return s.reduction == Reduction::Prod && (s.acc_type == DType::F16 || s.acc_type == DType::BF16);
+}
+
 bool is_column_reduction(const Statement& s) {
   if (s.reduction == Reduction::None || !s.rhs) return false;
   std::set<std::string> reduced, out;

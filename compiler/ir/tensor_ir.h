@@ -251,6 +251,10 @@ void for_each_access(const Expr& e, const std::function<void(const Expr&)>& fn);
 // statement reads no tensor.
 bool is_column_reduction(const Statement& s);
 
+// A product accumulated in f16 / bf16: it rounds at every step, so the interpreter's order is its
+// value (no lanes, no split into partial products).
+bool is_ordered_product(const Statement& s);
+
 // The IR as text (`tessel check`): parameters, tensors, then each statement with its domain.
 std::string to_string(const Function& f);
 std::string to_string(const Expr& e);

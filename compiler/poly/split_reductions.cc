@@ -207,10 +207,10 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
     out.statements.push_back(st);
   };
   for (const ir::Statement& s : f.statements) {
-    // a 16-bit product rounds at every step, so its partial products would round differently
-    const bool ordered = s.reduction == ir::Reduction::Prod && (s.acc_type == DType::F16 || s.acc_type == DType::BF16);
-    const std::optional<SplitChoice> cut =
-        s.reduction == ir::Reduction::None || !s.init || ordered ? std::nullopt : choose_split(s, sizes, policy);
+    // a 16-bit product's partial products would round differently
+    const std::optional<SplitChoice> cut = s.reduction == ir::Reduction::None || !s.init || ir::is_ordered_product(s)
+                                               ? std::nullopt
+                                               : choose_split(s, sizes, policy);
     if (!cut) {
       place(s);
       continue;

@@ -157,6 +157,11 @@ constexpr int64_t kGpuElementwiseTileBytes = 4096;
 // the shortest innermost tile that rule takes (a warp's worth of elements)
 constexpr int64_t kGpuElementwiseMinRow = 32;
 
+// An index's extent under `sizes` (at least 1).
+int64_t extent_of(const ir::IndexVar& v, const std::map<std::string, int64_t>& sizes) {
+  return std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes));
+}
+
 void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_t>& sizes, uint32_t cores, TileSpec& spec) {
   // divided indices: a halved tile may cut a quotient's box (promotion needs a fixed box hull)
   if (!ir::division_use(f).empty()) return;
@@ -175,7 +180,7 @@ void spread_over_cores(const ir::Function& f, const std::map<std::string, int64_
       if (left != right) return;
     }
     for (const auto& v : s.domain) {
-      extent[v.name] = std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes));
+      extent[v.name] = extent_of(v, sizes);
       if (v.is_reduction) reduced.insert(v.name);
     }
   }
@@ -260,7 +265,7 @@ std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const
   bool contiguous = last_only(s.out_indices);
   ir::for_each_access(*s.rhs, [&](const ir::Expr& x) { contiguous = contiguous && last_only(x.indices); });
   if (!contiguous) return out;
-  const int64_t e = std::max<int64_t>(1, (inner.hi - inner.lo).evaluate({}, sizes));
+  const int64_t e = extent_of(inner, sizes);
   if (s.domain.size() == 1) {
     out.push_back({&inner, std::min(e, budget)});
   } else if (e % block != 0) {
@@ -283,7 +288,7 @@ std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const
         room = std::max<int64_t>(1, room / a->outer);
         continue;
       }
-      const int64_t x = std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes));
+      const int64_t x = extent_of(v, sizes);
       int64_t d = std::min(x, room);
       while (d > 1 && x % d != 0) --d;
       out.push_back({&v, d});
@@ -306,7 +311,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
   TESSEL_CHECK(matrix, "tile: description " + h.name + " has no matrix unit shape (validate_hierarchy requires one)");
   const int um = matrix->m, un = matrix->n, uk = matrix->k;
   TileSpec spec;
-  auto extent = [&](const ir::IndexVar& v) { return std::max<int64_t>(1, (v.hi - v.lo).evaluate({}, sizes)); };
+  auto extent = [&](const ir::IndexVar& v) { return extent_of(v, sizes); };
   auto add = [&](const ir::IndexVar& v, int64_t outer, int64_t inner) {
     if (spec.find(v.name)) return;
     outer = std::min(outer, extent(v));
