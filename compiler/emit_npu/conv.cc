@@ -26,7 +26,7 @@ bool is_nhwc_convolution(const kernel::Kernel& k, const isa::NpuMachine& m) { re
 std::optional<tile::ConvGeometry> conv_geometry(const kernel::Kernel& k, const isa::NpuMachine& m) {
   const auto orig = match(k, m.cube_f16.m0);
   if (!orig) return std::nullopt;
-  return padded_geometry(*orig, m);
+  return padded_geometry(fold_window(*orig, m).value_or(*orig), m);  // a folded one as plan() gives it the policy
 }
 
 namespace {
@@ -45,10 +45,12 @@ struct PlannedConv {
 };
 
 // `refusal`: null to throw the epilogue's UserError, else set to its text (then nothing is planned).
-PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
-                 const tile::TileSpec* spec, std::string* refusal = nullptr) {
+// `fold`: a small-channel convolution folded (fold_window).
+PlannedConv plan_as(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
+                    const tile::TileSpec* spec, std::string* refusal, bool fold) {
   PlannedConv pc;
   pc.orig = strided_pointwise(matched, m);
+  if (auto folded = fold ? fold_window(pc.orig, m) : std::nullopt) pc.orig = *folded;
   Conv& cv = pc.cv = pc.orig;
   cv.C = round_up(pc.orig.C, m.cube_f16.k0), cv.K = round_up(pc.orig.K, m.cube_f16.k0);
   if ((cv.C != pc.orig.C || cv.K != pc.orig.K) && cv.layout == Layout::Blocked) {
@@ -89,6 +91,21 @@ PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierar
     pc.result.unsupported = why;
   }
   return pc;
+}
+
+// The folded convolution where its plan leaves UB room for two rows of the folded map past the
+// accumulator blocks and the epilogue (conv_fold.h's staging halves and a repeat's slack), else
+// the convolution as matched.
+PlannedConv plan(const Conv& matched, const kernel::Kernel& k, const isa::Hierarchy& h, const isa::NpuMachine& m,
+                 const tile::TileSpec* spec, std::string* refusal = nullptr) {
+  PlannedConv pc = plan_as(matched, k, h, m, spec, refusal, true);
+  if (!pc.orig.folded() || (refusal && !refusal->empty())) return pc;
+  if (const tile::ConvPlan* p = pc.result.plan ? &*pc.result.plan : nullptr) {
+    const int64_t used = 2 * p->tm0 * p->tn * dtype_bytes(m.cube_f16.acc) + (pc.epi ? epilogue_ub_bytes(*pc.epi, p->tm0, p->tn) : 0);
+    const int64_t need = 2 * pc.cv.C / m.cube_f16.k0 * pc.cv.OW * m.fractal_row_bytes + m.vector_block_bytes + m.vector_bytes_per_repeat;
+    if (used + need <= m.capacity(Buffer::UB)) return pc;
+  }
+  return plan_as(matched, k, h, m, spec, refusal, false);
 }
 
 }  // namespace

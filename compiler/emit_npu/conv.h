@@ -12,6 +12,8 @@
 // A fused epilogue (conv + bn + relu) is a ConvEpilogue (conv_epilogue.h): per-channel values once
 // per channel tile, per column block only the accumulator's operations, and its write-back trails
 // the next image's first slice pairs so the vector unit works while the cube computes.
+// Fewer input channels than 16 (NHWC, output channels a multiple of 16) fold the window's columns
+// into the channels instead (conv_fold.h: R x round_up(S C, 16) K values, no copies).
 // NCHW and channel counts not multiples of 16 go through NHWC scratch copies: per core (each core
 // copies the images it reads, its channel tile's weights and its results; no core reads another's)
 // where one core's work outweighs the copies' GM round trips, else on one core. The user's tile

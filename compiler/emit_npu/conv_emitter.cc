@@ -2,6 +2,7 @@
 #include "compiler/emit_npu/conv_emitter.h"
 
 #include "compiler/emit_npu/conv_epilogue.h"
+#include "compiler/emit_npu/conv_fold.h"
 #include "compiler/emit_npu/conv_layout.h"
 #include "compiler/emit_npu/operands.h"
 #include "compiler/emit_npu/pointwise.h"
@@ -74,7 +75,8 @@ class ConvEmitter {
  public:
   ConvEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, const Conv& orig, const Conv& cv,
               const tile::ConvPlan& plan, ConvEpilogue* epi, NpuKernel& out, std::string* refusal = nullptr)
-      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program, refusal) {}
+      : k_(k), m_(m), orig_(orig), cv_(cv), plan_(plan), epi_(epi), out_(out), p_(out.program), code_(k, m, out.program, refusal),
+        fold_(m, cv, out.program, code_) {}
 
   void run() {
     p_.source_name = k_.name + ".npu";
@@ -83,6 +85,7 @@ class ConvEmitter {
     out_.macs = uint64_t(cv_.N) * P() * RS() * cv_.G * orig_.C * (cv_.depthwise ? 1 : orig_.K);
     place_tensors();
     set_layouts();
+    if (cv_.folded()) place_fold();
     if (per_core()) place_copies();
     else if (cv_.layout == Layout::Nchw) nchw_in();
     else if (padded()) padded_in();
@@ -104,11 +107,12 @@ class ConvEmitter {
   int64_t P() const { return cv_.OH * cv_.OW; }
   int64_t RS() const { return cv_.R * cv_.S; }
   int64_t C1() const { return cv_.C / k0_; }
-  bool padded() const { return cv_.C != orig_.C || cv_.K != orig_.K; }
+  bool padded() const { return (cv_.C != orig_.C && !cv_.folded()) || cv_.K != orig_.K; }
+  int64_t x_width() const { return cv_.folded() ? cv_.fold.W : cv_.W; }  // X's pixels per row
   int64_t cores_avail() const { return plan_.one_core ? 1 : m_.cores; }
   // NCHW or padded channels with the copies made per core, of what the core reads and writes.
   bool per_core() const { return (padded() || cv_.layout == Layout::Nchw) && !plan_.one_core; }
-  bool x_copied() const { return cv_.layout == Layout::Nchw || cv_.C != orig_.C; }
+  bool x_copied() const { return cv_.layout == Layout::Nchw || (cv_.C != orig_.C && !cv_.folded()); }
   bool y_copied() const { return cv_.layout == Layout::Nchw || cv_.K != orig_.K; }
   // NCHW per core: the image's planes transposed straight into L1 (one band), the accumulator's
   // blocks transposed in UB straight to the user's Y (no NHWC scratch).
@@ -127,8 +131,16 @@ class ConvEmitter {
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
 
   void place_tensors() {
-    for (const auto& t : k_.tensors)
+    for (const auto& t : k_.tensors) {
+      // folded: the windows' reads past X's rows and the last weight slice's rows land in guards
+      auto guard = [&](const std::string& name, int64_t bytes) {
+        if (cv_.folded() && bytes) code_.place(name, DType::F16, {bytes / in_}, gm_);
+      };
+      if (t.name == cv_.x) guard("x_front_guard", fold_.front_guard_bytes());
       code_.place(t.name, t.dtype, t.shape, t.kind == ir::TensorKind::Input ? npu::TensorRole::In : npu::TensorRole::Out, gm_);
+      if (t.name == cv_.x) guard("x_back_guard", fold_.back_guard_bytes());
+      if (t.name == cv_.w) guard("w_guard", fold_.weight_guard_bytes());
+    }
     // column blocks past K read up to one block of elements beyond a broadcast tensor's end: keep them in GM
     if (epi_) code_.place("guard", DType::F32, {n0_}, gm_);
     X_.base = offset(cv_.x), Y_.base = offset(cv_.y), W_.base = offset(cv_.w);
@@ -148,6 +160,8 @@ class ConvEmitter {
           W_.row_q = c * cv_.K, W_.per_tap = RS() * c * cv_.K;
         }
         if (cv_.clipped()) X_.group_bytes = cv_.src_h * cv_.src_w * cv_.C * in_, X_.pixel_bytes *= cv_.x_step;
+        if (cv_.folded())  // the user's X; the folded weight row (r, j) is the user's row r S C + j
+          X_.group_bytes = cv_.H * cv_.fold.W * cv_.fold.C * in_, X_.pixel_bytes = cv_.fold.C * in_, W_.row_q = orig_.C * cv_.K;
         break;
       case Layout::Blocked:
         X_.group = u, X_.group_bytes = cv_.H * cv_.W * cv_.C * u * in_, X_.inner_bytes = u * in_, X_.pixel_bytes = cv_.C * u * in_,
@@ -178,6 +192,22 @@ class ConvEmitter {
                                                                   "transposed in UB back to NCHW"
                                                                 : "channels not multiples of the fractal: zero-padded copies through UB",
                                      cv_.C, cv_.K));
+  }
+
+  // Folded, one band of one image per core: the weights and then the epilogue's channel values are
+  // loaded after the band's map (each kind of band's code runs once per core), whose chain to the
+  // cube is longer; the channel values are needed only by the write-back.
+  bool loads_after_fold() const { return cv_.folded() && spread() && per_core_images() == 1 && !kt_loop(); }
+
+  // Folded: the map's UB staging past the accumulator blocks and the epilogue's regions.
+  void place_fold() {
+    int64_t rows = 0;
+    for (const Band& b : bands_) rows = std::max(rows, b.in_rows);
+    if (!fold_.place_ub(epi_ ? ub_columns(2) : ub_resident(), m_.capacity(Buffer::UB), rows))
+      return code_.refuse(unsupported("the folded feature map's rows do not fit the vector buffer").what());
+    out_.notes.push_back(fmt::format("{} input channels < the fractal: the window's {} columns folded into the channels ({} -> {}, "
+                                     "K {} instead of {}): the map built per band in UB from X ({} rows per chunk), edges masked",
+                                     cv_.fold.C, cv_.fold.S, cv_.fold.C, cv_.C, cv_.R * cv_.C, cv_.R * cv_.fold.S * k0_, fold_.chunk_rows()));
   }
 
   // UB for the per-core copies: past the epilogue's resident channel values and column regions
@@ -424,6 +454,7 @@ class ConvEmitter {
 
   void main_loops() {
     p_.cores = static_cast<int>(plan_.cores);
+    if (cv_.folded()) fold_.zero_once();
     if (bands_.size() == 1) set_fmatrix(bands_[0]);
     if (kt_loop()) {
       op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});
@@ -439,9 +470,11 @@ class ConvEmitter {
         op(Opcode::Mov, {reg(kImage0), reg(kTmp)});
       }
     }
-    if (epi_) load_channels();
-    if (per_core()) copy_weights();
-    load_weights();
+    if (!loads_after_fold()) {
+      if (epi_) load_channels();
+      if (per_core()) copy_weights();
+      load_weights();
+    }
     const int64_t iterations = per_core_images() / halves();
     if (bands_.size() > 1) {
       banded_images();
@@ -507,7 +540,7 @@ class ConvEmitter {
   // rows output rows into Y.
   void core_band(int64_t images) {
     const Band& b = bands_[0];
-    const int64_t rows = plan_.band_rows, in_step = rows * cv_.sh * cv_.W, out_step = rows * cv_.OW;
+    const int64_t rows = plan_.band_rows, in_step = rows * cv_.sh * x_width(), out_step = rows * cv_.OW;
     op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(in_step * (x_to_l1() ? in_ : X_.pixel_bytes))});
     op(Opcode::Add, {reg(x_to_l1() ? kXSrc : kXBase), reg(x_to_l1() ? kXSrc : kXBase), reg(kTmp)});
     op(Opcode::Mul, {reg(kTmp), reg(kBand), imm(out_step * (y_from_ub() ? eo_ : Y_.pixel_bytes))});
@@ -563,7 +596,7 @@ class ConvEmitter {
   // rows past the core's offset, less its halo), Y at the core's band's first row.
   void band_code(int64_t t) {
     Band b = bands_[size_t(t)];
-    const int64_t back = (t * plan_.band_rows * cv_.sh - b.in_first) * cv_.W * X_.pixel_bytes;
+    const int64_t back = (t * plan_.band_rows * cv_.sh - b.in_first) * x_width() * X_.pixel_bytes;
     b.in_first = 0, b.out_first = 0;
     if (back) op(Opcode::Sub, {reg(kXBase), reg(kXBase), imm(back)});
     set_fmatrix(b);
@@ -617,6 +650,7 @@ class ConvEmitter {
       if (per_core()) op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kPrivW)});
     }
     weight_fractals(kWCol);
+    if (cv_.folded() && fold_.weight_guard_bytes()) fold_.zero_weight_rows(w_l1(), tn, offset("w_guard"));
   }
 
   // Per channel slice (a depth tap's slice in 3-D) and kernel position, 16 input channels x tn into L1.
@@ -737,6 +771,14 @@ class ConvEmitter {
 
   // The band's input window as C1HWC0: one strided copy per fractal row of channels.
   void load_band(const Band& b, int64_t fm_base) {
+    if (cv_.folded()) {
+      fold_.band(X_.base, kXBase, b.in_first, b.in_rows, fm_base);
+      if (loads_after_fold()) {  // behind the map's DMAs on MTE2 (the longer chain to the cube), the weights first
+        load_weights();
+        if (epi_) load_channels();
+      }
+      return;
+    }
     const int64_t per_tap = C1() / cv_.T;
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
@@ -891,6 +933,7 @@ class ConvEmitter {
   NpuKernel& out_;
   npu::Program& p_;
   ConvCode code_;
+  FoldedMap fold_;
   const int64_t n0_ = m_.cube_f16.n0, k0_ = m_.cube_f16.k0;
   const int64_t in_ = dtype_bytes(DType::F16), acc_ = dtype_bytes(m_.cube_f16.acc), eo_ = dtype_bytes(cv_.out);
   const int64_t frow_ = m_.fractal_row_bytes, fractal_ = m_.fractal_bytes();  // one fractal row / one fractal (f16)

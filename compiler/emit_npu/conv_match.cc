@@ -229,7 +229,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.N = c.N, g.H = c.H, g.W = c.W, g.R = c.R, g.S = c.S, g.OH = c.OH, g.OW = c.OW, g.unit = c.unit;
   g.sh = c.sh, g.sw = c.sw, g.dh = c.dh, g.dw = c.dw;
   g.C = round_up(c.C, m.cube_f16.k0), g.K = round_up(c.K, m.cube_f16.k0);
-  g.copies = g.C != c.C || g.K != c.K || c.layout == Layout::Nchw;
+  g.copies = (g.C != c.C && !c.folded()) || g.K != c.K || c.layout == Layout::Nchw;
   g.whole_k = g.K != c.K;
   // the one-core copies of the weights in one piece through UB (nchw_in, padded_in)
   const int64_t in = dtype_bytes(DType::F16), RS = c.R * c.S, cap = m.capacity(Buffer::UB);
@@ -244,8 +244,8 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
   // (NHWC without copies, one image: bands with padding rows too, each kind of band its own code;
   // not yet weighed against the two-image ping-pong of several images)
-  const bool nhwc_bands = c.layout == Layout::Nhwc && g.C == c.C && g.K == c.K && c.G == 1 && c.T == 1 && !c.depthwise && c.N == 1;
-  g.spread_bands = nhwc_bands || ((c.layout == Layout::Nchw || (g.C == c.C && g.K == c.K)) && c.pt == 0 &&
+  const bool nhwc_bands = c.layout == Layout::Nhwc && !g.copies && c.G == 1 && c.T == 1 && !c.depthwise && c.N == 1;
+  g.spread_bands = nhwc_bands || ((c.layout == Layout::Nchw || !g.copies) && c.pt == 0 &&
                                   (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1);
   if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in
     g.copy_round_trips = 3;
@@ -254,6 +254,18 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
     g.w_channel_bytes = double(c.C * RS * in);
   }
   return g;
+}
+
+std::optional<Conv> fold_window(const Conv& c, const isa::NpuMachine& m) {
+  const int64_t f = m.cube_f16.k0;
+  if (c.layout != Layout::Nhwc || c.G > 1 || c.T > 1 || c.depthwise || c.clipped() || c.unit != 1 || c.C >= f || c.K % f != 0 ||
+      c.dw != 1 || c.S < 2)
+    return std::nullopt;
+  if (c.R * ((c.S * c.C + f - 1) / f) >= c.R * c.S) return std::nullopt;  // no fewer K fractals
+  Conv d = c;
+  d.fold = {c.C, c.S, c.sw, c.pl, c.W};
+  d.C = c.S * c.C, d.S = 1, d.W = c.OW, d.sw = 1, d.pl = 0;
+  return d;
 }
 
 }  // namespace tessel::emit_npu::conv_detail

@@ -48,6 +48,15 @@ struct Conv {
   // x_step: one strided copy per fractal row of channels brings the columns read into L1.
   int64_t x_step = 1, src_h = 0, src_w = 0;
   bool clipped() const { return src_h > 0; }
+  // Folded (fold_window): a convolution of fewer input channels than the cube's fractal read as
+  // one whose channels are its window's columns and channels together, (s, c) -> s C + c: X's
+  // pixel (h, q) of the folded map holds X(h, sw q - pl + s, c) for every s, c (zero outside the
+  // image), so S is 1, W is OW, the column stride 1 and pl 0, and C is S x the channels. `fold`
+  // keeps the user's X: its channels, kernel columns, column stride, left pad and width.
+  struct Fold {
+    int64_t C = 0, S = 0, sw = 1, pl = 0, W = 0;
+  } fold;
+  bool folded() const { return fold.C > 0; }
 };
 
 // The matched contraction (Kernel::contraction) read as a convolution
@@ -74,5 +83,13 @@ std::string windows_stop_short(const kernel::Kernel& k, const Conv& cv);
 
 // The planner's view of a matched convolution: channel counts padded to the cube's fractal.
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m);
+
+// A convolution whose input channels are fewer than the cube's fractal, folded (Conv::Fold): its
+// window's columns join the channels, so the cube's K holds R x round_up(S C, fractal) values
+// instead of R x S x the fractal (the 7x7/2 stem with 3 channels: 7 x 32 = 224 instead of 784).
+// NHWC, 2-D, ungrouped, no column dilation, output channels a multiple of the fractal, and fewer
+// K fractals than unfolded; nullopt otherwise (the convolution as it is). The emitter builds the
+// folded map in UB from the user's X (no scratch copy) and reads the user's weights directly.
+std::optional<Conv> fold_window(const Conv& c, const isa::NpuMachine& m);
 
 }  // namespace tessel::emit_npu::conv_detail
