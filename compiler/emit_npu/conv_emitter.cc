@@ -454,7 +454,6 @@ class ConvEmitter {
 
   void main_loops() {
     p_.cores = static_cast<int>(plan_.cores);
-    if (cv_.folded()) fold_.zero_once();
     if (bands_.size() == 1) set_fmatrix(bands_[0]);
     if (kt_loop()) {
       op(Opcode::Loop, {reg(kKTile), reg(npu::kRegCoreId), imm(plan_.k_tiles), reg(npu::kRegCoreCount)});

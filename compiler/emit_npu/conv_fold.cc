@@ -33,11 +33,25 @@ bool FoldedMap::place_ub(int64_t begin, int64_t end, int64_t max_rows) {
   return true;
 }
 
-void FoldedMap::zero_once() {
-  code_.full_mask();
-  if (valid_last() < k0_) {
-    const int64_t plane = rows_ * cv_.OW * frow_;
-    for (int64_t h : halves_) code_.zero_ub(h + (slices() - 1) * plane, plane);
+// Lanes past S C in the last slice (its DMA's bursts run on to the next window, or the lanes hold
+// an earlier chunk's): zeroed for the chunk's `pixels` pixels, 8 pixels' blocks per repeat.
+void FoldedMap::pad_lanes(int64_t half, int64_t pixels) {
+  const int64_t v = valid_last(), per = m_.vector_bytes_per_repeat / frow_, blk = frow_ / m_.vector_block_bytes;
+  if (v == k0_) return;
+  auto mask = [&](int64_t blocks) {  // lanes v..15 of each of the first `blocks` pixels
+    uint64_t half_bits[2] = {0, 0};
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t l = v; l < k0_; ++l) half_bits[(b * k0_ + l) / 64] |= uint64_t(1) << ((b * k0_ + l) % 64);
+    code_.op(Opcode::SetVectorMask, {imm(int64_t(half_bits[1])), imm(int64_t(half_bits[0]))});
+  };
+  const int64_t base = half + (slices() - 1) * rows_ * cv_.OW * frow_, full = pixels / per;
+  if (full) mask(per);
+  for (int64_t r0 = 0; r0 < full; r0 += m_.vector_max_repeat)
+    code_.op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, base + r0 * per * frow_), npu::Operand::float_(0),
+                            imm(std::min<int64_t>(m_.vector_max_repeat, full - r0)), imm(blk), imm(per * blk)});
+  if (pixels % per) {
+    mask(pixels % per);
+    code_.op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, base + full * per * frow_), npu::Operand::float_(0), imm(1), imm(blk), imm(per * blk)});
   }
 }
 
@@ -45,7 +59,6 @@ void FoldedMap::zero_once() {
 void FoldedMap::edge_masks(int64_t half, int64_t rows) {
   const Conv::Fold& f = cv_.fold;
   const int64_t sc = f.S * f.C, rep_blocks = cv_.OW * frow_ / m_.vector_block_bytes;
-  bool masked = false;
   for (int64_t q = 0; q < cv_.OW; ++q) {
     const int64_t left = std::min(sc, std::max<int64_t>(0, f.pl - q * f.sw) * f.C);
     const int64_t right = std::clamp<int64_t>((f.W + f.pl - q * f.sw) * f.C, 0, sc);
@@ -56,13 +69,13 @@ void FoldedMap::edge_masks(int64_t half, int64_t rows) {
         if (c1 * k0_ + l < left || c1 * k0_ + l >= right) bits |= uint64_t(1) << l;
       if (!bits) continue;
       code_.op(Opcode::SetVectorMask, {imm(0), imm(int64_t(bits))});  // lanes of the pixel's first block only
-      masked = true;
       for (int64_t r0 = 0; r0 < rows; r0 += m_.vector_max_repeat)
         code_.op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, half + ((c1 * rows_ + r0) * cv_.OW + q) * frow_), npu::Operand::float_(0),
                                 imm(std::min<int64_t>(m_.vector_max_repeat, rows - r0)), imm(1), imm(rep_blocks)});
     }
   }
-  if (masked) code_.full_mask();
+  pad_lanes(half, rows * cv_.OW);
+  code_.full_mask();
 }
 
 void FoldedMap::band(int64_t x_gm, uint8_t x_reg, int64_t in_first, int64_t in_rows, int64_t fm_l1) {
@@ -78,7 +91,9 @@ void FoldedMap::band(int64_t x_gm, uint8_t x_reg, int64_t in_first, int64_t in_r
       const int64_t row = x_gm + (in_first + r0 + i) * f.W * f.C * in_;
       for (int64_t c1 = 0; c1 < slices(); ++c1) {
         // the slice's piece of each window: pixels J apart so that bursts never overlap
-        const int64_t e0 = c1 * k0_, burst = std::min(k0_, sc - e0) * in_, J = (burst + pixel - 1) / pixel;
+        int64_t e0 = c1 * k0_, burst = std::min(k0_, sc - e0) * in_, J = (burst + pixel - 1) / pixel;
+        // one window per pixel stride: bursts run on to the stride (past S C: pad_lanes), one GM run
+        if (J == 1 && c1 + 1 == slices()) burst = std::min(pixel, frow_);
         for (int64_t j = 0; j < std::min(J, run); ++j)
           code_.op(Opcode::DmaIn, {at(Buffer::UB, half + c1 * plane + (i * cv_.OW + j) * frow_),
                                    at(Buffer::GM, row + ((j * f.sw - f.pl) * f.C + e0) * in_, x_reg), imm((run - j + J - 1) / J),

@@ -12,8 +12,10 @@
 // pixel stride. Only GM takes unaligned addresses (UB and L1 need 32 bytes), so a window that
 // crosses the image's left or right edge is read whole (its row's neighbours, or GM guards placed
 // around X) and its lanes outside the image are zeroed by masked vdups, one per edge pixel and
-// slice over the chunk's rows; the lanes past S C in the last slice are zeroed once (no DMA writes
-// them). Then one UB -> L1 DMA per chunk of rows moves every slice into the band's C1HWC0 place.
+// slice over the chunk's rows; the last slice's bursts run on to the pixel stride where that makes
+// them one contiguous GM run, and its lanes past S C are zeroed per chunk by one masked vdup (8
+// pixels a repeat). Then one UB -> L1 DMA per chunk of rows moves every slice into the band's
+// C1HWC0 place.
 // Chunks alternate between two UB halves so the next rows load while the last ones move.
 // The weights need no copy either: the folded row (r, s C + c) is the user's Wt[R, S, C, K] row
 // r S C + s C + c, so each slice's 16 rows load as they are and the rows past S C of the last
@@ -41,8 +43,6 @@ class FoldedMap {
   // UB [begin, end) for the two staging halves, sized for bands of at most
   // `max_rows` input rows; false (nothing placed) when not even one row fits.
   bool place_ub(int64_t begin, int64_t end, int64_t max_rows);
-  // Once per core, before the first band: the lanes no DMA writes (past S C in the last slice).
-  void zero_once();
   // The band's input rows [in_first, in_first + in_rows) of the image at x_gm + register x_reg (the
   // user's X, NHWC) as the folded map's C1HWC0 in L1 at fm_l1.
   void band(int64_t x_gm, uint8_t x_reg, int64_t in_first, int64_t in_rows, int64_t fm_l1);
@@ -57,6 +57,7 @@ class FoldedMap {
   int64_t valid_last() const { return cv_.fold.S * cv_.fold.C - (slices() - 1) * k0_; }  // S C values of the last slice
   int64_t row_bytes() const { return slices() * cv_.OW * frow_; }
   void edge_masks(int64_t half, int64_t rows);
+  void pad_lanes(int64_t half, int64_t pixels);
 
   const isa::NpuMachine& m_;
   const Conv& cv_;

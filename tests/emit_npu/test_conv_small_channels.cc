@@ -8,8 +8,8 @@
 //
 // Bounds: about 1.5x the cycles the folded mapping takes (as test_conv_general.cc), each well under
 // what the channel-padded mapping took before (padded scratch copies through UB, K = R x S x 16):
-// stem_7x7s2 at N=1, 20 x 20, K=64: folded 1,111 (910) / 2,600 (310) against 6,377 / 6,451 padded;
-// conv5x5_pad2 at N=2, 12 x 10, 4 -> 32: folded 1,138 / 1,744 against 4,523 / 4,523 padded (one core).
+// stem_7x7s2 at N=1, 20 x 20, K=64: folded 1,077 (910) / 2,568 (310) against 6,377 / 6,451 padded;
+// conv5x5_pad2 at N=2, 12 x 10, 4 -> 32: folded 1,149 / 1,755 against 4,523 / 4,523 padded (one core).
 #include <doctest/doctest.h>
 
 #include <algorithm>
