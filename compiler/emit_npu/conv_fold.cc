@@ -87,17 +87,22 @@ void FoldedMap::band(int64_t x_gm, uint8_t x_reg, int64_t in_first, int64_t in_r
   for (int64_t r0 = 0; r0 < in_rows; r0 += rows_) {
     const int64_t nr = std::min(rows_, in_rows - r0), half = halves_[step_++ % 2];
     const int64_t runs = flat ? 1 : nr, run = flat ? nr * cv_.OW : cv_.OW;
-    for (int64_t i = 0; i < runs; ++i) {
-      const int64_t row = x_gm + (in_first + r0 + i) * f.W * f.C * in_;
-      for (int64_t c1 = 0; c1 < slices(); ++c1) {
-        // the slice's piece of each window: pixels J apart so that bursts never overlap
-        int64_t e0 = c1 * k0_, burst = std::min(k0_, sc - e0) * in_, J = (burst + pixel - 1) / pixel;
-        // one window per pixel stride: bursts run on to the stride (past S C: pad_lanes), one GM run
-        if (J == 1 && c1 + 1 == slices()) burst = std::min(pixel, frow_);
-        for (int64_t j = 0; j < std::min(J, run); ++j)
+    for (int64_t c1 = 0; c1 < slices(); ++c1) {
+      // the slice's piece of each window: pixels J apart so that bursts never overlap
+      int64_t e0 = c1 * k0_, burst = std::min(k0_, sc - e0) * in_, J = (burst + pixel - 1) / pixel;
+      // one window per pixel stride: bursts run on to the stride (past S C: pad_lanes), one GM run
+      if (J == 1 && c1 + 1 == slices()) burst = std::min(pixel, frow_);
+      for (int64_t i = 0; i < runs; ++i) {
+        const int64_t row = x_gm + (in_first + r0 + i) * f.W * f.C * in_;
+        for (int64_t j = 0; j < std::min(J, run); ++j) {
+          // J > 1: all but the last phase run on to J strides too (one GM run); the run-on lands in
+          // the next pixel's first lanes, which a later DMA on the same in-order MTE2 queue writes
+          // (the next phase, the next row, the next slice's first pixel), or past the last slice
+          const int64_t b = J > 1 && j + 1 < J ? J * pixel : burst;
           code_.op(Opcode::DmaIn, {at(Buffer::UB, half + c1 * plane + (i * cv_.OW + j) * frow_),
                                    at(Buffer::GM, row + ((j * f.sw - f.pl) * f.C + e0) * in_, x_reg), imm((run - j + J - 1) / J),
-                                   imm(burst), imm(J * pixel - burst), imm(J * frow_ - burst)});
+                                   imm(b), imm(J * pixel - b), imm(J * frow_ - b)});
+        }
       }
     }
     edge_masks(half, nr);

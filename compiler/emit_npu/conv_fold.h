@@ -9,7 +9,9 @@
 // 16-channel slice, the slice's piece of every pixel's window (one contiguous run of X's row) by
 // GM -> UB DMAs whose bursts are the pieces; the windows overlap (stride sw C < S C elements) and
 // bursts may not, so the pixels go in J interleaved DMAs (pixels j, j + J, ...), J the pieces per
-// pixel stride. Only GM takes unaligned addresses (UB and L1 need 32 bytes), so a window that
+// pixel stride; all but the last of them run each burst on to J strides (one contiguous GM run,
+// half the granules), into the next pixel's first lanes, which a later DMA on the same in-order
+// MTE2 queue writes (slices outer, then rows, then phases). Only GM takes unaligned addresses (UB and L1 need 32 bytes), so a window that
 // crosses the image's left or right edge is read whole (its row's neighbours, or GM guards placed
 // around X) and its lanes outside the image are zeroed by masked vdups, one per edge pixel and
 // slice over the chunk's rows; the last slice's bursts run on to the pixel stride where that makes

@@ -8,7 +8,8 @@
 //
 // Bounds: about 1.5x the cycles the folded mapping takes (as test_conv_general.cc), each well under
 // what the channel-padded mapping took before (padded scratch copies through UB, K = R x S x 16):
-// stem_7x7s2 at N=1, 20 x 20, K=64: folded 1,077 (910) / 2,568 (310) against 6,377 / 6,451 padded;
+// stem_7x7s2 at N=1, 20 x 20, K=64: folded 1,057 (910) / 2,525 (310) against 6,377 / 6,451 padded;
+// at N=1, 21 x 19, K=32 (odd: rows not one run of windows): 1,505 / 1,864 against 4,536 / 4,578;
 // conv5x5_pad2 at N=2, 12 x 10, 4 -> 32: folded 1,149 / 1,755 against 4,523 / 4,523 padded (one core).
 #include <doctest/doctest.h>
 
@@ -53,6 +54,10 @@ TEST_CASE("ResNet-50's stem (3 channels, 7x7/2, padding 3) folds its window's co
   const std::string note = "3 input channels < the fractal: the window's 7 columns folded into the channels (3 -> 32, K 224 instead of 784)";
   check_folded("stem_7x7s2", "N=1,H=20,W=20,P=10,Q=10,K=64", kTarget, note, 1700);
   check_folded("stem_7x7s2", "N=1,H=20,W=20,P=10,Q=10,K=64", kTarget310, note, 3900);
+  // odd sizes: W (19) is not OW x 2 (20), so each input row's windows are a run of their own, and
+  // the last window reads one pixel past the row (masked)
+  check_folded("stem_7x7s2", "N=1,H=21,W=19,P=11,Q=10,K=32", kTarget, note, 2300);
+  check_folded("stem_7x7s2", "N=1,H=21,W=19,P=11,Q=10,K=32", kTarget310, note, 2800);
 }
 
 TEST_CASE("a 4-channel 5x5 convolution (stride 1, padding 2, two images) folds too") {
