@@ -121,7 +121,12 @@ void SimtEmitter::compute(const Node& n, const std::string& pad) {
   os << pad << "}\n";
 }
 
+// A copy between a global tensor and a box, one element (or 16-byte chunk) per thread and pass. A
+// copy in from global memory whose threads each make several passes loads a batch of them into
+// registers before storing any (kCopyBatch16 chunks, kCopyBatchScalar elements): the loads of a
+// batch are in flight together, where a load, store, load, ... loop has one per thread in flight.
 void SimtEmitter::copy(const Node& n, const std::string& pad) {
+  constexpr int64_t kCopyBatch16 = 8, kCopyBatchScalar = 16;  // registers: 32 (uint4) / 16
   const bool out = n.dst < 0;
   const kernel::Buffer& box = k.buffers.at(out ? n.src : n.dst);
   const auto& t = tensor(n.tensor);
@@ -134,51 +139,68 @@ void SimtEmitter::copy(const Node& n, const std::string& pad) {
   const int64_t off = r >= 1 ? kernel::divisor(box.offset.back(), divisors) : 1;
   const bool vec = r >= 1 && (out || n.src < 0) && V >= 2 && box.extents.back() % V == 0 && t.shape.back() % V == 0 &&
                    (off == 0 || off % V == 0);
+  const int64_t count = box.elements() / (vec ? V : 1), passes = (count + threads - 1) / threads;
+  const int64_t batch = out || n.src >= 0 ? 1 : std::min(passes, vec ? kCopyBatch16 : kCopyBatchScalar);
   if (!after_barrier()) os << pad << "__syncthreads();\n";
-  os << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << box.elements() / (vec ? V : 1)
-     << L << "; e_ += blockDim.x) { /* copy " << (out ? "out " : "in ") << box.name << (vec ? ", 16 B per thread" : "") << " */\n";
-  const std::string ux = narrow ? "unsigned" : ix;
-  os << pad << "  " << ux << " r_ = e_;\n";
-  std::vector<std::string> g(r);
-  std::string in_tensor = "true", in_src = "true";
-  for (int d = int(r) - 1; d >= 0; --d) {
-    if (vec && d == int(r) - 1)
-      os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + (" << ix << ")(r_ % " << box.extents[d] / V << L
-         << ") * " << V << "; r_ /= " << box.extents[d] / V << L << ";\n";
-    else
-      os << pad << "  const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + (" << ix << ")(r_ % " << box.extents[d] << L
-         << "); r_ /= " << box.extents[d] << L << ";\n";
+  const std::string what = std::string("copy ") + (out ? "out " : "in ") + box.name + (vec ? ", 16 B per thread" : "");
+  const std::string body_pad = batch > 1 ? pad + "    " : pad + "  ";  // the batch's loops indent the element's code
+  if (batch > 1) {
+    os << pad << "for (" << ix << " e0_ = threadIdx.x; e0_ < " << count << L << "; e0_ += " << batch
+       << " * blockDim.x) { /* " << what << ", " << batch << " loads in flight */\n";
+    os << pad << "  " << (vec ? std::string("uint4") : storage_type(box.dtype)) << " v_[" << batch << "];\n";
+  } else {
+    os << pad << "for (" << ix << " e_ = threadIdx.x; e_ < " << count << L << "; e_ += blockDim.x) { /* " << what << " */\n";
   }
+  const std::string ux = narrow ? "unsigned" : ix;
+  std::vector<std::string> g(r);
+  auto coords = [&](const std::string& p) {  // y<d> of element (chunk) e_
+    std::ostringstream c;
+    c << p << ux << " r_ = e_;\n";
+    for (int d = int(r) - 1; d >= 0; --d) {
+      const int64_t per = vec && d == int(r) - 1 ? V : 1;
+      c << p << "const " << ix << " y" << d << " = " << ie(box.offset[d]) << " + (" << ix << ")(r_ % " << box.extents[d] / per << L
+        << ")" << (per > 1 ? " * " + std::to_string(per) : "") << "; r_ /= " << box.extents[d] / per << L << ";\n";
+    }
+    return c.str();
+  };
+  std::string in_tensor = "true", in_src = "true";
   for (size_t d = 0; d < r; ++d) {
     g[d] = "y" + std::to_string(d);
     if (!(vec && d + 1 == r && box.extents[d] == t.shape[d] && off == 0))
       in_tensor += " && " + g[d] + " >= 0 && " + g[d] + " < " + std::to_string(t.shape[d]) + L;
   }
-  if (vec) {
-    const std::string b = "*(uint4*)&" + storage(box.id, n.tensor) + "[" + linear(box.id, n.tensor, g) + "]";
-    const std::string gl = "*(uint4*)&t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "]";
-    if (out)
-      os << pad << "  if (" << in_tensor << ") " << gl << " = " << b << ";\n";
-    else
-      os << pad << "  " << b << " = (" << in_tensor << ") ? " << gl << " : make_uint4(0, 0, 0, 0);\n";
-    os << pad << "}\n" << pad << "__syncthreads();\n";
-    return;
-  }
-  if (!out && n.src >= 0) {
-    const kernel::Buffer& sb = k.buffers.at(n.src);
-    for (size_t d = 0; d < r; ++d) {
-      std::string rel = "(" + g[d] + " - " + ie(sb.offset[d]) + ")";
-      in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + L;
-    }
-  }
+  std::string load, store;  // the source value of element e_ (in); the statement writing `value` (both)
   const std::string dst_lin = linear(box.id, n.tensor, g);
-  if (out) {
-    os << pad << "  if (" << in_tensor << ") t_" << n.tensor << "[" << linear(-1, n.tensor, g) << "] = " << storage(box.id, n.tensor)
-       << "[" << dst_lin << "];\n";
+  if (vec) {
+    const std::string b = "*(uint4*)&" + storage(box.id, n.tensor) + "[" + dst_lin + "]";
+    const std::string gl = "*(uint4*)&t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "]";
+    if (out) store = "if (" + in_tensor + ") " + gl + " = " + b + ";";
+    else load = "(" + in_tensor + ") ? " + gl + " : make_uint4(0, 0, 0, 0)", store = b + " = @;";
+  } else if (out) {
+    store = "if (" + in_tensor + ") t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "] = " + storage(box.id, n.tensor) + "[" + dst_lin + "];";
   } else {
-    const std::string src = storage(n.src, n.tensor) + "[" + linear(n.src, n.tensor, g) + "]";
-    os << pad << "  " << storage(box.id, n.tensor) << "[" << dst_lin << "] = (" << in_tensor << " && " << in_src << ") ? " << src
-       << " : " << store_value(box.dtype, "0") << ";\n";
+    if (n.src >= 0) {
+      const kernel::Buffer& sb = k.buffers.at(n.src);
+      for (size_t d = 0; d < r; ++d) {
+        std::string rel = "(" + g[d] + " - " + ie(sb.offset[d]) + ")";
+        in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + L;
+      }
+    }
+    load = "(" + in_tensor + " && " + in_src + ") ? " + storage(n.src, n.tensor) + "[" + linear(n.src, n.tensor, g) + "] : " +
+           store_value(box.dtype, "0");
+    store = storage(box.id, n.tensor) + "[" + dst_lin + "] = @;";
+  }
+  auto with = [](std::string text, const std::string& value) { return text.replace(text.find('@'), 1, value); };
+  if (batch == 1) {
+    os << coords(body_pad) << body_pad << (out ? store : with(store, load)) << "\n";
+  } else {
+    for (const bool storing : {false, true}) {
+      os << pad << "  #pragma unroll\n" << pad << "  for (int u_ = 0; u_ < " << batch << "; ++u_) {\n";
+      os << pad << "    const " << ix << " e_ = e0_ + u_ * (" << ix << ")blockDim.x;\n" << pad << "    if (e_ < " << count << L
+         << ") {\n";
+      os << coords(body_pad + "  ") << body_pad << "  " << (storing ? with(store, "v_[u_]") : "v_[u_] = " + load + ";") << "\n";
+      os << pad << "    }\n" << pad << "  }\n";
+    }
   }
   os << pad << "}\n" << pad << "__syncthreads();\n";
 }
