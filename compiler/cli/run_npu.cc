@@ -168,6 +168,7 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
               {"sync_pairs_pruned", c.pruned.pairs},
               {"barriers", s.barriers},
               {"dependences", s.dependences},
+              {"sync_note", c.pruned.note},
               {"races", rec.races.size()},
               {"deadlock", rec.deadlock ? *rec.deadlock : ""},
               {"macs", c.kernel.macs},
@@ -191,6 +192,7 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
   o << fmt::format("  syncs        {} ({}): naive {} -> pruned {} instructions ({} -> {} pairs, {} barrier fall-backs)\n",
                    s.sync_instructions, npu_sync::sync_mode_name(options.sync), c.naive.sync_instructions,
                    c.pruned.sync_instructions, c.naive.pairs, c.pruned.pairs, s.barriers);
+  if (!c.pruned.note.empty()) o << "  pruning      " << c.pruned.note << "\n";
   const npu_sim::EnergyReport energy = npu_sim::energy_report(rec);
   r.report["energy"] = npu_sim::energy_json(energy);
   o << "  " << npu_sim::energy_text(energy) << "\n";
@@ -226,6 +228,7 @@ std::string compile_npu_text(const kernel::Kernel& k, const isa::Hierarchy& targ
   report_line = fmt::format("syncs ({}): {} instructions ({} pairs, {} barrier fall-backs); naive {} -> pruned {}",
                             npu_sync::sync_mode_name(options.sync), s.sync_instructions, s.pairs, s.barriers,
                             c.naive.sync_instructions, c.pruned.sync_instructions);
+  if (!c.pruned.note.empty()) report_line += "; " + c.pruned.note;
   std::string text;
   for (const auto& n : c.kernel.notes) text += "# " + n + "\n";
   text += "# " + report_line + "\n";

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -110,7 +111,7 @@ class SyncPass {
     std::vector<Pair> pairs = naive_pairs();
     if (options.mode == SyncMode::Pruned) {
       pairs = merge_adjacent(pairs);
-      pairs = drop_implied(pairs, options.progress);
+      pairs = drop_implied(pairs, options, note_);
     }
     allocate_ids(pairs);
     if (std::any_of(pairs.begin(), pairs.end(), [](const Pair& p) { return p.barrier && !p.dropped; })) {
@@ -124,6 +125,7 @@ class SyncPass {
       if (barriers(merged) < barriers(pairs)) pairs = std::move(merged);
     }
     SyncResult r;
+    r.note = note_;
     r.dependences = static_cast<int>(deps_.size());
     for (const auto& pr : pairs) {
       r.pairs += !pr.dropped;
@@ -457,6 +459,7 @@ class SyncPass {
       snapshots_.resize(anchors_.size());
     }
 
+    int64_t events() const { return static_cast<int64_t>(events_.size()); }
     // Whether the placement, every pair in place: the first walk, which also records the clocks.
     bool all_ordered() {
       ++epoch_;
@@ -642,7 +645,10 @@ class SyncPass {
   // its least trip count (`least_`: 0 for a loop whose end the registers do not fix, as in a loop of
   // `slt core_id, 1` iterations). One trace per distinct set of such loops; a program whose loops
   // all run a known count has one, with every loop as `times_` unrolls it.
-  std::vector<Checker> scenario_checkers(const std::vector<Pair>& pairs) const {
+  // Nothing when the traces together would hold more than `max_events` events (their memory: about
+  // 100 bytes an event).
+  std::optional<std::vector<Checker>> scenario_checkers(const std::vector<Pair>& pairs, int64_t max_events,
+                                                        std::string& why) const {
     std::vector<int> uncertain;  // loops traced more times than they surely run
     for (size_t pc = 0; pc < least_.size(); ++pc)
       if (p_.code[pc].opcode == Opcode::Loop && least_[pc] < times_[pc]) uncertain.push_back(static_cast<int>(pc));
@@ -660,17 +666,27 @@ class SyncPass {
     }
     std::vector<Checker> checkers;
     checkers.reserve(by_scenario.size());
+    int64_t events = 0;
     for (const auto& [around, deps] : by_scenario) {
       std::vector<int> times = times_;
       for (int loop : uncertain)
         if (!std::binary_search(around.begin(), around.end(), loop)) times[loop] = least_[loop];
-      checkers.emplace_back(*this, pairs, std::move(times), deps);
+      events += checkers.emplace_back(*this, pairs, std::move(times), deps).events();
+      if (events > max_events) {
+        why = fmt::format("implied pairs kept: the happens-before traces of {} loop-count scenarios ({} loops whose count the "
+                          "registers do not fix) pass {} events after {} of them",
+                          by_scenario.size(), uncertain.size(), max_events, checkers.size());
+        return std::nullopt;
+      }
     }
     return checkers;
   }
 
-  std::vector<Pair> drop_implied(std::vector<Pair> pairs, const SyncProgress& progress) const {
-    std::vector<Checker> checkers = scenario_checkers(pairs);
+  std::vector<Pair> drop_implied(std::vector<Pair> pairs, const SyncOptions& options, std::string& note) const {
+    const SyncProgress& progress = options.progress;
+    std::optional<std::vector<Checker>> traced = scenario_checkers(pairs, options.max_trace_events, note);
+    if (!traced) return pairs;  // every merged pair stays: correct, not pruned
+    std::vector<Checker>& checkers = *traced;
     std::vector<char> removed(pairs.size(), 0);
     for (auto& checker : checkers)
       TESSEL_CHECK(checker.all_ordered(), "sync pass: the merged pairs do not order every dependence");
@@ -817,6 +833,7 @@ class SyncPass {
   std::vector<int> pipe_;   // per pc: executing pipe of an accessing instruction, -1 otherwise
   std::vector<int> times_;  // per loop pc: iterations the happens-before check unrolls (at most 2)
   std::vector<int> least_;  // per loop pc: iterations it surely runs, at most times_ (0: maybe none)
+  std::string note_;        // why pruning stopped short (SyncResult::note)
   std::vector<std::vector<std::array<int, npu::kPipeCount>>> pipe_prefix_;  // per body + 1: see pipe_between
   int ids_per_pair_ = 1;
 };

@@ -30,6 +30,7 @@
 // in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ struct SyncOptions {
   SyncMode mode = SyncMode::Pruned;
   int omit_pair = -1;  // >= 0: leave out that pair (mutation tests: the race detector must fire)
   SyncProgress progress = nullptr;
+  // Pruning checks each removal on traces of the program (loops unrolled up to twice, one trace per
+  // set of loops whose count the registers do not fix); when the traces together would pass this
+  // many events (about 100 bytes each), no implied pair is dropped (the merged pairs stay, correct
+  // and slower) and SyncResult::note says so, instead of exhausting memory.
+  int64_t max_trace_events = int64_t(16) << 20;
 };
 
 struct SyncResult {
@@ -58,6 +64,7 @@ struct SyncResult {
   int pairs = 0;             // sync pairs kept (set/wait with its pre-set and drain, or a barrier)
   int barriers = 0;          // pairs that found no event id and became pipe_barrier ALL
   int sync_instructions = 0; // set_flag + wait_flag + pipe_barrier inserted (static count)
+  std::string note;          // non-empty: pruning stopped short, and why
 };
 
 // The program without set_flag / wait_flag / pipe_barrier (but its final pipe_barrier ALL).
