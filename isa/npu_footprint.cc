@@ -175,6 +175,7 @@ void evaluate(const Formula& f, Extent e, AccessPattern& p) {
     case Extent::AccFractalsAs:
       contiguous(p, WideInt(f.positive(1, "fractals")) * m.cube_f16.acc_fractal_elements() * f.bytes_of(0));
       return;
+    case Extent::Element: contiguous(p, WideInt(f.bytes_of(0))); return;
   }
   TESSEL_CHECK(false, "footprint: an npu::Extent without a formula");
 }

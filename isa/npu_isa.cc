@@ -23,14 +23,15 @@ struct ExtentInfo {
   std::string_view name, signature;
 };
 
-constexpr std::array<ExtentInfo, 15> kExtents = {{
+constexpr std::array<ExtentInfo, 16> kExtents = {{
     {"Vector", "t,v,v,v"},    {"VectorCast", "t,t,v,v,v"},   {"Elements", "t,v"},
     {"Dense", "t,v,v"},       {"Bursts", "v,v,v"},           {"NdRows", "t,v,v,v"},
     {"FractalGrid", "v,v,v,v"}, {"Fractals", "v,v"},         {"Img2colSource", "v"},
     {"Img2colFractals", "v,v,v,v,v"}, {"CubeA", "t,v,v"},    {"CubeB", "t,v,v"},
     {"CubeC", "t,v,v"},       {"AccFractals", "v"},          {"AccFractalsAs", "t,v"},
+    {"Element", "t"},
 }};
-static_assert(kExtents.size() == static_cast<size_t>(Extent::AccFractalsAs) + 1, "one kExtents row per npu::Extent");
+static_assert(kExtents.size() == static_cast<size_t>(Extent::Element) + 1, "one kExtents row per npu::Extent");
 
 constexpr OperandAccess make_access(AccessMode mode, int flag, int address, Extent extent,
                                     std::initializer_list<int> params) {

@@ -70,6 +70,7 @@ enum class Extent : uint8_t {
   CubeC,            // t,v,v  type, m, n: m x n accumulator fractals
   AccFractals,      // v  count: accumulator fractals
   AccFractalsAs,    // t,v  type, count: accumulator fractals' elements stored as `type`
+  Element,          // t  type: one element (the scalar unit's ld)
 };
 std::string_view extent_name(Extent e);
 std::string_view extent_signature(Extent e);  // "t,v,v,v"

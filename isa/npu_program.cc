@@ -43,6 +43,7 @@ const AddressRule kAddressRules[] = {
     {Opcode::MovL0c, 2, {Buffer::L0C}},
     {Opcode::DmaOut, 0, {Buffer::GM, Buffer::L1}},
     {Opcode::DmaOut, 1, {Buffer::UB}},
+    {Opcode::Ld, 2, {Buffer::GM}},
 };
 
 // Element types each opcode's first type operand accepts (vector ops without a rule: f16 f32 i32).
@@ -155,6 +156,8 @@ void validate_instruction(const Program& p, const Instruction& instr, size_t ind
                                     dtype_name(t), join_types(allowed)));
     }
   }
+  if (instr.opcode == Opcode::Ld && instr.operands[1].dtype != DType::I32)
+    throw UserError(fmt::format("{}: 'ld' reads i32 only, got {}", at, dtype_name(instr.operands[1].dtype)));
   if (instr.opcode == Opcode::SetFlag || instr.opcode == Opcode::WaitFlag) {
     if (instr.operands[0].pipe == instr.operands[1].pipe)
       throw UserError(fmt::format("{}: '{}' needs two different pipes, got {} twice", at, info.mnemonic,

@@ -174,6 +174,11 @@ InstructionCost cube_cost(const isa::NpuMachine& m, const IssuedInstruction& in)
 InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstruction& in, const isa::Footprint& f) {
   const npu::OpcodeInfo& info = npu::opcode_info(in.instr->opcode);
   if (info.pipe_rule == npu::PipeRule::M) return cube_cost(m, in);
+  if (in.instr->opcode == Opcode::Ld) {  // the scalar unit waits for its GM read (the GM -> UB path's latency)
+    InstructionCost cost;
+    cost.occupancy_cycles = m.scalar_cycles + m.path(Buffer::GM, Buffer::UB).latency_cycles;
+    return cost;
+  }
   if (info.repeat_operand >= 0) {
     InstructionCost cost;
     cost.occupancy_cycles = static_cast<uint64_t>(in.value[info.repeat_operand]);
@@ -706,6 +711,12 @@ void execute_mov_l0c(const isa::NpuMachine& m, const IssuedInstruction& in, cons
 
 }  // namespace
 
+int64_t scalar_load(const IssuedInstruction& in, const MemoryView& mem) {
+  const uint8_t* gm = mem.base[static_cast<size_t>(Buffer::GM)];
+  if (!gm) return 0;  // timing-only: no bytes
+  return load_int(DType::I32, gm + in.value[2]);
+}
+
 void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
   switch (in.instr->opcode) {
     case Opcode::DmaIn:
@@ -725,6 +736,7 @@ void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, 
     case Opcode::Vbrcb: execute_vbrcb(m, in, mem); return;
     case Opcode::Vselv: execute_vselv(m, in, mem); return;
     case Opcode::Vtranspose: execute_vtranspose(m, in, mem); return;
+    case Opcode::Ld: return;  // writes a register: the simulator's scalar pipe reads the value (scalar_load)
     default: execute_elementwise(m, in, mem); return;
   }
 }

@@ -76,6 +76,10 @@ struct MemoryView {
 void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem,
                           std::vector<Access>& accesses, InstructionCost& cost);
 
+// The value `ld` reads (after describe_instruction accepted it): the i32 at its GM address, 0 in
+// timing-only runs (no bytes; a data-dependent address then reads row 0 of whatever it indexes).
+int64_t scalar_load(const IssuedInstruction& in, const MemoryView& mem);
+
 // Applies the instruction's effect. Call after describe_instruction accepted it.
 void execute_instruction(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem);
 

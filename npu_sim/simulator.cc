@@ -466,11 +466,13 @@ class Simulation {
         continue;
       }
       // Every other instruction goes to the queue of the pipe that executes it; the scalar pipe's
-      // own sync instructions (set_flag S, X / wait_flag X, S / pipe_barrier S) run right here.
+      // own sync instructions (set_flag S, X / wait_flag X, S / pipe_barrier S) and its GM reads
+      // (ld: the pipe waits for the value) run right here.
       IssuedInstruction in = issue(c, pc);
       if (npu::executing_pipe(instr) == Pipe::S) {
         wait_until(local);
         execute(c, Pipe::S, s, in);
+        if (instr.opcode == Opcode::Ld) c.regs[ops[0].reg] = scalar_load(in, c.view);
         s.activity = PipeActivity::Running;
         local = now();
         ++pc;

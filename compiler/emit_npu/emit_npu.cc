@@ -5,6 +5,7 @@
 #include "compiler/emit_npu/channels.h"
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/depthwise.h"
+#include "compiler/emit_npu/gather.h"
 #include "compiler/emit_npu/gemm.h"
 #include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
@@ -33,7 +34,8 @@ using Machine = isa::NpuMachine;
 // The vector-unit mappings of kernels without a matmul, in the order they are tried: the first
 // whose why_not accepts the kernel maps it (their forms exclude each other: element-wise reads at
 // the output's indices, channel-last and last-axis rows at row or channel indices, a transpose is
-// one permuted copy, a one-hot one select on i32 indices). Each why_not checks its mapping's
+// one permuted copy, a one-hot one select on i32 indices, a gather a sum of select(index test,
+// table row, 0) over the table's rows). Each why_not checks its mapping's
 // preconditions without throwing and says why it does not apply; a kernel none accepts is one
 // UserError listing every reason. why_not_fit (where a form's placement can fail after its form
 // matched: the transposes' UB and repeat bounds) says, again before emitting, why the mapping
@@ -49,6 +51,7 @@ constexpr VectorMapping kVectorMappings[] = {
     {why_not_rows, nullptr, emit_rows},
     {why_not_transpose, why_not_transpose_fit, emit_transpose},
     {why_not_one_hot, why_not_one_hot_fit, emit_one_hot},
+    {why_not_gather, why_not_gather_fit, emit_gather},
     {why_not_nest, nullptr, emit_nest},
 };
 

@@ -1,4 +1,5 @@
 #include "compiler/kernel/roofline.h"
+#include "compiler/kernel/gather_form.h"
 
 #include <algorithm>
 #include <array>
@@ -158,6 +159,13 @@ uint64_t KernelWork::macs() const {
 KernelWork count_work(const Kernel& k, const VectorOpCost& cost) {
   TESSEL_CHECK(k.function != nullptr, "roofline: the kernel has no tensor-IR function (build_kernel sets it)");
   KernelWork w;
+  GatherForm gather;
+  if (why_not_gather_form(k, gather).empty()) {  // moving the selected rows: no element operations
+    for (const GlobalTensor* t : {gather.I, gather.Y})
+      if (!t->temporary) (t == gather.Y ? w.gm_write_bytes : w.gm_read_bytes) += tensor_bytes(*t);
+    if (!gather.X->temporary) w.gm_read_bytes += uint64_t(std::min(gather.rows, gather.D) * gather.row_bytes);
+    return w;
+  }
   std::set<int> inlined;
   if (k.contraction) inlined.insert(k.contraction->inlined.begin(), k.contraction->inlined.end());
   OperationCounter ops(w, cost);

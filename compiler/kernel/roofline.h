@@ -22,6 +22,8 @@
 //      into its loads (Contraction::inlined) cost nothing: the copies do that work.
 //    - GM bytes: each input read once and each output written once (global temporaries between
 //      fused groups are the mapping's cost, not the operator's).
+//    - a one-hot gather (gather_form.h) does no element operations: it reads its indices and the
+//      rows they select (at most the table's rows) and writes its output.
 // 2. npu_roofline — bounds in cycles, each over every core of the chip (the roofline is the
 //    chip's, so a mapping on fewer cores shows a low fraction):
 //    - cube  = sum over operand dtypes of MACs / (cores x m0 n0 k0 / cycles of that cube shape);

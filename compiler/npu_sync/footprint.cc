@@ -182,6 +182,10 @@ class Analyser {
       default: break;
     }
     if (record) footprint(pc);
+    if (in.opcode == Opcode::Ld) {  // a value read from memory: any i32
+      regs_[o[0].reg] = {true, INT32_MIN, INT32_MAX};
+      forget(o[0].reg);
+    }
   }
 
   // The hull of `extent` bytes starting at address operand `o`, clipped to the buffer.

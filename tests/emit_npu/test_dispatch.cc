@@ -11,6 +11,7 @@
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/depthwise.h"
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/emit_npu/gather.h"
 #include "compiler/emit_npu/gemm.h"
 #include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
@@ -45,7 +46,7 @@ std::vector<std::string> answers(const kernel::Kernel& k, const isa::NpuMachine&
   using WhyNot = std::string (*)(const kernel::Kernel&, const isa::NpuMachine&);
   std::vector<std::string> why;
   for (WhyNot f : {emit_npu::why_not_pointwise, emit_npu::why_not_channels, emit_npu::why_not_rows, emit_npu::why_not_transpose,
-                   emit_npu::why_not_one_hot, emit_npu::why_not_nest})
+                   emit_npu::why_not_one_hot, emit_npu::why_not_gather, emit_npu::why_not_nest})
     CHECK_NOTHROW(why.push_back(f(k, m)));
   return why;
 }
@@ -60,7 +61,7 @@ TEST_CASE("each vector mapping's why_not accepts exactly the kernels it maps and
   const Expect cases[] = {
       {"relu.tsl", "relu", "N=2,C=3,H=4,W=5", 0},           {"batch_norm.tsl", "bn_reduce", "N=2,H=3,W=4,C=5", 1},
       {"bert.tsl", "softmax", "M=6,N=11", 2},               {"transpose.tsl", "transpose", "N=2,H=3,W=4,C=5", 3},
-      {"one_hot.tsl", "one_hot", "N=9,D=6", 4},
+      {"one_hot.tsl", "one_hot", "N=9,D=6", 4},             {"gather.tsl", "gather_rows", "N=5,D=4,L=8", 5},
   };
   for (const Expect& e : cases) {
     CAPTURE(e.def);
