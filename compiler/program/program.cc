@@ -131,9 +131,22 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
   const auto t1 = std::chrono::steady_clock::now();
   p->partition_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   if (!p->partition.cut()) {
-    p->kernels.push_back(compile(f, options));
-    p->sizes = ir::bind_sizes(f, options.sizes);
-  } else {
+    // `auto` keeps a small def as one kernel; where no tile of that kernel fits the description
+    // (statements fused over loops that leave one operand's box whole), its statements are cut
+    // into kernels of their own instead, and --explain says so
+    const bool may_cut = mode == poly::PartitionMode::Auto && src.statements.size() > 1 &&
+                         options.plan_source.kind != PlanSource::Kind::Given;
+    try {
+      p->kernels.push_back(compile(f, options));
+      p->sizes = ir::bind_sizes(f, options.sizes);
+    } catch (const UserError& e) {
+      if (!may_cut || std::string(e.what()).find("no tile fits") == std::string::npos) throw;
+      p->partition = poly::partition_program(src, poly::PartitionMode::Split, fused);
+      if (!p->partition.cut()) throw;
+      p->partition_note = fmt::format("cut into {} kernels: as one kernel, {}", p->partition.groups.size(), e.what());
+    }
+  }
+  if (p->partition.cut()) {
     if ((options.tile || options.gpu_plan) && options.plan_source.kind == PlanSource::Kind::Given)
       throw UserError(fmt::format("--tile: {} compiles to {} kernels (`tessel compile --explain` lists them); a tile spec "
                                   "names one kernel's loops: give --partition one to compile it as one kernel",
@@ -209,6 +222,7 @@ ir::Function reference_kernel_function(const ProgramCompilation& p, size_t g) {
 std::string explain_program(const ProgramCompilation& p) {
   std::string r = "program: " + poly::to_string(p.partition, *p.partitioned);
   for (const auto& line : p.online_softmax) r += "online softmax: " + line + "\n";
+  if (!p.partition_note.empty()) r += "partition: " + p.partition_note + "\n";
   if (p.single()) {
     const Compilation& c = *p.kernels.front();
     if (c.kernel.attention) r += kernel::to_string(*c.kernel.attention);

@@ -38,6 +38,7 @@ struct ProgramCompilation {
   // the online-softmax rewrite over the def, one line per softmax it found: where it applied, or
   // why not (the target cannot lower it, --no-online-softmax, --partition one)
   std::vector<std::string> online_softmax;
+  std::string partition_note;  // non-empty: `auto` cut a def it would keep whole, and why
   double partition_ms = 0;
   double total_ms = 0;      // wall time: partition, every kernel's passes, the memory plan
   double total_cpu_ms = 0;  // the kernels' thread CPU time
