@@ -428,6 +428,14 @@ bool Nest::plan_mirror(Plan& p, bool dense) const {
     }
     run *= p.box[d];
   }
+  // The read's span runs from the box's first element to its last, over every element between. On
+  // several cores, when the split dimension interleaves inside that span and the kernel itself
+  // writes the read tensor, the span takes in elements other cores write meanwhile: a race on GM,
+  // however unused (fuzz seed 304, program 154 on davinci-310). The row lowering reads only the box.
+  if (p.partition >= 0 && cores_ > 1 && x.stride[p.partition] > 0 &&
+      x.stride[p.partition] < mirror_span(p, x, [&](int d) { return p.box[d]; }))
+    for (const auto& st : k_.function->statements)
+      if (st.output == x.tensor) return false;
   // v: the output dimension of the box with the most elements, u: the next (repeats)
   std::vector<int> in_box;
   for (int d : order)
