@@ -91,11 +91,6 @@ REFUSALS = [
 
 # Bugs found and not fixed yet: (id, column regex, reason regex, why it is not fixed here). Keep it short.
 KNOWN_ISSUES = [
-    ("fused-0d-statement-drops-tile-loops", r".", r"(g\d+_\w+_[oi]\W* (undeclared|is undefined)|identifier \"g\d+_\w+_[oi]\" is undefined)",
-     "a 0-d statement fused into a contraction's group (Y() = X() beside C(m, n) +=! ...) leaves the group "
-     "without its m / n tile loops while the matmul node still uses g0_m_o ...: the kernel IR the core "
-     "builds (compiler/tile, post-tiling fusion) is wrong, every emitter prints the undeclared names; "
-     "--fusion none avoids it (tests/fuzz_programs/known_fused_0d_statement_tile_loops.tsl)"),
     ("self-read-accumulate", r".", r"^$",
      "`Y(i) = X(i)` then `Y(i) += Y(r)`: a statement reading its own output at other points depends on "
      "the order its points run (the interpreter's: output indices ascending); c and the NPU compute "

@@ -55,7 +55,12 @@ std::vector<Group> plan_fusion(const Scop& scop, bool fuse, const FusionPolicy& 
     if (!groups.empty()) {
       Group& g = groups.back();
       const bool same_statement = scop.statements[g.members.back()].statement == st.statement;
-      joins = same_statement || (fuse && has_axes(s, f.statements[seed_stmt], g.tile_axes) &&
+      // a group of 0-d statements has no tile loops: a statement with loops of its own would run
+      // them inside one tile, and a contraction's fragments name tile origins the group never
+      // defines (program fuzz: Y() = X() beside C(m, n) +=! ..., undeclared g0_m_o on every target)
+      const bool loops_without_tile = g.tile_axes.empty() && std::any_of(s.domain.begin(), s.domain.end(),
+                                                                         [](const ir::IndexVar& v) { return !v.is_reduction; });
+      joins = same_statement || (fuse && !loops_without_tile && has_axes(s, f.statements[seed_stmt], g.tile_axes) &&
                                  !starves(s, f.statements[seed_stmt], g, policy));
     }
     if (!joins) {
