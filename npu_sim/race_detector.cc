@@ -179,8 +179,9 @@ void RaceDetector::summarise(int pipe_index, Entries& es, Entry& e) {
 // access can race with them. In GM, an entry that only its own core has all seen goes to a summary.
 void RaceDetector::prune_ordered(History& h) {
   h.size = 0;
-  for (auto& [p, ph] : h.pipes)
+  for (auto& [pipe_index, ph] : h.pipes)
     for (Entries* es : {&ph.reads, &ph.writes}) {
+      const int p = pipe_index;  // (a structured binding is not captured by a lambda before C++20 in clang)
       std::erase_if(es->summaries, [&](const Summary& s) { return seen_by(h.core, p, s.max_epoch); });
       const int own_core = p / npu::kPipeCount;
       size_t kept = 0;
