@@ -71,7 +71,7 @@ TEST_CASE("ld reads an i32 from GM and a DMA copies the row it names") {
   }
 }
 
-TEST_CASE("ld holds the scalar pipe for scalar_cycles + the GM->UB latency; timing-only reads 0") {
+TEST_CASE("ld holds the scalar pipe for scalar_cycles + the GM->UB latency, and a timing-only run reads 0") {
   // issue of ld (1 + 300), mul (1), dma_in dispatched at 302: its 32 bytes take 1 cycle + 300 latency
   const npu::Program p = npu::assemble_program(kRowCopy, "ld.npu");
   const SimResult r = simulate(p, davinci(), {{"ids", i32_array({7, 3})}, {"T", table()}});
