@@ -186,6 +186,7 @@ class Nest : public VectorCode {
   void body_mirror(const Plan& p);
   void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1);
   void lanes_product(DType t, int64_t src, int64_t rows, int64_t rep);
+  void pack_bytes(DType t, int64_t region, int64_t scratch, int64_t wide, int64_t packed, int64_t k);
   void mask_lanes(int64_t n);
   void vop(Opcode o, DType t, int64_t dst, int64_t a, int64_t b, int64_t repeat, int64_t rep);
 

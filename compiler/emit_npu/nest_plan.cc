@@ -704,11 +704,10 @@ std::string Nest::tile_with(Plan& p, int v) {
   }
   if (p.partition >= 0 && p.partition != p.u && p.partition != p.v && p.dims[p.partition].reduction)
     return "partition dimension is a reduction";
-  // A read may run backwards along the rows or the lanes (Nest::move gathers it); the output may
-  // not, nor may a 1-byte read along the lanes (its elements are picked by vcmax, which has no i8).
+  // A read may run backwards along the rows or the lanes (Nest::move gathers it); the output may not.
   for (const Access* a : all)
     for (int d : {p.u, p.v})
-      if (d >= 0 && a->stride[d] < 0 && (a == &p.out || (d == p.v && dtype_bytes(a->type) == 1)))
+      if (d >= 0 && a->stride[d] < 0 && a == &p.out)
         return "reversed index " + p.dims[d].name + " in an access to " + a->tensor;
   // The tile: pitch a whole number of repeats for the narrowest type, regions within UB.
   std::set<int> bytes{dtype_bytes(p.out.type), 4};

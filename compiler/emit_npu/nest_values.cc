@@ -88,6 +88,7 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64
   const int64_t piece = std::min<int64_t>(max_repeat_, chunk_ * 4 / block) / per_block * per_block;
   TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
   const Operand gm = gm_operand(p, a, 0);
+  const int64_t wide = eb == 1 ? fresh_region() : 0, packed = eb == 1 ? fresh_region() : 0;
   for (int64_t c0 = 0; c0 < n; c0 += piece) {
     const int64_t k = std::min(piece, n - c0);
     for (int64_t c = 0; c < k; ++c) {
@@ -96,20 +97,42 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64
       op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(1), imm(eb), imm(0), imm(0)});
     }
     mask_lanes(1);
-    op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
+    if (eb == 1) pack_bytes(a.type, region + c0, scratch, wide, packed, k);
+    else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  }
+}
+
+// gather_reversed's packing for 1-byte elements (vcmax has no i8): lane 0 of each of k blocks at
+// `scratch` widened to i32 at `wide` by a one-lane vconv per block (a repeat per block), packed at
+// `packed` by vcmax in i32, narrowed back (exact: the values are in range) k elements to `region`, the last repeat
+// masked to what remains. Expects the one-lane mask; leaves it set to whole repeats' lanes.
+void Nest::pack_bytes(DType t, int64_t region, int64_t scratch, int64_t wide, int64_t packed, int64_t k) {
+  op(Opcode::Vconv, {type(DType::I32), type(t), at(Buffer::UB, wide), at(Buffer::UB, scratch), imm(k), imm(1), imm(1), imm(1), imm(1)});
+  op(Opcode::Vcmax, {type(DType::I32), at(Buffer::UB, packed), at(Buffer::UB, wide), imm(k), imm(1), imm(1)});
+  const int64_t lanes = m_.vector_lanes(4), whole = k / lanes, rest = k % lanes;
+  const int64_t rep_dst = lanes / m_.vector_block_bytes, rep_src = lanes * 4 / m_.vector_block_bytes;
+  op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+  if (whole > 0)
+    op(Opcode::Vconv, {type(t), type(DType::I32), at(Buffer::UB, region), at(Buffer::UB, packed), imm(whole), imm(1), imm(1),
+                       imm(rep_dst), imm(rep_src)});
+  if (rest > 0) {
+    mask_lanes(rest);
+    op(Opcode::Vconv, {type(t), type(DType::I32), at(Buffer::UB, region + whole * lanes), at(Buffer::UB, packed + whole * lanes * 4),
+                       imm(1), imm(1), imm(1), imm(rep_dst), imm(rep_src)});
   }
 }
 
 // gather_reversed for a tile whose rows run forward (su >= 1): a DMA per column of K lanes gives
 // its element of every row a block of its own (row r's blocks K apart), then a one-lane vcmax per
-// row packs them. False (nothing emitted) where the scratch region holds fewer than a block of lanes per row.
+// row packs them. False (nothing emitted) where the scratch region holds fewer than a block of lanes per row,
+// or for 1-byte elements.
 bool Nest::gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols,
                           int64_t pitch, int64_t su, int64_t sv) {
   const int eb = dtype_bytes(a.type);
   const int64_t block = m_.vector_block_bytes, per_block = block / eb;
   const int64_t lanes = std::min({cols, max_repeat_, chunk_ * 4 / block / rows}) / per_block * per_block;
-  if (lanes == 0) return false;
+  if (lanes == 0 || eb == 1) return false;  // (1-byte elements: vcmax has no i8; gather_reversed packs them)
   const Operand gm = gm_operand(p, a, 0);
   for (int64_t c0 = 0; c0 < cols; c0 += lanes) {
     const int64_t k = std::min(lanes, cols - c0);
