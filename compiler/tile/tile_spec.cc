@@ -156,6 +156,8 @@ constexpr int64_t kColumnOutputs = 256;
 constexpr int64_t kGpuElementwiseTileBytes = 4096;
 // the shortest innermost tile that rule takes (a warp's worth of elements)
 constexpr int64_t kGpuElementwiseMinRow = 32;
+// Reduced points of a GPU reduction (not a contraction) whose reduced axes all stay whole.
+constexpr int64_t kGpuReducedPoints = 16384;
 
 // An index's extent under `sizes` (at least 1).
 int64_t extent_of(const ir::IndexVar& v, const std::map<std::string, int64_t>& sizes) {
@@ -300,6 +302,33 @@ std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const
 
 }  // namespace
 
+namespace {
+
+// A GPU column reduction (ir::is_column_reduction): a block of kColumnOutputs outputs, the
+// innermost (contiguous) axis whole up to that, the next ones filling the rest; the reduced axes
+// point by point but the innermost, so each thread walks its column.
+template <typename Extent, typename Add>
+void column_reduction_tiles(const ir::Statement& s, std::vector<const ir::IndexVar*> par, const std::vector<const ir::IndexVar*>& red,
+                            const Extent& extent, const Add& add) {
+  std::set<std::string> contiguous;  // output indices in the reads' last index
+  ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
+    if (e.indices.empty()) return;
+    std::map<std::string, int64_t> idx, params;
+    e.indices.back().collect_names(&idx, &params);
+    for (const auto& [n, c] : idx) contiguous.insert(n);
+  });
+  std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) { return !contiguous.count(v->name); });
+  int64_t room = kColumnOutputs;
+  for (size_t i = par.size(); i-- > 0;) {  // the contiguous ones first, then inward out
+    const int64_t t = std::max<int64_t>(1, std::min(room, extent(*par[i])));
+    add(*par[i], t, t);
+    room = std::max<int64_t>(1, room / t);
+  }
+  for (size_t i = 0; i + 1 < red.size(); ++i) add(*red[i], 1, 1);
+}
+
+}  // namespace
+
 TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
                            const isa::Hierarchy& h) {
   const isa::MatrixShape* matrix = nullptr;
@@ -360,25 +389,8 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       add(*red[0], 8 * shape->k, 4 * shape->k);
       continue;
     }
-    // A column reduction (ir::is_column_reduction): a block of kColumnOutputs outputs, the
-    // innermost (contiguous) axis whole up to that, the next ones filling the rest; the reduced
-    // axes point by point but the innermost, so each thread walks its column.
     if (h.kind == isa::TargetKind::Gpu && ir::is_column_reduction(s)) {
-      std::set<std::string> contiguous;  // output indices in the reads' last index
-      ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
-        if (e.indices.empty()) return;
-        std::map<std::string, int64_t> idx, params;
-        e.indices.back().collect_names(&idx, &params);
-        for (const auto& [n, c] : idx) contiguous.insert(n);
-      });
-      std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) { return !contiguous.count(v->name); });
-      int64_t room = kColumnOutputs;
-      for (size_t i = par.size(); i-- > 0;) {  // the contiguous ones first, then inward out
-        const int64_t t = std::max<int64_t>(1, std::min(room, extent(*par[i])));
-        add(*par[i], t, t);
-        room = std::max<int64_t>(1, room / t);
-      }
-      for (size_t i = 0; i + 1 < red.size(); ++i) add(*red[i], 1, 1);
+      column_reduction_tiles(s, par, red, extent, add);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {
@@ -387,9 +399,20 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       else if (contraction) add(*par[i], 8 * std::max(um, un), 4 * std::max(um, un));
       else add(*par[i], 8 * std::max(um, un), 8 * std::max(um, un));
     }
+    // On a GPU a reduction over two or more axes that is not a contraction keeps them all whole
+    // (outer and inner tile alike) where they hold at most kGpuReducedPoints points: the SIMT
+    // reduction nest flattens them over a thread group's lanes. Otherwise the outer ones got point
+    // tiles and an element-wise statement's inner tile split the innermost, so a group norm's split
+    // (i_in, e) ran as sequential loops around 16 lanes of which 4 were busy (H200, group norm
+    // [2,1024,8,32] f32: its squared-deviation partials 58 us). One reduced axis stays whole by
+    // being left out.
+    int64_t reduced_points = 1;
+    for (const auto* v : red) reduced_points *= extent(*v);
+    const bool whole = h.kind == isa::TargetKind::Gpu && !contraction && red.size() > 1 && reduced_points <= kGpuReducedPoints;
     for (size_t i = 0; i < red.size(); ++i) {
       const bool innermost = i + 1 == red.size();
-      if (!innermost) add(*red[i], 1, 1);
+      if (whole) add(*red[i], extent(*red[i]), extent(*red[i]));
+      else if (!innermost) add(*red[i], 1, 1);
       else if (contraction) add(*red[i], 4 * uk, uk);
     }
   }

@@ -109,6 +109,37 @@ TEST_CASE("default tile spec on a GPU: a reduction's own output tiles reach the 
   CHECK(tiles < 4 * int64_t(h.cores));
 }
 
+TEST_CASE("default tile spec on a GPU: a reduction over several axes keeps them all whole up to 16384 points") {
+  // a group norm's first phase after split_reductions: (i_in, e) reduced per (n, g, i_chunk); an
+  // element-wise statement on e would otherwise split e's inner tile (32/16), and i_in got point
+  // tiles, so the SIMT nest ran sequential loops around 16 lanes
+  frontend::Module m = frontend::parse_module(
+      "def gn(f32[N, C, I, G, E] X) -> (f32[N, G, C] P, f32[N, C, I, G, E] Y) {\n"
+      "  P(n, g, c) +=! X(n, c, i, g, e)\n"
+      "  Y(n, c, i, g, e) = X(n, c, i, g, e) * 2\n}\n",
+      "gn.tsl");
+  isa::Hierarchy h = load_target_hierarchy("isa/targets/sm90.yaml", "");
+  const tile::TileSpec s = tile::default_tile_spec(m.functions[0], {{"N", 2}, {"C", 32}, {"I", 32}, {"G", 8}, {"E", 32}}, h);
+  CAPTURE(s.to_string());
+  REQUIRE(s.find("i"));
+  REQUIRE(s.find("e"));
+  CHECK(s.find("i")->outer == 32);
+  CHECK(s.find("i")->inner == 32);
+  CHECK(s.find("e")->outer == 32);
+  CHECK(s.find("e")->inner == 32);
+  // past 16384 reduced points the outer reduced axis walks point by point again
+  const tile::TileSpec big = tile::default_tile_spec(m.functions[0], {{"N", 2}, {"C", 4}, {"I", 1024}, {"G", 8}, {"E", 32}}, h);
+  CAPTURE(big.to_string());
+  REQUIRE(big.find("i"));
+  CHECK(big.find("i")->outer == 1);
+  // the NPU keeps its own rule (point tiles on the outer reduced axes)
+  isa::Hierarchy npu = load_target_hierarchy("isa/targets/davinci-910.yaml", "");
+  const tile::TileSpec n = tile::default_tile_spec(m.functions[0], {{"N", 2}, {"C", 32}, {"I", 32}, {"G", 8}, {"E", 32}}, npu);
+  CAPTURE(n.to_string());
+  REQUIRE(n.find("i"));
+  CHECK(n.find("i")->outer == 1);
+}
+
 TEST_CASE("default tile spec on a GPU: element-wise tiles of 4 KB of the widest tensor, no tail tile on the innermost axis") {
   isa::Hierarchy h = load_target_hierarchy("isa/targets/sm90.yaml", "");
   auto tiles_of = [&](const std::string& text, const std::map<std::string, int64_t>& sizes) {
