@@ -101,7 +101,7 @@ std::string online_softmax_obstacle(const std::string& target, const isa::Hierar
 }
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "split_reductions", "scop", "dependences", "schedule",
+  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "split_reductions", "split_division_tails", "scop", "dependences", "schedule",
                                                  "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
@@ -449,6 +449,17 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     std::string s;
     for (const auto& x : c->splits) s += x.to_string() + "\n";
     return c->split ? s + ir::to_string(*c->split) : std::string("(no reduction split)");
+  });
+  // NPU targets: a divided index whose range is not a whole number of quotients runs as the whole
+  // quotients and a tail (compiler/poly/split_division_tails.h)
+  timer.run("split_division_tails", [&] {
+    if (c->hierarchy.kind != isa::TargetKind::Npu || options.target == "c") return;
+    c->division_split = poly::split_division_tails(*c->function, options.sizes, &c->division_tails);
+    if (c->division_split) c->function = &*c->division_split;
+  }, [&] {
+    std::string s;
+    for (const auto& x : c->division_tails) s += x.to_string() + "\n";
+    return c->division_split ? s + ir::to_string(*c->division_split) : std::string("(no division tail)");
   });
   const ir::Function& fn = *c->function;
   timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {

@@ -28,6 +28,7 @@
 #include "compiler/poly/promotion.h"
 #include "compiler/poly/schedule.h"
 #include "compiler/poly/scop.h"
+#include "compiler/poly/split_division_tails.h"
 #include "compiler/poly/split_reductions.h"
 #include "compiler/poly/tiling.h"
 #include "compiler/tile/tile_spec.h"
@@ -80,6 +81,8 @@ struct Compilation {
   std::optional<poly::CollapsedFunction> collapsed;  // then with adjacent indices collapsed
   std::optional<ir::Function> split;        // then with long reductions in two phases (GPU)
   std::vector<poly::ReductionSplit> splits;
+  std::optional<ir::Function> division_split;  // then with division tails split off (NPU)
+  std::vector<poly::DivisionTail> division_tails;
   poly::Scop scop;
   poly::Dependences deps;
   poly::ScheduleResult schedule;

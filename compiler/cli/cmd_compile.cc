@@ -55,7 +55,7 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--fusion", f.fusion, "isl scheduler fusion: max, conservative or none (none also disables post-tiling fusion)");
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
   add_set_flag(cmd, f.set);
-  cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
+  cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, collapse_indices, split_reductions, split_division_tails, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
 }
 
 void add_set_flag(CLI::App* cmd, std::vector<std::string>& set) {

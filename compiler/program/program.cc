@@ -223,6 +223,8 @@ std::string explain_program(const ProgramCompilation& p) {
   std::string r = "program: " + poly::to_string(p.partition, *p.partitioned);
   for (const auto& line : p.online_softmax) r += "online softmax: " + line + "\n";
   if (!p.partition_note.empty()) r += "partition: " + p.partition_note + "\n";
+  for (const auto& k : p.kernels)
+    for (const auto& t : k->division_tails) r += "division tail: " + t.to_string() + "\n";
   if (p.single()) {
     const Compilation& c = *p.kernels.front();
     if (c.kernel.attention) r += kernel::to_string(*c.kernel.attention);

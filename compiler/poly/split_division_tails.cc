@@ -1,0 +1,152 @@
+#include "compiler/poly/split_division_tails.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <memory>
+
+namespace tessel::poly {
+
+namespace {
+
+constexpr int kMaxCutsPerStatement = 3;  // at most 2^3 statements from one
+
+// Visits every affine expression of a statement: output indices, reads' indices, index values.
+void for_each_affine(const ir::Statement& s, const std::function<void(const ir::AffineExpr&)>& fn) {
+  for (const auto& e : s.out_indices) fn(e);
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    for (const auto& x : e.indices) fn(x);
+    if (e.kind == ir::ExprKind::IndexValue) fn(e.affine);
+    for (const auto& a : e.args) walk(*a);
+  };
+  if (s.rhs) walk(*s.rhs);
+}
+
+// The constant part of a numerator i + c (c: constant and size parameters) under `sizes`.
+int64_t numerator_offset(const ir::AffineExpr& num, const std::map<std::string, int64_t>& sizes) {
+  int64_t c = num.constant;
+  for (const auto& [p, k] : num.param_coeffs) c += k * sizes.at(p);
+  return c;
+}
+
+// The divisor every division of `index` in `s` uses and their numerators' offsets, or nothing
+// where a division of it is not of the form floor((index + c) / q) with one q.
+std::optional<std::pair<int64_t, std::vector<int64_t>>> divisions_of(const ir::Statement& s, const std::string& index,
+                                                                      const std::map<std::string, int64_t>& sizes) {
+  int64_t q = 0;
+  std::vector<int64_t> offsets;
+  bool ok = true;
+  for_each_affine(s, [&](const ir::AffineExpr& e) {
+    for (const auto& t : e.divs) {
+      std::map<std::string, int64_t> idx, params;
+      t.numerator.collect_names(&idx, &params);
+      if (!idx.count(index)) continue;
+      const auto& n = t.numerator;
+      if (n.has_div() || n.index_coeffs.size() != 1 || n.index_coeffs.begin()->second != 1 || (q && q != t.divisor)) {
+        ok = false;
+        continue;
+      }
+      q = t.divisor;
+      offsets.push_back(numerator_offset(n, sizes));
+    }
+  });
+  if (!ok || q == 0) return std::nullopt;
+  return std::make_pair(q, offsets);
+}
+
+// `e` with every division of `index` replaced by its value at index = `at` (all tail points share
+// it: the tail is shorter than q and starts a quotient).
+ir::AffineExpr fix_quotients(const ir::AffineExpr& e, const std::string& index, int64_t at, const std::map<std::string, int64_t>& sizes) {
+  ir::AffineExpr out = ir::AffineExpr::constant_of(e.constant);
+  for (const auto& [n, k] : e.index_coeffs) out = out + ir::AffineExpr::index(n, k);
+  for (const auto& [p, k] : e.param_coeffs) out = out + ir::AffineExpr::param(p, k);
+  for (const auto& t : e.divs) {
+    if (t.numerator.index_coeffs.count(index))
+      out = out + ir::AffineExpr::constant_of(t.coeff * ir::floor_div(at + numerator_offset(t.numerator, sizes), t.divisor));
+    else
+      out = out + ir::AffineExpr::floor_div_of(t.numerator, t.divisor).scaled(t.coeff);
+  }
+  return out;
+}
+
+ir::ExprPtr fix_quotients(const ir::ExprPtr& e, const std::string& index, int64_t at, const std::map<std::string, int64_t>& sizes) {
+  auto x = std::make_shared<ir::Expr>(*e);
+  if (x->kind == ir::ExprKind::IndexValue) x->affine = fix_quotients(x->affine, index, at, sizes);
+  for (auto& i : x->indices) i = fix_quotients(i, index, at, sizes);
+  for (auto& a : x->args) a = fix_quotients(a, index, at, sizes);
+  return x;
+}
+
+// One cut of `s`: its first output index with a division tail, as the whole quotients and the
+// tail; nothing where it has none.
+std::optional<std::pair<ir::Statement, ir::Statement>> cut_one(const ir::Statement& s, const std::map<std::string, int64_t>& sizes,
+                                                                DivisionTail& what) {
+  for (size_t d = 0; d < s.domain.size(); ++d) {
+    const ir::IndexVar& iv = s.domain[d];
+    if (iv.is_reduction) continue;
+    const auto div = divisions_of(s, iv.name, sizes);
+    if (!div) continue;
+    const auto& [q, offsets] = *div;
+    const int64_t lo = iv.lo.evaluate({}, sizes), hi = iv.hi.evaluate({}, sizes);
+    if (hi - lo <= 0 || (hi - lo) % q == 0) continue;
+    bool starts = true;
+    for (int64_t c : offsets) starts = starts && ir::floor_mod(lo + c, q) == 0;
+    if (!starts) continue;
+    const int64_t cut = lo + (hi - lo) / q * q;
+    ir::Statement whole = s, tail = s;
+    whole.domain[d].hi = ir::AffineExpr::constant_of(cut);
+    tail.domain[d].lo = ir::AffineExpr::constant_of(cut);
+    tail.domain[d].hi = ir::AffineExpr::constant_of(hi);
+    for (auto& e : tail.out_indices) e = fix_quotients(e, iv.name, cut, sizes);
+    tail.rhs = fix_quotients(tail.rhs, iv.name, cut, sizes);
+    what = {s.name, iv.name, q, lo, cut, hi};
+    return std::make_pair(whole, tail);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string DivisionTail::to_string() const {
+  return fmt::format("{}: index {} ({}:{}) divided by {}: whole quotients {}:{} and the tail {}:{}", statement, index, lo, hi,
+                     divisor, lo, cut, cut, hi);
+}
+
+std::optional<ir::Function> split_division_tails(const ir::Function& f, const std::map<std::string, int64_t>& sizes,
+                                                 std::vector<DivisionTail>* tails) {
+  ir::Function out = f;
+  out.statements.clear();
+  bool changed = false;
+  for (const ir::Statement& s : f.statements) {
+    std::vector<ir::Statement> parts{s};
+    for (int round = 0; round < kMaxCutsPerStatement; ++round) {
+      std::vector<ir::Statement> next;
+      bool cut_any = false;
+      for (const auto& p : parts) {
+        DivisionTail what;
+        if (auto two = cut_one(p, sizes, what)) {
+          next.push_back(two->first);
+          next.push_back(two->second);
+          if (tails) tails->push_back(what);
+          cut_any = true;
+        } else {
+          next.push_back(p);
+        }
+      }
+      parts = std::move(next);
+      if (!cut_any) break;
+      changed = true;
+    }
+    // an empty whole-quotient part (a range shorter than q) does nothing
+    for (auto& p : parts) {
+      bool empty = false;
+      for (const auto& iv : p.domain) empty = empty || iv.hi.evaluate({}, sizes) <= iv.lo.evaluate({}, sizes);
+      if (!empty) out.statements.push_back(std::move(p));
+    }
+  }
+  if (!changed) return std::nullopt;
+  for (size_t i = 0; i < out.statements.size(); ++i) out.statements[i].name = "S" + std::to_string(i);
+  return out;
+}
+
+}  // namespace tessel::poly
