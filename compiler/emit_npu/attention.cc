@@ -603,7 +603,6 @@ class AttentionEmitter : public VectorCode {
 
   // kQ, kK, kV, kOut (and the step tensors' registers) for batch point kBatch, first row kI0
   void unit_addresses() {
-    const Plan& P = p_plan_;
     const std::pair<const kernel::AttentionOperand*, uint8_t> ops[] = {{&a_.q, kQ}, {&a_.k, kK}, {&a_.v, kV}, {&a_.out, kOut}};
     for (const auto& [o, r] : ops) op(Opcode::Mov, {reg(r), imm(gm_.at(o->tensor) + o->base * dtype_bytes(o->dtype))});
     // the batch point's indices, innermost first

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -124,6 +125,11 @@ inline uint64_t verified_cycles(const Case& c, bool exact, bool pruned_no_slower
   }
   if (pruned_no_slower) CHECK(pruned.sim.record.total_cycles <= naive.sim.record.total_cycles);
   return pruned.sim.record.total_cycles;
+}
+
+// Whether one of the kernel's notes (the lowering's decisions) contains `text`.
+inline bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
+  return std::any_of(k.notes.begin(), k.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 // The kernel's notes (the lowering's decisions), one a line.

@@ -21,12 +21,6 @@ namespace {
 
 const std::string kFile = "conv_general.tsl";
 
-bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
-  for (const auto& n : k.notes)
-    if (n.find(text) != std::string::npos) return true;
-  return false;
-}
-
 // The kernel maps as `note` says on at least `min_cores` cores, verifies exactly (naive and pruned,
 // race-free) and its pruned program takes at most `max_cycles`.
 void check_mapped(const std::string& def, const std::string& shape, const std::string& target, const std::string& note, int min_cores,

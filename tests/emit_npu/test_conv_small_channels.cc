@@ -25,10 +25,6 @@ namespace {
 
 const std::string kFile = "conv_small_channels.tsl";
 
-bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
-  return std::any_of(k.notes.begin(), k.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
-}
-
 void check_folded(const std::string& def, const std::string& shape, const std::string& target, const std::string& fold_note,
                   uint64_t max_cycles) {
   CAPTURE(def);

@@ -19,16 +19,6 @@
 using namespace tessel;
 using namespace tessel::npu_test;
 
-namespace {
-
-bool notes_contain(const emit_npu::NpuKernel& k, const std::string& text) {
-  for (const auto& n : k.notes)
-    if (n.find(text) != std::string::npos) return true;
-  return false;
-}
-
-}  // namespace
-
 TEST_CASE("NCHW convolution (AKG conv2d): NHWC scratch copies transposed on the vector unit, exact, tails") {
   check_verifies("conv2d.tsl", "conv2d", "N=2,C=3,H=5,W=6,K=4,R=3,S=3");    // the small-suite entry
   check_verifies("conv2d.tsl", "conv2d", "N=3,C=20,H=9,W=11,K=24,R=3,S=3");  // 99 pixels, 20 -> 24 channels
