@@ -4,12 +4,15 @@
 
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <set>
 
 namespace tessel::poly {
 
 namespace {
 
 constexpr int kMaxCutsPerStatement = 3;  // at most 2^3 statements from one
+constexpr int64_t kMaxResidues = 12;      // at most 12 statements from one index divided by several constants
 
 // Visits every affine expression of a statement: output indices, reads' indices, index values.
 void for_each_affine(const ir::Statement& s, const std::function<void(const ir::AffineExpr&)>& fn) {
@@ -29,12 +32,14 @@ int64_t numerator_offset(const ir::AffineExpr& num, const std::map<std::string, 
   return c;
 }
 
-// The divisor every division of `index` in `s` uses and their numerators' offsets, or nothing
-// where a division of it is not of the form floor((index + c) / q) with one q.
-std::optional<std::pair<int64_t, std::vector<int64_t>>> divisions_of(const ir::Statement& s, const std::string& index,
-                                                                      const std::map<std::string, int64_t>& sizes) {
-  int64_t q = 0;
+// The divisors of `index` in `s` and their numerators' offsets, or nothing where a division of it
+// is not of the form floor((index + c) / q).
+struct Divisions {
+  std::set<int64_t> divisors;
   std::vector<int64_t> offsets;
+};
+std::optional<Divisions> divisions_of(const ir::Statement& s, const std::string& index, const std::map<std::string, int64_t>& sizes) {
+  Divisions out;
   bool ok = true;
   for_each_affine(s, [&](const ir::AffineExpr& e) {
     for (const auto& t : e.divs) {
@@ -42,16 +47,16 @@ std::optional<std::pair<int64_t, std::vector<int64_t>>> divisions_of(const ir::S
       t.numerator.collect_names(&idx, &params);
       if (!idx.count(index)) continue;
       const auto& n = t.numerator;
-      if (n.has_div() || n.index_coeffs.size() != 1 || n.index_coeffs.begin()->second != 1 || (q && q != t.divisor)) {
+      if (n.has_div() || n.index_coeffs.size() != 1 || n.index_coeffs.begin()->second != 1) {
         ok = false;
         continue;
       }
-      q = t.divisor;
-      offsets.push_back(numerator_offset(n, sizes));
+      out.divisors.insert(t.divisor);
+      out.offsets.push_back(numerator_offset(n, sizes));
     }
   });
-  if (!ok || q == 0) return std::nullopt;
-  return std::make_pair(q, offsets);
+  if (!ok || out.divisors.empty()) return std::nullopt;
+  return out;
 }
 
 // `e` with every division of `index` replaced by its value at index = `at` (all tail points share
@@ -85,8 +90,9 @@ std::optional<std::pair<ir::Statement, ir::Statement>> cut_one(const ir::Stateme
     const ir::IndexVar& iv = s.domain[d];
     if (iv.is_reduction) continue;
     const auto div = divisions_of(s, iv.name, sizes);
-    if (!div) continue;
-    const auto& [q, offsets] = *div;
+    if (!div || div->divisors.size() != 1) continue;
+    const int64_t q = *div->divisors.begin();
+    const std::vector<int64_t>& offsets = div->offsets;
     const int64_t lo = iv.lo.evaluate({}, sizes), hi = iv.hi.evaluate({}, sizes);
     if (hi - lo <= 0 || (hi - lo) % q == 0) continue;
     bool starts = true;
@@ -105,9 +111,70 @@ std::optional<std::pair<ir::Statement, ir::Statement>> cut_one(const ir::Stateme
   return std::nullopt;
 }
 
+// `e` with `index` = L * index + k (k = lo + r): its plain terms scaled, and each division of it by
+// a divisor q of L affine again, (L / q) * index + floor((k + c) / q).
+ir::AffineExpr substitute_residue(const ir::AffineExpr& e, const std::string& index, int64_t L, int64_t k,
+                                  const std::map<std::string, int64_t>& sizes) {
+  ir::AffineExpr out = ir::AffineExpr::constant_of(e.constant);
+  for (const auto& [n, c] : e.index_coeffs)
+    out = out + (n == index ? ir::AffineExpr::index(n, c * L) + ir::AffineExpr::constant_of(c * k) : ir::AffineExpr::index(n, c));
+  for (const auto& [p, c] : e.param_coeffs) out = out + ir::AffineExpr::param(p, c);
+  for (const auto& t : e.divs) {
+    if (!t.numerator.index_coeffs.count(index)) {
+      out = out + ir::AffineExpr::floor_div_of(t.numerator, t.divisor).scaled(t.coeff);
+      continue;
+    }
+    const int64_t q = t.divisor;
+    out = out + ir::AffineExpr::index(index, t.coeff * (L / q)) +
+          ir::AffineExpr::constant_of(t.coeff * ir::floor_div(k + numerator_offset(t.numerator, sizes), q));
+  }
+  return out;
+}
+
+ir::ExprPtr substitute_residue(const ir::ExprPtr& e, const std::string& index, int64_t L, int64_t k,
+                               const std::map<std::string, int64_t>& sizes) {
+  auto x = std::make_shared<ir::Expr>(*e);
+  if (x->kind == ir::ExprKind::IndexValue) x->affine = substitute_residue(x->affine, index, L, k, sizes);
+  for (auto& i : x->indices) i = substitute_residue(i, index, L, k, sizes);
+  for (auto& a : x->args) a = substitute_residue(a, index, L, k, sizes);
+  return x;
+}
+
+// An output index divided by several constants (floor(i / 3) and i % 2): one statement per
+// residue r of i modulo L = lcm of the divisors, i = L * i' + lo + r, in which every division of i
+// is affine in i'. Nothing where `s` has no such index or L passes kMaxResidues.
+std::optional<std::vector<ir::Statement>> split_residues(const ir::Statement& s, const std::map<std::string, int64_t>& sizes,
+                                                         DivisionTail& what) {
+  for (size_t d = 0; d < s.domain.size(); ++d) {
+    const ir::IndexVar& iv = s.domain[d];
+    if (iv.is_reduction) continue;
+    const auto div = divisions_of(s, iv.name, sizes);
+    if (!div || div->divisors.size() < 2) continue;
+    int64_t L = 1;
+    for (int64_t q : div->divisors) L = std::lcm(L, q);
+    if (L > kMaxResidues) continue;
+    const int64_t lo = iv.lo.evaluate({}, sizes), hi = iv.hi.evaluate({}, sizes);
+    std::vector<ir::Statement> parts;
+    for (int64_t r = 0; r < L && lo + r < hi; ++r) {
+      ir::Statement p = s;
+      p.domain[d].lo = ir::AffineExpr::constant_of(0);
+      p.domain[d].hi = ir::AffineExpr::constant_of((hi - lo - r + L - 1) / L);
+      for (auto& e : p.out_indices) e = substitute_residue(e, iv.name, L, lo + r, sizes);
+      p.rhs = substitute_residue(p.rhs, iv.name, L, lo + r, sizes);
+      parts.push_back(std::move(p));
+    }
+    what = {s.name, iv.name, L, lo, -1, hi};
+    return parts;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string DivisionTail::to_string() const {
+  if (cut < 0)
+    return fmt::format("{}: index {} ({}:{}) divided by several constants: one statement per residue modulo {}", statement, index,
+                       lo, hi, divisor);
   return fmt::format("{}: index {} ({}:{}) divided by {}: whole quotients {}:{} and the tail {}:{}", statement, index, lo, hi,
                      divisor, lo, cut, cut, hi);
 }
@@ -119,6 +186,12 @@ std::optional<ir::Function> split_division_tails(const ir::Function& f, const st
   bool changed = false;
   for (const ir::Statement& s : f.statements) {
     std::vector<ir::Statement> parts{s};
+    DivisionTail residues;
+    if (auto r = split_residues(s, sizes, residues)) {
+      parts = std::move(*r);
+      if (tails) tails->push_back(residues);
+      changed = true;
+    }
     for (int round = 0; round < kMaxCutsPerStatement; ++round) {
       std::vector<ir::Statement> next;
       bool cut_any = false;

@@ -19,7 +19,9 @@ const char* kSource =
     "def two(f16[A, B] X, f16[N] Z) -> (f16[M, N] Y) {\n  Y(i, j) = X((i + 1) / 2, j / 3) + Z(j % 3)\n"
     "    where i in 1:M, j in 0:N\n}\n"
     "def odd_start(f32[H] X) -> (f32[M] Y) {\n  Y(i) = X((i + 1) / 2)\n    where i in 0:M\n}\n"
-    "def summed(f32[M, N] X) -> (f32[M] Y) {\n  Y(i) +=! X(i, j / 2)\n    where j in 0:7\n}\n";
+    "def summed(f32[M, N] X) -> (f32[M] Y) {\n  Y(i) +=! X(i, j / 2)\n    where j in 0:7\n}\n"
+    "def residues(f16[D2, D3, D4] X, f16[N] Z) -> (f16[M, N] Y) {\n"
+    "  Y(i, j) = X(i * 2 + j * 2, (i + 1) / 3, i % 2) * Z(j)\n    where i in 0:M, j in 0:N\n}\n";
 
 // The split function's outputs against the original's, element by element (exact).
 std::vector<poly::DivisionTail> check_same(const char* def, const std::map<std::string, int64_t>& sizes) {
@@ -71,6 +73,24 @@ TEST_CASE("division tails: left as written where the cut would not be exact or i
   CHECK(check_same("summed", {{"M", 3}, {"N", 4}}).empty());
   // a whole number of quotients
   CHECK(check_same("up", {{"H", 4}, {"M", 8}}).empty());
+}
+
+TEST_CASE("an index divided by several constants: one statement per residue modulo their least common multiple") {
+  const auto t = check_same("residues", {{"M", 7}, {"N", 5}, {"D2", 24}, {"D3", 3}, {"D4", 2}});
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].to_string() == "S0: index i (0:7) divided by several constants: one statement per residue modulo 6");
+  frontend::Module m = frontend::parse_module(kSource, "div.tsl");
+  auto g = poly::split_division_tails(frontend::select_function(m, "residues"), {{"M", 7}, {"N", 5}, {"D2", 24}, {"D3", 3}, {"D4", 2}});
+  REQUIRE(g);
+  REQUIRE(g->statements.size() == 6);  // residues 0..5 of 7 points: 2, 1, 1, 1, 1, 1
+  for (const auto& s : g->statements) {
+    CHECK_FALSE(s.out_indices[0].has_div());
+    ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
+      for (const auto& i : e.indices) CHECK_FALSE(i.has_div());
+    });
+  }
+  // fewer points than residues: only the residues that occur
+  CHECK(check_same("residues", {{"M", 4}, {"N", 3}, {"D2", 14}, {"D3", 2}, {"D4", 2}}).size() == 1);
 }
 
 TEST_CASE("division tails run in the NPU pipeline only") {
