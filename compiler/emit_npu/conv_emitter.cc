@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -33,9 +34,12 @@ enum Reg : uint8_t {
   kXSrc, kYDst, kPrivW,  // per-core scratch copies: the image in X and Y as the user lays them out, the core's weights
   kGroupX,  // grouped: the byte offset of the tile's group's first input channel within a pixel
   kBand, kCond,  // bands spread over cores: the core's band
-  kCase, kMid     // padded bands over cores: the first / middle / last band's code runs on its cores only
+  kCase, kMid,    // padded bands over cores: the first / middle / last band's code runs on its cores only
+  kWSrc           // NCHW weights transposed to L1: the tile's rows in the user's weights
 };
 
+// not hardware: a code-size cap; up to this many pairs of channel slices are emitted straight-line
+constexpr int64_t kStraightPairs = 8;
 
 // Byte addressing of one image of an activation tensor in GM: image n starts at
 // base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
@@ -126,7 +130,18 @@ class ConvEmitter {
   int64_t per_core_images() const { return plan_.k_tiles <= cores_avail() ? cv_.N / plan_.group : cv_.N; }
   // images per loop iteration: two ping-pong when L1 holds two feature maps and the count is even
   int64_t halves() const { return plan_.fm_halves == 2 && per_core_images() % 2 == 0 ? 2 : 1; }
-  int64_t w_l1() const { return (bands_.size() > 1 ? plan_.fm_halves : halves()) * plan_.fm_bytes; }  // the tile's weights after the feature maps
+  int64_t w_l1() const {  // the tile's weights after the feature maps
+    return (bands_.size() > 1 ? std::max(plan_.fm_halves, band_kind_slots()) : halves()) * plan_.fm_bytes;
+  }
+  // Padded bands over cores: each kind of band its own L1 map and L0C slot where they fit (a kind's
+  // copies then do not wait for the kinds before it, loops of no iteration on this core).
+  int64_t band_kind_slots() const {
+    if (!spread() || bands_alike() || per_core() || x_to_l1()) return 1;
+    const int64_t kinds = std::min<int64_t>(3, int64_t(bands_.size()));
+    const int64_t w_bytes = cv_.C * RS() * plan_.tn * in_, acc = plan_.padded_pixels * plan_.tn * acc_;
+    if (kinds * plan_.fm_bytes + w_bytes > m_.capacity(Buffer::L1) || kinds * acc > m_.capacity(Buffer::L0C)) return 1;
+    return kinds;
+  }
   int64_t offset(const std::string& n) const { return p_.find_tensor(n)->gm_offset; }
   void op(Opcode o, std::vector<Operand> v) { p_.add(o, std::move(v)); }
 
@@ -198,6 +213,11 @@ class ConvEmitter {
   // loaded after the band's map (each kind of band's code runs once per core), whose chain to the
   // cube is longer; the channel values are needed only by the write-back.
   bool loads_after_fold() const { return cv_.folded() && spread() && per_core_images() == 1 && !kt_loop(); }
+  // Padded bands over cores (not folded): each kind of band's code loads the weights before its
+  // map (loaded before the kinds' loops, a later kind's map waited a GM latency for MTE1's wait).
+  bool weights_per_band_kind() const {
+    return !cv_.folded() && spread() && !bands_alike() && !per_core() && per_core_images() == 1 && !kt_loop() && !cv_.depthwise;
+  }
 
   // Folded: the map's UB staging past the accumulator blocks and the epilogue's regions.
   void place_fold() {
@@ -221,7 +241,7 @@ class ConvEmitter {
       op(Opcode::Div, {reg(kGroupX), reg(kKTile), imm(cv_.K / plan_.tn)});
       op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * cv_.H * cv_.W * in_)});
     }
-    if (cv_.depthwise) return;  // diagonal_weights builds them in L1
+    if (cv_.depthwise) return;  // ConvCode::diagonal_weights builds them in L1
     if (weights_to_l1()) return transpose_weights_to_l1();
     op(Opcode::Mul, {reg(kPrivW), reg(npu::kRegCoreId), imm(w_slot_bytes())});
     if (cv_.layout == Layout::Nchw) {  // the channel tile's rows [K][C R S] -> [C][R S][tn]
@@ -244,30 +264,50 @@ class ConvEmitter {
   bool weights_to_l1() const {
     return per_core() && cv_.layout == Layout::Nchw && cv_.C == orig_.C && 2 * weight_row_pitch() * k0_ * in_ <= copy_ub_bytes();
   }
-  void transpose_weights_to_l1() {
-    const int64_t tn = plan_.tn, crs = orig_.C * RS(), pitch = weight_row_pitch(), sq = k0_ * frow_;
-    const int64_t raw = copy_ub(), out = raw + pitch * k0_ * in_, blocks = pitch * in_ / m_.vector_block_bytes;
-    const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes, c = cv_.depth_channels(), c1d = c / k0_;
-    op(Opcode::Mul, {reg(kXSrc), reg(kKTile), imm(tn * crs * in_)});
-    for (int64_t g = 0; g * k0_ < tn; ++g) {
-      const int64_t rows = std::min(k0_, orig_.K - g * k0_);
-      if (rows <= 0) break;
-      if (rows < k0_) {
-        code_.full_mask();
-        code_.zero_ub(raw, k0_ * pitch * in_);
-      }
-      op(Opcode::DmaIn, {at(Buffer::UB, raw), at(Buffer::GM, user_w_ + g * k0_ * crs * in_, kXSrc), imm(rows), imm(crs * in_), imm(0),
-                         imm((pitch - crs) * in_)});
-      for (int64_t s = 0; s * k0_ < crs; ++s)
-        op(Opcode::Vtranspose, {f16(), at(Buffer::UB, out + s * sq), at(Buffer::UB, raw + s * frow_), imm(sq / m_.vector_bytes_per_repeat),
-                                imm(1), imm(blocks), imm(rep_blocks), imm(rep_blocks * blocks)});
-      for (int64_t ci = 0; ci < c; ++ci)
-        for (int64_t t = 0; t < cv_.T; ++t)
-          op(Opcode::DmaOut, {at(Buffer::L1, w_l1() + (((t * c1d + ci / k0_) * RS()) * (tn / n0_) + g) * fractal_ + (ci % k0_) * frow_),
-                              at(Buffer::UB, out + (ci * cv_.T + t) * RS() * frow_), imm(RS()), imm(frow_), imm(0),
-                              imm((tn / n0_) * fractal_ - frow_)});
-    }
+  // The groups in as many UB slots as fit next to two of the map's (ConvCode::weights_to_l1); their
+  // transposes held back (pending_weights_) behind the map's first loads (transpose_rows'
+  // after_loads; slices() flushes the rest) where the map is copied once per core.
+  int64_t weight_slot_bytes() const { return 2 * weight_row_pitch() * k0_ * in_; }
+  int64_t weight_groups() const { return (std::min(plan_.tn, orig_.K) + k0_ - 1) / k0_; }
+  int64_t weight_slots() const {
+    if (!weights_to_l1()) return 0;
+    const int64_t map_slots = 2 * code_.transpose_slot_bytes(map_plane(), copy_ub_bytes());
+    const int64_t fit = (copy_ub_bytes() - map_slots) / weight_slot_bytes();
+    return std::clamp<int64_t>(fit, 1, weight_groups());
   }
+  // The map's transposes (straight into L1) past the weights' slots, up to the end of UB without an
+  // epilogue (the write-back's blocks and transposes come after the map is in L1; the sync pass
+  // orders them behind the transposes).
+  int64_t map_ub() const { return copy_ub() + weight_slots() * weight_slot_bytes(); }
+  int64_t map_ub_bytes() const { return (epi_ ? copy_ub_bytes() : m_.capacity(Buffer::UB) - copy_ub()) - weight_slots() * weight_slot_bytes(); }
+  // Elements per plane the map's transposes move (a band's rows, or the image's).
+  int64_t map_plane() const { return (spread() ? bands_[0].in_rows : cv_.H) * cv_.W; }
+
+  void transpose_weights_to_l1() {
+    pending_weights_ = code_.weights_to_l1(user_w_, kKTile, kWSrc, orig_.C * RS(), orig_.K, plan_.tn, cv_.depth_channels(), cv_.T, RS(),
+                                           weight_row_pitch(), copy_ub(), weight_slots(), w_l1());
+    // held back only where the map's copy runs once (no image or tile loop: the ring's later loads
+    // would be redone per iteration, over slots the first ones filled)
+    if (per_core_images() != 1 || kt_loop()) flush_pending_weights();
+  }
+  // The map's copies into L1 (x_to_l1) leave each chunk's transposes to slices(), which emits a
+  // slice pair's chunks right before the pair, so the scalar pipe dispatches the pair's mmads
+  // without waiting for every later chunk's transposes to enter the vector queue. map_chunks(t):
+  // where transpose_rows appends tap t's chunks (an earlier tap's emitted first: same UB slots).
+  ConvCode::DeferredChunks* map_chunks(int64_t t) {
+    flush_map_chunks(-1);
+    chunk_slice0_ = t * (cv_.depth_channels() / k0_);
+    return &map_chunks_;
+  }
+  void flush_map_chunks(int64_t last_slice) {  // -1: all
+    size_t n = 0;
+    while (n < map_chunks_.size() && (last_slice < 0 || chunk_slice0_ + map_chunks_[n].first <= last_slice)) map_chunks_[n++].second();
+    map_chunks_.erase(map_chunks_.begin(), map_chunks_.begin() + int64_t(n));
+  }
+
+  // The weights' transposes held back by transpose_weights_to_l1 (empty: none).
+  std::function<void()> take_pending_weights() { return std::exchange(pending_weights_, {}); }
+  void flush_pending_weights() { if (auto f = take_pending_weights()) f(); }
 
   // Image kImage of X into the core's slot `slot` (kXBase: the slot's offset from X_.base).
   // kXSrc = the user's X offset of image kImage (3-D: (n, o)), of the tile's group's planes.
@@ -285,7 +325,7 @@ class ConvEmitter {
     const int64_t c = cv_.depth_channels(), rows = cv_.T > 1 ? c : orig_.C, src_row = cv_.T > 1 ? cv_.D * HW : HW;
     for (int64_t t = 0; t < cv_.T; ++t)
       code_.transpose_rows(user_x_ + (t * HW + first) * in_, kXSrc, src_row, rows, plane, plane, fm_base + t * (c / k0_) * plane * frow_,
-                           npu::kNoRegister, plane * k0_, k0_, copy_ub(), copy_ub_bytes(), Buffer::L1);
+                           npu::kNoRegister, plane * k0_, k0_, map_ub(), map_ub_bytes(), Buffer::L1, take_pending_weights(), map_chunks(t));
   }
 
   void copy_image_in(int64_t slot, int64_t fm_base) {
@@ -294,9 +334,10 @@ class ConvEmitter {
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
     const int64_t HW = cv_.H * cv_.W;
+    if (!x_to_l1()) flush_pending_weights();
     if (x_to_l1())  // planes -> the feature map's C1HWC0 place in L1
-      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, fm_base, npu::kNoRegister, HW * k0_, k0_, copy_ub(), copy_ub_bytes(),
-                           Buffer::L1);
+      code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, fm_base, npu::kNoRegister, HW * k0_, k0_, map_ub(), map_ub_bytes(),
+                           Buffer::L1, take_pending_weights(), map_chunks(0));
     else if (cv_.layout == Layout::Nchw)  // planes -> the C1HWC0 slot load_band reads
       code_.transpose_rows(user_x_, kXSrc, HW, orig_.C, HW, HW, X_.base, kXBase, HW * k0_, k0_, copy_ub(), copy_ub_bytes());
     else
@@ -320,10 +361,11 @@ class ConvEmitter {
     user_x_base();
     op(Opcode::Mul, {reg(kXBase), reg(npu::kRegCoreId), imm(2 * x_slot_bytes())});
     if (slot) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(slot * x_slot_bytes())});
+    if (!x_to_l1()) flush_pending_weights();
     for (int64_t t = 0; t < cv_.T; ++t)
       if (x_to_l1())
         code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, fm_base + t * X_.tap_bytes, npu::kNoRegister, HW * k0_, k0_,
-                             copy_ub(), copy_ub_bytes(), Buffer::L1);
+                             map_ub(), map_ub_bytes(), Buffer::L1, take_pending_weights(), map_chunks(t));
       else
         code_.transpose_rows(user_x_ + t * HW * in_, kXSrc, cv_.D * HW, c, HW, HW, X_.base + t * X_.tap_bytes, kXBase, HW * k0_, k0_, copy_ub(),
                              copy_ub_bytes());
@@ -472,7 +514,7 @@ class ConvEmitter {
     if (!loads_after_fold()) {
       if (epi_) load_channels();
       if (per_core()) copy_weights();
-      load_weights();
+      if (!weights_per_band_kind()) load_weights();
     }
     const int64_t iterations = per_core_images() / halves();
     if (bands_.size() > 1) {
@@ -574,7 +616,7 @@ class ConvEmitter {
       TESSEL_CHECK(bands_[i].in_rows == bands_[1].in_rows && bands_[i].pad_top == 0 && bands_[i].pad_bottom == 0,
                    "conv: the middle bands over cores must be alike (plan_conv's spread_over_cores)");
     op(Opcode::Loop, {reg(kCase), reg(kBand), imm(1), imm(1)});  // band 0
-    band_code(0);
+    band_code(0, 0);
     op(Opcode::EndLoop, {});
     if (n > 2) {  // 1 <= band <= n - 2: (band + n - 2) / (n - 1) - band / (n - 1) iterations
       op(Opcode::Add, {reg(kMid), reg(kBand), imm(n - 2)});
@@ -582,26 +624,29 @@ class ConvEmitter {
       op(Opcode::Div, {reg(kTmp), reg(kBand), imm(n - 1)});
       op(Opcode::Sub, {reg(kMid), reg(kMid), reg(kTmp)});
       op(Opcode::Loop, {reg(kCase), imm(0), reg(kMid), imm(1)});
-      band_code(1);
+      band_code(1, 1);
       op(Opcode::EndLoop, {});
     }
     op(Opcode::Add, {reg(kMid), reg(kBand), imm(1)});  // band n - 1: band + 1 - (n - 1) iterations
     op(Opcode::Loop, {reg(kCase), imm(n - 1), reg(kMid), imm(1)});
-    band_code(n - 1);
+    band_code(n - 1, n > 2 ? 2 : 1);
     op(Opcode::EndLoop, {});
   }
 
   // Band t's code at the core's band offsets: X from the band's first input row (t x rows x stride
   // rows past the core's offset, less its halo), Y at the core's band's first row.
-  void band_code(int64_t t) {
+  // `kind`: the kind's slot (band_kind_slots).
+  void band_code(int64_t t, int64_t kind) {
     Band b = bands_[size_t(t)];
     const int64_t back = (t * plan_.band_rows * cv_.sh - b.in_first) * x_width() * X_.pixel_bytes;
+    const int64_t slot = kind % band_kind_slots(), fm = slot * plan_.fm_bytes, acc = slot * plan_.padded_pixels * plan_.tn * acc_;
     b.in_first = 0, b.out_first = 0;
     if (back) op(Opcode::Sub, {reg(kXBase), reg(kXBase), imm(back)});
     set_fmatrix(b);
-    load_band(b, 0);
-    slices(b, 0, c_base(0));
-    write_back(b, c_base(0), kYBase);
+    if (weights_per_band_kind()) load_weights();
+    load_band(b, fm);
+    slices(b, fm, acc);
+    write_back(b, acc, kYBase);
     if (back) op(Opcode::Add, {reg(kXBase), reg(kXBase), imm(back)});
   }
 
@@ -632,7 +677,9 @@ class ConvEmitter {
   // The k-tile's weights into L1, one fractal row of input channels x all kernel positions at a time.
   void load_weights() {
     const int64_t tn = plan_.tn;
-    if (cv_.depthwise) return diagonal_weights();
+    if (cv_.depthwise)  // diagonal fractals built in UB (ConvCode::diagonal_weights)
+      return code_.diagonal_weights(cv_.layout == Layout::Nchw, RS(), cv_.G, W_.base, kKTile, kWCol, kGroupX, copy_ub(), w_l1(),
+                                    unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
     if (weights_to_l1()) return;  // copy_weights put them there
     if (cv_.G > 1 && !per_core()) return grouped_weights();
     if (W_.fractal) {
@@ -652,9 +699,30 @@ class ConvEmitter {
     if (cv_.folded() && fold_.weight_guard_bytes()) fold_.zero_weight_rows(w_l1(), tn, offset("w_guard"));
   }
 
-  // Per channel slice (a depth tap's slice in 3-D) and kernel position, 16 input channels x tn into L1.
+  // The tile's weights in L1: fractals (c1, q, j) (slice, kernel position, 16-column block). Rows
+  // (t, q, c) evenly spaced in GM (conv_match.h's weights_in_one_copy): one dma_in_nz of all of
+  // them, NZ order: fractal (t, q, c1d, j) at j R S C1 + (t R S + q) C1d + c1d (slice c1 = t C1d +
+  // c1d at c1 + t (R S - 1) C1d, positions C1d apart, blocks R S C1); else one per (c1, q): slice
+  // c1 at c1 R S nb, positions nb apart, blocks 1 apart (README "Per-core chain").
+  bool one_weight_copy() const {
+    if (!weights_in_one_copy(cv_, k0_) || weights_to_l1() || W_.fractal) return false;
+    return W_.row_q == cv_.depth_channels() * W_.row_c && (cv_.T == 1 || W_.per_tap == RS() * W_.row_q);
+  }
+  int64_t w_slice_fractals(int64_t c1) const {
+    const int64_t c1d = C1() / cv_.T;
+    return one_weight_copy() ? c1 + c1 / c1d * (RS() - 1) * c1d : c1 * RS() * (plan_.tn / n0_);
+  }
+  int64_t w_position_stride() const { return one_weight_copy() ? C1() / cv_.T : plan_.tn / n0_; }
+  int64_t w_block_stride() const { return one_weight_copy() ? RS() * C1() : 1; }
+
+  // Per channel slice (a depth tap's slice in 3-D) and kernel position, 16 input channels x tn into
+  // L1 (or all of them by one copy: one_weight_copy).
   void weight_fractals(Reg col) {
     const int64_t tn = plan_.tn, per_tap = C1() / cv_.T;
+    if (one_weight_copy()) {
+      op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1()), at(Buffer::GM, W_.base, col), imm(RS() * cv_.C), imm(tn), imm(W_.row_c)});
+      return;
+    }
     for (int64_t c1 = 0; c1 < C1(); ++c1)
       for (int64_t q = 0; q < RS(); ++q)
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
@@ -674,54 +742,6 @@ class ConvEmitter {
     op(Opcode::Add, {reg(kWCol), reg(kWCol), reg(kTmp)});
     op(Opcode::Mul, {reg(kGroupX), reg(kGroupX), imm(cv_.C * in_)});
     weight_fractals(kWCol);
-  }
-
-
-  // Depthwise: group g = kKTile (one fractal of channels) has per kernel position q the diagonal
-  // fractal diag(Wt[q][16 g .. 16 g + 15]), built in UB (past the epilogue's regions) and moved to
-  // L1: the tile's RS values per channel from GM, each broadcast along its fractal row (vbrcb, the
-  // first 16 lanes enabled), times the identity (two vmuls: each fractal's rows 0-7 and 8-15 against
-  // the identity's, source repeat stride 0); exact (w x 1, w x 0).
-  void diagonal_weights() {
-    const int64_t rs = RS(), repeat = m_.vector_bytes_per_repeat, block = m_.vector_block_bytes;
-    const int64_t ub = copy_ub(), raw = round_up(rs * frow_, repeat), diag = ub + raw, ident = diag + rs * fractal_;
-    const int64_t lanes = m_.vector_lanes(DType::F16), rows_per_repeat = lanes / k0_;
-    if (ident + fractal_ > m_.capacity(Buffer::UB) || rs > m_.vector_max_repeat || fractal_ != 2 * repeat)
-      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
-    const bool nchw = cv_.layout == Layout::Nchw;  // Wt[C][R S]: the group's 16 rows of R S values, in one piece
-    op(Opcode::Mul, {reg(kWCol), reg(kKTile), imm(nchw ? k0_ * rs * in_ : k0_ * in_)});
-    if (!nchw) op(Opcode::Mov, {reg(kGroupX), reg(kWCol)});  // the group's channels within a pixel (image_bases)
-    if (nchw)
-      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(1), imm(k0_ * rs * in_), imm(0), imm(0)});
-    else
-      op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, W_.base, kWCol), imm(rs), imm(k0_ * in_), imm((cv_.G - 1) * k0_ * in_), imm(0)});
-    code_.full_mask();
-    code_.zero_ub(ident, fractal_);
-    for (int64_t h = 0; h < fractal_ / repeat; ++h) {  // the identity's ones, rows_per_repeat rows per repeat
-      uint64_t lo = 0, hi = 0;
-      for (int64_t i = 0; i < rows_per_repeat; ++i) {
-        const int64_t lane = i * k0_ + h * rows_per_repeat + i;
-        (lane < 64 ? lo : hi) |= uint64_t(1) << (lane % 64);  // not hardware: the mask operand's int64 halves
-      }
-      op(Opcode::SetVectorMask, {imm(int64_t(hi)), imm(int64_t(lo))});
-      op(Opcode::Vdup, {f16(), at(Buffer::UB, ident + h * repeat), Operand::float_(1), imm(1), imm(1), imm(repeat / block)});
-    }
-    op(Opcode::SetVectorMask, {imm(0), imm(int64_t((uint64_t(1) << k0_) - 1))});  // one fractal row's lanes
-    const int64_t per = m_.vector_max_repeat / k0_ * k0_;
-    for (int64_t e = 0; e < rs * k0_; e += per)
-      op(Opcode::Vbrcb, {f16(), at(Buffer::UB, diag + e * frow_), at(Buffer::UB, ub + e * in_), imm(std::min(per, rs * k0_ - e)), imm(1),
-                         imm(frow_ / block)});
-    code_.full_mask();
-    // NHWC: rows [q][c] in place; NCHW: rows [c][q] gathered into [q][c] (source block stride R S rows)
-    const int64_t out = nchw ? ident + fractal_ : diag, row_blocks = frow_ / block;
-    if (nchw && out + rs * fractal_ > m_.capacity(Buffer::UB))
-      return code_.refuse(unsupported("the depthwise weights' diagonal fractals do not fit the vector buffer").what());
-    for (int64_t h = 0; h < fractal_ / repeat; ++h) {
-      const int64_t src = nchw ? diag + h * rows_per_repeat * rs * frow_ : diag + h * repeat;
-      op(Opcode::Vmul, {f16(), at(Buffer::UB, out + h * repeat), at(Buffer::UB, src), at(Buffer::UB, ident + h * repeat), imm(rs), imm(1),
-                        imm(nchw ? rs * row_blocks : 1), imm(1), imm(fractal_ / block), imm(nchw ? row_blocks : fractal_ / block), imm(0)});
-    }
-    op(Opcode::DmaOut, {at(Buffer::L1, w_l1()), at(Buffer::UB, out), imm(1), imm(rs * fractal_), imm(0), imm(0)});
   }
 
   // dst = base offset of image kImage in layout l (without l.base)
@@ -791,19 +811,25 @@ class ConvEmitter {
   // (those iterations peeled), so the vector unit's work spreads over this band's mmads instead
   // of holding the in-order scalar issue (and with it the cube) behind a full vector queue.
   void slices(const Band& b, int64_t fm_base, int64_t c_base, const Trailing& trailing = {}) {
-    const int64_t tn = plan_.tn, pairs = C1() / 2;
-    const int64_t peeled = trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
+    flush_pending_weights();
+    const int64_t pairs = C1() / 2;
+    // every pair straight-line where there are few: each slice's load3d then reads its own
+    // constant plane, so the sync pass lets it start once that plane's copy has landed
+    const int64_t peeled = pairs <= kStraightPairs ? pairs : trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
+    if (peeled < pairs) flush_map_chunks(-1);
+    plane_ = b.in_rows * cv_.W * frow_;
     auto pair = [&] {
       op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
-      op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * RS() * tn * frow_)});
-      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * RS())});
+      slice_weights();
+      op(Opcode::Mul, {reg(kKpos), reg(kSlice), imm(2 * plane_)});
       slice(0, reg(kInit), fm_base, c_base, b.blocks, true);
       slice(1, imm(0), fm_base, c_base, b.blocks, false);
     };
     for (int64_t i = 0; i < peeled; ++i) {
+      flush_map_chunks(2 * i + 1);
       op(Opcode::Mov, {reg(kSlice), imm(i)});
       pair();
-      trailing.emit(i);
+      if (i < trailing.pieces) trailing.emit(i);
     }
     if (pairs - peeled > 1) {
       op(Opcode::Loop, {reg(kSlice), imm(peeled), imm(pairs), imm(1)});
@@ -813,42 +839,57 @@ class ConvEmitter {
       op(Opcode::Mov, {reg(kSlice), imm(peeled)});
       pair();
     }
+    flush_map_chunks(-1);
     if (C1() % 2) {
-      op(Opcode::Mov, {reg(kWSlice), imm((C1() - 1) * RS() * tn * frow_)});
-      op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * RS())});
+      op(Opcode::Mov, {reg(kWSlice), imm(w_slice_fractals(C1() - 1) * fractal_)});
+      op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * plane_)});
       slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks, false);
     }
-    for (int64_t i = peeled; i < trailing.pieces; ++i) trailing.emit(i);
+    for (int64_t i = std::min(peeled, trailing.pieces); i < trailing.pieces; ++i) trailing.emit(i);
+  }
+
+  // kWSlice = the L1 offset of slice 2 kSlice's weights from w_l1() (one_weight_copy with depth
+  // taps: tap t = 2 kSlice / C1d, C1d even: slice 2 kSlice + 1 in the same tap).
+  void slice_weights() {
+    const int64_t c1d = C1() / cv_.T;
+    if (!one_weight_copy() || cv_.T == 1)
+      return op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm((one_weight_copy() ? 2 : 2 * RS() * (plan_.tn / n0_)) * fractal_)});
+    op(Opcode::Div, {reg(kTmp), reg(kSlice), imm(c1d / 2)});
+    op(Opcode::Mul, {reg(kTmp), reg(kTmp), imm((RS() - 1) * c1d * fractal_)});
+    op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm(2 * fractal_)});
+    op(Opcode::Add, {reg(kWSlice), reg(kWSlice), reg(kTmp)});
   }
 
   // The weights of kernel-position group gi of slice `sub` L1 -> L0B (the next ping-pong half).
   int64_t load_group(int64_t sub, size_t gi) {
-    const int64_t tn = plan_.tn, nb = tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
+    const int64_t nb = plan_.tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
     const auto [q0, qn] = plan_.kgroups[gi];
-    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + (sub * RS() + q0) * tn * frow_, kWSlice), imm(qn), imm(nb),
-                        imm(nb), imm(1), imm(1)});
+    const int64_t first = w_slice_fractals(sub) + q0 * w_position_stride();
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + first * fractal_, kWSlice), imm(qn), imm(nb),
+                        imm(w_position_stride()), imm(w_block_stride()), imm(1)});
     return lb;
   }
 
   // One channel slice (c1 = 2 * kSlice + sub, or the constant last one): per kernel-position group
-  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad. The next group's weights are
+  // the weights L1 -> L0B and per pixel block load3d -> L0A, mmad. load3d reads the slice's own
+  // 16-channel plane of the feature map (kKpos: its L1 offset; C1HWC0, so plane c1 is a feature map
+  // of one fractal row of channels), kernel positions counted within the slice. The next group's weights are
   // loaded after the second block's load3d (into the other L0B half), and with `load_next` the
   // next slice's first group's, so MTE1 has them ready when the cube reaches them.
   void slice(int64_t sub, Operand init_first, int64_t fm_base, int64_t c_base, const std::vector<std::pair<int64_t, int64_t>>& blocks,
              bool load_next) {
     const int64_t tn = plan_.tn;
     const auto& kgroups = plan_.kgroups;
-    op(Opcode::Add, {reg(kTmp), reg(kKpos), imm(sub * RS())});
     int64_t lb = sub == 1 && next_lb_ >= 0 ? next_lb_ : load_group(sub, 0);
     next_lb_ = -1;
     for (size_t gi = 0; gi < kgroups.size(); ++gi) {
       const auto [q0, qn] = kgroups[gi];
-      if (q0) op(Opcode::Add, {reg(kTmp), reg(kTmp), imm(q0 - kgroups[gi - 1].first)});
       int64_t next = -1;
       for (size_t bi = 0; bi < blocks.size(); ++bi) {
         const auto [p0, size] = blocks[bi];
         const int64_t la = (l0a_step_++ % 2) * plan_.l0a_half;
-        op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base), imm(cv_.C), imm(p0), imm(size), reg(kTmp), imm(qn)});
+        op(Opcode::Load3d, {f16(), at(Buffer::L0A, la), at(Buffer::L1, fm_base + sub * plane_, kKpos), imm(k0_), imm(p0), imm(size), imm(q0),
+                            imm(qn)});
         if (bi == std::min<size_t>(1, blocks.size() - 1)) {
           if (gi + 1 < kgroups.size()) next = load_group(sub, gi + 1);
           else if (load_next) next_lb_ = load_group(sub + 1, 0);
@@ -942,6 +983,10 @@ class ConvEmitter {
   WeightLayout W_;
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0, rows_step_ = 0;
   int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
+  int64_t plane_ = 0;     // bytes of one 16-channel plane of the band's feature map in L1
+  std::function<void()> pending_weights_;  // the weights' transposes after the map's first loads
+  ConvCode::DeferredChunks map_chunks_;  // the map's chunks not emitted yet (group, emitter)
+  int64_t chunk_slice0_ = 0;             // their groups' first slice
 };
 
 }  // namespace

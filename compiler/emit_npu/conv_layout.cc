@@ -49,43 +49,66 @@ void ConvCode::resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint
   }
 }
 
+int64_t ConvCode::transpose_slot_bytes(int64_t plane, int64_t ub_bytes) const {
+  const int64_t side = m_.block_elements(DType::F16), square = side * side * dtype_bytes(DType::F16);
+  const int64_t squares = std::min(ub_bytes / 2 / (2 * square), (plane + side - 1) / side);
+  return 2 * squares * square;
+}
+
 void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out,
                               int64_t dst_gm, uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes,
-                              npu::Buffer dst_buffer) {
+                              npu::Buffer dst_buffer, const std::function<void()>& after_loads, DeferredChunks* deferred) {
+  TESSEL_CHECK(!deferred || plane_out <= plane, "transpose_rows: deferred chunks with zero rows past the plane");
   const int64_t eb = dtype_bytes(DType::F16), side = m_.block_elements(DType::F16), piece = side * eb;  // 16 elements, 32 bytes
   const int64_t square = side * piece, repeats_per_square = square / m_.vector_bytes_per_repeat;
   const int64_t rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes;
-  const int64_t per_half = ub_bytes / 2 / (2 * square);  // 16 x 16 squares per chunk: raw and transposed, two halves
+  const int64_t per_half = std::min(ub_bytes / 2 / (2 * square), (plane + side - 1) / side);  // 16 x 16 squares per chunk
   if (per_half < 1 || repeats_per_square * 1 > m_.vector_max_repeat)
     return refuse(fmt::format("kernel {}: the NPU backend does not map this convolution yet: a transpose of {} x {} elements "
                               "does not fit the vector buffer ({} bytes)", k_.name, rows, plane, ub_bytes));
-  const int64_t chunk = per_half * side, pitch_blocks = chunk * eb / m_.vector_block_bytes;
-  int64_t half = 0;
-  for (int64_t g = 0; g * side < rows; ++g) {
-    const int64_t nrows = std::min(side, rows - g * side);
-    for (int64_t e0 = 0; e0 < plane; e0 += chunk) {
-      const int64_t ne = std::min(chunk, plane - e0), squares = (ne + side - 1) / side;
-      const int64_t raw = ub + half * ub_bytes / 2, out = raw + per_half * square;
-      half ^= 1;
-      if (nrows < side) {
-        full_mask();
-        zero_ub(raw, side * chunk * eb);
-      }
-      // the group's rows in one DMA, each row `chunk` elements apart in UB
-      op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw), at(npu::Buffer::GM, src_gm + (g * side * src_row + e0) * eb, src_reg), imm(nrows),
-                              imm(ne * eb), imm((src_row - ne) * eb), imm((chunk - ne) * eb)});
-      // one 16 x 16 square per instruction: its rows a row pitch apart, its transpose contiguous
-      for (int64_t s0 = 0; s0 < squares; ++s0)
-        op(npu::Opcode::Vtranspose, {type(DType::F16), at(npu::Buffer::UB, out + s0 * square), at(npu::Buffer::UB, raw + s0 * piece),
-                                     imm(repeats_per_square), imm(1), imm(pitch_blocks), imm(rep_blocks), imm(rep_blocks * pitch_blocks)});
-      const int64_t dst = dst_gm + (g * dst_block + e0 * dst_pitch) * eb;
-      if (dst_pitch == side)
-        op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});
-      else
-        op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(ne), imm(piece), imm(0),
-                                 imm((dst_pitch - side) * eb)});
+  const int64_t chunk = per_half * side, pitch_blocks = chunk * eb / m_.vector_block_bytes, slot_bytes = 2 * per_half * square;
+  struct Chunk {
+    int64_t g, e0;
+  };
+  std::vector<Chunk> chunks;
+  for (int64_t g = 0; g * side < rows; ++g)
+    for (int64_t e0 = 0; e0 < plane; e0 += chunk) chunks.push_back({g, e0});
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(int64_t(chunks.size()), ub_bytes / slot_bytes));
+  auto raw_of = [=](size_t i) { return ub + int64_t(i % size_t(slots)) * slot_bytes; };
+  auto load = [=, this](size_t i) {
+    const auto [g, e0] = chunks[i];
+    const int64_t nrows = std::min(side, rows - g * side), ne = std::min(chunk, plane - e0), raw = raw_of(i);
+    if (nrows < side) {
+      full_mask();
+      zero_ub(raw, side * chunk * eb);
     }
+    // the group's rows in one DMA, each row `chunk` elements apart in UB
+    op(npu::Opcode::DmaIn, {at(npu::Buffer::UB, raw), at(npu::Buffer::GM, src_gm + (g * side * src_row + e0) * eb, src_reg), imm(nrows),
+                            imm(ne * eb), imm((src_row - ne) * eb), imm((chunk - ne) * eb)});
+  };
+  for (size_t i = 0; i < std::min(chunks.size(), size_t(slots)); ++i) load(i);
+  if (after_loads) after_loads();
+  auto finish = [=, this](size_t i) {
+    const auto [g, e0] = chunks[i];
+    const int64_t ne = std::min(chunk, plane - e0), squares = (ne + side - 1) / side;
+    const int64_t raw = raw_of(i), out = raw + per_half * square;
+    // one 16 x 16 square per instruction: its rows a row pitch apart, its transpose contiguous
+    for (int64_t s0 = 0; s0 < squares; ++s0)
+      op(npu::Opcode::Vtranspose, {type(DType::F16), at(npu::Buffer::UB, out + s0 * square), at(npu::Buffer::UB, raw + s0 * piece),
+                                   imm(repeats_per_square), imm(1), imm(pitch_blocks), imm(rep_blocks), imm(rep_blocks * pitch_blocks)});
+    const int64_t dst = dst_gm + (g * dst_block + e0 * dst_pitch) * eb;
+    if (dst_pitch == side)
+      op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(1), imm(ne * piece), imm(0), imm(0)});
+    else
+      op(npu::Opcode::DmaOut, {at(dst_buffer, dst, dst_reg), at(npu::Buffer::UB, out), imm(ne), imm(piece), imm(0),
+                               imm((dst_pitch - side) * eb)});
+    if (i + size_t(slots) < chunks.size()) load(i + size_t(slots));
+  };
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (deferred) deferred->push_back({chunks[i].g, [finish, i] { finish(i); }});
+    else finish(i);
   }
+  int64_t half = int64_t(chunks.size()) % 2;
   if (plane_out <= plane) return;
   TESSEL_CHECK(dst_block == side, "transpose_rows: zero rows past the plane need one group across every row");
   const int64_t bytes = (plane_out - plane) * dst_pitch * eb, room = ub_bytes / 2 / piece * piece;
@@ -97,6 +120,81 @@ void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, 
     op(npu::Opcode::DmaOut, {at(dst_buffer, dst_gm + plane * dst_pitch * eb + z0, dst_reg), at(npu::Buffer::UB, at_ub), imm(1), imm(n),
                              imm(0), imm(0)});
   }
+}
+
+std::function<void()> ConvCode::weights_to_l1(int64_t w_gm, uint8_t tile_reg, uint8_t src_reg, int64_t crs, int64_t k, int64_t tn,
+                                              int64_t c, int64_t taps, int64_t rs, int64_t pitch, int64_t ub, int64_t slots, int64_t l1) {
+  const int64_t k0 = m_.cube_f16.k0, n0 = m_.cube_f16.n0, eb = dtype_bytes(DType::F16), frow = m_.fractal_row_bytes;
+  const int64_t fractal = m_.fractal_bytes(), sq = k0 * frow, slot_bytes = 2 * pitch * k0 * eb;
+  const int64_t blocks = pitch * eb / m_.vector_block_bytes, rep_blocks = m_.vector_bytes_per_repeat / m_.vector_block_bytes;
+  const int64_t c1d = c / k0, groups = (std::min(tn, k) + k0 - 1) / k0;
+  op(Opcode::Mul, {reg(src_reg), reg(tile_reg), imm(tn * crs * eb)});
+  auto raw_of = [=](int64_t g) { return ub + (g % slots) * slot_bytes; };
+  auto load = [=, this](int64_t g) {
+    const int64_t rows = std::min(k0, k - g * k0), raw = raw_of(g);
+    if (rows < k0) {
+      full_mask();
+      zero_ub(raw, k0 * pitch * eb);
+    }
+    op(Opcode::DmaIn, {at(Buffer::UB, raw), at(Buffer::GM, w_gm + g * k0 * crs * eb, src_reg), imm(rows), imm(crs * eb), imm(0),
+                       imm((pitch - crs) * eb)});
+  };
+  for (int64_t g = 0; g < std::min(groups, slots); ++g) load(g);
+  return [=, this] {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t raw = raw_of(g), out = raw + pitch * k0 * eb;
+      for (int64_t s = 0; s * k0 < crs; ++s)
+        op(Opcode::Vtranspose, {type(DType::F16), at(Buffer::UB, out + s * sq), at(Buffer::UB, raw + s * frow),
+                                imm(sq / m_.vector_bytes_per_repeat), imm(1), imm(blocks), imm(rep_blocks), imm(rep_blocks * blocks)});
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t t = 0; t < taps; ++t)
+          op(Opcode::DmaOut, {at(Buffer::L1, l1 + (((t * c1d + ci / k0) * rs) * (tn / n0) + g) * fractal + (ci % k0) * frow),
+                              at(Buffer::UB, out + (ci * taps + t) * rs * frow), imm(rs), imm(frow), imm(0), imm((tn / n0) * fractal - frow)});
+      if (g + slots < groups) load(g + slots);
+    }
+  };
+}
+
+void ConvCode::diagonal_weights(bool nchw, int64_t rs, int64_t groups, int64_t w_gm, uint8_t tile_reg, uint8_t col_reg, uint8_t group_reg,
+                                int64_t ub, int64_t l1, const std::string& refusal) {
+  const int64_t k0 = m_.cube_f16.k0, eb = dtype_bytes(DType::F16), frow = m_.fractal_row_bytes, fractal = m_.fractal_bytes();
+  const int64_t repeat = m_.vector_bytes_per_repeat, block = m_.vector_block_bytes;
+  const int64_t raw = round_up(rs * frow, repeat), diag = ub + raw, ident = diag + rs * fractal;
+  const int64_t lanes = m_.vector_lanes(DType::F16), rows_per_repeat = lanes / k0;
+  if (ident + fractal > m_.capacity(Buffer::UB) || rs > m_.vector_max_repeat || fractal != 2 * repeat) return refuse(refusal);
+  // NCHW Wt[C][R S]: the group's 16 rows of R S values, in one piece
+  op(Opcode::Mul, {reg(col_reg), reg(tile_reg), imm(nchw ? k0 * rs * eb : k0 * eb)});
+  if (!nchw) op(Opcode::Mov, {reg(group_reg), reg(col_reg)});  // the group's channels within a pixel (image_bases)
+  if (nchw)
+    op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, w_gm, col_reg), imm(1), imm(k0 * rs * eb), imm(0), imm(0)});
+  else
+    op(Opcode::DmaIn, {at(Buffer::UB, ub), at(Buffer::GM, w_gm, col_reg), imm(rs), imm(k0 * eb), imm((groups - 1) * k0 * eb), imm(0)});
+  full_mask();
+  zero_ub(ident, fractal);
+  for (int64_t h = 0; h < fractal / repeat; ++h) {  // the identity's ones, rows_per_repeat rows per repeat
+    uint64_t lo = 0, hi = 0;
+    for (int64_t i = 0; i < rows_per_repeat; ++i) {
+      const int64_t lane = i * k0 + h * rows_per_repeat + i;
+      (lane < 64 ? lo : hi) |= uint64_t(1) << (lane % 64);  // not hardware: the mask operand's int64 halves
+    }
+    op(Opcode::SetVectorMask, {imm(int64_t(hi)), imm(int64_t(lo))});
+    op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, ident + h * repeat), Operand::float_(1), imm(1), imm(1), imm(repeat / block)});
+  }
+  op(Opcode::SetVectorMask, {imm(0), imm(int64_t((uint64_t(1) << k0) - 1))});  // one fractal row's lanes
+  const int64_t per = m_.vector_max_repeat / k0 * k0;
+  for (int64_t e = 0; e < rs * k0; e += per)
+    op(Opcode::Vbrcb, {type(DType::F16), at(Buffer::UB, diag + e * frow), at(Buffer::UB, ub + e * eb), imm(std::min(per, rs * k0 - e)),
+                       imm(1), imm(frow / block)});
+  full_mask();
+  // NHWC: rows [q][c] in place; NCHW: rows [c][q] gathered into [q][c] (source block stride R S rows)
+  const int64_t out = nchw ? ident + fractal : diag, row_blocks = frow / block;
+  if (nchw && out + rs * fractal > m_.capacity(Buffer::UB)) return refuse(refusal);
+  for (int64_t h = 0; h < fractal / repeat; ++h) {
+    const int64_t src = nchw ? diag + h * rows_per_repeat * rs * frow : diag + h * repeat;
+    op(Opcode::Vmul, {type(DType::F16), at(Buffer::UB, out + h * repeat), at(Buffer::UB, src), at(Buffer::UB, ident + h * repeat), imm(rs),
+                      imm(1), imm(nchw ? rs * row_blocks : 1), imm(1), imm(fractal / block), imm(nchw ? row_blocks : fractal / block), imm(0)});
+  }
+  op(Opcode::DmaOut, {at(Buffer::L1, l1), at(Buffer::UB, out), imm(1), imm(rs * fractal), imm(0), imm(0)});
 }
 
 void ConvCode::f32_block_to_rows(int64_t src, int64_t out, int64_t pitch, int64_t t1, int64_t t2) {

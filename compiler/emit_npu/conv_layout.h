@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,12 +70,42 @@ class ConvCode {
   // as 0 (those need dst_block == 16: one group spans every row). Used for NCHW planes -> C1HWC0
   // (dst_block = plane x 16, dst_pitch = 16) and the weights [K][C R S] -> [C R S][tn] (dst_block 16,
   // dst_pitch tn). Per group of 16 rows and chunk of elements: the rows by one DMA (a row pitch of
-  // the chunk in UB), one vtranspose per 16 x 16 square (rows a pitch apart), one DMA out;
-  // two UB halves of [ub, ub + ub_bytes) alternate so loads overlap the transposes. dst_buffer: GM, or
-  // L1 (a feature map straight into its C1HWC0 place; dst_gm is then an L1 offset).
+  // the chunk in UB), one vtranspose per 16 x 16 square (rows a pitch apart), one DMA out. The
+  // chunks (as large as half of [ub, ub + ub_bytes) allows, no larger than the plane) take turns in
+  // as many UB slots as the region holds (two at least), and the first slots' loads are all issued
+  // before the first transpose, the next chunk's load after each chunk's transposes: the loads
+  // stream on MTE2 while the vector unit works (emitted load, transpose, load, a slot's next load
+  // waited for the vector queue). `after_loads`, if given, is emitted after those first loads (the
+  // weights' transposes behind the map's loads). dst_buffer: GM, or L1 (a feature map straight into
+  // its C1HWC0 place; dst_gm is then an L1 offset). `deferred` (plane_out == plane only): each
+  // chunk's transposes, copy out and the next load are not emitted but appended, in order, as
+  // (group of 16 rows, emitter), for the caller to emit in that order where it likes (the cube's
+  // slices between them, so the scalar pipe reaches a slice's mmads before every transpose).
+  using DeferredChunks = std::vector<std::pair<int64_t, std::function<void()>>>;
   void transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out, int64_t dst_gm,
                       uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes,
-                      npu::Buffer dst_buffer = npu::Buffer::GM);
+                      npu::Buffer dst_buffer = npu::Buffer::GM, const std::function<void()>& after_loads = {},
+                      DeferredChunks* deferred = nullptr);
+  // UB bytes one slot of transpose_rows takes for a plane of `plane` elements in [ub, ub + ub_bytes).
+  int64_t transpose_slot_bytes(int64_t plane, int64_t ub_bytes) const;
+  // NCHW weights [K][C T R S] (at w_gm, row length crs = C T R S) of output-channel tile `tile_reg`
+  // (tn channels, the first `k` of all valid) transposed into their L1 fractals at l1 ([t c1][R S]
+  // [tn / 16] fractals, rows (c, t, q) of 16 output channels): per group of 16 output channels its
+  // rows by one DMA into UB (row pitch `pitch` elements), one vtranspose per square, per (c, t) its
+  // R S rows to their fractal rows in L1. The groups take turns in `slots` UB slots of 2 x 16 x
+  // pitch elements from ub. Emits the first slots' loads (src_reg: the tile's rows) and returns
+  // the rest (transposes, copies to L1, the later groups' loads) for the caller to emit.
+  std::function<void()> weights_to_l1(int64_t w_gm, uint8_t tile_reg, uint8_t src_reg, int64_t crs, int64_t k, int64_t tn, int64_t c,
+                                      int64_t taps, int64_t rs, int64_t pitch, int64_t ub, int64_t slots, int64_t l1);
+  // Depthwise on the cube: group g = tile_reg (one fractal of channels) has per kernel position q
+  // the diagonal fractal diag(Wt[q][16 g .. 16 g + 15]), built in UB from `ub` and moved to L1 at
+  // l1: the tile's rs values per channel from GM (w_gm; NCHW Wt[C][R S], else Wt[R S][G 16]), each
+  // broadcast along its fractal row (vbrcb, the first 16 lanes enabled), times the identity (two
+  // vmuls: each fractal's rows 0-7 and 8-15 against the identity's, source repeat stride 0); exact
+  // (w x 1, w x 0). col_reg: the group's GM offset; group_reg (NHWC): its channels within a pixel.
+  // `refusal`: the text refused when the fractals do not fit UB.
+  void diagonal_weights(bool nchw, int64_t rs, int64_t groups, int64_t w_gm, uint8_t tile_reg, uint8_t col_reg, uint8_t group_reg,
+                        int64_t ub, int64_t l1, const std::string& refusal);
   // f32 columns -> rows: src holds `pixels` rows of 16 f32 (row p at src_gm + p * src_pitch
   // elements), dst gets channel c < channels as a row at dst_gm + c * dst_pitch elements (pixel p at
   // + p): an NHWC result block back to NCHW. Per 16 x 16 f32 block three 16-bit transposes

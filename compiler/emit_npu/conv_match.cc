@@ -223,6 +223,11 @@ std::string windows_stop_short(const kernel::Kernel& k, const Conv& cv) {
                      "reached): img2col has no negative padding", k.name, reach_h, cv.H, reach_w, cv.W);
 }
 
+bool weights_in_one_copy(const Conv& c, int64_t frac) {
+  if (c.layout != Layout::Nhwc || c.depthwise || c.folded()) return false;
+  return c.T == 1 || (round_up(c.C, frac) / c.T / frac) % 2 == 0;
+}
+
 // The planner's view of a matched convolution: channel counts padded to the cube's fractal.
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   tile::ConvGeometry g;
@@ -241,10 +246,11 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.groups = c.G;
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
   g.weigh_gm_reads = c.T == 1;
+  g.weight_copies = weights_in_one_copy(c, m.cube_f16.k0) ? 1 : 0;
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
-  // (NHWC without copies, one image: bands with padding rows too, each kind of band its own code;
-  // not yet weighed against the two-image ping-pong of several images)
-  const bool nhwc_bands = c.layout == Layout::Nhwc && !g.copies && c.G == 1 && c.T == 1 && !c.depthwise && c.N == 1;
+  // (NHWC without copies: bands with padding rows too, each kind of band its own code; several
+  // images: core = (image, band, tile), where channel tiles x images leave cores idle)
+  const bool nhwc_bands = c.layout == Layout::Nhwc && !g.copies && c.G == 1 && c.T == 1 && !c.depthwise;
   g.spread_bands = nhwc_bands || ((c.layout == Layout::Nchw || !g.copies) && c.pt == 0 &&
                                   (c.OH - 1) * c.sh + c.dh * (c.R - 1) <= c.H - 1);
   if (c.layout == Layout::Nchw) {  // X into L1, Y from UB: the weights' copy round trips; one core: each copy in, out, in

@@ -81,6 +81,11 @@ UserError conv_unsupported(const kernel::Kernel& k, const std::string& why);
 // maps it. "" when the windows reach the image's end.
 std::string windows_stop_short(const kernel::Kernel& k, const Conv& cv);
 
+// Whether the emitter loads a channel tile's weights by one copy (its rows (t, q, c) evenly spaced
+// in GM: NHWC, NDHWC with an even number of fractal rows of channels per depth tap, grouped NHWC,
+// not folded or depthwise) instead of one per fractal row of channels and kernel position.
+bool weights_in_one_copy(const Conv& c, int64_t frac);
+
 // The planner's view of a matched convolution: channel counts padded to the cube's fractal.
 tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m);
 

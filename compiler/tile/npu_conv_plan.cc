@@ -76,7 +76,7 @@ class Planner {
     const double tiles = c.k_tiles <= c.cores ? 1.0 : double(ceil_div(c.k_tiles, c.cores));
     const double jobs = double(c.jobs_per_core) * double(bands_per_job);
     const double bytes = jobs * double(g_.C * g_.band_input_rows(c.band_rows) * g_.W * in_) + tiles * double(g_.C * RS * c.tn * in_);
-    const double copies = jobs * double(C1) + tiles * double(C1 * RS);
+    const double copies = jobs * double(C1) + tiles * double(g_.weight_copies ? g_.weight_copies : C1 * RS);
     const double per_core_bw = std::max(1.0, double(m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle));
     const double shared = m_.gm_shared_bandwidth_bytes_per_cycle > 0 ? m_.gm_shared_bandwidth_bytes_per_cycle : per_core_bw * m_.cores;
     return std::max(bytes / per_core_bw, double(c.cores) * (bytes / shared + copies));

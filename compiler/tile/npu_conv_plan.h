@@ -65,6 +65,9 @@ struct ConvGeometry {
   // The planner weighs each candidate's GM reads (feature maps and weights per core) against its
   // compute: 2-D convolutions without scratch copies (3-D ones read a depth tap's weights apart).
   bool weigh_gm_reads = false;
+  // Copies that bring one channel tile's weights into L1 (0: one per fractal row of input channels
+  // and kernel position; 1: the emitter's one copy of evenly spaced rows).
+  int64_t weight_copies = 0;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
