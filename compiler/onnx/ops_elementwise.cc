@@ -300,10 +300,10 @@ Binary compare(const char* op, const char* cmp, std::function<bool(double, doubl
           [f](const std::vector<double>& a) { return double(f(a[0], a[1])); }};
 }
 
-}  // namespace
-
-void add_elementwise_ops(std::map<std::string, Translator>& t) {
-  const std::vector<Unary> unary = {
+// The element-wise operators of one input: the language's formula of the operand's text, and where
+// the value is exact in double, a constant-folding rule.
+std::vector<Unary> unary_ops() {
+  return {
       {"Neg", [](Context&, const std::string& x) { return "-" + x; }, [](Context&, double x) { return -x; }},
       {"Abs", [](Context&, const std::string& x) { return "abs(" + x + ")"; }, [](Context&, double x) { return std::fabs(x); }},
       {"Exp", [](Context&, const std::string& x) { return "exp(" + x + ")"; }, nullptr},
@@ -379,9 +379,11 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
       {"Acosh", [](Context&, const std::string& x) { return "acosh(" + x + ")"; }, nullptr, "acosh"},
       {"Atanh", [](Context&, const std::string& x) { return "atanh(" + x + ")"; }, nullptr, "atanh"},
   };
-  for (const Unary& u : unary)
-    if (u.formula) add_unary(t, u);
-  const std::vector<Binary> nary = {
+}
+
+// The element-wise operators of two or more (broadcast) inputs.
+std::vector<Binary> nary_ops() {
+  return {
       {"Add", [](Context&, const Args& a) { return a[0] + " + " + a[1]; }, [](const std::vector<double>& a) { return a[0] + a[1]; }},
       {"Sub", [](Context&, const Args& a) { return a[0] + " - " + a[1]; }, [](const std::vector<double>& a) { return a[0] - a[1]; }},
       {"Mul", [](Context&, const Args& a) { return a[0] + " * " + a[1]; }, [](const std::vector<double>& a) { return a[0] * a[1]; }},
@@ -412,7 +414,14 @@ void add_elementwise_ops(std::map<std::string, Translator>& t) {
       compare("LessOrEqual", "<=", [](double a, double b) { return a <= b; }),
       compare("GreaterOrEqual", ">=", [](double a, double b) { return a >= b; }),
   };
-  for (const Binary& b : nary) add_nary(t, b);
+}
+
+}  // namespace
+
+void add_elementwise_ops(std::map<std::string, Translator>& t) {
+  for (const Unary& u : unary_ops())
+    if (u.formula) add_unary(t, u);
+  for (const Binary& b : nary_ops()) add_nary(t, b);
   t["Cast"] = translate_cast;
   t["CastLike"] = translate_cast;
   t["EyeLike"] = translate_eye_like;
