@@ -125,7 +125,15 @@ class Nest : public VectorCode {
       int64_t su, int64_t sv);
   Value load(const Plan& p, const Access& a, int64_t rows, int64_t cols);
   Value load_transposed(const Plan& p, const Access& a, const Value& v, int64_t rows, int64_t cols);
+  int64_t gather_rows(const Plan& p, const Access& a, int64_t rows);
   void broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows);
+  Value row_values(const Plan& p, const Access& a, int64_t rows);
+  int64_t row_value_region();
+  // A statement's rows x pitch tile with rows and lanes (values per row kept one repeat per row).
+  static bool rows_tile(const Plan& p) { return p.box.empty() && !p.mirror && p.u >= 0 && p.v >= 0; }
+  int64_t tile_pitch() const { return fz_.on || sizing_ ? fz_.pitch : plan_->pitch; }
+  Value narrow_rows(const ir::Expr& e, const std::vector<Value>& a);
+  void mixed_rows(Opcode o, DType t, int64_t dst, const Value& a, const Value& b, int64_t rows);
   void sequence(const Plan& p);
   Value index_value(const Plan& p, const Access& a, int64_t n);
   Value compile(const ir::Expr& e, int64_t n) override;
@@ -134,6 +142,7 @@ class Nest : public VectorCode {
   int64_t result_region(const ir::Expr& e, const std::vector<Value>& a) override;
   bool dies(const ir::Expr& x, int64_t region);
   bool kept(int64_t region) const;
+  bool dies_in_tile(const ir::Expr& x, int64_t region) const;
   Value expand(const Value& v);
   Value compile_node(const ir::Expr& e, int64_t n);
   Value narrow_op(const ir::Expr& e, int64_t n);
@@ -182,6 +191,12 @@ class Nest : public VectorCode {
   void wrap_to_i8(const Value& x, int64_t scratch, int64_t n);
   void reduction(const Plan& p);
   void body(const Plan& p);
+  void body_loads(const Plan& p);
+  // A read load() moves by DMA alone (no broadcast, widening, transpose or gather on the vector pipe).
+  bool plain_move(const Plan& p, const Access& a) const {
+    return stride_of(a, p.u) > 0 && stride_of(a, p.v) > 0 && a.type == compute_type(a.type) && !transposable(p, a);
+  }
+  void body_compute(const Plan& p);
   void body_move(const Plan& p);
   void body_mirror(const Plan& p);
   void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1);
@@ -220,12 +235,20 @@ class Nest : public VectorCode {
   std::map<std::string, Value> memo_;  // this tile's values by expression text
   int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
   int64_t accs_[kMaxSets] = {}, parts_[kMaxSets] = {}, rowvals_of_[kMaxSets] = {};
+  enum class Phase { Both, Loads, Compute };  // what body() emits of a tile (levels: a pair's loads first)
+  Phase phase_ = Phase::Both;
+  std::pair<std::vector<Value>, int64_t> set_loads_[kMaxSets];  // each set's loads and the next free region after them
   int64_t rowval_slot_ = 0;    // the next slot of the row-values region a tile's gather takes
   int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)
   Fused fz_;
   bool sizing_ = false;                        // measuring the pipeline's regions (GM not bound yet)
+  // Values per row outside the pipeline (a statement's tile: per-channel operands of an NCHW tile):
+  // a read that does not move along the lanes is one repeat per row, the operations on such values
+  // alone run on those repeats (narrow_), counted apart from the tile's regions (counting_).
+  bool rowwise_ = false, narrow_ = false, counting_ = false;
+  int counted_rows_ = 0;
   std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
   std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
   std::map<std::string, Value> block_loads_;   // this block's loads, by access key

@@ -716,10 +716,12 @@ std::string Nest::tile_with(Plan& p, int v) {
   p.unit = m_.vector_lanes(*bytes.begin());
   // A tile's values, counted by compiling the right-hand side once into a throwaway program (the
   // count does not depend on the tile's size); two sets of them (double buffering).
+  // Values per row (p.row_values) take one repeat per row each.
   p.body_regions = count_regions(p);
+  p.row_values = counted_rows_;
   p.regions = kFixedRegions + 2 * (3 + p.body_regions);
   const int64_t ub = m_.capacity(Buffer::UB);
-  int64_t cap = std::min<int64_t>(ub / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
+  int64_t cap = std::min<int64_t>((ub - 2 * p.row_values * bytes_per_repeat_) / p.regions / 4, max_repeat_ * m_.vector_lanes(4));
   cap = cap / p.unit * p.unit;
   if (cap < p.unit)
     return fmt::format("{} values of one vector repeat each need {} bytes, more than UB's {}", p.regions,
@@ -735,7 +737,9 @@ std::string Nest::tile_with(Plan& p, int v) {
   p.pitch = padded <= lane_cap ? padded : lane_cap;
   if (p.v >= 0) p.cols = std::min(p.cols, share(p, p.v));
   const int64_t eu = p.u >= 0 ? p.dims[p.u].extent : 1;
-  p.rows = std::max<int64_t>(1, std::min({eu, cap / p.pitch, max_repeat_}));
+  const int64_t row_cap = std::min(max_repeat_ * m_.vector_lanes(4) / p.pitch,
+                                   ub / (p.regions * p.pitch * 4 + 2 * p.row_values * bytes_per_repeat_));
+  p.rows = std::max<int64_t>(1, std::min({eu, p.row_values > 0 ? row_cap : cap / p.pitch, max_repeat_}));
   if (p.u >= 0) p.rows = std::min(p.rows, share(p, p.u));
   // Loop order: partition first, output dimensions, u and v innermost of their kind.
   auto place = [&](bool reduction) {
@@ -770,14 +774,26 @@ int Nest::count_regions(const Plan& p) {
   size_.assign(p.dims.size(), 1);
   loaded_.clear();
   memo_.clear();
-  for (const Access& a : p.reads) loaded_.push_back(Value{false, 0, fresh_region(), compute_type(a.type)});
+  // a read that does not move along the lanes: a value per row (as body() loads it), counted apart
+  rowwise_ = counting_ = rows_tile(p);
+  counted_rows_ = 0;
+  for (const Access& a : p.reads) {
+    if (rowwise_ && stride_of(a, p.v) == 0 && stride_of(a, p.u) != 0) {
+      Value v{false, 0, row_value_region(), compute_type(a.type)};
+      v.per_row = true;
+      loaded_.push_back(v);
+    } else {
+      loaded_.push_back(Value{false, 0, fresh_region(), compute_type(a.type)});
+    }
+  }
   for (const Access& a : p.reads) {
     if (a.type != compute_type(a.type)) fresh_region();
     if (transposable(p, a)) fresh_region(), fresh_region();
   }
   vector_of(compile(*p.s->rhs, 1), 1);
+  rowwise_ = counting_ = false;  // (counted_rows_: the plan's row_values)
   const int product = p.s->reduction == ir::Reduction::Prod ? 1 : 0;  // lanes_product's scratch
-  const int regions = static_cast<int>(next_region_ / 4) + 2 + product;
+  const int regions = static_cast<int>(next_region_ / 4) - counted_rows_ + 2 + product;
   p_ = saved;
   plan_ = saved_plan;
   return regions;

@@ -96,6 +96,7 @@ struct Plan {
   int64_t mirror_unit = 1;  // elements per UB block: 1, or a block of a dimension both walk with unit stride (dense)
   int64_t unit = 64;                       // pitch granule: one repeat of the narrowest type
   int regions = 0, body_regions = 0;  // all values of a tile (both sets), one set's
+  int row_values = 0;  // one set's values per row of the tile (one repeat per row each, not in body_regions)
   bool is_reduction() const { return s->reduction != ir::Reduction::None; }
   bool red(int d) const { return d >= 0 && dims[d].reduction; }
   bool out_dim(int d) const { return d >= 0 && !dims[d].reduction; }

@@ -154,9 +154,10 @@ bool Nest::gather_columns(const Plan& p, const Access& a, int64_t region, int64_
 Nest::Value Nest::load(const Plan& p, const Access& a, int64_t rows, int64_t cols) {
   // rows x pitch values in whole repeats (a row block of the pipeline may be wider than the chunk
   // of the statement that reads it: a broadcast wrote past its region into the next set, issue 31)
+  const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
+  if (rowwise_ && sv == 0 && su != 0) return row_values(p, a, rows);
   const int64_t tile = rows * p.pitch;
   const Value v{false, 0, tile > chunk_ ? fresh_bytes(tile * 4) : fresh_region(), a.type};
-  const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
   if (sv == 0 && cols > 1) {
     broadcast_rows(p, a, v, rows);
     return Value{false, 0, v.region, compute_type(a.type)};
@@ -195,38 +196,63 @@ Nest::Value Nest::load_transposed(const Plan& p, const Access& a, const Value& v
   return v;
 }
 
+// The row values of a read that does not move along the lanes, gathered into a slot of the
+// row-values region (widened in place past the gathered ones when the type has no arithmetic); the
+// region of the values. In the statement-by-statement nests each read of a tile gathers into a
+// slot of its own, so the tile's gathers (a per-channel mean, variance, scale, shift) are all in
+// flight at once instead of each waiting for the previous one's broadcast.
+int64_t Nest::gather_rows(const Plan& p, const Access& a, int64_t rows) {
+  const DType t = compute_type(a.type);
+  const int64_t su = stride_of(a, p.u), count = su == 0 ? 1 : rows;
+  const int64_t slot_bytes = 2 * ((std::max<int64_t>(rows, 1) * 4 + 31) / 32 * 32);
+  const int64_t slots = fz_.on ? 1 : std::max<int64_t>(1, chunk_ * 4 / slot_bytes);
+  const int64_t gathered = rowvals() + (rowval_slot_++ % slots) * slot_bytes;
+  move(true, p, a, gathered, count, 1, 1, su == 0 ? 1 : su, 0);
+  if (t == a.type) return gathered;
+  const int64_t values = gathered + (count * dtype_bytes(a.type) + 31) / 32 * 32;
+  convert(Value{false, 0, values, t}, Value{false, 0, gathered, a.type}, count);
+  return values;
+}
+
 // A value per row (the access does not move along the lanes): gathered, then spread over the
 // row's lanes (vbrcb per repeat of the row; one value for all rows: one repeat, copied).
 void Nest::broadcast_rows(const Plan& p, const Access& a, const Value& v, int64_t rows) {
   const DType t = compute_type(a.type);
   const int64_t su = stride_of(a, p.u);
   const int64_t k = p.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
-  // The row values, widened in place past the gathered ones when the type has no arithmetic. In
-  // the statement-by-statement nests each read of a tile gathers into a slot of its own of the
-  // row-values region, so the tile's gathers (a per-channel mean, variance, scale, shift) are all
-  // in flight at once instead of each waiting for the previous one's broadcast.
-  const int64_t slot_bytes = 2 * ((std::max<int64_t>(rows, 1) * 4 + 31) / 32 * 32);
-  const int64_t slots = fz_.on ? 1 : std::max<int64_t>(1, chunk_ * 4 / slot_bytes);
-  const int64_t gathered = rowvals() + (rowval_slot_++ % slots) * slot_bytes;
-  int64_t values = gathered;
-  auto widen = [&](int64_t count) {
-    if (t == a.type) return;
-    values = gathered + (count * dtype_bytes(a.type) + 31) / 32 * 32;
-    convert(Value{false, 0, values, t}, Value{false, 0, gathered, a.type}, count);
-  };
   if (su == 0 || rows == 1) {
-    move(true, p, a, gathered, 1, 1, 1, 1, 0);
-    widen(1);
+    const int64_t values = gather_rows(p, a, 1);
     op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(1), imm(1), imm(repeat_blocks_)});
     if (rows * k > 1)
       op(Opcode::Vmuls, {type(t), at(Buffer::UB, v.region + bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
                          imm(rows * k - 1), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     return;
   }
-  move(true, p, a, gathered, rows, 1, 1, su, 0);
-  widen(rows);
+  const int64_t values = gather_rows(p, a, rows);
   for (int64_t j = 0; j < k; ++j)
     op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region + j * bytes_per_repeat_), at(Buffer::UB, values), imm(rows), imm(1), imm(rep)});
+}
+
+// A value per row kept as one repeat per row (a tile's operations read it with repeat stride 0):
+// one vbrcb of the gathered values instead of one per repeat of the row.
+Nest::Value Nest::row_values(const Plan& p, const Access& a, int64_t rows) {
+  const DType t = compute_type(a.type);
+  const int64_t values = gather_rows(p, a, rows);
+  Value v{false, 0, row_value_region(), t};
+  v.per_row = true;
+  op(Opcode::Vbrcb, {type(t), at(Buffer::UB, v.region), at(Buffer::UB, values), imm(rows), imm(1), imm(repeat_blocks_)});
+  return v;
+}
+
+// The region of a value per row: R repeats (the pipeline's block, a statement's tile); while
+// counting a tile's regions, a region of its own (no other value's address) counted apart.
+int64_t Nest::row_value_region() {
+  if (fz_.on || sizing_) return fresh_bytes(fz_.rows * bytes_per_repeat_);
+  if (counting_) {
+    ++counted_rows_;
+    return fresh_region();
+  }
+  return fresh_bytes(plan_->rows * bytes_per_repeat_);
 }
 
 // seq_ = 0, 1, 2, ... (i32) over the region: lane l of every repeat set by a masked vdup, then
@@ -285,7 +311,7 @@ Nest::Value Nest::index_value(const Plan& p, const Access& a, int64_t n) {
 // Equal subexpressions are computed once per tile (GELU's z appears five times).
 Nest::Value Nest::compile(const ir::Expr& e, int64_t n) {
   const Value v = compile_rows(e, n);
-  if (!v.per_row) return v;
+  if (!v.per_row || narrow_) return v;
   const std::string key = memo_prefix_ + ir::to_string(e) + "#expanded";
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const Value x = expand(v);
@@ -298,45 +324,111 @@ Nest::Value Nest::compile(const ir::Expr& e, int64_t n) {
 Nest::Value Nest::compile_rows(const ir::Expr& e, int64_t n) {
   const std::string key = memo_prefix_ + ir::to_string(e);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  const Value v = fz_.on || sizing_ ? row_op(e, n) : compile_node(e, n);
+  const Value v = fz_.on || sizing_ || rowwise_ ? row_op(e, n) : compile_node(e, n);
   memo_[key] = v;
   return v;
 }
 
-// A binary operation of which one or both operands are values per row.
+// An operation on values per row: of values per row (and constants) alone, a value per row computed
+// on their repeats (narrow_rows); a binary one of a value per row and a tile, the row's repeats
+// reading the value with repeat stride 0 (mixed_rows).
 Nest::Value Nest::row_op(const ir::Expr& e, int64_t n) {
   static const std::map<ir::Op, Opcode> ops{{ir::Op::Add, Opcode::Vadd}, {ir::Op::Sub, Opcode::Vsub}, {ir::Op::Mul, Opcode::Vmul},
                                             {ir::Op::Div, Opcode::Vdiv}, {ir::Op::Max, Opcode::Vmax}, {ir::Op::Min, Opcode::Vmin}};
+  if (e.kind != ir::ExprKind::Apply || e.type == DType::I8) return compile_node(e, n);
+  std::vector<Value> a;
+  for (const auto& x : e.args) a.push_back(compile_rows(*x, n));
+  if (Value r = narrow_rows(e, a); r.per_row) return r;
   const auto o = ops.find(e.op);
-  if (e.kind != ir::ExprKind::Apply || o == ops.end() || e.args.size() != 2 || e.type == DType::I8 ||
-      (e.op == ir::Op::Div && !dtype_is_float(e.type)))  // guarded against a divisor of 0 there
+  if (o == ops.end() || e.args.size() != 2 || (e.op == ir::Op::Div && !dtype_is_float(e.type)))  // guarded against a divisor of 0 there
     return compile_node(e, n);
-  const Value a = compile_rows(*e.args[0], n), b = compile_rows(*e.args[1], n);
-  if (!(a.per_row || b.per_row) || a.scalar || b.scalar || a.type != e.type || b.type != e.type) return compile_node(e, n);
+  if (!(a[0].per_row || a[1].per_row) || a[0].scalar || a[1].scalar || a[0].type != e.type || a[1].type != e.type)
+    return compile_node(e, n);
   const DType t = e.type;
   const int64_t rows = cur(plan_->u);
   Value r{false, 0, 0, t};
-  if (a.per_row && b.per_row) {
-    r.region = fresh_bytes(fz_.rows * bytes_per_repeat_);
+  if (a[0].per_row && a[1].per_row) {
+    r.region = row_value_region();
     r.per_row = true;
-    vop(o->second, t, r.region, a.region, b.region, rows, repeat_blocks_);
+    vop(o->second, t, r.region, a[0].region, a[1].region, rows, repeat_blocks_);
     return r;
   }
-  r.region = result_region(e, {a, b});
-  const int64_t k = fz_.pitch / m_.vector_lanes(t), rep = k * repeat_blocks_;
-  auto src = [&](const Value& v, int64_t j) { return v.per_row ? v.region : v.region + j * bytes_per_repeat_; };
-  for (int64_t j = 0; j < k; ++j)
-    op(o->second, {type(t), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, src(a, j)), at(Buffer::UB, src(b, j)),
-                   imm(rows), imm(1), imm(1), imm(1), imm(rep), imm(a.per_row ? repeat_blocks_ : rep),
-                   imm(b.per_row ? repeat_blocks_ : rep)});
+  r.region = result_region(e, a);
+  mixed_rows(o->second, t, r.region, a[0], a[1], rows);
   return r;
+}
+
+// A float operation whose operands are values per row or constants, on the values' repeats (one per
+// row, the same element size; a float cast converts one repeat's lanes per row); per_row false when
+// the operation is not one.
+Nest::Value Nest::narrow_rows(const ir::Expr& e, const std::vector<Value>& a) {
+  switch (e.op) {
+    case ir::Op::Lt: case ir::Op::Le: case ir::Op::Gt: case ir::Op::Ge: case ir::Op::Eq: case ir::Op::Ne:
+    case ir::Op::And: case ir::Op::Or: case ir::Op::Not: case ir::Op::Select: return {};
+    default: break;
+  }
+  if (!dtype_is_float(e.type) || a.empty()) return {};
+  bool any = false;
+  for (const Value& v : a) {
+    if (!v.scalar && (!v.per_row || !dtype_is_float(v.type))) return {};
+    if (!v.scalar && e.op != ir::Op::Cast && v.type != e.type) return {};
+    any = any || v.per_row;
+  }
+  if (!any) return {};
+  const int64_t rows = cur(plan_->u);
+  if (e.op == ir::Op::Cast) {
+    if (a[0].type == e.type) return a[0];
+    Value r{false, 0, row_value_region(), e.type};
+    r.per_row = true;
+    const int64_t db = dtype_bytes(e.type), lanes = bytes_per_repeat_ / std::max(db, int64_t{dtype_bytes(a[0].type)});
+    for (int64_t j = 0; j * lanes * db < bytes_per_repeat_; ++j)  // every lane of each row's repeat: its value
+      op(Opcode::Vconv, {type(e.type), type(a[0].type), at(Buffer::UB, r.region + j * lanes * db), at(Buffer::UB, a[0].region),
+                         imm(rows), imm(1), imm(1), imm(repeat_blocks_), imm(repeat_blocks_)});
+    return r;
+  }
+  struct Narrow {
+    bool& on;
+    ~Narrow() { on = false; }
+  } narrow{narrow_ = true};
+  Value r = VectorCode::compile(e, rows * m_.vector_lanes(e.type));
+  r.per_row = !r.scalar;
+  return r;
+}
+
+// dst = a o b, one of them a value per row (read with repeat stride 0), the other a rows x pitch
+// tile: an instruction per repeat of the row over the rows, or per row over its repeats, whichever
+// issues fewer.
+void Nest::mixed_rows(Opcode o, DType t, int64_t dst, const Value& a, const Value& b, int64_t rows) {
+  const int64_t k = tile_pitch() / m_.vector_lanes(t), rep = k * repeat_blocks_;
+  if (k <= rows) {
+    auto src = [&](const Value& v, int64_t j) { return v.per_row ? v.region : v.region + j * bytes_per_repeat_; };
+    for (int64_t j = 0; j < k; ++j)
+      op(o, {type(t), at(Buffer::UB, dst + j * bytes_per_repeat_), at(Buffer::UB, src(a, j)), at(Buffer::UB, src(b, j)), imm(rows),
+             imm(1), imm(1), imm(1), imm(rep), imm(a.per_row ? repeat_blocks_ : rep), imm(b.per_row ? repeat_blocks_ : rep)});
+    return;
+  }
+  const int64_t row_bytes = k * bytes_per_repeat_;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; j += max_repeat_) {
+      const int64_t n = std::min(max_repeat_, k - j);
+      auto src = [&](const Value& v) { return v.per_row ? v.region + r * bytes_per_repeat_ : v.region + r * row_bytes + j * bytes_per_repeat_; };
+      op(o, {type(t), at(Buffer::UB, dst + r * row_bytes + j * bytes_per_repeat_), at(Buffer::UB, src(a)), at(Buffer::UB, src(b)), imm(n),
+             imm(1), imm(1), imm(1), imm(repeat_blocks_), imm(a.per_row ? 0 : repeat_blocks_), imm(b.per_row ? 0 : repeat_blocks_)});
+    }
 }
 
 // In the row pipeline an element-wise operation overwrites an operand of its own element size
 // that no other node of the block reads (its text occurs once in the block's statements) and that
 // is neither a load nor a kept result; a cast to a narrower type gets a region of its size.
 int64_t Nest::result_region(const ir::Expr& e, const std::vector<Value>& a) {
-  if (!fz_.on && !sizing_) return fresh_region();
+  if (narrow_) return row_value_region();
+  if (!fz_.on && !sizing_) {  // a statement's tile: over an operand that no other node reads
+    if (rowwise_)
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!a[i].scalar && !a[i].per_row && dtype_bytes(a[i].type) == dtype_bytes(e.type) && dies_in_tile(*e.args[i], a[i].region))
+          return a[i].region;
+    return fresh_region();
+  }
   for (size_t i = 0; i < a.size(); ++i)
     if (!a[i].scalar && !a[i].per_row && dtype_bytes(a[i].type) == dtype_bytes(e.type) && dies(*e.args[i], a[i].region))
       return a[i].region;
@@ -364,6 +456,23 @@ bool Nest::dies(const ir::Expr& x, int64_t region) {
   return uses == 1 && !kept(region);
 }
 
+// Outside the pipeline: is x's value read by this node only (its text occurs once in the
+// statement) and not a load?
+bool Nest::dies_in_tile(const ir::Expr& x, int64_t region) const {
+  if (x.kind != ir::ExprKind::Apply || x.op == ir::Op::Cast) return false;
+  if (std::any_of(loaded_.begin(), loaded_.end(), [&](const Value& v) { return v.region == region; })) return false;
+  const std::string key = ir::to_string(x);
+  int uses = 0;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& y) {
+    for (const auto& c : y.args) {
+      if (ir::to_string(*c) == key) ++uses;
+      walk(*c);
+    }
+  };
+  walk(*plan_->s->rhs);
+  return uses == 1;
+}
+
 // Is `region` a load (hoisted, this block's) or a result kept in UB? (A cast to the same type
 // is its operand's value, so an expression's value may be one of them.)
 bool Nest::kept(int64_t region) const {
@@ -377,7 +486,7 @@ bool Nest::kept(int64_t region) const {
 // A value per row spread over the row's lanes.
 Nest::Value Nest::expand(const Value& v) {
   const Value r{false, 0, fresh_region(), v.type};
-  const int64_t k = fz_.pitch / m_.vector_lanes(v.type), rep = k * repeat_blocks_;
+  const int64_t k = tile_pitch() / m_.vector_lanes(v.type), rep = k * repeat_blocks_;
   for (int64_t j = 0; j < k; ++j)
     op(Opcode::Vmuls, {type(v.type), at(Buffer::UB, r.region + j * bytes_per_repeat_), at(Buffer::UB, v.region), Operand::float_(1),
                        imm(cur(plan_->u)), imm(1), imm(1), imm(rep), imm(repeat_blocks_)});
