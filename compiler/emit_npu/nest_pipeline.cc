@@ -124,7 +124,8 @@ bool Nest::fits_pipeline() {
   int64_t unit = 1;
   for (size_t i = 0; i < plans_.size(); ++i) {
     const Plan& p = plans_[i];
-    if (!p.values.empty() || !p.splits.empty()) return false;
+    // (a mirrored tile moves its whole window as GM lays it out: the pipeline's rows cannot hold it)
+    if (!p.values.empty() || !p.splits.empty() || p.mirror || !p.box.empty()) return false;
     const Role r = role_of(i);
     if (r == Role::Prologue && (p.dims.size() != 1 || p.is_reduction() || p.v != 0)) return false;
     if (r == Role::PerRow && (p.v != p.partition || p.is_reduction())) return false;
