@@ -497,7 +497,13 @@ Nest::Value Nest::compile_node(const ir::Expr& e, int64_t n) {
   if (e.kind == ir::ExprKind::Access) return loaded_.at(plan_->read_of.at(&e));
   if (e.kind == ir::ExprKind::IndexValue) {
     if (e.affine.is_constant()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, DType::I32};
-    return index_value(*plan_, plan_->values.at(&e), n);
+    const Value v = index_value(*plan_, plan_->values.at(&e), n);
+    if (!dtype_is_float(e.type)) return v;
+    // an index used as a float value (a weak operand next to a float: X(i) * i) is the i32
+    // sequence converted, exactly below 2^24 (f16: 2^11, as the interpreter's rounding gives)
+    const Value f{false, 0, fresh_region(), e.type};
+    convert(f, v, n);
+    return f;
   }
   if (e.kind != ir::ExprKind::Apply) return VectorCode::compile(e, n);
   switch (e.op) {
