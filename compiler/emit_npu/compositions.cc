@@ -114,20 +114,27 @@ constexpr double kBigArgument = 4096;  // asinh / acosh: log(2x) beyond (relativ
 
 void emit_round(Composer& k, Reg d, const std::vector<Reg>& a) { k.round(d, a[0]); }
 
-// floor: rint(x) - (x < rint(x)); ceil: rint(x) + (rint(x) < x); x itself from 2^23 on.
-void floor_or_ceil(Composer& k, Reg d, Reg x, bool ceil) {
+// floor: rint(x) - (x < rint(x)), x itself from 2^23 on (its zeros keep their signs: -0 - 0 is -0).
+void floor_of(Composer& k, Reg d, Reg x) {
   const Reg t = k.tmp(), c = k.tmp(), lim = k.tmp();
   k.rint(t, x);
-  if (ceil) k.vv(Opcode::Vcmplt, c, t, x);
-  else k.vv(Opcode::Vcmplt, c, x, t);
-  k.vv(ceil ? Opcode::Vadd : Opcode::Vsub, t, t, c);
+  k.vv(Opcode::Vcmplt, c, x, t);
+  k.vv(Opcode::Vsub, t, t, c);
   k.v1(Opcode::Vabs, c, x);
   k.dup(lim, 8388608.0);
   k.vv(Opcode::Vcmplt, c, c, lim);
   k.sel(d, c, t, x);
 }
-void emit_floor(Composer& k, Reg d, const std::vector<Reg>& a) { floor_or_ceil(k, d, a[0], false); }
-void emit_ceil(Composer& k, Reg d, const std::vector<Reg>& a) { floor_or_ceil(k, d, a[0], true); }
+void emit_floor(Composer& k, Reg d, const std::vector<Reg>& a) { floor_of(k, d, a[0]); }
+// ceil(x) = -floor(-x): the rint-and-correct form adds the correction 0 to a -0 (ceil(-0.3)) and
+// gives +0, where the interpreter's ceil keeps the sign (1 / ceil(-0.3) is -inf); floor's zeros
+// have the right signs, and negation is exact.
+void emit_ceil(Composer& k, Reg d, const std::vector<Reg>& a) {
+  const Reg n = k.tmp(), f = k.tmp();
+  k.vs(Opcode::Vmuls, n, a[0], -1);
+  floor_of(k, f, n);
+  k.vs(Opcode::Vmuls, d, f, -1);
+}
 
 // (0 < x) - (x < 0), and x itself where x != x (NaN).
 void emit_sign(Composer& k, Reg d, const std::vector<Reg>& a) {
@@ -481,7 +488,7 @@ const std::vector<Composition> kCompositions = {
     {ir::Op::Erf, 7, 44, "[-6, 6]", "rel 2.2e-7", emit_erf},
     {ir::Op::Pow, 9, 34, "x in [1/64, 8] (either sign), y in [-8, 8]", "rel 1.4e-6 (grows as |y log x| 2^-24: 5e-6 at |y log x| = 88)", emit_pow},
     {ir::Op::Floor, 3, 8, "all f32", "exact", emit_floor},
-    {ir::Op::Ceil, 3, 8, "all f32", "exact", emit_ceil},
+    {ir::Op::Ceil, 5, 10, "all f32", "exact", emit_ceil},
     {ir::Op::Round, 3, 6, "all f32", "exact", emit_round},
     {ir::Op::Sign, 3, 6, "all f32, i32", "exact", emit_sign},
     {ir::Op::Sin, 8, 43, "[-8192, 8192]", "abs 6.0e-8 (abs 1e-6 to kTrigAccurateRange = 65536, then growing)", emit_sin},
