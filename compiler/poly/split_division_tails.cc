@@ -74,11 +74,12 @@ ir::AffineExpr fix_quotients(const ir::AffineExpr& e, const std::string& index, 
   return out;
 }
 
-ir::ExprPtr fix_quotients(const ir::ExprPtr& e, const std::string& index, int64_t at, const std::map<std::string, int64_t>& sizes) {
+// `e` with `fn` applied to each of its affine expressions (indices, index values).
+ir::ExprPtr map_affine(const ir::ExprPtr& e, const std::function<ir::AffineExpr(const ir::AffineExpr&)>& fn) {
   auto x = std::make_shared<ir::Expr>(*e);
-  if (x->kind == ir::ExprKind::IndexValue) x->affine = fix_quotients(x->affine, index, at, sizes);
-  for (auto& i : x->indices) i = fix_quotients(i, index, at, sizes);
-  for (auto& a : x->args) a = fix_quotients(a, index, at, sizes);
+  if (x->kind == ir::ExprKind::IndexValue) x->affine = fn(x->affine);
+  for (auto& i : x->indices) i = fn(i);
+  for (auto& a : x->args) a = map_affine(a, fn);
   return x;
 }
 
@@ -103,8 +104,9 @@ std::optional<std::pair<ir::Statement, ir::Statement>> cut_one(const ir::Stateme
     whole.domain[d].hi = ir::AffineExpr::constant_of(cut);
     tail.domain[d].lo = ir::AffineExpr::constant_of(cut);
     tail.domain[d].hi = ir::AffineExpr::constant_of(hi);
-    for (auto& e : tail.out_indices) e = fix_quotients(e, iv.name, cut, sizes);
-    tail.rhs = fix_quotients(tail.rhs, iv.name, cut, sizes);
+    const auto fix = [&](const ir::AffineExpr& e) { return fix_quotients(e, iv.name, cut, sizes); };
+    for (auto& e : tail.out_indices) e = fix(e);
+    tail.rhs = map_affine(tail.rhs, fix);
     what = {s.name, iv.name, q, lo, cut, hi};
     return std::make_pair(whole, tail);
   }
@@ -131,15 +133,6 @@ ir::AffineExpr substitute_residue(const ir::AffineExpr& e, const std::string& in
   return out;
 }
 
-ir::ExprPtr substitute_residue(const ir::ExprPtr& e, const std::string& index, int64_t L, int64_t k,
-                               const std::map<std::string, int64_t>& sizes) {
-  auto x = std::make_shared<ir::Expr>(*e);
-  if (x->kind == ir::ExprKind::IndexValue) x->affine = substitute_residue(x->affine, index, L, k, sizes);
-  for (auto& i : x->indices) i = substitute_residue(i, index, L, k, sizes);
-  for (auto& a : x->args) a = substitute_residue(a, index, L, k, sizes);
-  return x;
-}
-
 // An output index divided by several constants (floor(i / 3) and i % 2): one statement per
 // residue r of i modulo L = lcm of the divisors, i = L * i' + lo + r, in which every division of i
 // is affine in i'. Nothing where `s` has no such index or L passes kMaxResidues.
@@ -159,8 +152,9 @@ std::optional<std::vector<ir::Statement>> split_residues(const ir::Statement& s,
       ir::Statement p = s;
       p.domain[d].lo = ir::AffineExpr::constant_of(0);
       p.domain[d].hi = ir::AffineExpr::constant_of((hi - lo - r + L - 1) / L);
-      for (auto& e : p.out_indices) e = substitute_residue(e, iv.name, L, lo + r, sizes);
-      p.rhs = substitute_residue(p.rhs, iv.name, L, lo + r, sizes);
+      const auto sub = [&](const ir::AffineExpr& e) { return substitute_residue(e, iv.name, L, lo + r, sizes); };
+      for (auto& e : p.out_indices) e = sub(e);
+      p.rhs = map_affine(p.rhs, sub);
       parts.push_back(std::move(p));
     }
     what = {s.name, iv.name, L, lo, -1, hi};
