@@ -59,13 +59,13 @@ constexpr VectorMapping kVectorMappings[] = {
 
 namespace {
 
-// The dtypes the vector unit computes in (the description's vector `dtypes`); i8 counts when i32
-// does, since the lowerings compute i8 in i32 (nest_plan.h, compute_type).
+// The dtypes the vector unit computes in (the description's vector `dtypes`); i8 and u8 count
+// when i32 does, since the lowerings compute them in i32 (nest_plan.h, compute_type).
 bool vector_computes(const isa::Hierarchy& target, DType t) {
   for (const isa::Unit* u : target.units_of_kind(isa::UnitKind::Vector)) {
     const auto& ts = u->dtypes;
     if (std::find(ts.begin(), ts.end(), t) != ts.end()) return true;
-    if (t == DType::I8 && std::find(ts.begin(), ts.end(), DType::I32) != ts.end()) return true;
+    if ((t == DType::I8 || t == DType::U8) && std::find(ts.begin(), ts.end(), DType::I32) != ts.end()) return true;
   }
   return false;
 }
@@ -75,32 +75,57 @@ bool vector_computes(const isa::Hierarchy& target, DType t) {
 // vector type: the copies move bytes. Checked before any mapping, so no template emits an
 // instruction with an element type the program format refuses (issue 31: a u8 cast's vconv).
 std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy& target) {
-  if (!k.function) return "";
-  auto place = [](const ir::SourceLoc& l) {
-    return l.line ? fmt::format(" ({}:{}:{})", l.file, l.line, l.col) : std::string();
+std::string source_place(const ir::SourceLoc& l) {
+  return l.line ? fmt::format(" ({}:{}:{})", l.file, l.line, l.col) : std::string();
+}
+
+// The place of the first operation in `s` with an operand or a result of which bad(dtype) holds
+// (" at (file:line:col)" form: " (f:l:c)"), its dtype in `type`; "" when there is none.
+std::string first_operation_with(const ir::Statement& s, const std::function<bool(DType)>& bad, DType& type) {
+  std::string where;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    if (!where.empty() || e.kind != ir::ExprKind::Apply) return;
+    for (const auto& a : e.args)
+      if (bad(a->type) || bad(e.type)) {
+        type = bad(e.type) ? e.type : a->type;
+        where = source_place(e.loc);
+        if (where.empty()) where = " ";
+        return;
+      }
+    for (const auto& a : e.args) walk(*a);
   };
+  walk(*s.rhs);
+  return where;
+}
+
+  if (!k.function) return "";
   for (const ir::Statement& s : k.function->statements) {
     std::string why;
-    std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
-      if (!why.empty() || e.kind != ir::ExprKind::Apply) return;
-      for (const auto& a : e.args)
-        if (!vector_computes(target, a->type) || !vector_computes(target, e.type)) {
-          const DType t = vector_computes(target, e.type) ? a->type : e.type;
-          why = fmt::format("{} values{}", dtype_name(t), place(e.loc));
-          return;
-        }
-      for (const auto& a : e.args) walk(*a);
-    };
-    walk(*s.rhs);
+    DType t = DType::F32;
+    const std::string where = first_operation_with(s, [&](DType d) { return !vector_computes(target, d); }, t);
+    if (!where.empty()) why = fmt::format("{} values{}", dtype_name(t), where == " " ? "" : where);
     if (why.empty() && s.reduction != ir::Reduction::None && !vector_computes(target, s.acc_type))
       why = fmt::format("a reduction in {}", dtype_name(s.acc_type));
     if (why.empty()) continue;
     std::string types;
     for (const isa::Unit* u : target.units_of_kind(isa::UnitKind::Vector))
-      for (DType t : u->dtypes) types += (types.empty() ? "" : ", ") + std::string(dtype_name(t));
+      for (DType d : u->dtypes) types += (types.empty() ? "" : ", ") + std::string(dtype_name(d));
     return fmt::format("kernel {}: statement {}{} computes with {}: the NPU has no mapping for them (the vector unit "
                        "of {} takes {})",
-                       k.name, s.name, place(s.loc), why, target.name, types);
+                       k.name, s.name, source_place(s.loc), why, target.name, types);
+  }
+  return "";
+}
+
+// Where a statement computes with u8 values (no instruction takes them: only the general lowering
+// computes them, in i32), e.g. "statement S0 (f.tsl:2:3)", or "".
+std::string u8_use(const kernel::Kernel& k) {
+  if (!k.function) return "";
+  for (const ir::Statement& s : k.function->statements) {
+    DType t = DType::F32;
+    const bool reduces = s.reduction != ir::Reduction::None && s.acc_type == DType::U8;
+    if (reduces || !first_operation_with(s, [](DType d) { return d == DType::U8; }, t).empty())
+      return "u8 arithmetic in statement " + s.name + source_place(s.loc);
   }
   return "";
 }
@@ -112,9 +137,12 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (k.attention) return emit_attention(k, target);
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
-  if (const std::string use = ir::division_use(*k.function); !use.empty()) {
+  // u8 values likewise: no instruction takes them, the general lowering computes them in i32.
+  std::string use = ir::division_use(*k.function);
+  if (const std::string u8 = u8_use(k); use.empty() && !u8.empty()) use = u8;
+  if (!use.empty()) {
     if (const std::string why = why_not_nest(k, m); !why.empty())
-      throw UserError(why + " (the only NPU mapping of floor division or modulo: " + use + ")");
+      throw UserError(why + " (the only NPU mapping of " + (use.rfind("u8", 0) == 0 ? "" : "floor division or modulo: ") + use + ")");
     return emit_nest(k, target);
   }
   // A template that refuses a kernel it recognised (the cube paths: why_not_conv, why_not_gemm; the

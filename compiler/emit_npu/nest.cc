@@ -340,27 +340,16 @@ void Nest::store_acc(const Plan& p, bool to_ub) {
   const int64_t n = acc_elements(p), ub = narrow ? part() : acc();
   const Value total{false, 0, acc(), compute_type(p.out.type)}, staged{false, 0, part(), p.out.type};
   const bool wraps = p.s->reduction == ir::Reduction::Sum || p.s->reduction == ir::Reduction::Prod;
-  if (narrow && !to_ub && wraps) wrap_to_i8(total, part(), n);
+  // An i8 sum or product accumulated in i32 wraps (modulo 256 commutes with both; vconv to i8 would
+  // saturate: issue 31); a u8 result goes out as its i8 bit pattern. In place (the accumulator is
+  // initialised or reloaded before its next use), part() holding the constant 256.
+  if (narrow && !to_ub && (wraps || p.out.type == DType::U8)) wrap(total, total, -128, constant_256(n, part()), n);
   if (narrow && !to_ub) convert(staged, total, n);
   if (p.out_dim(p.v))
     move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
   else
     move(to_ub, p, p.out, ub, acc_rows(p), 1, 1, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, 0);
-  if (narrow && to_ub) convert(total, staged, n);
-}
-
-// An i8 sum or product accumulated in i32, wrapped in place to [-128, 127] as the language's i8
-// sum and product wrap after every step (wrapping modulo 256 commutes with both; vconv to i8 would
-// saturate: issue 31).
-// `scratch` holds n i32 values (the constant 256).
-void Nest::wrap_to_i8(const Value& x, int64_t scratch, int64_t n) {
-  const Value k256{false, 0, scratch, DType::I32};
-  op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, scratch), Operand::float_(256), imm(repeats(n, DType::I32)), imm(1),
-                    imm(repeat_blocks_)});
-  binary(Opcode::Vmod, x, x, k256, n);
-  with_scalar(Opcode::Vadds, x, x, 384, n);
-  binary(Opcode::Vmod, x, x, k256, n);
-  with_scalar(Opcode::Vadds, x, x, -128, n);
+  if (narrow && to_ub) convert(total, staged, n, part());  // (the u8 bytes are read before part() is overwritten)
 }
 
 // After the output levels: a reduction initialises the accumulator, runs its loops, stores it.
@@ -545,11 +534,7 @@ void Nest::body_compute(const Plan& p) {
     x = y;
   }
   if (!p.is_reduction()) {
-    if (x.type != p.out.type) {  // i8: narrowed (the value is in range)
-      Value y{false, 0, fresh_region(), p.out.type};
-      convert(y, x, n);
-      x = y;
-    }
+    x = narrowed(x, p.out.type, n);
     TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
     move(false, p, p.out, x.region, rows, cols, p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
     return;

@@ -147,6 +147,7 @@ class Nest : public VectorCode {
   Value compile_node(const ir::Expr& e, int64_t n);
   Value narrow_op(const ir::Expr& e, int64_t n);
   Value condition(const Value& c, int64_t n);
+  Value narrowed(Value x, DType t, int64_t n);
   Value compare(const ir::Expr& e, int64_t n);
   Value select(const ir::Expr& e, int64_t n);
 
@@ -188,7 +189,6 @@ class Nest : public VectorCode {
   double identity(const Plan& p) const;
   Opcode combine_op(const Plan& p) const;
   void store_acc(const Plan& p, bool to_ub);
-  void wrap_to_i8(const Value& x, int64_t scratch, int64_t n);
   void reduction(const Plan& p);
   void body(const Plan& p);
   void body_loads(const Plan& p);

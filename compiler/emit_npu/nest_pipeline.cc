@@ -469,11 +469,7 @@ Nest::Value Nest::result(const Plan& p, int64_t n) {
 // Writes x (rows x the plan's tile) to the statement's output in GM.
 void Nest::store(const Plan& p, Value x, int64_t rows) {
   const int64_t n = rows * p.pitch;
-  if (x.type != p.out.type) {  // i8: narrowed (the value is in range)
-    const Value y{false, 0, fresh_region(), p.out.type};
-    convert(y, x, n);
-    x = y;
-  }
+  x = narrowed(x, p.out.type, n);
   move(false, p, p.out, x.region, rows, cur(p.v), p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
 }
 

@@ -788,8 +788,10 @@ int Nest::count_regions(const Plan& p) {
   }
   for (const Access& a : p.reads) {
     if (a.type != compute_type(a.type)) fresh_region();
+    if (a.type == DType::U8) fresh_region();  // the widening's constant 256 (convert)
     if (transposable(p, a)) fresh_region(), fresh_region();
   }
+  if (p.out.type == DType::U8) fresh_region(), fresh_region();  // narrowed(): the i8 pattern and the constant
   vector_of(compile(*p.s->rhs, 1), 1);
   rowwise_ = counting_ = false;  // (counted_rows_: the plan's row_values)
   const int product = p.s->reduction == ir::Reduction::Prod ? 1 : 0;  // lanes_product's scratch
@@ -799,11 +801,11 @@ int Nest::count_regions(const Plan& p) {
   return regions;
 }
 
-// A read of a dtype the vector unit has no instructions for (u8, bf16: moved by DMA only) that
-// load() would spread over lanes or rows with vbrcb / vmuls (issue 31), or "".
+// A read of a dtype the vector unit has no instructions for (bf16: moved by DMA only; u8 is widened
+// to i32 first) that load() would spread over lanes or rows with vbrcb / vmuls (issue 31), or "".
 std::string Nest::unmovable_read(const Plan& p) const {
   for (const Access& a : p.reads) {
-    if (a.type != DType::U8 && a.type != DType::BF16) continue;
+    if (a.type != DType::BF16) continue;
     const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);
     if ((sv == 0 && p.cols > 1) || (su == 0 && sv == 1 && p.rows > 1))
       return "a read of the " + std::string(dtype_name(a.type)) + " tensor " + a.tensor +

@@ -38,6 +38,9 @@ constexpr int64_t kMinBlocks = 8;
 // Value sets a tile loop alternates: two (double buffering), three in the row pipeline where a
 // block's vector work is shorter than a load's latency (its loads then run two blocks ahead).
 constexpr int kMaxSets = 3;
+// not hardware: the most value sets a statement's innermost tile loop cycles through (nest.cc
+// ring_sets: enough tiles in flight to cover the GM latencies; the loop body holds that many tiles).
+constexpr int kMaxRing = 8;
 // not hardware: another lane dimension replaces the most contiguous one only where its tiles are
 // estimated at most this share of the time (a clear win; the estimate is a roofline, not a schedule).
 constexpr double kClearWin = 0.5;
@@ -108,8 +111,10 @@ struct Pos {
   std::vector<std::pair<uint8_t, int64_t>> regs;
 };
 
-// The vector unit has no i8 arithmetic: i8 values are computed in i32 (wrapped to the i8 range
-// after each operation, the language's i8 semantics) and narrowed by vconv when stored.
-inline DType compute_type(DType t) { return t == DType::I8 ? DType::I32 : t; }
+// The vector unit has no i8 or u8 arithmetic: such values are computed in i32 (wrapped to the
+// type's range after each operation, the language's semantics) and narrowed by vconv when stored
+// (u8 as its i8 bit pattern: the copies move bytes).
+inline bool narrow_int(DType t) { return t == DType::I8 || t == DType::U8; }
+inline DType compute_type(DType t) { return narrow_int(t) ? DType::I32 : t; }
 
 }  // namespace tessel::emit_npu::nest

@@ -335,7 +335,7 @@ Nest::Value Nest::compile_rows(const ir::Expr& e, int64_t n) {
 Nest::Value Nest::row_op(const ir::Expr& e, int64_t n) {
   static const std::map<ir::Op, Opcode> ops{{ir::Op::Add, Opcode::Vadd}, {ir::Op::Sub, Opcode::Vsub}, {ir::Op::Mul, Opcode::Vmul},
                                             {ir::Op::Div, Opcode::Vdiv}, {ir::Op::Max, Opcode::Vmax}, {ir::Op::Min, Opcode::Vmin}};
-  if (e.kind != ir::ExprKind::Apply || e.type == DType::I8) return compile_node(e, n);
+  if (e.kind != ir::ExprKind::Apply || narrow_int(e.type)) return compile_node(e, n);
   std::vector<Value> a;
   for (const auto& x : e.args) a.push_back(compile_rows(*x, n));
   if (Value r = narrow_rows(e, a); r.per_row) return r;
@@ -527,33 +527,48 @@ Nest::Value Nest::compile_node(const ir::Expr& e, int64_t n) {
     case ir::Op::Select: return select(e, n);
     default: break;
   }
-  if (e.type == DType::I8) return narrow_op(e, n);
+  if (narrow_int(e.type)) return narrow_op(e, n);
   return VectorCode::compile(e, n);
 }
 
-// An i8 operation or cast to i8 computed in i32 and wrapped to [-128, 127] (from floats: truncated
-// and saturated), the result kept in i32.
+// An i8 or u8 operation or cast computed in i32 and wrapped to the type's range ([-128, 127],
+// [0, 255]; from floats: truncated and saturated), the result kept in i32.
 Nest::Value Nest::narrow_op(const ir::Expr& e, int64_t n) {
+  const int64_t lo = e.type == DType::U8 ? 0 : -128, hi = lo + 255;
   if (e.op == ir::Op::Cast && dtype_is_float(e.args[0]->type)) {
     Value x = compile(*e.args[0], n);
-    if (x.scalar) return {true, std::clamp(std::trunc(x.constant), -128.0, 127.0), 0, DType::I32};
+    if (x.scalar) return {true, std::clamp(std::trunc(x.constant), double(lo), double(hi)), 0, DType::I32};
     x = truncate_to_i32(x, n);
     const Value r{false, 0, fresh_region(), DType::I32};
-    with_scalar(Opcode::Vmaxs, r, x, -128, n);
-    binary(Opcode::Vmin, r, r, vector_of(Value{true, 127, 0, DType::I32}, n), n);
+    with_scalar(Opcode::Vmaxs, r, x, double(lo), n);
+    binary(Opcode::Vmin, r, r, vector_of(Value{true, double(hi), 0, DType::I32}, n), n);
     return r;
   }
   ir::Expr wide = e;
   wide.type = DType::I32;
   Value x = e.op == ir::Op::Cast ? compile(*e.args[0], n) : VectorCode::compile(wide, n);
-  if (x.scalar) return {true, double(static_cast<int8_t>(static_cast<int64_t>(x.constant))), 0, DType::I32};
-  if (dtype_is_float(x.type) || x.type == DType::I8) return x;  // (not reached: handled above)
-  const Value k256 = vector_of(Value{true, 256, 0, DType::I32}, n), w{false, 0, fresh_region(), DType::I32};
-  binary(Opcode::Vmod, w, x, k256, n);
-  with_scalar(Opcode::Vadds, w, w, 384, n);
-  binary(Opcode::Vmod, w, w, k256, n);
-  with_scalar(Opcode::Vadds, w, w, -128, n);
+  if (x.scalar) {
+    const auto v = static_cast<int64_t>(x.constant);
+    return {true, double(lo == 0 ? int64_t(static_cast<uint8_t>(v)) : int64_t(static_cast<int8_t>(v))), 0, DType::I32};
+  }
+  if (dtype_is_float(x.type) || narrow_int(x.type)) return x;  // (not reached: handled above)
+  const Value w{false, 0, fresh_region(), DType::I32};
+  wrap(w, x, lo, constant_256(n), n);
   return w;
+}
+
+// x (in its compute type) in the output type t: i8 values are in range; a u8 value goes as its i8
+// bit pattern (convert). Fresh regions: the narrowed value, and for u8 the pattern and the constant.
+Nest::Value Nest::narrowed(Value x, DType t, int64_t n) {
+  if (x.type == t) return x;
+  if (t == DType::U8) {
+    const Value w{false, 0, fresh_region(), DType::I32};
+    wrap(w, x, -128, constant_256(n), n);
+    x = w;
+  }
+  const Value y{false, 0, fresh_region(), t};
+  convert(y, x, n);
+  return y;
 }
 
 // A condition as f32 1 / 0 (compares give it in their operands' type).

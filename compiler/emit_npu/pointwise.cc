@@ -317,11 +317,30 @@ VectorCode::Value VectorCode::compose(const Composition& c, const ir::Expr& e, c
   return r;
 }
 
-void VectorCode::convert(const Value& dst, const Value& src, int64_t n) {
-  const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(dst.type), dtype_bytes(src.type));
-  const int64_t rep_dst = lanes * dtype_bytes(dst.type) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(src.type) / m_.vector_block_bytes;
-  op(Opcode::Vconv, {type(dst.type), type(src.type), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
+void VectorCode::convert(const Value& dst, const Value& src, int64_t n, int64_t scratch) {
+  const DType from = src.type == DType::U8 ? DType::I8 : src.type, to = dst.type == DType::U8 ? DType::I8 : dst.type;
+  const int64_t lanes = bytes_per_repeat_ / std::max(dtype_bytes(to), dtype_bytes(from));
+  const int64_t rep_dst = lanes * dtype_bytes(to) / m_.vector_block_bytes, rep_src = lanes * dtype_bytes(from) / m_.vector_block_bytes;
+  op(Opcode::Vconv, {type(to), type(from), at(Buffer::UB, dst.region), at(Buffer::UB, src.region),
                      imm((n + lanes - 1) / lanes), imm(1), imm(1), imm(rep_dst), imm(src.pattern ? 0 : rep_src)});
+  if (src.type != DType::U8) return;
+  TESSEL_CHECK(dst.type == DType::I32, "npu vector code: a u8 value widened to other than i32");
+  const Value k256 = constant_256(n, scratch);
+  with_scalar(Opcode::Vadds, dst, dst, 256, n);
+  binary(Opcode::Vmod, dst, dst, k256, n);
+}
+
+VectorCode::Value VectorCode::constant_256(int64_t n, int64_t region) {
+  const Value k{false, 0, region < 0 ? fresh_region() : region, DType::I32};
+  op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, k.region), Operand::float_(256), imm(repeats(n, DType::I32)), imm(1), imm(repeat_blocks_)});
+  return k;
+}
+
+void VectorCode::wrap(const Value& dst, const Value& src, int64_t lo, const Value& k256, int64_t n) {
+  binary(Opcode::Vmod, dst, src, k256, n);
+  with_scalar(Opcode::Vadds, dst, dst, double(256 - lo), n);
+  binary(Opcode::Vmod, dst, dst, k256, n);
+  if (lo != 0) with_scalar(Opcode::Vadds, dst, dst, double(lo), n);
 }
 
 // The language's casts to i8: from a float, truncation toward zero saturating at the i8 range
@@ -331,12 +350,8 @@ VectorCode::Value VectorCode::to_i8(const Value& x, int64_t n) {
   Value v = dtype_is_float(x.type) ? truncate_to_i32(x, n) : x;
   const Value out{false, 0, fresh_region(), DType::I8};
   if (!dtype_is_float(x.type)) {
-    const Value k256{false, 0, fresh_region(), DType::I32}, w{false, 0, fresh_region(), DType::I32};
-    op(Opcode::Vdup, {type(DType::I32), at(Buffer::UB, k256.region), Operand::float_(256), imm(repeats(n, DType::I32)), imm(1), imm(repeat_blocks_)});
-    binary(Opcode::Vmod, w, v, k256, n);
-    with_scalar(Opcode::Vadds, w, w, 384, n);
-    binary(Opcode::Vmod, w, w, k256, n);
-    with_scalar(Opcode::Vadds, w, w, -128, n);
+    const Value k256 = constant_256(n), w{false, 0, fresh_region(), DType::I32};
+    wrap(w, v, -128, k256, n);
     v = w;
   }
   convert(out, v, n);

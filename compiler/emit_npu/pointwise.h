@@ -85,7 +85,17 @@ class VectorCode {
   Value compose(const Composition& c, const ir::Expr& e, const std::vector<Value>& a, int64_t n);
   // Does apply() map operator `op` (an instruction, a composition or a cast)?
   static bool maps_operator(ir::Op op);
-  void convert(const Value& dst, const Value& src, int64_t n);
+  // vconv of n values. u8 has no vector arithmetic and is computed in i32 (nest_plan.h,
+  // compute_type): from u8, the bytes are converted as i8 and moved to [0, 255] by (x + 256) mod 256,
+  // the constant 256 in `scratch` (n i32 values; -1: a fresh region); to u8, `src` must hold the
+  // value's i8 bit pattern (wrap() to [-128, 127]) and is narrowed as i8.
+  void convert(const Value& dst, const Value& src, int64_t n, int64_t scratch = -1);
+  // dst = src wrapped modulo 256 to [lo, lo + 255] (the language's i8 and u8 arithmetic;
+  // lo = -128 or 0): ((src mod 256) + 256 - lo) mod 256 + lo, vmod's remainder truncated toward
+  // zero. `k256` holds the constant 256 in n i32 values; dst may be src.
+  void wrap(const Value& dst, const Value& src, int64_t lo, const Value& k256, int64_t n);
+  // The constant 256 in n i32 values (in `region`, or a fresh one when -1).
+  Value constant_256(int64_t n, int64_t region = -1);
   // r = x / y or x % y (o) in an integer type, defined as 0 for a divisor of 0.
   Value integer_divide(ir::Op o, const Value& r, const Value& x, const Value& y, int64_t n);
   Value truncate_to_i32(const Value& x, int64_t n);
