@@ -10,6 +10,8 @@
 #include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
+#include "compiler/emit_npu/vector_gemm.h"
+#include "compiler/emit_npu/window_sum.h"
 
 #include <fmt/format.h>
 
@@ -163,6 +165,10 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
     return or_general(why_not_conv(k, target), cube_max_issued, [&] { return emit_conv(k, target); });
   if (why_not_depthwise(k, m).empty())  // the cube, else the one-core vector template, else the general lowering
     return or_general(why_not_depthwise_fit(k, target), cube_max_issued, [&] { return emit_depthwise(k, target); });
+  // a contraction in a dtype the cube has no shape for (f32): the vector unit at its peak
+  if (why_not_vector_gemm(k, m).empty()) return emit_vector_gemm(k, target);
+  // a stride-1 window sum over a channel-last map (average pooling): each input element converted once
+  if (why_not_window_sum(k, m).empty()) return emit_window_sum(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return or_general(why_not_gemm(k, mm->matmul, m, target), cube_max_issued, [&] { return emit_gemm(k, mm->matmul, m, target); });
   std::string reasons;
