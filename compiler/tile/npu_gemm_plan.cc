@@ -8,6 +8,13 @@
 #include <set>
 
 namespace tessel::tile {
+
+int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
+  for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
+    if (n % t == 0) return t;
+  return unit;
+}
+
 namespace {
 
 using npu::Buffer;
@@ -21,12 +28,6 @@ constexpr int64_t kMostOperandRing = 4;
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
 
-// The largest multiple of `unit` that is <= limit and divides n (n a multiple of unit).
-int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit) {
-  for (int64_t t = std::max(unit, limit / unit * unit); t >= unit; t -= unit)
-    if (n % t == 0) return t;
-  return unit;
-}
 
 // The first level that even the shrunk tiles overflow.
 std::optional<FitFailure> overflow(const GemmPlan& g, const isa::NpuMachine& m, const GemmRequest& in) {

@@ -55,6 +55,11 @@ struct GemmPlanResult {
 
 GemmPlanResult plan_gemm(const GemmRequest& request, const isa::NpuMachine& machine);
 
+// The largest multiple of `unit` that is <= limit and divides n (n a multiple of unit): the stage
+// and operand tiles plan_gemm takes for sizes that are multiples of the cube's shape (a box of 64
+// over M = 784 = 49 x 16 gives 16).
+int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit);
+
 // Tails in place (compiler/emit_npu/gemm.cc, GemmSetup::in_place): a GEMM of the user's sizes whose
 // edge tiles are computed whole — their reads past the sizes land in guards, K's columns past K
 // are zeros — and written back clipped, so the sizes are padded to the tiles instead of the tiles

@@ -77,6 +77,14 @@ TEST_CASE("default tile spec: from the matrix unit shape, clamped to the problem
   CHECK(tile::default_tile_spec(m.functions[0], {{"M", 512}, {"N", 16}, {"K", 512}}, h).to_string() == "m=32/32,n=16/16,k=128/64");
   //   2048x2048: 256x256 -> 64 tiles, 2 waves * 16 = 32; 256x128 -> 128 tiles, 4 waves * 8.83 = 35.3
   CHECK(tile::default_tile_spec(m.functions[0], {{"M", 2048}, {"N", 2048}, {"K", 1024}}, h).to_string() == "m=256/128,n=256/64,k=128/64");
+  // Sizes that are multiples of the cube's shape run tiles that divide them (plan_gemm): the model
+  // weighs those. 784x128 (ResNet-50's 28x28 pixels, K 256): boxes of 32 or 64 rows run as 16
+  // (16x128: 49 tiles, 2 waves * 144*2/87 = 6.62; 16x64: 98 tiles, 4 waves * 1.84 = 7.36), 128 or
+  // 256 as 112: 112x32 -> 28 tiles, max(0.875, 144*2/87 = 3.31), shared 28*288/2784 = 2.90;
+  // 112x64 -> 14 tiles, 4.05. Before, the box 64x64 (26 tiles at 64 rows, 2.94) ran as 16x64.
+  CHECK(tile::default_tile_spec(m.functions[0], {{"M", 784}, {"N", 128}, {"K", 256}}, h).to_string() == "m=112/112,n=32/32,k=128/64");
+  // not multiples of the cube's shape (K = 250): tails in place take the boxes as they are
+  CHECK(tile::default_tile_spec(m.functions[0], {{"M", 784}, {"N", 128}, {"K", 250}}, h).to_string() == "m=64/64,n=64/64,k=128/64");
   tile::TileSpec small = tile::default_tile_spec(m.functions[0], {{"M", 7}, {"N", 5}, {"K", 3}}, h);
   CHECK(small.find("m")->outer == 7);
   CHECK(small.find("k")->outer == 3);
