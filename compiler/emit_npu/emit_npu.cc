@@ -7,6 +7,7 @@
 #include "compiler/emit_npu/depthwise.h"
 #include "compiler/emit_npu/gather.h"
 #include "compiler/emit_npu/gemm.h"
+#include "compiler/emit_npu/group_stats.h"
 #include "compiler/emit_npu/nest.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
@@ -169,6 +170,8 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (why_not_vector_gemm(k, m).empty()) return emit_vector_gemm(k, target);
   // a stride-1 window sum over a channel-last map (average pooling): each input element converted once
   if (why_not_window_sum(k, m).empty()) return emit_window_sum(k, target);
+  // statistics per group of a channel-last map (group norm): a group's values kept in UB, no barrier
+  if (why_not_group_stats(k, m).empty()) return emit_group_stats(k, target);
   const kernel::Node* mm = find_matmul(k);
   if (mm) return or_general(why_not_gemm(k, mm->matmul, m, target), cube_max_issued, [&] { return emit_gemm(k, mm->matmul, m, target); });
   std::string reasons;

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "compiler/emit_npu/nest.h"
 #include "npu_case.h"
 
 using namespace tessel;
@@ -66,6 +67,7 @@ TEST_CASE("batch-norm training statistics per channel split over the pixels: eve
 // (half a repeat); split in two along i, the partials take 32.
 TEST_CASE("group norm statistics per (n, g) split along i: the partials on 32 cores") {
   auto c = compile_case("reduction_cores.tsl", "group_norm_nige", "N=2,I=1024,G=8,E=32");
+  c->kernel = emit_npu::emit_nest(c->compilation->kernel, c->compilation->hierarchy);  // the general lowering (group_stats.cc takes it first)
   const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 32);

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "compiler/emit_npu/nest.h"
 #include "npu_case.h"
 
 using namespace tessel;
@@ -159,6 +160,7 @@ TEST_CASE("NHWC windows and upsampling are mirrored densely (channel blocks as l
 // ~4,000 cycles; bound 8,000. davinci-310: the batch of 2 fills both cores (no grid).
 TEST_CASE("group norm over non-trailing groups takes a core grid of batch x groups, the axis followed through its results") {
   auto c = compile_case("vector_cores.tsl", "group_norm_affine", "N=2,I=64,G=8,E=32");
+  c->kernel = emit_npu::emit_nest(c->compilation->kernel, c->compilation->hierarchy);  // the general lowering (group_stats.cc takes it first)
   const std::string n = kernel_notes(*c);
   CAPTURE(n);
   CHECK(c->kernel.program.cores == 16);
