@@ -2,7 +2,8 @@
 // parts): emit runs the analysis (why_not), binds every tensor in GM, writes the zero-padded
 // copies, splits the partition over the cores and emits each core's share, either as the row
 // pipeline (nest_pipeline.cc) or statement by statement: the loops of a statement's plan (full
-// blocks in a loop, the tail straight, the innermost loop of two or more tiles double-buffered),
+// blocks in a loop, the tail straight, the innermost loop of two or more tiles cycling through a
+// ring of value sets: two or more, ring_sets),
 // reductions into a UB accumulator (rows in order, lanes folded then vcadd / vcmax), and the
 // stores. Also the entry points of nest.h.
 #include "compiler/emit_npu/nest_lowering.h"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -217,25 +219,114 @@ void Nest::statement(const Plan& p) {
   chunk_ = p.box.empty() ? p.rows * p.pitch : 1;  // a move's box: UB blocks after these regions (body_move)
   region_base_ = 0;
   next_region_ = 0;
-  seq_ = fresh_region();
-  if (!p.values.empty()) sequence(p);
-  for (int k = 0; k < 2; ++k) {
-    accs_[k] = fresh_region();
-    parts_[k] = fresh_region();
-    rowvals_of_[k] = fresh_region();
-  }
-  body_base_ = next_region_;
   set_bytes_ = p.body_regions * chunk_ * 4 + (rows_tile(p) ? p.row_values * p.rows * bytes_per_repeat_ : 0);
-  set_ = acc_set_ = 0;
-  // Double buffering at the innermost loop of two or more tiles: its tiles alternate the two sets
-  // of values (and of accumulators when it is an output loop).
+  // Double buffering at the innermost loop of two or more tiles: its tiles cycle through ring_
+  // sets of values (and of accumulators when it is an output loop), two or more (ring_sets).
   db_dim_ = -1;
   std::vector<int> order = p.out_levels;
   order.insert(order.end(), p.red_levels.begin(), p.red_levels.end());
   for (int d : order)
     if (extent_of(p, d) / block_of(p, d) >= 2) db_dim_ = d;
   db_out_ = db_dim_ >= 0 && !p.dims[db_dim_].reduction;
+  ring_ = ring_sets(p);
+  // Two sets: a region each for the index sequence and each set's accumulator, partial and row
+  // values. More: those at the sizes they hold (ring_fixed), so that the sets fit.
+  const bool compact = ring_ > 2;
+  const std::array<int64_t, 3> fixed = ring_fixed(p);
+  seq_ = compact && p.values.empty() ? next_region_ : fresh_region();
+  if (!p.values.empty()) sequence(p);
+  for (int k = 0; k < ring_; ++k) {
+    int64_t* at[3] = {&accs_[k], &parts_[k], &rowvals_of_[k]};
+    for (int j = 0; j < 3; ++j) *at[j] = compact ? fresh_bytes(fixed[j]) : fresh_region();
+  }
+  body_base_ = next_region_;
+  set_ = acc_set_ = 0;
   levels(p, 0, true);
+}
+
+// UB bytes of a set's accumulator, partial and row values in a ring of more than two sets: the
+// accumulator an output tile (a reduction's), the partial that or a value per row, whole repeats;
+// row values a region where a read is gathered per row (constant along the lanes), else none.
+std::array<int64_t, 3> Nest::ring_fixed(const Plan& p) const {
+  if (!p.box.empty()) return {0, 0, 0};
+  const int64_t rep = bytes_per_repeat_;
+  const int64_t out = (p.out_dim(p.u) ? p.rows : 1) * (p.out_dim(p.v) ? p.pitch : 1);
+  const int64_t acc = p.is_reduction() ? (out * 4 + rep - 1) / rep * rep : 0;
+  const int64_t part = (std::max(out, p.rows) * 4 + rep - 1) / rep * rep;
+  const bool gathers = p.row_values > 0 || std::any_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return stride_of(a, p.v) == 0; });
+  return {acc, part, gathers ? chunk_ * 4 : 0};
+}
+
+// The value sets the innermost tile loop cycles through. A set is taken from its tile's load to its
+// store's completion: the GM read latency (and the write's, where the tile is stored) plus the
+// tile's transfers; a core moves a tile's bytes in (in + out) / bw (its share of the shared GM), so
+// ceil(that span / transfer) sets keep its DMAs back to back. Two where the tiles' transfers
+// already cover the latencies (large tiles, davinci-310's 2 cores); at most kMaxRing, the tiles of
+// the loop, and what fits UB with each set's accumulator, partial and row values (ring_fixed).
+int Nest::ring_sets(const Plan& p) {
+  flat_.clear();
+  flat_tiles_ = 1;
+  if (db_dim_ < 0) return 2;
+  const isa::NpuPathSpec &in = m_.path(Buffer::GM, Buffer::UB), &out = m_.path(Buffer::UB, Buffer::GM);
+  const double bw = std::min(double(in.bandwidth_bytes_per_cycle), m_.gm_shared_bandwidth_bytes_per_cycle / std::max(1, cores_));
+  const auto tile = [&](int d) { return d >= 0 ? block_of(p, d) : int64_t{1}; };
+  const auto size = [&](int d) { return p.dims[d].reduction && p.mirror ? p.box[d] : block_of(p, d); };
+  double bytes = 0;  // one tile's GM bytes, in and out
+  const std::array<int64_t, 3> fixed = ring_fixed(p);
+  int64_t set_bytes = set_bytes_ + fixed[0] + fixed[1] + fixed[2], base = p.values.empty() ? 0 : chunk_ * 4, slack = 0;
+  const int64_t block = m_.vector_block_bytes, eb = dtype_bytes(p.out.type), ub = m_.capacity(Buffer::UB);
+  if (p.mirror) {  // (as body_mirror lays out a set, and the vector instructions' reach past the last)
+    const auto reach = [&](int d) { return d == p.v ? (p.box[d] + 8 * p.mirror_unit - 1) / (8 * p.mirror_unit) * 8 * p.mirror_unit : p.box[d]; };
+    const int64_t sx = mirror_span(p, p.reads[0], size), sy = mirror_span(p, p.out, size);
+    bytes = double((sx + sy) * eb);
+    set_bytes = ((sx / p.mirror_unit * block + 1023) / 1024 + (sy / p.mirror_unit * block + 1023) / 1024) * 1024;
+    slack = (mirror_span(p, p.reads[0], reach) - sx + mirror_span(p, p.out, reach) - sy) / p.mirror_unit * block;
+    base = (base + 1023) / 1024 * 1024;
+  } else if (!p.box.empty()) {  // a move: an element per block
+    int64_t n = 1;
+    for (int64_t e : p.box) n *= e;
+    bytes = double(2 * n * eb);
+    set_bytes = (n * block + 1023) / 1024 * 1024;
+    base = (base + 1023) / 1024 * 1024;
+  } else {
+    for (const Access& a : p.reads)
+      bytes += double((stride_of(a, p.u) ? tile(p.u) : 1) * (stride_of(a, p.v) ? tile(p.v) : 1) * dtype_bytes(a.type));
+    if (!p.is_reduction()) bytes += double(tile(p.u) * tile(p.v) * eb);
+  }
+  const double span = double(in.latency_cycles + (p.is_reduction() && !p.mirror ? 0 : out.latency_cycles)) + bytes / bw;
+  const int want = std::clamp(static_cast<int>(std::ceil(span / std::max(1.0, bytes / bw))), 2, kMaxRing);
+  const auto fits = [&](int64_t sets) { return base + sets * set_bytes + slack <= ub; };
+  const auto tiles = [&](int d) { return extent_of(p, d) / block_of(p, d); };
+  // A ring loop of fewer tiles than the sets wanted (an upsampling's two columns inside its two
+  // rows) takes in the next outer loop of two or more tiles: its own tiles, whole blocks, go
+  // straight in that loop's body, each tile the next set (flat_). Outputs only (no accumulator).
+  std::vector<int> flat;
+  int64_t b = 1;
+  int r = db_dim_;
+  if (!p.is_reduction()) {
+    const std::vector<int>& order = p.out_levels;
+    size_t j = static_cast<size_t>(std::find(order.begin(), order.end(), r) - order.begin());
+    while (j < order.size() && tiles(r) < (want + b - 1) / b && extent_of(p, r) % block_of(p, r) == 0 && b * tiles(r) <= kMaxRing &&
+           fits(b * tiles(r))) {
+      size_t k = j;
+      int outer = -1;
+      while (k-- > 0 && outer < 0) {
+        if (tiles(order[k]) >= 2) outer = order[k];
+        else if (extent_of(p, order[k]) != block_of(p, order[k])) break;
+      }
+      if (outer < 0) break;
+      flat.push_back(r), b *= tiles(r), r = outer, j = k;
+    }
+  }
+  int64_t g = std::min<int64_t>((want + b - 1) / b, std::max<int64_t>(b > 1 ? 1 : 2, tiles(r)));
+  while (g > 1 && (b * g > kMaxRing || !fits(b * g))) --g;
+  // A last group of fewer tiles waits out the latency once more: more sets where they make the
+  // groups whole (8 tiles: 4 sets rather than 3).
+  for (int64_t more = g + 1; b == 1 && g > 2 && tiles(r) % g && more <= std::min<int64_t>(kMaxRing, tiles(r)) && fits(more); ++more)
+    if (tiles(r) % more == 0) g = more;
+  if (b * g < 2) return 2;
+  if (b > 1) db_dim_ = r, flat_ = flat, flat_tiles_ = b;
+  return static_cast<int>(b * g);
 }
 
 // The loops of out_levels (output == true) then red_levels; each level: its full blocks in a
@@ -243,6 +334,7 @@ void Nest::statement(const Plan& p) {
 void Nest::levels(const Plan& p, size_t i, bool output) {
   const std::vector<int>& lv = output ? p.out_levels : p.red_levels;
   if (i == lv.size()) {
+    if (output && flat_tiles_ > 1) set_ = static_cast<int>(tile_++ % ring_);  // (outputs only: no accumulator)
     if (output) reduction(p);
     else body(p);
     return;
@@ -258,45 +350,60 @@ void Nest::levels(const Plan& p, size_t i, bool output) {
     if (p.core_dims[j] == d) base.regs.push_back({static_cast<uint8_t>(kBase + j), 1});
   size_[d] = blk;
   const bool innermost = d == db_dim_;
-  if (innermost && full > 1) {  // pairs of tiles alternate the two value sets
-    if (full > 3) op(Opcode::Loop, {reg(r), imm(0), imm(full / 2), imm(1)});
-    const int64_t pair = full > 3 ? 2 : full;
-    auto at_tile = [&](int64_t k) {
-      pos_[d] = base;
-      if (full > 3) pos_[d].regs.push_back({r, 2 * blk});
-      pos_[d].c = k * blk;
-      set_ = static_cast<int>(k % 2);
-      if (db_out_) acc_set_ = set_;
-    };
-    // A pair of the body's own tiles (the levels inside one tile each) whose reads are all plain
-    // moves loads both tiles before computing either: the second's GM latency runs during the
+  if (innermost && full > 1) {  // groups of g tiles (flat_tiles_ each) cycle through the ring_ value sets
+    const int64_t g = ring_ / flat_tiles_;
+    // A pair (a group: ring_groups) of the body's own tiles (the levels inside one tile each) whose
+    // reads are all plain moves loads both tiles before computing either: the second's GM latency runs during the
     // first's wait and compute (in program order after the first's vector work, a full vector queue
     // held its DMA back until the first tile had its data). A load with vector work would wait on
     // the vector pipe ahead of the first tile's compute, and its deferred DMA would queue behind
     // the next pair's loads, which wait for this pair's compute: such tiles keep their order.
-    bool leaf = (!output || !p.is_reduction()) && !p.mirror && p.box.empty() &&
+    bool leaf = (!output || !p.is_reduction()) && !p.mirror && p.box.empty() && flat_tiles_ == 1 &&
                 std::all_of(p.reads.begin(), p.reads.end(), [&](const Access& a) { return plain_move(p, a); });
     for (size_t j = i + 1; j < lv.size(); ++j) leaf = leaf && extent_of(p, lv[j]) == block_of(p, lv[j]);
     for (size_t j = 0; output && j < p.red_levels.size(); ++j) leaf = leaf && extent_of(p, p.red_levels[j]) == block_of(p, p.red_levels[j]);
-    if (leaf && full > 3) {  // (in a loop of pairs: a lone pair before a tail measured 5 cycles slower, avg pool NHWC)
-      for (const Phase ph : {Phase::Loads, Phase::Compute}) {
-        phase_ = ph;
+    if (ring_ > 2 && leaf) {
+      ring_groups(p, i, output, base, full);
+    } else {
+      const bool looped = full >= 2 * g;
+      if (looped) op(Opcode::Loop, {reg(r), imm(0), imm(full / g), imm(1)});
+      const int64_t pair = looped ? g : full;
+      auto at_tile = [&](int64_t k) {
+        pos_[d] = base;
+        if (looped) pos_[d].regs.push_back({r, g * blk});
+        pos_[d].c = k * blk;
+        tile_ = k * flat_tiles_;
+        set_ = static_cast<int>(tile_ % ring_);
+        if (db_out_) acc_set_ = set_;
+      };
+      if (leaf && looped) {  // (in a loop of pairs: a lone pair before a tail measured 5 cycles slower, avg pool NHWC)
+        for (const Phase ph : {Phase::Loads, Phase::Compute}) {
+          phase_ = ph;
+          for (int64_t k = 0; k < pair; ++k) at_tile(k), levels(p, i + 1, output);
+        }
+        phase_ = Phase::Both;
+      } else {
         for (int64_t k = 0; k < pair; ++k) at_tile(k), levels(p, i + 1, output);
       }
-      phase_ = Phase::Both;
-    } else {
-      for (int64_t k = 0; k < pair; ++k) at_tile(k), levels(p, i + 1, output);
+      if (looped) op(Opcode::EndLoop, {});
+      for (int64_t k = 0; looped && k < full % g; ++k) {  // the tiles after the last whole group
+        pos_[d] = base;
+        pos_[d].c = (full - full % g + k) * blk;
+        tile_ = k * flat_tiles_;
+        set_ = static_cast<int>(tile_ % ring_);
+        if (db_out_) acc_set_ = set_;
+        levels(p, i + 1, output);
+      }
     }
-    if (full > 3) op(Opcode::EndLoop, {});
-    if (full > 3 && full % 2) {
+    tile_ = full % g * flat_tiles_;  // the tail's set: the next (two sets kept set 1)
+    set_ = ring_ == 2 && flat_tiles_ == 1 ? 1 : static_cast<int>(tile_ % ring_);
+    if (db_out_) acc_set_ = set_;
+  } else if (full > 1 && std::find(flat_.begin(), flat_.end(), d) != flat_.end()) {  // inside the ring loop: straight
+    for (int64_t k = 0; k < full; ++k) {
       pos_[d] = base;
-      pos_[d].c = (full - 1) * blk;
-      set_ = 0;
-      if (db_out_) acc_set_ = 0;
+      pos_[d].c = k * blk;
       levels(p, i + 1, output);
     }
-    set_ = 1;
-    if (db_out_) acc_set_ = 1;
   } else if (full > 1) {
     op(Opcode::Loop, {reg(r), imm(0), imm(full), imm(1)});
     pos_[d] = base;
@@ -314,6 +421,39 @@ void Nest::levels(const Plan& p, size_t i, bool output) {
     levels(p, i + 1, output);
   }
   if (innermost) set_ = acc_set_ = 0;
+}
+
+// The ring loop of a statement whose tiles' reads are all plain moves and whose inner levels are
+// one tile each, with more than two sets: groups of ring_ tiles (tile t in set t % ring_), each
+// group's loads before its computes (as a pair's, levels), in a loop where there are two groups or
+// more, the rest straight. (Loads ring_ - 1 tiles ahead of each compute, as the row pipeline
+// does, measured slower on the reductions: the pruned syncs made a tile's compute wait for the
+// latest load, not its own.)
+void Nest::ring_groups(const Plan& p, size_t i, bool output, const Pos& base, int64_t full) {
+  const std::vector<int>& lv = output ? p.out_levels : p.red_levels;
+  const int d = lv[i];
+  const uint8_t r = static_cast<uint8_t>(kLevel0 + (output ? i : p.out_levels.size() + i));
+  const int64_t blk = block_of(p, d), s = ring_;
+  auto tile = [&](int64_t t, bool looped, Phase ph) {
+    pos_[d] = base;
+    if (looped) pos_[d].regs.push_back({r, s * blk});
+    pos_[d].c = t * blk;
+    set_ = static_cast<int>(t % s);
+    if (db_out_) acc_set_ = set_;
+    phase_ = ph;
+    levels(p, i + 1, output);
+  };
+  const int64_t groups = full >= 2 * s ? full / s : 0;  // looped groups of s tiles, the rest straight
+  if (groups > 0) {
+    op(Opcode::Loop, {reg(r), imm(0), imm(groups), imm(1)});
+    for (const Phase ph : {Phase::Loads, Phase::Compute})
+      for (int64_t j = 0; j < s; ++j) tile(j, true, ph);
+    op(Opcode::EndLoop, {});
+  }
+  for (int64_t g0 = groups * s; g0 < full; g0 += s)
+    for (const Phase ph : {Phase::Loads, Phase::Compute})
+      for (int64_t t = g0; t < std::min(full, g0 + s); ++t) tile(t, false, ph);
+  phase_ = Phase::Both;
 }
 
 double Nest::identity(const Plan& p) const {

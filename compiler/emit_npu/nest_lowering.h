@@ -18,6 +18,7 @@
 // Internal to compiler/emit_npu/nest*.cc.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <set>
@@ -185,7 +186,10 @@ class Nest : public VectorCode {
   void bind(npu::Program& p);
   void run_core(int64_t range);
   void statement(const Plan& p);
+  int ring_sets(const Plan& p);
+  std::array<int64_t, 3> ring_fixed(const Plan& p) const;
   void levels(const Plan& p, size_t i, bool output);
+  void ring_groups(const Plan& p, size_t i, bool output, const Pos& base, int64_t full);
   double identity(const Plan& p) const;
   Opcode combine_op(const Plan& p) const;
   void store_acc(const Plan& p, bool to_ub);
@@ -234,12 +238,15 @@ class Nest : public VectorCode {
   std::vector<Value> loaded_;
   std::map<std::string, Value> memo_;  // this tile's values by expression text
   int64_t seq_ = 0, body_base_ = 0, set_bytes_ = 0;
-  int64_t accs_[kMaxSets] = {}, parts_[kMaxSets] = {}, rowvals_of_[kMaxSets] = {};
+  int64_t accs_[kMaxRing] = {}, parts_[kMaxRing] = {}, rowvals_of_[kMaxRing] = {};
   enum class Phase { Both, Loads, Compute };  // what body() emits of a tile (levels: a pair's loads first)
   Phase phase_ = Phase::Both;
-  std::pair<std::vector<Value>, int64_t> set_loads_[kMaxSets];  // each set's loads and the next free region after them
+  std::pair<std::vector<Value>, int64_t> set_loads_[kMaxRing];  // each set's loads and the next free region after them
   int64_t rowval_slot_ = 0;    // the next slot of the row-values region a tile's gather takes
   int set_ = 0, acc_set_ = 0;  // the tile's value set and the accumulator's (double buffering)
+  int ring_ = 2;               // the value sets the innermost tile loop cycles through (ring_sets)
+  std::vector<int> flat_;      // loops inside the ring loop emitted straight, their tiles each the next set
+  int64_t flat_tiles_ = 1, tile_ = 0;  // ... their tiles per ring-loop iteration, the next tile's number
   int db_dim_ = -1;            // the double-buffered loop's dimension
   bool db_out_ = false;        // ... an output one (the accumulators alternate too)
   Fused fz_;
@@ -252,7 +259,7 @@ class Nest : public VectorCode {
   std::map<std::string, Resident> resident_;   // results in UB by tensor: the prologue's, this block's
   std::map<std::string, Value> hoisted_;       // the row statements' row-invariant reads, by access key
   std::map<std::string, Value> block_loads_;   // this block's loads, by access key
-  std::map<std::string, Value> prefetched_[kMaxSets];  // each set's loads ahead of its compute, by access key
+  std::map<std::string, Value> prefetched_[kMaxRing];  // each set's loads ahead of its compute, by access key
   std::string memo_prefix_;                    // the statement's dimensions (memo_ spans a block's statements)
   int64_t acc() const { return accs_[acc_set_]; }
   int64_t part() const { return parts_[set_]; }
