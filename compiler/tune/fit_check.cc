@@ -4,6 +4,7 @@
 
 #include "compiler/emit_npu/conv.h"
 #include "compiler/emit_npu/emit_npu.h"
+#include "compiler/tile/npu_gemm_plan.h"
 #include "isa/npu_machine.h"
 #include "isa/base/error.h"
 
@@ -145,6 +146,21 @@ struct AxisRange {
 bool walked_inside(const poly::Group& g, const ir::IndexVar& v) {
   if (g.tile_axes.empty()) return v.is_reduction;
   return std::find(g.tile_axes.begin(), g.tile_axes.end(), v.name) == g.tile_axes.end();
+}
+
+// The NPU cube's plan (tile::plan_gemm) runs, where M, N and K are multiples of the unit, the
+// largest tiles within the spec's boxes that divide them (a box of 64 over 784 rows runs as 16):
+// the model prices those. Convolutions (img2col) have a plan of their own (conv_breakdown).
+void npu_dividing_tiles(GroupTiling& g, const isa::Hierarchy& h) {
+  if (!g.matched || g.img2col || h.kind != isa::TargetKind::Npu) return;
+  const std::pair<std::string, int64_t> axes[] = {{g.m, g.unit_m}, {g.n, g.unit_n}, {g.k, g.unit_k}};
+  for (const auto& [a, u] : axes)
+    if (u <= 0 || !g.extent.count(a) || !g.outer.count(a) || g.extent.at(a) % u) return;
+  for (const auto& [a, u] : axes) {
+    const auto up = [u = u](int64_t x) { return (x + u - 1) / u * u; };
+    g.outer[a] = tile::dividing_tile(g.extent.at(a), up(g.outer[a]), u);
+    g.inner[a] = tile::dividing_tile(g.outer[a], up(g.inner[a]), u);
+  }
 }
 
 // The tile pass's view of group g under `spec` (poly::Tiler::group_tiles): axis ranges from the
@@ -359,6 +375,7 @@ FitChecker::FullResult FitChecker::run_full(const tile::TileSpec& spec) {
       g.acc_type = tg.match.acc_type;
       g.img2col = tg.match.img2col;
     }
+    npu_dividing_tiles(g, c.hierarchy);
     info.groups.push_back(g);
   }
   out.info = std::move(info);
@@ -475,7 +492,8 @@ std::optional<ConfigInfo> FitChecker::check(const tile::TileSpec& spec, std::str
       *reason = overflow->message();
       return std::nullopt;
     }
-    info.groups = tilings;
+    info.groups = tilings;  // (the boxes above are the tile pass's; the model prices the cube's tiles)
+    for (GroupTiling& g : info.groups) npu_dividing_tiles(g, c.hierarchy);
     return info;
   };
   auto it = fast_->templates.find(matched);
