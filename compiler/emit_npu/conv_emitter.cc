@@ -403,13 +403,14 @@ class ConvEmitter {
     W_.row_q = cv_.K, W_.row_c = RS() * cv_.K;
     user_y_ = Y_.base;
     Y_.base = code_.place(cv_.y + "_nhwc", cv_.out, {cv_.N, cv_.OH, cv_.OW, cv_.K}, gm_);
-    const int64_t HW = cv_.H * cv_.W, cap = m_.capacity(Buffer::UB);
+    const int64_t HW = cv_.H * cv_.W, crs = orig_.C * RS();
     X_.pixel_bytes = frow_, X_.block_bytes = HW * frow_;  // C1HWC0 images
-    for (int64_t n = 0; n < orig_.N; ++n)
-      code_.transpose_rows(user_x + n * orig_.C * HW * in_, npu::kNoRegister, HW, orig_.C, HW, HW, X_.base + n * cv_.C * HW * in_,
-                           npu::kNoRegister, HW * k0_, k0_, 0, cap);
-    const int64_t crs = orig_.C * RS();
-    code_.transpose_rows(user_w, npu::kNoRegister, crs, orig_.K, crs, cv_.C * RS(), W_.base, npu::kNoRegister, k0_, cv_.K, 0, cap);
+    const int64_t need = std::max(code_.transpose_bytes(orig_.C, HW), code_.transpose_bytes(orig_.K, crs));
+    for (int64_t n = 0; n <= orig_.N; ++n) {  // the images, then the weights (in UB regions of their own when all fit)
+      const auto [ub, bytes] = code_.copy_region(n, orig_.N + 1, need);
+      if (n < orig_.N) code_.transpose_rows(user_x + n * orig_.C * HW * in_, npu::kNoRegister, HW, orig_.C, HW, HW, X_.base + n * cv_.C * HW * in_, npu::kNoRegister, HW * k0_, k0_, ub, bytes);
+      else code_.transpose_rows(user_w, npu::kNoRegister, crs, orig_.K, crs, cv_.C * RS(), W_.base, npu::kNoRegister, k0_, cv_.K, ub, bytes);
+    }
     out_.notes.push_back(fmt::format("NCHW: X and the weights transposed to C1HWC0 / [C, R*S, K] scratch copies (channels padded "
                                      "to {} and {}) on the vector unit (16 x 16 vtranspose), the result back to NCHW; one core",
                                      cv_.C, cv_.K));
@@ -433,24 +434,20 @@ class ConvEmitter {
                          imm((cv_.C - orig_.C) * in_)});
       op(Opcode::DmaOut, {at(Buffer::GM, X_.base + r0 * cv_.C * in_), at(Buffer::UB, 0), imm(1), imm(n * cv_.C * in_), imm(0), imm(0)});
     }
-    // Weights: all R*S*C rows of K in UB at once, then C rows per kernel position.
+    // Weights: all R*S*C rows of K in UB's second half at once (beside X's chunks: no hand-off between
+    // the copies), then C rows per kernel position.
     if (RS() * orig_.C * cv_.K * in_ > cap_ub / 2)
       return code_.refuse(unsupported("the weights do not fit the vector buffer for channel padding").what());
-    if (cv_.K > orig_.K) code_.zero_ub(0, RS() * orig_.C * cv_.K * in_);
-    op(Opcode::DmaIn, {at(Buffer::UB, 0), at(Buffer::GM, user_w), imm(RS() * orig_.C), imm(orig_.K * in_), imm(0),
+    if (cv_.K > orig_.K) code_.zero_ub(cap_ub / 2, RS() * orig_.C * cv_.K * in_);
+    op(Opcode::DmaIn, {at(Buffer::UB, cap_ub / 2), at(Buffer::GM, user_w), imm(RS() * orig_.C), imm(orig_.K * in_), imm(0),
                        imm((cv_.K - orig_.K) * in_)});
     for (int64_t q = 0; q < RS(); ++q)
-      op(Opcode::DmaOut, {at(Buffer::GM, W_.base + q * cv_.C * cv_.K * in_), at(Buffer::UB, q * orig_.C * cv_.K * in_), imm(1),
+      op(Opcode::DmaOut, {at(Buffer::GM, W_.base + q * cv_.C * cv_.K * in_), at(Buffer::UB, cap_ub / 2 + q * orig_.C * cv_.K * in_), imm(1),
                           imm(orig_.C * cv_.K * in_), imm(0), imm(0)});
   }
 
   // Y: [N][P][Kp] -> [N][K][P]: per pixel its K values down one column.
-  void nchw_out() {
-    for (int64_t n = 0; n < orig_.N; ++n)
-      for (int64_t j = 0; j * n0_ < orig_.K; ++j)
-        code_.columns_to_rows_f32(Y_.base + (n * P() * cv_.K + j * n0_) * eo_, npu::kNoRegister, cv_.K, P(), std::min(n0_, orig_.K - j * n0_),
-                                  user_y_ + (n * orig_.K + j * n0_) * P() * eo_, npu::kNoRegister, P(), 0, m_.capacity(Buffer::UB));
-  }
+  void nchw_out() { code_.images_columns_to_rows_f32(Y_.base, user_y_, orig_.N, P(), orig_.K, cv_.K); }
 
   // Y: rows of Kp -> rows of K, chunks of whole GM alignment units of f32 rows (aligned destinations).
   void padded_out() {

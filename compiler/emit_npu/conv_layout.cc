@@ -55,6 +55,23 @@ int64_t ConvCode::transpose_slot_bytes(int64_t plane, int64_t ub_bytes) const {
   return 2 * squares * square;
 }
 
+int64_t ConvCode::transpose_bytes(int64_t rows, int64_t plane) const {
+  const int64_t side = m_.block_elements(DType::F16);
+  return (rows + side - 1) / side * transpose_slot_bytes(plane, m_.capacity(Buffer::UB));
+}
+
+int64_t ConvCode::columns_to_rows_bytes(int64_t pixels) const {
+  const int64_t side = m_.block_elements(DType::F16), block = side * side * dtype_bytes(DType::F32);
+  return 2 * block + 4 * ((pixels + side - 1) / side) * block;  // scratch, two halves of raw + out blocks
+}
+
+std::pair<int64_t, int64_t> ConvCode::copy_region(int64_t i, int64_t calls, int64_t need) const {
+  const int64_t cap = m_.capacity(Buffer::UB), align = std::max<int64_t>(m_.fractal_bytes(), 32);
+  const int64_t part = cap / std::max<int64_t>(1, calls) / align * align;
+  if (need <= part) return {i * part, part};
+  return {0, cap};
+}
+
 void ConvCode::transpose_rows(int64_t src_gm, uint8_t src_reg, int64_t src_row, int64_t rows, int64_t plane, int64_t plane_out,
                               int64_t dst_gm, uint8_t dst_reg, int64_t dst_block, int64_t dst_pitch, int64_t ub, int64_t ub_bytes,
                               npu::Buffer dst_buffer, const std::function<void()>& after_loads, DeferredChunks* deferred) {
@@ -235,6 +252,17 @@ void ConvCode::columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_
     for (int64_t b = 0; b < blocks; ++b) f32_block_to_rows(raw + b * block, out + b * row_pieces * piece, pitch, t1, t2);
     op(npu::Opcode::DmaOut, {at(npu::Buffer::GM, dst_gm + p0 * eb, dst_reg), at(npu::Buffer::UB, out), imm(channels), imm(np * eb),
                              imm((pitch * piece) - np * eb), imm((dst_pitch - np) * eb)});
+  }
+}
+
+void ConvCode::images_columns_to_rows_f32(int64_t src_gm, int64_t dst_gm, int64_t images, int64_t pixels, int64_t channels,
+                                          int64_t src_pitch) {
+  const int64_t side = m_.block_elements(DType::F16), groups = (channels + side - 1) / side, eb = dtype_bytes(DType::F32);
+  for (int64_t i = 0; i < images * groups; ++i) {
+    const int64_t n = i / groups, j = i % groups;
+    const auto [ub, bytes] = copy_region(i, images * groups, columns_to_rows_bytes(pixels));
+    columns_to_rows_f32(src_gm + (n * pixels * src_pitch + j * side) * eb, npu::kNoRegister, src_pitch, pixels, std::min(side, channels - j * side),
+                        dst_gm + (n * channels + j * side) * pixels * eb, npu::kNoRegister, pixels, ub, bytes);
   }
 }
 

@@ -88,6 +88,15 @@ class ConvCode {
                       DeferredChunks* deferred = nullptr);
   // UB bytes one slot of transpose_rows takes for a plane of `plane` elements in [ub, ub + ub_bytes).
   int64_t transpose_slot_bytes(int64_t plane, int64_t ub_bytes) const;
+  // UB bytes transpose_rows of `rows` rows of a plane of `plane` elements takes at most (a slot per
+  // group of 16 rows), given the whole buffer.
+  int64_t transpose_bytes(int64_t rows, int64_t plane) const;
+  // UB bytes columns_to_rows_f32 of `pixels` pixels takes in one piece.
+  int64_t columns_to_rows_bytes(int64_t pixels) const;
+  // The UB region (offset, bytes) of copy i of `calls` independent copies that each take at most
+  // `need` bytes: a region of its own when every copy's fits (the copies then overlap: no region
+  // handed from one to the next), else the whole buffer (one after the other).
+  std::pair<int64_t, int64_t> copy_region(int64_t i, int64_t calls, int64_t need) const;
   // NCHW weights [K][C T R S] (at w_gm, row length crs = C T R S) of output-channel tile `tile_reg`
   // (tn channels, the first `k` of all valid) transposed into their L1 fractals at l1 ([t c1][R S]
   // [tn / 16] fractals, rows (c, t, q) of 16 output channels): per group of 16 output channels its
@@ -118,6 +127,9 @@ class ConvCode {
   void f32_block_to_rows(int64_t src, int64_t out, int64_t pitch, int64_t t1, int64_t t2);
   void columns_to_rows_f32(int64_t src_gm, uint8_t src_reg, int64_t src_pitch, int64_t pixels, int64_t channels, int64_t dst_gm,
                            uint8_t dst_reg, int64_t dst_pitch, int64_t ub, int64_t ub_bytes);
+  // f32 [images][pixels][src_pitch] -> [images][channels][pixels] by columns_to_rows_f32 per image and
+  // 16 channels, each copy in a UB region of its own when every one's fits (copy_region).
+  void images_columns_to_rows_f32(int64_t src_gm, int64_t dst_gm, int64_t images, int64_t pixels, int64_t channels, int64_t src_pitch);
   // Rows of `from` elements -> rows of `to` (zero-padded or cut), through UB [ub, ub + ub_bytes) in
   // chunks of whole GM alignment units of rows; GM addresses plus the base registers.
   void resize_rows(int64_t src_gm, uint8_t src_reg, int64_t dst_gm, uint8_t dst_reg, int64_t rows, int64_t from, int64_t to, DType t,
