@@ -73,17 +73,13 @@ bool vector_computes(const isa::Hierarchy& target, DType t) {
   return false;
 }
 
-// Why a statement computes, converts or reduces values of a dtype the vector unit does not take
-// (u8 or bf16 on the DaVinci descriptions), or "". Reads only moved (stored as they are) need no
-// vector type: the copies move bytes. Checked before any mapping, so no template emits an
-// instruction with an element type the program format refuses (issue 31: a u8 cast's vconv).
-std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy& target) {
+// " (file:line:col)" of a source place, or "" where there is none.
 std::string source_place(const ir::SourceLoc& l) {
   return l.line ? fmt::format(" ({}:{}:{})", l.file, l.line, l.col) : std::string();
 }
 
-// The place of the first operation in `s` with an operand or a result of which bad(dtype) holds
-// (" at (file:line:col)" form: " (f:l:c)"), its dtype in `type`; "" when there is none.
+// The place of the first operation in `s` with an operand or a result of which bad(dtype) holds,
+// " (file:line:col)" (" " where the operation has no place), its dtype in `type`; "" when there is none.
 std::string first_operation_with(const ir::Statement& s, const std::function<bool(DType)>& bad, DType& type) {
   std::string where;
   std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
@@ -101,6 +97,11 @@ std::string first_operation_with(const ir::Statement& s, const std::function<boo
   return where;
 }
 
+// Why a statement computes, converts or reduces values of a dtype the vector unit does not take
+// (u8 or bf16 on the DaVinci descriptions), or "". Reads only moved (stored as they are) need no
+// vector type: the copies move bytes. Checked before any mapping, so no template emits an
+// instruction with an element type the program format refuses (issue 31: a u8 cast's vconv).
+std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (!k.function) return "";
   for (const ir::Statement& s : k.function->statements) {
     std::string why;

@@ -147,8 +147,8 @@ class Nest : public VectorCode {
   Value expand(const Value& v);
   Value compile_node(const ir::Expr& e, int64_t n);
   Value narrow_op(const ir::Expr& e, int64_t n);
-  Value condition(const Value& c, int64_t n);
   Value narrowed(Value x, DType t, int64_t n);
+  Value condition(const Value& c, int64_t n);
   Value compare(const ir::Expr& e, int64_t n);
   Value select(const ir::Expr& e, int64_t n);
 
