@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "isa/base/error.h"
 
@@ -49,8 +50,11 @@ NpuMachine npu_machine(const Hierarchy& h) {
   for (int b = 0; b < npu::kBufferCount; ++b) {
     const Level& level = h.level(npu::buffer_role(static_cast<npu::Buffer>(b)));
     // validate_hierarchy requires the energies of NPU levels and units (value_or: never read unset)
-    m.buffers[b] = {level.name, level.capacity_bytes, std::max<uint32_t>(1, level.alignment_bytes),
-                    std::max<uint32_t>(1, level.granularity_bytes), level.read_energy_pj_per_byte.value_or(0),
+    // Capacity in whole alignment units and granules: a buffer placed from the end is then aligned
+    // (a description variant's UB of 196,615 bytes had a vdup at UB[195079]: the simulator refused it).
+    const uint32_t align = std::max<uint32_t>(1, level.alignment_bytes), gran = std::max<uint32_t>(1, level.granularity_bytes);
+    const uint64_t unit = std::lcm<uint64_t>(align, gran);
+    m.buffers[b] = {level.name, level.capacity_bytes / unit * unit, align, gran, level.read_energy_pj_per_byte.value_or(0),
                     level.write_energy_pj_per_byte.value_or(0)};
   }
   for (int from = 0; from < npu::kBufferCount; ++from)

@@ -8,6 +8,7 @@
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
 #include "isa/hierarchy_override.h"
+#include "isa/npu_machine.h"
 #include "tests/isa/description_text.h"
 
 using namespace tessel;
@@ -152,4 +153,15 @@ TEST_CASE("description hash: stable under reordering, equal for equal descriptio
   CHECK(davinci("L1.read_latency_cycles=0").description_hash != base.description_hash);
   // every shipped description has its own hash
   CHECK(load_hierarchy(target_path("davinci-310.yaml")).description_hash != base.description_hash);
+}
+
+// The compiler's view of an NPU buffer is its capacity in whole alignment units and granules: a
+// variant's UB of 196,615 bytes (description fuzzer, seed 7403 draw 249) placed a vdup at
+// UB[195079], which the simulator refused as unaligned (exit 3).
+TEST_CASE("npu machine: buffer capacities round down to whole alignment units") {
+  const NpuMachine odd = npu_machine(davinci("UB.capacity_bytes=196615"));
+  CHECK(odd.capacity(npu::Buffer::UB) == 196608);  // 6,144 x 32
+  CHECK(odd.capacity(npu::Buffer::UB) % odd.buffer(npu::Buffer::UB).alignment_bytes == 0);
+  const NpuMachine stock = npu_machine(davinci(""));
+  CHECK(stock.capacity(npu::Buffer::UB) == int64_t(davinci("").level(Role::Vector).capacity_bytes));
 }
