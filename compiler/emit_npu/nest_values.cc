@@ -107,7 +107,8 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64
 // `scratch` widened to i32 at `wide` by a one-lane vconv per block (a repeat per block), packed at
 // `packed` by vcmax in i32, narrowed back (exact: the values are in range) k elements to `region`, the last repeat
 // masked to what remains. Expects the one-lane mask; leaves it set to whole repeats' lanes.
-void Nest::pack_bytes(DType t, int64_t region, int64_t scratch, int64_t wide, int64_t packed, int64_t k) {
+void Nest::pack_bytes(DType bytes, int64_t region, int64_t scratch, int64_t wide, int64_t packed, int64_t k) {
+  const DType t = bytes == DType::U8 ? DType::I8 : bytes;  // u8 bytes move as i8 (no instruction takes u8; the bits round-trip)
   op(Opcode::Vconv, {type(DType::I32), type(t), at(Buffer::UB, wide), at(Buffer::UB, scratch), imm(k), imm(1), imm(1), imm(1), imm(1)});
   op(Opcode::Vcmax, {type(DType::I32), at(Buffer::UB, packed), at(Buffer::UB, wide), imm(k), imm(1), imm(1)});
   const int64_t lanes = m_.vector_lanes(4), whole = k / lanes, rest = k % lanes;
