@@ -658,6 +658,12 @@ void Nest::body_loads(const Plan& p) {
   set_loads_[set_] = {loaded_, next_region_};
 }
 
+// A tile's values stay within its value set (count_regions sized the sets), the last set within UB.
+void Nest::check_set_bounds() const {
+  TESSEL_CHECK(next_region_ <= body_base_ + (set_ + 1) * set_bytes_, "nest: a tile's values exceed its value set");
+  TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
+}
+
 // The tile's value and its store or reduction, from the loads body_loads left in the set.
 void Nest::body_compute(const Plan& p) {
   const int64_t rows = cur(p.u), cols = cur(p.v), n = rows * p.pitch;
@@ -675,11 +681,11 @@ void Nest::body_compute(const Plan& p) {
   }
   if (!p.is_reduction()) {
     x = narrowed(x, p.out.type, n);
-    TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
+    check_set_bounds();
     move(false, p, p.out, x.region, rows, cols, p.pitch, stride_of(p.out, p.u), stride_of(p.out, p.v));
     return;
   }
-  TESSEL_CHECK(region_base_ + next_region_ <= m_.capacity(Buffer::UB), "nest: a tile's values exceed UB");
+  check_set_bounds();
   const DType t = x.type;
   const int eb = dtype_bytes(t);
   const Opcode o = combine_op(p);

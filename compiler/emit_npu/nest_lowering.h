@@ -118,7 +118,10 @@ class Nest : public VectorCode {
 
   // nest_values.cc: GM <-> UB moves, loads and the expression compiler
   Operand gm_operand(const Plan& p, const Access& a, int64_t extra);
-  void gather_reversed(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t n,
+  struct Gather {  // a reversed read's UB regions: a block per element; 1-byte elements widened, packed
+    int64_t scratch, wide, packed;
+  };
+  void gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n,
                         const std::function<int64_t(int64_t)>& at_c);
   bool gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols, int64_t pitch,
                       int64_t su, int64_t sv);
@@ -201,6 +204,7 @@ class Nest : public VectorCode {
     return stride_of(a, p.u) > 0 && stride_of(a, p.v) > 0 && a.type == compute_type(a.type) && !transposable(p, a);
   }
   void body_compute(const Plan& p);
+  void check_set_bounds() const;
   void body_move(const Plan& p);
   void body_mirror(const Plan& p);
   void lanes(const Plan& p, const Value& x, int64_t rows, int64_t cols, int64_t scratch = -1);

@@ -53,10 +53,11 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
   if (rows == 1) su = cols;  // no second row: any gap
   if (to_ub && (sv < 0 || (cols == 1 && pitch == 1 && su < 0))) {  // reversed lanes (or a reversed column)
     const int64_t scratch = fresh_region();
-    if (cols == 1 && pitch == 1) return gather_reversed(p, a, region, scratch, rows, [&](int64_t r) { return r * su; });
-    if (su >= 1 && gather_columns(p, a, region, scratch, rows, cols, pitch, su, sv)) return;
+    if (su >= 1 && !(cols == 1 && pitch == 1) && gather_columns(p, a, region, scratch, rows, cols, pitch, su, sv)) return;
+    const Gather g{scratch, eb == 1 ? fresh_region() : 0, eb == 1 ? fresh_region() : 0};  // (count_regions counts these)
+    if (cols == 1 && pitch == 1) return gather_reversed(p, a, region, g, rows, [&](int64_t r) { return r * su; });
     for (int64_t r = 0; r < rows; ++r)
-      gather_reversed(p, a, region + r * pitch * eb, scratch, cols, [&](int64_t c) { return r * su + c * sv; });
+      gather_reversed(p, a, region + r * pitch * eb, g, cols, [&](int64_t c) { return r * su + c * sv; });
     return;
   }
   if (cols == 1 && pitch == 1) {  // contiguous elements in UB
@@ -81,14 +82,14 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
 // each element goes to a 32-byte block of its own in the region `scratch`, and vcmax of the one
 // enabled lane 0 over the blocks (a repeat per block) packs them in order (exact: a max of one
 // value; NaN and -0 kept).
-void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
+void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
   const int eb = dtype_bytes(a.type);
   const int64_t block = m_.vector_block_bytes;
   const int64_t per_block = block / eb;  // pieces start on a UB block of the destination
   const int64_t piece = std::min<int64_t>(max_repeat_, chunk_ * 4 / block) / per_block * per_block;
   TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
   const Operand gm = gm_operand(p, a, 0);
-  const int64_t wide = eb == 1 ? fresh_region() : 0, packed = eb == 1 ? fresh_region() : 0;
+  const int64_t scratch = g.scratch;
   for (int64_t c0 = 0; c0 < n; c0 += piece) {
     const int64_t k = std::min(piece, n - c0);
     for (int64_t c = 0; c < k; ++c) {
@@ -97,7 +98,7 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, int64
       op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(1), imm(eb), imm(0), imm(0)});
     }
     mask_lanes(1);
-    if (eb == 1) pack_bytes(a.type, region + c0, scratch, wide, packed, k);
+    if (eb == 1) pack_bytes(a.type, region + c0, scratch, g.wide, g.packed, k);
     else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   }
