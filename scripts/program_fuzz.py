@@ -39,7 +39,8 @@ tests/fuzz_programs/ and `--replay` it.
 
 Prints a summary table (columns x outcomes) and each bug with its one-line reason; --json writes the
 summary (programs generated, invalid, per-column counts, bugs). Exit status 1 when a bug that is
-not a known issue was found (or a replayed corpus file did not pass), 0 otherwise.
+not a known issue was found, a generated program was invalid (a generator defect), or a replayed
+corpus file did not pass; 0 otherwise.
 """
 import argparse
 import glob
@@ -668,7 +669,10 @@ def fuzz(args, runner, cols):
     if new_bugs:
         print(f"\nprogram fuzz: {new_bugs} new bug signature(s); replay one with "
               f"scripts/program_fuzz.py --seed {args.seed} --index I")
-    return 1 if new_bugs else 0
+    if invalid:
+        print(f"\nprogram fuzz: {len(invalid)} invalid program(s): a generator defect "
+              f"(scripts/program_fuzz_gen.py must produce only programs tessel accepts)")
+    return 1 if new_bugs or invalid else 0
 
 
 def parse_args(argv):

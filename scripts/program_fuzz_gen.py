@@ -1122,13 +1122,17 @@ class Gen:
             if t.name not in read or self.rng.random() < 0.15:
                 outs.append(t)
         for t in outs:
+            # an output whose first statement ranges a dimension's index with a where clause of a
+            # quasi-affine bound may leave that size to inference, unless a later statement reads
+            # it: its reader's other accesses give that index the quasi-affine range, a different
+            # expression from the inferred size ('conflicting ranges', an invalid program). `read`
+            # holds the local's name, so it is tested before the output's rename.
+            unread = t.name not in read
             t.kind = "output"
             t.name = "Y" + t.name[1:]
-            # an output whose first statement ranges a dimension's index with a where clause of a
-            # quasi-affine bound may leave that size to inference
             first = next(s for s in self.p.stmts if s.out is t)
             for d, i in enumerate(first.lhs):
-                if i in first.where and not _is_param(first.where[i][1]) and t.name not in read \
+                if i in first.where and not _is_param(first.where[i][1]) and unread \
                         and getattr(t, "window_quasi", False) and self.rng.random() < 0.6:
                     t.inferred[d] = f"I{d}{t.name}"
         self.p.outputs = outs
