@@ -144,7 +144,10 @@ struct SimtEmitter {
   // folded into the output
   void reduce_over_lanes(const ReductionShape& r, const LaneMapping& lanes, const Node* outer, const std::string& pad);
   void combine_lanes(const ReductionShape& r, const LaneMapping& lanes, const std::string& pad);
-  void fold_into_output(const ReductionShape& r, bool fuse_init, const std::string& pad);
+  void fold_into_output(const ReductionShape& r, const LaneMapping& lanes, bool fuse_init, const std::string& pad);
+  // Outputs of a column reduction one thread reduces together (inner_split of the output dims),
+  // 1 where a let of the nest reads the innermost output variable.
+  int64_t column_split(const ReductionShape& r) const;
 
   // Inside a sequential loop whose body is this reduction nest alone (owned_loop_vars: the loop's
   // variable and the lets of its body), a thread finds the same outputs in every iteration when

@@ -42,6 +42,7 @@ struct ReductionShape {
 // over the lanes, and the output and reduced element counts where known.
 struct LaneMapping {
   int64_t G = 0;
+  int64_t split = 1;  // a column reduction's outputs per thread: the innermost output dim split this many ways
   bool column = false, flat = false;
   std::optional<int64_t> outputs, reduced;
 };
@@ -155,7 +156,9 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
   if (!shape) return false;
   const ReductionShape& r = *shape;
   const ir::Statement& s = *r.s;
-  const LaneMapping lanes = lane_mapping(r, threads);
+  LaneMapping lanes = lane_mapping(r, threads);
+  if (lanes.column) lanes.split = column_split(r);
+  const int64_t S = lanes.split;
   if (outer && !(lanes.G == 1 && owner_stable(r.odims, s, *r.update) && outputs_private(r.O, s, *r.update, r.out_dims))) return false;
   const bool fuse_init = outer && pending_init && initialises(*pending_init, r.O, *r.update, r.out_dims);
   if (fuse_init) init_folded = true;
@@ -167,7 +170,8 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
   count_dims(r.odims, "o", p1);
   const std::string VT = value_type(s.acc_type);
   if (lanes.column) {
-    os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output */\n";
+    os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output"
+       << (S > 1 ? ", " + std::to_string(S) + " of them (the innermost output loop split " + std::to_string(S) + " ways)" : "") << " */\n";
   } else if (lanes.G) {
     os << p1 << "constexpr int G_ = " << lanes.G << ";"
        << (lanes.G < 32 ? " /* a short reduction: " + std::to_string(*lanes.reduced) + " element(s) per output */" : "") << "\n";
@@ -175,21 +179,26 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
     os << p1 << "int G_ = 32;\n"
        << p1 << "while (G_ < (int)blockDim.x && totalo_ * 2 * G_ <= (" + ix + ")blockDim.x) G_ *= 2;\n";
   }
-  os << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n"
-     << p1 << "for (" << ix << " base_ = 0; base_ < totalo_; base_ += groups_) {\n"
-     << p1 << "  const " << ix << " o_ = base_ + group_;\n"
-     << p1 << "  " << VT << " acc_ = " << reduction_identity(s.reduction, s.acc_type) << ";\n"
-     << p1 << "  bool real_ = o_ < totalo_;\n"
+  os << p1 << "const int lane_ = threadIdx.x % G_, group_ = threadIdx.x / G_, groups_ = blockDim.x / G_;\n";
+  const std::string per = S > 1 ? " / " + std::to_string(S) : "";
+  os << p1 << "for (" << ix << " base_ = 0; base_ < totalo_" << per << "; base_ += groups_) {\n"
+     << p1 << "  const " << ix << " o_ = base_ + group_;\n";
+  if (S > 1)
+    os << p1 << "  " << VT << " acc_[" << S << "];\n"
+       << p1 << "  for (int u_ = 0; u_ < " << S << "; ++u_) acc_[u_] = " << reduction_identity(s.reduction, s.acc_type) << ";\n";
+  else
+    os << p1 << "  " << VT << " acc_ = " << reduction_identity(s.reduction, s.acc_type) << ";\n";
+  os << p1 << "  bool real_ = o_ < totalo_" << per << ";\n"
      << p1 << "  if (real_) {\n";
   const std::string p3 = p1 + "    ";
-  const std::string real = decode_dims(r.odims, "o", "o_", p3);
+  const std::string real = decode_dims(r.odims, "o", "o_", p3, S);
   os << p3 << "real_ = " << real << ";\n" << p3 << "if (real_) {\n";
   for (const auto& l : r.O)
     for (const Node* let : l.lets) thread_node(*let, p3);
   reduce_over_lanes(r, lanes, outer, p3);
   os << p3 << "}\n" << p1 << "  }\n";
   combine_lanes(r, lanes, p1);
-  fold_into_output(r, fuse_init, p1);
+  fold_into_output(r, lanes, fuse_init, p1);
   os << p1 << "}\n" << pad << "}\n";
   if (!outer && owner_stable(r.odims, s, *r.update))
     barrier_left_to_loop = true;
@@ -236,11 +245,19 @@ void SimtEmitter::reduce_over_lanes(const ReductionShape& r, const LaneMapping& 
         for (const Node* let : l.lets) thread_node(*let, p);
   }
   for (const Node* let : r.last_lets) thread_node(*let, p);
-  os << p << "{\n";
-  bind_indices(*r.update, s, p + "  ");
-  os << p << "  const " << VT << " v_ = (" << VT << ")" << update_value(*r.update, s) << ";\n"
-     << p << "  acc_ = " << reduce_values(s.reduction, s.acc_type, "acc_", "v_") << ";\n"
-     << p << "}\n";
+  const std::string acc = lanes.split > 1 ? "acc_[u_]" : "acc_";
+  std::string q = p;
+  if (lanes.split > 1) {  // the thread's outputs: their loads and updates side by side
+    os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << lanes.split << "; ++u_) {\n";
+    q += "  ";
+    split_dim_value(r.odims, "o", lanes.split, "u_", q);
+  }
+  os << q << "{\n";
+  bind_indices(*r.update, s, q + "  ");
+  os << q << "  const " << VT << " v_ = (" << VT << ")" << update_value(*r.update, s) << ";\n"
+     << q << "  " << acc << " = " << reduce_values(s.reduction, s.acc_type, acc, "v_") << ";\n"
+     << q << "}\n";
+  if (lanes.split > 1) os << p << "}\n";
   for (size_t i = 0; i < (lanes.flat ? 1 : r.rdims.size()) + (outer ? 1 : 0); ++i) {
     p.resize(p.size() - 2);
     os << p << "}\n";
@@ -253,6 +270,7 @@ void SimtEmitter::combine_lanes(const ReductionShape& r, const LaneMapping& lane
   const ir::Statement& s = *r.s;
   const DType T = s.acc_type;
   const std::string VT = value_type(T);
+  if (lanes.split > 1) return;  // (a thread per output: nothing to combine)
   if (lanes.G == 0 || lanes.G >= 32)
     os << p1 << "  for (int s_ = 16; s_ > 0; s_ >>= 1) { const " << VT << " w_ = __shfl_xor_sync(0xffffffffu, acc_, s_); acc_ = "
        << reduce_values(s.reduction, T, "acc_", "w_") << "; }\n";
@@ -271,22 +289,48 @@ void SimtEmitter::combine_lanes(const ReductionShape& r, const LaneMapping& lane
 
 // Lane 0 folds acc_ into its output element once (or stores it, the output's initialisation
 // folded in).
-void SimtEmitter::fold_into_output(const ReductionShape& r, bool fuse_init, const std::string& p1) {
+void SimtEmitter::fold_into_output(const ReductionShape& r, const LaneMapping& lanes, bool fuse_init, const std::string& p1) {
   const ir::Statement& s = *r.s;
   const DType T = s.acc_type;
   const std::string VT = value_type(T);
   os << p1 << "  if (lane_ == 0 && real_) {\n";
-  decode_dims(r.odims, "o", "o_", p1 + "    ");
+  std::string p = p1 + "    ";
+  decode_dims(r.odims, "o", "o_", p, lanes.split);
   for (const auto& l : r.O)
-    for (const Node* let : l.lets) thread_node(*let, p1 + "    ");
-  bind_indices(*r.update, s, p1 + "    ", &r.out_dims);
+    for (const Node* let : l.lets) thread_node(*let, p);
+  const std::string acc = lanes.split > 1 ? "acc_[u_]" : "acc_";
+  if (lanes.split > 1) {
+    os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << lanes.split << "; ++u_) {\n";
+    p += "  ";
+    split_dim_value(r.odims, "o", lanes.split, "u_", p);
+  }
+  bind_indices(*r.update, s, p, &r.out_dims);
   const std::string lhs = access(s.output, s.out_indices, r.update->binding);
   if (fuse_init)  // the whole reduction of the output: its identity need not be stored first
-    os << p1 << "    " << lhs << " = " << store_value(T, "acc_") << "; /* the output's initialisation folded in */\n";
+    os << p << lhs << " = " << store_value(T, acc) << "; /* the output's initialisation folded in */\n";
   else
-    os << p1 << "    const " << VT << " cur_ = " << load_value(T, lhs) << ";\n"
-       << p1 << "    " << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", "acc_")) << ";\n";
+    os << p << "const " << VT << " cur_ = " << load_value(T, lhs) << ";\n"
+       << p << lhs << " = " << store_value(T, reduce_values(s.reduction, T, "cur_", acc)) << ";\n";
+  if (lanes.split > 1) os << p1 << "    }\n";
   os << p1 << "  }\n";
+}
+
+// Outputs of a column reduction one thread reduces together: the innermost output dim split
+// inner_split ways (its loads and index arithmetic shared, neighbouring threads still on
+// neighbouring elements), where no let of the nest reads that dim's variable (they are evaluated
+// once per thread, outside the split).
+int64_t SimtEmitter::column_split(const ReductionShape& r) const {
+  const Dim& d = r.odims.back();
+  std::set<std::string> inner{d.loop->var};
+  if (d.point) inner.insert(d.point->var);
+  std::set<std::string> used;
+  auto read = [&](const Node* let) { expr_vars(let->value, used); };
+  for (const auto& l : r.O) std::for_each(l.lets.begin(), l.lets.end(), read);
+  for (const auto& l : r.R) std::for_each(l.lets.begin(), l.lets.end(), read);
+  std::for_each(r.last_lets.begin(), r.last_lets.end(), read);
+  for (const auto& v : inner)
+    if (used.count(v)) return 1;
+  return inner_split(r.odims);
 }
 
 // Inside a sequential loop whose body is this reduction nest alone (owned_loop_vars: the loop's

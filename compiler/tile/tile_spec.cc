@@ -158,6 +158,12 @@ namespace {
 // 128 rows: 128 blocks of one row rather than 16 of eight) or every such tile is one point.
 // Outputs per block of a column reduction on a GPU: one per thread of the SIMT emitter's block.
 constexpr int64_t kColumnOutputs = 256;
+// A column reduction of at most kShortColumnPoints reduced points per output (a pooling window, a
+// depthwise filter) takes kShortColumnSplit times as many where that still leaves a block for
+// every SM: its index arithmetic outweighs its few loads, and the SIMT emitter gives each thread
+// that many outputs (column_split) to share it.
+constexpr int64_t kShortColumnPoints = 64;
+constexpr int64_t kShortColumnSplit = 4;
 // Bytes of the widest tensor an element-wise GPU tile covers (256 threads, 16 bytes each).
 constexpr int64_t kGpuElementwiseTileBytes = 4096;
 // the shortest innermost tile that rule takes (a warp's worth of elements)
@@ -310,12 +316,12 @@ std::vector<std::pair<const ir::IndexVar*, int64_t>> gpu_elementwise_tiles(const
 
 namespace {
 
-// A GPU column reduction (ir::is_column_reduction): a block of kColumnOutputs outputs, the
-// innermost (contiguous) axis whole up to that, the next ones filling the rest; the reduced axes
-// point by point but the innermost, so each thread walks its column.
+// A GPU column reduction (ir::is_column_reduction): a block of kColumnOutputs outputs (more for a
+// short one), the innermost (contiguous) axis whole up to that, the next ones filling the rest;
+// the reduced axes point by point but the innermost, so each thread walks its column.
 template <typename Extent, typename Add>
 void column_reduction_tiles(const ir::Statement& s, std::vector<const ir::IndexVar*> par, const std::vector<const ir::IndexVar*>& red,
-                            const Extent& extent, const Add& add) {
+                            uint32_t cores, const Extent& extent, const Add& add) {
   std::set<std::string> contiguous;  // output indices in the reads' last index
   ir::for_each_access(*s.rhs, [&](const ir::Expr& e) {
     if (e.indices.empty()) return;
@@ -324,12 +330,28 @@ void column_reduction_tiles(const ir::Statement& s, std::vector<const ir::IndexV
     for (const auto& [n, c] : idx) contiguous.insert(n);
   });
   std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) { return !contiguous.count(v->name); });
-  int64_t room = kColumnOutputs;
-  for (size_t i = par.size(); i-- > 0;) {  // the contiguous ones first, then inward out
-    const int64_t t = std::max<int64_t>(1, std::min(room, extent(*par[i])));
-    add(*par[i], t, t);
-    room = std::max<int64_t>(1, room / t);
+  int64_t points = 1, outputs = 1;
+  for (const ir::IndexVar* v : red) points *= extent(*v);
+  for (const ir::IndexVar* v : par) outputs *= extent(*v);
+  // the tiles within `room` outputs, the contiguous axes first, then inward out; with `dividing`
+  // each at a divisor of its extent (no tail: the SIMT emitter splits only exact counts)
+  auto tiles = [&](int64_t room, bool dividing) {
+    std::vector<int64_t> t(par.size());
+    for (size_t i = par.size(); i-- > 0;) {
+      t[i] = std::max<int64_t>(1, std::min(room, extent(*par[i])));
+      while (dividing && extent(*par[i]) % t[i] != 0) --t[i];
+      room = std::max<int64_t>(1, room / t[i]);
+    }
+    return t;
+  };
+  std::vector<int64_t> t = tiles(kColumnOutputs, false);
+  if (points <= kShortColumnPoints && outputs >= kColumnOutputs * kShortColumnSplit * int64_t(cores)) {
+    const std::vector<int64_t> wide = tiles(kColumnOutputs * kShortColumnSplit, true);
+    int64_t n = 1;
+    for (int64_t x : wide) n *= x;
+    if (n >= 2 * kColumnOutputs) t = wide;  // (two or more outputs per thread)
   }
+  for (size_t i = par.size(); i-- > 0;) add(*par[i], t[i], t[i]);
   for (size_t i = 0; i + 1 < red.size(); ++i) add(*red[i], 1, 1);
 }
 
@@ -398,7 +420,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       continue;
     }
     if (h.kind == isa::TargetKind::Gpu && ir::is_column_reduction(s)) {
-      column_reduction_tiles(s, par, red, extent, add);
+      column_reduction_tiles(s, par, red, h.cores, extent, add);
       continue;
     }
     for (size_t i = 0; i < par.size(); ++i) {

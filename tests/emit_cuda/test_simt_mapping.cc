@@ -1,7 +1,8 @@
 // The SIMT walk's mapping (compiler/emit_cuda/emit_simt.h), CI side (no GPU): block threads from
 // the machine model and the block-tile count, copy-in boxes read straight from global memory where
 // the reads coalesce (and kept where they would not: a transpose), reductions over several or
-// non-trailing axes flattened over a group's lanes, short reductions on one thread per output, and
+// non-trailing axes flattened over a group's lanes, short reductions on one thread per output (or
+// several, the innermost output loop split, in large short column reductions), and
 // that each generated source compiles through NVRTC for sm_75 and sm_90.
 #include <doctest/doctest.h>
 
@@ -79,6 +80,28 @@ TEST_CASE("depthwise stride-2 convolution: a thread per output runs all 9 taps (
   CHECK_FALSE(contains(p.source, "copy in Wt"));
   CHECK(contains(p.source, "< 29ULL"));  // rows and columns of the window checked against H and W
   compiles_under_nvrtc(p);
+}
+
+TEST_CASE("depthwise NHWC convolution at MobileNet size: blocks of 1024 outputs, 4 per thread along the channels, their taps side by side") {
+  auto r = simt_for("conv_general.tsl", "depthwise_nhwc", {{"N", 4}, {"H", 56}, {"W", 56}, {"C", 128}, {"R", 3}, {"S", 3}});
+  const auto& p = r.program;
+  REQUIRE(p.launches.size() == 1);
+  CHECK(p.launches[0].block == 256);
+  CHECK(contains(p.source, "-> 1568 block tiles"));  // 1,605,632 outputs in blocks of 8 columns x 128 channels
+  CHECK(contains(p.source, "a thread per output, 4 of them (the innermost output loop split 4 ways)"));
+  CHECK(contains(p.source, "float acc_[4];"));
+  CHECK(contains(p.source, "for (int base_ = 0; base_ < totalo_ / 4; base_ += groups_)"));
+  // the thread's 4 channels 32 apart: a warp's loads of one tap stay on 32 neighbouring channels
+  CHECK(contains(p.source, "const int qo_ = (int)(ro_ % ((unsigned)no1_ / 4u));"));
+  CHECK(contains(p.source, "(qo_ + u_ * (no1_ / 4))"));
+  CHECK(contains(p.source, "= ((float)(acc_[u_])); /* the output's initialisation folded in */"));
+  CHECK_FALSE(contains(p.source, "__shfl_xor_sync"));
+  compiles_under_nvrtc(p);
+  // the same operator at a size with fewer outputs than 4 per thread of a block on every SM: one each
+  auto small = simt_for("conv_general.tsl", "depthwise_nhwc", {{"N", 1}, {"H", 14}, {"W", 14}, {"C", 64}, {"R", 3}, {"S", 3}});
+  CHECK_FALSE(contains(small.program.source, "4 of them"));
+  CHECK(contains(small.program.source, "float acc_ = "));
+  compiles_under_nvrtc(small.program);
 }
 
 TEST_CASE("global average pool: a column reduction, a thread per (n, c), reads straight from global and unrolled") {
