@@ -39,6 +39,13 @@ Form matched(const kernel::Kernel& k, const char* mapping, std::string (*match)(
 }
 
 constexpr const char* kTranspose = "not a last-axis transpose";
+
+// The copies move bit patterns, so a dtype the vector unit has no instructions for (bf16) moves as
+// one of its width it takes: vbrcb broadcasts bf16 as f16 (a byte copy). The in-place touches
+// (x * 1) of such a dtype run in i32, exact on any bits (their regions are whole repeats); f16,
+// f32 and i32 keep their own type (issue 31: seed 7501 program 240, 'vmuls' of i8).
+DType broadcast_type(DType t) { return t == DType::BF16 ? DType::F16 : t; }
+DType touch_type(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::I32 ? t : DType::I32; }
 constexpr int64_t kMaxPixelRows = 8192;  // not hardware: a bound on the unrolled code (two instructions per row)
 constexpr const char* kOneHot = "not a one-hot";
 
@@ -58,6 +65,7 @@ std::string match_transpose(const kernel::Kernel& k, Transpose& t) {
   t.Y = k.find_tensor(s.output);
   if (!t.X || !t.Y || t.X->kind != ir::TensorKind::Input || t.Y->kind != ir::TensorKind::Output || t.X->dtype != t.Y->dtype)
     return "not a copy between an input and an output of one type";
+  if (dtype_bytes(t.X->dtype) == 1) return "1-byte elements (vbrcb broadcasts 2- and 4-byte values)";
   const size_t rank = s.out_indices.size();
   // The first index stays, the last input index moves to position 1.
   if (rank < 3 || e.indices.size() != rank || e.indices[0] != s.out_indices[0] || e.indices.back() != s.out_indices[1])
@@ -132,7 +140,7 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
   auto touch = [&](int64_t region, int64_t bytes) {
     for (int64_t done = 0; done < bytes;) {
       const int64_t r = std::min((bytes - done + bytes_per_repeat - 1) / bytes_per_repeat, max_repeat);
-      p.add(Opcode::Vmuls, {type(X->dtype), at(Buffer::UB, region + done), at(Buffer::UB, region + done), Operand::float_(1), imm(r),
+      p.add(Opcode::Vmuls, {type(touch_type(X->dtype)), at(Buffer::UB, region + done), at(Buffer::UB, region + done), Operand::float_(1), imm(r),
                             imm(1), imm(1), imm(blocks), imm(blocks)});
       done += r * bytes_per_repeat;
     }
@@ -146,7 +154,7 @@ NpuKernel emit_transpose(const kernel::Kernel& k, const isa::Hierarchy& h) {
       const uint64_t bit = uint64_t(1) << (lane % kMaskHalfBits);
       const bool high = lane >= kMaskHalfBits;
       p.add(Opcode::SetVectorMask, {imm(high ? int64_t(bit) : 0), imm(high ? 0 : int64_t(bit))});
-      p.add(Opcode::Vbrcb, {type(X->dtype), at(Buffer::UB, y_ub + (b * C * Pp + px / lanes * lanes) * eb),
+      p.add(Opcode::Vbrcb, {type(broadcast_type(X->dtype)), at(Buffer::UB, y_ub + (b * C * Pp + px / lanes * lanes) * eb),
                             at(Buffer::UB, x_ub + (b * P + px) * Cp * eb), imm(C), imm(1), imm(Pp * eb / m.vector_block_bytes)});
     }
   p.add(Opcode::SetVectorMask, {imm(-1), imm(-1)});

@@ -1,7 +1,8 @@
 // NPU mapping of last-axis transposes Y(b, c, p...) = X(b, p..., c) (NHWC -> NCHW): the whole
 // tensor in UB (X rows padded to 32 bytes), per pixel row one vbrcb that broadcasts its C values
 // to the C rows of Y with the lane mask set to that pixel's lane, so each writes one column of Y.
-// Bit-exact; one core; tensors that do not fit UB in one piece are a UserError.
+// Bit-exact; one core; tensors that do not fit UB in one piece are a UserError. 2- and 4-byte
+// elements (bf16 moved as f16); 1-byte elements are not this form (the general lowering maps them).
 #pragma once
 
 #include <string>
