@@ -72,6 +72,21 @@ TEST_CASE("NHWC -> NCHW transpose (masked vbrcb per pixel row) is bit-exact, rac
   check_mutants_of("transpose.tsl", "transpose", "N=2,H=10,W=15,C=20");
 }
 
+TEST_CASE("transposes of bf16 (moved as f16 bits) and of 1-byte elements (the general lowering) verify, mutation") {
+  // seed 7501 program 240: the transpose mapping's touches and vbrcb took the tensor's dtype ('vmuls
+  // i8', refused by the program format: compile_case threw)
+  const std::string file = "../tests/emit_npu/data/transpose_narrow.tsl", shape = "N=2,H=10,W=15,C=20";
+  for (const char* def : {"transpose_bf16", "transpose_i8", "transpose_u8"}) {
+    CAPTURE(def);
+    auto c = compile_case(file, def, shape, "", false);
+    bool transpose_mapping = false;
+    for (const std::string& n : c->kernel.notes) transpose_mapping |= n.find("one masked vbrcb per pixel row") != std::string::npos;
+    CHECK(transpose_mapping == (std::string(def) == "transpose_bf16"));
+    check_verifies(file, def, shape);
+  }
+  check_mutants_of(file, "transpose_bf16", shape);
+}
+
 TEST_CASE("one-hot (vbrcb of the indices, clamped distance) is exact, out-of-range indices included, mutation") {
   check_verifies("one_hot.tsl", "one_hot", "N=9,D=6");
   check_verifies("one_hot.tsl", "one_hot", "N=300,D=64");  // several chunks of rows
