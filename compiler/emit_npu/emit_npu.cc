@@ -142,11 +142,11 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
   // u8 values likewise: no instruction takes them, the general lowering computes them in i32.
-  std::string use = ir::division_use(*k.function);
-  if (const std::string u8 = u8_use(k); use.empty() && !u8.empty()) use = u8;
+  const std::string division = ir::division_use(*k.function);
+  const std::string use = !division.empty() ? "floor division or modulo: " + division : u8_use(k);
   if (!use.empty()) {
     if (const std::string why = why_not_nest(k, m); !why.empty())
-      throw UserError(why + " (the only NPU mapping of " + (use.rfind("u8", 0) == 0 ? "" : "floor division or modulo: ") + use + ")");
+      throw UserError(why + " (the only NPU mapping of " + use + ")");
     return emit_nest(k, target);
   }
   // A template that refuses a kernel it recognised (the cube paths: why_not_conv, why_not_gemm; the
