@@ -59,6 +59,11 @@ GemmPlanResult plan_gemm(const GemmRequest& request, const isa::NpuMachine& mach
 // and operand tiles plan_gemm takes for sizes that are multiples of the cube's shape (a box of 64
 // over M = 784 = 49 x 16 gives 16).
 int64_t dividing_tile(int64_t n, int64_t limit, int64_t unit);
+// M, N and K whole multiples of the cube's unit um x un x uk (each > 0): plan_gemm then runs
+// dividing tiles (the tile policy and the analytic model both ask).
+inline bool whole_units(int64_t M, int64_t N, int64_t K, int64_t um, int64_t un, int64_t uk) {
+  return um > 0 && un > 0 && uk > 0 && M % um == 0 && N % un == 0 && K % uk == 0;
+}
 
 // Tails in place (compiler/emit_npu/gemm.cc, GemmSetup::in_place): a GEMM of the user's sizes whose
 // edge tiles are computed whole — their reads past the sizes land in guards, K's columns past K

@@ -411,7 +411,7 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       int64_t outer_tiles = 1;
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);
       const int64_t M = extent(*par[par.size() - 2]), N = extent(*par.back()), K = extent(*red[0]);
-      const bool dividing = M % shape->m == 0 && N % shape->n == 0 && K % shape->k == 0;
+      const bool dividing = whole_units(M, N, K, shape->m, shape->n, shape->k);
       const auto [bm, bn] = npu_gemm_tile(M, N, outer_tiles, dtype_bytes(*operand), h, *shape, dividing);
       for (size_t i = 0; i + 2 < par.size(); ++i) add(*par[i], 1, 1);
       add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * shape->m));

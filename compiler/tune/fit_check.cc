@@ -155,7 +155,8 @@ void npu_dividing_tiles(GroupTiling& g, const isa::Hierarchy& h) {
   if (!g.matched || g.img2col || h.kind != isa::TargetKind::Npu) return;
   const std::pair<std::string, int64_t> axes[] = {{g.m, g.unit_m}, {g.n, g.unit_n}, {g.k, g.unit_k}};
   for (const auto& [a, u] : axes)
-    if (u <= 0 || !g.extent.count(a) || !g.outer.count(a) || g.extent.at(a) % u) return;
+    if (!g.extent.count(a) || !g.outer.count(a)) return;
+  if (!tile::whole_units(g.extent.at(g.m), g.extent.at(g.n), g.extent.at(g.k), g.unit_m, g.unit_n, g.unit_k)) return;
   for (const auto& [a, u] : axes) {
     const auto up = [u = u](int64_t x) { return (x + u - 1) / u * u; };
     g.outer[a] = tile::dividing_tile(g.extent.at(a), up(g.outer[a]), u);
