@@ -38,8 +38,9 @@ enum Reg : uint8_t {
   kWSrc           // NCHW weights transposed to L1: the tile's rows in the user's weights
 };
 
-// not hardware: a code-size cap; up to this many pairs of channel slices are emitted straight-line
-constexpr int64_t kStraightPairs = 8;
+// not hardware: code-size caps; pairs of channel slices emitted straight-line (each slice's load3d
+// then waits for its own plane only), map planes copied ahead of the pair being emitted (load_band)
+constexpr int64_t kStraightPairs = 32, kPlanesAhead = 8;
 
 // Byte addressing of one image of an activation tensor in GM: image n starts at
 // base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
@@ -785,7 +786,8 @@ class ConvEmitter {
     op(Opcode::Add, {reg(y), reg(y), reg(kTmp)});
   }
 
-  // The band's input window as C1HWC0: one strided copy per fractal row of channels.
+  // The band's input window as C1HWC0: one strided copy per fractal row of channels, with slice c1 - kPlanesAhead's pair where
+  // the slices run straight-line (slices() flushes it): the first pairs then issue without waiting behind every plane's copy.
   void load_band(const Band& b, int64_t fm_base) {
     if (cv_.folded()) {
       fold_.band(X_.base, kXBase, b.in_first, b.in_rows, fm_base);
@@ -795,12 +797,14 @@ class ConvEmitter {
       }
       return;
     }
-    const int64_t per_tap = C1() / cv_.T;
-    for (int64_t c1 = 0; c1 < C1(); ++c1)
-      op(Opcode::DmaIn, {at(Buffer::L1, fm_base + c1 * b.in_rows * cv_.W * frow_),
-                         at(Buffer::GM, X_.base + b.in_first * cv_.W * X_.pixel_bytes + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes,
-                            kXBase),
-                         imm(b.in_rows * cv_.W), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)});
+    const int64_t per_tap = C1() / cv_.T, first = X_.base + b.in_first * cv_.W * X_.pixel_bytes, pixels = b.in_rows * cv_.W;
+    const bool defer = C1() / 2 <= kStraightPairs;
+    if (defer) flush_map_chunks(-1), chunk_slice0_ = 0;
+    for (int64_t c1 = 0; c1 < C1(); ++c1) {
+      const int64_t dst = fm_base + c1 * pixels * frow_, src = first + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes;
+      auto copy = [=, this] { op(Opcode::DmaIn, {at(Buffer::L1, dst), at(Buffer::GM, src, kXBase), imm(pixels), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)}); };
+      defer && c1 >= kPlanesAhead ? map_chunks_.push_back({c1 - kPlanesAhead, copy}) : copy();
+    }
   }
 
   // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessel::tile {
 namespace {
@@ -66,20 +67,37 @@ class Planner {
   int64_t band_pixels(int64_t rows) const { return round_up(rows * g_.OW, cube_.m0); }
 
   // Cycles of a candidate's GM reads: each core's feature maps (its jobs' bands) and its tiles'
-  // weights at the core's GM -> L1 bandwidth, every core's within the shared bandwidth, which each
-  // copy holds for at least a cycle (one strided copy per fractal row of channels per band, one per
-  // fractal row and kernel position of the weights). 0 unless ConvGeometry::weigh_gm_reads (scratch
-  // copies: plan_conv weighs those with copy_cycles).
+  // weights at the core's GM -> L1 bandwidth, and every core's copies within the shared GM, which
+  // (as the simulator charges) each copy holds for ceil(its bytes / the shared bandwidth) cycles,
+  // at least one (one strided copy per fractal row of channels per band, one per fractal row and
+  // kernel position of the weights or the emitter's one copy). 0 unless
+  // ConvGeometry::weigh_gm_reads (scratch copies: plan_conv weighs those with copy_cycles).
   double gm_read_cycles(const ConvPlan& c, int64_t bands_per_job) const {
     if (!g_.weigh_gm_reads || g_.copies) return 0;
     const int64_t RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
     const double tiles = c.k_tiles <= c.cores ? 1.0 : double(ceil_div(c.k_tiles, c.cores));
     const double jobs = double(c.jobs_per_core) * double(bands_per_job);
-    const double bytes = jobs * double(g_.C * g_.band_input_rows(c.band_rows) * g_.W * in_) + tiles * double(g_.C * RS * c.tn * in_);
-    const double copies = jobs * double(C1) + tiles * double(g_.weight_copies ? g_.weight_copies : C1 * RS);
+    const double fm_bytes = double(g_.C * g_.band_input_rows(c.band_rows) * g_.W * in_), w_bytes = double(g_.C * RS * c.tn * in_);
+    const double bytes = jobs * fm_bytes + tiles * w_bytes;
+    const double w_copies = double(g_.weight_copies ? g_.weight_copies : C1 * RS);
     const double per_core_bw = std::max(1.0, double(m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle));
     const double shared = m_.gm_shared_bandwidth_bytes_per_cycle > 0 ? m_.gm_shared_bandwidth_bytes_per_cycle : per_core_bw * m_.cores;
-    return std::max(bytes / per_core_bw, double(c.cores) * (bytes / shared + copies));
+    auto held = [&](double copy_bytes) { return std::max(1.0, std::ceil(copy_bytes / shared)); };
+    const double shared_cycles = jobs * double(C1) * held(fm_bytes / double(C1)) + tiles * w_copies * held(w_bytes / w_copies);
+    return std::max(bytes / per_core_bw, double(c.cores) * shared_cycles);
+  }
+
+  // A core's `steps` bands of `compute` cycles each (C1 slices) behind its GM reads of `gm`
+  // cycles: the cube starts once the tile's weights and the first plane of the map have landed
+  // (the weights' one copy whole; the other planes land as the slices before them run), and ends
+  // a slice after the last read. Without weighed reads (gm 0), the compute alone.
+  double pipelined(const ConvPlan& c, double steps, double compute, double gm) const {
+    if (gm <= 0) return steps * compute;
+    const int64_t RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
+    const double per_core_bw = std::max(1.0, double(m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle));
+    const double w_bytes = double(g_.C * RS * c.tn * in_) / double(g_.weight_copies ? 1 : C1 * RS);
+    const double plane = double(g_.band_input_rows(c.band_rows) * g_.W * cube_.k0 * in_);
+    return std::max((w_bytes + plane) / per_core_bw + steps * compute, gm + compute / double(C1));
   }
 
   // Output rows per band next to weights of w_bytes: the whole image when its feature map and
@@ -165,7 +183,7 @@ class Planner {
       const int64_t Pb = c.padded_pixels;
       const double cube = double(Pb / cube_.m0) * (t / cube_.n0) * C1 * RS;
       const double mte1 = double(Pb) * g_.C * RS * in_ / bw_a + double(g_.C) * RS * t * in_ / bw_b;
-      c.cost = std::max(double(c.jobs_per_core) * c.bands * std::max(cube, mte1), gm_read_cycles(c, c.bands));
+      c.cost = pipelined(c, double(c.jobs_per_core) * c.bands, std::max(cube, mte1), gm_read_cycles(c, c.bands));
       c.fm_halves = w_bytes + 2 * c.fm_bytes <= cap_l1 ? 2 : 1;
       c.c_halves = 2 * acc_bytes(Pb, t) <= cap_l0c ? 2 : 1;
       c.one_core = g_.one_core;
@@ -202,7 +220,7 @@ class Planner {
     auto bw = [&](Buffer to) { return std::max<int64_t>(1, m_.path(Buffer::L1, to).bandwidth_bytes_per_cycle); };
     const double cube = double(s.padded_pixels / cube_.m0) * (s.tn / cube_.n0) * C1 * RS;
     const double mte1 = double(s.padded_pixels) * g_.C * RS * in_ / bw(Buffer::L0A) + double(g_.C) * RS * s.tn * in_ / bw(Buffer::L0B);
-    s.cost = std::max(std::max(cube, mte1), gm_read_cycles(s, 1));
+    s.cost = pipelined(s, 1, std::max(cube, mte1), gm_read_cycles(s, 1));
     s.fm_halves = 1, s.c_halves = 1;
     return s;
   }

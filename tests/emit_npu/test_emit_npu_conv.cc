@@ -50,15 +50,15 @@ TEST_CASE("blocked seed layout [N/16, H, W, C/16, 16, 16] maps directly (one str
 TEST_CASE("NHWC convolution with pixel tails over several cores, weights of an output-channel tile stay in L1") {
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=4,H=13,W=11,C=32,K=48,R=3,S=3");  // 143 pixels
   check_verifies("conv_seed.tsl", "conv2d_nhwc", "N=6,H=5,W=5,C=16,K=64,R=3,S=3");
-  // The seed convolution: tiles of 128 output channels (the largest whose weights and two feature
-  // maps fit L1: 9 x 256 x 128 x 2 + 2 x 14 x 14 x 256 x 2 = 790528 bytes of 1 MiB), 4 tiles x 8
-  // image groups = 32 cores, 32 images per core two at a time, 9 kernel positions in groups of 5 + 4
-  // (5 x 16 x 128 x 2 = 20480 bytes per L0B half).
+  // The seed convolution: tiles of 64 output channels (as cube-bound as tiles of 128, whose weights
+  // and two feature maps would fit L1 too, but the cube waits for half the weights before its first
+  // image: tile::plan_conv's fill), 8 tiles x 4 image groups = 32 cores, 64 images per core two at
+  // a time, the 9 kernel positions in one group (9 x 16 x 64 x 2 = 18432 bytes per L0B half).
   auto c = compile_case("conv_seed.tsl", "conv2d_nhwc", "N=256,H=14,W=14,C=256,K=512,R=3,S=3", "", false);
   CHECK(c->kernel.program.cores == 32);
-  CHECK(notes_contain(c->kernel, "tiles of 128 whose weights stay in L1, 32 image(s) x 1 tile(s) per core over 32 core(s) two "
-                                 "images at a time (ping-pong), pixel blocks of 112 (of 208), 16 channel slices x 2 "
-                                 "kernel-position group(s) of 5"));
+  CHECK(notes_contain(c->kernel, "tiles of 64 whose weights stay in L1, 64 image(s) x 1 tile(s) per core over 32 core(s) two "
+                                 "images at a time (ping-pong), pixel blocks of 112 (of 208), 16 channel slices x 1 "
+                                 "kernel-position group(s) of 9"));
 }
 
 TEST_CASE("pruned NCHW, strided and blocked convolutions keep only needed syncs (mutation)") {
