@@ -294,14 +294,18 @@ void SimtEmitter::tile_of_point(const Dim& d, const std::string& id, const std::
        << " * " << d.loop->step << L << ";\n";
 }
 
-// The innermost dim's variable for the u-th of `split` iterations (decode_dims with split).
-void SimtEmitter::split_dim_value(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& u, const std::string& pad) {
+// The unrolled loop over the `split` iterations of the innermost dim (decode_dims with split),
+// opened at `pad` and binding that dim's variable for the u_-th; the loop's body indentation.
+std::string SimtEmitter::open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad) {
+  os << pad << "#pragma unroll\n" << pad << "for (int u_ = 0; u_ < " << split << "; ++u_) {\n";
+  const std::string p = pad + "  ";
   const Dim& d = dims.back();
   const std::string id = tag + std::to_string(dims.size() - 1);
   const std::string v = d.point ? d.point->var : d.loop->var;
-  os << pad << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ + " << u << " * (n" << id << "_ / " << split << ")) * "
+  os << p << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ + u_ * (n" << id << "_ / " << split << ")) * "
      << d.step << L << ";\n";
-  tile_of_point(d, id, pad);
+  tile_of_point(d, id, p);
+  return p;
 }
 
 // How many iterations of the innermost mapped dim one thread runs per decoding: 4 or 2 where the
@@ -368,11 +372,7 @@ void SimtEmitter::parallel_region(const std::vector<ChainLevel>& chain, size_t m
   const std::string real = decode_dims(dims, "t", "it_", pad + "    ", split);
   std::string p = pad + "    ";
   if (real != "true") os << p << "if (!(" << real << ")) continue;\n";
-  if (split > 1) {
-    os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << split << "; ++u_) {\n";
-    p += "  ";
-    split_dim_value(dims, "t", split, "u_", p);
-  }
+  if (split > 1) p = open_split_loop(dims, "t", split, p);
   for (size_t i = 0; i + 1 < mapped; ++i)
     for (const Node* let : chain[i].lets) thread_node(*let, p);
   for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, p);

@@ -103,7 +103,7 @@ struct SimtEmitter {
   // and remainder by a constant are a multiply-high and a shift (signed ones need sign fix-ups).
   // With `split` > 1 the innermost dim (an exact count n, a multiple of split) is decoded only to
   // its residue q_ in [0, n / split): the thread then runs the body for q_ + u * n / split, u in
-  // [0, split) (split_dim_value), so one decoding serves `split` iterations and neighbouring
+  // [0, split) (open_split_loop), so one decoding serves `split` iterations and neighbouring
   // threads still touch neighbouring elements.
   std::string decode_dims(const std::vector<Dim>& dims, const std::string& tag, const std::string& flat, const std::string& pad,
                           int64_t split = 1);
@@ -114,7 +114,7 @@ struct SimtEmitter {
   }
   void tile_of_point(const Dim& d, const std::string& id, const std::string& pad);
   // The innermost dim's variable for the u-th of `split` iterations (decode_dims with split).
-  void split_dim_value(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& u, const std::string& pad);
+  std::string open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad);
   // How many iterations of the innermost mapped dim one thread runs per decoding: 4 or 2 where the
   // dims' counts are exact, the innermost is a multiple of it and the block still has an iteration
   // for every thread.

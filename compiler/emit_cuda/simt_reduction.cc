@@ -43,6 +43,7 @@ struct ReductionShape {
 struct LaneMapping {
   int64_t G = 0;
   int64_t split = 1;  // a column reduction's outputs per thread: the innermost output dim split this many ways
+  std::string acc() const { return split > 1 ? "acc_[u_]" : "acc_"; }  // the accumulator of the output at hand
   bool column = false, flat = false;
   std::optional<int64_t> outputs, reduced;
 };
@@ -245,13 +246,9 @@ void SimtEmitter::reduce_over_lanes(const ReductionShape& r, const LaneMapping& 
         for (const Node* let : l.lets) thread_node(*let, p);
   }
   for (const Node* let : r.last_lets) thread_node(*let, p);
-  const std::string acc = lanes.split > 1 ? "acc_[u_]" : "acc_";
-  std::string q = p;
-  if (lanes.split > 1) {  // the thread's outputs: their loads and updates side by side
-    os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << lanes.split << "; ++u_) {\n";
-    q += "  ";
-    split_dim_value(r.odims, "o", lanes.split, "u_", q);
-  }
+  const std::string acc = lanes.acc();
+  // the thread's outputs: their loads and updates side by side
+  const std::string q = lanes.split > 1 ? open_split_loop(r.odims, "o", lanes.split, p) : p;
   os << q << "{\n";
   bind_indices(*r.update, s, q + "  ");
   os << q << "  const " << VT << " v_ = (" << VT << ")" << update_value(*r.update, s) << ";\n"
@@ -298,12 +295,8 @@ void SimtEmitter::fold_into_output(const ReductionShape& r, const LaneMapping& l
   decode_dims(r.odims, "o", "o_", p, lanes.split);
   for (const auto& l : r.O)
     for (const Node* let : l.lets) thread_node(*let, p);
-  const std::string acc = lanes.split > 1 ? "acc_[u_]" : "acc_";
-  if (lanes.split > 1) {
-    os << p << "#pragma unroll\n" << p << "for (int u_ = 0; u_ < " << lanes.split << "; ++u_) {\n";
-    p += "  ";
-    split_dim_value(r.odims, "o", lanes.split, "u_", p);
-  }
+  const std::string acc = lanes.acc();
+  if (lanes.split > 1) p = open_split_loop(r.odims, "o", lanes.split, p);
   bind_indices(*r.update, s, p, &r.out_dims);
   const std::string lhs = access(s.output, s.out_indices, r.update->binding);
   if (fuse_init)  // the whole reduction of the output: its identity need not be stored first

@@ -79,7 +79,7 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
 
 // Places n elements of access `a` (element c at the tile origin + at(c) elements, in any order in
 // GM) contiguously at UB `region`: a DMA runs forward in GM and in UB and starts on a UB block, so
-// each element goes to a 32-byte block of its own in the region `scratch`, and vcmax of the one
+// each element goes to a 32-byte block of its own in the region `g.scratch`, and vcmax of the one
 // enabled lane 0 over the blocks (a repeat per block) packs them in order (exact: a max of one
 // value; NaN and -0 kept).
 void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
@@ -89,17 +89,16 @@ void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, const
   const int64_t piece = std::min<int64_t>(max_repeat_, chunk_ * 4 / block) / per_block * per_block;
   TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
   const Operand gm = gm_operand(p, a, 0);
-  const int64_t scratch = g.scratch;
   for (int64_t c0 = 0; c0 < n; c0 += piece) {
     const int64_t k = std::min(piece, n - c0);
     for (int64_t c = 0; c < k; ++c) {
-      Operand g = gm;
-      g.imm += at_c(c0 + c) * eb;
-      op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(1), imm(eb), imm(0), imm(0)});
+      Operand src = gm;
+      src.imm += at_c(c0 + c) * eb;
+      op(Opcode::DmaIn, {at(Buffer::UB, g.scratch + c * block), src, imm(1), imm(eb), imm(0), imm(0)});
     }
     mask_lanes(1);
-    if (eb == 1) pack_bytes(a.type, region + c0, scratch, g.wide, g.packed, k);
-    else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, scratch), imm(k), imm(1), imm(1)});
+    if (eb == 1) pack_bytes(a.type, region + c0, g.scratch, g.wide, g.packed, k);
+    else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, g.scratch), imm(k), imm(1), imm(1)});
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   }
 }
