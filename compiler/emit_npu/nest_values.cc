@@ -85,8 +85,13 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
 void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
   const int eb = dtype_bytes(a.type);
   const int64_t block = m_.vector_block_bytes;
-  const int64_t per_block = block / eb;  // pieces start on a UB block of the destination
-  const int64_t piece = std::min<int64_t>(max_repeat_, chunk_ * 4 / block) / per_block * per_block;
+  const int64_t per_block = block / eb;
+  // the blocks the scratch region holds (a region: chunk_ 4-byte values), at most a vcmax's repeats:
+  // all n in one piece where they fit, else pieces of whole destination blocks (each piece's first
+  // element starts a UB block). (A pipeline of i32 rows holds 8 blocks a row: fewer than the 16
+  // f16 of a block, and its reversed f16 value per row was cut into pieces of 0.)
+  const int64_t fits = std::min<int64_t>(max_repeat_, chunk_ * 4 / block);
+  const int64_t piece = n <= fits ? n : fits / per_block * per_block;
   TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
   const Operand gm = gm_operand(p, a, 0);
   for (int64_t c0 = 0; c0 < n; c0 += piece) {
@@ -309,11 +314,29 @@ Nest::Value Nest::index_value(const Plan& p, const Access& a, int64_t n) {
   return r;
 }
 
+namespace {
+
+// An expression's key among a tile's values: its text and its nodes' types in preorder. One text
+// can be two values: an index or a constant used as a value takes its type from where it stands
+// (i0 is f16 in X1() + i0 and i32 in i0 != i1), so the text alone gave the i32 compare the f16 i0.
+std::string value_key(const std::string& prefix, const ir::Expr& e) {
+  std::string types;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& x) {
+    types += dtype_name(x.type);
+    types += ',';
+    for (const auto& a : x.args) walk(*a);
+  };
+  walk(e);
+  return prefix + ir::to_string(e) + "#" + types;
+}
+
+}  // namespace
+
 // Equal subexpressions are computed once per tile (GELU's z appears five times).
 Nest::Value Nest::compile(const ir::Expr& e, int64_t n) {
   const Value v = compile_rows(e, n);
   if (!v.per_row || narrow_) return v;
-  const std::string key = memo_prefix_ + ir::to_string(e) + "#expanded";
+  const std::string key = value_key(memo_prefix_, e) + "#expanded";
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const Value x = expand(v);
   memo_[key] = x;
@@ -323,7 +346,7 @@ Nest::Value Nest::compile(const ir::Expr& e, int64_t n) {
 // The same, but a value per row may stay one (row pipeline: operations with a value per row read
 // its one repeat per row with repeat stride 0).
 Nest::Value Nest::compile_rows(const ir::Expr& e, int64_t n) {
-  const std::string key = memo_prefix_ + ir::to_string(e);
+  const std::string key = value_key(memo_prefix_, e);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const Value v = fz_.on || sizing_ || rowwise_ ? row_op(e, n) : compile_node(e, n);
   memo_[key] = v;
