@@ -72,8 +72,7 @@ std::string rounded(DType t, const std::string& value) {
 std::string role_var(const std::string& role) { return "r_" + role; }
 
 std::string helpers() {
-  return "#include <cuda_bf16.h>\n"
-         "static __device__ __forceinline__ float tessel_rbf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }\n";
+  return "#include <cuda_bf16.h>\n";  // tessel_rbf16 is cuda_prelude()'s
 }
 
 std::string kernel_parameters(const kernel::Kernel& k) {

@@ -30,7 +30,7 @@ std::string rounded(DType t, const std::string& value);
 // The C variable of a role index ("r_i").
 std::string role_var(const std::string& role);
 
-// Device helpers every attention source needs after cuda_prelude(): <cuda_bf16.h>, tessel_rbf16.
+// Device helpers every attention source needs after cuda_prelude() (which has tessel_rbf16): <cuda_bf16.h>.
 std::string helpers();
 // "T0* __restrict__ t_Q, ..., unsigned char* __restrict__ scratch".
 std::string kernel_parameters(const kernel::Kernel& k);

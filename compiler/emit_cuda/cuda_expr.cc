@@ -34,12 +34,16 @@ std::string int_expr(const kernel::Expr& e) {
 
 namespace {
 
-// A float computation whose result has dtype t: rounded when t is f16.
-std::string fres(DType t, const std::string& v) { return t == DType::F16 ? "tessel_r16(" + v + ")" : "(" + v + ")"; }
+// A float computation whose result has dtype t: rounded when t is f16 or bf16.
+std::string fres(DType t, const std::string& v) {
+  if (t == DType::F16) return "tessel_r16(" + v + ")";
+  if (t == DType::BF16) return "tessel_rbf16(" + v + ")";
+  return "(" + v + ")";
+}
 
 std::string cuda_float_result(DType t, const std::string& v, bool) { return fres(t, v); }
 
-// Floats travel as `float` (f16 results rounded by tessel_r16); integers widen to long long.
+// Floats travel as `float` (f16 and bf16 results rounded by tessel_r16, tessel_rbf16); integers widen to long long.
 const kernel::CValueDialect kDialect = {
     .value_type = value_type, .float_result = cuda_float_result, .inf = "TESSEL_INF", .neg_inf = "(-TESSEL_INF)",
     .nan = "TESSEL_NAN", .to_float = "(float)", .widen = "(long long)", .helper_arg = "(long long)",
@@ -91,6 +95,8 @@ std::string cuda_prelude() {
 /* the interpreter's semantics (compiler/README.md): f16 results rounded, NaN-propagating min/max,
    saturating float->int casts with NaN -> 0, integer division and remainder by zero give 0 */
 static __device__ __forceinline__ float tessel_r16(float x) { return __half2float(__float2half_rn(x)); }
+/* bf16: round to nearest even on the bits (NaN kept, quieted), as the interpreter does */
+static __device__ __forceinline__ float tessel_rbf16(float x) { unsigned b = __float_as_uint(x); if ((b & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(b | 0x00400000u); b += 0x7fffu + ((b >> 16) & 1u); return __uint_as_float(b & 0xffff0000u); }
 static __device__ __forceinline__ long long tessel_floordiv(long long a, long long b) { long long q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) --q; return q; }
 static __device__ __forceinline__ long long tessel_mod(long long a, long long b) { return a - b * tessel_floordiv(a, b); }
 static __device__ __forceinline__ long long tessel_imin(long long a, long long b) { return a < b ? a : b; }

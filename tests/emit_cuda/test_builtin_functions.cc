@@ -62,3 +62,21 @@ TEST_CASE("CUDA source of each built-in calls the matching CUDA math function an
     }
   }
 }
+
+TEST_CASE("a bf16 cast inside a GPU expression rounds to bf16 (tessel_rbf16) and compiles with NVRTC") {
+  // The program fuzzer's seed 8803 program 231: tanh's bf16 result left unrounded truncated to 0
+  // instead of -1 after the i32 cast.
+  const frontend::Module m = frontend::parse_module(
+      "def bf16_in_expr(i32[M] X) -> (i32[M] Y) {\n  Y(i) = sign(i32(tanh(bf16(X(i)))))\n}\n", "bf16_in_expr.tsl");
+  for (const char* arch : {"sm90", "sm75"}) {
+    CAPTURE(arch);
+    CompileOptions o;
+    o.target = std::string("isa/targets/") + arch + ".yaml";
+    o.sizes = {{"M", 6}};
+    auto c = compile(frontend::select_function(m, "bf16_in_expr"), o);
+    const auto p = emit_cuda::emit_cuda(c->kernel);
+    CHECK(p.source.find("tessel_rbf16(tanhf(((float)tessel_rbf16(") != std::string::npos);
+    const auto cubin = gpu::compile_to_cubin(p.source, {.arch = "sm_75"});
+    CHECK(!cubin.cubin.empty());
+  }
+}
