@@ -1,5 +1,7 @@
 #include "compiler/poly/promotion.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -23,6 +25,23 @@ std::string Promotion::to_string() const {
 }
 
 namespace {
+
+// The least and greatest value of dimension `d` of `s` once its parameters take `param_values`;
+// nullopt when empty or unbounded there. Borrowed input.
+std::optional<std::pair<int64_t, int64_t>> dim_bounds(const isl::set& s, unsigned d, const std::map<std::string, int64_t>& param_values) {
+  isl_set* x = s.copy();
+  const isl_size np = isl_set_dim(x, isl_dim_param);
+  for (isl_size i = 0; i < np; ++i) {
+    const char* name = isl_set_get_dim_name(x, isl_dim_param, unsigned(i));
+    const auto it = name ? param_values.find(name) : param_values.end();
+    if (it != param_values.end()) x = isl_set_fix_si(x, isl_dim_param, unsigned(i), int(it->second));
+  }
+  x = isl_set_project_out(x, isl_dim_param, 0, unsigned(std::max<isl_size>(np, 0)));
+  isl::val lo = isl::manage(isl_set_dim_min_val(isl_set_copy(x), int(d)));
+  isl::val hi = isl::manage(isl_set_dim_max_val(x, int(d)));
+  if (lo.is_null() || hi.is_null() || !lo.is_int() || !hi.is_int()) return std::nullopt;
+  return std::pair{val_to_int(lo), val_to_int(hi)};
+}
 
 struct Access {
   int statement;  // scop statement index
@@ -197,7 +216,20 @@ class Promoter {
       isl::multi_val sizes = box.size();
       isl::multi_aff offset = box.offset();
       std::vector<std::string> names = tg.origins(level);
+      const isl::set range = m.range();
       for (unsigned d = 0; d < sizes.size(); ++d) {
+        // A hull at least as wide as the tensor (accesses that move against each other over the
+        // tile origins, X(i, j) + X(j, i)) is the tensor's own extent where every access stays
+        // inside it: a buffer never holds more than its tensor.
+        const int64_t extent = ten->shape[d].evaluate({}, tiled_.sizes);
+        if (val_to_int(sizes.at(d)) >= extent) {
+          const auto bounds = dim_bounds(range, d, tiled_.sizes);
+          if (bounds && bounds->first >= 0 && bounds->second < extent) {
+            b.extents.push_back(std::max<int64_t>(1, extent));
+            b.offset.push_back(kernel::Expr::integer(0));
+            continue;
+          }
+        }
         b.extents.push_back(val_to_int(sizes.at(d)));
         b.offset.push_back(aff_to_expr(offset.at(d), names, tiled_.sizes));
       }

@@ -82,3 +82,20 @@ TEST_CASE("an oversize tile is rejected naming the level, the bytes needed and t
   // exactly half of L0A double-buffered fits: 128x128 f16 = 32 KiB, x2 = 64 KiB
   CHECK(capacity_error(m, "m=128/128,n=16/16,k=128/128") == "");
 }
+
+TEST_CASE("a footprint hull wider than its tensor is the tensor's own extent, offset 0") {
+  // Reads that move against each other over the tile origins (seed 8803 program 264 of the
+  // program fuzzer): the hull of X(r1, i, r0) and X(r0, r1, i) per tile of one point is 57 wide
+  // in each dimension of a 29^3 tensor (offset origin - 28); every access stays inside X.
+  frontend::Module m = frontend::parse_module(
+      "def crossed(i32[M, M, M] X) -> (i32[M] Y) {\n  Y(i) +=! X(r1, i, r0) + X(r0, r1, i)\n}\n", "crossed.tsl");
+  auto c = test::compile_text(m, {{"M", 29}}, "i=1/1,r1=1/1,r0=1/1");
+  const auto& x = buffer_of(c->kernel, "X", isa::Role::Stage);
+  CHECK(x.extents == std::vector<int64_t>{29, 29, 29});
+  for (const auto& o : x.offset) CHECK(o.to_string() == "0");
+  // a box inside the tensor keeps its tile-sized extent and origin offset
+  frontend::Module t = frontend::parse_module("def rowsum(i32[M, M] X) -> (i32[M] Y) {\n  Y(i) +=! X(i, r)\n}\n", "rowsum.tsl");
+  auto d = test::compile_text(t, {{"M", 29}}, "i=1/1,r=1/1");
+  const auto& y = buffer_of(d->kernel, "X", isa::Role::Stage);
+  CHECK(y.extents == std::vector<int64_t>{1, 1});
+}
