@@ -272,6 +272,16 @@ def bn_train(f16[N, H, W, C] X, f32[C] gamma, f32[C] beta) -> (f16[N, H, W, C] Y
   Y(n, h, w, c) = f16(D(n, h, w, c) * rsqrt(SqSum(c) / f32(N * H * W) + 0.00001) * gamma(c) + beta(c))
 }""", {"N": 16, "H": 28, "W": 28, "C": 128}, {"N": 2, "H": 3, "W": 4, "C": 5}, verify="full",
           torch="bn_train_nhwc")
+    # the same statistics written without the D local (each reader recomputes X - Mean), as a
+    # user writes it: the split first phase of SqSum must stay parallel over its chunks
+    s.add("batchnorm", "train_nhwc_no_local", "f16", "memory", """
+def bn_train_nl(f16[N, H, W, C] X, f32[C] gamma, f32[C] beta) -> (f16[N, H, W, C] Y) {
+  Sum(c) +=! f32(X(n, h, w, c))
+  Mean(c) = Sum(c) / f32(N * H * W)
+  SqSum(c) +=! (f32(X(n, h, w, c)) - Mean(c)) * (f32(X(n, h, w, c)) - Mean(c))
+  Y(n, h, w, c) = f16((f32(X(n, h, w, c)) - Mean(c)) * rsqrt(SqSum(c) / f32(N * H * W) + 0.00001) * gamma(c) + beta(c))
+}""", {"N": 16, "H": 28, "W": 28, "C": 128}, {"N": 2, "H": 3, "W": 4, "C": 5}, verify="full",
+          torch="bn_train_nhwc")
     s.add("batchnorm", "infer_nchw", "f32", "memory", """
 def bn_infer_nchw(f32[N, C, H, W] X, f32[C] mean, f32[C] var, f32[C] gamma, f32[C] beta) -> (f32[N, C, H, W] Y) {
   Y(n, c, h, w) = (X(n, c, h, w) - mean(c)) * (gamma(c) * rsqrt(abs(var(c)) + 0.00001)) + beta(c)

@@ -18,12 +18,13 @@ bool has_axes(const ir::Statement& s, const ir::Statement& seed, const std::vect
   return true;
 }
 
-// Points of `s` over its indices that are not reduced (only `axes` when given); 0 where a bound
-// cannot be evaluated (a size missing), which keeps every join.
-int64_t parallel_points(const ir::Statement& s, const std::vector<std::string>* axes, const FusionPolicy& p) {
+// Points of `s` over its indices that are not reduced (only `axes` when given; every index,
+// reduced too, with `reduced`); 0 where a bound cannot be evaluated (a size missing), which keeps
+// every join.
+int64_t points_of(const ir::Statement& s, const std::vector<std::string>* axes, const FusionPolicy& p, bool reduced = false) {
   int64_t n = 1;
   for (const auto& v : s.domain) {
-    if (v.is_reduction || (axes && std::find(axes->begin(), axes->end(), v.name) == axes->end())) continue;
+    if ((v.is_reduction && !reduced) || (axes && std::find(axes->begin(), axes->end(), v.name) == axes->end())) continue;
     std::map<std::string, int64_t> names;
     v.lo.collect_names(nullptr, &names);
     v.hi.collect_names(nullptr, &names);
@@ -34,12 +35,15 @@ int64_t parallel_points(const ir::Statement& s, const std::vector<std::string>* 
   return n;
 }
 
-// The parallelism rule of FusionPolicy: joining `s` would leave it on too few tiles.
+// The parallelism rule of FusionPolicy: joining `s` would leave it on too few tiles. Its work per
+// tile counts every point, reduced ones too: a split reduction's first phase (S(c, chunk) +=! over
+// 48 points a chunk) has few parallel points per channel but all of the tensor's work.
 bool starves(const ir::Statement& s, const ir::Statement& seed, const Group& g, const FusionPolicy& p) {
   if (p.parallel_units <= 0) return false;
-  const int64_t tiles = parallel_points(seed, &g.tile_axes, p), points = parallel_points(s, nullptr, p);
+  const int64_t tiles = points_of(seed, &g.tile_axes, p), points = points_of(s, nullptr, p);
+  const int64_t work = points_of(s, nullptr, p, true);
   return tiles > 0 && points > 0 && tiles < p.parallel_units && points >= p.parallel_units * tiles &&
-         points >= p.min_points_per_tile * tiles;
+         work >= p.min_points_per_tile * tiles;
 }
 
 }  // namespace

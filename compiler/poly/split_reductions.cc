@@ -93,7 +93,7 @@ std::optional<SplitChoice> choose_split(const ir::Statement& s, const std::map<s
 
 // The right-hand side of phase one: `s`'s with the cut index at chunk ci's element ji; past the
 // index's length (a last chunk cut short) the reduction's identity for a sum (0) or a product
-// (1), the first element for max / min (idempotent).
+// (1), the chunk's first element for max / min (idempotent).
 ir::ExprPtr phase_one_value(const ir::Statement& s, const SplitChoice& cut, const std::string& ci, const std::string& ji) {
   const std::string r = cut.index->name;
   const ir::AffineExpr offset = ir::AffineExpr::index(ci, cut.chunk) + ir::AffineExpr::index(ji);
@@ -112,7 +112,9 @@ ir::ExprPtr phase_one_value(const ir::Statement& s, const SplitChoice& cut, cons
     identity->value = s.reduction == ir::Reduction::Prod ? 1.0 : 0.0;
     other = identity;
   } else {
-    other = substitute(s.rhs, r, cut.index->lo);  // the first element: max / min are idempotent
+    // the chunk's own first element (max / min are idempotent): the chunk's reads stay inside
+    // it, so its footprint per tile is one chunk, not everything from the index's first element
+    other = substitute(s.rhs, r, cut.index->lo + ir::AffineExpr::index(ci, cut.chunk));
   }
   auto sel = node(ir::ExprKind::Apply, s.rhs->type, s.loc);
   sel->op = ir::Op::Select;

@@ -180,3 +180,60 @@ TEST_CASE("column reductions: the reads' last index is an output index and no re
   frontend::Module c = frontend::parse_module("def colsum(f32[M, N] X) -> (f32[N] S) {\n  S(n) +=! X(m, n)\n}\n", "c.tsl");
   CHECK(ir::is_column_reduction(c.functions[0].statements[0]));
 }
+
+TEST_CASE("a split reduction's first phase that reads a statistic keeps its chunks parallel (batch norm without D)") {
+  // SqSum's first phase reads Mean(c), which the group of Sum's second phase computes: joining
+  // that group (tile axes c, 128 tiles) would run its 1.6 M points on 128 tiles without its chunks,
+  // whose X box then overflowed every tile and shrank the default to c=1/1 (621 us on an H200
+  // against 21 us for the form with a D local). Its work per tile counts the reduced points.
+  frontend::Module m = frontend::parse_module(
+      "def bn(f16[N, H, W, C] X, f32[C] gamma, f32[C] beta) -> (f16[N, H, W, C] Y) {\n"
+      "  Sum(c) +=! f32(X(n, h, w, c))\n"
+      "  Mean(c) = Sum(c) / f32(N * H * W)\n"
+      "  SqSum(c) +=! (f32(X(n, h, w, c)) - Mean(c)) * (f32(X(n, h, w, c)) - Mean(c))\n"
+      "  Y(n, h, w, c) = f16((f32(X(n, h, w, c)) - Mean(c)) * rsqrt(SqSum(c) / f32(N * H * W) + 0.00001) * gamma(c) + beta(c))\n"
+      "}\n",
+      "bn.tsl");
+  CompileOptions o;
+  o.sizes = {{"N", 16}, {"H", 28}, {"W", 28}, {"C", 128}};
+  o.target = "isa/targets/sm90.yaml";
+  auto c = compile(m.functions[0], o);
+  REQUIRE(c->splits.size() == 2);
+  const ir::Function& g = *c->function;
+  int phase_one_group = -1, mean_group = -1;
+  for (const auto& grp : c->groups)
+    for (int s : grp.members) {
+      const std::string& out = g.statements[c->scop.statements[s].statement].output;
+      if (out == "SqSum_partial") phase_one_group = grp.id;
+      if (out == "Mean") mean_group = grp.id;
+    }
+  REQUIRE(phase_one_group >= 0);
+  CHECK(phase_one_group != mean_group);
+  CHECK(c->groups[phase_one_group].tile_axes.size() == 2);  // c and the chunk
+  CHECK(c->tile_spec.to_string().find("c=1/1") == std::string::npos);
+  CHECK(c->warnings.empty());
+}
+
+TEST_CASE("a cut max chunk pads with its own first element, so a tile's box is one chunk") {
+  // max over b (512) of X[16, 512, 256], in 9 chunks of 57: the last chunk's missing elements
+  // repeat the chunk's first element (idempotent); the index's first element instead made every
+  // tile's X box span rows 0 .. 57 * chunk + 57, 513 rows for 57 (9x the traffic on an H200).
+  frontend::Module m = frontend::parse_module("def mx(f16[A, B, C] X) -> (f16[A, C] Y) {\n  Y(a, c) max=! X(a, b, c)\n}\n", "mx.tsl");
+  CompileOptions o;
+  o.sizes = {{"A", 16}, {"B", 512}, {"C", 256}};
+  o.target = "isa/targets/sm90.yaml";
+  auto c = compile(m.functions[0], o);
+  REQUIRE(c->splits.size() == 1);
+  REQUIRE(c->splits[0].chunk == 57);
+  int boxes = 0;
+  for (const auto& b : c->kernel.buffers)
+    if (b.tensor == "X") {
+      CHECK(b.extents[1] == 57);
+      ++boxes;
+    }
+  CHECK(boxes == 1);
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  check_same(m.functions[0], o.sizes, p, 1);
+  check_same(m.functions[0], {{"A", 3}, {"B", 100001}, {"C", 5}}, p, 1);
+}
