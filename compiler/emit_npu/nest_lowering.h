@@ -118,12 +118,13 @@ class Nest : public VectorCode {
 
   // nest_values.cc: GM <-> UB moves, loads and the expression compiler
   Operand gm_operand(const Plan& p, const Access& a, int64_t extra);
-  struct Gather {  // a reversed read's UB regions: a block per element; 1-byte elements widened, packed
+  struct Gather {  // a reversed read's UB regions: a block per element (per byte: widened, packed)
     int64_t scratch, wide, packed;
+    int64_t blocks;  // the UB blocks scratch (and wide) hold
   };
   void gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n,
                         const std::function<int64_t(int64_t)>& at_c);
-  bool gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols, int64_t pitch,
+  bool gather_columns(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t rows, int64_t cols, int64_t pitch,
                       int64_t su, int64_t sv);
   void move(bool to_ub, const Plan& p, const Access& a, int64_t region, int64_t rows, int64_t cols, int64_t pitch,
       int64_t su, int64_t sv);

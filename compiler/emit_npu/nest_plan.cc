@@ -790,9 +790,10 @@ int Nest::count_regions(const Plan& p) {
     if (a.type != compute_type(a.type)) fresh_region();
     if (a.type == DType::U8) fresh_region();  // the widening's constant 256 (convert)
     if (transposable(p, a)) fresh_region(), fresh_region();
-    if (stride_of(a, p.v) < 0 || stride_of(a, p.u) < 0) {  // move() gathers it: a block per element
-      fresh_region();
-      if (dtype_bytes(a.type) == 1) fresh_region(), fresh_region();  // (pack_bytes: widened, packed)
+    if (stride_of(a, p.v) < 0 || stride_of(a, p.u) < 0) {  // move() gathers it: a block per element (or byte)
+      for (int i = 0; i < gather_span(a.type); ++i) fresh_region();
+      if (gathered_bytewise(a.type))  // (pack_bytes: widened, packed)
+        for (int i = 0; i <= gather_span(a.type); ++i) fresh_region();
     }
   }
   if (p.out.type == DType::U8) fresh_region(), fresh_region();  // narrowed(): the i8 pattern and the constant

@@ -116,5 +116,10 @@ struct Pos {
 // (u8 as its i8 bit pattern: the copies move bytes).
 inline bool narrow_int(DType t) { return t == DType::I8 || t == DType::U8; }
 inline DType compute_type(DType t) { return narrow_int(t) ? DType::I32 : t; }
+// A reversed read is gathered an element per UB block and packed by vcmax, which has no 1-byte type
+// and no bf16: such elements are gathered a byte per block and packed through i32 (exact on any
+// bits). The gather's scratch (and widened copy) then take a region per byte of the element.
+inline bool gathered_bytewise(DType t) { return dtype_bytes(t) == 1 || t == DType::BF16; }
+inline int gather_span(DType t) { return gathered_bytewise(t) ? dtype_bytes(t) : 1; }
 
 }  // namespace tessel::emit_npu::nest

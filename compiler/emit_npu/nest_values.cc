@@ -52,9 +52,16 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
   };
   if (rows == 1) su = cols;  // no second row: any gap
   if (to_ub && (sv < 0 || (cols == 1 && pitch == 1 && su < 0))) {  // reversed lanes (or a reversed column)
-    const int64_t scratch = fresh_region();
-    if (su >= 1 && !(cols == 1 && pitch == 1) && gather_columns(p, a, region, scratch, rows, cols, pitch, su, sv)) return;
-    const Gather g{scratch, eb == 1 ? fresh_region() : 0, eb == 1 ? fresh_region() : 0};  // (count_regions counts these)
+    // (count_regions counts these; a region after another is contiguous with it)
+    const int span = gather_span(a.type);
+    Gather g{fresh_region(), 0, 0, span * chunk_ * 4 / m_.vector_block_bytes};
+    for (int i = 1; i < span; ++i) fresh_region();
+    if (gathered_bytewise(a.type)) {
+      g.wide = fresh_region();
+      for (int i = 1; i < span; ++i) fresh_region();
+      g.packed = fresh_region();
+    }
+    if (su >= 1 && !(cols == 1 && pitch == 1) && gather_columns(p, a, region, g, rows, cols, pitch, su, sv)) return;
     if (cols == 1 && pitch == 1) return gather_reversed(p, a, region, g, rows, [&](int64_t r) { return r * su; });
     for (int64_t r = 0; r < rows; ++r)
       gather_reversed(p, a, region + r * pitch * eb, g, cols, [&](int64_t c) { return r * su + c * sv; });
@@ -81,29 +88,29 @@ void Nest::move(bool to_ub, const Plan& p, const Access& a, int64_t region, int6
 // GM) contiguously at UB `region`: a DMA runs forward in GM and in UB and starts on a UB block, so
 // each element goes to a 32-byte block of its own in the region `g.scratch`, and vcmax of the one
 // enabled lane 0 over the blocks (a repeat per block) packs them in order (exact: a max of one
-// value; NaN and -0 kept).
+// value; NaN and -0 kept). Elements vcmax has no type for (gathered_bytewise: i8, u8, bf16) go a
+// byte per block, packed by pack_bytes.
 void Nest::gather_reversed(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t n, const std::function<int64_t(int64_t)>& at_c) {
-  const int eb = dtype_bytes(a.type);
-  const int64_t block = m_.vector_block_bytes;
-  const int64_t per_block = block / eb;
-  // the blocks the scratch region holds (a region: chunk_ 4-byte values), at most a vcmax's repeats:
-  // all n in one piece where they fit, else pieces of whole destination blocks (each piece's first
-  // element starts a UB block). (A pipeline of i32 rows holds 8 blocks a row: fewer than the 16
-  // f16 of a block, and its reversed f16 value per row was cut into pieces of 0.)
-  const int64_t fits = std::min<int64_t>(max_repeat_, chunk_ * 4 / block);
-  const int64_t piece = n <= fits ? n : fits / per_block * per_block;
+  const int eb = dtype_bytes(a.type), ub = gathered_bytewise(a.type) ? 1 : eb;  // bytes gathered a block each
+  const int64_t block = m_.vector_block_bytes, per_block = block / ub, units = n * (eb / ub);
+  // at most a vcmax's repeats: all units in one piece where they fit the scratch, else pieces of
+  // whole destination blocks (each piece's first unit starts a UB block). (A pipeline of i32 rows
+  // holds 8 blocks a row: fewer than the 16 f16 of a block, and its reversed f16 value per row was
+  // cut into pieces of 0.)
+  const int64_t fits = std::min<int64_t>(max_repeat_, g.blocks);
+  const int64_t piece = units <= fits ? units : fits / per_block * per_block;
   TESSEL_CHECK(piece > 0, "nest: a region smaller than a block per lane");
   const Operand gm = gm_operand(p, a, 0);
-  for (int64_t c0 = 0; c0 < n; c0 += piece) {
-    const int64_t k = std::min(piece, n - c0);
+  for (int64_t u0 = 0; u0 < units; u0 += piece) {
+    const int64_t k = std::min(piece, units - u0);
     for (int64_t c = 0; c < k; ++c) {
       Operand src = gm;
-      src.imm += at_c(c0 + c) * eb;
-      op(Opcode::DmaIn, {at(Buffer::UB, g.scratch + c * block), src, imm(1), imm(eb), imm(0), imm(0)});
+      src.imm += at_c((u0 + c) / (eb / ub)) * eb + (u0 + c) % (eb / ub) * ub;
+      op(Opcode::DmaIn, {at(Buffer::UB, g.scratch + c * block), src, imm(1), imm(ub), imm(0), imm(0)});
     }
     mask_lanes(1);
-    if (eb == 1) pack_bytes(a.type, region + c0, g.scratch, g.wide, g.packed, k);
-    else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + c0 * eb), at(Buffer::UB, g.scratch), imm(k), imm(1), imm(1)});
+    if (ub == 1) pack_bytes(eb == 1 ? a.type : DType::I8, region + u0, g.scratch, g.wide, g.packed, k);
+    else op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + u0 * eb), at(Buffer::UB, g.scratch), imm(k), imm(1), imm(1)});
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   }
 }
@@ -129,28 +136,34 @@ void Nest::pack_bytes(DType bytes, int64_t region, int64_t scratch, int64_t wide
   }
 }
 
-// gather_reversed for a tile whose rows run forward (su >= 1): a DMA per column of K lanes gives
-// its element of every row a block of its own (row r's blocks K apart), then a one-lane vcmax per
-// row packs them. False (nothing emitted) where the scratch region holds fewer than a block of lanes per row,
-// or for 1-byte elements.
-bool Nest::gather_columns(const Plan& p, const Access& a, int64_t region, int64_t scratch, int64_t rows, int64_t cols,
+// gather_reversed for a tile whose rows run forward (su >= 1): a DMA per column of K lanes (of
+// bytes where gathered bytewise) gives its unit of every row a block of its own (row r's blocks K
+// apart), then a one-lane vcmax (pack_bytes) per row packs them. False (nothing emitted) where the
+// scratch region holds fewer than a block of lanes per row.
+bool Nest::gather_columns(const Plan& p, const Access& a, int64_t region, const Gather& g, int64_t rows, int64_t cols,
                           int64_t pitch, int64_t su, int64_t sv) {
-  const int eb = dtype_bytes(a.type);
-  const int64_t block = m_.vector_block_bytes, per_block = block / eb;
-  const int64_t lanes = std::min({cols, max_repeat_, chunk_ * 4 / block / rows}) / per_block * per_block;
-  if (lanes == 0 || eb == 1) return false;  // (1-byte elements: vcmax has no i8; gather_reversed packs them)
+  const int eb = dtype_bytes(a.type), ub = gathered_bytewise(a.type) ? 1 : eb, per_unit = eb / ub;
+  const int64_t block = m_.vector_block_bytes, per_block = block / ub, units = cols * per_unit;
+  const int64_t lanes = std::min({units, max_repeat_, g.blocks / rows}) / per_block * per_block;
+  if (lanes == 0) return false;
   const Operand gm = gm_operand(p, a, 0);
-  for (int64_t c0 = 0; c0 < cols; c0 += lanes) {
-    const int64_t k = std::min(lanes, cols - c0);
+  for (int64_t c0 = 0; c0 < units; c0 += lanes) {
+    const int64_t k = std::min(lanes, units - c0);
     for (int64_t c = 0; c < k; ++c) {
-      Operand g = gm;
-      g.imm += (c0 + c) * sv * eb;
-      op(Opcode::DmaIn, {at(Buffer::UB, scratch + c * block), g, imm(rows), imm(eb), imm((su - 1) * eb), imm(lanes * block - eb)});
+      Operand src = gm;
+      src.imm += (c0 + c) / per_unit * sv * eb + (c0 + c) % per_unit * ub;
+      op(Opcode::DmaIn, {at(Buffer::UB, g.scratch + c * block), src, imm(rows), imm(ub), imm(su * eb - ub), imm(lanes * block - ub)});
     }
     mask_lanes(1);
-    for (int64_t r = 0; r < rows; ++r)
-      op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, region + (r * pitch + c0) * eb), at(Buffer::UB, scratch + r * lanes * block),
-                         imm(k), imm(1), imm(1)});
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t dst = region + r * pitch * eb + c0 * ub, src = g.scratch + r * lanes * block;
+      if (ub == 1) {
+        if (r > 0) mask_lanes(1);  // (pack_bytes leaves whole repeats' lanes)
+        pack_bytes(eb == 1 ? a.type : DType::I8, dst, src, g.wide, g.packed, k);
+      } else {
+        op(Opcode::Vcmax, {type(a.type), at(Buffer::UB, dst), at(Buffer::UB, src), imm(k), imm(1), imm(1)});
+      }
+    }
     op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
   }
   return true;
