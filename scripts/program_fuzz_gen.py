@@ -640,16 +640,20 @@ class Gen:
     def finish(self, ctx, out_dtype, op, rhs, exact, bound, where_extra=None, out_axes=None):
         """Wraps up a statement: where clauses for unranged indices, the written local."""
         used = {e.text for e in rhs.walk() if e.kind == "idx"}
+        whole = set()  # indices some read on the right uses as a whole dimension index
         for e in rhs.walk():
             if e.kind == "read":
                 for d in e.index:
                     used.update(tok for tok in _tokens(d))
+                    whole.update(d for d in e.index if d in ctx.idx_axes)
         where = dict(where_extra or {})
         for i in list(ctx.lhs) + [i for i in ctx.idx_axes if i not in ctx.lhs]:
             if i in where:
                 continue
-            # an index that no read on the right keeps (the read that made it plain was dropped) needs a range
-            if i not in ctx.plain or (i in ctx.lhs and i not in used) or (self.rng.random() < 0.08):
+            # an index that no read on the right keeps whole (the read that made it plain was dropped,
+            # or it is left only inside `i % 5`) needs a range
+            # (the random draw stays where it was, so that older seeds still give the same programs)
+            if i not in ctx.plain or (i in ctx.lhs and i not in used) or (self.rng.random() < 0.08) or i not in whole:
                 if i in ctx.lhs or i in used:
                     where[i] = ("0", ctx.idx_axes[i].text)
         # reduction indices that do not appear are not part of the statement
