@@ -4,12 +4,14 @@
 #include "compiler/emit_npu/conv_epilogue.h"
 #include "compiler/emit_npu/conv_fold.h"
 #include "compiler/emit_npu/conv_layout.h"
+#include "compiler/emit_npu/conv_emitter_parts.h"
 #include "compiler/emit_npu/operands.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/poly/contraction.h"
 #include "compiler/tile/npu_conv_plan.h"
 #include "compiler/tile/tile_spec.h"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <functional>
 #include <utility>
@@ -40,39 +42,7 @@ enum Reg : uint8_t {
 
 // not hardware: code-size caps; pairs of channel slices emitted straight-line (each slice's load3d
 // then waits for its own plane only), map planes copied ahead of the pair being emitted (load_band)
-constexpr int64_t kStraightPairs = 32, kPlanesAhead = 8;
-
-// Byte addressing of one image of an activation tensor in GM: image n starts at
-// base + (n / group) * group_bytes + (n % group) * inner_bytes; pixel i at + i * pixel_bytes;
-// channel block j (one fractal row of channels) at + j * block_bytes.
-struct ActivationLayout {
-  int64_t base = 0, group = 1, group_bytes = 0, inner_bytes = 0, pixel_bytes = 0, block_bytes = 0;
-  int64_t tap_bytes = 0;  // 3-D: from one depth tap's input depth to the next's
-};
-
-// Weights in GM: `fractal` (blocked: the fractal (q, c1, kb) at ((q * C1 + c1) * KB + kb) fractals)
-// or rows (row (q, c) of K elements at element (q * row_q + c * row_c), columns k contiguous).
-struct WeightLayout {
-  int64_t base = 0;
-  bool fractal = false;
-  int64_t row_q = 0, row_c = 0;  // elements
-  int64_t per_tap = 0;           // 3-D: elements from one depth tap's weights to the next's
-  int64_t KB = 0;                // fractal: output-channel blocks
-};
-
-// A band of output rows [out_first, out_first + out_rows) and its input window: rows
-// [in_first, in_first + in_rows) of the image, pad_top / pad_bottom zero rows of the padding beyond
-// it (only at the image's real border); its pixel blocks (first pixel, pixels) within the band.
-// Write-back pieces to place between a band's channel slices: emit(i), i < pieces.
-struct Trailing {
-  int64_t pieces = 0;
-  std::function<void(int64_t)> emit;
-};
-
-struct Band {
-  int64_t out_first = 0, out_rows = 0, in_first = 0, in_rows = 0, pad_top = 0, pad_bottom = 0, pixels = 0;
-  std::vector<std::pair<int64_t, int64_t>> blocks;
-};
+constexpr int64_t kStraightPairs = tile::kConvStraightPairs, kPlanesAhead = 8;
 
 // Carries out a ConvPlan (compiler/tile/npu_conv_plan.h) for one matched convolution: GM tensors,
 // scratch layout copies, the per-core weights, the image loop with its channel slices, the write-back.
@@ -509,6 +479,7 @@ class ConvEmitter {
         op(Opcode::Mov, {reg(kImage0), reg(kTmp)});
       }
     }
+    plan_weight_chunks();
     if (!loads_after_fold()) {
       if (epi_) load_channels();
       if (per_core()) copy_weights();
@@ -717,6 +688,7 @@ class ConvEmitter {
   // L1 (or all of them by one copy: one_weight_copy).
   void weight_fractals(Reg col) {
     const int64_t tn = plan_.tn, per_tap = C1() / cv_.T;
+    if (!wchunks_.empty()) return weight_chunk(0);
     if (one_weight_copy()) {
       op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1()), at(Buffer::GM, W_.base, col), imm(RS() * cv_.C), imm(tn), imm(W_.row_c)});
       return;
@@ -726,6 +698,23 @@ class ConvEmitter {
         op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c1 * RS() + q) * tn * frow_),
                              at(Buffer::GM, W_.base + ((c1 / per_tap) * W_.per_tap + q * W_.row_q + (c1 % per_tap) * k0_ * W_.row_c) * in_, col),
                              imm(k0_), imm(tn), imm(W_.row_c)});
+  }
+
+  // The plan's weight chunks (conv_emitter_parts.h) where the tile's one copy is loaded once per
+  // core, ahead of one band's map read once, its slices straight-line (else the one copy).
+  void plan_weight_chunks() {
+    const bool once = (bands_.size() == 1 || spread()) && per_core_images() == 1 && !kt_loop() && C1() / 2 <= kStraightPairs;
+    if (!plan_.weight_chunks.empty() && once && one_weight_copy() && cv_.T == 1 && cv_.G == 1 && !per_core() && !loads_after_fold())
+      wchunks_ = WeightChunks::of_sizes(plan_.weight_chunks, RS(), plan_.tn / n0_);
+  }
+  // Chunk g: per kernel position its slices' rows (evenly spaced) by one dma_in_nz (kWCol: the tile's columns).
+  void weight_chunk(size_t g) {
+    const WeightChunk& c = wchunks_.chunks[g];
+    const int64_t nb = plan_.tn / n0_;
+    for (int64_t q = 0; q < RS(); ++q)
+      op(Opcode::DmaInNz, {f16(), at(Buffer::L1, w_l1() + (c.first * RS() + q * c.slices) * nb * fractal_),
+                           at(Buffer::GM, W_.base + (q * W_.row_q + c.first * k0_ * W_.row_c) * in_, kWCol), imm(c.slices * k0_),
+                           imm(plan_.tn), imm(W_.row_c)});
   }
 
   // Grouped: tile kKTile is local tile kKTile % (K / tn) of group g = kKTile / (K / tn), whose
@@ -800,10 +789,12 @@ class ConvEmitter {
     const int64_t per_tap = C1() / cv_.T, first = X_.base + b.in_first * cv_.W * X_.pixel_bytes, pixels = b.in_rows * cv_.W;
     const bool defer = C1() / 2 <= kStraightPairs;
     if (defer) flush_map_chunks(-1), chunk_slice0_ = 0;
+    auto ahead_of = [&](int64_t c1, const std::function<void()>& f) { defer && c1 >= kPlanesAhead ? map_chunks_.push_back({c1 - kPlanesAhead, f}) : f(); };
     for (int64_t c1 = 0; c1 < C1(); ++c1) {
+      for (size_t g = 1; g < wchunks_.chunks.size(); ++g)  // chunk g's weights ahead of its first plane
+        if (wchunks_.chunks[g].first == c1) ahead_of(c1, [=, this] { weight_chunk(g); });
       const int64_t dst = fm_base + c1 * pixels * frow_, src = first + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes;
-      auto copy = [=, this] { op(Opcode::DmaIn, {at(Buffer::L1, dst), at(Buffer::GM, src, kXBase), imm(pixels), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)}); };
-      defer && c1 >= kPlanesAhead ? map_chunks_.push_back({c1 - kPlanesAhead, copy}) : copy();
+      ahead_of(c1, [=, this] { op(Opcode::DmaIn, {at(Buffer::L1, dst), at(Buffer::GM, src, kXBase), imm(pixels), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)}); });
     }
   }
 
@@ -829,6 +820,7 @@ class ConvEmitter {
     for (int64_t i = 0; i < peeled; ++i) {
       flush_map_chunks(2 * i + 1);
       op(Opcode::Mov, {reg(kSlice), imm(i)});
+      cur_slice_ = 2 * i;
       pair();
       if (i < trailing.pieces) trailing.emit(i);
     }
@@ -842,7 +834,8 @@ class ConvEmitter {
     }
     flush_map_chunks(-1);
     if (C1() % 2) {
-      op(Opcode::Mov, {reg(kWSlice), imm(w_slice_fractals(C1() - 1) * fractal_)});
+      cur_slice_ = C1() - 1;
+      op(Opcode::Mov, {reg(kWSlice), imm((wchunks_.empty() ? w_slice_fractals(C1() - 1) : wchunks_.slice_fractal(C1() - 1)) * fractal_)});
       op(Opcode::Mov, {reg(kKpos), imm((C1() - 1) * plane_)});
       slice(0, imm(C1() == 1 ? 1 : 0), fm_base, c_base, b.blocks, false);
     }
@@ -852,6 +845,7 @@ class ConvEmitter {
   // kWSlice = the L1 offset of slice 2 kSlice's weights from w_l1() (one_weight_copy with depth
   // taps: tap t = 2 kSlice / C1d, C1d even: slice 2 kSlice + 1 in the same tap).
   void slice_weights() {
+    if (!wchunks_.empty()) return op(Opcode::Mov, {reg(kWSlice), imm(wchunks_.slice_fractal(cur_slice_) * fractal_)});
     const int64_t c1d = C1() / cv_.T;
     if (!one_weight_copy() || cv_.T == 1)
       return op(Opcode::Mul, {reg(kWSlice), reg(kSlice), imm((one_weight_copy() ? 2 : 2 * RS() * (plan_.tn / n0_)) * fractal_)});
@@ -865,9 +859,11 @@ class ConvEmitter {
   int64_t load_group(int64_t sub, size_t gi) {
     const int64_t nb = plan_.tn / n0_, lb = (l0b_step_++ % 2) * plan_.l0b_half;
     const auto [q0, qn] = plan_.kgroups[gi];
-    const int64_t first = w_slice_fractals(sub) + q0 * w_position_stride();
-    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + first * fractal_, kWSlice), imm(qn), imm(nb),
-                        imm(w_position_stride()), imm(w_block_stride()), imm(1)});
+    const bool chunked = !wchunks_.empty();
+    const int64_t pos = chunked ? wchunks_.position_stride(cur_slice_) : w_position_stride();
+    const int64_t first = (chunked ? sub : w_slice_fractals(sub)) + q0 * pos;
+    op(Opcode::Load2d, {f16(), at(Buffer::L0B, lb), at(Buffer::L1, w_l1() + first * fractal_, kWSlice), imm(qn), imm(nb), imm(pos),
+                        imm(chunked ? wchunks_.block_stride(cur_slice_) : w_block_stride()), imm(1)});
     return lb;
   }
 
@@ -961,7 +957,8 @@ class ConvEmitter {
                        k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
            (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
                                             bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))
-                              : "");
+                              : "") +
+           (wchunks_.empty() ? "" : fmt::format(", weights in chunks of {} slices ahead of their planes", fmt::join(plan_.weight_chunks, "+")));
   }
 
   UserError unsupported(const std::string& why) const { return conv_unsupported(k_, why); }
@@ -983,6 +980,8 @@ class ConvEmitter {
   std::vector<Band> bands_;
   WeightLayout W_;
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0, column_step_ = 0, rows_step_ = 0;
+  WeightChunks wchunks_;  // the weights' chunks (empty: one copy or per-slice copies)
+  int64_t cur_slice_ = 0;  // the first slice of the pair (or the odd last slice) being emitted
   int64_t next_lb_ = -1;  // L0B half of the next slice's first group when slice() loaded it early
   int64_t plane_ = 0;     // bytes of one 16-channel plane of the band's feature map in L1
   std::function<void()> pending_weights_;  // the weights' transposes after the map's first loads

@@ -247,6 +247,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
   g.weigh_gm_reads = c.T == 1;
   g.weight_copies = weights_in_one_copy(c, m.cube_f16.k0) ? 1 : 0;
+  g.chunk_weights = g.weight_copies == 1 && c.T == 1 && c.G == 1 && !g.copies;
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)
   // (NHWC without copies: bands with padding rows too, each kind of band its own code; several
   // images: core = (image, band, tile), where channel tiles x images leave cores idle)

@@ -118,6 +118,7 @@ class Planner {
     ConvPlanResult r;
     if (!choose_channel_tile(r)) return r;
     if (!choose_kernel_groups(r) || !choose_pixel_blocks(r)) return r;
+    choose_weight_chunks();
     r.plan = p_;
     return r;
   }
@@ -292,6 +293,58 @@ class Planner {
     }
     p_.tm0 = tm0;
     return true;
+  }
+
+  // Weight chunks (ConvPlan::weight_chunks) where a core copies its tile's weights once by one copy
+  // ahead of one band (one job): chunks of whole slice pairs that double (s, s, 2s, 4s, ...; s = 2,
+  // 4, ...) where a model of one core's copies ends the cube sooner than the one copy by
+  // 5 % (the shared GM serves every core's copies in issue order, which a model of one core does not see).
+  void choose_weight_chunks() {
+    const int64_t C1 = g_.C / cube_.k0;
+    if (!g_.chunk_weights || g_.one_core || p_.jobs_per_core != 1 || p_.bands != p_.core_bands || C1 < 4 || C1 / 2 > kConvStraightPairs)
+      return;
+    double best = chunked_end({});
+    for (int64_t s = 2; s < C1; s *= 2) {
+      std::vector<int64_t> sizes;
+      for (int64_t first = 0, size = s; first < C1; first += sizes.back()) {
+        const int64_t n = C1 - first - size <= 1 ? C1 - first : size;  // an odd last slice joins the last chunk
+        sizes.push_back(n);
+        if (sizes.size() > 1) size *= 2;
+      }
+      if (sizes.size() < 2) break;
+      if (const double e = chunked_end(sizes); e < best * 0.95) best = e, p_.weight_chunks = sizes;
+    }
+  }
+
+  // When one core's last slice ends (cycles), its weights copied in chunks of `sizes` slices (empty:
+  // one copy): MTE2 runs the copies in program order (a chunk's, one per kernel position, then its
+  // slices' planes), each for the longer of its bytes at the core's bandwidth and every core's turn
+  // at the shared GM (the simulator holds it ceil(bytes / shared) cycles per copy, at least one); a
+  // slice starts once its chunk and plane have landed (the GM latency after) and the slice before
+  // it is done, and takes the cube's or MTE1's cycles, the larger.
+  double chunked_end(const std::vector<int64_t>& sizes) const {
+    const int64_t C1 = g_.C / cube_.k0, RS = g_.kernel_positions();
+    const isa::NpuPathSpec& path = m_.path(Buffer::GM, Buffer::L1);
+    const double bw = std::max(1.0, double(path.bandwidth_bytes_per_cycle)), lat = double(path.latency_cycles);
+    const double shared = m_.gm_shared_bandwidth_bytes_per_cycle > 0 ? m_.gm_shared_bandwidth_bytes_per_cycle : bw * m_.cores;
+    auto copy = [&](double bytes) { return std::max(std::ceil(bytes / bw), double(p_.cores) * std::max(1.0, std::ceil(bytes / shared))); };
+    auto bwl = [&](Buffer to) { return double(std::max<int64_t>(1, m_.path(Buffer::L1, to).bandwidth_bytes_per_cycle)); };
+    const double slice_w = double(cube_.k0 * RS * p_.tn * in_), plane = double(g_.band_input_rows(p_.band_rows) * g_.W * cube_.k0 * in_);
+    const double cube = double(p_.padded_pixels / cube_.m0) * double(p_.tn / cube_.n0) * RS;
+    const double step = std::max(cube, double(p_.padded_pixels * cube_.k0 * RS * in_) / bwl(Buffer::L0A) + slice_w / bwl(Buffer::L0B));
+    double mte2 = 0, end = 0, chunk_landed = 0;
+    size_t chunk = 0;
+    int64_t next_chunk = 0;  // the first slice of chunk `chunk`
+    for (int64_t c1 = 0; c1 < C1; ++c1) {
+      if (sizes.empty() && c1 == 0) mte2 += copy(slice_w * C1), chunk_landed = mte2 + lat;
+      if (!sizes.empty() && c1 == next_chunk) {
+        for (int64_t q = 0; q < RS; ++q) mte2 += copy(slice_w * double(sizes[chunk]) / double(RS));
+        chunk_landed = mte2 + lat, next_chunk += sizes[chunk++];
+      }
+      mte2 += copy(plane);
+      end = std::max({end, chunk_landed, mte2 + lat}) + step;
+    }
+    return end;
   }
 
   const ConvGeometry& g_;

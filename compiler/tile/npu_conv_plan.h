@@ -2,8 +2,9 @@
 // the tile spec). One place decides how an img2col convolution is cut for the NPU: the output-
 // channel tile whose weights stay in L1, images per core, kernel positions per L0 step, pixel
 // blocks per L0A half, bands of output rows where one image does not fit L1 / L0C (input windows
-// with halos), whether feature maps / accumulators ping-pong, and whether NCHW / padded-channel
-// copies are made per core or on one core. The emitter
+// with halos), whether feature maps / accumulators ping-pong, whether NCHW / padded-channel
+// copies are made per core or on one core, and whether a core's weights are copied in chunks
+// ahead of their slices. The emitter
 // (compiler/emit_npu/conv.cc) carries the plan out; the tuner's fit check and analytic model
 // (compiler/tune/) read the same plan, so they never re-derive it or compile to find out.
 //
@@ -34,6 +35,10 @@
 #include "isa/npu_machine.h"
 
 namespace tessel::tile {
+
+// Up to this many pairs of channel slices the emitter (conv_emitter.cc) runs straight-line (more: in
+// a loop).
+inline constexpr int64_t kConvStraightPairs = 32;  // not hardware: a code-size cap
 
 struct ConvGeometry {
   int64_t N = 0, H = 0, W = 0, C = 0, K = 0, R = 0, S = 0, OH = 0, OW = 0;  // C, K padded to the fractal
@@ -68,6 +73,9 @@ struct ConvGeometry {
   // Copies that bring one channel tile's weights into L1 (0: one per fractal row of input channels
   // and kernel position; 1: the emitter's one copy of evenly spaced rows).
   int64_t weight_copies = 0;
+  // The emitter can copy one channel tile's weights in chunks of slices (ConvPlan::weight_chunks):
+  // NHWC without scratch copies, one copy of evenly spaced rows, 2-D, not grouped.
+  bool chunk_weights = false;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
@@ -99,6 +107,10 @@ struct ConvPlan {
   int64_t padded_pixels = 0;  // one band's pixels rounded up to the fractal
   int64_t fm_bytes = 0;       // one band's feature map in L1 (C1HWC0, halo rows included)
   int64_t l0a_half = 0, l0b_half = 0;  // bytes of one L0A / L0B ping-pong half
+  // Where each core loads its tile's weights once, ahead of one band read once: the slices per chunk
+  // of the weights, each chunk's copies issued ahead of its first slice's map plane (empty: one copy
+  // of all of them first). Every chunk but the last is a whole number of slice pairs.
+  std::vector<int64_t> weight_chunks;
   double cost = 0;         // the planner's estimate (cycles per core)
   bool one_core = false;   // the geometry's scratch copies on one core (whole_k did not fit)
   bool operator==(const ConvPlan&) const = default;
