@@ -12,7 +12,7 @@ std::string storage_type(DType t) {
     case DType::I8: return "signed char";
     case DType::U8: return "unsigned char";
     case DType::I32: return "int";
-    case DType::BF16: break;
+    case DType::BF16: return "__nv_bfloat16";
   }
   throw UserError("dtype " + std::string(dtype_name(t)) + " is not supported by the CUDA emitter");
 }
@@ -20,11 +20,15 @@ std::string storage_type(DType t) {
 std::string value_type(DType t) { return dtype_is_float(t) ? "float" : storage_type(t); }
 
 std::string load_value(DType t, const std::string& stored) {
-  return t == DType::F16 ? "__half2float(" + stored + ")" : stored;
+  if (t == DType::F16) return "__half2float(" + stored + ")";
+  if (t == DType::BF16) return "__bfloat162float(" + stored + ")";
+  return stored;
 }
 
 std::string store_value(DType t, const std::string& value) {
-  return t == DType::F16 ? "__float2half_rn(" + value + ")" : "((" + storage_type(t) + ")(" + value + "))";
+  if (t == DType::F16) return "__float2half_rn(" + value + ")";
+  if (t == DType::BF16) return "__float2bfloat16_rn(" + value + ")";
+  return "((" + storage_type(t) + ")(" + value + "))";
 }
 
 std::string int_expr(const kernel::Expr& e) {
@@ -90,6 +94,7 @@ std::string reduce_values(ir::Reduction r, DType t, const std::string& cur, cons
 
 std::string cuda_prelude() {
   return R"(#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #define TESSEL_INF __int_as_float(0x7f800000)
 #define TESSEL_NAN __int_as_float(0x7fffffff)
 /* the interpreter's semantics (compiler/README.md): f16 results rounded, NaN-propagating min/max,

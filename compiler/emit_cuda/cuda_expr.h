@@ -14,13 +14,13 @@
 
 namespace tessel::emit_cuda {
 
-// Storage type of a dtype in generated code ("__half", "float", "signed char", ...).
+// Storage type of a dtype in generated code ("__half", "__nv_bfloat16", "float", "signed char", ...).
 std::string storage_type(DType t);
-// Register type of a value of a dtype ("float" for f16 and f32).
+// Register type of a value of a dtype ("float" for f16, bf16 and f32).
 std::string value_type(DType t);
 // A stored element (C expression of storage_type(t)) as a value.
 std::string load_value(DType t, const std::string& stored);
-// A value as the storage type (f16: round-to-nearest conversion).
+// A value as the storage type (f16, bf16: round-to-nearest-even conversion).
 std::string store_value(DType t, const std::string& value);
 
 // Kernel-IR integer expression (long long arithmetic).

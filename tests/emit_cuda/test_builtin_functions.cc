@@ -80,3 +80,30 @@ TEST_CASE("a bf16 cast inside a GPU expression rounds to bf16 (tessel_rbf16) and
     CHECK(!cubin.cubin.empty());
   }
 }
+
+TEST_CASE("bf16 tensors are stored as __nv_bfloat16 on the GPU, converted on load and store, and compile with NVRTC") {
+  // element-wise, a row sum and max, and a contraction (no bf16 TensorCore shape in the
+  // descriptions: the register-blocked SIMT kernel) on sm90 and sm75
+  const frontend::Module m = frontend::parse_module(
+      "def bf(bf16[M, N] X, bf16[N] b) -> (bf16[M, N] Y, bf16[M] S, f32[M] T) {\n"
+      "  Y(m, n) = max(X(m, n) * 2 + b(n), 0)\n  S(m) +=! X(m, n)\n  T(m) max=! f32(X(m, n))\n}\n"
+      "def bfmm(bf16[M, K] A, bf16[K, N] B) -> (f32[M, N] C, bf16[M, N] D) {\n"
+      "  C(m, n) +=! f32(A(m, k)) * f32(B(k, n))\n  D(m, n) = bf16(C(m, n))\n}\n",
+      "bf.tsl");
+  for (const char* arch : {"sm90", "sm75"})
+    for (const char* def : {"bf", "bfmm"}) {
+      CAPTURE(arch);
+      CAPTURE(def);
+      CompileOptions o;
+      o.target = std::string("isa/targets/") + arch + ".yaml";
+      o.sizes = {{"M", 64}, {"N", 200}};
+      if (std::string(def) == "bfmm") o.sizes["K"] = 64;
+      auto c = compile(frontend::select_function(m, def), o);
+      const auto p = emit_cuda::emit_cuda(c->kernel);
+      CHECK(p.source.find("__nv_bfloat16* __restrict__ t_") != std::string::npos);
+      CHECK(p.source.find("__bfloat162float(") != std::string::npos);
+      CHECK(p.source.find("__float2bfloat16_rn(") != std::string::npos);
+      const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+      CHECK(!cubin.cubin.empty());
+    }
+}
