@@ -78,8 +78,6 @@ REFUSALS = [
      "element-wise epilogue) where the general lowering cannot take the kernel either"),
     (r"davinci", r"the NPU backend maps one matmul statement per kernel",
      "a kernel of two contractions: the cube paths take one (emit_npu.cc)"),
-    (r"^c$", r"dtype bf16 is not supported by the C emitter",
-     "bf16 is a dtype 'where a target has it' (DESIGN.md); the C target has none"),
     (r"davinci", r"computes with (a reduction in )?(u8|bf16)\b.*the NPU has no mapping for them",
      "the DaVinci vector unit computes in f16, f32, i32 (i8 through i32): u8 and bf16 values can be "
      "moved, not computed (compiler/emit_npu/emit_npu.cc, why_not_vector_dtypes)"),

@@ -14,6 +14,8 @@ namespace {
 using kernel::Expr;
 using kernel::ExprKind;
 
+// C storage type of dtype t. bf16 is stored as its bits (uint16_t: gcc 12 has no bf16
+// arithmetic) and computed as a float holding a bf16 value (vtype), rounded by tessel_rbf16.
 std::string ctype(DType t) {
   switch (t) {
     case DType::F16: return "tessel_f16";
@@ -21,10 +23,15 @@ std::string ctype(DType t) {
     case DType::I8: return "int8_t";
     case DType::U8: return "uint8_t";
     case DType::I32: return "int32_t";
-    case DType::BF16: break;
+    case DType::BF16: return "uint16_t";
   }
   throw UserError("--target c: dtype " + std::string(dtype_name(t)) + " is not supported by the C emitter");
 }
+
+// C type of a value of dtype t (a load of storage `s`, a store of value `v`: (T)v but for bf16)
+std::string vtype(DType t) { return t == DType::BF16 ? "float" : ctype(t); }
+std::string load(DType t, const std::string& s) { return t == DType::BF16 ? "tessel_bf2f(" + s + ")" : s; }
+std::string store(DType t, const std::string& v) { return t == DType::BF16 ? "tessel_f2bf(" + v + ")" : "(" + ctype(t) + ")" + v; }
 
 std::string c_long_literal(int64_t v) { return v < 0 ? "(" + std::to_string(v) + "L)" : std::to_string(v) + "L"; }
 
@@ -40,13 +47,15 @@ std::string affine(const ir::AffineExpr& e, const std::map<std::string, int64_t>
   return s + ")";
 }
 
-// The C emitter computes in the storage types: f16 is _Float16, so every cast to it rounds.
+// The C emitter computes in the storage types: f16 is _Float16, so every cast to it rounds; bf16
+// computes in float, each result rounded by tessel_rbf16 (the interpreter's round_to_bf16).
 std::string c_float_result(DType t, const std::string& v, bool primary) {
+  if (t == DType::BF16) return "tessel_rbf16(" + v + ")";
   return primary ? "((" + ctype(t) + ")" + v + ")" : "((" + ctype(t) + ")(" + v + "))";
 }
 
 const kernel::CValueDialect kDialect = {
-    .value_type = ctype, .float_result = c_float_result, .inf = "INFINITY", .neg_inf = "(-INFINITY)", .nan = nullptr,
+    .value_type = vtype, .float_result = c_float_result, .inf = "INFINITY", .neg_inf = "(-INFINITY)", .nan = nullptr,
     .to_float = "", .widen = "", .helper_arg = "(long)", .long_suffix = "L", .int_constant = "(float)",
     .int_size_suffix = "", .int_helpers = false, .float_negate = false};
 
@@ -89,11 +98,11 @@ struct Emitter {
 
   std::string value(const ir::Expr& e, const std::map<std::string, int>& binding) {
     return kernel::c_value(e, {kDialect, [&](const ir::AffineExpr& a) { return affine(a, k.sizes); },
-                               [&](const ir::Expr& a) { return access(a.name, a.indices, binding); }, &k.sizes});
+                               [&](const ir::Expr& a) { return load(a.type, access(a.name, a.indices, binding)); }, &k.sizes});
   }
 
   std::string identity(ir::Reduction r, DType t) {
-    const std::string T = ctype(t);
+    const std::string T = vtype(t);
     if (r == ir::Reduction::Sum) return "((" + T + ")0)";
     if (r == ir::Reduction::Prod) return "((" + T + ")1)";
     bool mx = r == ir::Reduction::Max;
@@ -119,33 +128,35 @@ struct Emitter {
     for (size_t i = 0; i < vars.size(); ++i)
       os << pad << "  const long i_" << vars[i]->name << " = " << cexpr(n.indices[i]) << ";\n";
     std::string lhs = access(s.output, s.out_indices, n.binding);
-    const std::string T = ctype(s.acc_type);
+    const DType A = s.acc_type;
+    const std::string T = ctype(A);
     if (n.init) {
-      os << pad << "  " << lhs << " = " << identity(s.reduction, s.acc_type) << ";\n";
+      const std::string id = identity(s.reduction, A);
+      os << pad << "  " << lhs << " = " << (A == DType::BF16 ? store(A, id) : id) << ";\n";
     } else {
       std::string rhs = value(*s.rhs, n.binding);
       const bool fl = dtype_is_float(s.acc_type);
-      std::string cur = fl ? "((float)" + lhs + ")" : lhs;
+      std::string cur = fl ? "((float)" + load(A, lhs) + ")" : lhs;
       std::string r = fl ? "((float)" + rhs + ")" : rhs;
       switch (s.reduction) {
-        case ir::Reduction::None: os << pad << "  " << lhs << " = (" << T << ")" << rhs << ";\n"; break;
-        case ir::Reduction::Sum: os << pad << "  " << lhs << " = (" << T << ")(" << cur << " + " << r << ");\n"; break;
+        case ir::Reduction::None: os << pad << "  " << lhs << " = " << store(A, rhs) << ";\n"; break;
+        case ir::Reduction::Sum: os << pad << "  " << lhs << " = " << store(A, "(" + cur + " + " + r + ")") << ";\n"; break;
         case ir::Reduction::Prod:  // integers wrap (unsigned product; the store truncates to T)
           if (fl)
-            os << pad << "  " << lhs << " = (" << T << ")(" << cur << " * " << r << ");\n";
+            os << pad << "  " << lhs << " = " << store(A, "(" + cur + " * " + r + ")") << ";\n";
           else
             os << pad << "  " << lhs << " = (" << T << ")((unsigned long long)" << cur << " * (unsigned long long)(" << r
                << "));\n";
           break;
         case ir::Reduction::Max:
           if (fl)
-            os << pad << "  " << lhs << " = (" << T << ")tessel_fmax(" << cur << ", " << r << ");\n";
+            os << pad << "  " << lhs << " = " << store(A, "tessel_fmax(" + cur + ", " + r + ")") << ";\n";
           else
             os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ > " << lhs << ") " << lhs << " = v_; }\n";
           break;
         case ir::Reduction::Min:
           if (fl)
-            os << pad << "  " << lhs << " = (" << T << ")tessel_fmin(" << cur << ", " << r << ");\n";
+            os << pad << "  " << lhs << " = " << store(A, "tessel_fmin(" + cur + ", " + r + ")") << ";\n";
           else
             os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ < " << lhs << ") " << lhs << " = v_; }\n";
           break;
@@ -193,7 +204,8 @@ struct Emitter {
     const auto& A = k.buffers.at(m.a);
     const auto& B = k.buffers.at(m.b);
     const auto& C = k.buffers.at(m.c);
-    const std::string acc = ctype(m.acc_type);
+    const std::string acc = vtype(m.acc_type);
+    const bool bf = m.acc_type == DType::BF16;  // the product and each sum rounded, as the statement's
     auto at = [&](const kernel::Buffer& b, const std::vector<Expr>& coords) {
       std::vector<std::string> g;
       for (const auto& c : coords) g.push_back(cexpr(c));
@@ -205,13 +217,13 @@ struct Emitter {
        << pad << "  for (long fi = 0; fi < em; ++fi)\n"
        << pad << "    for (long fj = 0; fj < en; ++fj) {\n"
        << pad << "      const long frag_m = " << cexpr(m.m0) << " + fi, frag_n = " << cexpr(m.n0) << " + fj;\n"
-       << pad << "      " << acc << " s_ = " << at(C, m.c_coords) << ";\n"
+       << pad << "      " << acc << " s_ = " << load(C.dtype, at(C, m.c_coords)) << ";\n"
        << pad << "      for (long fk = 0; fk < ek; ++fk) {\n"
        << pad << "        const long frag_k = " << cexpr(m.k0) << " + fk;\n"
-       << pad << "        s_ = (" << acc << ")(s_ + (" << acc << ")" << at(A, m.a_coords) << " * (" << acc << ")"
-       << at(B, m.b_coords) << ");\n"
+       << pad << "        s_ = " << (bf ? "tessel_rbf16(s_ + tessel_rbf16(" : "(" + acc + ")(s_ + ") << "(" << acc << ")"
+       << load(A.dtype, at(A, m.a_coords)) << " * (" << acc << ")" << load(B.dtype, at(B, m.b_coords)) << (bf ? "));\n" : ");\n")
        << pad << "      }\n"
-       << pad << "      " << at(C, m.c_coords) << " = s_;\n"
+       << pad << "      " << at(C, m.c_coords) << " = " << (bf ? store(C.dtype, "s_") : "s_") << ";\n"
        << pad << "    }\n"
        << pad << "}\n";
   }
@@ -277,7 +289,7 @@ std::string attention_function(const kernel::Kernel& k, const std::string& symbo
                                        std::string lin = "0L";
                                        for (size_t d = 0; d < acc.indices.size(); ++d)
                                          lin = "(" + lin + " * " + std::to_string(t->shape[d]) + "L + " + affine_of(acc.indices[d], x.rename) + ")";
-                                       return "t_" + acc.name + "[" + lin + "]";
+                                       return load(acc.type, "t_" + acc.name + "[" + lin + "]");
                                      },
                                      &k.sizes});
   };
@@ -322,16 +334,16 @@ std::string attention_function(const kernel::Kernel& k, const std::string& symbo
   pad += "  ";
   os << pad << "float x = 0.0f;\n";
   for (const auto& d : a.head) open_loop(d);
-  os << pad << "x += (float)" << element(a.q) << " * (float)" << element(a.k) << ";\n";
+  os << pad << "x += (float)" << load(a.q.dtype, element(a.q)) << " * (float)" << load(a.k.dtype, element(a.k)) << ";\n";
   for (size_t n = 0; n < a.head.size(); ++n) close_loop();
   std::string cur = "x";
   if (a.score_type != DType::F32) {  // the scores as the def stores them (accumulated in f32 here)
-    os << pad << ctype(a.score_type) << " xs = (" << ctype(a.score_type) << ")x;\n";
+    os << pad << vtype(a.score_type) << " xs = " << c_float_result(a.score_type, "x", true) << ";\n";
     cur = "xs";
   }
   for (size_t n = 0; n < a.steps.size(); ++n) {
     const std::string v = "v" + std::to_string(n);
-    os << pad << ctype(a.steps[n].type) << " " << v << " = " << value(a.steps[n], {{"score", cur}}) << ";\n";
+    os << pad << vtype(a.steps[n].type) << " " << v << " = " << value(a.steps[n], {{"score", cur}}) << ";\n";
     cur = v;
   }
   os << pad << "s[" << J << " - j0] = (float)" << cur << ";\n";
@@ -344,20 +356,20 @@ std::string attention_function(const kernel::Kernel& k, const std::string& symbo
   os << pad << "for (long n = 0; n < " << values << "L; ++n) acc[n] *= c;\n";
   os << pad << "for (long " << J << " = j0; " << J << " < jn; ++" << J << ") {\n";
   pad += "  ";
-  os << pad << "const float p = (float)(" << ctype(a.prob_type) << ")expf(s[" << J << " - j0] - mu);\n";
+  os << pad << "const float p = (float)" << c_float_result(a.prob_type, "expf(s[" + J + " - j0] - mu)", true) << ";\n";
   os << pad << "l += p;\n";
-  value_loops([&] { os << pad << "acc[ve] += p * (float)" << element(a.v) << ";\n"; });
+  value_loops([&] { os << pad << "acc[ve] += p * (float)" << load(a.v.dtype, element(a.v)) << ";\n"; });
   close_loop();
   os << pad << "m = mn;\n";
   close_loop();
   value_loops([&] {
     // O and Z in the dtypes the def stores them in (accumulated in f32 here)
-    const std::string o = "((" + ctype(a.context_type) + ")" + (a.normalise_first ? "(acc[ve] / l)" : "acc[ve]") + ")";
-    const std::string z = "((" + ctype(a.sum_type) + ")l)";
+    const std::string o = c_float_result(a.context_type, a.normalise_first ? "(acc[ve] / l)" : "acc[ve]", true);
+    const std::string z = c_float_result(a.sum_type, "l", true);
     std::string result;
     if (a.epilogue.expr) result = value(a.epilogue, {{"O", o}, {"Z", z}});
     else result = o;
-    os << pad << element(a.out) << " = (" << ctype(a.out.dtype) << ")(" << result << ");\n";
+    os << pad << element(a.out) << " = " << store(a.out.dtype, "(" + result + ")") << ";\n";
   });
   close_loop();
   for (size_t n = 0; n < a.batch.size(); ++n) close_loop();
@@ -373,6 +385,16 @@ std::string prelude() {
 #include <stdint.h>
 #include <stdlib.h>
 typedef _Float16 tessel_f16;
+/* bf16 stored as its bits, computed in float: tessel_rbf16 rounds to nearest even on the bits,
+   NaN quieted (the interpreter's round_to_bf16, compiler/interp/scalar.h) */
+static inline float tessel_rbf16(float v) {
+  union { float f; uint32_t u; } x = {v};
+  if ((x.u & 0x7fffffffu) > 0x7f800000u) x.u |= 0x00400000u; else x.u += 0x7fffu + ((x.u >> 16) & 1u);
+  x.u &= 0xffff0000u;
+  return x.f;
+}
+static inline float tessel_bf2f(uint16_t h) { union { uint32_t u; float f; } x = {(uint32_t)h << 16}; return x.f; }
+static inline uint16_t tessel_f2bf(float v) { union { float f; uint32_t u; } x = {tessel_rbf16(v)}; return (uint16_t)(x.u >> 16); }
 static inline long tessel_floordiv(long a, long b) { long q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) --q; return q; }
 static inline long tessel_mod(long a, long b) { return a - b * tessel_floordiv(a, b); }
 static inline long tessel_min(long a, long b) { return a < b ? a : b; }

@@ -11,7 +11,8 @@
 
 namespace tessel::emit_c {
 
-// The common prelude (includes, f16 type, helpers); emit it once per translation unit.
+// The common prelude (includes, f16 type, bf16 rounding and bit conversions, helpers); emit it once
+// per translation unit.
 std::string prelude();
 // One kernel function named `symbol`.
 std::string emit_function(const kernel::Kernel& k, const std::string& symbol);
