@@ -6,10 +6,12 @@
 namespace tessel::emit_cuda {
 
 bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& machine) {
-  // the WMMA fragments the TensorCore kernels have code for
-  if (!((c.in_type == DType::F16 && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32)))
-    return false;
-  // ... and the description's matrix unit has, at its architecture (sm70: f16 only, i8 from sm_72)
+  // the WMMA fragments the TensorCore kernels have code for (bf16: the WMMA path only; mma.sync and
+  // wgmma take f16, tile_policy.cc)
+  const bool float_in = c.in_type == DType::F16 || c.in_type == DType::BF16;
+  if (!((float_in && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32))) return false;
+  // ... and the description's matrix unit has, at its architecture (sm70: f16 only, i8 from sm_72,
+  // bf16 from sm_80)
   for (const isa::MatrixShape& s : machine.tensor_shapes) {
     if (s.a != c.in_type || s.acc != c.acc_type) continue;
     if (s.min_arch.size() < 5 || s.min_arch.compare(0, 3, "sm_") != 0) return true;
@@ -23,7 +25,7 @@ std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& ma
   const isa::GpuMmaShape& f = machine.wmma;  // the fragment every TensorCore path pads to
   if (!dtype_has_tensor_core_shape(c, machine))
     return "dtypes " + std::string(dtype_name(c.in_type)) + " -> " + std::string(dtype_name(c.acc_type)) + " have no WMMA shape on " +
-           arch + " (the description's matrix unit: f16 -> f32, and i8 -> i32 from sm_72)";
+           arch + " (the description's matrix unit: f16 -> f32, i8 -> i32 from sm_72, bf16 -> f32 from sm_80)";
   // partial fragments are zero-filled by the loads and masked in the stores, so any size works;
   // tiny or badly rounded problems are better served by SIMT
   const int64_t M = c.size_m(), N = c.size_n(), K = c.size_k();

@@ -25,7 +25,7 @@ void explain_mapping(const TcKernel& t) {
   t.explain.push_back("TensorCores: " + t.anchor.name + " is a matrix multiply: M(" + dims_text(t.c.m) + ")=" + S(t.M) + " N(" +
                     dims_text(t.c.n) + ")=" + S(t.N) + " K(" + dims_text(t.c.k) + ")=" + S(t.K) + " batch(" + dims_text(t.c.batch) + ")");
   t.explain.push_back("  matrix_a = " + t.c.a.tensor + " (" + t.la.substr(6) + "), matrix_b = " + t.c.b.tensor + " (" + t.lb.substr(6) +
-                    "), wmma m16n16k16 " + (t.i8 ? "s8 -> s32" : "f16 -> f32") + (t.c.swapped ? "; operands swapped so stores run along N" : ""));
+                    "), wmma m16n16k16 " + (t.i8 ? "s8 -> s32" : std::string(dtype_name(t.c.in_type)) + " -> f32") + (t.c.swapped ? "; operands swapped so stores run along N" : ""));
   if (!t.pa.bounded.empty() || !t.pb.bounded.empty())
     t.explain.push_back("  implicit GEMM: " + std::string(!t.pa.bounded.empty() ? t.c.a.tensor : t.c.b.tensor) +
                       " is read through an im2col view; out-of-bounds elements (padding) are zero-filled by the shared-memory load");

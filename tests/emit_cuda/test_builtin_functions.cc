@@ -34,6 +34,14 @@ const std::vector<Expected> kDefs = {
     {"pow_rms_norm", {"powf("}},
 };
 
+// The CUDA of a compilation for its own description's architecture and machine model.
+emit_cuda::CudaProgram emit_for(const Compilation& c) {
+  emit_cuda::CudaOptions co;
+  co.arch = c.hierarchy.gpu->arch;
+  co.machine = isa::GpuMachine::from(c.hierarchy);
+  return emit_cuda::emit_cuda(c.kernel, co);
+}
+
 }  // namespace
 
 TEST_CASE("CUDA source of each built-in calls the matching CUDA math function and compiles with NVRTC (sm90, sm75, sm70)") {
@@ -46,7 +54,7 @@ TEST_CASE("CUDA source of each built-in calls the matching CUDA math function an
       o.target = std::string("isa/targets/") + arch + ".yaml";
       o.sizes = {{"M", 16}, {"N", 64}};
       auto c = compile(frontend::select_function(m, e.def), o);
-      const auto p = emit_cuda::emit_cuda(c->kernel);
+      const auto p = emit_for(*c);
       for (const char* call : e.calls) {
         CAPTURE(call);
         CHECK(p.source.find(call) != std::string::npos);
@@ -74,7 +82,7 @@ TEST_CASE("a bf16 cast inside a GPU expression rounds to bf16 (tessel_rbf16) and
     o.target = std::string("isa/targets/") + arch + ".yaml";
     o.sizes = {{"M", 6}};
     auto c = compile(frontend::select_function(m, "bf16_in_expr"), o);
-    const auto p = emit_cuda::emit_cuda(c->kernel);
+    const auto p = emit_for(*c);
     CHECK(p.source.find("tessel_rbf16(tanhf(((float)tessel_rbf16(") != std::string::npos);
     const auto cubin = gpu::compile_to_cubin(p.source, {.arch = "sm_75"});
     CHECK(!cubin.cubin.empty());
@@ -99,11 +107,35 @@ TEST_CASE("bf16 tensors are stored as __nv_bfloat16 on the GPU, converted on loa
       o.sizes = {{"M", 64}, {"N", 200}};
       if (std::string(def) == "bfmm") o.sizes["K"] = 64;
       auto c = compile(frontend::select_function(m, def), o);
-      const auto p = emit_cuda::emit_cuda(c->kernel);
+      const auto p = emit_for(*c);
       CHECK(p.source.find("__nv_bfloat16* __restrict__ t_") != std::string::npos);
-      CHECK(p.source.find("__bfloat162float(") != std::string::npos);
+      if (std::string(def) == "bf") CHECK(p.source.find("__bfloat162float(") != std::string::npos);
       CHECK(p.source.find("__float2bfloat16_rn(") != std::string::npos);
       const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
       CHECK(!cubin.cubin.empty());
     }
+}
+
+TEST_CASE("a bf16 contraction takes WMMA bf16 fragments from sm_80 (the description's bf16 -> f32 shape) and the SIMT kernel on sm_75") {
+  const frontend::Module m = frontend::parse_module(
+      "def bfmm(bf16[M, K] A, bf16[K, N] B, f32[N] bias) -> (bf16[M, N] D) {\n"
+      "  C(m, n) +=! f32(A(m, k)) * f32(B(k, n))\n  D(m, n) = bf16(max(C(m, n) + bias(n), 0))\n}\n",
+      "bfmm.tsl");
+  for (const char* arch : {"sm90", "sm80", "sm75"}) {
+    CAPTURE(arch);
+    CompileOptions o;
+    o.target = std::string("isa/targets/") + arch + ".yaml";
+    o.sizes = {{"M", 256}, {"N", 192}, {"K", 128}};
+    auto c = compile(frontend::select_function(m, "bfmm"), o);
+    const auto p = emit_for(*c);
+    const bool tensor_cores = std::string(arch) != "sm75";
+    CHECK((p.source.find("wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16") != std::string::npos) == tensor_cores);
+    if (!tensor_cores) {
+      std::string explain;
+      for (const auto& line : p.explain) explain += line + "\n";
+      CHECK(explain.find("dtypes bf16 -> f32 have no WMMA shape on sm_75") != std::string::npos);
+    }
+    const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
+    CHECK(!cubin.cubin.empty());
+  }
 }
