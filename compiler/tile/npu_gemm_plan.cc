@@ -53,6 +53,11 @@ constexpr size_t kTailPlansTried = 8;
 // Policy weight: the model's time grows by this fraction when every core but one idles.
 // not hardware: a tie-breaker within the model's error
 constexpr double kIdleCoreWeight = 0.15;
+// Policy weight: the model's time grows by this fraction per doubling of the K stage past 8
+// fractals (ResNet-50's 196x256x512 with its epilogue on davinci-910: 256 deep modelled 2 %
+// faster than 128, ran 4 % slower; on davinci-310, 512 deep modelled 14 % faster, ran 5 % slower).
+// not hardware: the model's error on the first chunk's fill and the deeper L1 slots
+constexpr double kDeeperKStageWeight = 0.10;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -160,7 +165,8 @@ struct TailModel {
     // near ties: fewer instructions, more cores (each core's own pipes and rates: the model's
     // shared rate does not see them overlap)
     const double idle = double(m.cores - cores) / double(std::max(1, m.cores));
-    return std::max(core, chip) * (1 + kIdleCoreWeight * idle) + 0.01 * double(waves) * dispatch;
+    const double deeper = std::max(0.0, std::log2(double(tk) / double(8 * cube.k0)));  // not hardware: 8 fractals, as the tile policy's K box
+    return std::max(core, chip) * (1 + kIdleCoreWeight * idle) * (1 + kDeeperKStageWeight * deeper) + 0.01 * double(waves) * dispatch;
   }
 };
 
@@ -173,14 +179,18 @@ GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachi
   const int64_t ib = dtype_bytes(cube.a), acc = dtype_bytes(cube.acc);
   auto box = [](int64_t b, int64_t size, int64_t unit) { return round_up(std::clamp<int64_t>(b, 1, size), unit); };
   // Stage tiles: a user's boxes, or every split of M and N; K in as few chunks as the box allows, as
-  // even as whole fractals make them.
+  // even as whole fractals make them, and (no user's boxes) as few as K stages of 8, 16 and 32
+  // fractals allow: the model weighs each chunk's read latency against the deeper L1 slots.
   std::vector<int64_t> tms{box(in.box_m, in.M, mu)}, tns{box(in.box_n, in.N, nu)};
-  int64_t tk = box(in.box_k, in.K, ku);
+  std::vector<int64_t> tks{box(in.box_k, in.K, ku)};
   if (!t.keep_boxes) {  // (tiles whose accumulator, one unit wide, overflows L0C left out)
     tms = splits(in.M, mu), tns = splits(in.N, nu);
     std::erase_if(tms, [&](int64_t tm) { return tm > mu && tm * nu * acc > m.capacity(Buffer::L0C); });
     std::erase_if(tns, [&](int64_t tn) { return tn > nu && mu * tn * acc > m.capacity(Buffer::L0C); });
-    tk = round_up(ceil_div(in.K, ceil_div(in.K, tk)), ku);
+    for (int64_t f : {8, 16, 32}) tks.push_back(box(f * ku, in.K, ku));  // not hardware: K stages weighed
+    for (int64_t& tk : tks) tk = round_up(ceil_div(in.K, ceil_div(in.K, tk)), ku);
+    std::sort(tks.begin(), tks.end());
+    tks.erase(std::unique(tks.begin(), tks.end()), tks.end());
   }
   if (t.most_tn) {  // whole tile rows of B [k][n]
     for (int64_t& tn : tns) tn = std::min(tn, std::max(nu, t.most_tn / nu * nu));
@@ -189,7 +199,7 @@ GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachi
   }
   // Operand tiles: a user's boxes, else the boxes as far as the stage tile divides into them
   // (operand_tile); an A [k][m] tile's rows at most M.
-  auto operand_tiles = [&](int64_t tm, int64_t tn) -> std::array<int64_t, 3> {
+  auto operand_tiles = [&](int64_t tm, int64_t tn, int64_t tk) -> std::array<int64_t, 3> {
     const int64_t l0a = m.capacity(Buffer::L0A) / 2, l0b = m.capacity(Buffer::L0B) / 2;
     std::array<int64_t, 3> b{dividing_tile(tm, round_up(std::max<int64_t>(in.box_m0, 1), mu), mu),
                              dividing_tile(tn, round_up(std::max<int64_t>(in.box_n0, 1), nu), nu),
@@ -203,8 +213,8 @@ GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachi
     return b;
   };
   // choosing, also the deepest K that fits: wider rows for the DMAs of an operand stored K-minor
-  auto operand_options = [&](int64_t tm, int64_t tn) {
-    std::vector<std::array<int64_t, 3>> out{operand_tiles(tm, tn)};
+  auto operand_options = [&](int64_t tm, int64_t tn, int64_t tk) {
+    std::vector<std::array<int64_t, 3>> out{operand_tiles(tm, tn, tk)};
     const auto [tm0, tn0, tk0] = out[0];
     const int64_t deepest = dividing_tile(tk, std::min(m.capacity(Buffer::L0A) / (2 * tm0 * ib), m.capacity(Buffer::L0B) / (2 * tn0 * ib)), ku);
     if (!t.keep_boxes && deepest > tk0) out.push_back({tm0, tn0, deepest});
@@ -212,17 +222,19 @@ GemmTailPlanResult plan_gemm_tails(const GemmTailRequest& t, const isa::NpuMachi
   };
   // The stage tiles that fit L0C and, double-buffered, L1, by the model (the smallest always).
   const TailModel model{t, m};
-  std::vector<std::pair<double, std::array<int64_t, 5>>> ranked;
-  for (int64_t tm : tms)
-    for (int64_t tn : tns) {
-      const bool fits = tm * tn * acc <= m.capacity(Buffer::L0C) && 2 * (tm + tn) * tk * ib <= m.capacity(Buffer::L1);
-      if (!fits && !t.keep_boxes && !(tm == mu && tn == nu)) continue;
-      for (const auto& [tm0, tn0, tk0] : operand_options(tm, tn)) ranked.push_back({model(tm, tn, tk, tm0, tn0, tk0), {tm, tn, tm0, tn0, tk0}});
-    }
+  std::vector<std::pair<double, std::array<int64_t, 6>>> ranked;
+  for (int64_t tk : tks)
+    for (int64_t tm : tms)
+      for (int64_t tn : tns) {
+        const bool fits = tm * tn * acc <= m.capacity(Buffer::L0C) && 2 * (tm + tn) * tk * ib <= m.capacity(Buffer::L1);
+        if (!fits && !t.keep_boxes && !(tm == mu && tn == nu && tk == tks[0])) continue;
+        for (const auto& [tm0, tn0, tk0] : operand_options(tm, tn, tk))
+          ranked.push_back({model(tm, tn, tk, tm0, tn0, tk0), {tm, tn, tm0, tn0, tk0, tk}});
+      }
   std::sort(ranked.begin(), ranked.end());
   GemmTailPlanResult out;
   for (size_t i = 0; i < ranked.size() && i < kTailPlansTried; ++i) {
-    const auto [tm, tn, tm0, tn0, tk0] = ranked[i].second;
+    const auto [tm, tn, tm0, tn0, tk0, tk] = ranked[i].second;
     GemmRequest r = in;
     r.M = round_up(in.M, tm), r.N = round_up(in.N, tn), r.K = round_up(in.K, tk);
     r.box_m = tm, r.box_n = tn, r.box_k = tk, r.box_m0 = tm0, r.box_n0 = tn0, r.box_k0 = tk0;

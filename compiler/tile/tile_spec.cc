@@ -97,42 +97,63 @@ void check_tile_spec(const TileSpec& spec, const ir::Function& f) {
 namespace {
 
 // NPU targets, a contraction with one reduction axis (a GEMM, batched or with an epilogue): the
-// block tile (bm, bn) from a small time model over bm, bn in {2u, 4u, 8u, 16u} (u = the matrix
-// unit's m / n; the extent when smaller). Per K element, a core runs ceil(tiles / cores) tiles,
-// each bound by the matrix unit (bm*bn MACs at the unit's rate) or by its global->stage copies
-// ((bm + bn) elements at the per-core bandwidth); all tiles' copies share the global level's
-// bandwidth. Least time, then the larger tile, then the squarer one. Every number comes from the
-// description. On davinci-910 it matches or beats `tessel bench npu`'s former hand rule on every
-// seed GEMM and picks the tuner's exhaustive optimum's shape for 1024^3 (256x128).
+// block tile (bm, bn) and its K stage tk from a small time model over bm, bn in {u, 2u, 4u, 8u,
+// 16u} (u = the matrix unit's m / n; the extent when smaller) and tk in {8u, 16u, 32u} (u = its k;
+// at most K, both stage tiles double-buffered within the stage level). A core runs
+// ceil(tiles / cores) tiles one after the other, each the longer of its matrix-unit time
+// (bm*bn*K MACs at the unit's rate) and its K chunks' global->stage copies ((bm + bn) * tk
+// elements at the core's share of the bandwidth; a chunk's copy waits for the one two back, so
+// it takes at least half the read latency plus its transfer), after the first chunk's latency;
+// all tiles' copies share the global level's bandwidth. Least time, then the larger tile, then
+// the squarer one, then the shallower K stage. Every number comes from the description. On
+// davinci-910 ResNet-50's 16x512x2048 layers take 16x16 tiles with K stages of 512 on 32 cores
+// (f16 -> f32: 3,763 -> 2,597 cycles); 1024^3 keeps the tuner's 256x128.
 // `dividing`: M, N and K are multiples of the unit, so the cube's plan (plan_gemm) takes the
-// largest tiles within the boxes that divide M and N; the model weighs those tiles, not the boxes
-// (ResNet-50's M = 28 x 28 = 784: a box of 64 runs as 16 rows, 98 tiles re-reading the weights:
-// 6,365 cycles on davinci-910; the box of 128 runs as 112, 14 tiles: 2,841).
-std::pair<int64_t, int64_t> npu_gemm_tile(int64_t M, int64_t N, int64_t outer_tiles, int64_t eb, const isa::Hierarchy& h,
-                                          const isa::MatrixShape& unit, bool dividing) {
+// largest tiles within the boxes that divide M, N and K; the model weighs those tiles, not the
+// boxes (ResNet-50's M = 28 x 28 = 784: a box of 64 runs as 16 rows, 98 tiles re-reading the
+// weights: 6,365 cycles on davinci-910; the box of 128 runs as 112, 14 tiles: 2,841).
+// not hardware: the fraction the model's time grows by per doubling of the K stage past 8 units
+// (the seed GEMM 512x64x512: 32x32 tiles 256 deep modelled 17 % faster than 128, ran 2 % slower)
+constexpr double kDeeperKStage = 0.25;
+struct NpuGemmTile {
+  int64_t bm = 0, bn = 0, tk = 0;
+};
+NpuGemmTile npu_gemm_tile(int64_t M, int64_t N, int64_t K, int64_t outer_tiles, int64_t eb, const isa::Hierarchy& h,
+                          const isa::MatrixShape& unit, bool dividing) {
   const isa::Level& global = h.level(isa::Role::Global);
   const isa::Level& stage = h.level(isa::Role::Stage);
   const isa::TransferPath* path = h.find_path(global.name, stage.name);
   const double core_bw = path && path->bandwidth_bytes_per_cycle > 0 ? path->bandwidth_bytes_per_cycle : 1.0;
+  const double latency = path ? double(path->latency_cycles) : 0.0;
   const double chip_bw = global.shared_bandwidth_bytes_per_cycle > 0 ? global.shared_bandwidth_bytes_per_cycle : core_bw * h.cores;
   const double macs_per_cycle = double(unit.macs()) / std::max<uint32_t>(1, unit.cycles);
-  const int64_t cores = std::max<int64_t>(1, h.cores);
+  const int64_t cores = std::max<int64_t>(1, h.cores), Kp = (std::max<int64_t>(K, 1) + unit.k - 1) / unit.k * unit.k;
   double best_t = 0;
-  int64_t best_m = 0, best_n = 0;
-  // not hardware: the block tile in multiples of the unit the model weighs
-  for (int64_t fm : {2, 4, 8, 16})
-    for (int64_t fn : {2, 4, 8, 16}) {  // not hardware: as above
-      int64_t bm = std::min<int64_t>(fm * unit.m, M), bn = std::min<int64_t>(fn * unit.n, N);
-      if (dividing) bm = dividing_tile(M, bm, unit.m), bn = dividing_tile(N, bn, unit.n);
-      const int64_t tiles = outer_tiles * ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
-      const double per_tile = std::max(double(bm * bn) / macs_per_cycle, double((bm + bn) * eb) / core_bw);
-      const double t = std::max(double((tiles + cores - 1) / cores) * per_tile, double(tiles * (bm + bn) * eb) / chip_bw);
-      // ties (equal time): the larger tile, then the squarer, then the taller
-      auto key = [](int64_t m, int64_t n) { return std::make_tuple(-m * n, std::max(m, n) / std::min(m, n), -m); };
-      const bool tie = best_m && std::abs(t - best_t) <= 1e-9 * best_t;
-      if (!best_m || (!tie && t < best_t) || (tie && key(bm, bn) < key(best_m, best_n))) best_t = t, best_m = bm, best_n = bn;
-    }
-  return {best_m, best_n};
+  NpuGemmTile best;
+  // not hardware: the block tile and K stage in multiples of the unit the model weighs
+  for (int64_t fm : {1, 2, 4, 8, 16})
+    for (int64_t fn : {1, 2, 4, 8, 16})    // not hardware: as above
+      for (int64_t fk : {8, 16, 32}) {     // not hardware: as above
+        int64_t bm = std::min<int64_t>(fm * unit.m, M), bn = std::min<int64_t>(fn * unit.n, N);
+        int64_t tk = std::min<int64_t>(fk * unit.k, Kp);
+        if (fk > 8 && tk < fk * unit.k) continue;  // K's one stage: the shallowest candidate has it
+        if (dividing) bm = dividing_tile(M, bm, unit.m), bn = dividing_tile(N, bn, unit.n), tk = dividing_tile(K, tk, unit.k);
+        if (fk > 8 && 2 * (bm + bn) * tk * eb > int64_t(stage.capacity_bytes)) continue;
+        const int64_t tiles = outer_tiles * ((M + bm - 1) / bm) * ((N + bn - 1) / bn), used = std::min(tiles, cores);
+        const double in_bw = std::min(core_bw, chip_bw / double(used)), chunks = double((Kp + tk - 1) / tk);
+        const double chunk_in = double((bm + bn) * tk * eb) / in_bw;
+        const double loads = latency + chunks * std::max(chunk_in, (chunk_in + latency) / 2);
+        const double per_tile = std::max(double(bm * bn * Kp) / macs_per_cycle, loads);
+        // a deeper K stage weighed as plan_gemm_tails does (kDeeperKStage: the model's error on its fill)
+        const double deeper = 1 + kDeeperKStage * std::max(0.0, std::log2(double(tk) / double(8 * unit.k)));
+        const double t = deeper * std::max(double((tiles + cores - 1) / cores) * per_tile, double(tiles * (bm + bn) * Kp * eb) / chip_bw);
+        // ties (equal time): the larger tile, then the squarer, then the taller, then the shallower
+        auto key = [](const NpuGemmTile& b) { return std::make_tuple(-b.bm * b.bn, std::max(b.bm, b.bn) / std::min(b.bm, b.bn), -b.bm, b.tk); };
+        const NpuGemmTile c{bm, bn, fk == 8 ? fk * unit.k : tk};  // (the box of 8u as before where K is shorter)
+        const bool tie = best.bm && std::abs(t - best_t) <= 1e-9 * best_t;
+        if (!best.bm || (!tie && t < best_t) || (tie && key(c) < key(best))) best_t = t, best = c;
+      }
+  return best;
 }
 
 }  // namespace
@@ -412,11 +433,11 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);
       const int64_t M = extent(*par[par.size() - 2]), N = extent(*par.back()), K = extent(*red[0]);
       const bool dividing = whole_units(M, N, K, shape->m, shape->n, shape->k);
-      const auto [bm, bn] = npu_gemm_tile(M, N, outer_tiles, dtype_bytes(*operand), h, *shape, dividing);
+      const auto [bm, bn, tk] = npu_gemm_tile(M, N, K, outer_tiles, dtype_bytes(*operand), h, *shape, dividing);
       for (size_t i = 0; i + 2 < par.size(); ++i) add(*par[i], 1, 1);
       add(*par[par.size() - 2], bm, std::min<int64_t>(bm, 8 * shape->m));
       add(*par.back(), bn, std::min<int64_t>(bn, 4 * shape->n));
-      add(*red[0], 8 * shape->k, 4 * shape->k);
+      add(*red[0], tk, std::min<int64_t>(tk, 4 * shape->k));
       continue;
     }
     if (h.kind == isa::TargetKind::Gpu && ir::is_column_reduction(s)) {
