@@ -12,6 +12,7 @@
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/transpose.h"
 #include "compiler/emit_npu/vector_gemm.h"
+#include "compiler/emit_npu/window_max.h"
 #include "compiler/emit_npu/window_sum.h"
 
 #include <fmt/format.h>
@@ -139,6 +140,9 @@ NpuKernel emit_any(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (const std::string why = why_not_vector_dtypes(k, target); !why.empty()) throw UserError(why);
   // The fused attention (online softmax) has its own program: the record, not a loop tree.
   if (k.attention) return emit_attention(k, target);
+  // A strided window maximum over a channel-last map (max pooling, its padding folded): its ranges
+  // may use floor division (evaluated to the sizes), its indices are affine.
+  if (why_not_window_max(k, m).empty()) return emit_window_max(k, target);
   // The templates below read affine index, range and shape forms only: a function with floor
   // division or modulo anywhere goes to the general vector lowering, which splits divided indices.
   // u8 values likewise: no instruction takes them, the general lowering computes them in i32.
