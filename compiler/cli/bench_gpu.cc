@@ -386,8 +386,9 @@ bool sampled_check(const ir::Function& f, const std::map<std::string, int64_t>& 
   const double points = interp::iteration_points(f, sizes);
   const int64_t per_block = std::max<int64_t>(1, int64_t(5e8 / (points / double(sep.rows)) / 4));
   const auto blocks = interp::choose_row_blocks(sep.rows, 4, per_block, 1);
-  const auto v = emit_c::verify(interp::evaluate_rows(f, sizes, inputs, blocks), interp::take_rows(outs, blocks),
-                                emit_c::reassociated_sum_tolerance(f, sizes));
+  std::map<std::string, NpyArray> mags;
+  const auto expected = interp::evaluate_rows(f, sizes, inputs, blocks, &mags);
+  const auto v = emit_c::verify(expected, interp::take_rows(outs, blocks), emit_c::reassociated_sum_tolerance(f, sizes), &mags);
   row["checked_rows"] = interp::describe_row_blocks(blocks, sep.rows);
   row["matches_interpreter"] = v.verified;
   if (!v.verified) row["first_mismatch"] = interp::unsample_position(v.first_mismatch, blocks);

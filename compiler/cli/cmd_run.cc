@@ -79,7 +79,9 @@ Check check_full(const ir::Function& f, const std::map<std::string, int64_t>& si
     std::cerr << fmt::format("tessel run: verifying on the reference interpreter ({:.3g} iteration points)...\n", points)
               << std::flush;
   Check c{"full", "every output element against the reference interpreter", {}};
-  c.v = emit_c::verify(interp::evaluate(f, sizes, inputs), outputs, f32_tolerance);
+  Tensors mags;
+  const Tensors expected = interp::evaluate(f, sizes, inputs, &mags);
+  c.v = emit_c::verify(expected, outputs, f32_tolerance, &mags);
   return c;
 }
 
@@ -96,14 +98,14 @@ Check check_kernel_by_kernel(const program::ProgramCompilation& p, const Tensors
     const ir::Function ref = program::reference_kernel_function(p, g);
     std::map<std::string, int64_t> sizes;
     for (const auto& q : ref.params) sizes[q] = p.sizes.at(q);
-    Tensors in, expected, actual;
+    Tensors in, expected, actual, mags;
     for (const auto* t : ref.inputs()) in.emplace(t->name, pool.at(t->name));
-    Tensors all = interp::evaluate(ref, sizes, in);
+    Tensors all = interp::evaluate(ref, sizes, in, &mags);
     for (const auto* t : p.kernels[g]->function->outputs()) {
       expected.emplace(t->name, all.at(t->name));
       actual.emplace(t->name, pool.at(t->name));
     }
-    const emit_c::Verification v = emit_c::verify(expected, actual, emit_c::reassociated_sum_tolerance(ref, sizes));
+    const emit_c::Verification v = emit_c::verify(expected, actual, emit_c::reassociated_sum_tolerance(ref, sizes), &mags);
     c.v.max_abs_err = std::max(c.v.max_abs_err, v.max_abs_err);
     c.v.mismatches += v.mismatches;
     if (!v.verified && c.v.verified) {
@@ -124,7 +126,9 @@ Check check_sample(const ir::Function& f, const std::map<std::string, int64_t>& 
   const int64_t per_block = std::max<int64_t>(1, int64_t(kSamplePoints / (points / double(rows)) / kSampleBlocks));
   const auto blocks = interp::choose_row_blocks(rows, kSampleBlocks, per_block, seed);
   Check c{"sample", "sampled rows against the reference interpreter: " + interp::describe_row_blocks(blocks, rows), {}};
-  c.v = emit_c::verify(interp::evaluate_rows(f, sizes, inputs, blocks), interp::take_rows(outputs, blocks), f32_tolerance);
+  Tensors mags;
+  const Tensors expected = interp::evaluate_rows(f, sizes, inputs, blocks, &mags);
+  c.v = emit_c::verify(expected, interp::take_rows(outputs, blocks), f32_tolerance, &mags);
   c.v.first_mismatch = interp::unsample_position(c.v.first_mismatch, blocks);
   return c;
 }

@@ -53,7 +53,7 @@ double reassociated_sum_tolerance(const ir::Function& f, const std::map<std::str
   return std::max({r, kReassociationSigmas * std::sqrt(terms) * u, std::min(terms * u / 8, 1e-3)});
 }
 
-Verification verify(const Tensors& expected, const Tensors& actual, double f32_tolerance) {
+Verification verify(const Tensors& expected, const Tensors& actual, double f32_tolerance, const Tensors* term_magnitudes) {
   Verification v;
   for (const auto& [name, e] : expected) {
     auto it = actual.find(name);
@@ -65,7 +65,10 @@ Verification verify(const Tensors& expected, const Tensors& actual, double f32_t
     double a = 0, r = 0;
     tolerance_for(e.dtype, a, r);
     if (f32_tolerance > 0 && e.dtype == DType::F32) a = r = f32_tolerance;
-    interp::Comparison c = interp::compare(e, it->second, a, r, name);
+    const NpyArray* scale = nullptr;
+    if (term_magnitudes)
+      if (auto m = term_magnitudes->find(name); m != term_magnitudes->end()) scale = &m->second;
+    interp::Comparison c = interp::compare(e, it->second, a, r, name, scale);
     v.max_abs_err = std::max(v.max_abs_err, c.max_abs_err);
     v.mismatches += c.mismatches;
     if (!c.ok) {

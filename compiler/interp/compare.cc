@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "compiler/interp/scalar.h"
+#include "isa/base/error.h"
 
 namespace tessel::interp {
 
@@ -35,7 +36,7 @@ std::string number(double v) {
 }  // namespace
 
 Comparison compare(const NpyArray& expected, const NpyArray& actual, double abs_tol, double rel_tol,
-                   const std::string& name) {
+                   const std::string& name, const NpyArray* scale) {
   Comparison c;
   if (expected.shape != actual.shape) {
     c.ok = false;
@@ -44,8 +45,12 @@ Comparison compare(const NpyArray& expected, const NpyArray& actual, double abs_
     return c;
   }
   const int64_t n = expected.element_count();
+  if (scale && scale->shape != expected.shape)
+    throw InternalError("compare: the term magnitudes of " + name + " have shape " + scale->shape_string() + ", not " +
+                        expected.shape_string());
   for (int64_t i = 0; i < n; ++i) {
     const double e = element_as_double(expected, i), a = element_as_double(actual, i);
+    const double s = scale ? element_as_double(*scale, i) : 0;
     bool match;
     double err = 0;
     if (std::isnan(e) || std::isnan(a)) {
@@ -54,12 +59,16 @@ Comparison compare(const NpyArray& expected, const NpyArray& actual, double abs_
       match = e == a;
     } else {
       err = std::fabs(e - a);
-      match = err <= abs_tol + rel_tol * std::fabs(e);
+      match = err <= abs_tol + rel_tol * std::max(std::fabs(e), s);
     }
     if (!match) {
       c.max_abs_err = std::max(c.max_abs_err, std::isnan(err) ? INFINITY : (err == 0 ? INFINITY : err));
-      if (c.mismatches++ == 0)
+      if (c.mismatches++ == 0) {
         c.first_mismatch = name + position(expected.shape, i) + ": expected " + number(e) + ", got " + number(a);
+        if (s > std::fabs(e))
+          c.first_mismatch += " (beyond " + number(abs_tol + rel_tol * s) + ", its sum's terms' magnitudes adding up to " +
+                              number(s) + ")";
+      }
     } else {
       c.max_abs_err = std::max(c.max_abs_err, err);
     }

@@ -20,8 +20,6 @@ using ir::Op;
 
 int g_threads = 0;  // 0: hardware concurrency (at most 8)
 
-constexpr int64_t kMaxElements = int64_t{1} << 33;
-
 std::string loc_text(const ir::SourceLoc& l) {
   return l.file + ":" + std::to_string(l.line) + ":" + std::to_string(l.col);
 }
@@ -646,6 +644,16 @@ struct Runner {
   std::vector<int64_t> lo, hi;
   bool batch_stores;  // element-wise statement that does not read its own output
   bool batch_lanes;   // reduction that does not read its own output
+  // a float sum whose term magnitudes are asked for: f32 buffer of the output's shape that gets
+  // sum |term| per element, from 0 (`op=!`) or from what it holds (`+=`); null otherwise
+  uint8_t* mag = nullptr;
+
+  double mag_start(const int64_t* idx) const {
+    return st.init ? 0.0 : load_float(DType::F32, mag + store.offset(idx) * 4);
+  }
+  void mag_save(const int64_t* idx, double m) const {
+    store_float(DType::F32, mag + store.offset(idx) * 4, std::min(m, double(std::numeric_limits<float>::max())));
+  }
 
   // The innermost output loop of an element-wise statement, a batch of values at a time.
   void store_batches(int64_t* idx, size_t level) const {
@@ -750,8 +758,10 @@ struct Runner {
     with_step([&](auto identity, auto step) {
       using V = decltype(identity);
       V acc = st.init ? identity : load<V>(p);
-      reduce(idx, nout, acc, step);
+      double m = mag ? mag_start(idx) : 0;
+      reduce(idx, nout, acc, step, mag ? &m : nullptr);
       save<V>(p, acc);
+      if (mag) mag_save(idx, m);
     });
   }
 
@@ -764,39 +774,55 @@ struct Runner {
       using V = decltype(identity);
       V acc[kBatch];
       uint8_t* where[kBatch];
+      double m[kBatch];
       for (int64_t v = lo[level]; v < hi[level]; v += kBatch) {
         const int n = static_cast<int>(std::min<int64_t>(kBatch, hi[level] - v));
         for (int k = 0; k < n; ++k) {
           idx[slot] = v + k;
           where[k] = out + store.offset(idx) * bytes;
           acc[k] = st.init ? identity : load<V>(where[k]);
+          if (mag) m[k] = mag_start(idx);
         }
-        lanes(idx, slot, v, n, nout, acc, step);
-        for (int k = 0; k < n; ++k) save<V>(where[k], acc[k]);
+        lanes(idx, slot, v, n, nout, acc, step, mag ? m : nullptr);
+        for (int k = 0; k < n; ++k) {
+          save<V>(where[k], acc[k]);
+          idx[slot] = v + k;
+          if (mag) mag_save(idx, m[k]);
+        }
       }
     });
   }
 
+  // m: the lanes' sums of |term| (a float sum's magnitudes), or null
   template <class V, class Step>
-  void lanes(int64_t* idx, int slot, int64_t first, int n, size_t level, V* acc, Step step) const {
+  void lanes(int64_t* idx, int slot, int64_t first, int n, size_t level, V* acc, Step step, double* m) const {
     if (level == lo.size()) {
       V buf[kBatch];
       if constexpr (std::is_same_v<V, double>) rhs.fbatch(idx, slot, first, n, buf);
       else rhs.ibatch(idx, slot, first, n, buf);
       for (int k = 0; k < n; ++k) acc[k] = step(acc[k], buf[k]);
+      if constexpr (std::is_same_v<V, double>)
+        if (m)
+          for (int k = 0; k < n; ++k) m[k] += std::fabs(buf[k]);
       return;
     }
     for (int64_t v = lo[level]; v < hi[level]; ++v) {
       idx[level] = v;
-      lanes(idx, slot, first, n, level + 1, acc, step);
+      lanes(idx, slot, first, n, level + 1, acc, step, m);
     }
   }
 
+  // m: the sum of |term| (a float sum's magnitude), or null
   template <class V, class Step>
-  void reduce(int64_t* idx, size_t level, V& acc, Step step) const {
+  void reduce(int64_t* idx, size_t level, V& acc, Step step, double* m) const {
     if (level == lo.size()) {
-      if constexpr (std::is_same_v<V, double>) acc = step(acc, rhs.f(idx));
-      else acc = step(acc, rhs.i(idx));
+      if constexpr (std::is_same_v<V, double>) {
+        const double v = rhs.f(idx);
+        acc = step(acc, v);
+        if (m) *m += std::fabs(v);
+      } else {
+        acc = step(acc, rhs.i(idx));
+      }
       return;
     }
     if (level + 1 == lo.size()) {  // innermost loop: batches of values, summed in order
@@ -807,12 +833,15 @@ struct Runner {
         if constexpr (std::is_same_v<V, double>) rhs.fbatch(idx, slot, v, n, buf);
         else rhs.ibatch(idx, slot, v, n, buf);
         for (int k = 0; k < n; ++k) acc = step(acc, buf[k]);
+        if constexpr (std::is_same_v<V, double>)
+          if (m)
+            for (int k = 0; k < n; ++k) *m += std::fabs(buf[k]);
       }
       return;
     }
     for (int64_t v = lo[level]; v < hi[level]; ++v) {
       idx[level] = v;
-      reduce(idx, level + 1, acc, step);
+      reduce(idx, level + 1, acc, step, m);
     }
   }
 };
@@ -823,7 +852,8 @@ int thread_count() {
   return static_cast<int>(std::clamp(hw, 1u, 8u));
 }
 
-void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::string, Buffer>& buffers) {
+// `mag`: the statement's sum-of-|term| buffer (magnitude_buffer), or null.
+void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::string, Buffer>& buffers, Buffer* mag) {
   Compiler c{st, sizes, buffers, {}, {}};
   int64_t points = 1;
   for (const ir::IndexVar& v : st.domain) {
@@ -844,7 +874,7 @@ void run_statement(const ir::Statement& st, const Sizes& sizes, std::map<std::st
   Runner r{st,   *rhs, c.address(out, st.out_indices, "writes"), out.array.data.data(), out.tensor->dtype,
            dtype_bytes(out.tensor->dtype), nout, c.lo, c.hi,
            st.reduction == ir::Reduction::None && !reads_own_output,
-           st.reduction != ir::Reduction::None && !reads_own_output};
+           st.reduction != ir::Reduction::None && !reads_own_output, mag ? mag->array.data.data() : nullptr};
   const int threads = thread_count();
   const bool parallel = nout > 0 && threads > 1 && points >= 4096 && !reads_own_output &&
                         c.hi[0] - c.lo[0] >= 2;
@@ -877,67 +907,36 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   return s;
 }
 
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// The sum-of-|term| buffer statement `st` accumulates into when magnitudes are asked for: a float
+// sum's (made on its first sum, holding |value| of what a `+=` adds to, f32 of the output's shape);
+// any other statement writing a tracked tensor drops its buffer (its elements compare as before).
+Buffer* magnitude_buffer(const ir::Statement& st, const std::map<std::string, Buffer>& buffers,
+                         std::map<std::string, Buffer>& mags) {
+  const Buffer& out = buffers.at(st.output);
+  if (st.reduction != ir::Reduction::Sum || !dtype_is_float(out.tensor->dtype)) {
+    mags.erase(st.output);
+    return nullptr;
+  }
+  auto [it, fresh] = mags.try_emplace(st.output);
+  if (fresh) {
+    Buffer& m = it->second;
+    m.tensor = out.tensor;
+    m.strides = out.strides;
+    m.array.dtype = DType::F32;
+    m.array.shape = out.array.shape;
+    const int64_t n = out.array.element_count(), bytes = dtype_bytes(out.tensor->dtype);
+    m.array.data.assign(static_cast<size_t>(n * 4), 0);
+    for (int64_t i = 0; i < n; ++i)
+      store_float(DType::F32, m.array.data.data() + i * 4, std::fabs(load_float(out.tensor->dtype, out.array.data.data() + i * bytes)));
+  }
+  return &it->second;
 }
 
 }  // namespace
 
 void set_thread_count(int threads) { g_threads = threads; }
 
-std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes) {
-  std::vector<int64_t> shape;
-  int64_t count = 1;
-  for (const ir::AffineExpr& d : t.shape) {
-    std::map<std::string, int64_t> params;
-    d.collect_names(nullptr, &params);
-    for (const auto& [n, c] : params)
-      if (!sizes.count(n))
-        throw UserError("size parameter '" + n + "' (in the shape of '" + t.name + "', " + loc_text(t.loc) +
-                        ") has no value; pass it with --shape " + n + "=...");
-    const int64_t v = d.evaluate({}, sizes);
-    if (v < 0)
-      throw UserError("tensor '" + t.name + "' gets the negative dimension " + d.to_string() + " = " +
-                      std::to_string(v) + " from the given sizes");
-    if (v > 0 && count > kMaxElements / v)
-      throw UserError("tensor '" + t.name + "' is too large for the reference interpreter (more than 2^33 elements)");
-    count *= v;
-    shape.push_back(v);
-  }
-  return shape;
-}
-
-Tensors random_inputs(const ir::Function& f, const Sizes& given, uint64_t seed) {
-  const Sizes sizes = ir::bind_sizes(f, given);
-  Tensors out;
-  for (const ir::Tensor* t : f.inputs()) {
-    NpyArray a;
-    a.dtype = t->dtype;
-    a.shape = tensor_shape(*t, sizes);
-    const int64_t n = a.element_count();
-    const int bytes = dtype_bytes(t->dtype);
-    a.data.assign(static_cast<size_t>(n * bytes), 0);
-    uint64_t state = seed * 0x2545f4914f6cdd1dull;
-    for (char ch : t->name) state = (state ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
-    for (int64_t i = 0; i < n; ++i) {
-      const uint64_t r = splitmix(state);
-      uint8_t* p = a.data.data() + i * bytes;
-      switch (t->dtype) {
-        case DType::I8:
-        case DType::I32: store_int(t->dtype, p, static_cast<int64_t>(r % 17) - 8); break;
-        case DType::U8: store_int(t->dtype, p, static_cast<int64_t>(r % 9)); break;
-        default: store_float(t->dtype, p, (static_cast<double>(r % 257) - 128.0) / 64.0); break;
-      }
-    }
-    out[t->name] = std::move(a);
-  }
-  return out;
-}
-
-Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& inputs) {
+Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& inputs, Tensors* term_magnitudes) {
   const Sizes sizes = ir::bind_sizes(f, given);
   for (const std::string& p : f.params)
     if (!sizes.count(p)) {
@@ -980,9 +979,16 @@ Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& input
     b.strides = strides_of(b.array.shape);
     buffers.emplace(t.name, std::move(b));
   }
-  for (const ir::Statement& st : f.statements) run_statement(st, sizes, buffers);
+  std::map<std::string, Buffer> mags;
+  for (const ir::Statement& st : f.statements)
+    run_statement(st, sizes, buffers, term_magnitudes ? magnitude_buffer(st, buffers, mags) : nullptr);
   Tensors out;
-  for (const ir::Tensor* t : f.outputs()) out[t->name] = std::move(buffers.at(t->name).array);
+  if (term_magnitudes) term_magnitudes->clear();
+  for (const ir::Tensor* t : f.outputs()) {
+    out[t->name] = std::move(buffers.at(t->name).array);
+    auto m = mags.find(t->name);
+    if (term_magnitudes && m != mags.end()) (*term_magnitudes)[t->name] = std::move(m->second.array);
+  }
   return out;
 }
 

@@ -34,7 +34,13 @@ Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed);
 // Runs `f` and returns its Output tensors. Inferred sizes (ir::bind_sizes) need not be given.
 // UserError on a missing size parameter, a given size that disagrees with its inferred value, a missing input,
 // an input of the wrong shape or dtype, or an access outside a tensor's shape.
-Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs);
+//
+// With `term_magnitudes`, it also gets, for every output a float sum (`+=!` / `+=`) wrote last,
+// an f32 tensor of the output's shape holding the sum of the magnitudes of the terms each element
+// added up, |t_1| + ... + |t_n| (plus |initial value| for `+=`; at most FLT_MAX): the scale of the
+// rounding error of that sum taken in any other order, which a result that cancels to a small
+// value does not show (emit_c::verify). Outputs other statements wrote have no entry.
+Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, Tensors* term_magnitudes = nullptr);
 
 // Number of threads evaluate() may use (default: hardware concurrency, at most 8). Statements
 // whose right-hand side does not read their own output are split over the outermost output index;

@@ -91,10 +91,26 @@ std::vector<RowBlock> choose_row_blocks(int64_t rows, int blocks, int64_t block_
   return out;
 }
 
-Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, const std::vector<RowBlock>& blocks) {
+namespace {
+
+// Appends the rows of `part` to those of the same tensors in `out`.
+void append_rows(Tensors& out, const Tensors& part) {
+  for (const auto& [name, a] : part) {
+    auto [it, fresh] = out.emplace(name, a);
+    if (fresh) continue;
+    it->second.shape[0] += a.shape[0];
+    it->second.data.insert(it->second.data.end(), a.data.begin(), a.data.end());
+  }
+}
+
+}  // namespace
+
+Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, const std::vector<RowBlock>& blocks,
+                      Tensors* term_magnitudes) {
   const RowSeparability sep = row_separability(f, sizes);
   TESSEL_CHECK(sep.separable, "evaluate_rows: " + f.name + " is not row-separable: " + sep.reason);
   Tensors out;
+  if (term_magnitudes) term_magnitudes->clear();
   for (const RowBlock& b : blocks) {
     ir::Function g = f;
     for (auto& s : g.statements) {
@@ -105,13 +121,9 @@ Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& 
           iv.hi = ir::AffineExpr::constant_of(b.end);
         }
     }
-    const Tensors part = take_rows(evaluate(g, sizes, inputs), {b});
-    for (const auto& [name, a] : part) {
-      auto [it, fresh] = out.emplace(name, a);
-      if (fresh) continue;
-      it->second.shape[0] += a.shape[0];
-      it->second.data.insert(it->second.data.end(), a.data.begin(), a.data.end());
-    }
+    Tensors mags;
+    append_rows(out, take_rows(evaluate(g, sizes, inputs, term_magnitudes ? &mags : nullptr), {b}));
+    if (term_magnitudes) append_rows(*term_magnitudes, take_rows(mags, {b}));
   }
   return out;
 }

@@ -44,8 +44,10 @@ struct RowBlock {
 std::vector<RowBlock> choose_row_blocks(int64_t rows, int blocks, int64_t block_rows, uint64_t seed);
 
 // Outputs of `f` restricted to `blocks` (each output's rows concatenated in block order, shape
-// [sum of block lengths, ...]); InternalError when `f` is not row-separable.
-Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, const std::vector<RowBlock>& blocks);
+// [sum of block lengths, ...]); InternalError when `f` is not row-separable. `term_magnitudes`:
+// evaluate's, restricted to the same rows.
+Tensors evaluate_rows(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, const std::vector<RowBlock>& blocks,
+                      Tensors* term_magnitudes = nullptr);
 
 // The same rows of `full` outputs (what the target computed), for comparison with evaluate_rows.
 Tensors take_rows(const Tensors& full, const std::vector<RowBlock>& blocks);
