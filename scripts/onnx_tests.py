@@ -20,6 +20,11 @@ TSL name each output has). Classified, per test and target:
                with ONNX's expected tensor (tessel run's --expect-tol, default 1e-4 + 1e-3 |e|)
   fail         wrong values: an output differs from ONNX's (the worst element is named), or the
                target differs from the interpreter
+  documented   a documented expected difference (DOCUMENTED below, its reason printed): the
+               outputs differ from ONNX's data only where that data follows another rule than the
+               one tessel documents, checked each time: ONNX's data is checked to follow its rule
+               element by element, and the run is repeated with --expect on data made by tessel's
+               rule, which must pass (the target still agrees with the interpreter). Not a pass.
   unsupported  exit 1 with "unsupported:" (import: "node 'N' (Op): unsupported: REASON"; the
                operator and the reason are kept), or a run whose target refuses in so many words
                ("is not supported by", "has no mapping for", "does not map": bf16 on c, u8 on the
@@ -52,7 +57,7 @@ import time
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = "/usr/share/libonnx-testdata/data"
 DEFAULT_SUITES = ("node", "pytorch-converted", "pytorch-operator", "simple")
-OUTCOMES = ("pass", "fail", "unsupported", "error", "crash", "timeout", "no GPU")
+OUTCOMES = ("pass", "documented", "fail", "unsupported", "error", "crash", "timeout", "no GPU")
 # op types that move or reshape data around the operator a converted test is about
 PLUMBING = {"Constant", "Identity", "Reshape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat",
             "Cast", "Transpose", "Flatten", "Slice", "ConstantOfShape", "Expand", "Range", "Size"}
@@ -65,6 +70,13 @@ ISSUE_OPERATORS = set("""
     LayerNormalization Softmax LogSoftmax ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2
     ReduceSumSquare ReduceLogSum ReduceLogSumExp ReduceProd Transpose Reshape Flatten Squeeze Unsqueeze
     Expand Slice Pad Concat Resize Gather Constant Identity""".split())
+# Documented expected differences: (test name pattern, check, reason). The check (see
+# check_bf16_rounding) confirms the claim on the test's own data and on tessel's output.
+BF16_ROUNDING_REASON = (
+    "f32 -> bf16 rounding: ONNX's test data truncates (its cast.py keeps each value's upper 16 bits); "
+    "Cast's spec text states no rounding for bf16 (onnx/onnx#3876), ONNX's own "
+    "onnx.helper.float32_to_bfloat16 rounds to nearest even by default, and so does tessel")
+DOCUMENTED = [(re.compile(r"^test_cast(like)?_FLOAT_to_BFLOAT16(_expanded)?$"), "bf16_rounding", BF16_ROUNDING_REASON)]
 UNSUPPORTED_RE = re.compile(r"node '([^']*)' \(([A-Za-z0-9_.]+)\): unsupported: (.*)")
 
 
@@ -264,6 +276,70 @@ def target_refusal(result):
     return result
 
 
+def bf16_bits(values, truncate):
+    """The bf16 bit patterns of f32 values: truncated, or rounded to nearest even (onnx.helper's rule)."""
+    import onnx.helper
+    import struct
+    if truncate:
+        return [int.from_bytes(struct.pack("<f", float(v)), "little") >> 16 for v in values]
+    return [onnx.helper.float32_to_bfloat16(float(v)) for v in values]
+
+
+def check_bf16_rounding(data, work, name):
+    """(nearest-even expected .pb path or None, note): ONNX's output_0 must equal input_0 truncated to
+    bf16 in every element (NaN: any NaN); the file written holds input_0 rounded to nearest even."""
+    import numpy
+    import onnx
+    import onnx.numpy_helper
+    x = onnx.load_tensor(os.path.join(data, "input_0.pb"))
+    y = onnx.load_tensor(os.path.join(data, "output_0.pb"))
+    # the expected bf16 values are stored as their bit patterns, typed bfloat16 or uint16
+    if x.data_type != onnx.TensorProto.FLOAT or y.data_type not in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.UINT16):
+        return None, "not an f32 -> bf16 cast"
+    xs = onnx.numpy_helper.to_array(x).astype(numpy.float32).ravel()
+    ys = [v & 0xFFFF for v in y.int32_data] if y.int32_data else \
+        list(numpy.frombuffer(y.raw_data, dtype="<u2"))
+    trunc, rne = bf16_bits(xs, True), bf16_bits(xs, False)
+    nan = lambda b: (b & 0x7F80) == 0x7F80 and (b & 0x7F) != 0
+    for k, (want, got) in enumerate(zip(trunc, ys)):
+        if want != got and not (nan(want) and nan(got)):
+            return None, f"element {k} of ONNX's data is not the truncation of its input"
+    differ = sum(1 for a, b in zip(trunc, rne) if a != b)
+    path = os.path.join(work, name + ".nearest_even_output_0.pb")
+    t = onnx.TensorProto(name=y.name, data_type=onnx.TensorProto.BFLOAT16, dims=list(y.dims),
+                         raw_data=numpy.array(rne, dtype="<u2").tobytes())
+    with open(path, "wb") as f:
+        f.write(t.SerializeToString())
+    return path, f"{differ} of {len(rne)} elements truncated in ONNX's data where nearest-even rounds up"
+
+
+DOCUMENTED_CHECKS = {"bf16_rounding": check_bf16_rounding}
+
+
+def documented_difference(name, result, data, work, cmd, expect_args, args):
+    """A failing run of a DOCUMENTED test becomes "documented" when its check holds and the run,
+    repeated with --expect on the documented rule's data, passes; else it stays a fail."""
+    if result.get("outcome") != "fail" or result.get("stage") != "expect" or result.get("verified") is False:
+        return result
+    for pattern, check, reason in DOCUMENTED:
+        if not pattern.search(name):
+            continue
+        path, note = DOCUMENTED_CHECKS[check](data, work, name)
+        if path is None:
+            result["reason"] += f" (not the documented difference: {note})"
+            return result
+        drop = set(expect_args) | {"--report", cmd[cmd.index("--report") + 1]}
+        rerun = [a for a in cmd if a not in drop] + ["--expect", expect_args[1].split("=", 1)[0] + "=" + path]
+        rc, out, _ = execute(rerun, args.timeout)
+        if rc != 0:
+            result["reason"] += f" (not the documented difference: the run fails against the documented rule's data: {last_line(out)})"
+            return result
+        result.update(outcome="documented", stage="expect", onnx_mismatch=result["reason"],
+                      reason=f"{reason}; {note}; passes against nearest-even data")
+        return result
+    return result
+
+
 def run_test(test, args, work_root):
     suite, name, directory = test["suite"], test["name"], test["dir"]
     work = os.path.join(work_root, suite, name)
@@ -316,6 +392,10 @@ def run_test(test, args, work_root):
               ["--report", report_path]
         rc, out, seconds = execute(cmd, args.timeout)
         result = classify_run(target, rc, out, read_report(report_path))
+        expects = [a for e in manifest.get("outputs", []) for a in
+                   ("--expect", f"{e['tsl']}={os.path.join(data, 'output_%d.pb' % e['output_index'])}")]
+        if len(expects) == 2:
+            result = documented_difference(name, result, data, work, cmd, expects, args)
         result["seconds"] = round(seconds, 3)
         record["targets"][target] = result
     return record
@@ -340,7 +420,7 @@ def discover(suites, pattern):
 
 def cell(counts, total):
     extra = " ".join(f"{short}{counts[o]}" for o, short in
-                     (("fail", "F"), ("unsupported", "U"), ("error", "E"), ("crash", "C"),
+                     (("documented", "D"), ("fail", "F"), ("unsupported", "U"), ("error", "E"), ("crash", "C"),
                       ("timeout", "T"), ("no GPU", "G")) if counts[o])
     return f"{counts['pass']}/{total}" + (f" ({extra})" if extra else "")
 
@@ -405,10 +485,16 @@ def non_passing(records, targets):
     return lines
 
 
+def documented(records, targets):
+    """Every documented expected difference, one line each, with its reason."""
+    return [f"{r['suite']}/{r['test']} ({r['operator']}) on {t}: {r['targets'][t]['reason']}"
+            for r in records for t in targets if r["targets"][t]["outcome"] == "documented"]
+
+
 def markdown(header, rows, totals, records, targets):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", "Cells: passing/tests, then F fail, U unsupported, E error, C crash, T timeout, "
+    lines += ["", "Cells: passing/tests, then D documented expected difference (not a pass), F fail, U unsupported, E error, C crash, T timeout, "
               "G no GPU.", "", "| suite | target | tests | " + " | ".join(OUTCOMES) + " |",
               "|" + "---|" * (3 + len(OUTCOMES))]
     lines += ["| " + " | ".join(t) + " |" for t in totals]
@@ -427,6 +513,10 @@ def markdown(header, rows, totals, records, targets):
         lines += ["", "Most frequent import refusals (tests, operator, reason):", "",
                   "| tests | operator | reason |", "|---|---|---|"]
         lines += [f"| {n} | {op} | {reason.replace('|', chr(92) + '|')} |" for n, op, reason in reasons]
+    doc = documented(records, targets)
+    if doc:
+        lines += ["", "Documented expected differences (not counted as passing):", ""]
+        lines += ["- " + d.replace("|", "\\|") for d in doc]
     bad = non_passing(records, targets)
     if bad:
         lines += ["", "Every fail, error, crash and timeout:", ""]
@@ -473,6 +563,11 @@ def write_outputs(args, records, targets, meta):
                 res["operator"] = r["operator"]
     header, rows, totals = tables(records, targets)
     print_text(header, rows, totals)
+    doc = documented(records, targets)
+    if doc:
+        print("\ndocumented expected differences (not passes):")
+        for line in doc:
+            print("  " + line)
     bad = non_passing(records, targets)
     if bad:
         print("\nnot passing (fail, error, crash, timeout):")

@@ -24,10 +24,9 @@ std::string window(const std::string& o, int64_t stride, const std::string& r, i
   return e;
 }
 
-void translate_matmul(Context& c) {
-  const Value& a = c.input(0);
-  const Value& b = c.input(1);
-  const Value& y = c.output(0);
+}  // namespace
+
+void emit_matmul(Context& c, const Value& a, const Value& b, const Value& y) {
   const size_t ra = a.shape.size(), rb = b.shape.size();
   if (ra == 0 || rb == 0) c.malformed("MatMul of a scalar");
   const int64_t k = a.shape[ra - 1];
@@ -53,18 +52,22 @@ void translate_matmul(Context& c) {
   // Runtime, PyTorch: f32 accumulation), not a rounding per term
   const bool half = y.elem_type == 10 || y.elem_type == 16;
   if (!half) {
-    c.emit({c.output_name(0), indices(y.shape.size()), "+=!", c.read(a, ia) + " * " + c.read(b, ib), ranges});
+    c.emit({y.tsl, indices(y.shape.size()), "+=!", c.read(a, ia) + " * " + c.read(b, ib), ranges});
     return;
   }
   const std::string acc = c.temp("acc");
   c.emit({acc, indices(y.shape.size()), "+=!", "f32(" + c.read(a, ia) + ") * f32(" + c.read(b, ib) + ")", ranges});
-  c.emit({c.output_name(0), indices(y.shape.size()), "=", std::string(y.elem_type == 10 ? "f16(" : "bf16(") + acc + "(" +
+  c.emit({y.tsl, indices(y.shape.size()), "=", std::string(y.elem_type == 10 ? "f16(" : "bf16(") + acc + "(" +
           [&] {
             std::string s;
             for (const auto& i : indices(y.shape.size())) s += (s.empty() ? "" : ", ") + i;
             return s;
           }() + "))", ranges_of(y.shape)});
 }
+
+namespace {
+
+void translate_matmul(Context& c) { emit_matmul(c, c.input(0), c.input(1), output_value(c, 0)); }
 
 void translate_gemm(Context& c) {
   const Value& a = c.input(0);
@@ -156,22 +159,21 @@ Value padded(Context& c, const Value& x, const Value& y, const Window& w, const 
   return p;
 }
 
-// Writes y = acc (+ bias(i1)): the reduction goes straight into y without a bias.
+// Writes y (y.tsl) = acc (+ bias(i1)): the reduction goes straight into y without a bias.
 void emit_with_bias(Context& c, const Value& y, const std::string& rhs, std::vector<IndexRange> ranges, int bias_input) {
-  if (!c.has_input(bias_input)) return c.emit({c.output_name(0), indices(y.shape.size()), "+=!", rhs, ranges});
+  if (bias_input < 0 || !c.has_input(bias_input)) return c.emit({y.tsl, indices(y.shape.size()), "+=!", rhs, ranges});
   Value acc = y;
   acc.data.reset();
   acc.tsl = c.temp("acc");
   acc.onnx = acc.tsl;
   c.emit({acc.tsl, indices(y.shape.size()), "+=!", rhs, ranges});
   const std::string sum = c.read(acc, indices(y.shape.size())) + " + " + c.read(c.input(bias_input), {index(1)});
-  c.emit({c.output_name(0), indices(y.shape.size()), "=", sum, ranges_of(y.shape)});
+  c.emit({y.tsl, indices(y.shape.size()), "=", sum, ranges_of(y.shape)});
 }
 
-void translate_conv(Context& c) {
-  const Value& x = c.input(0);
-  const Value& wt = c.input(1);
-  const Value& y = c.output(0);
+}  // namespace
+
+void emit_conv(Context& c, const Value& x, const Value& wt, const Value& y, int bias_input) {
   if (x.shape.size() < 3) c.malformed("Conv input must have spatial dimensions");
   const size_t sp = x.shape.size() - 2;
   const std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
@@ -194,8 +196,12 @@ void translate_conv(Context& c) {
     else ix.back() = scaled(index(int(j + 2)), w.strides[j]);
   }
   const std::string rhs = c.read(xp, ix) + " * " + c.read(wt, iw);
-  emit_with_bias(c, y, rhs, ranges, 2);
+  emit_with_bias(c, y, rhs, ranges, bias_input);
 }
+
+namespace {
+
+void translate_conv(Context& c) { emit_conv(c, c.input(0), c.input(1), output_value(c, 0), 2); }
 
 // ConvTranspose with a stride: the input with stride - 1 zeros inserted between its elements and a
 // left margin of at least (kernel - 1) * dilation zeros, rounded up to a multiple of the stride so
@@ -284,7 +290,7 @@ void translate_conv_transpose(Context& c) {
   }
   const std::string product = c.read(src, ix) + " * " + c.read(wt, iw);
   const std::string rhs = conds.empty() ? product : "select(" + join(conds, " && ") + ", " + product + ", 0)";
-  emit_with_bias(c, y, rhs, ranges, 2);
+  emit_with_bias(c, output_value(c, 0), rhs, ranges, 2);
 }
 
 }  // namespace

@@ -12,6 +12,9 @@ const Translator* find_translator(const std::string& op_type) {
     add_pool_norm_ops(t);
     add_index_ops(t);
     add_resize_ops(t);
+    add_quantize_ops(t);
+    add_einsum_ops(t);
+    add_window_ops(t);
     return t;
   }();
   const auto it = table.find(op_type);

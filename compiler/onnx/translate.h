@@ -154,6 +154,15 @@ void add_contraction_ops(std::map<std::string, Translator>& table);
 void add_pool_norm_ops(std::map<std::string, Translator>& table);
 void add_index_ops(std::map<std::string, Translator>& table);
 void add_resize_ops(std::map<std::string, Translator>& table);
+// Y (y.tsl, shaped and typed as y) = the numpy MatMul of a and b; the convolution of x by wt with
+// the node's Conv attributes (pads, strides, dilations, group) plus input bias_input where present
+// (ops_contraction.cc; the integer and quantized forms in ops_quantize.cc feed them zero-point
+// shifted i32 locals).
+void emit_matmul(Context& c, const Value& a, const Value& b, const Value& y);
+void emit_conv(Context& c, const Value& x, const Value& wt, const Value& y, int bias_input);
+void add_quantize_ops(std::map<std::string, Translator>& table);
+void add_einsum_ops(std::map<std::string, Translator>& table);
+void add_window_ops(std::map<std::string, Translator>& table);
 // Gather whose indices are data (not known at import time): a one-hot sum over the gathered axis (ops_index.cc).
 void translate_gather_one_hot(Context& c);
 

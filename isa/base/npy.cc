@@ -138,7 +138,8 @@ NpyArray read_npy(const std::string& path, const std::function<void(const NpyArr
 }
 
 void write_npy(const std::string& path, const NpyArray& array) {
-  TESSEL_CHECK(!dtype_npy_descr(array.dtype).empty(), "dtype has no NumPy equivalent");
+  if (dtype_npy_descr(array.dtype).empty())
+    throw UserError(path + ": " + std::string(dtype_name(array.dtype)) + " data has no NumPy type to write as .npy");
   TESSEL_CHECK(static_cast<int64_t>(array.data.size()) == array.element_count() * dtype_bytes(array.dtype),
                "NpyArray data size does not match its shape");
   std::string shape = "(";

@@ -67,6 +67,15 @@ TEST_CASE(".npy round trip keeps dtype, shape and bytes") {
   CHECK((10 + header_len) % 64 == 0);  // NumPy aligns the data to 64 bytes
 }
 
+TEST_CASE(".npy: writing bf16 (no NumPy type) is a user error naming the file, not an internal error") {
+  NpyArray a;
+  a.dtype = DType::BF16;
+  a.shape = {2};
+  a.data.resize(4);
+  CHECK_THROWS_WITH_AS(write_npy("/tmp/tessel_bf16_out.npy", a), "/tmp/tessel_bf16_out.npy: bf16 data has no NumPy type to write as .npy",
+                       UserError);
+}
+
 TEST_CASE("malformed .npy files are user errors naming the file") {
   const std::string path = (std::filesystem::temp_directory_path() / ("tessel_test_bad_" + std::to_string(::getpid()) + ".npy")).string();
   {

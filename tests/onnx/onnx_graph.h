@@ -161,6 +161,7 @@ inline void check_node_test(const std::string& name, double tol) {
     for (int64_t i = 0; i < want.element_count(); ++i) {
       INFO(name << " output " << e["tsl"] << " element " << i);
       if (want.dtype == DType::I32) CHECK(int_at(got, i) == int_at(want, i));
+      else if (want.dtype == DType::U8 || want.dtype == DType::I8) CHECK(got.data.at(size_t(i)) == want.data.at(size_t(i)));
       else CHECK(std::fabs(at(got, i) - at(want, i)) <= tol * (1 + std::fabs(at(want, i))));
     }
   }
