@@ -101,7 +101,7 @@ std::string online_softmax_obstacle(const std::string& target, const isa::Hierar
 }
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "split_reductions", "split_division_tails", "scop", "dependences", "schedule",
+  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "inline_locals", "split_reductions", "hoist_invariants", "split_division_tails", "scop", "dependences", "schedule",
                                                  "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
@@ -437,6 +437,17 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     if (c->folded) c->function = &*c->folded;
   }, [&] { return c->folded ? ir::to_string(*c->folded) : std::string("(no padding statement folded)"); });
   timer.run("collapse_indices", [&] { collapse_index_runs(*c, options); }, [&] { return collapse_dump(*c); });
+  // GPU and c targets: cheap pointwise locals are computed in their readers
+  // (compiler/poly/inline_locals.h)
+  timer.run("inline_locals", [&] {
+    if (options.target != "c" && c->hierarchy.kind != isa::TargetKind::Gpu) return;
+    c->inlined = poly::inline_locals(*c->function, options.sizes, &c->inlined_locals);
+    if (c->inlined) c->function = &*c->inlined;
+  }, [&] {
+    std::string s;
+    for (const auto& x : c->inlined_locals) s += x.to_string() + "\n";
+    return c->inlined ? s + ir::to_string(*c->inlined) : std::string("(no local inlined)");
+  });
   // GPU targets: long reductions to few outputs run in two phases (compiler/poly/split_reductions.h);
   // a user tile spec names the original indices, so it keeps the statements as written
   timer.run("split_reductions", [&] {
@@ -449,6 +460,17 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
     std::string s;
     for (const auto& x : c->splits) s += x.to_string() + "\n";
     return c->split ? s + ir::to_string(*c->split) : std::string("(no reduction split)");
+  });
+  // GPU and c targets: costly values that use only some of a statement's indices are computed once
+  // per point of those indices (compiler/poly/hoist_invariants.h)
+  timer.run("hoist_invariants", [&] {
+    if (options.target != "c" && c->hierarchy.kind != isa::TargetKind::Gpu) return;
+    c->hoisted = poly::hoist_invariants(*c->function, options.sizes, &c->hoisted_values);
+    if (c->hoisted) c->function = &*c->hoisted;
+  }, [&] {
+    std::string s;
+    for (const auto& x : c->hoisted_values) s += x.to_string() + "\n";
+    return c->hoisted ? s + ir::to_string(*c->hoisted) : std::string("(no invariant value hoisted)");
   });
   // NPU targets: a divided index whose range is not a whole number of quotients runs as the whole
   // quotients and a tail (compiler/poly/split_division_tails.h)

@@ -29,6 +29,8 @@
 #include "compiler/poly/schedule.h"
 #include "compiler/poly/scop.h"
 #include "compiler/poly/split_division_tails.h"
+#include "compiler/poly/hoist_invariants.h"
+#include "compiler/poly/inline_locals.h"
 #include "compiler/poly/split_reductions.h"
 #include "compiler/poly/tiling.h"
 #include "compiler/tile/tile_spec.h"
@@ -81,6 +83,10 @@ struct Compilation {
   std::optional<poly::CollapsedFunction> collapsed;  // then with adjacent indices collapsed
   std::optional<ir::Function> split;        // then with long reductions in two phases (GPU)
   std::vector<poly::ReductionSplit> splits;
+  std::optional<ir::Function> inlined;  // then with pointwise locals inlined (GPU, c)
+  std::vector<poly::InlinedLocal> inlined_locals;
+  std::optional<ir::Function> hoisted;  // then with invariant values hoisted into locals (GPU, c)
+  std::vector<poly::HoistedValue> hoisted_values;
   std::optional<ir::Function> division_split;  // then with division tails split off (NPU)
   std::vector<poly::DivisionTail> division_tails;
   poly::Scop scop;

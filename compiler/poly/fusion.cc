@@ -38,11 +38,12 @@ int64_t points_of(const ir::Statement& s, const std::vector<std::string>* axes, 
 // The parallelism rule of FusionPolicy: joining `s` would leave it on too few tiles. Its work per
 // tile counts every point, reduced ones too: a split reduction's first phase (S(c, chunk) +=! over
 // 48 points a chunk) has few parallel points per channel but all of the tensor's work.
+constexpr int64_t kMoreTiles = 2;  // the statement alone has at least this many times the group's tiles
 bool starves(const ir::Statement& s, const ir::Statement& seed, const Group& g, const FusionPolicy& p) {
   if (p.parallel_units <= 0) return false;
   const int64_t tiles = points_of(seed, &g.tile_axes, p), points = points_of(s, nullptr, p);
   const int64_t work = points_of(s, nullptr, p, true);
-  return tiles > 0 && points > 0 && tiles < p.parallel_units && points >= p.parallel_units * tiles &&
+  return tiles > 0 && points > 0 && tiles < p.parallel_units && points >= kMoreTiles * tiles &&
          work >= p.min_points_per_tile * tiles;
 }
 

@@ -5,11 +5,13 @@
 // inside its tile, and the statements of softmax / layer-norm share one row tile. The group's
 // anchor is its first reduction update; the anchor's reduction axes are tiled inside the group.
 // Parallelism (FusionPolicy, GPU targets): a statement does not join a group whose tiles are fewer
-// than `parallel_units` when it has at least `parallel_units` times as many parallel points as the
-// group has tiles and at least `min_points_per_tile` points a tile, reduced points counted (a
+// than `parallel_units` when it has at least twice as many parallel points as the group has tiles
+// and at least `min_points_per_tile` points a tile, reduced points counted (a
 // split reduction's first phase stays parallel over its chunks; a group norm's normalisation, 512K
 // points, would otherwise run inside the 16 tiles of its (n, g) statistics on 16 of the GPU's
-// SMs; at 50K points one launch is faster than two); it seeds a group of its own, and the tensor
+// SMs; a group norm's second statistic, computed from X in its readers (inline_locals), 512 x 1024
+// points, would run in those 16 tiles too; at 50K points one launch is faster than two); it seeds
+// a group of its own, and the tensor
 // between the two groups is materialised. Without sizes or units every join stands.
 // Legality is checked by the tile pass against the dependences (tile_program); when the fused
 // schedule violates one, the pipeline re-plans with `fuse = false` (one statement per group).
