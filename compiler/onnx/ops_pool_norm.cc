@@ -1,6 +1,6 @@
 // Reductions over windows and axes: MaxPool / AveragePool (pads, auto_pad, strides, dilations,
 // ceil_mode, count_include_pad), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),
-// LayerNormalization, InstanceNormalization, Softmax / LogSoftmax (the opset-13 single axis and the
+// LayerNormalization, InstanceNormalization, LRN (a channel window of squares), Softmax / LogSoftmax (the opset-13 single axis and the
 // older flattening), and Reduce{Sum,Mean,Max,Min,L1,L2,SumSquare,LogSum,LogSumExp} (axes as attribute
 // or input, keepdims). Each is a `+=!` / `max=!` / `min=!` statement into a local or the output,
 // then an element-wise epilogue (division by a count, normalisation).
@@ -290,6 +290,41 @@ void translate_mvn(Context& c) {
   normalise(c, reduced, [](Context&) { return std::string(); });
 }
 
+// LRN: y = x / (bias + alpha / size * S)^beta, S the sum of squares over the channels
+// c - floor((size - 1) / 2) .. c + ceil((size - 1) / 2) that exist: the squares go into a local
+// padded with zeros along the channels, so the window sum is one `+=!` of affine reads.
+void translate_lrn(Context& c) {
+  if (!c.has_builtin("pow")) c.unsupported("the language has no 'pow' built-in yet");
+  const Value& x = c.input(0);
+  const Value y = output_value(c, 0);
+  const size_t rank = x.shape.size();
+  const int64_t size = c.attr_int("size", 0);
+  if (rank < 3 || size < 1) c.malformed("LRN needs an input with channels and a positive size");
+  const int64_t lo = (size - 1) / 2, channels = x.shape[1];
+  std::vector<int64_t> padded = x.shape;
+  padded[1] = channels + size - 1;
+  const Value sq = local(c, x, padded, "squares");
+  std::vector<std::string> at = indices(rank);
+  std::string cond = index(1) + " < " + str(lo + channels);
+  if (lo > 0) {
+    at[1] = index(1) + " - " + str(lo);
+    cond = index(1) + " >= " + str(lo) + " && " + cond;
+  }
+  const std::string v = c.read(x, at);
+  c.emit({sq.tsl, indices(rank), "=", "select(" + cond + ", " + v + " * " + v + ", 0.0)", ranges_of(padded)});
+  const Value sum = local(c, x, x.shape, "square_sum");
+  std::vector<std::string> window = indices(rank);
+  window[1] = index(1) + " + " + reduction(0);
+  std::vector<IndexRange> ranges = ranges_of(x.shape);
+  ranges.push_back({reduction(0), 0, size});
+  c.emit({sum.tsl, indices(rank), "+=!", c.read(sq, window), ranges});
+  const std::string base = literal(c.attr_float("bias", 1.0), DType::F32) + " + " +
+                           literal(c.attr_float("alpha", 1e-4) / double(size), DType::F32) + " * " + c.read(sum, indices(rank));
+  c.emit({y.tsl, indices(rank), "=",
+          c.read(x, indices(rank)) + " / pow(" + base + ", " + literal(c.attr_float("beta", 0.75), DType::F32) + ")",
+          ranges_of(y.shape)});
+}
+
 // ---- softmax ------------------------------------------------------------------------------------
 
 void translate_softmax(Context& c) {
@@ -447,6 +482,7 @@ void add_pool_norm_ops(std::map<std::string, Translator>& t) {
   t["Softmax"] = translate_softmax;
   t["CumSum"] = translate_cumsum;
   t["MeanVarianceNormalization"] = translate_mvn;
+  t["LRN"] = translate_lrn;
   t["Hardmax"] = translate_hardmax;
   t["LogSoftmax"] = translate_softmax;
   add_reduce(t, "ReduceSum", {"+=!", same, nullptr});
