@@ -61,14 +61,23 @@ class ValueGen(ReadGen):
             return self.lit(dtype)
         return self.value(ctx, dtype, depth, exact)
 
-    def v_bin(self, ctx, dtype, depth, exact):
-        op = self.rng.choice("+-*" if dtype != "u8" else "+*+-")
+    def operands(self, ctx, dtype, depth, exact):
+        """Two operands of `dtype`, a typed value and other(), in either order; None when both are
+        literals (nothing of the program in them)."""
         a = self.value(ctx, dtype, depth, exact)
         b = self.other(ctx, dtype, depth, exact)
         if self.rng.random() < 0.5:
             a, b = b, a
         if a.dt in ("int", "real") and b.dt in ("int", "real"):
             return None
+        return a, b
+
+    def v_bin(self, ctx, dtype, depth, exact):
+        op = self.rng.choice("+-*" if dtype != "u8" else "+*+-")
+        ab = self.operands(ctx, dtype, depth, exact)
+        if ab is None:
+            return None
+        a, b = ab
         if op in "+-" and (not a.exact or not b.exact) and dtype != "f32":
             op = "*"  # f16/bf16 sums of a reassociable value may cancel
         bound = a.bound * b.bound if op == "*" else a.bound + b.bound
@@ -103,12 +112,10 @@ class ValueGen(ReadGen):
         return E("bin", dtype, [a, d], text="%", exact=True, bound=min(a.bound, d.bound))
 
     def v_minmax(self, ctx, dtype, depth, exact):
-        a = self.value(ctx, dtype, depth, exact)
-        b = self.other(ctx, dtype, depth, exact)
-        if self.rng.random() < 0.5:
-            a, b = b, a
-        if a.dt in ("int", "real") and b.dt in ("int", "real"):
+        ab = self.operands(ctx, dtype, depth, exact)
+        if ab is None:
             return None
+        a, b = ab
         return E("minmax", dtype, [a, b], text=self.rng.choice(("min", "max")), exact=a.exact and b.exact,
                  bound=max(a.bound, b.bound))
 
@@ -242,12 +249,10 @@ class ValueGen(ReadGen):
 
     def v_select(self, ctx, dtype, depth, exact):
         c = self.cond(ctx, depth)
-        a = self.value(ctx, dtype, depth, exact)
-        b = self.other(ctx, dtype, depth, exact)
-        if self.rng.random() < 0.5:
-            a, b = b, a
-        if a.dt in ("int", "real") and b.dt in ("int", "real"):
+        ab = self.operands(ctx, dtype, depth, exact)
+        if ab is None:
             return None
+        a, b = ab
         return E("select", dtype, [c, a, b], text="select", exact=a.exact and b.exact, bound=max(a.bound, b.bound))
 
     def v_indexval(self, ctx, dtype, depth, exact):
