@@ -1,4 +1,4 @@
-// Internal to the NPU convolution emitter (conv_emitter.cc): the plain descriptions it carries out
+// Internal to the NPU convolution emitter (conv_emitter_class.h): the plain descriptions it carries out
 // (no emission here): the GM layouts of the activations and the weights, bands of output rows with
 // their input windows, write-back pieces placed between channel slices, and the L1 layout of a
 // channel tile's weights copied in chunks of channel slices (tile::ConvPlan::weight_chunks), each
