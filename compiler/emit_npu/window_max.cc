@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "compiler/emit_npu/operands.h"
-#include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/window_plan.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_npu {
@@ -17,8 +16,6 @@ namespace {
 using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
-
-enum Reg : uint8_t { kCoreLoop = 1, kBase, kPair, kTile, kN, kB, kRow, kY, kTmp, kOk, kLe, kGuard };
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -31,41 +28,22 @@ struct Phase {
   int64_t slots(int64_t q) const { return q + hi - lo; }
 };
 
-class WindowMax : public VectorCode {
+class WindowMax : public WindowPlan {
+  enum Reg : uint8_t { kN = kFirstFree, kB, kRow, kY, kTmp, kOk, kLe, kGuard };
+
  public:
-  WindowMax(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+  WindowMax(const kernel::Kernel& k, const isa::NpuMachine& m) : WindowPlan(k, m) {}
 
   std::string why_not() { return message(analyse(), "window max"); }
 
   NpuKernel emit() {
     if (std::string w = why_not(); !w.empty()) throw UserError(w);
-    NpuKernel out;
-    npu::Program& p = begin_program(out);
-    for (const npu::TensorBinding& t : p.tensors) gm_[t.name] = t.gm_offset;
-    const int64_t tiles = N_ * blocks_, per = (tiles + m_.cores - 1) / m_.cores, full = tiles / per, tail = tiles % per;
-    p.cores = static_cast<int>(full + (tail > 0));
-    zero_outside_columns();
-    if (tail == 0) {
-      op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(per)});
-      emit_tiles(per);
-    } else {  // cores 0 .. full - 1 (a loop of one trip), then the last core (full - core_id == 0)
-      op(Opcode::Loop, {reg(kCoreLoop), reg(npu::kRegCoreId), imm(full), imm(full)});
-      op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(per)});
-      emit_tiles(per);
-      op(Opcode::EndLoop, {});
-      op(Opcode::Sub, {reg(kTmp), imm(full), reg(npu::kRegCoreId)});
-      op(Opcode::Loop, {reg(kCoreLoop), reg(kTmp), imm(1), imm(1)});
-      op(Opcode::Mov, {reg(kBase), imm(full * per)});
-      emit_tiles(tail);
-      op(Opcode::EndLoop, {});
-    }
-    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-    out.notes.push_back(fmt::format(
-        "window {} {}x{} (stride {}x{}) over {} x {} x {} x {}: tiles of {} output row(s) x {} columns on {} core(s), {} tiles "
-        "each; an input row in by one DMA per column phase, the taps as whole repeats of {} elements, two value sets",
-        min_ ? "min" : "max", KH_, KW_, sh_, sw_, N_, P_, Q_, C_, Rt_, Q_, p.cores, per, Q_ * C_));
-    npu::validate_program(p);
-    return out;
+    return emit_window(N_ * blocks_, kTmp, [&] { zero_outside_columns(); }, [&](int cores, int64_t per) {
+      return fmt::format(
+          "window {} {}x{} (stride {}x{}) over {} x {} x {} x {}: tiles of {} output row(s) x {} columns on {} core(s), {} tiles "
+          "each; an input row in by one DMA per column phase, the taps as whole repeats of {} elements, two value sets",
+          min_ ? "min" : "max", KH_, KW_, sh_, sw_, N_, P_, Q_, C_, Rt_, Q_, cores, per, Q_ * C_);
+    });
   }
 
  private:
@@ -79,55 +57,13 @@ class WindowMax : public VectorCode {
     if (x->kind != ir::ExprKind::Access) return "not of one read";
     dtype_ = x->type;
     if ((dtype_ != DType::F16 && dtype_ != DType::F32) || s.acc_type != dtype_) return "not f16 or f32 throughout";
-    X_ = x->name, Y_ = s.output;
-    const size_t rank = s.out_indices.size();
-    if ((rank != 4 && rank != 3) || x->indices.size() != rank) return "not 3-d or 4-d";
-    const int lead = 4 - static_cast<int>(rank);  // roles: d + lead in (n, p, q, c)
-    std::vector<std::string> outs;
-    for (const ir::AffineExpr& e : s.out_indices) {
-      if (e.index_coeffs.size() != 1 || e.index_coeffs.begin()->second != 1 || !e.param_coeffs.empty() || e.constant || e.has_div())
-        return "output indices are not plain";
-      outs.push_back(e.index_coeffs.begin()->first);
-    }
-    std::map<std::string, int64_t> ext;
-    for (const ir::IndexVar& d : s.domain) {
-      if (d.lo.evaluate({}, k_.sizes) != 0) return "an index not from 0";
-      ext[d.name] = d.hi.evaluate({}, k_.sizes);
-    }
-    std::set<std::string> windows;
-    int64_t* kdim[2] = {&KH_, &KW_};
-    int64_t* stride[2] = {&sh_, &sw_};
-    int64_t* offset[2] = {&oh_, &ow_};
-    for (int d = 0; d < static_cast<int>(rank); ++d) {
-      const ir::AffineExpr& e = x->indices[d];
-      const int role = d + lead;
-      const bool spatial = role == 1 || role == 2;
-      if (!e.param_coeffs.empty() || e.has_div() || !e.index_coeffs.count(outs[d]) || e.index_coeffs.at(outs[d]) < 1)
-        return "reads are not strided windows at the output's indices";
-      if (!spatial && (e.constant || e.index_coeffs.size() != 1 || e.index_coeffs.at(outs[d]) != 1))
-        return "reads are not strided windows at the output's indices";
-      if (!spatial) continue;
-      if (e.index_coeffs.size() > 2) return "reads are not strided windows at the output's indices";
-      *stride[role - 1] = e.index_coeffs.at(outs[d]), *offset[role - 1] = e.constant;
-      for (const auto& [v, coeff] : e.index_coeffs) {
-        if (v == outs[d]) continue;
-        const ir::IndexVar* iv = s.find_index(v);
-        if (coeff != 1 || !iv || !iv->is_reduction || !windows.insert(v).second) return "a window of dilation other than 1";
-        *kdim[role - 1] = ext.at(v);
-      }
-    }
-    for (const ir::IndexVar& d : s.domain)
-      if (d.is_reduction && !windows.count(d.name)) return "a reduction that is not a window";
+    Y_ = s.output;
+    if (std::string w = match_read(s, *x, true); !w.empty()) return w;
     if (KH_ * KW_ < 2) return "no window";
-    N_ = lead ? 1 : ext.at(outs[0]), P_ = ext.at(outs[1 - lead]), Q_ = ext.at(outs[2 - lead]), C_ = ext.at(outs[3 - lead]);
-    const kernel::GlobalTensor* xt = k_.find_tensor(X_);
-    if (!xt || xt->temporary || xt->kind != ir::TensorKind::Input || xt->shape.size() != rank) return "the read is not an input of its rank";
-    Hin_ = xt->shape[1 - lead], Win_ = xt->shape[2 - lead];
-    if ((!lead && xt->shape[0] < N_) || xt->shape[3 - lead] != C_) return "the read's shape";
-    const std::vector<int64_t> out_shape = lead ? std::vector<int64_t>{P_, Q_, C_} : std::vector<int64_t>{N_, P_, Q_, C_};
+    if (std::string w = bind_input(); !w.empty()) return w;
     for (const kernel::GlobalTensor& t : k_.tensors) {
       if (t.temporary) continue;
-      if (t.kind == ir::TensorKind::Output ? t.name != Y_ || t.shape != out_shape : t.name != X_) return "tensors besides the read and the result";
+      if (t.kind == ir::TensorKind::Output ? t.name != Y_ || t.shape != out_shape_ : t.name != X_) return "tensors besides the read and the result";
     }
     if (C_ * dtype_bytes(dtype_) % m_.vector_block_bytes) return "channels not a whole number of vector blocks";
     plan_phases();
@@ -153,13 +89,6 @@ class WindowMax : public VectorCode {
       at_byte += ph.slots(Q_) * C_ * eb;
     }
     row_bytes_ = round_up(at_byte, bytes_per_repeat_);
-  }
-
-  static std::vector<int64_t> divisors(int64_t x) {
-    std::vector<int64_t> d;
-    for (int64_t i = 1; i <= x; ++i)
-      if (x % i == 0) d.push_back(i);
-    return d;
   }
 
   // Rt output rows per tile (Rt divides P): of those whose two value sets fit UB, the one with the
@@ -218,17 +147,6 @@ class WindowMax : public VectorCode {
         }
   }
 
-  // kTile = kBase + 2 * kPair + d (in the pair loop) or kBase + d.
-  void tile_index(bool in_loop, int64_t d) {
-    if (in_loop) {
-      op(Opcode::Mul, {reg(kTile), reg(kPair), imm(2)});
-      op(Opcode::Add, {reg(kTile), reg(kTile), reg(kBase)});
-      op(Opcode::Add, {reg(kTile), reg(kTile), imm(d)});
-    } else {
-      op(Opcode::Add, {reg(kTile), reg(kBase), imm(d)});
-    }
-  }
-
   // kTile's image kN, row block kB, the byte offsets of its first input row in X (kRow: negative
   // above a zero border) and of its first output element in Y (kY).
   void offsets() {
@@ -261,7 +179,7 @@ class WindowMax : public VectorCode {
 
   // The tile's input rows: copied where inside X, else zeroed; a row that is inside for some row
   // blocks and not others decides at run time (kB against its first and last block inside).
-  void load(bool in_loop, int64_t d, int64_t set) {
+  void load(bool in_loop, int64_t d, int64_t set) override {
     tile_index(in_loop, d);
     offsets();
     const int64_t step = sh_ * Rt_;
@@ -296,7 +214,7 @@ class WindowMax : public VectorCode {
   }
 
   // Each output row: the vmax (vmin) of its taps in the order (r, t), then the tile's store.
-  void compute(bool in_loop, int64_t d, int64_t set) {
+  void compute(bool in_loop, int64_t d, int64_t set) override {
     const int64_t eb = dtype_bytes(dtype_), cb = C_ * eb, base = set * set_bytes_, reps = opitch_ / m_.vector_lanes(dtype_);
     const Opcode o = min_ ? Opcode::Vmin : Opcode::Vmax;
     for (int64_t rr = 0; rr < Rt_; ++rr) {
@@ -325,32 +243,11 @@ class WindowMax : public VectorCode {
                           imm(0)});
   }
 
-  // `count` tiles from kBase: tile i+1 loads before tile i computes, two value sets (a loop over
-  // pairs of tiles, then the last one or two in straight code).
-  void emit_tiles(int64_t count) {
-    load(false, 0, 0);
-    const int64_t pairs = (count - 1) / 2;
-    if (pairs > 1) {
-      op(Opcode::Loop, {reg(kPair), imm(0), imm(pairs), imm(1)});
-      load(true, 1, 1);
-      compute(true, 0, 0);
-      load(true, 2, 0);
-      compute(true, 1, 1);
-      op(Opcode::EndLoop, {});
-    }
-    for (int64_t i = pairs > 1 ? 2 * pairs : 0; i < count; ++i) {
-      if (i + 1 < count) load(false, i + 1, (i + 1) % 2);
-      compute(false, i, i % 2);
-    }
-  }
-
-  std::string X_, Y_;
+  std::string Y_;
   DType dtype_ = DType::F16;
   bool min_ = false;
-  int64_t N_ = 0, P_ = 0, Q_ = 0, C_ = 0, KH_ = 1, KW_ = 1, sh_ = 1, sw_ = 1, oh_ = 0, ow_ = 0, Hin_ = 0, Win_ = 0;
   int64_t Rt_ = 0, rows_ = 0, blocks_ = 0, opitch_ = 0, row_bytes_ = 0, set_bytes_ = 0;
   std::vector<Phase> phases_;
-  std::map<std::string, int64_t> gm_;
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <functional>
 #include <set>
 
-#include "compiler/emit_npu/pointwise.h"
+#include "compiler/emit_npu/window_plan.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_npu {
@@ -18,11 +18,11 @@ using npu::Buffer;
 using npu::Opcode;
 using npu::Operand;
 
-enum Reg : uint8_t { kCoreLoop = 1, kBase, kPair, kTile, kRow, kQj, kN, kP, kA, kB, kX, kY, kTmp };
+class WindowSum : public WindowPlan {
+  enum Reg : uint8_t { kRow = kFirstFree, kQj, kN, kP, kA, kB, kX, kY, kTmp };
 
-class WindowSum : public VectorCode {
  public:
-  WindowSum(const kernel::Kernel& k, const isa::NpuMachine& m) : VectorCode(k, m) {}
+  WindowSum(const kernel::Kernel& k, const isa::NpuMachine& m) : WindowPlan(k, m) {}
 
   std::string why_not() {
     if (std::string w = analyse(); !w.empty()) return "kernel " + k_.name + ": window sum: " + w;
@@ -31,32 +31,12 @@ class WindowSum : public VectorCode {
 
   NpuKernel emit() {
     if (std::string w = why_not(); !w.empty()) throw UserError(w);
-    NpuKernel out;
-    npu::Program& p = begin_program(out);
-    for (const npu::TensorBinding& t : p.tensors) gm_[t.name] = t.gm_offset;
-    const int64_t tiles = N_ * (P_ / Rt_) * qch_, per = (tiles + m_.cores - 1) / m_.cores, full = tiles / per, tail = tiles % per;
-    p.cores = static_cast<int>(full + (tail > 0));
-    if (tail == 0) {
-      op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(per)});
-      emit_tiles(per);
-    } else {  // cores 0 .. full - 1 (a loop of one trip), then the last core (full - core_id == 0)
-      op(Opcode::Loop, {reg(kCoreLoop), reg(npu::kRegCoreId), imm(full), imm(full)});
-      op(Opcode::Mul, {reg(kBase), reg(npu::kRegCoreId), imm(per)});
-      emit_tiles(per);
-      op(Opcode::EndLoop, {});
-      op(Opcode::Sub, {reg(kTmp), imm(full), reg(npu::kRegCoreId)});
-      op(Opcode::Loop, {reg(kCoreLoop), reg(kTmp), imm(1), imm(1)});
-      op(Opcode::Mov, {reg(kBase), imm(full * per)});
-      emit_tiles(tail);
-      op(Opcode::EndLoop, {});
-    }
-    p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
-    out.notes.push_back(fmt::format(
-        "window sum {}x{} (stride 1) over {} x {} x {} x {}: tiles of {} output row(s) x {} columns on {} core(s), {} tiles "
-        "each; a tile's input rows converted to f32 once (not once per tap), taps added in UB, two value sets",
-        KH_, KW_, N_, P_, Q_, C_, Rt_, Qc_, p.cores, per));
-    npu::validate_program(p);
-    return out;
+    return emit_window(N_ * (P_ / Rt_) * qch_, kTmp, [] {}, [&](int cores, int64_t per) {
+      return fmt::format(
+          "window sum {}x{} (stride 1) over {} x {} x {} x {}: tiles of {} output row(s) x {} columns on {} core(s), {} tiles "
+          "each; a tile's input rows converted to f32 once (not once per tap), taps added in UB, two value sets",
+          KH_, KW_, N_, P_, Q_, C_, Rt_, Qc_, cores, per);
+    });
   }
 
  private:
@@ -70,48 +50,12 @@ class WindowSum : public VectorCode {
     if (cast_) x = x->args[0].get();
     if (x->kind != ir::ExprKind::Access) return "the sum is not of one read";
     if (!(cast_ ? x->type == DType::F16 && s.rhs->type == DType::F32 : x->type == DType::F32)) return "not f16 cast to f32 or f32";
-    X_ = x->name, S_ = s.output;
-    // [N, P, Q, C], or [P, Q, C] (N = 1: the pipeline collapsed n with p where p has no window)
-    const size_t rank = s.out_indices.size();
-    if ((rank != 4 && rank != 3) || x->indices.size() != rank) return "not 3-d or 4-d";
-    const int lead = 4 - static_cast<int>(rank);  // roles: d + lead in (n, p, q, c)
-    std::vector<std::string> outs;
-    for (const ir::AffineExpr& e : s.out_indices) {
-      if (e.index_coeffs.size() != 1 || e.index_coeffs.begin()->second != 1 || !e.param_coeffs.empty() || e.constant || e.has_div())
-        return "output indices are not plain";
-      outs.push_back(e.index_coeffs.begin()->first);
-    }
-    std::map<std::string, int64_t> ext;
-    for (const ir::IndexVar& d : s.domain) {
-      if (d.lo.evaluate({}, k_.sizes) != 0) return "an index not from 0";
-      ext[d.name] = d.hi.evaluate({}, k_.sizes);
-    }
-    // X(n, p + r, q + t, c): dims 0 and 3 the output's, 1 and 2 the output's plus at most one window
-    std::set<std::string> windows;
-    int64_t* kernel_dims[2] = {&KH_, &KW_};
-    for (int d = 0; d < static_cast<int>(rank); ++d) {
-      const ir::AffineExpr& e = x->indices[d];
-      const int role = d + lead;
-      if (!e.param_coeffs.empty() || e.constant || e.has_div() || e.index_coeffs.count(outs[d]) == 0 || e.index_coeffs.at(outs[d]) != 1)
-        return "reads are not at the output's indices plus windows";
-      if (e.index_coeffs.size() > (role == 1 || role == 2 ? 2u : 1u)) return "reads are not at the output's indices plus windows";
-      for (const auto& [v, coeff] : e.index_coeffs) {
-        if (v == outs[d]) continue;
-        const ir::IndexVar* iv = s.find_index(v);
-        if (coeff != 1 || !iv || !iv->is_reduction || !windows.insert(v).second) return "a window of stride other than 1";
-        *kernel_dims[role - 1] = ext.at(v);
-      }
-    }
-    for (const ir::IndexVar& d : s.domain)
-      if (d.is_reduction && !windows.count(d.name)) return "a reduction that is not a window";
-    N_ = lead ? 1 : ext.at(outs[0]), P_ = ext.at(outs[1 - lead]), Q_ = ext.at(outs[2 - lead]), C_ = ext.at(outs[3 - lead]);
-    const kernel::GlobalTensor* xt = k_.find_tensor(X_);
-    if (!xt || xt->temporary || xt->kind != ir::TensorKind::Input || xt->shape.size() != rank) return "the read is not an input of its rank";
-    Hin_ = xt->shape[1 - lead], Win_ = xt->shape[2 - lead];
-    if ((!lead && xt->shape[0] < N_) || Hin_ < P_ + KH_ - 1 || Win_ < Q_ + KW_ - 1 || xt->shape[3 - lead] != C_) return "the read's shape";
-    out_shape_ = lead ? std::vector<int64_t>{P_, Q_, C_} : std::vector<int64_t>{N_, P_, Q_, C_};
+    S_ = s.output;
+    if (std::string w = match_read(s, *x, false); !w.empty()) return w;
+    if (std::string w = bind_input(); !w.empty()) return w;
+    if (Hin_ < P_ + KH_ - 1 || Win_ < Q_ + KW_ - 1) return "the read's shape";
     if (C_ % m_.block_elements(DType::F32)) return "channels not a whole number of f32 blocks";
-    if (std::string w = analyse_epilogue(*f, outs); !w.empty()) return w;
+    if (std::string w = analyse_epilogue(*f, outs_); !w.empty()) return w;
     return plan();
   }
 
@@ -149,15 +93,6 @@ class WindowSum : public VectorCode {
       }
     }
     return stored_.empty() ? "no output" : "";
-  }
-
-  static std::vector<int64_t> divisors(int64_t x) {
-    std::vector<int64_t> d;
-    for (int64_t i = 1; i * i <= x; ++i)
-      if (x % i == 0) d.push_back(i), d.push_back(x / i);
-    std::sort(d.begin(), d.end());
-    d.erase(std::unique(d.begin(), d.end()), d.end());
-    return d;
   }
 
   // A tile: Rt output rows (Rt divides P: one image) x Qc columns (Qc divides Q). Of those whose two
@@ -215,18 +150,7 @@ class WindowSum : public VectorCode {
     op(Opcode::Add, {reg(kY), reg(kA), reg(kB)});
   }
 
-  // kTile = kBase + 2 * kPair + d (in the pair loop) or kBase + d.
-  void tile_index(bool in_loop, int64_t d) {
-    if (in_loop) {
-      op(Opcode::Mul, {reg(kTile), reg(kPair), imm(2)});
-      op(Opcode::Add, {reg(kTile), reg(kTile), reg(kBase)});
-      op(Opcode::Add, {reg(kTile), reg(kTile), imm(d)});
-    } else {
-      op(Opcode::Add, {reg(kTile), reg(kBase), imm(d)});
-    }
-  }
-
-  void load(bool in_loop, int64_t d, int64_t set) {
+  void load(bool in_loop, int64_t d, int64_t set) override {
     tile_index(in_loop, d);
     offsets(kTile);
     const int64_t xb = cast_ ? 2 : 4, span = (Qc_ + KW_ - 1) * C_;
@@ -235,7 +159,7 @@ class WindowSum : public VectorCode {
   }
 
   // A tile's taps, element-wise statements and stores (its offsets from tile d).
-  void compute(bool in_loop, int64_t d, int64_t set) {
+  void compute(bool in_loop, int64_t d, int64_t set) override {
     const int64_t base = set * set_bytes_, n = Qc_ * C_, lanes = m_.vector_lanes(DType::F32);
     int64_t src = base;
     if (cast_) {  // each input element once: KH rows of pitch_ f16 -> f32
@@ -282,33 +206,11 @@ class WindowSum : public VectorCode {
     }
   }
 
-  // `count` tiles from kBase: tile i+1 loads before tile i computes, two value sets (a loop over
-  // pairs of tiles, then the last one or two in straight code).
-  void emit_tiles(int64_t count) {
-    load(false, 0, 0);
-    const int64_t pairs = (count - 1) / 2;
-    if (pairs > 1) {
-      op(Opcode::Loop, {reg(kPair), imm(0), imm(pairs), imm(1)});
-      load(true, 1, 1);
-      compute(true, 0, 0);
-      load(true, 2, 0);
-      compute(true, 1, 1);
-      op(Opcode::EndLoop, {});
-    }
-    for (int64_t i = pairs > 1 ? 2 * pairs : 0; i < count; ++i) {
-      if (i + 1 < count) load(false, i + 1, (i + 1) % 2);
-      compute(false, i, i % 2);
-    }
-  }
-
-  std::string X_, S_;
+  std::string S_;
   std::vector<std::string> stored_;
-  std::vector<int64_t> out_shape_;
   bool cast_ = false;
-  int64_t N_ = 0, P_ = 0, Q_ = 0, C_ = 0, KH_ = 1, KW_ = 1, Hin_ = 0, Win_ = 0;
   int64_t qch_ = 0, Qc_ = 0, Rt_ = 1, spitch_ = 0, pitch_ = 0, raw_bytes_ = 0, conv_bytes_ = 0, set_bytes_ = 0;
   int epilogue_regions_ = 0;
-  std::map<std::string, int64_t> gm_;
 };
 
 }  // namespace
