@@ -7,7 +7,7 @@
 #include <string>
 
 #include "compiler/emit_npu/group_stats.h"
-#include "npu_case.h"
+#include "mapping_cases.h"
 
 using namespace tessel;
 using namespace tessel::npu_test;
@@ -36,32 +36,17 @@ TEST_CASE("group norm keeps each group in UB: X read once, Y written once, no ba
 // Other sizes (E of one, two and eight blocks; I not a power of two; more groups than cores on
 // davinci-310) and a kernel without parameters with two outputs.
 TEST_CASE("group statistics of other sizes and forms verify") {
-  const struct {
-    const char* def;
-    const char* shape;
-  } cases[] = {{"group_norm", "N=1,I=64,G=4,E=16"}, {"group_norm", "N=3,I=96,G=2,E=8"}, {"group_norm", "N=2,I=7,G=3,E=64"},
-               {"group_share", "N=2,I=48,G=5,E=32"}};
-  for (const std::string& target : {kTarget, kTarget310})
-    for (const auto& w : cases) {
-      const std::string def = w.def, shape = w.shape;
-      CAPTURE(target);
-      CAPTURE(def);
-      CAPTURE(shape);
-      auto c = compile_case("group_stats.tsl", def, shape, "", true, target);
-      CHECK(notes_contain(c->kernel, "group statistics"));
-      verified_cycles(*c, false);
-    }
+  check_forms("group_stats.tsl",
+              {{"group_norm", "N=1,I=64,G=4,E=16"}, {"group_norm", "N=3,I=96,G=2,E=8"}, {"group_norm", "N=2,I=7,G=3,E=64"},
+               {"group_share", "N=2,I=48,G=5,E=32"}},
+              false, [](const std::string&) { return "group statistics"; });
 }
 
 // E not whole blocks, a per-group output: the general lowering's.
 TEST_CASE("group statistics this mapping does not take go to the general lowering") {
-  auto c = compile_case("group_stats.tsl", "group_norm", "N=2,I=5,G=3,E=4");
-  CHECK_FALSE(notes_contain(c->kernel, "group statistics"));
-  verified_cycles(*c, false);
+  auto c = refused_case("group_stats.tsl", "group_norm", "N=2,I=5,G=3,E=4", "group statistics", false);
   const isa::NpuMachine m = isa::npu_machine(c->compilation->hierarchy);
   CHECK(emit_npu::why_not_group_stats(c->compilation->kernel, m).find("E does not divide a repeat in whole blocks") != std::string::npos);
-  auto d = compile_case("group_stats.tsl", "group_mean", "N=2,I=48,G=5,E=32");
-  CHECK_FALSE(notes_contain(d->kernel, "group statistics"));
-  verified_cycles(*d, false);
+  auto d = refused_case("group_stats.tsl", "group_mean", "N=2,I=48,G=5,E=32", "group statistics", false);
   CHECK(emit_npu::why_not_group_stats(d->compilation->kernel, m).find("output Mean is not [N, I, G, E]") != std::string::npos);
 }

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "compiler/emit_npu/window_sum.h"
-#include "npu_case.h"
+#include "mapping_cases.h"
 
 using namespace tessel;
 using namespace tessel::npu_test;
@@ -38,33 +38,18 @@ TEST_CASE("a 3x3 average pool converts each tile's input once and adds its taps 
 // only (the pipeline collapsed n with p: a 3-d kernel) with two outputs; an uneven last core;
 // several rows per tile.
 TEST_CASE("window sums of other forms and sizes verify on the vector unit") {
-  const struct {
-    const char* def;
-    const char* shape;
-  } cases[] = {{"avgpool_nhwc", "N=1,P=3,Q=4,C=8"},        {"avgpool_nhwc", "N=1,P=37,Q=9,C=16"},
-               {"avgpool_nhwc", "N=2,P=12,Q=7,C=64"},      {"sum_window_f32", "N=2,P=9,Q=10,C=24"},
-               {"row_window_two_outputs", "N=3,P=5,Q=11,C=32"}, {"row_window_two_outputs", "N=1,P=40,Q=60,C=64"}};
-  for (const std::string& target : {kTarget, kTarget310})
-    for (const auto& w : cases) {
-      const std::string def = w.def, shape = w.shape;
-      CAPTURE(target);
-      CAPTURE(def);
-      CAPTURE(shape);
-      auto c = compile_case("window_sum.tsl", def, shape, "", true, target);
-      CHECK(notes_contain(c->kernel, "window sum"));
-      verified_cycles(*c, true);
-    }
+  check_forms("window_sum.tsl",
+              {{"avgpool_nhwc", "N=1,P=3,Q=4,C=8"}, {"avgpool_nhwc", "N=1,P=37,Q=9,C=16"}, {"avgpool_nhwc", "N=2,P=12,Q=7,C=64"},
+               {"sum_window_f32", "N=2,P=9,Q=10,C=24"}, {"row_window_two_outputs", "N=3,P=5,Q=11,C=32"},
+               {"row_window_two_outputs", "N=1,P=40,Q=60,C=64"}},
+              true, [](const std::string&) { return "window sum"; });
 }
 
 // Channels not whole f32 blocks, a stride-2 window: the general lowering's (still exact).
 TEST_CASE("window sums this mapping does not take go to the general lowering") {
-  auto c = compile_case("window_sum.tsl", "avgpool_nhwc", "N=2,P=7,Q=7,C=5");
-  CHECK_FALSE(notes_contain(c->kernel, "window sum"));
-  verified_cycles(*c, true);
+  auto c = refused_case("window_sum.tsl", "avgpool_nhwc", "N=2,P=7,Q=7,C=5", "window sum", true);
   const isa::NpuMachine m = isa::npu_machine(c->compilation->hierarchy);
   CHECK(emit_npu::why_not_window_sum(c->compilation->kernel, m).find("channels not a whole number of f32 blocks") != std::string::npos);
-  auto d = compile_case("window_sum.tsl", "avgpool_s2_nhwc", "N=2,P=5,Q=6,C=16");
-  CHECK_FALSE(notes_contain(d->kernel, "window sum"));
-  verified_cycles(*d, true);
+  auto d = refused_case("window_sum.tsl", "avgpool_s2_nhwc", "N=2,P=5,Q=6,C=16", "window sum", true);
   CHECK(emit_npu::why_not_window_sum(d->compilation->kernel, m).find("not at the output's indices plus windows") != std::string::npos);
 }
