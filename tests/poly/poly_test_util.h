@@ -1,13 +1,19 @@
-// Helpers for the polyhedral-core tests: parse a one-def module and compile it.
+// Helpers for the polyhedral-core tests: parse a one-def module and compile it; check a rewrite of a
+// function against the original under the reference interpreter.
 #pragma once
 
 #include <isl/cpp.h>
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "compiler/emit_c/run_c.h"
 #include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/pipeline.h"
 
 namespace tessel::test {
@@ -58,6 +64,33 @@ inline OneDef load_one_def(const std::string& src) {
   OneDef c{frontend::parse_module(src, "test.tsl"), nullptr};
   c.f = &c.m.functions.front();
   return c;
+}
+
+// A rewrite's result: what it found, and the rewritten function (none when it found nothing).
+template <class Found>
+struct Rewritten {
+  std::vector<Found> found;
+  std::optional<ir::Function> g;
+};
+
+// Def `def` of module source `src` rewritten by `rewrite(f, sizes, &found)`: a function exactly when
+// it found something; then the rewrite's outputs equal the original's under the reference
+// interpreter element by element (exactly: no arithmetic changes) on random inputs of `seed`, and
+// its statements are renumbered S0, S1, ...
+template <class Found, class Rewrite>
+Rewritten<Found> check_same(const char* src, const char* def, const std::map<std::string, int64_t>& sizes, uint64_t seed,
+                            Rewrite rewrite) {
+  frontend::Module m = frontend::parse_module(src, "test.tsl");
+  const ir::Function& f = frontend::select_function(m, def);
+  Rewritten<Found> r;
+  r.g = rewrite(f, sizes, &r.found);
+  REQUIRE(r.g.has_value() == !r.found.empty());
+  if (!r.g) return r;
+  const auto inputs = interp::random_inputs(f, sizes, seed);
+  const emit_c::Verification v = emit_c::verify(interp::evaluate(f, sizes, inputs), interp::evaluate(*r.g, sizes, inputs), 0.0);
+  CHECK_MESSAGE(v.verified, v.first_mismatch);
+  for (size_t i = 0; i < r.g->statements.size(); ++i) CHECK(r.g->statements[i].name == "S" + std::to_string(i));
+  return r;
 }
 
 }  // namespace tessel::test

@@ -3,10 +3,8 @@
 // function, exactly (no arithmetic changes).
 #include <doctest/doctest.h>
 
-#include "compiler/emit_c/run_c.h"
-#include "compiler/frontend/frontend.h"
-#include "compiler/interp/interpreter.h"
 #include "compiler/poly/hoist_invariants.h"
+#include "poly_test_util.h"
 
 using namespace tessel;
 
@@ -22,31 +20,21 @@ const char* kSource =
     "def input_only(f32[M, N] X, f32[N] B) -> (f32[M, N] Y) {\n  Y(i, j) = X(i, j) * exp(B(j))\n}\n"
     "def integer(i32[M, N] X, i32[N] K) -> (i32[M, N] Y) {\n  T(j) = K(j) + 1\n  Y(i, j) = X(i, j) + 7 / T(j)\n}\n";
 
-struct Result {
-  std::vector<poly::HoistedValue> hoisted;
-  std::optional<ir::Function> g;
-};
+using Result = test::Rewritten<poly::HoistedValue>;
 
+// The hoisted function against the original (test::check_same).
 Result check_same(const char* def, const std::map<std::string, int64_t>& sizes) {
-  frontend::Module m = frontend::parse_module(kSource, "hoist.tsl");
-  const ir::Function& f = frontend::select_function(m, def);
-  Result r;
-  r.g = poly::hoist_invariants(f, sizes, &r.hoisted);
-  REQUIRE(r.g.has_value() == !r.hoisted.empty());
-  if (!r.g) return r;
-  const auto inputs = interp::random_inputs(f, sizes, 3);
-  const emit_c::Verification v = emit_c::verify(interp::evaluate(f, sizes, inputs), interp::evaluate(*r.g, sizes, inputs), 0.0);
-  CHECK_MESSAGE(v.verified, v.first_mismatch);
-  for (size_t i = 0; i < r.g->statements.size(); ++i) CHECK(r.g->statements[i].name == "S" + std::to_string(i));
-  return r;
+  return test::check_same<poly::HoistedValue>(kSource, def, sizes, 3, [](const ir::Function& f, const auto& s, auto* found) {
+    return poly::hoist_invariants(f, s, found);
+  });
 }
 
 }  // namespace
 
 TEST_CASE("hoist invariants: batch norm's inverse deviation is computed once per channel") {
   const Result r = check_same("bn", {{"N", 37}, {"C", 5}});
-  REQUIRE(r.hoisted.size() == 1);
-  CHECK(r.hoisted[0].to_string() == "S3: Y_inv0(c) = rsqrt(((SqSum(c) / f32(N)) + 1e-05)), 37 uses each");
+  REQUIRE(r.found.size() == 1);
+  CHECK(r.found[0].to_string() == "S3: Y_inv0(c) = rsqrt(((SqSum(c) / f32(N)) + 1e-05)), 37 uses each");
   REQUIRE(r.g->statements.size() == 5);
   CHECK(r.g->statements[3].output == "Y_inv0");
   CHECK(r.g->statements[3].domain.size() == 1);
@@ -54,8 +42,8 @@ TEST_CASE("hoist invariants: batch norm's inverse deviation is computed once per
 }
 
 TEST_CASE("hoist invariants: a value of all the statement's indices, one of inputs only, an integer division and too few uses stay") {
-  CHECK(check_same("softmax", {{"M", 4}, {"N", 9}}).hoisted.empty());  // exp(X(i, j) - Mx(i)) / S(i) uses i and j
-  CHECK(check_same("input_only", {{"M", 8}, {"N", 9}}).hoisted.empty());
-  CHECK(check_same("integer", {{"M", 8}, {"N", 9}}).hoisted.empty());
-  CHECK(check_same("bn", {{"N", 3}, {"C", 5}}).hoisted.empty());  // 3 uses each
+  CHECK(check_same("softmax", {{"M", 4}, {"N", 9}}).found.empty());  // exp(X(i, j) - Mx(i)) / S(i) uses i and j
+  CHECK(check_same("input_only", {{"M", 8}, {"N", 9}}).found.empty());
+  CHECK(check_same("integer", {{"M", 8}, {"N", 9}}).found.empty());
+  CHECK(check_same("bn", {{"N", 3}, {"C", 5}}).found.empty());  // 3 uses each
 }

@@ -8,6 +8,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/pipeline.h"
 #include "compiler/poly/split_division_tails.h"
+#include "poly_test_util.h"
 
 using namespace tessel;
 
@@ -23,21 +24,11 @@ const char* kSource =
     "def residues(f16[D2, D3, D4] X, f16[N] Z) -> (f16[M, N] Y) {\n"
     "  Y(i, j) = X(i * 2 + j * 2, (i + 1) / 3, i % 2) * Z(j)\n    where i in 0:M, j in 0:N\n}\n";
 
-// The split function's outputs against the original's, element by element (exact).
+// The split function's outputs against the original's, element by element (test::check_same).
 std::vector<poly::DivisionTail> check_same(const char* def, const std::map<std::string, int64_t>& sizes) {
-  frontend::Module m = frontend::parse_module(kSource, "div.tsl");
-  const ir::Function& f = frontend::select_function(m, def);
-  std::vector<poly::DivisionTail> tails;
-  auto g = poly::split_division_tails(f, sizes, &tails);
-  REQUIRE(g.has_value() == !tails.empty());
-  if (!g) return tails;
-  const auto inputs = interp::random_inputs(f, sizes, 11);
-  const auto a = interp::evaluate(f, sizes, inputs);
-  const auto b = interp::evaluate(*g, sizes, inputs);
-  const emit_c::Verification v = emit_c::verify(a, b, 0.0);
-  CHECK_MESSAGE(v.verified, v.first_mismatch);
-  for (size_t i = 0; i < g->statements.size(); ++i) CHECK(g->statements[i].name == "S" + std::to_string(i));
-  return tails;
+  return test::check_same<poly::DivisionTail>(kSource, def, sizes, 11, [](const ir::Function& f, const auto& s, auto* found) {
+    return poly::split_division_tails(f, s, found);
+  }).found;
 }
 
 }  // namespace
