@@ -411,6 +411,22 @@ void tile_and_promote(Compilation& c, const ir::Function& f, const CompileOption
   }
 }
 
+// A pass that may rewrite the function: where `applies`, `rewritten` = rewrite(*c.function, &found),
+// which then becomes c.function; --dump-after shows what it found and the rewritten function, else `none`.
+template <class Found, class Rewrite>
+void rewrite_pass(PassTimer& timer, Compilation& c, const std::string& name, bool applies, std::optional<ir::Function>& rewritten,
+                  std::vector<Found>& found, const char* none, Rewrite&& rewrite) {
+  timer.run(name, [&] {
+    if (!applies) return;
+    rewritten = rewrite(*c.function, &found);
+    if (rewritten) c.function = &*rewritten;
+  }, [&] {
+    std::string s;
+    for (const auto& x : found) s += x.to_string() + "\n";
+    return rewritten ? s + ir::to_string(*rewritten) : std::string(none);
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
@@ -439,50 +455,26 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   timer.run("collapse_indices", [&] { collapse_index_runs(*c, options); }, [&] { return collapse_dump(*c); });
   // GPU and c targets: cheap pointwise locals are computed in their readers
   // (compiler/poly/inline_locals.h)
-  timer.run("inline_locals", [&] {
-    if (options.target != "c" && c->hierarchy.kind != isa::TargetKind::Gpu) return;
-    c->inlined = poly::inline_locals(*c->function, options.sizes, &c->inlined_locals);
-    if (c->inlined) c->function = &*c->inlined;
-  }, [&] {
-    std::string s;
-    for (const auto& x : c->inlined_locals) s += x.to_string() + "\n";
-    return c->inlined ? s + ir::to_string(*c->inlined) : std::string("(no local inlined)");
-  });
+  const bool gpu_or_c = options.target == "c" || c->hierarchy.kind == isa::TargetKind::Gpu;
+  rewrite_pass(timer, *c, "inline_locals", gpu_or_c, c->inlined, c->inlined_locals, "(no local inlined)",
+               [&](const ir::Function& g, auto* found) { return poly::inline_locals(g, options.sizes, found); });
   // GPU targets: long reductions to few outputs run in two phases (compiler/poly/split_reductions.h);
   // a user tile spec names the original indices, so it keeps the statements as written
-  timer.run("split_reductions", [&] {
-    if (c->hierarchy.kind != isa::TargetKind::Gpu || options.target == "c" || options.tile) return;
-    poly::SplitPolicy policy;
-    policy.parallel_units = isa::GpuMachine::from(c->hierarchy).sm_count;
-    c->split = poly::split_reductions(*c->function, options.sizes, policy, &c->splits);
-    if (c->split) c->function = &*c->split;
-  }, [&] {
-    std::string s;
-    for (const auto& x : c->splits) s += x.to_string() + "\n";
-    return c->split ? s + ir::to_string(*c->split) : std::string("(no reduction split)");
-  });
+  rewrite_pass(timer, *c, "split_reductions", c->hierarchy.kind == isa::TargetKind::Gpu && options.target != "c" && !options.tile, c->split,
+               c->splits, "(no reduction split)", [&](const ir::Function& g, auto* found) {
+                 poly::SplitPolicy policy;
+                 policy.parallel_units = isa::GpuMachine::from(c->hierarchy).sm_count;
+                 return poly::split_reductions(g, options.sizes, policy, found);
+               });
   // GPU and c targets: costly values that use only some of a statement's indices are computed once
   // per point of those indices (compiler/poly/hoist_invariants.h)
-  timer.run("hoist_invariants", [&] {
-    if (options.target != "c" && c->hierarchy.kind != isa::TargetKind::Gpu) return;
-    c->hoisted = poly::hoist_invariants(*c->function, options.sizes, &c->hoisted_values);
-    if (c->hoisted) c->function = &*c->hoisted;
-  }, [&] {
-    std::string s;
-    for (const auto& x : c->hoisted_values) s += x.to_string() + "\n";
-    return c->hoisted ? s + ir::to_string(*c->hoisted) : std::string("(no invariant value hoisted)");
-  });
+  rewrite_pass(timer, *c, "hoist_invariants", gpu_or_c, c->hoisted, c->hoisted_values, "(no invariant value hoisted)",
+               [&](const ir::Function& g, auto* found) { return poly::hoist_invariants(g, options.sizes, found); });
   // NPU targets: a divided index whose range is not a whole number of quotients runs as the whole
   // quotients and a tail (compiler/poly/split_division_tails.h)
-  timer.run("split_division_tails", [&] {
-    if (c->hierarchy.kind != isa::TargetKind::Npu || options.target == "c") return;
-    c->division_split = poly::split_division_tails(*c->function, options.sizes, &c->division_tails);
-    if (c->division_split) c->function = &*c->division_split;
-  }, [&] {
-    std::string s;
-    for (const auto& x : c->division_tails) s += x.to_string() + "\n";
-    return c->division_split ? s + ir::to_string(*c->division_split) : std::string("(no division tail)");
-  });
+  rewrite_pass(timer, *c, "split_division_tails", c->hierarchy.kind == isa::TargetKind::Npu && options.target != "c", c->division_split,
+               c->division_tails, "(no division tail)",
+               [&](const ir::Function& g, auto* found) { return poly::split_division_tails(g, options.sizes, found); });
   const ir::Function& fn = *c->function;
   timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {
     return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +
