@@ -87,6 +87,7 @@ class Importer final : public Context {
   void record_type(const onnx::ValueInfoProto& vi);
   void declare_graph_io();
   void translate_node(const onnx::NodeProto& n);
+  std::optional<std::vector<double>> evaluate(const std::string& name, int depth);
   void reinfer();
   void finish_outputs();
   std::string materialize(Value& v);
@@ -111,6 +112,8 @@ class Importer final : public Context {
   ImportResult result_;
   mutable std::map<std::string, bool> builtins_;
   const onnx::NodeProto* reinferred_at_ = nullptr;
+  std::map<std::string, const onnx::NodeProto*> producer_;     // ONNX value -> the node writing it
+  std::map<std::string, std::vector<double>> evaluated_;        // evaluate()'s results
 };
 
 std::string Importer::unique(const std::string& base) {
@@ -206,8 +209,68 @@ const Value& Importer::input(int i) const {
 
 std::vector<double> Importer::constant(int i, const std::string& what) const {
   const Value& v = input(i);
-  if (!v.data) unsupported(what + " ('" + v.onnx + "') is not a constant (give its value with --value NAME=FILE.pb)");
-  return *v.data;
+  if (v.data) return *v.data;
+  // computed from --value inputs only (the expanded window functions' sizes): its value, the node still translated
+  const auto known = const_cast<Importer*>(this)->evaluate(v.onnx, 0);
+  if (!known) unsupported(what + " ('" + v.onnx + "') is not a constant (give its value with --value NAME=FILE.pb)");
+  return *known;
+}
+
+// The value of `name` where every value it depends on is known at import time but it was not folded,
+// because it reads a --value graph input (which stays an input of the def): its producer's
+// translator runs once more, in a sandbox, with each input's value known (recursively) and no input
+// marked a graph input, so it folds; everything that run wrote (statements, names, weights, the
+// values it touched) is put back. nullopt where some producer does not fold (a translator that emits
+// statements even for constants, a refusal) or the chain is deeper than 64 nodes.
+std::optional<std::vector<double>> Importer::evaluate(const std::string& name, int depth) {
+  if (const auto it = values_.find(name); it != values_.end() && it->second.data) return it->second.data;
+  if (const auto it = evaluated_.find(name); it != evaluated_.end()) return it->second;
+  const auto p = producer_.find(name);
+  if (depth > 64 || p == producer_.end() || !find_translator(p->second->op_type())) return std::nullopt;
+  const onnx::NodeProto& n = *p->second;
+  std::map<std::string, std::vector<double>> known;
+  for (const auto& in : n.input())
+    if (!in.empty()) {
+      auto d = evaluate(in, depth + 1);
+      if (!d) return std::nullopt;
+      known[in] = std::move(*d);
+    }
+  std::map<std::string, Value> touched;  // the node's inputs and outputs as they are
+  for (const auto& s : n.input()) if (!s.empty() && values_.count(s)) touched[s] = values_[s];
+  for (const auto& s : n.output()) if (!s.empty() && values_.count(s)) touched[s] = values_[s];
+  std::set<std::string> keys;
+  for (const auto& [k, v] : values_) keys.insert(k);
+  const auto names = names_, written = written_, aliases = aliases_;
+  const auto def_inputs = def_inputs_;
+  const auto uses = uses_;
+  const size_t body = body_.size();
+  const ImportResult result = result_;
+  const onnx::NodeProto* current = node_;
+  for (auto& [in, d] : known) {
+    Value& v = values_[in];
+    v.data = d;
+    v.graph_input = false;
+  }
+  node_ = &n;
+  bool folded = true;
+  try {
+    (*find_translator(n.op_type()))(*this);
+  } catch (const UserError&) {
+    folded = false;
+  }
+  for (const auto& s : n.output())
+    if (!s.empty()) {
+      if (folded && values_[s].data) evaluated_[s] = *values_[s].data;
+      else folded = false;
+    }
+  std::erase_if(values_, [&](const auto& e) { return !keys.count(e.first); });
+  for (auto& [k, v] : touched) values_[k] = std::move(v);
+  names_ = names, written_ = written, aliases_ = aliases, def_inputs_ = def_inputs, uses_ = uses;
+  body_.resize(body);
+  result_ = result;
+  node_ = current;
+  if (!folded) return std::nullopt;
+  return evaluated_.at(name);
 }
 
 bool Importer::alias(int i, const Value& src) {
@@ -241,6 +304,15 @@ constexpr size_t kMaxReinferredElements = size_t(1) << 16;
 void Importer::reinfer() {
   onnx::ModelProto m = model_;
   auto* g = m.mutable_graph();
+  // a value the first inference left symbolic (a Range of a --value input's size: 'unk__0') would keep its
+  // symbol through the merge: inferred afresh
+  auto* info = g->mutable_value_info();
+  for (int k = info->size(); k-- > 0;) {
+    const auto& tt = info->Get(k).type().tensor_type();
+    bool fixed = tt.has_shape();
+    for (const auto& d : tt.shape().dim()) fixed &= d.has_dim_value();
+    if (!fixed) info->DeleteSubrange(k, 1);
+  }
   std::set<std::string> have;
   for (const auto& t : g->initializer()) have.insert(t.name());
   for (const auto& [name, v] : values_) {
@@ -517,6 +589,8 @@ ImportResult Importer::run() {
   collect_values();
   declare_graph_io();
   if (def_outputs_.empty() && model_.graph().output_size() == 0) throw UserError(model_name_ + ": the graph has no outputs");
+  for (const auto& n : model_.graph().node())
+    for (const auto& out : n.output()) producer_[out] = &n;
   for (const auto& n : model_.graph().node()) translate_node(n);
   finish_outputs();
   // a graph input no statement reads (CastLike's target_type: only its type matters) is no def input

@@ -15,6 +15,11 @@ const Translator* find_translator(const std::string& op_type) {
     add_quantize_ops(t);
     add_einsum_ops(t);
     add_window_ops(t);
+    add_bitshift_ops(t);
+    add_topk_ops(t);
+    add_recurrent_ops(t);
+    add_stft_ops(t);
+    add_nms_ops(t);
     return t;
   }();
   const auto it = table.find(op_type);

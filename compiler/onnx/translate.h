@@ -163,6 +163,11 @@ void emit_conv(Context& c, const Value& x, const Value& wt, const Value& y, int 
 void add_quantize_ops(std::map<std::string, Translator>& table);
 void add_einsum_ops(std::map<std::string, Translator>& table);
 void add_window_ops(std::map<std::string, Translator>& table);
+void add_bitshift_ops(std::map<std::string, Translator>& table);
+void add_topk_ops(std::map<std::string, Translator>& table);
+void add_recurrent_ops(std::map<std::string, Translator>& table);
+void add_stft_ops(std::map<std::string, Translator>& table);
+void add_nms_ops(std::map<std::string, Translator>& table);
 // Gather whose indices are data (not known at import time): a one-hot sum over the gathered axis (ops_index.cc).
 void translate_gather_one_hot(Context& c);
 
