@@ -126,7 +126,10 @@ std::string ConvEmitter::summary() const {
                      halves() == 2 ? " two images at a time (ping-pong)" : "", plan_.tm0, plan_.padded_pixels, C1(),
                      plan_.kgroups.size(), plan_.kc,
                      cv_.sh > 1 || cv_.sw > 1 || cv_.x_step > 1 ? fmt::format(", stride {}x{}", cv_.sh, cv_.sw * cv_.x_step) : "",
-                     cv_.x_step > 1 ? fmt::format(" (1x1: rows 0..{} of {} in L1, the columns read as pixels {} apart)", cv_.H - 1, cv_.src_h, cv_.x_step) : "",
+                     cv_.x_step > 1 ? fmt::format(" (1x1: rows 0..{} of {} in L1, the columns read as pixels {} apart)", cv_.H - 1, cv_.src_h, cv_.x_step)
+                     : cv_.gathered() ? fmt::format(", stride {}x{} (1x1: the {} x {} pixels read gathered pixel-major into L1 by one copy per "
+                                                    "output row, the weights after them)", cv_.gather.sh, cv_.gather.sw, cv_.gather.rows, cv_.gather.cols)
+                                      : "",
                      k_.user_tile ? ", from tile " + k_.user_tile->to_string() : "") +
          (bands_.size() > 1 ? fmt::format(", {} bands of {} output rows (input windows of up to {} rows with their halos)", bands_.size(),
                                           bands_[0].out_rows, plan_.fm_bytes / (cv_.C * cv_.W * in_))

@@ -118,6 +118,9 @@ class ConvEmitter {
   // loaded after the band's map (each kind of band's code runs once per core), whose chain to the
   // cube is longer; the channel values are needed only by the write-back.
   bool loads_after_fold() const { return cv_.folded() && spread() && per_core_images() == 1 && !kt_loop(); }
+  // Gathered, one image per core: the map (every slice reads all of it) first on MTE2, then the
+  // weights (their first chunk; the others ahead of their slices).
+  bool weights_after_map() const { return cv_.gathered() && per_core_images() == 1 && !kt_loop() && bands_.size() == 1; }
   // Padded bands over cores (not folded): each kind of band's code loads the weights before its
   // map (loaded before the kinds' loops, a later kind's map waited a GM latency for MTE1's wait).
   bool weights_per_band_kind() const {
@@ -294,6 +297,8 @@ class ConvEmitter {
   // The band's input window as C1HWC0: one strided copy per fractal row of channels, with slice c1 - kPlanesAhead's pair where
   // the slices run straight-line (slices() flushes it): the first pairs then issue without waiting behind every plane's copy.
   void load_band(const Band& b, int64_t fm_base);
+  // Gathered (Conv::Gather): the read pixels pixel-major into L1, one copy per output row.
+  void gathered_map(int64_t fm_base);
 
   // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
   // `trailing` pieces of an earlier write-back (one per pixel block) go between the first pairs

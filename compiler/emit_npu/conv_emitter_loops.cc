@@ -33,6 +33,10 @@ void ConvEmitter::make_bands() {
 }
 
 void ConvEmitter::set_fmatrix(const Band& b) {
+  if (cv_.gathered()) {  // slice c1's 16 channels of pixel p at (p x C1 + c1) x 32 bytes: a row of pixels C1 apart
+    const int64_t w = (P() - 1) * C1() + 1;
+    return op(Opcode::SetFmatrix, {imm(1), imm(w), imm(0), imm(0), imm(0), imm(0), imm(1), imm(C1()), imm(1), imm(1), imm(1), imm(1)});
+  }
   const int64_t pr = (cv_.OW - 1) * cv_.sw + cv_.dw * (cv_.S - 1) + 1 - cv_.W - cv_.pl;
   op(Opcode::SetFmatrix, {imm(b.in_rows), imm(cv_.W), imm(b.pad_top), imm(b.pad_bottom), imm(cv_.pl), imm(pr), imm(cv_.sh), imm(cv_.sw),
                           imm(cv_.R), imm(cv_.S), imm(cv_.dh), imm(cv_.dw)});
@@ -59,7 +63,7 @@ void ConvEmitter::main_loops() {
   if (!loads_after_fold()) {
     if (epi_) load_channels();
     if (per_core()) copy_weights();
-    if (!weights_per_band_kind()) load_weights();
+    if (!weights_per_band_kind() && !weights_after_map()) load_weights();
   }
   const int64_t iterations = per_core_images() / halves();
   if (bands_.size() > 1) {

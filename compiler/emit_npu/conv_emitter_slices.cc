@@ -25,12 +25,25 @@ void ConvEmitter::load_band(const Band& b, int64_t fm_base) {
   const bool defer = C1() / 2 <= kStraightPairs;
   if (defer) flush_map_chunks(-1), chunk_slice0_ = 0;
   auto ahead_of = [&](int64_t c1, const std::function<void()>& f) { defer && c1 >= kPlanesAhead ? map_chunks_.push_back({c1 - kPlanesAhead, f}) : f(); };
+  if (cv_.gathered()) {
+    gathered_map(fm_base);
+    if (weights_after_map()) load_weights();
+  }
   for (int64_t c1 = 0; c1 < C1(); ++c1) {
     for (size_t g = 1; g < wchunks_.chunks.size(); ++g)  // chunk g's weights ahead of its first plane
       if (wchunks_.chunks[g].first == c1) ahead_of(c1, [=, this] { weight_chunk(g); });
+    if (cv_.gathered()) continue;
     const int64_t dst = fm_base + c1 * pixels * frow_, src = first + (c1 / per_tap) * X_.tap_bytes + (c1 % per_tap) * X_.block_bytes;
     ahead_of(c1, [=, this] { op(Opcode::DmaIn, {at(Buffer::L1, dst), at(Buffer::GM, src, kXBase), imm(pixels), imm(frow_), imm(X_.pixel_bytes - frow_), imm(0)}); });
   }
+}
+
+void ConvEmitter::gathered_map(int64_t fm_base) {
+  const Conv::Gather& g = cv_.gather;
+  const int64_t pb = X_.pixel_bytes, row = g.cols * cv_.C * in_;
+  for (int64_t r = 0; r < g.rows; ++r)
+    op(Opcode::DmaIn, {at(Buffer::L1, fm_base + r * row), at(Buffer::GM, X_.base + r * g.sh * cv_.src_w * pb, kXBase), imm(g.cols),
+                       imm(cv_.C * in_), imm((g.sw - 1) * pb + pb - cv_.C * in_), imm(0)});
 }
 
 // Every channel slice of one band: pairs of slices in a loop, the odd last one after it.
@@ -44,7 +57,7 @@ void ConvEmitter::slices(const Band& b, int64_t fm_base, int64_t c_base, const T
   // constant plane, so the sync pass lets it start once that plane's copy has landed
   const int64_t peeled = pairs <= kStraightPairs ? pairs : trailing.pieces ? std::min(pairs, trailing.pieces) : 0;
   if (peeled < pairs) flush_map_chunks(-1);
-  plane_ = b.in_rows * cv_.W * frow_;
+  plane_ = cv_.gathered() ? frow_ : b.in_rows * cv_.W * frow_;  // slice c1's map from c1 x plane_
   auto pair = [&] {
     op(Opcode::Seq, {reg(kInit), reg(kSlice), imm(0)});
     slice_weights();

@@ -197,14 +197,30 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac) {
 // one read (so an even H's windows reach its end), and where the column stride divides W, the
 // columns read as the pixels of a row OW wide. NHWC, ungrouped, 2-D, channels multiples of the
 // fractal (the scratch copies of padded channels hold whole images); any other convolution as it is.
+namespace {
+
+bool strided_pointwise_form(const Conv& c, const isa::NpuMachine& m) {
+  return c.R == 1 && c.S == 1 && c.pt == 0 && c.pl == 0 && (c.sh > 1 || c.sw > 1) && c.layout == Layout::Nhwc && c.G == 1 &&
+         c.T == 1 && !c.depthwise && c.C % m.cube_f16.k0 == 0 && c.K % m.cube_f16.k0 == 0 && !c.folded() && !c.clipped();
+}
+
+}  // namespace
+
 Conv strided_pointwise(Conv c, const isa::NpuMachine& m) {
-  if (c.R != 1 || c.S != 1 || c.pt != 0 || c.pl != 0 || (c.sh == 1 && c.sw == 1) || c.layout != Layout::Nhwc || c.G > 1 ||
-      c.T > 1 || c.depthwise || c.C % m.cube_f16.k0 != 0 || c.K % m.cube_f16.k0 != 0)
-    return c;
+  if (!strided_pointwise_form(c, m)) return c;
   c.src_h = c.H, c.src_w = c.W;
   c.H = (c.OH - 1) * c.sh + 1;
   if (c.W % c.sw == 0) c.x_step = c.sw, c.W = c.OW, c.sw = 1;
   return c;
+}
+
+std::optional<Conv> gathered_pointwise(const Conv& c, const isa::NpuMachine& m) {
+  if (!strided_pointwise_form(c, m)) return std::nullopt;
+  Conv d = c;
+  d.src_h = c.H, d.src_w = c.W;
+  d.gather = {c.OH, c.OW, c.sh, c.sw};
+  d.H = 1, d.W = c.OH * c.OW, d.OH = 1, d.OW = c.OH * c.OW, d.sh = 1, d.sw = 1;
+  return d;
 }
 
 UserError conv_unsupported(const kernel::Kernel& k, const std::string& why) {
@@ -246,6 +262,7 @@ tile::ConvGeometry padded_geometry(const Conv& c, const isa::NpuMachine& m) {
   g.groups = c.G;
   if (c.G > 1 || c.T > 1) g.copies_fit_one_core = false;  // grouped and 3-D copies are made per core only
   g.weigh_gm_reads = c.T == 1;
+  g.map_copies = c.gathered() ? c.gather.rows : 0;
   g.weight_copies = weights_in_one_copy(c, m.cube_f16.k0) ? 1 : 0;
   g.chunk_weights = g.weight_copies == 1 && c.T == 1 && c.G == 1 && !g.copies;
   // bands over cores run one code at per-core offsets: no padding rows (every band's window alike)

@@ -48,6 +48,15 @@ struct Conv {
   // x_step: one strided copy per fractal row of channels brings the columns read into L1.
   int64_t x_step = 1, src_h = 0, src_w = 0;
   bool clipped() const { return src_h > 0; }
+  // Gathered (gathered_pointwise): a strided 1x1 convolution without padding whose read pixels
+  // (rows x cols of them, sh rows and sw columns apart in X) come into L1 pixel-major ([P][C]: one
+  // copy of `cols` whole pixels per output row), read as one image row of P = rows x cols pixels
+  // (H 1, W P, OH 1, OW P, stride 1); each slice's load3d takes its 16 channels of every pixel as
+  // a row of pixels C / 16 fractal rows apart (conv_emitter_slices.cc).
+  struct Gather {
+    int64_t rows = 0, cols = 0, sh = 1, sw = 1;
+  } gather;
+  bool gathered() const { return gather.rows > 0; }
   // Folded (fold_window): a convolution of fewer input channels than the cube's fractal read as
   // one whose channels are its window's columns and channels together, (s, c) -> s C + c: X's
   // pixel (h, q) of the folded map holds X(h, sw q - pl + s, c) for every s, c (zero outside the
@@ -72,6 +81,12 @@ std::optional<Conv> match(const kernel::Kernel& k, int64_t frac);
 // columns read as the pixels of a row OW wide. NHWC, ungrouped, 2-D, channels multiples of the
 // fractal (the scratch copies of padded channels hold whole images); any other convolution as it is.
 Conv strided_pointwise(Conv c, const isa::NpuMachine& m);
+
+// The same convolutions (strided_pointwise's conditions) with their read pixels gathered
+// (Conv::Gather): the map in L1 holds only the pixels read, by one copy per output row, all landed
+// before the first slice; nullopt for any other convolution. conv.cc plans both forms and keeps the
+// one the planner prices lower.
+std::optional<Conv> gathered_pointwise(const Conv& c, const isa::NpuMachine& m);
 
 UserError conv_unsupported(const kernel::Kernel& k, const std::string& why);
 

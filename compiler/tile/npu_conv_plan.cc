@@ -79,25 +79,35 @@ class Planner {
     const double jobs = double(c.jobs_per_core) * double(bands_per_job);
     const double fm_bytes = double(g_.C * g_.band_input_rows(c.band_rows) * g_.W * in_), w_bytes = double(g_.C * RS * c.tn * in_);
     const double bytes = jobs * fm_bytes + tiles * w_bytes;
-    const double w_copies = double(g_.weight_copies ? g_.weight_copies : C1 * RS);
+    const double w_copies = double(g_.weight_copies ? g_.weight_copies : C1 * RS), map_copies = double(map_copies_per_band());
     const double per_core_bw = std::max(1.0, double(m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle));
     const double shared = m_.gm_shared_bandwidth_bytes_per_cycle > 0 ? m_.gm_shared_bandwidth_bytes_per_cycle : per_core_bw * m_.cores;
     auto held = [&](double copy_bytes) { return std::max(1.0, std::ceil(copy_bytes / shared)); };
-    const double shared_cycles = jobs * double(C1) * held(fm_bytes / double(C1)) + tiles * w_copies * held(w_bytes / w_copies);
+    const double shared_cycles = jobs * map_copies * held(fm_bytes / map_copies) + tiles * w_copies * held(w_bytes / w_copies);
     return std::max(bytes / per_core_bw, double(c.cores) * shared_cycles);
   }
 
+  // Copies that bring one band's map into L1: one per fractal row of channels, or the gathered
+  // map's (ConvGeometry::map_copies).
+  int64_t map_copies_per_band() const { return g_.map_copies ? g_.map_copies : g_.C / cube_.k0; }
+  // Bytes of the map that must land before a band's first slice: its first plane, or a gathered
+  // map whole.
+  double first_map_bytes(int64_t band_rows) const {
+    const double plane = double(g_.band_input_rows(band_rows) * g_.W * cube_.k0 * in_);
+    return g_.map_copies ? plane * double(g_.C / cube_.k0) : plane;
+  }
+
   // A core's `steps` bands of `compute` cycles each (C1 slices) behind its GM reads of `gm`
-  // cycles: the cube starts once the tile's weights and the first plane of the map have landed
-  // (the weights' one copy whole; the other planes land as the slices before them run), and ends
-  // a slice after the last read. Without weighed reads (gm 0), the compute alone.
+  // cycles: the cube starts once the tile's weights and the first plane of the map (a gathered
+  // map: all of it) have landed (the weights' one copy whole; the other planes land as the slices
+  // before them run), and ends a slice after the last read. Without weighed reads (gm 0), the
+  // compute alone.
   double pipelined(const ConvPlan& c, double steps, double compute, double gm) const {
     if (gm <= 0) return steps * compute;
     const int64_t RS = g_.kernel_positions(), C1 = g_.C / cube_.k0;
     const double per_core_bw = std::max(1.0, double(m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle));
     const double w_bytes = double(g_.C * RS * c.tn * in_) / double(g_.weight_copies ? 1 : C1 * RS);
-    const double plane = double(g_.band_input_rows(c.band_rows) * g_.W * cube_.k0 * in_);
-    return std::max((w_bytes + plane) / per_core_bw + steps * compute, gm + compute / double(C1));
+    return std::max((w_bytes + first_map_bytes(c.band_rows)) / per_core_bw + steps * compute, gm + compute / double(C1));
   }
 
   // Output rows per band next to weights of w_bytes: the whole image when its feature map and
@@ -181,6 +191,10 @@ class Planner {
         c.cores = cores_avail;
       }
       c.jobs_per_core = c.k_tiles <= cores_avail ? g_.N / c.group : ceil_div(c.k_tiles, c.cores) * g_.N;
+      // a gathered map pays where a core reads it once, its weights streaming in behind it (one job
+      // of one band: the copy model of choose_weight_chunks prices that); re-read per job, nothing
+      // of it overlaps the cube
+      if (g_.map_copies && (c.jobs_per_core != 1 || c.bands != 1)) continue;
       const int64_t Pb = c.padded_pixels;
       const double cube = double(Pb / cube_.m0) * (t / cube_.n0) * C1 * RS;
       const double mte1 = double(Pb) * g_.C * RS * in_ / bw_a + double(g_.C) * RS * t * in_ / bw_b;
@@ -297,31 +311,38 @@ class Planner {
 
   // Weight chunks (ConvPlan::weight_chunks) where a core copies its tile's weights once by one copy
   // ahead of one band (one job): chunks of whole slice pairs that double (s, s, 2s, 4s, ...; s = 2,
-  // 4, ...) where a model of one core's copies ends the cube sooner than the one copy by
-  // 5 % (the shared GM serves every core's copies in issue order, which a model of one core does not see).
+  // 4, ...) or are equal (s, s, ..., s: where the map lands whole first, the weights then stream
+  // ahead of slices that take about as long as their copies), where a model of one core's copies
+  // ends the cube sooner than the one copy by 5 % (the shared GM serves every core's copies in
+  // issue order, which a model of one core does not see). The plan's cost becomes the model's end.
   void choose_weight_chunks() {
     const int64_t C1 = g_.C / cube_.k0;
     if (!g_.chunk_weights || g_.one_core || p_.jobs_per_core != 1 || p_.bands != p_.core_bands || C1 < 4 || C1 / 2 > kConvStraightPairs)
       return;
     double best = chunked_end({});
-    for (int64_t s = 2; s < C1; s *= 2) {
-      std::vector<int64_t> sizes;
-      for (int64_t first = 0, size = s; first < C1; first += sizes.back()) {
-        const int64_t n = C1 - first - size <= 1 ? C1 - first : size;  // an odd last slice joins the last chunk
-        sizes.push_back(n);
-        if (sizes.size() > 1) size *= 2;
+    for (const bool doubling : {true, false}) {
+      if (!doubling && !g_.map_copies) break;  // planes ahead of their slices: the doubling chunks (a9735b0) alone
+      for (int64_t s = 2; s < C1; s *= 2) {
+        std::vector<int64_t> sizes;
+        for (int64_t first = 0, size = s; first < C1; first += sizes.back()) {
+          const int64_t n = C1 - first - size <= 1 ? C1 - first : size;  // an odd last slice joins the last chunk
+          sizes.push_back(n);
+          if (doubling && sizes.size() > 1) size *= 2;
+        }
+        if (sizes.size() < 2) break;
+        if (const double e = chunked_end(sizes); e < best * 0.95) best = e, p_.weight_chunks = sizes;
       }
-      if (sizes.size() < 2) break;
-      if (const double e = chunked_end(sizes); e < best * 0.95) best = e, p_.weight_chunks = sizes;
     }
+    p_.cost = best;
   }
 
   // When one core's last slice ends (cycles), its weights copied in chunks of `sizes` slices (empty:
   // one copy): MTE2 runs the copies in program order (a chunk's, one per kernel position, then its
-  // slices' planes), each for the longer of its bytes at the core's bandwidth and every core's turn
-  // at the shared GM (the simulator holds it ceil(bytes / shared) cycles per copy, at least one); a
-  // slice starts once its chunk and plane have landed (the GM latency after) and the slice before
-  // it is done, and takes the cube's or MTE1's cycles, the larger.
+  // slices' planes; a gathered map's copies all first), each for the longer of its bytes at the
+  // core's bandwidth and every core's turn at the shared GM (the simulator holds it ceil(bytes /
+  // shared) cycles per copy, at least one); a slice starts once its chunk and plane (a gathered
+  // map: the whole map) have landed (the GM latency after) and the slice before it is done, and
+  // takes the cube's or MTE1's cycles, the larger.
   double chunked_end(const std::vector<int64_t>& sizes) const {
     const int64_t C1 = g_.C / cube_.k0, RS = g_.kernel_positions();
     const isa::NpuPathSpec& path = m_.path(Buffer::GM, Buffer::L1);
@@ -332,7 +353,11 @@ class Planner {
     const double slice_w = double(cube_.k0 * RS * p_.tn * in_), plane = double(g_.band_input_rows(p_.band_rows) * g_.W * cube_.k0 * in_);
     const double cube = double(p_.padded_pixels / cube_.m0) * double(p_.tn / cube_.n0) * RS;
     const double step = std::max(cube, double(p_.padded_pixels * cube_.k0 * RS * in_) / bwl(Buffer::L0A) + slice_w / bwl(Buffer::L0B));
-    double mte2 = 0, end = 0, chunk_landed = 0;
+    double mte2 = 0, end = 0, chunk_landed = 0, map_landed = 0;
+    if (g_.map_copies) {  // the gathered map first, whole
+      for (int64_t i = 0; i < g_.map_copies; ++i) mte2 += copy(plane * double(C1) / double(g_.map_copies));
+      map_landed = mte2 + lat;
+    }
     size_t chunk = 0;
     int64_t next_chunk = 0;  // the first slice of chunk `chunk`
     for (int64_t c1 = 0; c1 < C1; ++c1) {
@@ -341,8 +366,8 @@ class Planner {
         for (int64_t q = 0; q < RS; ++q) mte2 += copy(slice_w * double(sizes[chunk]) / double(RS));
         chunk_landed = mte2 + lat, next_chunk += sizes[chunk++];
       }
-      mte2 += copy(plane);
-      end = std::max({end, chunk_landed, mte2 + lat}) + step;
+      if (!g_.map_copies) mte2 += copy(plane), map_landed = mte2 + lat;
+      end = std::max({end, chunk_landed, map_landed}) + step;
     }
     return end;
   }

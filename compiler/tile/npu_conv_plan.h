@@ -76,6 +76,10 @@ struct ConvGeometry {
   // The emitter can copy one channel tile's weights in chunks of slices (ConvPlan::weight_chunks):
   // NHWC without scratch copies, one copy of evenly spaced rows, 2-D, not grouped.
   bool chunk_weights = false;
+  // A gathered map (the strided 1x1 convolution's read pixels only, pixel-major): one band's map by
+  // this many copies, all landed before its first slice (each slice reads every pixel); 0: one
+  // strided copy per fractal row of channels, slice c1 waiting for its own plane only.
+  int64_t map_copies = 0;
   bool one_core = false;
   bool whole_k = false;
   // the statement's index names: images, output rows / columns, output / input channels, kernel rows / columns
@@ -111,7 +115,9 @@ struct ConvPlan {
   // of the weights, each chunk's copies issued ahead of its first slice's map plane (empty: one copy
   // of all of them first). Every chunk but the last is a whole number of slice pairs.
   std::vector<int64_t> weight_chunks;
-  double cost = 0;         // the planner's estimate (cycles per core)
+  // the planner's estimate (cycles per core; where a core copies its weights once ahead of one
+  // band, the copy model's end of its last slice, chunked or not)
+  double cost = 0;
   bool one_core = false;   // the geometry's scratch copies on one core (whole_k did not fit)
   bool operator==(const ConvPlan&) const = default;
 };
