@@ -24,6 +24,20 @@ namespace tessel {
 
 namespace {
 
+// An NPU description whose vector unit has no bf16 arithmetic but converts bf16 <-> f32 (its
+// `conversions`): bf16 programs are computed in f32 there (pass widen_bf16).
+bool widens_bf16(const isa::Hierarchy& h) {
+  bool has_bf16 = false, to = false, from = false;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Vector)) {
+    has_bf16 = has_bf16 || std::find(u->dtypes.begin(), u->dtypes.end(), DType::BF16) != u->dtypes.end();
+    for (const isa::VectorConversion& c : u->conversions) {
+      to = to || (c.from == DType::F32 && c.to == DType::BF16);
+      from = from || (c.from == DType::BF16 && c.to == DType::F32);
+    }
+  }
+  return !has_bf16 && to && from;
+}
+
 // Halves every outer tile size above 1 (inner sizes clamped to them); false when none is left.
 bool halve_outer_tiles(tile::TileSpec& spec) {
   bool shrunk = false;
@@ -101,7 +115,7 @@ std::string online_softmax_obstacle(const std::string& target, const isa::Hierar
 }
 
 const std::vector<std::string>& pass_names() {
-  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "inline_locals", "split_reductions", "hoist_invariants", "split_division_tails", "scop", "dependences", "schedule",
+  static const std::vector<std::string> names = {"online_softmax", "fold_padding", "collapse_indices", "inline_locals", "split_reductions", "hoist_invariants", "split_division_tails", "widen_bf16", "scop", "dependences", "schedule",
                                                  "fusion", "intrinsics", "tile", "promote", "kernel", "contraction"};
   return names;
 }
@@ -475,6 +489,17 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   rewrite_pass(timer, *c, "split_division_tails", c->hierarchy.kind == isa::TargetKind::Npu && options.target != "c", c->division_split,
                c->division_tails, "(no division tail)",
                [&](const ir::Function& g, auto* found) { return poly::split_division_tails(g, options.sizes, found); });
+  // NPU targets whose vector unit converts bf16 but has no bf16 arithmetic: bf16 computed in f32
+  // (compiler/poly/widen_bf16.h)
+  timer.run("widen_bf16", [&] {
+    if (c->hierarchy.kind != isa::TargetKind::Npu || options.target == "c" || !widens_bf16(c->hierarchy)) return;
+    c->widened = poly::widen_bf16(*c->function, &c->widened_statements);
+    if (c->widened) c->function = &*c->widened;
+  }, [&] {
+    std::string s;
+    for (const auto& x : c->widened_statements) s += x + "\n";
+    return c->widened ? s + ir::to_string(*c->widened) : std::string("(no bf16 arithmetic)");
+  });
   const ir::Function& fn = *c->function;
   timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {
     return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +

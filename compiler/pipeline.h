@@ -32,6 +32,7 @@
 #include "compiler/poly/hoist_invariants.h"
 #include "compiler/poly/inline_locals.h"
 #include "compiler/poly/split_reductions.h"
+#include "compiler/poly/widen_bf16.h"
 #include "compiler/poly/tiling.h"
 #include "compiler/tile/tile_spec.h"
 #include "isa/hierarchy.h"
@@ -89,6 +90,8 @@ struct Compilation {
   std::vector<poly::HoistedValue> hoisted_values;
   std::optional<ir::Function> division_split;  // then with division tails split off (NPU)
   std::vector<poly::DivisionTail> division_tails;
+  std::optional<ir::Function> widened;  // then with bf16 arithmetic in f32 (NPU without a bf16 ALU)
+  std::vector<std::string> widened_statements;
   poly::Scop scop;
   poly::Dependences deps;
   poly::ScheduleResult schedule;

@@ -147,8 +147,9 @@ const std::set<std::string> kLevelKeys = {"name", "role", "capacity_bytes", "ali
                                           "write_latency_cycles", "read_energy_pj_per_byte", "write_energy_pj_per_byte"};
 const std::set<std::string> kShapeKeys = {"m", "n", "k", "a", "b", "acc", "cycles", "min_arch", "energy_pj_per_mac"};
 const std::set<std::string> kUnitKeys = {"name", "kind", "pipe", "reads", "writes", "shapes", "dtypes", "bytes_per_repeat",
-                                         "max_repeat", "mask_bits", "startup_cycles", "count",
+                                         "max_repeat", "mask_bits", "startup_cycles", "count", "conversions",
                                          "energy_pj_per_repeat", "energy_pj_per_instruction", "energy_pj_per_byte"};
+const std::set<std::string> kConversionKeys = {"from", "to", "cycles_per_repeat"};
 const std::set<std::string> kPathKeys = {"from", "to", "engine", "bandwidth_bytes_per_cycle", "latency_cycles", "transforms"};
 const std::set<std::string> kSyncKeys = {"event_ids_per_pipe_pair", "queue_depth", "set_flag_cycles", "barrier_cycles", "scalar_cycles",
                                            "cross_core_barrier_cycles"};
@@ -401,6 +402,15 @@ Unit parse_unit(const YAML::Node& node, const std::string& where, const std::str
       u.shapes.push_back(parse_shape(shapes[i], f.key_path(indexed("shapes", i)), file));
   if (YAML::Node dts = sequence(f, "dtypes", false))
     for (size_t i = 0; i < dts.size(); ++i) u.dtypes.push_back(f.dtype_of(dts[i], indexed("dtypes", i)));
+  if (YAML::Node cs = sequence(f, "conversions", false))
+    for (size_t i = 0; i < cs.size(); ++i) {
+      Fields c(cs[i], f.key_path(indexed("conversions", i)), file, kConversionKeys);
+      const VectorConversion v{c.dtype("from", true, DType::F32), c.dtype("to", true, DType::F32),
+                               c.count<uint32_t>("cycles_per_repeat", true, 1, kMaxCycles)};
+      if (v.from == v.to) c.fail(cs[i], c.key_path("to"), "a conversion needs two different dtypes");
+      if (v.cycles_per_repeat == 0) c.fail(cs[i], c.key_path("cycles_per_repeat"), "must be at least 1 (got 0)");
+      u.conversions.push_back(v);
+    }
   u.bytes_per_repeat = f.count<uint32_t>("bytes_per_repeat", false, 0, kMaxAlignmentBytes);
   u.max_repeat = f.count<uint32_t>("max_repeat", false, 0, kMaxRepeat);
   u.mask_bits = f.count<uint32_t>("mask_bits", false, 0, kMaxMaskBits);
@@ -689,6 +699,8 @@ void validate_units(const Hierarchy& h) {
     } else if (!u.shapes.empty()) {
       reject(file, u.mark, what, "only matrix units have shapes");
     }
+    if (!u.conversions.empty() && u.kind != UnitKind::Vector)
+      reject(file, u.mark, what, "only vector units have conversions (vconv)");
     if (u.kind == UnitKind::Vector && (u.bytes_per_repeat == 0 || u.max_repeat == 0))
       reject(file, u.mark, what, "a vector unit needs positive bytes_per_repeat and max_repeat");
     if (h.kind == TargetKind::Npu &&

@@ -76,6 +76,13 @@ struct MatrixShape {
   uint64_t macs() const { return uint64_t(m) * n * k; }
 };
 
+// A conversion a vector unit performs (vconv) between element types it need not compute in (bf16 on
+// the DaVinci descriptions: converted to f32 in UB, computed there, rounded back to nearest even).
+struct VectorConversion {
+  DType from = DType::F32, to = DType::F32;
+  uint32_t cycles_per_repeat = 1;  // occupancy per repeat (a repeat: bytes_per_repeat of the wider type)
+};
+
 struct Unit {
   std::string name;  // "cube", "mte2", "tensor_core"
   UnitKind kind = UnitKind::Copy;
@@ -84,6 +91,7 @@ struct Unit {
   std::vector<std::string> writes;  // level names
   std::vector<MatrixShape> shapes;  // Matrix units
   std::vector<DType> dtypes;        // Vector/Scalar units: element types supported
+  std::vector<VectorConversion> conversions;  // Vector: conversions to and from types outside dtypes
   uint32_t bytes_per_repeat = 0;    // Vector: bytes processed per repeat (one cycle each)
   uint32_t max_repeat = 0;          // Vector: largest repeat count of one instruction
   uint32_t mask_bits = 0;           // Vector: width of the lane mask

@@ -28,6 +28,7 @@ void read_units(const Hierarchy& h, NpuMachine& m) {
       m.vector_startup_cycles = u.startup_cycles;
       m.vector_unit = u.name;
       m.vector_energy_pj_per_repeat = u.energy_pj_per_repeat.value_or(0);
+      m.vector_conversions = u.conversions;
     }
     if (u.pipe == "S" && u.kind == UnitKind::Scalar) {
       m.scalar_unit = u.name;

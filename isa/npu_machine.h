@@ -69,6 +69,7 @@ struct NpuMachine {
   // Energy per operation of the units (pJ; per level and per path engine: in buffers / paths).
   std::string cube_unit = "cube", vector_unit = "vector", scalar_unit = "scalar";  // the units' names
   double vector_energy_pj_per_repeat = 0, scalar_energy_pj_per_instruction = 0;
+  std::vector<VectorConversion> vector_conversions;  // vconv between a listed pair (the unit's `conversions`)
 
   const NpuPathSpec& path(npu::Buffer from, npu::Buffer to) const {
     return paths[static_cast<size_t>(from)][static_cast<size_t>(to)];
@@ -90,6 +91,13 @@ struct NpuMachine {
   int64_t vector_lanes(int element_bytes) const { return vector_bytes_per_repeat / element_bytes; }
   int64_t block_elements(DType t) const { return vector_block_bytes / dtype_bytes(t); }
   int64_t blocks_per_repeat() const { return vector_bytes_per_repeat / vector_block_bytes; }
+  // The description's conversion from `from` to `to` (its cycles per repeat), or nullptr: a vconv
+  // touching a type outside the vector unit's dtypes runs only as a listed conversion.
+  const VectorConversion* conversion(DType from, DType to) const {
+    for (const VectorConversion& c : vector_conversions)
+      if (c.from == from && c.to == to) return &c;
+    return nullptr;
+  }
 };
 
 NpuMachine npu_machine(const Hierarchy& h);

@@ -57,7 +57,7 @@ const TypeRule kTypeRules[] = {
     {Opcode::Load3d, {DType::F16}},
     {Opcode::DmaInNz, {DType::F16, DType::F32, DType::I8, DType::I32}},
     {Opcode::MovL0c, {DType::F32, DType::F16, DType::I32}},
-    {Opcode::Vconv, {DType::F16, DType::F32, DType::I32, DType::I8}},
+    {Opcode::Vconv, {DType::F16, DType::F32, DType::I32, DType::I8, DType::BF16}},  // bf16: a conversion the machine lists (simulator)
     {Opcode::Vexp, {DType::F16, DType::F32}},
     {Opcode::Vln, {DType::F16, DType::F32}},
     {Opcode::Vsqrt, {DType::F16, DType::F32}},
@@ -349,8 +349,8 @@ void parse_directive(LineParser& lp, Program& program, int line_number) {
     const size_t type_at = lp.here();
     const std::string type(lp.word());
     const auto dtype = parse_dtype(type);
-    if (!dtype || *dtype == DType::BF16 || *dtype == DType::U8)
-      lp.fail(type_at, "unknown tensor element type '" + type + "' (expected f16, f32, i32 or i8)");
+    if (!dtype || *dtype == DType::U8)
+      lp.fail(type_at, "unknown tensor element type '" + type + "' (expected f16, bf16, f32, i32 or i8)");
     t.dtype = *dtype;
     lp.expect('[', "opening the tensor shape");
     do {

@@ -8,6 +8,7 @@
 
 #include "isa/base/error.h"
 #include "isa/base/float_minmax.h"
+#include "isa/base/bf16.h"
 #include "isa/base/f16.h"
 #include "isa/npu_footprint.h"
 
@@ -132,8 +133,29 @@ class AccessBuilder {
   const MemoryView& mem_;
 };
 
+// bf16 on the vector unit: moved (vdup, vsel, vselv, vbrcb, vtranspose) and converted by a vconv the
+// description lists (`conversions`), never computed: the DaVinci vector unit has no bf16 ALU.
+void check_bf16_rule(const isa::NpuMachine& m, const IssuedInstruction& in) {
+  const Opcode op = in.instr->opcode;
+  if (npu::opcode_info(op).pipe_rule != npu::PipeRule::V || op == Opcode::MovL0c) return;
+  const auto& ops = in.instr->operands;
+  if (op == Opcode::Vconv) {
+    const DType to = ops[0].dtype, from = ops[1].dtype;
+    if ((to == DType::BF16 || from == DType::BF16) && !m.conversion(from, to))
+      fault(fmt::format("the vector unit of {} lists no conversion from {} to {} (its `conversions`)", m.target_name,
+                        dtype_name(from), dtype_name(to)));
+    return;
+  }
+  if (op == Opcode::Vdup || op == Opcode::Vsel || op == Opcode::Vselv || op == Opcode::Vbrcb || op == Opcode::Vtranspose) return;
+  for (const auto& o : ops)
+    if (o.kind == npu::OperandKind::ElementType && o.dtype == DType::BF16)
+      fault(fmt::format("{} computes in bf16: the vector unit of {} has no bf16 arithmetic (convert to f32 with vconv)",
+                        npu::mnemonic(op), m.target_name));
+}
+
 // Operand rules that are about the instruction's meaning, not about the bytes it touches.
-void check_semantic_rules(const IssuedInstruction& in) {
+void check_semantic_rules(const isa::NpuMachine& m, const IssuedInstruction& in) {
+  check_bf16_rule(m, in);
   if (in.instr->opcode == Opcode::Vtranspose && in.value[3] % 2 != 0)
     fault("vtranspose takes two repeats per 16x16 block (an even repeat)");
   if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0) {
@@ -182,6 +204,9 @@ InstructionCost instruction_cost(const isa::NpuMachine& m, const IssuedInstructi
   if (info.repeat_operand >= 0) {
     InstructionCost cost;
     cost.occupancy_cycles = static_cast<uint64_t>(in.value[info.repeat_operand]);
+    if (in.instr->opcode == Opcode::Vconv)  // a listed conversion: its cycles per repeat (the description's)
+      if (const isa::VectorConversion* c = m.conversion(type_operand(in, 1), type_operand(in, 0)))
+        cost.occupancy_cycles *= c->cycles_per_repeat;
     cost.repeats = cost.occupancy_cycles;
     cost.latency_cycles = m.vector_startup_cycles;
     return cost;
@@ -219,7 +244,7 @@ void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in,
   accesses.clear();
   TESSEL_CHECK(npu::opcode_info(in.instr->opcode).access_count > 0,
                "describe_instruction called for a sync or scalar instruction");
-  check_semantic_rules(in);
+  check_semantic_rules(m, in);
   const isa::Footprint f = isa::footprint(m, *in.instr, ExactValues(in));
   const AccessBuilder builder(m, in, mem);
   for (int i = 0; i < f.count; ++i) builder.limit(f.access[i]);
@@ -232,10 +257,10 @@ void describe_instruction(const isa::NpuMachine& m, const IssuedInstruction& in,
 namespace {
 
 float load_float(DType t, const uint8_t* p) {
-  if (t == DType::F16) {
+  if (t == DType::F16 || t == DType::BF16) {
     uint16_t h;
     std::memcpy(&h, p, 2);
-    return f16_bits_to_f32(h);
+    return t == DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
   }
   float f;
   std::memcpy(&f, p, 4);
@@ -243,8 +268,8 @@ float load_float(DType t, const uint8_t* p) {
 }
 
 void store_float(DType t, uint8_t* p, float v) {
-  if (t == DType::F16) {
-    const uint16_t h = f32_to_f16_bits(v);
+  if (t == DType::F16 || t == DType::BF16) {
+    const uint16_t h = t == DType::F16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
     std::memcpy(p, &h, 2);
   } else {
     std::memcpy(p, &v, 4);

@@ -81,12 +81,14 @@ std::string source_place(const ir::SourceLoc& l) {
 
 // The place of the first operation in `s` with an operand or a result of which bad(dtype) holds,
 // " (file:line:col)" (" " where the operation has no place), its dtype in `type`; "" when there is none.
-std::string first_operation_with(const ir::Statement& s, const std::function<bool(DType)>& bad, DType& type) {
+// An operation `skip` holds for (a conversion the vector unit lists) is not checked, its operands are.
+std::string first_operation_with(const ir::Statement& s, const std::function<bool(DType)>& bad, DType& type,
+                                 const std::function<bool(const ir::Expr&)>& skip = nullptr) {
   std::string where;
   std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
     if (!where.empty() || e.kind != ir::ExprKind::Apply) return;
     for (const auto& a : e.args)
-      if (bad(a->type) || bad(e.type)) {
+      if (!(skip && skip(e)) && (bad(a->type) || bad(e.type))) {
         type = bad(e.type) ? e.type : a->type;
         where = source_place(e.loc);
         if (where.empty()) where = " ";
@@ -104,12 +106,16 @@ std::string first_operation_with(const ir::Statement& s, const std::function<boo
 // instruction with an element type the program format refuses (issue 31: a u8 cast's vconv).
 std::string why_not_vector_dtypes(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (!k.function) return "";
+  const Machine m = isa::npu_machine(target);
   for (const ir::Statement& s : k.function->statements) {
     std::string why;
     DType t = DType::F32;
-    const std::string where = first_operation_with(s, [&](DType d) { return !vector_computes(target, d); }, t);
+    const std::string where = first_operation_with(
+        s, [&](DType d) { return !vector_computes(target, d); }, t,
+        [&](const ir::Expr& e) { return e.op == ir::Op::Cast && m.conversion(e.args[0]->type, e.type); });
     if (!where.empty()) why = fmt::format("{} values{}", dtype_name(t), where == " " ? "" : where);
-    if (why.empty() && s.reduction != ir::Reduction::None && !vector_computes(target, s.acc_type))
+    const bool converted = s.acc_type == DType::BF16 && m.conversion(DType::F32, DType::BF16) && m.conversion(DType::BF16, DType::F32);
+    if (why.empty() && s.reduction != ir::Reduction::None && !vector_computes(target, s.acc_type) && !converted)
       why = fmt::format("a reduction in {}", dtype_name(s.acc_type));
     if (why.empty()) continue;
     std::string types;

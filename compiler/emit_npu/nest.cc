@@ -483,7 +483,7 @@ void Nest::store_acc(const Plan& p, bool to_ub) {
   // An i8 sum or product accumulated in i32 wraps (modulo 256 commutes with both; vconv to i8 would
   // saturate: issue 31); a u8 result goes out as its i8 bit pattern. In place (the accumulator is
   // initialised or reloaded before its next use), part() holding the constant 256.
-  if (narrow && !to_ub && (wraps || p.out.type == DType::U8)) wrap(total, total, -128, constant_256(n, part()), n);
+  if (narrow && !to_ub && !dtype_is_float(p.out.type) && (wraps || p.out.type == DType::U8)) wrap(total, total, -128, constant_256(n, part()), n);
   if (narrow && !to_ub) convert(staged, total, n);
   if (p.out_dim(p.v))
     move(to_ub, p, p.out, ub, acc_rows(p), cur(p.v), p.pitch, p.out_dim(p.u) ? stride_of(p.out, p.u) : 0, stride_of(p.out, p.v));
@@ -690,13 +690,24 @@ void Nest::body_compute(const Plan& p) {
   const int eb = dtype_bytes(t);
   const Opcode o = combine_op(p);
   int64_t left = rows;
-  if (p.red(p.u) && !p.red(p.v) && (p.s->reduction == ir::Reduction::Prod || (p.s->reduction == ir::Reduction::Sum && eb == 2))) {
-    // a product or an f16 sum rounds after every step: each row straight into the accumulator, in the
-    // interpreter's order (rows folded into the first row first would reassociate it)
-    for (int64_t r = 0; r < rows; ++r)
+  // a bf16 sum or product, accumulated in f32: rounded to bf16 after every step (the interpreter's),
+  // to bf16 in part() and back by the description's conversions
+  const bool bf16_steps = p.out.type == DType::BF16 && (p.s->reduction == ir::Reduction::Sum || p.s->reduction == ir::Reduction::Prod);
+  const auto rounded = [&](const Value& v, int64_t count) {
+    if (!bf16_steps) return;
+    convert(Value{false, 0, part(), DType::BF16}, v, count);
+    convert(v, Value{false, 0, part(), DType::BF16}, count);
+  };
+  if (p.red(p.u) && !p.red(p.v) && (p.s->reduction == ir::Reduction::Prod || (p.s->reduction == ir::Reduction::Sum && (eb == 2 || bf16_steps)))) {
+    // a product or an f16 / bf16 sum rounds after every step: each row straight into the accumulator,
+    // in the interpreter's order (rows folded into the first row first would reassociate it)
+    for (int64_t r = 0; r < rows; ++r) {
       binary(o, Value{false, 0, acc(), t}, Value{false, 0, acc(), t}, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
+      rounded(Value{false, 0, acc(), t}, p.pitch);
+    }
     return;
   }
+  TESSEL_CHECK(!bf16_steps || !p.red(p.v), "nest: a bf16 sum reduced along the lanes (lane_dim keeps it off them)");
   if (p.red(p.u)) {  // rows in ascending order into row 0
     for (int64_t r = 1; r < rows; ++r)
       binary(o, x, x, Value{false, 0, x.region + r * p.pitch * eb, t}, p.pitch);
@@ -705,6 +716,7 @@ void Nest::body_compute(const Plan& p) {
   const Value total{false, 0, acc(), t};
   if (!p.red(p.v)) {
     binary(o, total, total, x, left * p.pitch);
+    rounded(total, left * p.pitch);
     return;
   }
   lanes(p, x, left, cols);

@@ -809,6 +809,9 @@ int Nest::count_regions(const Plan& p) {
 // A read of a dtype the vector unit has no instructions for (bf16: moved by DMA only; u8 is widened
 // to i32 first) that load() would spread over lanes or rows with vbrcb / vmuls (issue 31), or "".
 std::string Nest::unmovable_read(const Plan& p) const {
+  // (a description listing bf16 <-> f32 conversions: bf16 is loaded as f32, compute_type, and
+  // broadcast in f32)
+  if (m_.conversion(DType::BF16, DType::F32) && m_.conversion(DType::F32, DType::BF16)) return "";
   for (const Access& a : p.reads) {
     if (a.type != DType::BF16) continue;
     const int64_t su = stride_of(a, p.u), sv = stride_of(a, p.v);

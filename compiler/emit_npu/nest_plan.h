@@ -115,7 +115,9 @@ struct Pos {
 // type's range after each operation, the language's semantics) and narrowed by vconv when stored
 // (u8 as its i8 bit pattern: the copies move bytes).
 inline bool narrow_int(DType t) { return t == DType::I8 || t == DType::U8; }
-inline DType compute_type(DType t) { return narrow_int(t) ? DType::I32 : t; }
+// bf16 has no arithmetic either (the DaVinci descriptions list only its conversions to and from
+// f32): computed in f32, a sum or product rounded back to bf16 after every step (Nest::body_compute).
+inline DType compute_type(DType t) { return narrow_int(t) ? DType::I32 : t == DType::BF16 ? DType::F32 : t; }
 // A reversed read is gathered an element per UB block and packed by vcmax, which has no 1-byte type
 // and no bf16: such elements are gathered a byte per block and packed through i32 (exact on any
 // bits). The gather's scratch (and widened copy) then take a region per byte of the element.

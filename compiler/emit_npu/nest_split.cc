@@ -59,7 +59,8 @@ std::optional<Split> plan_split(const kernel::Kernel& k, const isa::NpuMachine& 
   const ir::Statement& s = k.function->statements[i];
   if (s.reduction == ir::Reduction::None || !s.init || uses_division(*s.rhs)) return std::nullopt;
   // an f16 sum or product accumulates in the interpreter's order (nest.h); partials would reassociate it
-  if ((s.reduction == ir::Reduction::Sum || s.reduction == ir::Reduction::Prod) && s.acc_type == DType::F16) return std::nullopt;
+  if ((s.reduction == ir::Reduction::Sum || s.reduction == ir::Reduction::Prod) && (s.acc_type == DType::F16 || s.acc_type == DType::BF16))
+    return std::nullopt;
   for (const auto& o : s.out_indices)
     if (o.has_div()) return std::nullopt;
   int64_t outputs = 1;

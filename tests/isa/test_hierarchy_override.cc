@@ -103,7 +103,7 @@ TEST_CASE("override: unknown levels, units, paths and fields are named with what
         file + ": --set L0A->GM.latency_cycles: no transfer path L0A->GM (paths: GM->L1, GM->UB, GM->L0A, GM->L0B, "
                "L1->L0A, L1->L0B, L1->UB, L0C->UB, UB->GM, UB->L1)");
   CHECK(rejected("cube.speed=2") == file + ": --set cube.speed: unknown field 'speed' of unit 'cube' (fields: bytes_per_repeat, "
-                                           "count, dtypes, energy_pj_per_byte, energy_pj_per_instruction, "
+                                           "conversions, count, dtypes, energy_pj_per_byte, energy_pj_per_instruction, "
                                            "energy_pj_per_repeat, kind, mask_bits, max_repeat, name, pipe, reads, shapes, "
                                            "startup_cycles, writes)");
   CHECK(rejected("frequency=2") == file + ": --set frequency: unknown field 'frequency' of the description (fields: clock_mhz, "
