@@ -339,7 +339,7 @@ Tuned tune(const Entry& en, DeviceTensors& d, Harness& h) {
       const double us = graph_us(lp, d, h, h.quick);
       t.candidates.push_back({{"tiles", cfg.to_string()}, {"graph_us", us}, {"registers", lp.attributes.back().registers_per_thread},
                               {"spill_bytes", lp.attributes.back().local_bytes_per_thread}});
-      if (pdl_ok && !cfg.atomic_out && (en.candidates.size() > 12 ? cfg.bm < 128 || cfg.wgmma : true)) {
+      if (pdl_ok && cfg.reduce != emit_cuda::SplitKReduce::atomic && (en.candidates.size() > 12 ? cfg.bm < 128 || cfg.wgmma() : true)) {
         auto time_pdl = [&](bool prefetch) {
           LoadedProgram lq = load_program(en.c->kernel, options_for(h, en, cfg, true, prefetch));
           return graph_us(lq, d, h, h.quick);

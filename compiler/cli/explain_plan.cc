@@ -98,7 +98,7 @@ std::optional<tile::TileSpec> plan_tiles(const Compilation& c, const emit_cuda::
                                            k->k[0].var, g.bk, std::min(g.bk, 16)));
 }
 
-const char* mma_path(const emit_cuda::TcConfig& g) { return g.wgmma ? "wgmma" : g.mma ? "mma.sync" : "wmma"; }
+const char* mma_path(const emit_cuda::TcConfig& g) { return emit_cuda::name(g.mma); }
 
 void explain_gpu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
   const std::vector<std::string> all = gpu_plan_space(c);

@@ -454,7 +454,7 @@ std::string autotune_kernel(const Compilation& c, gpurun::LoadedProgram& lp, gpu
     for (const auto& g : emit_cuda::tc_shortlist(ranked, size_t(flags.autotune))) plans.push_back(g.to_string());
     // and the best-ranked plan of each main loop the shortlist lacks (persistent TMA, wgmma,
     // mma.sync, WMMA): the ranking orders plans within a main loop better than across them
-    auto kind = [](const emit_cuda::TcConfig& g) { return g.tma_ws ? 3 : g.wgmma ? 2 : g.mma ? 1 : 0; };
+    auto kind = [](const emit_cuda::TcConfig& g) { return g.tma_ws() ? 3 : int(g.mma); };  // wmma, mma.sync, wgmma, persistent TMA
     std::set<int> kinds;
     for (const auto& t : plans) kinds.insert(kind(emit_cuda::TcConfig::parse(t)));
     for (const auto& g : ranked)

@@ -119,12 +119,12 @@ bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, con
   };
   TcLaunchOptions launch;
   // one kernel (atomic split-K zeroes the output and operand copies fill scratch in kernels of their own)
-  launch.pdl = options.pdl && m.has(isa::GpuFeature::ProgrammaticDependentLaunch) && !cfg->atomic_out && !cfg->repack;
+  launch.pdl = options.pdl && m.has(isa::GpuFeature::ProgrammaticDependentLaunch) && cfg->reduce != SplitKReduce::atomic && !cfg->repack;
   launch.prefetch_a = named(c.a.tensor);
   launch.prefetch_b = named(c.b.tensor);
   Launch main = emit_tensor_core(k, c, *cfg, m, launch, os, p.explain, &p.launches);
   main.pdl = launch.pdl;
-  p.arch = cfg->wgmma ? m.arch + "a" : options.arch;  // wgmma: the architecture-specific target
+  p.arch = cfg->wgmma() ? m.arch + "a" : options.arch;  // wgmma: the architecture-specific target
   p.launches.push_back(main);
   p.scratch_bytes = tc_scratch_bytes(c, *cfg, m);
   p.tensor_cores = true;

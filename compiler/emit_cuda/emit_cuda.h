@@ -33,6 +33,87 @@
 
 namespace tessel::emit_cuda {
 
+// The choices of a TensorCore kernel that exclude one another, one enum each (TcConfig below), so
+// an impossible combination cannot be written; name() gives each value's word for plans and
+// `--explain` (tile_policy.cc).
+// The main loop's matrix instruction family.
+enum class MmaKind {
+  wmma,      // WMMA fragments (load_matrix_sync / mma_sync / store_matrix_sync)
+  mma_sync,  // `/mma`, sm_80+, f16: ldmatrix + mma.sync.m16n8k16 (inline PTX)
+  // `/wg` (or `/wgd`, `/ws`), sm_90a, f16: warpgroup MMA (wgmma.mma_async) on operands in
+  // 128-byte-swizzled shared memory, one warpgroup (4 warps) per wm x bn slice (wm a multiple of
+  // 64), bk = 64
+  wgmma,
+};
+// How operand tiles reach shared memory.
+enum class OperandLoader {
+  cp_async,  // 16-byte cp.async per thread (multi-buffered; plain loads before sm_80)
+  // `/bc`, sm_90, not wgmma: operand tiles whose rows are long contiguous runs (or a whole stage
+  // that is one run) are fetched by the bulk copy engine (cp.async.bulk, one copy per row, issued
+  // by one warp) completing on one mbarrier per stage
+  bulk,
+  // `/ws`, sm_90a wgmma: a persistent, warp-specialised kernel (kernel_wgmma_ws.h). A producer
+  // warpgroup issues TMA tensor-map copies (128-byte swizzle) into a ring of `stages` slots, each
+  // slot with a full and an empty mbarrier; the bm / wm consumer warpgroups run wgmma on a slot as
+  // soon as its bytes land and release it when their MMAs have read it (no block-wide barrier in
+  // the main loop); register reallocation (setmaxnreg) moves the producer's registers to the
+  // consumers; one block per SM walks the output tiles in grouped order, so the next tile's copies
+  // overlap this tile's epilogue.
+  tma_ws,
+};
+// Split-K across blocks (k_blocks > 1): how the blocks' partial tiles are combined.
+enum class SplitKReduce {
+  // partial tiles go to global scratch and the last block to arrive (a per-tile counter) sums them
+  // in split order (deterministic) and runs the epilogue
+  last_block,
+  // `/red`: f32/s32 atomicAdd into the output, zeroed by a small kernel launched first (plain
+  // outputs only)
+  atomic,
+  // `/cl`, sm_90: the k_blocks blocks of a tile form a thread-block cluster and reduce their
+  // partial tiles through distributed shared memory (no global round trip, deterministic)
+  cluster,
+};
+// The cp.async wgmma main loop (`/wg`): where a K tile's operand copies are issued.
+enum class CopyIssue {
+  after_mma,   // after the K tile's MMAs, stages - 2 K tiles ahead
+  before_mma,  // `/cf`: before the K tile's MMAs, stages - 2 K tiles ahead
+  deep,        // `/wgd`: stages - 1 K tiles ahead (a second barrier per K tile)
+};
+// The persistent TMA kernel (`/ws`): how its blocks take the output tiles.
+enum class WsSchedule {
+  grouped,  // whole tiles in grouped order, the bm / wm consumer warpgroups sharing each tile
+  // `/sk`: stream-K for the tiles of the last waves (tile_policy.h stream_k_split): the full waves
+  // but one take whole tiles, the rest of the tiles' K iterations are cut into one equal contiguous
+  // range per block; a tile cut between blocks is summed by the last of them to finish (a per-tile
+  // counter) from the partial tiles in global scratch, in block order
+  stream_k,
+  // `/pp`: ping-pong consumers: bm == wm, the two consumer warpgroups take alternate tiles (each a
+  // whole bm x bn tile), so one's epilogue overlaps the other's main loop
+  pingpong,
+  // `/mc`: 2-block thread-block clusters along M; the two blocks take M-adjacent tiles of one
+  // column and share its B tile: each fetches half of B's boxes and the TMA unit multicasts them
+  // into both blocks' shared memory (half the L2 -> SM traffic for B); a slot is refilled when the
+  // consumers of both blocks have released it
+  multicast,
+};
+// How the accumulators reach the output.
+enum class OutputStore {
+  plain,        // ordinary stores
+  evict_first,  // `/cs`, wgmma or mma.sync: evict-first (st.global.cs) stores
+  // `/ts`, the persistent TMA kernel: a plain f32 output leaves through shared memory and the TMA
+  // unit: each consumer warpgroup writes 32-column chunks of its rows into a 128-byte-swizzled
+  // double buffer and one thread issues a tensor-map store per chunk (cp.async.bulk.tensor ...
+  // bulk_group), which the TMA unit clips at the tensor's edges, instead of 64-bit stores from the
+  // registers
+  tma,
+};
+const char* name(MmaKind k);       // "wmma", "mma.sync", "wgmma"
+const char* name(OperandLoader k);  // "cp.async", "bulk", "tma-ws"
+const char* name(SplitKReduce k);  // "last-block", "atomic", "cluster"
+const char* name(CopyIssue k);     // "after-mma", "before-mma", "deep"
+const char* name(WsSchedule k);    // "grouped", "stream-k", "ping-pong", "multicast"
+const char* name(OutputStore k);   // "plain", "evict-first", "tma"
+
 // Tile configuration of a TensorCore kernel (elements). Warps = (bm/wm) * (bn/wn) * k_split.
 struct TcConfig {
   int bm = 128, bn = 128, bk = 32;  // block tile (stage level)
@@ -40,66 +121,30 @@ struct TcConfig {
   int k_split = 1;                  // warps sharing one output tile, each a slice of bk
   int stages = 3;                   // shared-memory buffers (2 = double buffering)
   // split-K across blocks: gridDim.y blocks share one output tile, each a contiguous range of K
-  // tiles; partial tiles go to global scratch and the last block to arrive (a per-tile counter)
-  // sums them in split order (deterministic) and runs the epilogue
+  // tiles, combined as `reduce` says
   int k_blocks = 1;
-  // sm_80+, f16: ldmatrix + mma.sync.m16n8k16 (inline PTX) instead of WMMA fragments
-  bool mma = false;
-  // split-K reduction by f32/s32 atomicAdd into the output, zeroed by a small kernel launched
-  // first (plain outputs only), instead of the last-block reduction
-  bool atomic_out = false;
-  // sm_90: the k_blocks blocks of a tile form a thread-block cluster and reduce their partial
-  // tiles through distributed shared memory (no global round trip, deterministic)
-  bool cluster = false;
-  // sm_90a, f16: warpgroup MMA (wgmma.mma_async) on operands in 128-byte-swizzled shared memory
-  // (filled by cp.async), one warpgroup (4 warps) per wm x bn slice (wm a multiple of 64), bk = 64
-  bool wgmma = false;
-  // wgmma: copies run stages - 1 K tiles ahead (a second barrier per K tile) instead of stages - 2
-  bool wg_deep = false;
-  // wgmma, plain outputs: evict-first (st.global.cs) accumulator stores
-  bool stream_out = false;
-  // wgmma with stream_out: operand copies with an L2 evict-last policy (createpolicy + cache_hint)
+  MmaKind mma = MmaKind::wmma;
+  OperandLoader loader = OperandLoader::cp_async;  // tma_ws goes with MmaKind::wgmma
+  SplitKReduce reduce = SplitKReduce::last_block;  // with k_blocks > 1
+  CopyIssue issue = CopyIssue::after_mma;          // with MmaKind::wgmma, OperandLoader::cp_async
+  WsSchedule schedule = WsSchedule::grouped;       // with OperandLoader::tma_ws
+  OutputStore store = OutputStore::plain;
+  // wgmma with OutputStore::evict_first: operand copies with an L2 evict-last policy (createpolicy
+  // + cache_hint), `/el`
   bool keep_operands = false;
-  // wgmma (not wg_deep): a K tile's copies are issued before its MMAs instead of after them
-  bool copies_first = false;
-  // sm_90, not wgmma: operand tiles whose rows are long contiguous runs (or a whole stage that
-  // is one run) are fetched by the bulk copy engine (cp.async.bulk, one copy per row, issued by
-  // one warp) completing on one mbarrier per stage, instead of 16-byte cp.async per thread
-  bool bulk = false;
-  // sm_90a wgmma, `/ws`: a persistent, warp-specialised kernel (kernel_wgmma_ws.h). A producer
-  // warpgroup issues TMA tensor-map copies (128-byte swizzle) into a ring of `stages` slots, each
-  // slot with a full and an empty mbarrier; the bm / wm consumer warpgroups run wgmma on a slot as
-  // soon as its bytes land and release it when their MMAs have read it (no block-wide barrier in
-  // the main loop); register reallocation (setmaxnreg) moves the producer's registers to the
-  // consumers; one block per SM walks the output tiles in grouped order, so the next tile's copies
-  // overlap this tile's epilogue.
-  bool tma_ws = false;
-  // tma_ws, `/sk`: stream-K for the tiles of the last waves (tile_policy.h stream_k_split): the
-  // full waves but one take whole tiles, the rest of the tiles' K iterations are cut into one
-  // equal contiguous range per block; a tile cut between blocks is summed by the last of them to
-  // finish (a per-tile counter) from the partial tiles in global scratch, in block order
-  bool stream_k = false;
-  // tma_ws, `/pp`: ping-pong consumers: bm == wm, the two consumer warpgroups take alternate tiles
-  // (each a whole bm x bn tile), so one's epilogue overlaps the other's main loop
-  bool pingpong = false;
-  // tma_ws, `/mc`: 2-block thread-block clusters along M; the two blocks take M-adjacent tiles of
-  // one column and share its B tile: each fetches half of B's boxes and the TMA unit multicasts
-  // them into both blocks' shared memory (half the L2 -> SM traffic for B); a slot is refilled
-  // when the consumers of both blocks have released it
-  bool multicast = false;
   // tma_ws, `/rp`: an operand the TMA unit cannot read in 128-byte rows in its own layout (a
   // blocked layout's 32-byte runs) is first copied into global scratch in the canonical order of
   // its role by a memory-bound kernel of the same program, and the kernel reads the copy
   // (repack_plan.h)
   bool repack = false;
-  // tma_ws, `/ts`: a plain f32 output leaves through shared memory and the TMA unit: each consumer
-  // warpgroup writes 32-column chunks of its rows into a 128-byte-swizzled double buffer and one
-  // thread issues a tensor-map store per chunk (cp.async.bulk.tensor ... bulk_group), which the
-  // TMA unit clips at the tensor's edges, instead of 64-bit stores from the registers
-  bool tma_store = false;
-  int warps() const { return wgmma ? 4 * (tma_ws ? (pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split; }
+  bool wgmma() const { return mma == MmaKind::wgmma; }
+  bool tma_ws() const { return loader == OperandLoader::tma_ws; }
+  int warps() const {
+    return wgmma() ? 4 * (tma_ws() ? (schedule == WsSchedule::pingpong ? 3 : bm / wm + 1) : bm / wm) : (bm / wm) * (bn / wn) * k_split;
+  }
   std::string to_string() const;    // "128x128x32/64x64/ks1/st3" (+ "/kb4" when k_blocks > 1, "/mma", "/wg")
-  static TcConfig parse(const std::string& text);  // to_string's form back; UserError naming the bad field
+  // to_string's form back; UserError naming the bad field, or two fields that are choices of one enum
+  static TcConfig parse(const std::string& text);
 };
 
 // Plan of the register-blocked SIMT contraction kernel (simt_gemm.h): contractions whose dtypes

@@ -33,9 +33,9 @@ void explain_mapping(const TcKernel& t) {
     t.explain.push_back("  implicit GEMM: " + std::string(t.c.a.producer ? t.c.a.producer->output : t.c.b.producer->output) +
                       " is not materialised; its padding guard and im2col addressing are in the shared-memory load");
   t.explain.push_back("  tiles " + cfg.to_string() + ": block " + S(cfg.bm) + "x" + S(cfg.bn) + " (stage level), " + S(cfg.warps()) +
-                    " warps" + (cfg.tma_ws ? " (one producer warpgroup)" : "") + ", each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(t.fm * t.fn) + " fragments" +
+                    " warps" + (cfg.tma_ws() ? " (one producer warpgroup)" : "") + ", each " + S(cfg.wm) + "x" + S(cfg.wn) + " = " + S(t.fm * t.fn) + " fragments" +
                     (cfg.k_split > 1 ? ", K of each tile split over " + S(cfg.k_split) + " warps and reduced in shared memory" : "") +
-                    (cfg.tma_ws ? std::string("; work units below")
+                    (cfg.tma_ws() ? std::string("; work units below")
                                  : "; grid " + S(t.tiles_m * t.tiles_n) + (cfg.k_blocks > 1 ? " x " + S(cfg.k_blocks) : "") + " x " + S(t.c.size_batch())));
   if (cfg.k_blocks == 1 && sms > 0 && t.tiles_m * t.tiles_n * t.c.size_batch() * 2 <= sms && cfg.bm < 128)
     t.explain.push_back("  split-K across blocks: not used: " + S(t.tiles_m * t.tiles_n * t.c.size_batch()) + " output tiles for " + S(sms) +
@@ -47,13 +47,13 @@ void explain_mapping(const TcKernel& t) {
                       " tiles of " + S(cfg.bk) + ") is split over " + S(cfg.k_blocks) + " blocks of " + S(k_tiles_per_block(t.c, cfg)) +
                       " K tiles (" + S(t.tiles_m * t.tiles_n * t.c.size_batch() * cfg.k_blocks) +
                       " blocks); " +
-                      (cfg.cluster ? std::string("the blocks of a tile are one thread-block cluster (sm_90): partial tiles stay in shared memory, "
+                      (cfg.reduce == SplitKReduce::cluster ? std::string("the blocks of a tile are one thread-block cluster (sm_90): partial tiles stay in shared memory, "
                                                  "each block sums a 1/" + S(cfg.k_blocks) + " slice of the tile over the cluster's shared memory "
                                                  "(distributed shared memory, rank order) and runs its part of the epilogue")
-                       : cfg.atomic_out ? std::string("partial tiles are atomically added into the zeroed output")
+                       : cfg.reduce == SplitKReduce::atomic ? std::string("partial tiles are atomically added into the zeroed output")
                                         : std::string("partial tiles in global scratch, the last block of a tile (atomic counter) sums them in "
                                                       "split order and runs the epilogue")));
-  if (cfg.tma_ws)
+  if (cfg.tma_ws())
     t.explain.push_back("  shared memory: " + S(cfg.stages) + " stages filled by the TMA unit (sm_90), 128-byte swizzle, " + S(t.smem) + " B");
   else
   t.explain.push_back("  shared memory: " + S(cfg.stages) + " stages (" + (t.async ? "cp.async, sm_80+" : "synchronous 128-bit loads, pre-sm_80") +
@@ -108,7 +108,7 @@ Launch emit_tensor_core(const kernel::Kernel& k, const Contraction& c0, const Tc
   explain_mapping(t);
   os << "\n/* TensorCore kernel for " << t.anchor.name << " (" << cfg.to_string() << ") */\n";
   emit_device_helpers(t);
-  if (cfg.tma_ws) {  // persistent warp-specialised kernel: its own body (kernel_wgmma_ws.h)
+  if (cfg.tma_ws()) {  // persistent warp-specialised kernel: its own body (kernel_wgmma_ws.h)
     emit_wgmma_ws_helpers(t);
     emit_kernel_signature(t);
     emit_wgmma_ws_body(t);

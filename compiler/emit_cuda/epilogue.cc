@@ -25,8 +25,8 @@ void direct_mma_store(const TcKernel& t) {
   os << "      const int row_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4, col_ = n0_ + wn_ + j * 8 + (lane_ % 4) * 2;\n";
   os << "      if (col_ < " << t.N << ") {\n";
   // stream_out: evict-first stores (st.global.cs), so the output does not push the operands out of L2
-  const std::string st0 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_) = (";
-  const std::string st1 = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_) = (";
+  const std::string st0 = cfg.store == OutputStore::evict_first ? "__stcs((float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)row_ * " + S(t.N) + " + col_) = (";
+  const std::string st1 = cfg.store == OutputStore::evict_first ? "__stcs((float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_), " : "*(float2*)(out_ + (long long)(row_ + 8) * " + S(t.N) + " + col_) = (";
   os << "        if (row_ < " << t.M << ") " << st0 << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
   os << "        if (row_ + 8 < " << t.M << ") " << st1 << "make_float2(acc_[i][j][2], acc_[i][j][3]));\n";
   os << "      }\n    }\n}\n";
@@ -418,8 +418,8 @@ void elementwise_stores(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
   // each block of a cluster: a 1/k_blocks slice of the tile
-  const std::string e0 = cfg.cluster ? "threadIdx.x * " + S(cfg.k_blocks) + " + blockIdx.y" : std::string("threadIdx.x");
-  const int step = cfg.cluster ? t.threads * cfg.k_blocks : t.threads;
+  const std::string e0 = cfg.reduce == SplitKReduce::cluster ? "threadIdx.x * " + S(cfg.k_blocks) + " + blockIdx.y" : std::string("threadIdx.x");
+  const int step = cfg.reduce == SplitKReduce::cluster ? t.threads * cfg.k_blocks : t.threads;
   // a thread keeps to the same 4 columns when its step is a whole number of tile rows
   ColumnValues columns;
   if (step % (cfg.bn / 4) == 0) columns = emit_column_values(t, "  ", "n0_ + ((" + e0 + ") % " + S(cfg.bn / 4) + ") * 4", 4);
@@ -428,7 +428,7 @@ void elementwise_stores(const TcKernel& t) {
   os << "    const int m_ = m0_ + row_;\n    if (m_ >= " << t.M << ") continue;\n";
   for (const auto& d : t.c.m) os << "    int ov_" << d.var << ";\n";
   t.decompose("    ", "m_", t.c.m, "ov_");
-  if (cfg.cluster) {
+  if (cfg.reduce == SplitKReduce::cluster) {
     // 16-byte loads of every block's and every warp slice's 4 partials, all issued before the sums
     const int parts = cfg.k_blocks * cfg.k_split;
     const std::string v4 = t.i8 ? "int4" : "float4";
@@ -451,7 +451,7 @@ void elementwise_stores(const TcKernel& t) {
   for (const auto& d : t.c.n) os << "      int ov_" << d.var << ";\n";
   t.decompose("      ", "n_", t.c.n, "ov_");
   os << "      " << t.acct << " v_ = 0;\n";
-  if (cfg.cluster)
+  if (cfg.reduce == SplitKReduce::cluster)
     os << "      v_ = cw_[q_];\n";
   else if (cfg.k_blocks > 1)
     os << "      #pragma unroll\n      for (int s_ = 0; s_ < " << cfg.k_blocks << "; ++s_) v_ += __ldcg(part_ + s_ * " << cfg.bm * cfg.bn
@@ -463,7 +463,7 @@ void elementwise_stores(const TcKernel& t) {
   os << "    }\n";
   if (vec) vector_stores(t, "    ", "blockIdx.z", "n0_ + col_", 4, false);
   os << "  }\n";
-  if (cfg.cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
+  if (cfg.reduce == SplitKReduce::cluster) os << "  tessel_cluster_sync();  /* no block leaves while the others read its shared memory */\n";
   os << "}\n";
 }
 
@@ -495,9 +495,9 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
   for (const auto& d : t.c.n) os << p4 << "int ov_" << d.var << ";\n";
   t.decompose(p4, "n_", t.c.n, "ov_");
   os << p4 << "const " << t.acct << " v_ = (&w_.x)[q_];\n";
-  emit_element(t, p4, cfg.stream_out, &columns, "q_");
+  emit_element(t, p4, cfg.store == OutputStore::evict_first, &columns, "q_");
   os << p3 << "}\n";
-  if (cfg.tma_store) {  // into the chunk's output buffer (rows of 128 B, unit u of row r at u ^ (r % 8)), for the TMA store
+  if (cfg.store == OutputStore::tma) {  // into the chunk's output buffer (rows of 128 B, unit u of row r at u ^ (r % 8)), for the TMA store
     const auto& [tensor, dt] = outs.at(0);
     const int per_row = kSwizzleRowBytes / dtype_bytes(dt), per_unit = kDescriptorUnitBytes / dtype_bytes(dt);
     os << p3 << "{ const int rr_ = e_ / " << gpr << ", cc_ = (e_ % " << gpr << ") * " << vec << ", bx_ = cc_ / " << per_row << ", u_ = (cc_ % "
@@ -506,7 +506,7 @@ void staged_vector_loop(const TcKernel& t, const std::string& p2, const ColumnVa
        << " + ((u_ ^ (rr_ & 7)) * " << per_unit << ") + cc_ % " << per_unit << ");\n";
     os << p3 << "  *o_ = *(const " << vector_type(dt, vec) << "*)sv_" << tensor << "; }\n";
   } else {
-    vector_stores(t, p3, "bz_", "nb_", vec, cfg.stream_out);
+    vector_stores(t, p3, "bz_", "nb_", vec, cfg.store == OutputStore::evict_first);
   }
   os << p2 << "}\n";
 }
@@ -574,7 +574,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const auto& cfg = t.cfg;
   // accumulator element (i, j, q) of lane l: row i * 64 + (warp's 16 rows) + l / 4 (+ 8 for q >= 2),
   // column j * 8 + (l % 4) * 2 (+ 1 for odd q): the m16n8 layout of each warp's wgmma slice
-  if (cfg.tma_store && t.c.plain_output) {
+  if (cfg.store == OutputStore::tma && t.c.plain_output) {
     // 32-column chunks of the warpgroup's wm rows: rows of 128 B, 16-byte unit u of row r at u ^ (r % 8)
     // (the tensor map's 128-byte swizzle), two buffers: a chunk is written while the TMA unit reads
     // the one before; one thread per warpgroup waits for the reads and issues the stores
@@ -584,7 +584,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
                         "tensor-map store per chunk (clipped at the output's edges)");
     os << pad << "{\n";
     const std::string p1 = pad + "  ";
-    os << p1 << "const int ew_ = " << (cfg.pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
+    os << p1 << "const int ew_ = " << (cfg.schedule == WsSchedule::pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
        << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ", wr_ = wm_ - wrow0_;\n";
     os << p1 << "const bool lead_ = threadIdx.x % " << wpgt << " == 0;\n";
     os << p1 << "#pragma unroll\n" << p1 << "for (int c_ = 0; c_ < " << cfg.bn / cw << "; ++c_) {\n";
@@ -605,13 +605,13 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   }
   if (t.direct) {
     t.explain.push_back("  epilogue from registers: accumulators stored straight to global memory (64-bit stores" +
-                        std::string(cfg.stream_out ? ", evict-first" : "") + ")");
+                        std::string(cfg.store == OutputStore::evict_first ? ", evict-first" : "") + ")");
     os << pad << t.acct << "* out_ = t_" << t.anchor.output << " + (long long)bz_ * " << t.M * t.N << "LL;\n";
     os << pad << "#pragma unroll\n" << pad << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "  #pragma unroll\n" << pad
        << "  for (int j = 0; j < " << t.fn8 << "; ++j) {\n";
     os << pad << "    const int row_ = m0_ + wm_ + i * " << t.rstep << " + lane_ / 4, col_ = n0_ + j * 8 + (lane_ % 4) * 2;\n";
-    const std::string st = cfg.stream_out ? "__stcs((float2*)(out_ + (long long)" : "*(float2*)(out_ + (long long)";
-    const std::string mid = cfg.stream_out ? "), " : ") = (";
+    const std::string st = cfg.store == OutputStore::evict_first ? "__stcs((float2*)(out_ + (long long)" : "*(float2*)(out_ + (long long)";
+    const std::string mid = cfg.store == OutputStore::evict_first ? "), " : ") = (";
     os << pad << "    if (col_ < " << t.N << ") {\n";
     os << pad << "      if (row_ < mend_) " << st << "row_ * " << t.N << " + col_" << mid << "make_float2(acc_[i][j][0], acc_[i][j][1]));\n";
     os << pad << "      if (row_ + 8 < mend_) " << st << "(row_ + 8) * " << t.N << " + col_" << mid
@@ -626,18 +626,18 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const int cw = kStagedChunkColumns, ld = cw + kAccumulatorRowPad;
   t.explain.push_back("  epilogue: each consumer warpgroup stages " + S(cfg.wm) + "x" + S(cw) +
                       " accumulator chunks in shared memory, then the fused statements and " +
-                      (cfg.tma_store ? std::string("the results into a 128-byte-swizzled chunk of the output that one thread stores through "
+                      (cfg.store == OutputStore::tma ? std::string("the results into a 128-byte-swizzled chunk of the output that one thread stores through "
                                                    "the TMA unit (clipped at the output's edges)")
-                                     : "coalesced stores" + std::string(cfg.stream_out ? " (evict-first)" : "")));
+                                     : "coalesced stores" + std::string(cfg.store == OutputStore::evict_first ? " (evict-first)" : "")));
   os << pad << "{\n";
   const std::string p1 = pad + "  ";
-  os << p1 << "const int ew_ = " << (cfg.pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
+  os << p1 << "const int ew_ = " << (cfg.schedule == WsSchedule::pingpong ? "cw_" : "wg_") << ", wrow0_ = wm_ - (warp_ % " << t.m.warps_per_warpgroup << ") * "
      << t.m.wgmma->m / int(t.m.warps_per_warpgroup) << ";\n";
   os << p1 << "float* es_ = Es_ + ew_ * " << cfg.wm * ld << ";\n";
   os << p1 << "const int wt_ = threadIdx.x % " << t.m.threads_per_warpgroup() << ", wr_ = wm_ - wrow0_;\n";
-  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;
+  const int consumers = cfg.schedule == WsSchedule::pingpong ? 2 : cfg.bm / cfg.wm;
   std::string out_type;
-  if (cfg.tma_store) {  // the fused output's chunk per consumer warpgroup, after the accumulator chunks, for the TMA store
+  if (cfg.store == OutputStore::tma) {  // the fused output's chunk per consumer warpgroup, after the accumulator chunks, for the TMA store
     out_type = storage_type(t.c.stored_outputs.at(0).second);
     os << p1 << out_type << "* ob_ = (" << out_type << "*)(Es_ + " << consumers * cfg.wm * ld << ") + ew_ * " << cfg.wm * cw << ";\n";
     os << p1 << "const bool lead_ = threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0;\n";
@@ -652,7 +652,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   const ColumnValues columns =
       vec > 1 ? emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + (wt_ % " + S(cw / vec) + ") * " + S(vec), vec)
               : emit_column_values(t, p2, "n0_ + c_ * " + S(cw) + " + wt_ % " + S(cw), 1);
-  if (cfg.tma_store) os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 0;\\n\" ::: \"memory\");  /* the last store has read ob_ */\n";
+  if (cfg.store == OutputStore::tma) os << p2 << "if (lead_) asm volatile(\"cp.async.bulk.wait_group.read 0;\\n\" ::: \"memory\");  /* the last store has read ob_ */\n";
   os << p2 << warpgroup_barrier(t) << "  /* the chunk before is read */\n";
   os << p2 << "#pragma unroll\n" << p2 << "for (int i = 0; i < " << t.fmx << "; ++i)\n" << p2 << "  #pragma unroll\n" << p2 << "  for (int jj = 0; jj < " << cw / 8
      << "; ++jj) {\n";
@@ -661,7 +661,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
   os << p2 << "    *(float2*)(p_ + 8 * " << ld << ") = make_float2(acc_[i][c_ * " << cw / 8 << " + jj][2], acc_[i][c_ * " << cw / 8 << " + jj][3]);\n";
   os << p2 << "  }\n";
   os << p2 << warpgroup_barrier(t) << "  /* the chunk is staged */\n";
-  if (cfg.tma_store) {
+  if (cfg.store == OutputStore::tma) {
     TESSEL_CHECK(vec > 1, "emit_cuda: TMA stores of fused outputs need the 4-column groups");
     staged_vector_loop(t, p2, columns, vec);
     const int per_row = kSwizzleRowBytes / dtype_bytes(t.c.stored_outputs.at(0).second);
@@ -680,7 +680,7 @@ void register_epilogue(const TcKernel& t, const std::string& pad) {
     for (const auto& d : t.c.n) os << p3 << "int ov_" << d.var << ";\n";
     t.decompose(p3, "n_", t.c.n, "ov_");
     os << p3 << "const " << t.acct << " v_ = (" << t.acct << ")es_[(e_ / " << cw << ") * " << ld << " + e_ % " << cw << "];\n";
-    emit_element(t, p3, cfg.stream_out, &columns);
+    emit_element(t, p3, cfg.store == OutputStore::evict_first, &columns);
     os << p2 << "}\n";
   }
   os << p1 << "}\n" << pad << "}\n";
@@ -692,9 +692,9 @@ void emit_epilogue(const TcKernel& t, std::vector<Launch>* before) {
   stage_accumulators(t);
   if (t.cfg.k_blocks > 1) {
     // cluster: the warps' K slices stay apart; the stores sum k_blocks x k_split partials
-    if (t.cfg.cluster) {
+    if (t.cfg.reduce == SplitKReduce::cluster) {
       t.os << "  tessel_cluster_sync();  /* every block's partial tile is in its shared memory */\n";
-    } else if (t.cfg.atomic_out) {
+    } else if (t.cfg.reduce == SplitKReduce::atomic) {
       const std::string zero = atomic_reduction(t);
       if (before) before->push_back(zero_output_launch(t, zero));
       return;

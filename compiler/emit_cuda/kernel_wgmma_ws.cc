@@ -19,11 +19,11 @@ void tile_coordinates(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
   // multicast: tile_ numbers pairs of M-adjacent tiles (rows of 2 * bm); cluster rank crank_ takes one
-  const int64_t rows = cfg.multicast ? (t.tiles_m + 1) / 2 : t.tiles_m;
+  const int64_t rows = cfg.schedule == WsSchedule::multicast ? (t.tiles_m + 1) / 2 : t.tiles_m;
   os << pad << "const int bz_ = tile_ / " << rows * t.tiles_n << ", pid_ = tile_ % " << rows * t.tiles_n << ";\n";
   os << pad << "const int group_ = " << kRasterGroupRows << " * " << t.tiles_n << ", first_m_ = (pid_ / group_) * " << kRasterGroupRows << ";\n";
   os << pad << "const int gsize_ = min(" << rows << " - first_m_, " << kRasterGroupRows << ");\n";
-  if (cfg.multicast)
+  if (cfg.schedule == WsSchedule::multicast)
     os << pad << "const int m0_ = ((first_m_ + (pid_ % group_) % gsize_) * 2 + (int)crank_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn
        << ";\n";
   else if (const int64_t seg = m_segment(t.c, cfg); seg > 0) {  // tiles cut per segment of seg rows; rows past it are not stored
@@ -47,7 +47,7 @@ void tile_coordinates(const TcKernel& t, const std::string& pad) {
 void work_loop(const TcKernel& t, const PersistentSplit& ps, const std::string& pad, const std::function<void(const std::string&, bool)>& body) {
   auto& os = t.os;
   if (ps.dp_tiles > 0) {
-    if (t.cfg.multicast)  // a pair of tiles per cluster
+    if (t.cfg.schedule == WsSchedule::multicast)  // a pair of tiles per cluster
       os << pad << "for (int tile_ = blockIdx.x / 2; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks / 2 << ") {\n";
     else
       os << pad << "for (int tile_ = blockIdx.x; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks << ") {\n";
@@ -149,7 +149,7 @@ void tma_copies(const TcKernel& t, const TmaPlan& p, bool k_inner, const std::st
   }
   std::string batch;
   for (const auto& v : p.batch_vars) batch += ", bv_" + v;
-  const bool shared = t.cfg.multicast && &p == &t.tb;  // B of a 2-block cluster: this block fetches every other box for both
+  const bool shared = t.cfg.schedule == WsSchedule::multicast && &p == &t.tb;  // B of a 2-block cluster: this block fetches every other box for both
   for (int b = 0; b < p.boxes; ++b) {
     const std::string dst = smem + " + s_ * " + stage_elems + (b ? " + " + S(b * p.box_elems) : "");
     const std::string coords = k_inner ? "(kt0_ + kt) * " + S(t.cfg.bk) + ", " + origin + (b ? " + " + S(b * int64_t(p.map.box[1])) : "")
@@ -205,10 +205,10 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
   };
   for (int r : ranks) {
     load_helper(r, false);
-    if (t.cfg.multicast) load_helper(r, true);
+    if (t.cfg.schedule == WsSchedule::multicast) load_helper(r, true);
   }
-  if (t.cfg.tma_store) emit_tma_store_helpers(t);
-  if (t.cfg.multicast)
+  if (t.cfg.store == OutputStore::tma) emit_tma_store_helpers(t);
+  if (t.cfg.schedule == WsSchedule::multicast)
     os << "static __device__ __forceinline__ void tessel_mbar_arrive_peer(unsigned long long* bar, unsigned rank) {  /* the barrier at the same offset in block `rank` */\n"
           "  unsigned a;\n  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(a) : \"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(rank));\n"
           "  asm volatile(\"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\\n\" ::\"r\"(a) : \"memory\");\n}\n";
@@ -224,8 +224,8 @@ void ws_prologue(const TcKernel& t, const PersistentSplit& ps) {
   const auto& cfg = t.cfg;
   const int S_ = cfg.stages;
   const int wpg = int(t.m.warps_per_warpgroup);
-  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
-  const int readers = cfg.pingpong ? 1 : consumers;          // warpgroups reading each slot
+  const int consumers = cfg.schedule == WsSchedule::pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
+  const int readers = cfg.schedule == WsSchedule::pingpong ? 1 : consumers;          // warpgroups reading each slot
   os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
   os << "  unsigned char* smem_ = smem_raw_ + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023u)) & 1023u);\n";
   os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
@@ -238,15 +238,15 @@ void ws_prologue(const TcKernel& t, const PersistentSplit& ps) {
   // ping-pong: order_[w] completes a phase when warpgroup w has issued a tile's MMAs; the other
   // warpgroup starts its next tile only then, so it never waits on a slot's barrier more than one
   // phase ahead (the parity test cannot tell phases two apart)
-  if (cfg.pingpong) os << "  __shared__ __align__(8) unsigned long long order_[2];\n";
+  if (cfg.schedule == WsSchedule::pingpong) os << "  __shared__ __align__(8) unsigned long long order_[2];\n";
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ", lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << S_ << "; ++s) {\n"
      << "      tessel_mbar_init(full_ + s, 1);  /* the producer's arrival + the copies' bytes */\n"
-     << "      tessel_mbar_init(empty_ + s, " << readers * wpg * (cfg.multicast ? 2 : 1) << ");  /* one arrival per warp that reads the slot"
-     << (cfg.multicast ? ", in both blocks of the cluster" : "") << " */\n    }\n"
-     << (cfg.pingpong ? "    tessel_mbar_init(order_, " + S(wpg) + ");\n    tessel_mbar_init(order_ + 1, " + S(wpg) + ");\n" : std::string())
+     << "      tessel_mbar_init(empty_ + s, " << readers * wpg * (cfg.schedule == WsSchedule::multicast ? 2 : 1) << ");  /* one arrival per warp that reads the slot"
+     << (cfg.schedule == WsSchedule::multicast ? ", in both blocks of the cluster" : "") << " */\n    }\n"
+     << (cfg.schedule == WsSchedule::pingpong ? "    tessel_mbar_init(order_, " + S(wpg) + ");\n    tessel_mbar_init(order_ + 1, " + S(wpg) + ");\n" : std::string())
      << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
-  if (cfg.multicast) {  // both blocks' barriers exist before either block's copies or arrivals reach them
+  if (cfg.schedule == WsSchedule::multicast) {  // both blocks' barriers exist before either block's copies or arrivals reach them
     os << "  unsigned crank_;\n  asm volatile(\"mov.u32 %0, %%cluster_ctarank;\\n\" : \"=r\"(crank_));\n";
     os << "  tessel_cluster_sync();\n";
   } else {
@@ -294,7 +294,7 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
   const int wpg = int(t.m.warps_per_warpgroup);
   os << "  } else {\n";
   os << "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
-  if (cfg.pingpong)  // warpgroup cw_ takes the block's tiles cw_, cw_ + 2, ...: whole tiles, rows from 0
+  if (cfg.schedule == WsSchedule::pingpong)  // warpgroup cw_ takes the block's tiles cw_, cw_ + 2, ...: whole tiles, rows from 0
     os << "    const int cw_ = __shfl_sync(0xffffffffu, warp_ / " << wpg << ", 0) - 1, wg_ = 0;  /* warp-uniform (a uniform register) */\n";
   else
     os << "    const int wg_ = warp_ / " << wpg << " - 1;\n";
@@ -302,10 +302,10 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
   os << "    float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
   // a consumer warp's release of a slot: its own block's empty barrier, and with multicast the peer's
   auto release = [&](const std::string& bar) {
-    return cfg.multicast ? "{ tessel_mbar_arrive(" + bar + "); tessel_mbar_arrive_peer(" + bar + ", crank_ ^ 1u); }" : "tessel_mbar_arrive(" + bar + ");";
+    return cfg.schedule == WsSchedule::multicast ? "{ tessel_mbar_arrive(" + bar + "); tessel_mbar_arrive_peer(" + bar + ", crank_ ^ 1u); }" : "tessel_mbar_arrive(" + bar + ");";
   };
   auto consumer_body = [&](const std::string& pad, bool sk_part) {
-    if (cfg.pingpong)  // the other warpgroup has issued the MMAs of the block's previous tile
+    if (cfg.schedule == WsSchedule::pingpong)  // the other warpgroup has issued the MMAs of the block's previous tile
       os << pad << "if (lt_ > 0) tessel_mbar_wait(order_ + (1 - cw_), ((lt_ - 1) >> 1) & 1);\n";
     zero_accumulators(t, t.fmx, pad);
     os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
@@ -317,7 +317,7 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
     os << pad << "  tessel_wg_wait<1>();  /* the previous K tile's MMAs are done: release its slot */\n";
     os << pad << "  if (kt > 0 && lane_ == 0) " << release("empty_ + (it_ + " + S(S_ - 1) + ") % " + S(S_)) << "\n";
     os << pad << "}\n";
-    if (cfg.pingpong) os << pad << "__syncwarp();\n" << pad << "if (lane_ == 0) tessel_mbar_arrive(order_ + cw_);  /* this tile's MMAs are issued */\n";
+    if (cfg.schedule == WsSchedule::pingpong) os << pad << "__syncwarp();\n" << pad << "if (lane_ == 0) tessel_mbar_arrive(order_ + cw_);  /* this tile's MMAs are issued */\n";
     os << pad << "tessel_wg_wait<0>();\n";
     os << pad << "if (lane_ == 0) " << release("empty_ + (it_ + " + S(S_ - 1) + ") % " + S(S_)) << "\n";
     fence_accumulators(t, pad);
@@ -328,7 +328,7 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
     register_epilogue(t, pad + "  ");
     os << pad << "}\n";
   };
-  if (cfg.pingpong) {
+  if (cfg.schedule == WsSchedule::pingpong) {
     // the block's j-th tile is j * grid + blockIdx.x and fills slots from j * K tiles on; each
     // warpgroup walks its own tiles (no branch around the MMAs: ptxas would serialise them)
     os << "    for (int lt_ = cw_;; lt_ += 2) {\n";
@@ -344,7 +344,7 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
     os << "    int it_ = 0;\n";
     work_loop(t, ps, "    ", consumer_body);
   }
-  if (cfg.tma_store)  // the buffers stay valid until the TMA unit has read them (and the stores are issued)
+  if (cfg.store == OutputStore::tma)  // the buffers stay valid until the TMA unit has read them (and the stores are issued)
     os << "    if (threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0) asm volatile(\"cp.async.bulk.wait_group 0;\\n\" ::: \"memory\");\n";
   os << "  }\n";
 }
@@ -353,16 +353,16 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
 void ws_explain(const TcKernel& t, const PersistentSplit& ps) {
   const auto& cfg = t.cfg;
   const int S_ = cfg.stages;
-  const int consumers = cfg.pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
+  const int consumers = cfg.schedule == WsSchedule::pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
                       S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
                       " registers); " + S(S_) + "-stage ring of " + S((t.ta.stage_bytes + t.tb.stage_bytes) / 1024) +
                       " KiB slots with full/empty mbarriers, 128-byte swizzle, no block-wide barrier in the main loop; cluster 1x1x1");
-  if (cfg.multicast)
+  if (cfg.schedule == WsSchedule::multicast)
     t.explain.push_back("  TMA multicast: 2-block clusters along M share each B tile; each block fetches half of its boxes into both blocks' "
                         "shared memory; a slot is refilled once the consumers of both blocks released it; cluster 2x1x1");
-  if (cfg.pingpong)
+  if (cfg.schedule == WsSchedule::pingpong)
     t.explain.push_back("  ping-pong: the 2 consumer warpgroups take alternate tiles of the block (each a whole " + S(cfg.bm) + "x" + S(cfg.bn) +
                         " tile), so one's epilogue overlaps the other's main loop");
   t.explain.push_back("  tile scheduler: persistent grid of " + S(ps.blocks) + " blocks (at most one per SM) over " + S(output_tiles(t.c, cfg)) +
@@ -372,7 +372,7 @@ void ws_explain(const TcKernel& t, const PersistentSplit& ps) {
     t.explain.push_back("  stream-K: the last " + S(ps.sk_tiles) + " tiles' " + S(ps.sk_iterations()) + " K iterations cut into " + S(ps.blocks) +
                         " equal ranges, one per block; a tile cut between blocks is summed from their partial tiles in global scratch by the "
                         "last to finish (per-tile counter), in block order (deterministic)");
-  else if (cfg.stream_k)
+  else if (cfg.schedule == WsSchedule::stream_k)
     t.explain.push_back("  stream-K: not needed, the tiles are whole waves");
   auto copies = [&](const std::string& name, const TmaPlan& p) {
     if (p.im2col)
@@ -398,7 +398,7 @@ void emit_wgmma_ws_body(const TcKernel& t) {
   ws_prologue(t, ps);
   ws_producer(t, ps);
   ws_consumers(t, ps);
-  if (t.cfg.multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
+  if (t.cfg.schedule == WsSchedule::multicast)  // no block leaves while its peer may still multicast into it or arrive on its barriers
     t.os << "  tessel_cluster_sync();\n";
   t.os << "}\n";
   ws_explain(t, ps);

@@ -16,7 +16,7 @@ constexpr int kMaxAccumulatorsForTwoBlocks = 64;
 }  // namespace
 
 int min_blocks_per_sm(const TcKernel& t) {
-  if (!t.wg || t.cfg.tma_ws) return 1;  // the persistent kernel: one block per SM
+  if (!t.wg || t.cfg.tma_ws()) return 1;  // the persistent kernel: one block per SM
   // one block's prologue and epilogue overlap the other's main loop when both fit in an SM
   const int accumulators_per_thread = (t.cfg.wm / t.m.wgmma->m) * t.cfg.bn / 2;
   const bool fits_twice = 2 * (t.smem + int64_t(t.m.shared_bytes_reserved_per_block)) <= int64_t(t.m.shared_bytes_per_sm);
@@ -25,11 +25,11 @@ int min_blocks_per_sm(const TcKernel& t) {
 
 void emit_kernel_signature(const TcKernel& t) {
   const TcConfig& cfg = t.cfg;
-  t.os << "extern \"C\" __global__ void " << (cfg.cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "")
-       << (cfg.multicast ? "__cluster_dims__(2, 1, 1) " : "") << "__launch_bounds__("
+  t.os << "extern \"C\" __global__ void " << (cfg.reduce == SplitKReduce::cluster ? "__cluster_dims__(1, " + S(cfg.k_blocks) + ", 1) " : "")
+       << (cfg.schedule == WsSchedule::multicast ? "__cluster_dims__(2, 1, 1) " : "") << "__launch_bounds__("
        << t.threads << (t.wg ? ", " + S(min_blocks_per_sm(t)) : "") << ") " << t.name << "(" << kernel_parameters(t.k)
-       << (cfg.tma_ws ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "")
-       << (cfg.tma_ws && cfg.tma_store ? ", const __grid_constant__ tessel_tmap tmap_c_" : "") << ") {\n";
+       << (cfg.tma_ws() ? ", const __grid_constant__ tessel_tmap tmap_a_, const __grid_constant__ tessel_tmap tmap_b_" : "")
+       << (cfg.tma_ws() && cfg.store == OutputStore::tma ? ", const __grid_constant__ tessel_tmap tmap_c_" : "") << ") {\n";
 }
 
 Launch main_launch(const TcKernel& t) {
@@ -40,11 +40,11 @@ Launch main_launch(const TcKernel& t) {
   l.grid[2] = unsigned(t.c.size_batch());
   l.block = unsigned(t.threads);
   l.dynamic_shared_bytes = uint32_t(t.smem);
-  if (t.cfg.tma_ws) {  // persistent: one block per SM walks the work units; the operands' tensor maps
+  if (t.cfg.tma_ws()) {  // persistent: one block per SM walks the work units; the operands' tensor maps
     l.grid[0] = unsigned(persistent_split(t.c, t.cfg, t.m).blocks);
     l.grid[1] = l.grid[2] = 1;
     l.tensor_maps = {t.ta.map, t.tb.map};
-    if (t.cfg.tma_store) l.tensor_maps.push_back(output_store_map(t));  // the output's, for the TMA stores
+    if (t.cfg.store == OutputStore::tma) l.tensor_maps.push_back(output_store_map(t));  // the output's, for the TMA stores
   }
   return l;
 }

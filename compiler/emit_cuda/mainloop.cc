@@ -32,7 +32,7 @@ std::string pdl_entry(const TcKernel& t) {
   // pdl_prefetch) go before the wait, in a cp.async group of their own that precedes the
   // pipeline's groups (so every wait_group below still covers them)
   const bool pre_a = t.launch.pdl && t.launch.prefetch_a && !t.ba.ok, pre_b = t.launch.pdl && t.launch.prefetch_b && !t.bb.ok;
-  const int prologue = t.wg ? (cfg.wg_deep ? cfg.stages - 1 : cfg.stages - 2) : cfg.stages - 1;
+  const int prologue = t.wg ? (cfg.issue == CopyIssue::deep ? cfg.stages - 1 : cfg.stages - 2) : cfg.stages - 1;
   const std::string prologue_loads = std::string(pre_a ? "" : "load_a(s, kt0_ + s); ") + (pre_b ? "" : "load_b(s, kt0_ + s); ");
   if (pre_a || pre_b) {
     os << "  /* PDL: " << (pre_a ? t.c.a.tensor : "") << (pre_a && pre_b ? " and " : "") << (pre_b ? t.c.b.tensor : "")
@@ -57,7 +57,7 @@ void cp_async_pipeline(const TcKernel& t, const std::string& prologue_loads) {
   os << "  #pragma unroll\n  for (int s = 0; s < " << cfg.stages - 1 << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
   os << "    tessel_cp_wait<" << cfg.stages - 2 << ">();\n";
-  if (cfg.bulk) os << "    tessel_mbar_wait(tessel_bar_ + kt % " << cfg.stages << ", (kt / " << cfg.stages << ") & 1);\n";
+  if (cfg.loader == OperandLoader::bulk) os << "    tessel_mbar_wait(tessel_bar_ + kt % " << cfg.stages << ", (kt / " << cfg.stages << ") & 1);\n";
   os << "    __syncthreads();\n";
   os << "    { const int nt = kt + " << cfg.stages - 1 << "; if (nt < kt_total_) { load_a(nt % " << cfg.stages << ", kt0_ + nt); load_b(nt % "
      << cfg.stages << ", kt0_ + nt); } tessel_cp_commit(); }\n";

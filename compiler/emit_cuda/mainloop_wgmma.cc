@@ -71,7 +71,7 @@ void wgmma_k_tile(const TcKernel& t, const std::string& pad) {
   // bm rows x 32 B per 16-deep K step (8-row groups 256 B apart); an N-major B holds 16-wide atoms
   // of 16 K rows (512 B apart, LBO), 8 K rows 256 B apart (SBO), a K step = bn x 32 B
   const int nb32 = kNarrowSwizzleBytes, g8 = 8 * nb32;
-  const bool a32 = cfg.tma_ws && t.ta.map.swizzle_bytes == nb32, b32 = cfg.tma_ws && t.tb.map.swizzle_bytes == nb32;
+  const bool a32 = cfg.tma_ws() && t.ta.map.swizzle_bytes == nb32, b32 = cfg.tma_ws() && t.tb.map.swizzle_bytes == nb32;
   const std::string adesc =
       a32 ? "tessel_wg_desc32(as_ + (wg_ * " + S(cfg.wm) + " + i * " + S(w.m) + ") * " + S(nb32 / t.eb) + ", 16, " + S(g8) + ") + (unsigned long long)(kq * " +
                 S(cfg.bm * nb32 / kDescriptorUnitBytes) + ")"
@@ -99,19 +99,19 @@ void wgmma_mainloop(const TcKernel& t, const std::string& prologue_loads) {
   // barrier). wg_deep, D = stages - 1: slot of tile kt - 1, complete after this iteration's
   // wait_group 1 and a second barrier.
   const int S_ = cfg.stages;
-  const int D_ = cfg.wg_deep ? S_ - 1 : S_ - 2;
+  const int D_ = cfg.issue == CopyIssue::deep ? S_ - 1 : S_ - 2;
   os << "  #pragma unroll\n  for (int s = 0; s < " << D_ << "; ++s) {\n    if (s < kt_total_) { " << prologue_loads << "}\n    tessel_cp_commit();\n  }\n";
   os << "  for (int kt = 0; kt < kt_total_; ++kt) {\n";
   os << "    tessel_cp_wait<" << D_ - 1 << ">();\n    tessel_fence_proxy_async();  /* cp.async data -> the async proxy (wgmma) */\n    __syncthreads();\n";
   const std::string copies = "    { const int nt = kt + " + S(D_) + "; if (nt < kt_total_) { load_a(nt % " + S(S_) + ", kt0_ + nt); load_b(nt % " +
                              S(S_) + ", kt0_ + nt); } tessel_cp_commit(); }\n";
-  if (cfg.copies_first) os << copies;  // /cf: the copies before the MMA issue (slot of tile kt - 2, free as above)
+  if (cfg.issue == CopyIssue::before_mma) os << copies;  // /cf: the copies before the MMA issue (slot of tile kt - 2, free as above)
   os << "    const " << t.ft << "* as_ = As_ + (kt % " << S_ << ") * " << t.a_stage << ";\n";
   os << "    const " << t.ft << "* bs_ = Bs_ + (kt % " << S_ << ") * " << t.b_stage << ";\n";
   wgmma_k_tile(t, "    ");
-  if (cfg.wg_deep) os << "    tessel_wg_wait<1>();\n    __syncthreads();  /* tile kt - 1's slot is free in every warpgroup */\n";
-  if (!cfg.copies_first) os << copies;
-  if (!cfg.wg_deep) os << "    tessel_wg_wait<1>();\n";
+  if (cfg.issue == CopyIssue::deep) os << "    tessel_wg_wait<1>();\n    __syncthreads();  /* tile kt - 1's slot is free in every warpgroup */\n";
+  if (cfg.issue != CopyIssue::before_mma) os << copies;
+  if (cfg.issue != CopyIssue::deep) os << "    tessel_wg_wait<1>();\n";
   os << "  }\n";
   os << "  tessel_wg_wait<0>();\n";
   fence_accumulators(t, "  ");

@@ -151,14 +151,14 @@ int64_t OperandCopy::elements() const {
 RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m, uint64_t scratch_offset) {
   RepackPlan r;
   r.contraction = c;
-  if (!g.tma_ws) return r.why = "operand copies (/rp) feed the persistent TMA kernel (/ws)", r;
+  if (!g.tma_ws()) return r.why = "operand copies (/rp) feed the persistent TMA kernel (/ws)", r;
   if (!m.has(isa::GpuFeature::TensorMaps)) return r.why = "the machine has no tensor maps (TMA)", r;
   uint64_t cursor = scratch_offset;
   std::vector<std::string> kept;
   // operand `which` of `x` (0: A, 1: B) as the TMA unit reads it with these tiles
   auto plan_of = [&](int which, const Contraction& x) {
     return own_plan(which == 0 ? x.a : x.b, x, which == 0 ? x.m : x.n, which == 0 ? g.bm : g.bn, which == 0 ? x.size_m() : x.size_n(), g, m,
-                    which == 1 && g.multicast ? 2 : 1);
+                    which == 1 && g.schedule == WsSchedule::multicast ? 2 : 1);
   };
   auto needs_copy = [&](int which, const Contraction& x) {
     const TmaPlan t = plan_of(which, x);

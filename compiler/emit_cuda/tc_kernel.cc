@@ -138,15 +138,15 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   M = c.size_m(), N = c.size_n(), K = c.size_k();
   async = m.has(isa::GpuFeature::CpAsync);
   threads = cfg.warps() * int(m.warp_size);
-  wg = cfg.wgmma;
+  wg = cfg.wgmma();
   pa = plan_operand(c.a, c, k.sizes, c.m, c.k, cfg.bm, cfg.bk, M, m, wg);
   pb = plan_operand(c.b, c, k.sizes, c.n, c.k, cfg.bn, cfg.bk, N, m, wg);
-  if (cfg.bulk) {
+  if (cfg.loader == OperandLoader::bulk) {
     ba = bulk_plan(pa, c, m), bb = bulk_plan(pb, c, m);
     if (ba.whole) pa.pad = 0;  // one copy per stage: the shared rows are the global ones
     if (bb.whole) pb.pad = 0;
   }
-  if (cfg.tma_ws) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m, cfg.multicast ? 2 : 1);
+  if (cfg.tma_ws()) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m, cfg.schedule == WsSchedule::multicast ? 2 : 1);
   i8 = c.in_type == DType::I8;
   ft = i8 ? "signed char" : storage_type(c.in_type);  // __half, or __nv_bfloat16 (WMMA only)
   acct = i8 ? "int" : "float";
@@ -159,12 +159,12 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   a_stage = pa.stage_elems(), b_stage = pb.stage_elems();
   const int64_t pipe_bytes = cfg.stages * (a_stage + b_stage) * eb;
   direct = direct_store(c, cfg);
-  const int64_t epi_bytes = direct || cfg.tma_ws ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;  // tma_ws: epilogue from registers
+  const int64_t epi_bytes = direct || cfg.tma_ws() ? 0 : int64_t(cfg.k_split) * cfg.bm * ldc * 4;  // tma_ws: epilogue from registers
   smem = (std::max(pipe_bytes, epi_bytes) + kSharedAlignBytes - 1) / kSharedAlignBytes * kSharedAlignBytes + (wg ? kSwizzleAlignBytes : 0);  // wgmma: stages on swizzle boundaries
-  if (cfg.tma_ws) smem += ws_epilogue_bytes(c, cfg);  // the epilogue's staging chunks, after the stages
+  if (cfg.tma_ws()) smem += ws_epilogue_bytes(c, cfg);  // the epilogue's staging chunks, after the stages
   tiles_m = m_tiles(c, cfg), tiles_n = (N + cfg.bn - 1) / cfg.bn;
   name = "tessel_wmma_" + k.name;
-  mma = cfg.mma || wg;  // wgmma accumulators have the mma.sync m16n8 layout per warp
+  mma = cfg.mma != MmaKind::wmma;  // wgmma accumulators have the mma.sync m16n8 layout per warp
   fn8 = m.mma_sync ? cfg.wn / m.mma_sync->n : 0;  // m16n8 accumulator tiles along N (mma.sync and wgmma layout)
   rstep = wg ? m.wgmma->m : m.wmma.m;
   fmx = wg ? cfg.wm / m.wgmma->m : fm;
@@ -190,10 +190,10 @@ void TcKernel::decompose(const std::string& pad, const std::string& lin, const s
 void emit_device_helpers(const TcKernel& t) {
   auto& os = t.os;
   const auto& cfg = t.cfg;
-  if (cfg.multicast)  // the persistent kernel's cluster barrier (set-up and exit); cluster split-K has its own helpers below
+  if (cfg.schedule == WsSchedule::multicast)  // the persistent kernel's cluster barrier (set-up and exit); cluster split-K has its own helpers below
     os << "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
           "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
-  if (cfg.cluster) {
+  if (cfg.reduce == SplitKReduce::cluster) {
     os << "static __device__ __forceinline__ unsigned tessel_cluster_addr(const void* p, unsigned rank) {\n"
           "  unsigned r;\n"
           "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\\n\" : \"=r\"(r) : \"r\"((unsigned)__cvta_generic_to_shared(p)), \"r\"(rank));\n"
@@ -206,7 +206,7 @@ void emit_device_helpers(const TcKernel& t) {
           "static __device__ __forceinline__ void tessel_cluster_sync() {\n"
           "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\\n\" ::: \"memory\");\n}\n";
   }
-  if (cfg.bulk)
+  if (cfg.loader == OperandLoader::bulk)
     os << "static __device__ __forceinline__ void tessel_bulk_g2s(void* smem, const void* gmem, unsigned bytes, unsigned long long* bar) {\n"
           "  asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\\n\"\n"
           "               ::\"r\"((unsigned)__cvta_generic_to_shared(smem)), \"l\"(gmem), \"r\"(bytes), \"r\"((unsigned)__cvta_generic_to_shared(bar)) : \"memory\");\n}\n"
@@ -231,7 +231,7 @@ void emit_preamble(const TcKernel& t) {
   os << "  " << t.ft << "* As_ = (" << t.ft << "*)smem_;\n";
   os << "  " << t.ft << "* Bs_ = (" << t.ft << "*)(smem_ + " << cfg.stages * t.a_stage * t.eb << ");\n";
   os << "  (void)scratch;\n";
-  if (cfg.bulk) {  // one transaction barrier per stage; phase u of stage s completes tile u * stages + s
+  if (cfg.loader == OperandLoader::bulk) {  // one transaction barrier per stage; phase u of stage s completes tile u * stages + s
     os << "  __shared__ __align__(8) unsigned long long tessel_bar_[" << cfg.stages << "];\n";
     os << "  if (threadIdx.x == 0) {\n    #pragma unroll\n    for (int s = 0; s < " << cfg.stages
        << "; ++s) asm volatile(\"mbarrier.init.shared::cta.b64 [%0], 1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(tessel_bar_ + s)));\n";
@@ -291,7 +291,7 @@ void emit_operand_loaders(const TcKernel& t) {
   else loader(t, "a", t.pa, "As_");
   if (t.bb.ok) bulk_loader("b", t.pb, t.bb, "Bs_", !t.ba.ok);
   else loader(t, "b", t.pb, "Bs_");
-  if (cfg.bulk) {
+  if (cfg.loader == OperandLoader::bulk) {
     std::string how;
     for (const auto& [nm, b] : {std::pair<std::string, const BulkPlan*>{t.c.a.tensor, &t.ba}, {t.c.b.tensor, &t.bb}})
       how += (how.empty() ? "" : "; ") + nm + (b->ok ? b->whole ? ": one bulk copy per stage" : ": " + S(b->rows) + " bulk row copies per stage"

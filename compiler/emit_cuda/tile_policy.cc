@@ -35,56 +35,56 @@ std::string over_budget(const isa::GpuMachine& m, int64_t pipe, int64_t epi) {
 // The wgmma-specific rules (sm_90a: warpgroups, swizzled operands, bk = 64).
 std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
   if (!m.wgmma || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
-  if (g.mma || g.k_split != 1 || (g.k_blocks != 1 && !g.tma_ws)) return "wgmma tiles take no K split and no mma.sync";
-  if (g.tma_ws) {
+  if (g.k_split != 1 || (g.k_blocks != 1 && !g.tma_ws())) return "wgmma tiles take no K split and no mma.sync";
+  if (g.tma_ws()) {
     if (!m.has(GpuFeature::TensorMaps)) return "the persistent TMA kernel (/ws) needs tensor maps (sm_90)";
-    if (g.wg_deep || g.copies_first || g.keep_operands || g.bulk || g.cluster || g.atomic_out)
+    if (g.issue != CopyIssue::after_mma || g.keep_operands || g.reduce != SplitKReduce::last_block)
       return "the persistent TMA kernel (/ws) takes none of /wgd /cf /el /bc /cl /red";
     if (g.k_blocks != 1) return "the persistent TMA kernel (/ws) splits K by stream-K (/sk), not /kb";
   }
-  if (g.stream_out && !direct_store(c, g) && !g.tma_ws) return "streaming stores need a plain output (or the persistent kernel's register epilogue)";
-  if (g.keep_operands && !g.stream_out) return "evict-last operand copies go with evict-first output stores";
-  if (g.copies_first && g.wg_deep) return "copies before the MMA issue need the stages - 2 distance (no /wgd)";
+  if (g.store == OutputStore::evict_first && !direct_store(c, g) && !g.tma_ws()) return "streaming stores need a plain output (or the persistent kernel's register epilogue)";
+  if (g.keep_operands && g.store != OutputStore::evict_first) return "evict-last operand copies go with evict-first output stores";
   const int wgm = m.wgmma->m;
   if (g.bk != kWgmmaBk || g.wm % wgm || g.wn != g.bn || g.bn > m.wgmma->n || g.wm / wgm > kMaxWarpgroupTilesM)
     return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
-  if (g.stages < (g.tma_ws ? 2 : 3)) return "wgmma tiles need at least 3 stages (one MMA group stays in flight; 2 with /ws)";
+  if (g.stages < (g.tma_ws() ? 2 : 3)) return "wgmma tiles need at least 3 stages (one MMA group stays in flight; 2 with /ws)";
   if (g.warps() > kMaxWarpgroupsPerBlock * int(m.warps_per_warpgroup)) return "wgmma tiles take at most 3 warpgroups";
   const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m, true);
   const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m, true);
   if (a.vec == 1 || b.vec == 1) return "wgmma tiles need 16-byte loads of both operands";
   if ((!a.k_inner && g.wm % kWgmmaBk) || (!b.k_inner && g.bn % kWgmmaBk)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
-  if (g.tma_ws) {
-    const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m, g.multicast ? 2 : 1);
+  if (g.tma_ws()) {
+    const bool mc = g.schedule == WsSchedule::multicast;
+    const TmaPlan ta = tma_plan(a, c, m), tb = tma_plan(b, c, m, mc ? 2 : 1);
     if (!ta.ok) return "TMA for " + c.a.tensor + ": " + ta.why;
     if (!tb.ok) return "TMA for " + c.b.tensor + ": " + tb.why;
-    if (g.multicast && ta.m_segment > 0) return "TMA multicast (/mc) pairs M tiles; a blocked window's tiles are cut per output row";
+    if (mc && ta.m_segment > 0) return "TMA multicast (/mc) pairs M tiles; a blocked window's tiles are cut per output row";
   }
   const int64_t pipe = int64_t(g.stages) * (g.bm + g.bn) * g.bk * elem_bytes(c.in_type) + kSwizzleAlignBytes + ws_epilogue_bytes(c, g);
   // the persistent kernel's epilogue runs from the registers (its staging chunks are in `pipe`)
-  const int64_t epi = direct_store(c, g) || g.tma_ws ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
+  const int64_t epi = direct_store(c, g) || g.tma_ws() ? 0 : shared_epilogue_bytes(g, 1) + kSwizzleAlignBytes;
   return over_budget(m, pipe, epi);
 }
 
 // The rules of the variants (split-K across blocks, mma.sync, clusters, store and copy flavours).
 std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  if (g.mma && (!m.mma_sync || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
+  if (g.mma == MmaKind::mma_sync && (!m.mma_sync || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
     return "mma.sync tiles need sm_80+, f16 operands and no K split";
-  if (g.atomic_out && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
-  if (g.cluster && (!m.has(GpuFeature::ThreadBlockClusters) || g.k_blocks < 2 || g.k_blocks > int(m.cluster_max_blocks) || g.atomic_out))
+  if (g.reduce == SplitKReduce::atomic && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
+  if (g.reduce == SplitKReduce::cluster && (!m.has(GpuFeature::ThreadBlockClusters) || g.k_blocks < 2 || g.k_blocks > int(m.cluster_max_blocks)))
     return "cluster split-K needs sm_90+ and 2..8 blocks per tile";
   if (g.k_blocks > 1 && (g.k_blocks - 1) * k_tiles_per_block(c, g) >= k_tiles(c, g))
     return "split-K over " + S(g.k_blocks) + " blocks leaves a block without K tiles";
   if (g.warps() > kMaxWarpsPerBlock) return "more than 16 warps per block";
-  if (g.stream_out && !g.wgmma && !g.mma) return "streaming stores are for the wgmma and mma.sync accumulators";
-  if (g.keep_operands && !g.wgmma) return "evict-last operand copies are for wgmma tiles";
-  if (g.copies_first && !g.wgmma) return "copies before the MMA issue are a wgmma variant";
-  if (g.stream_k && !g.tma_ws) return "stream-K (/sk) is a variant of the persistent TMA kernel (/ws)";
-  if (g.pingpong && (!g.tma_ws || g.bm != g.wm || g.stream_k)) return "ping-pong consumers (/pp) need /ws, bm = wm (a tile per warpgroup) and no /sk";
-  if (g.multicast && (!g.tma_ws || g.stream_k || g.pingpong || !m.has(GpuFeature::ThreadBlockClusters) || m.cluster_max_blocks < 2))
+  if (g.store == OutputStore::evict_first && g.mma == MmaKind::wmma) return "streaming stores are for the wgmma and mma.sync accumulators";
+  if (g.keep_operands && !g.wgmma()) return "evict-last operand copies are for wgmma tiles";
+  if (g.issue == CopyIssue::before_mma && !g.wgmma()) return "copies before the MMA issue are a wgmma variant";
+  if (g.schedule == WsSchedule::stream_k && !g.tma_ws()) return "stream-K (/sk) is a variant of the persistent TMA kernel (/ws)";
+  if (g.schedule == WsSchedule::pingpong && (!g.tma_ws() || g.bm != g.wm)) return "ping-pong consumers (/pp) need /ws, bm = wm (a tile per warpgroup) and no /sk";
+  if (g.schedule == WsSchedule::multicast && (!g.tma_ws() || !m.has(GpuFeature::ThreadBlockClusters) || m.cluster_max_blocks < 2))
     return "TMA multicast (/mc) needs /ws without /sk or /pp, and thread-block clusters (sm_90)";
-  if (g.tma_store) {
-    if (!g.tma_ws || g.stream_out) return "TMA stores (/ts) are an epilogue of the persistent TMA kernel (/ws), without /cs";
+  if (g.store == OutputStore::tma) {
+    if (!g.tma_ws()) return "TMA stores (/ts) are an epilogue of the persistent TMA kernel (/ws), without /cs";
     // the TMA unit clips the tails: unlike the register stores, any M
     if (!c.plain_output && !tma_store_fused(c)) return "TMA stores (/ts) need a plain f32 output or one dense f16 / f32 output of the fused statements";
     if (c.plain_output && c.acc_type != DType::F32) return "TMA stores (/ts) of a plain output need f32 accumulators";
@@ -93,8 +93,8 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
     if ((c.size_n() * ob) % kTmaAlignBytes) return "TMA stores (/ts): output rows not a multiple of 16 bytes";
     if (c.batch.size() > 1) return "TMA stores (/ts): at most one batch dim";
   }
-  if (g.bulk) {
-    if (!m.has(GpuFeature::BulkCopy) || g.wgmma || g.k_blocks != 1)
+  if (g.loader == OperandLoader::bulk) {
+    if (!m.has(GpuFeature::BulkCopy) || g.wgmma() || g.k_blocks != 1)
       return "bulk operand copies need sm_90+, WMMA or mma.sync tiles and no split-K across blocks";
     const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m);
     const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m);
@@ -106,9 +106,66 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
 
 }  // namespace
 
+const char* name(MmaKind k) {
+  switch (k) {
+    case MmaKind::wmma: return "wmma";
+    case MmaKind::mma_sync: return "mma.sync";
+    case MmaKind::wgmma: return "wgmma";
+  }
+  return "?";
+}
+const char* name(OperandLoader k) {
+  switch (k) {
+    case OperandLoader::cp_async: return "cp.async";
+    case OperandLoader::bulk: return "bulk";
+    case OperandLoader::tma_ws: return "tma-ws";
+  }
+  return "?";
+}
+const char* name(SplitKReduce k) {
+  switch (k) {
+    case SplitKReduce::last_block: return "last-block";
+    case SplitKReduce::atomic: return "atomic";
+    case SplitKReduce::cluster: return "cluster";
+  }
+  return "?";
+}
+const char* name(CopyIssue k) {
+  switch (k) {
+    case CopyIssue::after_mma: return "after-mma";
+    case CopyIssue::before_mma: return "before-mma";
+    case CopyIssue::deep: return "deep";
+  }
+  return "?";
+}
+const char* name(WsSchedule k) {
+  switch (k) {
+    case WsSchedule::grouped: return "grouped";
+    case WsSchedule::stream_k: return "stream-k";
+    case WsSchedule::pingpong: return "ping-pong";
+    case WsSchedule::multicast: return "multicast";
+  }
+  return "?";
+}
+const char* name(OutputStore k) {
+  switch (k) {
+    case OutputStore::plain: return "plain";
+    case OutputStore::evict_first: return "evict-first";
+    case OutputStore::tma: return "tma";
+  }
+  return "?";
+}
+
 std::string TcConfig::to_string() const {
+  auto flag = [](bool on, const char* text) { return std::string(on ? text : ""); };
+  const bool cp_wgmma = wgmma() && !tma_ws();
   return S(bm) + "x" + S(bn) + "x" + S(bk) + "/" + S(wm) + "x" + S(wn) + "/ks" + S(k_split) + "/st" + S(stages) +
-         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + (mma ? "/mma" : "") + (atomic_out ? "/red" : "") + (cluster ? "/cl" : "") + (wgmma && !tma_ws ? (wg_deep ? "/wgd" : "/wg") : "") + (stream_out ? "/cs" : "") + (keep_operands ? "/el" : "") + (copies_first ? "/cf" : "") + (bulk ? "/bc" : "") + (tma_ws ? "/ws" : "") + (stream_k ? "/sk" : "") + (pingpong ? "/pp" : "") + (multicast ? "/mc" : "") + (repack ? "/rp" : "") + (tma_store ? "/ts" : "");
+         (k_blocks > 1 ? "/kb" + S(k_blocks) : "") + flag(mma == MmaKind::mma_sync, "/mma") + flag(reduce == SplitKReduce::atomic, "/red") +
+         flag(reduce == SplitKReduce::cluster, "/cl") + (cp_wgmma ? (issue == CopyIssue::deep ? "/wgd" : "/wg") : "") +
+         flag(store == OutputStore::evict_first, "/cs") + flag(keep_operands, "/el") + flag(issue == CopyIssue::before_mma, "/cf") +
+         flag(loader == OperandLoader::bulk, "/bc") + flag(tma_ws(), "/ws") + flag(schedule == WsSchedule::stream_k, "/sk") +
+         flag(schedule == WsSchedule::pingpong, "/pp") + flag(schedule == WsSchedule::multicast, "/mc") + flag(repack, "/rp") +
+         flag(store == OutputStore::tma, "/ts");
 }
 
 TcConfig TcConfig::parse(const std::string& text) {
@@ -145,24 +202,32 @@ TcConfig TcConfig::parse(const std::string& text) {
   g.k_split = number(parts[2].substr(2), "k split");
   if (parts[3].rfind("st", 0) != 0) fail("fourth field must be stN");
   g.stages = number(parts[3].substr(2), "stages");
+  // a field choosing a value of an enum that an earlier field chose otherwise is refused by name
+  std::string chosen[6];  // the field that chose each enum: main loop, copy, reduce, issue, schedule, store
+  auto choose = [&](auto& slot, auto value, int which, const char* what, const std::string& f) {
+    if (!chosen[which].empty() && slot != value)
+      fail("'/" + chosen[which] + "' and '/" + f + "' are two choices of the " + what + " (" + name(slot) + ", " + name(value) + "); give one");
+    slot = value;
+    if (chosen[which].empty()) chosen[which] = f;
+  };
   for (size_t i = 4; i < parts.size(); ++i) {
     const std::string& f = parts[i];
     if (f.rfind("kb", 0) == 0) g.k_blocks = number(f.substr(2), "k blocks");
-    else if (f == "mma") g.mma = true;
-    else if (f == "red") g.atomic_out = true;
-    else if (f == "cl") g.cluster = true;
-    else if (f == "wg") g.wgmma = true;
-    else if (f == "wgd") g.wgmma = g.wg_deep = true;
-    else if (f == "cs") g.stream_out = true;
+    else if (f == "mma") choose(g.mma, MmaKind::mma_sync, 0, "main-loop instructions", f);
+    else if (f == "red") choose(g.reduce, SplitKReduce::atomic, 2, "split-K reduction", f);
+    else if (f == "cl") choose(g.reduce, SplitKReduce::cluster, 2, "split-K reduction", f);
+    else if (f == "wg") choose(g.mma, MmaKind::wgmma, 0, "main-loop instructions", f);
+    else if (f == "wgd") choose(g.mma, MmaKind::wgmma, 0, "main-loop instructions", f), choose(g.issue, CopyIssue::deep, 3, "copy issue", f);
+    else if (f == "cs") choose(g.store, OutputStore::evict_first, 5, "output store", f);
     else if (f == "el") g.keep_operands = true;
-    else if (f == "cf") g.copies_first = true;
-    else if (f == "bc") g.bulk = true;
-    else if (f == "ws") g.wgmma = g.tma_ws = true;
-    else if (f == "sk") g.stream_k = true;
-    else if (f == "pp") g.pingpong = true;
-    else if (f == "mc") g.multicast = true;
+    else if (f == "cf") choose(g.issue, CopyIssue::before_mma, 3, "copy issue", f);
+    else if (f == "bc") choose(g.loader, OperandLoader::bulk, 1, "operand loader", f);
+    else if (f == "ws") choose(g.mma, MmaKind::wgmma, 0, "main-loop instructions", f), choose(g.loader, OperandLoader::tma_ws, 1, "operand loader", f);
+    else if (f == "sk") choose(g.schedule, WsSchedule::stream_k, 4, "persistent schedule", f);
+    else if (f == "pp") choose(g.schedule, WsSchedule::pingpong, 4, "persistent schedule", f);
+    else if (f == "mc") choose(g.schedule, WsSchedule::multicast, 4, "persistent schedule", f);
     else if (f == "rp") g.repack = true;
-    else if (f == "ts") g.tma_store = true;
+    else if (f == "ts") choose(g.store, OutputStore::tma, 5, "output store", f);
     else fail("unknown field '" + f + "'");
   }
   if (g.to_string() != text) fail("fields out of order or repeated (this reads as " + g.to_string() + ")");
@@ -170,11 +235,11 @@ TcConfig TcConfig::parse(const std::string& text) {
 }
 
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g) {
-  const int consumers = g.pingpong ? 2 : g.bm / g.wm;
-  if (g.tma_ws && g.tma_store && c.plain_output) return int64_t(consumers) * 2 * g.wm * kTmaStoreChunkColumns * kAccumulatorBytes;
-  if (!g.tma_ws || direct_store(c, g)) return 0;
+  const int consumers = g.schedule == WsSchedule::pingpong ? 2 : g.bm / g.wm;
+  if (g.tma_ws() && g.store == OutputStore::tma && c.plain_output) return int64_t(consumers) * 2 * g.wm * kTmaStoreChunkColumns * kAccumulatorBytes;
+  if (!g.tma_ws() || direct_store(c, g)) return 0;
   const int64_t staged = int64_t(consumers) * g.wm * (kStagedChunkColumns + kAccumulatorRowPad) * kAccumulatorBytes;
-  if (!g.tma_store || !tma_store_fused(c)) return staged;
+  if (g.store != OutputStore::tma || !tma_store_fused(c)) return staged;
   // then each consumer warpgroup's chunk of the fused output, which the TMA unit stores
   return staged + int64_t(consumers) * g.wm * kStagedChunkColumns * dtype_bytes(c.stored_outputs[0].second);
 }
@@ -193,7 +258,7 @@ int64_t k_tiles_per_block(const Contraction& c, const TcConfig& g) { return (k_t
 int64_t m_segment(const Contraction& c, const TcConfig& g) {
   BlockedWindow v;
   // a repacked kernel reads copies, never a blocked window (repack_plan.h refuses a narrow copy)
-  if (!g.tma_ws || g.repack || !blocked_window(c.a, c.m, c.k, c.sizes, v).empty()) return 0;
+  if (!g.tma_ws() || g.repack || !blocked_window(c.a, c.m, c.k, c.sizes, v).empty()) return 0;
   return v.Q * v.NI;
 }
 
@@ -211,7 +276,7 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
   PersistentSplit p;
   const int64_t tiles = output_tiles(c, g);
   p.k_tiles = k_tiles(c, g);
-  if (g.multicast) {  // units are pairs of M-adjacent tiles, one per 2-block cluster
+  if (g.schedule == WsSchedule::multicast) {  // units are pairs of M-adjacent tiles, one per 2-block cluster
     const int64_t pairs = c.size_batch() * ((c.size_m() + 2 * g.bm - 1) / (2 * g.bm)) * ((c.size_n() + g.bn - 1) / g.bn);
     p.blocks = 2 * std::min<int64_t>(pairs, m.sm_count / 2);
     p.dp_tiles = pairs;
@@ -220,7 +285,7 @@ PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const 
   p.blocks = std::min<int64_t>(tiles, m.sm_count);
   p.dp_tiles = tiles;
   const int64_t sms = m.sm_count;
-  if (g.stream_k && tiles % sms) {  // the last wave is partial: it and the full wave before it go stream-K over every SM
+  if (g.schedule == WsSchedule::stream_k && tiles % sms) {  // the last wave is partial: it and the full wave before it go stream-K over every SM
     p.dp_tiles = std::max<int64_t>(tiles / sms - 1, 0) * sms;
     p.sk_tiles = tiles - p.dp_tiles;
     p.blocks = std::min<int64_t>(sms, p.sk_iterations());
@@ -232,13 +297,13 @@ namespace {
 
 // split-K and stream-K scratch (before any operand copies)
 uint64_t counter_scratch_bytes(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  if (g.tma_ws && g.stream_k) {  // a counter per stream-K tile, two partial tiles per block (its first and last range piece)
+  if (g.tma_ws() && g.schedule == WsSchedule::stream_k) {  // a counter per stream-K tile, two partial tiles per block (its first and last range piece)
     const PersistentSplit p = persistent_split(c, g, m);
     if (p.sk_tiles == 0) return 0;
     const int64_t counters = (p.sk_tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
     return uint64_t(counters + p.blocks * 2 * int64_t(g.bm) * g.bn * 4);
   }
-  if (g.k_blocks <= 1 || g.atomic_out || g.cluster) return 0;
+  if (g.k_blocks <= 1 || g.reduce != SplitKReduce::last_block) return 0;
   const int64_t tiles = output_tiles(c, g);
   const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
   return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
@@ -271,7 +336,7 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const isa::
   if (g.stages < 2) return "at least 2 shared-memory stages";
   if (g.k_blocks < 1) return "k_blocks must be at least 1";
   if (std::string why = variant_obstacle(c, g, m); !why.empty()) return why;
-  if (g.wgmma) return wgmma_obstacle(c, g, m);
+  if (g.wgmma()) return wgmma_obstacle(c, g, m);
   if ((g.wm / f.m) * (g.wn / f.n) > kMaxFragmentsPerWarp) return "more than 16 accumulator fragments per warp";
   const int eb = elem_bytes(c.in_type), vec = int(m.vector_access_bytes) / eb;
   const int64_t a = std::max<int64_t>(int64_t(g.bm) * (g.bk + vec), int64_t(g.bk) * (g.bm + vec));
@@ -318,10 +383,9 @@ struct CandidateList {
     // a fused output, whose output chunk costs a stage (conv+bn+relu 193.6 against 178.3 us, H200,
     // docs/results/bench_gpu_fused_tma_store_h200.json)
     TcConfig s = g;
-    s.stream_out = false;
-    s.tma_store = true;
+    s.store = OutputStore::tma;
     while (s.stages > 3 && !fits(s)) --s.stages;  // room for the store buffers
-    const bool ts = g.stream_out && !g.stream_k && !g.multicast;
+    const bool ts = g.store == OutputStore::evict_first && g.schedule != WsSchedule::stream_k && g.schedule != WsSchedule::multicast;
     if (ts && c.plain_output) with_copies(s);
     with_copies(g);
     if (ts && !c.plain_output) with_copies(s);
@@ -342,27 +406,28 @@ struct CandidateList {
                                                           {128, 64, 64, 64, 64, 1, 8},
                                                           {128, 128, 64, 128, 128, 1, 6},    // ping-pong: a tile per consumer
                                                           {64, 256, 64, 64, 256, 1, 5}}) {
-          g.wgmma = g.tma_ws = true;
-          g.pingpong = g.bm == g.wm;
+          g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
+          const WsSchedule base = g.bm == g.wm ? WsSchedule::pingpong : WsSchedule::grouped;
+          g.schedule = base;
           // room for the epilogue staging: stages come off only while the tile is over the budget,
           // as itself or reading operand copies (an operand the TMA unit cannot read in place is
           // not a reason to shorten the ring)
           while (g.stages > 3 && !fits(g)) --g.stages;
           for (bool sk : {false, true}) {  // stream-K for the last waves where the tiles are not whole waves
-            if (sk && (output_tiles(c, g) % m.sm_count == 0 || g.pingpong)) continue;
-            g.stream_k = sk;
-            g.stream_out = true;  // evict-first stores first (measured 1.1-1.8x faster on an H200: the output leaves the operands in L2)
+            if (sk && (output_tiles(c, g) % m.sm_count == 0 || base == WsSchedule::pingpong)) continue;
+            g.schedule = sk ? WsSchedule::stream_k : base;
+            g.store = OutputStore::evict_first;  // evict-first stores first (measured 1.1-1.8x faster on an H200: the output leaves the operands in L2)
             add_ws(g);
-            g.stream_out = false;
+            g.store = OutputStore::plain;
             add_ws(g);
           }
-          g.stream_k = false;
-          if (!g.pingpong) {  // B multicast across a 2-block cluster
-            g.multicast = true;
-            g.stream_out = true;
+          if (base != WsSchedule::pingpong) {  // B multicast across a 2-block cluster
+            g.schedule = WsSchedule::multicast;
+            g.store = OutputStore::evict_first;
             add_ws(g);
-            g.multicast = g.stream_out = false;
+            g.store = OutputStore::plain;
           }
+          g.schedule = base;
         }
       }
       if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
@@ -373,23 +438,22 @@ struct CandidateList {
                                                           {256, 128, 64, 128, 128, 1, 4},
                                                           {128, 128, 64, 64, 128, 1, 6},
                                                           {128, 128, 64, 64, 128, 1, 3}}) {
-          g.wgmma = true;
+          g.mma = MmaKind::wgmma;
           if (direct_store(c, g)) {  // evict-first output stores (measured +10 % on 4096^3, +17 % on the seed conv) first
-            g.stream_out = true;
+            g.store = OutputStore::evict_first;
             add(g);
-            g.copies_first = true;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
+            g.issue = CopyIssue::before_mma;  // copies issued before the MMAs of the K tile (-9 % on the seed conv)
             add(g);
-            g.copies_first = false;
-            g.wg_deep = true;
+            g.issue = CopyIssue::deep;
             add(g);
-            g.stream_out = g.wg_deep = false;
+            g.store = OutputStore::plain, g.issue = CopyIssue::after_mma;
           }
           add(g);
-          g.wg_deep = true;
+          g.issue = CopyIssue::deep;
           add(g);
         }
         TcConfig g3{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups: fewer L2 bytes per flop, but spills today
-        g3.wgmma = true;
+        g3.mma = MmaKind::wgmma;
         add(g3);
       }
       add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
@@ -400,7 +464,7 @@ struct CandidateList {
                                                           {128, 128, 32, 64, 64, 1, 4},
                                                           {128, 128, 32, 32, 64, 1, 4},
                                                           {128, 256, 64, 64, 64, 1, 4}}) {
-          g.mma = true;
+          g.mma = MmaKind::mma_sync;
           add(g);
         }
       }
@@ -421,12 +485,12 @@ struct CandidateList {
       // 128-row tiles as wide as N allows, where they still make 64 tiles; without them the
       // 16-row WMMA tiles won (40-50 TFLOP/s on the H200, ResNet-50 batch 32)
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 128, 64, 64, 128, 1, 6}, {128, 64, 64, 64, 64, 1, 8}}) {
-        g.wgmma = g.tma_ws = true;
+        g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
         if (g.bn > N || output_tiles(c, g) < 64) continue;
         while (g.stages > 3 && !fits(g)) --g.stages;
-        g.stream_out = true;
+        g.store = OutputStore::evict_first;
         add_ws(g);
-        g.stream_out = false;
+        g.store = OutputStore::plain;
         add_ws(g);
       }
     }
@@ -442,16 +506,16 @@ struct CandidateList {
     if (!(M >= 128 && N >= 128 && K >= 512 && tiles128 < 64)) return;
     if (!m.wgmma || c.in_type != DType::F16 || !m.has(GpuFeature::TensorMaps)) return;
     for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 8}, {128, 128, 64, 64, 128, 1, 6}}) {
-      g.wgmma = g.tma_ws = true;
+      g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
       while (g.stages > 3 && !fits(g)) --g.stages;
       for (bool sk : {true, false}) {
-        g.stream_k = sk;
-        g.stream_out = true;
+        g.schedule = sk ? WsSchedule::stream_k : WsSchedule::grouped;
+        g.store = OutputStore::evict_first;
         add_ws(g);
       }
     }
   }
-  static bool is_mid_ws(const TcConfig& g) { return g.tma_ws && g.bm == 128 && (g.bn == 64 || g.bn == 128); }
+  static bool is_mid_ws(const TcConfig& g) { return g.tma_ws() && g.bm == 128 && (g.bn == 64 || g.bn == 128); }
 
   // medium problems with a short K (K <= 256; sizes need not be multiples of 16): enough 64x64
   // output tiles for every SM, too few K tiles for the K split of the skinny tiles to pay. Measured
@@ -465,7 +529,7 @@ struct CandidateList {
     return plain_gemm && K <= 256 && sms > 0 && blocks64 * 2 >= sms;
   }
   static bool is_medium(const TcConfig& g) {
-    return g.bm == 64 && (g.bn == 64 || g.bn == 128) && g.bk <= 64 && g.k_split == 1 && g.k_blocks == 1 && !g.wgmma && !g.bulk;
+    return g.bm == 64 && (g.bn == 64 || g.bn == 128) && g.bk <= 64 && g.k_split == 1 && g.k_blocks == 1 && !g.wgmma() && g.loader != OperandLoader::bulk;
   }
   void medium_tiles() {
     if (!medium_problem()) return;
@@ -473,18 +537,18 @@ struct CandidateList {
                                                       {64, 128, 32, 32, 64, 1, 4},
                                                       {64, 64, 64, 32, 32, 1, 3}}) {
       if (m.mma_sync && c.in_type == DType::F16) {
-        g.mma = true;
+        g.mma = MmaKind::mma_sync;
         add(g);
-        g.mma = false;
+        g.mma = MmaKind::wmma;
       }
       add(g);
     }
     // the persistent TMA kernel with small tiles (measured with the others, ranked after the medium tiles)
     if (m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps) && M >= 128 && N >= 64)
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 4}, {128, 128, 64, 64, 128, 1, 4}, {64, 128, 64, 64, 128, 1, 4}}) {
-        g.wgmma = g.tma_ws = true;
-        g.pingpong = g.bm == g.wm;
-        g.stream_out = direct_store(c, g);
+        g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
+        g.schedule = g.bm == g.wm ? WsSchedule::pingpong : WsSchedule::grouped;
+        g.store = direct_store(c, g) ? OutputStore::evict_first : OutputStore::plain;
         add(g);
       }
   }
@@ -542,12 +606,11 @@ struct CandidateList {
           g.stages = int(std::max<int64_t>(2, std::min<int64_t>(6, k_tiles_per_block(c, g) + 1)));
           if (!config_obstacle(c, g, m).empty()) g.stages = 2;
           if (config_obstacle(c, g, m).empty()) split.push_back(g);
-          g.atomic_out = true;
+          g.reduce = SplitKReduce::atomic;
           if (config_obstacle(c, g, m).empty()) split.push_back(g);
-          g.atomic_out = false;
-          g.cluster = true;
+          g.reduce = SplitKReduce::cluster;
           if (config_obstacle(c, g, m).empty()) split.push_back(g);
-          g.cluster = false;
+          g.reduce = SplitKReduce::last_block;
         }
       }
     }
@@ -562,8 +625,8 @@ struct CandidateList {
     if (!m.has(GpuFeature::BulkCopy) || sms <= 0) return;
     std::vector<TcConfig> bulk;
     for (TcConfig g : out) {
-      if (g.wgmma || g.k_blocks != 1 || output_tiles(c, g) > 2 * sms) continue;
-      g.bulk = true;
+      if (g.wgmma() || g.k_blocks != 1 || output_tiles(c, g) > 2 * sms) continue;
+      g.loader = OperandLoader::bulk;
       if (config_obstacle(c, g, m).empty()) bulk.push_back(g);
     }
     out.insert(out.end(), bulk.begin(), bulk.end());
@@ -598,7 +661,7 @@ struct CandidateList {
     std::stable_sort(out.begin(), out.end(), [&](const TcConfig& x, const TcConfig& y) {
       auto score = [&](const TcConfig& g) {
         const int64_t blocks = output_tiles(c, g) * g.k_blocks;
-        if (gathered && g.k_blocks == 1 && !g.tma_ws) {
+        if (gathered && g.k_blocks == 1 && !g.tma_ws()) {
           // small tiles, K over 8 warps, 128-deep K tiles; tiles leaving SMs idle last
           const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
           return 1.0 + (g.bm >= 128 ? 5.0 : 0.0) + 0.25 * std::log2(double(g.bm) * g.bn / 256.0) +
@@ -610,7 +673,7 @@ struct CandidateList {
           // H200: WMMA 3-5 % faster for tn and nn, within 1 % for nt); 32-deep K tiles
           if (is_medium(g)) {
             const bool wide_fills = B * ((M + 63) / 64) * ((N + 127) / 128) >= int64_t(sm_f);
-            return 0.5 + ((g.bn == 128) == wide_fills ? 0.0 : 0.1) + (g.mma ? 0.05 : 0.0) +
+            return 0.5 + ((g.bn == 128) == wide_fills ? 0.0 : 0.1) + (g.mma == MmaKind::mma_sync ? 0.05 : 0.0) +
                    (g.bk == 32 ? 0.0 : 0.02);
           }
           if (g.bm >= 128 && blocks < int64_t(sm_f)) return 0.8;  // big tiles that leave SMs idle
@@ -620,8 +683,8 @@ struct CandidateList {
         // tiles over operand copies (/rp, added right after each /ws tile, so first among equals)
         // measured 189-197 us for the best four against /wg's 431 us (H200,
         // docs/results/bench_gpu_conv_blocked_h200.json)
-        if (g.bm >= 128 && g.tma_ws && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
-        if (is_mid_ws(g) && blocks < 64 && K >= 512) return blocks < 8 ? 10.0 : g.stream_k ? 1.45 : 1.5;
+        if (g.bm >= 128 && g.tma_ws() && m_segment(c, g) > 0) return blocks >= 64 ? 0.05 : 10.0;
+        if (is_mid_ws(g) && blocks < 64 && K >= 512) return blocks < 8 ? 10.0 : g.schedule == WsSchedule::stream_k ? 1.45 : 1.5;
         if (g.bm >= 128) return blocks >= 64 ? 0.0 : 10.0;
         const double occupancy = std::min<double>(double(blocks), sm_f) / sm_f;
         // split-K blocks: measured slower than K split over the warps of one block on an H200 in
@@ -629,7 +692,7 @@ struct CandidateList {
         // saves), so they follow the unsplit tiles: cluster reduction first, global ones last;
         // among them 16-row tiles (more output tiles, fewer splits) and 64-deep K tiles
         if (g.k_blocks > 1)
-          return (g.cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
+          return (g.reduce == SplitKReduce::cluster ? 5.0 : 9.0) + (1.0 - occupancy) * 4 + (g.bk == 64 ? 0 : 0.2) + (g.bm == 16 ? 0 : 0.1) + (blocks > 2 * sm_f ? 0.3 : 0);
         // unsplit small tiles, from the H200 bench (bench_h200.json: the fastest of up to 40 measured
         // candidates on each seed GEMM): K split over 4 warps, about 4 K tiles, and about one block
         // per two SMs (64 on 132 SMs: fewer leave SMs idle, more re-read the shared operand) won
@@ -641,8 +704,8 @@ struct CandidateList {
         if (sms > 0 && (blocks <= 2 * sm_f || vectors))
           return 1.0 + 0.5 * std::abs(std::log2(double(blocks) / (sm_f / 2))) + 0.3 * std::abs(std::log2(g.k_split / 4.0)) +
                  0.3 * std::abs(std::log2(double(k_tiles(c, g)) / 4.0)) + 0.05 * std::abs(std::log2(double(g.bm) / g.bn)) +
-                 (g.bulk ? 0.6 : 0.0);
-        return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.bulk ? 0.6 : 0.0);
+                 (g.loader == OperandLoader::bulk ? 0.6 : 0.0);
+        return 1.0 + (1.0 - occupancy) * 4 + (g.bk == 128 ? 0 : 0.5) + (g.bn == std::min<int64_t>(N, 64) ? 0 : 0.3) + (g.loader == OperandLoader::bulk ? 0.6 : 0.0);
       };
       return score(x) < score(y);
     });
@@ -673,8 +736,8 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const isa::GpuMachine&
 
 std::vector<TcConfig> tc_shortlist(const std::vector<TcConfig>& ranked, size_t n, size_t head) {
   auto family = [](const TcConfig& g) {
-    const int kind = g.tma_ws ? 3 : g.wgmma ? 2 : g.mma ? 1 : 0;
-    return std::make_tuple(g.bm, g.bn, g.wm, g.wn, g.k_split, kind, g.pingpong, g.k_blocks > 1);
+    const int kind = g.tma_ws() ? 3 : int(g.mma);  // wmma, mma.sync, cp.async wgmma, persistent TMA
+    return std::make_tuple(g.bm, g.bn, g.wm, g.wn, g.k_split, kind, g.schedule == WsSchedule::pingpong, g.k_blocks > 1);
   };
   std::vector<TcConfig> out;
   std::set<decltype(family(ranked.front()))> seen;

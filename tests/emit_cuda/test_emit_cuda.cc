@@ -261,10 +261,10 @@ TEST_CASE("skinny GEMMs split K across blocks, sized from the SM count, the deci
   const auto g = *it;
   const int64_t blocks = (512 / g.bm) * (16 / g.bn) * g.k_blocks;
   CHECK(blocks >= sms / 2);
-  CHECK(g.cluster);  // sm_90: the split blocks reduce through distributed shared memory
+  CHECK(g.reduce == emit_cuda::SplitKReduce::cluster);  // sm_90: the split blocks reduce through distributed shared memory
   CHECK(emit_cuda::tc_scratch_bytes(*c, g, isa::stock_gpu_machine("sm_90")) == 0);
   emit_cuda::TcConfig last = g;
-  last.cluster = false;
+  last.reduce = emit_cuda::SplitKReduce::last_block;
   CHECK(emit_cuda::tc_scratch_bytes(*c, last, isa::stock_gpu_machine("sm_90")) > 0);
   CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_75").empty());
   for (const auto& x : cands) CHECK_MESSAGE(emit_cuda::config_obstacle(*c, x, "sm_90").empty(), x.to_string());
@@ -348,7 +348,7 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
   SUBCASE("stream-K: the last wave and one full wave are cut into equal ranges, scratch for two partials per block") {
     auto r = compile_for("matmul.tsl", "matmul", {{"M", 4096}, {"N", 4096}, {"K", 4096}});
     const auto& c = *r.c->kernel.contraction;
-    g.stream_k = true;
+    g.schedule = emit_cuda::WsSchedule::stream_k;
     const auto ps = emit_cuda::persistent_split(c, g, m);
     CHECK(ps.blocks == 132);
     CHECK(ps.dp_tiles == 264);  // 512 tiles = 3 waves + 116: two whole waves
@@ -360,7 +360,7 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     CHECK(ps2.dp_tiles == 0);
     CHECK(ps2.sk_tiles == 96);  // fewer tiles than SMs: every block gets 96 * 48 / 132 K iterations
     CHECK(ps2.blocks == 132);
-    g.stream_k = false;
+    g.schedule = emit_cuda::WsSchedule::grouped;
     CHECK(emit_cuda::persistent_split(*r2.c->kernel.contraction, g, m).blocks == 96);
   }
   SUBCASE("NHWC convolution: the input through an im2col map (padding as the box corners), the filter [R*S*C, K] as one map") {
@@ -459,7 +459,7 @@ TEST_CASE("persistent TMA kernel (/ws): tensor maps of every operand view, strea
     co.sizes = {{"N", 2}, {"H", 6}, {"W", 6}, {"C", 64}, {"K", 64}, {"R", 3}, {"S", 3}};
     shifted.c = compile(shifted.module.functions[0], co);
     CHECK(contains(err(shifted), "padding guard is not the input's bounds"));
-    for (const auto& x : emit_cuda::tc_candidates(*shifted.c->kernel.contraction, m)) CHECK_FALSE(x.tma_ws);  // the cp.async path keeps it
+    for (const auto& x : emit_cuda::tc_candidates(*shifted.c->kernel.contraction, m)) CHECK_FALSE(x.tma_ws());  // the cp.async path keeps it
     CHECK(contains(emit_cuda::config_obstacle(*compile_for("matmul.tsl", "matmul", {{"M", 256}, {"N", 256}, {"K", 256}}).c->kernel.contraction, g,
                                               "sm_80"),
                    "wgmma tiles need sm_90"));
@@ -662,14 +662,16 @@ TEST_CASE("TMA stores (/ts): a plain f32 output leaves through a swizzled double
     CHECK_FALSE(emit_cuda::tma_store_fused(*b.c->kernel.contraction));
   }
   SUBCASE("refused with the reason") {
-    CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/cs/ws/pp/ts"), m), "without /cs"));
+    // evict-first and TMA stores are two values of one choice: the text naming both is refused
+    CHECK_THROWS_WITH_AS(emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st5/cs/ws/pp/ts"),
+                         doctest::Contains("'/cs' and '/ts' are two choices of the output store (evict-first, tma)"), UserError);
     CHECK(contains(emit_cuda::config_obstacle(c, emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st4/ts"), m), "persistent TMA kernel"));
     // the blocked layout's output is not dense in (M, N) order
     auto f = compile_for("conv_seed.tsl", "conv2d_blocked", {{"NB", 16}, {"H", 14}, {"W", 14}, {"CB", 16}, {"KB", 32}, {"R", 3}, {"S", 3}});
     CHECK(contains(emit_cuda::config_obstacle(*f.c->kernel.contraction, emit_cuda::TcConfig::parse("128x128x64/128x128/ks1/st4/ws/pp/ts"), m),
                    "plain f32 output or one dense"));
     bool ts = false;
-    for (const auto& g : emit_cuda::tc_candidates(c, m)) ts |= g.tma_store;
+    for (const auto& g : emit_cuda::tc_candidates(c, m)) ts |= g.store == emit_cuda::OutputStore::tma;
     CHECK(ts);  // offered next to the register-store tiles
   }
 }
@@ -704,9 +706,9 @@ TEST_CASE("bulk operand copies (cp.async.bulk + mbarrier, sm_90): which operands
   REQUIRE(c);
   const int sms = int(r.c->hierarchy.cores);
   auto cands = emit_cuda::tc_candidates(*c, "sm_90", sms);
-  const auto bulk = std::count_if(cands.begin(), cands.end(), [](const emit_cuda::TcConfig& g) { return g.bulk; });
+  const auto bulk = std::count_if(cands.begin(), cands.end(), [](const emit_cuda::TcConfig& g) { return g.loader == emit_cuda::OperandLoader::bulk; });
   CHECK(bulk > 0);
-  for (const auto& g : emit_cuda::tc_candidates(*c, "sm_80", sms)) CHECK_FALSE(g.bulk);
+  for (const auto& g : emit_cuda::tc_candidates(*c, "sm_80", sms)) CHECK_FALSE(g.loader == emit_cuda::OperandLoader::bulk);
   emit_cuda::CudaOptions o;
   o.config = emit_cuda::TcConfig::parse("32x32x128/32x32/ks4/st5/bc");
   auto p = emit_cuda::emit_cuda(r.c->kernel, o);
@@ -744,9 +746,9 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
     std::set<std::string> seen;
     for (const auto& g : emit_cuda::tc_candidates(*c, arch, int(r.c->hierarchy.cores))) {
       if (g.k_blocks == 1) continue;
-      const std::string kind = g.cluster ? "cluster" : g.atomic_out ? "atomic" : "last";
+      const std::string kind = emit_cuda::name(g.reduce);
       if (!seen.insert(kind).second) continue;
-      CHECK_MESSAGE(!(std::string(arch) == "sm_75" && g.cluster), "clusters need sm_90");
+      CHECK_MESSAGE(!(std::string(arch) == "sm_75" && g.reduce == emit_cuda::SplitKReduce::cluster), "clusters need sm_90");
       emit_cuda::CudaOptions o;
       o.arch = arch;
       o.config = g;
@@ -770,7 +772,7 @@ TEST_CASE("split-K kernels (cluster, last-block, atomic) and mma.sync tiles comp
   }
   auto big = compile_for("matmul.tsl", "matmul", {{"M", 1024}, {"N", 1024}, {"K", 1024}});
   emit_cuda::TcConfig g{128, 256, 32, 64, 64, 1, 4};
-  g.mma = true;
+  g.mma = emit_cuda::MmaKind::mma_sync;
   const auto& cb = big.c->kernel.contraction;
   REQUIRE(cb);
   CHECK_FALSE(emit_cuda::config_obstacle(*cb, g, "sm_75").empty());
@@ -810,7 +812,7 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
     REQUIRE(c);
     int n = 0, n_ws = 0;
     for (const auto& g : emit_cuda::tc_candidates(*c, "sm_90", 132)) {
-      if (!g.wgmma || g.repack || (w.def == "conv2d_blocked" && !g.tma_ws)) continue;  // /rp: its own case
+      if (!g.wgmma() || g.repack || (w.def == "conv2d_blocked" && !g.tma_ws())) continue;  // /rp: its own case
       CAPTURE(g.to_string());
       CHECK_FALSE(emit_cuda::config_obstacle(*c, g, "sm_80").empty());
       emit_cuda::CudaOptions o;
@@ -825,9 +827,9 @@ TEST_CASE("wgmma tiles (sm_90a): GEMM, transposed operands, NHWC convolution com
       CHECK_MESSAGE(!contains(cubin.log, "serializ"), cubin.log);
       const auto scan = gpu::scan_cubin(cubin.cubin);
       CHECK(scan.tensor_ops.count("HGMMA"));
-      if (g.tma_ws) {  // the persistent kernel: TMA loads (UTMALDG), its two tensor maps on the launch
+      if (g.tma_ws()) {  // the persistent kernel: TMA loads (UTMALDG), its two tensor maps on the launch
         CHECK(scan.copy_ops.count("UTMALDG"));
-        REQUIRE(p.launches.at(0).tensor_maps.size() == (g.tma_store ? 3u : 2u));  // /ts: the output's map too
+        REQUIRE(p.launches.at(0).tensor_maps.size() == (g.store == emit_cuda::OutputStore::tma ? 3u : 2u));  // /ts: the output's map too
         CHECK(p.launches[0].tensor_maps[0].im2col == (w.def == "conv2d_nhwc"));
         CHECK(contains(p.source, "setmaxnreg.inc.sync.aligned.u32 232"));
         CHECK_FALSE(contains(p.source, "__syncthreads();\n  if (warp_"));  // one barrier, before the roles split
@@ -903,7 +905,7 @@ TEST_CASE("the cubins of matmul, the seed-layout convolutions and the fused GEMM
       CHECK(scan.tensor_op_count() > 0);
       if (std::string(w.def) == "matmul_i8")
         CHECK(scan.tensor_ops.count("IMMA"));
-      else if (p.config->wgmma)  // sm_90's default for the large GEMM: warpgroup MMA
+      else if (p.config->wgmma())  // sm_90's default for the large GEMM: warpgroup MMA
         CHECK(scan.tensor_ops.count("HGMMA"));
       else
         CHECK(scan.tensor_ops.count("HMMA"));

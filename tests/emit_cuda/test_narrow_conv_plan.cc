@@ -42,18 +42,18 @@ TEST_CASE("narrow 3x3 convolutions over a large batch default to the persistent 
   // M = 32 x 56 x 56 = 100352 rows, N = 64: 784 tiles of 128 x 64
   const auto p64 = conv_program(32, 56, 64, 64);
   REQUIRE(p64.config);
-  CHECK(p64.config->tma_ws);
+  CHECK(p64.config->tma_ws());
   CHECK(p64.config->bm == 128);
   CHECK(p64.config->bn == 64);
   // N = 128: 128 x 128 tiles (196 of them at 28 x 28)
   const auto p128 = conv_program(32, 28, 128, 128);
   REQUIRE(p128.config);
-  CHECK(p128.config->tma_ws);
+  CHECK(p128.config->tma_ws());
   CHECK(p128.config->bn == 128);
   // 2 x 56 x 56 rows make 49 tiles of 128 x 64: too few, the small tiles stay
   const auto small = conv_program(2, 56, 64, 64);
   REQUIRE(small.config);
-  CHECK_FALSE(small.config->tma_ws);
+  CHECK_FALSE(small.config->tma_ws());
 #ifdef TESSEL_HAVE_CUDA
   for (const auto* p : {&p64, &p128}) CHECK_NOTHROW(gpu::compile_to_cubin(p->source, {.arch = p->arch}));
 #endif

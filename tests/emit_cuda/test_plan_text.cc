@@ -51,9 +51,8 @@ const std::vector<Problem>& problems() {
 std::string fields(const emit_cuda::TcConfig& g) {
   std::string s;
   for (int v : {g.bm, g.bn, g.bk, g.wm, g.wn, g.k_split, g.stages, g.k_blocks}) s += std::to_string(v) + ",";
-  for (bool b : {g.mma, g.atomic_out, g.cluster, g.wgmma, g.wg_deep, g.stream_out, g.keep_operands, g.copies_first, g.bulk, g.tma_ws,
-                 g.stream_k, g.pingpong, g.multicast, g.repack, g.tma_store})
-    s += b ? "1" : "0";
+  for (const char* e : {name(g.mma), name(g.loader), name(g.reduce), name(g.issue), name(g.schedule), name(g.store)}) s += std::string(e) + ",";
+  for (bool b : {g.keep_operands, g.repack}) s += b ? "1" : "0";
   return s;
 }
 
@@ -110,7 +109,8 @@ TEST_CASE("plan text: every plan the tile policy enumerates round-trips through 
   CHECK(options.count("el") == 0);
   const std::string el = "128x128x64/64x128/ks1/st4/wg/cs/el";
   const emit_cuda::TcConfig g = emit_cuda::TcConfig::parse(el);
-  CHECK((g.wgmma && g.stream_out && g.keep_operands && !g.tma_ws));
+  CHECK((g.mma == emit_cuda::MmaKind::wgmma && g.store == emit_cuda::OutputStore::evict_first && g.keep_operands &&
+         g.loader == emit_cuda::OperandLoader::cp_async));
   CHECK(g.to_string() == el);
 }
 
@@ -122,6 +122,26 @@ TEST_CASE("plan text: options out of order, repeated or unknown are user errors 
   CHECK_THROWS_WITH_AS(emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st3/fast"), doctest::Contains("unknown field 'fast'"), UserError);
   CHECK_THROWS_WITH_AS(emit_cuda::TcConfig::parse("128x128x32/64x64/ks1"), doctest::Contains("too few fields"), UserError);
   // the canonical forms parse, and /ws implies the wgmma main loop
-  CHECK(emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/ws/ts").wgmma);
+  const emit_cuda::TcConfig ws = emit_cuda::TcConfig::parse("128x128x64/64x128/ks1/st4/ws/ts");
+  CHECK(ws.mma == emit_cuda::MmaKind::wgmma);
+  CHECK(ws.loader == emit_cuda::OperandLoader::tma_ws);
+  CHECK(ws.store == emit_cuda::OutputStore::tma);
   CHECK(emit_cuda::TcConfig::parse("128x128x32/64x64/ks1/st3/kb4/red").k_blocks == 4);
+}
+
+TEST_CASE("plan text: two options that are choices of one enum are a user error naming both") {
+  auto refused = [](const std::string& text, const char* why) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS(emit_cuda::TcConfig::parse(text), doctest::Contains(why), UserError);
+  };
+  refused("128x128x64/64x128/ks1/st4/mma/wg", "'/mma' and '/wg' are two choices of the main-loop instructions (mma.sync, wgmma)");
+  refused("128x128x32/64x64/ks1/st3/kb4/red/cl", "'/red' and '/cl' are two choices of the split-K reduction (atomic, cluster)");
+  refused("128x128x64/64x128/ks1/st4/wgd/cf", "'/wgd' and '/cf' are two choices of the copy issue (deep, before-mma)");
+  refused("128x128x64/64x128/ks1/st4/bc/ws", "'/bc' and '/ws' are two choices of the operand loader (bulk, tma-ws)");
+  refused("128x128x64/64x128/ks1/st4/ws/sk/pp", "'/sk' and '/pp' are two choices of the persistent schedule (stream-k, ping-pong)");
+  refused("128x128x64/64x128/ks1/st4/ws/pp/mc", "'/pp' and '/mc' are two choices of the persistent schedule (ping-pong, multicast)");
+  refused("128x128x64/64x128/ks1/st4/cs/ws/ts", "'/cs' and '/ts' are two choices of the output store (evict-first, tma)");
+  // the names the plan report and --explain use
+  CHECK(std::string(emit_cuda::name(emit_cuda::MmaKind::mma_sync)) == "mma.sync");
+  CHECK(std::string(emit_cuda::name(emit_cuda::SplitKReduce::last_block)) == "last-block");
 }

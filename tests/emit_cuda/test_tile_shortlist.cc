@@ -56,7 +56,7 @@ TEST_CASE("tile shortlist: every plan family's best variant, in rank order, the 
   std::set<std::tuple<int, int, int, int, bool, bool>> families;
   for (size_t i = 2; i < short_list.size(); ++i) {
     const auto& g = short_list[i];
-    CHECK(families.insert({g.bm, g.bn, g.wm, g.tma_ws ? 3 : g.wgmma ? 2 : g.mma ? 1 : 0, g.pingpong, g.k_blocks > 1}).second);
+    CHECK(families.insert({g.bm, g.bn, g.wm, g.tma_ws() ? 3 : int(g.mma), g.schedule == emit_cuda::WsSchedule::pingpong, g.k_blocks > 1}).second);
   }
 }
 

@@ -119,7 +119,7 @@ TEST_CASE("TensorCore kernels verify: GEMMs (every tile candidate), guards, tran
     check_verifies(r, w.sizes, {}, true, std::string(w.def) + " default tiles");
     if (!w.all_candidates) continue;
     for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {
-      if (cfg.bulk) continue;  // bulk operand copies: their own test below
+      if (cfg.loader == emit_cuda::OperandLoader::bulk) continue;  // bulk operand copies: their own test below
       emit_cuda::CudaOptions o;
       o.config = cfg;
       check_verifies(r, w.sizes, o, true, std::string(w.def) + " " + cfg.to_string());
@@ -161,7 +161,7 @@ TEST_CASE("ldmatrix + mma.sync kernels verify: row/col-major operands, direct an
                                                                           {128, 128, 64, 32, 64, 1, 3},
                                                                           {64, 64, 32, 32, 32, 1, 2},
                                                                           {32, 64, 16, 16, 32, 1, 3}}) {
-    g.mma = true;
+    g.mma = emit_cuda::MmaKind::mma_sync;
     cfgs.push_back(g);
   }
   auto check_all = [&](const Compiled& r, const std::map<std::string, int64_t>& sizes, const std::string& label) {
@@ -208,30 +208,30 @@ TEST_CASE("wgmma kernels (sm_90a) verify: K- and M/N-major operands, tails, dire
                                                                           {128, 128, 64, 64, 128, 1, 6},
                                                                           {128, 128, 64, 128, 128, 1, 3},
                                                                           {64, 64, 64, 64, 64, 1, 3}}) {
-    g.wgmma = true;
+    g.mma = emit_cuda::MmaKind::wgmma;
     cfgs.push_back(g);
-    g.wg_deep = true;
+    g.issue = emit_cuda::CopyIssue::deep;
     cfgs.push_back(g);
   }
   {
     emit_cuda::TcConfig g{192, 256, 64, 64, 256, 1, 4};  // 3 warpgroups, chunk count not a multiple of the block
-    g.wgmma = true;
+    g.mma = emit_cuda::MmaKind::wgmma;
     cfgs.push_back(g);
     g = {128, 256, 64, 64, 256, 1, 4};  // evict-first stores (plain outputs only: skipped elsewhere)
-    g.wgmma = true;
-    g.stream_out = true;
+    g.mma = emit_cuda::MmaKind::wgmma;
+    g.store = emit_cuda::OutputStore::evict_first;
     cfgs.push_back(g);
     g = {128, 128, 64, 64, 128, 1, 3};  // two blocks per SM
-    g.wgmma = true;
-    g.stream_out = true;
+    g.mma = emit_cuda::MmaKind::wgmma;
+    g.store = emit_cuda::OutputStore::evict_first;
     cfgs.push_back(g);
     g = {256, 128, 64, 128, 128, 1, 4};  // evict-last operand copies
-    g.wgmma = true;
-    g.stream_out = true;
+    g.mma = emit_cuda::MmaKind::wgmma;
+    g.store = emit_cuda::OutputStore::evict_first;
     g.keep_operands = true;
     cfgs.push_back(g);
     g.keep_operands = false;  // copies before the MMA issue
-    g.copies_first = true;
+    g.issue = emit_cuda::CopyIssue::before_mma;
     cfgs.push_back(g);
   }
   auto check_all = verifier(cfgs, true);
@@ -249,21 +249,22 @@ TEST_CASE("persistent TMA kernels (/ws, sm_90a) verify: every majorness, tails, 
                                                                           {128, 192, 64, 64, 192, 1, 5},
                                                                           {128, 128, 64, 64, 128, 1, 2},
                                                                           {128, 64, 64, 64, 64, 1, 8}}) {
-    g.wgmma = g.tma_ws = true;
+    g.mma = emit_cuda::MmaKind::wgmma, g.loader = emit_cuda::OperandLoader::tma_ws;
     for (bool sk : {false, true})
       for (bool cs : {false, true}) {
-        g.stream_k = sk, g.stream_out = cs;
+        g.schedule = sk ? emit_cuda::WsSchedule::stream_k : emit_cuda::WsSchedule::grouped;
+        g.store = cs ? emit_cuda::OutputStore::evict_first : emit_cuda::OutputStore::plain;
         cfgs.push_back(g);
       }
   }
   for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 128, 64, 128, 128, 1, 6}, {64, 256, 64, 64, 256, 1, 3}}) {
-    g.wgmma = g.tma_ws = g.pingpong = true;  // ping-pong consumers: alternate tiles per warpgroup
+    g.mma = emit_cuda::MmaKind::wgmma, g.loader = emit_cuda::OperandLoader::tma_ws, g.schedule = emit_cuda::WsSchedule::pingpong;  // ping-pong consumers: alternate tiles per warpgroup
     cfgs.push_back(g);
-    g.stream_out = true;
+    g.store = emit_cuda::OutputStore::evict_first;
     cfgs.push_back(g);
   }
   for (emit_cuda::TcConfig g : std::initializer_list<emit_cuda::TcConfig>{{128, 256, 64, 64, 256, 1, 4}, {128, 128, 64, 64, 128, 1, 2}}) {
-    g.wgmma = g.tma_ws = g.multicast = true;  // B multicast across 2-block clusters (odd tile rows: a block with no rows)
+    g.mma = emit_cuda::MmaKind::wgmma, g.loader = emit_cuda::OperandLoader::tma_ws, g.schedule = emit_cuda::WsSchedule::multicast;  // B multicast across 2-block clusters (odd tile rows: a block with no rows)
     cfgs.push_back(g);
   }
   int ran = 0;
@@ -292,8 +293,8 @@ TEST_CASE("skinny-GEMM variants verify: bulk operand copies, PDL with the weight
     REQUIRE(c);
     int clusters = 0;
     for (const auto& cfg : emit_cuda::tc_candidates(*c, "sm_90", int(r.c->hierarchy.cores))) {
-      const bool pdl_ok = !cfg.atomic_out;
-      if (!cfg.bulk && !(cfg.cluster && clusters++ < 2)) continue;  // every bulk candidate, two cluster ones
+      const bool pdl_ok = cfg.reduce != emit_cuda::SplitKReduce::atomic;
+      if (cfg.loader != emit_cuda::OperandLoader::bulk && !(cfg.reduce == emit_cuda::SplitKReduce::cluster && clusters++ < 2)) continue;  // every bulk candidate, two cluster ones
       emit_cuda::CudaOptions o;
       o.config = cfg;
       const std::string label = std::string(w.def) + " " + cfg.to_string();
