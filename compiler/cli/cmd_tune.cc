@@ -35,6 +35,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/tune/cost_model.h"
 #include "compiler/emit_c/run_c.h"
+#include "compiler/tune/plan_check.h"
 #include "compiler/tune/plan_search.h"
 #include "compiler/tune/strategy.h"
 #include "compiler/tune/tuner.h"
@@ -261,7 +262,8 @@ class GpuPlanMeasurer {
     if (g.library_output) {
       const auto ours = g.outputs.find(g.library_tensor);
       if (ours == g.outputs.end()) return "no output " + g.library_tensor;
-      const auto v = emit_c::verify({{g.library_tensor, *g.library_output}}, {{g.library_tensor, ours->second}}, tolerance_);
+      const auto v = tune::check_plan_outputs({{g.library_tensor, *g.library_output}}, {{g.library_tensor, ours->second}},
+                                              tolerance_, magnitudes());
       return v.verified ? "" : "output differs from " + g.library + "'s at " + v.first_mismatch;
     }
     if (!reference_) {
@@ -274,12 +276,20 @@ class GpuPlanMeasurer {
         reference_ = g.outputs;
       }
     }
-    const auto v = emit_c::verify(*reference_, g.outputs, tolerance_);
+    const auto v = tune::check_plan_outputs(*reference_, g.outputs, tolerance_, magnitudes());
     return v.verified ? "" : "outputs differ from the default plan's at " + v.first_mismatch;
+  }
+
+  // the sums' term magnitudes on inputs_ (the bound relative to them), computed once
+  const std::optional<emit_c::Tensors>& magnitudes() {
+    if (!magnitudes_done_) magnitudes_ = tune::plan_check_magnitudes(f_, co_.sizes, inputs_), magnitudes_done_ = true;
+    return magnitudes_;
   }
 
   const ir::Function& f_;
   CompileOptions co_;
+  std::optional<emit_c::Tensors> magnitudes_;
+  bool magnitudes_done_ = false;
   std::unique_ptr<Compilation> c_;
   std::map<std::string, NpyArray> inputs_;
   double tolerance_;
