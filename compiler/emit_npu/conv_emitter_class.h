@@ -252,6 +252,16 @@ class ConvEmitter {
   int64_t ub_columns(int64_t set) const {
     return ub_resident() + epi_->resident_bytes(plan_.tn) + set * epi_->column_bytes(plan_.tm0);
   }
+  // The column blocks' regions the write-back cycles through: two, up to four where UB holds them
+  // and nothing else lives past the first two (no layout copies, folded map staging or depthwise
+  // diagonal weights: they start there). A region is reused once the block written into it has
+  // left by its DMA (the GM write latency): with two, a tile of four column blocks waits for it.
+  int64_t column_sets() const {
+    const bool free = !padded() && cv_.layout != Layout::Nchw && !cv_.folded() && !cv_.depthwise;
+    int64_t sets = 2;
+    while (free && sets < 4 && ub_columns(sets + 1) <= m_.capacity(Buffer::UB)) ++sets;
+    return sets;
+  }
 
   // The k-tile's per-channel epilogue values, once per k-tile.
   void load_channels();

@@ -136,7 +136,7 @@ void ConvEmitter::write_back_block(const Band& b, int64_t c_base, Reg y, size_t 
     if (y_from_ub()) return rows_out(ub, size, valid, first + p0);
     for (int64_t jj = 0; jj < tn / n0_; ++jj) {
       int64_t src = ub + jj * size * n0_ * acc_;
-      if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % 2));
+      if (epi_) src = epi_->emit_column(p_, src, size, jj, ub_columns(column_step_++ % column_sets()));
       op(Opcode::DmaOut, {at(Buffer::GM, Y_.base + (first + p0) * Y_.pixel_bytes + jj * Y_.block_bytes, y), at(Buffer::UB, src), imm(valid),
                           imm(n0_ * eo_), imm(0), imm(Y_.pixel_bytes - n0_ * eo_)});
     }

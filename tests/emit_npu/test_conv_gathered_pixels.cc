@@ -9,6 +9,8 @@
 // race-free.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "npu_case.h"
 
 using namespace tessel;
@@ -36,7 +38,7 @@ int64_t position(const npu::Program& p, npu::Opcode o, bool first) {
 
 }  // namespace
 
-TEST_CASE("stage 4's 1x1/2 projection gathers its 16 read pixels: 4 map copies before the weights, exact, under 3,200 cycles") {
+TEST_CASE("stage 4's 1x1/2 projection gathers its 16 read pixels: 4 map copies before the weights, exact, under 3,000 cycles") {
   auto c = compile_case("conv_projection.tsl", "projection", "N=1,H=7,W=7,C=1024,K=2048,P=4,Q=4");
   INFO(kernel_notes(*c));
   CHECK(notes_contain(c->kernel, kGathered));
@@ -67,9 +69,15 @@ TEST_CASE("stage 4's 1x1/2 projection gathers its 16 read pixels: 4 map copies b
   for (const auto& in : p.code)
     if (in.opcode == npu::Opcode::SetFmatrix) fm = in.operands[0].imm == 1 && in.operands[1].imm == 15 * 64 + 1 && in.operands[7].imm == 64;
   CHECK(fm);
+  // the write-back's four column blocks each in a UB region of their own (ConvEmitter::column_sets:
+  // with two, the third block's epilogue waited for the first one's GM write latency)
+  std::set<int64_t> regions;
+  for (const auto& in : p.code)
+    if (in.opcode == npu::Opcode::DmaOut && in.operands[0].buffer == npu::Buffer::GM) regions.insert(in.operands[1].imm);
+  CHECK(regions.size() == 4);
   const uint64_t cycles = verified_cycles(*c, /*exact=*/true);
-  MESSAGE("projection 7x7x1024 -> 4x4x2048 gathered: " << cycles << " cycles (4,415 reading 64 planes of 49 pixels)");
-  CHECK(cycles <= 3200);
+  MESSAGE("projection 7x7x1024 -> 4x4x2048 gathered: " << cycles << " cycles (4,415 reading 64 planes of 49 pixels, 2,989 with two column regions)");
+  CHECK(cycles <= 3000);
 }
 
 TEST_CASE("stage 3's 1x1/2 projection (14x14x512 -> 7x7x1024) gathers its 49 read pixels, exact, under 2,500 cycles") {
