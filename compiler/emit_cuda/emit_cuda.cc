@@ -249,7 +249,7 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     p.explain.push_back(rows->explain);
     emit_row_kernel(k, *rows, os, p.launches);
   } else {
-    emit_simt(k, m, os, p.launches, p.scratch_bytes);
+    emit_simt(k, m, os, p.launches, p.scratch_bytes, options.finalise_split_reductions);
   }
   if (c) p.flops = 2.0 * double(c->size_m()) * double(c->size_n()) * double(c->size_k()) * double(c->size_batch());
   p.source = os.str();

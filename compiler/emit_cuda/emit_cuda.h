@@ -196,6 +196,12 @@ struct CudaOptions {
   // sm_80+: f32 contractions run on the TensorCores with TF32 inputs (10-bit mantissa, rounded to
   // nearest by cvt.rna.tf32.f32) and f32 accumulation. An explicit opt-in, never a default.
   bool tf32 = false;
+  // SIMT programs: a group whose tiles each read what a fixed set of the previous group's tiles
+  // writes (a split reduction's phase two) runs in the last of those tiles to arrive, not as a
+  // launch of its own (simt_finalise.h). Off by default: on the H200 it took reduce.sum_lead from
+  // 8.09 to 6.53 us but made batch norm, group norm and a whole-tensor sum slower (one block
+  // folds a phase two that a launch spreads over several; docs/results/gpu_split_finalisation_h200.md).
+  bool finalise_split_reductions = false;
 };
 
 // A TMA tensor map the runtime builds at launch (cuTensorMapEncodeTiled) over a global tensor's

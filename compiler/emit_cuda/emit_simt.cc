@@ -7,6 +7,7 @@
 
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/simt_emitter.h"
+#include "compiler/emit_cuda/simt_finalise.h"
 #include "compiler/emit_cuda/simt_loop_chain.h"
 #include "compiler/emit_cuda/simt_mapping.h"
 #include "compiler/kernel/divisibility.h"
@@ -40,7 +41,8 @@ std::string SimtEmitter::access(const std::string& tname, const std::vector<ir::
   for (const auto& e : idx) g.push_back(affine(e));
   if (b >= 0 && direct.count(b)) return direct_read(tname, idx, g);
   if (b >= 0 && direct_out.count(b)) return "t_" + tname + "[" + linear(-1, tname, g) + "]";
-  return storage(b, tname) + "[" + linear(b, tname, g) + "]";
+  const std::string el = storage(b, tname) + "[" + linear(b, tname, g) + "]";
+  return b < 0 && coherent.count(tname) ? "__ldcg(&" + el + ")" : el;  // coherent tensors are only read
 }
 
 // An element of a copy-in box read from the tensor itself: zero outside the tensor, as the copy
@@ -64,7 +66,8 @@ std::string SimtEmitter::direct_read(const std::string& tname, const std::vector
     }
     inside += std::string(inside.empty() ? "" : " && ") + "(unsigned long long)(" + g[d] + ") < " + std::to_string(t.shape[d]) + "ULL";
   }
-  const std::string el = "t_" + tname + "[" + linear(-1, tname, g) + "]";
+  const std::string at = "t_" + tname + "[" + linear(-1, tname, g) + "]";
+  const std::string el = coherent.count(tname) ? "__ldcg(&" + at + ")" : at;
   if (inside.empty()) return el;
   return "((" + inside + ") ? " + el + " : " + store_value(t.dtype, "0") + ")";
 }
@@ -174,8 +177,9 @@ void SimtEmitter::copy(const Node& n, const std::string& pad) {
   if (vec) {
     const std::string b = "*(uint4*)&" + storage(box.id, n.tensor) + "[" + dst_lin + "]";
     const std::string gl = "*(uint4*)&t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "]";
+    const std::string gl_in = coherent.count(n.tensor) ? "__ldcg((const uint4*)&t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "])" : gl;
     if (out) store = "if (" + in_tensor + ") " + gl + " = " + b + ";";
-    else load = "(" + in_tensor + ") ? " + gl + " : make_uint4(0, 0, 0, 0)", store = b + " = @;";
+    else load = "(" + in_tensor + ") ? " + gl_in + " : make_uint4(0, 0, 0, 0)", store = b + " = @;";
   } else if (out) {
     store = "if (" + in_tensor + ") t_" + n.tensor + "[" + linear(-1, n.tensor, g) + "] = " + storage(box.id, n.tensor) + "[" + dst_lin + "];";
   } else {
@@ -186,7 +190,8 @@ void SimtEmitter::copy(const Node& n, const std::string& pad) {
         in_src += " && " + rel + " >= 0 && " + rel + " < " + std::to_string(sb.extents[d]) + L;
       }
     }
-    load = "(" + in_tensor + " && " + in_src + ") ? " + storage(n.src, n.tensor) + "[" + linear(n.src, n.tensor, g) + "] : " +
+    const std::string src = storage(n.src, n.tensor) + "[" + linear(n.src, n.tensor, g) + "]";
+    load = "(" + in_tensor + " && " + in_src + ") ? " + (n.src < 0 && coherent.count(n.tensor) ? "__ldcg(&" + src + ")" : src) + " : " +
            store_value(box.dtype, "0");
     store = storage(box.id, n.tensor) + "[" + dst_lin + "] = @;";
   }
@@ -544,41 +549,19 @@ SimtGroups top_level_groups(const kernel::Kernel& k) {
   return g;
 }
 
-// The grid of a group: its perfectly nested ParallelCores loops with constant bounds that carry
-// no dependence, their trip counts and the number of block tiles.
-struct GridLoops {
-  std::vector<const Node*> loops;
-  std::vector<int64_t> trips;
-  int64_t blocks = 1;
-};
-GridLoops grid_loops(const Node& root) {
-  GridLoops g;
-  const Node* n = &root;
-  while (n->kind == NodeKind::Loop && n->loop_kind == kernel::LoopKind::ParallelCores && n->parallel) {
-    int64_t lo, hi;
-    if (!constant_expr(n->lo, &lo) || !constant_expr(n->hi, &hi)) break;
-    g.loops.push_back(n);
-    if (n->children.size() != 1) break;
-    n = n->children[0].get();
-  }
-  for (const Node* l : g.loops) {
-    const int64_t t = std::max<int64_t>(0, (l->hi.evaluate({}) - l->lo.evaluate({}) + l->step - 1) / l->step);
-    g.trips.push_back(t);
-    g.blocks *= t;
-  }
-  return g;
-}
-
 // Where a group's buffers live: dynamic shared memory up to the block's budget, then global
-// scratch per block. `decl` declares their pointers; e's pitch and buffer_ptr are set.
+// scratch per block. `decl` declares their pointers; e's pitch and buffer_ptr are set. Shared
+// memory from `start` on (`shared`: where it ends).
 struct BufferPlacement {
   uint32_t shared = 0;
   uint64_t per_block_scratch = 0;
   std::string decl;
 };
-BufferPlacement place_buffers(const kernel::Kernel& k, const isa::GpuMachine& m, const std::set<int>& used, SimtEmitter& e) {
+BufferPlacement place_buffers(const kernel::Kernel& k, const isa::GpuMachine& m, const std::set<int>& used, SimtEmitter& e,
+                              uint32_t start = 0) {
   const uint64_t budget = m.shared_bytes_per_block_optin;
   BufferPlacement p;
+  p.shared = start;
   std::ostringstream decl;
   const auto round_up = [&](uint64_t x) { return (x + m.vector_access_bytes - 1) / m.vector_access_bytes * m.vector_access_bytes; };
   for (int id : used) {
@@ -644,6 +627,7 @@ std::string hoisted_code(const kernel::Kernel& k, const SimtEmitter& e, const st
   h.pitch = e.pitch;
   h.direct = e.direct;
   h.direct_out = e.direct_out;
+  h.coherent = e.coherent;
   h.threads = e.threads;
   for (const Node* c : hoisted) h.uniform_node(*c, "  ");
   return before.str();
@@ -668,68 +652,156 @@ std::string kernel_parameters(const kernel::Kernel& k) {
   return p + "unsigned char* __restrict__ scratch";
 }
 
+namespace {
+
+// One group's tile code: its grid variables decoded from br_, the tile's nodes, the hoisted copies
+// (run once per block), where its buffers live and what the block needs.
+struct GroupCode {
+  GridLoops grid;
+  std::string decode, body, before;
+  BufferPlacement place;
+  unsigned threads = 0;
+  bool reductions = false, ends_with_barrier = false;
+};
+
+// `threads` 0: the group's own choice; `shared_start`: where its shared buffers begin; `coherent`:
+// global tensors it reads through L2 (another block of the launch wrote them); `hoist`: copies of
+// tile-invariant inputs before the loop over tiles.
+GroupCode group_code(const kernel::Kernel& k, const isa::GpuMachine& m, const kernel::Divisors& divisors, const kernel::NodePtr& group,
+                     unsigned threads, uint32_t shared_start, const std::set<std::string>& coherent, bool hoist) {
+  GroupCode c;
+  const Node& root = *group;
+  c.grid = grid_loops(root);
+  const std::vector<const Node*>& pcs = c.grid.loops;
+  std::set<int> used = simt_buffers_used(root);
+  std::ostringstream body;
+  SimtEmitter e{k, body, {}};
+  e.set_narrow(simt_narrow_indices(k));
+  e.divisors = divisors;
+  e.coherent = coherent;
+  e.finalising = !coherent.empty();
+  const SimtDirectBuffers direct = simt_direct_buffers(k, group);
+  e.direct = direct.in;
+  e.direct_out = direct.out;
+  e.threads = threads ? threads : simt_block_threads(k, m, used, c.grid.blocks);
+  for (int id : e.direct) used.erase(id);
+  for (int id : e.direct_out) used.erase(id);
+  c.place = place_buffers(k, m, used, e, shared_start);
+  std::ostringstream decode;
+  for (int i = int(pcs.size()) - 1; i >= 0; --i)
+    decode << "    const " << e.ix << " " << pcs[i]->var << " = " << e.ie(pcs[i]->lo) << " + (br_ % " << c.grid.trips[i] << e.L << ") * "
+           << pcs[i]->step << e.L << "; br_ /= " << c.grid.trips[i] << e.L << ";\n";
+  c.decode = decode.str();
+  const std::vector<const Node*> hoisted = hoist ? hoisted_copies(k, group, c.grid) : std::vector<const Node*>{};
+  if (pcs.empty())
+    e.uniform_node(root, "    ");
+  else {
+    std::vector<const Node*> nodes;
+    for (const auto& n : pcs.back()->children)
+      if (std::find(hoisted.begin(), hoisted.end(), n.get()) == hoisted.end()) nodes.push_back(n.get());
+    e.sequence(nodes, "    ");
+  }
+  c.before = hoisted_code(k, e, hoisted);
+  c.body = body.str();
+  c.threads = e.threads;
+  c.reductions = e.reductions > 0;
+  c.ends_with_barrier = e.after_barrier();
+  return c;
+}
+
+// The code after an A tile that runs its B tile when it is the last to arrive (simt_finalise.h).
+std::string finalisation_code(const GroupCode& a, const GroupCode& b, const Finalisation& f, size_t b_index, const SimtEmitter& fmt) {
+  const std::string& ix = fmt.ix;
+  std::ostringstream os;
+  std::string tile = "0";
+  for (size_t d = 0; d < a.grid.loops.size(); ++d)
+    if (f.strides[d])
+      tile += " + " + std::to_string(f.strides[d]) + " * ((" + a.grid.loops[d]->var + " - " + fmt.ie(a.grid.loops[d]->lo) + ") / " +
+              std::to_string(a.grid.loops[d]->step) + ")";
+  os << "    { /* the last of the " << f.arrivals << " tiles arriving at a tile of group " << b_index << " runs it */\n";
+  os << "      const " << ix << " fin_ = " << tile << ";\n";
+  // the barrier orders the block's stores before thread 0's fence (cumulative), the count after it
+  if (!a.ends_with_barrier) os << "      __syncthreads();\n";
+  os << "      if (threadIdx.x == 0) {\n        __threadfence();\n";
+  os << "        fin_last_ = atomicAdd(fin_count_ + fin_, 1u) == " << f.arrivals - 1 << "u;\n";
+  os << "        if (fin_last_) {\n          atomicExch(fin_count_ + fin_, 0u);  /* ready for the next launch */\n";
+  os << "          __threadfence();\n        }\n";
+  os << "      }\n      __syncthreads();\n";
+  os << "      if (fin_last_) {\n";
+  os << "        " << ix << " br_ = fin_;\n        (void)br_;\n";
+  os << b.decode << b.body;
+  os << (b.ends_with_barrier ? "" : "        __syncthreads();\n") << "      }\n    }\n";
+  return os.str();
+}
+
+}  // namespace
+
 void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringstream& os, std::vector<Launch>& launches,
-               uint64_t& scratch_bytes) {
+               uint64_t& scratch_bytes, bool finalise) {
   const SimtGroups top = top_level_groups(k);
   const kernel::Divisors divisors = kernel::variable_divisors(k);
+  std::ostringstream unused;
+  SimtEmitter fmt{k, unused, {}};  // index types and expressions
+  fmt.set_narrow(simt_narrow_indices(k));
+  const std::string &ix = fmt.ix, &L = fmt.L;
   for (size_t gi = 0; gi < top.groups.size(); ++gi) {
-    const Node& root = *top.groups[gi];
-    const GridLoops grid = grid_loops(root);
-    const std::vector<const Node*>& pcs = grid.loops;
-    std::set<int> used = simt_buffers_used(root);
-    std::ostringstream body;
-    SimtEmitter e{k, body, {}};
-    e.set_narrow(simt_narrow_indices(k));
-    e.divisors = divisors;
-    const SimtDirectBuffers direct = simt_direct_buffers(k, top.groups[gi]);
-    e.direct = direct.in;
-    e.direct_out = direct.out;
-    e.threads = simt_block_threads(k, m, used, grid.blocks);
-    for (int id : e.direct) used.erase(id);
-    for (int id : e.direct_out) used.erase(id);
-    BufferPlacement place = place_buffers(k, m, used, e);
-    for (int i = int(pcs.size()) - 1; i >= 0; --i)
-      body << "    const " << e.ix << " " << pcs[i]->var << " = " << e.ie(pcs[i]->lo) << " + (br_ % " << grid.trips[i] << e.L << ") * "
-           << pcs[i]->step << e.L << "; br_ /= " << grid.trips[i] << e.L << ";\n";
-    const std::vector<const Node*> hoisted = hoisted_copies(k, top.groups[gi], grid);
-    if (pcs.empty())
-      e.uniform_node(root, "    ");
-    else {
-      std::vector<const Node*> nodes;
-      for (const auto& c : pcs.back()->children)
-        if (std::find(hoisted.begin(), hoisted.end(), c.get()) == hoisted.end()) nodes.push_back(c.get());
-      e.sequence(nodes, "    ");
+    GroupCode c = group_code(k, m, divisors, top.groups[gi], 0, 0, {}, true);
+    if (c.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
+      c.place.decl += "  unsigned char* red_smem_ = smem_ + " + std::to_string(c.place.shared) + "; /* reduction nests: a value per warp */\n";
+      c.place.shared += uint32_t(8 * ((c.threads + m.warp_size - 1) / m.warp_size));
     }
-    const std::string before = hoisted_code(k, e, hoisted);
-    if (e.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
-      place.decl += "  unsigned char* red_smem_ = smem_ + " + std::to_string(place.shared) + "; /* reduction nests: a value per warp */\n";
-      place.shared += uint32_t(8 * ((e.threads + m.warp_size - 1) / m.warp_size));
+    // the next group finalised by this one's last-arriving blocks (simt_finalise.h)
+    std::optional<Finalisation> fin;
+    std::optional<GroupCode> fc;
+    if (finalise && gi + 1 < top.groups.size() && top.lets_before[gi + 1] == top.lets_before[gi])
+      fin = plan_finalisation(k, *top.groups[gi], *top.groups[gi + 1]);
+    if (fin) {
+      fc = group_code(k, m, divisors, top.groups[gi + 1], c.threads, c.place.shared, fin->tensors, false);
+      const bool red_needed = fc->reductions && !c.reductions;
+      const uint64_t total = fc->place.shared + (red_needed ? 8 * ((c.threads + m.warp_size - 1) / m.warp_size) : 0);
+      if (fc->place.per_block_scratch || c.place.per_block_scratch || total > m.shared_bytes_per_block_optin) {
+        fin.reset();
+        fc.reset();
+      } else {
+        c.place.decl += fc->place.decl;
+        if (red_needed) c.place.decl += "  unsigned char* red_smem_ = smem_ + " + std::to_string(fc->place.shared) + "; /* reduction nests: a value per warp */\n";
+        c.place.shared = uint32_t(total);
+      }
     }
-    const int64_t grid_blocks = resident_grid(m, place.shared, e.threads, grid.blocks, place.per_block_scratch);
+    uint64_t counters = 0;
+    if (fin) {
+      counters = (uint64_t(fin->b_tiles) * 4 + 15) / 16 * 16;
+      c.place.decl += "  unsigned* fin_count_ = (unsigned*)(scratch + " + std::to_string(scratch_bytes) + "LL); /* arrivals per tile of group " +
+                      std::to_string(gi + 1) + " */\n  __shared__ unsigned fin_last_;\n";
+    }
+    const int64_t grid_blocks = resident_grid(m, c.place.shared, c.threads, c.grid.blocks, c.place.per_block_scratch);
     const std::string name = "tessel_simt_g" + std::to_string(gi);
-    os << "\n/* group " << gi << ": " << pcs.size() << " ParallelCores loop(s) -> " << grid.blocks << " block tiles, " << place.shared
-       << " B shared, " << place.per_block_scratch << " B scratch per block */\n";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << e.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
+    os << "\n/* group " << gi << ": " << c.grid.loops.size() << " ParallelCores loop(s) -> " << c.grid.blocks << " block tiles, " << c.place.shared
+       << " B shared, " << c.place.per_block_scratch << " B scratch per block"
+       << (fin ? "; finalises group " + std::to_string(gi + 1) + " (" + std::to_string(fin->b_tiles) + " tiles)" : std::string()) << " */\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << c.threads << ") " << name << "(" << kernel_parameters(k) << ") {\n";
     os << "  extern __shared__ __align__(16) unsigned char smem_[];\n";
-    os << "  unsigned char* scratch_block_ = scratch + " << scratch_bytes << "LL + (long long)blockIdx.x * " << place.per_block_scratch
+    os << "  unsigned char* scratch_block_ = scratch + " << scratch_bytes + counters << "LL + (long long)blockIdx.x * " << c.place.per_block_scratch
        << "LL;\n  (void)scratch_block_;\n";
-    os << place.decl;
+    os << c.place.decl;
     std::set<std::string> lets(k.let_vars.begin(), k.let_vars.end());
-    for (const auto& l : lets) os << "  " << e.ix << " " << l << " = 0; (void)" << l << ";\n";
-    for (const Node* l : top.lets_before[gi]) os << "  " << l->var << " = " << e.ie(l->value) << ";\n";
-    os << before;
-    os << "  for (" << e.ix << " bid_ = blockIdx.x; bid_ < " << grid.blocks << e.L << "; bid_ += gridDim.x) {\n";
-    os << "    " << e.ix << " br_ = bid_;\n";
-    os << body.str();
+    for (const auto& l : lets) os << "  " << ix << " " << l << " = 0; (void)" << l << ";\n";
+    for (const Node* l : top.lets_before[gi]) os << "  " << l->var << " = " << fmt.ie(l->value) << ";\n";
+    os << c.before;
+    os << "  for (" << ix << " bid_ = blockIdx.x; bid_ < " << c.grid.blocks << L << "; bid_ += gridDim.x) {\n";
+    os << "    " << ix << " br_ = bid_;\n";
+    os << c.decode << c.body;
+    if (fin) os << finalisation_code(c, *fc, *fin, gi + 1, fmt);
     // tiles are separated by a barrier (the body's last one where it ends with one)
-    os << (e.after_barrier() ? "" : "    __syncthreads();\n") << "  }\n}\n";
-    scratch_bytes += place.per_block_scratch * uint64_t(grid_blocks);
+    os << (c.ends_with_barrier || fin ? "" : "    __syncthreads();\n") << "  }\n}\n";
+    scratch_bytes += counters + c.place.per_block_scratch * uint64_t(grid_blocks);
     Launch l;
     l.kernel = name;
     l.grid[0] = unsigned(grid_blocks);
-    l.block = e.threads;
-    l.dynamic_shared_bytes = place.shared;
+    l.block = c.threads;
+    l.dynamic_shared_bytes = c.place.shared;
     launches.push_back(l);
+    if (fin) ++gi;  // the next group runs inside this one
   }
 }
 

@@ -38,8 +38,9 @@
 namespace tessel::emit_cuda {
 
 // Appends the group kernels to `os` and their launches to `launches`; grows `scratch_bytes`.
+// `finalise`: groups that qualify run in the previous group's last-arriving blocks (simt_finalise.h).
 void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringstream& os, std::vector<Launch>& launches,
-               uint64_t& scratch_bytes);
+               uint64_t& scratch_bytes, bool finalise = false);
 
 // The kernel parameter list shared by every generated kernel: one pointer per Kernel::tensors
 // entry, then the scratch pointer.

@@ -33,6 +33,10 @@ struct SimtEmitter {
   std::map<int, int64_t> pitch;           // buffer id -> elements between its rows, where padded
   std::set<int> direct;                   // copy-in boxes read straight from global (simt_direct_buffers)
   std::set<int> direct_out;               // copy-out boxes written straight to global (simt_direct_buffers)
+  std::set<std::string> coherent;         // global tensors read through L2 (__ldcg): other blocks of the launch wrote them
+  // the code runs in one block while the rest of the grid is done (simt_finalise.h): reduction
+  // nests give every output its lanes at once and keep more loads in flight per lane
+  bool finalising = false;
   std::set<std::string> owned_loop_vars;  // see owner_stable
   const Node* pending_init = nullptr;     // an init nest right before the loop being emitted (sequence)
   bool init_folded = false;               // the loop's reduction nest took pending_init over

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "compiler/emit_cuda/simt_loop_chain.h"
+
 namespace tessel::emit_cuda {
 
 using kernel::Node;
@@ -126,6 +128,24 @@ std::set<int> simt_buffers_used(const Node& group) {
   std::set<int> out;
   buffers_used(group, out);
   return out;
+}
+
+GridLoops grid_loops(const Node& root) {
+  GridLoops g;
+  const Node* n = &root;
+  while (n->kind == NodeKind::Loop && n->loop_kind == kernel::LoopKind::ParallelCores && n->parallel) {
+    int64_t lo, hi;
+    if (!simt::constant_expr(n->lo, &lo) || !simt::constant_expr(n->hi, &hi)) break;
+    g.loops.push_back(n);
+    if (n->children.size() != 1) break;
+    n = n->children[0].get();
+  }
+  for (const Node* l : g.loops) {
+    const int64_t t = std::max<int64_t>(0, (l->hi.evaluate({}) - l->lo.evaluate({}) + l->step - 1) / l->step);
+    g.trips.push_back(t);
+    g.blocks *= t;
+  }
+  return g;
 }
 
 bool simt_narrow_indices(const kernel::Kernel& k) {

@@ -37,6 +37,16 @@ struct SimtDirectBuffers {
 };
 SimtDirectBuffers simt_direct_buffers(const kernel::Kernel& k, const kernel::NodePtr& group);
 
+// The grid of a group: its perfectly nested ParallelCores loops with constant bounds that carry
+// no dependence, their trip counts and the number of block tiles. Tile t's loop values: the last
+// loop fastest (t = sum over d of iteration_d x the trips of the loops after d).
+struct GridLoops {
+  std::vector<const kernel::Node*> loops;
+  std::vector<int64_t> trips;
+  int64_t blocks = 1;
+};
+GridLoops grid_loops(const kernel::Node& root);
+
 // The buffers a group's nodes read or write (copies, compute bindings, matmul fragments).
 std::set<int> simt_buffers_used(const kernel::Node& group);
 

@@ -104,7 +104,7 @@ std::optional<ReductionShape> reduction_shape(const kernel::Kernel& k, const Nod
 // output, all R dims flattened over the lanes where their bounds read no R variable; a short
 // reduction takes fewer lanes (at least 4 elements each, down to a thread per output: its elements
 // in the interpreter's order).
-LaneMapping lane_mapping(const ReductionShape& r, unsigned threads) {
+LaneMapping lane_mapping(const ReductionShape& r, unsigned threads, bool one_round) {
   LaneMapping m;
   m.outputs = 1;
   for (const auto& d : r.odims) {
@@ -129,6 +129,10 @@ LaneMapping lane_mapping(const ReductionShape& r, unsigned threads) {
   // outputs one f16 step off on sm90)
   if (m.column || ir::is_ordered_product(*r.s)) {
     m.G = 1;
+  } else if (one_round && m.outputs) {  // every output at once: G lanes each, G a power of two
+    m.G = 1;
+    while (m.G * 2 * *m.outputs <= int64_t(threads)) m.G *= 2;
+    m.G = std::min(m.G, lanes_cap);
   } else if (m.outputs || lanes_cap < 32) {
     m.G = 32;
     if (m.outputs)
@@ -157,7 +161,7 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
   if (!shape) return false;
   const ReductionShape& r = *shape;
   const ir::Statement& s = *r.s;
-  LaneMapping lanes = lane_mapping(r, threads);
+  LaneMapping lanes = lane_mapping(r, threads, finalising);
   if (lanes.column) lanes.split = column_split(r);
   const int64_t S = lanes.split;
   if (outer && !(lanes.G == 1 && owner_stable(r.odims, s, *r.update) && outputs_private(r.O, s, *r.update, r.out_dims))) return false;

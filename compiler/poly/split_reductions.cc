@@ -44,6 +44,8 @@ std::string fresh(const std::string& base, const std::set<std::string>& taken) {
 struct SplitChoice {
   const ir::IndexVar* index = nullptr;
   int64_t length = 0, chunk = 0, chunks = 0;
+  int64_t outputs = 0;  // the statement's output elements
+  bool column = false;   // ir::is_column_reduction
 };
 
 // The cut of reduction `s`, or nothing where it keeps one phase: it has as many outputs as the
@@ -88,7 +90,7 @@ std::optional<SplitChoice> choose_split(const ir::Statement& s, const std::map<s
                         : per;
   const int64_t C = (length + B - 1) / B;
   if (C < 2) return std::nullopt;
-  return SplitChoice{longest, length, B, C};
+  return SplitChoice{longest, length, B, C, outputs, column};
 }
 
 // The right-hand side of phase one: `s`'s with the cut index at chunk ci's element ji; past the
@@ -128,7 +130,8 @@ struct SplitPhases {
   ir::Tensor partial;
   ir::Statement one, two;
 };
-SplitPhases split_phases(const ir::Statement& s, const SplitChoice& cut, const std::string& partial, std::set<std::string>& names) {
+SplitPhases split_phases(const ir::Statement& s, const SplitChoice& cut, const std::string& partial, std::set<std::string>& names,
+                         const SplitPolicy& policy) {
   const std::string r = cut.index->name;
   const std::string ci = fresh(r + "_chunk", names), ji = fresh(r + "_in", names), pi = fresh(r + "_part", names);
   names.insert(ci), names.insert(ji), names.insert(pi);
@@ -146,13 +149,18 @@ SplitPhases split_phases(const ir::Statement& s, const SplitChoice& cut, const s
       pt.shape.push_back(iv.hi - iv.lo);
       pidx.push_back(ir::AffineExpr::index(iv.name) - iv.lo);
     }
-  pt.shape.push_back(ir::AffineExpr::constant_of(cut.chunks));
+  // chunk-major (T_partial(c, o)) where phase two's threads take consecutive outputs
+  const bool chunk_major = policy.chunk_major_outputs > 0 && cut.column && cut.outputs >= policy.chunk_major_outputs;
+  const auto with_chunk = [&](std::vector<ir::AffineExpr> idx, const ir::AffineExpr& c) {
+    idx.insert(chunk_major ? idx.begin() : idx.end(), c);
+    return idx;
+  };
+  pt.shape = with_chunk(pt.shape, ir::AffineExpr::constant_of(cut.chunks));
 
   ir::Statement& p1 = out.one;
   p1 = s;
   p1.output = partial;
-  p1.out_indices = pidx;
-  p1.out_indices.push_back(ir::AffineExpr::index(ci));
+  p1.out_indices = with_chunk(pidx, ir::AffineExpr::index(ci));
   p1.domain = out_dims;
   p1.domain.push_back({ci, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunks), false});
   p1.domain.push_back({ji, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunk), true});
@@ -168,8 +176,7 @@ SplitPhases split_phases(const ir::Statement& s, const SplitChoice& cut, const s
   p2.domain.push_back({pi, ir::AffineExpr::constant_of(0), ir::AffineExpr::constant_of(cut.chunks), true});
   auto read = node(ir::ExprKind::Access, s.acc_type, s.loc);
   read->name = partial;
-  read->indices = pidx;
-  read->indices.push_back(ir::AffineExpr::index(pi));
+  read->indices = with_chunk(pidx, ir::AffineExpr::index(pi));
   p2.rhs = read;
   return out;
 }
@@ -221,7 +228,7 @@ std::optional<ir::Function> split_reductions(const ir::Function& f, const std::m
     for (const auto& iv : s.domain) names.insert(iv.name);
     const std::string partial = fresh(s.output + "_partial", tensor_names);
     tensor_names.insert(partial);
-    SplitPhases phases = split_phases(s, *cut, partial, names);
+    SplitPhases phases = split_phases(s, *cut, partial, names, policy);
     out.tensors.push_back(phases.partial);
     place(phases.one);
     pending.push_back(phases.two);  // after the phase ones that follow, until something reads it

@@ -5,6 +5,7 @@
 // becomes a two-phase reduction through a local tensor of partial results (TVM's rfactor):
 //   T_partial(o, c) op=! select(c*B + j < L, e(o, lo + c*B + j), identity)    c in 0:C, j in 0:B
 //   T(o)            op=! T_partial(o, c)                                      c in 0:C
+// (T_partial(c, o) for a column reduction with many outputs: SplitPolicy::chunk_major_outputs)
 // Phase one has o x C independent outputs, so the polyhedral core finds the chunk loop c
 // parallel and the GPU spreads it over blocks; phase two folds the C partials of each output in
 // chunk order. Both phases and the order within a chunk are fixed, so the result is deterministic
@@ -43,6 +44,12 @@ struct SplitPolicy {
   int64_t column_outputs_per_unit = 256;
   // a column reduction's chunks are at least this long (and it is split only when it has two)
   int64_t column_min_chunk = 32;
+  // a column reduction with at least this many outputs stores its partials chunk-major,
+  // T_partial(c, o): both phases map a thread per output, so phase one's tile stores a chunk's
+  // outputs side by side and phase two's warps read them coalesced; 0: never (the default:
+  // measured on the H200 it pays only with a finalised phase two, CudaOptions::
+  // finalise_split_reductions, and made a max over the middle axis slower, 5.95 -> 7.19 us)
+  int64_t chunk_major_outputs = 0;
 };
 
 struct ReductionSplit {

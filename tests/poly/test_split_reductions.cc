@@ -237,3 +237,30 @@ TEST_CASE("a cut max chunk pads with its own first element, so a tile's box is o
   check_same(m.functions[0], o.sizes, p, 1);
   check_same(m.functions[0], {{"A", 3}, {"B", 100001}, {"C", 5}}, p, 1);
 }
+
+TEST_CASE("chunk-major partials: a column reduction with at least chunk_major_outputs outputs, T_partial(c, n)") {
+  frontend::Module c = frontend::parse_module("def colsum(f32[M, N] X) -> (f32[N] S) {\n  S(n) +=! X(m, n)\n}\n", "c.tsl");
+  const ir::Function& f = c.functions[0];
+  const std::map<std::string, int64_t> sizes{{"M", 4096}, {"N", 1024}};
+  poly::SplitPolicy p;
+  p.parallel_units = 132;
+  const auto partial_shape = [&](const poly::SplitPolicy& policy) {
+    std::vector<poly::ReductionSplit> splits;
+    auto g = poly::split_reductions(f, sizes, policy, &splits);
+    REQUIRE(g);
+    REQUIRE(splits.size() == 1);
+    std::vector<int64_t> shape;
+    for (const auto& t : g->tensors)
+      if (t.name == splits[0].partial)
+        for (const auto& d : t.shape) shape.push_back(d.evaluate({}, sizes));
+    return std::make_pair(shape, splits[0].chunks);
+  };
+  const auto [output_major, chunks] = partial_shape(p);  // the default: output-major
+  CHECK(output_major == std::vector<int64_t>{1024, chunks});
+  p.chunk_major_outputs = 256;
+  const auto [chunk_major, chunks2] = partial_shape(p);
+  CHECK(chunk_major == std::vector<int64_t>{chunks2, 1024});
+  check_same(f, sizes, p, 1);
+  p.chunk_major_outputs = 2048;  // more than the 1,024 outputs: output-major
+  CHECK(partial_shape(p).first == std::vector<int64_t>{1024, chunks});
+}
