@@ -55,6 +55,18 @@ inline std::unique_ptr<Case> compile_case(const std::string& file, const std::st
   return c;
 }
 
+// The first def of a source text (an imported ONNX model's program) compiled for `target` (its
+// sizes all fixed) and its NPU program; inputs and expected outputs are the caller's.
+inline std::unique_ptr<Case> source_case(const std::string& source, const std::string& target) {
+  auto c = std::make_unique<Case>();
+  c->module = frontend::parse_module(source, "imported.tsl");
+  CompileOptions o;
+  o.target = target;
+  c->compilation = compile(c->module.functions.at(0), o);
+  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
+  return c;
+}
+
 struct Run {
   npu_sync::SyncResult sync;
   npu_sim::SimResult sim;

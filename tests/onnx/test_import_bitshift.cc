@@ -92,13 +92,8 @@ TEST_CASE("onnx BitShift: a malformed direction and a signed type are refused na
 
 void check_on(const std::string& target, const Kind& k, const std::string& dir) {
   const ImportResult r = import_model(shift_graph(k, dir).m, "shift.onnx");
-  auto c = std::make_unique<npu_test::Case>();
-  c->module = frontend::parse_module(r.tsl, "imported.tsl");
+  auto c = npu_test::source_case(r.tsl, target);
   const ir::Function& f = c->module.functions.at(0);
-  CompileOptions o;
-  o.target = target;
-  c->compilation = compile(f, o);
-  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
   std::vector<uint64_t> x, y;
   inputs(k, x, y);
   c->inputs = {{"x", tensor(k, x)}, {"y", tensor(k, y)}};

@@ -34,13 +34,8 @@ void check_on(const std::string& target) {
   const ImportResult r = import_model(bool_graph().m, "bool.onnx");
   CHECK(r.tsl.find("i8(") != std::string::npos);
   CHECK(r.tsl.find("u8") == std::string::npos);
-  auto c = std::make_unique<npu_test::Case>();
-  c->module = frontend::parse_module(r.tsl, "imported.tsl");
+  auto c = npu_test::source_case(r.tsl, target);
   const ir::Function& f = c->module.functions.at(0);
-  CompileOptions o;
-  o.target = target;
-  c->compilation = compile(f, o);
-  c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
   c->inputs = interp::random_inputs(f, {}, 3);
   c->expected = interp::evaluate(f, {}, c->inputs);
   for (const auto& [name, t] : c->expected)

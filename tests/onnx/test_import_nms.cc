@@ -102,13 +102,8 @@ TEST_CASE("onnx NonMaxSuppression: the imported program runs on davinci-910 and 
   for (const std::string& target : {npu_test::kTarget, npu_test::kTarget310}) {
     CAPTURE(target);
     const ImportResult r = import_model(nms_graph(6, false).m, "n.onnx");
-    auto c = std::make_unique<npu_test::Case>();
-    c->module = frontend::parse_module(r.tsl, "imported.tsl");
+    auto c = npu_test::source_case(r.tsl, target);
     const ir::Function& f = c->module.functions.at(0);
-    CompileOptions o;
-    o.target = target;
-    c->compilation = compile(f, o);
-    c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
     c->inputs = r.weights;
     c->inputs["boxes"] = f32({kB, kN, 4}, boxes());
     c->inputs["scores"] = f32({kB, kC, kN}, scores());

@@ -66,13 +66,8 @@ TEST_CASE("onnx TopK: the imported program runs on davinci-910 and davinci-310 a
   for (const std::string& target : {npu_test::kTarget, npu_test::kTarget310}) {
     CAPTURE(target);
     const ImportResult r = import_model(topk_graph(1, 4, true).m, "t.onnx");
-    auto c = std::make_unique<npu_test::Case>();
-    c->module = frontend::parse_module(r.tsl, "imported.tsl");
+    auto c = npu_test::source_case(r.tsl, target);
     const ir::Function& f = c->module.functions.at(0);
-    CompileOptions o;
-    o.target = target;
-    c->compilation = compile(f, o);
-    c->kernel = emit_npu::emit_npu(c->compilation->kernel, c->compilation->hierarchy);
     c->inputs = interp::random_inputs(f, {}, 5);
     for (const auto& [name, a] : r.weights) c->inputs[name] = a;
     c->expected = interp::evaluate(f, {}, c->inputs);
