@@ -135,12 +135,15 @@ def time_graph(torch, fn, calls=20, samples=15):
     return times[len(times) // 2]
 
 
-def copy_bandwidth(torch):
-    n = 256 << 20
+def copy_bandwidth(torch, moved=None):
+    """Bytes read + written per second by a device-to-device copy: of 256 MiB (the peak), or of a
+    buffer of moved / 2 bytes (a copy that moves `moved` bytes: what the memory system and a launch
+    allow at that size, L2 residency and launch latency included)."""
+    n = 256 << 20 if moved is None else max(16, int(moved) // 32 * 16)
     src = torch.empty(n, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    us = time_graph(torch, lambda: dst.copy_(src), calls=5, samples=10)
-    return 2 * n / (us * 1e-6)  # bytes read + written per second
+    us = time_graph(torch, lambda: dst.copy_(src), calls=5 if moved is None else 20, samples=10 if moved is None else 15)
+    return 2 * n / (us * 1e-6)
 
 
 def run_tessel(tessel, target, c):

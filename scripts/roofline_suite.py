@@ -33,7 +33,9 @@ GPU descriptions (sm90, sm75): the figure is the kernel time (`graph_us`: median
 CUDA graph of calls, as scripts/gpu_peers.py reads it); runs are one at a time. With --peers torch
 the same operator is timed in PyTorch in this process (CUDA graphs, gpu_peers.time_graph) and each
 row gets torch us, speed vs torch (torch us / tessel us: > 1 means tessel is faster) and, for
-memory-bound instances, % of the device-to-device copy bandwidth measured in this process.
+memory-bound instances, % of the device-to-device copy bandwidth measured in this process (a 256 MiB
+copy: the peak) and % of a same-size copy's (a copy moving the instance's bytes, timed the same way:
+the best a memory-bound kernel of that size can do with its launch and L2 residency).
 --dry-run (or --nvrtc) needs no GPU: `tessel compile -o K.cu` and NVRTC for the description's
 architecture (conformance.py --nvrtc), so every instance is known to compile for sm_90 and sm_75.
 
@@ -314,6 +316,7 @@ def add_torch_peers(instances, cols, results):
     import gpu_peers
     import roofline_torch
     bw = gpu_peers.copy_bandwidth(torch)
+    same_size = {}  # bytes moved -> a copy of that many bytes' bandwidth
     for inst in instances:
         try:
             fn = roofline_torch.build(torch, inst)
@@ -333,6 +336,8 @@ def add_torch_peers(instances, cols, results):
                 row["speed_vs_torch"] = us / row["graph_us"]
                 if inst.kind == "memory":
                     row["fraction_of_copy"] = inst.bytes_moved() / (row["graph_us"] * 1e-6) / bw
+                    same = same_size.setdefault(inst.bytes_moved(), gpu_peers.copy_bandwidth(torch, inst.bytes_moved()))
+                    row["fraction_of_same_size_copy"] = inst.bytes_moved() / (row["graph_us"] * 1e-6) / same
     return bw
 
 
@@ -355,13 +360,13 @@ def cell_npu(row):
 
 def cell_gpu(row, inst):
     if row is None:
-        return ("-", "-", "-", "-", "-")
+        return ("-", "-", "-", "-", "-", "-")
     us = row.get("graph_us")
     speed = row.get("speed_vs_torch")
-    copy = row.get("fraction_of_copy")
+    copy, same = row.get("fraction_of_copy"), row.get("fraction_of_same_size_copy")
     gbs = inst.bytes_moved() / (us * 1e3) if us else None
     return (f"{us:.2f}" if us else "-", f"{gbs:.0f}" if gbs else "-", f"{speed:.2f}x" if speed else "-",
-            f"{100 * copy:.0f}%" if copy else "-", row["status"])
+            f"{100 * copy:.0f}%" if copy else "-", f"{100 * same:.0f}%" if same else "-", row["status"])
 
 
 def print_table(instances, cols, results, args):
@@ -372,7 +377,7 @@ def print_table(instances, cols, results, args):
         elif kind == "npu":
             heads.append((name, ("cycles", "bound", "% roof", "status"), (12, 8, 7, 8)))
         else:
-            heads.append((name, ("us", "GB/s", "vs torch", "% copy", "status"), (9, 6, 8, 7, 8)))
+            heads.append((name, ("us", "GB/s", "vs torch", "% copy", "% same", "status"), (9, 6, 8, 7, 7, 8)))
     name_w = max(len(i.name) for i in instances) + 1
     c_w = 0 if args.no_c_check else 4
     line1 = f"{'':<{name_w}} {'':>13}" + (f" {'':>{c_w}}" if c_w else "")
@@ -422,6 +427,8 @@ def summaries(instances, cols, results):
             s["below_half_torch"] = sum(x < 0.5 for x in sp)
             cp = [r["fraction_of_copy"] for r in rows if r["status"] == "ok" and r.get("fraction_of_copy")]
             s["geomean_fraction_of_copy"] = geomean(cp)
+            s["geomean_fraction_of_same_size_copy"] = geomean(
+                [r["fraction_of_same_size_copy"] for r in rows if r["status"] == "ok" and r.get("fraction_of_same_size_copy")])
         out[name] = s
     return out
 
@@ -446,6 +453,8 @@ def print_summaries(summ, cols, args):
             g, c = s["geomean_speed_vs_torch"], s["geomean_fraction_of_copy"]
             print(f"{name}: geomean speed vs torch " + (f"{g:.2f}x" if g else "-") + f"; {s['below_half_torch']} below"
                   " 0.5x; memory-bound geomean " + (f"{100 * c:.0f}% of copy bandwidth" if c else "-")
+                  + (f" ({100 * s['geomean_fraction_of_same_size_copy']:.0f}% of a same-size copy's)"
+                     if s.get("geomean_fraction_of_same_size_copy") else "")
                   + f"; {s['ok']} of {s['runs']} verified")
 
 
