@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "isa/base/error.h"
+
 namespace tessel::emit_cuda {
 
 bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& machine) {
-  // the WMMA fragments the TensorCore kernels have code for (bf16: the WMMA path only; mma.sync and
-  // wgmma take f16, tile_policy.cc)
+  // the fragments the TensorCore kernels have code for (f16 and bf16 on every main loop, i8 on WMMA)
   const bool float_in = c.in_type == DType::F16 || c.in_type == DType::BF16;
   if (!((float_in && c.acc_type == DType::F32) || (c.in_type == DType::I8 && c.acc_type == DType::I32))) return false;
   // ... and the description's matrix unit has, at its architecture (sm70: f16 only, i8 from sm_72,
@@ -18,6 +19,17 @@ bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& ma
     if (std::atoi(s.min_arch.c_str() + 3) <= machine.compute_capability) return true;
   }
   return false;
+}
+
+bool warp_mma_operand(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+const char* ptx_operand_type(DType t) {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    default: break;
+  }
+  throw InternalError("CUDA emitter: no mma.sync / wgmma operand type for " + std::string(dtype_name(t)));
 }
 
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine) {

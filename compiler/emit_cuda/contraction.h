@@ -19,10 +19,17 @@ using kernel::substitute;
 // multiples of 16 that padded fragments would waste over a third of the work), or "".
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine);
 
-// Whether the contraction's dtypes have a TensorCore shape the kernels implement (f16 -> f32,
+// Whether the contraction's dtypes have a TensorCore shape the kernels implement (f16 / bf16 -> f32,
 // i8 -> i32) that the description's matrix unit lists at its architecture (a shape's min_arch at
-// most the description's compute capability: sm70 has no i8 shape); the others run on the
-// register-blocked SIMT contraction kernel (simt_gemm.h).
+// most the description's compute capability: sm70 has no i8 shape, sm75 no bf16 one); the others
+// run on the register-blocked SIMT contraction kernel (simt_gemm.h).
 bool dtype_has_tensor_core_shape(const Contraction& c, const isa::GpuMachine& machine);
+
+// The operand dtypes of the mma.sync and wgmma main loops: the 16-bit floats f16 and bf16 (their
+// ldmatrix loads, swizzled tiles and tensor maps move 16-bit elements alike; only the MMA
+// instruction's type names differ). WMMA takes i8 too.
+bool warp_mma_operand(DType t);
+// The PTX type name of such an operand in mma.sync / wgmma.mma_async ("f16", "bf16").
+const char* ptx_operand_type(DType t);
 
 }  // namespace tessel::emit_cuda

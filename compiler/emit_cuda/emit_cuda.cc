@@ -19,7 +19,10 @@ namespace tessel::emit_cuda {
 namespace {
 
 // cp.async on sm_80+ (16-byte copies with zero fill when the guard fails); plain loads before.
-std::string async_copy_helpers(const isa::GpuMachine& m) {
+// ldmatrix moves 16-bit elements of either float type; tessel_mma16816 is the mma.sync of the
+// operand dtype `mma_operand` (f16 or bf16: ptx_operand_type).
+std::string async_copy_helpers(const isa::GpuMachine& m, DType mma_operand = DType::F16) {
+  const std::string ab = ptx_operand_type(mma_operand);
   if (m.has(isa::GpuFeature::CpAsync))
     return R"(static __device__ __forceinline__ void tessel_cp_async16(void* smem, const void* gmem, bool pred) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -36,7 +39,7 @@ static __device__ __forceinline__ void tessel_ldsm_x4_trans(unsigned& r0, unsign
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(s));
 }
 static __device__ __forceinline__ void tessel_mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.)" + ab + "." + ab + R"(.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -113,7 +116,8 @@ bool emit_tensor_core_program(const kernel::Kernel& k, const Contraction& c, con
                               std::ostringstream& os, CudaProgram& p) {
   const std::optional<TcConfig> cfg = choose_config(k, c, options, m, p.explain);
   if (!cfg) return false;
-  os << "#include <mma.h>\n" << async_copy_helpers(m);
+  // i8 runs WMMA only: its prelude keeps the f16 mma.sync helper (unused)
+  os << "#include <mma.h>\n" << async_copy_helpers(m, warp_mma_operand(c.in_type) ? c.in_type : DType::F16);
   auto named = [&](const std::string& t) {
     return std::find(options.pdl_prefetch.begin(), options.pdl_prefetch.end(), t) != options.pdl_prefetch.end();
   };

@@ -39,8 +39,8 @@ namespace tessel::emit_cuda {
 // The main loop's matrix instruction family.
 enum class MmaKind {
   wmma,      // WMMA fragments (load_matrix_sync / mma_sync / store_matrix_sync)
-  mma_sync,  // `/mma`, sm_80+, f16: ldmatrix + mma.sync.m16n8k16 (inline PTX)
-  // `/wg` (or `/wgd`, `/ws`), sm_90a, f16: warpgroup MMA (wgmma.mma_async) on operands in
+  mma_sync,  // `/mma`, sm_80+, f16 or bf16: ldmatrix + mma.sync.m16n8k16 (inline PTX)
+  // `/wg` (or `/wgd`, `/ws`), sm_90a, f16 or bf16: warpgroup MMA (wgmma.mma_async) on operands in
   // 128-byte-swizzled shared memory, one warpgroup (4 warps) per wm x bn slice (wm a multiple of
   // 64), bk = 64
   wgmma,

@@ -338,7 +338,7 @@ void emit_element(const TcKernel& t, const std::string& pad, bool streaming, con
       continue;
     }
     const std::string at = "t_" + tensor + "[" + tensor_address(t, tensor, out_idx, anchor_var) + "]";
-    if (streaming && (dtype == DType::F32 || dtype == DType::F16))  // evict-first, no memory clobber (loads stay CSE-able)
+    if (streaming && (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16))  // evict-first, no memory clobber (loads stay CSE-able)
       os << pad << "tessel_stcs(&" << at << ", " << value << ");\n";
     else os << pad << at << " = " << value << ";\n";
   }

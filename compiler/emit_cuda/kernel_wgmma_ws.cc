@@ -173,6 +173,11 @@ void emit_wgmma_ws_helpers(const TcKernel& t) {
   // may share loads (per-column operands of the fused statements) between the rows of a thread
   os << "static __device__ __forceinline__ void tessel_stcs(float* p, float v) { asm volatile(\"st.global.cs.f32 [%0], %1;\\n\" ::\"l\"(p), \"f\"(v)); }\n"
         "static __device__ __forceinline__ void tessel_stcs(__half* p, __half v) { asm volatile(\"st.global.cs.b16 [%0], %1;\\n\" ::\"l\"(p), \"h\"(__half_as_ushort(v))); }\n";
+  for (const auto& [tensor, dtype] : element_outputs(t))
+    if (dtype == DType::BF16) {  // only where a bf16 output is stored (the f16 / f32 kernels' text unchanged)
+      os << "static __device__ __forceinline__ void tessel_stcs(__nv_bfloat16* p, __nv_bfloat16 v) { asm volatile(\"st.global.cs.b16 [%0], %1;\\n\" ::\"l\"(p), \"h\"(__bfloat16_as_ushort(v))); }\n";
+      break;
+    }
   os << "static __device__ __forceinline__ void tessel_mbar_init(unsigned long long* bar, unsigned count) {\n"
         "  asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(bar)), \"r\"(count));\n}\n"
         "static __device__ __forceinline__ void tessel_mbar_expect(unsigned long long* bar, unsigned bytes) {\n"

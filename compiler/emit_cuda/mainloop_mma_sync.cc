@@ -1,5 +1,6 @@
-// mma.sync main loop (mainloop.h, sm_80+ f16): m16n8 accumulators in registers, ldmatrix(.trans)
-// lane addresses, and per K tile fragments double-buffered in registers around mma.sync.m16n8k16.
+// mma.sync main loop (mainloop.h, sm_80+, f16 or bf16 operands): m16n8 accumulators in registers,
+// ldmatrix(.trans) lane addresses, and per K tile fragments double-buffered in registers around
+// mma.sync.m16n8k16 (the prelude's tessel_mma16816, of the operand type: emit_cuda.cc).
 #include "compiler/emit_cuda/mainloop.h"
 
 namespace tessel::emit_cuda {
@@ -19,7 +20,7 @@ void mma_sync_accumulators(const TcKernel& t) {
   else  // [k][n], transposed: (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15)
     os << "  const int b_lrow_ = lane_ & 15, b_lcol_ = (lane_ >> 4) * 8;  /* B ldmatrix.trans: row k, col n */\n";
   t.explain.push_back("  mma.sync path (sm_80+): ldmatrix" + std::string(t.pa.k_inner ? "" : ".trans") + " A, ldmatrix" +
-                    (t.pb.k_inner ? "" : ".trans") + " B from the padded (conflict-free) shared rows, mma.sync.m16n8k16 f16 -> f32, " +
+                    (t.pb.k_inner ? "" : ".trans") + " B from the padded (conflict-free) shared rows, mma.sync.m16n8k16 " + ptx_operand_type(t.c.in_type) + " -> f32, " +
                     S(t.fm * t.fn8) + " m16n8 accumulator tiles per warp");
 }
 

@@ -1,6 +1,7 @@
-// wgmma main loop (mainloop.h, sm_90a f16): helper functions (descriptors, fence / commit / wait,
-// the m64nNk16 instruction), accumulators in the m16n8 layout per warp, and the K loop with its own
-// copy/MMA schedule (one MMA group in flight, copies stages - 2 or stages - 1 tiles ahead).
+// wgmma main loop (mainloop.h, sm_90a, f16 or bf16 operands): helper functions (descriptors,
+// fence / commit / wait, the m64nNk16 instruction of the operand type), accumulators in the m16n8
+// layout per warp, and the K loop with its own copy/MMA schedule (one MMA group in flight, copies
+// stages - 2 or stages - 1 tiles ahead).
 #include "compiler/emit_cuda/mainloop.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@ void emit_wgmma_helpers(const TcKernel& t) {
   const auto& cfg = t.cfg;
   const std::string ta = t.pa.k_inner ? "0" : "1", tb = t.pb.k_inner ? "0" : "1";
   const int nreg = cfg.bn / 2;
+  const std::string ab = ptx_operand_type(t.c.in_type);
   os << "static __device__ __forceinline__ unsigned long long tessel_wg_desc(const void* p, unsigned lbo) {\n"
         "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 128-byte swizzle, SBO 1024 B */\n"
         "  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);\n}\n"
@@ -34,7 +36,7 @@ void emit_wgmma_helpers(const TcKernel& t) {
           "}\n";
   os << "static __device__ __forceinline__ void tessel_wgmma_n" << cfg.bn << "_" << ta << tb
      << "(float* d, unsigned long long da, unsigned long long db) {\n  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << cfg.bn
-     << "k16.f32.f16.f16 {";
+     << "k16.f32." << ab << "." << ab << " {";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "%" << r;
   os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1, " << ta << ", " << tb << ";\\n\"\n    : ";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "\"+f\"(d[" << r << "])";
@@ -48,7 +50,7 @@ void wgmma_accumulators(const TcKernel& t) {
   os << "  float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
   zero_accumulators(t, t.fmx, "  ");
   t.explain.push_back("  wgmma path (sm_90a): " + S(cfg.warps() / int(t.m.warps_per_warpgroup)) + " warpgroup(s), each " + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) +
-                    "k16 f16 -> f32 per 16-deep K step; A " + (t.pa.k_inner ? "K" : "M") + "-major, B " + (t.pb.k_inner ? "K" : "N") +
+                    "k16 " + ptx_operand_type(t.c.in_type) + " -> f32 per 16-deep K step; A " + (t.pa.k_inner ? "K" : "M") + "-major, B " + (t.pb.k_inner ? "K" : "N") +
                     "-major in 128-byte-swizzled shared memory filled by cp.async; one MMA group in flight while the next tiles load");
 }
 

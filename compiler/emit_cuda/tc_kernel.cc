@@ -148,7 +148,7 @@ TcKernel::TcKernel(const kernel::Kernel& k_, const Contraction& c_, const TcConf
   }
   if (cfg.tma_ws()) ta = tma_plan(pa, c, m), tb = tma_plan(pb, c, m, cfg.schedule == WsSchedule::multicast ? 2 : 1);
   i8 = c.in_type == DType::I8;
-  ft = i8 ? "signed char" : storage_type(c.in_type);  // __half, or __nv_bfloat16 (WMMA only)
+  ft = i8 ? "signed char" : storage_type(c.in_type);  // __half or __nv_bfloat16
   acct = i8 ? "int" : "float";
   // matrix_a is [m][k] row-major when its tile is K-inner; matrix_b is [k][n] row-major when N-inner
   la = pa.k_inner ? "wmma::row_major" : "wmma::col_major";

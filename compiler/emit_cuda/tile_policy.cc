@@ -34,7 +34,7 @@ std::string over_budget(const isa::GpuMachine& m, int64_t pipe, int64_t epi) {
 
 // The wgmma-specific rules (sm_90a: warpgroups, swizzled operands, bk = 64).
 std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  if (!m.wgmma || c.in_type != DType::F16) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 operands";
+  if (!m.wgmma || !warp_mma_operand(c.in_type)) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 or bf16 operands";
   if (g.k_split != 1 || (g.k_blocks != 1 && !g.tma_ws())) return "wgmma tiles take no K split and no mma.sync";
   if (g.tma_ws()) {
     if (!m.has(GpuFeature::TensorMaps)) return "the persistent TMA kernel (/ws) needs tensor maps (sm_90)";
@@ -68,8 +68,8 @@ std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::G
 
 // The rules of the variants (split-K across blocks, mma.sync, clusters, store and copy flavours).
 std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  if (g.mma == MmaKind::mma_sync && (!m.mma_sync || c.in_type != DType::F16 || g.k_split != 1 || g.k_blocks != 1))
-    return "mma.sync tiles need sm_80+, f16 operands and no K split";
+  if (g.mma == MmaKind::mma_sync && (!m.mma_sync || !warp_mma_operand(c.in_type) || g.k_split != 1 || g.k_blocks != 1))
+    return "mma.sync tiles need sm_80+, f16 or bf16 operands and no K split";
   if (g.reduce == SplitKReduce::atomic && (g.k_blocks < 2 || !c.plain_output)) return "atomic split-K needs k_blocks > 1 and a plain output";
   if (g.reduce == SplitKReduce::cluster && (!m.has(GpuFeature::ThreadBlockClusters) || g.k_blocks < 2 || g.k_blocks > int(m.cluster_max_blocks)))
     return "cluster split-K needs sm_90+ and 2..8 blocks per tile";
@@ -86,7 +86,7 @@ std::string variant_obstacle(const Contraction& c, const TcConfig& g, const isa:
   if (g.store == OutputStore::tma) {
     if (!g.tma_ws()) return "TMA stores (/ts) are an epilogue of the persistent TMA kernel (/ws), without /cs";
     // the TMA unit clips the tails: unlike the register stores, any M
-    if (!c.plain_output && !tma_store_fused(c)) return "TMA stores (/ts) need a plain f32 output or one dense f16 / f32 output of the fused statements";
+    if (!c.plain_output && !tma_store_fused(c)) return "TMA stores (/ts) need a plain f32 output or one dense f16 / bf16 / f32 output of the fused statements";
     if (c.plain_output && c.acc_type != DType::F32) return "TMA stores (/ts) of a plain output need f32 accumulators";
     if (g.bn % (2 * kTmaStoreChunkColumns)) return "TMA stores (/ts) need bn a multiple of 64 (pairs of 32-column chunks)";
     const int ob = c.plain_output ? kAccumulatorBytes : dtype_bytes(c.stored_outputs[0].second);
@@ -245,8 +245,9 @@ int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g) {
 }
 
 bool tma_store_fused(const Contraction& c) {
-  return !c.plain_output && c.dense_output && c.stored_outputs.size() == 1 &&
-         (c.stored_outputs[0].second == DType::F16 || c.stored_outputs[0].second == DType::F32) && c.size_n() % 4 == 0;
+  const DType t = c.stored_outputs.empty() ? DType::F32 : c.stored_outputs[0].second;
+  return !c.plain_output && c.dense_output && c.stored_outputs.size() == 1 && (t == DType::F16 || t == DType::BF16 || t == DType::F32) &&
+         c.size_n() % 4 == 0;
 }
 
 bool direct_store(const Contraction& c, const TcConfig& g) {
@@ -396,7 +397,7 @@ struct CandidateList {
   void large_tiles() {
     const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
     if (M >= 256 && N >= 256 && K >= 256 && tiles128 >= 64) {
-      if (m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps)) {
+      if (m.wgmma && warp_mma_operand(c.in_type) && m.has(GpuFeature::TensorMaps)) {
         // the persistent warp-specialised TMA kernel (kernel_wgmma_ws.h): 2 consumer warpgroups
         // 128x192: 4096-row problems with N = 768 have 128 tiles of it, one wave on 132 SMs
         for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 64, 64, 256, 1, 4},
@@ -430,7 +431,7 @@ struct CandidateList {
           g.schedule = base;
         }
       }
-      if (m.wgmma && c.in_type == DType::F16) {  // warpgroup MMA (sm_90a)
+      if (m.wgmma && warp_mma_operand(c.in_type)) {  // warpgroup MMA (sm_90a)
         // measured on an H200 (bench gpu): 128x256 and 256x128 with 4 stages fastest, 128x256/wg/cs
         // on 4096^3, 256x128/wg/cs/cf on the seed conv; /wgd keeps one more copy in flight for a
         // second barrier per K tile (slower)
@@ -457,7 +458,7 @@ struct CandidateList {
         add(g3);
       }
       add({128, 256, 64, 64, 64, 1, 3});  // the fastest measured for 4096^3 on an H200 (bench gpu)
-      if (m.mma_sync && c.in_type == DType::F16) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
+      if (m.mma_sync && warp_mma_operand(c.in_type)) {  // ldmatrix + mma.sync: as fast (+-3%) on an H200
         for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, 32, 64, 64, 1, 4},
                                                           {128, 256, 64, 64, 64, 1, 3},
                                                           {256, 128, 32, 64, 64, 1, 4},
@@ -479,7 +480,7 @@ struct CandidateList {
       add({128, 256, 32, 64, 64, 1, 3});
       add({128, 128, 64, 64, 64, 1, 3});
       add({128, 128, 32, 64, 64, 1, 2});  // pre-Ampere shared-memory budgets
-    } else if (M >= 256 && N >= 64 && K >= 256 && m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps)) {
+    } else if (M >= 256 && N >= 64 && K >= 256 && m.wgmma && warp_mma_operand(c.in_type) && m.has(GpuFeature::TensorMaps)) {
       // narrow outputs (64 <= N < 256, or too few 128x128 tiles): a ResNet's 3x3 convolutions with
       // 64 or 128 output channels over M = batch x rows x columns. The persistent TMA kernel's
       // 128-row tiles as wide as N allows, where they still make 64 tiles; without them the
@@ -504,7 +505,7 @@ struct CandidateList {
   void mid_ws_tiles() {
     const int64_t tiles128 = B * ((M + 127) / 128) * ((N + 127) / 128);
     if (!(M >= 128 && N >= 128 && K >= 512 && tiles128 < 64)) return;
-    if (!m.wgmma || c.in_type != DType::F16 || !m.has(GpuFeature::TensorMaps)) return;
+    if (!m.wgmma || !warp_mma_operand(c.in_type) || !m.has(GpuFeature::TensorMaps)) return;
     for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 8}, {128, 128, 64, 64, 128, 1, 6}}) {
       g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
       while (g.stages > 3 && !fits(g)) --g.stages;
@@ -536,7 +537,7 @@ struct CandidateList {
     for (TcConfig g : std::initializer_list<TcConfig>{{64, 64, 32, 32, 32, 1, 4},
                                                       {64, 128, 32, 32, 64, 1, 4},
                                                       {64, 64, 64, 32, 32, 1, 3}}) {
-      if (m.mma_sync && c.in_type == DType::F16) {
+      if (m.mma_sync && warp_mma_operand(c.in_type)) {
         g.mma = MmaKind::mma_sync;
         add(g);
         g.mma = MmaKind::wmma;
@@ -544,7 +545,7 @@ struct CandidateList {
       add(g);
     }
     // the persistent TMA kernel with small tiles (measured with the others, ranked after the medium tiles)
-    if (m.wgmma && c.in_type == DType::F16 && m.has(GpuFeature::TensorMaps) && M >= 128 && N >= 64)
+    if (m.wgmma && warp_mma_operand(c.in_type) && m.has(GpuFeature::TensorMaps) && M >= 128 && N >= 64)
       for (TcConfig g : std::initializer_list<TcConfig>{{128, 64, 64, 64, 64, 1, 4}, {128, 128, 64, 64, 128, 1, 4}, {64, 128, 64, 64, 128, 1, 4}}) {
         g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
         g.schedule = g.bm == g.wm ? WsSchedule::pingpong : WsSchedule::grouped;

@@ -73,7 +73,7 @@ inline constexpr int kTmaStoreChunkColumns = 32;
 // unrolling of the staged epilogue's element loop (independent elements in flight per thread)
 inline constexpr int kStagedElementUnroll = 4;
 int64_t ws_epilogue_bytes(const Contraction& c, const TcConfig& g);
-// TMA stores (/ts) of the fused statements' result: one dense f16 / f32 output, N a multiple of 4
+// TMA stores (/ts) of the fused statements' result: one dense f16 / bf16 / f32 output, N a multiple of 4
 // (the staged epilogue's 4-column groups), staged per chunk in a 128-byte-swizzled buffer
 bool tma_store_fused(const Contraction& c);
 
