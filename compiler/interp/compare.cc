@@ -66,8 +66,8 @@ Comparison compare(const NpyArray& expected, const NpyArray& actual, double abs_
       if (c.mismatches++ == 0) {
         c.first_mismatch = name + position(expected.shape, i) + ": expected " + number(e) + ", got " + number(a);
         if (s > std::fabs(e))
-          c.first_mismatch += " (beyond " + number(abs_tol + rel_tol * s) + ", its sum's terms' magnitudes adding up to " +
-                              number(s) + ")";
+          c.first_mismatch += " (beyond " + number(abs_tol + rel_tol * s) + ", its error scale " + number(s) +
+                              ": the magnitudes of the terms of the sums it is computed from)";
       }
     } else {
       c.max_abs_err = std::max(c.max_abs_err, err);

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <exception>
 #include <memory>
+#include <set>
 #include <thread>
 
+#include "compiler/interp/error_scale.h"
 #include "compiler/interp/scalar.h"
 #include "compiler/ir/builtin_math.h"
 #include "isa/base/error.h"
@@ -907,30 +910,47 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   return s;
 }
 
-// The sum-of-|term| buffer statement `st` accumulates into when magnitudes are asked for: a float
-// sum's (made on its first sum, holding |value| of what a `+=` adds to, f32 of the output's shape);
-// any other statement writing a tracked tensor drops its buffer (its elements compare as before).
-Buffer* magnitude_buffer(const ir::Statement& st, const std::map<std::string, Buffer>& buffers,
-                         std::map<std::string, Buffer>& mags) {
-  const Buffer& out = buffers.at(st.output);
-  if (st.reduction != ir::Reduction::Sum || !dtype_is_float(out.tensor->dtype)) {
-    mags.erase(st.output);
+// The scale buffers of evaluate's term magnitudes (error_scale.h): per tracked tensor T an f32
+// buffer of T's shape named scale_name(T) among the statements' buffers (scale statements read and
+// write it as a tensor), its ir::Tensor kept here.
+struct Scales {
+  std::set<std::string> tracked;
+  std::deque<ir::Tensor> tensors;
+
+  // T's scale buffer, holding |T| where T had no scale
+  Buffer& buffer(const std::string& t, std::map<std::string, Buffer>& buffers) {
+    const Buffer& out = buffers.at(t);
+    auto it = buffers.find(scale_name(t));
+    if (it == buffers.end()) {
+      ir::Tensor& s = tensors.emplace_back(*out.tensor);
+      s.name = scale_name(t), s.dtype = DType::F32, s.kind = ir::TensorKind::Local;
+      Buffer b{&s, {}, out.strides};
+      b.array.dtype = DType::F32;
+      b.array.shape = out.array.shape;
+      b.array.data.resize(out.array.data.size() / dtype_bytes(out.tensor->dtype) * 4);
+      it = buffers.emplace(s.name, std::move(b)).first;
+    }
+    if (tracked.insert(t).second)
+      for (int64_t i = 0, n = out.array.element_count(), bytes = dtype_bytes(out.tensor->dtype); i < n; ++i)
+        store_float(DType::F32, it->second.array.data.data() + i * 4, std::fabs(load_float(out.tensor->dtype, out.array.data.data() + i * bytes)));
+    return it->second;
+  }
+
+  // Before `st` runs: its scale statement run (nothing returned), or the buffer a float sum of
+  // unscaled terms adds their |term| to, or nothing (a statement of no scale: its output loses its)
+  Buffer* prepare(const ir::Statement& st, const Sizes& sizes, std::map<std::string, Buffer>& buffers) {
+    const bool fl = dtype_is_float(buffers.at(st.output).tensor->dtype);
+    if (fl)
+      if (const std::optional<ir::Statement> s = scale_statement(st, tracked)) {
+        buffer(st.output, buffers);
+        run_statement(*s, sizes, buffers, nullptr);
+        return nullptr;
+      }
+    if (fl && st.reduction == ir::Reduction::Sum) return &buffer(st.output, buffers);
+    tracked.erase(st.output);
     return nullptr;
   }
-  auto [it, fresh] = mags.try_emplace(st.output);
-  if (fresh) {
-    Buffer& m = it->second;
-    m.tensor = out.tensor;
-    m.strides = out.strides;
-    m.array.dtype = DType::F32;
-    m.array.shape = out.array.shape;
-    const int64_t n = out.array.element_count(), bytes = dtype_bytes(out.tensor->dtype);
-    m.array.data.assign(static_cast<size_t>(n * 4), 0);
-    for (int64_t i = 0; i < n; ++i)
-      store_float(DType::F32, m.array.data.data() + i * 4, std::fabs(load_float(out.tensor->dtype, out.array.data.data() + i * bytes)));
-  }
-  return &it->second;
-}
+};
 
 }  // namespace
 
@@ -938,37 +958,14 @@ void set_thread_count(int threads) { g_threads = threads; }
 
 Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& inputs, Tensors* term_magnitudes) {
   const Sizes sizes = ir::bind_sizes(f, given);
-  for (const std::string& p : f.params)
-    if (!sizes.count(p)) {
-      std::string all;
-      for (const std::string& q : f.params) all += (all.empty() ? "" : ",") + q + "=...";
-      throw UserError("size parameter '" + p + "' of '" + f.name + "' has no value; pass --shape " + all);
-    }
-  for (const auto& [name, a] : inputs) {
-    const ir::Tensor* t = f.find_tensor(name);
-    if (!t || t->kind != ir::TensorKind::Input) {
-      std::string names;
-      for (const ir::Tensor* i : f.inputs()) names += (names.empty() ? "" : ", ") + i->name;
-      throw UserError("'" + name + "' is not an input of '" + f.name + "'; its inputs are " + names);
-    }
-  }
+  check_inputs(f, sizes, inputs);
   std::map<std::string, Buffer> buffers;
   for (const ir::Tensor& t : f.tensors) {
     Buffer b;
     b.tensor = &t;
     const std::vector<int64_t> shape = tensor_shape(t, sizes);
     if (t.kind == ir::TensorKind::Input) {
-      auto it = inputs.find(t.name);
-      if (it == inputs.end())
-        throw UserError("missing input '" + t.name + "' (" + std::string(dtype_name(t.dtype)) + shape_text(shape) +
-                        ") of '" + f.name + "'");
-      if (it->second.dtype != t.dtype)
-        throw UserError("input '" + t.name + "' has dtype " + std::string(dtype_name(it->second.dtype)) + " but '" +
-                        f.name + "' declares " + std::string(dtype_name(t.dtype)));
-      if (it->second.shape != shape)
-        throw UserError("input '" + t.name + "' has shape " + shape_text(it->second.shape) + " but '" + f.name +
-                        "' expects " + shape_text(shape) + " for the given sizes");
-      b.array = it->second;
+      b.array = inputs.at(t.name);
     } else {
       b.array.dtype = t.dtype;
       b.array.shape = shape;
@@ -979,15 +976,15 @@ Tensors evaluate(const ir::Function& f, const Sizes& given, const Tensors& input
     b.strides = strides_of(b.array.shape);
     buffers.emplace(t.name, std::move(b));
   }
-  std::map<std::string, Buffer> mags;
+  Scales scales;
   for (const ir::Statement& st : f.statements)
-    run_statement(st, sizes, buffers, term_magnitudes ? magnitude_buffer(st, buffers, mags) : nullptr);
+    run_statement(st, sizes, buffers, term_magnitudes ? scales.prepare(st, sizes, buffers) : nullptr);
   Tensors out;
   if (term_magnitudes) term_magnitudes->clear();
   for (const ir::Tensor* t : f.outputs()) {
     out[t->name] = std::move(buffers.at(t->name).array);
-    auto m = mags.find(t->name);
-    if (term_magnitudes && m != mags.end()) (*term_magnitudes)[t->name] = std::move(m->second.array);
+    if (term_magnitudes && scales.tracked.count(t->name))
+      (*term_magnitudes)[t->name] = std::move(buffers.at(scale_name(t->name)).array);
   }
   return out;
 }

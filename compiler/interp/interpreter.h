@@ -31,15 +31,20 @@ std::vector<int64_t> tensor_shape(const ir::Tensor& t, const Sizes& sizes);
 // the seed and the tensor's name. Inferred sizes need not be given.
 Tensors random_inputs(const ir::Function& f, const Sizes& sizes, uint64_t seed);
 
+// UserError where `sizes` lacks one of f's size parameters, `inputs` names a tensor that is not an
+// input of f, or misses one, or holds one of another dtype or shape than f declares at `sizes`.
+void check_inputs(const ir::Function& f, const Sizes& sizes, const Tensors& inputs);
+
 // Runs `f` and returns its Output tensors. Inferred sizes (ir::bind_sizes) need not be given.
 // UserError on a missing size parameter, a given size that disagrees with its inferred value, a missing input,
 // an input of the wrong shape or dtype, or an access outside a tensor's shape.
 //
-// With `term_magnitudes`, it also gets, for every output a float sum (`+=!` / `+=`) wrote last,
-// an f32 tensor of the output's shape holding the sum of the magnitudes of the terms each element
-// added up, |t_1| + ... + |t_n| (plus |initial value| for `+=`; at most FLT_MAX): the scale of the
-// rounding error of that sum taken in any other order, which a result that cancels to a small
-// value does not show (emit_c::verify). Outputs other statements wrote have no entry.
+// With `term_magnitudes`, it also gets, for every float output a float sum (`+=!` / `+=`) wrote or
+// whose value was computed from one, an f32 tensor of the output's shape holding each element's
+// error scale (error_scale.h): for a sum of unscaled terms the sum of their magnitudes, |t_1| + ...
+// + |t_n| (plus |initial value| for `+=`), carried through later arithmetic to first order: the
+// scale of the rounding error of the sums taken in any other order, which a result that cancels to
+// a small value does not show (emit_c::verify). Other outputs have no entry.
 Tensors evaluate(const ir::Function& f, const Sizes& sizes, const Tensors& inputs, Tensors* term_magnitudes = nullptr);
 
 // Number of threads evaluate() may use (default: hardware concurrency, at most 8). Statements

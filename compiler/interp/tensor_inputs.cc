@@ -75,4 +75,35 @@ Tensors random_inputs(const ir::Function& f, const Sizes& given, uint64_t seed) 
   return out;
 }
 
+void check_inputs(const ir::Function& f, const Sizes& sizes, const Tensors& inputs) {
+  for (const std::string& p : f.params)
+    if (!sizes.count(p)) {
+      std::string all;
+      for (const std::string& q : f.params) all += (all.empty() ? "" : ",") + q + "=...";
+      throw UserError("size parameter '" + p + "' of '" + f.name + "' has no value; pass --shape " + all);
+    }
+  for (const auto& [name, a] : inputs) {
+    const ir::Tensor* t = f.find_tensor(name);
+    if (!t || t->kind != ir::TensorKind::Input) {
+      std::string names;
+      for (const ir::Tensor* i : f.inputs()) names += (names.empty() ? "" : ", ") + i->name;
+      throw UserError("'" + name + "' is not an input of '" + f.name + "'; its inputs are " + names);
+    }
+  }
+  for (const ir::Tensor* t : f.inputs()) {
+    NpyArray want;
+    want.shape = tensor_shape(*t, sizes);
+    auto it = inputs.find(t->name);
+    if (it == inputs.end())
+      throw UserError("missing input '" + t->name + "' (" + std::string(dtype_name(t->dtype)) + want.shape_string() +
+                      ") of '" + f.name + "'");
+    if (it->second.dtype != t->dtype)
+      throw UserError("input '" + t->name + "' has dtype " + std::string(dtype_name(it->second.dtype)) + " but '" +
+                      f.name + "' declares " + std::string(dtype_name(t->dtype)));
+    if (it->second.shape != want.shape)
+      throw UserError("input '" + t->name + "' has shape " + it->second.shape_string() + " but '" + f.name +
+                      "' expects " + want.shape_string() + " for the given sizes");
+  }
+}
+
 }  // namespace tessel::interp

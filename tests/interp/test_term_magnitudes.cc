@@ -1,5 +1,6 @@
-// The reference interpreter's term magnitudes (interp::evaluate's term_magnitudes): for every output
-// a float sum wrote, the sum of |term| per element, against hand-written loops; and the comparison
+// The reference interpreter's term magnitudes (interp::evaluate's term_magnitudes, error_scale.h):
+// for every output a float sum wrote, the sum of |term| per element, and for values computed from
+// one, that scale carried through the arithmetic, against hand-written loops; and the comparison
 // that takes them as the scale of its relative bound (interp::compare's scale).
 #include <doctest/doctest.h>
 
@@ -42,10 +43,9 @@ TEST_CASE("term magnitudes: each float sum's sum of |term| per element, from |in
   const Tensors in = interp::random_inputs(f, s, 5);
   Tensors mags;
   const Tensors out = interp::evaluate(f, s, in, &mags);
-  // X (a max) and Q (overwritten by an element-wise statement) have none
-  CHECK(mags.size() == 4);
+  // X (a max of no scaled value) has none; Q, a sum then scaled by 3, has its sum's carried on
+  CHECK(mags.size() == 5);
   CHECK(mags.count("X") == 0);
-  CHECK(mags.count("Q") == 0);
   const NpyArray &A = in.at("A"), &B = in.at("B"), &H = in.at("H");
   int64_t checked = 0;
   for (int64_t m = 0; m < 64; ++m) {
@@ -59,6 +59,9 @@ TEST_CASE("term magnitudes: each float sum's sum of |term| per element, from |in
     CHECK(at(mags.at("P"), m) == double(float(p_abs)));
     CHECK(at(mags.at("T"), m) == double(float(t_abs)));
     CHECK(at(mags.at("S"), m) >= std::fabs(at(out.at("S"), m)));
+    // Q = 3 (sum of A's row): S(3 q) = S(q) |3| + |q| |3|, S(q) = p_abs minus P's initial term
+    const double q_abs = p_abs - std::fabs(at(A, m * 70));
+    CHECK(at(mags.at("Q"), m) == doctest::Approx(3 * q_abs + std::fabs(at(out.at("Q"), m))).epsilon(1e-6));
     for (int64_t j = 0; j < 3; ++j) {
       double r_abs = 0;
       for (int64_t k = 0; k < 70; ++k) r_abs += std::fabs(float(at(A, m * 70 + k)) * float(at(B, j * 70 + k)));
@@ -108,7 +111,7 @@ TEST_CASE("a comparison scaled by term magnitudes: within rel * magnitudes passe
   const interp::Comparison beyond = interp::compare(expected, actual, 1e-6, 1e-5, "Y", &scale);
   CHECK_FALSE(beyond.ok);
   CHECK(beyond.mismatches == 1);
-  CHECK(beyond.first_mismatch == "Y[0]: expected -1, got -0.975000024 (beyond 0.020001, its sum's terms' magnitudes adding up to 2000)");
+  CHECK(beyond.first_mismatch == "Y[0]: expected -1, got -0.975000024 (beyond 0.020001, its error scale 2000: the magnitudes of the terms of the sums it is computed from)");
   set(actual, 0, -1.0), set(actual, 1, 4.0 + 6e-5);  // element 1: the ordinary bound
   const interp::Comparison second = interp::compare(expected, actual, 1e-6, 1e-5, "Y", &scale);
   CHECK(second.mismatches == 1);
@@ -116,4 +119,45 @@ TEST_CASE("a comparison scaled by term magnitudes: within rel * magnitudes passe
   scale.shape = {3};
   CHECK_THROWS_WITH(interp::compare(expected, actual, 1e-6, 1e-5, "Y", &scale),
                     "compare: the term magnitudes of Y have shape [3], not [2]");
+}
+
+// A cancelling sum feeding later arithmetic: each result's scale is its operands' carried through
+// the rule of its operation (error_scale.h), computed here in double from the sum's |terms|.
+TEST_CASE("error scales carried from a cancelling sum through a product, exp, a quotient, max and select") {
+  const ir::Function f = fn(R"(def carry(f32[M, K] A, f32[M] B) -> (f32[M] Y, f32[M] Z, f32[M] D, f32[M] W, f32[M] U, f32[M] V) {
+  S(m) +=! A(m, k) - A(m, K - 1 - k)
+  Y(m) = S(m) * 4.0 + 1.0
+  Z(m) = exp(S(m) / 64.0)
+  D(m) = B(m) / (abs(S(m)) + 2.0)
+  W(m) = max(S(m), B(m))
+  U(m) = select(B(m) > 0, S(m), B(m))
+  V(m) = B(m) * B(m)
+}
+)");
+  const Sizes s{{"M", 40}, {"K", 33}};
+  const Tensors in = interp::random_inputs(f, s, 7);
+  Tensors mags;
+  const Tensors out = interp::evaluate(f, s, in, &mags);
+  // V reads no scaled tensor: no scale, compared relative to its value as before
+  CHECK(mags.count("V") == 0);
+  CHECK(mags.size() == 5);
+  const NpyArray &A = in.at("A"), &B = in.at("B");
+  int cancelled = 0;
+  for (int64_t m = 0; m < 40; ++m) {
+    double s_abs = 0, sum = 0;
+    for (int64_t k = 0; k < 33; ++k) {
+      const double t = double(float(at(A, m * 33 + k)) - float(at(A, m * 33 + 32 - k)));
+      s_abs += std::fabs(t), sum += t;
+    }
+    cancelled += s_abs > 4 * std::fabs(sum);
+    const double b = at(B, m), v = sum / 64, e = std::exp(v), q = b / (std::fabs(sum) + 2);
+    CHECK(at(mags.at("Y"), m) == doctest::Approx(4 * s_abs + 4 * std::fabs(sum) + 1).epsilon(1e-5));
+    CHECK(at(mags.at("Z"), m) == doctest::Approx(e * (s_abs + 64 * std::fabs(v)) / 64 + e).epsilon(1e-5));
+    // S(b / d) = (S(b) + |b / d| S(d)) / |d|, S(d) = S(|sum|) + |2|
+    CHECK(at(mags.at("D"), m) == doctest::Approx((std::fabs(b) + std::fabs(q) * (s_abs + 2)) / (std::fabs(sum) + 2)).epsilon(1e-5));
+    CHECK(at(mags.at("W"), m) == doctest::Approx(std::max(s_abs, std::fabs(b))).epsilon(1e-6));
+    CHECK(at(mags.at("U"), m) == doctest::Approx(b > 0 ? s_abs : std::fabs(b)).epsilon(1e-6));
+    CHECK(at(mags.at("Y"), m) > 3 * std::fabs(at(out.at("Y"), m)) - 4);  // a scale, not the value
+  }
+  CHECK(cancelled > 20);  // the sums do cancel: the scale is what bounds their error
 }
