@@ -7,71 +7,11 @@
 #include "compiler/emit_cuda/epilogue.h"
 #include "compiler/emit_cuda/mainloop.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 
 namespace tessel::emit_cuda {
 
 namespace {
-
-constexpr int kRasterGroupRows = 8;  // block rows of one rasterisation group (they share B tiles in L2)
-
-// the coordinates of output tile tile_: origin (m0_, n0_), batch index bz_ and batch indices
-void tile_coordinates(const TcKernel& t, const std::string& pad) {
-  auto& os = t.os;
-  const auto& cfg = t.cfg;
-  // multicast: tile_ numbers pairs of M-adjacent tiles (rows of 2 * bm); cluster rank crank_ takes one
-  const int64_t rows = cfg.schedule == WsSchedule::multicast ? (t.tiles_m + 1) / 2 : t.tiles_m;
-  os << pad << "const int bz_ = tile_ / " << rows * t.tiles_n << ", pid_ = tile_ % " << rows * t.tiles_n << ";\n";
-  os << pad << "const int group_ = " << kRasterGroupRows << " * " << t.tiles_n << ", first_m_ = (pid_ / group_) * " << kRasterGroupRows << ";\n";
-  os << pad << "const int gsize_ = min(" << rows << " - first_m_, " << kRasterGroupRows << ");\n";
-  if (cfg.schedule == WsSchedule::multicast)
-    os << pad << "const int m0_ = ((first_m_ + (pid_ % group_) % gsize_) * 2 + (int)crank_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn
-       << ";\n";
-  else if (const int64_t seg = m_segment(t.c, cfg); seg > 0) {  // tiles cut per segment of seg rows; rows past it are not stored
-    const int64_t per = (seg + cfg.bm - 1) / cfg.bm;
-    os << pad << "const int mt_ = first_m_ + (pid_ % group_) % gsize_, n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
-    os << pad << "const int m0_ = (mt_ / " << per << ") * " << seg << " + (mt_ % " << per << ") * " << cfg.bm << ", mend_ = (mt_ / " << per << ") * " << seg
-       << " + " << seg << ";\n";
-  } else
-    os << pad << "const int m0_ = (first_m_ + (pid_ % group_) % gsize_) * " << cfg.bm << ", n0_ = ((pid_ % group_) / gsize_) * " << cfg.bn << ";\n";
-  if (m_segment(t.c, cfg) == 0) os << pad << "const int mend_ = " << t.M << ";  /* rows from mend_ on are not stored */\n";
-  for (const auto& d : t.c.batch) os << pad << "int bv_" << d.var << ";\n";
-  t.decompose(pad, "bz_", t.c.batch, "bv_");
-  os << pad << "(void)m0_; (void)n0_; (void)bz_; (void)mend_;\n";
-}
-
-// The block's work, identical in the producer and the consumers: whole tiles (tile_, kt0_ = 0,
-// ktn_ = all K tiles), then its stream-K range cut at tile boundaries (persistent_split); `body`
-// emits the work of one piece (tile_, kt0_, ktn_, sk_ = a piece of a stream-K tile, head_ = the
-// block's first stream-K piece; its second argument: the stream-K part, where sk_tile_ numbers
-// the stream-K tiles).
-void work_loop(const TcKernel& t, const PersistentSplit& ps, const std::string& pad, const std::function<void(const std::string&, bool)>& body) {
-  auto& os = t.os;
-  if (ps.dp_tiles > 0) {
-    if (t.cfg.schedule == WsSchedule::multicast)  // a pair of tiles per cluster
-      os << pad << "for (int tile_ = blockIdx.x / 2; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks / 2 << ") {\n";
-    else
-      os << pad << "for (int tile_ = blockIdx.x; tile_ < " << ps.dp_tiles << "; tile_ += " << ps.blocks << ") {\n";
-    os << pad << "  const int kt0_ = 0, ktn_ = " << ps.k_tiles << ";\n";
-    os << pad << "  const bool sk_ = false, head_ = false;\n";
-    tile_coordinates(t, pad + "  ");
-    body(pad + "  ", false);
-    os << pad << "}\n";
-  }
-  if (ps.sk_tiles > 0) {
-    os << pad << "{  /* stream-K: this block's range of the last " << ps.sk_tiles << " tiles' " << ps.sk_iterations() << " K iterations */\n";
-    os << pad << "  const long long beg_ = (long long)blockIdx.x * " << ps.sk_iterations() << "LL / " << ps.blocks << ", end_ = (long long)(blockIdx.x + 1) * "
-       << ps.sk_iterations() << "LL / " << ps.blocks << ";\n";
-    os << pad << "  for (long long i_ = beg_; i_ < end_;) {\n";
-    os << pad << "    const int sk_tile_ = (int)(i_ / " << ps.k_tiles << "), kt0_ = (int)(i_ % " << ps.k_tiles << ");\n";
-    os << pad << "    const int ktn_ = (int)min((long long)(" << ps.k_tiles << " - kt0_), end_ - i_);\n";
-    os << pad << "    const int tile_ = " << ps.dp_tiles << " + sk_tile_;\n";
-    os << pad << "    const bool sk_ = ktn_ != " << ps.k_tiles << ", head_ = i_ == beg_;\n";
-    tile_coordinates(t, pad + "    ");
-    body(pad + "    ", true);
-    os << pad << "    i_ += ktn_;\n";
-    os << pad << "  }\n" << pad << "}\n";
-  }
-}
 
 // Stream-K fix-up of a piece of a tile cut between blocks: the piece's partial tile to this
 // block's scratch slot (head or tail piece), a fence, the tile's counter; the last piece of the
@@ -82,7 +22,7 @@ void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::str
   const auto& cfg = t.cfg;
   const int ct = (cfg.bm / cfg.wm) * int(t.m.threads_per_warpgroup());  // consumer threads
   const int64_t counters = (ps.sk_tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
-  const int64_t W = ps.sk_iterations(), G = ps.blocks, KT = ps.k_tiles;
+  const int64_t KT = ps.k_tiles;
   const int regs4 = t.fmx * t.fn8;  // float4 groups per thread
   os << pad << "if (sk_) {\n";
   os << pad << "  const int ct_ = threadIdx.x - " << t.m.threads_per_warpgroup() << ";\n";
@@ -92,9 +32,8 @@ void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::str
   os << pad << "  __threadfence();\n";
   os << pad << "  asm volatile(\"bar.sync 1, " << ct << ";\\n\" ::: \"memory\");  /* every consumer's partial is stored */\n";
   // the tile's pieces: blocks block_of(first iteration) .. block_of(last iteration)
-  auto block_of = [&](const std::string& i) { return "(int)(((" + i + " + 1) * " + S(G) + "LL + " + S(W - 1) + "LL) / " + S(W) + "LL - 1)"; };
-  os << pad << "  const int bfirst_ = " << block_of("(long long)sk_tile_ * " + S(KT)) << ", blast_ = " << block_of("((long long)sk_tile_ + 1) * " + S(KT) + " - 1")
-     << ";\n";
+  os << pad << "  const int bfirst_ = " << stream_k_block_of(ps, "(long long)sk_tile_ * " + S(KT)) << ", blast_ = "
+     << stream_k_block_of(ps, "((long long)sk_tile_ + 1) * " + S(KT) + " - 1") << ";\n";
   os << pad << "  if (ct_ == 0) {\n";
   os << pad << "    unsigned* cnt_ = (unsigned*)scratch + sk_tile_;\n";
   os << pad << "    const bool last_ = atomicAdd(cnt_, 1u) == (unsigned)(blast_ - bfirst_);\n";
@@ -107,7 +46,7 @@ void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::str
   os << pad << "    __threadfence();\n";
   zero_accumulators(t, t.fmx, pad + "    ");
   os << pad << "    for (int b_ = bfirst_; b_ <= blast_; ++b_) {  /* in block order: the sum does not depend on who finished last */\n";
-  os << pad << "      const bool bhead_ = (long long)b_ * " << W << "LL / " << G << " / " << KT << " == sk_tile_;  /* block b_'s range starts in this tile */\n";
+  os << pad << "      const bool bhead_ = " << stream_k_starts_in(ps, "b_", "sk_tile_") << ";  /* block b_'s range starts in this tile */\n";
   os << pad << "      const float4* part_ = (const float4*)(scratch + " << counters << ") + ((long long)b_ * 2 + (bhead_ ? 0 : 1)) * " << int64_t(regs4) * ct
      << "LL;\n";
   os << pad << "      #pragma unroll\n" << pad << "      for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "        #pragma unroll\n" << pad
@@ -276,7 +215,7 @@ void ws_producer(const TcKernel& t, const PersistentSplit& ps) {
   os << "      asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"(&tmap_a_) : \"memory\");\n";
   os << "      asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"(&tmap_b_) : \"memory\");\n";
   os << "      int it_ = 0;\n";
-  work_loop(t, ps, "      ", [&](const std::string& pad, bool) {
+  emit_persistent_work(t, ps, "      ", [&](const std::string& pad, bool) {
     os << pad << "for (int kt = 0; kt < ktn_; ++kt, ++it_) {\n";
     os << pad << "  const int s_ = it_ % " << S_ << ";\n";
     os << pad << "  tessel_mbar_wait(empty_ + s_, ((it_ / " << S_ << ") & 1) ^ 1);  /* the consumers released the slot (a fresh slot passes) */\n";
@@ -333,21 +272,11 @@ void ws_consumers(const TcKernel& t, const PersistentSplit& ps) {
     register_epilogue(t, pad + "  ");
     os << pad << "}\n";
   };
-  if (cfg.schedule == WsSchedule::pingpong) {
-    // the block's j-th tile is j * grid + blockIdx.x and fills slots from j * K tiles on; each
-    // warpgroup walks its own tiles (no branch around the MMAs: ptxas would serialise them)
-    os << "    for (int lt_ = cw_;; lt_ += 2) {\n";
-    os << "      const int tile_ = blockIdx.x + lt_ * " << ps.blocks << ";\n";
-    os << "      if (tile_ >= " << ps.dp_tiles << ") break;\n";
-    os << "      const int kt0_ = 0, ktn_ = " << ps.k_tiles << ";\n";
-    os << "      const bool sk_ = false, head_ = false;\n";
-    os << "      int it_ = lt_ * " << ps.k_tiles << ";\n";
-    tile_coordinates(t, "      ");
-    consumer_body("      ", false);
-    os << "    }\n";
+  if (cfg.schedule == WsSchedule::pingpong) {  // each warpgroup walks its own tiles (no branch around the MMAs: ptxas would serialise them)
+    emit_pingpong_tiles(t, ps, "    ", [&](const std::string& pad) { consumer_body(pad, false); });
   } else {
     os << "    int it_ = 0;\n";
-    work_loop(t, ps, "    ", consumer_body);
+    emit_persistent_work(t, ps, "    ", consumer_body);
   }
   if (cfg.store == OutputStore::tma)  // the buffers stay valid until the TMA unit has read them (and the stores are issued)
     os << "    if (threadIdx.x % " << t.m.threads_per_warpgroup() << " == 0) asm volatile(\"cp.async.bulk.wait_group 0;\\n\" ::: \"memory\");\n";

@@ -15,10 +15,11 @@
 //     last K tile, the register epilogue: fused element-wise statements and the global stores
 //     straight from the accumulators (m16n8 layout), no shared memory, so the producer is already
 //     filling the slots with the next unit's tiles;
-//   - work units: output tiles (x k_blocks K ranges with split-K) in grouped order (8 block rows
-//     share B tiles in L2), unit u on block u % grid, the grid one block per SM (the machine's
-//     SM count) or fewer when there are fewer units; split-K units write partial tiles to global
-//     scratch and the last unit of a tile (a per-tile counter) sums them in split order.
+//   - work units (tile_scheduler.h: the order, the loops, the grid): output tiles in grouped
+//     order (8 block rows share B tiles in L2), unit u on block u % grid, the grid one block per
+//     SM (the machine's SM count) or fewer when there are fewer units; with stream-K (/sk) the
+//     last tiles' K iterations cut into one range per block, a tile cut between blocks summed
+//     from their partial tiles in global scratch by the last to finish (stream_k_fixup here).
 // The ring's phase bits carry over from unit to unit; nothing but the full / empty barriers
 // orders the two roles, so there is no block-wide barrier after the set-up.
 #pragma once

@@ -5,6 +5,7 @@
 #include "compiler/emit_cuda/emit_simt.h"
 #include "compiler/emit_cuda/epilogue.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 
 namespace tessel::emit_cuda {
 
@@ -35,14 +36,11 @@ void emit_kernel_signature(const TcKernel& t) {
 Launch main_launch(const TcKernel& t) {
   Launch l;
   l.kernel = t.name;
-  l.grid[0] = unsigned(t.tiles_m * t.tiles_n);
-  l.grid[1] = unsigned(t.cfg.k_blocks);
-  l.grid[2] = unsigned(t.c.size_batch());
+  const auto grid = tile_schedule(t).grid();  // the same description as the kernel's tile coordinates
+  std::copy(grid.begin(), grid.end(), l.grid);
   l.block = unsigned(t.threads);
   l.dynamic_shared_bytes = uint32_t(t.smem);
   if (t.cfg.tma_ws()) {  // persistent: one block per SM walks the work units; the operands' tensor maps
-    l.grid[0] = unsigned(persistent_split(t.c, t.cfg, t.m).blocks);
-    l.grid[1] = l.grid[2] = 1;
     l.tensor_maps = {t.ta.map, t.tb.map};
     if (t.cfg.store == OutputStore::tma) l.tensor_maps.push_back(output_store_map(t));  // the output's, for the TMA stores
   }

@@ -3,25 +3,12 @@
 #include <algorithm>
 
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 
 namespace tessel::emit_cuda {
 
 
 namespace {
-
-// the first K tile and the K tile count of this block (split-K across blocks: a contiguous range)
-void k_range(const TcKernel& t) {
-  auto& os = t.os;
-  const auto& cfg = t.cfg;
-  const int64_t kt_total = (t.K + cfg.bk - 1) / cfg.bk;
-  if (cfg.k_blocks > 1) {
-    const int64_t per = k_tiles_per_block(t.c, cfg);
-    os << "  const int kt0_ = blockIdx.y * " << per << ";  /* split-K: this block's first K tile */\n";
-    os << "  const int kt_total_ = min(" << per << ", " << kt_total << " - kt0_);\n";
-  } else {
-    os << "  const int kt0_ = 0, kt_total_ = " << kt_total << ";\n";
-  }
-}
 
 // programmatic dependent launch: prefetched operands' prologue copies, then the wait and the
 // trigger; gives the prologue copies still to issue after the wait
@@ -86,7 +73,7 @@ void emit_mainloop(const TcKernel& t) {
   if (t.wg) wgmma_accumulators(t);
   else if (t.mma) mma_sync_accumulators(t);
   else wmma_accumulators(t);
-  k_range(t);
+  emit_split_k_range(t);  // the block's K range (tile_scheduler.h)
   const std::string prologue_loads = pdl_entry(t);
   if (t.wg) wgmma_mainloop(t, prologue_loads);
   else cp_async_pipeline(t, prologue_loads);

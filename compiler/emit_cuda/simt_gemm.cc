@@ -1,10 +1,13 @@
 #include "compiler/emit_cuda/simt_gemm.h"
 
+#include <algorithm>
+
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/emit_simt.h"
 #include "compiler/emit_cuda/epilogue.h"
 #include "compiler/emit_cuda/simt_gemm_policy.h"
 #include "compiler/emit_cuda/tc_kernel.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -275,8 +278,8 @@ Launch emit_simt_gemm(const kernel::Kernel& k, const Contraction& c, const SimtG
   os << "}\n";
   Launch l;
   l.kernel = t.name;
-  l.grid[0] = unsigned(t.tiles_m * t.tiles_n);
-  l.grid[2] = unsigned(c.size_batch());
+  const auto grid = tile_schedule(t).grid();  // emit_preamble's grouped tiles (tile_scheduler.h)
+  std::copy(grid.begin(), grid.end(), l.grid);
   l.block = unsigned(g.threads(int(m.warp_size)));
   l.dynamic_shared_bytes = uint32_t(t.smem);
   return l;

@@ -5,6 +5,7 @@
 #include "compiler/emit_cuda/cuda_expr.h"
 #include "compiler/emit_cuda/mainloop.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -240,13 +241,7 @@ void emit_preamble(const TcKernel& t) {
   }
   if (t.wg && cfg.keep_operands)
     os << "  unsigned long long l2pol_;\n  asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\\n\" : \"=l\"(l2pol_));\n";
-  // grouped rasterisation: 8 block rows share B tiles in L2
-  os << "  const int pid_ = blockIdx.x, group_ = 8 * " << t.tiles_n << ", first_m_ = (pid_ / group_) * 8;\n";
-  os << "  const int gsize_ = min(" << t.tiles_m << " - first_m_, 8);\n";
-  os << "  const int tile_m_ = first_m_ + (pid_ % group_) % gsize_, tile_n_ = (pid_ % group_) / gsize_;\n";
-  os << "  const int m0_ = tile_m_ * " << cfg.bm << ", n0_ = tile_n_ * " << cfg.bn << ";\n";
-  for (const auto& d : t.c.batch) os << "  int bv_" << d.var << ";\n";
-  t.decompose("  ", "blockIdx.z", t.c.batch, "bv_");
+  emit_grid_tile(t);  // grouped rasterisation (tile_scheduler.h)
   // unified thread index: every lane of a warp works on the same fragments
   os << "  const int warp_ = threadIdx.x / " << t.m.warp_size << ";\n";
   if (t.wg) {  // warpgroup g: rows g*wm.., warp w of it: rows w*16.. of each m64 tile (accumulator layout)

@@ -5,8 +5,9 @@
 // share: the operand staging plans (operand_plan.h), fragment counts, shared-memory layout and
 // size, grid tiles, C type names, and the output stream. The pieces, composed by
 // emit_tensor_core.cc in this order, each append CUDA text:
-//   tc_kernel.cc       device helpers, kernel preamble (shared memory, rasterisation, warp
-//                      indices), operand loaders (cp.async / 128-bit loads, bulk copies)
+//   tc_kernel.cc       device helpers, kernel preamble (shared memory, the block's tile from
+//                      tile_scheduler.h, warp indices), operand loaders (cp.async / 128-bit
+//                      loads, bulk copies)
 //   mainloop_*.cc      accumulators and the K loop: wmma, mma_sync, wgmma (mainloop.h)
 //   epilogue.cc        accumulators -> split-K reduction -> element-wise statements -> global
 //   launch_builder.cc  the __global__ signature and the launches

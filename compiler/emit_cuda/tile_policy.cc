@@ -7,6 +7,7 @@
 
 #include "compiler/emit_cuda/operand_plan.h"
 #include "compiler/emit_cuda/repack_plan.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 #include "compiler/emit_cuda/tma_plan.h"
 #include "isa/base/error.h"
 
@@ -271,27 +272,6 @@ int64_t m_tiles(const Contraction& c, const TcConfig& g) {
 
 int64_t output_tiles(const Contraction& c, const TcConfig& g) {
   return c.size_batch() * m_tiles(c, g) * ((c.size_n() + g.bn - 1) / g.bn);
-}
-
-PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  PersistentSplit p;
-  const int64_t tiles = output_tiles(c, g);
-  p.k_tiles = k_tiles(c, g);
-  if (g.schedule == WsSchedule::multicast) {  // units are pairs of M-adjacent tiles, one per 2-block cluster
-    const int64_t pairs = c.size_batch() * ((c.size_m() + 2 * g.bm - 1) / (2 * g.bm)) * ((c.size_n() + g.bn - 1) / g.bn);
-    p.blocks = 2 * std::min<int64_t>(pairs, m.sm_count / 2);
-    p.dp_tiles = pairs;
-    return p;
-  }
-  p.blocks = std::min<int64_t>(tiles, m.sm_count);
-  p.dp_tiles = tiles;
-  const int64_t sms = m.sm_count;
-  if (g.schedule == WsSchedule::stream_k && tiles % sms) {  // the last wave is partial: it and the full wave before it go stream-K over every SM
-    p.dp_tiles = std::max<int64_t>(tiles / sms - 1, 0) * sms;
-    p.sk_tiles = tiles - p.dp_tiles;
-    p.blocks = std::min<int64_t>(sms, p.sk_iterations());
-  }
-  return p;
 }
 
 namespace {

@@ -52,17 +52,6 @@ std::vector<TcConfig> tc_candidates(const Contraction& c, const std::string& arc
 uint64_t tc_scratch_bytes(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
 uint64_t repack_scratch_offset(const Contraction& c, const TcConfig& cfg, const isa::GpuMachine& m);
 
-// The persistent kernel's split of the output tiles (TcConfig::tma_ws): `blocks` blocks (one per
-// SM, fewer when there are fewer tiles); `dp_tiles` tiles taken whole, block b the tiles b, b +
-// blocks, ...; with stream_k the other `sk_tiles` tiles' K iterations (sk_tiles x K tiles) cut
-// into `blocks` contiguous ranges, block b from b * W / blocks (W = sk_tiles x K tiles). Stream-K
-// applies when the tiles are not a whole number of waves: the last wave plus one full wave.
-struct PersistentSplit {
-  int64_t blocks = 0, dp_tiles = 0, sk_tiles = 0, k_tiles = 0;
-  int64_t sk_iterations() const { return sk_tiles * k_tiles; }
-};
-PersistentSplit persistent_split(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m);
-
 // The persistent kernel's epilogue staging (TcConfig::tma_ws, outputs that are not stored straight
 // from the accumulators): per consumer warpgroup a wm x 64 f32 chunk of its accumulators, rows
 // padded by 4 (0 for a plain output); with TMA stores two unpadded wm x 32 chunks.

@@ -14,6 +14,7 @@
 #include "compiler/emit_cuda/emit_tensor_core.h"
 #include "compiler/emit_cuda/repack_plan.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 #include "compiler/emit_cuda/tma_plan.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/suite.h"
