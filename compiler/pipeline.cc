@@ -19,6 +19,7 @@
 #include "compiler/emit_npu/attention.h"
 #include "isa/base/error.h"
 #include "isa/gpu_machine.h"
+#include "isa/npu_machine.h"
 
 namespace tessel {
 
@@ -36,6 +37,21 @@ bool widens_bf16(const isa::Hierarchy& h) {
     }
   }
   return !has_bf16 && to && from;
+}
+
+// Which mappings of an NPU description take a bf16 contraction accumulated in f32 as written: its
+// cube where it lists a bf16 x bf16 -> f32 shape, else the vector contraction (poly/widen_bf16.h).
+poly::WidenBf16Options bf16_contractions(const isa::Hierarchy& h) {
+  const isa::NpuMachine m = isa::npu_machine(h);
+  poly::WidenBf16Options o;
+  o.cube = m.cube_bf16.exists;
+  o.vector = true;
+  std::string shapes;
+  for (const isa::Unit* u : h.units_of_kind(isa::UnitKind::Matrix))
+    for (const isa::MatrixShape& s : u->shapes)
+      shapes += fmt::format("{}{} x {} -> {}", shapes.empty() ? "" : ", ", dtype_name(s.a), dtype_name(s.b), dtype_name(s.acc));
+  o.no_cube = fmt::format("the cube of {} has no bf16 x bf16 -> f32 shape (its shapes: {})", h.name, shapes);
+  return o;
 }
 
 // Halves every outer tile size above 1 (inner sizes clamped to them); false when none is left.
@@ -425,6 +441,12 @@ void tile_and_promote(Compilation& c, const ir::Function& f, const CompileOption
   }
 }
 
+std::string found_text(const std::string& x) { return x; }
+template <class Found>
+std::string found_text(const Found& x) {
+  return x.to_string();
+}
+
 // A pass that may rewrite the function: where `applies`, `rewritten` = rewrite(*c.function, &found),
 // which then becomes c.function; --dump-after shows what it found and the rewritten function, else `none`.
 template <class Found, class Rewrite>
@@ -436,7 +458,7 @@ void rewrite_pass(PassTimer& timer, Compilation& c, const std::string& name, boo
     if (rewritten) c.function = &*rewritten;
   }, [&] {
     std::string s;
-    for (const auto& x : found) s += x.to_string() + "\n";
+    for (const auto& x : found) s += found_text(x) + "\n";
     return rewritten ? s + ir::to_string(*rewritten) : std::string(none);
   });
 }
@@ -491,15 +513,9 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
                [&](const ir::Function& g, auto* found) { return poly::split_division_tails(g, options.sizes, found); });
   // NPU targets whose vector unit converts bf16 but has no bf16 arithmetic: bf16 computed in f32
   // (compiler/poly/widen_bf16.h)
-  timer.run("widen_bf16", [&] {
-    if (c->hierarchy.kind != isa::TargetKind::Npu || options.target == "c" || !widens_bf16(c->hierarchy)) return;
-    c->widened = poly::widen_bf16(*c->function, &c->widened_statements);
-    if (c->widened) c->function = &*c->widened;
-  }, [&] {
-    std::string s;
-    for (const auto& x : c->widened_statements) s += x + "\n";
-    return c->widened ? s + ir::to_string(*c->widened) : std::string("(no bf16 arithmetic)");
-  });
+  rewrite_pass(timer, *c, "widen_bf16", c->hierarchy.kind == isa::TargetKind::Npu && options.target != "c" && widens_bf16(c->hierarchy),
+               c->widened, c->widened_statements, "(no bf16 arithmetic)",
+               [&](const ir::Function& g, auto* found) { return poly::widen_bf16(g, found, bf16_contractions(c->hierarchy)); });
   const ir::Function& fn = *c->function;
   timer.run("scop", [&] { c->scop = poly::build_scop(ctx, fn); }, [&] {
     return "domain: " + poly::str(c->scop.domain) + "\nreads: " + poly::str(c->scop.tagged_reads) +

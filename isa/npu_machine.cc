@@ -19,6 +19,7 @@ void read_units(const Hierarchy& h, NpuMachine& m) {
         CubeShape c{true, s.m, s.n, s.k, s.a, s.acc, std::max<uint32_t>(1, s.cycles), s.energy_pj_per_mac.value_or(0)};
         if (s.a == DType::F16 && s.acc == DType::F32) m.cube_f16 = c;
         if (s.a == DType::I8 && s.acc == DType::I32) m.cube_i8 = c;
+        if (s.a == DType::BF16 && s.acc == DType::F32) m.cube_bf16 = c;
       }
     }
     if (u.pipe == "V" && u.kind == UnitKind::Vector) {

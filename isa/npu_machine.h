@@ -59,6 +59,7 @@ struct NpuMachine {
   std::array<std::array<NpuPathSpec, npu::kBufferCount>, npu::kBufferCount> paths;  // [from][to]
   double gm_shared_bandwidth_bytes_per_cycle = 0;  // shared by every core and by MTE2/MTE3
   CubeShape cube_f16, cube_i8;
+  CubeShape cube_bf16;  // bf16 x bf16 -> f32, where the description lists it (exists: false otherwise)
   uint32_t cube_startup_cycles = 0;
   uint32_t vector_bytes_per_repeat = 0, vector_max_repeat = 0, vector_mask_bits = 0, vector_startup_cycles = 0;
   uint32_t vector_block_bytes = 0;  // one block of a vector operand: the UB access granularity
@@ -83,7 +84,10 @@ struct NpuMachine {
   int64_t operand_alignment() const {  // a buffer that may sit in L0A or L0B
     return std::max(alignment(npu::Buffer::L0A), alignment(npu::Buffer::L0B));
   }
-  const CubeShape& cube(DType operand) const { return operand == DType::I8 ? cube_i8 : cube_f16; }
+  // The cube's shape for an operand dtype (a 16-bit float operand: f16 or bf16, each its own shape).
+  const CubeShape& cube(DType operand) const {
+    return operand == DType::I8 ? cube_i8 : operand == DType::BF16 ? cube_bf16 : cube_f16;
+  }
   uint32_t fractal_rows() const { return static_cast<uint32_t>(cube_f16.m0); }
   uint32_t fractal_bytes() const { return fractal_rows() * fractal_row_bytes; }  // one L0A/L0B f16 fractal
   // Vector geometry per element type: elements one repeat covers (lanes) and one block holds.

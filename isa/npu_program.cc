@@ -52,10 +52,10 @@ struct TypeRule {
   std::initializer_list<DType> allowed;
 };
 const TypeRule kTypeRules[] = {
-    {Opcode::Mmad, {DType::F16, DType::I8}},
-    {Opcode::Load2d, {DType::F16, DType::I8}},
+    {Opcode::Mmad, {DType::F16, DType::I8, DType::BF16}},      // bf16: where the cube lists it (footprint)
+    {Opcode::Load2d, {DType::F16, DType::I8, DType::BF16}},
     {Opcode::Load3d, {DType::F16}},
-    {Opcode::DmaInNz, {DType::F16, DType::F32, DType::I8, DType::I32}},
+    {Opcode::DmaInNz, {DType::F16, DType::F32, DType::I8, DType::I32, DType::BF16}},
     {Opcode::MovL0c, {DType::F32, DType::F16, DType::I32}},
     {Opcode::Vconv, {DType::F16, DType::F32, DType::I32, DType::I8, DType::BF16}},  // bf16: a conversion the machine lists (simulator)
     {Opcode::Vexp, {DType::F16, DType::F32}},

@@ -160,7 +160,8 @@ void check_semantic_rules(const isa::NpuMachine& m, const IssuedInstruction& in)
     fault("vtranspose takes two repeats per 16x16 block (an even repeat)");
   if (in.instr->opcode == Opcode::Load2d && in.value[7] != 0) {
     const DType t = type_operand(in, 0);
-    if (t != DType::F16 && t != DType::I8) fault("transpose is defined for square f16 fractals and pairs of i8 fractals only");
+    if (t != DType::F16 && t != DType::BF16 && t != DType::I8)
+      fault("transpose is defined for square 16-bit (f16, bf16) fractals and pairs of i8 fractals only");
     if (t == DType::I8 && in.value[4] % 2 != 0) fault("an i8 transpose moves pairs of fractals: inner must be even");
   }
 }
@@ -621,10 +622,14 @@ void execute_load3d(const isa::NpuMachine& m, const IssuedInstruction& in, const
     }
 }
 
-// C (NZ, f32) = [C +] A (ZZ) x B (ZN). Operands are unpacked into dense row-major scratch so the
-// inner loop runs over contiguous n; each C element accumulates its k products in ascending k.
+// C (NZ, f32) = [C +] A (ZZ) x B (ZN) of 16-bit float operands (f16, or bf16 where the cube lists
+// it: each converted to f32 exactly, so every product of two is exact in f32). Operands are unpacked
+// into dense row-major scratch so the inner loop runs over contiguous n; each C element accumulates
+// its k products in ascending k.
 void execute_mmad_f16(const isa::NpuMachine& m, const IssuedInstruction& in, const MemoryView& mem) {
-  const isa::CubeShape& s = m.cube_f16;
+  const DType type = type_operand(in, 0);
+  const isa::CubeShape& s = m.cube(type);
+  const auto value = [type](uint16_t h) { return type == DType::BF16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h); };
   const int64_t M = in.value[4], K = in.value[5], N = in.value[6];
   const int64_t mf = M / s.m0, kf = K / s.k0, nf = N / s.n0;
   const uint8_t* a = mem.base[static_cast<size_t>(Buffer::L0A)] + in.value[2];
@@ -641,7 +646,7 @@ void execute_mmad_f16(const isa::NpuMachine& m, const IssuedInstruction& in, con
         for (int q = 0; q < s.k0; ++q) {
           uint16_t h;
           std::memcpy(&h, frac + (r * s.k0 + q) * 2, 2);
-          da[(mi * s.m0 + r) * K + ki * s.k0 + q] = f16_bits_to_f32(h);
+          da[(mi * s.m0 + r) * K + ki * s.k0 + q] = value(h);
         }
     }
   for (int64_t ki = 0; ki < kf; ++ki)
@@ -651,7 +656,7 @@ void execute_mmad_f16(const isa::NpuMachine& m, const IssuedInstruction& in, con
         for (int q = 0; q < s.k0; ++q) {
           uint16_t h;
           std::memcpy(&h, frac + (col * s.k0 + q) * 2, 2);
-          db[(ki * s.k0 + q) * N + ni * s.n0 + col] = f16_bits_to_f32(h);
+          db[(ki * s.k0 + q) * N + ni * s.n0 + col] = value(h);
         }
     }
   const bool init = in.value[7] != 0;

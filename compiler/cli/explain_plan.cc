@@ -54,6 +54,7 @@ void print_alternatives(const std::vector<Priced>& alternatives, double chosen, 
 
 void explain_npu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
   os << "plan: " << c.tile_spec.to_string() << " (from " << c.plan_source.describe() << ")\n";
+  for (const std::string& line : c.widened_statements) os << "  bf16: " << line << "\n";  // pass widen_bf16
   if (c.kernel.function) {
     const kernel::NpuRoofline r = kernel::npu_roofline(c.kernel, isa::npu_machine(c.hierarchy), emit_npu::vector_instructions);
     os << fmt::format("  bound: roofline {:.0f} cycles ({:.2f} us), {} bound (cube {:.0f}, vector {:.0f}, GM {:.0f}, latency {:.0f} "

@@ -126,7 +126,15 @@ std::string setup_operands(const kernel::Kernel& k, const kernel::MatmulOp& mm, 
     // not hardware: 2^24 / 2^14, the exactness of the f32 sums
     if (!s.native_i8 && con.k[0].extent > 1024) return unsupported("i8 GEMM with K > 1024 (the f32 accumulation would no longer be exact)");
   } else {
-    if (mm.in_type != DType::F16 || A->dtype != DType::F16 || B->dtype != DType::F16) return unsupported("operands other than f16");
+    // 16-bit float operands on the cube shape of their dtype (f16; bf16 where the description lists it)
+    const DType in = A->dtype;
+    const isa::CubeShape& shape = m.cube(in);
+    if ((in != DType::F16 && in != DType::BF16) || mm.in_type != in || B->dtype != in)
+      return unsupported("operands other than f16 (or bf16 on a cube with a bf16 shape)");
+    if (!shape.exists || shape.a != in || shape.acc != DType::F32)
+      return unsupported(fmt::format("{} operands: the cube of {} has no {} x {} -> f32 shape", dtype_name(in), m.target_name,
+                                     dtype_name(in), dtype_name(in)));
+    s.operand = in;
     if (C->dtype != DType::F32 && C->dtype != DType::F16) return unsupported("an output other than f32 / f16");
   }
   for (const auto& t : k.tensors) {
@@ -179,7 +187,7 @@ std::string setup_plan(const kernel::Kernel& k, const kernel::MatmulOp& mm, cons
   g.out = s.C->dtype;
   g.int_out = s.i8 && !s.native_i8;
   g.epilogue = s.epilogue.get();
-  const isa::CubeShape& cube = s.native_i8 ? m.cube_i8 : m.cube_f16;
+  const isa::CubeShape& cube = s.native_i8 ? m.cube_i8 : m.cube(s.operand);
   g.operand = cube.a;
   if (s.native_i8) {  // i8 transposes move k0 x k0 squares of bytes (pairs of fractals)
     if (g.a_transposed()) g.unit_m = cube.k0;

@@ -95,6 +95,7 @@ struct GemmSetup {
   std::unique_ptr<GemmEpilogue> epilogue;
   GemmShape g;
   bool i8 = false, native_i8 = false, aligned = false;
+  DType operand = DType::F16;  // a float GEMM's operand dtype (f16, or bf16 on a cube with that shape)
   // Tails in place (one batch, no i8 widening, GM addressable at any element): the main loop runs
   // on the sizes padded to the tiles over the user's tensors, on every core, with no padded copies.
   // Edge tiles read past M, N and K into GM guards placed right after the operands (scratch: zeros,

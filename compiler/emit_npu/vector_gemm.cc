@@ -20,7 +20,7 @@ using npu::Operand;
 
 enum Reg : uint8_t {
   kCoreLoop = 1, kCoreLoop2, kCoreM, kCoreN, kCoreA, kCoreB, kCoreC, kRowLoop, kRowA, kRowC, kColLoop, kColB, kColC,
-  kPair, kPairA, kPairB, kTmp
+  kPair, kPairA, kPairB, kTmp, kTmpB
 };
 
 // The kernel read as a vector contraction: sizes, element strides and offsets, and the plan.
@@ -34,6 +34,7 @@ struct Form {
   // the rest: tail_rows / tail_cols, 0 when even); blocks of R x Nb; chunks of Kc.
   int64_t gm = 0, gn = 0, mc = 0, nc = 0, full_m = 0, full_n = 0, tail_rows = 0, tail_cols = 0;
   int64_t R = 0, Nb = 0, Kc = 0;
+  int64_t eb = 4;               // operand element bytes: f32, or bf16 (converted to f32 in UB as loaded)
 };
 
 class VectorGemm : public VectorCode {
@@ -55,10 +56,11 @@ class VectorGemm : public VectorCode {
     op(Opcode::Div, {reg(kCoreM), reg(npu::kRegCoreId), imm(f_.gn)});
     op(Opcode::Mul, {reg(kTmp), reg(kCoreM), imm(f_.gn)});
     op(Opcode::Sub, {reg(kCoreN), reg(npu::kRegCoreId), reg(kTmp)});
-    op(Opcode::Mul, {reg(kCoreA), reg(kCoreM), imm(f_.mc * f_.a_m * 4)});
+    op(Opcode::Mul, {reg(kCoreA), reg(kCoreM), imm(f_.mc * f_.a_m * f_.eb)});
     op(Opcode::Mul, {reg(kCoreB), reg(kCoreN), imm(f_.nc * 4)});
     op(Opcode::Mul, {reg(kCoreC), reg(kCoreM), imm(f_.mc * f_.c_m * 4)});
     op(Opcode::Add, {reg(kCoreC), reg(kCoreC), reg(kCoreB)});
+    if (f_.eb != 4) op(Opcode::Mul, {reg(kCoreB), reg(kCoreN), imm(f_.nc * f_.eb)});
     // Each (rows, columns) variant of the grid runs where its condition holds: a loop of one trip
     // there, none elsewhere (index < full: begin index, end full, step full; index == full: begin
     // full - index, end 1, step 1).
@@ -89,9 +91,10 @@ class VectorGemm : public VectorCode {
     p.add(Opcode::PipeBarrier, {Operand::pipe_(npu::Pipe::All)});
     out.macs = uint64_t(f_.M) * uint64_t(f_.N) * uint64_t(f_.K);
     out.notes.push_back(fmt::format(
-        "vector contraction {}x{}x{} f32 on {} core(s) ({} x {}: {} rows x {} columns each): blocks of {} rows x {} columns, "
+        "vector contraction {}x{}x{} {} on {} core(s) ({} x {}: {} rows x {} columns each): blocks of {} rows x {} columns, "
         "k in chunks of {} (two buffers), A broadcast by vbrcb once per value, vmul + vadd per k",
-        f_.M, f_.N, f_.K, p.cores, f_.gm, f_.gn, f_.mc, f_.nc, f_.R, f_.Nb, f_.Kc));
+        f_.M, f_.N, f_.K, f_.eb == 4 ? "f32" : "bf16 (operands converted to f32 in UB as loaded)", p.cores, f_.gm, f_.gn, f_.mc,
+        f_.nc, f_.R, f_.Nb, f_.Kc));
     npu::validate_program(p);
     return out;
   }
@@ -103,7 +106,11 @@ class VectorGemm : public VectorCode {
     const kernel::Contraction& c = *k_.contraction;
     if (!c.batch.empty() || c.m.size() != 1 || c.n.size() != 1 || c.k.size() != 1)
       return "not one M, N and K index without a batch";
-    if (c.a.dtype != DType::F32 || c.b.dtype != DType::F32 || c.acc_type != DType::F32) return "operands not f32";
+    // bf16 operands: loaded as they are, converted to f32 in UB (the description's conversion; exact)
+    const bool bf16 = c.a.dtype == DType::BF16 && c.b.dtype == DType::BF16 && m_.conversion(DType::BF16, DType::F32);
+    if ((!bf16 && (c.a.dtype != DType::F32 || c.b.dtype != DType::F32)) || c.acc_type != DType::F32)
+      return "operands not f32 (or bf16 the vector unit converts)";
+    f_.eb = dtype_bytes(c.a.dtype);
     const isa::CubeShape& cube = m_.cube(c.a.dtype);
     if (cube.exists && cube.a == c.a.dtype) return "the cube takes it";
     if (c.a.producer || c.b.producer || c.a.guard || c.b.guard || !c.epilogue.empty() || !c.inlined.empty())
@@ -132,14 +139,21 @@ class VectorGemm : public VectorCode {
   }
 
   // UB bytes of one block of R rows x nb columns with chunks of kc.
+  // (bf16 operands: each chunk's A and B loaded as they are into two more buffers, A's f32 buffers
+  // whole repeats, which the conversions write.)
   int64_t ub_bytes(int64_t R, int64_t nb, int64_t kc) const {
-    const int64_t nbp = round_up(nb, lanes_), araw = a_elements(R, kc);
-    return 2 * R * nbp * 4 + 2 * kc * nbp * 4 + 2 * round_up(araw * 4, block_) + araw * block_;
+    const int64_t nbp = round_up(nb, lanes_), araw = a_elements(R, kc), a32 = round_up(a_converted(R, kc) * 4, block_);
+    const int64_t staged = f_.eb == 4 ? 0 : 2 * (round_up(a_converted(R, kc) * f_.eb, block_) + kc * nbp * f_.eb);
+    return 2 * R * nbp * 4 + 2 * kc * nbp * 4 + 2 * a32 + araw * block_ + staged;
   }
-  // Elements of one chunk of A in UB: rows padded to whole blocks.
+  // Elements of one chunk of A in UB: rows padded to whole blocks (of the operand as loaded).
   int64_t a_elements(int64_t R, int64_t kc) const {
-    const int64_t per_block = block_ / 4;
+    const int64_t per_block = block_ / f_.eb;
     return f_.a_rows ? R * round_up(kc, per_block) : kc * round_up(R, per_block);
+  }
+  // A chunk's elements in its f32 buffer: bf16 ones converted by whole repeats.
+  int64_t a_converted(int64_t R, int64_t kc) const {
+    return f_.eb == 4 ? a_elements(R, kc) : round_up(a_elements(R, kc), lanes_);
   }
 
   // The core grid: gm row parts x gn column parts (whole repeats), the one whose per-core time
@@ -153,7 +167,7 @@ class VectorGemm : public VectorCode {
       const int64_t nc = round_up((f_.N + gn - 1) / gn, lanes_), gn_used = (f_.N + nc - 1) / nc;
       const int64_t gm = std::min(f_.M, cores / gn_used), mc = (f_.M + gm - 1) / gm, gm_used = (f_.M + mc - 1) / mc;
       const double vector = double(mc) * double(f_.K) * double(2 * nc / lanes_ + 1);
-      const double bytes = double(f_.K) * double(nc + mc) * 4;
+      const double bytes = double(f_.K) * double(nc + mc) * double(f_.eb);
       const double gm_time = std::max(per_core > 0 ? bytes / double(per_core) : 0.0,
                                       shared > 0 ? bytes * double(gm_used * gn_used) / shared : 0.0);
       const double t = std::max(vector, gm_time) * (1 + 1e-9 * double(gm_used * gn_used));
@@ -192,7 +206,7 @@ class VectorGemm : public VectorCode {
   // kCoreC): blocks of R rows.
   void emit_rows(int64_t rows, int64_t cols) {
     const int64_t R = std::min(f_.R, rows), full = rows / R, tail = rows % R;
-    const int64_t a_step = R * f_.a_m * 4, c_step = R * f_.c_m * 4;
+    const int64_t a_step = R * f_.a_m * f_.eb, c_step = R * f_.c_m * 4;
     if (full > 1) {
       op(Opcode::Loop, {reg(kRowLoop), imm(0), imm(full), imm(1)});
       op(Opcode::Mul, {reg(kRowA), reg(kRowLoop), imm(a_step)});
@@ -215,11 +229,12 @@ class VectorGemm : public VectorCode {
 
   // A block row's `cols` columns (B offset in kColB, C offset in kColC): blocks of Nb columns.
   void emit_columns(int64_t R, int64_t cols) {
-    const int64_t nb = std::min(f_.Nb, cols), full = cols / nb, tail = cols % nb, step = nb * 4;
+    const int64_t nb = std::min(f_.Nb, cols), full = cols / nb, tail = cols % nb, step = nb * 4, b_step = nb * f_.eb;
     if (full > 1) {
       op(Opcode::Loop, {reg(kColLoop), imm(0), imm(full), imm(1)});
       op(Opcode::Mul, {reg(kTmp), reg(kColLoop), imm(step)});
-      op(Opcode::Add, {reg(kColB), reg(kTmp), reg(kCoreB)});
+      op(Opcode::Mul, {reg(kTmpB), reg(kColLoop), imm(b_step)});
+      op(Opcode::Add, {reg(kColB), reg(kTmpB), reg(kCoreB)});
       op(Opcode::Add, {reg(kColC), reg(kTmp), reg(kRowC)});
       emit_block(R, nb);
       op(Opcode::EndLoop, {});
@@ -229,7 +244,7 @@ class VectorGemm : public VectorCode {
       emit_block(R, nb);
     }
     if (tail > 0) {
-      op(Opcode::Add, {reg(kColB), reg(kCoreB), imm(full * step)});
+      op(Opcode::Add, {reg(kColB), reg(kCoreB), imm(full * b_step)});
       op(Opcode::Add, {reg(kColC), reg(kRowC), imm(full * step)});
       emit_block(R, tail);
     }
@@ -238,16 +253,21 @@ class VectorGemm : public VectorCode {
   // UB regions of a block (fixed for the kernel: sized for R x Nb x Kc).
   struct Regions {
     int64_t c = 0, t = 0, b[2] = {0, 0}, a[2] = {0, 0}, abc = 0;
+    int64_t sb[2] = {0, 0}, sa[2] = {0, 0};  // bf16 operands: the chunks as loaded (else b, a)
   };
   Regions regions() const {
     Regions g;
-    const int64_t nbp = round_up(f_.Nb, lanes_), araw = round_up(a_elements(f_.R, f_.Kc) * 4, block_);
+    const int64_t nbp = round_up(f_.Nb, lanes_), araw = round_up(a_converted(f_.R, f_.Kc) * 4, block_);
     int64_t at_ = 0;
     auto take = [&](int64_t bytes) { const int64_t r = at_; at_ += round_up(bytes, block_); return r; };
     g.c = take(f_.R * nbp * 4), g.t = take(f_.R * nbp * 4);
     g.b[0] = take(f_.Kc * nbp * 4), g.b[1] = take(f_.Kc * nbp * 4);
     g.a[0] = take(araw), g.a[1] = take(araw);
     g.abc = take(a_elements(f_.R, f_.Kc) * block_);
+    for (int i = 0; i < 2; ++i) {
+      g.sb[i] = f_.eb == 4 ? g.b[i] : take(f_.Kc * nbp * f_.eb);
+      g.sa[i] = f_.eb == 4 ? g.a[i] : take(a_converted(f_.R, f_.Kc) * f_.eb);
+    }
     return g;
   }
 
@@ -279,9 +299,9 @@ class VectorGemm : public VectorCode {
     const int64_t pairs = full >= 6 ? (full - 2) / 2 : 0;  // chunks 2p, 2p+1 and the loads of 2p+2, 2p+3
     if (pairs > 0) {
       op(Opcode::Loop, {reg(kPair), imm(0), imm(pairs), imm(1)});
-      op(Opcode::Mul, {reg(kPairA), reg(kPair), imm(2 * Kc * f_.a_k * 4)});
+      op(Opcode::Mul, {reg(kPairA), reg(kPair), imm(2 * Kc * f_.a_k * f_.eb)});
       op(Opcode::Add, {reg(kPairA), reg(kPairA), reg(kRowA)});
-      op(Opcode::Mul, {reg(kPairB), reg(kPair), imm(2 * Kc * f_.b_k * 4)});
+      op(Opcode::Mul, {reg(kPairB), reg(kPair), imm(2 * Kc * f_.b_k * f_.eb)});
       op(Opcode::Add, {reg(kPairB), reg(kPairB), reg(kColB)});
       for (int64_t h = 0; h < 2; ++h) {
         compute_chunk(g, R, nbp, Kc, h);
@@ -302,33 +322,49 @@ class VectorGemm : public VectorCode {
   // and B's kc rows of nb columns (rows nbp apart). `k0`: the chunk's first k relative to the registers.
   void load_chunk(const Regions& g, int64_t R, int64_t nb, int64_t nbp, int64_t kc, int64_t buf, int64_t k0, uint8_t a_reg,
                   uint8_t b_reg) {
-    const int64_t per_block = block_ / 4;
-    const int64_t a_gm = gm_.at(f_.a) + (f_.a_base + k0 * f_.a_k) * 4;
+    const int64_t eb = f_.eb, per_block = block_ / eb;
+    const int64_t a_gm = gm_.at(f_.a) + (f_.a_base + k0 * f_.a_k) * eb;
     if (f_.a_rows) {
       const int64_t kp = round_up(kc, per_block);
-      op(Opcode::DmaIn, {at(Buffer::UB, g.a[buf]), at(Buffer::GM, a_gm, a_reg), imm(R), imm(kc * 4), imm((f_.a_m - kc) * 4),
-                         imm((kp - kc) * 4)});
+      op(Opcode::DmaIn, {at(Buffer::UB, g.sa[buf]), at(Buffer::GM, a_gm, a_reg), imm(R), imm(kc * eb), imm((f_.a_m - kc) * eb),
+                         imm((kp - kc) * eb)});
     } else {
       const int64_t rp = round_up(R, per_block);
-      op(Opcode::DmaIn, {at(Buffer::UB, g.a[buf]), at(Buffer::GM, a_gm, a_reg), imm(kc), imm(R * 4), imm((f_.a_k - R) * 4),
-                         imm((rp - R) * 4)});
+      op(Opcode::DmaIn, {at(Buffer::UB, g.sa[buf]), at(Buffer::GM, a_gm, a_reg), imm(kc), imm(R * eb), imm((f_.a_k - R) * eb),
+                         imm((rp - R) * eb)});
     }
-    const int64_t b_gm = gm_.at(f_.b) + (f_.b_base + k0 * f_.b_k) * 4;
-    op(Opcode::DmaIn, {at(Buffer::UB, g.b[buf]), at(Buffer::GM, b_gm, b_reg), imm(kc), imm(nb * 4), imm((f_.b_k - nb) * 4),
-                       imm((nbp - nb) * 4)});
+    const int64_t b_gm = gm_.at(f_.b) + (f_.b_base + k0 * f_.b_k) * eb;
+    op(Opcode::DmaIn, {at(Buffer::UB, g.sb[buf]), at(Buffer::GM, b_gm, b_reg), imm(kc), imm(nb * eb), imm((f_.b_k - nb) * eb),
+                       imm((nbp - nb) * eb)});
+  }
+
+  // bf16 operands: a chunk's A and B as loaded converted to f32 in place of the f32 buffers (whole
+  // repeats of lanes_ elements; the padding converted too, never read).
+  void convert_chunk(const Regions& g, int64_t R, int64_t nbp, int64_t kc, int64_t buf) {
+    if (f_.eb == 4) return;
+    const int64_t src_blocks = lanes_ * f_.eb / block_, dst_blocks = bytes_per_repeat_ / block_;
+    auto convert = [&](int64_t dst, int64_t src, int64_t elements) {
+      in_pieces((elements + lanes_ - 1) / lanes_, [&](int64_t r, int64_t n) {
+        op(Opcode::Vconv, {type(DType::F32), type(DType::BF16), at(Buffer::UB, dst + r * bytes_per_repeat_),
+                           at(Buffer::UB, src + r * lanes_ * f_.eb), imm(n), imm(1), imm(1), imm(dst_blocks), imm(src_blocks)});
+      });
+    };
+    convert(g.a[buf], g.sa[buf], a_elements(R, kc));
+    convert(g.b[buf], g.sb[buf], kc * nbp);
   }
 
   // A chunk's products and sums: A's values to a block each (vbrcb), then per k the products of
   // the A blocks (block stride 0) and B's row (repeat stride 0), added into C.
   void compute_chunk(const Regions& g, int64_t R, int64_t nbp, int64_t kc, int64_t buf) {
-    const int64_t per_block = block_ / 4, J = nbp / lanes_, row_blocks = nbp * 4 / block_;
-    const int64_t values = f_.a_rows ? R * round_up(kc, per_block) : kc * round_up(R, per_block);
+    convert_chunk(g, R, nbp, kc, buf);
+    const int64_t per_block = block_ / 4, pad = block_ / f_.eb, J = nbp / lanes_, row_blocks = nbp * 4 / block_;
+    const int64_t values = a_elements(R, kc);
     in_pieces(values, [&](int64_t r, int64_t n) {
       op(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, g.abc + r * block_), at(Buffer::UB, g.a[buf] + r * 4), imm(n), imm(0),
                          imm(1)});
     }, max_repeat_ / per_block * per_block);  // each piece's source on a block
     // block of A(m, k): m * am + k * ak
-    const int64_t am = f_.a_rows ? round_up(kc, per_block) : 1, ak = f_.a_rows ? 1 : round_up(R, per_block);
+    const int64_t am = f_.a_rows ? round_up(kc, pad) : 1, ak = f_.a_rows ? 1 : round_up(R, pad);
     for (int64_t k = 0; k < kc; ++k) {
       const int64_t b_row = g.b[buf] + k * nbp * 4;
       if (R < J) {  // an instruction per row: J repeats along the row

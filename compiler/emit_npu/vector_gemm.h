@@ -1,6 +1,7 @@
 // Contractions on the vector unit (README "Vector contractions"): a kernel whose one statement is
 // `C(m, n) +=! A(..) * B(..)` in an operand dtype the cube has no shape for (f32 on the DaVinci
-// descriptions), A stored [M][K] or [K][M], B [K][N] with N unit-stride, C [M][N] with N
+// descriptions; bf16 too, C(m, n) +=! f32(A(..)) * f32(B(..)), each chunk loaded as bf16 and
+// converted to f32 in UB by the description's conversion, exact), A stored [M][K] or [K][M], B [K][N] with N unit-stride, C [M][N] with N
 // unit-stride, no batch, no epilogue. Rows of C are spread over the cores; a core computes blocks
 // of R rows x Nb columns in UB, k by k in the interpreter's order: each A value is broadcast to a
 // 32-byte block once (`vbrcb`, repeat per value, destination block stride 0), then per k one `vmul`

@@ -127,6 +127,42 @@ ir::ExprPtr read_copies(const ir::ExprPtr& e, const std::map<std::string, std::s
   return x;
 }
 
+// f32(X(..)) of a bf16 tensor X.
+bool converted_read(const ir::Expr& e) {
+  return e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.type == DType::F32 && e.args.size() == 1 &&
+         e.args[0]->kind == ir::ExprKind::Access && e.args[0]->type == DType::BF16;
+}
+
+// C(..) +=! f32(A(..)) * f32(B(..)): bf16 A and B, an f32 accumulator and output.
+bool bf16_contraction(const ir::Function& f, const ir::Statement& s) {
+  const ir::Tensor* out = f.find_tensor(s.output);
+  const ir::Expr& e = *s.rhs;
+  return s.reduction == ir::Reduction::Sum && s.acc_type == DType::F32 && out && out->dtype == DType::F32 &&
+         e.kind == ir::ExprKind::Apply && e.op == ir::Op::Mul && e.args.size() == 2 && converted_read(*e.args[0]) &&
+         converted_read(*e.args[1]);
+}
+
+// The index an access index is, plainly (1 x one index, nothing else), or "".
+std::string plain_index_of(const ir::AffineExpr& a) { return ir::plain_index(a).value_or(""); }
+
+// The form the vector contraction maps (compiler/emit_npu/vector_gemm.h): C(m, n) of A(m, k) or
+// A(k, m) and B(k, n), plain indices, no batch; what it refuses for other reasons goes to the general
+// lowering, which loads bf16 as f32.
+bool vector_contraction_form(const ir::Statement& s) {
+  if (s.domain.size() != 3 || s.out_indices.size() != 2) return false;
+  const std::string m = plain_index_of(s.out_indices[0]), n = plain_index_of(s.out_indices[1]);
+  std::string k;
+  for (const auto& v : s.domain)
+    if (v.is_reduction) k = v.name;
+  const ir::Expr &a = *s.rhs->args[0]->args[0], &b = *s.rhs->args[1]->args[0];
+  auto reads = [](const ir::Expr& x, const std::string& i, const std::string& j) {
+    return x.indices.size() == 2 && plain_index_of(x.indices[0]) == i && plain_index_of(x.indices[1]) == j;
+  };
+  const bool a_ok = reads(a, m, k) || reads(a, k, m), b_ok = reads(b, k, n);
+  const bool swapped = (reads(b, m, k) || reads(b, k, m)) && reads(a, k, n);
+  return !m.empty() && !n.empty() && !k.empty() && m != n && ((a_ok && b_ok) || swapped);
+}
+
 }  // namespace
 
 bool computes_bf16(const ir::Statement& s, bool conversions_ok) {
@@ -147,7 +183,7 @@ bool computes_bf16(const ir::Statement& s, bool conversions_ok) {
   return found;
 }
 
-std::optional<ir::Function> widen_bf16(const ir::Function& f, std::vector<std::string>* widened) {
+std::optional<ir::Function> widen_bf16(const ir::Function& f, std::vector<std::string>* widened, const WidenBf16Options& options) {
   ir::Function out = f;
   out.statements.clear();
   bool changed = false;
@@ -161,6 +197,18 @@ std::optional<ir::Function> widen_bf16(const ir::Function& f, std::vector<std::s
     if (!computes_bf16(s_in)) {
       out.statements.push_back(s_in);
       continue;
+    }
+    if (bf16_contraction(f, s_in)) {
+      const bool vector = options.vector && f.statements.size() == 1 && vector_contraction_form(s_in);
+      if (widened)
+        widened->push_back(s_in.name + ": a bf16 contraction accumulated in f32: " +
+                           (options.cube ? std::string("on the cube (bf16 x bf16 -> f32), as written")
+                                         : options.no_cube + (vector ? "; on the vector unit, its operands converted to f32 in UB"
+                                                                     : "; on the vector unit in f32")));
+      if (options.cube || vector) {
+        out.statements.push_back(s_in);
+        continue;
+      }
     }
     changed = true;
     // bf16 operands the lowering cannot convert in place: an f32 copy first (an input's once)

@@ -12,6 +12,11 @@
 // statement's indices (a contraction's operands) reads an f32 copy made first
 // (X_f32(c0, ..) = f32(X(c0, ..)); an input's once). Every value is the interpreter's, bit for bit.
 // Statements that only move bf16 values are left as written (the copies move bytes).
+// A bf16 contraction accumulated in f32, C(..) +=! f32(A(..)) * f32(B(..)) with f32 C, is left as
+// written where a contraction mapping takes it (WidenBf16Options): the cube, where the description
+// lists a bf16 x bf16 -> f32 shape (its products are exact in f32), or the vector contraction, the
+// function's only statement in its form, C(m, n) of A(m, k) or A(k, m) and B(k, n) with no batch
+// (compiler/emit_npu/vector_gemm.h: its operands converted to f32 in UB).
 #pragma once
 
 #include <optional>
@@ -22,10 +27,19 @@
 
 namespace tessel::poly {
 
+// Which mappings take a bf16 contraction accumulated in f32 as written (see above).
+struct WidenBf16Options {
+  bool cube = false;    // the cube has a bf16 x bf16 -> f32 shape
+  bool vector = false;  // the vector contraction converts bf16 operands (the function's only statement)
+  std::string no_cube;  // why the cube does not take one ("the cube of X has no bf16 shape"), for the lines
+};
+
 // The function with its bf16 arithmetic widened to f32, or nothing where no statement computes
-// with bf16. `widened` (optional) receives a line per statement changed ("S1: computed in f32,
-// each bf16 result rounded"; "S0: reads A as an f32 copy (A_f32)").
-std::optional<ir::Function> widen_bf16(const ir::Function& f, std::vector<std::string>* widened = nullptr);
+// with bf16 (or every one is a contraction left as written). `widened` (optional) receives a line per
+// statement changed or left ("S1: computed in f32, each bf16 result rounded"; "S0: reads A as an f32
+// copy (A_f32)"; "S0: a bf16 contraction, on the cube as written").
+std::optional<ir::Function> widen_bf16(const ir::Function& f, std::vector<std::string>* widened = nullptr,
+                                       const WidenBf16Options& options = {});
 
 // Whether statement `s` computes with bf16 values (an operation with a bf16 operand or result,
 // or a reduction accumulating in bf16); a cast between bf16 and f32 alone is a conversion, not

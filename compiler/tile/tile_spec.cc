@@ -410,8 +410,9 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
       std::stable_partition(par.begin(), par.end(), [&](const ir::IndexVar* v) {
         return reads_index(*s.rhs->args[0], v->name) && reads_index(*s.rhs->args[1], v->name);
       });
-    // f16 operands (the path the model was checked on) and i8 ones on the description's i8 shape
-    // (the NPU's cube_i8: the same model with 1-byte elements and that shape's MACs per cycle)
+    // f16 operands (the path the model was checked on), bf16 ones on a bf16 -> f32 shape (the same
+    // 16-bit data path) and i8 ones on the description's i8 shape (the NPU's cube_i8: the same model
+    // with 1-byte elements and that shape's MACs per cycle)
     std::optional<DType> operand;
     bool uniform = true;
     std::function<void(const ir::Expr&)> operands = [&](const ir::Expr& e) {
@@ -424,10 +425,12 @@ TileSpec default_tile_spec(const ir::Function& f, const std::map<std::string, in
     };
     if (contraction) operands(*s.rhs);
     const isa::MatrixShape* shape = nullptr;
-    if (uniform && operand && (*operand == DType::F16 || *operand == DType::I8))
+    if (uniform && operand && (*operand == DType::F16 || *operand == DType::BF16 || *operand == DType::I8))
       for (const auto* u : h.units_of_kind(isa::UnitKind::Matrix))
         for (const auto& sh : u->shapes)
-          if (!shape && sh.a == *operand && (*operand == DType::F16 || sh.acc == DType::I32)) shape = &sh;
+          if (!shape && sh.a == *operand &&
+              (*operand == DType::F16 || sh.acc == (*operand == DType::I8 ? DType::I32 : DType::F32)))
+            shape = &sh;
     if (contraction && shape && h.kind == isa::TargetKind::Npu && red.size() == 1 && par.size() >= 2) {
       int64_t outer_tiles = 1;
       for (size_t i = 0; i + 2 < par.size(); ++i) outer_tiles *= extent(*par[i]);

@@ -72,7 +72,7 @@ TEST_CASE("bf16 sum, product and max reductions on the NPU round every step as t
     for (const char* shape : {"M=37,N=64", "M=3,N=300"}) bit_exact("bf16_reduction", shape, target);
 }
 
-TEST_CASE("bf16 matmul on the NPU: operands converted to f32 copies, bf16 and f32 results bit for bit") {
+TEST_CASE("bf16 matmul on the NPU: bf16 and f32 results bit for bit (f32 copies, or the vector contraction converting in UB)") {
   for (const std::string& target : {kTarget, kTarget310}) {
     bit_exact("bf16_matmul", "M=33,N=48,K=40", target);
     bit_exact("bf16_matmul_f32", "M=33,N=48,K=40", target);
