@@ -172,31 +172,15 @@ void emit_attention_program(const kernel::Kernel& k, const kernel::Attention& a,
   const bool given_wgmma = given.rfind("attention/wgmma/", 0) == 0;
   const std::string no_wgmma = attention_wgmma_obstacle(k, a, m);
   if (given_wgmma) {
-    std::string rows = given.substr(std::string("attention/wgmma/").size()), copies;
-    if (const size_t slash = rows.find('/'); slash != std::string::npos) copies = rows.substr(slash + 1), rows.resize(slash);
-    if ((rows != "128x128" && rows != "64x128") || (!copies.empty() && copies != "tma" && copies != "tma/pingpong" && copies != "cpasync"))
-      throw UserError("attention plan '" + given +
-                      "': the wgmma kernel takes 128x128 or 64x128 (query rows x keys a block), then optionally /tma (a TMA "
-                      "producer warpgroup), /tma/pingpong (its two consumer warpgroups taking turns) or /cpasync (every "
-                      "thread copies)");
     if (!no_wgmma.empty()) throw UserError(k.name + ": plan " + given + " cannot run on " + m.arch + ": " + no_wgmma);
-    if (copies == "tma/pingpong" && rows != "128x128")
-      throw UserError(k.name + ": plan " + given + ": ping-pong takes two consumer warpgroups (128x128)");
-    if (copies.rfind("tma", 0) == 0)
-      if (const std::string no_tma = attention_tma_obstacle(a, m); !no_tma.empty())
-        throw UserError(k.name + ": plan " + given + " cannot run on " + m.arch + ": " + no_tma);
-    emit_attention_wgmma(k, a, m, os, p, rows == "128x128" ? 2 : 1,
-                         copies == "tma" ? AttentionCopies::TmaProducer
-                         : copies == "tma/pingpong" ? AttentionCopies::TmaPingPong
-                         : copies == "cpasync" ? AttentionCopies::CpAsync
-                                               : AttentionCopies::Auto);
+    emit_attention_wgmma(k, a, m, os, p, parse_attention_wgmma(given, a, m));
     p.explain.push_back("  plan " + given + " (given)");
     p.source = os.str();
     return;
   }
   // sm_90a: the warpgroup MMA kernel (attention_wgmma.h) where it applies
   if (given.empty() && no_wgmma.empty()) {
-    emit_attention_wgmma(k, a, m, os, p);
+    emit_attention_wgmma(k, a, m, os, p, plan_attention_wgmma(a, m));
     p.source = os.str();
     return;
   }

@@ -1,5 +1,6 @@
 #include "compiler/emit_cuda/attention_wgmma.h"
 
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -43,17 +44,19 @@ std::string offset(const kernel::AttentionOperand& o, const std::map<std::string
 }
 
 // wgmma helper: D (m64 x n, f32) += A (smem descriptor or 4 registers) * B (smem descriptor).
-void wgmma_helper(std::ostringstream& os, int n, bool a_regs, int trans_b, const std::string& ab) {
+// `overwrite`: scale-d 0, D = A * B (the first MMA of a sum: no zeroed accumulators); the name ends in z.
+void wgmma_helper(std::ostringstream& os, int n, bool a_regs, int trans_b, const std::string& ab, bool overwrite = false) {
   const int nreg = n / 2;
-  os << "static __device__ __forceinline__ void tessel_att_wgmma_n" << n << (a_regs ? "_ra" : "_sa") << trans_b
+  const char* scale_d = overwrite ? "0" : "1";
+  os << "static __device__ __forceinline__ void tessel_att_wgmma_n" << n << (a_regs ? "_ra" : "_sa") << trans_b << (overwrite ? "z" : "")
      << "(float* d, " << (a_regs ? "const unsigned* a" : "unsigned long long da") << ", unsigned long long db) {\n"
      << "  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << ab << "." << ab << " {";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "%" << r;
   if (a_regs)
-    os << "}, {%" << nreg << ", %" << nreg + 1 << ", %" << nreg + 2 << ", %" << nreg + 3 << "}, %" << nreg + 4 << ", 1, 1, 1, "
+    os << "}, {%" << nreg << ", %" << nreg + 1 << ", %" << nreg + 2 << ", %" << nreg + 3 << "}, %" << nreg + 4 << ", " << scale_d << ", 1, 1, "
        << trans_b << ";\\n\"\n    : ";
   else
-    os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1, 0, " << trans_b << ";\\n\"\n    : ";
+    os << "}, %" << nreg << ", %" << nreg + 1 << ", " << scale_d << ", 1, 1, 0, " << trans_b << ";\\n\"\n    : ";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "\"+f\"(d[" << r << "])";
   if (a_regs) os << "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db));\n}\n";
   else os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
@@ -126,28 +129,121 @@ std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMac
   return why;
 }
 
+std::string WgmmaAttentionPlan::to_string() const {
+  std::string s = "attention/wgmma/" + num(64 * warpgroups) + "x" + num(kAttentionKeyBlock) + "/";
+  s += copies == AttentionCopies::CpAsync ? "cpasync" : copies == AttentionCopies::TmaProducer ? "tma" : "tma/pingpong";
+  if (heavy_first) s += "/heavy";
+  if (lazy_rescale) s += "/lazy";
+  if (persistent) s += "/persistent";
+  return s;
+}
+
+namespace {
+
+// Policy: three consumer warpgroups (192 rows) for a value dim of 64 where the blocks still fill
+// the SMs; with a causal mask only where the last query block's padding wastes at most
+// 1/kTallWaste of the rows. Measured on an H200 (PyTorch SDPA 159 / 106 us in the same run):
+// d64 1k tokens x 256 heads 231 -> 215 us with 192 rows (8 -> 6 blocks of rows, 1/8 padding), causal
+// 173 -> 184 us (the diagonal blocks' masked half grows with the tile); 4k and 16k tokens 192 rows
+// 1.08-1.12x faster than 128.
+constexpr int64_t kTallWaste = 16;
+
+// Copies as the kernel resolves Auto: TMA with ping-pong where the maps are legal (measured on an
+// H200: 3-8 % faster than without on every prefill shape, 1.2-1.6x faster than cp.async).
+AttentionCopies resolved(AttentionCopies c, int warpgroups, const kernel::Attention& a, const isa::GpuMachine& m) {
+  if (c != AttentionCopies::Auto) return c;
+  if (!attention_tma_obstacle(a, m).empty()) return AttentionCopies::CpAsync;
+  return warpgroups >= 2 ? AttentionCopies::TmaPingPong : AttentionCopies::TmaProducer;
+}
+
+}  // namespace
+
+WgmmaAttentionPlan plan_attention_wgmma(const kernel::Attention& a, const isa::GpuMachine& m) {
+  WgmmaAttentionPlan p;
+  auto blocks = [&](int rows) { return (a.query.extent + rows - 1) / rows * a.size_batch(); };
+  const int64_t padded3 = (a.query.extent + 191) / 192 * 192;
+  // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
+  // (short sequences, few heads: twice the blocks); three for a value dim of 64 (less K / V traffic
+  // and fewer blocks for the same exponentials)
+  p.warpgroups = blocks(128) >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
+  if (a.value[0].extent == 64 && blocks(192) >= int64_t(m.sm_count) &&
+      (!a.causal_offset || (padded3 - a.query.extent) * kTallWaste <= a.query.extent))
+    p.warpgroups = 3;
+  p.copies = resolved(AttentionCopies::Auto, p.warpgroups, a, m);
+  // persistent stays off: on an H200 it measured 0.97x (causal d64 1k) to 0.84x (d128 1k) of this
+  // (its tiles walk query-block-major when heavy-first, and ping-pong serialises at tile borders)
+  p.heavy_first = a.causal_offset.has_value();
+  p.lazy_rescale = true;
+  return p;
+}
+
+WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::Attention& a, const isa::GpuMachine& m) {
+  auto bad = [&](const std::string& why) {
+    return UserError("attention plan '" + text + "': " + why +
+                     " (the wgmma kernel takes 64x128, 128x128 or 192x128 (query rows x keys a block), then optionally /tma (a TMA "
+                     "producer warpgroup), /tma/pingpong (its two consumer warpgroups taking turns) or /cpasync (every "
+                     "thread copies), then /heavy (query blocks longest first), /lazy (rescale only where a row maximum grew), /persistent (a block an SM walks the tiles))");
+  };
+  std::vector<std::string> f;
+  for (size_t at = std::string("attention/wgmma/").size(); at <= text.size();) {
+    const size_t slash = text.find('/', at);
+    f.push_back(text.substr(at, slash == std::string::npos ? std::string::npos : slash - at));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  WgmmaAttentionPlan p;
+  if (f.empty() || (f[0] != "64x128" && f[0] != "128x128" && f[0] != "192x128")) throw bad("bad tile '" + (f.empty() ? "" : f[0]) + "'");
+  p.warpgroups = f[0] == "64x128" ? 1 : f[0] == "128x128" ? 2 : 3;
+  size_t i = 1;
+  if (i < f.size() && f[i] == "cpasync") p.copies = AttentionCopies::CpAsync, ++i;
+  else if (i < f.size() && f[i] == "tma") {
+    ++i;
+    p.copies = AttentionCopies::TmaProducer;
+    if (i < f.size() && f[i] == "pingpong") p.copies = AttentionCopies::TmaPingPong, ++i;
+  }
+  for (; i < f.size(); ++i) {
+    if (f[i] == "heavy") p.heavy_first = true;
+    else if (f[i] == "lazy") p.lazy_rescale = true;
+    else if (f[i] == "persistent") p.persistent = true;
+    else throw bad("unknown field '" + f[i] + "'");
+  }
+  if (p.copies == AttentionCopies::TmaPingPong && p.warpgroups < 2)
+    throw UserError(text + ": ping-pong takes two consumer warpgroups or more (128x128, 192x128)");
+  if (p.warpgroups == 3 && a.value[0].extent != 64)
+    throw UserError(text + ": 192 query rows (three consumer warpgroups of 160 registers) take a value dim of 64, not " +
+                    num(a.value[0].extent));
+  if (p.copies == AttentionCopies::TmaProducer || p.copies == AttentionCopies::TmaPingPong)
+    if (const std::string no_tma = attention_tma_obstacle(a, m); !no_tma.empty()) throw UserError(text + " cannot run on " + m.arch + ": " + no_tma);
+  p.copies = resolved(p.copies, p.warpgroups, a, m);
+  if (p.persistent && p.copies == AttentionCopies::CpAsync) throw UserError(text + ": a persistent kernel takes TMA copies (a producer warpgroup)");
+  return p;
+}
+
 namespace {
 
 // The kernel's text, piece by piece in the order it is printed; the members are the plan every
 // piece reads (tiles, copy scheme, shared-memory layout, tensor maps).
 class WgmmaAttention {
  public:
-  WgmmaAttention(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os, int warpgroups,
-                 AttentionCopies copies)
-      : k(k), a(a), m(m), os(os), D(int(a.head[0].extent)), E(int(a.value[0].extent)) {
-    // Auto: TMA with ping-pong where it applies (measured on an H200: 3-8 % faster than without on
-    // every prefill shape, 1.2-1.6x faster than cp.async)
-    if (copies == AttentionCopies::Auto) copies = attention_tma_obstacle(a, m).empty() ? AttentionCopies::TmaPingPong : AttentionCopies::CpAsync;
+  WgmmaAttention(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
+                 const WgmmaAttentionPlan& plan)
+      : k(k), a(a), m(m), os(os), D(int(a.head[0].extent)), E(int(a.value[0].extent)), plan(plan) {
+    const AttentionCopies copies = resolved(plan.copies, plan.warpgroups, a, m);
+    this->plan.copies = copies;
     ws = copies == AttentionCopies::TmaProducer || copies == AttentionCopies::TmaPingPong;
-    // two warpgroups a block (K / V tiles shared by 128 rows) when that still fills the SMs, else one
-    // (short sequences, few heads: twice the blocks)
-    const int64_t blocks2 = (a.query.extent + 127) / 128 * a.size_batch();
-    NWG = warpgroups > 0 ? warpgroups : blocks2 >= int64_t(m.sm_count) ? kAttentionWarpgroups : 1;
+    NWG = plan.warpgroups;
+    TESSEL_CHECK(NWG >= 1 && NWG <= 3 && (NWG < 3 || E == 64), "wgmma attention: bad warpgroup count");
     BQ = 64 * NWG;
     NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
-    // ping-pong: the two consumer warpgroups take turns issuing their MMAs (named barriers 1 and 2),
-    // so one's softmax runs while the other's MMAs use the tensor cores
-    pingpong = copies == AttentionCopies::TmaPingPong && NWG == 2;
+    // setmaxnreg: the producer's registers to the consumers (four warpgroups: 24 / 160)
+    producer_regs = NWG == 3 ? 24 : kProducerRegisters;
+    consumer_regs = NWG == 3 ? 160 : kConsumerRegisters;
+    // ping-pong: the consumer warpgroups take turns issuing their MMAs (named barriers 1..NWG in a
+    // ring), so one's softmax runs while another's MMAs use the tensor cores
+    pingpong = copies == AttentionCopies::TmaPingPong && NWG >= 2;
+    // persistent: one block an SM walks the tiles; the producer loads the next tile's Q and K / V
+    // while the consumers finish the last one (its epilogue, its last P V)
+    persistent = plan.persistent && ws;
     wg_threads = int(m.threads_per_warpgroup());
     wpg = int(m.warps_per_warpgroup);
     ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
@@ -173,7 +269,10 @@ class WgmmaAttention {
   void emit(CudaProgram& p) {
     device_helpers();
     kernel_head();
-    key_range();
+    if (!persistent) {
+      tile_origin("");
+      key_range();
+    }
     if (ws) producer();
     else first_copies();
     accumulators();
@@ -192,7 +291,9 @@ class WgmmaAttention {
   const isa::GpuMachine& m;
   std::ostringstream& os;
   const int D, E, BK = kAttentionKeyBlock;
-  bool ws = false, pingpong = false;
+  WgmmaAttentionPlan plan;
+  bool ws = false, pingpong = false, persistent = false;
+  int producer_regs = kProducerRegisters, consumer_regs = kConsumerRegisters;
   int NWG = 1, BQ = 64, NT = 128, wg_threads = 128, wpg = 4, ST = 2, NB = 2;
   int q_bytes = 0, k_bytes = 0, v_bytes = 0, smem = 0;
   int64_t Sq = 0, T = 0, qs = 0, ks = 0, vs = 0;
@@ -212,13 +313,17 @@ static __device__ __forceinline__ unsigned long long tessel_att_desc(const void*
   return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);
 }
 static __device__ __forceinline__ void tessel_att_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+/* 2^x in one MUFU op: results below 2^-126 flushed to 0 (a probability that small is below f16's and
+   the sum's resolution), 2^-inf = 0 */
+static __device__ __forceinline__ float tessel_att_ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 )";
     os << "static __device__ __forceinline__ unsigned tessel_att_pack(float lo, float hi) {\n";
     if (ab == "bf16")
       os << "  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
     else
       os << "  __half2 v = __floats2half2_rn(lo, hi);\n  return *(unsigned*)&v;\n}\n";
-    wgmma_helper(os, BK, false, 0, ab);  // S = Q K^T: A, B K-major in shared memory
+    wgmma_helper(os, BK, false, 0, ab);        // S = Q K^T: A, B K-major in shared memory
+    wgmma_helper(os, BK, false, 0, ab, true);  // its first k step: S = Q K^T (no zeroing)
     wgmma_helper(os, E, true, 1, ab);    // O += P V: P in registers, V N-major
     if (ws) tma_helpers();
   }
@@ -277,12 +382,25 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     else
       os << "  const int tid_ = threadIdx.x, wg_ = tid_ / " << wg_threads << ", warp_ = (tid_ % " << wg_threads
          << ") / 32, lane_ = tid_ % 32, t4_ = lane_ % 4;\n";
-    os << "  const long long q0_ = (long long)blockIdx.x * " << BQ << ";\n";
-    // batch point from blockIdx.y
-    os << "  long long rest_ = blockIdx.y;\n";
+    os << "  (void)scratch_;\n";
+  }
+
+  // the query block's first row q0_ and its batch point (the role variables, the operands' origins):
+  // from blockIdx, or (persistent) from the tile index `tile`, query blocks of a batch point
+  // adjacent (K / V shared in L2) or, heavy-first, the last query block of every batch point first
+  void tile_origin(const std::string& tile) {
+    const int64_t nq = (Sq + BQ - 1) / BQ, nbatch = a.size_batch();
+    std::string qb = plan.heavy_first ? "(gridDim.x - 1 - blockIdx.x)" : "blockIdx.x", flat = "blockIdx.y";
+    if (!tile.empty()) {
+      qb = plan.heavy_first ? "(" + num(nq - 1) + " - " + tile + " / " + num(nbatch) + ")" : "(" + tile + " % " + num(nq) + ")";
+      flat = plan.heavy_first ? "(" + tile + " % " + num(nbatch) + ")" : "(" + tile + " / " + num(nq) + ")";
+    }
+    // heavy-first: the last query blocks (causal: the most key blocks) start first
+    os << "  const long long q0_ = (long long)" << qb << " * " << BQ << ";\n";
+    os << "  long long rest_ = " << flat << ";\n";
     for (size_t b = a.batch.size(); b-- > 0;)
       os << "  const long long " << role_var(a.batch[b].var) << " = rest_ % " << a.batch[b].extent << "LL; rest_ /= " << a.batch[b].extent << "LL;\n";
-    os << "  (void)rest_; (void)scratch_;\n";
+    os << "  (void)rest_;\n";
     const std::map<std::string, std::string> zero_rows = {{a.query.var, "0"}, {a.key.var, "0"}, {dv, "0"}, {ev, "0"}};
     os << "  const " << et << "* qb_ = t_" << a.q.tensor << " + (" << offset(a.q, zero_rows) << ");\n";
     os << "  const " << et << "* kb_ = t_" << a.k.tensor << " + (" << offset(a.k, zero_rows) << ");\n";
@@ -317,9 +435,9 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   void producer() {
     // slots: kfull_/vfull_ complete when a block's bytes have landed (the producer's arrival and
     // the copies' bytes), kempty_/vempty_ when every consumer warp is done reading the slot
-    os << "  __shared__ __align__(8) unsigned long long qbar_, kfull_[" << ST << "], kempty_[" << ST << "], vfull_[" << ST << "], vempty_["
+    os << "  __shared__ __align__(8) unsigned long long qbar_, qempty_, kfull_[" << ST << "], kempty_[" << ST << "], vfull_[" << ST << "], vempty_["
        << ST << "];\n";
-    os << "  if (tid_ == 0) {\n    tessel_att_mbar_init(&qbar_, 1);\n    #pragma unroll\n    for (int s_ = 0; s_ < " << ST << "; ++s_) {\n"
+    os << "  if (tid_ == 0) {\n    tessel_att_mbar_init(&qbar_, 1); tessel_att_mbar_init(&qempty_, " << NWG * wpg << ");\n    #pragma unroll\n    for (int s_ = 0; s_ < " << ST << "; ++s_) {\n"
        << "      tessel_att_mbar_init(kfull_ + s_, 1); tessel_att_mbar_init(vfull_ + s_, 1);\n"
        << "      tessel_att_mbar_init(kempty_ + s_, " << NWG * wpg << "); tessel_att_mbar_init(vempty_ + s_, " << NWG * wpg << ");\n    }\n"
        << "    asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");  /* visible to the TMA unit */\n  }\n";
@@ -330,14 +448,22 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
       return s;
     };
     os << "  if (wgi_ == 0) {  /* the producer: one thread issues every copy */\n";
-    os << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << kProducerRegisters << ";\\n\");\n";
+    os << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << producer_regs << ";\\n\");\n";
     os << "    if (tid_ == 0) {\n";
+    if (persistent) {  // tile by tile; the ring's position it0_ + jb_ runs on across tiles
+      os << "      int it0_ = 0, tc_ = 0;\n      for (int tile_ = blockIdx.x; tile_ < " << tiles() << "; tile_ += gridDim.x, ++tc_) {\n";
+      tile_origin("tile_");
+      key_range();
+      os << "      if (tc_ > 0) tessel_att_mbar_wait(&qempty_, (tc_ - 1) & 1);  /* the last tile's S MMAs are done with Q */\n";
+    } else {
+      os << "      const int it0_ = 0;\n";
+    }
     os << "      tessel_att_mbar_expect(&qbar_, " << q_bytes << "u);\n";
     for (int sl = 0; sl < D / 64; ++sl)
       os << "      tessel_att_tma" << tq.dims.size() << "(sq_ + " << sl * BQ * kSwizzleRowBytes << ", &tmq_, &qbar_, " << sl * 64 << ", (int)q0_"
          << coords(qc) << ");\n";
     os << "      for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
-    os << "        const int s_ = jb_ % " << ST << ";\n        const unsigned ph_ = (jb_ / " << ST << ") & 1;\n";
+    os << "        const int s_ = (it0_ + jb_) % " << ST << ";\n        const unsigned ph_ = ((it0_ + jb_) / " << ST << ") & 1;\n";
     os << "        tessel_att_mbar_wait(kempty_ + s_, ph_ ^ 1);  /* a fresh slot passes */\n";
     os << "        tessel_att_mbar_expect(kfull_ + s_, " << k_bytes << "u);\n";
     for (int sl = 0; sl < D / 64; ++sl)
@@ -348,11 +474,22 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     for (int sl = 0; sl < E / 64; ++sl)
       os << "        tessel_att_tma" << tv.dims.size() << "(sv_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmv_, vfull_ + s_, " << sl * 64
          << ", jb_ * " << BK << coords(vc) << ");\n";
-    os << "      }\n    }\n  } else {\n";
-    os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << kConsumerRegisters << ";\\n\");\n";
-    os << "  tessel_att_mbar_wait(&qbar_, 0);\n";
-    if (pingpong)  // warpgroup 0 issues first
-      os << "  if (wg_ == 1) asm volatile(\"bar.arrive 1, " << 2 * wg_threads << ";\\n\" ::: \"memory\");\n";
+    os << "      }\n";
+    if (persistent) os << "      it0_ += nblocks_;\n      }\n";
+    os << "    }\n  } else {\n";
+    os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << consumer_regs << ";\\n\");\n";
+    if (persistent) {
+      os << "  int it0_ = 0, tc_ = 0;\n  for (int tile_ = blockIdx.x; tile_ < " << tiles() << "; tile_ += gridDim.x, ++tc_) {\n";
+      tile_origin("tile_");
+      key_range();
+      os << "  tessel_att_mbar_wait(&qbar_, tc_ & 1);\n";
+      // no key block: Q is not read
+      os << "  if (nblocks_ == 0 && lane_ == 0) tessel_att_mbar_arrive(&qempty_);\n";
+    } else {
+      os << "  const int it0_ = 0;\n  tessel_att_mbar_wait(&qbar_, 0);\n";
+    }
+    if (pingpong)  // warpgroup 0 issues first (the last one's turn before it); none without key blocks
+      os << "  if (wg_ == " << NWG - 1 << " && nblocks_ > 0) asm volatile(\"bar.arrive 1, " << 2 * wg_threads << ";\\n\" ::: \"memory\");\n";
   }
 
   // cp.async: group 0 = {Q, K_0}; the group of iteration j = {K_(j+1), V_j}; iteration j reads K_j
@@ -370,8 +507,18 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "  float s_[" << BK / 2 << "], o_[" << E / 2 << "];\n";
     os << "  unsigned pp_[" << BK / 16 << "][4];\n";
     os << "  #pragma unroll\n  for (int x_ = 0; x_ < " << E / 2 << "; ++x_) o_[x_] = 0.f;\n";
+    // defined once; each block's first S MMA overwrites them
+    os << "  #pragma unroll\n  for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
     os << "  float m_[2] = {-TESSEL_INF, -TESSEL_INF}, l_[2] = {0.f, 0.f};\n";
     os << "  const float kLog2e_ = 1.4426950408889634f;\n";
+    if (const ir::Expr* c = scale_step()) {
+      kernel::AttentionExpr x = a.steps.back();
+      x.expr = c;
+      x.type = DType::F32;
+      os << "  const float scale_ = " << value_of(x, {}) << ";  /* the scale step's factor */\n";
+      os << "  const bool fold_ = scale_ > 0.f && scale_ < TESSEL_INF;\n";
+      os << "  const float scl2_ = scale_ * kLog2e_;\n";
+    }
     os << "  const long long row_[2] = {q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4, q0_ + wg_ * 64 + warp_ * 16 + lane_ / 4 + 8};\n";
   }
 
@@ -391,9 +538,9 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   // while the softmax of S_j runs
   void loop_head() {
     os << "  for (int jb_ = 0; jb_ < nblocks_; ++jb_) {\n";
-    os << "    const int buf_ = jb_ % " << NB << ", pbuf_ = (jb_ + " << NB - 1 << ") % " << NB << ";\n";
+    os << "    const int buf_ = (it0_ + jb_) % " << NB << ", pbuf_ = (it0_ + jb_ + " << NB - 1 << ") % " << NB << ";\n";
     if (ws) {
-      os << "    tessel_att_mbar_wait(kfull_ + buf_, (jb_ / " << NB << ") & 1);  /* K_j has landed */\n";
+      os << "    tessel_att_mbar_wait(kfull_ + buf_, ((it0_ + jb_) / " << NB << ") & 1);  /* K_j has landed */\n";
     } else {
       std::ostringstream tmp;
       std::swap(tmp, os);
@@ -408,7 +555,6 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
       os << "    __syncthreads();\n    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
     }
     os << "    const long long j0_ = (long long)jb_ * " << BK << ";\n";
-    os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] = 0.f;\n";
     if (pingpong) os << "    asm volatile(\"bar.sync %0, " << 2 * wg_threads << ";\\n\" :: \"r\"(1 + wg_) : \"memory\");  /* this warpgroup's turn */\n";
     os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
     os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
@@ -417,22 +563,25 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
        << "      const unsigned char* qa_ = sq_ + (kk_ / 4) * " << BQ * kSwizzleRowBytes << " + wg_ * 64 * " << kSwizzleRowBytes
        << " + (kk_ % 4) * 32;\n"
        << "      const unsigned char* kbp_ = sk_(buf_) + (kk_ / 4) * " << BK * kSwizzleRowBytes << " + (kk_ % 4) * 32;\n"
-       << "      tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
+       << "      if (kk_ == 0) tessel_att_wgmma_n" << BK << "_sa0z(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n"
+       << "      else tessel_att_wgmma_n" << BK << "_sa0(s_, tessel_att_desc(qa_, 16), tessel_att_desc(kbp_, 16));\n    }\n";
     os << "    asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");\n";
     os << "    if (jb_ > 0) {\n";
-    if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
+    if (ws) os << "      tessel_att_mbar_wait(vfull_ + pbuf_, ((it0_ + jb_ - 1) / " << NB << ") & 1);  /* V_(j-1) has landed */\n";
     pv_mmas("      ", "sv_(pbuf_)");
-    // the other warpgroup's turn (warpgroup 1 skips its last: warpgroup 0 syncs once per block)
+    // the next warpgroup's turn (the last one skips its last: warpgroup 0 syncs once per block)
+    const std::string next_turn = fmt::format(
+        "      if (wg_ != {} || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, {};\\n\" :: \"r\"(1 + (wg_ + 1) % {}) : \"memory\");\n",
+        NWG - 1, 2 * wg_threads, NWG);
     if (pingpong)
-      os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
-         << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
+      os << next_turn;
     os << "      asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\");\n";
     os << "    } else {\n";
     if (pingpong)
-      os << "      if (wg_ == 0 || jb_ + 1 < nblocks_) asm volatile(\"bar.arrive %0, " << 2 * wg_threads
-         << ";\\n\" :: \"r\"(2 - wg_) : \"memory\");\n";
+      os << next_turn;
     os << "      asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n    }\n";
     if (ws) os << "    if (lane_ == 0) tessel_att_mbar_arrive(kempty_ + buf_);  /* S_j done: K_j's slot is free */\n";
+    if (persistent) os << "    if (jb_ + 1 == nblocks_ && lane_ == 0) tessel_att_mbar_arrive(&qempty_);  /* the tile's last S: Q is free */\n";
     os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) tessel_att_fence_operand(s_[x_]);\n";
   }
 
@@ -486,11 +635,49 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "    const bool lean_ = j0_ + " << BK << " <= " << T << "LL"
        << (a.causal_offset ? " && j0_ + " + num(BK - 1) + " <= q0_ + wg_ * 64 + warp_ * 16 + " + num(*a.causal_offset) + "LL" : std::string())
        << ";\n";
-    os << "    if (lean_) {\n";
+    if (scale_step()) {
+      // the scale folded into the exponent: the row maximum of the raw scores, scaled after (exact:
+      // rounding a product by c > 0 keeps the order)
+      os << "    const bool raw_ = lean_ && fold_;\n";
+      os << "    if (raw_) {\n      #pragma unroll\n      for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) bm_[(x_ / 2) % 2] = fmaxf(bm_[(x_ / 2) % 2], s_[x_]);\n";
+      os << "      bm_[0] *= scale_; bm_[1] *= scale_;\n    } else ";
+    } else {
+      os << "    const bool raw_ = false;\n    ";
+    }
+    os << "if (lean_) {\n";
     score_loop(lean, false);
     os << "    } else {\n";
     score_loop(a.steps, true);
     os << "    }\n";
+  }
+
+  // The factor c of a scale step `score * c` (c an expression of sizes and constants, f32), the only
+  // step on a block without masking; null if the steps are anything else.
+  const ir::Expr* scale_step() const {
+    if (a.steps.empty() || a.steps.back().type != DType::F32) return nullptr;
+    const kernel::AttentionExpr& st = a.steps.back();
+    const ir::Expr* e = st.expr;
+    if (a.causal_offset) {
+      if (e->kind != ir::ExprKind::Apply || e->op != ir::Op::Select) return nullptr;
+      e = e->args[1].get();
+    }
+    if (a.steps.size() != 1 || e->kind != ir::ExprKind::Apply || e->op != ir::Op::Mul || e->type != DType::F32) return nullptr;
+    auto is_score = [&](const ir::Expr* x) {
+      if (x->kind == ir::ExprKind::Apply && x->op == ir::Op::Cast && x->type == DType::F32) x = x->args[0].get();
+      if (x->kind != ir::ExprKind::Access || x->type != DType::F32) return false;
+      auto it = st.inputs.find(x->name);
+      return it != st.inputs.end() && it->second == "score";
+    };
+    std::function<bool(const ir::Expr*)> constant = [&](const ir::Expr* x) {
+      if (x->kind == ir::ExprKind::Constant || x->kind == ir::ExprKind::SizeParam) return true;
+      if (x->kind != ir::ExprKind::Apply) return false;
+      for (const auto& y : x->args)
+        if (!constant(y.get())) return false;
+      return true;
+    };
+    if (is_score(e->args[0].get()) && constant(e->args[1].get())) return e->args[1].get();
+    if (is_score(e->args[1].get()) && constant(e->args[0].get())) return e->args[0].get();
+    return nullptr;
   }
 
   // row max across the quad, the rescale factor, exponentials (exp2 of a scaled difference): the
@@ -503,12 +690,22 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
        << "      bm_[r_] = fmaxf(bm_[r_], __shfl_xor_sync(0xffffffffu, bm_[r_], 2));\n"
        << "      const float mn_ = fmaxf(m_[r_], bm_[r_]);\n"
        << "      mu_[r_] = mn_ == -TESSEL_INF ? 0.f : mn_;  /* a row masked so far: no -inf - -inf */\n"
-       << "      corr_[r_] = exp2f((m_[r_] - mu_[r_]) * kLog2e_);\n"
+       << "      corr_[r_] = tessel_att_ex2((m_[r_] - mu_[r_]) * kLog2e_);\n"
        << "      m_[r_] = mn_;\n      l_[r_] *= corr_[r_];\n    }\n";
     // the probabilities in place of the scores (P V of the previous block may still read pp_)
-    os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n"
-       << "      const float pv_ = " << rounded(a.prob_type, "exp2f((s_[c_ * 4 + h_] - mu_[h_ / 2]) * kLog2e_)") << ";\n"
-       << "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
+    // raw scores: one FMA, s * (c log2 e) - m log2 e, where m log2 e's rounding (|m| 2^-24) is as small
+    // as the scaled score's own; for huge maxima (|m| >= 2^20) the scores are scaled first
+    const std::string sum = "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
+    const std::string loop = "    #pragma unroll\n    for (int c_ = 0; c_ < " + num(BK / 8) + "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n";
+    if (scale_step()) {
+      os << "    if (raw_ && fabsf(mu_[0]) < 1048576.f && fabsf(mu_[1]) < 1048576.f) {\n";
+      os << "    const float nm_[2] = {-mu_[0] * kLog2e_, -mu_[1] * kLog2e_};\n" << loop
+         << "      const float pv_ = " << rounded(a.prob_type, "tessel_att_ex2(fmaf(s_[c_ * 4 + h_], scl2_, nm_[h_ / 2]))") << ";\n" << sum;
+      os << "    } else {\n";
+      os << "    if (raw_) {\n      #pragma unroll\n      for (int x_ = 0; x_ < " << BK / 2 << "; ++x_) s_[x_] *= scale_;\n    }\n";
+    }
+    os << loop << "      const float pv_ = " << rounded(a.prob_type, "tessel_att_ex2((s_[c_ * 4 + h_] - mu_[h_ / 2]) * kLog2e_)") << ";\n" << sum;
+    if (scale_step()) os << "    }\n";
   }
 
   // the previous block's P V done: rescale the context, pack this block's P for its P V MMAs
@@ -518,8 +715,10 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
     os << "    #pragma unroll\n    for (int kk_ = 0; kk_ < " << BK / 16 << "; ++kk_)\n    #pragma unroll\n    for (int x_ = 0; x_ < 4; ++x_) "
           "asm volatile(\"\" : \"+r\"(pp_[kk_][x_])::\"memory\");\n";
+    // lazy: only where a row maximum of the warp grew (a warp-uniform branch), never on the first block (O is 0)
+    os << (plan.lazy_rescale ? "    if (jb_ > 0 && __any_sync(0xffffffffu, corr_[0] != 1.f || corr_[1] != 1.f)) {\n" : "    {\n");
     os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << E / 8 << "; ++c_) {\n"
-       << "      o_[c_ * 4 + 0] *= corr_[0]; o_[c_ * 4 + 1] *= corr_[0]; o_[c_ * 4 + 2] *= corr_[1]; o_[c_ * 4 + 3] *= corr_[1];\n    }\n";
+       << "      o_[c_ * 4 + 0] *= corr_[0]; o_[c_ * 4 + 1] *= corr_[0]; o_[c_ * 4 + 2] *= corr_[1]; o_[c_ * 4 + 3] *= corr_[1];\n    }\n    }\n";
     os << "    #pragma unroll\n    for (int c_ = 0; c_ < " << BK / 8 << "; ++c_) {\n"
        << "      pp_[c_ / 2][(c_ % 2) * 2 + 0] = tessel_att_pack(s_[c_ * 4 + 0], s_[c_ * 4 + 1]);\n"
        << "      pp_[c_ / 2][(c_ % 2) * 2 + 1] = tessel_att_pack(s_[c_ * 4 + 2], s_[c_ * 4 + 3]);\n    }\n";
@@ -531,7 +730,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   void last_pv() {
     if (ws) {
       os << "  if (nblocks_ > 0) {\n";
-      os << "    tessel_att_mbar_wait(vfull_ + (nblocks_ - 1) % " << NB << ", ((nblocks_ - 1) / " << NB << ") & 1);\n";
+      os << "    tessel_att_mbar_wait(vfull_ + (it0_ + nblocks_ - 1) % " << NB << ", ((it0_ + nblocks_ - 1) / " << NB << ") & 1);\n";
     } else {
       os << "  asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n";
       os << "  __syncthreads();\n  asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n";
@@ -539,7 +738,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     }
     os << "    asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n";
     os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n";
-    pv_mmas("    ", "sv_((nblocks_ - 1) % " + num(NB) + ")");
+    pv_mmas("    ", "sv_((it0_ + nblocks_ - 1) % " + num(NB) + ")");
     os << "    asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");\n";
     os << "    #pragma unroll\n    for (int x_ = 0; x_ < " << E / 2 << "; ++x_) tessel_att_fence_operand(o_[x_]);\n  }\n";
   }
@@ -555,15 +754,25 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     const std::string o = a.normalise_first ? "(o_[c_ * 4 + h_] / l_row_)" : "o_[c_ * 4 + h_]";
     const std::string result = a.epilogue.expr ? value_of(a.epilogue, {{"O", o}, {"Z", "l_row_"}}) : o;
     os << "    t_" << a.out.tensor << "[" << offset(a.out) << "] = " << store(a.out.dtype, result) << ";\n  }\n";
+    // persistent: the last V slot is released here (the loop releases V_(j-1) at block j)
+    if (persistent) os << "  if (nblocks_ > 0 && lane_ == 0) tessel_att_mbar_arrive(vempty_ + (it0_ + nblocks_ - 1) % " << NB << ");\n"
+                       << "  it0_ += nblocks_;\n  }  /* tiles */\n";
     if (ws) os << "  }  /* consumers */\n";
     os << "}\n";
   }
+
+  // persistent: the (query block, batch point) tiles
+  std::string tiles() const { return num((Sq + BQ - 1) / BQ * a.size_batch()); }
 
   void launch(CudaProgram& p) const {
     Launch l;
     l.kernel = name;
     l.grid[0] = unsigned((Sq + BQ - 1) / BQ);
     l.grid[1] = unsigned(a.size_batch());
+    if (persistent) {
+      l.grid[0] = unsigned(std::min<int64_t>((Sq + BQ - 1) / BQ * a.size_batch(), int64_t(m.sm_count)));
+      l.grid[1] = 1;
+    }
     l.block = unsigned(NT);
     l.dynamic_shared_bytes = uint32_t(smem);
     if (ws) l.tensor_maps = {tq, tk, tv};
@@ -571,7 +780,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     p.arch = m.arch + "a";
     p.tensor_cores = true;
     p.flops = a.effective_flops();
-    p.plan = fmt::format("attention/wgmma/{}x{}/{}", BQ, BK, pingpong ? "tma/pingpong" : ws ? "tma" : "cpasync");
+    p.plan = plan.to_string();
     p.explain.push_back(fmt::format(
         "fused attention (online softmax, {}): wgmma kernel, {} query rows a block ({} warpgroups of 64), key blocks of {}; "
         "S = Q Kᵀ by wgmma.m64n{}k16 from 128-byte-swizzled shared memory, P in registers, O += P V by wgmma.m64n{}k16 "
@@ -579,18 +788,22 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
         a.name, BQ, NWG, BK, BK, E,
         ws ? fmt::format("K / V in a ring of {} slots filled by a TMA producer warpgroup (full / empty mbarriers, no block barrier "
                          "in the loop; setmaxnreg {} / {}){}",
-                         ST, kProducerRegisters, kConsumerRegisters,
-                         pingpong ? "; the two consumer warpgroups take turns issuing their MMAs (ping-pong)" : "")
+                         ST, producer_regs, consumer_regs,
+                         pingpong ? fmt::format("; the {} consumer warpgroups take turns issuing their MMAs (ping-pong)", NWG) : "")
            : std::string("K / V double-buffered by cp.async"),
         a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
+    if (plan.heavy_first) p.explain.push_back("  query blocks in reverse order: the ones with the most key blocks start first");
+    if (persistent) p.explain.push_back("  persistent: one block an SM walks the tiles, the producer fetching the next tile's Q and K / V during the last one's epilogue");
+    if (plan.lazy_rescale) p.explain.push_back("  the context rescaled only where a row maximum of the warp grew");
+    if (scale_step()) p.explain.push_back("  the scale step folded into the exponent's FMA on blocks without masking");
   }
 };
 
 }  // namespace
 
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p, int warpgroups, AttentionCopies copies) {
-  WgmmaAttention(k, a, m, os, warpgroups, copies).emit(p);
+                          CudaProgram& p, const WgmmaAttentionPlan& plan) {
+  WgmmaAttention(k, a, m, os, plan).emit(p);
 }
 
 }  // namespace tessel::emit_cuda

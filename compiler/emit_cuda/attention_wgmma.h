@@ -1,8 +1,8 @@
 // The fused attention kernel on sm_90a warpgroup MMA (Kernel::attention, compiler/kernel/attention.h):
 // one code shape of the CUDA emitter's attention lowering (attention_kernel.h dispatches to it).
 //
-// A block takes kAttentionWarpgroups x 64 query rows of one batch point (one warpgroup where that
-// many blocks would not fill the SMs: short sequences, few heads); each warpgroup keeps its
+// A block takes 64 query rows a consumer warpgroup, 1-3 warpgroups (WgmmaAttentionPlan: one where two
+// would not fill the SMs, three for a value dim of 64), of one batch point; each warpgroup keeps its
 // 64 rows' running maximum, sum and context in registers. Per key block of 128 keys: the scores
 // S = Q Kᵀ by wgmma.m64n128k16 (Q and the K tile K-major in 128-byte-swizzled shared memory), the
 // record's steps (scale, mask, bias: any element-wise expression of the score and its indices) and
@@ -29,7 +29,7 @@
 
 namespace tessel::emit_cuda {
 
-inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block (at most)
+inline constexpr int kAttentionWarpgroups = 2;   // 128 query rows per block (3: 192, value dim 64 only)
 inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma's N)
 
 // How K and V tiles reach shared memory. CpAsync: every thread issues 16-byte cp.async copies of
@@ -45,6 +45,35 @@ inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma'
 // TmaProducer).
 enum class AttentionCopies { Auto, CpAsync, TmaProducer, TmaPingPong };
 
+// The wgmma kernel's plan: `attention/wgmma/<rows>x128/<copies>[/heavy][/lazy][/persistent]`.
+//   warpgroups: consumer warpgroups of 64 query rows a block, 1-3 (3: a value dim of 64 only, each
+//     consumer then has 160 registers; K / V tiles shared by 192 rows);
+//   copies: TmaPingPong with 2-3 warpgroups takes turns in a ring of named barriers;
+//   heavy_first: query blocks in reverse order (causal: the blocks with the most key blocks start
+//     first, the short ones fill the last wave);
+//   lazy_rescale: the context is rescaled only where a row maximum of the warp grew (a warp vote),
+//     not on the first key block;
+//   persistent (TMA copies only): one block an SM walks the (query block, batch point) tiles, its
+//     ring of K / V slots and Q's barrier running on across tiles, so the producer fetches the next
+//     tile while the consumers finish the last (heavy-first: tiles ordered longest first).
+// Always on (no option): S's first MMA overwrites the accumulators (no zeroing), exponentials by
+// ex2.approx.ftz, and a scale step `score * c` (c > 0, f32) folded into the exponent's FMA on the
+// blocks without masking.
+struct WgmmaAttentionPlan {
+  int warpgroups = 2;
+  AttentionCopies copies = AttentionCopies::Auto;
+  bool heavy_first = false, lazy_rescale = false, persistent = false;
+  std::string to_string() const;  // Auto prints as the copies it resolves to
+};
+
+// The plan the policy picks for `a` on `m` (consumer warpgroups from the SM count and the value dim,
+// ping-pong TMA where legal, heavy-first for a causal mask, lazy rescale).
+WgmmaAttentionPlan plan_attention_wgmma(const kernel::Attention& a, const isa::GpuMachine& m);
+
+// A given `attention/wgmma/...` plan text checked against `a` on `m`: UserError naming the field and
+// the reason (rows, copies, ping-pong with one warpgroup, 192 rows with a value dim of 128, TMA obstacles).
+WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::Attention& a, const isa::GpuMachine& m);
+
 // "" when the wgmma kernel lowers `a` on `m`, else why not.
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);
 
@@ -52,9 +81,9 @@ std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Atte
 // 3 batch indices per operand), else why not.
 std::string attention_tma_obstacle(const kernel::Attention& a, const isa::GpuMachine& m);
 
-// Appends the kernel and its launch to `p` (source in `os`, explain lines, arch sm_90a).
-// `warpgroups`: 1 or 2 query warpgroups a block (64 or 128 rows), 0: chosen from the SM count.
+// Appends the kernel of `plan` and its launch to `p` (source in `os`, explain lines, arch sm_90a,
+// p.plan = plan.to_string()).
 void emit_attention_wgmma(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m, std::ostringstream& os,
-                          CudaProgram& p, int warpgroups = 0, AttentionCopies copies = AttentionCopies::Auto);
+                          CudaProgram& p, const WgmmaAttentionPlan& plan);
 
 }  // namespace tessel::emit_cuda

@@ -251,7 +251,7 @@ TEST_CASE("sm_90: the wgmma kernel's K and V come from a TMA producer warpgroup,
   const auto& p = r.program;
   REQUIRE(p.launches.size() == 1);
   const auto& l = p.launches[0];
-  CHECK(p.plan == "attention/wgmma/64x128/tma");  // 12 blocks of 128 rows would not fill the SMs: 64-row blocks
+  CHECK(p.plan == "attention/wgmma/64x128/tma/lazy");  // 12 blocks of 128 rows would not fill the SMs: 64-row blocks
   CHECK(l.block == 2 * r.machine.threads_per_warpgroup());  // one consumer warpgroup and the producer
   CHECK(contains(p.source, "setmaxnreg.dec.sync.aligned.u32"));
   CHECK(contains(p.source, "cp.async.bulk.tensor.4d"));
@@ -277,7 +277,7 @@ TEST_CASE("sm_90: the wgmma kernel's K and V come from a TMA producer warpgroup,
 TEST_CASE("sm_90: a wgmma plan chooses how K and V are copied, and /tma is refused where TMA cannot fetch them") {
   const auto sz = shape(4, 16, 1024, 1024, 128);
   auto r = fused("attention_bhsd", sz, "sm90");
-  CHECK(r.program.plan == "attention/wgmma/128x128/tma/pingpong");
+  CHECK(r.program.plan == "attention/wgmma/128x128/tma/pingpong/lazy");
   CHECK(contains(r.program.source, "bar.sync %0, 256"));
   CHECK(hmma_count(r.program) > 0);  // NVRTC compiles the ping-pong form
   CHECK(r.program.launches.at(0).block == 3 * r.machine.threads_per_warpgroup());
@@ -307,7 +307,62 @@ def att4(f16[A, B, C, H, S, D] Q, f16[A, B, C, H, T, D] K, f16[A, B, C, H, T, D]
 )";
   const std::map<std::string, int64_t> sz4 = {{"A", 2}, {"B", 2}, {"C", 2}, {"H", 2}, {"S", 128}, {"T", 128}, {"D", 64}};
   auto r4 = fused("att4", sz4, "sm90", text);
-  CHECK(r4.program.plan == "attention/wgmma/64x128/cpasync");
+  CHECK(r4.program.plan == "attention/wgmma/64x128/cpasync/lazy");
   CHECK(r4.program.launches.at(0).tensor_maps.empty());
   CHECK_THROWS_WITH_AS(with_plan("att4", sz4, "attention/wgmma/64x128/tma", text), doctest::Contains("more than 3 batch indices"), UserError);
+}
+
+TEST_CASE("sm_90: wgmma plan options (192-row blocks for value dim 64, heavy-first causal order, lazy rescale), chosen by the policy") {
+  // value dim 64, 4k tokens: three consumer warpgroups (192 rows, 160 registers each) in a ring of turns
+  auto tall = fused("attention_bhsd", shape(4, 16, 4096, 4096, 64), "sm90");
+  CHECK(tall.program.plan == "attention/wgmma/192x128/tma/pingpong/lazy");
+  const auto& l = tall.program.launches.at(0);
+  CHECK(l.block == 4 * tall.machine.threads_per_warpgroup());
+  CHECK(l.grid[0] == 22);  // ceil(4096 / 192)
+  CHECK(contains(tall.program.source, "setmaxnreg.inc.sync.aligned.u32 160"));
+  CHECK(contains(tall.program.source, "(1 + (wg_ + 1) % 3)"));
+  CHECK(contains(tall.program.source, "if (wg_ == 2 && nblocks_ > 0) asm volatile(\"bar.arrive 1, 256"));
+  CHECK(l.tensor_maps.at(0).box == std::vector<uint32_t>{64, 192, 1, 1});
+  CHECK(hmma_count(tall.program) > 0);
+  // 1k tokens: 192-row blocks pad 1024 rows to 1152 (1/8 more): taken without a mask, not with a causal one
+  CHECK(fused("attention_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/lazy");
+  CHECK(fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy");
+  CHECK(fused("attention_causal_bhsd", shape(4, 16, 4096, 4096, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/heavy/lazy");
+  // few blocks: one warpgroup
+  CHECK(fused("attention_bhsd", shape(1, 2, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/64x128/tma/lazy");
+  // value dim 128: two warpgroups; 192 rows given is refused (registers)
+  const auto d128 = shape(4, 16, 4096, 4096, 128);
+  CHECK(fused("attention_bhsd", d128, "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/lazy");
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d128, "attention/wgmma/192x128/tma/pingpong"), doctest::Contains("take a value dim of 64, not 128"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d128, "attention/wgmma/128x128/tma/fast"), doctest::Contains("unknown field 'fast'"), UserError);
+  // causal: the query blocks in reverse order (the most key blocks first)
+  auto causal = fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 128), "sm90");
+  CHECK(causal.program.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy");
+  CHECK(contains(causal.program.source, "(gridDim.x - 1 - blockIdx.x) * 128"));
+  CHECK(hmma_count(causal.program) > 0);
+  // given plans are carried out as written: no option unless named
+  const auto plain = with_plan("attention_causal_bhsd", d128, "attention/wgmma/128x128/tma/pingpong");
+  CHECK(plain.plan == "attention/wgmma/128x128/tma/pingpong");
+  CHECK_FALSE(contains(plain.source, "gridDim.x - 1 - blockIdx.x"));
+  CHECK_FALSE(contains(plain.source, "__any_sync(0xffffffffu, corr_"));
+  const auto lazy = with_plan("attention_causal_bhsd", d128, "attention/wgmma/128x128/tma/lazy/heavy");
+  CHECK(lazy.plan == "attention/wgmma/128x128/tma/heavy/lazy");
+  CHECK(contains(lazy.source, "__any_sync(0xffffffffu, corr_"));
+  // always: the scale step rsqrt(D) folded into the exponent's FMA, S's first MMA overwriting (scale-d 0)
+  CHECK(contains(plain.source, "fmaf(s_[c_ * 4 + h_], scl2_, nm_[h_ / 2])"));
+  CHECK(contains(plain.source, "_sa0z(s_,"));
+  CHECK(contains(plain.source, "ex2.approx.ftz.f32"));
+  // persistent: one block an SM (132 on the H100 description) walks 8 x 256 tiles, heaviest first; the ring runs on across tiles
+  const auto per = with_plan("attention_causal_bhsd", shape(16, 16, 1024, 1024, 128), "attention/wgmma/128x128/tma/pingpong/heavy/lazy/persistent");
+  CHECK(per.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy/persistent");
+  CHECK(per.launches.at(0).grid[0] == 132);
+  CHECK(per.launches.at(0).grid[1] == 1);
+  CHECK(contains(per.source, "for (int tile_ = blockIdx.x; tile_ < 2048; tile_ += gridDim.x, ++tc_)"));
+  CHECK(contains(per.source, "(7 - tile_ / 256) * 128"));
+  CHECK(contains(per.source, "tessel_att_mbar_wait(&qempty_, (tc_ - 1) & 1)"));
+  CHECK(contains(per.source, "tessel_att_mbar_arrive(vempty_ + (it0_ + nblocks_ - 1) % 3)"));  // the tile's last V slot released
+  CHECK(hmma_count(per) > 0);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d128, "attention/wgmma/128x128/cpasync/persistent"), doctest::Contains("takes TMA copies"),
+                       UserError);
 }
