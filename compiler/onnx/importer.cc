@@ -12,6 +12,8 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "compiler/frontend/frontend.h"
+#include "compiler/onnx/loop_unroll.h"
+#include "compiler/onnx/sequence_rewrite.h"
 #include "compiler/onnx/tensor_proto.h"
 #include "compiler/onnx/translate.h"
 #include "isa/base/error.h"
@@ -87,6 +89,11 @@ class Importer final : public Context {
   void record_type(const onnx::ValueInfoProto& vi);
   void declare_graph_io();
   void translate_node(const onnx::NodeProto& n);
+  void unroll(int k);
+  void rewrite_sequence(int k);
+  void inline_if(int k);
+  std::set<std::string> graph_names() const;
+  void splice(int k, std::vector<onnx::NodeProto> nodes);
   std::optional<std::vector<double>> evaluate(const std::string& name, int depth);
   void reinfer();
   void finish_outputs();
@@ -114,6 +121,7 @@ class Importer final : public Context {
   const onnx::NodeProto* reinferred_at_ = nullptr;
   std::map<std::string, const onnx::NodeProto*> producer_;     // ONNX value -> the node writing it
   std::map<std::string, std::vector<double>> evaluated_;        // evaluate()'s results
+  Sequences sequences_;                                          // sequence values (sequence_rewrite.h)
 };
 
 std::string Importer::unique(const std::string& base) {
@@ -514,6 +522,99 @@ void Importer::translate_node(const onnx::NodeProto& n) {
   node_ = nullptr;
 }
 
+// Loop node k replaced by its body once per iteration (loop_unroll.h), its trip count M and
+// condition known at import time (constant() finds a value computed from --value inputs); the
+// producers are re-indexed and ONNX's shape inference runs once more over the unrolled graph.
+void Importer::unroll(int k) {
+  auto* nodes = model_.mutable_graph()->mutable_node();
+  const onnx::NodeProto loop = nodes->Get(k);
+  node_ = &loop;
+  if (!has_input(0)) unsupported("a Loop without a trip count M (its length would be data)");
+  const std::vector<double> m = constant(0, "the trip count M");
+  if (m.size() != 1) malformed("the trip count M is not one value");
+  int64_t trips = std::max<int64_t>(0, int64_t(m[0]));
+  if (has_input(1)) {
+    const std::vector<double> cond = constant(1, "the condition");
+    if (cond.size() != 1) malformed("the condition is not one value");
+    if (cond[0] == 0) trips = 0;
+  }
+  std::set<std::string> taken = graph_names(), needed;
+  for (int j = k + 1; j < nodes->size(); ++j)
+    for (const auto& i : nodes->Get(j).input()) needed.insert(i);
+  for (const auto& o : model_.graph().output()) needed.insert(o.name());
+  std::vector<onnx::NodeProto> body;
+  try {
+    body = unroll_loop(loop, trips, opset_, taken, needed);
+  } catch (const UnrollRefusal& r) {
+    unsupported(r.reason);
+  }
+  body_.push_back("  # node " + (loop.name().empty() ? loop.output_size() ? loop.output(0) : std::string() : loop.name()) +
+                  " (Loop): unrolled, " + std::to_string(trips) + " iterations");
+  splice(k, std::move(body));
+  reinfer();
+}
+
+std::set<std::string> Importer::graph_names() const {
+  std::set<std::string> taken;
+  for (const auto& [name, v] : values_) taken.insert(name);
+  for (const auto& n : model_.graph().node())
+    for (const auto& o : n.output()) taken.insert(o);
+  return taken;
+}
+
+// Node k of the graph replaced by `nodes` (translated next); the producers re-indexed.
+void Importer::splice(int k, std::vector<onnx::NodeProto> nodes) {
+  auto* all = model_.mutable_graph()->mutable_node();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> next;
+  for (int j = 0; j < all->size(); ++j) {
+    if (j != k) {
+      next.Add()->Swap(all->Mutable(j));
+      continue;
+    }
+    for (auto& n : nodes) next.Add()->Swap(&n);
+  }
+  all->Swap(&next);
+  producer_.clear();
+  for (const auto& n : model_.graph().node())
+    for (const auto& out : n.output()) producer_[out] = &n;
+  node_ = nullptr;
+  reinferred_at_ = nullptr;
+  ++result_.nodes;
+}
+
+// If whose condition is known at import time: the branch taken replaces it (loop_unroll.h).
+void Importer::inline_if(int k) {
+  const onnx::NodeProto n = model_.graph().node(k);
+  node_ = &n;
+  const std::vector<double> cond = constant(0, "the condition");
+  if (cond.size() != 1) malformed("the condition is not one value");
+  std::set<std::string> taken = graph_names();
+  std::vector<onnx::NodeProto> nodes;
+  try {
+    nodes = inline_branch(n, cond[0] != 0, taken);
+  } catch (const UnrollRefusal& r) {
+    unsupported(r.reason);
+  }
+  body_.push_back("  # node " + (n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name()) + " (If): the " +
+                  (cond[0] != 0 ? "then" : "else") + " branch, its condition known at import");
+  splice(k, std::move(nodes));
+  reinfer();
+}
+
+// A sequence operator (sequence_rewrite.h): the sequence held as its elements' names, the node
+// replaced by the tensor nodes that read them (none where only the list changes).
+void Importer::rewrite_sequence(int k) {
+  const onnx::NodeProto n = model_.graph().node(k);
+  node_ = &n;
+  std::set<std::string> taken = graph_names();
+  std::vector<onnx::NodeProto> nodes = rewrite_sequence_op(*this, sequences_, taken, opset_);
+  const std::string name = n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name();
+  if (n.output_size() && sequences_.count(n.output(0)))
+    body_.push_back("  # node " + name + " (" + n.op_type() + "): a sequence of " + std::to_string(sequences_.at(n.output(0)).size()) +
+                    " tensors, held at import");
+  splice(k, std::move(nodes));
+}
+
 // Graph outputs that no statement wrote (a constant, an initializer) are written from their values.
 void Importer::finish_outputs() {
   for (const auto& out : model_.graph().output()) {
@@ -591,12 +692,33 @@ ImportResult Importer::run() {
   if (def_outputs_.empty() && model_.graph().output_size() == 0) throw UserError(model_name_ + ": the graph has no outputs");
   for (const auto& n : model_.graph().node())
     for (const auto& out : n.output()) producer_[out] = &n;
-  for (const auto& n : model_.graph().node()) translate_node(n);
+  for (int k = 0; k < model_.graph().node_size(); ++k) {
+    const onnx::NodeProto& n = model_.graph().node(k);
+    const bool standard = n.domain().empty() || n.domain() == "ai.onnx";
+    if (standard && n.op_type() == "Loop") {
+      unroll(k--);  // node k is now the body's first iteration
+      continue;
+    }
+    if (standard && n.op_type() == "If") {
+      inline_if(k--);  // node k is now the first node of the branch taken
+      continue;
+    }
+    if (standard && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 && sequences_.count(n.input(0))) {
+      sequences_[n.output(0)] = sequences_.at(n.input(0));  // an Identity of a sequence (a branch's output)
+      continue;
+    }
+    if (standard && is_sequence_op(n.op_type())) {
+      rewrite_sequence(k--);  // node k is now the first tensor node replacing it
+      continue;
+    }
+    translate_node(n);
+  }
   finish_outputs();
   // a graph input no statement reads (CastLike's target_type: only its type matters) is no def input
   std::erase_if(def_inputs_, [&](const std::string& n) { return !read_in_body(values_.at(n).tsl); });
   for (const auto& n : def_outputs_) {
     const Value& v = values_.at(n);
+    if (sequences_.count(n)) throw UserError(model_name_ + ": output '" + n + "': unsupported: a sequence output (the def's outputs are tensors)");
     if (!written_.count(v.tsl)) throw UserError(model_name_ + ": output '" + n + "' is not produced by any node");
     if (v.elem_type == onnx::TensorProto::BOOL) {}  // held as i8 0/1
   }

@@ -5,6 +5,9 @@
 // translates node by node through the op-type table (translate.h, ops_table.cc): each node gives
 // one or more statements under a `# node NAME (OpType)` comment, or is folded at import time when
 // its inputs are constants (Shape, Constant, shape arithmetic, a Reshape's shape, Gather's indices).
+// A Loop whose trip count, an If whose condition, is known at import is replaced by its body
+// repeated / the branch taken (loop_unroll.h), and sequence operators by the tensor nodes reading
+// a sequence's elements (sequence_rewrite.h), before those nodes are translated.
 // Tensor names are the ONNX names made into TSL identifiers (never a reserved word or an index
 // name); dimensions are the model's static sizes as literals. Graph inputs stay def inputs (unless
 // given with `values` and only used where a constant is needed); initializers read as data become

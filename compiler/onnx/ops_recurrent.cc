@@ -15,10 +15,18 @@
 //         C'(b, j) = sigmoid(pre(2H + j) + Pf C) * C + sigmoid(pre(j) + Pi C) * tanh(pre(3H + j))
 //         H'(b, j) = sigmoid(pre(H + j) + Po C') * tanh(C')
 // Y (every step's H, layout 0 [seq, D, batch, H] or 1 [batch, seq, D, H]), Y_h and Y_c (the last
-// ones) are select chains over the step and direction, as Concat writes. Refused: activations other
-// than the defaults, clip, LSTM's input_forget, sequence_lens that are not constants equal to the
-// sequence length.
+// ones) are select chains over the step and direction, as Concat writes.
+// Activations (sigmoid / tanh above are f, g, h's defaults): any of ONNX's list, Relu Tanh Sigmoid
+// Affine LeakyRelu ThresholdedRelu ScaledTanh HardSigmoid Elu Softsign Softplus, with
+// activation_alpha / activation_beta (parse_activations); clip bounds each gate's pre-activation to
+// [-clip, clip] (as ONNX Runtime: not C in h(C)). sequence_lens (constants, 1..seq per batch row):
+// from step s on, a row shorter than s + 1 holds its states (H' = select(row running, new, H)), so
+// Y_h / Y_c are its last step's; Y is 0 past its length; reversed, a row of length L starts at time
+// L - 1 (XW read per row through a select chain). Refused: LSTM's input_forget, sequence_lens not
+// known at import time or 0.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "compiler/onnx/translate.h"
 
@@ -31,12 +39,53 @@ enum class Cell { Rnn, Gru, Lstm };
 
 std::string plus(const std::string& e, int64_t k) { return k == 0 ? e : e + " + " + std::to_string(k); }
 
+// One activation function of the attribute list with its alpha and beta.
+struct Activation {
+  std::string name;
+  double alpha = 0, beta = 0;
+};
+
 struct Recurrence {
   Context& c;
   Cell cell;
   int64_t seq = 0, batch = 0, hidden = 0, gates = 1, dirs = 1;
   bool layout1 = false, reset_after = false;
   DType t = DType::F32;
+  std::vector<Activation> acts;  // per direction, the roles f, g (GRU, LSTM), h (LSTM)
+  std::optional<double> clip;
+  std::vector<int64_t> lens;  // sequence_lens where some row is shorter than the sequence, else empty
+
+  // the rows whose sequence is longer than s steps, as a condition on b ("" when every row is)
+  std::string rows_longer(int64_t s, const std::string& b) const {
+    if (lens.empty()) return "";
+    Strings rows;
+    for (int64_t r = 0; r < batch; ++r)
+      if (lens[size_t(r)] > s) rows.push_back(b + " == " + std::to_string(r));
+    if (int64_t(rows.size()) == batch) return "";
+    return rows.empty() ? b + " < 0" : "(" + join(rows, " || ") + ")";
+  }
+  // a state written at step s: the new value on rows still running, the previous one (held) on the others
+  std::string held(int64_t s, const std::string& rhs, const std::optional<Value>& old) {
+    const std::string on = rows_longer(s, index(0));
+    if (on.empty()) return rhs;
+    return "select(" + on + ", " + rhs + ", " + (old ? at(*old, index(1)) : literal(0, t)) + ")";
+  }
+  // XW at processing step s (time `step`) for row b = index(0): reversed, each row starts at its own last element
+  std::string xw_at(const Value& xw, bool reverse, int64_t s, int64_t step, const std::string& q) {
+    if (lens.empty() || !reverse) return c.read(xw, {std::to_string(step), index(0), q});
+    std::string rhs;
+    for (int64_t r = batch; r-- > 0;) {
+      const std::string leaf = c.read(xw, {std::to_string(std::max<int64_t>(0, lens[size_t(r)] - 1 - s)), index(0), q});
+      rhs = rhs.empty() ? leaf : "select(" + index(0) + " == " + std::to_string(r) + ", " + leaf + ", " + rhs + ")";
+    }
+    return rhs;
+  }
+
+  void parse_activations();
+  std::string num(double x) const { return literal(x, t); }
+  // activation `role` of direction d applied to x (clip bounding x first where `clipped`)
+  std::string act(size_t role, int64_t d, const std::string& x, bool clipped = true) const;
+  std::string activation(size_t role, int64_t d, const std::string& x, bool clipped) const;
 
   // an input read at (direction d, then `rest`), or "" where the input is absent
   std::string read(int i, int64_t d, const Strings& rest) {
@@ -78,6 +127,7 @@ struct Recurrence {
   std::string term(const std::optional<Value>& a) { return a ? " + " + at(*a, index(1)) : ""; }
   void run();
   void direction(int64_t d, std::vector<Value>& hs, std::vector<Value>& cs);
+  std::string y_leaf(const std::vector<Value>& hs, int64_t d, int64_t t, const std::string& b, const std::string& j);
   void write_outputs(const std::vector<std::vector<Value>>& hs, const std::vector<Value>& last_h, const std::vector<Value>& last_c);
 };
 
@@ -97,51 +147,71 @@ void Recurrence::direction(int64_t d, std::vector<Value>& hs, std::vector<Value>
     const std::string tag = std::to_string(d) + "_" + std::to_string(step);
     const Value* hp = h ? &*h : nullptr;
     auto pre = [&](const std::optional<Value>& a, int64_t off) {
-      return c.read(xw, {std::to_string(step), index(0), plus(index(1), off)}) + term(a) + bias(d, plus(index(1), off));
+      return xw_at(xw, reverse, s, step, plus(index(1), off)) + term(a) + bias(d, plus(index(1), off));
     };
     if (cell == Cell::Rnn) {
       const auto a = recur(hp, d, hidden, 0, "a" + tag);
-      h = emit("h" + tag, hidden, "=", "tanh(" + pre(a, 0) + ")");
+      h = emit("h" + tag, hidden, "=", held(s, act(0, d, pre(a, 0)), h));
     } else if (cell == Cell::Lstm) {
       std::vector<std::optional<Value>> a;
       for (int64_t g = 0; g < 4; ++g) a.push_back(recur(hp, d, hidden, g * hidden, "a" + std::to_string(g) + "_" + tag));
       const std::string cp = cell_state ? at(*cell_state, index(1)) : "";
       auto peep = [&](int64_t p, const std::string& cv) { return c.has_input(7) && !cv.empty() ? " + " + read(7, d, {plus(index(1), p * hidden)}) + " * " + cv : ""; };
-      const std::string in_gate = "sigmoid(" + pre(a[0], 0) + peep(0, cp) + ")", cand = "tanh(" + pre(a[3], 3 * hidden) + ")";
+      const std::string in_gate = act(0, d, pre(a[0], 0) + peep(0, cp)), cand = act(1, d, pre(a[3], 3 * hidden));
       std::string rhs = in_gate + " * " + cand;
-      if (!cp.empty()) rhs = "sigmoid(" + pre(a[2], 2 * hidden) + peep(2, cp) + ") * " + cp + " + " + rhs;
-      cell_state = emit("c" + tag, hidden, "=", rhs);
+      if (!cp.empty()) rhs = act(0, d, pre(a[2], 2 * hidden) + peep(2, cp)) + " * " + cp + " + " + rhs;
+      const std::optional<Value> c_old = cell_state;
+      cell_state = emit("c" + tag, hidden, "=", held(s, rhs, c_old));
       const std::string cn = at(*cell_state, index(1));
-      h = emit("h" + tag, hidden, "=", "sigmoid(" + pre(a[1], hidden) + peep(1, cn) + ") * tanh(" + cn + ")");
+      h = emit("h" + tag, hidden, "=", held(s, act(0, d, pre(a[1], hidden) + peep(1, cn)) + " * " + act(2, d, cn, false), h));
       cs.push_back(*cell_state);
     } else {
       const auto az = recur(hp, d, hidden, 0, "az" + tag), ar = recur(hp, d, hidden, hidden, "ar" + tag);
-      const Value z = emit("z" + tag, hidden, "=", "sigmoid(" + pre(az, 0) + ")");
-      const Value rg = emit("r" + tag, hidden, "=", "sigmoid(" + pre(ar, hidden) + ")");
+      const Value z = emit("z" + tag, hidden, "=", act(0, d, pre(az, 0)));
+      const Value rg = emit("r" + tag, hidden, "=", act(0, d, pre(ar, hidden)));
       const std::string q = plus(index(1), 2 * hidden);
       std::string n;
       if (reset_after) {
         const auto an = recur(hp, d, hidden, 2 * hidden, "an" + tag);
         const std::string inner = term(an) + bias(d, q, 2);
-        n = "tanh(" + c.read(xw, {std::to_string(step), index(0), q}) +
-            (inner.empty() ? "" : " + " + at(rg, index(1)) + " * (" + inner.substr(3) + ")") + bias(d, q, 1) + ")";
+        n = act(1, d, xw_at(xw, reverse, s, step, q) +
+                          (inner.empty() ? "" : " + " + at(rg, index(1)) + " * (" + inner.substr(3) + ")") + bias(d, q, 1));
       } else {
         std::optional<Value> an;
         if (hp) {
           const Value rh = emit("rh" + tag, hidden, "=", at(rg, index(1)) + " * " + at(*hp, index(1)));
           an = recur(&rh, d, hidden, 2 * hidden, "an" + tag);
         }
-        n = "tanh(" + c.read(xw, {std::to_string(step), index(0), q}) + term(an) + bias(d, q) + ")";
+        n = act(1, d, xw_at(xw, reverse, s, step, q) + term(an) + bias(d, q));
       }
       const Value nv = emit("n" + tag, hidden, "=", n);
       std::string rhs = "(" + literal(1, t) + " - " + at(z, index(1)) + ") * " + at(nv, index(1));
       if (hp) rhs += " + " + at(z, index(1)) + " * " + at(*hp, index(1));
-      h = emit("h" + tag, hidden, "=", rhs);
+      h = emit("h" + tag, hidden, "=", held(s, rhs, h));
     }
     hs.push_back(*h);
   }
   if (reverse) std::reverse(hs.begin(), hs.end());  // hs[t]: the state at time t
   if (cell == Cell::Lstm && reverse) std::reverse(cs.begin(), cs.end());
+}
+
+// Y at time t of direction d, row b: hs[t] (b, j); with sequence_lens 0 past a row's length, and a
+// reversed row of length L read at hs[seq - L + t] (its state after L - 1 - t steps).
+std::string Recurrence::y_leaf(const std::vector<Value>& hs, int64_t d, int64_t t, const std::string& b, const std::string& j) {
+  const std::string zero = literal(0, this->t);
+  if (lens.empty()) return c.read(hs[size_t(t)], {b, j});
+  const bool reverse = c.attr_string("direction", "forward") == "reverse" || d == 1;
+  if (!reverse) {
+    const std::string on = rows_longer(t, b);
+    return on.empty() ? c.read(hs[size_t(t)], {b, j}) : "select(" + on + ", " + c.read(hs[size_t(t)], {b, j}) + ", " + zero + ")";
+  }
+  std::string rhs;
+  for (int64_t r = batch; r-- > 0;) {
+    const int64_t l = lens[size_t(r)];
+    const std::string leaf = t < l ? c.read(hs[size_t(seq - l + t)], {b, j}) : zero;
+    rhs = rhs.empty() ? leaf : "select(" + b + " == " + std::to_string(r) + ", " + leaf + ", " + rhs + ")";
+  }
+  return rhs;
 }
 
 // Y(t, d, b, j) / Y(b, t, d, j) = hs[d][t](b, j); Y_h, Y_c the last step's (time seq - 1 forward, 0 reverse).
@@ -159,7 +229,7 @@ void Recurrence::write_outputs(const std::vector<std::vector<Value>>& hs, const 
     const std::vector<int64_t> want = layout1 ? std::vector<int64_t>{batch, seq, dirs, hidden} : std::vector<int64_t>{seq, dirs, batch, hidden};
     if (y.shape != want) c.malformed("Y's shape is not the sequence's");
     const std::string rhs = chain(dirs, di, [&](int64_t d) {
-      return chain(seq, ti, [&](int64_t t) { return c.read(hs[size_t(d)][size_t(t)], {bi, ji}); });
+      return chain(seq, ti, [&](int64_t t) { return y_leaf(hs[size_t(d)], d, t, bi, ji); });
     });
     c.emit({y.tsl, indices(4), "=", rhs, ranges_of(y.shape)});
   }
@@ -189,16 +259,19 @@ void Recurrence::run() {
   if (hidden <= 0 || c.input(1).shape != std::vector<int64_t>{dirs, gates * hidden, x.shape[2]})
     c.malformed("W is not [directions, " + std::to_string(gates) + " * hidden_size, input_size]");
   reset_after = c.attr_int("linear_before_reset", 0) != 0;
-  const Strings defaults = cell == Cell::Rnn ? Strings{"Tanh"} : cell == Cell::Gru ? Strings{"Sigmoid", "Tanh"} : Strings{"Sigmoid", "Tanh", "Tanh"};
-  if (const auto* a = c.attr("activations")) {
-    for (int k = 0; k < a->strings_size(); ++k)
-      if (a->strings(k) != defaults[size_t(k) % defaults.size()]) c.unsupported("activation '" + a->strings(k) + "' (the defaults only)");
+  parse_activations();
+  if (c.has_attr("clip")) {
+    clip = c.attr_float("clip", 0);
+    if (!(*clip > 0)) c.malformed("clip " + std::to_string(*clip) + " is not positive");
   }
-  if (c.has_attr("clip")) c.unsupported("clip");
   if (c.attr_int("input_forget", 0) != 0) c.unsupported("input_forget");
-  if (c.has_input(4))
-    for (int64_t n : c.constant_ints(4, "sequence_lens"))
-      if (n != seq) c.unsupported("sequence_lens " + std::to_string(n) + " shorter than the sequence (" + std::to_string(seq) + ")");
+  if (c.has_input(4)) {
+    lens = c.constant_ints(4, "sequence_lens");
+    if (int64_t(lens.size()) != batch) c.malformed("sequence_lens has " + std::to_string(lens.size()) + " values for batch " + std::to_string(batch));
+    for (int64_t n : lens)
+      if (n < 1 || n > seq) c.unsupported("sequence_lens " + std::to_string(n) + " outside 1.." + std::to_string(seq) + " (the sequence's length)");
+    if (std::all_of(lens.begin(), lens.end(), [&](int64_t n) { return n == seq; })) lens.clear();
+  }
   std::vector<std::vector<Value>> hs(static_cast<size_t>(dirs));
   std::vector<Value> last_h, last_c;
   for (int64_t d = 0; d < dirs; ++d) {
@@ -209,6 +282,72 @@ void Recurrence::run() {
     if (!cs.empty()) last_c.push_back(reverse ? cs.front() : cs.back());
   }
   write_outputs(hs, last_h, last_c);
+}
+
+// ONNX's activation list: per direction f (RNN), f g (GRU), f g h (LSTM), the defaults Tanh /
+// Sigmoid Tanh / Sigmoid Tanh Tanh; bidirectional lists both directions' (or one list for both).
+// alpha and beta are consumed in list order by the functions that take them (as ONNX Runtime's
+// rnn_helpers does), each missing one its operator's default: LeakyRelu 0.01, ThresholdedRelu 1,
+// Elu 1, HardSigmoid 0.2 0.5, Affine 1 0; ScaledTanh has none and needs both given.
+void Recurrence::parse_activations() {
+  const Strings defaults = cell == Cell::Rnn ? Strings{"Tanh"} : cell == Cell::Gru ? Strings{"Sigmoid", "Tanh"} : Strings{"Sigmoid", "Tanh", "Tanh"};
+  Strings names = defaults;
+  if (const auto* a = c.attr("activations")) {
+    names.clear();
+    for (int k = 0; k < a->strings_size(); ++k) names.push_back(a->strings(k));
+    if (names.size() != defaults.size() && names.size() != defaults.size() * size_t(dirs))
+      c.malformed(std::to_string(names.size()) + " activations for " + std::to_string(defaults.size()) + " per direction");
+  }
+  std::vector<double> alphas, betas;
+  if (const auto* a = c.attr("activation_alpha")) alphas.assign(a->floats().begin(), a->floats().end());
+  if (const auto* a = c.attr("activation_beta")) betas.assign(a->floats().begin(), a->floats().end());
+  size_t na = 0, nb = 0;
+  // name -> (alpha default, beta default); NaN: taken, no default; absent: not taken
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::map<std::string, std::pair<std::optional<double>, std::optional<double>>> params = {
+      {"Relu", {}}, {"Tanh", {}}, {"Sigmoid", {}}, {"Softsign", {}}, {"Softplus", {}},
+      {"Affine", {1.0, 0.0}}, {"LeakyRelu", {0.01, std::nullopt}}, {"ThresholdedRelu", {1.0, std::nullopt}},
+      {"ScaledTanh", {nan, nan}}, {"HardSigmoid", {0.2, 0.5}}, {"Elu", {1.0, std::nullopt}}};
+  for (const auto& n : names) {
+    const auto p = params.find(n);
+    if (p == params.end()) c.unsupported("activation '" + n + "' (not one of ONNX's RNN activation functions)");
+    Activation a{n};
+    auto take = [&](const std::optional<double>& dflt, const std::vector<double>& given, size_t& k, const char* what) {
+      if (!dflt) return 0.0;
+      if (k < given.size()) return given[k++];
+      if (std::isnan(*dflt)) c.unsupported("activation '" + n + "' without its " + what + " (no default)");
+      return *dflt;
+    };
+    a.alpha = take(p->second.first, alphas, na, "activation_alpha");
+    a.beta = take(p->second.second, betas, nb, "activation_beta");
+    acts.push_back(a);
+  }
+  if (acts.size() == defaults.size() && dirs == 2) {
+    const std::vector<Activation> one = acts;  // one list for both directions
+    acts.insert(acts.end(), one.begin(), one.end());
+  }
+}
+
+std::string Recurrence::act(size_t role, int64_t d, const std::string& in, bool clipped) const {
+  return "(" + activation(role, d, in, clipped) + ")";
+}
+
+std::string Recurrence::activation(size_t role, int64_t d, const std::string& in, bool clipped) const {
+  const size_t per = acts.size() / size_t(dirs);
+  const Activation& a = acts.at(size_t(d) * per + role);
+  const std::string x = "(" + (clipped && clip ? "min(max(" + in + ", " + num(-*clip) + "), " + num(*clip) + ")" : in) + ")";
+  const std::string zero = num(0), one = num(1);
+  if (a.name == "Tanh") return "tanh" + x;
+  if (a.name == "Sigmoid") return "sigmoid" + x;
+  if (a.name == "Relu") return "max(" + x + ", " + zero + ")";
+  if (a.name == "Affine") return num(a.alpha) + " * " + x + " + " + num(a.beta);
+  if (a.name == "LeakyRelu") return "select(" + x + " >= " + zero + ", " + x + ", " + num(a.alpha) + " * " + x + ")";
+  if (a.name == "ThresholdedRelu") return "select(" + x + " >= " + num(a.alpha) + ", " + x + ", " + zero + ")";
+  if (a.name == "ScaledTanh") return num(a.alpha) + " * tanh(" + num(a.beta) + " * " + x + ")";
+  if (a.name == "HardSigmoid") return "max(min(" + num(a.alpha) + " * " + x + " + " + num(a.beta) + ", " + one + "), " + zero + ")";
+  if (a.name == "Elu") return "select(" + x + " >= " + zero + ", " + x + ", " + num(a.alpha) + " * (exp" + x + " - " + one + "))";
+  if (a.name == "Softsign") return x + " / (" + one + " + abs" + x + ")";
+  return "log(" + one + " + exp" + x + ")";  // Softplus
 }
 
 void translate(Context& c, Cell cell) {

@@ -136,9 +136,10 @@ inline int32_t int_at(const NpyArray& a, int64_t i) {
   std::memcpy(&v, a.data.data() + i * 4, 4);
   return v;
 }
-// Every output_K.pb of the test reproduced from its input_K.pb (skipped without libonnx-testdata).
-inline void check_node_test(const std::string& name, double tol) {
-  const std::string dir = "/usr/share/libonnx-testdata/data/node/" + name;
+// Every output_K.pb of the test of `suite` (node, simple, ...) reproduced from its input_K.pb
+// (skipped without libonnx-testdata).
+inline void check_suite_test(const std::string& suite, const std::string& name, double tol) {
+  const std::string dir = "/usr/share/libonnx-testdata/data/" + suite + "/" + name;
   if (!std::ifstream("/usr/share/libonnx-testdata/data/node/test_abs/model.onnx")) return;  // libonnx-testdata not installed
   REQUIRE_MESSAGE(std::ifstream(dir + "/model.onnx"), dir);
   std::map<std::string, onnx::TensorProto> values;  // every input given at import time, as scripts/onnx_tests.py does
@@ -166,5 +167,7 @@ inline void check_node_test(const std::string& name, double tol) {
     }
   }
 }
+
+inline void check_node_test(const std::string& name, double tol) { check_suite_test("node", name, tol); }
 
 }  // namespace tessel::onnx_import::testing
