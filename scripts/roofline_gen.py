@@ -229,6 +229,11 @@ def conv_s2_nhwc(f16[N, 2 * P + R - 2, 2 * Q + S - 2, C] X, f16[R, S, C, K] Wt) 
   Y(n, p, q, k) +=! f32(X(n, p * 2 + r, q * 2 + s, c)) * f32(Wt(r, s, c, k))
 }""", {"N": 2, "P": 14, "Q": 14, "C": 128, "K": 128, "R": 3, "S": 3},
           {"N": 1, "P": 3, "Q": 2, "C": 3, "K": 2, "R": 3, "S": 3}, macs="N*P*Q*C*K*R*S", torch="conv_s2_nhwc")
+    s.add("conv", "nhwc_1x1_s2", "f16", "contraction", """
+def conv_1x1_s2_nhwc(f16[N, 2 * P - 1, 2 * Q - 1, C] X, f16[C, K] Wt) -> (f32[N, P, Q, K] Y) {
+  Y(n, p, q, k) +=! f32(X(n, p * 2, q * 2, c)) * f32(Wt(c, k))
+}""", {"N": 1, "P": 7, "Q": 7, "C": 512, "K": 1024}, {"N": 1, "P": 3, "Q": 2, "C": 3, "K": 2}, macs="N*P*Q*C*K",
+          torch="conv_1x1_s2_nhwc", note="strided 1x1 projection (ResNet-50 l3_0_proj at N=1, 112x112)")
     s.add("conv", "stride2_nchw", "f16", "contraction", """
 def conv_s2_nchw(f16[N, C, 2 * P + R - 2, 2 * Q + S - 2] X, f16[K, C, R, S] Wt) -> (f32[N, K, P, Q] Y) {
   Y(n, k, p, q) +=! f32(X(n, c, p * 2 + r, q * 2 + s)) * f32(Wt(k, c, r, s))

@@ -94,6 +94,9 @@ def conv_peer(torch, F, key, s, r, cl):
     if key in ("conv_dilated_nhwc", "conv_dilated_nchw"):
         x, w = lay(r(N, C, P + 2 * R - 2, Q + 2 * S_ - 2)), lay(r(K, C, R, S_))
         return lambda: F.conv2d(x, w, dilation=2)
+    if key == "conv_1x1_s2_nhwc":
+        x, w = lay(r(N, C, 2 * P - 1, 2 * Q - 1)), lay(r(K, C, 1, 1))
+        return lambda: F.conv2d(x, w, stride=2)
     if key in ("conv_s2_nhwc", "conv_s2_nchw"):
         x, w = lay(r(N, C, 2 * P + R - 2, 2 * Q + S_ - 2)), lay(r(K, C, R, S_))
         return lambda: F.conv2d(x, w, stride=2)

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -170,6 +171,7 @@ class GemmLoop {
     column_bytes_ = g.tm0 * cube_.n0 * acc_;  // one column block in L0C (NZ: contiguous)
     blocks_m_ = g.tm / g.tm0, blocks_n_ = g.tn / g.tn0;
     k_fill_ = g.real_k && (!g.a_transposed() || g.b_transposed());
+    b_by_columns_ = g.tn0 == cube_.n0 && !g.b_transposed() && !pairs() && pieces_ > 1 && turn_bound(g.tk0 * g.tn * in_);
   }
 
   // What UB holds beyond the write-back halves (from epilogue_base_ on): the epilogue's region sets
@@ -279,6 +281,7 @@ class GemmLoop {
   struct Dma {
     int64_t chunk, kk, i, j;
     std::function<void()> emit;
+    bool epilogue = false;  // the tile's epilogue loads (queue_epilogue_loads)
   };
   enum class Order { Pieces, Fine, Blocks };
 
@@ -355,8 +358,26 @@ class GemmLoop {
   // operand's tile is the NZ of its GM block as stored (A^T: tk0 rows of tm0; B^T: tn0 rows of
   // tk0), whose fractals are already in the L0 order: load2d then transposes A's fractals and
   // copies B's (ZN fractals are B^T's row-major ones).
+  // With B's operand tiles one fractal column wide (b_by_columns_), B's tiles are column-major
+  // ([j][kk]): a chunk of B is then the NZ of its tk rows, loaded by one DMA (whole_chunk).
   int64_t a_at(int64_t kk, int64_t i) const { return (kk * blocks_m_ + i) * a_tile_bytes_; }
-  int64_t b_at(int64_t kk, int64_t j) const { return l1_a_ + (kk * blocks_n_ + j) * b_tile_bytes_; }
+  int64_t b_at(int64_t kk, int64_t j) const {
+    return l1_a_ + (b_by_columns_ ? j * pieces_ + kk : kk * blocks_n_ + j) * b_tile_bytes_;
+  }
+  // One DMA brings a whole chunk of A (one row block, K-major: the pieces' NZ tiles are the chunk's
+  // NZ) or of B (b_by_columns_) where a piece's copies are bound by their turns at the shared GM
+  // and the turns' rounding costs (each DMA holds it ceil(bytes / its width) cycles on each core:
+  // davinci-910's 2-4 KiB pieces on 32 cores took 64 of the 87 B/cycle a core's share allows);
+  // elsewhere the pieces let the cube start sooner (davinci-310's 1x1 14x14x256 -> 1024: 12 cycles).
+  bool turn_bound(int64_t bytes) const {
+    const double shared = m_.gm_shared_bandwidth_bytes_per_cycle, own = m_.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle;
+    const double turns = std::ceil(double(bytes) / shared);
+    return shared > 0 && own > 0 && double(g_.cores) * turns > double(bytes) / own && 4 * turns >= 5 * double(bytes) / shared;
+  }
+  bool whole_chunk_a() const {
+    return blocks_m_ == 1 && !g_.a_transposed() && !pairs() && !k_fill_ && pieces_ > 1 && turn_bound(a_tile_bytes_);
+  }
+  bool whole_chunk_b() const { return b_by_columns_; }
   int64_t slot_at(int64_t slot) const { return g_.double_l1 ? slot * l1_half_ : 0; }
 
   // A K chunk is loaded (MTE2) into one L1 slot and computed (MTE1 + M) from it. The scalar pipe
@@ -415,6 +436,24 @@ class GemmLoop {
           if (i == 0)
             for (int64_t kk = 0; kk < pieces_; ++kk) b_tiles(kk, j, g.tn0);
         }
+      return;
+    }
+    if (whole_chunk_a() || whole_chunk_b()) {  // (the tail's chunks by blocks: per operand tile, the first block sooner)
+      const int64_t k0 = chunk_offset * g.tk;  // first column of A, first row of B
+      if (whole_chunk_a()) {
+        std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(0, 0)), at(Buffer::GM, g.a_off + k0 * g.a_sk * in_, a_base),
+                                 imm(g.tm0), imm(g.tk), imm(g.a_sm)};
+        pending_.push_back({chunk, 0, 0, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
+      }
+      if (whole_chunk_b()) {
+        std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(0, 0)), at(Buffer::GM, g.b_off + k0 * g.b_sk * in_, b_base),
+                                 imm(g.tk), imm(g.tn), imm(g.b_sk)};
+        pending_.push_back({chunk, 0, -1, -2, [this, ops] { op(Opcode::DmaInNz, ops); }});
+      }
+      for (int64_t kk = 0; kk < pieces_; ++kk) {
+        for (int64_t i = 0; !whole_chunk_a() && i < blocks_m_; ++i) a_tile(kk, i);
+        if (!whole_chunk_b()) b_tiles(kk, 0, g.tn);
+      }
       return;
     }
     for (int64_t kk = 0; kk < pieces_; ++kk) {
@@ -551,6 +590,50 @@ class GemmLoop {
     }
   }
 
+  // Where column block jj of accumulator block (i, j)'s broadcast values are in GM.
+  std::map<std::string, GemmEpilogue::BroadcastSource> epilogue_sources(int64_t i, int64_t j, int64_t jj) const {
+    const GemmShape& g = g_;
+    std::map<std::string, GemmEpilogue::BroadcastSource> sources;
+    for (const auto& [name, t] : g.broadcast)
+      sources[name] = {at(Buffer::GM, t.gm + (i * g.tm0 * t.s_m + (j * g.tn0 + jj * cube_.n0) * t.s_n) * t.eb, t.reg), t.s_m != 0,
+                       t.s_n != 0, t.s_m * t.eb};
+    return sources;
+  }
+
+  // The tile's epilogue loads (every column block's broadcast values, each block its own UB set)
+  // queued as one entry right after the first chunk's DMAs, so that they land while the cube runs
+  // instead of after the last chunk (their GM latency and, on many cores, each DMA's turn at the
+  // shared GM were the write-back's wait). Only where the tile's blocks fit the sets and the tile
+  // is not in a loop (its sets would be those of the tile before it); write_back takes them.
+  void queue_epilogue_loads() {
+    const GemmShape& g = g_;
+    prefetched_.clear();
+    if (!g.epilogue || g.broadcast.empty() || tile_loop_) return;
+    std::vector<std::array<int64_t, 4>> blocks;  // i, j, jj, rows moved: write_back's order
+    for (int64_t j = 0; j < blocks_n_; ++j)
+      for (int64_t i = 0; i < blocks_m_; ++i) {
+        const int64_t rows = std::clamp<int64_t>(rows_ - i * g.tm0, 0, g.tm0);
+        for (int64_t jj = 0; jj < g.tn0 / cube_.n0; ++jj)
+          if (rows > 0 && std::clamp<int64_t>(cols_ - j * g.tn0 - jj * cube_.n0, 0, cube_.n0) > 0)
+            blocks.push_back({i, j, jj, round_up(rows, cube_.m0)});
+      }
+    if (blocks.empty() || static_cast<int64_t>(blocks.size()) > epilogue_sets_) return;
+    npu::Program code;
+    for (const auto& [i, j, jj, rows] : blocks) {
+      const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
+      prefetched_[{i, j, jj}] = set;
+      g.epilogue->emit_block(code, 0, rows, set, epilogue_sources(i, j, jj), GemmEpilogue::Part::Loads);
+    }
+    size_t after = 0;  // after the first chunk's DMAs
+    for (size_t n = 0; n < pending_.size(); ++n)
+      if (pending_[n].chunk == 0) after = n + 1;
+    Dma d{0, pieces_ - 1, blocks_m_ - 1, -2, [this, code = std::move(code.code)] {
+            for (const npu::Instruction& in : code) op(in.opcode, in.operands);
+          }};
+    d.epilogue = true;
+    pending_.insert(pending_.begin() + static_cast<std::ptrdiff_t>(after), std::move(d));
+  }
+
   // Write-back of accumulator block (i, j) through UB (ping-pong) to GM, moved one fractal column
   // block at a time (MTE3 starts after a quarter of the move; i32 results: the whole block,
   // converted). `columns`: emits the mmads of column block jj before its move (null: none).
@@ -572,12 +655,14 @@ class GemmLoop {
         op(Opcode::MovL0c, {type(moved_), at(Buffer::UB, src), at(Buffer::L0C, c + jj * column_bytes_), imm(moved_rows / cube_.m0), imm(0)});
       if (g.epilogue) {
         if (moved_ == DType::I32) widen_to_f32(src, moved_rows * n0);
-        std::map<std::string, GemmEpilogue::BroadcastSource> sources;
-        for (const auto& [name, t] : g.broadcast)
-          sources[name] = {at(Buffer::GM, t.gm + (i * g.tm0 * t.s_m + (j * g.tn0 + jj * n0) * t.s_n) * t.eb, t.reg), t.s_m != 0,
-                           t.s_n != 0, t.s_m * t.eb};
-        const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
-        src = g.epilogue->emit_block(p_, src, moved_rows, set, sources);
+        const auto ahead = prefetched_.find({i, j, jj});
+        if (ahead != prefetched_.end()) {  // its loads queued ahead: make sure they are emitted
+          while (std::any_of(pending_.begin(), pending_.end(), [](const Dma& d) { return d.epilogue; })) emit_pending(1);
+          src = g.epilogue->emit_block(p_, src, moved_rows, ahead->second, epilogue_sources(i, j, jj), GemmEpilogue::Part::Compute);
+        } else {
+          const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
+          src = g.epilogue->emit_block(p_, src, moved_rows, set, epilogue_sources(i, j, jj));
+        }
       }
       op(Opcode::DmaOut, {at(Buffer::GM, gm, kGmC), at(Buffer::UB, src), imm(rows), imm(cols * eo_), imm((n0 - cols) * eo_),
                           imm((g.c_sm - cols) * eo_)});
@@ -703,6 +788,8 @@ class GemmLoop {
     };
     load_static(ahead);
     const int64_t peeled = std::min(g.peeled, body_end);
+    prefetched_.clear();
+    if (peeled >= 1 || body_end <= 0) queue_epilogue_loads();  // (chunk 0 straight-line code)
     for (int64_t c = 0; c < peeled; ++c) {
       load_static(c + ahead + 1);
       compute(c, c % S, imm(c == 0 ? 1 : 0));
@@ -740,12 +827,13 @@ class GemmLoop {
   int64_t eo_ = 0, tiles_m_ = 0, tiles_n_ = 0, tiles_ = 0, chunks_ = 0;
   int64_t l1_a_ = 0, l1_half_ = 0, l0a_half_ = 0, l0b_half_ = 0, sub_c_ = 0, ub_half_ = 0, epilogue_base_ = 0;
   int64_t epilogue_set_ = 0, epilogue_sets_ = 1, epilogue_step_ = 0, zeros_ub_ = -1;
-  bool tile_loop_ = false, k_fill_ = false;
+  bool tile_loop_ = false, k_fill_ = false, b_by_columns_ = false;
   int64_t rows_ = 0, cols_ = 0;  // valid rows and columns of the tiles being emitted
   int64_t pieces_ = 0, a_tile_bytes_ = 0, b_tile_bytes_ = 0, column_bytes_ = 0, blocks_m_ = 0, blocks_n_ = 0;
   DType moved_ = DType::F32;
   std::deque<Dma> pending_;
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
+  std::map<std::array<int64_t, 3>, int64_t> prefetched_;  // (i, j, jj) -> its UB set, loads queued ahead
 };
 
 

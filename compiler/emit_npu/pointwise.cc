@@ -658,8 +658,9 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
 }
 
 int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
-                                 const std::map<std::string, BroadcastSource>& sources) {
+                                 const std::map<std::string, BroadcastSource>& sources, Part part) {
   p_ = &p;
+  const bool loads = part != Part::Compute, computes = part != Part::Loads;
   const int64_t columns = m_.cube_f16.n0;  // one column block of the accumulator
   chunk_ = rows * columns;
   region_base_ = region_base;
@@ -680,28 +681,44 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
     const BroadcastSource& source = sources.at(name);
     const int64_t pattern = pattern_of.at(name), expanded = expanded_of.at(name);
     if (source.along_rows && source.along_columns) {  // the block itself, row by row
-      op(Opcode::DmaIn, {at(Buffer::UB, expanded), source.gm, imm(rows), imm(columns * eb), imm(source.row_stride_bytes - columns * eb),
-                         imm(0)});
+      if (loads)
+        op(Opcode::DmaIn, {at(Buffer::UB, expanded), source.gm, imm(rows), imm(columns * eb), imm(source.row_stride_bytes - columns * eb),
+                           imm(0)});
     } else if (source.along_rows) {
       // one value per row: the rows' values, each broadcast by vbrcb to the row's n0 lanes (the mask
       // enables the first n0 lanes; repeat r starts at row r)
-      op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(rows * eb), imm(0), imm(0)});
+      if (loads) op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(rows * eb), imm(0), imm(0)});
+      if (!computes) continue;
       op(Opcode::SetVectorMask, {imm(0), imm(static_cast<int64_t>((uint64_t(1) << columns) - 1))});
       const int64_t piece = m_.vector_max_repeat / m_.block_elements(t->dtype) * m_.block_elements(t->dtype);  // aligned sources
       for (int64_t done = 0; done < rows; done += piece)
         op(Opcode::Vbrcb, {type(t->dtype), at(Buffer::UB, expanded + done * columns * eb), at(Buffer::UB, pattern + done * eb),
                            imm(std::min(piece, rows - done)), imm(1), imm(columns * eb / m_.vector_block_bytes)});
       op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
+    } else if (const int64_t vb = m_.vector_block_bytes, row_blocks = columns * eb / vb; columns * eb % vb == 0 &&
+                                                                                          rows % repeat_blocks_ == 0 &&
+                                                                                          rows / repeat_blocks_ <= max_repeat_) {
+      // `columns` values per row, the same in every row: one DMA of one row (each DMA holds the
+      // shared GM a cycle on every core), then per vector block of the row one repeat (x * 1, exact)
+      // writing it into `repeat_blocks_` rows; read as a pattern (source repeat stride 0)
+      if (loads) op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
+      if (!computes) continue;
+      for (int64_t h = 0; h < row_blocks; ++h)
+        op(Opcode::Vmuls, {type(t->dtype), at(Buffer::UB, expanded + h * vb), at(Buffer::UB, pattern + h * vb), Operand::float_(1),
+                           imm(1), imm(row_blocks), imm(0), imm(repeat_blocks_ * row_blocks), imm(0)});
+      tensors_[name] = {false, 0, expanded, t->dtype, false, true};
+      continue;
     } else {
-      // `columns` values per row, replicated down the rows: a pattern of one repeat (bytes_per_repeat)
-      // by small DMAs, then copied with a source repeat stride of 0.
-      for (int64_t r = 0; r < bytes_per_repeat_ / (columns * eb); ++r)
+      // a pattern of one repeat (bytes_per_repeat) by small DMAs, then copied with a source repeat stride of 0
+      for (int64_t r = 0; loads && r < bytes_per_repeat_ / (columns * eb); ++r)
         op(Opcode::DmaIn, {at(Buffer::UB, pattern + r * columns * eb), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
-      op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
-                         imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
+      if (computes)
+        op(Opcode::Vadds, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(0),
+                           imm(repeats(chunk_, t->dtype)), imm(1), imm(1), imm(repeat_blocks_), imm(0)});
     }
     tensors_[name] = {false, 0, expanded, t->dtype};
   }
+  if (!computes) return -1;
   for (const ir::Statement* s : statements_) {
     Value v = compile(*s->rhs, chunk_);
     if (v.scalar) v = vector_of(v, chunk_);

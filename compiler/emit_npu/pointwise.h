@@ -148,8 +148,11 @@ class GemmEpilogue : public VectorCode {
   // Returns the UB region of the output block (output_type, rows x n0, row-major).
   int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
                      const std::map<std::string, npu::Operand>& broadcast_gm);
+  // part: the whole evaluation, only the broadcast tensors' DMAs (Loads: issued ahead, e.g. during
+  // the main loop) or everything but them (Compute: the same rows, region_base and sources later).
+  enum class Part { All, Loads, Compute };
   int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
-                     const std::map<std::string, BroadcastSource>& sources);
+                     const std::map<std::string, BroadcastSource>& sources, Part part = Part::All);
 
  private:
   // "" or why the statements after the matmul one are not such an epilogue; fills the members.
