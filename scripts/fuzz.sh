@@ -88,7 +88,7 @@ isa=(isa/hierarchy.cc isa/hierarchy_override.cc isa/hierarchy_report.cc isa/npu_
 extra_flags=()
 build parser compiler/fuzz/fuzz_parser.cc compiler/frontend/diagnostics.cc compiler/frontend/lexer.cc \
   compiler/frontend/parser.cc compiler/frontend/lower.cc compiler/frontend/frontend.cc \
-  compiler/interp/interpreter.cc compiler/interp/tensor_inputs.cc compiler/ir/tensor_ir.cc "${base[@]}"
+  compiler/interp/interpreter.cc compiler/interp/error_scale.cc compiler/interp/tensor_inputs.cc compiler/ir/tensor_ir.cc "${base[@]}"
 build hierarchy compiler/fuzz/fuzz_hierarchy.cc "${isa[@]}" "${base[@]}" -- -lyaml-cpp -lfmt
 extra_flags=("${npu_flags[@]}")
 build npu compiler/fuzz/fuzz_npu.cc npu_sim/simulator.cc npu_sim/semantics.cc npu_sim/race_detector.cc npu_sim/report.cc \
