@@ -41,7 +41,7 @@ std::vector<size_t> find_copies(const npu::Program& p, npu::Opcode o, npu::Buffe
 }
 }  // namespace
 
-TEST_CASE("GEMM epilogue values: one row per DMA, queued after the first K chunk; one copy per K chunk of A and B") {
+TEST_CASE("GEMM epilogue values: one row per DMA, queued after the first K chunk, and one copy per K chunk of A and B") {
   const std::string shape = "N=1,P=7,Q=7,C=1024,K=256";
   auto c = compile_case(kBnRelu, "conv1x1_bn_relu", shape);
   const npu::Program& p = c->kernel.program;
