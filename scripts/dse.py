@@ -1,13 +1,21 @@
 #!/usr/bin/python3
-"""Hardware design-space exploration over a layer suite (issue 18): description variants of a base
+"""Hardware design-space exploration over a layer suite or a whole model (issue 18, issue 33): description variants of a base
 NPU description (`tessel --set` overrides of L1 / L0A / L0B / L0C / UB capacities, the shared GM
 bandwidth and the core count) x every layer of the suite, each measured on the NPU simulator as one
 Dask task (scripts/tessel_dask.py: `--scheduler tcp://HOST:8786` or a LocalCluster of `--workers N`).
 A variant's suite cycles are the sum over layers of cycles x the layer's multiplicity (tag times_N);
 its on-chip SRAM is cores x (L1 + L0A + L0B + L0C + UB). Writes OUT.csv (every variant) and OUT.png
-(suite cycles against SRAM bytes, the Pareto front, davinci-910 and davinci-310 marked).
+(time in µs at each description's clock against SRAM bytes, the Pareto front by time, davinci-910 and
+davinci-310 marked: their clocks differ, so cycles would not compare).
 
   scripts/dse.py --suite workloads/resnet50_layers.yaml --tags b1 --variants 56 --out docs/figures/dse_resnet50
+
+A model instead of a suite: `--model FILE.tsl --def D --shape S` measures the whole def, run as the
+program of kernels `tessel run` makes of it (its partition, memory plan and per-kernel mappings on each
+variant; `--verify auto` as `run` does by default, or full, sample, none), one task per variant; the CSV gives the
+kernels' cycles and the arena bytes of each variant.
+
+  scripts/dse.py --model workloads/models/bert_encoder_layer.tsl --def bert_layer_f16 --shape T=128,H=12,D=64,F=3072
 
 Tiles: `--tile-search 0` (default) measures each layer with the target's own tile policy on that
 variant (compile without --tile: the GEMM tile from a time model over the description, the
@@ -141,6 +149,12 @@ def sets_text(sets):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", default=os.path.join(ROOT, "workloads", "resnet50_layers.yaml"))
+    ap.add_argument("--model", help="a .tsl whose def (--def) is measured whole, as a program of kernels, "
+                                    "instead of the layers of --suite")
+    ap.add_argument("--def", dest="defn", default="", help="with --model: the def (default: the file's only one)")
+    ap.add_argument("--shape", default="", help="with --model: its sizes, e.g. T=128,H=12,D=64,F=3072")
+    ap.add_argument("--verify", default="auto", choices=("auto", "full", "sample", "none"),
+                    help="with --model: each run's check against the reference interpreter")
     ap.add_argument("--tags", default="b1", help="entries carrying all these tags (comma-separated)")
     ap.add_argument("--with-slow", action="store_true", help="include entries tagged slow")
     ap.add_argument("--target", default=os.path.join(ROOT, "isa", "targets", "davinci-910.yaml"),
@@ -161,7 +175,17 @@ def main():
     td.add_cluster_args(ap)
     args = ap.parse_args()
     tessel = td.find_tessel(args.tessel)
-    suite, layers = suite_layers(args.suite, [t for t in args.tags.split(",") if t], args.with_slow)
+    if args.model:
+        if not os.path.exists(args.model):
+            sys.exit("dse: --model %s: no such file" % args.model)
+        if args.tile_search:
+            sys.exit("dse: --tile-search measures single kernels; a --model runs as a program of kernels")
+        name = args.defn or os.path.splitext(os.path.basename(args.model))[0]
+        suite, layers = name, [{"name": name, "file": os.path.abspath(args.model), "def": args.defn,
+                                "shape": args.shape, "times": 1}]
+        args.tags = args.shape
+    else:
+        suite, layers = suite_layers(args.suite, [t for t in args.tags.split(",") if t], args.with_slow)
     if not layers:
         sys.exit("no entry of %s carries the tags %s" % (args.suite, args.tags))
     if args.variant:
@@ -179,15 +203,20 @@ def main():
     tasks = {}
     for vname, target, sets, _ in vs:
         for lay in layers:
-            tasks[(vname, lay["name"])] = td.Task(lay["file"], lay["def"], lay["shape"], "default", target,
-                                                  sets_text(sets))
+            if args.model:
+                tasks[(vname, lay["name"])] = td.ProgramTask(lay["file"], lay["def"], lay["shape"], target,
+                                                             sets_text(sets), args.verify)
+            else:
+                tasks[(vname, lay["name"])] = td.Task(lay["file"], lay["def"], lay["shape"], "default", target,
+                                                      sets_text(sets))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     store = td.Store(args.out + ".jsonl")
     t0 = time.time()
     client, cluster = td.open_client(args.scheduler, args.workers)
     try:
-        print("dse: %s, %d layers (tags %s) x %d variants = %d measurements" % (
-            suite, len(layers), args.tags, len(vs), len(tasks)), file=sys.stderr)
+        print("dse: %s, %d layers (%s) x %d variants = %d measurements" % (
+            suite, len(layers), ("model, " if args.model else "tags ") + args.tags, len(vs), len(tasks)),
+              file=sys.stderr)
         times = {t.key(): lay["times"] for (v, ln), t in tasks.items() for lay in layers if lay["name"] == ln}
 
         def best_variant(records):
@@ -227,7 +256,7 @@ def main():
     rows = []
     for vname, target, _, sets in vs:
         d = effective(ref_desc if target == args.reference else base_desc, sets)
-        total, failed, first_err, hashes = 0.0, 0, "", set()
+        total, failed, first_err, hashes, program = 0.0, 0, "", set(), {}
         for lay in layers:
             rec = store.get(tasks[(vname, lay["name"])].key())
             best = rec["cost"] if rec and rec.get("ok") else math.inf
@@ -236,6 +265,9 @@ def main():
                 best = min(best, s["cost"])
             if rec and rec.get("description_hash"):
                 hashes.add(rec["description_hash"])
+            if args.model and rec and rec.get("ok"):
+                program = {"kernels": len(rec.get("kernels", [])), "arena_bytes": rec.get("arena_bytes", ""),
+                           "kernel_cycles": " ".join("%s=%d" % (k["kernel"], k["cycles"]) for k in rec.get("kernels", []))}
             if math.isinf(best):
                 failed += 1
                 first_err = first_err or (rec or {}).get("error", "not measured")
@@ -248,9 +280,10 @@ def main():
                      "gm_bytes_per_cycle": d["GM.shared_bandwidth_bytes_per_cycle"], "sram_bytes": sram_bytes(d),
                      "suite_cycles": int(total) if not failed else "", "layers_failed": failed,
                      "suite_us": ("%.2f" % (total / d["clock_mhz"])) if not failed else "", "pareto": False,
-                     "first_error": first_err})
+                     "first_error": first_err,
+                     **({k: program.get(k, "") for k in ("kernels", "arena_bytes", "kernel_cycles")} if args.model else {})})
     ok = [i for i, r in enumerate(rows) if r["suite_cycles"] != ""]
-    for j in pareto([(rows[i]["sram_bytes"], rows[i]["suite_cycles"]) for i in ok]):
+    for j in pareto([(rows[i]["sram_bytes"], float(rows[i]["suite_us"])) for i in ok]):
         rows[ok[j]]["pareto"] = True
     with open(args.out + ".csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
@@ -260,7 +293,8 @@ def main():
     print("dse: %d variants (%d feasible, %d on the Pareto front); %d measured, %d from the store; %.1f s wall" % (
         len(rows), len(ok), len(front), stats["measured"], stats["skipped"], wall))
     for r in rows[:2]:
-        print("  %s: %s cycles, %.2f MiB SRAM" % (r["variant"], r["suite_cycles"], r["sram_bytes"] / 2 ** 20))
+        print("  %s: %s cycles = %s us at %g MHz, %.2f MiB SRAM" % (r["variant"], r["suite_cycles"], r["suite_us"],
+                                                                    r["clock_mhz"], r["sram_bytes"] / 2 ** 20))
     print("wrote %s.csv" % args.out)
     if not ok:
         # nothing feasible is not a result: say why (tessel's own message for the first variant) and fail
@@ -273,21 +307,23 @@ def main():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.6))
     xs = [rows[i]["sram_bytes"] / 2 ** 20 for i in ok]
-    ys = [rows[i]["suite_cycles"] for i in ok]
+    ys = [float(rows[i]["suite_us"]) for i in ok]
     ax.scatter(xs, ys, s=14, c="0.6", label="feasible variants (%d of %d)" % (len(ok), len(rows)))
     fx = [r["sram_bytes"] / 2 ** 20 for r in front]
-    fy = [r["suite_cycles"] for r in front]
+    fy = [float(r["suite_us"]) for r in front]
     ax.step(fx, fy, where="post", color="C0", lw=1.2, label="Pareto front (%d)" % len(front))
     ax.scatter(fx, fy, s=20, color="C0")
     for r, color in ((rows[0], "C3"), (rows[1], "C2")):
         if r["suite_cycles"] != "":
-            ax.scatter([r["sram_bytes"] / 2 ** 20], [r["suite_cycles"]], s=90, marker="*", color=color, zorder=5,
-                       label="%s (%d cores)" % (r["variant"], r["cores"]))
+            ax.scatter([r["sram_bytes"] / 2 ** 20], [float(r["suite_us"])], s=90, marker="*", color=color, zorder=5,
+                       label="%s (%d cores, %g MHz)" % (r["variant"], r["cores"], r["clock_mhz"]))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("on-chip SRAM: cores x (L1 + L0A + L0B + L0C + UB), MiB")
-    ax.set_ylabel("suite cycles (sum of layer cycles x multiplicity)")
-    ax.set_title("%s (%s, %d layers): %d description variants, default tile policy" % (
+    ax.set_ylabel("%s time, µs at the description's clock" % ("model" if args.model else "suite"))
+    ax.set_title("%s (%s): %d description variants, the whole def as one program" % (suite, args.tags, len(rows))
+                 if args.model else
+                 "%s (%s, %d layers): %d description variants, default tile policy" % (
         suite, args.tags, len(layers), len(rows)) if args.tile_search == 0 else
         "%s (%s): %d variants, best of %d model-guided trials per layer" % (suite, args.tags, len(rows),
                                                                              args.tile_search), fontsize=9)

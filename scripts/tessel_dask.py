@@ -97,6 +97,54 @@ class Task:
             setattr(self, k, v)
 
 
+class ProgramTask(Task):
+    """One measurement of a whole def run as a program of kernels (a model): `tessel run FILE --def D
+    --target T --shape S [--set ...] --verify V --report R`, its cost the program's total cycles. Its key's
+    tile is "program" (tune's `--measure` compiles one kernel; a model is many)."""
+    __slots__ = ("verify",)
+
+    def __init__(self, file, defn, shape, target, sets="", verify="auto", variant=None):
+        super().__init__(file, defn, shape, "program", target, sets, variant)
+        self.verify = verify
+
+    def command(self, tessel, report):
+        cmd = [tessel, "run", self.file, "--target", self.target, "--shape", self.shape, "--verify", self.verify,
+               "--report", report]
+        if self.defn:
+            cmd += ["--def", self.defn]
+        if self.sets:
+            cmd += ["--set", self.sets]
+        return cmd
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in Task.__slots__ + ProgramTask.__slots__}
+
+
+def measure_program(task, tessel, timeout_s):
+    """A ProgramTask's record: cost = the report's total cycles, with the kernels' cycles, the arena bytes and
+    the verification; ok false with tessel's last error line (or the timeout) otherwise."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tessel_dse_") as tmp:
+        report = os.path.join(tmp, "report.json")
+        try:
+            r = subprocess.run(task.command(tessel, report), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=timeout_s, preexec_fn=_die_with_parent)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": "timed out after %d s" % timeout_s, "retryable": True}
+        if r.returncode != 0 or not os.path.exists(report):
+            err = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+            return {"ok": False, "error": "tessel exited %d: %s" % (r.returncode, err), "retryable": r.returncode != 1}
+        with open(report) as f:
+            rep = json.load(f)
+    if not rep.get("verified", True):
+        return {"ok": False, "error": "not verified: %s" % rep.get("first_mismatch", ""), "retryable": False}
+    kernels = [{"kernel": k.get("kernel", k.get("name", "")), "cycles": k.get("cycles", k.get("total_cycles"))}
+               for k in rep.get("kernels", [])]
+    return {"ok": True, "cost": float(rep["total_cycles"]), "unit": "cycles", "kernels": kernels,
+            "arena_bytes": (rep.get("memory_plan") or {}).get("arena_bytes"), "verify": rep.get("verify"),
+            "description_hash": rep.get("description_hash")}
+
+
 def _trace(task):
     """With TESSEL_DASK_TRACE=FILE in a worker's environment, one line per execution (tests count them)."""
     path = os.environ.get("TESSEL_DASK_TRACE")
@@ -123,6 +171,13 @@ def measure(task, tessel, timeout_s=300):
     for a failing configuration; writes nothing but the optional trace."""
     _trace(task)
     t0 = time.time()
+    if isinstance(task, ProgramTask):
+        rec = measure_program(task, tessel, timeout_s)
+        rec.update({"op": task.defn, "shape": task.shape, "file": task.file, "def": task.defn, "key_op": task.op(),
+                    "key_shape": task.shape, "tile": task.tile, "set": task.sets, "variant": task.variant,
+                    "task_wall_s": time.time() - t0, "worker_host": os.uname().nodename})
+        rec.setdefault("unit", "cycles")
+        return rec
     r = subprocess.run(task.command(tessel, timeout_s), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        preexec_fn=_die_with_parent)
     rec = None

@@ -7,7 +7,10 @@ sequence 128, batch 1 (5 GEMMs) and four descriptions: davinci-910 and davinci-3
   - a variant's suite cycles are the sum of its layers' cycles x multiplicity in the store;
   - 310 (2 cores, 95 B/cycle GM) is slower than 910 (32 cores); twice the L1 is not slower;
   - the variants' description hashes differ (the store's key), and the Pareto flags hold;
-  - a re-run measures nothing.
+  - a re-run measures nothing;
+  - then the same with --model: the f16 BERT layer as one def at a small size, run whole as its program
+    of 9 kernels on each variant: the row's cycles are the store's program total and the sum of its
+    kernels' cycles, 310 takes longer in µs (its clock is half 910's), the invalid variant names the rule.
 
   check_dse.py TESSEL WORKDIR"""
 import csv
@@ -82,9 +85,9 @@ def main():
     # Pareto: 310 has the least SRAM, so it is on the front; a flagged row is beaten by no other
     feas = [r for r in rows.values() if r["suite_cycles"]]
     for r in feas:
-        a = (int(r["sram_bytes"]), int(r["suite_cycles"]))
+        a = (int(r["sram_bytes"]), float(r["suite_us"]))  # by time: 310's clock is half 910's
         beaten = any(b[0] <= a[0] and b[1] <= a[1] and b != a
-                     for b in ((int(o["sram_bytes"]), int(o["suite_cycles"])) for o in feas if o is not r))
+                     for b in ((int(o["sram_bytes"]), float(o["suite_us"])) for o in feas if o is not r))
         if (r["pareto"] == "True") == beaten:
             fail("Pareto flag of %s: %s (beaten: %s)" % (r["variant"], r["pareto"], beaten))
     if rows["davinci-310"]["pareto"] != "True":
@@ -93,6 +96,43 @@ def main():
     if "0 measured, 20 from the store" not in text:
         fail("the re-run measured again: " + text)
     print("ok: 910 %d, 310 %d, 2 MiB L1 %d cycles" % (c910, c310, cbig))
+    check_model(tessel, os.path.join(work, "model"))
+
+
+def check_model(tessel, out):
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "dse.py"), "--model",
+           os.path.join(ROOT, "workloads", "models", "bert_encoder_layer.tsl"), "--def", "bert_layer_f16",
+           "--shape", "T=16,H=2,D=16,F=64", "--workers", "2", "--variant", "bigUB:UB.capacity_bytes=512KiB",
+           "--variant", "nocores:cores=0", "--out", out, "--tessel", tessel, "--no-plot"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=280)
+    if r.returncode != 0:
+        fail("dse.py --model exited %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr[-3000:]))
+    if "4 measured, 0 from the store" not in r.stdout:
+        fail("expected 4 variants measured once each: " + r.stdout)
+    with open(out + ".csv") as f:
+        rows = {row["variant"]: row for row in csv.DictReader(f)}
+    with open(out + ".jsonl") as f:
+        store = {rec["variant"]: rec for rec in map(json.loads, f)}
+    for name in ("davinci-910", "davinci-310", "bigUB"):
+        row = rows[name]
+        rec = [s for s in store.values() if s.get("description_hash") == row["description_hash"]]
+        if len(rec) != 1 or not rec[0]["ok"] or rec[0]["tile"] != "program":
+            fail("%s: the store's program record: %s" % (name, rec))
+        kernels = rec[0]["kernels"]
+        if row["kernels"] != "9" or len(kernels) != 9:
+            fail("%s: %s kernels (the f16 layer with its fused attention is 9)" % (name, row["kernels"]))
+        if int(row["suite_cycles"]) != int(rec[0]["cost"]) or int(rec[0]["cost"]) < sum(k["cycles"] for k in kernels):
+            fail("%s: cycles %s, store %s, kernels %d" % (name, row["suite_cycles"], rec[0]["cost"],
+                                                         sum(k["cycles"] for k in kernels)))
+        if abs(float(row["suite_us"]) - int(row["suite_cycles"]) / float(row["clock_mhz"])) > 0.01:
+            fail("%s: %s us is not %s cycles at %s MHz" % (name, row["suite_us"], row["suite_cycles"], row["clock_mhz"]))
+    if not float(rows["davinci-310"]["suite_us"]) > float(rows["davinci-910"]["suite_us"]):
+        fail("davinci-310 not slower in us: %s vs %s" % (rows["davinci-310"]["suite_us"], rows["davinci-910"]["suite_us"]))
+    if rows["nocores"]["suite_cycles"] != "" or "cores: must be at least 1" not in rows["nocores"]["first_error"]:
+        fail("the invalid variant: %s" % rows["nocores"])
+    if rows["davinci-310"]["pareto"] != "True":
+        fail("davinci-310 (least SRAM) not on the front")
+    print("ok: model: 910 %s us, 310 %s us" % (rows["davinci-910"]["suite_us"], rows["davinci-310"]["suite_us"]))
 
 
 if __name__ == "__main__":
