@@ -169,6 +169,7 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
               {"barriers", s.barriers},
               {"dependences", s.dependences},
               {"sync_note", c.pruned.note},
+              {"sync_check_events", c.pruned.check_events},
               {"races", rec.races.size()},
               {"deadlock", rec.deadlock ? *rec.deadlock : ""},
               {"macs", c.kernel.macs},

@@ -25,6 +25,11 @@
 //           galloping + bisection since removal is monotone). Merge candidates are indexed by the
 //           shared end and the other end's place among its pipe's nodes, so each pair meets only
 //           adjacent ones: 256^3 GEMM in 16x16x16 operand tiles (~180k naive pairs) in ~3 s.
+//           Its work is bounded twice, in counts rather than seconds (the same program on any
+//           machine): the traces' events (SyncOptions::max_trace_events; past it no pair is
+//           dropped) and the events its checks walk (max_check_events; past it the pairs not yet
+//           shown implied stay); either way the pairs kept order every dependence and
+//           SyncResult::note says where pruning stopped.
 // Both then allocate event ids per pipe pair within `sync.event_ids_per_pipe_pair` of the
 // description by liveness (interval colouring; pairs may share an id when their sets and waits are
 // in the same first-in first-out order), turning a pair that finds no id into a pipe_barrier ALL.
@@ -56,6 +61,11 @@ struct SyncOptions {
   // many events (about 100 bytes each), no implied pair is dropped (the merged pairs stay, correct
   // and slower) and SyncResult::note says so, instead of exhausting memory.
   int64_t max_trace_events = int64_t(16) << 20;
+  // The checks' work: past this many trace events walked (over every check and trace), no further
+  // pair is checked; the pairs not yet shown implied stay (correct, slower) and SyncResult::note
+  // says how far pruning got. Counted in events, not seconds, so a program prunes the same on any
+  // machine.
+  int64_t max_check_events = int64_t(1) << 30;
 };
 
 struct SyncResult {
@@ -65,6 +75,7 @@ struct SyncResult {
   int barriers = 0;          // pairs that found no event id and became pipe_barrier ALL
   int sync_instructions = 0; // set_flag + wait_flag + pipe_barrier inserted (static count)
   std::string note;          // non-empty: pruning stopped short, and why
+  int64_t check_events = 0;  // trace events the pruning checks walked (SyncOptions::max_check_events)
 };
 
 // The program without set_flag / wait_flag / pipe_barrier (but its final pipe_barrier ALL).

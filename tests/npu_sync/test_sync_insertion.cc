@@ -3,6 +3,8 @@
 // pass inserts them again (naive and pruned), and the simulator's race detector and results judge.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <random>
 
@@ -223,4 +225,44 @@ TEST_CASE("pruning over its trace budget keeps the merged pairs, says why, and t
   const auto sim = npu_sim::simulate(bounded.program, davinci(), random_inputs(p));
   CHECK(sim.record.races.empty());
   CHECK(sim.tensor(p, "Y").data == random_inputs(p).at("X").data);
+}
+
+// Pruning's checks walk the traces once per candidate run (galloping + bisection); their work is
+// bounded by SyncOptions::max_check_events. Past it the pairs not yet shown implied stay: the
+// removals already checked are kept, so the program is ordered and pruned part way, the same at
+// any machine's speed, and the note says how far it got.
+TEST_CASE("pruning over its work budget keeps the undecided pairs, says so, and the program stays race-free") {
+  npu_sim::GemmTiling t;
+  t.m = 128, t.n = 128, t.k = 256, t.tm = 64, t.tn = 64, t.tk = 64, t.cores = 2;
+  const npu::Program p = npu_sim::make_gemm_program(t, isa::npu_machine(davinci()));
+  const npu_sim::SimResult reference = npu_sim::simulate(p, davinci(), random_inputs(p));
+  const npu_sync::SyncResult full = npu_sync::insert_syncs(p, davinci(), {});
+  npu_sync::SyncOptions none;  // no trace at all: the merged pairs
+  none.max_trace_events = 0;
+  const npu_sync::SyncResult merged = npu_sync::insert_syncs(p, davinci(), none);
+  REQUIRE(full.note.empty());
+  REQUIRE(full.check_events > 0);
+  REQUIRE(merged.pairs > full.pairs + 2);
+  MESSAGE("pairs: merged " << merged.pairs << ", pruned " << full.pairs << " after " << full.check_events << " events walked");
+
+  npu_sync::SyncOptions half;
+  half.max_check_events = full.check_events / 2;
+  const npu_sync::SyncResult bounded = npu_sync::insert_syncs(p, davinci(), half);
+  CHECK(bounded.note.find("implied pairs kept past ") != std::string::npos);
+  CHECK(bounded.note.find(fmt::format("past the work budget of {}", half.max_check_events)) != std::string::npos);
+  CHECK(bounded.check_events > half.max_check_events);
+  CHECK(bounded.pairs > full.pairs);    // stopped part way ...
+  CHECK(bounded.pairs < merged.pairs);  // ... after dropping some
+  const npu_sim::SimResult sim = npu_sim::simulate(bounded.program, davinci(), random_inputs(p));
+  CHECK(sim.record.races.empty());
+  CHECK_FALSE(sim.record.deadlock);
+  CHECK(same_outputs(p, reference, sim));
+  // counted in events walked, so the same budget gives the same program
+  CHECK(npu::print_program(npu_sync::insert_syncs(p, davinci(), half).program) == npu::print_program(bounded.program));
+
+  npu_sync::SyncOptions zero;  // the first walks already pass it: nothing dropped
+  zero.max_check_events = 0;
+  const npu_sync::SyncResult unpruned = npu_sync::insert_syncs(p, davinci(), zero);
+  CHECK(unpruned.note.find("implied pairs kept past 0 of ") != std::string::npos);
+  CHECK(unpruned.pairs == merged.pairs);
 }
