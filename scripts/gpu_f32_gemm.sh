@@ -33,8 +33,6 @@ if [ "${SWEEP:-0}" = 1 ]; then
 cat $OUT/sweep.log
 exit 0
 fi
-{
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 run() {  # label, def, shape, target, extra flags...
   local label=$1 def=$2 shape=$3 tgt=$4; shift 4
   echo "== $label $def $shape $tgt $*"
@@ -42,6 +40,60 @@ run() {  # label, def, shape, target, extra flags...
   python3 -c "import json;j=json.load(open('$OUT/r.json'));print('REPORT', '$label', '$def', '$shape', '$tgt', '$*'.replace(' ','_') or '-', j.get('verified'), j.get('graph_us'), j.get('stream_us'), j.get('max_abs_err'))" 2>/dev/null
   rm -f $OUT/r.json
 }
+# TF32=1 (instead of the runs below): --tf32 on the wgmma main loop (sm_90a persistent TMA kernel,
+# wgmma .tf32, B read from its K-major copy): the default plan at 2048^3 and 4096^3 (sampled
+# verification) and on ragged / transposed / batched / fused shapes (full verification), the SIMT
+# fallback of a small shape, the first ranked plans timed, cuBLAS TF32 through torch.matmul in the
+# same device call, then compute-sanitizer memcheck / racecheck on the wgmma kernel with tails.
+# Writes $OUT/tf32.log.
+if [ "${TF32:-0}" = 1 ]; then
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  run tf32 matmul_f32 M=2048,N=2048,K=2048 sm90 --tf32 --verify sample
+  run tf32 matmul_f32 M=4096,N=4096,K=4096 sm90 --tf32 --verify sample
+  echo "== explain 2048^3 sm90 --tf32"
+  $T compile $W --def matmul_f32 --target isa/targets/sm90.yaml --shape M=2048,N=2048,K=2048 --tf32 --explain 2>&1 | grep -vE "^\s+[0-9]+x" | head -16
+  python3 - <<'PY'
+import sys, torch
+sys.path.insert(0, "scripts")
+from gpu_peers import time_graph  # CUDA graph of 20 calls, median of 15 replays
+torch.backends.cuda.matmul.allow_tf32 = True
+for (z, m, n, k) in [(0, 2048, 2048, 2048), (0, 4096, 4096, 4096), (0, 1000, 776, 520), (16, 256, 256, 128), (0, 97, 61, 53)]:
+    if z:
+        a = torch.randn(z, m, k, device="cuda"); b = torch.randn(z, k, n, device="cuda"); fn = lambda: torch.bmm(a, b)
+    else:
+        a = torch.randn(m, k, device="cuda"); b = torch.randn(k, n, device="cuda"); fn = lambda: torch.matmul(a, b)
+    us = time_graph(torch, fn)
+    fl = 2.0 * max(z, 1) * m * n * k
+    print(f"TORCH tf32=True z={z} {m}x{n}x{k}: {us:.2f} us ({fl / us / 1e6:.1f} TFLOP/s)", flush=True)
+print("torch", torch.__version__, torch.cuda.get_device_name())
+PY
+  run tf32 matmul_f32 M=1000,N=776,K=520 sm90 --tf32
+  run tf32 matmul_f32_tn M=1000,N=776,K=520 sm90 --tf32
+  run tf32 batch_matmul_f32 Z=16,M=256,N=256,K=128 sm90 --tf32
+  run tf32 matmul_f32_bias_relu M=1000,N=776,K=520 sm90 --tf32
+  run tf32 matmul_f32 M=97,N=61,K=53 sm90 --tf32
+  echo "== compute-sanitizer memcheck / racecheck, --tf32 wgmma kernel: 200x136x96 (tails), bias+relu 130x70x40"
+  for tool in memcheck racecheck; do
+    for args in "--def matmul_f32 --shape M=200,N=136,K=96" "--def matmul_f32_bias_relu --shape M=130,N=70,K=40"; do
+      echo "-- $tool $args"
+      timeout 90 compute-sanitizer --tool $tool --print-limit 10 $T run $W --target isa/targets/sm90.yaml $args --tf32 --no-timing 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|verified|MISMATCH|Error|wgmma" | head -5
+    done
+  done
+  for s in M=2048,N=2048,K=2048 M=4096,N=4096,K=4096; do
+    plans=$($T compile $W --def matmul_f32 --target isa/targets/sm90.yaml --shape $s --tf32 --explain 2>&1 | grep -oE "tile candidates \(ranked\): .*" | sed 's/.*: //; s/,//g')
+    for p in $(echo $plans | tr ' ' '\n' | head -${PLANS:-8}); do
+      timeout 60 $T run $W --def matmul_f32 --target isa/targets/sm90.yaml --shape $s --tf32 --tile $p --verify none --report $OUT/r.json > /dev/null 2>&1
+      python3 -c "import json;j=json.load(open('$OUT/r.json'));print('SWEEP matmul_f32 $s $p', round(j.get('graph_us'),2))" 2>/dev/null || echo "SWEEP matmul_f32 $s $p failed"
+      rm -f $OUT/r.json
+    done
+  done
+} > $OUT/tf32.log 2>&1
+grep -E "^REPORT|^TORCH|^SWEEP|SUMMARY|^==|^--|verified|MISMATCH|tolerance|TF32" $OUT/tf32.log | head -120
+exit 0
+fi
+{
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 for tgt in sm90 sm75; do
   run simt matmul_f32 M=97,N=61,K=53 $tgt
   run simt matmul_f32 M=2048,N=2048,K=2048 $tgt
@@ -59,23 +111,9 @@ run tf32-alt matmul_f32 M=2048,N=2048,K=2048 sm90 --tf32 --tile 128x256x32/64x64
 echo "== explain 2048^3 sm90"
 $T compile $W --def matmul_f32 --target isa/targets/sm90.yaml --shape M=2048,N=2048,K=2048 --explain 2>&1 | grep -vE "^\s+[0-9]+x" | head -14
 python3 - <<'PY'
-import json, os, torch
-def time_graph(fn, calls=20, samples=15):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3): fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls): fn()
-    g.replay(); torch.cuda.synchronize()
-    ts = []
-    for _ in range(samples):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); g.replay(); b.record(); b.synchronize()
-        ts.append(a.elapsed_time(b) * 1000 / calls)
-    ts.sort(); return ts[len(ts) // 2]
+import json, os, sys, torch
+sys.path.insert(0, "scripts")
+from gpu_peers import time_graph  # CUDA graph of 20 calls, median of 15 replays
 rows = []
 for tf32 in (False, True):
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -85,7 +123,7 @@ for tf32 in (False, True):
             a = torch.randn(z, m, k, device="cuda"); b = torch.randn(z, k, n, device="cuda"); fn = lambda: torch.bmm(a, b)
         else:
             a = torch.randn(m, k, device="cuda"); b = torch.randn(k, n, device="cuda"); fn = lambda: torch.matmul(a, b)
-        us = time_graph(fn)
+        us = time_graph(torch, fn)
         fl = 2.0 * max(z, 1) * m * n * k
         rows.append({"tf32": tf32, "shape": [z, m, n, k], "torch_graph_us": us, "tflops": fl / us / 1e6})
         print(f"TORCH tf32={tf32} z={z} {m}x{n}x{k}: {us:.2f} us ({fl / us / 1e6:.1f} TFLOP/s)", flush=True)

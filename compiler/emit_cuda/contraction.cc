@@ -27,9 +27,17 @@ const char* ptx_operand_type(DType t) {
   switch (t) {
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
+    case DType::F32: return "tf32";  // the wgmma main loop's f32 operands (tf32_wgmma_operand)
     default: break;
   }
   throw InternalError("CUDA emitter: no mma.sync / wgmma operand type for " + std::string(dtype_name(t)));
+}
+
+bool tf32_wgmma_operand(DType t) { return t == DType::F32; }
+
+int wgmma_k_depth(const isa::GpuMachine& m, DType t) {
+  TESSEL_CHECK(m.wgmma.has_value(), "emit_cuda: " + m.arch + " has no wgmma shape");
+  return m.wgmma->k * 2 / int(dtype_bytes(t));  // the description's shape is of 16-bit operands
 }
 
 std::string tensor_core_obstacle(const Contraction& c, const isa::GpuMachine& machine) {

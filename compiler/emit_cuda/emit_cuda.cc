@@ -222,6 +222,25 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
     const std::string no = simt_gemm_obstacle(*matched, m, true);
     if (!no.empty()) throw UserError(k.name + ": --tf32 cannot be used: " + no);
   }
+  // --tf32 on sm_90a: the wgmma main loop of the f16 GEMMs reading the f32 operands as TF32
+  // (tile_policy.cc's tf32 tiles: the persistent TMA kernel, operands K-major), unless a plan of the
+  // register-blocked kernel (.../tf32) or a tile spec was given or no wgmma plan fits; then that
+  // kernel (mma.sync m16n8k8, operands rounded by cvt.rna.tf32.f32)
+  std::string tf32_why;
+  if (options.tf32) {
+    if (options.simt_plan) tf32_why = "a plan of the register-blocked kernel was given";
+    else if (options.tiles_from_kernel) tf32_why = "a tile spec shapes the register-blocked kernel";
+    else if (!m.wgmma || !m.has(isa::GpuFeature::TensorMaps)) tf32_why = m.arch + " has no wgmma with tensor maps (sm_90a)";
+    else if (tc_candidates(*matched, m).empty())
+      tf32_why = "no wgmma plan fits M=" + std::to_string(matched->size_m()) + " N=" + std::to_string(matched->size_n()) + " K=" +
+                 std::to_string(matched->size_k()) + " (the persistent TMA kernel needs M, N >= 64, K >= 32 and rows of whole 16 bytes)";
+    if (tf32_why.empty() || options.config) {
+      p.explain.push_back("TF32 TensorCores (--tf32): f32 contraction, TF32 asked for; the wgmma main loop (sm_90a): operands fetched as f32 by "
+                          "the TMA unit, read by wgmma.mma_async .tf32 (low 13 mantissa bits ignored), f32 accumulation");
+      if (emit_tensor_core_program(k, *matched, options, m, os, p)) return p;
+      throw InternalError("CUDA emitter: no TF32 wgmma plan for " + k.name + " although the policy lists one");
+    }
+  }
   const bool simt_gemm = matched && division.empty() &&
                          (options.tf32 || (!dtype_has_tensor_core_shape(*matched, m) && simt_gemm_obstacle(*matched, m, false).empty()));
   if (options.simt_plan && options.plan_required && !simt_gemm)
@@ -234,7 +253,8 @@ CudaProgram emit_cuda(const kernel::Kernel& k, const CudaOptions& options) {
                       (options.tf32 ? std::string("TF32") : std::string("SIMT")) + " contraction kernel: " +
                       (options.tf32 ? std::string("--tf32 given") : why) + " (a plan of the form 128x128x16/8x8/st3/simt or, with --tf32, 128x128x32/64x32/st3/tf32)");
     p.explain.push_back((options.tf32 ? "TF32 TensorCores (--tf32): " : "SIMT: TensorCores not used: ") +
-                        (options.tf32 ? std::string("f32 contraction, TF32 asked for") : why) + "; the register-blocked contraction kernel");
+                        (options.tf32 ? std::string("f32 contraction, TF32 asked for") : why) + "; the register-blocked contraction kernel" +
+                        (options.tf32 ? " (mma.sync m16n8k8, operands rounded by cvt.rna.tf32.f32), not the wgmma main loop: " + tf32_why : std::string()));
     emit_simt_gemm_program(k, *matched, options, m, os, p);
     return p;
   }

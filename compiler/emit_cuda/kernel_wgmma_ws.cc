@@ -290,7 +290,8 @@ void ws_explain(const TcKernel& t, const PersistentSplit& ps) {
   const int consumers = cfg.schedule == WsSchedule::pingpong ? 2 : cfg.bm / cfg.wm;  // consumer warpgroups
   t.explain.push_back("  persistent warp-specialised wgmma kernel (sm_90a): producer warpgroup (one thread issues TMA tensor-map copies, " +
                       S(kProducerRegisters) + " registers after setmaxnreg), " + S(consumers) + " consumer warpgroup(s) of " + S(cfg.wm) + "x" +
-                      S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k16 per 16-deep K step, " + S(kConsumerRegisters) +
+                      S(cfg.bn) + " (" + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) + "k" + S(wgmma_k_depth(t.m, t.c.in_type)) + " " +
+                      ptx_operand_type(t.c.in_type) + " per " + S(wgmma_k_depth(t.m, t.c.in_type)) + "-deep K step, " + S(kConsumerRegisters) +
                       " registers); " + S(S_) + "-stage ring of " + S((t.ta.stage_bytes + t.tb.stage_bytes) / 1024) +
                       " KiB slots with full/empty mbarriers, 128-byte swizzle, no block-wide barrier in the main loop; cluster 1x1x1");
   if (cfg.schedule == WsSchedule::multicast)

@@ -1,7 +1,9 @@
-// wgmma main loop (mainloop.h, sm_90a, f16 or bf16 operands): helper functions (descriptors,
-// fence / commit / wait, the m64nNk16 instruction of the operand type), accumulators in the m16n8
-// layout per warp, and the K loop with its own copy/MMA schedule (one MMA group in flight, copies
-// stages - 2 or stages - 1 tiles ahead).
+// wgmma main loop (mainloop.h, sm_90a, f16 or bf16 operands, or f32 read as TF32): helper functions
+// (descriptors, fence / commit / wait, the m64nNk16 instruction of the operand type, m64nNk8 for
+// tf32), accumulators in the m16n8 layout per warp, and the K loop with its own copy/MMA schedule
+// (one MMA group in flight, copies stages - 2 or stages - 1 tiles ahead). An instruction reads 32
+// bytes of each operand row whatever the type, so a K-major tile of bk x 4-byte elements (bk = 32)
+// has the f16 tile's bytes, swizzle and descriptors.
 #include "compiler/emit_cuda/mainloop.h"
 
 #include <algorithm>
@@ -18,6 +20,7 @@ void emit_wgmma_helpers(const TcKernel& t) {
   const std::string ta = t.pa.k_inner ? "0" : "1", tb = t.pb.k_inner ? "0" : "1";
   const int nreg = cfg.bn / 2;
   const std::string ab = ptx_operand_type(t.c.in_type);
+  const bool tf32 = tf32_wgmma_operand(t.c.in_type);  // no transpose operands (both K-major)
   os << "static __device__ __forceinline__ unsigned long long tessel_wg_desc(const void* p, unsigned lbo) {\n"
         "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);  /* 128-byte swizzle, SBO 1024 B */\n"
         "  return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | (64ull << 32) | (1ull << 62);\n}\n"
@@ -36,9 +39,9 @@ void emit_wgmma_helpers(const TcKernel& t) {
           "}\n";
   os << "static __device__ __forceinline__ void tessel_wgmma_n" << cfg.bn << "_" << ta << tb
      << "(float* d, unsigned long long da, unsigned long long db) {\n  asm volatile(\"wgmma.mma_async.sync.aligned.m64n" << cfg.bn
-     << "k16.f32." << ab << "." << ab << " {";
+     << "k" << wgmma_k_depth(t.m, t.c.in_type) << ".f32." << ab << "." << ab << " {";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "%" << r;
-  os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1, " << ta << ", " << tb << ";\\n\"\n    : ";
+  os << "}, %" << nreg << ", %" << nreg + 1 << ", 1, 1, 1" << (tf32 ? "" : ", " + ta + ", " + tb) << ";\\n\"\n    : ";
   for (int r = 0; r < nreg; ++r) os << (r ? ", " : "") << "\"+f\"(d[" << r << "])";
   os << "\n    : \"l\"(da), \"l\"(db));\n}\n";
 }
@@ -49,8 +52,9 @@ void wgmma_accumulators(const TcKernel& t) {
   os << "  const int lane_ = threadIdx.x % " << t.m.warp_size << ";\n";
   os << "  float acc_[" << t.fmx << "][" << t.fn8 << "][4];\n";
   zero_accumulators(t, t.fmx, "  ");
+  const std::string kd = S(wgmma_k_depth(t.m, t.c.in_type));
   t.explain.push_back("  wgmma path (sm_90a): " + S(cfg.warps() / int(t.m.warps_per_warpgroup)) + " warpgroup(s), each " + S(t.fmx) + " x wgmma.m64n" + S(cfg.bn) +
-                    "k16 " + ptx_operand_type(t.c.in_type) + " -> f32 per 16-deep K step; A " + (t.pa.k_inner ? "K" : "M") + "-major, B " + (t.pb.k_inner ? "K" : "N") +
+                    "k" + kd + " " + ptx_operand_type(t.c.in_type) + " -> f32 per " + kd + "-deep K step; A " + (t.pa.k_inner ? "K" : "M") + "-major, B " + (t.pb.k_inner ? "K" : "N") +
                     "-major in 128-byte-swizzled shared memory filled by cp.async; one MMA group in flight while the next tiles load");
 }
 
@@ -62,13 +66,14 @@ void wgmma_k_tile(const TcKernel& t, const std::string& pad) {
   // descriptors: K-major rows of 128 B (8-row groups 1024 B apart, a K step of 16 = 32 B);
   // M/N-major 64-wide atoms bk*128 B apart (LBO), 8 K rows 1024 B apart (SBO), a K step = 2048 B
   const isa::GpuMmaShape w = *t.m.wgmma;
+  const int kd = wgmma_k_depth(t.m, t.c.in_type);  // K per instruction: w.k for 16-bit operands, 8 for tf32
   const int row = kSwizzleRowBytes / t.eb;  // elements per swizzled row (the M/N-major atom width)
   const int atom_bytes = kSwizzleRowBytes * cfg.bk;
   const int a_lbo = t.pa.k_inner ? kDescriptorUnitBytes : atom_bytes, b_lbo = t.pb.k_inner ? kDescriptorUnitBytes : atom_bytes;
   const std::string a_base = t.pa.k_inner ? "as_ + (wg_ * " + S(cfg.wm) + " + i * " + S(w.m) + ") * " + S(row)
                                         : "as_ + (wg_ * " + S(cfg.wm / w.m) + " + i) * " + S(row * cfg.bk);
   // bytes per K step of the instruction: along a K-major row, or K rows of an M/N-major atom
-  const int a_kstep = t.pa.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes, b_kstep = t.pb.k_inner ? w.k * t.eb : w.k * kSwizzleRowBytes;
+  const int a_kstep = t.pa.k_inner ? kd * t.eb : kd * kSwizzleRowBytes, b_kstep = t.pb.k_inner ? kd * t.eb : kd * kSwizzleRowBytes;
   // 32-byte swizzle (blocked operands, tma_plan.h kNarrowSwizzleBytes): a K-major A is one slice of
   // bm rows x 32 B per 16-deep K step (8-row groups 256 B apart); an N-major B holds 16-wide atoms
   // of 16 K rows (512 B apart, LBO), 8 K rows 256 B apart (SBO), a K step = bn x 32 B
@@ -84,7 +89,7 @@ void wgmma_k_tile(const TcKernel& t, const std::string& pad) {
   TESSEL_CHECK(!a32 || t.pa.k_inner, "emit_cuda: a 32-byte-swizzled A must be K-inner");
   TESSEL_CHECK(!b32 || !t.pb.k_inner, "emit_cuda: a 32-byte-swizzled B must be N-inner");
   os << pad << "tessel_wg_fence();\n";
-  os << pad << "#pragma unroll\n" << pad << "for (int kq = 0; kq < " << cfg.bk / w.k << "; ++kq) {\n";
+  os << pad << "#pragma unroll\n" << pad << "for (int kq = 0; kq < " << cfg.bk / kd << "; ++kq) {\n";
   os << pad << "  const unsigned long long db_ = " << bdesc << ";\n";
   os << pad << "  #pragma unroll\n" << pad << "  for (int i = 0; i < " << t.fmx << "; ++i)\n" << pad << "    " << fnname << "(&acc_[i][0][0], " << adesc
      << ", db_);\n";

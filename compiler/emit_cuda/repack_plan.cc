@@ -30,8 +30,10 @@ bool narrow(const TmaPlan& t) { return t.blocked || t.split_outer; }
 
 enum Group { kOther = 0, kOuter, kWindow, kInner };
 
-// The copy of `op` in canonical order (repack_plan.h), or why there is none.
-std::string canonical_copy(const ContractionOperand& op, const Contraction& c, const std::vector<ContractionDim>& outer, OperandCopy& cp) {
+// The copy of `op` in canonical order (repack_plan.h), or why there is none; `k_major`: the K
+// group innermost whatever the innermost dim (wgmma .tf32 reads K-major tiles only).
+std::string canonical_copy(const ContractionOperand& op, const Contraction& c, const std::vector<ContractionDim>& outer, OperandCopy& cp,
+                           bool k_major) {
   const size_t rank = op.indices.size();
   if (rank == 0 || op.shape.size() != rank) return "a scalar operand";
   std::set<std::string> outer_vars, k_vars;
@@ -52,7 +54,7 @@ std::string canonical_copy(const ContractionOperand& op, const Contraction& c, c
   }
   // the group that ends innermost: the innermost dim's, or K for a window dim (an NCHW input
   // becomes NHWC, channels innermost for the im2col gather; the copy then transposes)
-  const int contiguous = role[rank - 1] == kWindow ? int(kInner) : role[rank - 1];
+  const int contiguous = role[rank - 1] == kWindow || k_major ? int(kInner) : role[rank - 1];
   if (contiguous != kOuter && contiguous != kInner) return "the innermost dim is read by batch indices only";
   const int other_pure = contiguous == kOuter ? kInner : kOuter;
   std::vector<int> perm;
@@ -160,9 +162,15 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
     return own_plan(which == 0 ? x.a : x.b, x, which == 0 ? x.m : x.n, which == 0 ? g.bm : g.bn, which == 0 ? x.size_m() : x.size_n(), g, m,
                     which == 1 && g.schedule == WsSchedule::multicast ? 2 : 1);
   };
+  // f32 read as TF32 (tf32_wgmma_operand): an operand that is not K-contiguous is copied K-major
+  const bool k_major = tf32_wgmma_operand(c.in_type);
+  auto k_outer = [&](int which, const Contraction& x) {
+    return k_major && !plan_operand(which == 0 ? x.a : x.b, x, x.sizes, which == 0 ? x.m : x.n, x.k, which == 0 ? g.bm : g.bn, g.bk,
+                                    which == 0 ? x.size_m() : x.size_n(), m, true).k_inner;
+  };
   auto needs_copy = [&](int which, const Contraction& x) {
     const TmaPlan t = plan_of(which, x);
-    return !t.ok || narrow(t);
+    return !t.ok || narrow(t) || k_outer(which, x);
   };
   // A copied operand read through a window sets the K order (gather_k_order); the other operand
   // is then judged in that order.
@@ -182,7 +190,7 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
       continue;
     }
     OperandCopy cp;
-    if (std::string why = canonical_copy(op, base, outer, cp); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
+    if (std::string why = canonical_copy(op, base, outer, cp, k_major); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
     if (std::string why = guard_is_bounds(op, base.sizes); !why.empty()) return r.why = "copy of " + op.tensor + ": " + why, r;
     cp.offset = align_up(cursor, kCopyAlignBytes);
     cp.bytes = uint64_t(cp.elements()) * uint64_t(elem_bytes(op.dtype));
@@ -205,6 +213,7 @@ RepackPlan plan_repack(const Contraction& c, const TcConfig& g, const isa::GpuMa
     const TmaPlan t = plan_of(which, rc);
     if (!t.ok) return r.why = "the copy " + op.tensor + " has no TMA plan: " + t.why, r;
     if (narrow(t)) return r.why = "the copy " + op.tensor + " still reads 32-byte rows", r;
+    if (k_outer(which, rc)) return r.why = "the copy " + op.tensor + " is still not K-contiguous", r;
   }
   r.scratch_end = cursor;
   r.ok = true;

@@ -6,7 +6,9 @@
 // global scratch with its dims permuted into the canonical order of its role; the main kernel
 // reads the copy through an ordinary 128-byte-swizzled map (an im2col gather for a convolution
 // window). The copy is a memory-bound permutation (repack_kernel.h) launched before the main
-// kernel in the same program.
+// kernel in the same program. f32 operands read as TF32 (contraction.h tf32_wgmma_operand) are
+// also copied where they are not K-contiguous (wgmma .tf32 reads K-major tiles only): the K group
+// goes innermost (B[K, N] becomes [N, K]; the copy transposes).
 //
 // Input: the contraction (contraction.h), a tile configuration (its block tile decides whether an
 // operand's own layout already has a 128-byte TMA plan, tma_plan.h), the GPU machine model and the

@@ -35,7 +35,9 @@ std::string over_budget(const isa::GpuMachine& m, int64_t pipe, int64_t epi) {
 
 // The wgmma-specific rules (sm_90a: warpgroups, swizzled operands, bk = 64).
 std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::GpuMachine& m) {
-  if (!m.wgmma || !warp_mma_operand(c.in_type)) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 or bf16 operands";
+  const bool tf32 = tf32_wgmma_operand(c.in_type);
+  if (!m.wgmma || !(warp_mma_operand(c.in_type) || tf32)) return "wgmma tiles need sm_90 (compiled for sm_90a) and f16 or bf16 operands";
+  if (tf32 && !g.tma_ws()) return "f32 (TF32) wgmma tiles run on the persistent TMA kernel (/ws)";
   if (g.k_split != 1 || (g.k_blocks != 1 && !g.tma_ws())) return "wgmma tiles take no K split and no mma.sync";
   if (g.tma_ws()) {
     if (!m.has(GpuFeature::TensorMaps)) return "the persistent TMA kernel (/ws) needs tensor maps (sm_90)";
@@ -46,13 +48,16 @@ std::string wgmma_obstacle(const Contraction& c, const TcConfig& g, const isa::G
   if (g.store == OutputStore::evict_first && !direct_store(c, g) && !g.tma_ws()) return "streaming stores need a plain output (or the persistent kernel's register epilogue)";
   if (g.keep_operands && g.store != OutputStore::evict_first) return "evict-last operand copies go with evict-first output stores";
   const int wgm = m.wgmma->m;
-  if (g.bk != kWgmmaBk || g.wm % wgm || g.wn != g.bn || g.bn > m.wgmma->n || g.wm / wgm > kMaxWarpgroupTilesM)
-    return "wgmma tiles need bk = 64, wm = 64 or 128, wn = bn <= 256";
+  const int row = kSwizzleRowBytes / elem_bytes(c.in_type);  // one 128-byte swizzled row per K tile: 64 x 16 bits, 32 x f32
+  if (g.bk != row || g.wm % wgm || g.wn != g.bn || g.bn > m.wgmma->n || g.wm / wgm > kMaxWarpgroupTilesM)
+    return "wgmma tiles need bk = " + S(row) + ", wm = 64 or 128, wn = bn <= 256";
   if (g.stages < (g.tma_ws() ? 2 : 3)) return "wgmma tiles need at least 3 stages (one MMA group stays in flight; 2 with /ws)";
   if (g.warps() > kMaxWarpgroupsPerBlock * int(m.warps_per_warpgroup)) return "wgmma tiles take at most 3 warpgroups";
   const OperandPlan a = plan_operand(c.a, c, c.sizes, c.m, c.k, g.bm, g.bk, c.size_m(), m, true);
   const OperandPlan b = plan_operand(c.b, c, c.sizes, c.n, c.k, g.bn, g.bk, c.size_n(), m, true);
   if (a.vec == 1 || b.vec == 1) return "wgmma tiles need 16-byte loads of both operands";
+  if (tf32 && (!a.k_inner || !b.k_inner))  // PTX: imm-trans-a / -b exist for .f16 / .bf16 only
+    return "wgmma .tf32 reads both operands K-major (no transposed form): an M- or N-contiguous operand is read from its K-major copy (/rp)";
   if ((!a.k_inner && g.wm % kWgmmaBk) || (!b.k_inner && g.bn % kWgmmaBk)) return "wgmma: an M- or N-contiguous operand needs tiles of 64";
   if (g.tma_ws()) {
     const bool mc = g.schedule == WsSchedule::multicast;
@@ -310,6 +315,7 @@ std::string config_obstacle(const Contraction& c, const TcConfig& g, const isa::
     plain.repack = false;
     return config_obstacle(r.contraction, plain, m);
   }
+  if (tf32_wgmma_operand(c.in_type) && !g.wgmma()) return "f32 contractions on the TensorCores (TF32) take the wgmma main loop (sm_90a) only";
   const isa::GpuMmaShape f = m.wmma;
   if (g.bm % f.m || g.bn % f.n || g.wm % f.m || g.wn % f.n || g.bk % f.k) return "tile sizes must be multiples of 16";
   if (g.bm % g.wm || g.bn % g.wn) return "the warp tile must divide the block tile";
@@ -370,6 +376,32 @@ struct CandidateList {
     if (ts && c.plain_output) with_copies(s);
     with_copies(g);
     if (ts && !c.plain_output) with_copies(s);
+  }
+  // f32 read as TF32 (sm_90a; the caller's --tf32): the persistent TMA kernel's tiles of the f16
+  // list with 32-deep K tiles (the same 128-byte rows, so the same bytes per stage and the same
+  // stage counts), evict-first register stores or TMA stores, stream-K where the tiles are not
+  // whole waves; an operand that is not K-contiguous is read from its K-major copy (/rp)
+  void tf32_tiles() {
+    if (!m.wgmma || !m.has(GpuFeature::TensorMaps) || M < 64 || N < 64 || K < 32) return;
+    const int bk = kSwizzleRowBytes / elem_bytes(c.in_type);
+    for (TcConfig g : std::initializer_list<TcConfig>{{128, 256, bk, 64, 256, 1, 4},
+                                                      {256, 128, bk, 128, 128, 1, 4},
+                                                      {128, 192, bk, 64, 192, 1, 5},
+                                                      {128, 128, bk, 64, 128, 1, 6},
+                                                      {128, 128, bk, 128, 128, 1, 6},  // ping-pong: a tile per consumer
+                                                      {128, 64, bk, 64, 64, 1, 8},
+                                                      {64, 256, bk, 64, 256, 1, 5}}) {
+      g.mma = MmaKind::wgmma, g.loader = OperandLoader::tma_ws;
+      const WsSchedule base = g.bm == g.wm ? WsSchedule::pingpong : WsSchedule::grouped;
+      g.schedule = base;
+      while (g.stages > 3 && !fits(g)) --g.stages;
+      for (bool sk : {false, true}) {
+        if (sk && (output_tiles(c, g) % m.sm_count == 0 || base == WsSchedule::pingpong)) continue;
+        g.schedule = sk ? WsSchedule::stream_k : base;
+        g.store = OutputStore::evict_first;
+        add_ws(g);
+      }
+    }
   }
   int round_frag(int64_t v) const { return int((v + m.wmma.k - 1) / m.wmma.k * m.wmma.k); }
 
@@ -698,6 +730,12 @@ struct CandidateList {
 
 std::vector<TcConfig> candidates(const Contraction& c, const isa::GpuMachine& m, int sms) {
   CandidateList l{c, m, sms};
+  if (tf32_wgmma_operand(c.in_type)) {  // f32 reaches the TensorCores only as TF32 on the wgmma main loop
+    l.tf32_tiles();
+    l.distinct();
+    l.rank();
+    return l.out;
+  }
   l.large_tiles();
   l.mid_ws_tiles();
   l.medium_tiles();

@@ -5,23 +5,13 @@
 // tensor cores and says so in --explain.
 #include <doctest/doctest.h>
 
-#include <map>
-#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "compiler/emit_cuda/contraction.h"
-#include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/tile_policy.h"
-#include "compiler/frontend/frontend.h"
-#include "compiler/pipeline.h"
-
-#ifdef TESSEL_HAVE_CUDA
-#include "gpu_backend/nvrtc_compile.h"
-#include "gpu_backend/sass_scan.h"
-#endif
+#include "tests/emit_cuda/contraction_def.h"
 
 using namespace tessel;
 
@@ -41,21 +31,11 @@ def bfp(bf16[M, K] A, bf16[K, N] B) -> (f32[M, N] C) {
 }
 )";
 
-struct Compiled {
-  frontend::Module module;
-  std::unique_ptr<Compilation> c;
-  const emit_cuda::Contraction& contraction() const { return *c->kernel.contraction; }
-};
+using cuda_test::contains;
+using Compiled = cuda_test::CompiledDef;
 
 Compiled compile_def(const std::string& def, const std::string& target, int64_t M, int64_t N, int64_t K) {
-  Compiled r;
-  r.module = frontend::parse_module(kOps, "bf16.tsl");
-  CompileOptions o;
-  o.target = "isa/targets/" + target + ".yaml";
-  o.sizes = {{"M", M}, {"N", N}, {"K", K}};
-  r.c = compile(frontend::select_function(r.module, def), o);
-  REQUIRE(r.c->kernel.contraction);
-  return r;
+  return cuda_test::compile_mnk(kOps, "bf16.tsl", def, target, M, N, K);
 }
 
 std::vector<std::string> plan_texts(const std::vector<emit_cuda::TcConfig>& v) {
@@ -63,8 +43,6 @@ std::vector<std::string> plan_texts(const std::vector<emit_cuda::TcConfig>& v) {
   for (const auto& g : v) out.push_back(g.to_string());
   return out;
 }
-
-bool contains(const std::string& s, const std::string& x) { return s.find(x) != std::string::npos; }
 
 emit_cuda::CudaProgram emit_plan(const Compiled& r, const std::string& arch, const emit_cuda::TcConfig& g) {
   emit_cuda::CudaOptions o;
@@ -75,11 +53,7 @@ emit_cuda::CudaProgram emit_plan(const Compiled& r, const std::string& arch, con
 }
 
 #ifdef TESSEL_HAVE_CUDA
-// the cubin's tensor-core instructions (NVRTC for the program's architecture: sm_90a for wgmma)
-std::map<std::string, uint64_t> tensor_ops(const emit_cuda::CudaProgram& p) {
-  const auto cubin = gpu::compile_to_cubin(p.source, {.arch = p.arch});
-  return gpu::scan_cubin(cubin.cubin).tensor_ops;
-}
+using cuda_test::tensor_ops;
 #endif
 
 }  // namespace
