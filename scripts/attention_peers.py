@@ -2,7 +2,7 @@
 """Fused attention on a GPU against PyTorch's scaled_dot_product_attention, in one run.
 
   scripts/attention_peers.py --tessel BUILD/dev/bin/tessel [--target isa/targets/sm90.yaml]
-                             [--only prefill|decode] [--filter SUBSTR] [--json OUT] [--quick]
+                             [--only prefill|decode] [--filter REGEX] [--json OUT] [--quick]
                              [--plans PLAN,...]
 
 Each case is a def of workloads/attention.tsl (scores, scale, optional causal mask, softmax,
@@ -125,7 +125,7 @@ def main():
     for name, def_, shape, kind in CASES:
         if args.only and kind != args.only:
             continue
-        if args.filter and args.filter not in name:
+        if args.filter and not re.search(args.filter, name):
             continue
         row = {"case": name, "def": def_, "shape": shape, "kind": kind}
         if not args.quick:

@@ -135,6 +135,8 @@ std::string WgmmaAttentionPlan::to_string() const {
   if (heavy_first) s += "/heavy";
   if (lazy_rescale) s += "/lazy";
   if (persistent) s += "/persistent";
+  if (dynamic) s += "/dynamic";
+  if (occupancy > 1) s += "/occ" + num(occupancy);
   return s;
 }
 
@@ -147,6 +149,9 @@ namespace {
 // 173 -> 184 us (the diagonal blocks' masked half grows with the tile); 4k and 16k tokens 192 rows
 // 1.08-1.12x faster than 128.
 constexpr int64_t kTallWaste = 16;
+// Key blocks a block walks at most for a sequence to count as short (1k keys); at 4k keys (32) the
+// persistent kernel (dynamic claims) measured no faster than the plain one, d64 and d128.
+constexpr int64_t kShortKeyBlocks = 8;
 
 // Copies as the kernel resolves Auto: TMA with ping-pong where the maps are legal (measured on an
 // H200: 3-8 % faster than without on every prefill shape, 1.2-1.6x faster than cp.async).
@@ -156,7 +161,72 @@ AttentionCopies resolved(AttentionCopies c, int warpgroups, const kernel::Attent
   return warpgroups >= 2 ? AttentionCopies::TmaPingPong : AttentionCopies::TmaProducer;
 }
 
+// The folded exponent fmaf(s, c log2 e, -m log2 e) takes row maxima |m| below this (2^20): there
+// rounding m log2 e to f32 moves the exponent by at most 2^-4, no more than the definition's own f32
+// rounding of the scaled scores s * c near m moves it. At or above it the scores are scaled first
+// and the exponent is (s * c - m) log2 e as the definition reads, exact (2^0) for the row's maximum.
+constexpr int64_t kFoldedMaximumBound = int64_t(1) << 20;
+
+// Shared bytes kept out of one block's dynamic shared memory: with one block an SM, the slack the
+// opt-in limit has always been given; with several, the static shared memory (the mbarriers: ptxas
+// reports 1 KiB for the TMA kernels, the dynamic array's 1024-byte alignment included).
+constexpr int64_t kOneBlockSharedSlack = 1024, kStaticSharedBytes = 1024;
+// Registers a consumer thread needs beyond its S (BK/2), O (E/2) and packed P (BK/4) accumulators:
+// row maxima, sums, addresses, loop state (the 192-row layout's 160 for a value dim of 64 compiles
+// without spills); the producer's after setmaxnreg when several blocks share an SM.
+constexpr int kConsumerOverheadRegisters = 32, kSharedProducerRegisters = 24;
+
+// A block's resources on `m`: the ring slots of K / V (TMA) or its two buffers (cp.async), its
+// dynamic shared bytes and the registers after setmaxnreg (cp.async: at entry); `why` says what
+// does not fit when `plan.occupancy` blocks share an SM.
+struct BlockResources {
+  int slots = 2, producer_regs = kProducerRegisters, consumer_regs = kConsumerRegisters;
+  int64_t smem = 0;
+  std::string why;
+};
+
+BlockResources block_resources(const WgmmaAttentionPlan& plan, AttentionCopies copies, const kernel::Attention& a, const isa::GpuMachine& m) {
+  BlockResources r;
+  const bool ws = copies == AttentionCopies::TmaProducer || copies == AttentionCopies::TmaPingPong;
+  const int64_t D = a.head[0].extent, E = a.value[0].extent, BK = kAttentionKeyBlock, wg = m.threads_per_warpgroup();
+  const int64_t q_bytes = 64 * plan.warpgroups * D * 2, kv_bytes = BK * (D + E) * 2;
+  const int occ = std::max(plan.occupancy, 1);
+  if (occ == 1) {  // the opt-in limit, up to 4 slots; registers as the warpgroups share them
+    if (ws)
+      while (r.slots < 4 && q_bytes + (r.slots + 1) * kv_bytes + kSwizzleAlignBytes <= int64_t(m.shared_bytes_per_block_optin) - kOneBlockSharedSlack)
+        ++r.slots;
+    r.producer_regs = plan.warpgroups == 3 ? 24 : kProducerRegisters;
+    r.consumer_regs = plan.warpgroups == 3 ? 160 : kConsumerRegisters;
+    r.smem = q_bytes + r.slots * kv_bytes + kSwizzleAlignBytes;
+    return r;
+  }
+  // an SM's share: shared memory less its reserve for each block, the register file at entry
+  const int64_t budget = std::min<int64_t>(int64_t(m.shared_bytes_per_sm) / occ - int64_t(m.shared_bytes_reserved_per_block),
+                                           int64_t(m.shared_bytes_per_block_optin)) - kStaticSharedBytes;
+  const int64_t threads = (plan.warpgroups + (ws ? 1 : 0)) * wg;
+  const int64_t entry = std::min<int64_t>(255, int64_t(m.registers_per_sm) / (threads * occ)) / 8 * 8;
+  const int64_t need = BK / 2 + E / 2 + BK / 4 + kConsumerOverheadRegisters;
+  r.producer_regs = kSharedProducerRegisters;
+  r.consumer_regs = int(ws ? std::min<int64_t>(kConsumerRegisters, (entry * threads - r.producer_regs * wg) / (plan.warpgroups * wg) / 8 * 8) : entry);
+  if (r.consumer_regs < need)
+    r.why = num(occ) + " blocks of " + num(threads) + " threads an SM leave " + num(r.consumer_regs) + " registers a consumer thread, under the " +
+            num(need) + " its S, O and P accumulators need";
+  if (ws) {
+    r.slots = 1;
+    while (r.slots < 4 && q_bytes + (r.slots + 1) * kv_bytes + kSwizzleAlignBytes <= budget) ++r.slots;
+  }
+  r.smem = q_bytes + r.slots * kv_bytes + kSwizzleAlignBytes;
+  if (r.why.empty() && r.smem > budget)
+    r.why = num(occ) + " blocks an SM leave " + num(budget) + " B of shared memory a block, under the " + num(r.smem) + " B of Q and " +
+            (ws ? std::string("one K / V slot") : std::string("two K / V buffers"));
+  return r;
+}
+
 }  // namespace
+
+std::string attention_wgmma_occupancy_obstacle(const WgmmaAttentionPlan& plan, const kernel::Attention& a, const isa::GpuMachine& m) {
+  return block_resources(plan, resolved(plan.copies, plan.warpgroups, a, m), a, m).why;
+}
 
 WgmmaAttentionPlan plan_attention_wgmma(const kernel::Attention& a, const isa::GpuMachine& m) {
   WgmmaAttentionPlan p;
@@ -170,10 +240,25 @@ WgmmaAttentionPlan plan_attention_wgmma(const kernel::Attention& a, const isa::G
       (!a.causal_offset || (padded3 - a.query.extent) * kTallWaste <= a.query.extent))
     p.warpgroups = 3;
   p.copies = resolved(AttentionCopies::Auto, p.warpgroups, a, m);
-  // persistent stays off: on an H200 it measured 0.97x (causal d64 1k) to 0.84x (d128 1k) of this
-  // (its tiles walk query-block-major when heavy-first, and ping-pong serialises at tile borders)
   p.heavy_first = a.causal_offset.has_value();
   p.lazy_rescale = true;
+  // short sequences (a block walks at most kShortKeyBlocks key blocks): a block's Q load, first
+  // copies and epilogue are a large part of its time; overlap them with other tiles' MMAs where that
+  // measured faster on an H200 (1k tokens x 256 batch points, same run as PyTorch SDPA):
+  //  - causal, value dim 64: two 64-row blocks an SM (/occ2), 174.4 -> 154.5 us (the 128-row default;
+  //    the dynamic persistent 128-row kernel 160.6, cp.async /occ3 183.3);
+  //  - no mask, value dim 128: the persistent 128-row kernel walking a batch point's query blocks in
+  //    order, 335.8 -> 313.7 us (dynamic claims 321.9, /occ2 360.6: twice the K / V bytes from L2).
+  // Not taken: 4k tokens (persistent 1.00x there), value dim 64 without a mask (/occ2 213.3 and the
+  // 128-row persistent 214.3 vs 214.5 us), causal value dim 128 (/occ2 242.0 vs 239.0).
+  const int64_t key_blocks = (a.key.extent + kAttentionKeyBlock - 1) / kAttentionKeyBlock;
+  if (key_blocks <= kShortKeyBlocks && p.copies != AttentionCopies::CpAsync) {
+    WgmmaAttentionPlan two = p;
+    two.warpgroups = 1, two.occupancy = 2, two.copies = resolved(AttentionCopies::Auto, 1, a, m);
+    if (a.causal_offset && a.value[0].extent == 64 && blocks(64) >= 2 * int64_t(m.sm_count) && attention_wgmma_occupancy_obstacle(two, a, m).empty())
+      return two;
+    if (!a.causal_offset && a.value[0].extent == 128 && p.warpgroups == 2 && blocks(128) >= 2 * int64_t(m.sm_count)) p.persistent = true;
+  }
   return p;
 }
 
@@ -182,7 +267,8 @@ WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::
     return UserError("attention plan '" + text + "': " + why +
                      " (the wgmma kernel takes 64x128, 128x128 or 192x128 (query rows x keys a block), then optionally /tma (a TMA "
                      "producer warpgroup), /tma/pingpong (its two consumer warpgroups taking turns) or /cpasync (every "
-                     "thread copies), then /heavy (query blocks longest first), /lazy (rescale only where a row maximum grew), /persistent (a block an SM walks the tiles))");
+                     "thread copies), then /heavy (query blocks longest first), /lazy (rescale only where a row maximum grew), /persistent (a block an SM walks the tiles), /dynamic (its tiles claimed from a counter), "
+                     "/occ2, /occ3 or /occ4 (blocks resident on an SM))");
   };
   std::vector<std::string> f;
   for (size_t at = std::string("attention/wgmma/").size(); at <= text.size();) {
@@ -205,6 +291,8 @@ WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::
     if (f[i] == "heavy") p.heavy_first = true;
     else if (f[i] == "lazy") p.lazy_rescale = true;
     else if (f[i] == "persistent") p.persistent = true;
+    else if (f[i] == "dynamic") p.dynamic = true;
+    else if (f[i].size() == 4 && f[i].rfind("occ", 0) == 0 && f[i][3] >= '2' && f[i][3] <= '4') p.occupancy = f[i][3] - '0';
     else throw bad("unknown field '" + f[i] + "'");
   }
   if (p.copies == AttentionCopies::TmaPingPong && p.warpgroups < 2)
@@ -216,6 +304,9 @@ WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::
     if (const std::string no_tma = attention_tma_obstacle(a, m); !no_tma.empty()) throw UserError(text + " cannot run on " + m.arch + ": " + no_tma);
   p.copies = resolved(p.copies, p.warpgroups, a, m);
   if (p.persistent && p.copies == AttentionCopies::CpAsync) throw UserError(text + ": a persistent kernel takes TMA copies (a producer warpgroup)");
+  if (p.dynamic && !p.persistent) throw UserError(text + ": /dynamic claims the tiles of a persistent kernel (give /persistent/dynamic)");
+  if (p.persistent && p.occupancy > 1) throw UserError(text + ": a persistent kernel runs one block an SM (no /occ)");
+  if (const std::string why = attention_wgmma_occupancy_obstacle(p, a, m); !why.empty()) throw UserError(text + " cannot run on " + m.arch + ": " + why);
   return p;
 }
 
@@ -235,15 +326,19 @@ class WgmmaAttention {
     TESSEL_CHECK(NWG >= 1 && NWG <= 3 && (NWG < 3 || E == 64), "wgmma attention: bad warpgroup count");
     BQ = 64 * NWG;
     NT = (NWG + (ws ? 1 : 0)) * int(m.threads_per_warpgroup());
-    // setmaxnreg: the producer's registers to the consumers (four warpgroups: 24 / 160)
-    producer_regs = NWG == 3 ? 24 : kProducerRegisters;
-    consumer_regs = NWG == 3 ? 160 : kConsumerRegisters;
+    // setmaxnreg: the producer's registers to the consumers (four warpgroups: 24 / 160; several
+    // blocks an SM: their share of the register file); the ring of K / V slots in a block's share
+    const BlockResources res = block_resources(this->plan, copies, a, m);
+    TESSEL_CHECK(res.why.empty(), "wgmma attention: " + res.why);
+    producer_regs = res.producer_regs;
+    consumer_regs = res.consumer_regs;
     // ping-pong: the consumer warpgroups take turns issuing their MMAs (named barriers 1..NWG in a
     // ring), so one's softmax runs while another's MMAs use the tensor cores
     pingpong = copies == AttentionCopies::TmaPingPong && NWG >= 2;
     // persistent: one block an SM walks the tiles; the producer loads the next tile's Q and K / V
     // while the consumers finish the last one (its epilogue, its last P V)
     persistent = plan.persistent && ws;
+    dynamic = persistent && plan.dynamic;
     wg_threads = int(m.threads_per_warpgroup());
     wpg = int(m.warps_per_warpgroup);
     ab = a.q.dtype == DType::BF16 ? "bf16" : "f16";
@@ -253,10 +348,10 @@ class WgmmaAttention {
     I = role_var(a.query.var), J = role_var(a.key.var), dv = a.head[0].var, ev = a.value[0].var;
     // shared memory: Q [D/64 slabs][BQ rows][128 B], K and V [ring slots][slabs][BK rows][128 B]
     q_bytes = BQ * D * 2, k_bytes = BK * D * 2, v_bytes = BK * E * 2;
-    // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4)
-    if (ws)
-      while (ST < 4 && q_bytes + (ST + 1) * (k_bytes + v_bytes) + kSwizzleAlignBytes <= int64_t(m.shared_bytes_per_block_optin) - 1024) ++ST;
-    smem = q_bytes + ST * (k_bytes + v_bytes) + kSwizzleAlignBytes;
+    // warp-specialised: the ring of K and V slots (as many as fit, 2 to 4; 1 to 4 with several blocks an SM)
+    ST = res.slots;
+    smem = int(res.smem);
+    TESSEL_CHECK(smem == q_bytes + ST * (k_bytes + v_bytes) + kSwizzleAlignBytes, "wgmma attention: shared layout");
     NB = ws ? ST : 2;
     std::string why_map;
     tq = operand_map(a.q, dv, D, a.query.var, a.query.extent, a.batch, BQ, qc, why_map);
@@ -292,7 +387,7 @@ class WgmmaAttention {
   std::ostringstream& os;
   const int D, E, BK = kAttentionKeyBlock;
   WgmmaAttentionPlan plan;
-  bool ws = false, pingpong = false, persistent = false;
+  bool ws = false, pingpong = false, persistent = false, dynamic = false;
   int producer_regs = kProducerRegisters, consumer_regs = kConsumerRegisters;
   int NWG = 1, BQ = 64, NT = 128, wg_threads = 128, wpg = 4, ST = 2, NB = 2;
   int q_bytes = 0, k_bytes = 0, v_bytes = 0, smem = 0;
@@ -369,7 +464,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
                 "const __grid_constant__ tessel_att_tmap tmv_";
     else
       params += ", char* scratch_";
-    os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", 1) " << name << "(" << params << ") {\n";
+    os << "extern \"C\" __global__ void __launch_bounds__(" << NT << ", " << std::max(plan.occupancy, 1) << ") " << name << "(" << params << ") {\n";
     os << "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n";
     os << "  unsigned char* sm_ = (unsigned char*)(((unsigned long long)smem_raw_ + 1023) & ~1023ull);\n";
     os << "  unsigned char* sq_ = sm_;\n";
@@ -391,7 +486,10 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
   void tile_origin(const std::string& tile) {
     const int64_t nq = (Sq + BQ - 1) / BQ, nbatch = a.size_batch();
     std::string qb = plan.heavy_first ? "(gridDim.x - 1 - blockIdx.x)" : "blockIdx.x", flat = "blockIdx.y";
-    if (!tile.empty()) {
+    if (!tile.empty() && dynamic) {  // claimed in order: the query blocks of a batch point adjacent, heavy-first reversed
+      qb = plan.heavy_first ? "(" + num(nq - 1) + " - " + tile + " % " + num(nq) + ")" : "(" + tile + " % " + num(nq) + ")";
+      flat = "(" + tile + " / " + num(nq) + ")";
+    } else if (!tile.empty()) {
       qb = plan.heavy_first ? "(" + num(nq - 1) + " - " + tile + " / " + num(nbatch) + ")" : "(" + tile + " % " + num(nq) + ")";
       flat = plan.heavy_first ? "(" + tile + " % " + num(nbatch) + ")" : "(" + tile + " / " + num(nq) + ")";
     }
@@ -437,6 +535,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     // the copies' bytes), kempty_/vempty_ when every consumer warp is done reading the slot
     os << "  __shared__ __align__(8) unsigned long long qbar_, qempty_, kfull_[" << ST << "], kempty_[" << ST << "], vfull_[" << ST << "], vempty_["
        << ST << "];\n";
+    if (dynamic) os << "  __shared__ int tile_s_;  /* the tile the producer fetches Q for (published by qbar_) */\n";
     os << "  if (tid_ == 0) {\n    tessel_att_mbar_init(&qbar_, 1); tessel_att_mbar_init(&qempty_, " << NWG * wpg << ");\n    #pragma unroll\n    for (int s_ = 0; s_ < " << ST << "; ++s_) {\n"
        << "      tessel_att_mbar_init(kfull_ + s_, 1); tessel_att_mbar_init(vfull_ + s_, 1);\n"
        << "      tessel_att_mbar_init(kempty_ + s_, " << NWG * wpg << "); tessel_att_mbar_init(vempty_ + s_, " << NWG * wpg << ");\n    }\n"
@@ -450,7 +549,16 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     os << "  if (wgi_ == 0) {  /* the producer: one thread issues every copy */\n";
     os << "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 " << producer_regs << ";\\n\");\n";
     os << "    if (tid_ == 0) {\n";
-    if (persistent) {  // tile by tile; the ring's position it0_ + jb_ runs on across tiles
+    if (dynamic) {  // tiles claimed from a global counter (the next one a tile ahead), passed to the consumers with Q
+      os << "      unsigned* count_ = (unsigned*)scratch_;  /* [0] tiles claimed past the first wave, [1] blocks done */\n";
+      os << "      int it0_ = 0, tc_ = 0, next_ = (int)gridDim.x + (int)atomicAdd(count_, 1u);\n";
+      os << "      for (int tile_ = blockIdx.x;; ++tc_) {\n";
+      os << "      if (tc_ > 0) tessel_att_mbar_wait(&qempty_, (tc_ - 1) & 1);  /* the last tile's S MMAs are done with Q (and its index) */\n";
+      os << "      tile_s_ = tile_;\n";
+      os << "      if (tile_ >= " << tiles() << ") { tessel_att_mbar_arrive(&qbar_); break; }  /* no more tiles: the consumers stop */\n";
+      tile_origin("tile_");
+      key_range();
+    } else if (persistent) {  // tile by tile; the ring's position it0_ + jb_ runs on across tiles
       os << "      int it0_ = 0, tc_ = 0;\n      for (int tile_ = blockIdx.x; tile_ < " << tiles() << "; tile_ += gridDim.x, ++tc_) {\n";
       tile_origin("tile_");
       key_range();
@@ -469,16 +577,45 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     for (int sl = 0; sl < D / 64; ++sl)
       os << "        tessel_att_tma" << tk.dims.size() << "(sk_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmk_, kfull_ + s_, " << sl * 64
          << ", jb_ * " << BK << coords(kc) << ");\n";
-    os << "        tessel_att_mbar_wait(vempty_ + s_, ph_ ^ 1);\n";
-    os << "        tessel_att_mbar_expect(vfull_ + s_, " << v_bytes << "u);\n";
-    for (int sl = 0; sl < E / 64; ++sl)
-      os << "        tessel_att_tma" << tv.dims.size() << "(sv_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmv_, vfull_ + s_, " << sl * 64
-         << ", jb_ * " << BK << coords(vc) << ");\n";
-    os << "      }\n";
-    if (persistent) os << "      it0_ += nblocks_;\n      }\n";
+    // V_j into slot s_ (phase ph_) once the consumers are done with the block it held
+    auto v_copy = [&](const std::string& pad, const std::string& jb) {
+      os << pad << "tessel_att_mbar_wait(vempty_ + s_, ph_ ^ 1);\n";
+      os << pad << "tessel_att_mbar_expect(vfull_ + s_, " << v_bytes << "u);\n";
+      for (int sl = 0; sl < E / 64; ++sl)
+        os << pad << "tessel_att_tma" << tv.dims.size() << "(sv_(s_) + " << sl * BK * kSwizzleRowBytes << ", &tmv_, vfull_ + s_, " << sl * 64
+           << ", " << jb << " * " << BK << coords(vc) << ");\n";
+    };
+    if (ST > 1) {
+      v_copy("        ", "jb_");
+      os << "      }\n";
+    } else {
+      // one slot: V_j is free only after P V_(j-1), late in block j, while K_j's slot frees after S_j;
+      // K_(j+1) goes first so that it lands during block j's softmax
+      os << "        if (jb_ > 0) {\n          const int s_ = (it0_ + jb_ - 1) % " << ST << ";\n          const unsigned ph_ = ((it0_ + jb_ - 1) / " << ST
+         << ") & 1;\n";
+      v_copy("          ", "(jb_ - 1)");
+      os << "        }\n      }\n";
+      os << "      if (nblocks_ > 0) {\n        const int s_ = (it0_ + nblocks_ - 1) % " << ST << ";\n        const unsigned ph_ = ((it0_ + nblocks_ - 1) / "
+         << ST << ") & 1;\n";
+      v_copy("        ", "(nblocks_ - 1)");
+      os << "      }\n";
+    }
+    if (dynamic)
+      os << "      it0_ += nblocks_;\n      tile_ = next_;\n      if (next_ < " << tiles() << ") next_ = (int)gridDim.x + (int)atomicAdd(count_, 1u);\n      }\n"
+         << "      /* the last block done resets the counters for the next launch (every block's last claim is behind it) */\n"
+         << "      if (atomicAdd(count_ + 1, 1u) == gridDim.x - 1) { atomicExch(count_, 0u); atomicExch(count_ + 1, 0u); }\n";
+    else if (persistent) os << "      it0_ += nblocks_;\n      }\n";
     os << "    }\n  } else {\n";
     os << "  asm volatile(\"setmaxnreg.inc.sync.aligned.u32 " << consumer_regs << ";\\n\");\n";
-    if (persistent) {
+    if (dynamic) {
+      os << "  int it0_ = 0, tc_ = 0;\n  for (;; ++tc_) {\n";
+      os << "  tessel_att_mbar_wait(&qbar_, tc_ & 1);\n";
+      // every lane's read of the index before its warp's lane 0 frees Q (and the index) on qempty_
+      os << "  const int tile_ = tile_s_;\n  __syncwarp();\n  if (tile_ >= " << tiles() << ") break;\n";
+      tile_origin("tile_");
+      key_range();
+      os << "  if (nblocks_ == 0 && lane_ == 0) tessel_att_mbar_arrive(&qempty_);\n";
+    } else if (persistent) {
       os << "  int it0_ = 0, tc_ = 0;\n  for (int tile_ = blockIdx.x; tile_ < " << tiles() << "; tile_ += gridDim.x, ++tc_) {\n";
       tile_origin("tile_");
       key_range();
@@ -499,6 +636,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     tile_copy("sq_", "qb_", BQ, D, "q0_", num(Sq) + "LL", qs);
     tile_copy("sk_(0)", "kb_", BK, D, "0LL", "kend_", ks);
     os << "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n  }\n";
+    os << "  const int it0_ = 0;  /* the buffers' position (as the TMA ring's, which runs on across persistent tiles) */\n";
   }
 
   // registers: S accumulators, O accumulators, running max / sum of the two rows a thread holds,
@@ -698,7 +836,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     const std::string sum = "      s_[c_ * 4 + h_] = pv_;\n      l_[h_ / 2] += pv_;\n    }\n";
     const std::string loop = "    #pragma unroll\n    for (int c_ = 0; c_ < " + num(BK / 8) + "; ++c_)\n    #pragma unroll\n    for (int h_ = 0; h_ < 4; ++h_) {\n";
     if (scale_step()) {
-      os << "    if (raw_ && fabsf(mu_[0]) < 1048576.f && fabsf(mu_[1]) < 1048576.f) {\n";
+      os << "    if (raw_ && fabsf(mu_[0]) < " << kFoldedMaximumBound << ".f && fabsf(mu_[1]) < " << kFoldedMaximumBound << ".f) {\n";
       os << "    const float nm_[2] = {-mu_[0] * kLog2e_, -mu_[1] * kLog2e_};\n" << loop
          << "      const float pv_ = " << rounded(a.prob_type, "tessel_att_ex2(fmaf(s_[c_ * 4 + h_], scl2_, nm_[h_ / 2]))") << ";\n" << sum;
       os << "    } else {\n";
@@ -776,6 +914,7 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
     l.block = unsigned(NT);
     l.dynamic_shared_bytes = uint32_t(smem);
     if (ws) l.tensor_maps = {tq, tk, tv};
+    if (dynamic) p.scratch_bytes = std::max<uint64_t>(p.scratch_bytes, 2 * sizeof(unsigned));  // the tile counters (zeroed once, reset by the last block)
     p.launches.push_back(l);
     p.arch = m.arch + "a";
     p.tensor_cores = true;
@@ -794,7 +933,12 @@ static __device__ __forceinline__ void tessel_att_mbar_wait(unsigned long long* 
         a.causal_offset ? "; causal blocks above the diagonal skipped" : "", smem));
     if (plan.heavy_first) p.explain.push_back("  query blocks in reverse order: the ones with the most key blocks start first");
     if (persistent) p.explain.push_back("  persistent: one block an SM walks the tiles, the producer fetching the next tile's Q and K / V during the last one's epilogue");
+    if (dynamic) p.explain.push_back("  dynamic: each block claims its next tile from a counter in scratch (query blocks of a batch point in order), the producer passing it on with Q");
     if (plan.lazy_rescale) p.explain.push_back("  the context rescaled only where a row maximum of the warp grew");
+    if (plan.occupancy > 1)
+      p.explain.push_back(fmt::format("  {} blocks resident an SM, one's first copies and epilogue overlapping another's MMAs: {} registers a consumer "
+                                      "thread, {} K / V slot(s), {} B of shared memory a block",
+                                      plan.occupancy, consumer_regs, ws ? ST : 2, smem));
     if (scale_step()) p.explain.push_back("  the scale step folded into the exponent's FMA on blocks without masking");
   }
 };

@@ -45,7 +45,7 @@ inline constexpr int kAttentionKeyBlock = 128;   // keys per block (the S wgmma'
 // TmaProducer).
 enum class AttentionCopies { Auto, CpAsync, TmaProducer, TmaPingPong };
 
-// The wgmma kernel's plan: `attention/wgmma/<rows>x128/<copies>[/heavy][/lazy][/persistent]`.
+// The wgmma kernel's plan: `attention/wgmma/<rows>x128/<copies>[/heavy][/lazy][/persistent[/dynamic]][/occN]`.
 //   warpgroups: consumer warpgroups of 64 query rows a block, 1-3 (3: a value dim of 64 only, each
 //     consumer then has 160 registers; K / V tiles shared by 192 rows);
 //   copies: TmaPingPong with 2-3 warpgroups takes turns in a ring of named barriers;
@@ -56,13 +56,23 @@ enum class AttentionCopies { Auto, CpAsync, TmaProducer, TmaPingPong };
 //   persistent (TMA copies only): one block an SM walks the (query block, batch point) tiles, its
 //     ring of K / V slots and Q's barrier running on across tiles, so the producer fetches the next
 //     tile while the consumers finish the last (heavy-first: tiles ordered longest first).
+//   dynamic (persistent only): a block claims its next tile from a global counter (one tile ahead, an
+//     atomic add by the producer, passed to the consumers in shared memory with Q's barrier), tiles
+//     in batch-point order with their query blocks adjacent (heavy-first: reversed within a batch
+//     point), so blocks that drew short tiles take more (the hardware's order, kept across tiles);
+//   occupancy: blocks resident on an SM at once, 1-4 (`/occN`): the register file and shared memory
+//     split between them (the registers at entry and after setmaxnreg, the ring of K / V slots sized
+//     to a block's share; one slot: the producer fetches K_(j+1) before V_j), so one block's Q load,
+//     first copies and epilogue overlap another's MMAs (short sequences, where they are a large part of
+//     a block's time). attention_wgmma_occupancy_obstacle says what does not fit.
 // Always on (no option): S's first MMA overwrites the accumulators (no zeroing), exponentials by
 // ex2.approx.ftz, and a scale step `score * c` (c > 0, f32) folded into the exponent's FMA on the
 // blocks without masking.
 struct WgmmaAttentionPlan {
   int warpgroups = 2;
   AttentionCopies copies = AttentionCopies::Auto;
-  bool heavy_first = false, lazy_rescale = false, persistent = false;
+  bool heavy_first = false, lazy_rescale = false, persistent = false, dynamic = false;
+  int occupancy = 1;
   std::string to_string() const;  // Auto prints as the copies it resolves to
 };
 
@@ -76,6 +86,11 @@ WgmmaAttentionPlan parse_attention_wgmma(const std::string& text, const kernel::
 
 // "" when the wgmma kernel lowers `a` on `m`, else why not.
 std::string attention_wgmma_obstacle(const kernel::Kernel& k, const kernel::Attention& a, const isa::GpuMachine& m);
+
+// "" when `occupancy` blocks of `plan` (its copies resolved) fit an SM of `m` together: the consumer
+// warpgroups' registers (S, O and P accumulators and the rest) and Q with two K / V buffers (cp.async)
+// or at least one ring slot (TMA); else why not.
+std::string attention_wgmma_occupancy_obstacle(const WgmmaAttentionPlan& plan, const kernel::Attention& a, const isa::GpuMachine& m);
 
 // "" when TMA can fetch Q, K and V (tensor maps on `m`, 16-byte aligned origins and strides, at most
 // 3 batch indices per operand), else why not.

@@ -277,7 +277,7 @@ TEST_CASE("sm_90: the wgmma kernel's K and V come from a TMA producer warpgroup,
 TEST_CASE("sm_90: a wgmma plan chooses how K and V are copied, and /tma is refused where TMA cannot fetch them") {
   const auto sz = shape(4, 16, 1024, 1024, 128);
   auto r = fused("attention_bhsd", sz, "sm90");
-  CHECK(r.program.plan == "attention/wgmma/128x128/tma/pingpong/lazy");
+  CHECK(r.program.plan == "attention/wgmma/128x128/tma/pingpong/lazy/persistent");  // 1k keys: the short-sequence rule
   CHECK(contains(r.program.source, "bar.sync %0, 256"));
   CHECK(hmma_count(r.program) > 0);  // NVRTC compiles the ping-pong form
   CHECK(r.program.launches.at(0).block == 3 * r.machine.threads_per_warpgroup());
@@ -326,7 +326,9 @@ TEST_CASE("sm_90: wgmma plan options (192-row blocks for value dim 64, heavy-fir
   CHECK(hmma_count(tall.program) > 0);
   // 1k tokens: 192-row blocks pad 1024 rows to 1152 (1/8 more): taken without a mask, not with a causal one
   CHECK(fused("attention_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/lazy");
-  CHECK(fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy");
+  // (causal 1k tokens, value dim 64: two 64-row blocks an SM instead, the short-sequence rule below)
+  CHECK(fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/64x128/tma/heavy/lazy/occ2");
+  CHECK(fused("attention_causal_bhsd", shape(4, 16, 2048, 2048, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/heavy/lazy");
   CHECK(fused("attention_causal_bhsd", shape(4, 16, 4096, 4096, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/heavy/lazy");
   // few blocks: one warpgroup
   CHECK(fused("attention_bhsd", shape(1, 2, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/64x128/tma/lazy");
@@ -365,4 +367,83 @@ TEST_CASE("sm_90: wgmma plan options (192-row blocks for value dim 64, heavy-fir
   CHECK(hmma_count(per) > 0);
   CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d128, "attention/wgmma/128x128/cpasync/persistent"), doctest::Contains("takes TMA copies"),
                        UserError);
+}
+
+TEST_CASE("sm_90: /occ plans put several blocks on an SM (their share of registers and shared memory), refused where they do not fit") {
+  const auto d128 = shape(16, 16, 1024, 1024, 128), d64 = shape(16, 16, 1024, 1024, 64);
+  const int64_t sm_smem = 233472, reserve = 1024;  // sm90.yaml: 228 KiB an SM, 1 KiB kept for each block
+  // value dim 128, two blocks of a producer and one consumer warpgroup: 128 registers a thread at entry,
+  // 24 / 232 after setmaxnreg (2 x 256 x 128 = the 64 K register file); Q 16 KiB and one K / V slot of 64 KiB
+  const auto two = with_plan("attention_bhsd", d128, "attention/wgmma/64x128/tma/occ2");
+  CHECK(two.plan == "attention/wgmma/64x128/tma/occ2");
+  CHECK(contains(two.source, "__launch_bounds__(256, 2)"));
+  CHECK(contains(two.source, "setmaxnreg.dec.sync.aligned.u32 24;"));
+  CHECK(contains(two.source, "setmaxnreg.inc.sync.aligned.u32 232;"));
+  CHECK(two.launches.at(0).dynamic_shared_bytes == 16384 + 65536 + 1024);
+  CHECK(2 * (two.launches.at(0).dynamic_shared_bytes + reserve + 1024) <= sm_smem);  // ptxas: 1 KiB static
+  // one slot: the producer fetches K_(j+1) before V_j, and V of the last block after the loop
+  CHECK(contains(two.source, "(jb_ - 1) * 128"));
+  CHECK(contains(two.source, "(nblocks_ - 1) * 128"));
+  CHECK(contains(joined(two.explain), "2 blocks resident an SM"));
+  CHECK(hmma_count(two) > 0);
+  // value dim 64: three slots fit a block's half of the SM
+  const auto two64 = with_plan("attention_causal_bhsd", d64, "attention/wgmma/64x128/tma/heavy/lazy/occ2");
+  CHECK(two64.plan == "attention/wgmma/64x128/tma/heavy/lazy/occ2");
+  CHECK(two64.launches.at(0).dynamic_shared_bytes == 8192 + 3 * 32768 + 1024);
+  CHECK_FALSE(contains(two64.source, "(jb_ - 1) * 128"));
+  // cp.async, no producer: three blocks of 128 threads, 168 registers each (65536 / 384, whole 8s)
+  const auto three = with_plan("attention_bhsd", d64, "attention/wgmma/64x128/cpasync/occ3");
+  CHECK(contains(three.source, "__launch_bounds__(128, 3)"));
+  CHECK(3 * (three.launches.at(0).dynamic_shared_bytes + reserve) <= sm_smem);
+  CHECK(hmma_count(three) > 0);
+  // what does not fit, by name
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d128, "attention/wgmma/64x128/cpasync/occ2"), doctest::Contains("B of shared memory a block"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d64, "attention/wgmma/64x128/tma/occ3"),
+                       doctest::Contains("leave 136 registers a consumer thread, under the 160"), UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d64, "attention/wgmma/128x128/tma/pingpong/occ2"), doctest::Contains("registers a consumer thread"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d64, "attention/wgmma/64x128/tma/persistent/occ2"), doctest::Contains("one block an SM"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", d64, "attention/wgmma/64x128/tma/occ5"), doctest::Contains("unknown field 'occ5'"), UserError);
+}
+
+TEST_CASE("sm_90: short sequences overlap a block's first copies and epilogue with other tiles (persistent or two blocks an SM)") {
+  // 1k keys (8 key blocks): no mask, value dim 128: persistent 128-row blocks, one an SM, walking a batch point's query blocks in order
+  const auto d128 = fused("attention_bhsd", shape(16, 16, 1024, 1024, 128), "sm90");
+  CHECK(d128.program.plan == "attention/wgmma/128x128/tma/pingpong/lazy/persistent");
+  CHECK(d128.program.launches.at(0).grid[0] == 132);
+  CHECK(contains(d128.program.source, "(tile_ % 8) * 128"));
+  // causal, value dim 64: two blocks of 64 rows an SM
+  const auto c64 = fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 64), "sm90");
+  CHECK(c64.program.plan == "attention/wgmma/64x128/tma/heavy/lazy/occ2");
+  CHECK(c64.program.launches.at(0).grid[0] == 16);
+  CHECK(contains(c64.program.source, "__launch_bounds__(256, 2)"));
+  // unchanged: value dim 64 without a mask, causal value dim 128, 4k keys, too few blocks for two an SM
+  CHECK(fused("attention_bhsd", shape(16, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/192x128/tma/pingpong/lazy");
+  CHECK(fused("attention_causal_bhsd", shape(16, 16, 1024, 1024, 128), "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy");
+  CHECK(fused("attention_bhsd", shape(4, 16, 4096, 4096, 128), "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/lazy");
+  CHECK(fused("attention_bhsd", shape(2, 16, 1024, 1024, 128), "sm90").program.plan == "attention/wgmma/128x128/tma/pingpong/lazy");
+  CHECK(fused("attention_causal_bhsd", shape(1, 16, 1024, 1024, 64), "sm90").program.plan == "attention/wgmma/64x128/tma/heavy/lazy");
+}
+
+TEST_CASE("sm_90: /persistent/dynamic blocks claim their tiles from a counter in scratch, the last block resetting it") {
+  const auto dyn = with_plan("attention_causal_bhsd", shape(16, 16, 1024, 1024, 128), "attention/wgmma/128x128/tma/pingpong/heavy/lazy/persistent/dynamic");
+  CHECK(dyn.plan == "attention/wgmma/128x128/tma/pingpong/heavy/lazy/persistent/dynamic");
+  CHECK(dyn.launches.at(0).grid[0] == 132);
+  CHECK(dyn.scratch_bytes == 8);  // two counters
+  // claimed one tile ahead by the producer, passed on in shared memory with Q's barrier; 2048 tiles
+  CHECK(contains(dyn.source, "next_ = (int)gridDim.x + (int)atomicAdd(count_, 1u)"));
+  CHECK(contains(dyn.source, "tile_s_ = tile_;"));
+  CHECK(contains(dyn.source, "if (tile_ >= 2048) { tessel_att_mbar_arrive(&qbar_); break; }"));
+  CHECK(contains(dyn.source, "const int tile_ = tile_s_;\n  __syncwarp();\n  if (tile_ >= 2048) break;"));
+  CHECK(contains(dyn.source, "if (atomicAdd(count_ + 1, 1u) == gridDim.x - 1) { atomicExch(count_, 0u); atomicExch(count_ + 1, 0u); }"));
+  // a batch point's query blocks adjacent, heavy-first reversed within it
+  CHECK(contains(dyn.source, "(7 - tile_ % 8) * 128"));
+  CHECK(contains(dyn.source, "rest_ = (tile_ / 8)"));
+  CHECK(hmma_count(dyn) > 0);
+  CHECK_THROWS_WITH_AS(with_plan("attention_bhsd", shape(16, 16, 1024, 1024, 128), "attention/wgmma/128x128/tma/dynamic"),
+                       doctest::Contains("give /persistent/dynamic"), UserError);
+  // cp.async plans compile (the buffers' position it0_ is declared there too)
+  CHECK(hmma_count(with_plan("attention_bhsd", shape(16, 16, 1024, 1024, 128), "attention/wgmma/128x128/cpasync")) > 0);
 }
