@@ -9,6 +9,7 @@
 #include "compiler/emit_cuda/emit_simt.h"
 #include "compiler/emit_cuda/launch_builder.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/emit_cuda/tile_scheduler.h"
 #include "isa/base/error.h"
 
 namespace tessel::emit_cuda {
@@ -98,10 +99,9 @@ void last_block_reduction(const TcKernel& t) {
   const std::string part_type = t.i8 ? "int" : "float";
   // split-K across blocks: this block's partial tile (its warps' K slices summed) -> scratch;
   // the last block of the tile to arrive sums the partials in split order below
-  const int64_t tiles = output_tiles(t.c, cfg);
-  const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  const int64_t counters = split_counter_bytes(split_k_tiles(tile_schedule(t)));
   const std::string v4 = t.i8 ? "int4" : "float4";
-  os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n";
+  emit_split_k_tile(t);  // the block's output tile: its counter and its partials' slot (tile_scheduler.h)
   os << "  unsigned* cnt_ = (unsigned*)scratch;\n";
   os << "  " << part_type << "* part_ = (" << part_type << "*)(scratch + " << counters << ") + (long long)tile_ * "
      << int64_t(cfg.k_blocks) * cfg.bm * cfg.bn << "LL;\n";

@@ -21,7 +21,7 @@ void stream_k_fixup(const TcKernel& t, const PersistentSplit& ps, const std::str
   auto& os = t.os;
   const auto& cfg = t.cfg;
   const int ct = (cfg.bm / cfg.wm) * int(t.m.threads_per_warpgroup());  // consumer threads
-  const int64_t counters = (ps.sk_tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+  const int64_t counters = split_counter_bytes(ps.sk_tiles);
   const int64_t KT = ps.k_tiles;
   const int regs4 = t.fmx * t.fn8;  // float4 groups per thread
   os << pad << "if (sk_) {\n";

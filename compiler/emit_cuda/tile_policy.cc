@@ -286,13 +286,11 @@ uint64_t counter_scratch_bytes(const Contraction& c, const TcConfig& g, const is
   if (g.tma_ws() && g.schedule == WsSchedule::stream_k) {  // a counter per stream-K tile, two partial tiles per block (its first and last range piece)
     const PersistentSplit p = persistent_split(c, g, m);
     if (p.sk_tiles == 0) return 0;
-    const int64_t counters = (p.sk_tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
-    return uint64_t(counters + p.blocks * 2 * int64_t(g.bm) * g.bn * 4);
+    return uint64_t(split_counter_bytes(p.sk_tiles) + p.blocks * 2 * int64_t(g.bm) * g.bn * 4);
   }
   if (g.k_blocks <= 1 || g.reduce != SplitKReduce::last_block) return 0;
-  const int64_t tiles = output_tiles(c, g);
-  const int64_t counters = (tiles * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
-  return uint64_t(counters + tiles * g.k_blocks * g.bm * g.bn * 4);
+  const int64_t tiles = split_k_tiles(tile_schedule(c, g, m));
+  return uint64_t(split_counter_bytes(tiles) + tiles * g.k_blocks * g.bm * g.bn * 4);
 }
 
 }  // namespace

@@ -75,7 +75,6 @@ int64_t output_tiles(const Contraction& c, const TcConfig& g);
 // convolution's output rows, tma_plan.h BlockedWindow); 0: M is tiled as one range.
 int64_t m_segment(const Contraction& c, const TcConfig& g);
 int64_t m_tiles(const Contraction& c, const TcConfig& g);  // M tiles per batch index (segments included)
-inline constexpr int64_t kCounterBytes = 256;  // split-K scratch: alignment of the partial tiles after the counters
 inline constexpr int kAccumulatorRowPad = 4;   // shared accumulator rows are bn + 4 elements (bank spread)
 inline constexpr int kStaticSharedBytes = 256; // room left for the kernels' static __shared__ variables (barriers, flags)
 

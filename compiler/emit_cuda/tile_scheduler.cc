@@ -63,6 +63,10 @@ KRange split_k_range(const TileSchedule& s, int64_t k_block) {
   return {begin, std::min(s.k_per_block, s.k_tiles - begin)};
 }
 
+int64_t split_k_tile(const TileSchedule& s, int64_t block_x, int64_t block_z) { return block_z * s.tiles_m * s.tiles_n + block_x; }
+int64_t split_k_tiles(const TileSchedule& s) { return s.batch * s.tiles_m * s.tiles_n; }
+int64_t split_counter_bytes(int64_t tiles) { return (tiles * int64_t(sizeof(unsigned)) + kCounterBytes - 1) / kCounterBytes * kCounterBytes; }
+
 std::vector<WorkPiece> persistent_work(const PersistentSplit& p, int64_t block, bool pairs) {
   std::vector<WorkPiece> out;
   const int64_t first = pairs ? block / 2 : block, step = pairs ? p.blocks / 2 : p.blocks;
@@ -119,6 +123,8 @@ void emit_split_k_range(const TcKernel& t) {
     os << "  const int kt0_ = 0, kt_total_ = " << s.k_tiles << ";\n";
   }
 }
+
+void emit_split_k_tile(const TcKernel& t) { t.os << "  const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;\n"; }
 
 void emit_persistent_tile(const TcKernel& t, const std::string& pad) {
   auto& os = t.os;

@@ -32,6 +32,12 @@
 // Generated names: tile_ (work unit), bz_ (batch index), pid_ (tile within the batch index), m0_ /
 // n0_ (tile origin), mend_ (rows from it on are not stored), bv_<var> (batch indices), kt0_ (first
 // K tile), kt_total_ / ktn_ (K tile count), sk_ / head_ / sk_tile_ (stream-K pieces).
+// Split-K across blocks (plain grid, SplitKReduce::last_block) and stream-K combine a tile's
+// partials through global scratch: first an arrival counter (unsigned) per tile whose K range is
+// cut between blocks, then the partial tiles from split_counter_bytes(those tiles) on. A plain-grid
+// split-K block's counter and partials' slot are its output tile's, its (batch index, tile) pair
+// numbered z x (rows x cols) + x (split_k_tile; the text's tile_, emit_split_k_tile); a stream-K
+// piece's are its stream-K tile's, sk_tile_.
 #pragma once
 
 #include <array>
@@ -49,6 +55,7 @@ namespace tessel::emit_cuda {
 struct TcKernel;
 
 inline constexpr int kRasterGroupRows = 8;  // tile rows of one rasterisation group (they share B tiles in L2)
+inline constexpr int64_t kCounterBytes = 256;  // split-K / stream-K scratch: alignment of the partial tiles after the counters
 
 // The persistent kernel's split of the output tiles (TcConfig::tma_ws): `blocks` blocks (one per
 // SM, fewer when there are fewer tiles); `dp_tiles` tiles taken whole, block b the tiles b, b +
@@ -86,6 +93,12 @@ struct KRange {
   int64_t begin = 0, count = 0;  // K tiles
 };
 KRange split_k_range(const TileSchedule& s, int64_t k_block);
+// Split-K across blocks: the output tile (counter and partials' slot) of the block at blockIdx.x =
+// block_x, blockIdx.z = block_z; the tiles a split-K kernel counts: every output tile.
+int64_t split_k_tile(const TileSchedule& s, int64_t block_x, int64_t block_z);
+int64_t split_k_tiles(const TileSchedule& s);
+// Bytes of `tiles` arrival counters, rounded up to kCounterBytes (where the partial tiles start).
+int64_t split_counter_bytes(int64_t tiles);
 struct WorkPiece {
   int64_t tile = 0, kt0 = 0, ktn = 0;
   bool sk = false, head = false;  // a piece of a stream-K tile cut between blocks; the block's first stream-K piece
@@ -97,6 +110,8 @@ int64_t stream_k_block(const PersistentSplit& p, int64_t iteration);  // the blo
 void emit_grid_tile(const TcKernel& t);
 // Plain grid: kt0_ and kt_total_ of this block (split-K: blockIdx.y's range).
 void emit_split_k_range(const TcKernel& t);
+// Plain grid, split-K across blocks: tile_, the block's output tile (split_k_tile).
+void emit_split_k_tile(const TcKernel& t);
 // Persistent: the coordinates of work unit tile_ (bz_, m0_, n0_, mend_, bv_<var>).
 void emit_persistent_tile(const TcKernel& t, const std::string& pad);
 // Persistent: the block's work, identical in the producer and the consumers: whole tiles, then its

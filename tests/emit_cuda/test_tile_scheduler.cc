@@ -80,6 +80,25 @@ TEST_CASE("split-K ranges partition the K tiles, none empty") {
     }
 }
 
+TEST_CASE("split-K counters: every block of the plain grid counts on its own output tile, the partials after the counters") {
+  emit_cuda::TileSchedule s;
+  s.batch = 3, s.tiles_m = 5, s.tiles_n = 7, s.k_tiles = 12, s.k_blocks = 4, s.k_per_block = 3;
+  const auto grid = s.grid();
+  CHECK(emit_cuda::split_k_tiles(s) == 105);
+  std::set<int64_t> seen;
+  for (unsigned z = 0; z < grid[2]; ++z)
+    for (unsigned x = 0; x < grid[0]; ++x) {
+      const int64_t tile = emit_cuda::split_k_tile(s, x, z);
+      REQUIRE(tile >= 0);
+      REQUIRE(tile < emit_cuda::split_k_tiles(s));
+      seen.insert(tile);
+    }
+  CHECK(int64_t(seen.size()) == emit_cuda::split_k_tiles(s));
+  CHECK(emit_cuda::split_counter_bytes(1) == 256);  // 4-byte counters, the partials on a 256-byte boundary
+  CHECK(emit_cuda::split_counter_bytes(64) == 256);
+  CHECK(emit_cuda::split_counter_bytes(105) == 512);
+}
+
 TEST_CASE("persistent work: every (tile, K tile) once over all blocks, stream-K pieces flagged and found by their block") {
   for (int64_t tiles : {1, 7, 131, 132, 133, 264, 300, 517})
     for (int64_t k_tiles : {1, 3, 64})
@@ -165,5 +184,14 @@ TEST_CASE("the launch grid and the kernel's loop bounds come from one schedule")
     CHECK(l.grid[1] == 4);
     CHECK(contains(p.source, "const int kt0_ = blockIdx.y * 16;"));
     CHECK(contains(p.source, "const int gsize_ = min(2 - first_m_, 8);"));
+  }
+  SUBCASE("plain grid with split-K reduced by the last block: its counter and partials from the schedule") {
+    const auto e = emitted(64, 64, 4096, "32x16x64/32x16/ks2/st3/kb4");
+    const auto& s = e.first;
+    const auto& p = e.second;
+    CHECK(emit_cuda::split_k_tiles(s) == 8);
+    CHECK(contains(p.source, "const int tile_ = blockIdx.z * gridDim.x + blockIdx.x;"));
+    CHECK(contains(p.source, "(float*)(scratch + 256) + (long long)tile_ * 2048LL;"));  // 4 partial tiles of 32 x 16 per tile
+    CHECK(contains(p.source, "last_ = atomicAdd(cnt_ + tile_, 1u) == 3u;"));
   }
 }
