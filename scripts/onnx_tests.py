@@ -15,7 +15,12 @@ as constants, the others stay def inputs), then run on each target:
       --expect TSL=output_K.pb ... --report W/NAME.T.json
 
 (the manifest W/NAME.json says which graph inputs stayed def inputs, by input_index, and which
-TSL name each output has). Classified, per test and target:
+TSL name each output has). A sequence or optional input or output (a SequenceProto / OptionalProto
+file) is held by the importer as its elements: manifest entries with "element" J (a sequence's
+position) and "optional": true name one element each, which this script writes as a TensorProto
+of its own (W/input_K.J.pb, W/output_K.J.pb) for --input / --expect; the manifest's
+"structured_outputs" give each such output's kind, presence and length, checked against the
+expected file first (a mismatch is a fail). Classified, per test and target:
   pass         run exit 0: the target agrees with the reference interpreter and every output
                with ONNX's expected tensor (tessel run's --expect-tol, default 1e-4 + 1e-3 |e|)
   fail         wrong values: an output differs from ONNX's (the worst element is named), or the
@@ -356,9 +361,9 @@ def run_test(test, args, work_root):
     record["operator"] = primary_operator(name, ops)
     tsl = os.path.join(work, name + ".tsl")
     cmd = [args.tessel, "import", model, "-o", tsl]
-    for k, (input_name, is_tensor) in enumerate(graph_inputs):
+    for k, (input_name, _) in enumerate(graph_inputs):  # sequences and optionals too (read as declared)
         pb = os.path.join(data, f"input_{k}.pb")
-        if is_tensor and os.path.exists(pb):
+        if os.path.exists(pb):
             cmd += ["--value", f"{input_name}={pb}"]
     rc, out, seconds = execute(cmd, args.timeout)
     record["import_s"] = round(seconds, 3)
@@ -376,12 +381,22 @@ def run_test(test, args, work_root):
         return record
     record["import"] = {"outcome": "ok"}
     weights = os.path.join(work, manifest.get("initializers_dir") or (name + "_weights"))
-    base = [tsl, "--input-dir", weights]
-    for entry in manifest.get("inputs", []):
-        if "input_index" in entry and "file" not in entry:
-            base += ["--input", f"{entry['tsl']}={os.path.join(data, 'input_%d.pb' % entry['input_index'])}"]
-    for entry in manifest.get("outputs", []):
-        base += ["--expect", f"{entry['tsl']}={os.path.join(data, 'output_%d.pb' % entry['output_index'])}"]
+    try:
+        mismatch = structure_mismatch(manifest, data)
+        base = [tsl, "--input-dir", weights]
+        for entry in manifest.get("inputs", []):
+            if "input_index" in entry and "file" not in entry:
+                base += ["--input", f"{entry['tsl']}={element_file(entry, data, work, 'input', entry['input_index'])}"]
+        expect_files = {}
+        for entry in manifest.get("outputs", []):
+            expect_files[entry["tsl"]] = element_file(entry, data, work, "output", entry["output_index"])
+            base += ["--expect", f"{entry['tsl']}={expect_files[entry['tsl']]}"]
+    except (OSError, ValueError, IndexError) as e:
+        mismatch = f"the expected structure cannot be read: {e}"
+    if mismatch:
+        for target in args.targets:
+            record["targets"][target] = {"outcome": "fail", "stage": "structure", "reason": mismatch}
+        return record
     if args.expect_tol:
         base += ["--expect-tol", args.expect_tol]
     for target in args.targets:
@@ -392,13 +407,60 @@ def run_test(test, args, work_root):
               ["--report", report_path]
         rc, out, seconds = execute(cmd, args.timeout)
         result = classify_run(target, rc, out, read_report(report_path))
-        expects = [a for e in manifest.get("outputs", []) for a in
-                   ("--expect", f"{e['tsl']}={os.path.join(data, 'output_%d.pb' % e['output_index'])}")]
+        expects = [a for e in manifest.get("outputs", []) for a in ("--expect", f"{e['tsl']}={expect_files[e['tsl']]}")]
         if len(expects) == 2:
             result = documented_difference(name, result, data, work, cmd, expects, args)
         result["seconds"] = round(seconds, 3)
         record["targets"][target] = result
     return record
+
+
+def read_structured(path, optional):
+    """A SequenceProto (or an OptionalProto when `optional`) file: (present, is sequence, [TensorProto])."""
+    import onnx
+    with open(path, "rb") as f:
+        data = f.read()
+    if optional:
+        o = onnx.OptionalProto()
+        o.ParseFromString(data)
+        if o.HasField("sequence_value"):
+            return True, True, list(o.sequence_value.tensor_values)
+        if o.HasField("tensor_value"):
+            return True, False, [o.tensor_value]
+        return False, False, []
+    s = onnx.SequenceProto()
+    s.ParseFromString(data)
+    return True, True, list(s.tensor_values)
+
+
+def element_file(entry, data, work, kind, index):
+    """The TensorProto file of one manifest entry: the test's own file, or (a sequence's element, an
+    optional's value) that element written as a TensorProto of its own under `work`."""
+    path = os.path.join(data, f"{kind}_{index}.pb")
+    if "element" not in entry and not entry.get("optional"):
+        return path
+    _, _, tensors = read_structured(path, entry.get("optional", False))
+    position = entry.get("element", 0)
+    out = os.path.join(work, f"{kind}_{index}.{position}.pb")
+    with open(out, "wb") as f:
+        f.write(tensors[position].SerializeToString())
+    return out
+
+
+def structure_mismatch(manifest, data):
+    """Why the expected sequence / optional outputs differ in kind, presence or length from what the
+    importer computes (None where they agree)."""
+    for s in manifest.get("structured_outputs", []):
+        path = os.path.join(data, f"output_{s['output_index']}.pb")
+        present, sequence, tensors = read_structured(path, s["kind"] == "optional")
+        if present != s["present"]:
+            return f"output '{s['onnx']}': expected an optional {'holding a value' if present else 'holding nothing'}, " \
+                   f"tessel's {'holds a value' if s['present'] else 'holds nothing'}"
+        if present and sequence != s["sequence"]:
+            return f"output '{s['onnx']}': expected {'a sequence' if sequence else 'a tensor'}, tessel's is not"
+        if present and len(tensors) != s["length"]:
+            return f"output '{s['onnx']}': expected {len(tensors)} tensors, tessel's has {s['length']}"
+    return None
 
 
 def discover(suites, pattern):

@@ -27,10 +27,12 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--value", opts->values,
                   "NAME=FILE.pb (or FILE.pb: the name it carries): a graph input's value known at import time, used where a "
                   "constant is needed (Reshape's shape, Slice's starts, Gather's indices...); an input read as data stays an "
-                  "input, so giving every input is harmless");
+                  "input, so giving every input is harmless. With NAME=, FILE.pb is read as the input's declared type: a "
+                  "TensorProto, a SequenceProto (its elements become inputs NAME_K) or an OptionalProto");
   cmd->callback([opts, &ctx] {
 #ifdef TESSEL_HAVE_ONNX
     std::map<std::string, onnx::TensorProto> values;
+    std::map<std::string, std::string> files;
     for (const auto& v : opts->values) {
       if (v.find('=') == std::string::npos) {  // FILE.pb alone: the name the TensorProto carries
         onnx::TensorProto t = onnx_import::read_tensor_proto(v);
@@ -42,11 +44,11 @@ void add_import_command(CLI::App& app, CommandContext& ctx) {
         values[t.name()] = std::move(t);
         continue;
       }
-      auto [name, path] = name_path(v, "--value");
-      if (values.count(name)) throw UserError("--value: '" + name + "' is given twice");
-      values[name] = onnx_import::read_tensor_proto(path);
+      auto [name, path] = name_path(v, "--value");  // read as the input's declared type: a tensor, sequence or optional
+      if (values.count(name) || files.count(name)) throw UserError("--value: '" + name + "' is given twice");
+      files[name] = path;
     }
-    const onnx_import::ImportResult r = onnx_import::import_file(opts->model, values);
+    const onnx_import::ImportResult r = onnx_import::import_file(opts->model, values, files);
     onnx_import::write_import(r, opts->out, opts->model);
     std::cout << "tessel import: " << opts->model << ": " << r.nodes << " nodes -> " << r.statements << " statements of def "
               << r.def_name << " in " << opts->out << " (" << r.inputs.size() << " inputs, " << r.weights.size()

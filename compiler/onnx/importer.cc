@@ -12,10 +12,12 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "compiler/frontend/frontend.h"
+#include "compiler/onnx/gather_rewrite.h"
 #include "compiler/onnx/loop_unroll.h"
 #include "compiler/onnx/sequence_rewrite.h"
 #include "compiler/onnx/tensor_proto.h"
 #include "compiler/onnx/translate.h"
+#include "compiler/onnx/value_file.h"
 #include "isa/base/error.h"
 #include "isa/base/f16.h"
 #include "isa/base/file_io.h"
@@ -52,8 +54,9 @@ std::string identifier(const std::string& onnx_name) {
 
 class Importer final : public Context {
  public:
-  Importer(onnx::ModelProto& model, std::string model_name, const std::map<std::string, onnx::TensorProto>& values)
-      : model_(model), model_name_(std::move(model_name)), given_(values) {}
+  Importer(onnx::ModelProto& model, std::string model_name, const std::map<std::string, onnx::TensorProto>& values,
+           const std::map<std::string, std::string>& value_files)
+      : model_(model), model_name_(std::move(model_name)), given_(values), value_files_(value_files) {}
 
   ImportResult run();
 
@@ -85,12 +88,18 @@ class Importer final : public Context {
   }
   std::string unique(const std::string& base);
   void prepare();
+  void read_value_files();
   void collect_values();
   void record_type(const onnx::ValueInfoProto& vi);
   void declare_graph_io();
   void translate_node(const onnx::NodeProto& n);
   void unroll(int k);
   void rewrite_sequence(int k);
+  void rewrite_optional(int k);
+  void rewrite_gather(int k);
+  void unroll_scan_node(int k);
+  void hold_structured_inputs();
+  void write_structured_outputs();
   void inline_if(int k);
   std::set<std::string> graph_names() const;
   void splice(int k, std::vector<onnx::NodeProto> nodes);
@@ -104,7 +113,17 @@ class Importer final : public Context {
 
   onnx::ModelProto& model_;
   std::string model_name_;
-  const std::map<std::string, onnx::TensorProto>& given_;
+  std::map<std::string, onnx::TensorProto> given_;
+  const std::map<std::string, std::string>& value_files_;
+  std::map<std::string, GivenValue> structured_;                // sequence / optional graph inputs given
+  struct ElementOf {
+    std::string parent;  // the graph input or output
+    int element = -1;    // its position in a sequence (-1: an optional's tensor)
+    bool optional = false;
+  };
+  std::map<std::string, ElementOf> element_of_;                 // ONNX name of an element -> what it is part of
+  std::vector<std::string> structured_outputs_;                  // graph outputs of sequence / optional type
+  Optionals optionals_;                                          // optional values (sequence_rewrite.h)
   const onnx::NodeProto* node_ = nullptr;
   int opset_ = 1;
   std::map<std::string, Value> values_;
@@ -147,24 +166,75 @@ void Importer::record_type(const onnx::ValueInfoProto& vi) {
   v.has_shape = true;
 }
 
+// A graph input given with --value has the given tensor's shape: a declared shape with symbolic
+// dimensions (dim_param "N") or none is made static, so ONNX's inference carries it to the nodes
+// reading the input (an Identity of it, say). A declared rank that differs is left for the reader.
+void fix_declared_shape(onnx::GraphProto& g, const std::string& name, const onnx::TensorProto& t) {
+  for (auto& in : *g.mutable_input()) {
+    if (in.name() != name || !in.type().has_tensor_type()) continue;
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    if (tt->has_shape() && tt->shape().dim_size() != t.dims_size()) return;
+    auto* shape = tt->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+  }
+}
+
 void Importer::prepare() {
   for (const auto& op : model_.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = int(op.version());
   if (!model_.has_graph()) throw UserError(model_name_ + ": not an ONNX model (no graph)");
   auto* g = model_.mutable_graph();
+  read_value_files();
   for (const auto& [name, t] : given_) {
+    if (element_of_.count(name)) continue;  // a sequence's or optional's element: added by read_value_files
     bool is_input = false;
     for (const auto& in : g->input()) is_input |= in.name() == name;
     if (!is_input) throw UserError("--value: '" + name + "' is not an input of " + model_name_);
     auto* init = g->add_initializer();
     *init = t;
     init->set_name(name);
+    fix_declared_shape(*g, name, t);
   }
   try {
     onnx::ShapeInferenceOptions options{false, 0, true};
     onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), options);
   } catch (const std::exception&) {
     // shapes ONNX cannot infer stay unknown; a node needing one is refused as dynamic
+  }
+}
+
+// --value files read as their inputs' declared types (value_file.h): a tensor joins the tensors
+// given; a sequence's elements and an optional's tensor become given tensors of their own (fresh
+// names, initializers for shape inference), held in structured_ until declare_graph_io.
+void Importer::read_value_files() {
+  auto* g = model_.mutable_graph();
+  std::set<std::string> taken;
+  for (const auto& in : g->input()) taken.insert(in.name());
+  for (const auto& out : g->output()) taken.insert(out.name());
+  for (const auto& t : g->initializer()) taken.insert(t.name());
+  for (const auto& n : g->node())
+    for (const auto& o : n.output()) taken.insert(o);
+  for (const auto& [name, path] : value_files_) {
+    const onnx::ValueInfoProto* in = nullptr;
+    for (const auto& i : g->input())
+      if (i.name() == name) in = &i;
+    if (!in) throw UserError("--value: '" + name + "' is not an input of " + model_name_);
+    if (given_.count(name)) throw UserError("--value: '" + name + "' is given twice");
+    GivenValue v = read_value_file(path, in->type(), "--value " + name);
+    if (!v.optional && !v.sequence) {
+      given_[name] = std::move(v.tensors.at(0));
+      continue;
+    }
+    for (size_t j = 0; j < v.tensors.size(); ++j) {
+      const std::string e = fresh_name(v.sequence ? name + "_" + std::to_string(j) : name + "_value", taken);
+      onnx::TensorProto& t = v.tensors[j];
+      t.set_name(e);
+      given_[e] = t;
+      *g->add_initializer() = t;
+      element_of_[e] = {name, v.sequence ? int(j) : -1, v.optional};
+    }
+    structured_[name] = std::move(v);
   }
 }
 
@@ -194,16 +264,39 @@ void Importer::declare_graph_io() {
     Value& v = values_[in.name()];
     if (!v.graph_input) continue;
     v.tsl = unique(identifier(in.name()));
-    if (given_.count(in.name())) continue;  // a def input only if read as data (materialize)
+    if (given_.count(in.name()) || structured_.count(in.name())) continue;  // a def input only if read as data (materialize)
+    if (in.type().has_sequence_type() || in.type().has_optional_type())
+      throw UserError(model_name_ + ": input '" + in.name() + "': unsupported: a " + (in.type().has_sequence_type() ? "sequence" : "optional") +
+                      " graph input without its value (its length and shapes are data: give it with --value " + in.name() + "=FILE.pb)");
     if (!v.has_shape) throw UserError(model_name_ + ": input '" + in.name() + "': unsupported: dynamic or unknown shape");
     if (dtype_of(v.elem_type)) def_inputs_.push_back(in.name());  // others (i64 shapes...): refused where read as data
   }
+  hold_structured_inputs();
   for (const auto& out : g.output()) {
+    if (out.type().has_sequence_type() || out.type().has_optional_type()) {
+      structured_outputs_.push_back(out.name());  // its elements become outputs: write_structured_outputs
+      continue;
+    }
     Value& v = values_[out.name()];
     if (v.graph_input) throw UserError(model_name_ + ": output '" + out.name() + "': unsupported: an output that is a graph input");
     if (v.initializer) continue;  // a constant output: finish_outputs
     v.tsl = unique(identifier(out.name()));
     def_outputs_.push_back(out.name());
+  }
+}
+
+// Each given sequence / optional input held as its elements (def inputs where read as data).
+void Importer::hold_structured_inputs() {
+  for (const auto& [e, of] : element_of_) {
+    Value& v = values_[e];
+    v.graph_input = true;
+    v.tsl = unique(identifier(e));
+  }
+  for (const auto& [name, given] : structured_) {
+    std::vector<std::string> elements;
+    for (const auto& t : given.tensors) elements.push_back(t.name());
+    if (given.sequence) sequences_[name] = elements;
+    if (given.optional) optionals_[name] = {given.present, given.sequence, given.sequence || elements.empty() ? "" : elements[0]};
   }
 }
 
@@ -285,6 +378,10 @@ bool Importer::alias(int i, const Value& src) {
   if (!has_output(i) || src.tsl.empty() || src.data) return false;
   for (const auto& out : model_.graph().output())
     if (out.name() == node_->output(i)) return false;
+  if (src.graph_input && given_.count(src.onnx) && std::find(def_inputs_.begin(), def_inputs_.end(), src.onnx) == def_inputs_.end()) {
+    dtype(src);
+    def_inputs_.push_back(src.onnx);  // a --value input read through the alias stays an input (unread ones are dropped at the end)
+  }
   Value& v = values_[node_->output(i)];
   const int elem = v.elem_type ? v.elem_type : src.elem_type;
   v = src;
@@ -496,9 +593,10 @@ bool Importer::has_builtin(const std::string& name) const {
 
 void Importer::translate_node(const onnx::NodeProto& n) {
   node_ = &n;
-  if (!n.domain().empty() && n.domain() != "ai.onnx") unsupported("operator of domain '" + n.domain() + "'");
-  const Translator* t = find_translator(n.op_type());
-  if (!t) unsupported("no translation of " + n.op_type() + " into the language");
+  const bool training = n.domain() == "ai.onnx.preview.training";  // its optimizers are keyed by domain
+  if (!n.domain().empty() && n.domain() != "ai.onnx" && !training) unsupported("operator of domain '" + n.domain() + "'");
+  const Translator* t = find_translator(training ? n.domain() + "." + n.op_type() : n.op_type());
+  if (!t) unsupported("no translation of " + n.op_type() + (training ? " (domain '" + n.domain() + "')" : std::string()) + " into the language");
   for (int i = 0; i < n.input_size(); ++i)
     if (has_input(i)) input(i);
   body_.push_back("  # node " + (n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name()) + " (" + n.op_type() + ")");
@@ -550,6 +648,34 @@ void Importer::unroll(int k) {
   }
   body_.push_back("  # node " + (loop.name().empty() ? loop.output_size() ? loop.output(0) : std::string() : loop.name()) +
                   " (Loop): unrolled, " + std::to_string(trips) + " iterations");
+  splice(k, std::move(body));
+  reinfer();
+}
+
+// Scan node k replaced by its body once per step (loop_unroll.h), its step count its scan inputs'
+// static length.
+void Importer::unroll_scan_node(int k) {
+  const onnx::NodeProto scan = model_.graph().node(k);
+  node_ = &scan;
+  std::vector<std::vector<int64_t>> shapes;
+  for (int i = 0; i < scan.input_size(); ++i) {
+    if (!has_input(i)) {
+      shapes.emplace_back();
+      continue;
+    }
+    const Value& v = input(i);
+    if (!v.has_shape) unsupported("dynamic or unknown shape of '" + v.onnx + "'");
+    shapes.push_back(v.shape);
+  }
+  std::set<std::string> taken = graph_names();
+  std::vector<onnx::NodeProto> body;
+  try {
+    body = unroll_scan(scan, shapes, opset_, taken);
+  } catch (const UnrollRefusal& r) {
+    unsupported(r.reason);
+  }
+  body_.push_back("  # node " + (scan.name().empty() ? scan.output_size() ? scan.output(0) : std::string() : scan.name()) +
+                  " (Scan): unrolled");
   splice(k, std::move(body));
   reinfer();
 }
@@ -615,6 +741,91 @@ void Importer::rewrite_sequence(int k) {
   splice(k, std::move(nodes));
 }
 
+// GatherND / Compress (gather_rewrite.h): replaced by a Reshape and a Gather of constant positions.
+void Importer::rewrite_gather(int k) {
+  const onnx::NodeProto n = model_.graph().node(k);
+  node_ = &n;
+  std::set<std::string> taken = graph_names();
+  std::vector<onnx::NodeProto> nodes = rewrite_gather_op(*this, taken, opset_);
+  body_.push_back("  # node " + (n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name()) + " (" + n.op_type() +
+                  "): a Gather of positions known at import");
+  splice(k, std::move(nodes));
+}
+
+// An optional operator (sequence_rewrite.h): held at import, the node replaced by a Constant or an
+// Identity of the tensor held (its shape that tensor's where inference has none).
+void Importer::rewrite_optional(int k) {
+  const onnx::NodeProto n = model_.graph().node(k);
+  node_ = &n;
+  std::vector<onnx::NodeProto> nodes = rewrite_optional_op(*this, sequences_, optionals_);
+  for (const auto& r : nodes) {
+    if (r.op_type() != "Identity" || !values_.count(r.input(0))) continue;
+    const Value src = values_.at(r.input(0));
+    Value& v = values_[r.output(0)];
+    v.onnx = r.output(0);
+    if (!v.elem_type) v.elem_type = src.elem_type;
+    if (!v.has_shape && src.has_shape) v.shape = src.shape, v.has_shape = true;
+  }
+  const std::string name = n.name().empty() ? n.output_size() ? n.output(0) : std::string() : n.name();
+  if (n.output_size() && optionals_.count(n.output(0)))
+    body_.push_back("  # node " + name + " (" + n.op_type() + "): an optional " + (optionals_.at(n.output(0)).present ? "holding a value" : "holding nothing") +
+                    ", held at import");
+  splice(k, std::move(nodes));
+}
+
+// Each sequence / optional graph output's elements (known at import) copied into def outputs of
+// their own, named OUTPUT_J; its structure (kind, present, length) recorded for the manifest.
+void Importer::write_structured_outputs() {
+  const auto& g = model_.graph();
+  for (int k = 0; k < g.output_size(); ++k) {
+    const std::string& name = g.output(k).name();
+    if (std::find(structured_outputs_.begin(), structured_outputs_.end(), name) == structured_outputs_.end()) continue;
+    const bool optional = g.output(k).type().has_optional_type();
+    bool present = true, sequence = !optional;
+    std::vector<std::string> elements;
+    if (const auto o = optionals_.find(name); optional && o != optionals_.end()) {
+      present = o->second.present;
+      sequence = o->second.sequence;
+      if (present && !sequence) elements = {o->second.tensor};
+    } else if (optional) {  // a plain tensor or sequence flowing into an optional output
+      sequence = sequences_.count(name) != 0;
+      if (!sequence) elements = {name};
+    }
+    if (present && sequence) {
+      const auto it = sequences_.find(name);
+      if (it == sequences_.end()) throw UserError(model_name_ + ": output '" + name + "' (a sequence) is not produced by any node");
+      elements = it->second;
+    }
+    result_.structured_outputs.push_back({{"onnx", name}, {"output_index", k}, {"kind", optional ? "optional" : "sequence"},
+                                          {"present", present}, {"sequence", sequence}, {"length", elements.size()}});
+    for (size_t j = 0; j < elements.size(); ++j) {
+      if (elements[j] == kEmptyElement)
+        throw UserError(model_name_ + ": output '" + name + "': unsupported: element " + std::to_string(j) + " is an empty tensor");
+      const auto src = values_.find(elements[j]);
+      if (src == values_.end() || (src->second.tsl.empty() && !src->second.data))
+        throw UserError(model_name_ + ": output '" + name + "': element '" + elements[j] + "' is not produced by any node");
+      if (!src->second.has_shape) throw UserError(model_name_ + ": output '" + name + "': unsupported: dynamic or unknown shape of '" + elements[j] + "'");
+      for (int64_t d : src->second.shape)
+        if (d == 0) throw UserError(model_name_ + ": output '" + name + "': unsupported: element '" + elements[j] + "' is an empty tensor");
+      std::string key = name + (sequence ? "_" + std::to_string(j) : "_value");
+      while (values_.count(key)) key += "_";
+      Value& out = values_[key];
+      out = src->second;
+      out.onnx = key;
+      out.data.reset();
+      out.initializer = out.graph_input = false;
+      out.tsl = unique(identifier(key));
+      def_outputs_.push_back(key);
+      element_of_[key] = {name, sequence ? int(j) : -1, optional};
+      const Value copy = out;
+      body_.push_back("  # output " + name + (sequence ? " element " + std::to_string(j) : std::string(" value")));
+      Statement st{copy.tsl, indices(copy.shape.size()), "=", "", ranges_of(copy.shape)};
+      st.rhs = read(values_.at(elements[j]), st.lhs);
+      emit(st);
+    }
+  }
+}
+
 // Graph outputs that no statement wrote (a constant, an initializer) are written from their values.
 void Importer::finish_outputs() {
   for (const auto& out : model_.graph().output()) {
@@ -654,10 +865,16 @@ std::string Importer::signature_entry(const Value& v) const {
 
 nlohmann::json Importer::manifest_entry(const Value& v, bool with_file) const {
   nlohmann::json j = {{"tsl", v.tsl}, {"onnx", v.onnx}, {"dtype", dtype_name(v)}, {"shape", v.shape}};
+  const auto part = element_of_.find(v.onnx);
+  if (part != element_of_.end()) {
+    if (part->second.element >= 0) j["element"] = part->second.element;
+    if (part->second.optional) j["optional"] = true;
+  }
   if (v.graph_input) {  // its position among the graph's inputs that are not initializers (ONNX tests' input_K.pb)
+    const std::string& input = part != element_of_.end() ? part->second.parent : v.onnx;
     int k = 0;
     for (const auto& in : model_.graph().input()) {
-      if (in.name() == v.onnx) j["input_index"] = k;
+      if (in.name() == input) j["input_index"] = k;
       if (values_.at(in.name()).graph_input) ++k;
     }
   }
@@ -699,12 +916,26 @@ ImportResult Importer::run() {
       unroll(k--);  // node k is now the body's first iteration
       continue;
     }
+    if (standard && n.op_type() == "Scan") {
+      unroll_scan_node(k--);  // node k is now the first node of the first step
+      continue;
+    }
     if (standard && n.op_type() == "If") {
       inline_if(k--);  // node k is now the first node of the branch taken
       continue;
     }
-    if (standard && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 && sequences_.count(n.input(0))) {
-      sequences_[n.output(0)] = sequences_.at(n.input(0));  // an Identity of a sequence (a branch's output)
+    if (standard && n.op_type() == "Identity" && n.input_size() == 1 && n.output_size() == 1 &&
+        (sequences_.count(n.input(0)) || optionals_.count(n.input(0)))) {
+      if (sequences_.count(n.input(0))) sequences_[n.output(0)] = sequences_.at(n.input(0));  // an Identity of a sequence (a branch's output)
+      if (optionals_.count(n.input(0))) optionals_[n.output(0)] = optionals_.at(n.input(0));
+      continue;
+    }
+    if (standard && is_gather_rewrite_op(n.op_type())) {
+      rewrite_gather(k--);  // node k is now the Reshape or Gather replacing it
+      continue;
+    }
+    if (standard && is_optional_op(n.op_type())) {
+      rewrite_optional(k--);  // node k is now the node replacing it, if any
       continue;
     }
     if (standard && is_sequence_op(n.op_type())) {
@@ -714,6 +945,8 @@ ImportResult Importer::run() {
     translate_node(n);
   }
   finish_outputs();
+  write_structured_outputs();
+  if (def_outputs_.empty()) throw UserError(model_name_ + ": unsupported: no tensor to compute (every output is an empty sequence or an optional holding nothing)");
   // a graph input no statement reads (CastLike's target_type: only its type matters) is no def input
   std::erase_if(def_inputs_, [&](const std::string& n) { return !read_in_body(values_.at(n).tsl); });
   for (const auto& n : def_outputs_) {
@@ -730,8 +963,10 @@ ImportResult Importer::run() {
   }
   for (const auto& n : def_outputs_) {
     nlohmann::json j = manifest_entry(values_.at(n), false);
+    const auto part = element_of_.find(n);
+    const std::string& output = part != element_of_.end() ? part->second.parent : n;
     for (int k = 0; k < model_.graph().output_size(); ++k)
-      if (model_.graph().output(k).name() == n) j["output_index"] = k;
+      if (model_.graph().output(k).name() == output) j["output_index"] = k;
     result_.outputs.push_back(j);
   }
   if (result_.inputs.is_null()) result_.inputs = nlohmann::json::array();
@@ -741,19 +976,21 @@ ImportResult Importer::run() {
 
 }  // namespace
 
-ImportResult import_model(onnx::ModelProto model, const std::string& model_name, const std::map<std::string, onnx::TensorProto>& values) {
-  Importer im(model, model_name, values);
+ImportResult import_model(onnx::ModelProto model, const std::string& model_name, const std::map<std::string, onnx::TensorProto>& values,
+                          const std::map<std::string, std::string>& value_files) {
+  Importer im(model, model_name, values, value_files);
   return im.run();
 }
 
-ImportResult import_file(const std::string& path, const std::map<std::string, onnx::TensorProto>& values) {
+ImportResult import_file(const std::string& path, const std::map<std::string, onnx::TensorProto>& values,
+                         const std::map<std::string, std::string>& value_files) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open the ONNX model");
   onnx::ModelProto m;
   if (!m.ParseFromIstream(&in)) throw UserError(path + ": not an ONNX model (the protobuf does not parse)");
   if (!m.has_graph() || (m.graph().node_size() == 0 && m.graph().output_size() == 0))
     throw UserError(path + ": not an ONNX model (no graph)");
-  return import_model(std::move(m), path, values);
+  return import_model(std::move(m), path, values, value_files);
 }
 
 void write_import(const ImportResult& r, const std::string& out_tsl, const std::string& source) {
@@ -767,6 +1004,7 @@ void write_import(const ImportResult& r, const std::string& out_tsl, const std::
     if (j.contains("file")) j["file"] = weights_dir + "/" + j["file"].get<std::string>();
   nlohmann::json m = {{"def", r.def_name}, {"source", source}, {"tsl", tsl.filename().string()}, {"inputs", inputs},
                       {"outputs", r.outputs}, {"initializers_dir", weights_dir}};
+  if (!r.structured_outputs.empty()) m["structured_outputs"] = r.structured_outputs;
   write_file(stem.string() + ".json", m.dump(2) + "\n", "-o");
   std::error_code ec;
   const fs::path wd = tsl.parent_path() / weights_dir;

@@ -34,16 +34,23 @@ struct ImportResult {
   std::string def_name;
   std::string tsl;                          // the program text
   nlohmann::json inputs, outputs;           // manifest entries: {"tsl","onnx","dtype","shape","file"?}
+  // Sequence and optional graph outputs ({"onnx","output_index","kind","present","length"}): their
+  // elements are `outputs` entries with "element" (a sequence's position) and "optional" (true).
+  nlohmann::json structured_outputs = nlohmann::json::array();
   std::map<std::string, NpyArray> weights;  // def inputs backed by initializers, by TSL name
   int nodes = 0, statements = 0;
 };
 
 // `model_name` names the model in errors. `values`: graph inputs known at import time
-// (`tessel import --value NAME=FILE.pb`).
+// (`tessel import --value NAME=FILE.pb`); `value_files`: the same as files (NAME -> path), each read
+// as the input's declared type (value_file.h: a tensor, a sequence of tensors or an optional; a
+// sequence's elements become def inputs, "element" K in the manifest).
 ImportResult import_model(onnx::ModelProto model, const std::string& model_name,
-                          const std::map<std::string, onnx::TensorProto>& values = {});
+                          const std::map<std::string, onnx::TensorProto>& values = {},
+                          const std::map<std::string, std::string>& value_files = {});
 // Reads MODEL.onnx (UserError when unreadable or not an ONNX model) and imports it.
-ImportResult import_file(const std::string& path, const std::map<std::string, onnx::TensorProto>& values = {});
+ImportResult import_file(const std::string& path, const std::map<std::string, onnx::TensorProto>& values = {},
+                         const std::map<std::string, std::string>& value_files = {});
 
 // Writes OUT.tsl, OUT.json (the manifest: {"def", "inputs", "outputs", "initializers_dir"}, paths
 // relative to the manifest's folder) and OUT_weights/NAME.npy. UserError naming the path on failure.

@@ -16,7 +16,9 @@
 // The body's condition output must pass its condition input through (directly, through Identity,
 // or a Constant true): a condition the body computes from data would end the loop at a time only
 // known when it runs. Refused (UnrollRefusal's reason, which the importer reports naming the Loop):
-// such a condition, a body node holding a subgraph (a nested If/Loop/Scan), more than
+// such a condition, a body node holding a subgraph other than an If (a nested Loop/Scan; an If's
+// branches read the iteration's renamed values and it is inlined later where its condition is
+// known), more than
 // kMaxLoopIterations iterations, and a scan output of a Loop that runs no iteration (empty).
 #pragma once
 
@@ -42,6 +44,17 @@ struct UnrollRefusal {
 // UnrollRefusal.
 std::vector<onnx::NodeProto> unroll_loop(const onnx::NodeProto& loop, int64_t trips, int opset, std::set<std::string>& taken,
                                          const std::set<std::string>& needed);
+
+// Scan unrolled the same way (its step count the static length of its scan inputs, given as
+// `input_shapes`, one per Scan input): per step t, each scan input's position t (from the end where
+// its direction is 1) taken along its scan axis by a Gather, the body repeated (names suffixed
+// _scT), the states chained; the final states Identity into the outputs, each scan output the
+// steps' values stacked (Unsqueeze + Concat) along its scan_output_axes, reversed where its
+// direction is 1. Scan-8 (opset < 9): axis 0 is a batch, each batch element scanned along axis 1
+// on its own and the results stacked; its sequence_lens refused. Refused: a body node holding a
+// subgraph other than an If, more than kMaxLoopIterations steps, no step.
+std::vector<onnx::NodeProto> unroll_scan(const onnx::NodeProto& scan, const std::vector<std::vector<int64_t>>& input_shapes, int opset,
+                                         std::set<std::string>& taken);
 
 // If whose condition is known at import: the nodes of the branch taken (`then_branch` when `take_then`),
 // each name it defines renamed where the outer graph has it, then Identity of each branch output

@@ -7,7 +7,8 @@
 // larger shift gives P = 0, so x >> y = x / 0 = 0 (the language's x / 0) and x << y = 0; the values
 // where that differs from ONNX (u32/u64 x << 31 with x odd, results of 2^31 and above) do not fit
 // in the i32 tessel holds them in and are refused where the expected data is read. Then
-//   Z(i..) = X(i..) * P(i..)           (u16: % 65536 after; u8 and i32 products wrap by themselves)
+//   Z(i..) = X(i..) * P(i..)           (u16: % 2^16 after, the modulus from the element's width; u8 and
+//                                       i32 products wrap by themselves)
 //   Z(i..) = X(i..) / P(i..)
 // A node whose inputs are constants is folded.
 #include <cmath>
@@ -18,6 +19,17 @@ namespace tessel::onnx_import {
 namespace {
 
 using TP = onnx::TensorProto;
+
+// The width of an unsigned ONNX element type in bits (0 for any other type).
+int element_bits(int elem_type) {
+  switch (elem_type) {
+    case TP::UINT8: return 8;
+    case TP::UINT16: return 16;
+    case TP::UINT32: return 32;
+    case TP::UINT64: return 64;
+    default: return 0;
+  }
+}
 
 int64_t largest_shift(const Context& c, int elem_type) {
   switch (elem_type) {
@@ -33,7 +45,7 @@ int64_t largest_shift(const Context& c, int elem_type) {
 bool fold(Context& c, bool left, int elem_type) {
   const Value &x = c.input(0), &y = c.input(1);
   if (!foldable(x) || !foldable(y) || x.shape != y.shape) return false;
-  const int bits = elem_type == TP::UINT8 ? 8 : elem_type == TP::UINT16 ? 16 : elem_type == TP::UINT32 ? 32 : 64;
+  const int bits = element_bits(elem_type);
   std::vector<double> z;
   for (size_t k = 0; k < x.data->size(); ++k) {
     const uint64_t a = uint64_t((*x.data)[k]), s = uint64_t((*y.data)[k]);
@@ -68,7 +80,7 @@ void translate_bitshift(Context& c) {
           ranges_of(z.shape)});
   const std::string x = c.read_broadcast(c.input(0), z.shape), pr = c.read(p, indices(z.shape.size()));
   std::string rhs = left ? x + " * " + pr : x + " / " + pr;
-  if (left && et == TP::UINT16) rhs = "(" + rhs + ") % " + literal(65536, t);
+  if (left && et == TP::UINT16) rhs = "(" + rhs + ") % " + literal(std::ldexp(1.0, element_bits(et)), t);
   c.emit({z.tsl, indices(z.shape.size()), "=", rhs, ranges_of(z.shape)});
 }
 

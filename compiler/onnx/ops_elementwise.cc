@@ -277,10 +277,13 @@ void translate_where(Context& c) {
   emit_elementwise(c, {0, 1, 2}, [&](const Args& a) { return "select(" + a[0] + " != 0, " + a[1] + ", " + a[2] + ")"; });
 }
 
-void translate_copy(Context& c) {  // Identity, Dropout (inference)
+void translate_copy(Context& c) {  // Identity, Dropout (inference, or training with ratio 0)
   if (c.node().op_type() == "Dropout" && c.has_input(2)) {
     const auto training = c.input(2).data;
-    if (!training || (training->size() == 1 && (*training)[0] != 0)) c.unsupported("Dropout in training mode");
+    const bool on = !training || (training->size() == 1 && (*training)[0] != 0);
+    // in training mode a ratio of 0 drops nothing (the scale 1 / (1 - 0) is 1, the mask all true); any other ratio is random
+    const auto ratio = c.has_input(1) ? c.input(1).data : std::optional<std::vector<double>>(std::vector<double>{0.5});
+    if (on && !(ratio && ratio->size() == 1 && (*ratio)[0] == 0)) c.unsupported("Dropout in training mode with a ratio other than 0 (random)");
   }
   const Value& x = c.input(0);
   if (foldable(x)) {

@@ -1,4 +1,5 @@
-// The op-type table: ONNX op type -> translator, filled once from each family's registration.
+// The op-type table: ONNX op type -> translator, filled once from each family's registration. An
+// operator of the training domain is keyed "ai.onnx.preview.training.OP".
 #include "compiler/onnx/translate.h"
 
 namespace tessel::onnx_import {
@@ -20,6 +21,8 @@ const Translator* find_translator(const std::string& op_type) {
     add_recurrent_ops(t);
     add_stft_ops(t);
     add_nms_ops(t);
+    add_det_ops(t);
+    add_optimizer_ops(t);
     return t;
   }();
   const auto it = table.find(op_type);

@@ -6,11 +6,9 @@
 namespace tessel::onnx_import {
 namespace {
 
-const std::set<std::string> kSequenceOps = {"SequenceEmpty", "SequenceConstruct", "SequenceInsert",    "SequenceErase",
-                                            "SequenceAt",    "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
-
-// An element of size 0 (SplitToSequence's empty part): counted, skipped by a concatenation, refused where read.
-const std::string kEmptyElement = "<empty>";
+const std::set<std::string> kSequenceOps = {"SequenceEmpty", "SequenceConstruct",  "SequenceInsert",  "SequenceErase", "SequenceAt",
+                                            "SequenceLength", "ConcatFromSequence", "SplitToSequence", "SequenceMap"};
+const std::set<std::string> kOptionalOps = {"Optional", "OptionalHasElement", "OptionalGetElement"};
 
 const std::vector<std::string>& sequence_input(const Context& c, const Sequences& seqs, int i) {
   if (!c.has_input(i)) c.malformed("input " + std::to_string(i) + " (a sequence) is missing");
@@ -100,7 +98,94 @@ std::vector<onnx::NodeProto> split_to_sequence(Context& c, Sequences& seqs, std:
   return out;
 }
 
+const onnx::GraphProto& map_body(const Context& c) {
+  for (const auto& a : c.node().attribute())
+    if (a.name() == "body" && a.has_g()) return a.g();
+  c.malformed("no body graph");
+}
+
+// SequenceMap: the body's nodes once per element of the first input's sequence.
+std::vector<onnx::NodeProto> sequence_map(Context& c, Sequences& seqs, std::set<std::string>& taken) {
+  const onnx::NodeProto& node = c.node();
+  const onnx::GraphProto& body = map_body(c);
+  if (body.input_size() != node.input_size() || body.output_size() < node.output_size())
+    c.malformed("the body's inputs and outputs do not match the node's");
+  for (const auto& n : body.node())
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size()) c.unsupported("body node '" + n.name() + "' (" + n.op_type() + ") holds a subgraph");
+  const size_t n = sequence_input(c, seqs, 0).size();
+  std::vector<const std::vector<std::string>*> inputs;  // per input: its sequence, or nullptr for a tensor
+  for (int i = 0; i < node.input_size(); ++i) {
+    const auto it = i == 0 || seqs.count(node.input(i)) ? seqs.find(node.input(i)) : seqs.end();
+    if (it != seqs.end() && it->second.size() != n)
+      c.unsupported("sequences of " + std::to_string(n) + " and " + std::to_string(it->second.size()) + " tensors mapped together");
+    inputs.push_back(it != seqs.end() ? &it->second : nullptr);
+  }
+  std::vector<onnx::NodeProto> out;
+  std::vector<std::vector<std::string>> results(size_t(node.output_size()));
+  for (size_t j = 0; j < n; ++j) {
+    const std::string tag = "_map" + std::to_string(j);
+    std::map<std::string, std::string> rename;
+    for (int i = 0; i < node.input_size(); ++i) {
+      const std::string& e = inputs[size_t(i)] ? (*inputs[size_t(i)])[j] : node.input(i);
+      if (e == kEmptyElement) c.unsupported("element " + std::to_string(j) + " of '" + node.input(i) + "' is an empty tensor");
+      rename[body.input(i).name()] = e;
+    }
+    for (const auto& b : body.node()) {
+      onnx::NodeProto copy = b;
+      copy.set_name((b.name().empty() ? (b.output_size() ? b.output(0) : std::string("node")) : b.name()) + tag);
+      for (int i = 0; i < copy.input_size(); ++i)
+        if (const auto r = rename.find(copy.input(i)); r != rename.end()) copy.set_input(i, r->second);
+      for (int o = 0; o < copy.output_size(); ++o)
+        if (!copy.output(o).empty()) copy.set_output(o, rename[b.output(o)] = fresh_name(b.output(o) + tag, taken));
+      out.push_back(std::move(copy));
+    }
+    for (int o = 0; o < node.output_size(); ++o) {
+      const auto r = rename.find(body.output(o).name());
+      results[size_t(o)].push_back(r != rename.end() ? r->second : body.output(o).name());  // an outer value read as it is
+    }
+  }
+  for (int o = 0; o < node.output_size(); ++o)
+    if (!node.output(o).empty()) seqs[node.output(o)] = std::move(results[size_t(o)]);
+  return out;
+}
+
 }  // namespace
+
+bool is_optional_op(const std::string& op_type) { return kOptionalOps.count(op_type) != 0; }
+
+std::vector<onnx::NodeProto> rewrite_optional_op(Context& c, Sequences& seqs, Optionals& opts) {
+  const onnx::NodeProto& node = c.node();
+  const std::string& op = node.op_type();
+  const std::string x = node.input_size() ? node.input(0) : "";
+  const std::string y = node.output_size() ? node.output(0) : "";
+  if (op == "Optional") {
+    HeldOptional h;
+    if (!x.empty()) h = seqs.count(x) ? HeldOptional{true, true, ""} : HeldOptional{true, false, x};
+    if (h.sequence && !y.empty()) seqs[y] = seqs.at(x);
+    if (!y.empty()) opts[y] = h;
+    return {};
+  }
+  const auto held = opts.find(x);
+  if (op == "OptionalHasElement") {
+    const bool present = x.empty() ? false : held != opts.end() ? held->second.present : true;  // a plain tensor or sequence: true
+    if (y.empty()) return {};
+    return {constant_node(y, onnx::TensorProto::BOOL, {}, {present ? 1 : 0})};
+  }
+  // OptionalGetElement
+  if (x.empty()) c.malformed("input 0 (an optional) is missing");
+  if (held != opts.end() && !held->second.present) c.unsupported("reading an optional that holds nothing ('" + x + "')");
+  if (y.empty()) return {};
+  if (held != opts.end() && held->second.sequence) {
+    seqs[y] = seqs.at(x);
+    return {};
+  }
+  if (held == opts.end() && seqs.count(x)) {
+    seqs[y] = seqs.at(x);
+    return {};
+  }
+  return {simple_node("Identity", {held != opts.end() ? held->second.tensor : x}, y)};
+}
 
 bool is_sequence_op(const std::string& op_type) { return kSequenceOps.count(op_type) != 0; }
 
@@ -117,6 +202,7 @@ std::vector<onnx::NodeProto> rewrite_sequence_op(Context& c, Sequences& seqs, st
     return {};
   }
   if (op == "SplitToSequence") return split_to_sequence(c, seqs, taken, opset);
+  if (op == "SequenceMap") return sequence_map(c, seqs, taken);
   std::vector<std::string> s = sequence_input(c, seqs, 0);
   const int64_t n = int64_t(s.size());
   if (op == "SequenceInsert") {

@@ -166,6 +166,8 @@ void add_window_ops(std::map<std::string, Translator>& table);
 void add_bitshift_ops(std::map<std::string, Translator>& table);
 void add_topk_ops(std::map<std::string, Translator>& table);
 void add_recurrent_ops(std::map<std::string, Translator>& table);
+void add_det_ops(std::map<std::string, Translator>& table);
+void add_optimizer_ops(std::map<std::string, Translator>& table);
 void add_stft_ops(std::map<std::string, Translator>& table);
 void add_nms_ops(std::map<std::string, Translator>& table);
 // Gather whose indices are data (not known at import time): a one-hot sum over the gathered axis (ops_index.cc).
