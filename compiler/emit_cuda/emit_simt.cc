@@ -50,6 +50,15 @@ std::string SimtEmitter::access(const std::string& tname, const std::vector<ir::
 // is inside the tensor (its range is inferred from, or checked against, the dimension).
 std::string SimtEmitter::direct_read(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::vector<std::string>& g) {
   const auto& t = tensor(tname);
+  const std::string inside = direct_inside(tname, idx, g);
+  const std::string at = "t_" + tname + "[" + linear(-1, tname, g) + "]";
+  const std::string el = coherent.count(tname) ? "__ldcg(&" + at + ")" : at;
+  if (inside.empty()) return el;
+  return "((" + inside + ") ? " + el + " : " + store_value(t.dtype, "0") + ")";
+}
+
+std::string SimtEmitter::direct_inside(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::vector<std::string>& g) {
+  const auto& t = tensor(tname);
   std::string inside;
   for (size_t d = 0; d < g.size(); ++d) {
     const auto& e = idx[d];
@@ -66,10 +75,7 @@ std::string SimtEmitter::direct_read(const std::string& tname, const std::vector
     }
     inside += std::string(inside.empty() ? "" : " && ") + "(unsigned long long)(" + g[d] + ") < " + std::to_string(t.shape[d]) + "ULL";
   }
-  const std::string at = "t_" + tname + "[" + linear(-1, tname, g) + "]";
-  const std::string el = coherent.count(tname) ? "__ldcg(&" + at + ")" : at;
-  if (inside.empty()) return el;
-  return "((" + inside + ") ? " + el + " : " + store_value(t.dtype, "0") + ")";
+  return inside;
 }
 
 // Whether the code so far ends with a block barrier (a second one right after it is redundant).
@@ -96,7 +102,11 @@ std::string SimtEmitter::update_value(const Node& n, const ir::Statement& s) {
   ValueContext ctx;
   ctx.sizes = &k.sizes;
   ctx.affine = [&](const ir::AffineExpr& e) { return affine(e); };
-  ctx.access = [&](const ir::Expr& e) { return access(e.name, e.indices, n.binding); };
+  ctx.access = [&](const ir::Expr& e) {
+    auto held = lane_vectors.find(&e);  // element u_ of the thread's lane vector
+    if (held != lane_vectors.end()) return held->second + "[u_]";
+    return access(e.name, e.indices, n.binding);
+  };
   reading = &s;
   std::string v = value_expr(*s.rhs, ctx);
   reading = nullptr;
@@ -301,14 +311,18 @@ void SimtEmitter::tile_of_point(const Dim& d, const std::string& id, const std::
 
 // The unrolled loop over the `split` iterations of the innermost dim (decode_dims with split),
 // opened at `pad` and binding that dim's variable for the u_-th; the loop's body indentation.
-std::string SimtEmitter::open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad) {
+std::string SimtEmitter::open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad,
+                                         bool contiguous) {
   os << pad << "#pragma unroll\n" << pad << "for (int u_ = 0; u_ < " << split << "; ++u_) {\n";
   const std::string p = pad + "  ";
   const Dim& d = dims.back();
   const std::string id = tag + std::to_string(dims.size() - 1);
   const std::string v = d.point ? d.point->var : d.loop->var;
-  os << p << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ + u_ * (n" << id << "_ / " << split << ")) * "
-     << d.step << L << ";\n";
+  if (contiguous)
+    os << p << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ * " << split << " + u_) * " << d.step << L << ";\n";
+  else
+    os << p << "const " << ix << " " << v << " = lo" << id << "_ + (q" << tag << "_ + u_ * (n" << id << "_ / " << split << ")) * "
+       << d.step << L << ";\n";
   tile_of_point(d, id, p);
   return p;
 }
@@ -371,17 +385,24 @@ void SimtEmitter::parallel_region(const std::vector<ChainLevel>& chain, size_t m
   const auto dims = dims_of(chain, 0, mapped);
   os << pad << "{ /* compute nest over threads: " << mapped << " parallel loop(s) */\n";
   count_dims(dims, "t", pad + "  ");
-  const int64_t split = inner_split(dims);
+  // one element-wise statement: a lane vector per thread where its reads and store allow one
+  const Node* one = lane_vector_candidate(chain, mapped);
+  const int64_t width = one ? lane_vector_width(dims, *one, k.function->statements.at(one->statement), true) : 1;
+  const int64_t split = width > 1 ? width : inner_split(dims);
   os << pad << "  for (" << ix << " it_ = threadIdx.x; it_ < totalt_" << (split > 1 ? " / " + std::to_string(split) : "")
      << "; it_ += blockDim.x) {\n";
   const std::string real = decode_dims(dims, "t", "it_", pad + "    ", split);
   std::string p = pad + "    ";
   if (real != "true") os << p << "if (!(" << real << ")) continue;\n";
-  if (split > 1) p = open_split_loop(dims, "t", split, p);
-  for (size_t i = 0; i + 1 < mapped; ++i)
-    for (const Node* let : chain[i].lets) thread_node(*let, p);
-  for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, p);
-  if (split > 1) os << pad << "    }\n";
+  if (width > 1) {
+    lane_vector_region(dims, width, *one, p);
+  } else {
+    if (split > 1) p = open_split_loop(dims, "t", split, p);
+    for (size_t i = 0; i + 1 < mapped; ++i)
+      for (const Node* let : chain[i].lets) thread_node(*let, p);
+    for (const auto& c : chain[mapped - 1].loop->children) thread_node(*c, p);
+    if (split > 1) os << pad << "    }\n";
+  }
   os << pad << "  }\n" << pad << "}\n" << pad << "__syncthreads();\n";
 }
 
@@ -666,9 +687,10 @@ struct GroupCode {
 
 // `threads` 0: the group's own choice; `shared_start`: where its shared buffers begin; `coherent`:
 // global tensors it reads through L2 (another block of the launch wrote them); `hoist`: copies of
-// tile-invariant inputs before the loop over tiles.
+// tile-invariant inputs before the loop over tiles; `finalising`: the group runs in the last
+// block of another group's launch (simt_finalise.h), alone on the machine.
 GroupCode group_code(const kernel::Kernel& k, const isa::GpuMachine& m, const kernel::Divisors& divisors, const kernel::NodePtr& group,
-                     unsigned threads, uint32_t shared_start, const std::set<std::string>& coherent, bool hoist) {
+                     unsigned threads, uint32_t shared_start, const std::set<std::string>& coherent, bool hoist, bool finalising) {
   GroupCode c;
   const Node& root = *group;
   c.grid = grid_loops(root);
@@ -679,7 +701,7 @@ GroupCode group_code(const kernel::Kernel& k, const isa::GpuMachine& m, const ke
   e.set_narrow(simt_narrow_indices(k));
   e.divisors = divisors;
   e.coherent = coherent;
-  e.finalising = !coherent.empty();
+  e.finalising = finalising;
   const SimtDirectBuffers direct = simt_direct_buffers(k, group);
   e.direct = direct.in;
   e.direct_out = direct.out;
@@ -745,7 +767,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
   fmt.set_narrow(simt_narrow_indices(k));
   const std::string &ix = fmt.ix, &L = fmt.L;
   for (size_t gi = 0; gi < top.groups.size(); ++gi) {
-    GroupCode c = group_code(k, m, divisors, top.groups[gi], 0, 0, {}, true);
+    GroupCode c = group_code(k, m, divisors, top.groups[gi], 0, 0, {}, true, false);
     if (c.reductions) {  // one 8-byte slot per warp for the reduction nests' cross-warp step
       c.place.decl += "  unsigned char* red_smem_ = smem_ + " + std::to_string(c.place.shared) + "; /* reduction nests: a value per warp */\n";
       c.place.shared += uint32_t(8 * ((c.threads + m.warp_size - 1) / m.warp_size));
@@ -756,7 +778,7 @@ void emit_simt(const kernel::Kernel& k, const isa::GpuMachine& m, std::ostringst
     if (finalise && gi + 1 < top.groups.size() && top.lets_before[gi + 1] == top.lets_before[gi])
       fin = plan_finalisation(k, *top.groups[gi], *top.groups[gi + 1]);
     if (fin) {
-      fc = group_code(k, m, divisors, top.groups[gi + 1], c.threads, c.place.shared, fin->tensors, false);
+      fc = group_code(k, m, divisors, top.groups[gi + 1], c.threads, c.place.shared, fin->tensors, false, true);
       const bool red_needed = fc->reductions && !c.reductions;
       const uint64_t total = fc->place.shared + (red_needed ? 8 * ((c.threads + m.warp_size - 1) / m.warp_size) : 0);
       if (fc->place.per_block_scratch || c.place.per_block_scratch || total > m.shared_bytes_per_block_optin) {

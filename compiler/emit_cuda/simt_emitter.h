@@ -35,8 +35,14 @@ struct SimtEmitter {
   std::set<int> direct_out;               // copy-out boxes written straight to global (simt_direct_buffers)
   std::set<std::string> coherent;         // global tensors read through L2 (__ldcg): other blocks of the launch wrote them
   // the code runs in one block while the rest of the grid is done (simt_finalise.h): reduction
-  // nests give every output its lanes at once and keep more loads in flight per lane
+  // nests give every output its lanes at once and keep more loads in flight per lane. Set by
+  // whoever emits a finalised group (group_code's `finalising`), never inferred.
   bool finalising = false;
+  // reads of the update being printed that a thread holds in a lane vector (load_lane_vectors):
+  // the access -> the local holding its `width` consecutive elements as an array of the stored
+  // type, element u_ read from it
+  std::map<const ir::Expr*, std::string> lane_vectors;
+  int lane_vectors_made = 0;  // (their names are unique in the kernel)
   std::set<std::string> owned_loop_vars;  // see owner_stable
   const Node* pending_init = nullptr;     // an init nest right before the loop being emitted (sequence)
   bool init_folded = false;               // the loop's reduction nest took pending_init over
@@ -82,6 +88,8 @@ struct SimtEmitter {
   // would have filled it (folded padding reads there). A dim indexed by one index variable alone
   // is inside the tensor (its range is inferred from, or checked against, the dimension).
   std::string direct_read(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::vector<std::string>& g);
+  // direct_read's condition that the element lies inside the tensor ("" where it always does)
+  std::string direct_inside(const std::string& tname, const std::vector<ir::AffineExpr>& idx, const std::vector<std::string>& g);
 
   // Whether the code so far ends with a block barrier (a second one right after it is redundant).
   bool after_barrier() const;
@@ -117,8 +125,30 @@ struct SimtEmitter {
     return "((" + x + ") / " + std::to_string(step) + L + ")";
   }
   void tile_of_point(const Dim& d, const std::string& id, const std::string& pad);
-  // The innermost dim's variable for the u-th of `split` iterations (decode_dims with split).
-  std::string open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad);
+  // The innermost dim's variable for the u-th of `split` iterations (decode_dims with split):
+  // q_ + u * n / split, or with `contiguous` q_ * split + u (a thread's iterations side by side).
+  std::string open_split_loop(const std::vector<Dim>& dims, const std::string& tag, int64_t split, const std::string& pad,
+                              bool contiguous = false);
+  // Lane vectors (simt_lane_vector.cc): a thread runs `width` consecutive iterations of the
+  // innermost mapped dim (open_split_loop with contiguous) and reads each contiguous read of the
+  // update once, as one 4-, 8- or 16-byte load. The width: the largest of 8, 4, 2 where the dims'
+  // counts are exact, the innermost walks one statement index with unit step and is a multiple of
+  // it, the block keeps an iteration for every thread, and every read whose last index walks that
+  // statement index is aligned to it (rows and offsets multiples of the width, proven by the
+  // kernel's divisors); 1 where none (or none such read) is.
+  // With `store`, the update's output is one of them (an element-wise statement's vector store).
+  int64_t lane_vector_width(const std::vector<Dim>& dims, const Node& update, const ir::Statement& s, bool store = false) const;
+  // Opens a block at `pad` binding the innermost dim's first iteration of the thread's vector and
+  // loading the update's contiguous reads into lane_vectors; the caller then opens the contiguous
+  // split loop inside and closes the block after it (and clears lane_vectors).
+  void load_lane_vectors(const std::vector<Dim>& dims, const std::string& tag, int64_t width, const Node& update,
+                         const ir::Statement& s, const std::string& pad);
+  // An element-wise compute nest whose innermost loop holds one statement (no lets on the way) as
+  // lane vectors: its reads and its store `width` elements at once (parallel_region).
+  void lane_vector_region(const std::vector<Dim>& dims, int64_t width, const Node& update, const std::string& pad);
+  // The one element-wise compute of a chain's mapped levels that lane_vector_region can print, or
+  // null: no lets on the way, the innermost mapped loop's only child.
+  const Node* lane_vector_candidate(const std::vector<ChainLevel>& chain, size_t mapped) const;
   // How many iterations of the innermost mapped dim one thread runs per decoding: 4 or 2 where the
   // dims' counts are exact, the innermost is a multiple of it and the block still has an iteration
   // for every thread.
@@ -149,9 +179,10 @@ struct SimtEmitter {
   void reduce_over_lanes(const ReductionShape& r, const LaneMapping& lanes, const Node* outer, const std::string& pad);
   void combine_lanes(const ReductionShape& r, const LaneMapping& lanes, const std::string& pad);
   void fold_into_output(const ReductionShape& r, const LaneMapping& lanes, bool fuse_init, const std::string& pad);
-  // Outputs of a column reduction one thread reduces together (inner_split of the output dims),
-  // 1 where a let of the nest reads the innermost output variable.
-  int64_t column_split(const ReductionShape& r) const;
+  // Outputs of a column reduction one thread reduces together (lanes.split): a lane vector of
+  // consecutive ones (lane_vector_width, lanes.contiguous) or inner_split of the output dims; 1
+  // where a let of the nest reads the innermost output variable.
+  void column_split(const ReductionShape& r, LaneMapping& lanes) const;
 
   // Inside a sequential loop whose body is this reduction nest alone (owned_loop_vars: the loop's
   // variable and the lets of its body), a thread finds the same outputs in every iteration when

@@ -43,6 +43,7 @@ struct ReductionShape {
 struct LaneMapping {
   int64_t G = 0;
   int64_t split = 1;  // a column reduction's outputs per thread: the innermost output dim split this many ways
+  bool contiguous = false;  // ... into consecutive runs of `split` (lane vectors), not `split` runs
   std::string acc() const { return split > 1 ? "acc_[u_]" : "acc_"; }  // the accumulator of the output at hand
   bool column = false, flat = false;
   std::optional<int64_t> outputs, reduced;
@@ -162,7 +163,7 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
   const ReductionShape& r = *shape;
   const ir::Statement& s = *r.s;
   LaneMapping lanes = lane_mapping(r, threads, finalising);
-  if (lanes.column) lanes.split = column_split(r);
+  if (lanes.column) column_split(r, lanes);
   const int64_t S = lanes.split;
   if (outer && !(lanes.G == 1 && owner_stable(r.odims, s, *r.update) && outputs_private(r.O, s, *r.update, r.out_dims))) return false;
   const bool fuse_init = outer && pending_init && initialises(*pending_init, r.O, *r.update, r.out_dims);
@@ -176,7 +177,10 @@ bool SimtEmitter::reduction_nest(const Node& root, const std::string& pad, const
   const std::string VT = value_type(s.acc_type);
   if (lanes.column) {
     os << p1 << "constexpr int G_ = 1; /* column reduction: a thread per output"
-       << (S > 1 ? ", " + std::to_string(S) + " of them (the innermost output loop split " + std::to_string(S) + " ways)" : "") << " */\n";
+       << (S > 1 && lanes.contiguous ? ", " + std::to_string(S) + " consecutive ones (a lane vector along the innermost output loop)"
+           : S > 1                  ? ", " + std::to_string(S) + " of them (the innermost output loop split " + std::to_string(S) + " ways)"
+                                    : "")
+       << " */\n";
   } else if (lanes.G) {
     os << p1 << "constexpr int G_ = " << lanes.G << ";"
        << (lanes.G < 32 ? " /* a short reduction: " + std::to_string(*lanes.reduced) + " element(s) per output */" : "") << "\n";
@@ -251,14 +255,25 @@ void SimtEmitter::reduce_over_lanes(const ReductionShape& r, const LaneMapping& 
   }
   for (const Node* let : r.last_lets) thread_node(*let, p);
   const std::string acc = lanes.acc();
-  // the thread's outputs: their loads and updates side by side
-  const std::string q = lanes.split > 1 ? open_split_loop(r.odims, "o", lanes.split, p) : p;
+  // the thread's outputs: their loads and updates side by side (a lane vector's reads loaded once)
+  std::string q = p;
+  if (lanes.contiguous) {
+    load_lane_vectors(r.odims, "o", lanes.split, *r.update, s, p);
+    q = open_split_loop(r.odims, "o", lanes.split, p + "  ", true);
+  } else if (lanes.split > 1) {
+    q = open_split_loop(r.odims, "o", lanes.split, p);
+  }
   os << q << "{\n";
   bind_indices(*r.update, s, q + "  ");
   os << q << "  const " << VT << " v_ = (" << VT << ")" << update_value(*r.update, s) << ";\n"
      << q << "  " << acc << " = " << reduce_values(s.reduction, s.acc_type, acc, "v_") << ";\n"
      << q << "}\n";
-  if (lanes.split > 1) os << p << "}\n";
+  if (lanes.contiguous) {
+    os << p << "  }\n" << p << "}\n";
+    lane_vectors.clear();
+  } else if (lanes.split > 1) {
+    os << p << "}\n";
+  }
   for (size_t i = 0; i < (lanes.flat ? 1 : r.rdims.size()) + (outer ? 1 : 0); ++i) {
     p.resize(p.size() - 2);
     os << p << "}\n";
@@ -300,7 +315,7 @@ void SimtEmitter::fold_into_output(const ReductionShape& r, const LaneMapping& l
   for (const auto& l : r.O)
     for (const Node* let : l.lets) thread_node(*let, p);
   const std::string acc = lanes.acc();
-  if (lanes.split > 1) p = open_split_loop(r.odims, "o", lanes.split, p);
+  if (lanes.split > 1) p = open_split_loop(r.odims, "o", lanes.split, p, lanes.contiguous);
   bind_indices(*r.update, s, p, &r.out_dims);
   const std::string lhs = access(s.output, s.out_indices, r.update->binding);
   if (fuse_init)  // the whole reduction of the output: its identity need not be stored first
@@ -312,11 +327,14 @@ void SimtEmitter::fold_into_output(const ReductionShape& r, const LaneMapping& l
   os << p1 << "  }\n";
 }
 
-// Outputs of a column reduction one thread reduces together: the innermost output dim split
-// inner_split ways (its loads and index arithmetic shared, neighbouring threads still on
-// neighbouring elements), where no let of the nest reads that dim's variable (they are evaluated
-// once per thread, outside the split).
-int64_t SimtEmitter::column_split(const ReductionShape& r) const {
+// Outputs of a column reduction one thread reduces together, where no let of the nest reads the
+// innermost output dim's variable (they are evaluated once per thread, outside the split): a lane
+// vector of consecutive outputs whose contiguous reads are one wide load each
+// (lane_vector_width), else the innermost output dim split inner_split ways (its index arithmetic
+// shared, neighbouring threads still on neighbouring elements).
+void SimtEmitter::column_split(const ReductionShape& r, LaneMapping& lanes) const {
+  lanes.split = 1;
+  lanes.contiguous = false;
   const Dim& d = r.odims.back();
   std::set<std::string> inner{d.loop->var};
   if (d.point) inner.insert(d.point->var);
@@ -326,8 +344,10 @@ int64_t SimtEmitter::column_split(const ReductionShape& r) const {
   for (const auto& l : r.R) std::for_each(l.lets.begin(), l.lets.end(), read);
   std::for_each(r.last_lets.begin(), r.last_lets.end(), read);
   for (const auto& v : inner)
-    if (used.count(v)) return 1;
-  return inner_split(r.odims);
+    if (used.count(v)) return;
+  lanes.split = lane_vector_width(r.odims, *r.update, *r.s);
+  lanes.contiguous = lanes.split > 1;
+  if (!lanes.contiguous) lanes.split = inner_split(r.odims);
 }
 
 // Inside a sequential loop whose body is this reduction nest alone (owned_loop_vars: the loop's

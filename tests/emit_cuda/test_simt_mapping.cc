@@ -88,18 +88,18 @@ TEST_CASE("depthwise NHWC convolution at MobileNet size: blocks of 1024 outputs,
   REQUIRE(p.launches.size() == 1);
   CHECK(p.launches[0].block == 256);
   CHECK(contains(p.source, "-> 1568 block tiles"));  // 1,605,632 outputs in blocks of 8 columns x 128 channels
-  CHECK(contains(p.source, "a thread per output, 4 of them (the innermost output loop split 4 ways)"));
+  CHECK(contains(p.source, "a thread per output, 4 consecutive ones (a lane vector along the innermost output loop)"));
   CHECK(contains(p.source, "float acc_[4];"));
   CHECK(contains(p.source, "for (int base_ = 0; base_ < totalo_ / 4; base_ += groups_)"));
-  // the thread's 4 channels 32 apart: a warp's loads of one tap stay on 32 neighbouring channels
+  // the thread's 4 neighbouring channels: one 8-byte load per tap (simt_lane_vector.cc)
   CHECK(contains(p.source, "const int qo_ = (int)(ro_ % ((unsigned)no1_ / 4u));"));
-  CHECK(contains(p.source, "(qo_ + u_ * (no1_ / 4))"));
+  CHECK(contains(p.source, "(qo_ * 4 + u_)"));
   CHECK(contains(p.source, "= ((float)(acc_[u_])); /* the output's initialisation folded in */"));
   CHECK_FALSE(contains(p.source, "__shfl_xor_sync"));
   compiles_under_nvrtc(p);
   // the same operator at a size with fewer outputs than 4 per thread of a block on every SM: one each
   auto small = simt_for("conv_general.tsl", "depthwise_nhwc", {{"N", 1}, {"H", 14}, {"W", 14}, {"C", 64}, {"R", 3}, {"S", 3}});
-  CHECK_FALSE(contains(small.program.source, "4 of them"));
+  CHECK_FALSE(contains(small.program.source, "4 consecutive ones"));
   CHECK(contains(small.program.source, "float acc_ = "));
   compiles_under_nvrtc(small.program);
 }
