@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/onnx/tensor_proto.h"
+#include "compiler/onnx/value_file.h"
 
 namespace tessel::onnx_import::testing {
 
@@ -136,26 +138,54 @@ inline int32_t int_at(const NpyArray& a, int64_t i) {
   std::memcpy(&v, a.data.data() + i * 4, 4);
   return v;
 }
+// The tensor a manifest entry names in an ONNX test file: the file itself, or (an entry with
+// "element" / "optional") that element of the SequenceProto / OptionalProto the declared type reads.
+inline NpyArray entry_tensor(const nlohmann::json& e, const std::string& path, const onnx::TypeProto& declared) {
+  if (!e.contains("element") && !e.contains("optional")) return read_tensor_file(path);
+  const GivenValue v = read_value_file(path, declared, path);
+  return to_npy(v.tensors.at(size_t(e.value("element", 0))), path);
+}
+
 // Every output_K.pb of the test of `suite` (node, simple, ...) reproduced from its input_K.pb
-// (skipped without libonnx-testdata).
+// (skipped without libonnx-testdata): every input given at import by its file, as
+// scripts/onnx_tests.py does (a sequence or optional read as declared), a sequence or optional
+// output's kind, presence and length checked, then each element.
 inline void check_suite_test(const std::string& suite, const std::string& name, double tol) {
-  const std::string dir = "/usr/share/libonnx-testdata/data/" + suite + "/" + name;
+  const std::string dir = "/usr/share/libonnx-testdata/data/" + suite + "/" + name, data = dir + "/test_data_set_0/";
   if (!std::ifstream("/usr/share/libonnx-testdata/data/node/test_abs/model.onnx")) return;  // libonnx-testdata not installed
   REQUIRE_MESSAGE(std::ifstream(dir + "/model.onnx"), dir);
-  std::map<std::string, onnx::TensorProto> values;  // every input given at import time, as scripts/onnx_tests.py does
-  for (int k = 0; std::ifstream(dir + "/test_data_set_0/input_" + std::to_string(k) + ".pb"); ++k) {
-    onnx::TensorProto t = read_tensor_proto(dir + "/test_data_set_0/input_" + std::to_string(k) + ".pb");
-    values[t.name()] = t;
+  onnx::ModelProto model;
+  {
+    std::ifstream f(dir + "/model.onnx", std::ios::binary);
+    REQUIRE(model.ParseFromIstream(&f));
   }
-  const ImportResult r = import_file(dir + "/model.onnx", values);
+  std::set<std::string> initializers;
+  for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+  std::vector<const onnx::ValueInfoProto*> inputs;  // graph inputs that are not initializers: input_K.pb
+  for (const auto& in : model.graph().input())
+    if (!initializers.count(in.name())) inputs.push_back(&in);
+  std::map<std::string, std::string> files;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (std::ifstream(data + "input_" + std::to_string(k) + ".pb")) files[inputs[k]->name()] = data + "input_" + std::to_string(k) + ".pb";
+  const ImportResult r = import_file(dir + "/model.onnx", {}, files);
   const frontend::Module mod = frontend::parse_module(r.tsl, name + ".tsl");
   interp::Tensors in = r.weights;
   for (const auto& e : r.inputs)
-    if (e.contains("input_index"))
-      in[e["tsl"]] = read_tensor_file(dir + "/test_data_set_0/input_" + std::to_string(e["input_index"].get<int>()) + ".pb");
+    if (e.contains("input_index")) {
+      const int k = e["input_index"].get<int>();
+      in[e["tsl"]] = entry_tensor(e, data + "input_" + std::to_string(k) + ".pb", inputs.at(size_t(k))->type());
+    }
   const auto out = interp::evaluate(mod.functions.at(0), {}, in);
+  for (const auto& s : r.structured_outputs) {
+    const int k = s["output_index"].get<int>();
+    const GivenValue want = read_value_file(data + "output_" + std::to_string(k) + ".pb", model.graph().output(k).type(), name);
+    INFO(name << " output " << s["onnx"].get<std::string>());
+    CHECK(want.present == s["present"].get<bool>());
+    CHECK(want.tensors.size() == s["length"].get<size_t>());
+  }
   for (const auto& e : r.outputs) {
-    const NpyArray want = read_tensor_file(dir + "/test_data_set_0/output_" + std::to_string(e["output_index"].get<int>()) + ".pb");
+    const int k = e["output_index"].get<int>();
+    const NpyArray want = entry_tensor(e, data + "output_" + std::to_string(k) + ".pb", model.graph().output(k).type());
     const NpyArray& got = out.at(e["tsl"]);
     REQUIRE(got.shape == want.shape);
     REQUIRE(got.dtype == want.dtype);
