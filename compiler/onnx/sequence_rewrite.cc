@@ -99,9 +99,11 @@ std::vector<onnx::NodeProto> split_to_sequence(Context& c, Sequences& seqs, std:
 }
 
 const onnx::GraphProto& map_body(const Context& c) {
+  const onnx::GraphProto* body = nullptr;
   for (const auto& a : c.node().attribute())
-    if (a.name() == "body" && a.has_g()) return a.g();
-  c.malformed("no body graph");
+    if (a.name() == "body" && a.has_g() && !body) body = &a.g();
+  if (!body) c.malformed("no body graph");
+  return *body;
 }
 
 // SequenceMap: the body's nodes once per element of the first input's sequence.
