@@ -81,13 +81,12 @@ class Task:
         return "measure-" + hashlib.sha256("|".join(self.key()).encode()).hexdigest()[:24]
 
     def command(self, tessel, timeout_s):
-        cmd = [tessel, "tune", self.file, "--target", self.target, "--shape", self.shape, "--measure", self.tile,
-               "--jobs", "1", "--no-progress", "--measure-timeout", str(timeout_s)]
-        if self.defn:
-            cmd += ["--def", self.defn]
-        if self.sets:
-            cmd += ["--set", self.sets]
-        return cmd
+        return [tessel, "tune", self.file, "--target", self.target, "--shape", self.shape, "--measure", self.tile,
+                "--jobs", "1", "--no-progress", "--measure-timeout", str(timeout_s)] + self.def_and_sets()
+
+    def def_and_sets(self):
+        """The command's --def and --set arguments, where given."""
+        return (["--def", self.defn] if self.defn else []) + (["--set", self.sets] if self.sets else [])
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in self.__slots__}
@@ -108,13 +107,8 @@ class ProgramTask(Task):
         self.verify = verify
 
     def command(self, tessel, report):
-        cmd = [tessel, "run", self.file, "--target", self.target, "--shape", self.shape, "--verify", self.verify,
-               "--report", report]
-        if self.defn:
-            cmd += ["--def", self.defn]
-        if self.sets:
-            cmd += ["--set", self.sets]
-        return cmd
+        return [tessel, "run", self.file, "--target", self.target, "--shape", self.shape, "--verify", self.verify,
+                "--report", report] + self.def_and_sets()
 
     def __getstate__(self):
         return {k: getattr(self, k) for k in Task.__slots__ + ProgramTask.__slots__}
