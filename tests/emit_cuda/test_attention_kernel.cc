@@ -371,7 +371,10 @@ TEST_CASE("sm_90: wgmma plan options (192-row blocks for value dim 64, heavy-fir
 
 TEST_CASE("sm_90: /occ plans put several blocks on an SM (their share of registers and shared memory), refused where they do not fit") {
   const auto d128 = shape(16, 16, 1024, 1024, 128), d64 = shape(16, 16, 1024, 1024, 64);
-  const int64_t sm_smem = 233472, reserve = 1024;  // sm90.yaml: 228 KiB an SM, 1 KiB kept for each block
+  // the description's SM (sm90.yaml: 228 KiB of shared memory, 1 KiB kept for each resident block)
+  const isa::GpuMachine sm = fused("attention_bhsd", shape(1, 1, 128, 128, 64), "sm90").machine;
+  const int64_t sm_smem = int64_t(sm.shared_bytes_per_sm), reserve = int64_t(sm.shared_bytes_reserved_per_block);
+  REQUIRE(sm_smem > 0);
   // value dim 128, two blocks of a producer and one consumer warpgroup: 128 registers a thread at entry,
   // 24 / 232 after setmaxnreg (2 x 256 x 128 = the 64 K register file); Q 16 KiB and one K / V slot of 64 KiB
   const auto two = with_plan("attention_bhsd", d128, "attention/wgmma/64x128/tma/occ2");
@@ -379,7 +382,7 @@ TEST_CASE("sm_90: /occ plans put several blocks on an SM (their share of registe
   CHECK(contains(two.source, "__launch_bounds__(256, 2)"));
   CHECK(contains(two.source, "setmaxnreg.dec.sync.aligned.u32 24;"));
   CHECK(contains(two.source, "setmaxnreg.inc.sync.aligned.u32 232;"));
-  CHECK(two.launches.at(0).dynamic_shared_bytes == 16384 + 65536 + 1024);
+  CHECK(two.launches.at(0).dynamic_shared_bytes == 16384 + 65536 + 1024);  // Q 64 x 128 f16, one K / V slot 128 x 128 x 2, barriers
   CHECK(2 * (two.launches.at(0).dynamic_shared_bytes + reserve + 1024) <= sm_smem);  // ptxas: 1 KiB static
   // one slot: the producer fetches K_(j+1) before V_j, and V of the last block after the loop
   CHECK(contains(two.source, "(jb_ - 1) * 128"));
@@ -391,7 +394,7 @@ TEST_CASE("sm_90: /occ plans put several blocks on an SM (their share of registe
   CHECK(two64.plan == "attention/wgmma/64x128/tma/heavy/lazy/occ2");
   CHECK(two64.launches.at(0).dynamic_shared_bytes == 8192 + 3 * 32768 + 1024);
   CHECK_FALSE(contains(two64.source, "(jb_ - 1) * 128"));
-  // cp.async, no producer: three blocks of 128 threads, 168 registers each (65536 / 384, whole 8s)
+  // cp.async, no producer: three blocks of 128 threads, 168 registers each (the register file over 384 threads, whole 8s)
   const auto three = with_plan("attention_bhsd", d64, "attention/wgmma/64x128/cpasync/occ3");
   CHECK(contains(three.source, "__launch_bounds__(128, 3)"));
   CHECK(3 * (three.launches.at(0).dynamic_shared_bytes + reserve) <= sm_smem);

@@ -23,32 +23,10 @@ using namespace tessel;
 
 namespace {
 
-constexpr const char* kPrograms = R"(
-def depthwise_nhwc(f16[N, H, W, C] X, f16[R, S, C] Wt) -> (f16[N, H, W, C] Y) {
-  Xp(n, h, w, c) = select(h >= 1 && h <= H && w >= 1 && w <= W, X(n, h - 1, w - 1, c), 0)
-      where h in 0:H + 2, w in 0:W + 2
-  Acc(n, p, q, c) +=! f32(Xp(n, p + r, q + s, c)) * f32(Wt(r, s, c))
-      where p in 0:H, q in 0:W
-  Y(n, p, q, c) = f16(Acc(n, p, q, c))
-}
-def avgpool_nhwc(f16[N, P + 2, Q + 2, C] X) -> (f16[N, P, Q, C] Y) {
-  S(n, p, q, c) +=! f32(X(n, p + r, q + t, c))
-      where p in 0:P, q in 0:Q, r in 0:3, t in 0:3
-  Y(n, p, q, c) = f16(S(n, p, q, c) / 9)
-}
-def max_middle(f16[A, B, C] X) -> (f16[A, C] Y) {
-  Y(a, c) max=! X(a, b, c)
-}
-def permute_021(f16[B, M, N] X) -> (f16[B, N, M] Y) {
-  Y(b, n, m) = X(b, m, n)
-}
-def add_mul(f16[M, N] A, f16[M, N] B, f16[M, N] C) -> (f16[M, N] Y) {
-  Y(m, n) = A(m, n) + B(m, n) * C(m, n)
-}
-)";
+constexpr const char* kPrograms = "tests/emit_cuda/data/lane_vector.tsl";  // run from the repository root
 
 emit_cuda::CudaProgram cuda_for(const std::string& def, const std::map<std::string, int64_t>& sizes, const std::string& arch = "sm90") {
-  frontend::Module module = frontend::parse_module(kPrograms, "lane_vector.tsl");
+  frontend::Module module = frontend::load_module(kPrograms);
   CompileOptions o;
   o.target = "isa/targets/" + arch + ".yaml";
   o.sizes = sizes;
