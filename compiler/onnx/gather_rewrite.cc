@@ -4,11 +4,13 @@
 #include <algorithm>
 
 #include "compiler/onnx/loop_unroll.h"
+#include "compiler/onnx/sample_rewrite.h"
 
 namespace tessel::onnx_import {
-namespace {
 
 using TP = onnx::TensorProto;
+
+namespace {
 
 int64_t product(const std::vector<int64_t>& v, size_t from, size_t to) {
   int64_t p = 1;
@@ -16,8 +18,9 @@ int64_t product(const std::vector<int64_t>& v, size_t from, size_t to) {
   return p;
 }
 
-// `x` reshaped to `shape` into a fresh name (appended to `nodes`).
-std::string reshape(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& shape, const std::string& base,
+}  // namespace
+
+std::string add_reshape(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& shape, const std::string& base,
                     std::set<std::string>& taken, int opset) {
   const std::string out = fresh_name(base + "_flat", taken);
   if (opset >= 5) {
@@ -35,8 +38,7 @@ std::string reshape(std::vector<onnx::NodeProto>& nodes, const std::string& x, c
   return out;
 }
 
-// Gather(x, positions shaped `dims`, axis) into the node's output y.
-void gather(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& positions,
+void add_gather(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& positions,
             const std::vector<int64_t>& dims, int64_t axis, const std::string& y, std::set<std::string>& taken) {
   const std::string ind = fresh_name(y + "_positions", taken);
   nodes.push_back(constant_node(ind, TP::INT64, dims, positions));
@@ -47,6 +49,8 @@ void gather(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std
   a->set_i(axis);
   nodes.push_back(std::move(g));
 }
+
+namespace {
 
 const Value& shaped_input(const Context& c, int i) {
   const Value& v = c.input(i);
@@ -82,8 +86,8 @@ std::vector<onnx::NodeProto> gather_nd(Context& c, std::set<std::string>& taken,
   for (size_t d = size_t(b + k); d < r; ++d) flat.push_back(x.shape[d]);
   const std::string y = c.node().output(0);
   std::vector<onnx::NodeProto> nodes;
-  const std::string xf = reshape(nodes, x.onnx, flat, y, taken, opset);
-  gather(nodes, xf, positions, std::vector<int64_t>(iv.shape.begin(), iv.shape.end() - 1), 0, y, taken);
+  const std::string xf = add_reshape(nodes, x.onnx, flat, y, taken, opset);
+  add_gather(nodes, xf, positions, std::vector<int64_t>(iv.shape.begin(), iv.shape.end() - 1), 0, y, taken);
   return nodes;
 }
 
@@ -100,18 +104,17 @@ std::vector<onnx::NodeProto> compress(Context& c, std::set<std::string>& taken, 
   if (positions.empty()) c.unsupported("the condition selects nothing (an empty tensor)");
   const std::string y = c.node().output(0);
   std::vector<onnx::NodeProto> nodes;
-  const std::string src = flatten ? reshape(nodes, x.onnx, {d}, y, taken, opset) : x.onnx;
-  gather(nodes, src, positions, {int64_t(positions.size())}, axis, y, taken);
+  const std::string src = flatten ? add_reshape(nodes, x.onnx, {d}, y, taken, opset) : x.onnx;
+  add_gather(nodes, src, positions, {int64_t(positions.size())}, axis, y, taken);
   return nodes;
 }
 
-// y = x's flat element positions[e] at each output element e (-1: zero), shaped `out_shape`:
-// Reshape to [N] (Concat of one zero where a -1 is read), Gather of the positions.
-void gather_positions(Context& c, std::vector<onnx::NodeProto>& nodes, const Value& x, std::vector<int64_t> positions,
-                      const std::vector<int64_t>& out_shape, std::set<std::string>& taken, int opset) {
-  const std::string y = c.node().output(0);
+}  // namespace
+
+void add_gather_positions(std::vector<onnx::NodeProto>& nodes, const Value& x, std::vector<int64_t> positions,
+                          const std::vector<int64_t>& out_shape, const std::string& y, std::set<std::string>& taken, int opset) {
   const int64_t n = element_count(x.shape);
-  std::string src = reshape(nodes, x.onnx, {n}, y, taken, opset);
+  std::string src = add_reshape(nodes, x.onnx, {n}, y, taken, opset);
   if (std::find(positions.begin(), positions.end(), -1) != positions.end()) {
     const std::string zero = fresh_name(y + "_zero", taken), padded = fresh_name(y + "_with_zero", taken);
     onnx::NodeProto z = constant_node(zero, TP::INT64, {1}, {0});
@@ -134,8 +137,10 @@ void gather_positions(Context& c, std::vector<onnx::NodeProto>& nodes, const Val
     for (auto& p : positions)
       if (p < 0) p = n;
   }
-  gather(nodes, src, positions, out_shape, 0, y, taken);
+  add_gather(nodes, src, positions, out_shape, 0, y, taken);
 }
+
+namespace {
 
 // Strides of a row-major shape.
 std::vector<int64_t> strides(const std::vector<int64_t>& shape) {
@@ -163,7 +168,7 @@ std::vector<onnx::NodeProto> reverse_sequence(Context& c, std::set<std::string>&
     positions.push_back(e + (from - t) * st[size_t(t_axis)]);
   }
   std::vector<onnx::NodeProto> nodes;
-  gather_positions(c, nodes, x, positions, x.shape, taken, opset);
+  add_gather_positions(nodes, x, positions, x.shape, c.node().output(0), taken, opset);
   return nodes;
 }
 
@@ -198,19 +203,20 @@ std::vector<onnx::NodeProto> max_unpool(Context& c, std::set<std::string>& taken
     positions[size_t(at)] = int64_t(i);
   }
   std::vector<onnx::NodeProto> nodes;
-  gather_positions(c, nodes, x, positions, out_shape, taken, opset);
+  add_gather_positions(nodes, x, positions, out_shape, c.node().output(0), taken, opset);
   return nodes;
 }
 
 }  // namespace
 
 bool is_gather_rewrite_op(const std::string& op_type) {
-  return op_type == "GatherND" || op_type == "Compress" || op_type == "ReverseSequence" || op_type == "MaxUnpool";
+  return is_sample_rewrite_op(op_type) || op_type == "GatherND" || op_type == "Compress" || op_type == "ReverseSequence" || op_type == "MaxUnpool";
 }
 
 std::vector<onnx::NodeProto> rewrite_gather_op(Context& c, std::set<std::string>& taken, int opset) {
-  if (!c.has_output(0)) return {};
   const std::string& op = c.node().op_type();
+  if (is_sample_rewrite_op(op)) return rewrite_sample_op(c, taken, opset);  // Unique: any of its outputs
+  if (!c.has_output(0)) return {};
   if (op == "GatherND") return gather_nd(c, taken, opset);
   if (op == "Compress") return compress(c, taken, opset);
   if (op == "ReverseSequence") return reverse_sequence(c, taken, opset);

@@ -26,10 +26,23 @@
 
 namespace tessel::onnx_import {
 
+// Also GridSample, RoiAlign, Unique and NonZero (sample_rewrite.h).
 bool is_gather_rewrite_op(const std::string& op_type);
 
 // The nodes replacing c.node(); `taken`: the graph's names (fresh ones avoid them and are added);
 // `opset` for Reshape's form (an attribute before 5).
 std::vector<onnx::NodeProto> rewrite_gather_op(Context& c, std::set<std::string>& taken, int opset);
+
+// Node builders shared with sample_rewrite.cc, each appending to `nodes`:
+// `x` reshaped to `shape` into a fresh name from `base` (returned);
+std::string add_reshape(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& shape, const std::string& base,
+                        std::set<std::string>& taken, int opset);
+// y = Gather(x, positions shaped `dims`, axis);
+void add_gather(std::vector<onnx::NodeProto>& nodes, const std::string& x, const std::vector<int64_t>& positions,
+                const std::vector<int64_t>& dims, int64_t axis, const std::string& y, std::set<std::string>& taken);
+// y = x's flat element positions[e] at each element e (-1: zero), shaped `out_shape`: x reshaped to
+// [N] (with one zero of x's dtype appended where a -1 is read), a Gather of the positions.
+void add_gather_positions(std::vector<onnx::NodeProto>& nodes, const Value& x, std::vector<int64_t> positions,
+                          const std::vector<int64_t>& out_shape, const std::string& y, std::set<std::string>& taken, int opset);
 
 }  // namespace tessel::onnx_import
