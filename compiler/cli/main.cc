@@ -1,5 +1,8 @@
 // tessel: compile tensor operators for a DaVinci-like NPU (simulated) and NVIDIA TensorCores.
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "compiler/cli/commands.h"
@@ -53,6 +56,17 @@ void add_pending_command(CLI::App& app, tessel::cli::CommandContext& ctx, const 
   });
 }
 
+// Standard output is a data channel (reports, `tune --propose`, the Dask driver's records): a
+// command whose output could not be written failed, whatever it computed. "" when every byte of
+// std::cout and stdout reached the file, else the reason.
+std::string stdout_failure() {
+  errno = 0;
+  std::cout.flush();
+  const bool ok = static_cast<bool>(std::cout) && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (ok) return "";
+  return errno ? std::strerror(errno) : "the stream reported an error";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +106,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "tessel: unexpected failure: " << e.what() << "\n";
     return 3;
+  }
+  if (const std::string why = stdout_failure(); !why.empty()) {
+    std::cerr << "tessel: error: cannot write to standard output (" << why << ")\n";
+    return ctx.exit_code != 0 ? ctx.exit_code : 1;
   }
   return ctx.exit_code;
 }

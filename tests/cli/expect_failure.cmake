@@ -1,7 +1,13 @@
 # Runs CMD with ARGS ('|'-separated), and passes when it exits with EXPECT_CODE and its stderr
-# contains EXPECT literally.
+# contains EXPECT literally. With STDOUT set, standard output goes to that file (/dev/full: a
+# failed write of the command's output).
 string(REPLACE "|" ";" arg_list "${ARGS}")
-execute_process(COMMAND ${CMD} ${arg_list} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(DEFINED STDOUT)
+  execute_process(COMMAND ${CMD} ${arg_list} RESULT_VARIABLE code OUTPUT_FILE ${STDOUT} ERROR_VARIABLE err TIMEOUT 60)
+  set(out "(written to ${STDOUT})")
+else()
+  execute_process(COMMAND ${CMD} ${arg_list} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+endif()
 if(NOT "${code}" STREQUAL "${EXPECT_CODE}")
   message(FATAL_ERROR "expected exit status ${EXPECT_CODE}, got '${code}'\nstdout: ${out}\nstderr: ${err}")
 endif()
