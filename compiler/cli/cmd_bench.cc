@@ -132,7 +132,7 @@ void add_bench_command(CLI::App& app, CommandContext& ctx) {
   CLI::App* cmd = app.add_subcommand("bench", "Run a benchmark suite and write a table and JSON" + suites);
   cmd->add_option("suite", opts->suite, "benchmark suite")->required();
   cmd->add_option("--json", opts->json_path, "write the results as JSON here");
-  cmd->add_option("--target", opts->target, "hierarchy description (sim: an NPU)");
+  add_target_option(cmd, "--target", opts->target, "hierarchy description or a shipped one's name (sim: an NPU)");
   cmd->add_option("--size", opts->size, "sim: GEMM M = N = K (default 1024)");
   cmd->add_option("--cores", opts->cores, "sim: cores the generated program uses (default 1)");
   add_set_flag(cmd, opts->set);  // npu, sim

@@ -23,6 +23,7 @@
 #include "compiler/tune/best_db.h"
 #include "isa/base/file_io.h"
 #include "isa/base/error.h"
+#include "isa/shipped_descriptions.h"
 
 namespace tessel::cli {
 
@@ -30,7 +31,7 @@ namespace tessel::cli {
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("file", f.file, "operator definition (.tsl)")->required();
   cmd->add_option("--def", f.def, "which def of the file (default: the only one)");
-  cmd->add_option("--target", f.target, "c, or a hierarchy description (isa/targets/*.yaml)");
+  add_target_option(cmd, "--target", f.target, "c, a hierarchy description (isa/targets/*.yaml), or a shipped one's name (davinci-910, sm90, ...)");
   cmd->add_option("--shape", f.shape, "size parameters, e.g. M=1024,N=1024,K=1024 (none for a def with literal sizes only)");
   cmd->add_option("--tile", f.tile,
                   "the plan to run: a tile spec (m=128/64,n=128/32,k=64/16) or, on GPU targets, a GPU plan in the form "
@@ -56,6 +57,10 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
   cmd->add_option("--max-operations", f.max_operations, "isl operation quota of the scheduler (0: none)");
   add_set_flag(cmd, f.set);
   cmd->add_option("--dump-after", f.dump_after, "print the IR after a pass (fold_padding, collapse_indices, split_reductions, split_division_tails, scop, dependences, schedule, fusion, intrinsics, tile, promote, kernel, contraction, all)");
+}
+
+CLI::Option* add_target_option(CLI::App* cmd, const std::string& name, std::string& target, const std::string& help) {
+  return cmd->add_option(name, target, help)->transform([](std::string s) { return isa::resolve_target(s); }, "", "TARGET");
 }
 
 void add_set_flag(CLI::App* cmd, std::vector<std::string>& set) {

@@ -43,7 +43,7 @@ struct SimFlags {
 
 void add_sim_options(CLI::App* cmd, SimFlags& o) {
   cmd->add_option("program", o.program, "NPU assembly program (.npu)")->required();
-  cmd->add_option("--target", o.target, "NPU hierarchy description (default: isa/targets/davinci-910.yaml)");
+  add_target_option(cmd, "--target", o.target, "NPU hierarchy description or a shipped one's name (default: isa/targets/davinci-910.yaml)");
   add_set_flag(cmd, o.set);
   cmd->add_option("--input", o.inputs, "NAME=FILE.npy: bind an input tensor")->take_all();
   cmd->add_option("--output", o.outputs, "NAME=FILE.npy: write a tensor after the run")->take_all();

@@ -384,7 +384,7 @@ void add_query_options(CLI::App* cmd, TuneFlags& o) {
   cmd->add_option("--predict", o.predict,
                   "print the analytic model's prediction for these tile specs ('default': the target's own mapping "
                   "without a tile, e.g. a GPU row kernel) and exit");
-  cmd->add_option("--run-on", o.run_on,
+  add_target_option(cmd, "--run-on", o.run_on,
                   "with --predict: price the configurations on this description (the machine the kernel runs on, e.g. "
                   "isa/targets/sm90-h100.yaml for a kernel compiled for sm75 that ran on an H100); tile fit from --target")
       ->check(CLI::ExistingFile);

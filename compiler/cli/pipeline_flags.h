@@ -25,6 +25,9 @@ struct PipelineFlags {
 };
 
 void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f);
+// `--target` (or another option naming a description) into `target`: "c", a path, or a shipped
+// description's name (`sm90` for isa/targets/sm90.yaml; isa/shipped_descriptions.h).
+CLI::Option* add_target_option(CLI::App* cmd, const std::string& name, std::string& target, const std::string& help);
 // `--set KEY=VALUE[,KEY=VALUE...]` (repeatable) into `set`; isa::parse_overrides reads it.
 void add_set_flag(CLI::App* cmd, std::vector<std::string>& set);
 // The options for compiling `fn`; sizes from --shape plus those inferred (ir::bind_sizes).

@@ -94,11 +94,15 @@ def path(name, value, must_exist=True, optional=False):
 
 
 def target(value, name="target"):
-    """'c' or a hierarchy description's path."""
+    """'c', a hierarchy description's path, or a shipped description's name ('sm90': the CLI
+    resolves it to isa/targets/sm90.yaml, or names the shipped ones)."""
     if value is None:
-        raise UsageError(f"{name}: required: 'c' or a hierarchy description (isa/targets/*.yaml)")
+        raise UsageError(f"{name}: required: 'c', a hierarchy description (isa/targets/*.yaml) or its name")
     if value == "c":
         return "c"
+    if (isinstance(value, str) and value and "/" not in value and "\0" not in value
+            and not value.endswith((".yaml", ".yml")) and not os.path.exists(value)):
+        return value
     return path(name, value)
 
 

@@ -1,0 +1,29 @@
+// The hardware descriptions tessel ships (isa/targets/*.yaml) and what a target name means.
+//
+// `--target` takes "c", a path to a description, or the name of a shipped one: `--target sm90` is
+// isa/targets/sm90.yaml, as a TVM or Triton user names a target rather than a file. The shipped
+// files are found where tessel's tree is: under $TESSEL_SOURCE_DIR, the current directory or one of
+// its parents, the executable's directory or one of its parents, or the source tree tessel was built
+// from (TESSEL_SOURCE_DIR at build time), in that order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessel::isa {
+
+// The path of `rel` (a path relative to tessel's source tree, e.g. "isa/targets/davinci-910.yaml")
+// in the first of the places above that has it; "" when none does.
+std::string find_shipped_file(const std::string& rel);
+
+// The names of the shipped descriptions (file stems of isa/targets/*.yaml, sorted); empty when the
+// tree is not found.
+std::vector<std::string> shipped_description_names();
+
+// A --target value as the loader takes it: "c" and any existing path unchanged; a bare name (no '/',
+// no .yaml or .yml ending) of a shipped description becomes its path. A bare name that is neither
+// is a UserError naming the shipped descriptions; anything else is returned as given (the loader
+// then says why it cannot open it).
+std::string resolve_target(const std::string& target);
+
+}  // namespace tessel::isa
