@@ -596,6 +596,11 @@ void Importer::translate_node(const onnx::NodeProto& n) {
   const bool training = n.domain() == "ai.onnx.preview.training";  // its optimizers are keyed by domain
   if (!n.domain().empty() && n.domain() != "ai.onnx" && !training) unsupported("operator of domain '" + n.domain() + "'");
   const Translator* t = find_translator(training ? n.domain() + "." + n.op_type() : n.op_type());
+  static const std::set<std::string> random = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial"};
+  if (!t && !training && random.count(n.op_type()))
+    unsupported("random values: " + n.op_type() +
+                " draws from a generator; ONNX's expected data came from numpy's, which its backend runner compares element by element and no "
+                "other generator reproduces (tessel has no random source in the language)");
   if (!t) unsupported("no translation of " + n.op_type() + (training ? " (domain '" + n.domain() + "')" : std::string()) + " into the language");
   for (int i = 0; i < n.input_size(); ++i)
     if (has_input(i)) input(i);

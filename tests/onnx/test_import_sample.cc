@@ -3,7 +3,7 @@
 // outputs (every mode and padding of GridSample, both RoiAlign transformations, Unique sorted and
 // not, with and without an axis, NonZero); built graphs against values computed here (bilinear
 // GridSample with align_corners under border and zeros padding, an unsorted Unique of a 2-D
-// input flattened); the refusals naming the node and the reason.
+// input flattened); the refusals naming the node and the reason, random operators' among them.
 #include <doctest/doctest.h>
 
 #include "compiler/onnx/importer.h"
@@ -102,6 +102,19 @@ TEST_CASE("onnx GridSample, Unique, NonZero and RoiAlign: values not known at im
   r.output("y", {1, 1, 1, 1});
   CHECK_THROWS_WITH_AS(import_model(r.m, "t.onnx"), doctest::Contains("node 'roi' (RoiAlign): unsupported: RoiAlign mode 'max' (avg is translated)"),
                        UserError);
+}
+
+TEST_CASE("onnx random operators are refused naming the node and why: their values cannot match ONNX's data") {
+  for (const char* op : {"Bernoulli", "RandomUniformLike", "RandomNormalLike"}) {
+    CAPTURE(op);
+    Graph g(15);
+    g.input("x", {4});
+    g.node(op, {"x"}, {"y"}, "draw");
+    g.output("y", {4});
+    const std::string want =
+        std::string("node 'draw' (") + op + "): unsupported: random values: " + op + " draws from a generator; ONNX's expected data came from numpy's";
+    CHECK_THROWS_WITH_AS(import_model(g.m, "t.onnx"), doctest::Contains(want.c_str()), UserError);
+  }
 }
 
 }  // namespace
