@@ -45,7 +45,8 @@ or first non-plumbing op type, from the model's nodes via python3-onnx) and tota
 target; --json holds every test's result, --markdown writes the table. With --baseline
 EXPECTED.json ({"suite/test": {"target": "pass", ...}}) the exit status is 1 when a test the
 baseline has passing no longer passes, or one it has documented is no longer a documented difference
-(the ctests cli.onnx_runner_sample and cli.onnx_runner_documented; --only-baseline runs just the tests it names); otherwise 0 unless a test crashed. Deterministic: tests run in name order, results are sorted; no network.
+(the ctests cli.onnx_runner_sample and cli.onnx_runner_documented; --only-baseline runs just the tests it names); otherwise 0 unless a test crashed. Deterministic: tests run in name order, results are sorted; no network. Every 25 tests
+--json holds the tests finished so far (marked "partial"), so a run cut short keeps its records.
 """
 import argparse
 import collections
@@ -702,6 +703,17 @@ def write_outputs(args, records, targets, meta):
             f.write(markdown(header, rows, totals, records, targets))
 
 
+def save_partial(args, records, total):
+    """--json while the run goes on: the tests finished so far (name order), marked "partial" with
+    their count of the run's total; --retable turns such a file into tables. Rewritten at the end."""
+    done = sorted(records, key=lambda r: (r["suite"], r["test"]))
+    with open(args.json + ".tmp", "w") as f:
+        json.dump({"partial": f"{len(done)} of {total} tests", "tessel": args.tessel, "suites": args.suites.split(","),
+                   "filter": args.filter, "targets": args.targets, "tests": done}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(args.json + ".tmp", args.json)
+
+
 def retable(args):
     with open(args.retable) as f:
         old = json.load(f)
@@ -760,6 +772,8 @@ def main():
         for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
             r = future.result()
             records.append(r)
+            if n % 25 == 0 and n < len(tests):  # a run cut short (a time limit, a kill) keeps what it ran
+                save_partial(args, records, len(tests))
             if not args.quiet:
                 outcomes = " ".join(f"{t}={r['targets'][t]['outcome']}" for t in args.targets)
                 print(f"[{n}/{len(tests)}] {r['suite']}/{r['test']}: {outcomes}", file=sys.stderr, flush=True)
