@@ -1,4 +1,5 @@
 #include "compiler/pipeline.h"
+#include "compiler/pipeline_fit.h"
 
 #include <cctype>
 #include <functional>
@@ -20,7 +21,6 @@
 #include "isa/base/error.h"
 #include "isa/gpu_machine.h"
 #include "isa/npu_machine.h"
-#include "isa/shipped_descriptions.h"
 
 namespace tessel {
 
@@ -166,7 +166,22 @@ namespace {
 
 std::string find_default_description() {
   const std::string rel = "isa/targets/davinci-910.yaml";
-  if (std::string path = isa::find_shipped_file(rel); !path.empty()) return path;
+  if (const char* src = std::getenv("TESSEL_SOURCE_DIR")) {
+    auto p = std::filesystem::path(src) / rel;
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  std::vector<std::filesystem::path> roots = {std::filesystem::current_path()};
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path());
+#ifdef TESSEL_SOURCE_DIR
+  roots.push_back(TESSEL_SOURCE_DIR);
+#endif
+  for (auto root : roots)
+    for (int up = 0; up < 6 && !root.empty(); ++up, root = root.parent_path()) {
+      if (std::filesystem::exists(root / rel)) return (root / rel).string();
+      if (root == root.parent_path()) break;
+    }
   throw UserError("--target c: cannot find " + rel +
                   " (run from the source tree, set TESSEL_SOURCE_DIR, or pass --hierarchy FILE)");
 }
@@ -387,8 +402,9 @@ std::string intrinsics_dump(const Compilation& c) {
 
 // tile + promote; without a user spec, the default shrunk while promotion reports an overflow.
 // Where the boxes do not limit the mapping (the NPU's vector lowering, any GPU kernel) an
-// overflowing default is kept with a warning; else an overflow is a UserError naming the tile.
-void tile_and_promote(Compilation& c, const ir::Function& f, const CompileOptions& options, PassTimer& timer) {
+// overflowing default is kept with a warning; an overflowing user tile is a UserError naming it.
+// Returns "" or the fit failure: no default tile fits, the reason naming the last tile tried.
+std::string tile_and_promote(Compilation& c, const ir::Function& f, const CompileOptions& options, PassTimer& timer) {
   const bool user_tile = options.tile.has_value();
   for (int attempt = 0;; ++attempt) {
     timer.run("tile", [&] {
@@ -421,10 +437,11 @@ void tile_and_promote(Compilation& c, const ir::Function& f, const CompileOption
       break;
     }
     if (user_tile) throw UserError(c.promotion.overflow->message());
-    throw UserError(fmt::format("{}: no tile fits {}: the default tile, shrunk to {}, still does not fit: {}; smaller sizes "
-                                "(--shape) or a description with more room (--set) can",
-                                f.name, c.hierarchy.name, c.tile_spec.to_string(), c.promotion.overflow->what()));
+    return fmt::format("{}: no tile fits {}: the default tile, shrunk to {}, still does not fit: {}; smaller sizes "
+                       "(--shape) or a description with more room (--set) can",
+                       f.name, c.hierarchy.name, c.tile_spec.to_string(), c.promotion.overflow->what());
   }
+  return "";
 }
 
 std::string found_text(const std::string& x) { return x; }
@@ -451,7 +468,7 @@ void rewrite_pass(PassTimer& timer, Compilation& c, const std::string& name, boo
 
 }  // namespace
 
-std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options_in) {
+CompileFit compile_unless_no_tile_fits(const ir::Function& f, const CompileOptions& options_in) {
   CompileOptions options = options_in;
   if (const char* t = std::getenv("TESSEL_TIME_PASSES"); t && std::string(t) == "1") options.time_passes = true;
   check_compile_options(f, options);
@@ -469,7 +486,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 
-  if (compile_fused_attention(*c, f, options, timer)) return c;
+  if (compile_fused_attention(*c, f, options, timer)) return {std::move(c), ""};
   timer.run("fold_padding", [&] {
     c->folded = poly::fold_padding(ctx, f);
     if (c->folded) c->function = &*c->folded;
@@ -532,7 +549,7 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
   } else {
     c->tile_spec = tile::default_tile_spec(fn, options.sizes, c->hierarchy);
   }
-  tile_and_promote(*c, f, options, timer);
+  if (std::string unfit = tile_and_promote(*c, f, options, timer); !unfit.empty()) return {nullptr, unfit};
   for (size_t g = 0; g < c->tiled.groups.size() && g < c->matches.size(); ++g) c->matches[g] = c->tiled.groups[g].match;
   timer.run("kernel", [&] { c->kernel = poly::build_kernel(c->scop, c->deps, c->tiled, c->promotion, c->hierarchy); },
             [&] { return kernel::to_string(c->kernel); });
@@ -543,7 +560,13 @@ std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions
         t.declared_shape = it->second;
   if (options.tile) c->kernel.user_tile = c->tile_spec;
   if (options.gpu_plan) c->kernel.gpu_plan = *options.gpu_plan;
-  return c;
+  return {std::move(c), ""};
+}
+
+std::unique_ptr<Compilation> compile(const ir::Function& f, const CompileOptions& options) {
+  CompileFit r = compile_unless_no_tile_fits(f, options);
+  if (!r.compilation) throw UserError(r.no_tile_fits);
+  return std::move(r.compilation);
 }
 
 }  // namespace tessel

@@ -12,6 +12,9 @@
 #include <isl/version.h>
 #include <isl/ast_build.h>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include "isa/base/error.h"
 
@@ -296,16 +299,72 @@ Expr aff_numerator(isl_aff* aff, const std::vector<std::string>& in_names,
 
 }  // namespace
 
+namespace {
+
+// AST generation is the costliest isl step of a tiled convolution (a 3x3 kernel's 25-dimension
+// schedule: about a second), and a network repeats identical kernels (ResNet-50: 12 of its 16 3x3
+// convolutions, each kernel's statements named S0, S1, ... by position). The AST is a function of
+// the parameter-free schedule alone (default AST options, no context: isl_ast_build_alloc), so it
+// is kept by that schedule's isl text for the process; bounded so a long tuning run stays small.
+// TESSEL_NO_COMPILE_MEMO=1 turns it off (to compare outputs and times with and without it).
+class AstMemo {
+ public:
+  std::optional<AstNode> find(const std::string& schedule) {
+    if (off_) return std::nullopt;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = asts_.find(schedule);
+    if (it == asts_.end()) return std::nullopt;
+    return it->second;
+  }
+  void keep(const std::string& schedule, const AstNode& ast) {
+    if (off_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (asts_.size() >= kMaxEntries) asts_.clear();
+    asts_.emplace(schedule, ast);
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 256;
+  const bool off_ = [] {
+    const char* v = std::getenv("TESSEL_NO_COMPILE_MEMO");
+    return v && std::string(v) == "1";
+  }();
+  std::mutex mutex_;
+  std::map<std::string, AstNode> asts_;
+};
+
+AstMemo& ast_memo() {
+  static AstMemo memo;
+  return memo;
+}
+
+std::string union_map_text(isl_union_map* m) {
+  char* s = isl_union_map_to_str(m);
+  TESSEL_CHECK(s, "isl could not print the tiled schedule (tile pass)");
+  std::string text(s);
+  free(s);
+  return text;
+}
+
+}  // namespace
+
 AstNode build_ast(const isl::union_map& schedule, const isl::set& context) {
   // The sizes are fixed by the context: generate without parameters (faster, same code).
   isl_union_map* fixed = isl_union_map_intersect_params(schedule.copy(), context.copy());
   fixed = isl_union_map_project_out_all_params(fixed);
+  TESSEL_CHECK(fixed, "isl could not fix the tiled schedule's parameters (tile pass)");
+  const std::string key = union_map_text(fixed);
+  if (std::optional<AstNode> known = ast_memo().find(key)) {
+    isl_union_map_free(fixed);
+    return *known;
+  }
   isl_ast_build* build = isl_ast_build_alloc(context.ctx().get());
   isl_ast_node* root = isl_ast_build_node_from_schedule_map(build, fixed);
   isl_ast_build_free(build);
   TESSEL_CHECK(root, "isl AST generation failed for the tiled schedule (tile pass)");
   AstNode out = convert_node(root);
   isl_ast_node_free(root);
+  ast_memo().keep(key, out);
   return out;
 }
 

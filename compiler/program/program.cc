@@ -8,6 +8,7 @@
 
 #include "compiler/poly/fold_padding.h"
 #include "compiler/poly/isl_util.h"
+#include "compiler/pipeline_fit.h"
 #include "isa/base/error.h"
 
 namespace tessel::program {
@@ -136,14 +137,14 @@ std::unique_ptr<ProgramCompilation> compile_program(const ir::Function& f, const
     // into kernels of their own instead, and --explain says so
     const bool may_cut = mode == poly::PartitionMode::Auto && src.statements.size() > 1 &&
                          options.plan_source.kind != PlanSource::Kind::Given;
-    try {
-      p->kernels.push_back(compile(f, options));
+    CompileFit whole = compile_unless_no_tile_fits(f, options);
+    if (whole.compilation) {
+      p->kernels.push_back(std::move(whole.compilation));
       p->sizes = ir::bind_sizes(f, options.sizes);
-    } catch (const UserError& e) {
-      if (!may_cut || std::string(e.what()).find("no tile fits") == std::string::npos) throw;
-      p->partition = poly::partition_program(src, poly::PartitionMode::Split, fused);
-      if (!p->partition.cut()) throw;
-      p->partition_note = fmt::format("cut into {} kernels: as one kernel, {}", p->partition.groups.size(), e.what());
+    } else {
+      if (may_cut) p->partition = poly::partition_program(src, poly::PartitionMode::Split, fused);
+      if (!p->partition.cut()) throw UserError(whole.no_tile_fits);
+      p->partition_note = fmt::format("cut into {} kernels: as one kernel, {}", p->partition.groups.size(), whole.no_tile_fits);
     }
   }
   if (p->partition.cut()) {

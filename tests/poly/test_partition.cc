@@ -9,6 +9,7 @@
 #include "compiler/poly/partition.h"
 #include "compiler/program/memory_plan.h"
 #include "compiler/program/program.h"
+#include "compiler/pipeline_fit.h"
 #include "isa/base/error.h"
 
 using namespace tessel;
@@ -175,4 +176,40 @@ TEST_CASE("compile_program: a cut def compiles each kernel with its own sizes, a
                                             poly::PartitionMode::One);
   REQUIRE(one->single());
   CHECK(one->kernels[0]->function->name == "layer");
+}
+
+// A GEMM beside a 0-d minimum over a 1024 x 1024 tensor: as one kernel the minimum's whole operand
+// box is staged in L1 at every tile (4 MiB double-buffered against davinci-910's 1 MiB), so the pipeline
+// answers "no tile fits" as a value (compile_unless_no_tile_fits) and `auto` cuts the def, the note
+// naming that answer; with R = 64 it fits and stays one kernel; `--partition one` reports the failure.
+TEST_CASE("compile_program: auto cuts a def no tile of which fits as one kernel, keeps one that fits, and one reports it") {
+  Case c = load("def gemm_and_min(f16[M, K] A, f16[K, N] B, f16[R, R] X) -> (f32[M, N] C, f16[] Y) {\n"
+                "  C(m, n) +=! f32(A(m, k)) * f32(B(k, n))\n"
+                "  Y() min=! X(r1, r0)\n"
+                "}\n");
+  CompileOptions o;
+  o.target = "isa/targets/davinci-910.yaml";
+  o.sizes = {{"M", 64}, {"N", 64}, {"K", 64}, {"R", 1024}};
+  const CompileFit whole = compile_unless_no_tile_fits(*c.f, o);
+  CHECK_FALSE(whole.compilation);
+  CHECK(whole.no_tile_fits.rfind("gemm_and_min: no tile fits davinci-910: the default tile, shrunk to m=1/1,n=1/1,k=1/1, still does not fit: "
+                                 "level L1 (stage) of davinci-910 needs 4194304 bytes", 0) == 0);
+  const auto cut = program::compile_program(*c.f, o, poly::PartitionMode::Auto);
+  REQUIRE(cut->kernels.size() == 2);
+  CHECK(cut->partition_note == "cut into 2 kernels: as one kernel, " + whole.no_tile_fits);
+  CHECK(program::explain_program(*cut).find("partition: cut into 2 kernels: as one kernel, gemm_and_min: no tile fits davinci-910") !=
+        std::string::npos);
+  try {
+    program::compile_program(*c.f, o, poly::PartitionMode::One);
+    FAIL("--partition one compiled a def no tile fits");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()) == whole.no_tile_fits);
+  }
+  o.sizes["R"] = 64;
+  const CompileFit fits = compile_unless_no_tile_fits(*c.f, o);
+  CHECK(fits.compilation);
+  CHECK(fits.no_tile_fits.empty());
+  const auto one = program::compile_program(*c.f, o, poly::PartitionMode::Auto);
+  CHECK(one->single());
+  CHECK(one->partition_note.empty());
 }
