@@ -429,12 +429,28 @@ class GemmLoop {
       pending_.push_back({chunk, kk, -1, cols == g.tn ? -2 : j, [this, ops] { op(Opcode::DmaInNz, ops); }});
     };
     if (order == Order::Blocks) {  // what accumulator block (i, j) needs first: A row block i, B column block j
+      // (where a chunk's pieces are one copy, so are a block's: A's one row block, B's column block
+      // j, whose operand tiles lie one after the other in L1: the NZ of its tk rows. In a tile of
+      // one block whose A comes in pieces, B's pieces stay: the cube starts on A's and B's first
+      // while the rest land; ResNet-50's 784 x 256 -> 64 on davinci-910 lost 27 cycles to a whole B.)
+      const int64_t k0 = chunk_offset * g.tk;
+      const bool whole_b = whole_chunk_b() && (blocks_m_ * blocks_n_ > 1 || whole_chunk_a());
       for (int64_t j = 0; j < blocks_n_; ++j)
         for (int64_t i = 0; i < blocks_m_; ++i) {
-          if (j == 0)
+          if (j == 0 && whole_chunk_a()) {
+            std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + a_at(0, i)), at(Buffer::GM, g.a_off + k0 * g.a_sk * in_, a_base),
+                                     imm(g.tm0), imm(g.tk), imm(g.a_sm)};
+            pending_.push_back({chunk, 0, i, -1, [this, ops] { op(Opcode::DmaInNz, ops); }});
+          } else if (j == 0) {
             for (int64_t kk = 0; kk < pieces_; ++kk) a_tile(kk, i);
-          if (i == 0)
+          }
+          if (i == 0 && whole_b) {
+            std::vector<Operand> ops{type(cube_.a), at(Buffer::L1, l1 + b_at(0, j)),
+                                     at(Buffer::GM, g.b_off + (k0 * g.b_sk + j * g.tn0) * in_, b_base), imm(g.tk), imm(g.tn0), imm(g.b_sk)};
+            pending_.push_back({chunk, 0, -1, j, [this, ops] { op(Opcode::DmaInNz, ops); }});
+          } else if (i == 0) {
             for (int64_t kk = 0; kk < pieces_; ++kk) b_tiles(kk, j, g.tn0);
+          }
         }
       return;
     }
@@ -796,13 +812,16 @@ class GemmLoop {
     }
     // The loop: chunks peeled .. peeled + S * iterations - 1 (slot of chunk c: c % S).
     int64_t iterations = body_end > peeled ? (body_end - peeled) / S : 0;
-    // the loop loads chunks up to peeled + S iterations + ahead - 1: not the one crossing K when its
-    // columns past K are filled (that load is straight-line code)
-    if (k_fill_) iterations = std::min(iterations, std::max<int64_t>(0, (chunks_ - 1 - ahead - peeled) / S));
+    // The loop loads chunks up to peeled + S iterations + ahead - 1: all below K's chunks (a ring
+    // deeper than the tail's chunks + 1, plan_gemm's choose_l1_ring, would otherwise load up to
+    // S - 1 - tail_chunks chunks past K: reads past A and B, into the output other cores write),
+    // and not the one crossing K when its columns past K are filled (that load is straight-line code).
+    const int64_t loadable = k_fill_ ? chunks_ - 1 : chunks_;
+    iterations = std::min(iterations, std::max<int64_t>(0, (loadable - ahead - peeled) / S));
     if (iterations > 0) {
       op(Opcode::Loop, {reg(kChunk), imm(0), imm(iterations), imm(1)});
       chunk_bases(S);
-      for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: body_end <= chunks - 1)
+      for (int64_t p = 0; p < S; ++p) {  // chunk c = peeled + S r + p; loads c + S - 1 (< chunks: the bound above)
         load((peeled + p + ahead) % S, kGmAChunk, kGmBChunk, peeled + p + ahead, peeled + p + ahead, Order::Pieces);
         compute(peeled + p, (peeled + p) % S, imm(0));
       }

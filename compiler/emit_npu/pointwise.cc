@@ -699,13 +699,14 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
                                                                                           rows % repeat_blocks_ == 0 &&
                                                                                           rows / repeat_blocks_ <= max_repeat_) {
       // `columns` values per row, the same in every row: one DMA of one row (each DMA holds the
-      // shared GM a cycle on every core), then per vector block of the row one repeat (x * 1, exact)
-      // writing it into `repeat_blocks_` rows; read as a pattern (source repeat stride 0)
+      // shared GM a cycle on every core), then one instruction (x * 1, exact) whose repeat h writes
+      // the row's vector block h into `repeat_blocks_` rows; read as a pattern (source repeat
+      // stride 0). One instruction, not one per block: in a tile loop the scalar's look-ahead to
+      // the next block's loads ends where the vector queue is full.
       if (loads) op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
       if (!computes) continue;
-      for (int64_t h = 0; h < row_blocks; ++h)
-        op(Opcode::Vmuls, {type(t->dtype), at(Buffer::UB, expanded + h * vb), at(Buffer::UB, pattern + h * vb), Operand::float_(1),
-                           imm(1), imm(row_blocks), imm(0), imm(repeat_blocks_ * row_blocks), imm(0)});
+      op(Opcode::Vmuls, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(1), imm(row_blocks),
+                         imm(row_blocks), imm(0), imm(1), imm(1)});
       tensors_[name] = {false, 0, expanded, t->dtype, false, true};
       continue;
     } else {

@@ -24,6 +24,8 @@ using npu::Buffer;
 // not hardware: code-size bound
 constexpr int64_t kMostPeeledChunks = 16;
 constexpr int64_t kMostOperandRing = 4;
+// not hardware: code-size bound (the chunk loop is unrolled once per L1 slot)
+constexpr int64_t kMostL1Ring = 8;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
@@ -332,6 +334,33 @@ void choose_tail_chunks(GemmPlan& g, const GemmRequest& in, const isa::NpuMachin
   }
 }
 
+// The L1 ring's depth (GemmPlan::l1_slots) past what the block-by-block tail needs. The load of
+// chunk c + S - 1 goes into the slot chunk c - 1 frees, so it is issued about when chunk c - 1's
+// compute ends and must land (its copy and the GM read latency) before chunk c + S - 2's ends: S - 1
+// chunk periods (the slower of a chunk's copy and its compute). With two slots, a GEMM whose chunk
+// copies take about the latency left MTE2 idle every other chunk (ResNet-50's 49 x 1024 -> 256 on
+// davinci-910: chunk 2's copy waited 67 cycles for chunk 0's slot, the last chunk's copies each
+// for a read). The ring is deepened to the smallest S that covers it, within K's chunks, L1 and a
+// bound on the unrolled chunk loop.
+void choose_l1_ring(GemmPlan& g, const GemmRequest& in, const isa::NpuMachine& m) {
+  const int64_t chunks = in.K / g.tk;
+  const double rate = m.path(Buffer::GM, Buffer::L1).bandwidth_bytes_per_cycle;
+  if (!g.double_l1 || chunks <= g.l1_slots || rate <= 0) return;
+  const isa::CubeShape& cube = m.cube(in.operand);
+  const int64_t ib = dtype_bytes(cube.a);
+  const int64_t slot = align_to((g.tm * g.tk + g.tk * g.tn) * ib, m.alignment(Buffer::L1));
+  const double load = std::ceil(double(slot) / rate), latency = m.path(Buffer::GM, Buffer::L1).latency_cycles;
+  const double compute = double((g.tm / cube.m0) * (g.tn / cube.n0) * (g.tk / cube.k0) * cube.cycles);
+  const double period = std::max(load, compute), round_trip = load + latency;
+  const int64_t most = std::min({chunks, m.capacity(Buffer::L1) / slot, kMostL1Ring});
+  int64_t depth = g.l1_slots;
+  while (depth < most && double(depth - 1) * period < round_trip) ++depth;
+  if (depth == g.l1_slots) return;
+  g.notes.push_back(fmt::format("L1 ring of {} chunks (was {}): a chunk's copy {:.0f} + GM latency {:.0f} cycles vs {:.0f} per chunk",
+                                depth, g.l1_slots, load, latency, period));
+  g.l1_slots = depth;
+}
+
 // The peeled chunks and the operand rings (GemmPlan::peeled, l0a_slots, l0b_slots).
 void choose_peel_and_rings(GemmPlan& g, const GemmRequest& in, const isa::NpuMachine& m) {
   const isa::CubeShape& cube = m.cube(in.operand);
@@ -414,6 +443,7 @@ GemmPlanResult plan_gemm(const GemmRequest& in, const isa::NpuMachine& m) {
                               g.tk, g.double_l1 ? "double-buffered" : "single", g.tm0, g.tn0, g.tk0,
                               g.double_l0 ? "double-buffered" : "single", g.double_ub ? "double-buffered" : "single"));
   choose_tail_chunks(g, in, m);
+  choose_l1_ring(g, in, m);
   choose_peel_and_rings(g, in, m);
   return {g, std::nullopt};
 }

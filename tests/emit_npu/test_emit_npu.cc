@@ -110,8 +110,8 @@ TEST_CASE("GEMM over several cores, double-buffered K chunks (odd and even chunk
 
 TEST_CASE("GEMM with an L1 ring of 2 or 3 chunks: peeled chunks, the unrolled chunk loop and its remainder, tile loop") {
   // Small stage tiles: the last chunk(s) computed block by block (an L1 ring of tail + 1 chunks, the
-  // model's choice: 2 and 1 here), 16 chunks peeled, the chunks between in a loop unrolled once per
-  // ring slot, plus the remainder.
+  // model's choice: 2 and 1 here; the first deepened to 6 by choose_l1_ring, test_gemm_l1_ring.cc),
+  // 16 chunks peeled, the chunks between in a loop unrolled once per ring slot, plus the remainder.
   std::set<int> rings;
   for (const auto& [shape, tile] : {std::pair<std::string, std::string>{"M=128,N=128,K=1024", "m=64/32,n=64/32,k=32/16"},
                                     {"M=128,N=128,K=2048", "m=128/64,n=128/64,k=64/32"}}) {

@@ -55,9 +55,10 @@ TEST_CASE("GEMM epilogue values: one row per DMA, queued after the first K chunk
     CHECK(p.code[i].operands[3].imm == 64);  // of 16 f32
   }
   // 4 K chunks: the first 3 A 16 x 256 and B 256 x 32, one copy each (the last, computed block by
-  // block, per operand tile: 4 of A, 8 of B); the values right after chunk 0's
+  // block: A's row block and each of B's 2 column blocks one copy, test_gemm_l1_ring.cc); the
+  // values right after chunk 0's
   const std::vector<size_t> chunks = find_copies(p, npu::Opcode::DmaInNz, npu::Buffer::L1);
-  REQUIRE(chunks.size() == 6 + 12);
+  REQUIRE(chunks.size() == 6 + 3);
   for (size_t n = 0; n < 6; ++n) {
     const auto& o = p.code[chunks[n]].operands;
     CAPTURE(n);
