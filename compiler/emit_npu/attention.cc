@@ -59,16 +59,23 @@ struct Plan {
   std::vector<int64_t> blocks_seen;  // per query block: key blocks up to its last row's diagonal
   // L0B: K and V blocks in two slots each, in one slot each, or one region they take in turn
   // (the cube reads Kᵀ of block kb + 1 before V of block kb is loaded over it); L0A: P's slots
-  enum class L0b { TwoSlots, OneSlot, Shared } l0b = L0b::TwoSlots;
+  // Pieces: two halves K and V take in turn piece by piece (pk keys each), the cube on one half
+  // while MTE1 fills the other: each block's Q·Kᵀ and P·V are an mmad per piece.
+  enum class L0b { TwoSlots, OneSlot, Pieces, Shared } l0b = L0b::TwoSlots;
+  int64_t pk = 0;  // keys per piece (bk where the blocks are not cut in pieces)
   int64_t l0a_p_slots = 2;
   // L1, L0A, L0B, L0C
-  int64_t l1_q = 0, l1_k[2]{}, l1_v[2]{}, l1_p[2]{};
+  // Key blocks per group (1 or 2): a group's score tiles share one row maximum, and the cube
+  // accumulates their P·V in one L0C region, so the context is rescaled once per group.
+  int64_t group = 1;
+  int64_t l1_q = 0, l1_k[4]{}, l1_v[4]{}, l1_p[4]{};  // 2 x group slots (a group in flight, the next loading)
   int64_t l0a_q = 0, l0a_p[2]{};
   int64_t l0b_k[2]{}, l0b_v[2]{};
   int64_t l0c_s[2]{}, l0c_o[2]{};
   // UB
-  int64_t ub_s = 0, ub_diag = 0, ub_p[2]{}, ub_acc = 0, ub_pv = 0, ub_tmp = 0, ub_bc = 0, ub_out = 0;
+  int64_t ub_s = 0, ub_s2 = 0, ub_diag = 0, ub_p[2]{}, ub_acc = 0, ub_pv = 0, ub_tmp = 0, ub_bc = 0, ub_out = 0;
   int64_t ub_stage_q = -1, ub_stage_k = -1, ub_stage_v = -1;
+  bool fold_scale = false;  // the first step's score * c computed as c Q (find_scale)
   int64_t ub_ones = 0, ub_m[2]{}, ub_bm = 0, ub_c[2]{}, ub_bcc = 0, ub_steps = 0, ub_steps_bytes = 0;
 };
 
@@ -121,6 +128,7 @@ class AttentionEmitter : public VectorCode {
   // ---- blocks, slots, placement ----
   std::string plan() {
     Plan& P = p_plan_;
+    find_scale();
     const int64_t f = m_.cube_f16.m0;
     P.S = a_.query.extent, P.T = a_.key.extent, P.D = a_.head[0].extent, P.E = a_.value[0].extent;
     P.Dp = round_up(P.D, f);
@@ -139,7 +147,8 @@ class AttentionEmitter : public VectorCode {
     // length; a score tile is one vector instruction (max_repeat repeats of f32).
     const int64_t longest = std::min(round_up(P.T, f), max_repeat_ * bytes_per_repeat_ / (P.bq * 4) / f * f);
     // K and V in L0B side by side where blocks of 8 fractals or more fit so (taking turns in one
-    // region stalls the cube and MTE1 on each other), else the longest blocks any way fits.
+    // region stalls the cube and MTE1 on each other), else the longest blocks any way fits: in
+    // pieces over two halves where they fit, else in one region.
     std::string why;
     for (const bool shared : {false, true}) {
       for (int64_t nkb = (P.T + longest - 1) / longest;; ++nkb) {
@@ -181,40 +190,35 @@ class AttentionEmitter : public VectorCode {
     P.nkb = (P.T + P.bk - 1) / P.bk;
     using L0b = Plan::L0b;
     auto l0b_bytes = [&](L0b b) {
-      const int64_t k = P.Dp * bk * 2, v = bk * P.Ev * 2;
-      return b == L0b::TwoSlots ? 2 * (k + v) : b == L0b::OneSlot ? k + v : std::max(k, v);
+      const int64_t k = P.Dp * bk * 2, v = bk * P.Ev * 2, piece = round_up((bk + 1) / 2, f);
+      return b == L0b::TwoSlots ? 2 * (k + v) : b == L0b::OneSlot ? k + v : b == L0b::Pieces ? 2 * std::max(P.Dp, P.Ev) * piece * 2 : std::max(k, v);
     };
     auto fits = [&](L0b b, int64_t p_slots) {
       const int64_t l0a = P.bq * P.Dp * 2 + p_slots * P.bq * bk * 2;
       const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ev) * 4;
       return l0b_bytes(b) <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
     };
-    const std::pair<L0b, int64_t> choices[] = {{L0b::TwoSlots, 2}, {L0b::OneSlot, 2}, {L0b::Shared, 2}, {L0b::OneSlot, 1}, {L0b::Shared, 1}};
+    const std::pair<L0b, int64_t> choices[] = {{L0b::TwoSlots, 2}, {L0b::OneSlot, 2}, {L0b::Pieces, 2}, {L0b::Shared, 2},
+                                               {L0b::OneSlot, 1}, {L0b::Pieces, 1}, {L0b::Shared, 1}};
     bool found = false;
     for (const auto& [b, p_slots] : choices)
-      if (!found && (shared_l0b || b != L0b::Shared) && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
+      if (!found && (shared_l0b || (b != L0b::Shared && b != L0b::Pieces)) && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
     if (!found) return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
     // L1
-    int64_t l1 = 0;
     auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
       const int64_t r = round_up(at_, align);
       at_ = r + bytes;
       return r;
     };
-    const int64_t a1 = m_.alignment(Buffer::L1);
-    P.l1_q = take(l1, P.bq * P.Dp * 2, a1);
-    for (int s = 0; s < 2; ++s) {
-      P.l1_k[s] = take(l1, P.bk * P.Dp * 2, a1);
-      P.l1_v[s] = take(l1, P.bk * P.Ev * 2, a1);
-      P.l1_p[s] = take(l1, P.bq * P.bk * 2, a1);
-    }
-    if (l1 > m_.capacity(Buffer::L1)) return "blocks that do not fit L1";
     int64_t l0a = 0, l0b = 0, l0c = 0;
     const int64_t fa = m_.alignment(Buffer::L0A), fb = m_.alignment(Buffer::L0B), fc = m_.alignment(Buffer::L0C);
     P.l0a_q = take(l0a, P.bq * P.Dp * 2, fa);
     for (int s = 0; s < P.l0a_p_slots; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
     if (P.l0a_p_slots == 1) P.l0a_p[1] = P.l0a_p[0];
-    if (P.l0b == Plan::L0b::Shared) {
+    P.pk = P.l0b == Plan::L0b::Pieces ? round_up((bk + 1) / 2, f) : bk;
+    if (P.l0b == Plan::L0b::Pieces) {
+      for (int s = 0; s < 2; ++s) P.l0b_k[s] = P.l0b_v[s] = take(l0b, std::max(P.Dp, P.Ev) * P.pk * 2, fb);
+    } else if (P.l0b == Plan::L0b::Shared) {
       P.l0b_k[0] = P.l0b_k[1] = P.l0b_v[0] = P.l0b_v[1] = take(l0b, std::max(P.Dp, P.Ev) * P.bk * 2, fb);
     } else {
       const int slots = P.l0b == Plan::L0b::TwoSlots ? 2 : 1;
@@ -228,14 +232,44 @@ class AttentionEmitter : public VectorCode {
       P.l0c_s[s] = take(l0c, P.bq * P.bk * 4, fc);
       P.l0c_o[s] = take(l0c, P.bq * P.Ev * 4, fc);
     }
+    // groups of two key blocks where L1 and UB take them, a unit walks four blocks or more and a
+    // core two units or more (measured: a group's longer pipeline fill and drain cost more than
+    // the rescales it saves when the cores run one unit each, or on 3 blocks), else one
+    std::string why = "blocks that do not fit L1";
+    for (const int64_t group : {2, 1})
+      if ((group == 1 || (P.nkb >= 4 && P.units >= 2 * P.cores)) && (why = place_group(group)).empty()) return "";
+    return why;
+  }
+  // L1 and UB for groups of `group` key blocks: "" or why they do not fit.
+  std::string place_group(int64_t group) {
+    Plan& P = p_plan_;
+    const int64_t f = m_.cube_f16.m0;
+    P.group = group;
+    auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
+      const int64_t r = round_up(at_, align);
+      at_ = r + bytes;
+      return r;
+    };
+    int64_t l1 = 0;
+    const int64_t a1 = m_.alignment(Buffer::L1);
+    P.l1_q = take(l1, P.bq * P.Dp * 2, a1);
+    for (int s = 0; s < 2 * group; ++s) {
+      P.l1_k[s] = take(l1, P.bk * P.Dp * 2, a1);
+      P.l1_v[s] = take(l1, P.bk * P.Ev * 2, a1);
+      P.l1_p[s] = take(l1, P.bq * P.bk * 2, a1);
+    }
+    if (l1 > m_.capacity(Buffer::L1)) return "blocks that do not fit L1";
     // UB: every region whole repeats, a repeat of slack after the row-wise ones (their masked
-    // repeats' footprints reach past the region)
+    // repeats' footprints reach past the region). A group of two has two score tiles, each
+    // block's P written (f16) over its own tile.
     int64_t ub = 0;
     const int64_t rb = bytes_per_repeat_;
     auto region = [&](int64_t bytes) { return take(ub, round_up(bytes, rb), rb); };
-    P.ub_s = region(P.bq * P.bk * 4);
+    P.ub_s = P.ub_s2 = region(P.bq * P.bk * 4);
+    if (group == 2) P.ub_s2 = region(P.bq * P.bk * 4), P.ub_p[0] = P.ub_s, P.ub_p[1] = P.ub_s2;
     if (a_.causal_offset) P.ub_diag = region(P.bq * P.bk * 4);
-    for (int s = 0; s < 2; ++s) P.ub_p[s] = region(P.bq * P.bk * 2);
+    if (group == 1)
+      for (int s = 0; s < 2; ++s) P.ub_p[s] = region(P.bq * P.bk * 2);
     P.ub_acc = region(P.bq * P.Ev * 4);
     P.ub_pv = region(P.bq * P.Ev * 4);
     P.ub_ones = region(P.bk * f * 2);
@@ -246,7 +280,10 @@ class AttentionEmitter : public VectorCode {
     for (int s = 0; s < 2; ++s) P.ub_m[s] = region(P.bq * 4 + rb);
     P.ub_bm = region(P.bq * 4 + rb);
     for (int s = 0; s < 2; ++s) P.ub_c[s] = region(P.bq * 4 + rb);
-    if (staged(P.D, a_.q.stride(a_.query.var), true)) P.ub_stage_q = region(P.bq * P.Dp * 2);
+    // the folded scale's work sits at each unit's start, before its first scores (measured on
+    // davinci-910, d128: 6 % faster at 19 key blocks, 3 % slower at 10, 12 % slower at 5)
+    P.fold_scale = scale_node_ && P.nkb >= 16;
+    if (P.fold_scale || staged(P.D, a_.q.stride(a_.query.var), true)) P.ub_stage_q = region(P.bq * P.Dp * 2);
     if (staged(P.D, a_.k.stride(a_.key.var))) P.ub_stage_k = region(P.bk * P.Dp * 2);
     if (staged(P.E, a_.v.stride(a_.key.var))) P.ub_stage_v = region(P.bk * P.Ep * 2);
     P.ub_steps = round_up(ub, rb);
@@ -325,6 +362,62 @@ class AttentionEmitter : public VectorCode {
     if (why.empty() && kFirstRead + reads_.size() > 31) why = "steps that read more than " + std::to_string(31 - kFirstRead) + " tensors";
     return why;
   }
+  // ---- the score's constant scale, folded into Q ----
+  // Where the first step reads the score once, as score * c (either order) with c a constant of
+  // 0 < |c| <= 1 (1 / sqrt(d)), and a unit walks 16 key blocks or more (Plan::fold_scale; the work
+  // sits at the unit's start, before its first scores), each unit's Q block is multiplied by c once (f16 -> f32, x c, one
+  // rounding to f16, in UB before L1) and the step reads the score as the cube leaves it: one
+  // vector pass over every score less. Rounding: the score is sum_d f16(c q_d) k_d, each term
+  // within one f16 unit in the last place (2^-11 relative) of c q_d k_d, where the definition
+  // rounds c sum_d q_d k_d once in f32; c = 2^-k (d = 4^k: 64, 256) is exact.
+  const ir::Expr* scale_node_ = nullptr;   // the step's score * c
+  const ir::Expr* scale_score_ = nullptr;  // its score operand
+  double q_scale_ = 1;
+  void find_scale() {
+    if (a_.steps.empty()) return;
+    const kernel::AttentionExpr& st = a_.steps.front();
+    auto is_score = [&](const ir::Expr& e) {
+      if (e.kind != ir::ExprKind::Access) return false;
+      auto it = st.inputs.find(e.name);
+      return it != st.inputs.end() && it->second == "score";
+    };
+    int reads = 0;
+    const ir::Expr* mul = nullptr;
+    std::function<void(const ir::Expr&, const ir::Expr*)> walk = [&](const ir::Expr& e, const ir::Expr* parent) {
+      if (is_score(e)) ++reads, mul = parent;
+      for (const auto& arg : e.args) walk(*arg, &e);
+    };
+    walk(*st.expr, nullptr);
+    if (reads != 1 || !mul || mul->kind != ir::ExprKind::Apply || mul->op != ir::Op::Mul || mul->args.size() != 2 ||
+        mul->type != DType::F32)
+      return;
+    const ir::Expr& score = is_score(*mul->args[0]) ? *mul->args[0] : *mul->args[1];
+    const ir::Expr& other = &score == mul->args[0].get() ? *mul->args[1] : *mul->args[0];
+    if (score.type != DType::F32 || reads_tensor(other) || uses_index(other)) return;
+    region_base_ = 0, next_region_ = 0, chunk_ = 1;
+    const Value c = compile(other, 1);  // constants fold (the interpreter's f32 rounding): no instruction
+    if (!c.scalar || !(std::fabs(c.constant) <= 1) || c.constant == 0) return;
+    scale_node_ = mul, scale_score_ = &score, q_scale_ = c.constant;
+  }
+  static bool uses_index(const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::IndexValue && (!e.affine.index_coeffs.empty() || !e.affine.divs.empty())) return true;
+    for (const auto& arg : e.args)
+      if (uses_index(*arg)) return true;
+    return false;
+  }
+  // Q's block in the stage (f16, bq x Dp) times q_scale_, through the steps' f32 regions in pieces.
+  void scale_q(int64_t stage) {
+    const Plan& P = p_plan_;
+    const int64_t lanes = m_.vector_lanes(DType::F32), elems = P.bq * P.Dp;
+    const int64_t piece = std::min(P.ub_steps_bytes / 4, max_repeat_ * lanes) / lanes * lanes;
+    for (int64_t e0 = 0; e0 < elems; e0 += piece) {
+      const int64_t n = std::min(piece, elems - e0);
+      conv(DType::F32, DType::F16, P.ub_steps, stage + e0 * 2, n);
+      vscalar(Opcode::Vmuls, P.ub_steps, P.ub_steps, Operand::float_(q_scale_), vec_rep(n));
+      conv(DType::F16, DType::F32, stage + e0 * 2, P.ub_steps, n);
+    }
+  }
+
   // the chunk of the score tile being computed: its key block and first element
   int64_t cur_kb_ = 0, cur_c0_ = 0;
 
@@ -360,6 +453,7 @@ class AttentionEmitter : public VectorCode {
         throw UserError(refusal("an index used as a value in a step, other than the causal mask"));
       case ir::ExprKind::Apply:
         if (e.op == ir::Op::Select) return causal_select(e, n);
+        if (&e == scale_node_ && p_plan_.fold_scale) return compile(*scale_score_, n);  // Q carries the scale
         break;
       default: break;
     }
@@ -482,15 +576,14 @@ class AttentionEmitter : public VectorCode {
     op(Opcode::Vbrcb, {type(DType::F32), at(Buffer::UB, dst), at(Buffer::UB, src), imm(p_plan_.bq), imm(1), imm(row_rep_blocks())});
     mask_all();
   }
-  // dst = op over the column blocks of the tile at `tile` (nb blocks)
-  void fold_columns(Opcode o, int64_t dst, int64_t tile, int64_t nb) {
-    const int64_t cb = cb_elems() * 4;
-    if (nb == 1) {
-      vscalar(Opcode::Vmuls, dst, tile, Operand::float_(1), cb_rep());
+  // dst = op over the column blocks at `blocks` (each bq x 16 f32)
+  void fold_columns(Opcode o, int64_t dst, const std::vector<int64_t>& blocks) {
+    if (blocks.size() == 1) {
+      vscalar(Opcode::Vmuls, dst, blocks[0], Operand::float_(1), cb_rep());
       return;
     }
-    vec2(o, dst, tile, tile + cb, cb_rep());
-    for (int64_t c = 2; c < nb; ++c) vec2(o, dst, dst, tile + c * cb, cb_rep());
+    vec2(o, dst, blocks[0], blocks[1], cb_rep());
+    for (size_t c = 2; c < blocks.size(); ++c) vec2(o, dst, dst, blocks[c], cb_rep());
   }
 
   // ---- the program ----
@@ -655,7 +748,9 @@ class AttentionEmitter : public VectorCode {
     return cols % m_.cube_f16.k0 != 0 && (zero_padding || stride < round_up(cols, m_.cube_f16.k0));
   }
   // Column block c lands at l1 + c x pitch x 32 bytes (pitch: rows of the NZ layout, >= rows).
-  void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage, int64_t pitch = 0) {
+  // `scaled`: Q's block, multiplied by the folded scale in the stage.
+  void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage, int64_t pitch = 0,
+             bool scaled = false) {
     const int64_t f = m_.cube_f16.k0;
     if (pitch == 0) pitch = rows;
     if (stage < 0 && pitch == rows) {
@@ -671,6 +766,7 @@ class AttentionEmitter : public VectorCode {
       return;
     }
     op(Opcode::DmaIn, {at(Buffer::UB, stage), gm, imm(rows), imm(cols * 2), imm((stride - cols) * 2), imm((padded - cols) * 2)});
+    if (scaled) scale_q(stage);
     for (int64_t c = 0; c < padded / f; ++c)
       op(Opcode::DmaOut, {at(Buffer::L1, l1 + c * pitch * f * 2), at(Buffer::UB, stage + c * f * 2), imm(rows), imm(f * 2), imm((padded - f) * 2), imm(0)});
   }
@@ -680,7 +776,7 @@ class AttentionEmitter : public VectorCode {
     const int64_t f = m_.cube_f16.k0, bytes = P.bk * f * 2;
     op(Opcode::Vdup, {type(DType::F16), at(Buffer::UB, P.ub_ones), Operand::float_(1), imm((bytes + bytes_per_repeat_ - 1) / bytes_per_repeat_), imm(1),
                       imm(repeat_blocks_)});
-    for (int s = 0; s < 2; ++s)
+    for (int s = 0; s < 2 * P.group; ++s)
       op(Opcode::DmaOut, {at(Buffer::L1, P.l1_v[s] + P.Ep / f * P.bk * f * 2), at(Buffer::UB, P.ub_ones), imm(1), imm(bytes), imm(0), imm(0)});
   }
   void zero_stages() {
@@ -694,7 +790,7 @@ class AttentionEmitter : public VectorCode {
 
   void load_kv(int64_t kb) {
     const Plan& P = p_plan_;
-    const int s = kb % 2, cols = int(block_cols(kb));
+    const int s = l1_slot(kb), cols = int(block_cols(kb));
     const int64_t sj = a_.k.stride(a_.key.var), vj = a_.v.stride(a_.key.var);
     to_l1(P.l1_k[s], at(Buffer::GM, kb * P.bk * sj * 2, kK), cols, P.D, P.Dp, sj, P.ub_stage_k);
     to_l1(P.l1_v[s], at(Buffer::GM, kb * P.bk * vj * 2, kV), cols, P.E, P.Ep, vj, P.ub_stage_v, P.bk);
@@ -704,16 +800,30 @@ class AttentionEmitter : public VectorCode {
     const Plan& P = p_plan_;
     const int s = kb % 2, f = int(m_.cube_f16.m0);
     const int64_t n = block_cols(kb);
-    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_k[s]), at(Buffer::L1, P.l1_k[s]), imm(P.Dp / f), imm(n / f), imm(n / f), imm(1), imm(0)});
-    op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_s[s]), at(Buffer::L0A, P.l0a_q), at(Buffer::L0B, P.l0b_k[s]), imm(P.bq), imm(P.Dp),
-                      imm(n), imm(1)});
+    for (int64_t k0 = 0; k0 < n; k0 += P.pk) {  // a piece: Kᵀ's columns k0.. into L0B, their scores' column blocks
+      const int64_t pn = std::min(P.pk, n - k0), l0b = l0b_region(P.l0b_k[s]);
+      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_k[l1_slot(kb)] + k0 / f * 512), imm(P.Dp / f), imm(pn / f), imm(n / f),
+                          imm(1), imm(0)});
+      op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_s[s] + k0 / f * P.bq * f * 4), at(Buffer::L0A, P.l0a_q), at(Buffer::L0B, l0b),
+                        imm(P.bq), imm(P.Dp), imm(pn), imm(1)});
+    }
   }
-  // The vector work on S(kb) up to P(kb) in L0A, and P(kb) V(kb) into L0C.
-  void softmax(int64_t kb) {
+  // The L0B region of the next load: the plan's slot, or in pieces the half after the last one.
+  int l0b_turn_ = 0;
+  int64_t l0b_region(int64_t slot) {
+    if (p_plan_.l0b != Plan::L0b::Pieces) return slot;
+    return p_plan_.l0b_k[l0b_turn_++ % 2];
+  }
+  // The L1 slot of key block kb's K, V and P: a group in flight and the next one loading.
+  int l1_slot(int64_t kb) const { return int(kb % (2 * p_plan_.group)); }
+  // Key block kb's score tile in UB (P f16 over it when the group has two).
+  int64_t tile_of(int64_t kb) const { return kb % 2 == 0 ? p_plan_.ub_s : p_plan_.ub_s2; }
+
+  // The steps and the masks on key block kb's score tile.
+  void tile_steps(int64_t kb) {
     const Plan& P = p_plan_;
-    const int s = kb % 2, f = int(m_.cube_f16.m0);
-    const int64_t cols = block_cols(kb), nb = cols / f, tile = P.bq * cols;
-    op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_s), at(Buffer::L0C, P.l0c_s[s]), imm(P.bq / f * nb), imm(0)});
+    const int f = int(m_.cube_f16.m0);
+    const int64_t cols = block_cols(kb), nb = cols / f, tile = P.bq * cols, ub = tile_of(kb);
     if (a_.causal_offset) op(Opcode::Sub, {reg(kDiag), imm(kb * P.bk - *a_.causal_offset), reg(kI0)});
     // the block's last key kb bk + cols - 1 against the first row's diagonal i0 + c (i0 >= 0 where
     // the query block is not known statically: a decode's keys are all visible)
@@ -725,7 +835,7 @@ class AttentionEmitter : public VectorCode {
         const int64_t n = std::min(chunk, tile - c0);
         diag_region_ = a_.causal_offset ? P.ub_diag + c0 * 4 : -1;
         cur_kb_ = kb, cur_c0_ = c0;
-        evaluate(step, {{"score", Value{false, 0, P.ub_s + c0 * 4, DType::F32}}}, n, P.ub_s + c0 * 4, DType::F32);
+        evaluate(step, {{"score", Value{false, 0, ub + c0 * 4, DType::F32}}}, n, ub + c0 * 4, DType::F32);
       }
     }
     diag_region_ = -1;
@@ -734,13 +844,39 @@ class AttentionEmitter : public VectorCode {
       for (int64_t l = 0; l < m_.vector_lanes(DType::F32) && l < 64; ++l)
         if (l % f >= valid) lo |= uint64_t{1} << l;
       mask_lanes(lo);
-      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, P.ub_s + (nb - 1) * cb_elems() * 4), Operand::float_(-INFINITY), imm(cb_rep()), imm(1),
+      op(Opcode::Vdup, {type(DType::F32), at(Buffer::UB, ub + (nb - 1) * cb_elems() * 4), Operand::float_(-INFINITY), imm(cb_rep()), imm(1),
                         imm(repeat_blocks_)});
       mask_all();
     }
-    const bool first = kb == 0;
-    const int64_t m_old = P.ub_m[(kb + 1) % 2], m_new = P.ub_m[kb % 2];
-    fold_columns(Opcode::Vmax, P.ub_tmp, P.ub_s, nb);
+  }
+
+  // The vector work on group g's score tiles (key blocks kb0 .. kb1 - 1 of the unit's nkb) up to
+  // their P in L0A, and their P V accumulated into one L0C region; the next group's K and V
+  // loaded and its scores computed meanwhile.
+  void softmax(int64_t g, int64_t nkb) {
+    const Plan& P = p_plan_;
+    const int f = int(m_.cube_f16.m0);
+    const int64_t kb0 = g * P.group, kb1 = std::min(nkb, kb0 + P.group), next = std::min(nkb, kb1 + P.group);
+    // The next group's loads first (S dispatches in program order and stalls on a full vector
+    // queue); its scores before this group's moves where they take other L0C slots (one block a
+    // group), else after them.
+    for (int64_t kb = kb1; kb < next; ++kb) {
+      load_kv(kb);
+      if (P.group == 1) scores(kb);
+    }
+    for (int64_t kb = kb0; kb < kb1; ++kb)
+      op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, tile_of(kb)), at(Buffer::L0C, P.l0c_s[kb % 2]), imm(P.bq / f * (block_cols(kb) / f)), imm(0)});
+    if (P.group > 1)
+      for (int64_t kb = kb1; kb < next; ++kb) scores(kb);
+    for (int64_t kb = kb0; kb < kb1; ++kb) tile_steps(kb);
+    const bool first = g == 0;
+    const int s = int(g % 2);
+    const int64_t m_old = P.ub_m[1 - s], m_new = P.ub_m[s];
+    std::vector<int64_t> blocks;  // every column block of the group's tiles
+    const int64_t cb = cb_elems() * 4;
+    for (int64_t kb = kb0; kb < kb1; ++kb)
+      for (int64_t c = 0; c < block_cols(kb) / f; ++c) blocks.push_back(tile_of(kb) + c * cb);
+    fold_columns(Opcode::Vmax, P.ub_tmp, blocks);
     row_reduce(Opcode::Vcmax, first ? m_new : P.ub_bm, P.ub_tmp);
     if (!first) {
       vec2(Opcode::Vmax, m_new, m_old, P.ub_bm, vec_rep(P.bq));
@@ -748,23 +884,39 @@ class AttentionEmitter : public VectorCode {
       vec1(Opcode::Vexp, P.ub_c[s], P.ub_c[s], vec_rep(P.bq));
     }
     row_broadcast(P.ub_bc, m_new);
-    const int64_t cb = cb_elems() * 4;
-    for (int64_t c = 0; c < nb; ++c) vec2(Opcode::Vsub, P.ub_s + c * cb, P.ub_s + c * cb, P.ub_bc, cb_rep());
-    vec1(Opcode::Vexp, P.ub_s, P.ub_s, vec_rep(tile));
-    conv(DType::F16, DType::F32, P.ub_p[s], P.ub_s, tile);
-    // P(kb) to L0A; V(kb) to L0B; P V into L0C
-    op(Opcode::DmaOut, {at(Buffer::L1, P.l1_p[s]), at(Buffer::UB, P.ub_p[s]), imm(1), imm(tile * 2), imm(0), imm(0)});
-    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L1, P.l1_p[s]), imm(P.bq / f), imm(nb), imm(1), imm(P.bq / f), imm(0)});
-    op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, P.l0b_v[s]), at(Buffer::L1, P.l1_v[s]), imm(nb), imm(P.Ev / f), imm(1), imm(P.bk / f), imm(1)});
-    op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_o[s]), at(Buffer::L0A, P.l0a_p[s]), at(Buffer::L0B, P.l0b_v[s]), imm(P.bq), imm(cols),
-                      imm(P.Ev), imm(1)});
+    for (const int64_t b : blocks) vec2(Opcode::Vsub, b, b, P.ub_bc, cb_rep());
+    for (int64_t kb = kb0; kb < kb1; ++kb) {
+      const int64_t tile = P.bq * block_cols(kb), p = P.ub_p[kb % 2];
+      // p = exp(x) with x = logit - m <= 0 rounded to f16 first, computed on f16 lanes (twice the
+      // f32 lanes a repeat): p's absolute error from x's rounding is at most max_x e^x |x| 2^-11 =
+      // e^-1 2^-11, below p's own rounding to f16 for the cube (2^-11 at p = 1); -inf and the causal
+      // -1e30 become -inf in f16, p = 0. (In place over a group's tile: each lane is read before
+      // the narrower result lands, at or below it.)
+      conv(DType::F16, DType::F32, p, tile_of(kb), tile);
+      vec1(Opcode::Vexp, p, p, repeats(tile, DType::F16), DType::F16);
+    }
+    // P(kb) to L0A; V(kb) to L0B; P V into L0C, the group's blocks accumulated
+    for (int64_t kb = kb0; kb < kb1; ++kb) {
+      const int64_t cols = block_cols(kb), tile = P.bq * cols;
+      const int l1 = l1_slot(kb), sl = int(kb % 2);
+      op(Opcode::DmaOut, {at(Buffer::L1, P.l1_p[l1]), at(Buffer::UB, P.ub_p[sl]), imm(1), imm(tile * 2), imm(0), imm(0)});
+      for (int64_t k0 = 0; k0 < cols; k0 += P.pk) {  // a piece: P's columns and V's rows k0..
+        const int64_t pn = std::min(P.pk, cols - k0), l0a = P.l0a_p[sl] + P.bq * k0 * 2, l0b = l0b_region(P.l0b_v[sl]);
+        op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, P.l1_p[l1] + P.bq * k0 * 2), imm(P.bq / f), imm(pn / f), imm(1),
+                            imm(P.bq / f), imm(0)});
+        op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_v[l1] + k0 / f * 512), imm(pn / f), imm(P.Ev / f), imm(1),
+                            imm(P.bk / f), imm(1)});
+        op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_o[s]), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(P.bq), imm(pn), imm(P.Ev),
+                          imm(kb == kb0 && k0 == 0 ? 1 : 0)});
+      }
+    }
   }
-  // acc = acc c + P V
-  void accumulate(int64_t kb) {
+  // acc = acc c + P V (group g)
+  void accumulate(int64_t g) {
     const Plan& P = p_plan_;
-    const int s = kb % 2, f = int(m_.cube_f16.m0);
+    const int s = int(g % 2), f = int(m_.cube_f16.m0);
     const int64_t fr = P.bq / f * (P.Ev / f);
-    if (kb == 0) {
+    if (g == 0) {
       op(Opcode::MovL0c, {type(DType::F32), at(Buffer::UB, P.ub_acc), at(Buffer::L0C, P.l0c_o[s]), imm(fr), imm(0)});
       return;
     }
@@ -779,19 +931,18 @@ class AttentionEmitter : public VectorCode {
   void unit_body(int64_t nkb, int64_t rows) {
     const Plan& P = p_plan_;
     const int f = int(m_.cube_f16.m0);
-    to_l1(P.l1_q, at(Buffer::GM, 0, kQ), P.bq, P.D, P.Dp, a_.q.stride(a_.query.var), P.ub_stage_q);
+    to_l1(P.l1_q, at(Buffer::GM, 0, kQ), P.bq, P.D, P.Dp, a_.q.stride(a_.query.var), P.ub_stage_q, 0, P.fold_scale);
     op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, P.l0a_q), at(Buffer::L1, P.l1_q), imm(P.bq / f), imm(P.Dp / f), imm(1), imm(P.bq / f), imm(0)});
-    load_kv(0);
-    scores(0);
-    for (int64_t kb = 0; kb < nkb; ++kb) {
-      if (kb + 1 < nkb) {
-        load_kv(kb + 1);
-        scores(kb + 1);
-      }
-      softmax(kb);
-      if (kb > 0) accumulate(kb - 1);  // the cube's P·V of block kb - 1 ran while the vector did block kb
+    for (int64_t kb = 0; kb < std::min(nkb, P.group); ++kb) {
+      load_kv(kb);
+      scores(kb);
     }
-    accumulate(nkb - 1);
+    const int64_t groups = (nkb + P.group - 1) / P.group;
+    for (int64_t g = 0; g < groups; ++g) {
+      softmax(g, nkb);
+      if (g > 0) accumulate(g - 1);  // the cube's P·V of group g - 1 ran while the vector did group g
+    }
+    accumulate(groups - 1);
     epilogue(rows);
   }
 
@@ -837,15 +988,20 @@ class AttentionEmitter : public VectorCode {
   void notes() {
     const Plan& P = p_plan_;
     out_.notes.push_back(fmt::format("fused attention (online softmax): {} batch point(s) x {} query block(s) of {} rows over {} core(s); "
-                                     "{} key block(s) of {} keys; head {} value {}{}",
+                                     "{} key block(s) of {} keys; head {} value {}{}{}",
                                      P.batch, P.nqb, P.bq, P.cores, P.nkb, P.bk, P.D, P.E,
                                      !a_.causal_offset ? std::string()
                                      : P.sections ? fmt::format(", causal (j <= i + {}): a section per query block, the key blocks above its diagonal skipped",
                                                                 *a_.causal_offset)
-                                                  : fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset)));
+                                                  : fmt::format(", causal (j <= i + {}): every key block computed and masked", *a_.causal_offset),
+                                     P.fold_scale ? fmt::format("; the scores' scale {:.6g} folded into Q (once per query block)", q_scale_) : std::string()));
     out_.notes.push_back(fmt::format("per key block: cube Q·Kᵀ into L0C, UB steps / row max (vcmax) / exp, P f16 -> L1 -> L0A, cube P·[V | ones] "
-                                     "(the row sums), context rescaled in UB one block behind; L0B {}, L0A P slots {}; no {} x {} scores in GM",
-                                     P.l0b == Plan::L0b::TwoSlots ? "K and V in two slots" : P.l0b == Plan::L0b::OneSlot ? "K and V in one slot" : "one region K and V take in turn",
+                                     "(the row sums), {}; L0B {}, L0A P slots {}; no {} x {} scores in GM",
+                                     P.group == 2 ? "two key blocks a group: one row max, their P·V accumulated in L0C, the context rescaled in UB once a group, one group behind"
+                                                  : "context rescaled in UB one block behind",
+                                     P.l0b == Plan::L0b::TwoSlots ? "K and V in two slots" : P.l0b == Plan::L0b::OneSlot ? "K and V in one slot"
+                                     : P.l0b == Plan::L0b::Pieces ? fmt::format("two halves K and V take in turn, pieces of {} keys", P.pk)
+                                                                  : std::string("one region K and V take in turn"),
                                      P.l0a_p_slots, P.S, P.T));
   }
 
