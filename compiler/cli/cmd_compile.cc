@@ -250,7 +250,7 @@ void add_compile_command(CLI::App& app, CommandContext& ctx) {
                 << (c->hierarchy.overrides.empty() ? "" : " (--set " + c->hierarchy.overrides + ")") << "\n";
       if (!gpu)
         std::cerr << "tessel compile: plan " << plan_name(*c) << " from " << c->plan_source.describe() << "\n";
-      explain_plan(f, co, *c, top, std::cerr);
+      explain_plan(f, co, *c, top, std::cerr, opts->gpu);
     }
     if (*explain && opts->flags.target != "c" && is_gpu_target(*c)) {
       std::string lines;

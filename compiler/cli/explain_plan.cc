@@ -101,19 +101,24 @@ std::optional<tile::TileSpec> plan_tiles(const Compilation& c, const emit_cuda::
 
 const char* mma_path(const emit_cuda::TcConfig& g) { return emit_cuda::name(g.mma); }
 
-void explain_gpu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
-  const std::vector<std::string> all = gpu_plan_space(c);
+void explain_gpu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
+                 const GpuFlags& gpu) {
+  const std::vector<std::string> all = gpu_plan_space(c, gpu);
   if (all.empty()) return;  // SIMT: the emitter's explanation says why
   if (emit_cuda::SimtGemmPlan::is_plan_text(all.front())) {  // the SIMT contraction kernel: its policy's ranking, no analytic price
     const std::string chosen_text = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : all.front();
-    os << "plan: " << chosen_text << " (from " << c.plan_source.describe() << "; register-blocked SIMT contraction kernel)\n";
+    const bool tf32_kernel = emit_cuda::SimtGemmPlan::parse(chosen_text).tf32;
+    os << "plan: " << chosen_text << " (from " << c.plan_source.describe()
+       << (tf32_kernel ? "; TF32 TensorCore contraction kernel, mma.sync m16n8k8)\n" : "; register-blocked SIMT contraction kernel)\n");
     std::vector<Priced> alternatives;
     for (const auto& g : all)
       if (g != chosen_text) alternatives.push_back({g, 0.0, ""});
     print_alternatives(alternatives, 0.0, c.hierarchy.clock_mhz, top, os);
-    const isa::GpuMachine m = isa::GpuMachine::from(c.hierarchy);
+    if (gpu.tf32) return;
+    GpuFlags with_tf32 = gpu;  // the plans --tf32 would run (wgmma on sm_90, else mma.sync)
+    with_tf32.tf32 = true;
     std::string tf32;
-    for (const auto& g : emit_cuda::simt_gemm_candidates(*c.kernel.contraction, m, true)) tf32 += (tf32.empty() ? "" : ", ") + g.to_string();
+    for (const auto& g : gpu_plan_space(c, with_tf32)) tf32 += (tf32.empty() ? "" : ", ") + g;
     if (!tf32.empty()) os << "  with --tf32 (TensorCores, TF32 inputs): " << tf32 << "\n";
     return;
   }
@@ -148,9 +153,10 @@ void explain_gpu(const ir::Function& f, const CompileOptions& options, const Com
 
 }  // namespace
 
-void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
+void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
+                  const GpuFlags& gpu) {
   if (options.target == "c") return;
-  if (c.hierarchy.kind == isa::TargetKind::Gpu) explain_gpu(f, options, c, top, os);
+  if (c.hierarchy.kind == isa::TargetKind::Gpu) explain_gpu(f, options, c, top, os, gpu);
   else explain_npu(f, options, c, top, os);
 }
 

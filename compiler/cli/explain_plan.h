@@ -14,10 +14,13 @@
 
 #include <iosfwd>
 
+#include "compiler/cli/run_gpu.h"
 #include "compiler/pipeline.h"
 
 namespace tessel::cli {
 
-void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os);
+// `gpu`: the GPU flags of the command (--tf32 changes which kernel an f32 contraction runs).
+void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
+                  const GpuFlags& gpu = {});
 
 }  // namespace tessel::cli

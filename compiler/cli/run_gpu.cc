@@ -87,9 +87,11 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuF
   return p.source;
 }
 
-std::vector<std::string> gpu_plan_space(const Compilation& c) {
+std::vector<std::string> gpu_plan_space(const Compilation& c, const GpuFlags& flags) {
   if (!c.kernel.contraction) return {};
-  emit_cuda::CudaOptions o = gpu_options(c, false);
+  GpuFlags choice = flags;
+  choice.tiles.clear();
+  emit_cuda::CudaOptions o = gpu_options(c, false, choice);
   o.config.reset();
   o.simt_plan.reset();
   o.plan_required = false;

@@ -56,7 +56,9 @@ std::string compile_gpu_source(const Compilation& c, bool tile_given, const GpuF
 
 // The GPU plan space of a compilation: the tile policy's legal TensorCore plans, ranked (its best
 // guess first, emit_cuda/tile_policy.h), as --tile texts; empty when the kernel runs as SIMT code.
-std::vector<std::string> gpu_plan_space(const Compilation& c);
+// `flags` choose the kernel as the run does (--tf32: an f32 contraction's TF32 plans); its tiles are
+// not read.
+std::vector<std::string> gpu_plan_space(const Compilation& c, const GpuFlags& flags = {});
 
 struct GpuRunResult {
   std::map<std::string, NpyArray> outputs;
