@@ -101,17 +101,17 @@ def main():
         head += f" {'cpu s memo off':>14} {'outputs':>9}"
     print(head)
     with tempfile.TemporaryDirectory(prefix="tessel_compile_times_") as tmp:
-        for model, shape in runs:
+        for n, (model, shape) in enumerate(runs):
             goal = MODELS[model][4]
             for t in args.targets.split(","):
-                d = os.path.join(tmp, f"{model}.{t}.memo")
+                d = os.path.join(tmp, f"{n}.{model}.{t}.memo")
                 os.makedirs(d)
                 r = compile_once(args.tessel, model, shape, t, d, True)
                 r.update({"model": model, "shape": shape, "target": t, "goal_cpu_s": goal})
                 line = (f"{model:<16} {shape:<24} {t:<12} {r['kernels']:>7} {r['cpu_s']:>7.2f} {r['wall_s']:>7.2f} "
                         f"{r['load_avg_1min']:>5.1f} {goal:>6.0f}")
                 if args.compare_memo:
-                    d0 = os.path.join(tmp, f"{model}.{t}.nomemo")
+                    d0 = os.path.join(tmp, f"{n}.{model}.{t}.nomemo")
                     os.makedirs(d0)
                     r0 = compile_once(args.tessel, model, shape, t, d0, False)
                     diff = same_outputs(d, d0)
