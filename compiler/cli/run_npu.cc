@@ -209,7 +209,8 @@ NpuRunResult run_npu(const NpuCompiled& c, const isa::Hierarchy& target, const s
 void add_npu_flags(CLI::App* cmd, NpuOptions& options) {
   cmd->add_option_function<std::string>(
          "--sync", [&options](const std::string& v) { options.sync = npu_sync::parse_sync_mode(v); },
-         "NPU targets: sync insertion, naive or pruned (default pruned)");
+         "NPU targets: sync insertion, naive or pruned (default pruned)")
+      ->check(CLI::IsMember({"naive", "pruned"}));  // a misspelt mode is a usage error (exit 2), as --verify's
   cmd->add_option("--trace", options.trace, "NPU targets: write a Chrome trace (Perfetto) of the simulation");
 }
 

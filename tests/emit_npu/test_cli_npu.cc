@@ -50,13 +50,13 @@ TEST_CASE("tessel run on the NPU: summary on stdout, report with cycles, utiliza
   std::remove(trace.c_str());
 }
 
-TEST_CASE("tessel run --sync naive runs the naive program, a bad --sync value is a user error") {
+TEST_CASE("tessel run --sync naive runs the naive program, a bad --sync value is a usage error (exit 2)") {
   const Result naive = cli("run workloads/add.tsl --shape N=2,C=3,H=4,W=5" + kTarget + " --sync naive");
   CHECK(naive.code == 0);
   CHECK(naive.output.find("(naive)") != std::string::npos);
   const Result bad = cli("run workloads/add.tsl --shape N=2,C=3,H=4,W=5" + kTarget + " --sync fast");
-  CHECK(bad.code != 0);
-  CHECK(bad.output.find("naive, pruned") != std::string::npos);
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("--sync: fast not in {naive,pruned}") != std::string::npos);
 }
 
 TEST_CASE("tessel compile -o writes an .npu program that tessel sim runs (timing-only)") {
