@@ -11,9 +11,11 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "compiler/ir/builtin_math.h"
 #include "compiler/kernel/attention.h"
 #include "isa/base/error.h"
 #include "isa/npu_machine.h"
@@ -84,17 +86,17 @@ class AttentionEmitter : public VectorCode {
   AttentionEmitter(const kernel::Kernel& k, const isa::NpuMachine& m, NpuKernel& out)
       : VectorCode(k, m), a_(*k.attention), out_(out) {}
 
-  // "" or the refusal; emits into out_ when `emit`.
-  std::string run() {
-    try {
-      if (std::string why = check_form(); !why.empty()) return refusal(why);
-      if (std::string why = plan(); !why.empty()) return refusal(why);
-      emit();
-    } catch (const UserError& e) {
-      return e.what();
-    }
-    return "";
+  // "" when emit() maps the record, else the refusal, decided before emitting: the record's form,
+  // the plan's blocks and buffers, then each evaluation of a step or the epilogue in the order
+  // emit() makes them (its expression's forms, its UB regions against what the plan leaves).
+  std::string why_not() {
+    if (std::string why = check_form(); !why.empty()) return refusal(why);
+    if (std::string why = plan(); !why.empty()) return refusal(why);
+    return check_evaluations();
   }
+
+  // Emits into out_ the program of a record why_not() took.
+  void emit() { emit_program(); }
 
  private:
   std::string refusal(const std::string& why) const {
@@ -292,6 +294,123 @@ class AttentionEmitter : public VectorCode {
     return "";
   }
 
+  // ---- the evaluations of the steps and the epilogue, checked before emitting ----
+  // In emit()'s order: per unit kind (a section per query block, or every unit alike), per key
+  // block each step at its first chunk (the longest), then the epilogue; the first refusal.
+  std::string check_evaluations() {
+    const Plan& P = p_plan_;
+    std::vector<std::pair<int64_t, int64_t>> units;  // (first row where static, else 0; key blocks)
+    if (P.sections)
+      for (int64_t qb = 0; qb < P.nqb; ++qb) units.emplace_back(qb * P.bq, P.blocks_seen[qb]);
+    else
+      units.emplace_back(0, P.nkb);
+    for (const auto& [first_row, nkb] : units) {
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        const int64_t cols = block_cols(kb), tile = P.bq * cols;
+        const bool masked = a_.causal_offset && kb * P.bk + cols - 1 > first_row + *a_.causal_offset;
+        for (const kernel::AttentionExpr& step : a_.steps)
+          if (std::string why = check_evaluation(step, true, masked, step_chunk(*step.expr, tile)); !why.empty()) return why;
+      }
+      if (a_.epilogue.expr)
+        if (std::string why = check_evaluation(a_.epilogue, false, false, cb_elems()); !why.empty()) return why;
+    }
+    return "";
+  }
+
+  // "" or why evaluating x over n elements is refused: a form compile() does not take, or more UB
+  // regions than the plan leaves (masked: the causal select computes its mask on this block).
+  std::string check_evaluation(const kernel::AttentionExpr& x, bool step, bool masked, int64_t n) {
+    const auto key = std::make_pair(&x, masked);
+    auto it = regions_.find(key);
+    if (it == regions_.end()) {
+      std::string why;
+      form_of(*x.expr, x, step, masked, why);
+      if (!why.empty()) return why;
+      it = regions_.emplace(key, regions_of(x, step, masked)).first;
+    }
+    if (it->second * n * 4 > p_plan_.ub_steps_bytes)
+      return refusal(fmt::format("steps or an epilogue whose {} UB regions of {} elements do not fit UB", it->second, n));
+    return "";
+  }
+  std::map<std::pair<const kernel::AttentionExpr*, bool>, int64_t> regions_;
+
+  // The UB regions evaluate() takes for x (of any chunk length: every region is one chunk long),
+  // counted by compiling it once into a throwaway program; its forms were checked (form_of).
+  int64_t regions_of(const kernel::AttentionExpr& x, bool step, bool masked) {
+    npu::Program scratch;
+    p_ = &scratch, measuring_ = true;
+    mask_needed_ = masked;
+    diag_region_ = step && a_.causal_offset ? p_plan_.ub_diag : -1;
+    const int64_t n = cb_elems();
+    if (step) evaluate(x, {{"score", Value{false, 0, p_plan_.ub_s, DType::F32}}}, n, p_plan_.ub_s, DType::F32);
+    else evaluate(x, {{"O", Value{false, 0, p_plan_.ub_acc, DType::F32}}, {"Z", Value{false, 0, p_plan_.ub_acc, DType::F32}}}, n,
+                  p_plan_.ub_out, a_.out.dtype);
+    p_ = nullptr, measuring_ = false, diag_region_ = -1, mask_needed_ = true;
+    return next_region_ / (n * 4);
+  }
+  bool measuring_ = false;
+
+  // What compile() makes of node e (a scalar or a vector of a dtype), or in `why` its refusal,
+  // checked in compile()'s order (operands first, left to right; the causal select's condition is
+  // the mask, and its -big operand is read only where the block is masked).
+  struct Form {
+    bool scalar = false;
+    DType type = DType::F32;
+  };
+  Form form_of(const ir::Expr& e, const kernel::AttentionExpr& x, bool step, bool masked, std::string& why) const {
+    const DType t = e.type;
+    switch (e.kind) {
+      case ir::ExprKind::Constant: case ir::ExprKind::SizeParam: return {true, t};
+      case ir::ExprKind::Access:
+        if (x.inputs.count(e.name)) return {false, DType::F32};  // the running values are f32
+        if (auto r = reads_.find(&e); r != reads_.end()) return {false, r->second.dtype};
+        why = refusal("an epilogue that reads tensor " + e.name + " (only O and Z)");
+        return {};
+      case ir::ExprKind::IndexValue:
+        if (e.affine.index_coeffs.empty() && e.affine.divs.empty()) return {true, t};
+        why = refusal("an index used as a value in a step, other than the causal mask");
+        return {};
+      case ir::ExprKind::Apply: break;
+    }
+    if (e.op == ir::Op::Select) {
+      if (&e != causal_node() || !(step && a_.causal_offset)) {
+        why = refusal("a select other than the causal mask select(j <= i + c, x, -1e30) of the last step");
+        return {};
+      }
+      const Form kept = form_of(*e.args[1], x, step, masked, why);
+      if (!masked || !why.empty()) return kept;
+      Form other = form_of(*e.args[2], x, step, masked, why);
+      if (!why.empty()) return {};
+      if (other.scalar) other.type = DType::F32;
+      if (kept.type != DType::F32 || other.type != DType::F32) why = refusal("a causal select on values other than f32");
+      return {false, DType::F32};
+    }
+    std::vector<Form> a;
+    for (const auto& arg : e.args) {
+      a.push_back(form_of(*arg, x, step, masked, why));
+      if (!why.empty()) return {};
+    }
+    return apply_form(e, a, why);
+  }
+  // VectorCode::apply's result and refusals for an operator node whose operands are `a`.
+  Form apply_form(const ir::Expr& e, const std::vector<Form>& a, std::string& why) const {
+    const DType t = e.type;
+    if (e.op == ir::Op::Cast) return a[0].scalar ? Form{true, t} : a[0].type == t ? a[0] : Form{false, t};
+    auto refused = [&](const std::string& w) { why = not_pointwise(w).what(); return Form{}; };
+    for (const Form& v : a)
+      if (!v.scalar && v.type != t) return refused("mixed-type arithmetic without a cast");
+    static const std::set<ir::Op> folded = {ir::Op::Add, ir::Op::Sub, ir::Op::Mul, ir::Op::Div, ir::Op::Mod, ir::Op::Min, ir::Op::Max,
+                                            ir::Op::Neg, ir::Op::Abs, ir::Op::Exp, ir::Op::Log, ir::Op::Sqrt, ir::Op::Rsqrt, ir::Op::Tanh};
+    if (std::all_of(a.begin(), a.end(), [](const Form& v) { return v.scalar; }))
+      return folded.count(e.op) || ir::is_float_math(e.op) ? Form{true, t} : refused("constant operator");
+    if (composition_for(e.op))
+      return dtype_is_float(t) || t == DType::I32 ? Form{false, t} : refused(fmt::format("{} of {}", ir::op_spelling(e.op), dtype_name(t)));
+    static const std::set<ir::Op> unary = {ir::Op::Neg, ir::Op::Abs, ir::Op::Exp, ir::Op::Log, ir::Op::Sqrt, ir::Op::Rsqrt, ir::Op::Tanh};
+    static const std::set<ir::Op> binary = {ir::Op::Add, ir::Op::Sub, ir::Op::Mul, ir::Op::Div, ir::Op::Mod, ir::Op::Min, ir::Op::Max};
+    if ((a.size() == 1 ? unary : binary).count(e.op)) return {false, t};
+    return refused(std::string("operator ") + ir::op_spelling(e.op));
+  }
+
   // ---- tensors the steps read (an additive mask M(i, j), a bias B(h, i, j)) ----
   // Read at element base + sum(coeff[role] * role) of the row-major tensor: unit stride along j,
   // rows (i) at least one 16-column block apart; per chunk of the score tile one dma_in per
@@ -444,13 +563,14 @@ class AttentionEmitter : public VectorCode {
         auto it = inputs_.find(e.name);
         if (it == inputs_.end()) {
           if (auto r = reads_.find(&e); r != reads_.end()) return load_read(r->second, n);
-          throw UserError(refusal("an epilogue that reads tensor " + e.name + " (only O and Z)"));
+          TESSEL_CHECK(false, "npu attention: a tensor read why_not() did not check (form_of)");
         }
         return it->second;
       }
       case ir::ExprKind::IndexValue:
         if (e.affine.index_coeffs.empty() && e.affine.divs.empty()) return {true, double(e.affine.evaluate({}, k_.sizes)), 0, e.type};
-        throw UserError(refusal("an index used as a value in a step, other than the causal mask"));
+        TESSEL_CHECK(false, "npu attention: an index value why_not() did not check (form_of)");
+        break;
       case ir::ExprKind::Apply:
         if (e.op == ir::Op::Select) return causal_select(e, n);
         if (&e == scale_node_ && p_plan_.fold_scale) return compile(*scale_score_, n);  // Q carries the scale
@@ -484,8 +604,7 @@ class AttentionEmitter : public VectorCode {
     return fresh_region();
   }
   Value causal_select(const ir::Expr& e, int64_t n) {
-    if (&e != causal_node() || diag_region_ < 0)
-      throw UserError(refusal("a select other than the causal mask select(j <= i + c, x, -1e30) of the last step"));
+    TESSEL_CHECK(&e == causal_node() && diag_region_ >= 0, "npu attention: a select why_not() did not check (form_of)");
     if (!mask_needed_) {  // every key of the block is visible to every row: x
       if (&e == root_) root_ = e.args[1].get();
       return compile(*e.args[1], n);
@@ -493,7 +612,7 @@ class AttentionEmitter : public VectorCode {
     Value tv = vector_of(compile(*e.args[1], n), n), fv = compile(*e.args[2], n);
     if (fv.scalar) fv.type = DType::F32;
     fv = vector_of(fv, n);
-    if (tv.type != DType::F32 || fv.type != DType::F32) throw UserError(refusal("a causal select on values other than f32"));
+    TESSEL_CHECK(tv.type == DType::F32 && fv.type == DType::F32, "npu attention: a causal select why_not() did not check (form_of)");
     // t = (column - row) + (j0 - i0 - c); keep where t <= 0
     const Value t{false, 0, fresh_region(), DType::F32}, zero{false, 0, fresh_region(), DType::F32};
     op(Opcode::Vadds, {type(DType::F32), at(Buffer::UB, t.region), at(Buffer::UB, diag_region_), reg(kDiag), imm(repeats(n, DType::F32)),
@@ -528,11 +647,8 @@ class AttentionEmitter : public VectorCode {
     } else {
       convert(Value{false, 0, dst, dst_type}, v, n);
     }
-    check_regions(n);
-  }
-  void check_regions(int64_t n) const {
-    if (next_region_ > p_plan_.ub_steps_bytes)
-      throw UserError(refusal(fmt::format("steps or an epilogue whose {} UB regions of {} elements do not fit UB", next_region_ / (n * 4), n)));
+    TESSEL_CHECK(measuring_ || next_region_ <= p_plan_.ub_steps_bytes,
+                 "npu attention: steps' UB regions past what why_not() checked (check_evaluation)");
   }
   // Elements per step chunk: the whole tile when its regions fit, else one 16-column block.
   int64_t step_chunk(const ir::Expr& e, int64_t tile) const {
@@ -587,7 +703,7 @@ class AttentionEmitter : public VectorCode {
   }
 
   // ---- the program ----
-  void emit() {
+  void emit_program() {
     const Plan& P = p_plan_;
     npu::Program& p = out_.program;
     p_ = &p;
@@ -1014,14 +1130,16 @@ class AttentionEmitter : public VectorCode {
 
 std::string why_not_attention(const kernel::Kernel& k, const isa::Hierarchy& target) {
   if (!k.attention) return "kernel " + k.name + ": no fused attention record";
-  NpuKernel scratch;
-  return AttentionEmitter(k, isa::npu_machine(target), scratch).run();
+  NpuKernel unused;
+  return AttentionEmitter(k, isa::npu_machine(target), unused).why_not();
 }
 
 NpuKernel emit_attention(const kernel::Kernel& k, const isa::Hierarchy& target) {
   TESSEL_CHECK(k.attention, "emit_attention: the kernel has no attention record");
   NpuKernel out;
-  if (std::string why = AttentionEmitter(k, isa::npu_machine(target), out).run(); !why.empty()) throw UserError(why);
+  AttentionEmitter emitter(k, isa::npu_machine(target), out);
+  if (std::string why = emitter.why_not(); !why.empty()) throw UserError(why);
+  emitter.emit();
   return out;
 }
 

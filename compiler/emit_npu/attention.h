@@ -46,8 +46,9 @@
 
 namespace tessel::emit_npu {
 
-// "" when emit_attention maps the kernel's Kernel::attention, else the UserError text it would
-// throw (decided by a dry run of the emitter into a throwaway program); never throws for those.
+// "" when emit_attention maps the kernel's Kernel::attention, else the reason it would refuse it
+// with (a UserError there), decided by analysis before any emitting: the record's form, the plan's
+// blocks and buffers, each step's and the epilogue's operator forms and UB regions.
 std::string why_not_attention(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 NpuKernel emit_attention(const kernel::Kernel& kernel, const isa::Hierarchy& target);
 

@@ -136,5 +136,47 @@ TEST_CASE("fused attention: forms the NPU lowering does not take are refused wit
   CHECK(refusal("attention_f32", "B=1,H=1,S=16,T=16,D=16").find("Q in f32") != std::string::npos);
 }
 
+// The lowering's refusal is analysis (why_not_attention, compiler/emit_npu/attention.h): the record's
+// form, the plan, then each step's and the epilogue's forms and UB regions, each in emit order,
+// answered as a value before any emitting; emit_attention refuses with the same text.
+TEST_CASE("fused attention: the NPU lowering decides by analysis, a step's form or its UB regions refused with the reason") {
+  const frontend::Module module = frontend::parse_module(R"(
+def att_sin(f16[B, H, S, D] Q, f16[B, H, T, D] K, f16[B, H, T, D] V) -> (f16[B, H, S, D] Out) {
+  Sc(b, h, i, j) +=! f32(Q(b, h, i, d)) * f32(K(b, h, j, d))
+  Mx(b, h, i) max=! sin(cos(sin(cos(sin(Sc(b, h, i, j))))))
+  E(b, h, i, j) = exp(sin(cos(sin(cos(sin(Sc(b, h, i, j)))))) - Mx(b, h, i))
+  Z(b, h, i) +=! E(b, h, i, j)
+  O(b, h, i, e) +=! E(b, h, i, j) * f32(V(b, h, j, e))
+  Out(b, h, i, e) = f16(O(b, h, i, e) / Z(b, h, i))
+}
+def att_index(f16[B, H, S, D] Q, f16[B, H, T, D] K, f16[B, H, T, D] V) -> (f16[B, H, S, D] Out) {
+  Sc(b, h, i, j) +=! f32(Q(b, h, i, d)) * f32(K(b, h, j, d))
+  Mx(b, h, i) max=! Sc(b, h, i, j) * f32(j)
+  E(b, h, i, j) = exp(Sc(b, h, i, j) * f32(j) - Mx(b, h, i))
+  Z(b, h, i) +=! E(b, h, i, j)
+  O(b, h, i, e) +=! E(b, h, i, j) * f32(V(b, h, j, e))
+  Out(b, h, i, e) = f16(O(b, h, i, e) / Z(b, h, i))
+}
+)", "steps.tsl");
+  const std::map<std::string, int64_t> sizes = parse_shape("B=1,H=1,S=64,T=64,D=32");
+  auto refusal = [&](const std::string& def, const isa::Hierarchy& h) {
+    const ir::Function& f = frontend::select_function(module, def);
+    const auto match = poly::whole_function_match(f);
+    REQUIRE(match);
+    return online_softmax_obstacle(npu_test::kTarget, h, f, *match, sizes);
+  };
+  const std::string lowering = "the NPU lowering of the fused attention (online softmax) does not take ";
+  const isa::Hierarchy h = isa::load_hierarchy(npu_test::kTarget);
+  // five composed sines and cosines fit davinci-910's UB; an index as a value is no form of it
+  CHECK(refusal("att_sin", h).empty());
+  CHECK(refusal("att_index", h) == "kernel att_index: " + lowering + "an index used as a value in a step, other than the causal mask");
+  // with 40 KiB of UB the step's 45 regions of one 16-column block (16 rows here: 256 elements)
+  // do not fit beside the plan's buffers; with 16 KiB the plan's own vector regions do not
+  const isa::Hierarchy ub40 = isa::load_hierarchy(npu_test::kTarget, isa::parse_overrides("UB.capacity_bytes=40KiB"));
+  CHECK(refusal("att_sin", ub40) == "kernel att_sin: " + lowering + "steps or an epilogue whose 45 UB regions of 256 elements do not fit UB");
+  const isa::Hierarchy ub16 = isa::load_hierarchy(npu_test::kTarget, isa::parse_overrides("UB.capacity_bytes=16KiB"));
+  CHECK(refusal("att_sin", ub16) == "kernel att_sin: " + lowering + "blocks whose vector regions do not fit UB");
+}
+
 }  // namespace
 }  // namespace tessel
