@@ -21,6 +21,7 @@
 #include "isa/base/error.h"
 #include "isa/gpu_machine.h"
 #include "isa/npu_machine.h"
+#include "isa/shipped_descriptions.h"
 
 namespace tessel {
 
@@ -166,22 +167,7 @@ namespace {
 
 std::string find_default_description() {
   const std::string rel = "isa/targets/davinci-910.yaml";
-  if (const char* src = std::getenv("TESSEL_SOURCE_DIR")) {
-    auto p = std::filesystem::path(src) / rel;
-    if (std::filesystem::exists(p)) return p.string();
-  }
-  std::vector<std::filesystem::path> roots = {std::filesystem::current_path()};
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.push_back(exe.parent_path());
-#ifdef TESSEL_SOURCE_DIR
-  roots.push_back(TESSEL_SOURCE_DIR);
-#endif
-  for (auto root : roots)
-    for (int up = 0; up < 6 && !root.empty(); ++up, root = root.parent_path()) {
-      if (std::filesystem::exists(root / rel)) return (root / rel).string();
-      if (root == root.parent_path()) break;
-    }
+  if (std::string path = isa::find_shipped_file(rel); !path.empty()) return path;
   throw UserError("--target c: cannot find " + rel +
                   " (run from the source tree, set TESSEL_SOURCE_DIR, or pass --hierarchy FILE)");
 }
