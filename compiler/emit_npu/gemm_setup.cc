@@ -42,7 +42,10 @@ tile::GemmRequest gemm_request(const GemmShape& g, const kernel::Kernel& k, cons
   r.box_m0 = box_along(a0, con.a.indices, vm), r.box_k0 = box_along(a0, con.a.indices, vk), r.box_n0 = box_along(b0, con.b.indices, vn);
   r.out = g.out, r.int_out = g.int_out, r.has_epilogue = g.epilogue != nullptr;
   r.operand = g.operand, r.unit_m = g.unit_m, r.unit_n = g.unit_n;
-  if (g.epilogue) r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
+  if (g.epilogue) {
+    r.epilogue_ub_bytes = [e = g.epilogue](int64_t rows) { return e->ub_bytes(rows); };
+    r.epilogue_loads = static_cast<int64_t>(g.epilogue->broadcasts().size());
+  }
   return r;
 }
 

@@ -26,6 +26,8 @@ constexpr int64_t kMostPeeledChunks = 16;
 constexpr int64_t kMostOperandRing = 4;
 // not hardware: code-size bound (the chunk loop is unrolled once per L1 slot)
 constexpr int64_t kMostL1Ring = 8;
+// as GemmLoop's (compiler/emit_npu/gemm.cc): the epilogue's UB sets at most
+constexpr int64_t kMostEpilogueSets = 8;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t align_to(int64_t x, int64_t a) { return round_up(x, a); }
@@ -142,6 +144,16 @@ struct TailModel {
       const double regions = double(std::max<int64_t>(1, (in.epilogue_ub_bytes(cube.m0) - m.vector_bytes_per_repeat) / region));
       const double repeats = double(ceil_div(tm0 * cube.n0 * acc, m.vector_bytes_per_repeat));
       move_block += double(tn0 / cube.n0) * regions / 2 * repeats;
+      // Its GM loads: queued ahead of the cube where a core runs one tile whose column blocks all
+      // have a UB set (GemmLoop::queue_epilogue_loads); else each column block's loads are issued
+      // with its vector work, a block or two ahead (the scalar stalls on the full vector queue),
+      // so each waits about half a GM read (davinci-310's 196 x 128 -> 512 + residual in 16-row
+      // blocks: 144 cycles per column block, 29,941 in all, against 15,593 in 112-row blocks).
+      const int64_t ub_block = align_to(tm0 * tn0 * acc, m.alignment(Buffer::UB));
+      const int64_t free = m.capacity(Buffer::UB) - 2 * ub_block, set = align_to(in.epilogue_ub_bytes(tm0), m.alignment(Buffer::UB));
+      const int64_t sets = std::clamp<int64_t>(set > 0 ? free / set : 1, 1, kMostEpilogueSets);
+      if (in.epilogue_loads > 0 && (waves > 1 || bm * bn * (tn0 / cube.n0) > sets))
+        move_block = std::max(move_block, double(tn0 / cube.n0) * read_latency / 2);
     }
     const double write_block = tile_out / double(bm * bn) / out_bw;
     per_tile = std::max({per_tile, double(bm * bn) * move_block, tile_out / out_bw});  // V and MTE3 of a tile

@@ -35,6 +35,7 @@ struct GemmRequest {
   bool int_out = false;      // i8 operands on the f16 cube: the f32 accumulator converted to i32 on UB
   bool has_epilogue = false;
   std::function<int64_t(int64_t rows)> epilogue_ub_bytes;  // UB regions of the epilogue for a block of `rows`
+  int64_t epilogue_loads = 0;  // tensors the epilogue reads from GM (a DMA each per 16-column block)
 };
 
 struct GemmPlan {

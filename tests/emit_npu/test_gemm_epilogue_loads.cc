@@ -86,3 +86,16 @@ TEST_CASE("a GEMM epilogue with a residual input and per-channel values is exact
   check_verifies(kBnAddRelu, "conv1x1_bn_add_relu", "N=2,P=5,Q=3,C=96,K=200");
   check_verifies(kBnAddRelu, "conv1x1_bn_add_relu", "N=2,P=5,Q=3,C=96,K=200", "", kTarget310);
 }
+
+TEST_CASE("the GEMM plan prices the epilogue's loads that no UB set holds ahead: l2_x_c on davinci-310 keeps 112-row blocks") {
+  // 196 x 128 -> 512 with the block's input added, 2 cores: 208 x 256 stage tiles fit the residual's
+  // regions only in 16-row blocks, 13 x 4 column blocks a core, each waiting about half a GM read
+  // for its values (29,941 cycles); 112 x 512 tiles in 112-row blocks: 15,593
+  const std::string shape = "N=1,P=14,Q=14,C=128,K=512";
+  auto c = compile_case(kBnAddRelu, "conv1x1_bn_add_relu", shape, "", true, kTarget310);
+  CAPTURE(kernel_notes(*c));
+  CHECK(notes_contain(c->kernel, "operand tile 112x64x64"));
+  const uint64_t cycles = verified_cycles(*c, /*exact=*/true);
+  MESSAGE("conv1x1_bn_add_relu " << shape << " on davinci-310: " << cycles << " cycles (16-row blocks: 29,941)");
+  CHECK(cycles < 17000);  // 15,593
+}
