@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/cli/commands.h"
+#include "compiler/cli/gpu_roofline_writers.h"
 #include "compiler/cli/inputs.h"
 #include "compiler/cli/pipeline_flags.h"
 #include "compiler/cli/run_gpu.h"
@@ -385,6 +386,8 @@ nlohmann::json run_report(const RunOptions& o, const ir::Function& f, const prog
   j["verified"] = check.mode != "none" && v.verified;  // false with --verify none (not checked)
   j["verify"] = check.mode;
   if (tf32) j["tf32_tolerance"] = f32_tolerance;
+  if (backend.name == std::string("gpu") && c.kernel.function)  // the NPU backend reports its own
+    j["roofline"] = gpu_roofline_json(kernel::gpu_roofline(c.kernel, c.hierarchy, tf32), j.value("graph_us", 0.0));
   j["verify_coverage"] = check.coverage;
   j["max_abs_err"] = v.max_abs_err;
   j["mismatches"] = v.mismatches;

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <ostream>
 
+#include "compiler/cli/gpu_roofline_writers.h"
 #include "compiler/cli/run_gpu.h"
 #include "compiler/cli/run_npu.h"
 #include "compiler/emit_cuda/emit_cuda.h"
 #include "compiler/emit_cuda/simt_gemm_policy.h"
 #include "compiler/emit_cuda/tile_policy.h"
+#include "compiler/kernel/gpu_roofline.h"
 #include "compiler/kernel/roofline.h"
 #include "compiler/tune/cost_model.h"
 #include "compiler/tune/fit_check.h"
@@ -103,13 +105,18 @@ const char* mma_path(const emit_cuda::TcConfig& g) { return emit_cuda::name(g.mm
 
 void explain_gpu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
                  const GpuFlags& gpu) {
+  const std::string bound = c.kernel.function ? gpu_roofline_text(kernel::gpu_roofline(c.kernel, c.hierarchy, gpu.tf32)) : "";
   const std::vector<std::string> all = gpu_plan_space(c, gpu);
-  if (all.empty()) return;  // SIMT: the emitter's explanation says why
+  if (all.empty()) {  // SIMT: the emitter's explanation says why
+    os << bound;
+    return;
+  }
   if (emit_cuda::SimtGemmPlan::is_plan_text(all.front())) {  // the SIMT contraction kernel: its policy's ranking, no analytic price
     const std::string chosen_text = !c.kernel.gpu_plan.empty() ? c.kernel.gpu_plan : all.front();
     const bool tf32_kernel = emit_cuda::SimtGemmPlan::parse(chosen_text).tf32;
     os << "plan: " << chosen_text << " (from " << c.plan_source.describe()
        << (tf32_kernel ? "; TF32 TensorCore contraction kernel, mma.sync m16n8k8)\n" : "; register-blocked SIMT contraction kernel)\n");
+    os << bound;
     std::vector<Priced> alternatives;
     for (const auto& g : all)
       if (g != chosen_text) alternatives.push_back({g, 0.0, ""});
@@ -145,6 +152,7 @@ void explain_gpu(const ir::Function& f, const CompileOptions& options, const Com
   os << "plan: " << chosen_text << " (from " << c.plan_source.describe() << ")";
   if (chosen > 0) os << fmt::format(", predicted {:.2f} us at {:g} MHz by the analytic model", chosen / c.hierarchy.clock_mhz, c.hierarchy.clock_mhz);
   os << "\n";
+  os << bound;
   std::vector<Priced> alternatives;
   for (const auto& g : order)
     if (g.to_string() != chosen_text) alternatives.push_back({g.to_string(), price(g), ""});
