@@ -30,7 +30,9 @@ status), then per target the geomean % of roofline over the instances that produ
 the number below 10 % (timeouts are counted apart: they have no figure but are certainly slow).
 
 GPU descriptions (sm90, sm75): the figure is the kernel time (`graph_us`: median us per call of a
-CUDA graph of calls, as scripts/gpu_peers.py reads it); runs are one at a time. With --peers torch
+CUDA graph of calls, as scripts/gpu_peers.py reads it), beside the bound that binds and the % of
+tessel's GPU roofline it reaches (the report's `roofline`: compiler/kernel/gpu_roofline.h, its
+microseconds over graph_us); runs are one at a time. With --peers torch
 the same operator is timed in PyTorch in this process (CUDA graphs, gpu_peers.time_graph) and each
 row gets torch us, speed vs torch (torch us / tessel us: > 1 means tessel is faster) and, for
 memory-bound instances, % of the device-to-device copy bandwidth measured in this process (a 256 MiB
@@ -253,6 +255,10 @@ def run_measured(args, inst, tsl, col, report_dir):
             for k in ("graph_us", "stream_us", "tiles", "device", "arch", "tensor_cores"):
                 if k in report:
                     row[k] = report[k]
+            roof = report.get("roofline") or {}  # tessel's GPU roofline (compiler/kernel/gpu_roofline.h)
+            if roof:
+                row["roofline"] = {k: roof.get(k) for k in ("microseconds", "fraction", "binds", "tensor_core_cycles",
+                                                           "cuda_core_cycles", "dram_cycles", "latency_cycles")}
     return row
 
 
@@ -360,12 +366,15 @@ def cell_npu(row):
 
 def cell_gpu(row, inst):
     if row is None:
-        return ("-", "-", "-", "-", "-", "-")
+        return ("-", "-", "-", "-", "-", "-", "-", "-")
+    roof = row.get("roofline") or {}
+    frac = roof.get("fraction")
     us = row.get("graph_us")
     speed = row.get("speed_vs_torch")
     copy, same = row.get("fraction_of_copy"), row.get("fraction_of_same_size_copy")
     gbs = inst.bytes_moved() / (us * 1e3) if us else None
-    return (f"{us:.2f}" if us else "-", f"{gbs:.0f}" if gbs else "-", f"{speed:.2f}x" if speed else "-",
+    return (f"{us:.2f}" if us else "-", roof.get("binds") or "-", f"{100 * frac:.1f}%" if frac else "-",
+            f"{gbs:.0f}" if gbs else "-", f"{speed:.2f}x" if speed else "-",
             f"{100 * copy:.0f}%" if copy else "-", f"{100 * same:.0f}%" if same else "-", row["status"])
 
 
@@ -377,7 +386,8 @@ def print_table(instances, cols, results, args):
         elif kind == "npu":
             heads.append((name, ("cycles", "bound", "% roof", "status"), (12, 8, 7, 8)))
         else:
-            heads.append((name, ("us", "GB/s", "vs torch", "% copy", "% same", "status"), (9, 6, 8, 7, 7, 8)))
+            heads.append((name, ("us", "bound", "% roof", "GB/s", "vs torch", "% copy", "% same", "status"),
+                          (9, 11, 7, 6, 8, 7, 7, 8)))
     name_w = max(len(i.name) for i in instances) + 1
     c_w = 0 if args.no_c_check else 4
     line1 = f"{'':<{name_w}} {'':>13}" + (f" {'':>{c_w}}" if c_w else "")
@@ -422,6 +432,10 @@ def summaries(instances, cols, results):
             s["below_10_percent"] = sum(f < LOW_FRACTION for f in fr)
             s["binds"] = dict(collections.Counter(r["roofline"]["binds"] for r in rows if r.get("roofline")))
         else:
+            fr = [r["roofline"]["fraction"] for r in rows if r["status"] == "ok" and (r.get("roofline") or {}).get("fraction")]
+            s["measured"] = len(fr)
+            s["geomean_fraction_of_roofline"] = geomean(fr)
+            s["binds"] = dict(collections.Counter(r["roofline"]["binds"] for r in rows if r.get("roofline")))
             sp = [r["speed_vs_torch"] for r in rows if r["status"] == "ok" and r.get("speed_vs_torch")]
             s["geomean_speed_vs_torch"] = geomean(sp)
             s["below_half_torch"] = sum(x < 0.5 for x in sp)
@@ -450,8 +464,9 @@ def print_summaries(summ, cols, args):
             if s["lowest"]:
                 print("  lowest: " + ", ".join(f"{n} {100 * f:.2f}%" for n, f in s["lowest"]))
         else:
-            g, c = s["geomean_speed_vs_torch"], s["geomean_fraction_of_copy"]
-            print(f"{name}: geomean speed vs torch " + (f"{g:.2f}x" if g else "-") + f"; {s['below_half_torch']} below"
+            g, c, r = s["geomean_speed_vs_torch"], s["geomean_fraction_of_copy"], s.get("geomean_fraction_of_roofline")
+            print(f"{name}: geomean " + (f"{100 * r:.1f}% of tessel's roofline over {s['measured']} instances; " if r else "")
+                  + "speed vs torch " + (f"{g:.2f}x" if g else "-") + f"; {s['below_half_torch']} below"
                   " 0.5x; memory-bound geomean " + (f"{100 * c:.0f}% of copy bandwidth" if c else "-")
                   + (f" ({100 * s['geomean_fraction_of_same_size_copy']:.0f}% of a same-size copy's)"
                      if s.get("geomean_fraction_of_same_size_copy") else "")
