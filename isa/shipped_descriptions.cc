@@ -29,6 +29,16 @@ std::string find_shipped_file(const std::string& rel) {
   return "";
 }
 
+std::string shipped_description_path(const std::string& name) {
+  const std::string rel = "isa/targets/" + name + ".yaml";
+  if (std::string path = find_shipped_file(rel); !path.empty()) return path;
+#ifdef TESSEL_SOURCE_DIR
+  return std::string(TESSEL_SOURCE_DIR) + "/" + rel;
+#else
+  return rel;
+#endif
+}
+
 std::vector<std::string> shipped_description_names() {
   std::vector<std::string> names;
   const std::string dir = find_shipped_file("isa/targets");
@@ -40,17 +50,18 @@ std::vector<std::string> shipped_description_names() {
   return names;
 }
 
-std::string resolve_target(const std::string& target) {
+std::string resolve_target(const std::string& target, const std::string& option, bool allow_c) {
   std::error_code ec;
-  if (target == "c" || target.empty() || fs::exists(target, ec)) return target;
+  // a directory of that name is not a description: a bare name still means the shipped one
+  if ((allow_c && target == "c") || target.empty() || fs::is_regular_file(target, ec)) return target;
   const bool bare = target.find('/') == std::string::npos && !target.ends_with(".yaml") && !target.ends_with(".yml");
   if (!bare) return target;
   if (std::string path = find_shipped_file("isa/targets/" + target + ".yaml"); !path.empty()) return path;
-  std::string known;
+  std::string known = allow_c ? "c" : "";
   for (const std::string& n : shipped_description_names()) known += (known.empty() ? "" : ", ") + n;
-  throw UserError("--target " + target + ": no such file and no shipped description of that name (" +
-                  (known.empty() ? std::string("isa/targets/ was not found: set TESSEL_SOURCE_DIR or give a path")
-                                 : "shipped: c, " + known) +
+  const bool found = !shipped_description_names().empty();
+  throw UserError(option + " " + target + ": no such file and no shipped description of that name (" +
+                  (found ? "shipped: " + known : std::string("isa/targets/ was not found: set TESSEL_SOURCE_DIR or give a path")) +
                   ")");
 }
 

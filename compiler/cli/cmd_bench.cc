@@ -12,6 +12,7 @@
 #include "compiler/cli/run_gpu.h"
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
+#include "isa/shipped_descriptions.h"
 #include "npu_sim/gemm_program.h"
 #include "npu_sim/report.h"
 #include "npu_sim/simulator.h"
@@ -25,7 +26,7 @@ namespace {
 struct BenchOptions {
   std::string suite;
   std::string json_path;
-  std::string target = std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml";
+  std::string target = isa::shipped_description_path("davinci-910");
   int64_t size = 1024;  // sim: GEMM M = N = K
   int cores = 1;        // sim: cores the generated program uses
   bool prepare = false;  // gpu: no GPU here, compile the kernels into the NVRTC cache

@@ -60,7 +60,10 @@ void add_pipeline_flags(CLI::App* cmd, PipelineFlags& f) {
 }
 
 CLI::Option* add_target_option(CLI::App* cmd, const std::string& name, std::string& target, const std::string& help) {
-  return cmd->add_option(name, target, help)->transform([](std::string s) { return isa::resolve_target(s); }, "", "TARGET");
+  // --run-on names a description to measure on: "c" is none
+  const bool allow_c = name != "--run-on";
+  return cmd->add_option(name, target, help)->transform([name, allow_c](std::string s) { return isa::resolve_target(s, name, allow_c); }, "",
+                                                        "TARGET");
 }
 
 void add_set_flag(CLI::App* cmd, std::vector<std::string>& set) {

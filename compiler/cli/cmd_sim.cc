@@ -14,6 +14,7 @@
 #include "isa/base/npy.h"
 #include "isa/hierarchy.h"
 #include "isa/npu_program.h"
+#include "isa/shipped_descriptions.h"
 #include "npu_sim/report.h"
 #include "npu_sim/simulator.h"
 
@@ -29,7 +30,7 @@ std::pair<std::string, std::string> split_binding(const std::string& flag, const
 
 struct SimFlags {
   std::string program;
-  std::string target = std::string(TESSEL_SOURCE_DIR) + "/isa/targets/davinci-910.yaml";
+  std::string target = isa::shipped_description_path("davinci-910");
   std::vector<std::string> inputs, outputs;
   std::string report, trace, csv, save_outputs;
   bool timing_only = false;

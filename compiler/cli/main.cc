@@ -64,7 +64,9 @@ std::string stdout_failure() {
   std::cout.flush();
   const bool ok = static_cast<bool>(std::cout) && std::fflush(stdout) == 0 && !std::ferror(stdout);
   if (ok) return "";
-  return errno ? std::strerror(errno) : "the stream reported an error";
+  // errno is the reason only when the last flush failed; a larger output failed on an earlier write,
+  // whose errno is gone by now
+  return errno ? std::strerror(errno) : "an earlier write of the output failed";
 }
 
 }  // namespace

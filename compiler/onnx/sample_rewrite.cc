@@ -100,7 +100,11 @@ std::vector<onnx::NodeProto> grid_sample(Context& c, std::set<std::string>& take
   const Value &x = shaped(c, 0), &gv = shaped(c, 1);
   if (x.shape.size() != 4) c.unsupported("a GridSample of " + std::to_string(x.shape.size() - 2) + " spatial dimensions (2 are translated)");
   const std::vector<double> grid = c.constant(1, "GridSample's grid (where each output element reads)");
-  const std::string mode = c.attr_string("mode", "bilinear"), padding = c.attr_string("padding_mode", "zeros");
+  // opset 20 renamed the modes (linear, cubic) and made N-D grids legal (refused above when not 2-D)
+  std::string mode = c.attr_string("mode", opset >= 20 ? "linear" : "bilinear");
+  const std::string padding = c.attr_string("padding_mode", "zeros");
+  if (opset >= 20 && mode == "linear") mode = "bilinear";
+  if (opset >= 20 && mode == "cubic") mode = "bicubic";
   const bool align = c.attr_int("align_corners", 0) != 0;
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.malformed("mode '" + mode + "'");
   if (padding != "zeros" && padding != "border" && padding != "reflection") c.malformed("padding_mode '" + padding + "'");
@@ -197,6 +201,15 @@ void int_output(Context& c, std::vector<onnx::NodeProto>& nodes, int i, const st
   if (c.has_output(i)) nodes.push_back(constant_node(c.node().output(i), TP::INT64, {int64_t(values.size())}, values));
 }
 
+// Slices in numpy.unique's order (ONNX's reference): lexicographic, NaN after every number and
+// equal to NaN (equal_nan), so NaNs are one distinct value and never merge with a number.
+struct SliceLess {
+  static bool less(double a, double b) { return std::isnan(a) ? false : std::isnan(b) || a < b; }
+  bool operator()(const std::vector<double>& a, const std::vector<double>& b) const {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), less);
+  }
+};
+
 std::vector<onnx::NodeProto> unique(Context& c, std::set<std::string>& taken, int opset) {
   const Value& x = shaped(c, 0);
   const std::vector<double> data = c.constant(0, "Unique's input (the outputs' shapes depend on its values)");
@@ -216,7 +229,7 @@ std::vector<onnx::NodeProto> unique(Context& c, std::set<std::string>& taken, in
       for (int64_t e = 0; e < inner; ++e) slices[size_t(s)].push_back(data[size_t((o * len + s) * inner + e)]);
   std::vector<int64_t> first;            // each distinct slice's first position, in order of appearance
   std::vector<int64_t> of(static_cast<size_t>(len));  // each slice's distinct slice (in `first`'s order)
-  std::map<std::vector<double>, int64_t> seen;
+  std::map<std::vector<double>, int64_t, SliceLess> seen;
   for (int64_t s = 0; s < len; ++s) {
     const auto [it, fresh] = seen.emplace(slices[size_t(s)], int64_t(first.size()));
     if (fresh) first.push_back(s);
@@ -225,7 +238,7 @@ std::vector<onnx::NodeProto> unique(Context& c, std::set<std::string>& taken, in
   std::vector<int64_t> order(first.size());  // output position -> distinct slice
   for (size_t k = 0; k < order.size(); ++k) order[k] = int64_t(k);
   if (sorted)
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return slices[size_t(first[size_t(a)])] < slices[size_t(first[size_t(b)])]; });
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return SliceLess{}(slices[size_t(first[size_t(a)])], slices[size_t(first[size_t(b)])]); });
   std::vector<int64_t> rank_of(order.size()), indices, inverse, counts(order.size(), 0);
   for (size_t k = 0; k < order.size(); ++k) rank_of[size_t(order[k])] = int64_t(k);
   for (int64_t k : order) indices.push_back(first[size_t(k)]);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 #include "isa/base/error.h"
 #include "isa/hierarchy.h"
 #include "isa/shipped_descriptions.h"
@@ -33,4 +35,25 @@ TEST_CASE("c, paths and file names pass unchanged, an unknown name is refused wi
                        doctest::Contains("--target davinci-911: no such file and no shipped description of that name (shipped: c, "),
                        UserError);
   CHECK_THROWS_WITH_AS(isa::resolve_target("davinci-911"), doctest::Contains("davinci-910"), UserError);
+}
+
+TEST_CASE("the refusal names the flag given, and c only where c is a target") {
+  CHECK_THROWS_WITH_AS(isa::resolve_target("sm91", "--run-on", false),
+                       doctest::Contains("--run-on sm91: no such file and no shipped description of that name (shipped: davinci-310, "),
+                       UserError);
+  // "c" is no description to measure on: a name like any other
+  CHECK_THROWS_WITH_AS(isa::resolve_target("c", "--run-on", false), doctest::Contains("--run-on c: no such file"), UserError);
+}
+
+TEST_CASE("a directory named like a shipped description does not hide it") {
+  namespace fs = std::filesystem;
+  const fs::path here = fs::current_path();
+  const fs::path scratch = fs::temp_directory_path() / ("tessel_shipped_" + std::to_string(::getpid()));
+  fs::create_directories(scratch / "davinci-910");
+  fs::current_path(scratch);
+  std::string got;
+  CHECK_NOTHROW(got = isa::resolve_target("davinci-910"));
+  fs::current_path(here);
+  fs::remove_all(scratch);
+  CHECK(got.ends_with("isa/targets/davinci-910.yaml"));
 }

@@ -6,6 +6,9 @@
 // input flattened); the refusals naming the node and the reason, random operators' among them.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "compiler/onnx/importer.h"
 #include "isa/base/error.h"
 #include "tests/onnx/onnx_graph.h"
@@ -68,6 +71,60 @@ TEST_CASE("onnx Unique not sorted of a 2-D input without an axis, against values
   for (size_t i = 0; i < 4; ++i) CHECK(int_at(out.at("indices"), int64_t(i)) == indices[i]);
   for (size_t i = 0; i < 6; ++i) CHECK(int_at(out.at("inverse"), int64_t(i)) == inverse[i]);
   for (size_t i = 0; i < 4; ++i) CHECK(int_at(out.at("counts"), int64_t(i)) == counts[i]);
+}
+
+TEST_CASE("onnx GridSample of opset 20 names its modes linear and cubic: the same values as bilinear and bicubic") {
+  const NpyArray x = f32({1, 1, 2, 3}, {0, 1, 2, 3, 4, 5});
+  for (const char* modes : {"linear bilinear", "cubic bicubic"}) {
+    CAPTURE(modes);
+    const std::string m20 = std::string(modes).substr(0, std::string(modes).find(' ')), m16 = std::string(modes).substr(m20.size() + 1);
+    auto with_mode = [&](int opset, const std::string& mode) {
+      Graph g = grid_graph("border");
+      g.m.mutable_opset_import(0)->set_version(opset);
+      auto* a = g.m.mutable_graph()->mutable_node(0)->add_attribute();
+      a->set_name("mode");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(mode);
+      return g;
+    };
+    const NpyArray want = run(with_mode(16, m16), {{"x", x}}).at("y");
+    check_close(run(with_mode(20, m20), {{"x", x}}).at("y"), {at(want, 0), at(want, 1), at(want, 2)});
+    // before opset 20 the new names are not modes
+    CHECK_THROWS_WITH_AS(import_model(with_mode(16, m20).m, "t.onnx"), doctest::Contains(("mode '" + m20 + "'").c_str()), UserError);
+  }
+  // opset 20's default mode is linear
+  Graph g = grid_graph("border");
+  g.m.mutable_opset_import(0)->set_version(20);
+  check_close(run(g, {{"x", x}}).at("y"), {2.5f, 2.0f, 2.75f});
+}
+
+// numpy.unique's order, which ONNX's reference uses: NaN after every number, NaNs one value
+TEST_CASE("onnx Unique keeps NaN apart from the numbers and counts the NaNs as one value") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int sorted : {0, 1}) {
+    CAPTURE(sorted);
+    Graph g(11);
+    g.initializer("xv", {5}, {1, nan, 2, nan, 1});
+    auto* n = g.node("Unique", {"xv"}, {"y", "indices", "inverse", "counts"}, "u");
+    attr_int(n, "sorted", sorted);
+    g.output("y", {3});
+    g.output("indices", {3}, TP::INT64);
+    g.output("inverse", {5}, TP::INT64);
+    g.output("counts", {3}, TP::INT64);
+    const auto out = run(g, {});
+    // first appearance: 1, NaN, 2; sorted: 1, 2, NaN
+    const std::vector<int32_t> indices = sorted ? std::vector<int32_t>{0, 2, 1} : std::vector<int32_t>{0, 1, 2};
+    const std::vector<int32_t> inverse = sorted ? std::vector<int32_t>{0, 2, 1, 2, 0} : std::vector<int32_t>{0, 1, 2, 1, 0};
+    const std::vector<int32_t> counts = sorted ? std::vector<int32_t>{2, 1, 2} : std::vector<int32_t>{2, 2, 1};
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(int_at(out.at("indices"), int64_t(i)) == indices[i]);
+      CHECK(int_at(out.at("counts"), int64_t(i)) == counts[i]);
+      const float want = std::vector<float>{1, nan, 2}[size_t(indices[i])];
+      if (std::isnan(want)) CHECK(std::isnan(at(out.at("y"), int64_t(i))));
+      else CHECK(at(out.at("y"), int64_t(i)) == want);
+    }
+    for (size_t i = 0; i < 5; ++i) CHECK(int_at(out.at("inverse"), int64_t(i)) == inverse[i]);
+  }
 }
 
 TEST_CASE("onnx GridSample, Unique, NonZero and RoiAlign: values not known at import, an empty result and the max mode are refused naming the node") {
