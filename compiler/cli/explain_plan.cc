@@ -121,8 +121,11 @@ void explain_gpu(const ir::Function& f, const CompileOptions& options, const Com
     for (const auto& g : all)
       if (g != chosen_text) alternatives.push_back({g, 0.0, ""});
     print_alternatives(alternatives, 0.0, c.hierarchy.clock_mhz, top, os);
-    if (gpu.tf32) return;
-    GpuFlags with_tf32 = gpu;  // the plans --tf32 would run (wgmma on sm_90, else mma.sync)
+    // the plans --tf32 would run (wgmma on sm_90, else mma.sync); none where TF32 cannot run (sm_75)
+    if (gpu.tf32 || !c.kernel.contraction ||
+        !emit_cuda::simt_gemm_obstacle(*c.kernel.contraction, isa::GpuMachine::from(c.hierarchy), true).empty())
+      return;
+    GpuFlags with_tf32 = gpu;
     with_tf32.tf32 = true;
     std::string tf32;
     for (const auto& g : gpu_plan_space(c, with_tf32)) tf32 += (tf32.empty() ? "" : ", ") + g;

@@ -1,4 +1,5 @@
 #include "compiler/emit_npu/attention.h"
+#include "compiler/emit_npu/attention_plan.h"
 #include "compiler/emit_npu/operands.h"
 #include "compiler/emit_npu/pointwise.h"
 #include "compiler/emit_npu/compositions.h"
@@ -45,41 +46,7 @@ enum Reg : uint8_t {
   kFirstRead,  // then one register per tensor a step reads (its unit's base address)
 };
 
-// The plan: blocks, slots and UB placement (bytes).
-struct Plan {
-  int64_t S = 0, T = 0, D = 0, Dp = 0, E = 0, Ep = 0, batch = 1;
-  // V's columns in L1 / L0B and the context's in L0C / UB: Ep, then one block of ones, so the cube's
-  // P·V also gives each row's sum of p (in f32, across all 16 columns of that block: l broadcast)
-  int64_t Ev = 0;
-  int64_t bq = 0, bk = 0, nqb = 0, nkb = 0, units = 0, cores = 1;
-  // Causal: one section per query block, each a loop over the batch points with the key blocks
-  // that block sees (the diagonal's skipped blocks), where that is sooner than every block for
-  // every unit. Unit (qb, b) goes to core (qb * batch + b) % cores, so every core has a share of
-  // the heavy and the light query blocks; a core may have no batch point in a section (a loop of
-  // no trip, which the sync pass judges as such).
-  bool sections = false;
-  std::vector<int64_t> blocks_seen;  // per query block: key blocks up to its last row's diagonal
-  // L0B: K and V blocks in two slots each, in one slot each, or one region they take in turn
-  // (the cube reads Kᵀ of block kb + 1 before V of block kb is loaded over it); L0A: P's slots
-  // Pieces: two halves K and V take in turn piece by piece (pk keys each), the cube on one half
-  // while MTE1 fills the other: each block's Q·Kᵀ and P·V are an mmad per piece.
-  enum class L0b { TwoSlots, OneSlot, Pieces, Shared } l0b = L0b::TwoSlots;
-  int64_t pk = 0;  // keys per piece (bk where the blocks are not cut in pieces)
-  int64_t l0a_p_slots = 2;
-  // L1, L0A, L0B, L0C
-  // Key blocks per group (1 or 2): a group's score tiles share one row maximum, and the cube
-  // accumulates their P·V in one L0C region, so the context is rescaled once per group.
-  int64_t group = 1;
-  int64_t l1_q = 0, l1_k[4]{}, l1_v[4]{}, l1_p[4]{};  // 2 x group slots (a group in flight, the next loading)
-  int64_t l0a_q = 0, l0a_p[2]{};
-  int64_t l0b_k[2]{}, l0b_v[2]{};
-  int64_t l0c_s[2]{}, l0c_o[2]{};
-  // UB
-  int64_t ub_s = 0, ub_s2 = 0, ub_diag = 0, ub_p[2]{}, ub_acc = 0, ub_pv = 0, ub_tmp = 0, ub_bc = 0, ub_out = 0;
-  int64_t ub_stage_q = -1, ub_stage_k = -1, ub_stage_v = -1;
-  bool fold_scale = false;  // the first step's score * c computed as c Q (find_scale)
-  int64_t ub_ones = 0, ub_m[2]{}, ub_bm = 0, ub_c[2]{}, ub_bcc = 0, ub_steps = 0, ub_steps_bytes = 0;
-};
+using Plan = AttentionPlan;
 
 class AttentionEmitter : public VectorCode {
  public:
@@ -127,171 +94,10 @@ class AttentionEmitter : public VectorCode {
     return "";
   }
 
-  // ---- blocks, slots, placement ----
+  // ---- blocks, slots, placement (attention_plan.h) ----
   std::string plan() {
-    Plan& P = p_plan_;
     find_scale();
-    const int64_t f = m_.cube_f16.m0;
-    P.S = a_.query.extent, P.T = a_.key.extent, P.D = a_.head[0].extent, P.E = a_.value[0].extent;
-    P.Dp = round_up(P.D, f);
-    P.Ep = round_up(P.E, f);
-    P.Ev = P.Ep + f;
-    P.batch = a_.size_batch();
-    // Query blocks: 4 fractals of rows, halved while half of them still covers S or the units do
-    // not cover the cores (a unit's fixed costs, GM latency and pipeline fill, favour long blocks).
-    P.bq = 4 * f;
-    auto units_of = [&](int64_t bq) { return P.batch * ((P.S + bq - 1) / bq); };
-    while (P.bq > f && (P.bq / 2 >= round_up(P.S, f) || units_of(P.bq) < m_.cores)) P.bq /= 2;
-    P.nqb = (P.S + P.bq - 1) / P.bq;
-    P.units = P.batch * P.nqb;
-    P.cores = std::min<int64_t>(m_.cores, P.units);
-    // Key blocks: as few as fit (the row-wise work per block is per row, not per key), of balanced
-    // length; a score tile is one vector instruction (max_repeat repeats of f32).
-    const int64_t longest = std::min(round_up(P.T, f), max_repeat_ * bytes_per_repeat_ / (P.bq * 4) / f * f);
-    // K and V in L0B side by side where blocks of 8 fractals or more fit so (taking turns in one
-    // region stalls the cube and MTE1 on each other), else the longest blocks any way fits: in
-    // pieces over two halves where they fit, else in one region.
-    std::string why;
-    for (const bool shared : {false, true}) {
-      for (int64_t nkb = (P.T + longest - 1) / longest;; ++nkb) {
-        const int64_t bk = round_up((P.T + nkb - 1) / nkb, f);
-        if (!shared && bk < std::min(8 * f, round_up(P.T, f))) {
-          why = "no block of 8 fractals with K and V side by side";
-          break;
-        }
-        if ((why = place(bk, shared)).empty() || bk == f) break;
-      }
-      if (why.empty()) break;
-    }
-    if (!why.empty()) return why;
-    P.blocks_seen.assign(P.nqb, P.nkb);
-    if (a_.causal_offset) {
-      int64_t seen = 0;
-      for (int64_t qb = 0; qb < P.nqb; ++qb) {
-        P.blocks_seen[qb] = std::min(P.nkb, (qb * P.bq + P.bq + *a_.causal_offset + P.bk - 1) / P.bk);
-        seen += P.blocks_seen[qb];
-      }
-      // blocks on the busiest core: every unit's blocks over all cores, or the sections' units
-      // dealt round-robin over min(cores, units) cores
-      const int64_t section_cores = std::min<int64_t>(m_.cores, P.units);
-      std::vector<int64_t> per_core(size_t(section_cores), 0);
-      for (int64_t u = 0; u < P.units; ++u) per_core[size_t(u % section_cores)] += P.blocks_seen[u / P.batch];
-      const int64_t all = (P.units + P.cores - 1) / P.cores * P.nkb;
-      const int64_t skipping = *std::max_element(per_core.begin(), per_core.end());
-      (void)seen;
-      if (skipping < all) P.sections = true, P.cores = section_cores;
-    }
-    return "";
-  }
-
-  // The placement of key blocks of bk keys: "" or why they do not fit.
-  std::string place(int64_t bk, bool shared_l0b) {
-    Plan& P = p_plan_;
-    const int64_t f = m_.cube_f16.m0;
-    P.bk = bk;
-    P.nkb = (P.T + P.bk - 1) / P.bk;
-    using L0b = Plan::L0b;
-    auto l0b_bytes = [&](L0b b) {
-      const int64_t k = P.Dp * bk * 2, v = bk * P.Ev * 2, piece = round_up((bk + 1) / 2, f);
-      return b == L0b::TwoSlots ? 2 * (k + v) : b == L0b::OneSlot ? k + v : b == L0b::Pieces ? 2 * std::max(P.Dp, P.Ev) * piece * 2 : std::max(k, v);
-    };
-    auto fits = [&](L0b b, int64_t p_slots) {
-      const int64_t l0a = P.bq * P.Dp * 2 + p_slots * P.bq * bk * 2;
-      const int64_t l0c = 2 * (P.bq * bk + P.bq * P.Ev) * 4;
-      return l0b_bytes(b) <= m_.capacity(Buffer::L0B) && l0a <= m_.capacity(Buffer::L0A) && l0c <= m_.capacity(Buffer::L0C);
-    };
-    const std::pair<L0b, int64_t> choices[] = {{L0b::TwoSlots, 2}, {L0b::OneSlot, 2}, {L0b::Pieces, 2}, {L0b::Shared, 2},
-                                               {L0b::OneSlot, 1}, {L0b::Pieces, 1}, {L0b::Shared, 1}};
-    bool found = false;
-    for (const auto& [b, p_slots] : choices)
-      if (!found && (shared_l0b || (b != L0b::Shared && b != L0b::Pieces)) && fits(b, p_slots)) P.l0b = b, P.l0a_p_slots = p_slots, found = true;
-    if (!found) return fmt::format("head and value dimensions {} x {} whose blocks do not fit L0A / L0B / L0C", P.D, P.E);
-    // L1
-    auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
-      const int64_t r = round_up(at_, align);
-      at_ = r + bytes;
-      return r;
-    };
-    int64_t l0a = 0, l0b = 0, l0c = 0;
-    const int64_t fa = m_.alignment(Buffer::L0A), fb = m_.alignment(Buffer::L0B), fc = m_.alignment(Buffer::L0C);
-    P.l0a_q = take(l0a, P.bq * P.Dp * 2, fa);
-    for (int s = 0; s < P.l0a_p_slots; ++s) P.l0a_p[s] = take(l0a, P.bq * P.bk * 2, fa);
-    if (P.l0a_p_slots == 1) P.l0a_p[1] = P.l0a_p[0];
-    P.pk = P.l0b == Plan::L0b::Pieces ? round_up((bk + 1) / 2, f) : bk;
-    if (P.l0b == Plan::L0b::Pieces) {
-      for (int s = 0; s < 2; ++s) P.l0b_k[s] = P.l0b_v[s] = take(l0b, std::max(P.Dp, P.Ev) * P.pk * 2, fb);
-    } else if (P.l0b == Plan::L0b::Shared) {
-      P.l0b_k[0] = P.l0b_k[1] = P.l0b_v[0] = P.l0b_v[1] = take(l0b, std::max(P.Dp, P.Ev) * P.bk * 2, fb);
-    } else {
-      const int slots = P.l0b == Plan::L0b::TwoSlots ? 2 : 1;
-      for (int s = 0; s < slots; ++s) {
-        P.l0b_k[s] = take(l0b, P.Dp * P.bk * 2, fb);
-        P.l0b_v[s] = take(l0b, P.bk * P.Ev * 2, fb);
-      }
-      if (slots == 1) P.l0b_k[1] = P.l0b_k[0], P.l0b_v[1] = P.l0b_v[0];
-    }
-    for (int s = 0; s < 2; ++s) {
-      P.l0c_s[s] = take(l0c, P.bq * P.bk * 4, fc);
-      P.l0c_o[s] = take(l0c, P.bq * P.Ev * 4, fc);
-    }
-    // groups of two key blocks where L1 and UB take them, a unit walks four blocks or more and a
-    // core two units or more (measured: a group's longer pipeline fill and drain cost more than
-    // the rescales it saves when the cores run one unit each, or on 3 blocks), else one
-    std::string why = "blocks that do not fit L1";
-    for (const int64_t group : {2, 1})
-      if ((group == 1 || (P.nkb >= 4 && P.units >= 2 * P.cores)) && (why = place_group(group)).empty()) return "";
-    return why;
-  }
-  // L1 and UB for groups of `group` key blocks: "" or why they do not fit.
-  std::string place_group(int64_t group) {
-    Plan& P = p_plan_;
-    const int64_t f = m_.cube_f16.m0;
-    P.group = group;
-    auto take = [](int64_t& at_, int64_t bytes, int64_t align) {
-      const int64_t r = round_up(at_, align);
-      at_ = r + bytes;
-      return r;
-    };
-    int64_t l1 = 0;
-    const int64_t a1 = m_.alignment(Buffer::L1);
-    P.l1_q = take(l1, P.bq * P.Dp * 2, a1);
-    for (int s = 0; s < 2 * group; ++s) {
-      P.l1_k[s] = take(l1, P.bk * P.Dp * 2, a1);
-      P.l1_v[s] = take(l1, P.bk * P.Ev * 2, a1);
-      P.l1_p[s] = take(l1, P.bq * P.bk * 2, a1);
-    }
-    if (l1 > m_.capacity(Buffer::L1)) return "blocks that do not fit L1";
-    // UB: every region whole repeats, a repeat of slack after the row-wise ones (their masked
-    // repeats' footprints reach past the region). A group of two has two score tiles, each
-    // block's P written (f16) over its own tile.
-    int64_t ub = 0;
-    const int64_t rb = bytes_per_repeat_;
-    auto region = [&](int64_t bytes) { return take(ub, round_up(bytes, rb), rb); };
-    P.ub_s = P.ub_s2 = region(P.bq * P.bk * 4);
-    if (group == 2) P.ub_s2 = region(P.bq * P.bk * 4), P.ub_p[0] = P.ub_s, P.ub_p[1] = P.ub_s2;
-    if (a_.causal_offset) P.ub_diag = region(P.bq * P.bk * 4);
-    if (group == 1)
-      for (int s = 0; s < 2; ++s) P.ub_p[s] = region(P.bq * P.bk * 2);
-    P.ub_acc = region(P.bq * P.Ev * 4);
-    P.ub_pv = region(P.bq * P.Ev * 4);
-    P.ub_ones = region(P.bk * f * 2);
-    P.ub_tmp = region(P.bq * f * 4 + rb);
-    P.ub_bc = region(P.bq * f * 4 + rb);
-    P.ub_bcc = region(P.bq * f * 4 + rb);
-    P.ub_out = region(P.bq * P.Ep * dtype_bytes(a_.out.dtype));
-    for (int s = 0; s < 2; ++s) P.ub_m[s] = region(P.bq * 4 + rb);
-    P.ub_bm = region(P.bq * 4 + rb);
-    for (int s = 0; s < 2; ++s) P.ub_c[s] = region(P.bq * 4 + rb);
-    // the folded scale's work sits at each unit's start, before its first scores (measured on
-    // davinci-910, d128: 6 % faster at 19 key blocks, 3 % slower at 10, 12 % slower at 5)
-    P.fold_scale = scale_node_ && P.nkb >= 16;
-    if (P.fold_scale || staged(P.D, a_.q.stride(a_.query.var), true)) P.ub_stage_q = region(P.bq * P.Dp * 2);
-    if (staged(P.D, a_.k.stride(a_.key.var))) P.ub_stage_k = region(P.bk * P.Dp * 2);
-    if (staged(P.E, a_.v.stride(a_.key.var))) P.ub_stage_v = region(P.bk * P.Ep * 2);
-    P.ub_steps = round_up(ub, rb);
-    P.ub_steps_bytes = m_.capacity(Buffer::UB) - P.ub_steps;
-    if (P.ub_steps_bytes < 4 * P.bq * f * 4) return "blocks whose vector regions do not fit UB";
-    return "";
+    return plan_attention(a_, m_, scale_node_ != nullptr, p_plan_);
   }
 
   // ---- the evaluations of the steps and the epilogue, checked before emitting ----
@@ -860,9 +666,6 @@ class AttentionEmitter : public VectorCode {
   // the rows at a fractal-row pitch, then one dma_out per 16-column block.
   // (Q's padding is zero whenever D is not whole fractals, so K's padded columns may hold anything
   // finite: the next row's values)
-  bool staged(int64_t cols, int64_t stride, bool zero_padding = false) const {
-    return cols % m_.cube_f16.k0 != 0 && (zero_padding || stride < round_up(cols, m_.cube_f16.k0));
-  }
   // Column block c lands at l1 + c x pitch x 32 bytes (pitch: rows of the NZ layout, >= rows).
   // `scaled`: Q's block, multiplied by the folded scale in the stage.
   void to_l1(int64_t l1, Operand gm, int64_t rows, int64_t cols, int64_t padded, int64_t stride, int64_t stage, int64_t pitch = 0,
