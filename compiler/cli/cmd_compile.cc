@@ -142,7 +142,7 @@ std::string kernel_file(const std::string& out, size_t i) {
 // plan with --explain, one line otherwise; -o writes each kernel's code to its own file.
 void compile_program_command(const program::ProgramCompilation& p, const PipelineFlags& flags, const std::string& out,
                              const NpuOptions& npu, const GpuFlags& gpu, bool explain) {
-  if (explain) std::cerr << program::explain_program(p);
+  if (explain) std::cerr << program::explain_program(p) << explain_program_bounds(p, flags.target, gpu);
   if (!out.empty()) {
     for (size_t i = 0; i < p.kernels.size(); ++i) {
       std::string npu_line;

@@ -17,6 +17,7 @@
 #include "compiler/emit_cuda/tile_policy.h"
 #include "compiler/kernel/gpu_roofline.h"
 #include "compiler/kernel/roofline.h"
+#include "compiler/program/program.h"
 #include "compiler/tune/cost_model.h"
 #include "compiler/tune/fit_check.h"
 #include "compiler/tune/space.h"
@@ -54,16 +55,22 @@ void print_alternatives(const std::vector<Priced>& alternatives, double chosen, 
   }
 }
 
+kernel::NpuRoofline npu_roofline_of(const Compilation& c) {
+  return kernel::npu_roofline(c.kernel, isa::npu_machine(c.hierarchy), emit_npu::vector_instructions);
+}
+
+// The NPU twin of gpu_roofline_text: "<prefix>bound: roofline N cycles (T us), B bound (...)".
+std::string npu_roofline_text(const kernel::NpuRoofline& r, double clock_mhz, const std::string& prefix) {
+  return prefix + fmt::format("bound: roofline {:.0f} cycles ({:.2f} us), {} bound (cube {:.0f}, vector {:.0f}, GM {:.0f}, "
+                              "latency {:.0f} on {} cores)\n",
+                              r.cycles, r.cycles / clock_mhz, kernel::roofline_bound_name(r.binds), r.cube_cycles,
+                              r.vector_cycles, r.gm_cycles, r.latency_cycles, r.cores);
+}
+
 void explain_npu(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os) {
   os << "plan: " << c.tile_spec.to_string() << " (from " << c.plan_source.describe() << ")\n";
   for (const std::string& line : c.widened_statements) os << "  bf16: " << line << "\n";  // pass widen_bf16
-  if (c.kernel.function) {
-    const kernel::NpuRoofline r = kernel::npu_roofline(c.kernel, isa::npu_machine(c.hierarchy), emit_npu::vector_instructions);
-    os << fmt::format("  bound: roofline {:.0f} cycles ({:.2f} us), {} bound (cube {:.0f}, vector {:.0f}, GM {:.0f}, latency {:.0f} "
-                      "on {} cores)\n",
-                      r.cycles, r.cycles / c.hierarchy.clock_mhz, kernel::roofline_bound_name(r.binds), r.cube_cycles,
-                      r.vector_cycles, r.gm_cycles, r.latency_cycles, r.cores);
-  }
+  if (c.kernel.function) os << npu_roofline_text(npu_roofline_of(c), c.hierarchy.clock_mhz, "  ");
   CompileOptions o = options;
   o.tile.reset();
   tune::FitChecker fit(f, o);
@@ -163,6 +170,28 @@ void explain_gpu(const ir::Function& f, const CompileOptions& options, const Com
 }
 
 }  // namespace
+
+std::string explain_program_bounds(const program::ProgramCompilation& p, const std::string& target, const GpuFlags& gpu) {
+  if (target == "c") return "";
+  std::string text;
+  double total_us = 0;
+  for (size_t g = 0; g < p.kernels.size(); ++g) {
+    const Compilation& c = *p.kernels[g];
+    if (!c.kernel.function) continue;
+    const std::string prefix = fmt::format("  kernel {} {}: ", g, c.function->name);
+    if (c.hierarchy.kind == isa::TargetKind::Gpu) {
+      const kernel::GpuRoofline r = kernel::gpu_roofline(c.kernel, c.hierarchy, gpu.tf32);
+      text += gpu_roofline_text(r, prefix);
+      total_us += r.microseconds();
+    } else {
+      const kernel::NpuRoofline r = npu_roofline_of(c);
+      text += npu_roofline_text(r, c.hierarchy.clock_mhz, prefix);
+      total_us += r.cycles / c.hierarchy.clock_mhz;
+    }
+  }
+  return text + fmt::format("program bound: {:.2f} us, the sum of the {} kernels' rooflines (they run one after another)\n",
+                            total_us, p.kernels.size());
+}
 
 void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
                   const GpuFlags& gpu) {

@@ -13,14 +13,24 @@
 #pragma once
 
 #include <iosfwd>
+#include <string>
 
 #include "compiler/cli/run_gpu.h"
 #include "compiler/pipeline.h"
+
+namespace tessel::program {
+struct ProgramCompilation;
+}
 
 namespace tessel::cli {
 
 // `gpu`: the GPU flags of the command (--tf32 changes which kernel an f32 contraction runs).
 void explain_plan(const ir::Function& f, const CompileOptions& options, const Compilation& c, int top, std::ostream& os,
                   const GpuFlags& gpu = {});
+
+// `compile --explain` of a def compiled to several kernels (compiler/program/program.h): each
+// kernel's roofline on one line (GPU: compiler/kernel/gpu_roofline.h, NPU: roofline.h) and their
+// sum, the program's bound (its kernels run one after another). "" for the C target.
+std::string explain_program_bounds(const program::ProgramCompilation& p, const std::string& target, const GpuFlags& gpu = {});
 
 }  // namespace tessel::cli

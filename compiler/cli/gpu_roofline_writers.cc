@@ -4,14 +4,14 @@
 
 namespace tessel::cli {
 
-std::string gpu_roofline_text(const kernel::GpuRoofline& r) {
-  std::string text = fmt::format(
-      "  bound: roofline {:.0f} cycles ({:.2f} us), {} bound (tensor-core {:.0f}, CUDA-core {:.0f}, DRAM {:.0f}, latency {:.0f} "
+std::string gpu_roofline_text(const kernel::GpuRoofline& r, const std::string& prefix) {
+  std::string text = prefix + fmt::format(
+      "bound: roofline {:.0f} cycles ({:.2f} us), {} bound (tensor-core {:.0f}, CUDA-core {:.0f}, DRAM {:.0f}, latency {:.0f} "
       "on {} SMs)\n",
       r.cycles, r.microseconds(), kernel::gpu_roofline_bound_name(r.binds), r.tensor_core_cycles, r.cuda_core_cycles,
       r.dram_cycles, r.latency_cycles, r.sms);
   if (r.unpriced_macs)
-    text += fmt::format("  bound: {} f32 MACs on the TF32 tensor cores not priced (the description has no TF32 rate)\n",
+    text += prefix + fmt::format("bound: {} f32 MACs on the TF32 tensor cores not priced (the description has no TF32 rate)\n",
                         r.unpriced_macs);
   return text;
 }

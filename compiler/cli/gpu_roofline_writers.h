@@ -18,7 +18,8 @@
 
 namespace tessel::cli {
 
-std::string gpu_roofline_text(const kernel::GpuRoofline& r);
+// Each line starts with `prefix` ("  kernel 0 matmul: " for one kernel of a program).
+std::string gpu_roofline_text(const kernel::GpuRoofline& r, const std::string& prefix = "  ");
 nlohmann::json gpu_roofline_json(const kernel::GpuRoofline& r, double measured_us);
 
 }  // namespace tessel::cli
