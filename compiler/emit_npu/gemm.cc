@@ -163,6 +163,7 @@ class GemmLoop {
     // of the block before it.
     const UbLayout ub = ub_layout(m, g);
     epilogue_set_ = ub.epilogue_set, epilogue_sets_ = ub.epilogue_sets, zeros_ub_ = ub.zeros;
+    split_ = ub.split;
     // One tile per core needs no tile loop (and no sync carried from one tile to the next).
     tile_loop_ = tiles_ > g.cores;
     pieces_ = g.tk / g.tk0;
@@ -177,9 +178,20 @@ class GemmLoop {
   // What UB holds beyond the write-back halves (from epilogue_base_ on): the epilogue's region sets
   // and, where K-minor operands' columns past K are filled, a zero region at the end (the fills'
   // source: L1 is written from UB by MTE3, off the GM and MTE2's way), if it fits beside one set.
+  // Where the column blocks are more than the sets, the sets split (SplitSets): the regions the
+  // broadcast loads write (GemmEpilogue::load_ub_bytes), one per block, apart from the evaluation's
+  // other regions, which the blocks take in turn. A tile's loads can then all be queued ahead
+  // (ResNet-50's 196 x 128 -> 512 + residual on davinci-910: 4 column blocks of 64 x 16 a core, 2
+  // whole sets of 76 KiB; blocks 2 and 3 issued their loads after block 0's and 1's evaluation and
+  // waited out the GM latency).
+  struct SplitSets {
+    int64_t evaluation = 0, evaluations = 0;  // bytes and count of the evaluation sets (from epilogue_base_)
+    int64_t loads_base = 0, loads = 0, loads_count = 0;  // the loads sets: first, bytes, count
+  };
   struct UbLayout {
     int64_t epilogue_set = 0, epilogue_sets = 1;
     int64_t zeros = -1, zero_bytes = 0;  // UB offset of the zero region, -1: none (the fills read the GM zeros)
+    SplitSets split;
   };
   static int64_t k_fill_bytes(const Machine& m, const GemmShape& g) {
     return round_up(std::max(g.tm0, g.tn0) * g.tk0 * dtype_bytes(m.cube(g.operand).a), m.vector_bytes_per_repeat);
@@ -198,6 +210,14 @@ class GemmLoop {
     if (g.epilogue) {
       u.epilogue_set = round_up(g.epilogue->ub_bytes(g.tm0), align);
       u.epilogue_sets = std::clamp<int64_t>(free / u.epilogue_set, 1, kMostEpilogueSets);
+      const int64_t region = g.tm0 * m.cube(g.operand).n0 * dtype_bytes(DType::F32);
+      SplitSets& sp = u.split;
+      sp.loads = round_up(g.epilogue->load_ub_bytes(g.tm0), align);
+      sp.evaluation = round_up(g.epilogue->ub_bytes(g.tm0) - g.epilogue->load_ub_bytes(g.tm0) + region, align);
+      sp.evaluations = std::clamp<int64_t>(free / sp.evaluation, 0, 2);
+      sp.loads_base = base + sp.evaluations * sp.evaluation;
+      sp.loads_count = std::clamp<int64_t>((free - sp.evaluations * sp.evaluation) / sp.loads, 0, kMostEpilogueSets);
+      if (sp.evaluations == 0 || sp.loads_count <= u.epilogue_sets) sp = SplitSets{};
     }
     return u;
   }
@@ -633,13 +653,19 @@ class GemmLoop {
           if (rows > 0 && std::clamp<int64_t>(cols_ - j * g.tn0 - jj * cube_.n0, 0, cube_.n0) > 0)
             blocks.push_back({i, j, jj, round_up(rows, cube_.m0)});
       }
-    if (blocks.empty() || static_cast<int64_t>(blocks.size()) > epilogue_sets_) return;
+    const int64_t n = static_cast<int64_t>(blocks.size());
+    const bool split = n > epilogue_sets_ && n <= split_.loads_count;
+    if (blocks.empty() || (n > epilogue_sets_ && !split)) return;
     npu::Program code;
-    for (const auto& [i, j, jj, rows] : blocks) {
-      const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
-      prefetched_[{i, j, jj}] = set;
-      g.epilogue->emit_block(code, 0, rows, set, epilogue_sources(i, j, jj), GemmEpilogue::Part::Loads);
+    std::map<int64_t, std::vector<GemmEpilogue::BlockLoads>> by_rows;  // (the edge row block's rows apart)
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const auto& [i, j, jj, rows] = blocks[b];
+      const int64_t set = split ? -1 : epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
+      const int64_t loads = split ? split_.loads_base + static_cast<int64_t>(b) * split_.loads : -1;
+      prefetched_[{i, j, jj}] = {set, loads};
+      by_rows[rows].push_back({set, loads, epilogue_sources(i, j, jj)});
     }
+    for (const auto& [rows, loads] : by_rows) g.epilogue->emit_loads(code, rows, loads);
     size_t after = 0;  // after the first chunk's DMAs
     for (size_t n = 0; n < pending_.size(); ++n)
       if (pending_[n].chunk == 0) after = n + 1;
@@ -674,7 +700,9 @@ class GemmLoop {
         const auto ahead = prefetched_.find({i, j, jj});
         if (ahead != prefetched_.end()) {  // its loads queued ahead: make sure they are emitted
           while (std::any_of(pending_.begin(), pending_.end(), [](const Dma& d) { return d.epilogue; })) emit_pending(1);
-          src = g.epilogue->emit_block(p_, src, moved_rows, ahead->second, epilogue_sources(i, j, jj), GemmEpilogue::Part::Compute);
+          const auto [set, loads] = ahead->second;
+          const int64_t evaluation = loads < 0 ? set : epilogue_base_ + (evaluation_step_++ % split_.evaluations) * split_.evaluation;
+          src = g.epilogue->emit_block(p_, src, moved_rows, evaluation, epilogue_sources(i, j, jj), GemmEpilogue::Part::Compute, loads);
         } else {
           const int64_t set = epilogue_base_ + (epilogue_step_++ % epilogue_sets_) * epilogue_set_;
           src = g.epilogue->emit_block(p_, src, moved_rows, set, epilogue_sources(i, j, jj));
@@ -845,14 +873,16 @@ class GemmLoop {
   const int64_t in_, acc_;  // operand and accumulator element bytes
   int64_t eo_ = 0, tiles_m_ = 0, tiles_n_ = 0, tiles_ = 0, chunks_ = 0;
   int64_t l1_a_ = 0, l1_half_ = 0, l0a_half_ = 0, l0b_half_ = 0, sub_c_ = 0, ub_half_ = 0, epilogue_base_ = 0;
-  int64_t epilogue_set_ = 0, epilogue_sets_ = 1, epilogue_step_ = 0, zeros_ub_ = -1;
+  int64_t epilogue_set_ = 0, epilogue_sets_ = 1, epilogue_step_ = 0, zeros_ub_ = -1, evaluation_step_ = 0;
+  SplitSets split_;
   bool tile_loop_ = false, k_fill_ = false, b_by_columns_ = false;
   int64_t rows_ = 0, cols_ = 0;  // valid rows and columns of the tiles being emitted
   int64_t pieces_ = 0, a_tile_bytes_ = 0, b_tile_bytes_ = 0, column_bytes_ = 0, blocks_m_ = 0, blocks_n_ = 0;
   DType moved_ = DType::F32;
   std::deque<Dma> pending_;
   int64_t l0a_step_ = 0, l0b_step_ = 0, ub_step_ = 0;
-  std::map<std::array<int64_t, 3>, int64_t> prefetched_;  // (i, j, jj) -> its UB set, loads queued ahead
+  // (i, j, jj) -> its UB set and, where the sets split, its loads set (else -1): loads queued ahead
+  std::map<std::array<int64_t, 3>, std::array<int64_t, 2>> prefetched_;
 };
 
 

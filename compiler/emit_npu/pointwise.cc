@@ -657,13 +657,17 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   return emit_block(p, c_region, rows, region_base, sources);
 }
 
+int64_t GemmEpilogue::load_ub_bytes(int64_t rows) const {
+  return int64_t(2 * broadcasts_.size() + 1) * rows * m_.cube_f16.n0 * dtype_bytes(DType::F32);
+}
+
 int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
-                                 const std::map<std::string, BroadcastSource>& sources, Part part) {
+                                 const std::map<std::string, BroadcastSource>& sources, Part part, int64_t loads_base) {
   p_ = &p;
   const bool loads = part != Part::Compute, computes = part != Part::Loads;
   const int64_t columns = m_.cube_f16.n0;  // one column block of the accumulator
   chunk_ = rows * columns;
-  region_base_ = region_base;
+  region_base_ = loads_base >= 0 ? loads_base : region_base;
   next_region_ = 0;
   tensors_.clear();
   tensors_[accumulator_] = {false, 0, c_region, DType::F32};
@@ -675,6 +679,7 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   for (int rows_last = 0; rows_last < 2; ++rows_last)
     for (const std::string& name : broadcasts_)
       if ((sources.at(name).along_rows && !sources.at(name).along_columns) == (rows_last == 1)) expanded_of[name] = fresh_region();
+  if (loads_base >= 0) region_base_ = region_base, next_region_ = 0;  // the evaluation's regions apart
   for (const std::string& name : broadcasts_) {
     const kernel::GlobalTensor* t = k_.find_tensor(name);
     const int eb = dtype_bytes(t->dtype);
@@ -695,15 +700,14 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
         op(Opcode::Vbrcb, {type(t->dtype), at(Buffer::UB, expanded + done * columns * eb), at(Buffer::UB, pattern + done * eb),
                            imm(std::min(piece, rows - done)), imm(1), imm(columns * eb / m_.vector_block_bytes)});
       op(Opcode::SetVectorMask, {imm(-1), imm(-1)});
-    } else if (const int64_t vb = m_.vector_block_bytes, row_blocks = columns * eb / vb; columns * eb % vb == 0 &&
-                                                                                          rows % repeat_blocks_ == 0 &&
-                                                                                          rows / repeat_blocks_ <= max_repeat_) {
+    } else if (const int64_t row_blocks = columns * eb / m_.vector_block_bytes; one_row_pattern(source, eb, rows)) {
       // `columns` values per row, the same in every row: one DMA of one row (each DMA holds the
       // shared GM a cycle on every core), then one instruction (x * 1, exact) whose repeat h writes
       // the row's vector block h into `repeat_blocks_` rows; read as a pattern (source repeat
       // stride 0). One instruction, not one per block: in a tile loop the scalar's look-ahead to
       // the next block's loads ends where the vector queue is full.
-      if (loads) op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
+      if (loads && !loaded_apart_.count(name))
+        op(Opcode::DmaIn, {at(Buffer::UB, pattern), source.gm, imm(1), imm(columns * eb), imm(0), imm(0)});
       if (!computes) continue;
       op(Opcode::Vmuls, {type(t->dtype), at(Buffer::UB, expanded), at(Buffer::UB, pattern), Operand::float_(1), imm(row_blocks),
                          imm(row_blocks), imm(0), imm(1), imm(1)});
@@ -728,6 +732,40 @@ int64_t GemmEpilogue::emit_block(npu::Program& p, int64_t c_region, int64_t rows
   const Value& out = tensors_.at(output_);
   if (out.type != output_type_) throw not_pointwise("the epilogue's result type differs from " + output_);
   return out.region;
+}
+
+bool GemmEpilogue::one_row_pattern(const BroadcastSource& source, int64_t element_bytes, int64_t rows) const {
+  const int64_t bytes = m_.cube_f16.n0 * element_bytes;
+  return !source.along_rows && source.along_columns && bytes % m_.vector_block_bytes == 0 && rows % repeat_blocks_ == 0 &&
+         rows / repeat_blocks_ <= max_repeat_;
+}
+
+void GemmEpilogue::emit_loads(npu::Program& p, int64_t rows, const std::vector<BlockLoads>& blocks) {
+  const int64_t region = rows * m_.cube_f16.n0 * dtype_bytes(DType::F32);  // fresh_region's step
+  for (size_t t = 0; t < broadcasts_.size(); ++t) {
+    const std::string& name = broadcasts_[t];
+    const int64_t eb = dtype_bytes(k_.find_tensor(name)->dtype), bytes = m_.cube_f16.n0 * eb;
+    auto pattern = [&](const BlockLoads& b) { return (b.loads_base >= 0 ? b.loads_base : b.region_base) + int64_t(t) * region; };
+    if (blocks.size() < 2 || !std::all_of(blocks.begin(), blocks.end(), [&](const BlockLoads& b) { return one_row_pattern(b.sources.at(name), eb, rows); }))
+      continue;
+    // runs of blocks whose values follow each other in GM (same register) and whose patterns are equally far apart
+    for (size_t first = 0; first < blocks.size();) {
+      const npu::Operand& gm = blocks[first].sources.at(name).gm;
+      size_t last = first + 1;
+      const int64_t stride = last < blocks.size() ? pattern(blocks[last]) - pattern(blocks[first]) : 0;
+      while (last < blocks.size() && stride >= bytes && pattern(blocks[last]) - pattern(blocks[last - 1]) == stride) {
+        const npu::Operand& next = blocks[last].sources.at(name).gm;
+        if (next.reg != gm.reg || next.imm != gm.imm + int64_t(last - first) * bytes) break;
+        ++last;
+      }
+      const int64_t n = int64_t(last - first);
+      p.add(Opcode::DmaIn, {at(Buffer::UB, pattern(blocks[first])), gm, imm(n), imm(bytes), imm(0), imm(n > 1 ? stride - bytes : 0)});
+      first = last;
+    }
+    loaded_apart_.insert(name);
+  }
+  for (const BlockLoads& b : blocks) emit_block(p, 0, rows, b.region_base, b.sources, Part::Loads, b.loads_base);
+  loaded_apart_.clear();
 }
 
 std::string why_not_pointwise(const kernel::Kernel& kernel, const isa::NpuMachine& machine) {

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,6 +144,10 @@ class GemmEpilogue : public VectorCode {
   };
   // UB bytes the evaluation of one block of `rows` rows needs.
   int64_t ub_bytes(int64_t rows) const;
+  // Of those, the regions the broadcast tensors' loads write (their patterns and expanded values,
+  // one region beyond for a masked vbrcb's footprint): with `loads_base` below they may lie apart
+  // from the rest, so a block's loads can land while another block's evaluation uses the rest.
+  int64_t load_ub_bytes(int64_t rows) const;
   // Emits the evaluation of one block into `p`: the accumulator block at `c_region` (f32), the
   // broadcast tensors' n0 values at GM addresses `broadcast_gm[name]`, UB from `region_base` on.
   // Returns the UB region of the output block (output_type, rows x n0, row-major).
@@ -150,13 +155,29 @@ class GemmEpilogue : public VectorCode {
                      const std::map<std::string, npu::Operand>& broadcast_gm);
   // part: the whole evaluation, only the broadcast tensors' DMAs (Loads: issued ahead, e.g. during
   // the main loop) or everything but them (Compute: the same rows, region_base and sources later).
+  // loads_base >= 0: the loaded regions (load_ub_bytes) from there, the rest (ub_bytes -
+  // load_ub_bytes + one region) from region_base; else all from region_base.
   enum class Part { All, Loads, Compute };
   int64_t emit_block(npu::Program& p, int64_t c_region, int64_t rows, int64_t region_base,
-                     const std::map<std::string, BroadcastSource>& sources, Part part = Part::All);
+                     const std::map<std::string, BroadcastSource>& sources, Part part = Part::All, int64_t loads_base = -1);
+  // Part::Loads of several blocks of `rows` rows at once: a tensor whose values are one row per
+  // block (a per-column scale or bias) comes by one DMA of one burst per block where the blocks'
+  // values follow each other in GM and their regions lie equally far apart (each DMA holds the
+  // shared GM a turn on every core: davinci-910's 49 x 256 -> 1024 + residual queued 12 DMAs of
+  // 64 B to 1 KiB for its 4 column blocks, 32 cycles each). Each block as emit_block's
+  // (region_base, loads_base) and sources.
+  struct BlockLoads {
+    int64_t region_base = 0, loads_base = -1;
+    std::map<std::string, BroadcastSource> sources;
+  };
+  void emit_loads(npu::Program& p, int64_t rows, const std::vector<BlockLoads>& blocks);
 
  private:
   // "" or why the statements after the matmul one are not such an epilogue; fills the members.
   std::string analyse(int matmul_statement, bool skip_before);
+  // A tensor varying along the columns only, loaded as one row and read as a pattern (emit_block).
+  bool one_row_pattern(const BroadcastSource& source, int64_t element_bytes, int64_t rows) const;
+  std::set<std::string> loaded_apart_;  // emit_loads: tensors emit_block's Part::Loads leaves out
 
   std::vector<const ir::Statement*> statements_;
   std::vector<std::string> broadcasts_;
