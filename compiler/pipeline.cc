@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include "compiler/emit_npu/attention.h"
+#include "compiler/emit_npu/held_dtypes.h"
 #include "isa/base/error.h"
 #include "isa/gpu_machine.h"
 #include "isa/npu_machine.h"
@@ -469,6 +470,7 @@ CompileFit compile_unless_no_tile_fits(const ir::Function& f, const CompileOptio
                     " is not a GPU description; NPU and c targets take tile specs such as m=128/64,n=128/32,k=64/16" +
                     (options.plan_source.kind == PlanSource::Kind::Tuned ? " (" + options.plan_source.describe() + ")" : ""));
   check_tensor_sizes(f, options.sizes, options.target == "c" ? nullptr : &c->hierarchy);
+  if (options.target != "c" && c->hierarchy.kind == isa::TargetKind::Npu) emit_npu::check_held_dtypes(f, c->hierarchy);
   isl::ctx ctx = c->isl.ctx();
   PassTimer timer(*c, options);
 

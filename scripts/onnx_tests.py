@@ -274,8 +274,10 @@ def classify_run(target, rc, out, report):
     return target_refusal(result)
 
 
-# a target's documented limit, said in so many words: bf16 on c, u8 on the NPU's vector unit
-TARGET_REFUSAL_RE = re.compile(r"is not supported by|has no mapping for|does not map|no NPU mapping takes it")
+# a target's documented limit, said in so many words: bf16 on c, u8 on the NPU's vector unit, f64 on
+# an NPU description that lists no f64 unit
+TARGET_REFUSAL_RE = re.compile(r"is not supported by|has no mapping for|does not map|no NPU mapping takes it|"
+                               r"no unit of the NPU description \S+ takes")
 
 
 def target_refusal(result):

@@ -81,6 +81,9 @@ REFUSALS = [
     (r"davinci", r"computes with (a reduction in )?(u8|bf16)\b.*the NPU has no mapping for them",
      "the DaVinci vector unit computes in f16, f32, i32 (i8 through i32): u8 and bf16 values can be "
      "moved, not computed (compiler/emit_npu/emit_npu.cc, why_not_vector_dtypes)"),
+    (r"davinci", r"is f64: no unit of the NPU description \S+ takes f64",
+     "the DaVinci descriptions list no f64 unit (vector f16 f32 i32 i8, cube f16 and i8): an f64 tensor "
+     "is refused naming it (compiler/emit_npu/held_dtypes.h); c and the GPU targets compute it"),
     (r"davinci", r"general vector lowering: the output \w+ is read outside its shape",
      "an output read outside its shape under a select has no zero-padded buffer on the NPU (its GM place "
      "is the caller's; nest_plan.cc plan_pads); as 'no NPU mapping takes it' lists it for other kernels, "

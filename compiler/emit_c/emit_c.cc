@@ -20,6 +20,7 @@ std::string ctype(DType t) {
   switch (t) {
     case DType::F16: return "tessel_f16";
     case DType::F32: return "float";
+    case DType::F64: return "double";
     case DType::I8: return "int8_t";
     case DType::U8: return "uint8_t";
     case DType::I32: return "int32_t";
@@ -136,8 +137,10 @@ struct Emitter {
     } else {
       std::string rhs = value(*s.rhs, n.binding);
       const bool fl = dtype_is_float(s.acc_type);
-      std::string cur = fl ? "((float)" + load(A, lhs) + ")" : lhs;
-      std::string r = fl ? "((float)" + rhs + ")" : rhs;
+      const std::string F = A == DType::F64 ? "double" : "float";  // the type a float step computes in
+      std::string cur = fl ? "((" + F + ")" + load(A, lhs) + ")" : lhs;
+      std::string r = fl ? "((" + F + ")" + rhs + ")" : rhs;
+      const std::string fmax = A == DType::F64 ? "tessel_dmax(" : "tessel_fmax(", fmin = A == DType::F64 ? "tessel_dmin(" : "tessel_fmin(";
       switch (s.reduction) {
         case ir::Reduction::None: os << pad << "  " << lhs << " = " << store(A, rhs) << ";\n"; break;
         case ir::Reduction::Sum: os << pad << "  " << lhs << " = " << store(A, "(" + cur + " + " + r + ")") << ";\n"; break;
@@ -150,13 +153,13 @@ struct Emitter {
           break;
         case ir::Reduction::Max:
           if (fl)
-            os << pad << "  " << lhs << " = " << store(A, "tessel_fmax(" + cur + ", " + r + ")") << ";\n";
+            os << pad << "  " << lhs << " = " << store(A, fmax + cur + ", " + r + ")") << ";\n";
           else
             os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ > " << lhs << ") " << lhs << " = v_; }\n";
           break;
         case ir::Reduction::Min:
           if (fl)
-            os << pad << "  " << lhs << " = " << store(A, "tessel_fmin(" + cur + ", " + r + ")") << ";\n";
+            os << pad << "  " << lhs << " = " << store(A, fmin + cur + ", " + r + ")") << ";\n";
           else
             os << pad << "  { " << T << " v_ = (" << T << ")" << rhs << "; if (v_ < " << lhs << ") " << lhs << " = v_; }\n";
           break;
@@ -410,6 +413,12 @@ static inline long tessel_irem(long a, long b) { return b == 0 ? 0 : a % b; }
 static inline float tessel_fsign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }
 static inline long tessel_isign(long x) { return (x > 0) - (x < 0); }
 static inline float tessel_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* f64 computes in double: the same helpers */
+static inline double tessel_dmax(double a, double b) { return (a != a || b != b) ? NAN : (a < b ? b : a); }
+static inline double tessel_dmin(double a, double b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }
+static inline long tessel_d2i(double v, long lo, long hi) { if (v != v) return 0; if (v <= (double)lo) return lo; if (v >= (double)hi) return hi; return (long)v; }
+static inline double tessel_dsign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
+static inline double tessel_dsigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 )";
 }
 

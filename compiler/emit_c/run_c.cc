@@ -32,6 +32,7 @@ void tolerance_for(DType t, double& abs_tol, double& rel_tol) {
     // the same 4 units in the last place
     case DType::BF16: abs_tol = 8e-3; rel_tol = 8e-3; return;
     case DType::F32: abs_tol = 1e-5; rel_tol = 1e-5; return;
+    case DType::F64: abs_tol = 1e-12; rel_tol = 1e-12; return;  // about 4500 units in the last place (2^-52) near 1
     default: abs_tol = 0; rel_tol = 0; return;
   }
 }

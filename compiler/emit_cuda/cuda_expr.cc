@@ -9,6 +9,7 @@ std::string storage_type(DType t) {
   switch (t) {
     case DType::F16: return "__half";
     case DType::F32: return "float";
+    case DType::F64: return "double";
     case DType::I8: return "signed char";
     case DType::U8: return "unsigned char";
     case DType::I32: return "int";
@@ -17,7 +18,7 @@ std::string storage_type(DType t) {
   throw UserError("dtype " + std::string(dtype_name(t)) + " is not supported by the CUDA emitter");
 }
 
-std::string value_type(DType t) { return dtype_is_float(t) ? "float" : storage_type(t); }
+std::string value_type(DType t) { return dtype_is_float(t) && t != DType::F64 ? "float" : storage_type(t); }
 
 std::string load_value(DType t, const std::string& stored) {
   if (t == DType::F16) return "__half2float(" + stored + ")";
@@ -80,14 +81,14 @@ std::string reduce_values(ir::Reduction r, DType t, const std::string& cur, cons
   switch (r) {
     case ir::Reduction::None: return v;
     case ir::Reduction::Sum:
-      return fl ? fres(t, "(float)" + cur + " + (float)" + v) : "((" + VT + ")((long long)" + cur + " + (long long)" + v + "))";
+      return fl ? fres(t, "(" + VT + ")" + cur + " + (" + VT + ")" + v) : "((" + VT + ")((long long)" + cur + " + (long long)" + v + "))";
     case ir::Reduction::Prod:  // integers wrap, as the language's integer arithmetic does
-      return fl ? fres(t, "(float)" + cur + " * (float)" + v)
+      return fl ? fres(t, "(" + VT + ")" + cur + " * (" + VT + ")" + v)
                 : "((" + VT + ")((unsigned long long)" + cur + " * (unsigned long long)" + v + "))";
     case ir::Reduction::Max:
-      return fl ? fres(t, "tessel_fmax(" + cur + ", " + v + ")") : "((" + VT + ")tessel_imax(" + cur + ", " + v + "))";
+      return fl ? fres(t, std::string(t == DType::F64 ? "tessel_dmax(" : "tessel_fmax(") + cur + ", " + v + ")") : "((" + VT + ")tessel_imax(" + cur + ", " + v + "))";
     case ir::Reduction::Min:
-      return fl ? fres(t, "tessel_fmin(" + cur + ", " + v + ")") : "((" + VT + ")tessel_imin(" + cur + ", " + v + "))";
+      return fl ? fres(t, std::string(t == DType::F64 ? "tessel_dmin(" : "tessel_fmin(") + cur + ", " + v + ")") : "((" + VT + ")tessel_imin(" + cur + ", " + v + "))";
   }
   return v;
 }
@@ -116,6 +117,12 @@ static __device__ __forceinline__ long long tessel_irem(long long a, long long b
 static __device__ __forceinline__ float tessel_fsign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; }
 static __device__ __forceinline__ long long tessel_isign(long long x) { return (x > 0) - (x < 0); }
 static __device__ __forceinline__ float tessel_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* f64 computes in double: the same helpers */
+static __device__ __forceinline__ double tessel_dmax(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7fffffffffffffffLL) : (a < b ? b : a); }
+static __device__ __forceinline__ double tessel_dmin(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7fffffffffffffffLL) : (b < a ? b : a); }
+static __device__ __forceinline__ long long tessel_d2i(double v, long long lo, long long hi) { if (v != v) return 0; if (v <= (double)lo) return lo; if (v >= (double)hi) return hi; return (long long)v; }
+static __device__ __forceinline__ double tessel_dsign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
+static __device__ __forceinline__ double tessel_dsigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 )";
 }
 

@@ -268,13 +268,20 @@ struct RowKernelPrinter {
            " + v_] = " + store_value(t.dtype, "0") + ";\n" + "      }\n    }\n";
   }
 
+  // Whether a statement reduces in f64 (red_ then holds doubles: a warp's partial in double).
+  bool f64_reductions() const {
+    for (const ir::Statement& s : k.function->statements)
+      if (s.reduction != ir::Reduction::None && s.acc_type == DType::F64) return true;
+    return false;
+  }
+
   // The kernel's head: loop-invariant inputs (column vectors, scalars) once per block, and with
   // prefetch the block's first row of each matrix input; then the loop over rows opens.
   void head() {
     const int block = T * R;
     os << "\n/* " << plan.explain << " */\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << block << ") tessel_row_g0(" << kernel_parameters(k) << ") {\n"
-       << "  __shared__ float red_[" << std::max(1, block / W) << "];\n"
+       << "  __shared__ " << (f64_reductions() ? "double" : "float") << " red_[" << std::max(1, block / W) << "];\n"
        << "  (void)red_;\n"
        << "  const int lane_ = threadIdx.x % " << T << ", grp_ = threadIdx.x / " << T << ";\n";
     for (const auto& [name, t] : a.tensors) {

@@ -247,7 +247,7 @@ class Lowering {
   void declare(const ast::TensorDecl& d, ir::TensorKind kind) {
     ir::Tensor t;
     const std::optional<DType> dtype = parse_dtype(d.dtype);
-    if (!dtype) error(d.dtype_loc, "unknown dtype '" + d.dtype + "'; expected one of f16, bf16, f32, i8, u8, i32");
+    if (!dtype) error(d.dtype_loc, "unknown dtype '" + d.dtype + "'; expected one of f16, bf16, f32, f64, i8, u8, i32");
     t.dtype = *dtype;
     t.name = d.name;
     t.kind = kind;
@@ -691,8 +691,9 @@ class Lowering {
       arity(e, 1);
       Typed x = expr(*e.args[0]);
       if (x.kind == Kind::WeakInt || x.kind == Kind::WeakReal) {
-        // Integer literals and size parameters are computed in i32, real literals in f32, then cast.
-        const DType from = default_type(x.kind);
+        // Integer literals and size parameters are computed in i32, real literals in f32 (in f64
+        // when cast to f64, so f64(1e300) keeps its value), then cast.
+        const DType from = x.kind == Kind::WeakReal && *t == DType::F64 ? DType::F64 : default_type(x.kind);
         x.e = materialize(x.e, from, x.loc);
         if (from == *t) return {x.e, Kind::Strong, e.loc};
       }
@@ -727,7 +728,7 @@ class Lowering {
       std::string known;
       for (const ir::Tensor& x : f_.tensors) known += (known.empty() ? "" : ", ") + x.name;
       error(e.name_loc, "unknown tensor or function '" + n + "'; tensors: " + (known.empty() ? "none" : known) +
-                            "; functions: " + builtin_list() + " and the casts f16, bf16, f32, i8, u8, i32");
+                            "; functions: " + builtin_list() + " and the casts f16, bf16, f32, f64, i8, u8, i32");
     }
     if (t->kind != ir::TensorKind::Input && !written_.count(n))
       error(e.name_loc, "reads '" + n + "' before any statement writes it" +

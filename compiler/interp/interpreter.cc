@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include "compiler/interp/error_scale.h"
 #include "compiler/interp/scalar.h"
@@ -157,7 +158,7 @@ const float* f16_table() {
 
 template <DType T>
 struct AccessF : Node {
-  static constexpr int kBytes = T == DType::F32 ? 4 : 2;
+  static constexpr int kBytes = T == DType::F64 ? 8 : T == DType::F32 ? 4 : 2;
   const uint8_t* data;
   Address addr;
   double f(const int64_t* idx) const override { return load_float(T, data + addr.offset(idx) * kBytes); }
@@ -218,8 +219,12 @@ struct IndexValueNode : Node {
   int64_t i(const int64_t* idx) const override { return wrap_int(type, raw(idx)); }
 };
 
+// The type a float operation of dtype T computes in: f64 in double, every other float dtype in float.
 template <DType T>
-inline double fin(float r) {
+using Compute = std::conditional_t<T == DType::F64, double, float>;
+
+template <DType T>
+inline double fin(Compute<T> r) {
   if constexpr (T == DType::F16) return round_to_f16(r);
   else if constexpr (T == DType::BF16) return round_to_bf16(r);
   else return r;
@@ -237,21 +242,21 @@ struct Unary : Node {
 template <Op OP, DType T>
 struct BinF : Binary {
   double f(const int64_t* idx) const override {
-    return apply(static_cast<float>(a->f(idx)), static_cast<float>(b->f(idx)));
+    return apply(static_cast<Compute<T>>(a->f(idx)), static_cast<Compute<T>>(b->f(idx)));
   }
   void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
     double y[kBatch];
     a->fbatch(idx, slot, lo, n, out);
     b->fbatch(idx, slot, lo, n, y);
-    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<float>(out[k]), static_cast<float>(y[k]));
+    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<Compute<T>>(out[k]), static_cast<Compute<T>>(y[k]));
   }
-  static double apply(float x, float y) {
+  static double apply(Compute<T> x, Compute<T> y) {
     if constexpr (OP == Op::Add) return fin<T>(x + y);
     else if constexpr (OP == Op::Sub) return fin<T>(x - y);
     else if constexpr (OP == Op::Mul) return fin<T>(x * y);
     else if constexpr (OP == Op::Div) return fin<T>(x / y);
     else if constexpr (OP == Op::Mod) return fin<T>(std::fmod(x, y));
-    else if constexpr (OP == Op::Pow) return fin<T>(ir::pow_f32(x, y));
+    else if constexpr (OP == Op::Pow) return fin<T>(std::pow(x, y));
     else if constexpr (OP == Op::Min) return nan_min(x, y);
     else return nan_max(x, y);
   }
@@ -313,15 +318,15 @@ struct Select : Node {
 
 template <Op OP, DType T>
 struct UnF : Unary {
-  double f(const int64_t* idx) const override { return apply(static_cast<float>(a->f(idx))); }
+  double f(const int64_t* idx) const override { return apply(static_cast<Compute<T>>(a->f(idx))); }
   void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
     a->fbatch(idx, slot, lo, n, out);
-    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<float>(out[k]));
+    for (int k = 0; k < n; ++k) out[k] = apply(static_cast<Compute<T>>(out[k]));
   }
-  static double apply(float x) {
+  static double apply(Compute<T> x) {
     if constexpr (OP == Op::Neg) return -x;
     else if constexpr (OP == Op::Abs) return std::fabs(x);
-    else return fin<T>(ir::unary_math_f32<OP>(x));  // compiler/ir/builtin_math.h
+    else return fin<T>(ir::unary_math<OP, Compute<T>>(x));  // compiler/ir/builtin_math.h
   }
 };
 
@@ -349,7 +354,7 @@ struct Cast : Node {
   void fbatch(int64_t* idx, int slot, int64_t lo, int n, double* out) const override {
     if (dtype_is_float(from)) {
       a->fbatch(idx, slot, lo, n, out);
-      if (to == DType::F32 && from != DType::F32) return;  // widening to f32 is exact
+      if (to == DType::F64 || (to == DType::F32 && from != DType::F32 && from != DType::F64)) return;  // widening is exact
       for (int k = 0; k < n; ++k) out[k] = round_float(to, out[k]);
     } else {
       int64_t x[kBatch];
@@ -375,6 +380,7 @@ NodePtr by_type(DType t) {
     case DType::F16: return std::make_unique<N<OP, DType::F16>>();
     case DType::BF16: return std::make_unique<N<OP, DType::BF16>>();
     case DType::F32: return std::make_unique<N<OP, DType::F32>>();
+    case DType::F64: return std::make_unique<N<OP, DType::F64>>();
     case DType::I8: return std::make_unique<N<OP, DType::I8>>();
     case DType::U8: return std::make_unique<N<OP, DType::U8>>();
     case DType::I32: return std::make_unique<N<OP, DType::I32>>();
@@ -618,6 +624,7 @@ struct Compiler {
       TESSEL_ACCESS(F16, AccessF)
       TESSEL_ACCESS(BF16, AccessF)
       TESSEL_ACCESS(F32, AccessF)
+      TESSEL_ACCESS(F64, AccessF)
       TESSEL_ACCESS(I8, AccessI)
       TESSEL_ACCESS(U8, AccessI)
       TESSEL_ACCESS(I32, AccessI)
@@ -713,6 +720,7 @@ struct Runner {
       switch (type) {
         case DType::F16: return fn(0.0, [](double a, double v) { return fin<DType::F16>(float(a) + float(v)); });
         case DType::BF16: return fn(0.0, [](double a, double v) { return fin<DType::BF16>(float(a) + float(v)); });
+        case DType::F64: return fn(0.0, [](double a, double v) { return a + v; });
         default: return fn(0.0, [](double a, double v) { return double(float(a) + float(v)); });
       }
     }
@@ -733,6 +741,7 @@ struct Runner {
       case DType::F16: return fn(1.0, [](double a, double v) { return fin<DType::F16>(float(a) * float(v)); });
       case DType::BF16: return fn(1.0, [](double a, double v) { return fin<DType::BF16>(float(a) * float(v)); });
       case DType::F32: return fn(1.0, [](double a, double v) { return double(float(a) * float(v)); });
+      case DType::F64: return fn(1.0, [](double a, double v) { return a * v; });
       default:
         return fn(int64_t{1}, [t](int64_t a, int64_t v) {
           return wrap_int(t, static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v)));

@@ -21,8 +21,9 @@ constexpr float round_to_bf16(float v) {
   return std::bit_cast<float>(b & 0xffff0000u);
 }
 
-// Rounds a real value to floating-point dtype `t` (through f32: f16(x) is f16(f32(x))).
+// Rounds a real value to floating-point dtype `t` (through f32: f16(x) is f16(f32(x)); f64 keeps it).
 inline double round_float(DType t, double v) {
+  if (t == DType::F64) return v;
   const float f = static_cast<float>(v);
   switch (t) {
     case DType::F16: return round_to_f16(f);
@@ -63,6 +64,11 @@ inline double load_float(DType t, const uint8_t* p) {
       std::memcpy(&h, p, 2);
       return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
     }
+    case DType::F64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
     default: {
       float f;
       std::memcpy(&f, p, 4);
@@ -83,6 +89,7 @@ inline void store_float(DType t, uint8_t* p, double v) {
       std::memcpy(p, &h, 2);
       return;
     }
+    case DType::F64: std::memcpy(p, &v, 8); return;
     default: {
       const float f = static_cast<float>(v);
       std::memcpy(p, &f, 4);

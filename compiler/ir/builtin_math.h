@@ -1,5 +1,5 @@
 // The reference meaning of the language's float built-in functions (compiler/README.md, "Interpreter
-// semantics"): each computes in f32 with the host's C library and is rounded once to the result
+// semantics"): each computes in f32 (f64 values: in f64) with the host's C library and is rounded once to the result
 // dtype by its caller. One definition, used by the reference interpreter, by the NPU emitter's
 // constant folding and by the tests that check every target against std:: functions.
 //
@@ -15,18 +15,19 @@
 
 namespace tessel::ir {
 
-template <Op OP>
-inline float unary_math_f32(float x) {
+// F is the computation type: float for f32 and narrower dtypes, double for f64.
+template <Op OP, class F>
+inline F unary_math(F x) {
   if constexpr (OP == Op::Exp) return std::exp(x);
   else if constexpr (OP == Op::Log) return std::log(x);
   else if constexpr (OP == Op::Sqrt) return std::sqrt(x);
-  else if constexpr (OP == Op::Rsqrt) return 1.0f / std::sqrt(x);
+  else if constexpr (OP == Op::Rsqrt) return F(1) / std::sqrt(x);
   else if constexpr (OP == Op::Tanh) return std::tanh(x);
   else if constexpr (OP == Op::Erf) return std::erf(x);
   else if constexpr (OP == Op::Floor) return std::floor(x);
   else if constexpr (OP == Op::Ceil) return std::ceil(x);
   else if constexpr (OP == Op::Round) return std::rint(x);
-  else if constexpr (OP == Op::Sign) return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
+  else if constexpr (OP == Op::Sign) return x > 0 ? F(1) : x < 0 ? F(-1) : x;
   else if constexpr (OP == Op::Sin) return std::sin(x);
   else if constexpr (OP == Op::Cos) return std::cos(x);
   else if constexpr (OP == Op::Tan) return std::tan(x);
@@ -38,9 +39,12 @@ inline float unary_math_f32(float x) {
   else if constexpr (OP == Op::Asinh) return std::asinh(x);
   else if constexpr (OP == Op::Acosh) return std::acosh(x);
   else if constexpr (OP == Op::Atanh) return std::atanh(x);
-  else if constexpr (OP == Op::Sigmoid) return 1.0f / (1.0f + std::exp(-x));
-  else static_assert(OP == Op::Exp, "unary_math_f32: not a unary float built-in");
+  else if constexpr (OP == Op::Sigmoid) return F(1) / (F(1) + std::exp(-x));
+  else static_assert(OP == Op::Exp, "unary_math: not a unary float built-in");
 }
+
+template <Op OP>
+inline float unary_math_f32(float x) { return unary_math<OP, float>(x); }
 
 inline float pow_f32(float x, float y) { return std::pow(x, y); }
 

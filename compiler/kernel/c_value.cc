@@ -19,19 +19,20 @@ namespace {
 class Printer {
  public:
   Printer(const ir::Expr& e, const CValueContext& ctx)
-      : e_(e), ctx_(ctx), d_(ctx.dialect), T_(d_.value_type(e.type)), fl_(dtype_is_float(e.type)) {}
+      : e_(e), ctx_(ctx), d_(ctx.dialect), T_(d_.value_type(e.type)), fl_(dtype_is_float(e.type)),
+        wide_(computes_in_double(e)) {}
 
   std::string leaf() const {
     switch (e_.kind) {
       case ir::ExprKind::Constant:
-        return fl_ ? fres(std::string("(float)") + c_number(e_.value, d_), true)
+        return fl_ ? fres("(" + ft() + ")" + c_number(e_.value, d_), true)
                    : cast(d_.int_constant + c_number(e_.value, d_));
       case ir::ExprKind::SizeParam: {
         const std::string n = std::to_string(ctx_.sizes->at(e_.name));
-        return fl_ ? fres(d_.to_float + n, true) : cast(n + d_.int_size_suffix);
+        return fl_ ? fres(to_ft() + n, true) : cast(n + d_.int_size_suffix);
       }
       case ir::ExprKind::IndexValue:
-        return fl_ ? fres(d_.to_float + ctx_.affine(e_.affine), true) : cast(ctx_.affine(e_.affine));
+        return fl_ ? fres(to_ft() + ctx_.affine(e_.affine), true) : cast(ctx_.affine(e_.affine));
       case ir::ExprKind::Access: return ctx_.access(e_);
       case ir::ExprKind::Apply: break;
     }
@@ -44,9 +45,26 @@ class Printer {
   const CValueDialect& d_;
   const std::string T_;
   const bool fl_;
+  const bool wide_;  // the operation computes in double (an f64 result, or a cast of an f64 operand)
+
+  // f64 values compute in double, every other float dtype in float; a cast computes in its operand's type.
+  static bool computes_in_double(const ir::Expr& e) {
+    if (e.type == DType::F64) return true;
+    return e.kind == ir::ExprKind::Apply && e.op == ir::Op::Cast && e.args[0]->type == DType::F64;
+  }
+  std::string ft() const { return wide_ ? "double" : "float"; }
+  std::string to_ft() const { return wide_ && *d_.to_float ? "(double)" : d_.to_float; }
+  // The C library's or the prelude's function `f32_fn` (expf, tessel_fmin) for the computation type:
+  // the double one (exp, tessel_dmin) where the operation computes in double.
+  std::string fn(const std::string& f32_fn) const {
+    if (!wide_) return f32_fn;
+    if (f32_fn.rfind("tessel_f", 0) == 0) return "tessel_d" + f32_fn.substr(8);
+    if (f32_fn == "tessel_sigmoid") return "tessel_dsigmoid";
+    return f32_fn.back() == 'f' ? f32_fn.substr(0, f32_fn.size() - 1) : f32_fn;
+  }
 
   std::string arg(int i) const { return c_value(*e_.args[i], ctx_); }
-  std::string f(int i) const { return "((float)" + arg(i) + ")"; }
+  std::string f(int i) const { return "((" + ft() + ")" + arg(i) + ")"; }
   std::string fres(const std::string& v, bool primary) const { return d_.float_result(e_.type, v, primary); }
   std::string cast(const std::string& v) const { return "((" + T_ + ")" + v + ")"; }
   std::string infix(const char* op) const { return "(" + arg(0) + " " + op + " " + arg(1) + ")"; }
@@ -59,8 +77,8 @@ class Printer {
     if (arity == 2) s += std::string(", ") + d_.helper_arg + arg(1);
     return cast(s + ")");
   }
-  std::string math(const char* fn) const { return fres(std::string(fn) + "(" + f(0) + ")", true); }
-  std::string float_call2(const char* fn) const { return fres(std::string(fn) + "(" + f(0) + ", " + f(1) + ")", true); }
+  std::string math(const char* name) const { return fres(fn(name) + "(" + f(0) + ")", true); }
+  std::string float_call2(const char* name) const { return fres(fn(name) + "(" + f(0) + ", " + f(1) + ")", true); }
   std::string int_min_max(const char* helper_fn, const char* cmp) const {
     if (d_.int_helpers) return helper(helper_fn, 2);
     return cast("(" + arg(0) + " " + cmp + " " + arg(1) + " ? " + arg(0) + " : " + arg(1) + ")");
@@ -72,8 +90,9 @@ class Printer {
       const std::string range = e_.type == DType::I8   ? "-128" + L + ", 127" + L
                                 : e_.type == DType::U8 ? "0" + L + ", 255" + L
                                                        : "-2147483648" + L + ", 2147483647" + L;
-      return cast("tessel_f2i(" + f(0) + ", " + range + ")");
+      return cast(fn("tessel_f2i") + "(" + f(0) + ", " + range + ")");
     }
+    if (fl_ && wide_) return fres(std::string(e_.type == DType::F64 ? "(double)" : "(float)") + arg(0), true);
     return fl_ ? fres(d_.to_float + arg(0), true) : cast(d_.widen + arg(0));
   }
 
@@ -103,7 +122,7 @@ class Printer {
       case ir::Op::Exp: return math("expf");
       case ir::Op::Log: return math("logf");
       case ir::Op::Sqrt: return math("sqrtf");
-      case ir::Op::Rsqrt: return fres("1.0f / sqrtf(" + f(0) + ")", false);
+      case ir::Op::Rsqrt: return fres((wide_ ? "1.0 / sqrt(" : "1.0f / sqrtf(") + f(0) + ")", false);
       case ir::Op::Tanh: return math("tanhf");
       case ir::Op::Erf: return math("erff");
       case ir::Op::Pow: return float_call2("powf");

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <onnx/defs/schema.h>
@@ -31,7 +33,7 @@ namespace {
 
 // Every name the language reserves (dtypes, built-ins present and planned, keywords).
 const std::set<std::string> kReserved = {
-    "f16", "bf16", "f32", "i8", "u8", "i32", "def", "where", "in", "select", "min", "max", "abs", "exp", "log", "sqrt",
+    "f16", "bf16", "f32", "f64", "i8", "u8", "i32", "def", "where", "in", "select", "min", "max", "abs", "exp", "log", "sqrt",
     "rsqrt", "tanh", "erf", "pow", "floor", "ceil", "round", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
     "sinh", "cosh", "asinh", "acosh", "atanh", "sigmoid", "cast", "relu", "gelu"};
 
@@ -41,6 +43,25 @@ bool looks_like_index(const std::string& s) {
   for (size_t i = 1; i < s.size(); ++i)
     if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
   return true;
+}
+
+// ONNX double data is held in f32, as every target computes in it, unless a double value known at
+// import (an initializer, a --value tensor, a Constant node's value) is finite and beyond f32's
+// range: then in f64 (c and the GPU targets; an NPU description refuses f64 naming the tensor).
+DType double_holding(const onnx::GraphProto& g) {
+  auto beyond_f32 = [](const onnx::TensorProto& t) {
+    if (t.data_type() != onnx::TensorProto::DOUBLE) return false;
+    for (double x : values(t, "double data"))
+      if (std::isfinite(x) && std::fabs(x) > double(std::numeric_limits<float>::max())) return true;
+    return false;
+  };
+  for (const auto& t : g.initializer())
+    if (beyond_f32(t)) return DType::F64;
+  for (const auto& n : g.node())
+    if (n.op_type() == "Constant")
+      for (const auto& a : n.attribute())
+        if (a.has_t() && beyond_f32(a.t())) return DType::F64;
+  return DType::F32;
 }
 
 }  // namespace
@@ -111,6 +132,7 @@ void Importer::prepare() {
     init->set_name(name);
     fix_declared_shape(*g, name, t);
   }
+  double_dtype_ = double_holding(*g);
   try {
     onnx::ShapeInferenceOptions options{false, 0, true};
     onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), options);
@@ -393,6 +415,7 @@ std::string Importer::materialize(Value& v) {
         std::memcpy(p, &f, 4);
         break;
       }
+      case DType::F64: std::memcpy(p, &x, 8); break;
       case DType::I32: { const int32_t q = checked_i32(x, model_name_ + ": '" + v.onnx + "'", int64_t(k)); std::memcpy(p, &q, 4); break; }
       case DType::F16: { const uint16_t h = f32_to_f16_bits(float(x)); std::memcpy(p, &h, 2); break; }
       case DType::BF16: { const float f = float(x); uint32_t b; std::memcpy(&b, &f, 4); const uint16_t h = uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16); std::memcpy(p, &h, 2); break; }

@@ -191,9 +191,9 @@ void translate_cast(Context& c) {
   const Value& x = c.input(0);
   c.dtype(x);
   const Value& y = c.output(0);
-  if (!dtype_of(to)) c.unsupported("cast to " + elem_type_name(to));
+  if (!c.held_dtype(to)) c.unsupported("cast to " + elem_type_name(to));
   if (x.elem_type == to && c.alias(0, x)) return;
-  const std::string target(dtype_name(*dtype_of(to)));
+  const std::string target(dtype_name(*c.held_dtype(to)));
   emit_elementwise(c, {0}, [&](const Args& a) {
     if (to == TP::BOOL) return "i8(" + a[0] + " != 0)";
     if (is_bool(x)) return target + "(" + a[0] + ")";

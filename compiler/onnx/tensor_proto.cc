@@ -53,7 +53,7 @@ std::optional<DType> dtype_of(int e) {
 }
 
 const char* held_types_note() {
-  return "tessel holds f32 f16 bf16 i8 u8 i32, bool as i8, int16 uint16 uint32 int64 uint64 as i32, double as f32";
+  return "tessel holds f32 f64 f16 bf16 i8 u8 i32, bool as i8, int16 uint16 uint32 int64 uint64 as i32, double as f32 (f64 where a value is beyond f32)";
 }
 
 std::vector<int64_t> dims(const TP& t) { return {t.dims().begin(), t.dims().end()}; }
@@ -212,6 +212,14 @@ NpyArray to_npy(const TP& t, const std::string& where, std::optional<DType> sixt
     return convert_each(DType::I32, [&](double x, const std::string& tensor, int64_t i) {
       return checked_i32(x, tensor, i, elem_type_name(t.data_type()));
     });
+  if (t.data_type() == TP::DOUBLE && sixteen_bits_as == DType::F64) {  // read as the f64 tensor it is declared as
+    a.dtype = DType::F64;
+    a.shape = dims(t);
+    const std::vector<double> v = values(t, where);
+    a.data.resize(v.size() * 8);
+    std::memcpy(a.data.data(), v.data(), a.data.size());
+    return a;
+  }
   if (t.data_type() == TP::DOUBLE) return convert_each(DType::F32, checked_f32);
   a.dtype = *dt;
   a.shape = dims(t);

@@ -35,7 +35,8 @@ int32_t checked_i32(double v, const std::string& tensor, int64_t element, const 
 float checked_f32(double v, const std::string& tensor, int64_t element);
 
 // `sixteen_bits_as` F16 or BF16: a uint16 tensor's elements are taken as that type's bit patterns
-// (ONNX's older test data stores bfloat16 tensors as uint16).
+// (ONNX's older test data stores bfloat16 tensors as uint16); F64: a double tensor is read as f64
+// (the declared dtype of the tensor it is given for), not held in f32.
 NpyArray to_npy(const onnx::TensorProto& t, const std::string& where, std::optional<DType> sixteen_bits_as = std::nullopt);
 std::vector<double> values(const onnx::TensorProto& t, const std::string& where);
 std::vector<int64_t> dims(const onnx::TensorProto& t);

@@ -51,7 +51,7 @@ std::string literal(double x, DType t) {
   if (std::isnan(x)) return dt + "(0.0 / 0.0)";
   if (std::isinf(x)) return dt + (x > 0 ? "(1.0 / 0.0)" : "(-1.0 / 0.0)");
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
+  std::snprintf(buf, sizeof buf, t == DType::F64 ? "%.17g" : "%.9g", x);
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   if (s.find("e") != std::string::npos && s.find('.') == std::string::npos) s.insert(s.find('e'), ".0");
@@ -86,8 +86,13 @@ std::vector<int64_t> Context::constant_ints(int i, const std::string& what) cons
   return v;
 }
 
+std::optional<DType> Context::held_dtype(int elem_type) const {
+  if (elem_type == onnx::TensorProto::DOUBLE) return double_dtype_;
+  return dtype_of(elem_type);
+}
+
 DType Context::dtype(const Value& v) const {
-  const auto t = dtype_of(v.elem_type);
+  const auto t = held_dtype(v.elem_type);
   if (!t) unsupported("tensor '" + v.onnx + "' is " + elem_type_name(v.elem_type) + " data (" + held_types_note() + ")");
   return *t;
 }

@@ -63,6 +63,9 @@ struct Statement {
 };
 
 class Context {
+ protected:
+  DType double_dtype_ = DType::F32;
+
  public:
   virtual ~Context() = default;
   virtual const onnx::NodeProto& node() const = 0;
@@ -88,8 +91,14 @@ class Context {
   // output is a graph output, which gets a copy. False when it must be written instead.
   virtual bool alias(int i, const Value& v) = 0;
 
-  // The TSL dtype of a value (bool as i8); unsupported() for others (f64, i64 data, strings).
+  // The TSL dtype of a value (bool as i8, double as double_dtype()); unsupported() for others
+  // (i64 data, strings).
   DType dtype(const Value& v) const;
+  // The TSL dtype an ONNX element type is held in (dtype_of, double as double_dtype()), if any.
+  std::optional<DType> held_dtype(int elem_type) const;
+  // The dtype this model's double data is held in (importer.cc, double_holding): f32, or f64 where
+  // a double value known at import is beyond f32's range.
+  DType double_dtype() const { return double_dtype_; }
   std::string dtype_name(const Value& v) const;
 
   // "NAME(i0, 0, r1)" for the value, or a literal for a one-element constant; records plain uses.

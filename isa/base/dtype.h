@@ -13,6 +13,7 @@ namespace tessel {
   X(F16, "f16", 2, true, true, "<f2") \
   X(BF16, "bf16", 2, true, true, "")  \
   X(F32, "f32", 4, true, true, "<f4") \
+  X(F64, "f64", 8, true, true, "<f8") \
   X(I8, "i8", 1, false, true, "|i1")  \
   X(U8, "u8", 1, false, false, "|u1") \
   X(I32, "i32", 4, false, true, "<i4")

@@ -24,4 +24,15 @@ if(TARGET tessel_onnx AND IS_DIRECTORY ${TESSEL_ONNX_NODE_TESTS})
            "-DARGS=run|${CMAKE_CURRENT_BINARY_DIR}/onnx/test_relu.tsl|--target|c|--input|x=${TESSEL_ONNX_NODE_TESTS}/test_relu/test_data_set_0/input_0.pb|--expect|y=${TESSEL_ONNX_NODE_TESTS}/test_abs/test_data_set_0/output_0.pb"
            -DEXPECT_CODE=1 "-DEXPECT=--expect y: " -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_failure.cmake)
   set_tests_properties(cli.onnx.expect_mismatch PROPERTIES DEPENDS cli.onnx.test_relu)
+  # double data beyond f32's range (2.4e198...) is held in f64: imported, run on c, each output as expected
+  set(TESSEL_ONNX_OPERATOR_TESTS /usr/share/libonnx-testdata/data/pytorch-operator)
+  add_test(NAME cli.onnx.f64_test_operator_add_broadcast
+    COMMAND ${CMAKE_COMMAND} -DT=$<TARGET_FILE:tessel> -DMODEL_DIR=${TESSEL_ONNX_OPERATOR_TESTS}/test_operator_add_broadcast
+            -DOUT=${CMAKE_CURRENT_BINARY_DIR}/onnx "-DINPUT_NAMES=0|1" -P ${CMAKE_CURRENT_SOURCE_DIR}/onnx_node_test.cmake)
+  set_tests_properties(cli.onnx.f64_test_operator_add_broadcast PROPERTIES TIMEOUT 120 LABELS onnx)
+  # ... and refused by an NPU description, which lists no f64 unit: exit 1 naming the tensor
+  add_test(NAME cli.onnx.f64_refused_on_npu COMMAND ${CMAKE_COMMAND} -DCMD=$<TARGET_FILE:tessel>
+           "-DARGS=compile|${CMAKE_CURRENT_BINARY_DIR}/onnx/test_operator_add_broadcast.tsl|--target|davinci-910"
+           -DEXPECT_CODE=1 "-DEXPECT=is f64: no unit of the NPU description davinci-910 takes f64" -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_failure.cmake)
+  set_tests_properties(cli.onnx.f64_refused_on_npu PROPERTIES DEPENDS cli.onnx.f64_test_operator_add_broadcast LABELS onnx)
 endif()

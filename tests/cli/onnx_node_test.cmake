@@ -2,14 +2,25 @@
 # given by --value (used where a constant is needed, an input otherwise), then tessel run on the C
 # target with the inputs the def keeps (input_K.pb by the manifest's input_index) and --expect for
 # each output (output_K.pb by output_index). Fails unless both commands exit 0.
-#   cmake -DT=tessel -DMODEL_DIR=... -DOUT=DIR -P onnx_node_test.cmake
+# INPUT_NAMES ('|'-separated, optional): the graph inputs' names in order, for test data whose .pb
+# files carry no name (ONNX's PyTorch-operator tests): input_K.pb is given as --value NAME_K=input_K.pb.
+#   cmake -DT=tessel -DMODEL_DIR=... -DOUT=DIR [-DINPUT_NAMES=a|b] -P onnx_node_test.cmake
 get_filename_component(name ${MODEL_DIR} NAME)
 file(MAKE_DIRECTORY ${OUT})
 file(GLOB given ${MODEL_DIR}/test_data_set_0/input_*.pb)
 set(values)
-foreach(f ${given})
-  list(APPEND values --value ${f})
-endforeach()
+if(DEFINED INPUT_NAMES)
+  string(REPLACE "|" ";" names "${INPUT_NAMES}")
+  set(k 0)
+  foreach(n ${names})
+    list(APPEND values --value ${n}=${MODEL_DIR}/test_data_set_0/input_${k}.pb)
+    math(EXPR k "${k} + 1")
+  endforeach()
+else()
+  foreach(f ${given})
+    list(APPEND values --value ${f})
+  endforeach()
+endif()
 execute_process(COMMAND ${T} import ${MODEL_DIR}/model.onnx -o ${OUT}/${name}.tsl ${values}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)

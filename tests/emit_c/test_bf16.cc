@@ -16,19 +16,12 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/scalar.h"
 #include "compiler/pipeline.h"
+#include "element_compare.h"
 
 using namespace tessel;
+using namespace tessel::emit_c_test;
 
 namespace {
-
-NpyArray array(DType t, const std::vector<int64_t>& shape, const std::vector<double>& v) {
-  NpyArray a;
-  a.dtype = t;
-  a.shape = shape;
-  a.data.assign(v.size() * dtype_bytes(t), 0);
-  for (size_t i = 0; i < v.size(); ++i) interp::store_float(t, a.data.data() + i * dtype_bytes(t), v[i]);
-  return a;
-}
 
 std::vector<double> samples(size_t n, double lo, double hi, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -36,17 +29,6 @@ std::vector<double> samples(size_t n, double lo, double hi, uint32_t seed) {
   std::vector<double> v;
   while (v.size() < n) v.push_back(u(rng));
   return v;
-}
-
-// Elements that differ (NaN matching NaN).
-int64_t differences(const NpyArray& e, const NpyArray& a) {
-  REQUIRE(e.element_count() == a.element_count());
-  int64_t d = 0;
-  for (int64_t i = 0; i < e.element_count(); ++i) {
-    const double x = interp::element_as_double(e, i), y = interp::element_as_double(a, i);
-    d += !(x == y || (std::isnan(x) && std::isnan(y)));
-  }
-  return d;
 }
 
 // Compiles def `src` for the C target, runs it on `in` and compares every output with the interpreter:

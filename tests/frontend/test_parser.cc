@@ -212,7 +212,7 @@ TEST_CASE("an error shows the source line and a caret under the column") {
   const std::string msg = rejection("def f(f32[M] A) -> (f32[M] Y) {\n\tY(m) = B(m)\n}\n");
   CHECK(msg == "t.tsl:2:9: unknown tensor or function 'B'; tensors: A, Y; functions: select, min, max, abs, exp, log, "
                "sqrt, rsqrt, tanh, erf, pow, floor, ceil, round, sign, sin, cos, tan, asin, acos, atan, sinh, cosh, "
-               "asinh, acosh, atanh, sigmoid and the casts f16, bf16, f32, i8, u8, i32\n  \tY(m) = B(m)\n  \t       ^");
+               "asinh, acosh, atanh, sigmoid and the casts f16, bf16, f32, f64, i8, u8, i32\n  \tY(m) = B(m)\n  \t       ^");
 }
 
 TEST_CASE("nesting up to the limit parses, beyond it is an error, not a crash") {

@@ -43,8 +43,11 @@ TEST_CASE("dtype table") {
   CHECK(dtype_bytes(DType::I32) == 4);
   CHECK(parse_dtype("bf16") == DType::BF16);
   CHECK(parse_dtype("s8") == DType::I8);
-  CHECK_FALSE(parse_dtype("f64").has_value());
+  CHECK(parse_dtype("f64") == DType::F64);
+  CHECK(dtype_bytes(DType::F64) == 8);
+  CHECK_FALSE(parse_dtype("f128").has_value());
   CHECK(dtype_from_npy_descr("<f2") == DType::F16);
+  CHECK(dtype_from_npy_descr("<f8") == DType::F64);
 }
 
 TEST_CASE(".npy round trip keeps dtype, shape and bytes") {
