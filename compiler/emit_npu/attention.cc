@@ -318,11 +318,19 @@ class AttentionEmitter : public VectorCode {
       return;
     const ir::Expr& score = is_score(*mul->args[0]) ? *mul->args[0] : *mul->args[1];
     const ir::Expr& other = &score == mul->args[0].get() ? *mul->args[1] : *mul->args[0];
-    if (score.type != DType::F32 || reads_tensor(other) || uses_index(other)) return;
+    // only a value of constants and sizes folds: a select (or any other operator the step's
+    // evaluation would emit an instruction for) stays in the step
+    if (score.type != DType::F32 || reads_tensor(other) || uses_index(other) || has_select(other)) return;
     region_base_ = 0, next_region_ = 0, chunk_ = 1;
     const Value c = compile(other, 1);  // constants fold (the interpreter's f32 rounding): no instruction
     if (!c.scalar || !(std::fabs(c.constant) <= 1) || c.constant == 0) return;
     scale_node_ = mul, scale_score_ = &score, q_scale_ = c.constant;
+  }
+  static bool has_select(const ir::Expr& e) {
+    if (e.kind == ir::ExprKind::Apply && e.op == ir::Op::Select) return true;
+    for (const auto& arg : e.args)
+      if (has_select(*arg)) return true;
+    return false;
   }
   static bool uses_index(const ir::Expr& e) {
     if (e.kind == ir::ExprKind::IndexValue && (!e.affine.index_coeffs.empty() || !e.affine.divs.empty())) return true;

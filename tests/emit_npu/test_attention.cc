@@ -99,6 +99,30 @@ TEST_CASE("fused attention: decode (one query) and sizes that are not multiples 
   check_fused("attention_causal_bshd", "B=1,H=2,S=45,T=45,D=40");
 }
 
+// A scale that is a select of constants is not folded into Q (folding took it for the causal
+// mask's select: an internal error, exit 3): the analysis refuses the fused form with its reason,
+// and the def runs unfused, verified
+TEST_CASE("fused attention: a score scale written as a select of constants is refused with the reason, unfused it verifies") {
+  const std::string file = "../tests/emit_npu/data/attention_scale_select.tsl", shape = "B=1,H=2,S=64,T=64,D=64";
+  const frontend::Module module = frontend::load_module(npu_test::kRoot + "/workloads/" + file);
+  const ir::Function& f = frontend::select_function(module, "attention_scale_select");
+  const auto match = poly::whole_function_match(f);
+  REQUIRE(match);
+  const std::string why =
+      online_softmax_obstacle(npu_test::kTarget, isa::load_hierarchy(npu_test::kTarget), f, *match, parse_shape(shape));
+  CHECK(why.find("does not take a select other than the causal mask") != std::string::npos);
+  // within the interpreter's f16 tolerance (exp and the sums in the vector unit's order), race-free
+  auto c = compile_case(file, "attention_scale_select", shape);
+  CHECK_FALSE(c->compilation->kernel.attention);
+  for (const auto mode : {npu_sync::SyncMode::Naive, npu_sync::SyncMode::Pruned}) {
+    const npu_test::Run r = run(*c, mode);
+    CAPTURE(r.verification.first_mismatch);
+    CHECK(r.verification.verified);
+    CHECK(r.verification.mismatches == 0);
+    CHECK(r.sim.record.races.empty());
+  }
+}
+
 TEST_CASE("fused attention: a step reading a mask tensor, probabilities normalised first") {
   check_fused("attention_softmax_first", "B=1,H=2,S=33,T=80,D=16");
 }
