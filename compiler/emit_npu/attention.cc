@@ -729,7 +729,7 @@ class AttentionEmitter : public VectorCode {
     const int64_t n = block_cols(kb);
     for (int64_t k0 = 0; k0 < n; k0 += P.pk) {  // a piece: Kᵀ's columns k0.. into L0B, their scores' column blocks
       const int64_t pn = std::min(P.pk, n - k0), l0b = l0b_region(P.l0b_k[s]);
-      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_k[l1_slot(kb)] + k0 / f * 512), imm(P.Dp / f), imm(pn / f), imm(n / f),
+      op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_k[l1_slot(kb)] + k0 / f * m_.cube_f16.b_fractal_bytes()), imm(P.Dp / f), imm(pn / f), imm(n / f),
                           imm(1), imm(0)});
       op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_s[s] + k0 / f * P.bq * f * 4), at(Buffer::L0A, P.l0a_q), at(Buffer::L0B, l0b),
                         imm(P.bq), imm(P.Dp), imm(pn), imm(1)});
@@ -831,7 +831,7 @@ class AttentionEmitter : public VectorCode {
         const int64_t pn = std::min(P.pk, cols - k0), l0a = P.l0a_p[sl] + P.bq * k0 * 2, l0b = l0b_region(P.l0b_v[sl]);
         op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0A, l0a), at(Buffer::L1, P.l1_p[l1] + P.bq * k0 * 2), imm(P.bq / f), imm(pn / f), imm(1),
                             imm(P.bq / f), imm(0)});
-        op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_v[l1] + k0 / f * 512), imm(pn / f), imm(P.Ev / f), imm(1),
+        op(Opcode::Load2d, {type(DType::F16), at(Buffer::L0B, l0b), at(Buffer::L1, P.l1_v[l1] + k0 / f * m_.cube_f16.b_fractal_bytes()), imm(pn / f), imm(P.Ev / f), imm(1),
                             imm(P.bk / f), imm(1)});
         op(Opcode::Mmad, {type(DType::F16), at(Buffer::L0C, P.l0c_o[s]), at(Buffer::L0A, l0a), at(Buffer::L0B, l0b), imm(P.bq), imm(pn), imm(P.Ev),
                           imm(kb == kb0 && k0 == 0 ? 1 : 0)});
