@@ -99,20 +99,20 @@ TEST_CASE("fused attention: decode (one query) and sizes that are not multiples 
   check_fused("attention_causal_bshd", "B=1,H=2,S=45,T=45,D=40");
 }
 
-// A scale that is a select of constants is not folded into Q (folding took it for the causal
-// mask's select: an internal error, exit 3): the analysis refuses the fused form with its reason,
-// and the def runs unfused, verified
-TEST_CASE("fused attention: a score scale written as a select of constants is refused with the reason, unfused it verifies") {
-  const std::string file = "../tests/emit_npu/data/attention_scale_select.tsl", shape = "B=1,H=2,S=64,T=64,D=64";
-  const frontend::Module module = frontend::load_module(npu_test::kRoot + "/workloads/" + file);
-  const ir::Function& f = frontend::select_function(module, "attention_scale_select");
+// A def the fused lowering refuses (tests/emit_npu/data/FILE): the refusal names the reason, and the
+// def runs unfused within the interpreter's tolerance (exp and the sums in the vector unit's order),
+// naive and pruned, race-free.
+void check_refused_then_unfused(const std::string& file, const std::string& def, const std::string& shape, const std::string& reason) {
+  CAPTURE(def);
+  const std::string path = "../tests/emit_npu/data/" + file;
+  const frontend::Module module = frontend::load_module(npu_test::kRoot + "/workloads/" + path);
+  const ir::Function& f = frontend::select_function(module, def);
   const auto match = poly::whole_function_match(f);
   REQUIRE(match);
-  const std::string why =
-      online_softmax_obstacle(npu_test::kTarget, isa::load_hierarchy(npu_test::kTarget), f, *match, parse_shape(shape));
-  CHECK(why.find("does not take a select other than the causal mask") != std::string::npos);
-  // within the interpreter's f16 tolerance (exp and the sums in the vector unit's order), race-free
-  auto c = compile_case(file, "attention_scale_select", shape);
+  const std::string why = online_softmax_obstacle(npu_test::kTarget, isa::load_hierarchy(npu_test::kTarget), f, *match, parse_shape(shape));
+  CAPTURE(why);
+  CHECK(why.find(reason) != std::string::npos);
+  auto c = compile_case(path, def, shape);
   CHECK_FALSE(c->compilation->kernel.attention);
   for (const auto mode : {npu_sync::SyncMode::Naive, npu_sync::SyncMode::Pruned}) {
     const npu_test::Run r = run(*c, mode);
@@ -121,6 +121,20 @@ TEST_CASE("fused attention: a score scale written as a select of constants is re
     CHECK(r.verification.mismatches == 0);
     CHECK(r.sim.record.races.empty());
   }
+}
+
+// A scale that is a select of constants is not folded into Q (folding took it for the causal
+// mask's select: an internal error, exit 3): the analysis refuses the select.
+TEST_CASE("fused attention: a score scale written as a select of constants is refused with the reason, unfused it verifies") {
+  check_refused_then_unfused("attention_scale_select.tsl", "attention_scale_select", "B=1,H=2,S=64,T=64,D=64",
+                             "does not take a select other than the causal mask");
+}
+
+// f16 operands with an f32 output: P is multiplied on the cube in f16, so the fused result was
+// exact to f16 only (3 elements beyond the f32 output's tolerance at this shape): refused.
+TEST_CASE("fused attention: an f32 output is refused (P in f16 on the cube), unfused it verifies to f32") {
+  check_refused_then_unfused("attention_f32_output.tsl", "attention_f32_output", "B=1,H=2,S=45,T=131,D=24",
+                             "an f32 output Out (P is multiplied on the cube in f16");
 }
 
 TEST_CASE("fused attention: a step reading a mask tensor, probabilities normalised first") {
