@@ -235,6 +235,7 @@ NpyArray to_npy(const TP& t, const std::string& where, std::optional<DType> sixt
     uint8_t* p = a.data.data() + i * b;
     switch (*dt) {
       case DType::F32: { float f = t.float_data(int(i)); std::memcpy(p, &f, 4); break; }
+      case DType::F64: { double d = t.double_data(int(i)); std::memcpy(p, &d, 8); break; }  // DOUBLE returns above; complete
       case DType::I32: { int32_t v = t.int32_data(int(i)); std::memcpy(p, &v, 4); break; }
       case DType::F16: case DType::BF16: { uint16_t v = uint16_t(t.int32_data(int(i))); std::memcpy(p, &v, 2); break; }
       case DType::I8: case DType::U8: *p = uint8_t(t.data_type() == TP::BOOL ? t.int32_data(int(i)) != 0 : t.int32_data(int(i))); break;
