@@ -36,20 +36,13 @@ std::vector<double> samples(size_t n, double lo, double hi, uint32_t seed) {
 // another order than the interpreter (the online softmax).
 void check_equal(const std::string& src, const std::map<std::string, int64_t>& sizes, const interp::Tensors& in,
                  bool exact = true) {
-  const frontend::Module m = frontend::parse_module(src, "bf16.tsl");
-  CompileOptions o;
-  o.sizes = sizes;
-  auto c = compile(m.functions.at(0), o);
-  const interp::Tensors expected = interp::evaluate(m.functions.at(0), o.sizes, in);
-  const auto runs = emit_c::run_c_batch({&c->kernel}, {in});
-  REQUIRE(runs.size() == 1);
-  for (const auto& [name, e] : expected) {
-    CAPTURE(name);
-    REQUIRE(runs[0].outputs.count(name) == 1);
-    CHECK(runs[0].outputs.at(name).dtype == e.dtype);
-    if (exact) CHECK(differences(e, runs[0].outputs.at(name)) == 0);
-  }
-  if (!exact) CHECK(emit_c::verify(expected, runs[0].outputs).verified);
+  const CAndInterpreter r = run_c_and_interpreter(src, "bf16.tsl", sizes, in);
+  if (exact)
+    for (const auto& [name, e] : r.expected) {
+      CAPTURE(name);
+      CHECK(differences(e, r.outputs.at(name)) == 0);
+    }
+  if (!exact) CHECK(emit_c::verify(r.expected, r.outputs).verified);
 }
 
 }  // namespace

@@ -27,20 +27,12 @@ namespace {
 // Compiles `src` for the C target, runs it on `in`, and returns its outputs after checking each
 // equals the interpreter's element by element.
 interp::Tensors check_equal(const std::string& src, const std::map<std::string, int64_t>& sizes, const interp::Tensors& in) {
-  const frontend::Module m = frontend::parse_module(src, "f64.tsl");
-  CompileOptions o;
-  o.sizes = sizes;
-  auto c = compile(m.functions.at(0), o);
-  const interp::Tensors expected = interp::evaluate(m.functions.at(0), o.sizes, in);
-  const auto runs = emit_c::run_c_batch({&c->kernel}, {in});
-  REQUIRE(runs.size() == 1);
-  for (const auto& [name, e] : expected) {
+  const CAndInterpreter r = run_c_and_interpreter(src, "f64.tsl", sizes, in);
+  for (const auto& [name, e] : r.expected) {
     CAPTURE(name);
-    REQUIRE(runs[0].outputs.count(name) == 1);
-    CHECK(runs[0].outputs.at(name).dtype == e.dtype);
-    CHECK(differences(e, runs[0].outputs.at(name)) == 0);
+    CHECK(differences(e, r.outputs.at(name)) == 0);
   }
-  return runs[0].outputs;
+  return r.outputs;
 }
 
 }  // namespace
